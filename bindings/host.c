@@ -1,0 +1,146 @@
+/* The lazaret executable: a C host that embeds Lua 5.4.
+ *
+ * Trust boundary (issue 2, C-REFINEMENT.md): the only Lua this process runs
+ * is the bundle compiled into it. package.path/cpath are cleared and the
+ * searchers reduced to package.preload, so LUA_PATH, the working directory
+ * and writable paths are never consulted. Library functions that would give
+ * Lua ambient authority (a shell, files by name, the environment, loading
+ * code from disk or shared objects) are removed before any module runs; Lua
+ * reaches the system only through the narrow binding modules.
+ *
+ * The process refuses to run as root before anything else happens. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua_bundle.h"
+#include "modules.h"
+
+static const luaL_Reg binding_modules[] = {
+	LZ_BINDING_MODULES
+	{ NULL, NULL },
+};
+
+static int load_bundled(lua_State *L)
+{
+	const struct lz_lua_module *m = lua_touserdata(L, lua_upvalueindex(1));
+	if (luaL_loadbufferx(L, m->source, m->len, m->chunk, "t") != LUA_OK)
+		return lua_error(L);
+	lua_pushvalue(L, 1); /* module name, as require passes it */
+	lua_call(L, 1, 1);
+	return 1;
+}
+
+/* Removes t[name] for each name from the table on top of the stack. */
+static void strip(lua_State *L, const char *const *names)
+{
+	for (; *names; names++) {
+		lua_pushnil(L);
+		lua_setfield(L, -2, *names);
+	}
+}
+
+static void seal_environment(lua_State *L)
+{
+	static const char *const base[] = { "dofile", "loadfile", NULL };
+	static const char *const os[] = { "execute", "exit", "getenv", "remove", "rename",
+					  "tmpname", "setlocale", NULL };
+	static const char *const io[] = { "popen", "open", "lines", "input", "output",
+					  "read", "tmpfile", "close", NULL };
+	static const char *const pkg[] = { "loadlib", "searchpath", NULL };
+
+	lua_pushglobaltable(L);
+	strip(L, base);
+	lua_pop(L, 1);
+	lua_getglobal(L, "os");
+	strip(L, os);
+	lua_pop(L, 1);
+	lua_getglobal(L, "io");
+	strip(L, io);
+	lua_pop(L, 1);
+
+	lua_getglobal(L, "package");
+	strip(L, pkg);
+	lua_pushliteral(L, "");
+	lua_setfield(L, -2, "path");
+	lua_pushliteral(L, "");
+	lua_setfield(L, -2, "cpath");
+	/* Keep only the preload searcher (searchers[1]). */
+	lua_getfield(L, -1, "searchers");
+	for (lua_Integer i = luaL_len(L, -1); i > 1; i--) {
+		lua_pushnil(L);
+		lua_seti(L, -2, i);
+	}
+	lua_pop(L, 1);
+
+	lua_getfield(L, -1, "preload");
+	for (const luaL_Reg *r = binding_modules; r->name; r++) {
+		lua_pushcfunction(L, r->func);
+		lua_setfield(L, -2, r->name);
+	}
+	for (const struct lz_lua_module *m = lz_lua_modules; m->name; m++) {
+		lua_pushlightuserdata(L, (void *)m);
+		lua_pushcclosure(L, load_bundled, 1);
+		lua_setfield(L, -2, m->name);
+	}
+	lua_pop(L, 2);
+}
+
+static int traceback(lua_State *L)
+{
+	const char *msg = lua_tostring(L, 1);
+	if (msg == NULL) {
+		if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+			return 1;
+		msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+	}
+	luaL_traceback(L, L, msg, 1);
+	return 1;
+}
+
+/* Runs require("lazaret.main").main(argv) and returns its integer status. */
+static int run_main(lua_State *L, int argc, char **argv)
+{
+	lua_pushcfunction(L, traceback);
+	int handler = lua_gettop(L);
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "lazaret.main");
+	if (lua_pcall(L, 1, 1, handler) != LUA_OK)
+		goto fail;
+	lua_getfield(L, -1, "main");
+	lua_createtable(L, argc, 0);
+	for (int i = 1; i < argc; i++) {
+		lua_pushstring(L, argv[i]);
+		lua_seti(L, -2, i);
+	}
+	if (lua_pcall(L, 1, 1, handler) != LUA_OK)
+		goto fail;
+	return lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 70;
+fail:
+	fprintf(stderr, "lazaret: internal error: %s\n", lua_tostring(L, -1));
+	return 70; /* EX_SOFTWARE */
+}
+
+int main(int argc, char **argv)
+{
+	if (geteuid() == 0 || getuid() == 0) {
+		fputs("lazaret: refusing to run as root: the sandbox must not hold host root "
+		      "authority (spec SR-1); run lazaret as your normal user\n",
+		      stderr);
+		return 77; /* EX_NOPERM */
+	}
+	lua_State *L = luaL_newstate();
+	if (L == NULL) {
+		fputs("lazaret: out of memory\n", stderr);
+		return 71;
+	}
+	luaL_openlibs(L);
+	seal_environment(L);
+	int status = run_main(L, argc, argv);
+	fflush(stdout);
+	lua_close(L);
+	return status;
+}

@@ -1,0 +1,21 @@
+/* Shared conventions of the binding modules (docs/architecture.md):
+ * environment failures return nil, message, errno; misuse raises. */
+#ifndef LZ_BINDINGS_UTIL_H
+#define LZ_BINDINGS_UTIL_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "util/err.h"
+
+/* [-0, +3, -] pushes nil, err->msg (or strerror), errno; returns 3. */
+int lz_l_fail(lua_State *L, int ret, const struct lz_err *err);
+
+/* [-0, +0, e] raises unless every key of the options table at idx is one
+ * of the NULL-terminated names. */
+void lz_l_check_options(lua_State *L, int idx, const char *const *names);
+
+/* [-0, +0, e] optional string field of the options table; NULL when absent. */
+const char *lz_l_opt_string(lua_State *L, int idx, const char *key);
+
+#endif

@@ -1,0 +1,19 @@
+/* Raw syscall wrappers glibc 2.36 lacks, in one place (crun style). */
+#ifndef LZ_UTIL_SYS_H
+#define LZ_UTIL_SYS_H
+
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Confinement every Lazaret-owned lookup uses (spec 3.2). */
+#define LZ_RESOLVE_CONFINED (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+#define LZ_RESOLVE_OWNED (LZ_RESOLVE_CONFINED | RESOLVE_NO_XDEV)
+
+static inline int lz_openat2(int dirfd, const char *path, int flags, unsigned long long resolve)
+{
+	struct open_how how = { .flags = (unsigned long long)flags, .resolve = resolve };
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+#endif

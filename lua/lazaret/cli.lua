@@ -1,0 +1,229 @@
+-- Command-line grammar (docs/cli.md). Pure: parse(argv) returns a command
+-- table or nil plus a usage message; it never touches the system.
+--
+--   lazaret [options] <profile> [-- command args...]
+--   lazaret run --profile <profile> [options] [-- command args...]
+--   lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]
+--   lazaret diag [--json]
+--   lazaret --help | --version
+-- `state` is reserved for State Anchor maintenance (spec 3.2); a profile
+-- named like a command is launched with the explicit `run --profile` form.
+local M = {}
+
+local ipairs, type, table_concat, table_move = ipairs, type, table.concat, table.move
+
+M.commands = { run = true, config = true, diag = true, state = true, help = true }
+
+-- Options each command accepts: name -> true when it takes a value.
+local options = {
+  launch = { config = true, workspace = true, help = false },
+  run = { profile = true, config = true, workspace = true, help = false },
+  check = { profile = true, config = true, workspace = true, json = false, help = false },
+  diag = { json = false, help = false },
+  config = { help = false },
+  state = { help = false },
+}
+
+-- Parses argv[first..] into opts and positionals; stops at "--".
+local function scan(argv, first, allowed)
+  local opts, positional = {}, {}
+  local i = first
+  while i <= #argv do
+    local a = argv[i]
+    if a == "--" then
+      local rest = table_move(argv, i + 1, #argv, 1, {})
+      return opts, positional, rest
+    elseif a:sub(1, 2) == "--" then
+      local name, value = a:match("^%-%-([%w-]+)=(.*)$")
+      name = name or a:sub(3)
+      local takes = allowed[name]
+      if takes == nil then
+        return nil, "unknown option '--" .. name .. "'"
+      end
+      if opts[name] ~= nil then
+        return nil, "option '--" .. name .. "' given twice"
+      end
+      if takes then
+        if value == nil then
+          i = i + 1
+          value = argv[i]
+          if value == nil then
+            return nil, "option '--" .. name .. "' needs a value"
+          end
+        end
+        if value == "" then
+          return nil, "option '--" .. name .. "' needs a non-empty value"
+        end
+        opts[name] = value
+      else
+        if value ~= nil then
+          return nil, "option '--" .. name .. "' takes no value"
+        end
+        opts[name] = true
+      end
+    elseif a == "-h" and allowed.help ~= nil then
+      opts.help = true
+    elseif a:sub(1, 1) == "-" and a ~= "-" then
+      return nil, "unknown option '" .. a .. "'"
+    else
+      positional[#positional + 1] = a
+    end
+    i = i + 1
+  end
+  return opts, positional, nil
+end
+
+local function launch(opts, profile, command)
+  if command and #command == 0 then
+    return nil, "'--' must be followed by a command"
+  end
+  return {
+    action = "launch",
+    profile = profile,
+    config = opts.config,
+    workspace = opts.workspace,
+    argv = command, -- nil: interactive /bin/bash (DX-1)
+  }
+end
+
+function M.parse(argv)
+  local first = argv[1]
+  if first == nil then
+    return nil, "missing profile or command"
+  end
+  if first == "--help" or first == "-h" or first == "help" then
+    return { action = "help", topic = argv[2] or "main" }
+  end
+  if first == "--version" then
+    if argv[2] ~= nil then
+      return nil, "--version takes no arguments"
+    end
+    return { action = "version" }
+  end
+
+  if first == "run" then
+    local opts, pos, rest = scan(argv, 2, options.run)
+    if not opts then return nil, pos end
+    if opts.help then return { action = "help", topic = "run" } end
+    if #pos > 0 then
+      return nil, "unexpected argument '" .. pos[1] .. "' (use -- before a command)"
+    end
+    if not opts.profile then
+      return nil, "run needs --profile <profile>"
+    end
+    return launch(opts, opts.profile, rest)
+  elseif first == "config" then
+    if argv[2] == "check" then
+      local opts, pos, rest = scan(argv, 3, options.check)
+      if not opts then return nil, pos end
+      if opts.help then return { action = "help", topic = "config check" } end
+      if #pos > 0 or rest then
+        return nil, "config check takes no arguments"
+      end
+      return {
+        action = "config-check",
+        profile = opts.profile,
+        config = opts.config,
+        workspace = opts.workspace,
+        json = opts.json == true,
+      }
+    end
+    local opts, pos = scan(argv, 2, options.config)
+    if not opts then return nil, pos end
+    if opts.help and #pos == 0 then return { action = "help", topic = "config" } end
+    return nil, "unknown config command '" .. (argv[2] or "") .. "' (expected: check)"
+  elseif first == "diag" then
+    local opts, pos, rest = scan(argv, 2, options.diag)
+    if not opts then return nil, pos end
+    if opts.help then return { action = "help", topic = "diag" } end
+    if #pos > 0 or rest then
+      return nil, "diag takes no arguments"
+    end
+    return { action = "diag", json = opts.json == true }
+  elseif first == "state" then
+    local opts = scan(argv, 2, options.state)
+    if opts and opts.help then return { action = "help", topic = "state" } end
+    return { action = "state" }
+  end
+
+  -- lazaret [options] <profile> [-- command...]
+  local opts, pos, rest = scan(argv, 1, options.launch)
+  if not opts then return nil, pos end
+  if opts.help then return { action = "help", topic = "main" } end
+  if #pos == 0 then
+    return nil, "missing profile"
+  end
+  if #pos > 1 then
+    return nil, "unexpected argument '" .. pos[2] .. "' (put the command after --)"
+  end
+  if M.commands[pos[1]] then
+    return nil, "'" .. pos[1] .. "' is a command; to launch a profile of that name use "
+      .. "'lazaret run --profile " .. pos[1] .. "'"
+  end
+  return launch(opts, pos[1], rest)
+end
+
+M.help = {
+  main = table_concat({
+    "Usage: lazaret [--config FILE] [--workspace DIR] <profile> [-- command [args...]]",
+    "       lazaret run --profile <profile> [--config FILE] [--workspace DIR] [-- command...]",
+    "       lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]",
+    "       lazaret diag [--json]",
+    "       lazaret --help | --version",
+    "",
+    "Opens /bin/bash (or the command after --) in the profile's rootless gVisor sandbox,",
+    "with the workspace (default: the current directory) at /workspace.",
+    "",
+    "Commands:",
+    "  run      launch a profile by explicit name (same as the first form)",
+    "  config   check the trusted configuration",
+    "  diag     report whether this host is ready to run sandboxes",
+    "  state    reserved for State Anchor maintenance",
+    "",
+    "Options:",
+    "  --config FILE     configuration file (default: $XDG_CONFIG_HOME/lazaret/config.toml)",
+    "  --workspace DIR   project directory mounted at /workspace (default: .)",
+    "  -h, --help        show help",
+    "  --version         show the version",
+    "",
+    "Exit status: the command's status when launched; 64 usage error, 69 unavailable,",
+    "70 internal error, 77 run as root, 78 configuration refused. See docs/cli.md.",
+  }, "\n"),
+  run = table_concat({
+    "Usage: lazaret run --profile <profile> [--config FILE] [--workspace DIR] [-- command [args...]]",
+    "",
+    "Launches <profile> like 'lazaret <profile>'; use it for profiles named like a command.",
+  }, "\n"),
+  config = table_concat({
+    "Usage: lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]",
+    "",
+    "Commands:",
+    "  check    validate the configuration and print where Lazaret keeps its state",
+  }, "\n"),
+  ["config check"] = table_concat({
+    "Usage: lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]",
+    "",
+    "Validates the configuration source (permissions, ownership, strict v1 syntax and",
+    "schema). With --profile it also resolves that profile for the workspace and prints",
+    "the Domain ID and the Configuration Fingerprint. Environment values never appear.",
+    "Exit status: 0 valid, 78 refused, 64 usage error.",
+  }, "\n"),
+  diag = table_concat({
+    "Usage: lazaret diag [--json]",
+    "",
+    "Reports host readiness: kernel, subordinate IDs, newuidmap/newgidmap, runsc,",
+    "slirp4netns, /dev/fuse, /dev/net/tun and user namespaces, with what to do about",
+    "each problem. Exit status: 0 when every check passes, 1 otherwise.",
+  }, "\n"),
+  state = table_concat({
+    "Usage: lazaret state ...",
+    "",
+    "Reserved for State Anchor inspection and reset (not built yet).",
+  }, "\n"),
+}
+
+function M.help_text(topic)
+  return M.help[topic] or M.help.main
+end
+
+return M

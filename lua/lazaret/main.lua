@@ -1,0 +1,86 @@
+-- Entry point: host.c calls main(argv) under a traceback handler and exits
+-- with the integer it returns. Exit codes: docs/cli.md.
+local M = {}
+
+local cli = require("lazaret.cli")
+local io_write, io_stderr = io.write, io.stderr
+
+M.EXIT = { ok = 0, problem = 1, usage = 64, unavailable = 69, software = 70, config = 78 }
+local EXIT = M.EXIT
+
+local function err(msg)
+  io_stderr:write("lazaret: error: ", msg, "\n")
+end
+
+local function config_check(cmd)
+  local platform = require("lazaret.core.platform")
+  local ok, msg = platform.check()
+  if not ok then
+    err(msg)
+    return EXIT.unavailable
+  end
+  local config = require("lazaret.core.config")
+  local cfg <close>, lmsg = config.load({
+    config = cmd.config, profile = cmd.profile, workspace = cmd.workspace,
+  })
+  if not cfg then
+    err(lmsg)
+    return EXIT.config
+  end
+  local report = require("lazaret.diag.config")
+  local summary = cfg:summary()
+  io_write(cmd.json and report.json(summary) or report.text(summary))
+  return EXIT.ok
+end
+
+local function launch(cmd)
+  local config = require("lazaret.core.config")
+  local platform = require("lazaret.core.platform")
+  local ok, msg = platform.check()
+  if not ok then
+    err(msg)
+    return EXIT.unavailable
+  end
+  local cfg <close>, lmsg = config.load({
+    config = cmd.config, profile = cmd.profile, workspace = cmd.workspace,
+  })
+  if not cfg then
+    err(lmsg)
+    return EXIT.config
+  end
+  err("configuration for profile '" .. cmd.profile .. "' is valid, but launching sandboxes is "
+    .. "not built yet in this version of Lazaret")
+  return EXIT.unavailable
+end
+
+local actions = {
+  help = function(cmd)
+    io_write(cli.help_text(cmd.topic), "\n")
+    return EXIT.ok
+  end,
+  version = function()
+    io_write("lazaret ", require("lazaret.core.platform").version, "\n")
+    return EXIT.ok
+  end,
+  ["config-check"] = config_check,
+  diag = function(cmd)
+    return require("lazaret.diag").run({ json = cmd.json })
+  end,
+  state = function()
+    err("'state' is reserved for State Anchor maintenance, which is not built yet")
+    return EXIT.unavailable
+  end,
+  launch = launch,
+}
+
+function M.main(argv)
+  local cmd, msg = cli.parse(argv)
+  if not cmd then
+    err(msg)
+    io_stderr:write("Try 'lazaret --help'.\n")
+    return EXIT.usage
+  end
+  return actions[cmd.action](cmd)
+end
+
+return M
