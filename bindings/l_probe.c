@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 
 #include "hostprobe.h"
+#include "l_util.h"
 #include "modules.h"
 
 /* Raises when more than n arguments were passed. */
@@ -57,19 +58,6 @@ static const char *check_path(lua_State *L, int arg)
 	luaL_argcheck(L, strlen(path) == len, arg, "path contains a NUL byte");
 	luaL_argcheck(L, path[0] == '/', arg, "path must be absolute");
 	return path;
-}
-
-/* [-0, +3, m] nil, message, errno. */
-static int push_fail(lua_State *L, int ret, const struct lz_err *err)
-{
-	int code = ret < 0 ? -ret : ret;
-	lua_pushnil(L);
-	if (err->msg[0] != '\0')
-		lua_pushstring(L, err->msg);
-	else
-		lua_pushstring(L, strerror(code));
-	lua_pushinteger(L, code);
-	return 3;
 }
 
 static void set_int(lua_State *L, const char *key, lua_Integer v)
@@ -97,7 +85,7 @@ static int l_kernel(lua_State *L)
 	check_nargs(L, 0);
 	int r = lz_hostprobe_kernel(&err, &k);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_createtable(L, 0, 4);
 	set_str(L, "release", k.release);
 	set_str(L, "machine", k.machine);
@@ -115,7 +103,7 @@ static int l_identity(lua_State *L)
 	check_nargs(L, 0);
 	int r = lz_hostprobe_identity(&err, &id);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_createtable(L, 0, 3);
 	set_int(L, "uid", id.uid);
 	set_int(L, "gid", id.gid);
@@ -134,11 +122,11 @@ static int l_subids(lua_State *L)
 	check_nargs(L, 1);
 	int r = lz_hostprobe_identity(&err, &id);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	r = lz_hostprobe_subids(kind == 0 ? LZ_HOSTPROBE_SUBUID : LZ_HOSTPROBE_SUBGID,
 				id.has_user ? id.user : NULL, id.uid, &err, &ids);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_createtable(L, (int)ids.n, 0);
 	for (size_t i = 0; i < ids.n; i++) {
 		lua_createtable(L, 0, 2);
@@ -177,7 +165,7 @@ static int l_file(lua_State *L)
 	check_nargs(L, 1);
 	int r = lz_hostprobe_file(path, &err, &f);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_createtable(L, 0, 7);
 	set_str(L, "type", file_type(f.mode));
 	set_int(L, "mode", f.mode & 07777);
@@ -196,7 +184,7 @@ static int l_device_rw(lua_State *L)
 	check_nargs(L, 1);
 	int r = lz_hostprobe_device_rw(path, &err);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -207,7 +195,7 @@ static int l_userns(lua_State *L)
 	check_nargs(L, 0);
 	int r = lz_hostprobe_userns(&err);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -221,7 +209,7 @@ static int l_locate(lua_State *L)
 	check_nargs(L, 1);
 	int r = lz_hostprobe_tool_locate(name, &err, &path);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_pushstring(L, path);
 	return 1;
 }
@@ -238,7 +226,7 @@ static int l_tool(lua_State *L)
 	t = lua_newuserdatauv(L, sizeof(*t), 0);
 	int r = lz_hostprobe_tool_version(name, &err, t);
 	if (r < 0)
-		return push_fail(L, r, &err);
+		return lz_l_fail(L, r, &err);
 	lua_createtable(L, 0, 2);
 	set_str(L, "path", t->path);
 	set_str(L, "version", t->version);

@@ -951,9 +951,14 @@ static int parse_header(struct parser *p)
 			break;
 		p->off++;
 	}
-	if (peek(p) != ']' || (aot && (p->len - p->off < 2 || p->s[p->off + 1] != ']')))
+	if (peek(p) != ']')
 		return fail(p, p->off, aot ? "expected ']]'" : "expected ']'");
-	p->off += aot ? 2 : 1;
+	p->off++;
+	if (aot) {
+		if (peek(p) != ']')
+			return fail(p, p->off, "expected ']]'");
+		p->off++;
+	}
 	return apply_header(p, pos, aot, keys, nk);
 }
 

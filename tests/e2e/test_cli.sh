@@ -28,6 +28,8 @@ t_setup() {
 	CFG=$T/config.toml
 	LZ_ENV=("HOME=$T/home" "USER=${USER:-lazaret-test}" "LOGNAME=${LOGNAME:-lazaret-test}"
 		"PATH=/usr/local/bin:/usr/bin:/bin" "XDG_RUNTIME_DIR=$T/run")
+	# scripts/test.sh finds processes left behind by this token.
+	[ -z "${LZ_TEST_RUN:-}" ] || LZ_ENV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
 }
 
 # lz ARGS...: runs lazaret with exactly the environment in LZ_ENV.
@@ -183,6 +185,7 @@ test_check_json() {
 	text_storage=$(field 'storage root')
 	text_runtime=$(field 'runtime root')
 	assert_status 0 check --json
+	local json=$OUT
 	assert_status 0 python3 -c '
 import json, sys
 d = json.loads(open(sys.argv[1]).read())
@@ -190,7 +193,8 @@ assert isinstance(d, dict), "not a JSON object"
 keys = {"config", "storage_root", "runtime_root", "profile", "workspace", "domain_id", "fingerprint"}
 missing = keys - d.keys()
 assert not missing, "missing keys: %s" % sorted(missing)
-' <(printf '%s' "$OUT")
+' <(printf '%s' "$json")
+	OUT=$json
 	assert_eq dev "$(json_get profile)" "profile"
 	assert_eq "$WS" "$(json_get workspace)" "workspace"
 	assert_eq "$(realpath "$CFG")" "$(realpath "$(json_get config)")" "config"

@@ -1,0 +1,512 @@
+#!/usr/bin/env bash
+# Lazaret's test command (README): every suite in one go.
+#
+#   sudo scripts/test.sh [--quick]
+#
+# Runs as root, because it prepares the machine: the unprivileged test user
+# `lazaret-test` with one subordinate UID and GID range of 65536 and its
+# XDG_RUNTIME_DIR. The product itself refuses root, so the end-to-end tests
+# and the busted specs run as that user, from copies in /tmp (the repository
+# may live under /root, which the user cannot read). The cmocka unit tests and
+# the fuzzers run as root from the build directories.
+#
+# Suites: build (build, build-asan, build-fuzz), root refusal, cmocka (normal
+# and ASan+UBSan builds), busted (spec/), e2e (tests/e2e/test_*.sh), fuzz
+# (each libFuzzer target for LZ_FUZZ_SECONDS, default 60). --quick skips the
+# ASan build and the fuzzers.
+#
+# Counting: a suite that cannot run (build failure, missing tool, crash, no
+# tests found) counts as a failure, never as zero. The last line of output is
+# the only one of the form
+#     N passed, N failed[, N skipped]
+# and the exit status is 1 if anything failed.
+set -uo pipefail # no -e: a failing suite is counted, the run goes on
+
+readonly TEST_USER=lazaret-test
+readonly SUBID_COUNT=65536
+readonly USER_PATH=/usr/local/bin:/usr/bin:/bin
+readonly CMOCKA_TIMEOUT=600 # seconds per test executable
+readonly BUSTED_TIMEOUT=600 # per spec file
+readonly E2E_TIMEOUT=1200   # per e2e file
+
+usage() {
+	cat <<-'EOF'
+		Usage: sudo scripts/test.sh [--quick]
+
+		Builds Lazaret and runs every test suite: cmocka (normal and
+		ASan+UBSan builds), busted specs, libFuzzer targets and the
+		end-to-end tests (as the unprivileged user lazaret-test).
+
+		  --quick   skip the ASan+UBSan build and the fuzzers
+		  --help    show this help
+
+		Environment: LZ_FUZZ_SECONDS (default 60) bounds each fuzz target.
+	EOF
+}
+
+quick=0
+for arg in "$@"; do
+	case $arg in
+	--quick) quick=1 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "test.sh: unknown option '$arg'" >&2; usage >&2; exit 64 ;;
+	esac
+done
+
+fuzz_seconds=${LZ_FUZZ_SECONDS:-60}
+case $fuzz_seconds in '' | *[!0-9]*) echo "test.sh: LZ_FUZZ_SECONDS must be a number" >&2; exit 64 ;; esac
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+jobs=$(nproc 2>/dev/null || echo 2)
+started=$(date +%s)
+
+# --- counting ----------------------------------------------------------------
+
+declare -A S_PASS=() S_FAIL=() S_SKIP=()
+suites=()
+
+# record SUITE PASSED FAILED [SKIPPED]
+record() {
+	local s=$1
+	if [ -z "${S_PASS[$s]+x}" ]; then
+		suites+=("$s")
+		S_PASS[$s]=0 S_FAIL[$s]=0 S_SKIP[$s]=0
+	fi
+	S_PASS[$s]=$((S_PASS[$s] + $2))
+	S_FAIL[$s]=$((S_FAIL[$s] + $3))
+	S_SKIP[$s]=$((S_SKIP[$s] + ${4:-0}))
+}
+pass() { record "$1" 1 0; echo "PASS [$1] $2"; }
+bad() { record "$1" 0 1; echo "FAIL [$1] $2"; }
+
+skipped() { [ "$1" -eq 0 ] || printf ', %d skipped' "$1"; }
+say() { printf '\n==> %s\n' "$*"; }
+indent() { sed 's/^/    /'; }
+# Last lines of a log, indented, for a failure.
+tail_of() { tail -n "${2:-60}" -- "$1" | indent; }
+
+finish() {
+	local s p=0 f=0 k=0 elapsed
+	printf '\n==> summary\n'
+	for s in "${suites[@]}"; do
+		printf '%-14s %d passed, %d failed' "$s:" "${S_PASS[$s]}" "${S_FAIL[$s]}"
+		[ "${S_SKIP[$s]}" -eq 0 ] || printf ', %d skipped' "${S_SKIP[$s]}"
+		printf '\n'
+		p=$((p + S_PASS[$s])) f=$((f + S_FAIL[$s])) k=$((k + S_SKIP[$s]))
+	done
+	elapsed=$(($(date +%s) - started))
+	printf 'elapsed: %dm%02ds\n' $((elapsed / 60)) $((elapsed % 60))
+	if [ "$k" -gt 0 ]; then
+		printf '%d passed, %d failed, %d skipped\n' "$p" "$f" "$k"
+	else
+		printf '%d passed, %d failed\n' "$p" "$f"
+	fi
+	[ "$f" -eq 0 ]
+}
+
+# --- cleanup -----------------------------------------------------------------
+
+work=
+e2e_stage=
+spec_stage=
+run_token=
+uid=
+gid=
+home=
+runtime_dir=
+fuzz_targets=()
+
+# reap_user_processes SUITE: kills, one PID at a time, every process of the
+# test user that still carries this run's LZ_TEST_RUN token in its
+# environment, and counts such a leak as a failure of SUITE (tests must leave
+# no process behind). Processes without the token (another run, a user
+# session) are left alone.
+reap_user_processes() {
+	[ -n "$uid" ] && [ -n "$run_token" ] || return 0
+	local pid leaked=()
+	for pid in $(ps -o pid= -u "$uid" 2>/dev/null); do
+		tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "LZ_TEST_RUN=$run_token" || continue
+		leaked+=("$pid")
+		echo "    left behind: pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120))"
+	done
+	[ "${#leaked[@]}" -gt 0 ] || return 0
+	[ -z "${1:-}" ] || bad "$1" "${#leaked[@]} process(es) of $TEST_USER left behind"
+	for pid in "${leaked[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+}
+
+cleanup() {
+	reap_user_processes ""
+	local d
+	for d in "$work" "$e2e_stage" "$spec_stage"; do
+		[ -n "$d" ] && [ -d "$d" ] && rm -rf -- "$d"
+	done
+}
+trap cleanup EXIT
+trap 'echo "test.sh: interrupted" >&2; exit 130' INT TERM HUP
+
+# --- refusal when not root -----------------------------------------------------
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "test.sh: run as root (sudo scripts/test.sh): it creates the test user $TEST_USER" >&2
+	bad setup "not running as root"
+	finish
+	exit 1
+fi
+
+work=$(mktemp -d /tmp/lazaret-test.XXXXXX) || { echo "test.sh: mktemp failed" >&2; exit 1; }
+run_token=${work##*/}
+
+# --- (a) the test user -----------------------------------------------------------
+
+# ensure_subids FILE ADD_OPT DEL_OPT: the test user has exactly one range of
+# SUBID_COUNT IDs in FILE that overlaps no other entry; otherwise its entries
+# are replaced by one range starting above every other range.
+ensure_subids() {
+	local file=$1 add=$2 del=$3 ours n start count s c
+	[ -e "$file" ] || install -m 0644 /dev/null "$file"
+	ours=$(awk -F: -v n="$TEST_USER" -v u="$uid" '$1 == n || $1 == u' "$file")
+	n=$(printf '%s' "$ours" | grep -c .)
+	if [ "$n" -eq 1 ]; then
+		IFS=: read -r _ start count <<<"$ours"
+		if [ "$count" = "$SUBID_COUNT" ] && ! awk -F: -v n="$TEST_USER" -v u="$uid" \
+			-v s="$start" -v c="$count" \
+			'$1 != n && $1 != u && NF >= 3 && $2 < s + c && s < $2 + $3 { hit = 1 } END { exit !hit }' \
+			"$file"; then
+			return 0
+		fi
+	fi
+	if [ "$n" -gt 0 ]; then
+		while IFS=: read -r _ s c; do
+			usermod "$del" "$s-$((s + c - 1))" "$TEST_USER" || return 1
+		done <<<"$ours"
+	fi
+	start=$(awk -F: -v n="$TEST_USER" -v u="$uid" 'BEGIN { m = 100000 }
+		$1 != n && $1 != u && NF >= 3 && $2 + $3 > m { m = $2 + $3 } END { printf "%d\n", m }' "$file")
+	echo "    $file: $TEST_USER gets $start-$((start + SUBID_COUNT - 1))"
+	usermod "$add" "$start-$((start + SUBID_COUNT - 1))" "$TEST_USER" || return 1
+	n=$(awk -F: -v n="$TEST_USER" -v u="$uid" -v c="$SUBID_COUNT" '($1 == n || $1 == u) && $3 == c' "$file" | grep -c .)
+	[ "$n" -eq 1 ]
+}
+
+prepare_user() {
+	if ! id -u "$TEST_USER" >/dev/null 2>&1; then
+		useradd -m -s /bin/bash "$TEST_USER" || return 1
+	fi
+	uid=$(id -u "$TEST_USER") gid=$(id -g "$TEST_USER")
+	home=$(getent passwd "$TEST_USER" | cut -d: -f6)
+	if [ ! -d "$home" ]; then
+		install -d -m 0700 -o "$uid" -g "$gid" "$home" || return 1
+	fi
+	ensure_subids /etc/subuid --add-subuids --del-subuids || return 1
+	ensure_subids /etc/subgid --add-subgids --del-subgids || return 1
+	runtime_dir=/run/user/$uid
+	mkdir -p /run/user && chmod 0755 /run/user &&
+		mkdir -p "$runtime_dir" && chown "$uid:$gid" "$runtime_dir" && chmod 0700 "$runtime_dir"
+}
+
+say "test user"
+if prepare_user; then
+	pass setup "$TEST_USER (uid $uid): $(grep -E "^($TEST_USER|$uid):" /etc/subuid | head -n 1) in /etc/subuid, XDG_RUNTIME_DIR $runtime_dir"
+else
+	bad setup "could not prepare $TEST_USER (useradd/usermod failed)"
+	id -u "$TEST_USER" >/dev/null 2>&1 || uid=
+fi
+
+# "${as_user[@]}" [NAME=VALUE...] CMD...: runs CMD as the test user with a
+# minimal environment (usable under timeout, unlike a shell function).
+as_user=(runuser -u "$TEST_USER" -- env -i HOME="$home" USER="$TEST_USER" LOGNAME="$TEST_USER"
+	PATH="$USER_PATH" XDG_RUNTIME_DIR="$runtime_dir" LZ_TEST_RUN="$run_token")
+
+# --- (b) builds ------------------------------------------------------------------
+
+# build NAME DIR [CMAKE_ARGS...] [-- TARGETS...]: configure and build; keeps
+# going past errors so that whatever builds is tested. Final artifacts are
+# removed first, so no stale executable from an earlier build is tested.
+build() {
+	local name=$1 dir=$2 log gen args=() targets=() t
+	log=$work/build-$name.log
+	shift 2
+	while [ $# -gt 0 ]; do
+		[ "$1" = -- ] && { shift; targets=("$@"); break; }
+		args+=("$1")
+		shift
+	done
+	say "build $name ($dir)"
+	if ! command -v cmake >/dev/null; then
+		bad build "$name: cmake is not installed"
+		return 1
+	fi
+	[ -d "$dir" ] && find "$dir" -maxdepth 1 -type f \
+		\( -name lazaret -o -name lazaret_spec.so -o -name 'test_*' -o -name 'fuzz_*' \) -delete
+	if ! cmake -S "$repo" -B "$dir" "${args[@]}" >"$log" 2>&1; then
+		tail_of "$log"
+		bad build "$name: cmake configure failed"
+		return 1
+	fi
+	gen=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$dir/CMakeCache.txt")
+	local keep=()
+	case $gen in
+	Ninja*) keep=(-- -k 0) ;;
+	*Makefiles) keep=(-- -k) ;;
+	esac
+	local tflags=()
+	for t in "${targets[@]}"; do tflags+=(--target "$t"); done
+	if cmake --build "$dir" -j"$jobs" "${tflags[@]}" "${keep[@]}" >>"$log" 2>&1; then
+		pass build "$name"
+		return 0
+	fi
+	grep -E -B2 -A8 'error:|Error [0-9]|undefined reference|CMake Error' "$log" | head -n 120 | indent
+	bad build "$name: build failed (continuing with what was built)"
+	return 1
+}
+
+build normal "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLZ_TESTS=ON -DLZ_SANITIZE=OFF
+if [ "$quick" -eq 0 ]; then
+	build asan "$repo/build-asan" -DCMAKE_BUILD_TYPE=Debug -DLZ_TESTS=ON -DLZ_SANITIZE=ON
+	for f in "$repo"/tests/fuzz/fuzz_*.c; do
+		[ -e "$f" ] && fuzz_targets+=("$(basename "$f" .c)")
+	done
+	if [ "${#fuzz_targets[@]}" -gt 0 ]; then
+		build fuzz "$repo/build-fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			-DLZ_FUZZ=ON -DLZ_TESTS=OFF -DLZ_SANITIZE=OFF -- "${fuzz_targets[@]}"
+	fi
+fi
+
+# --- root refusal ------------------------------------------------------------------
+
+say "root refusal"
+if [ -x "$repo/build/lazaret" ]; then
+	status=0
+	env -i PATH="$USER_PATH" HOME=/root timeout -k 5 30 "$repo/build/lazaret" --version \
+		>"$work/root.out" 2>"$work/root.err" </dev/null || status=$?
+	if [ "$status" -eq 77 ] && grep -q root "$work/root.err"; then
+		pass root-refusal "lazaret as root exits 77 and names root"
+	else
+		cat "$work/root.out" "$work/root.err" | indent
+		bad root-refusal "lazaret as root exited $status (expected 77 with 'root' on stderr)"
+	fi
+else
+	bad root-refusal "build/lazaret was not built"
+fi
+
+# --- (c) cmocka ----------------------------------------------------------------------
+
+# cmocka SUITE DIR: every test_* executable in DIR, and every tests/test_*.c.
+cmocka() {
+	local suite=$1 dir=$2 names=() f name log rc p f_ k seen
+	say "$suite ($dir)"
+	for f in "$repo"/tests/test_*.c; do
+		[ -e "$f" ] && names+=("$(basename "$f" .c)")
+	done
+	if [ -d "$dir" ]; then
+		while IFS= read -r f; do names+=("$(basename "$f")"); done \
+			< <(find "$dir" -maxdepth 1 -type f -name 'test_*' -perm -u+x)
+	fi
+	mapfile -t names < <(printf '%s\n' "${names[@]}" | sed '/^$/d' | sort -u)
+	if [ "${#names[@]}" -eq 0 ]; then
+		bad "$suite" "no cmocka tests found (tests/test_*.c)"
+		return
+	fi
+	for name in "${names[@]}"; do
+		if [ ! -x "$dir/$name" ]; then
+			bad "$suite" "$name: not built"
+			continue
+		fi
+		log=$work/$suite-$name.log
+		rc=0
+		(cd "$dir" && CMOCKA_MESSAGE_OUTPUT=stdout ASAN_OPTIONS=abort_on_error=0 \
+			UBSAN_OPTIONS=print_stacktrace=1 timeout -k 10 "$CMOCKA_TIMEOUT" "./$name") \
+			</dev/null >"$log" 2>&1 || rc=$?
+		p=$(sed -n 's/^\[  PASSED  \] \([0-9]\+\) test(s)\..*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+		f_=$(sed -n 's/^\[  FAILED  \] \([0-9]\+\) test(s), listed below:.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+		k=$(sed -n 's/^\[  SKIPPED \] \([0-9]\+\) test(s), listed below:.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+		seen=$(grep -cE '^\[  (PASSED|FAILED)  \] [0-9]+ test\(s\)' "$log")
+		if [ "$seen" -eq 0 ]; then
+			indent <"$log"
+			record "$suite" "$p" 1 "$k"
+			echo "FAIL [$suite] $name: exited $rc without a cmocka summary (crash or timeout)"
+			continue
+		fi
+		if [ "$rc" -ne 0 ] && [ "$f_" -eq 0 ]; then
+			indent <"$log"
+			record "$suite" "$p" 1 "$k"
+			echo "FAIL [$suite] $name: all tests passed but it exited $rc (sanitizer report or leak?)"
+			continue
+		fi
+		record "$suite" "$p" "$f_" "$k"
+		if [ "$f_" -gt 0 ]; then
+			indent <"$log"
+			echo "FAIL [$suite] $name: $p passed, $f_ failed"
+		else
+			echo "PASS [$suite] $name: $p passed$(skipped "$k")"
+		fi
+	done
+}
+
+cmocka cmocka "$repo/build"
+[ "$quick" -eq 1 ] || cmocka cmocka-asan "$repo/build-asan"
+
+# --- (d) busted ------------------------------------------------------------------------
+
+# Specs run as the test user from a copy of the tree (without .git and build
+# directories) plus build/lazaret_spec.so; as root only if there is no user.
+busted_suite() {
+	local busted src specs=() f rel log rc p fl k plan runner
+	say "busted"
+	busted=$(command -v busted) || { bad busted "busted is not installed (lua-busted)"; return; }
+	command -v lua5.4 >/dev/null || { bad busted "lua5.4 is not installed"; return; }
+	for f in "$repo"/spec/*_spec.lua; do [ -e "$f" ] && specs+=("${f#"$repo"/}"); done
+	if [ "${#specs[@]}" -eq 0 ]; then
+		bad busted "no spec files found (spec/*_spec.lua)"
+		return
+	fi
+	[ -e "$repo/build/lazaret_spec.so" ] || echo "    note: build/lazaret_spec.so was not built; specs that need it will fail"
+	spec_stage=$(mktemp -d /tmp/lazaret-spec.XXXXXX) || { bad busted "mktemp failed"; return; }
+	src=$spec_stage/src
+	mkdir "$src" "$spec_stage/build"
+	tar -C "$repo" --exclude=./.git --exclude='./build*' -cf - . | tar -C "$src" -xf - || {
+		bad busted "could not copy the tree"
+		return
+	}
+	mkdir -p "$src/build"
+	[ -e "$repo/build/lazaret_spec.so" ] && cp "$repo/build/lazaret_spec.so" "$src/build/"
+	chmod 0755 "$spec_stage"
+	if [ -n "$uid" ]; then
+		chown -R "$uid:$gid" "$src"
+		runner=("${as_user[@]}")
+		echo "    running as $TEST_USER from $src"
+	else
+		runner=(env -i HOME=/root PATH="$USER_PATH")
+		echo "    running as root (no test user) from $src"
+	fi
+	for rel in "${specs[@]}"; do
+		log=$work/busted-$(basename "$rel").log
+		rc=0
+		(cd "$src" && timeout -k 10 "$BUSTED_TIMEOUT" "${runner[@]}" \
+			LZ_SOURCE_DIR="$src" LZ_BUILD_DIR="$src/build" \
+			lua5.4 "$busted" -o TAP --lpath="$src/lua/?.lua;$src/lua/?/init.lua" \
+			--cpath="$src/build/?.so" "$rel") </dev/null >"$log" 2>&1 || rc=$?
+		indent <"$log"
+		p=$(grep -cE '^ok [0-9]+' "$log")
+		k=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")
+		p=$((p - k))
+		fl=$(grep -cE '^not ok [0-9]+' "$log")
+		plan=$(grep -cE '^1\.\.[0-9]+' "$log")
+		if [ "$plan" -eq 0 ] || { [ "$rc" -ne 0 ] && [ "$fl" -eq 0 ]; }; then
+			fl=$((fl + 1))
+			echo "FAIL [busted] $rel: busted exited $rc without finishing (crash, error or timeout)"
+		fi
+		record busted "$p" "$fl" "$k"
+		if [ "$fl" -gt 0 ]; then
+			echo "FAIL [busted] $rel: $p passed, $fl failed$(skipped "$k")"
+		else
+			echo "PASS [busted] $rel: $p passed$(skipped "$k")"
+		fi
+	done
+	reap_user_processes busted
+}
+busted_suite
+
+# --- (f) end-to-end ------------------------------------------------------------------------
+
+e2e_suite() {
+	local files=() f log rc p fl k summary
+	say "e2e"
+	for f in "$repo"/tests/e2e/test_*.sh; do [ -e "$f" ] && files+=("$(basename "$f")"); done
+	if [ "${#files[@]}" -eq 0 ]; then
+		bad e2e "no end-to-end tests found (tests/e2e/test_*.sh)"
+		return
+	fi
+	if [ -z "$uid" ]; then
+		bad e2e "the test user $TEST_USER is missing; cannot run the end-to-end tests"
+		return
+	fi
+	if [ ! -x "$repo/build/lazaret" ]; then
+		bad e2e "build/lazaret was not built; cannot run the end-to-end tests"
+		return
+	fi
+	e2e_stage=$(mktemp -d /tmp/lazaret-e2e.XXXXXX) || { bad e2e "mktemp failed"; return; }
+	install -m 0755 "$repo/build/lazaret" "$e2e_stage/lazaret"
+	cp -R "$repo/tests/e2e" "$e2e_stage/e2e"
+	if [ -d "$repo/examples" ]; then cp -R "$repo/examples" "$e2e_stage/examples"; else mkdir "$e2e_stage/examples"; fi
+	chown -R root:root "$e2e_stage"
+	chmod -R a+rX,go-w "$e2e_stage"
+	chmod 0755 "$e2e_stage"
+	for f in "${files[@]}"; do
+		echo "--- $f"
+		log=$work/e2e-$f.log
+		rc=0
+		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
+			LAZARET="$e2e_stage/lazaret" E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
+			bash "$e2e_stage/e2e/$f") </dev/null >"$log" 2>&1 || rc=$?
+		indent <"$log"
+		summary=$(grep -E '^# e2e: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+		if [ -n "$summary" ]; then
+			read -r p fl k < <(sed -E 's/^# e2e: ([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \4/' <<<"$summary")
+			k=${k:-0}
+			if [ "$rc" -ne 0 ] && [ "$fl" -eq 0 ]; then
+				fl=1
+				echo "FAIL [e2e] $f: exited $rc although no test failed"
+			fi
+		else
+			p=$(grep -cE '^ok [0-9]+' "$log")
+			k=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")
+			p=$((p - k))
+			fl=$(($(grep -cE '^not ok [0-9]+' "$log") + 1))
+			echo "FAIL [e2e] $f: exited $rc without its summary line (crash or timeout)"
+		fi
+		record e2e "$p" "$fl" "$k"
+		if [ "$fl" -gt 0 ]; then
+			echo "FAIL [e2e] $f: $p passed, $fl failed$(skipped "$k")"
+		else
+			echo "PASS [e2e] $f: $p passed$(skipped "$k")"
+		fi
+		reap_user_processes e2e
+	done
+}
+e2e_suite
+
+# --- (e) fuzz -------------------------------------------------------------------------------
+
+fuzz_suite() {
+	local name dir corpus_src rc log crashes
+	say "fuzz (${fuzz_seconds}s per target)"
+	if [ "${#fuzz_targets[@]}" -eq 0 ]; then
+		bad fuzz "no fuzz targets found (tests/fuzz/fuzz_*.c)"
+		return
+	fi
+	for name in "${fuzz_targets[@]}"; do
+		if [ ! -x "$repo/build-fuzz/$name" ]; then
+			bad fuzz "$name: not built"
+			continue
+		fi
+		dir=$work/fuzz-$name
+		mkdir -p "$dir/corpus" "$dir/artifacts"
+		corpus_src=$repo/tests/fuzz/corpus/${name#fuzz_}
+		if [ -d "$corpus_src" ]; then
+			cp -R "$corpus_src/." "$dir/corpus/"
+		else
+			echo "    note: no seed corpus at tests/fuzz/corpus/${name#fuzz_}/"
+		fi
+		log=$dir/log
+		rc=0
+		(cd "$dir" && timeout -k 10 $((fuzz_seconds + 120)) "$repo/build-fuzz/$name" \
+			-max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=2048 \
+			-artifact_prefix="$dir/artifacts/" -print_final_stats=1 corpus) \
+			</dev/null >"$log" 2>&1 || rc=$?
+		if [ "$rc" -eq 0 ]; then
+			pass fuzz "$name: $(grep -E '^Done [0-9]+ runs' "$log" | tail -n 1)"
+			continue
+		fi
+		tail_of "$log" 80
+		crashes=$repo/build-fuzz/crashes/$name
+		if compgen -G "$dir/artifacts/*" >/dev/null; then
+			mkdir -p "$crashes" && cp "$dir"/artifacts/* "$crashes/"
+			echo "    reproducer(s) kept in $crashes"
+		fi
+		bad fuzz "$name: exited $rc (crash, leak, timeout or out of memory)"
+	done
+}
+[ "$quick" -eq 1 ] || fuzz_suite
+
+finish

@@ -1,0 +1,72 @@
+-- The sealed Lua state of the executable (bindings/host_seal.c): trusted
+-- code comes only from the compiled-in bundle and the binding modules.
+local spec = require("lazaret_spec")
+
+local function sealed(code)
+  local ok, result = spec.run_sealed(code)
+  assert(ok, result)
+  return result
+end
+
+describe("lazaret host seal", function()
+  local dir
+  before_each(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/lazaret"))
+    for _, name in ipairs({ "planted", "lazaret/planted", "lazaret/main" }) do
+      local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+      f:write("return 'HIJACKED'\n")
+      f:close()
+    end
+  end)
+  after_each(function()
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("empties package.path and package.cpath", function()
+    assert.equal("|", sealed("return package.path .. '|' .. package.cpath"))
+  end)
+
+  it("keeps only the preload searcher", function()
+    assert.equal("1", sealed("return #package.searchers"))
+  end)
+
+  it("cannot load a module from a path even when package.path is set back", function()
+    local code = "package.path = '" .. dir .. "/?.lua'; "
+      .. "local ok, err = pcall(require, 'planted'); return tostring(ok) .. ' ' .. err"
+    local result = sealed(code)
+    assert.matches("^false ", result)
+    assert.is_nil(result:find("HIJACKED", 1, true))
+  end)
+
+  it("loads lazaret.main from the bundle, not from a planted file", function()
+    local code = "package.path = '" .. dir .. "/?.lua'; return type(require('lazaret.main').main)"
+    assert.equal("function", sealed(code))
+  end)
+
+  it("removes every ambient-authority function", function()
+    local names = {
+      "dofile", "loadfile", "os.execute", "os.exit", "os.getenv", "os.remove", "os.rename",
+      "os.tmpname", "io.popen", "io.open", "io.lines", "io.input", "io.output", "io.read",
+      "io.close", "io.tmpfile", "package.loadlib", "package.searchpath",
+    }
+    for _, name in ipairs(names) do
+      local expr = "return type(" .. name .. ")"
+      assert.equal("nil", sealed(expr), name)
+    end
+  end)
+
+  it("keeps output and the binding modules reachable", function()
+    assert.equal("function", sealed("return type(io.write)"))
+    assert.equal("function", sealed("return type(require('lazaret.core.config').load)"))
+    assert.equal("function", sealed("return type(require('lazaret.core.probe').kernel)"))
+  end)
+
+  it("bundles every production module", function()
+    for _, m in ipairs({ "lazaret.main", "lazaret.cli", "lazaret.json", "lazaret.diag",
+      "lazaret.diag.report", "lazaret.diag.config" }) do
+      assert.equal("table", sealed("return type(require('" .. m .. "'))"), m)
+    end
+  end)
+end)
