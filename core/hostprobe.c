@@ -597,7 +597,7 @@ static int run_capture(int exe_fd, const char *label, char *const argv[], int ti
 	r = reap_by(pidfd, deadline, &info);
 	if (n == (ssize_t)sizeof(exec_errno) && exec_errno > 0)
 		return lz_err_set(err, exec_errno, "exec '%s': %s", label, strerror(exec_errno));
-	if (n > 0 && n != (ssize_t)sizeof(exec_errno))
+	if (n > 0)
 		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
 	if (len == -ETIMEDOUT || r == -ETIMEDOUT)
 		return lz_err_set(err, ETIMEDOUT, "run '%s': no exit within %d ms; killed", label,

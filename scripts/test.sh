@@ -123,19 +123,24 @@ fuzz_targets=()
 # session) are left alone.
 reap_user_processes() {
 	[ -n "$uid" ] && [ -n "$run_token" ] || return 0
-	local pid leaked=()
-	for pid in $(ps -o pid= -u "$uid" 2>/dev/null); do
-		tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "LZ_TEST_RUN=$run_token" || continue
-		leaked+=("$pid")
-		echo "    left behind: pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120))"
+	local pid round found=0 before
+	# Up to three rounds: a killed parent's children may still be starting.
+	for round in 1 2 3; do
+		before=$found
+		for pid in $(ps -o pid= -u "$uid" 2>/dev/null); do
+			tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qxF "LZ_TEST_RUN=$run_token" || continue
+			found=$((found + 1))
+			echo "    left behind: pid $pid ($(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | cut -c1-120))"
+			kill -KILL "$pid" 2>/dev/null
+		done
+		[ "$found" -gt "$before" ] || break
+		[ "$round" -eq 3 ] || sleep 0.2
 	done
-	[ "${#leaked[@]}" -gt 0 ] || return 0
-	[ -z "${1:-}" ] || bad "$1" "${#leaked[@]} process(es) of $TEST_USER left behind"
-	for pid in "${leaked[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+	[ "$found" -eq 0 ] || [ -z "${1:-}" ] || bad "$1" "$found process(es) of $TEST_USER left behind"
 }
 
 cleanup() {
-	reap_user_processes ""
+	reap_user_processes "" >/dev/null 2>&1
 	local d
 	for d in "$work" "$e2e_stage" "$spec_stage"; do
 		[ -n "$d" ] && [ -d "$d" ] && rm -rf -- "$d"

@@ -850,7 +850,7 @@ static void test_first_line__sanitized(void **state)
 	assert_int_equal(first_line("no newline", 10, out, sizeof(out)), 10);
 	assert_string_equal(out, "no newline");
 	assert_int_equal(first_line("\x1b[31mred\t\xc3\xa9", 11, out, sizeof(out)), 11);
-	assert_string_equal(out, "?[31mred????");
+	assert_string_equal(out, "?[31mred???");
 	assert_int_equal(first_line("0123456789abcdefghij", 20, out, sizeof(out)), 15);
 	assert_string_equal(out, "0123456789abcde");
 	assert_int_equal(first_line("\nsecond", 7, out, sizeof(out)), 0);

@@ -1,0 +1,240 @@
+-- busted spec for bindings/l_probe.c (lazaret.core.probe). Needs the test
+-- module: busted --cpath='<builddir>/?.so'. Passes as root and as an
+-- unprivileged user; host-dependent results are checked for their shape.
+require("lazaret_spec")
+local probe = require("lazaret.core.probe")
+
+local function globals()
+  local names = {}
+  for k in pairs(_G) do
+    names[k] = true
+  end
+  return names
+end
+
+-- No value anywhere in v is a userdata (no raw handle or descriptor).
+local function assert_plain(v)
+  assert.are_not.equal("userdata", type(v))
+  if type(v) == "table" then
+    for k, x in pairs(v) do
+      assert_plain(k)
+      assert_plain(x)
+    end
+  end
+end
+
+local function assert_failure(r, msg, errno)
+  assert.is_nil(r)
+  assert.is_string(msg)
+  assert.are.equal("integer", math.type(errno))
+  assert.is_true(errno > 0)
+end
+
+describe("lazaret.core.probe", function()
+  it("exports the documented functions and tables only", function()
+    local names = {}
+    for k, v in pairs(probe) do
+      names[#names + 1] = k .. ":" .. type(v)
+    end
+    table.sort(names)
+    assert.are.same({
+      "device_rw:function", "errno:table", "file:function", "identity:function",
+      "kernel:function", "locate:function", "subids:function", "tool:function",
+      "tools:table", "trusted_dirs:table", "userns:function",
+    }, names)
+    assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap" }, probe.tools)
+    assert.are.same({ "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin" },
+      probe.trusted_dirs)
+    assert.are.equal(2, probe.errno.ENOENT)
+    assert.are.equal(13, probe.errno.EACCES)
+  end)
+
+  describe("misuse", function()
+    it("raises on tool names outside the allow-list", function()
+      for _, name in ipairs({ "bash", "sh", "", "runsc ", "/usr/bin/runsc", "RUNSC", "1" }) do
+        assert.error_matches(function()
+          probe.tool(name)
+        end, "invalid option")
+        assert.error_matches(function()
+          probe.locate(name)
+        end, "invalid option")
+      end
+    end)
+
+    it("raises on wrong argument types", function()
+      local calls = {
+        function() probe.tool() end,
+        function() probe.tool({}) end,
+        function() probe.locate(true) end,
+        function() probe.subids() end,
+        function() probe.subids("pid") end,
+        function() probe.subids({}) end,
+        function() probe.file() end,
+        function() probe.file({}) end,
+        function() probe.device_rw(false) end,
+        function() probe.device_rw() end,
+      }
+      for i, f in ipairs(calls) do
+        local ok = pcall(f)
+        assert.is_false(ok, "call " .. i .. " did not raise")
+      end
+    end)
+
+    it("raises on relative paths and paths with NUL bytes", function()
+      assert.error_matches(function()
+        probe.file("dev/null")
+      end, "path must be absolute")
+      assert.error_matches(function()
+        probe.device_rw("/dev/null\0x")
+      end, "NUL byte")
+    end)
+
+    it("raises on extra arguments", function()
+      assert.error_matches(function()
+        probe.kernel(1)
+      end, "no value expected")
+      assert.has_error(function()
+        probe.identity("x")
+      end)
+      assert.has_error(function()
+        probe.userns(true)
+      end)
+      assert.has_error(function()
+        probe.subids("uid", "alice")
+      end)
+      assert.has_error(function()
+        probe.file("/dev/null", 1)
+      end)
+      assert.has_error(function()
+        probe.tool("runsc", "--help")
+      end)
+    end)
+  end)
+
+  describe("kernel", function()
+    it("returns the release, the machine and the parsed version", function()
+      local k = probe.kernel()
+      assert.is_string(k.release)
+      assert.is_string(k.machine)
+      assert.are.equal("integer", math.type(k.major))
+      assert.are.equal("integer", math.type(k.minor))
+      assert.are.equal(k.release:match("^(%d+)%."), tostring(k.major))
+    end)
+  end)
+
+  describe("identity", function()
+    it("returns the invoking user's uid, gid and name", function()
+      local id = probe.identity()
+      assert.are.equal("integer", math.type(id.uid))
+      assert.are.equal("integer", math.type(id.gid))
+      assert.is_true(id.user == nil or type(id.user) == "string")
+    end)
+  end)
+
+  describe("subids", function()
+    it("returns a list of {start=, count=} or nil, msg, errno", function()
+      for _, kind in ipairs({ "uid", "gid" }) do
+        local ranges, msg, errno = probe.subids(kind)
+        if ranges then
+          for _, r in ipairs(ranges) do
+            assert.are.equal("integer", math.type(r.start))
+            assert.are.equal("integer", math.type(r.count))
+            assert.is_true(r.start + r.count <= 1 << 32)
+          end
+        else
+          assert_failure(ranges, msg, errno)
+          assert.matches("^%a+ '/etc/sub" .. kind .. "'", msg)
+        end
+      end
+    end)
+  end)
+
+  describe("file", function()
+    it("describes /dev/null", function()
+      local f = probe.file("/dev/null")
+      assert.are.same({ type = "char", mode = 438, uid = 0, gid = 0, size = 0, setuid = false,
+        setgid = false }, f)
+    end)
+
+    it("returns nil, message, ENOENT for a missing path", function()
+      local f, msg, errno = probe.file("/nonexistent/lazaret")
+      assert.is_nil(f)
+      assert.are.equal("stat '/nonexistent/lazaret': No such file or directory", msg)
+      assert.are.equal(probe.errno.ENOENT, errno)
+    end)
+  end)
+
+  describe("device_rw", function()
+    it("returns true for /dev/null", function()
+      assert.is_true(probe.device_rw("/dev/null"))
+    end)
+
+    it("returns nil, message, ENODEV for something that is not a device", function()
+      local ok, msg, errno = probe.device_rw("/tmp")
+      assert.is_nil(ok)
+      assert.are.equal("open '/tmp': not a character device", msg)
+      assert.are.equal(probe.errno.ENODEV, errno)
+    end)
+
+    it("returns nil, message, ENOENT for a missing device", function()
+      local ok, msg, errno = probe.device_rw("/dev/lazaret-none")
+      assert_failure(ok, msg, errno)
+      assert.are.equal(probe.errno.ENOENT, errno)
+    end)
+  end)
+
+  describe("userns", function()
+    it("returns true or nil, message, errno", function()
+      local ok, msg, errno = probe.userns()
+      if not ok then
+        assert_failure(ok, msg, errno)
+        assert.matches("^unshare 'CLONE_NEWUSER': ", msg)
+      end
+    end)
+  end)
+
+  describe("tool", function()
+    it("returns the path and the first line of --version for runsc", function()
+      local t, msg, errno = probe.tool("runsc")
+      if not t and errno == probe.errno.ENOENT then
+        pending("runsc is not installed: " .. msg)
+        return
+      end
+      assert.is_string(t.path)
+      assert.matches("/runsc$", t.path)
+      assert.matches("^runsc version ", t.version)
+      assert.is_nil(t.version:find("[%c]"))
+      assert.are.equal(t.path, probe.locate("runsc"))
+    end)
+
+    it("returns a path or nil, message, errno from locate", function()
+      for _, name in ipairs(probe.tools) do
+        local path, msg, errno = probe.locate(name)
+        if path then
+          assert.matches("^/.*/" .. name .. "$", path)
+        else
+          assert_failure(path, msg, errno)
+        end
+      end
+    end)
+  end)
+
+  it("exposes no userdata in any result", function()
+    assert_plain(probe.kernel())
+    assert_plain(probe.identity())
+    assert_plain({ probe.subids("uid") })
+    assert_plain({ probe.file("/dev/null") })
+    assert_plain({ probe.tool("slirp4netns") })
+    assert_plain({ probe.userns() })
+  end)
+
+  it("leaks no globals", function()
+    local before = globals()
+    package.loaded["lazaret.core.probe"] = nil
+    local fresh = require("lazaret.core.probe")
+    package.loaded["lazaret.core.probe"] = probe
+    fresh.kernel()
+    fresh.userns()
+    assert.are.same(before, globals())
+  end)
+end)
