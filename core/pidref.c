@@ -1,0 +1,119 @@
+#include "pidref.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int lz_boot_id_parse(const char *text, uint8_t ret[16])
+{
+	uint8_t id[16];
+	size_t n = 0;
+	for (size_t i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (text[i] != '-')
+				return -EINVAL;
+			continue;
+		}
+		int hi = hexval(text[i]), lo = hexval(text[i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		id[n++] = (uint8_t)(hi << 4 | lo);
+		i++;
+	}
+	if (text[36] != '\0' && text[36] != '\n')
+		return -EINVAL;
+	memcpy(ret, id, sizeof(id));
+	return 0;
+}
+
+int lz_boot_id(uint8_t ret[16], struct lz_err *err)
+{
+	static const char path[] = "/proc/sys/kernel/random/boot_id";
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char text[64];
+	if (fd < 0)
+		return lz_err_set(err, errno, "open '%s': %s", path, strerror(errno));
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	if (n < 0)
+		return lz_err_set(err, errno, "read '%s': %s", path, strerror(errno));
+	text[n] = '\0';
+	if (n < 36 || lz_boot_id_parse(text, ret) < 0)
+		return lz_err_set(err, EINVAL, "'%s' is not a UUID", path);
+	return 0;
+}
+
+int lz_proc_stat_start_time(const char *text, uint64_t *ret)
+{
+	/* comm (field 2) may contain spaces and ')': fields resume after the
+	 * last ')'. Field 3 follows it; starttime is field 22. */
+	const char *p = strrchr(text, ')');
+	if (p == NULL)
+		return -EINVAL;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (p == NULL)
+			return -EINVAL;
+	}
+	p++;
+	uint64_t v = 0;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		uint64_t digit = (uint64_t)(*p - '0');
+		if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && digit > UINT64_MAX % 10))
+			return -EOVERFLOW;
+		v = v * 10 + digit;
+	}
+	*ret = v;
+	return 0;
+}
+
+int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err)
+{
+	struct statfs sfs;
+	struct stat st;
+	struct lz_pidref ref = { .pid = (uint32_t)pid };
+	int r;
+	if (fstatfs(pidfd, &sfs) < 0)
+		return lz_err_set(err, errno, "fstatfs(pidfd): %s", strerror(errno));
+	if ((uint32_t)sfs.f_type != LZ_PIDFS_MAGIC)
+		return lz_err_set(err, ENOTSUP, "pidfd is not on pidfs (Linux 6.9 or newer is required)");
+	if (fstat(pidfd, &st) < 0)
+		return lz_err_set(err, errno, "fstat(pidfd): %s", strerror(errno));
+	ref.pidfs_dev = st.st_dev;
+	ref.pidfs_ino = st.st_ino;
+	if ((r = lz_boot_id(ref.boot_id, err)) < 0)
+		return r;
+
+	char path[32], text[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open '%s': %s", path, strerror(errno));
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	if (n <= 0)
+		return lz_err_set(err, n < 0 ? errno : EIO, "read '%s' failed", path);
+	text[n] = '\0';
+	if (lz_proc_stat_start_time(text, &ref.start_time) < 0)
+		return lz_err_set(err, EINVAL, "'%s' is malformed", path);
+	*ret = ref;
+	return 0;
+}

@@ -1,0 +1,37 @@
+/* v1 pidfs process identity (spec 3.3 "Host process identity").
+ *
+ * The boot ID plus the pidfs device and inode of a retained pidfd is the only
+ * positive durable host-process authority; the host PID is a lookup locator
+ * and the /proc start time is negative evidence only. */
+#ifndef LZ_PIDREF_H
+#define LZ_PIDREF_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+
+#define LZ_PIDFS_MAGIC 0x50494446u /* PID_FS_MAGIC */
+
+struct lz_pidref {
+	uint8_t boot_id[16]; /* UUID bytes in canonical field order */
+	uint64_t pidfs_dev;
+	uint64_t pidfs_ino;
+	uint32_t pid;        /* locator in the host PID namespace */
+	uint64_t start_time; /* /proc/<pid>/stat field 22: negative evidence */
+};
+
+/* Reads the boot ID from /proc/sys/kernel/random/boot_id. */
+int lz_boot_id(uint8_t ret[16], struct lz_err *err);
+
+/* Parses "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (lowercase or uppercase). */
+int lz_boot_id_parse(const char *text, uint8_t ret[16]);
+
+/* Forms the identity of the child behind pidfd: fstatfs must report
+ * PID_FS_MAGIC, fstat gives the pidfs device and inode (spec 3.3 step 5). */
+int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err);
+
+/* Parses field 22 (starttime) of /proc/<pid>/stat text. */
+int lz_proc_stat_start_time(const char *text, uint64_t *ret);
+
+#endif

@@ -1,0 +1,21 @@
+/* Descriptor-relative removal of a directory tree.
+ *
+ * Used for staging trees, quarantined prepared artifacts and whiteouts.
+ * Nothing is followed: symlinks are unlinked as links, every directory is
+ * entered with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV)
+ * relative to its parent, and a directory on another device (a mount) is
+ * refused rather than emptied, so a planted mount or link cannot aim the
+ * removal elsewhere. */
+#ifndef LZ_TREE_H
+#define LZ_TREE_H
+
+#include "util/err.h"
+
+#define LZ_TREE_MAX_DEPTH 1024
+
+/* Removes dirfd/name (any type), recursively for directories. ENOENT is
+ * success. Directories are made writable and searchable by their owner
+ * first (image trees may contain 0500 directories). */
+int lz_tree_remove(int dirfd, const char *name, struct lz_err *err);
+
+#endif
