@@ -27,10 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spawn.h"
 #include "util/cleanup.h"
 
 const char *const lz_hostprobe_tool_names[] = {
-	"runsc", "slirp4netns", "newuidmap", "newgidmap", NULL,
+	"runsc", "slirp4netns", "newuidmap", "newgidmap", "skopeo", "mmdebstrap", NULL,
 };
 
 /* Root-owned system directories in the usual search order. */
@@ -320,63 +321,6 @@ int lz_hostprobe_device_rw(const char *path, struct lz_err *err)
 
 /* ---- probe children ---------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline)
-{
-	int64_t left = deadline - now_ms();
-	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
-}
-
-/* Like fork(), plus a pidfd for the child in *ret_pidfd (parent only).
- * Returns 0 in the child, the PID in the parent, or -errno. */
-static pid_t clone_pidfd(int *ret_pidfd)
-{
-	int pidfd = -EBADF;
-	struct clone_args args = {
-		.flags = CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)&pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	long pid = syscall(SYS_clone3, &args, sizeof(args));
-	if (pid < 0)
-		return -errno;
-	if (pid > 0)
-		*ret_pidfd = pidfd;
-	return (pid_t)pid;
-}
-
-/* Waits until the child behind pidfd exits or deadline passes; then kills
- * it through the pidfd. Either way the child is reaped before returning:
- * 0 and *ret_info when it exited in time, -ETIMEDOUT when it was killed. */
-static int reap_by(int pidfd, int64_t deadline, siginfo_t *ret_info)
-{
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	int timed_out = 0;
-	int r;
-
-	while ((r = poll(&p, 1, remaining_ms(deadline))) < 0 && errno == EINTR)
-		;
-	if (r <= 0) {
-		timed_out = r == 0 ? -ETIMEDOUT : -errno;
-		(void)pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
-	}
-	siginfo_t info = { 0 };
-	while ((r = waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED)) < 0 && errno == EINTR)
-		;
-	if (r < 0)
-		return -errno;
-	if (timed_out < 0)
-		return timed_out;
-	*ret_info = info;
-	return 0;
-}
-
 /* Child side of the user namespace probe. */
 static _Noreturn void userns_child(void)
 {
@@ -389,14 +333,13 @@ int lz_hostprobe_userns(struct lz_err *err)
 {
 	_cleanup_close_ int pidfd = -EBADF;
 	siginfo_t info;
-	int64_t deadline = now_ms() + LZ_HOSTPROBE_TOOL_TIMEOUT_MS;
-
-	pid_t pid = clone_pidfd(&pidfd);
+	
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
 	if (pid < 0)
 		return lz_err_set(err, -pid, "clone3 'userns probe': %s", strerror(-pid));
 	if (pid == 0)
 		userns_child();
-	int r = reap_by(pidfd, deadline, &info);
+	int r = lz_reap(pidfd, LZ_HOSTPROBE_TOOL_TIMEOUT_MS, &info);
 	if (r < 0)
 		return lz_err_set(err, -r, "wait 'userns probe': %s", strerror(-r));
 	if (info.si_code == CLD_EXITED && info.si_status == 0)
@@ -468,44 +411,6 @@ int lz_hostprobe_tool_locate(const char *name, struct lz_err *err,
 }
 
 /* Moves *fd (owned, O_CLOEXEC) to a number above 2. */
-static int fd_above_stdio(int *fd)
-{
-	if (*fd > 2)
-		return 0;
-	int nfd = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
-	if (nfd < 0)
-		return -errno;
-	lz_close_fdp(fd);
-	*fd = nfd;
-	return 0;
-}
-
-/* Child side of run_capture: stdio, then execveat on the located O_PATH
- * descriptor (not the name, which could have been replaced since it was
- * checked). The descriptor is O_CLOEXEC, which execveat allows for
- * binaries (an interpreted script would fail with ENOENT). On failure the
- * errno goes to err_fd, whose closing on exec otherwise says "it worked". */
-static _Noreturn void exec_child(int exe_fd, char *const argv[], int null_fd, int out_fd, int err_fd)
-{
-	static char *const empty_env[] = { NULL };
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
-
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	sigaction(SIGPIPE, &dfl, NULL); /* so closing our pipe end stops it */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (dup2(null_fd, STDIN_FILENO) >= 0 && dup2(out_fd, STDOUT_FILENO) >= 0 &&
-	    dup2(null_fd, STDERR_FILENO) >= 0) {
-		/* Descriptors leaked by an embedding without O_CLOEXEC. */
-		(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-		execveat(exe_fd, "", argv, empty_env, AT_EMPTY_PATH);
-	}
-	int e = errno;
-	(void)!write(err_fd, &e, sizeof(e));
-	_exit(127);
-}
-
 /* Reads from a non-blocking fd into buf until EOF, cap bytes, or deadline.
  * Also stops when the child (pidfd) has exited and the pipe is drained, so
  * a grandchild holding the pipe open cannot stretch the wait.
@@ -529,7 +434,7 @@ static ssize_t read_until(int fd, int pidfd, int64_t deadline, char *buf, size_t
 		if (exited)
 			break;
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
-		int r = poll(p, 2, remaining_ms(deadline));
+		int r = poll(p, 2, lz_remaining_ms(deadline));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -549,56 +454,31 @@ static ssize_t read_until(int fd, int pidfd, int64_t deadline, char *buf, size_t
 static int run_capture(int exe_fd, const char *label, char *const argv[], int timeout_ms,
 		       struct lz_err *err, char *buf, size_t cap, size_t *ret_len)
 {
-	/* Private copies above 2, so the child's dup2 onto stdio cannot
-	 * clobber a descriptor it still needs. */
-	_cleanup_close_ int exe = fcntl(exe_fd, F_DUPFD_CLOEXEC, 3);
-	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
-	_cleanup_close_ int out_r = -EBADF, out_w = -EBADF, err_r = -EBADF, err_w = -EBADF;
-	_cleanup_close_ int pidfd = -EBADF;
+	_cleanup_close_ int out_r = -EBADF, out_w = -EBADF, pidfd = -EBADF;
 	int p[2], r;
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = lz_now_ms() + timeout_ms;
 	siginfo_t info;
 
-	if (exe < 0)
-		return fail_errno(err, "fcntl", label);
-	if (null_fd < 0)
-		return fail_errno(err, "open", "/dev/null");
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return fail_errno(err, "pipe", label);
 	out_r = p[0];
 	out_w = p[1];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return fail_errno(err, "pipe", label);
-	err_r = p[0];
-	err_w = p[1];
-	if ((r = fd_above_stdio(&null_fd)) < 0 || (r = fd_above_stdio(&out_w)) < 0 ||
-	    (r = fd_above_stdio(&err_w)) < 0)
-		return lz_err_set(err, -r, "fcntl '%s': %s", label, strerror(-r));
-	/* Only our ends are non-blocking: these are separate file
-	 * descriptions, so the child's writes still block normally. */
-	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_r, F_SETFL, O_NONBLOCK) < 0)
+	/* Only our end is non-blocking: a separate file description, so the
+	 * child's writes still block normally. */
+	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0)
 		return fail_errno(err, "fcntl", label);
-
-	pid_t pid = clone_pidfd(&pidfd);
-	if (pid < 0)
-		return lz_err_set(err, -pid, "clone3 '%s': %s", label, strerror(-pid));
-	if (pid == 0)
-		exec_child(exe, argv, null_fd, out_w, err_w);
+	struct lz_spawn spec = {
+		.label = label, .exe_fd = exe_fd, .argv = argv,
+		.stdin_fd = -1, .stdout_fd = out_w, .stderr_fd = -1,
+	};
+	if ((r = lz_spawn(&spec, &pidfd, NULL, err)) < 0)
+		return r;
 	lz_close_fdp(&out_w);
-	lz_close_fdp(&err_w);
 
-	int exec_errno = 0;
-	ssize_t n = read_until(err_r, pidfd, deadline, (char *)&exec_errno, sizeof(exec_errno));
-	ssize_t len = n;
-	if (n == 0)
-		len = read_until(out_r, pidfd, deadline, buf, cap);
+	ssize_t len = read_until(out_r, pidfd, deadline, buf, cap);
 	/* A child still writing gets EPIPE/SIGPIPE instead of blocking. */
 	lz_close_fdp(&out_r);
-	r = reap_by(pidfd, deadline, &info);
-	if (n == (ssize_t)sizeof(exec_errno) && exec_errno > 0)
-		return lz_err_set(err, exec_errno, "exec '%s': %s", label, strerror(exec_errno));
-	if (n > 0)
-		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
+	r = lz_reap(pidfd, lz_remaining_ms(deadline), &info);
 	if (len == -ETIMEDOUT || r == -ETIMEDOUT)
 		return lz_err_set(err, ETIMEDOUT, "run '%s': no exit within %d ms; killed", label,
 				  timeout_ms);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hostprobe.h"
+#include "spawn.h"
 #include "util/cleanup.h"
 
 #define BARRIER_RELEASE 'R'
@@ -99,29 +100,6 @@ int lz_idmap_verify_text(const char *text, uint32_t host_id, uint32_t sub_start,
 	return 0;
 }
 
-static pid_t clone3_pidfd(uint64_t flags, int *ret_pidfd)
-{
-	struct clone_args args = {
-		.flags = flags | CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)ret_pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-}
-
-static int wait_pidfd(int pidfd, siginfo_t *ret)
-{
-	siginfo_t info = { 0 };
-	for (;;) {
-		if (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) == 0)
-			break;
-		if (errno != EINTR)
-			return -errno;
-	}
-	*ret = info;
-	return 0;
-}
-
 /* Runs a setuid ID-map helper with an exact argument vector, no shell and an
  * empty environment, and waits for it through its pidfd. */
 static int run_map_helper(const char *name, char *const argv[], struct lz_err *err)
@@ -130,26 +108,11 @@ static int run_map_helper(const char *name, char *const argv[], struct lz_err *e
 	int r = lz_hostprobe_tool_locate(name, err, &path);
 	if (r < 0)
 		return lz_err_prefix(err, r, "%s (package uidmap): ", name);
-	_cleanup_close_ int pidfd = -EBADF;
-	pid_t pid = clone3_pidfd(0, &pidfd);
-	if (pid < 0)
-		return lz_err_set(err, errno, "spawn %s: %s", name, strerror(errno));
-	if (pid == 0) {
-		char *const envp[] = { NULL };
-		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (devnull >= 0) {
-			dup2(devnull, STDIN_FILENO);
-			dup2(devnull, STDOUT_FILENO);
-		}
-		execve(path, argv, envp);
-		_exit(127);
-	}
-	siginfo_t info;
-	if ((r = wait_pidfd(pidfd, &info)) < 0)
-		return lz_err_set(err, -r, "wait for %s: %s", name, strerror(-r));
-	if (info.si_code != CLD_EXITED || info.si_status != 0)
-		return lz_err_set(err, EPERM, "%s failed (status %d); check /etc/sub%cid for your user",
-				  name, info.si_status, name[3]);
+	struct lz_spawn spec = { .exe_fd = -1, .path = path, .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = STDERR_FILENO };
+	r = lz_spawn_run(&spec, name, 30000, err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "check /etc/sub%cid for your user: ", name[3]);
 	return 0;
 }
 
@@ -239,7 +202,8 @@ int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg,
 	}
 	pid_t parent = getpid();
 	int pidfd = -EBADF;
-	pid_t pid = clone3_pidfd(CLONE_NEWUSER, &pidfd);
+	fflush(NULL); /* the child must not write the parent's buffered output */
+	pid_t pid = lz_clone_pidfd(CLONE_NEWUSER, &pidfd);
 	if (pid == 0) {
 		close(barrier[1]);
 		close(report[0]);
@@ -289,7 +253,7 @@ int lz_userns_wait(struct lz_userns_child *child, struct lz_err *err)
 			used += (size_t)n;
 	msg[used] = '\0';
 	siginfo_t info;
-	int r = wait_pidfd(child->pidfd, &info);
+	int r = lz_reap(child->pidfd, -1, &info);
 	release(child);
 	if (r < 0)
 		return lz_err_set(err, -r, "wait for namespace child: %s", strerror(-r));
@@ -308,6 +272,6 @@ void lz_userns_kill(struct lz_userns_child *child)
 		return;
 	syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0);
 	siginfo_t info;
-	wait_pidfd(child->pidfd, &info);
+	(void)lz_reap(child->pidfd, -1, &info);
 	release(child);
 }

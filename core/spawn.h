@@ -1,0 +1,52 @@
+/* Child processes through pidfds (spec 3.3: no numeric-PID signal or wait).
+ *
+ * Children are created with clone3(CLONE_PIDFD), signalled only through the
+ * pidfd and reaped with waitid(P_PIDFD). lz_spawn execs an argument vector
+ * (never a shell) from a descriptor or an absolute path, with an explicit
+ * environment (empty by default) and explicit standard streams; an exec
+ * failure comes back as the child's errno. The Domain runtime's causal
+ * acquisition broker builds on these primitives. Between clone and exec the
+ * child calls only async-signal-safe functions. */
+#ifndef LZ_SPAWN_H
+#define LZ_SPAWN_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+
+/* fork() plus a pidfd: 0 in the child, the PID in the parent (with
+ * *ret_pidfd set), -errno on failure. extra_flags: e.g. CLONE_NEWUSER. */
+pid_t lz_clone_pidfd(uint64_t extra_flags, int *ret_pidfd);
+
+/* Waits for the child behind pidfd for at most timeout_ms (-1: no limit),
+ * then kills it through the pidfd. The child is always reaped: 0 and *ret
+ * when it exited in time, -ETIMEDOUT when it had to be killed. */
+int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret);
+
+/* Monotonic milliseconds, and what is left until deadline (>= 0). */
+int64_t lz_now_ms(void);
+int lz_remaining_ms(int64_t deadline);
+
+struct lz_spawn {
+	const char *label;       /* names the program in messages; NULL: argv[0] */
+	int exe_fd;              /* executable, O_PATH is fine; or -1 to use path */
+	const char *path;        /* absolute; used when exe_fd < 0 */
+	char *const *argv;       /* argv[0] is the program name */
+	char *const *envp;       /* NULL: empty environment */
+	int stdin_fd;            /* -1: /dev/null */
+	int stdout_fd;           /* -1: /dev/null */
+	int stderr_fd;           /* -1: /dev/null */
+};
+
+/* Starts spec; *ret_pidfd owns the child. -errno of exec is reported here
+ * (the exec-status pipe), so a returned child has run its target. */
+int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct lz_err *err);
+
+/* lz_spawn, then lz_reap with timeout_ms; non-zero exit is -EIO naming
+ * label and the status. */
+int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,
+		 struct lz_err *err);
+
+#endif
