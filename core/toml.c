@@ -182,15 +182,22 @@ static int fail_depth(struct parser *p, struct lz_toml_pos pos)
 /* Writes "a.b.c" for keys[0..n) into buf, truncated with "..." if long. */
 static const char *fmt_path(const struct parser *p, const struct key *keys, size_t n, char *buf, size_t size)
 {
+	assert(size >= 8);
 	size_t w = 0;
 	for (size_t i = 0; i < n; i++) {
-		size_t need = keys[i].len + (i > 0);
-		if (w + need + 4 > size) {
-			memcpy(buf + w, "...", 4);
+		if (i > 0) {
+			if (w + 4 >= size) {
+				memcpy(buf + w, "...", 4);
+				return buf;
+			}
+			buf[w++] = '.';
+		}
+		size_t room = size - 4 - w; /* keeps space for "..." and NUL */
+		if (keys[i].len > room) {
+			memcpy(buf + w, p->s + keys[i].off, room);
+			memcpy(buf + w + room, "...", 4);
 			return buf;
 		}
-		if (i > 0)
-			buf[w++] = '.';
 		memcpy(buf + w, p->s + keys[i].off, keys[i].len);
 		w += keys[i].len;
 	}

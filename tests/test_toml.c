@@ -1031,6 +1031,34 @@ static void test_lz_toml_parse__refuses_extending_static_array(void **state)
 		"cannot extend static array 'p.dev.volumes'");
 }
 
+static void test_lz_toml_parse__long_names_are_truncated_in_messages(void **state)
+{
+	(void)state;
+	char key[201];
+	memset(key, 'k', 200);
+	key[200] = '\0';
+	char doc[1024];
+	int n = snprintf(doc, sizeof(doc), "[%s]\n[%s]\n", key, key);
+	refused_at(doc, (size_t)n, 2, 2, "...' defined twice", __LINE__);
+
+	/* Many short keys: the path is cut at a key boundary or inside one. */
+	n = snprintf(doc, sizeof(doc), "[a]\n[[");
+	for (int i = 0; i < 30; i++)
+		n += snprintf(doc + n, sizeof(doc) - n, "%sabcdef", i ? "." : "");
+	n += snprintf(doc + n, sizeof(doc) - n, "]]\n[[");
+	for (int i = 0; i < 30; i++)
+		n += snprintf(doc + n, sizeof(doc) - n, "%sabcdef", i ? "." : "");
+	n += snprintf(doc + n, sizeof(doc) - n, ".x]]\n[");
+	for (int i = 0; i < 30; i++)
+		n += snprintf(doc + n, sizeof(doc) - n, "%sabcdef", i ? "." : "");
+	n += snprintf(doc + n, sizeof(doc) - n, "]\n");
+	refused_at(doc, (size_t)n, 4, 2 + 29 * 7, "'abcdef.abcdef.", __LINE__);
+	refused_at(doc, (size_t)n, 4, 2 + 29 * 7, "...' is an array of tables, not a table", __LINE__);
+
+	n = snprintf(doc, sizeof(doc), "%s = 1\n%s = 2\n", key, key);
+	refused_at(doc, (size_t)n, 2, 1, "duplicate key 'kkkkkkkk", __LINE__);
+}
+
 /* ---- refused: depth ---- */
 
 static void test_lz_toml_parse__refuses_nesting_too_deep(void **state)
@@ -1141,6 +1169,7 @@ int main(void)
 		cmocka_unit_test(test_lz_toml_parse__refuses_header_over_value),
 		cmocka_unit_test(test_lz_toml_parse__refuses_extending_inline_table),
 		cmocka_unit_test(test_lz_toml_parse__refuses_extending_static_array),
+		cmocka_unit_test(test_lz_toml_parse__long_names_are_truncated_in_messages),
 		cmocka_unit_test(test_lz_toml_parse__refuses_nesting_too_deep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
