@@ -50,9 +50,12 @@ int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path
 	if (explicit_path != NULL) {
 		if (explicit_path[0] == '\0')
 			return lz_err_set(err, EINVAL, "--config needs a path");
+		if (explicit_path[0] != '/' && cwd == NULL)
+			return lz_err_set(err, EINVAL, "--config '%s' is relative and the current "
+						       "directory is unavailable", explicit_path);
 		if (explicit_path[0] == '/')
 			declared = strdup(explicit_path);
-		else if (cwd == NULL || asprintf(&declared, "%s/%s", cwd, explicit_path) < 0)
+		else if (asprintf(&declared, "%s/%s", cwd, explicit_path) < 0)
 			declared = NULL;
 		if (declared == NULL)
 			return lz_err_set(err, ENOMEM, "out of memory");
@@ -87,6 +90,8 @@ int lz_cfgsource_storage_root(const struct lz_host_env *env, const char *data_ro
 			      char **ret_path, struct lz_err *err)
 {
 	int r;
+	if (data_root != NULL && strcmp(data_root, "/") == 0)
+		return lz_err_set(err, EINVAL, "storage.data_root must not be '/'");
 	if (data_root != NULL)
 		return join(data_root, "", ret_path, err);
 	if (usable_xdg(env->xdg_data_home)) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "imageref.h"
 #include "pathauth.h"
 #include "util/cleanup.h"
 
@@ -134,49 +135,14 @@ bool lz_config_destination_protected(const char *path, bool as_persistent)
 	return false;
 }
 
-static bool tag_valid(const char *t)
-{
-	size_t n = strlen(t);
-	if (n == 0 || n > 128)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = t[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-			  c == '_' || (i > 0 && (c == '.' || c == '-'));
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
-/* oci:PATH[:TAG] | docker-archive:PATH | docker://REF (issue 3 prepares them). */
+/* oci:PATH[:TAG] | docker-archive:PATH | docker://REF (imageref.h). */
 static int check_image(struct decoder *d, struct lz_toml_pos pos, const char *image)
 {
-	if (strncmp(image, "docker://", 9) == 0) {
-		const char *ref = image + 9;
-		if (*ref == '\0' || strlen(ref) > 255)
-			return fail(d, pos, "image '%s': docker:// needs a reference", image);
-		for (const char *p = ref; *p; p++)
-			if ((unsigned char)*p <= ' ' || *p == 0x7f)
-				return fail(d, pos, "image reference contains whitespace or a control character");
-		return 0;
-	}
-	if (strncmp(image, "docker-archive:", 15) == 0)
-		return grammar_at(d, pos, "image archive path", image + 15);
-	if (strncmp(image, "oci:", 4) == 0) {
-		_cleanup_free_ char *path = strdup(image + 4);
-		if (path == NULL)
-			return lz_err_set(d->err, ENOMEM, "out of memory");
-		char *colon = strrchr(path, ':');
-		if (colon && !strchr(colon, '/')) {
-			if (!tag_valid(colon + 1))
-				return fail(d, pos, "image '%s': invalid tag '%s'", image, colon + 1);
-			*colon = '\0';
-		}
-		return grammar_at(d, pos, "image layout path", path);
-	}
-	return fail(d, pos,
-		    "image '%s': expected oci:PATH[:TAG], docker-archive:PATH or docker://REF", image);
+	struct lz_image_ref ref;
+	struct lz_err e;
+	if (lz_image_ref_parse(image, &ref, &e) < 0)
+		return fail(d, pos, "%s", e.msg);
+	return 0;
 }
 
 static int decode_string_list(struct decoder *d, const struct lz_toml_entry *e, char ***ret,

@@ -22,6 +22,7 @@
 #include "cfgsource.h"
 #include "domain.h"
 #include "netprefix.h"
+#include "pathauth.h"
 #include "toml.h"
 #include "util/err.h"
 
@@ -127,6 +128,9 @@ struct lz_config_summary {
 	size_t n_profiles;
 };
 void lz_config_summarize(const lz_config *cfg, struct lz_config_summary *ret);
+
+/* The retained Storage Root handle of a resolved configuration. */
+const struct lz_path *lz_config_storage_root(const lz_config *cfg);
 
 /* Selected profile of a resolved configuration, or NULL. */
 const struct lz_config_profile *lz_config_selected(const lz_config *cfg);

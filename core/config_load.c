@@ -335,7 +335,8 @@ static int prefix_cmp(const void *a, const void *b)
 static void canon_prefixes(struct canon *c, const struct lz_config_prefix *v, size_t n)
 {
 	struct lz_config_prefix sorted[LZ_CONFIG_LIST_MAX];
-	memcpy(sorted, v, n * sizeof(*v));
+	if (n > 0) /* v is NULL for an absent list: memcpy(_, NULL, 0) is UB */
+		memcpy(sorted, v, n * sizeof(*v));
 	qsort(sorted, n, sizeof(*sorted), prefix_cmp);
 	canon_u32(c, (uint32_t)n);
 	for (size_t i = 0; i < n; i++) {
@@ -545,4 +546,9 @@ void lz_config_summarize(const lz_config *cfg, struct lz_config_summary *ret)
 const struct lz_config_profile *lz_config_selected(const lz_config *cfg)
 {
 	return cfg->profile;
+}
+
+const struct lz_path *lz_config_storage_root(const lz_config *cfg)
+{
+	return &cfg->storage_root;
 }

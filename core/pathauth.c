@@ -62,6 +62,18 @@ static int record(int fd, const char *canonical, struct lz_path *ret, struct lz_
 	return 0;
 }
 
+struct proc_path {
+	char s[32];
+};
+
+/* O_PATH descriptors cannot be fchmod'ed; their /proc/self/fd link can. */
+static struct proc_path proc_path(int fd)
+{
+	struct proc_path p;
+	snprintf(p.s, sizeof(p.s), "/proc/self/fd/%d", fd);
+	return p;
+}
+
 /* One component beneath dirfd; a trailing symlink is refused, not followed. */
 static int open_component(int dirfd, const char *name, unsigned long long resolve,
 			  const char *label, struct lz_err *err)
@@ -93,6 +105,19 @@ static const char *next_component(const char *p, char *name, size_t *len)
 	name[n] = '\0';
 	*len = n;
 	return p + n;
+}
+
+/* A directory we just created gets exactly 0700 whatever the umask was;
+ * only ours (owner checked by owned_check afterwards) is ever changed. */
+static int fix_mode(int fd, const char *label, struct lz_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return lz_err_set(err, errno, "stat '%s': %s", label, strerror(errno));
+	if (S_ISDIR(st.st_mode) && st.st_uid == getuid() && (st.st_mode & 07777) != 0700 &&
+	    fchmodat(AT_FDCWD, proc_path(fd).s, 0700, 0) < 0)
+		return lz_err_set(err, errno, "chmod '%s': %s", label, strerror(errno));
+	return 0;
 }
 
 static int owned_check(const struct lz_path *p, struct lz_err *err)
@@ -141,6 +166,10 @@ static int walk(const char *canonical, bool create, struct lz_path *ret, struct 
 				return lz_err_set(err, errno, "create '%s': %s", prefix, strerror(errno));
 			created_any = true;
 			fd = open_component(dirfd, name, LZ_RESOLVE_OWNED, prefix, err);
+			if (fd >= 0 && (r = fix_mode(fd, prefix, err)) < 0) {
+				close(fd);
+				return r;
+			}
 			if (fd >= 0) {
 				struct lz_path made = LZ_PATH_INIT;
 				r = record(fd, prefix, &made, err);
@@ -203,6 +232,11 @@ int lz_path_owned_child(const struct lz_path *parent, const char *name, bool cre
 		if (mkdirat(parent->fd, name, 0700) < 0 && errno != EEXIST)
 			return lz_err_set(err, errno, "create '%s': %s", label, strerror(errno));
 		fd = open_component(parent->fd, name, LZ_RESOLVE_OWNED, label, err);
+		int r = fd >= 0 ? fix_mode(fd, label, err) : 0;
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
 	}
 	if (fd < 0)
 		return fd;
@@ -220,19 +254,32 @@ int lz_path_owned_child(const struct lz_path *parent, const char *name, bool cre
 	return 0;
 }
 
+static bool same_object(const struct lz_path *a, const struct lz_path *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->mnt_id == b->mnt_id;
+}
+
 int lz_path_revalidate(const struct lz_path *p, struct lz_err *err)
 {
-	struct lz_path now = LZ_PATH_INIT;
+	/* Both the retained descriptor and a fresh walk of the plan (the
+	 * canonical label, nothing followed) must be the recorded object. */
+	struct lz_path held = LZ_PATH_INIT, now = LZ_PATH_INIT;
 	int dup = fcntl(p->fd, F_DUPFD_CLOEXEC, 3);
 	if (dup < 0)
 		return lz_err_set(err, errno, "revalidate '%s': %s", p->canonical, strerror(errno));
-	int r = record(dup, p->canonical, &now, err);
+	int r = record(dup, p->canonical, &held, err);
 	if (r < 0) {
 		close(dup);
 		return r;
 	}
-	bool same = now.dev == p->dev && now.ino == p->ino && now.mnt_id == p->mnt_id;
-	lz_path_release(&now);
+	bool same = same_object(&held, p);
+	lz_path_release(&held);
+	if (same) {
+		if ((r = walk(p->canonical, false, &now, err)) < 0)
+			return lz_err_prefix(err, r, "revalidate: ");
+		same = same_object(&now, p);
+		lz_path_release(&now);
+	}
 	if (!same)
 		return lz_err_set(err, ESTALE, "'%s' changed identity during loading", p->canonical);
 	return 0;

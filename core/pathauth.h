@@ -14,6 +14,7 @@
 #ifndef LZ_PATHAUTH_H
 #define LZ_PATHAUTH_H
 
+#include <errno.h> /* EBADF in LZ_PATH_INIT */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -247,6 +247,9 @@ static void test_lz_prefix_contains__relations(void **state)
 
 	assert_true(lz_prefix_contains(n8, n16));
 	assert_false(lz_prefix_contains(n16, n8)); /* shorter is never inside longer */
+	/* ... even when the addresses agree on the longer prefix's bits. */
+	assert_false(lz_prefix_contains(P(10, 0, 0, 0, 16), P(10, 0, 0, 0, 8)));
+	assert_false(lz_prefix_contains(P(0, 0, 0, 0, 32), P(0, 0, 0, 0, 0)));
 	assert_false(lz_prefix_contains(n8, other16));
 	assert_true(lz_prefix_contains(n8, n8));
 	assert_true(lz_prefix_contains(all, n8));
