@@ -9,6 +9,9 @@
  *            profile?, workspace?, domain_id?, fingerprint? }
  *   handle:close()                              [-0, +0, -]  idempotent
  *   config.profile_name_valid(name)             [-0, +1, e] -> boolean
+ *   config.init{config=}                        [-0, +1|3, e]
+ *       -> path written | nil, msg, errno: the first configuration, whose
+ *       profile `default` uses the default image (defaultimage.h)
  *
  * The handle owns the resolved configuration and its retained directory
  * descriptors; __gc and __close release them. */
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "defaultimage.h"
 #include "l_util.h"
 #include "modules.h"
 
@@ -34,6 +38,14 @@ static struct config_ud *check_open(lua_State *L)
 	if (ud->cfg == NULL)
 		luaL_error(L, "attempt to use a closed configuration");
 	return ud;
+}
+
+const struct lz_config *lz_l_check_config(lua_State *L, int idx)
+{
+	struct config_ud *ud = luaL_checkudata(L, idx, CONFIG_MT);
+	if (ud->cfg == NULL)
+		luaL_error(L, "attempt to use a closed configuration");
+	return ud->cfg;
 }
 
 static int config_close(lua_State *L)
@@ -120,8 +132,28 @@ static int profile_name_valid(lua_State *L)
 	return 1;
 }
 
+static int config_init(lua_State *L)
+{
+	static const char *const keys[] = { "config", NULL };
+	lz_l_check_options(L, 1, keys);
+	const char *explicit_path = lz_l_opt_string(L, 1, "config");
+	struct lz_host_env env;
+	struct lz_err err = { 0, "" };
+	char *path = NULL;
+	lz_host_env_from_process(&env);
+	char *cwd = getcwd(NULL, 0);
+	int r = lz_default_config_write(&env, explicit_path, cwd, &path, &err);
+	free(cwd);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushstring(L, path);
+	free(path);
+	return 1;
+}
+
 static const luaL_Reg functions[] = {
 	{ "load", config_load },
+	{ "init", config_init },
 	{ "profile_name_valid", profile_name_valid },
 	{ NULL, NULL },
 };

@@ -2,10 +2,12 @@
  *
  *   platform.check()   [-0, +1|3, -] -> true | nil, msg, errno
  *       x86-64 Linux >= 6.9 (spec 3.3), checked before anything is created.
+ *   platform.stderr_is_tty()  [-0, +1, -] -> boolean (progress display)
  *   platform.version   string, the Lazaret version
  */
 #include <lauxlib.h>
 #include <lua.h>
+#include <unistd.h>
 
 #include "l_util.h"
 #include "modules.h"
@@ -21,8 +23,15 @@ static int platform_check(lua_State *L)
 	return 1;
 }
 
+static int stderr_is_tty(lua_State *L)
+{
+	lua_pushboolean(L, isatty(STDERR_FILENO));
+	return 1;
+}
+
 static const luaL_Reg functions[] = {
 	{ "check", platform_check },
+	{ "stderr_is_tty", stderr_is_tty },
 	{ NULL, NULL },
 };
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -115,5 +116,33 @@ int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_
 	if (lz_proc_stat_start_time(text, &ref.start_time) < 0)
 		return lz_err_set(err, EINVAL, "'%s' is malformed", path);
 	*ret = ref;
+	return 0;
+}
+
+int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err *err)
+{
+	uint8_t boot[16];
+	struct stat st;
+	struct statfs sfs;
+	int r = lz_boot_id(boot, err);
+	if (r < 0)
+		return r;
+	if (memcmp(boot, ref->boot_id, sizeof(boot)) != 0) {
+		*ret_alive = false; /* another boot: never look the PID up */
+		return 0;
+	}
+	if (ref->pid == 0 || ref->pid > INT32_MAX)
+		return lz_err_set(err, EINVAL, "recorded PID %u is not a host PID", ref->pid);
+	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)ref->pid, 0);
+	if (pidfd < 0) {
+		if (errno == ESRCH) {
+			*ret_alive = false;
+			return 0;
+		}
+		return lz_err_set(err, errno, "pidfd_open(%u): %s", ref->pid, strerror(errno));
+	}
+	if (fstatfs(pidfd, &sfs) < 0 || (uint32_t)sfs.f_type != LZ_PIDFS_MAGIC || fstat(pidfd, &st) < 0)
+		return lz_err_set(err, ENOTSUP, "pidfd of %u is not on pidfs", ref->pid);
+	*ret_alive = st.st_dev == ref->pidfs_dev && st.st_ino == ref->pidfs_ino;
 	return 0;
 }

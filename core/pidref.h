@@ -6,6 +6,7 @@
 #ifndef LZ_PIDREF_H
 #define LZ_PIDREF_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,6 +31,12 @@ int lz_boot_id_parse(const char *text, uint8_t ret[16]);
 /* Forms the identity of the child behind pidfd: fstatfs must report
  * PID_FS_MAGIC, fstat gives the pidfs device and inode (spec 3.3 step 5). */
 int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err);
+
+/* Exact pidfs recovery matching (spec 3.3): *ret_alive is true only when
+ * the boot ID matches and a pidfd opened for ref->pid has exactly the
+ * recorded pidfs device and inode. A different boot, ESRCH or an unequal
+ * identity mean the recorded process is gone. Other errors refuse. */
+int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err *err);
 
 /* Parses field 22 (starttime) of /proc/<pid>/stat text. */
 int lz_proc_stat_start_time(const char *text, uint64_t *ret);

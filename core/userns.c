@@ -188,8 +188,8 @@ static _Noreturn void child_main(int barrier, int report, pid_t parent, lz_usern
 	_exit(0);
 }
 
-int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg,
-		    struct lz_userns_child *ret, struct lz_err *err)
+int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg, lz_userns_hook hook,
+		    void *hook_ctx, struct lz_userns_child *ret, struct lz_err *err)
 {
 	int barrier[2], report[2];
 	if (pipe2(barrier, O_CLOEXEC) < 0)
@@ -219,6 +219,8 @@ int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg,
 	}
 	struct lz_userns_child child = { .pidfd = pidfd, .pid = pid, .report_fd = report[0] };
 	int r = map_and_verify(map, pid, pidfd, err);
+	if (r >= 0 && hook)
+		r = hook(hook_ctx, pidfd, pid, err);
 	if (r >= 0) {
 		char c = BARRIER_RELEASE;
 		if (write(barrier[1], &c, 1) != 1)

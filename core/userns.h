@@ -53,10 +53,16 @@ struct lz_userns_child {
 
 #define LZ_USERNS_CHILD_INIT { .pidfd = -EBADF, .pid = 0, .report_fd = -EBADF }
 
-/* Creates the child, maps and verifies it, then releases it into fn(arg).
- * On failure the child is killed and reaped and *ret is untouched. */
-int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg,
-		    struct lz_userns_child *ret, struct lz_err *err);
+/* Runs after the maps are verified and before the child is released, so the
+ * caller can persist the child's identity first (spec 3.3 steps 6-7). A
+ * negative return aborts: the child is killed and never runs fn. */
+typedef int (*lz_userns_hook)(void *ctx, int pidfd, pid_t pid, struct lz_err *err);
+
+/* Creates the child, maps and verifies it, runs hook (may be NULL), then
+ * releases it into fn(arg). On failure the child is killed and reaped and
+ * *ret is untouched. */
+int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg, lz_userns_hook hook,
+		    void *hook_ctx, struct lz_userns_child *ret, struct lz_err *err);
 
 /* Waits for the child to exit and reaps it; a failure of fn comes back as
  * -EIO with the child's message in err. Releases the child's resources. */

@@ -5,6 +5,7 @@
 --   lazaret run --profile <profile> [options] [-- command args...]
 --   lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]
 --   lazaret diag [--json]
+--   lazaret image prepare IMAGE | list [--json] | gc [--dry-run]  [--config FILE]
 --   lazaret --help | --version
 -- `state` is reserved for State Anchor maintenance (spec 3.2); a profile
 -- named like a command is launched with the explicit `run --profile` form.
@@ -12,7 +13,8 @@ local M = {}
 
 local ipairs, type, table_concat, table_move = ipairs, type, table.concat, table.move
 
-M.commands = { run = true, config = true, diag = true, state = true, help = true }
+M.commands = { run = true, config = true, diag = true, state = true, help = true, image = true,
+  init = true }
 
 -- Options each command accepts: name -> true when it takes a value.
 local options = {
@@ -22,6 +24,12 @@ local options = {
   diag = { json = false, help = false },
   config = { help = false },
   state = { help = false },
+  image = { help = false },
+  ["image prepare"] = { config = true, help = false },
+  ["image list"] = { config = true, json = false, help = false },
+  ["image gc"] = { config = true, ["dry-run"] = false, help = false },
+  ["image build-default"] = { config = true, help = false },
+  init = { config = true, help = false },
 }
 
 -- Parses argv[first..] into opts and positionals; stops at "--".
@@ -140,6 +148,37 @@ function M.parse(argv)
       return nil, "diag takes no arguments"
     end
     return { action = "diag", json = opts.json == true }
+  elseif first == "image" then
+    local sub = argv[2]
+    local allowed = options["image " .. tostring(sub)]
+    if not allowed then
+      local opts = scan(argv, 2, options.image)
+      if opts and opts.help then return { action = "help", topic = "image" } end
+      return nil, "unknown image command '" .. tostring(sub or "")
+        .. "' (expected: prepare, list, gc, build-default)"
+    end
+    local opts, pos, rest = scan(argv, 3, allowed)
+    if not opts then return nil, pos end
+    if opts.help then return { action = "help", topic = "image " .. sub } end
+    if rest then return nil, "image " .. sub .. " takes no command after --" end
+    if sub == "prepare" then
+      if #pos ~= 1 then return nil, "image prepare needs exactly one IMAGE" end
+      return { action = "image-prepare", image = pos[1], config = opts.config }
+    end
+    if #pos > 0 then return nil, "image " .. sub .. " takes no arguments" end
+    if sub == "build-default" then
+      return { action = "image-build-default", config = opts.config }
+    end
+    if sub == "list" then
+      return { action = "image-list", json = opts.json == true, config = opts.config }
+    end
+    return { action = "image-gc", dry_run = opts["dry-run"] == true, config = opts.config }
+  elseif first == "init" then
+    local opts, pos, rest = scan(argv, 2, options.init)
+    if not opts then return nil, pos end
+    if opts.help then return { action = "help", topic = "init" } end
+    if #pos > 0 or rest then return nil, "init takes no arguments" end
+    return { action = "init", config = opts.config }
   elseif first == "state" then
     local opts = scan(argv, 2, options.state)
     if opts and opts.help then return { action = "help", topic = "state" } end
@@ -178,6 +217,8 @@ M.help = {
     "  run      launch a profile by explicit name (same as the first form)",
     "  config   check the trusted configuration",
     "  diag     report whether this host is ready to run sandboxes",
+    "  image    prepare, list and reclaim sandbox base images",
+    "  init     write a first configuration using the default image",
     "  state    reserved for State Anchor maintenance",
     "",
     "Options:",
@@ -214,6 +255,45 @@ M.help = {
     "Reports host readiness: kernel, subordinate IDs, newuidmap/newgidmap, runsc,",
     "slirp4netns, /dev/fuse, /dev/net/tun and user namespaces, with what to do about",
     "each problem. Exit status: 0 when every check passes, 1 otherwise.",
+  }, "\n"),
+  image = table_concat({
+    "Usage: lazaret image prepare IMAGE [--config FILE]",
+    "       lazaret image list [--json] [--config FILE]",
+    "       lazaret image gc [--dry-run] [--config FILE]",
+    "       lazaret image build-default [--config FILE]",
+    "",
+    "IMAGE is oci:PATH[:TAG], docker-archive:PATH or docker://REF.",
+  }, "\n"),
+  ["image prepare"] = table_concat({
+    "Usage: lazaret image prepare IMAGE [--config FILE]",
+    "",
+    "Verifies IMAGE (oci:PATH[:TAG], docker-archive:PATH or docker://REF) and",
+    "materialises it as an immutable prepared lower under the Storage Root, inside",
+    "your user namespace. Preparing an image already prepared does nothing.",
+  }, "\n"),
+  ["image build-default"] = table_concat({
+    "Usage: lazaret image build-default [--config FILE]",
+    "",
+    "Builds the default Debian 12 image with mmdebstrap (as you, in a user namespace;",
+    "needs Debian's package registry), stores it under the Storage Root as",
+    "images/default and prepares it.",
+  }, "\n"),
+  init = table_concat({
+    "Usage: lazaret init [--config FILE]",
+    "",
+    "Writes a first configuration (default: ~/.config/lazaret/config.toml) with a",
+    "profile 'default' that uses the default image. Never replaces a file.",
+  }, "\n"),
+  ["image list"] = table_concat({
+    "Usage: lazaret image list [--json] [--config FILE]",
+    "",
+    "Lists prepared images: artifact ID, state, size, leases and source.",
+  }, "\n"),
+  ["image gc"] = table_concat({
+    "Usage: lazaret image gc [--dry-run] [--config FILE]",
+    "",
+    "Reclaims prepared images that no Domain leases and abandoned preparations.",
+    "Trees the catalog does not know are kept and reported.",
   }, "\n"),
   state = table_concat({
     "Usage: lazaret state ...",

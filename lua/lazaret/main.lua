@@ -12,6 +12,16 @@ local function err(msg)
   io_stderr:write("lazaret: error: ", msg, "\n")
 end
 
+-- The platform floor holds before anything is created (spec 3.3).
+local function with_platform(fn, cmd)
+  local ok, msg = require("lazaret.core.platform").check()
+  if not ok then
+    err(msg)
+    return EXIT.unavailable
+  end
+  return fn(cmd)
+end
+
 local function config_check(cmd)
   local platform = require("lazaret.core.platform")
   local ok, msg = platform.check()
@@ -71,6 +81,21 @@ local actions = {
     return EXIT.unavailable
   end,
   launch = launch,
+  ["image-prepare"] = function(cmd) return with_platform(require("lazaret.image").prepare, cmd) end,
+  ["image-list"] = function(cmd) return require("lazaret.image").list(cmd) end,
+  ["image-gc"] = function(cmd) return with_platform(require("lazaret.image").gc, cmd) end,
+  ["image-build-default"] = function(cmd)
+    return with_platform(require("lazaret.image").build_default, cmd)
+  end,
+  init = function(cmd)
+    local path, msg = require("lazaret.core.config").init({ config = cmd.config })
+    if not path then
+      err(msg)
+      return EXIT.config
+    end
+    io_write("wrote ", path, "\n", "next: lazaret image build-default, then lazaret default\n")
+    return EXIT.ok
+  end,
 }
 
 function M.main(argv)

@@ -1,0 +1,112 @@
+-- Formatting for `lazaret image ...` (pure functions of data).
+local M = {}
+
+local json = require("lazaret.json")
+local ipairs, string_format, string_rep, table_concat, math_floor =
+  ipairs, string.format, string.rep, table.concat, math.floor
+
+function M.bytes(n)
+  local units = { "B", "KiB", "MiB", "GiB", "TiB" }
+  local i, v = 1, n
+  while v >= 1024 and i < #units do
+    v = v / 1024
+    i = i + 1
+  end
+  if i == 1 then
+    return string_format("%d B", n)
+  end
+  return string_format("%.1f %s", v, units[i])
+end
+
+-- Returns a renderer: render(layer, n, done, total) -> text or nil;
+-- render(nil) -> the closing text. On a terminal it redraws one line (a
+-- bar over layers and bytes); otherwise it prints one line per layer.
+function M.progress(tty)
+  local last_layer = -1
+  local drew = false
+  return function(layer, n, done, total)
+    if layer == nil then
+      if tty and drew then return "\n" end
+      return nil
+    end
+    if tty then
+      local width = 30
+      local frac = total > 0 and done / total or 1
+      if frac > 1 then frac = 1 end
+      local fill = math_floor(frac * width + 0.5)
+      drew = true
+      return string_format("\r[%s%s] layer %d/%d  %s / %s ", string_rep("#", fill),
+        string_rep(".", width - fill), layer, n, M.bytes(done), M.bytes(total))
+    end
+    if layer ~= last_layer and layer > 0 then
+      last_layer = layer
+      return string_format("applying layer %d/%d (%s of %s done)\n", layer, n, M.bytes(done),
+        M.bytes(total))
+    end
+    return nil
+  end
+end
+
+function M.prepared(image, r)
+  local lines = {
+    (r.existed and "already prepared: " or "prepared: ") .. image,
+    string_format("%-12s%s", "artifact:", r.artifact_id),
+    string_format("%-12s%s", "manifest:", r.manifest_digest),
+    string_format("%-12s%s", "size:", M.bytes(r.size)),
+  }
+  if r.skipped_devices and r.skipped_devices > 0 then
+    lines[#lines + 1] = string_format("%-12s%d device nodes skipped (not creatable in a user "
+      .. "namespace)", "note:", r.skipped_devices)
+  end
+  return table_concat(lines, "\n") .. "\n"
+end
+
+function M.list_text(rows)
+  if #rows == 0 then
+    return "no prepared images\n"
+  end
+  local out = { string_format("%-16s %-11s %10s %6s  %s", "ARTIFACT", "STATE", "SIZE", "LEASES",
+    "SOURCE") }
+  for _, r in ipairs(rows) do
+    out[#out + 1] = string_format("%-16s %-11s %10s %6d  %s", r.id:sub(1, 16), r.state,
+      M.bytes(r.size), r.leases, r.source)
+  end
+  return table_concat(out, "\n") .. "\n"
+end
+
+function M.list_json(rows)
+  local v = {}
+  for i, r in ipairs(rows) do
+    v[i] = {
+      artifact_id = r.id, source = r.source, manifest_digest = r.manifest_digest,
+      config_digest = r.config_digest, size = r.size, leases = r.leases, state = r.state,
+      created = r.created,
+    }
+  end
+  return json.encode({ images = v }) .. "\n"
+end
+
+local verbs = {
+  ["removed"] = "removed unleased artifact",
+  ["would-remove"] = "would remove unleased artifact",
+  ["kept-leased"] = "kept leased artifact",
+  ["kept-foreign"] = "kept unknown tree (not in the catalog)",
+  ["kept-preparing"] = "kept preparation in progress",
+  ["removed-abandoned"] = "removed abandoned preparation",
+  ["would-remove-abandoned"] = "would remove abandoned preparation",
+}
+
+function M.gc_text(items, dry_run)
+  local out = {}
+  for _, it in ipairs(items) do
+    local extra = it.action == "kept-leased" and string_format(" (%d leases)", it.leases) or ""
+    out[#out + 1] = string_format("%s: %s/%s%s", verbs[it.action] or it.action, it.where,
+      it.name, extra)
+  end
+  if #out == 0 then
+    out[1] = dry_run and "nothing to reclaim" or "nothing reclaimed"
+  end
+  return table_concat(out, "\n") .. "\n"
+end
+
+return M
