@@ -97,7 +97,7 @@ static void db_closep(sqlite3 **db)
 
 static sqlite3_int64 u64_to_i64(uint64_t v)
 {
-	sqlite3_int64 r;
+	sqlite3_int64 r = 0;
 	memcpy(&r, &v, sizeof(r));
 	return r;
 }
@@ -749,7 +749,7 @@ static int done(int r, struct lz_err *err)
 static int read_artifact_fields(sqlite3_stmt *s, struct lz_catalog_artifact *a,
 				struct lz_err *err)
 {
-	sqlite3_int64 size, created, leases;
+	sqlite3_int64 size = 0, created = 0, leases = 0;
 	const char *state = NULL;
 	int r;
 	if ((r = col_id(s, 0, "id", a->id, err)) < 0 ||
@@ -797,7 +797,7 @@ static int read_worker(sqlite3_stmt *s, int i, bool *ret_has, struct lz_catalog_
 		return 0;
 	}
 	struct lz_catalog_worker w;
-	sqlite3_int64 dev, ino, pid, start;
+	sqlite3_int64 dev = 0, ino = 0, pid = 0, start = 0;
 	int r;
 	if (sqlite3_column_type(s, i) != SQLITE_BLOB ||
 	    sqlite3_column_bytes(s, i) != LZ_CATALOG_BOOT_ID_LEN)
@@ -823,7 +823,7 @@ static int read_prepare_op(sqlite3_stmt *s, struct lz_catalog_prepare_op *ret, s
 {
 	struct lz_catalog_prepare_op op = { .has_worker = false };
 	const char *name = NULL, *state = NULL;
-	sqlite3_int64 created;
+	sqlite3_int64 created = 0;
 	int r;
 	if ((r = col_id(s, 0, "id", op.id, err)) < 0 ||
 	    (r = col_id(s, 1, "artifact_id", op.artifact_id, err)) < 0 ||
@@ -1447,7 +1447,7 @@ static int lease_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_lease), err)) < 0)
 			break;
 		struct lz_catalog_lease *l = &((struct lz_catalog_lease *)c->v)[c->n];
-		sqlite3_int64 gen;
+		sqlite3_int64 gen = 0;
 		if ((r = col_id(s, 0, "artifact_id", l->artifact_id, err)) < 0 ||
 		    (r = col_id(s, 1, "domain_id", l->domain_id, err)) < 0 ||
 		    (r = col_int(s, 2, "generation", &gen, err)) < 0)

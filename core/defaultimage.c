@@ -67,6 +67,7 @@ int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, s
 	struct lz_path images = LZ_PATH_INIT, build = LZ_PATH_INIT, layout = LZ_PATH_INIT;
 	char build_name[64], new_name[64], old_name[64];
 	bool have_build = false, have_new = false;
+	int tar = -EBADF;
 	int r;
 
 	if ((r = lz_path_owned_child(storage_root, "images", true, &images, err)) < 0)
@@ -83,8 +84,7 @@ int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, s
 	if ((r = lz_path_owned_child(&images, new_name, true, &layout, err)) < 0)
 		goto out;
 	have_new = true;
-	_cleanup_close_ int tar = lz_openat2(build.fd, "rootfs.tar", O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-					     LZ_RESOLVE_OWNED);
+	tar = lz_openat2(build.fd, "rootfs.tar", O_RDONLY | O_CLOEXEC | O_NOFOLLOW, LZ_RESOLVE_OWNED);
 	if (tar < 0) {
 		r = lz_err_set(err, errno, "open the built rootfs.tar: %s", strerror(errno));
 		goto out;
@@ -111,6 +111,7 @@ int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, s
 	snprintf(label, sizeof(label), "%s", storage_root->canonical);
 	r = lz_default_image_ref(label, ret_ref, err);
 out:
+	lz_close_fdp(&tar);
 	if (have_build)
 		(void)lz_tree_remove(images.fd, build_name, NULL);
 	if (have_new)

@@ -645,10 +645,17 @@ static void record_sample(char samples[][LZ_LAYER_REPORT_TEXT], uint64_t count, 
 {
 	if (count > LZ_LAYER_REPORT_PATHS)
 		return;
-	if (b != NULL)
-		snprintf(samples[count - 1], LZ_LAYER_REPORT_TEXT, "%s %s", shown(a), b);
-	else
-		snprintf(samples[count - 1], LZ_LAYER_REPORT_TEXT, "%s", shown(a));
+	/* Samples are diagnostics: truncation is fine. */
+	char *out = samples[count - 1];
+	size_t n = strnlen(shown(a), LZ_LAYER_REPORT_TEXT - 1);
+	memcpy(out, shown(a), n);
+	if (b != NULL && n + 1 < LZ_LAYER_REPORT_TEXT) {
+		size_t m = strnlen(b, LZ_LAYER_REPORT_TEXT - n - 2);
+		out[n++] = ' ';
+		memcpy(out + n, b, m);
+		n += m;
+	}
+	out[n] = '\0';
 }
 
 static void skip_xattr(struct layer *L, const char *path, const char *name)
@@ -705,8 +712,8 @@ static int apply_xattrs(struct layer *L, struct archive_entry *e, int fd, const 
 static int finish_special(struct layer *L, struct archive_entry *e, int pfd, const struct lpath *p,
 			  bool chmod)
 {
-	uid_t uid;
-	gid_t gid;
+	uid_t uid = 0;
+	gid_t gid = 0;
 	struct timespec ts[2];
 	int r = entry_owner(L, e, p->full, &uid, &gid);
 	if (r < 0)
@@ -756,8 +763,8 @@ static int write_all(int fd, const char *buf, size_t len, off_t off)
 
 static int apply_regular(struct layer *L, struct archive_entry *e, int pfd, const struct lpath *p)
 {
-	uid_t uid;
-	gid_t gid;
+	uid_t uid = 0;
+	gid_t gid = 0;
 	struct timespec ts[2];
 	int r = entry_owner(L, e, p->full, &uid, &gid);
 	if (r < 0)

@@ -186,7 +186,9 @@ int lz_oci_digest_parse(const char *s, uint8_t out[LZ_OCI_DIGEST_LEN])
 static void blob_path(const char *digest, char out[sizeof("blobs/sha256/") + 64])
 {
 	/* digest is canonical (checked by lz_oci_digest_parse): no '/' or "..". */
-	snprintf(out, sizeof("blobs/sha256/") + 64, "blobs/sha256/%s", digest + 7);
+	memcpy(out, "blobs/sha256/", 13);
+	memcpy(out + 13, digest + 7, 64);
+	out[13 + 64] = '\0';
 }
 
 /* Opens path beneath dirfd and checks it is a regular file. O_NONBLOCK keeps

@@ -68,8 +68,10 @@ static void write_str(int dirfd, const char *path, const char *s)
 
 static char *blob_rel(const char *digest)
 {
-	static char path[128];
-	snprintf(path, sizeof(path), "blobs/sha256/%s", digest + 7);
+	static char path[sizeof("blobs/sha256/") + 64];
+	memcpy(path, "blobs/sha256/", 13);
+	strncpy(path + 13, digest + 7, 64);
+	path[13 + 64] = '\0';
 	return path;
 }
 
