@@ -42,7 +42,8 @@ describe("lazaret.core.probe", function()
       "kernel:function", "locate:function", "subids:function", "tool:function",
       "tools:table", "trusted_dirs:table", "userns:function",
     }, names)
-    assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap" }, probe.tools)
+    assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap", "skopeo", "mmdebstrap" },
+      probe.tools)
     assert.are.same({ "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin" },
       probe.trusted_dirs)
     assert.are.equal(2, probe.errno.ENOENT)
