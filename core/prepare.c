@@ -2,6 +2,7 @@
 #include "prepare.h"
 
 #include <dirent.h>
+#include <linux/sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -17,6 +18,7 @@
 #include "oci.h"
 #include "pidref.h"
 #include "tree.h"
+#include "broker.h"
 #include "userns.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
@@ -128,11 +130,13 @@ static int remove_in_userns(const struct lz_idmap *map, int dirfd, const char *n
 			    struct lz_err *err)
 {
 	struct remove_arg arg = { dirfd, name };
-	struct lz_userns_child child = LZ_USERNS_CHILD_INIT;
-	int r = lz_userns_spawn(map, worker_remove, &arg, NULL, NULL, &child, err);
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec spec = { .label = "removal worker", .clone_flags = CLONE_NEWUSER,
+				       .map = map, .join_pidfd = -1, .fn = worker_remove, .arg = &arg };
+	int r = lz_broker_spawn(&spec, &child, err);
 	if (r < 0)
 		return r;
-	return lz_userns_wait(&child, err);
+	return lz_broker_wait(&child, -1, NULL, err);
 }
 
 /* ---- preparation --------------------------------------------------------- */
@@ -143,20 +147,16 @@ struct record_worker_ctx {
 };
 
 /* Persists the worker's pidfs identity before it is released (spec 3.3). */
-static int record_worker(void *ctxp, int pidfd, pid_t pid, struct lz_err *err)
+static int record_worker(void *ctxp, const struct lz_pidref *ref, struct lz_err *err)
 {
 	struct record_worker_ctx *ctx = ctxp;
-	struct lz_pidref ref;
-	int r = lz_pidref_from_pidfd(pidfd, pid, &ref, err);
-	if (r < 0)
-		return r;
 	struct lz_catalog_worker w = {
-		.pidfs_dev = ref.pidfs_dev,
-		.pidfs_ino = ref.pidfs_ino,
-		.pid = ref.pid,
-		.start_time = ref.start_time,
+		.pidfs_dev = ref->pidfs_dev,
+		.pidfs_ino = ref->pidfs_ino,
+		.pid = ref->pid,
+		.start_time = ref->start_time,
 	};
-	memcpy(w.boot_id, ref.boot_id, sizeof(w.boot_id));
+	memcpy(w.boot_id, ref->boot_id, sizeof(w.boot_id));
 	return lz_catalog_prepare_intent_set_worker(ctx->root_fd, ctx->op_id, &w, err);
 }
 
@@ -323,8 +323,11 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 
 	struct worker_arg warg = { req->layout_fd, st.rootfs_fd, image, progress[1], 0 };
 	struct record_worker_ctx rctx = { root, op_id };
-	struct lz_userns_child worker = LZ_USERNS_CHILD_INIT;
-	r = lz_userns_spawn(&map, worker_apply, &warg, record_worker, &rctx, &worker, err);
+	struct lz_broker_child worker = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec wspec = { .label = "preparation worker", .clone_flags = CLONE_NEWUSER,
+					.map = &map, .join_pidfd = -1, .fn = worker_apply, .arg = &warg,
+					.staged = record_worker, .ctx = &rctx };
+	r = lz_broker_spawn(&wspec, &worker, err);
 	lz_close_fdp(&progress[1]);
 	if (r < 0) {
 		lz_err_prefix(err, r, "preparation worker: ");
@@ -332,7 +335,7 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 	}
 	struct progress_rec done;
 	follow_worker(req, image, progress[0], &done);
-	if ((r = lz_userns_wait(&worker, err)) < 0)
+	if ((r = lz_broker_wait(&worker, -1, NULL, err)) < 0)
 		goto fail;
 	if (done.kind != REC_DONE) {
 		r = lz_err_set(err, EIO, "preparation worker ended without finishing");

@@ -68,22 +68,65 @@ int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret)
 	return 0;
 }
 
-/* Moves *fd above the standard streams so dup2 onto 0..2 cannot clobber it. */
-static int above_stdio(int *fd)
+/* A copy of fd above the standard streams (the caller's fd stays its own),
+ * or fd itself when it already is: 1 when a copy was made. */
+static int above_stdio(int fd, int *ret)
 {
-	if (*fd > 2)
+	if (fd > 2) {
+		*ret = fd;
 		return 0;
-	int nfd = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+	}
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (nfd < 0)
 		return -errno;
-	*fd = nfd; /* the caller's original stays the caller's */
+	*ret = nfd;
 	return 1;
 }
 
-static _Noreturn void exec_child(const struct lz_spawn *spec, int exe_fd, const int fds[3],
-				 int status_fd)
+int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret, struct lz_err *err)
+{
+	const char *label = spec->label ? spec->label : spec->argv[0];
+	struct lz_spawn_prepared p = { .spec = spec, .exe_fd = -EBADF, .null_fd = -EBADF,
+				       .owned = { -EBADF, -EBADF, -EBADF } };
+	int r;
+	if (spec->exe_fd < 0 && (spec->path == NULL || spec->path[0] != '/'))
+		return lz_err_set(err, EINVAL, "spawn '%s': no executable", label);
+	p.null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (p.null_fd < 0)
+		return lz_err_set(err, errno, "open '/dev/null': %s", strerror(errno));
+	if ((r = above_stdio(p.null_fd, &p.null_fd)) < 0)
+		goto fail;
+	if (spec->exe_fd >= 0 && (p.exe_fd = fcntl(spec->exe_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	const int want[3] = { spec->stdin_fd, spec->stdout_fd, spec->stderr_fd };
+	for (int i = 0; i < 3; i++) {
+		int fd = want[i] < 0 ? p.null_fd : want[i];
+		if ((r = above_stdio(fd, &p.fds[i])) < 0)
+			goto fail;
+		if (r == 1)
+			p.owned[i] = p.fds[i];
+	}
+	*ret = p;
+	return 0;
+fail:
+	lz_spawn_prepared_release(&p);
+	return lz_err_set(err, -r, "spawn '%s': %s", label, strerror(-r));
+}
+
+void lz_spawn_prepared_release(struct lz_spawn_prepared *p)
+{
+	for (int i = 0; i < 3; i++)
+		lz_close_fdp(&p->owned[i]);
+	lz_close_fdp(&p->exe_fd);
+	lz_close_fdp(&p->null_fd);
+}
+
+_Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int status_fd)
 {
 	static char *const empty_env[] = { NULL };
+	const struct lz_spawn *spec = p->spec;
 	char *const *envp = spec->envp ? spec->envp : empty_env;
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigset_t none;
@@ -92,12 +135,12 @@ static _Noreturn void exec_child(const struct lz_spawn *spec, int exe_fd, const 
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	sigaction(SIGPIPE, &dfl, NULL);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (dup2(fds[0], STDIN_FILENO) >= 0 && dup2(fds[1], STDOUT_FILENO) >= 0 &&
-	    dup2(fds[2], STDERR_FILENO) >= 0) {
+	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
+	    dup2(p->fds[2], STDERR_FILENO) >= 0) {
 		/* Anything an embedding leaked without O_CLOEXEC. */
 		(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-		if (exe_fd >= 0)
-			execveat(exe_fd, "", spec->argv, envp, AT_EMPTY_PATH);
+		if (p->exe_fd >= 0)
+			execveat(p->exe_fd, "", spec->argv, envp, AT_EMPTY_PATH);
 		else
 			execve(spec->path, spec->argv, envp);
 	}
@@ -106,70 +149,59 @@ static _Noreturn void exec_child(const struct lz_spawn *spec, int exe_fd, const 
 	_exit(127);
 }
 
-int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct lz_err *err)
+/* Reads the exec-status pipe: 0 when it closed on exec, else -errno. */
+static int exec_status(int st_r)
 {
-	const char *label = spec->label ? spec->label : spec->argv[0];
-	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
-	_cleanup_close_ int exe = -EBADF, st_r = -EBADF, st_w = -EBADF;
-	int owned[3] = { -EBADF, -EBADF, -EBADF };
-	int fds[3] = { spec->stdin_fd, spec->stdout_fd, spec->stderr_fd };
-	int p[2], r = 0;
-
-	if (null_fd < 0)
-		return lz_err_set(err, errno, "open '/dev/null': %s", strerror(errno));
-	if (spec->exe_fd >= 0 && (exe = fcntl(spec->exe_fd, F_DUPFD_CLOEXEC, 3)) < 0)
-		return lz_err_set(err, errno, "dup '%s': %s", label, strerror(errno));
-	if (spec->exe_fd < 0 && (spec->path == NULL || spec->path[0] != '/'))
-		return lz_err_set(err, EINVAL, "spawn '%s': no executable", label);
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
-	st_r = p[0];
-	st_w = p[1];
-	if ((r = above_stdio(&st_w)) < 0)
-		return lz_err_set(err, -r, "fcntl: %s", strerror(-r));
-	if (r == 1)
-		close(p[1]);
-	for (int i = 0; i < 3; i++) {
-		if (fds[i] < 0)
-			fds[i] = null_fd;
-		int copy = fds[i];
-		if ((r = above_stdio(&copy)) < 0)
-			goto fail_fds;
-		if (r == 1)
-			owned[i] = fds[i] = copy;
-	}
-
-	int pidfd = -EBADF;
-	fflush(NULL);
-	pid_t pid = lz_clone_pidfd(0, &pidfd);
-	if (pid == 0)
-		exec_child(spec, exe, fds, st_w);
-	for (int i = 0; i < 3; i++)
-		lz_close_fdp(&owned[i]);
-	if (pid < 0)
-		return lz_err_set(err, -pid, "clone3 '%s': %s", label, strerror(-pid));
-	lz_close_fdp(&st_w);
-
 	int exec_errno = 0;
 	ssize_t n;
 	while ((n = read(st_r, &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR)
 		;
-	if (n != 0) {
+	if (n == 0)
+		return 0;
+	if (n == (ssize_t)sizeof(exec_errno) && exec_errno > 0)
+		return -exec_errno;
+	return -EIO;
+}
+
+int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct lz_err *err)
+{
+	const char *label = spec->label ? spec->label : spec->argv[0];
+	struct lz_spawn_prepared prep;
+	int p[2], r;
+
+	if ((r = lz_spawn_prepare(spec, &prep, err)) < 0)
+		return r;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		lz_spawn_prepared_release(&prep);
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	}
+	int pidfd = -EBADF;
+	fflush(NULL);
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
+	if (pid == 0) {
+		close(p[0]);
+		lz_spawn_exec_prepared(&prep, p[1]);
+	}
+	lz_spawn_prepared_release(&prep);
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return lz_err_set(err, -pid, "clone3 '%s': %s", label, strerror(-pid));
+	}
+	r = exec_status(p[0]);
+	close(p[0]);
+	if (r < 0) {
 		siginfo_t info;
 		(void)lz_reap(pidfd, -1, &info);
 		close(pidfd);
-		if (n == (ssize_t)sizeof(exec_errno) && exec_errno > 0)
-			return lz_err_set(err, exec_errno, "exec '%s': %s", label, strerror(exec_errno));
-		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
+		if (r == -EIO)
+			return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
+		return lz_err_set(err, -r, "exec '%s': %s", label, strerror(-r));
 	}
 	*ret_pidfd = pidfd;
 	if (ret_pid)
 		*ret_pid = pid;
 	return 0;
-fail_fds:
-	for (int i = 0; i < 3; i++)
-		lz_close_fdp(&owned[i]);
-	return lz_err_set(err, -r, "fcntl: %s", strerror(-r));
 }
 
 int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,

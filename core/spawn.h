@@ -40,6 +40,24 @@ struct lz_spawn {
 	int stderr_fd;           /* -1: /dev/null */
 };
 
+/* The parent-side preparation of a spec's standard streams and executable
+ * (descriptors moved above 0..2 so the child's dup2 cannot clobber them),
+ * for callers that create the child themselves (broker.c). */
+struct lz_spawn_prepared {
+	const struct lz_spawn *spec;
+	int exe_fd;
+	int null_fd;
+	int fds[3];
+	int owned[3];
+};
+
+int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret, struct lz_err *err);
+void lz_spawn_prepared_release(struct lz_spawn_prepared *p);
+
+/* In a child: sets up the streams and execs; on failure writes errno to
+ * status_fd (an O_CLOEXEC pipe) and exits 127. Async-signal-safe. */
+_Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int status_fd);
+
 /* Starts spec; *ret_pidfd owns the child. -errno of exec is reported here
  * (the exec-status pipe), so a returned child has run its target. */
 int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct lz_err *err);

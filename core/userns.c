@@ -16,8 +16,6 @@
 #include "spawn.h"
 #include "util/cleanup.h"
 
-#define BARRIER_RELEASE 'R'
-
 static int lowest_range(const struct lz_hostprobe_subids *ids, const char *what, uint32_t *ret,
 			struct lz_err *err)
 {
@@ -128,7 +126,7 @@ static int read_map(int procdir, const char *file, char *buf, size_t size, struc
 	return 0;
 }
 
-static int map_and_verify(const struct lz_idmap *map, pid_t pid, int pidfd, struct lz_err *err)
+int lz_idmap_write_and_verify(const struct lz_idmap *map, pid_t pid, int pidfd, struct lz_err *err)
 {
 	char spid[16], uid[16], gid[16], subu[16], subg[16], count[16];
 	snprintf(spid, sizeof(spid), "%d", (int)pid);
@@ -163,117 +161,4 @@ static int map_and_verify(const struct lz_idmap *map, pid_t pid, int pidfd, stru
 	if ((r = lz_idmap_verify_text(text, map->gid, map->subgid_start, err)) < 0)
 		return lz_err_prefix(err, r, "gid_map: ");
 	return 0;
-}
-
-static _Noreturn void child_main(int barrier, int report, pid_t parent, lz_userns_fn fn, void *arg)
-{
-	char c = 0;
-	ssize_t n;
-	do
-		n = read(barrier, &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n != 1 || c != BARRIER_RELEASE)
-		_exit(125); /* barrier EOF or malformed release: never run fn */
-	close(barrier);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-		_exit(125);
-	struct lz_err err = { 0, "" };
-	int r = fn(arg, &err);
-	if (r < 0) {
-		size_t len = strnlen(err.msg, sizeof(err.msg));
-		if (write(report, err.msg, len) < 0)
-			_exit(1);
-		_exit(1);
-	}
-	_exit(0);
-}
-
-int lz_userns_spawn(const struct lz_idmap *map, lz_userns_fn fn, void *arg, lz_userns_hook hook,
-		    void *hook_ctx, struct lz_userns_child *ret, struct lz_err *err)
-{
-	int barrier[2], report[2];
-	if (pipe2(barrier, O_CLOEXEC) < 0)
-		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
-	if (pipe2(report, O_CLOEXEC) < 0) {
-		int e = errno;
-		close(barrier[0]);
-		close(barrier[1]);
-		return lz_err_set(err, e, "pipe: %s", strerror(e));
-	}
-	pid_t parent = getpid();
-	int pidfd = -EBADF;
-	fflush(NULL); /* the child must not write the parent's buffered output */
-	pid_t pid = lz_clone_pidfd(CLONE_NEWUSER, &pidfd);
-	if (pid == 0) {
-		close(barrier[1]);
-		close(report[0]);
-		child_main(barrier[0], report[1], parent, fn, arg);
-	}
-	int e = errno;
-	close(barrier[0]);
-	close(report[1]);
-	if (pid < 0) {
-		close(barrier[1]);
-		close(report[0]);
-		return lz_err_set(err, e, "create user namespace: %s", strerror(e));
-	}
-	struct lz_userns_child child = { .pidfd = pidfd, .pid = pid, .report_fd = report[0] };
-	int r = map_and_verify(map, pid, pidfd, err);
-	if (r >= 0 && hook)
-		r = hook(hook_ctx, pidfd, pid, err);
-	if (r >= 0) {
-		char c = BARRIER_RELEASE;
-		if (write(barrier[1], &c, 1) != 1)
-			r = lz_err_set(err, errno, "release namespace child: %s", strerror(errno));
-	}
-	close(barrier[1]); /* EOF for a child we did not release */
-	if (r < 0) {
-		lz_userns_kill(&child);
-		return r;
-	}
-	*ret = child;
-	return 0;
-}
-
-static void release(struct lz_userns_child *child)
-{
-	lz_close_fdp(&child->pidfd);
-	lz_close_fdp(&child->report_fd);
-	child->pid = 0;
-}
-
-int lz_userns_wait(struct lz_userns_child *child, struct lz_err *err)
-{
-	char msg[LZ_ERR_MSG_MAX];
-	size_t used = 0;
-	ssize_t n;
-	/* The channel closes when the child exits; bounded by the buffer. */
-	while (used < sizeof(msg) - 1 &&
-	       ((n = read(child->report_fd, msg + used, sizeof(msg) - 1 - used)) > 0 ||
-		(n < 0 && errno == EINTR)))
-		if (n > 0)
-			used += (size_t)n;
-	msg[used] = '\0';
-	siginfo_t info;
-	int r = lz_reap(child->pidfd, -1, &info);
-	release(child);
-	if (r < 0)
-		return lz_err_set(err, -r, "wait for namespace child: %s", strerror(-r));
-	if (info.si_code == CLD_EXITED && info.si_status == 0)
-		return 0;
-	if (used > 0)
-		return lz_err_set(err, EIO, "%s", msg);
-	if (info.si_code == CLD_EXITED)
-		return lz_err_set(err, EIO, "namespace child exited with status %d", info.si_status);
-	return lz_err_set(err, EIO, "namespace child killed by signal %d", info.si_status);
-}
-
-void lz_userns_kill(struct lz_userns_child *child)
-{
-	if (child == NULL || child->pidfd < 0)
-		return;
-	syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0);
-	siginfo_t info;
-	(void)lz_reap(child->pidfd, -1, &info);
-	release(child);
 }
