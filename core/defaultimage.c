@@ -47,15 +47,15 @@ static int run_mmdebstrap(const struct lz_path *build, struct lz_err *err)
 	/* Pathname handoff to a trusted tool, after revalidation (spec 3.2). */
 	if ((r = lz_path_revalidate(build, err)) < 0)
 		return r;
-	char out[LZ_PATH_MAX + 16], home[LZ_PATH_MAX + 8], tmp[LZ_PATH_MAX + 8];
+	char out[LZ_PATH_MAX + 16], home[LZ_PATH_MAX + 8];
 	snprintf(out, sizeof(out), "%s/rootfs.tar", build->canonical);
 	snprintf(home, sizeof(home), "HOME=%s", build->canonical);
-	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", build->canonical);
 	char *const argv[] = { "mmdebstrap", "--mode=unshare", "--variant=minbase",
 			       "--format=tar", "--include=" LZ_DEFAULT_IMAGE_PACKAGES,
 			       LZ_DEFAULT_IMAGE_SUITE, out, NULL };
-	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home, tmp, "LC_ALL=C.UTF-8",
-			       NULL };
+	/* No TMPDIR here: mmdebstrap's namespace root (a subordinate ID) could
+	 * not enter the 0700 build directory; it uses its own under /tmp. */
+	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home, "LC_ALL=C.UTF-8", NULL };
 	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = STDERR_FILENO,
 				 .stderr_fd = STDERR_FILENO };

@@ -81,10 +81,12 @@ static int put_blob(int blobs_fd, int src, const void *buf, size_t len, struct b
 	unsigned int mdn = 0;
 	bool ok = r == 0 && EVP_DigestFinal_ex(ctx, md, &mdn) == 1 && mdn == sizeof(md);
 	EVP_MD_CTX_free(ctx);
-	if (!ok)
+	if (ok && fsync(out) < 0)
+		r = -errno, ok = false;
+	if (!ok) {
+		(void)unlinkat(blobs_fd, tmp, 0);
 		return lz_err_set(err, r ? -r : EIO, "write blob: %s", strerror(r ? -r : EIO));
-	if (fsync(out) < 0)
-		return lz_err_set(err, errno, "fsync blob: %s", strerror(errno));
+	}
 	char hex[65];
 	lz_hex(md, sizeof(md), hex);
 	if (renameat(blobs_fd, tmp, blobs_fd, hex) < 0)
@@ -139,6 +141,8 @@ int lz_ociwrite_single_layer(int layout_fd, int tar_fd, const char *tag,
 {
 	struct blob layer, config, manifest;
 	int r;
+	if (tar_fd < 0)
+		return lz_err_set(err, EBADF, "no layer tarball");
 	if (mkdirat(layout_fd, "blobs", 0755) < 0 && errno != EEXIST)
 		return lz_err_set(err, errno, "create blobs: %s", strerror(errno));
 	_cleanup_close_ int blobs = lz_openat2(layout_fd, "blobs", O_PATH | O_DIRECTORY | O_CLOEXEC,

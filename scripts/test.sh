@@ -443,6 +443,7 @@ e2e_suite() {
 		rc=0
 		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
 			LAZARET="$e2e_stage/lazaret" E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
+			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
 			bash "$e2e_stage/e2e/$f") </dev/null >"$log" 2>&1 || rc=$?
 		indent <"$log"
 		summary=$(grep -E '^# e2e: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)

@@ -85,6 +85,108 @@ describe("lazaret.cli", function()
     end
   end)
 
+  describe("image and init", function()
+    it("parses image prepare IMAGE, with or without --config", function()
+      assert.same({ action = "image-prepare", image = "oci:/srv/img:latest" },
+        assert(parse("image", "prepare", "oci:/srv/img:latest")))
+      assert.same({ action = "image-prepare", image = "docker://debian:12", config = "/c.toml" },
+        assert(parse("image", "prepare", "--config", "/c.toml", "docker://debian:12")))
+      assert.same({ action = "image-prepare", image = "docker-archive:/t.tar", config = "/c" },
+        assert(parse("image", "prepare", "docker-archive:/t.tar", "--config=/c")))
+    end)
+
+    it("parses image list with and without --json", function()
+      assert.same({ action = "image-list", json = true }, assert(parse("image", "list", "--json")))
+      assert.same({ action = "image-list", json = false, config = "/c" },
+        assert(parse("image", "list", "--config", "/c")))
+    end)
+
+    it("parses image gc with and without --dry-run", function()
+      assert.same({ action = "image-gc", dry_run = true }, assert(parse("image", "gc", "--dry-run")))
+      assert.same({ action = "image-gc", dry_run = false }, assert(parse("image", "gc")))
+    end)
+
+    it("parses image build-default", function()
+      assert.same({ action = "image-build-default" }, assert(parse("image", "build-default")))
+      assert.same({ action = "image-build-default", config = "/c" },
+        assert(parse("image", "build-default", "--config", "/c")))
+    end)
+
+    it("parses init with and without --config", function()
+      assert.same({ action = "init", config = "F" }, assert(parse("init", "--config", "F")))
+      assert.same({ action = "init" }, assert(parse("init")))
+    end)
+
+    it("refuses a missing or extra IMAGE, extra arguments and unknown subcommands", function()
+      local cases = {
+        { { "image", "prepare" }, "image prepare needs exactly one IMAGE" },
+        { { "image", "prepare", "a", "b" }, "image prepare needs exactly one IMAGE" },
+        { { "image", "prepare", "a", "--", "b" }, "takes no command after %-%-" },
+        { { "image", "prepare", "a", "--config" }, "needs a value" },
+        { { "image", "prepare", "a", "--json" }, "unknown option '%-%-json'" },
+        { { "image", "list", "x" }, "image list takes no arguments" },
+        { { "image", "list", "--dry-run" }, "unknown option '%-%-dry%-run'" },
+        { { "image", "list", "--json=yes" }, "takes no value" },
+        { { "image", "gc", "x" }, "image gc takes no arguments" },
+        { { "image", "gc", "--json" }, "unknown option '%-%-json'" },
+        { { "image", "gc", "--dry-run", "--dry-run" }, "given twice" },
+        { { "image", "build-default", "debian" }, "image build%-default takes no arguments" },
+        { { "image", "build-default", "--", "x" }, "takes no command after %-%-" },
+        { { "image" }, "unknown image command ''" },
+        { { "image", "pull" }, "unknown image command 'pull' %(expected: prepare, list, gc, "
+          .. "build%-default%)" },
+        { { "image", "--json" }, "unknown image command" },
+        { { "init", "x" }, "init takes no arguments" },
+        { { "init", "--", "x" }, "init takes no arguments" },
+        { { "init", "--profile", "p" }, "unknown option '%-%-profile'" },
+        { { "init", "--config" }, "needs a value" },
+      }
+      for _, case in ipairs(cases) do
+        local cmd, msg = cli.parse(case[1])
+        assert.is_nil(cmd, table.concat(case[1], " "))
+        assert.matches(case[2], msg, nil, nil, table.concat(case[1], " "))
+      end
+    end)
+
+    it("launches profiles named image or init only through run --profile", function()
+      local cmd, msg = parse("--config", "/c", "image")
+      assert.is_nil(cmd)
+      assert.matches("run %-%-profile image", msg)
+      cmd, msg = parse("--config", "/c", "init")
+      assert.is_nil(cmd)
+      assert.matches("run %-%-profile init", msg)
+      cmd = assert(parse("run", "--profile", "init"))
+      assert.same({ action = "launch", profile = "init" }, cmd)
+    end)
+
+    it("routes --help of image, its subcommands and init to their own text", function()
+      local topics = {
+        { { "image", "--help" }, "image" },
+        { { "image", "-h" }, "image" },
+        { { "image", "prepare", "--help" }, "image prepare" },
+        { { "image", "prepare", "oci:/x", "-h" }, "image prepare" },
+        { { "image", "list", "--help" }, "image list" },
+        { { "image", "gc", "--help" }, "image gc" },
+        { { "image", "build-default", "--help" }, "image build-default" },
+        { { "init", "--help" }, "init" },
+        { { "init", "-h" }, "init" },
+      }
+      for _, t in ipairs(topics) do
+        local cmd = assert(cli.parse(t[1]))
+        assert.same({ action = "help", topic = t[2] }, cmd, table.concat(t[1], " "))
+        assert.equal(cli.help[t[2]], cli.help_text(t[2]))
+        assert.matches("^Usage: lazaret " .. t[2]:gsub("%-", "%%-"), cli.help_text(t[2]))
+      end
+      assert.matches("IMAGE is oci:PATH%[:TAG%], docker%-archive:PATH or docker://REF",
+        cli.help_text("image"))
+      assert.matches("mmdebstrap", cli.help_text("image build-default"))
+      assert.matches("Never replaces a file", cli.help_text("init"))
+      local main = cli.help_text("main")
+      assert.matches("\n  image ", main)
+      assert.matches("\n  init ", main)
+    end)
+  end)
+
   it("parses --version", function()
     assert.same({ action = "version" }, parse("--version"))
   end)

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# End-to-end tests of `lazaret init` (issue 3, "The default image"): the first
+# configuration, with one profile `default` whose image is the default image's
+# OCI layout under the Storage Root. The file must pass the same checks as a
+# hand-written one (owner, mode 0600, one link, strict v1), it is never
+# replaced, and it lands where `config check` looks for it (XDG rules, spec
+# 3.2). Runs as the unprivileged test user with a private HOME,
+# XDG_RUNTIME_DIR and workspace under the test's directory $T; needs no
+# network and no image (init only names the image).
+# Needs: LAZARET, python3.
+# Test functions are called indirectly through t_run; $T is set per test.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${LAZARET:?set LAZARET to the lazaret binary}"
+
+t_setup() {
+	mkdir -m 0700 "$T/home" "$T/run" "$T/ws"
+	WS=$(realpath "$T/ws")
+	LZ_ENV=("HOME=$T/home" "USER=$(id -un)" "PATH=/usr/local/bin:/usr/bin:/bin"
+		"XDG_RUNTIME_DIR=$T/run")
+	# scripts/test.sh finds processes left behind by this token.
+	[ -z "${LZ_TEST_RUN:-}" ] || LZ_ENV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
+}
+
+# lz ARGS...: runs lazaret with exactly the environment in LZ_ENV.
+lz() {
+	timeout -k 5 120 env -i "${LZ_ENV[@]}" "$LAZARET" "$@"
+}
+
+env_unset() {
+	local kept=() e
+	for e in "${LZ_ENV[@]}"; do
+		[ "${e%%=*}" = "$1" ] || kept+=("$e")
+	done
+	LZ_ENV=("${kept[@]}")
+}
+env_set() {
+	env_unset "${1%%=*}"
+	LZ_ENV+=("$1")
+}
+
+# assert_refused STATUS NEEDLE...: the last command failed with STATUS and an
+# error on stderr that contains every NEEDLE.
+assert_refused() {
+	local status=$1 n
+	shift
+	assert_eq "$status" "$STATUS" "exit status (stderr: $ERR)"
+	assert_contains "$ERR" "lazaret: error:" "stderr"
+	for n; do assert_contains "$ERR" "$n" "stderr"; done
+}
+
+# image_of FILE: the value of the `image` key in FILE.
+image_of() {
+	sed -n 's/^image = "\(.*\)"$/\1/p' "$1"
+}
+
+# json_get KEY: the value of KEY in the JSON object in $OUT.
+json_get() {
+	python3 -c 'import json, sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1" <<<"$OUT"
+}
+
+# check_default_profile [--config FILE]: `config check --json` of profile
+# default for $WS.
+check_default_profile() {
+	lz config check --json --profile default --workspace "$WS" "$@"
+}
+
+# --- the file init writes --------------------------------------------------------
+
+test_init_writes_a_config_that_checks() {
+	assert_status 0 lz init --config "$T/c.toml"
+	assert_contains "$OUT" "wrote $T/c.toml"
+	assert_contains "$OUT" "lazaret image build-default"
+	[ -f "$T/c.toml" ] || fail "no file at $T/c.toml"
+	assert_eq 600 "$(stat -c %a "$T/c.toml")" "mode"
+	assert_eq "$(id -u)" "$(stat -c %u "$T/c.toml")" "owner"
+	assert_eq 1 "$(stat -c %h "$T/c.toml")" "link count"
+	assert_status 0 check_default_profile --config "$T/c.toml"
+	assert_eq default "$(json_get profile)" "profile"
+	assert_eq "$WS" "$(json_get workspace)" "workspace"
+	local storage
+	storage=$(json_get storage_root)
+	assert_eq "$T/home/.local/share/lazaret" "$storage" "storage root"
+	assert_eq "oci:$storage/images/default:latest" "$(image_of "$T/c.toml")" "image"
+	assert_eq 1 "$(grep -c '^\[profiles\.' "$T/c.toml")" "profiles in the file"
+	assert_contains "$(cat "$T/c.toml")" "version = 1"
+}
+
+test_init_image_follows_xdg_data_home() {
+	mkdir -m 0700 "$T/data"
+	env_set "XDG_DATA_HOME=$T/data"
+	assert_status 0 lz init --config "$T/c.toml"
+	assert_eq "oci:$T/data/lazaret/images/default:latest" "$(image_of "$T/c.toml")" "image"
+	assert_status 0 check_default_profile --config "$T/c.toml"
+	assert_eq "$T/data/lazaret" "$(json_get storage_root)" "storage root"
+}
+
+test_init_relative_config_from_cwd() {
+	cd "$T" || fail "cd $T"
+	assert_status 0 lz init --config rel.toml
+	assert_contains "$OUT" "wrote $T/rel.toml"
+	assert_eq 600 "$(stat -c %a "$T/rel.toml")" "mode"
+	assert_status 0 check_default_profile --config "$T/rel.toml"
+}
+
+# --- never replaces ------------------------------------------------------------------
+
+test_second_init_refuses_and_keeps_the_file() {
+	assert_status 0 lz init --config "$T/c.toml"
+	local before
+	before=$(sha256sum <"$T/c.toml")
+	capture lz init --config "$T/c.toml"
+	assert_refused 78 "already exists" "$T/c.toml"
+	assert_eq "$before" "$(sha256sum <"$T/c.toml")" "file content"
+	assert_eq 600 "$(stat -c %a "$T/c.toml")" "mode"
+}
+
+test_init_refuses_to_replace_a_hand_written_file() {
+	printf 'version = 1\n# mine\n' >"$T/c.toml"
+	chmod 0644 "$T/c.toml"
+	capture lz init --config "$T/c.toml"
+	assert_refused 78 "already exists"
+	assert_eq "$(printf 'version = 1\n# mine')" "$(cat "$T/c.toml")" "file content"
+	assert_eq 644 "$(stat -c %a "$T/c.toml")" "mode"
+}
+
+test_init_refuses_a_symlink_and_leaves_its_target() {
+	ln -s "$T/target.toml" "$T/c.toml"
+	capture lz init --config "$T/c.toml"
+	assert_refused 78 "already exists"
+	[ ! -e "$T/target.toml" ] || fail "init wrote through the symlink"
+	[ -L "$T/c.toml" ] || fail "the symlink was replaced"
+}
+
+# --- where it writes without --config ----------------------------------------------
+
+test_init_uses_xdg_config_home() {
+	mkdir "$T/xdg"
+	env_set "XDG_CONFIG_HOME=$T/xdg"
+	assert_status 0 lz init
+	assert_contains "$OUT" "wrote $T/xdg/lazaret/config.toml"
+	[ -d "$T/xdg/lazaret" ] || fail "lazaret directory not created"
+	assert_eq 700 "$(stat -c %a "$T/xdg/lazaret")" "mode of the lazaret directory"
+	assert_eq 600 "$(stat -c %a "$T/xdg/lazaret/config.toml")" "mode of the file"
+	[ ! -e "$T/home/.config" ] || fail "\$HOME/.config was created"
+	# config check finds it by the same rules, without --config.
+	assert_status 0 check_default_profile
+	assert_eq "$T/xdg/lazaret/config.toml" "$(json_get config)" "config path"
+}
+
+test_init_creates_missing_xdg_config_home() {
+	env_set "XDG_CONFIG_HOME=$T/cfg/nested"
+	assert_status 0 lz init
+	assert_eq 700 "$(stat -c %a "$T/cfg/nested")" "mode of a created XDG_CONFIG_HOME"
+	assert_eq 700 "$(stat -c %a "$T/cfg/nested/lazaret")" "mode of the lazaret directory"
+	assert_status 0 check_default_profile
+	assert_eq "$T/cfg/nested/lazaret/config.toml" "$(json_get config)" "config path"
+}
+
+test_init_uses_home_config_when_xdg_unset() {
+	env_unset XDG_CONFIG_HOME
+	assert_status 0 lz init
+	assert_contains "$OUT" "wrote $T/home/.config/lazaret/config.toml"
+	assert_eq 700 "$(stat -c %a "$T/home/.config/lazaret")" "mode of the lazaret directory"
+	assert_eq 600 "$(stat -c %a "$T/home/.config/lazaret/config.toml")" "mode of the file"
+	assert_status 0 check_default_profile
+	assert_eq "$T/home/.config/lazaret/config.toml" "$(json_get config)" "config path"
+}
+
+test_init_refuses_without_home() {
+	env_unset HOME
+	env_unset XDG_CONFIG_HOME
+	capture lz init
+	assert_refused 78 "HOME is not set" "--config"
+	assert_eq "" "$OUT" "stdout"
+	assert_eq "" "$(find "$T" -name config.toml)" "files written"
+}
+
+test_init_refuses_extra_arguments() {
+	capture lz init extra
+	assert_refused 64 "init takes no arguments"
+	assert_eq "" "$(find "$T" -name config.toml)" "files written"
+}
+
+t_run "init writes a 0600 config that config check accepts" test_init_writes_a_config_that_checks
+t_run "init names the default image under XDG_DATA_HOME" test_init_image_follows_xdg_data_home
+t_run "init --config takes a relative path from the working directory" test_init_relative_config_from_cwd
+t_run "a second init refuses and leaves the file unchanged" test_second_init_refuses_and_keeps_the_file
+t_run "init refuses to replace a hand-written file" test_init_refuses_to_replace_a_hand_written_file
+t_run "init refuses a symlink and does not write its target" test_init_refuses_a_symlink_and_leaves_its_target
+t_run "init without --config writes \$XDG_CONFIG_HOME/lazaret/config.toml, dir 0700" test_init_uses_xdg_config_home
+t_run "init creates a missing XDG_CONFIG_HOME 0700" test_init_creates_missing_xdg_config_home
+t_run "init without XDG_CONFIG_HOME writes \$HOME/.config/lazaret/config.toml" test_init_uses_home_config_when_xdg_unset
+t_run "init with HOME unset and no --config refuses" test_init_refuses_without_home
+t_run "init refuses extra arguments" test_init_refuses_extra_arguments
+t_done
