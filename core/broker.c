@@ -67,8 +67,8 @@ static void fork_into_pidns(int report)
 }
 
 static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier, int report,
-				 const struct lz_spawn_prepared *prep, uint64_t parent_ino,
-				 uint64_t parent_dev)
+				 const struct lz_spawn_prepared *prep, int parent_pidfd,
+				 uint64_t parent_ino, uint64_t parent_dev)
 {
 	char c = 0;
 	ssize_t n;
@@ -80,15 +80,17 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 	close(barrier);
 
 	/* Step 8: arm parent death, then recheck the parent's exact pidfs
-	 * identity so a parent lost before arming is noticed. */
+	 * authority so a parent lost before arming is noticed. The parent's
+	 * own pidfd was inherited (getppid() is 0 in a new PID namespace):
+	 * it must be the recorded identity and not yet readable (exited). */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		child_fail(report, errno);
-	int ppidfd = (int)syscall(SYS_pidfd_open, getppid(), 0);
 	struct stat st;
-	if (ppidfd < 0 || fstat(ppidfd, &st) < 0 || (uint64_t)st.st_ino != parent_ino ||
-	    (uint64_t)st.st_dev != parent_dev)
+	struct pollfd pp = { .fd = parent_pidfd, .events = POLLIN };
+	if (fstat(parent_pidfd, &st) < 0 || (uint64_t)st.st_ino != parent_ino ||
+	    (uint64_t)st.st_dev != parent_dev || poll(&pp, 1, 0) != 0)
 		child_fail(report, ESRCH);
-	close(ppidfd);
+	close(parent_pidfd);
 
 	if (spec->join_pidfd >= 0) {
 		if (setns(spec->join_pidfd, spec->join_flags) < 0)
@@ -112,7 +114,8 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 
 /* ---- parent side ------------------------------------------------------- */
 
-static int self_identity(uint64_t *ret_ino, uint64_t *ret_dev, struct lz_err *err)
+/* This process's own pidfd (close-on-exec) and pidfs identity. */
+static int self_identity(int *ret_fd, uint64_t *ret_ino, uint64_t *ret_dev, struct lz_err *err)
 {
 	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	struct stat st;
@@ -122,7 +125,7 @@ static int self_identity(uint64_t *ret_ino, uint64_t *ret_dev, struct lz_err *er
 			close(fd);
 		return lz_err_set(err, e, "pidfd of this process: %s", strerror(e));
 	}
-	close(fd);
+	*ret_fd = fd;
 	*ret_ino = st.st_ino;
 	*ret_dev = st.st_dev;
 	return 0;
@@ -147,6 +150,7 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 					  .owned = { -EBADF, -EBADF, -EBADF } };
 	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
 	uint64_t parent_ino = 0, parent_dev = 0;
+	_cleanup_close_ int parent_pidfd = -EBADF;
 	int barrier[2] = { -EBADF, -EBADF }, report[2] = { -EBADF, -EBADF };
 	int r;
 
@@ -154,7 +158,7 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 		return lz_err_set(err, EINVAL, "%s: exactly one target", label);
 	if ((spec->clone_flags & CLONE_NEWUSER) && spec->map == NULL)
 		return lz_err_set(err, EINVAL, "%s: a user namespace needs an ID map", label);
-	if ((r = self_identity(&parent_ino, &parent_dev, err)) < 0)
+	if ((r = self_identity(&parent_pidfd, &parent_ino, &parent_dev, err)) < 0)
 		return r;
 	if (spec->exec && (r = lz_spawn_prepare(spec->exec, &prep, err)) < 0)
 		return r;
@@ -168,7 +172,7 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 	if (pid == 0) {
 		close(barrier[1]);
 		close(report[0]);
-		child_main(spec, barrier[0], report[1], &prep, parent_ino, parent_dev);
+		child_main(spec, barrier[0], report[1], &prep, parent_pidfd, parent_ino, parent_dev);
 	}
 	lz_close_fdp(&barrier[0]);
 	lz_close_fdp(&report[1]);

@@ -1,5 +1,6 @@
 /* Storage Catalog: see catalog.h for the section protocol, invariants and
- * the caller's part of spec 3.6.
+ * the caller's part of spec 3.6. The confined files, the descriptor VFS,
+ * the connection settings and the store identity check are sqlstore.c's.
  *
  * Lock order: catalog.lock (flock) -> sqlite database -> transaction. Every
  * section releases in reverse order before returning; nothing survives a
@@ -9,37 +10,27 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "sqlstore.h"
 #include "util/cleanup.h"
-#include "util/sys.h"
-
-#define JOURNAL_NAME LZ_CATALOG_DB_NAME "-journal"
-#define VFS_NAME "lazaret-catalog"
-#define BUSY_TIMEOUT_MS 10000 /* the flock already serializes; belt and braces */
 
 /* ---- schema ------------------------------------------------------------- */
 
-/* The v1 schema, compared verbatim with sqlite_schema on every open: a v1
- * catalog whose tables, checks, triggers or views differ is not v1. u64
- * values are stored as their two's-complement bit pattern in INTEGER
- * columns (sqlite integers are signed); see u64_to_i64. */
+/* The v1 schema (after sqlstore's meta table), compared verbatim with
+ * sqlite_schema on every open: a v1 catalog whose tables, checks, triggers
+ * or views differ is not v1. u64 values are stored as their
+ * two's-complement bit pattern in INTEGER columns (sqlite integers are
+ * signed); see lz_sqlstore_u64_to_i64. */
 #define HEX64(c) "length(" c ") = 64 AND " c " NOT GLOB '*[^0-9a-f]*'"
 #define BYTES(c, lo, hi) "length(CAST(" c " AS BLOB)) BETWEEN " #lo " AND " #hi
 
-static const struct {
-	const char *name;
-	const char *sql;
-} schema[] = {
-	{ "meta", "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value ANY NOT NULL) STRICT" },
+static const struct lz_sqlstore_table schema[] = {
 	{ "artifacts",
 	  "CREATE TABLE artifacts ("
 	  "id TEXT PRIMARY KEY NOT NULL CHECK (" HEX64("id") "), "
@@ -76,54 +67,28 @@ static const struct {
 	  ") STRICT, WITHOUT ROWID" },
 };
 
+static const struct lz_sqlstore_def catalog_def = {
+	.store = LZ_CATALOG_STORE_NAME,
+	.version = LZ_CATALOG_STORE_VERSION,
+	.db_name = LZ_CATALOG_DB_NAME,
+	.title = "Lazaret Storage Catalog",
+	.noun = "catalog",
+	.version_noun = "storage catalog",
+	.root_title = "Storage Root",
+	.schema = schema,
+	.n_schema = LZ_ARRAY_SIZE(schema),
+};
+
 /* ---- small helpers ------------------------------------------------------ */
 
 static __thread bool in_section;
-
-static void stmt_finalizep(sqlite3_stmt **s)
-{
-	sqlite3_finalize(*s); /* NULL is a no-op */
-	*s = NULL;
-}
-
-static void db_closep(sqlite3 **db)
-{
-	sqlite3_close_v2(*db); /* NULL is a no-op; statements are gone by now */
-	*db = NULL;
-}
-
-#define _cleanup_stmt_ _cleanup_(stmt_finalizep)
-#define _cleanup_db_ _cleanup_(db_closep)
-
-static sqlite3_int64 u64_to_i64(uint64_t v)
-{
-	sqlite3_int64 r = 0;
-	memcpy(&r, &v, sizeof(r));
-	return r;
-}
-
-static uint64_t i64_to_u64(sqlite3_int64 v)
-{
-	uint64_t r;
-	memcpy(&r, &v, sizeof(r));
-	return r;
-}
-
-static bool is_hex64(const char *s, size_t n)
-{
-	if (n != LZ_CATALOG_ID_HEX_LEN)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
 
 static int check_id(const char *what, const char *s, struct lz_err *err)
 {
 	if (s == NULL)
 		return lz_err_set(err, EINVAL, "%s is missing", what);
-	if (!is_hex64(s, strnlen(s, LZ_CATALOG_ID_HEX_LEN + 1)))
+	size_t n = strnlen(s, LZ_CATALOG_ID_HEX_LEN + 1);
+	if (n != LZ_CATALOG_ID_HEX_LEN || !lz_sqlstore_is_hex(s, n))
 		return lz_err_set(err, EINVAL, "%s must be exactly %d lowercase hex digits", what,
 				  LZ_CATALOG_ID_HEX_LEN);
 	return 0;
@@ -153,21 +118,6 @@ static int check_name(const char *what, const char *s, struct lz_err *err)
 	return 0;
 }
 
-/* Copies at most 64 bytes of untrusted text for a message, printable ASCII
- * only, so a foreign database cannot smuggle control characters into it. */
-static const char *sanitize(const unsigned char *in, int n, char out[68])
-{
-	int i = 0;
-	for (; in != NULL && i < n && i < 64; i++)
-		out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? (char)in[i] : '?';
-	if (in != NULL && n > 64) {
-		memcpy(out + i, "...", 3);
-		i += 3;
-	}
-	out[i] = '\0';
-	return out;
-}
-
 /* A text column for a message; never NULL. */
 static const char *text_or(sqlite3_stmt *s, int i)
 {
@@ -175,153 +125,35 @@ static const char *text_or(sqlite3_stmt *s, int i)
 	return t ? t : "?";
 }
 
-static int64_t now_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec;
-}
-
 /* ---- sqlite plumbing ---------------------------------------------------- */
-
-static int sql_err(sqlite3 *db, int rc, struct lz_err *err, const char *what)
-{
-	int e;
-	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		e = ENOMEM;
-		break;
-	case SQLITE_FULL:
-		e = ENOSPC;
-		break;
-	case SQLITE_READONLY:
-	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		e = EACCES;
-		break;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		e = EAGAIN;
-		break;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-	case SQLITE_FORMAT:
-	case SQLITE_MISMATCH:
-	case SQLITE_SCHEMA:
-		e = EPROTO;
-		break;
-	case SQLITE_CONSTRAINT:
-	case SQLITE_RANGE:
-	case SQLITE_TOOBIG:
-		e = EINVAL;
-		break;
-	default:
-		e = EIO;
-		break;
-	}
-	return lz_err_set(err, e, "%s: %s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-}
-
-static int stmt_new(sqlite3 *db, const char *sql, sqlite3_stmt **ret, struct lz_err *err)
-{
-	sqlite3_stmt *s = NULL;
-	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK) {
-		sqlite3_finalize(s);
-		return sql_err(db, rc, err, "prepare statement");
-	}
-	*ret = s;
-	return 0;
-}
-
-static int exec(sqlite3 *db, const char *sql, struct lz_err *err)
-{
-	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-	return rc == SQLITE_OK ? 0 : sql_err(db, rc, err, sql);
-}
-
-/* Binds text (NULL binds SQL NULL) and integers; index from 1. */
-static int bind_text(sqlite3 *db, sqlite3_stmt *s, int i, const char *v, struct lz_err *err)
-{
-	int rc = v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
-	return rc == SQLITE_OK ? 0 : sql_err(db, rc, err, "bind");
-}
-
-static int bind_i64(sqlite3 *db, sqlite3_stmt *s, int i, sqlite3_int64 v, struct lz_err *err)
-{
-	int rc = sqlite3_bind_int64(s, i, v);
-	return rc == SQLITE_OK ? 0 : sql_err(db, rc, err, "bind");
-}
-
-/* 1: a row, 0: done, <0: error. */
-static int step(sqlite3 *db, sqlite3_stmt *s, struct lz_err *err)
-{
-	int rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return sql_err(db, rc, err, "step");
-}
 
 /* Runs sql with up to three text parameters (NULL ends the list) and
  * expects no row back. */
 static int run3(sqlite3 *db, const char *sql, const char *a, const char *b, const char *c,
 		struct lz_err *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, sql, &s, err);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, sql, &s, err);
 	const char *args[] = { a, b, c };
 	for (int i = 0; r >= 0 && i < 3 && args[i]; i++)
-		r = bind_text(db, s, i + 1, args[i], err);
+		r = lz_sqlstore_bind_text(db, s, i + 1, args[i], err);
 	if (r >= 0)
-		r = step(db, s, err);
+		r = lz_sqlstore_step(db, s, err);
 	if (r > 0)
 		r = lz_err_set(err, EPROTO, "statement returned an unexpected row");
 	return r;
 }
 
-/* A text column holding min..max bytes and no NUL, else -EPROTO. */
-static int col_text(sqlite3_stmt *s, int i, size_t min, size_t max, const char *what,
-		    const char **ret, struct lz_err *err)
-{
-	if (sqlite3_column_type(s, i) != SQLITE_TEXT)
-		return lz_err_set(err, EPROTO, "row field %s is not text", what);
-	const char *t = (const char *)sqlite3_column_text(s, i);
-	int n = sqlite3_column_bytes(s, i);
-	if (t == NULL)
-		return lz_err_set(err, ENOMEM, "out of memory reading %s", what);
-	if (n < 0 || (size_t)n < min || (size_t)n > max || strlen(t) != (size_t)n)
-		return lz_err_set(err, EPROTO, "row field %s has an invalid length", what);
-	*ret = t;
-	return 0;
-}
-
 static int col_id(sqlite3_stmt *s, int i, const char *what, char out[LZ_CATALOG_ID_HEX_LEN + 1],
 		  struct lz_err *err)
 {
-	const char *t = NULL;
-	int r = col_text(s, i, LZ_CATALOG_ID_HEX_LEN, LZ_CATALOG_ID_HEX_LEN, what, &t, err);
-	if (r < 0)
-		return r;
-	if (!is_hex64(t, LZ_CATALOG_ID_HEX_LEN))
-		return lz_err_set(err, EPROTO, "row field %s is not a 64-digit hex ID", what);
-	memcpy(out, t, LZ_CATALOG_ID_HEX_LEN + 1);
-	return 0;
-}
-
-static int col_int(sqlite3_stmt *s, int i, const char *what, sqlite3_int64 *ret, struct lz_err *err)
-{
-	if (sqlite3_column_type(s, i) != SQLITE_INTEGER)
-		return lz_err_set(err, EPROTO, "row field %s is not an integer", what);
-	*ret = sqlite3_column_int64(s, i);
-	return 0;
+	return lz_sqlstore_col_hex(s, i, LZ_CATALOG_ID_HEX_LEN, what, out, err);
 }
 
 static int col_strdup(sqlite3_stmt *s, int i, const char *what, char **ret, struct lz_err *err)
 {
 	const char *t = NULL;
-	int r = col_text(s, i, 1, LZ_CATALOG_STR_MAX, what, &t, err);
+	int r = lz_sqlstore_col_text(s, i, 1, LZ_CATALOG_STR_MAX, what, &t, err);
 	if (r < 0)
 		return r;
 	char *d = strdup(t);
@@ -334,358 +166,7 @@ static int col_strdup(sqlite3_stmt *s, int i, const char *what, char **ret, stru
 /* Grows *v (elements of size sz) to hold n + 1; bounded by LIST_MAX. */
 static int list_reserve(void **v, size_t *cap, size_t n, size_t sz, struct lz_err *err)
 {
-	if (n >= LZ_CATALOG_LIST_MAX)
-		return lz_err_set(err, EOVERFLOW, "more than %d rows", LZ_CATALOG_LIST_MAX);
-	if (n < *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 16;
-	if (ncap > LZ_CATALOG_LIST_MAX)
-		ncap = LZ_CATALOG_LIST_MAX;
-	void *p = reallocarray(*v, ncap, sz);
-	if (p == NULL)
-		return lz_err_set(err, ENOMEM, "out of memory");
-	*v = p;
-	*cap = ncap;
-	return 0;
-}
-
-/* ---- the catalog VFS ---------------------------------------------------- */
-
-/* The stock unix VFS canonicalizes names by readlink()ing every symlink
- * component, which turns "/proc/self/fd/N/catalog.sqlite" back into a
- * pathname that is then re-resolved (and SQLITE_OPEN_NOFOLLOW refuses the
- * magic link outright). This copy of it keeps the name verbatim, so every
- * open - database, journal, directory fsync - goes through the retained
- * Storage Root descriptor. Everything else is the unix VFS unchanged. */
-static sqlite3_vfs catalog_vfs;
-static int catalog_vfs_rc = SQLITE_ERROR;
-static pthread_once_t catalog_vfs_once = PTHREAD_ONCE_INIT;
-
-static int vfs_full_pathname(sqlite3_vfs *vfs, const char *name, int n_out, char *out)
-{
-	(void)vfs;
-	size_t n = strlen(name);
-	if (name[0] != '/' || n_out <= 0 || n >= (size_t)n_out)
-		return SQLITE_CANTOPEN;
-	memcpy(out, name, n + 1);
-	return SQLITE_OK;
-}
-
-static void vfs_register(void)
-{
-	int rc = sqlite3_initialize();
-	if (rc != SQLITE_OK) {
-		catalog_vfs_rc = rc;
-		return;
-	}
-	sqlite3_vfs *base = sqlite3_vfs_find("unix");
-	if (base == NULL)
-		return;
-	catalog_vfs = *base;
-	catalog_vfs.pNext = NULL;
-	catalog_vfs.zName = VFS_NAME;
-	catalog_vfs.xFullPathname = vfs_full_pathname;
-	catalog_vfs_rc = sqlite3_vfs_register(&catalog_vfs, 0);
-}
-
-/* ---- files beneath the Storage Root ------------------------------------- */
-
-static int open_how_mode(int dirfd, const char *name, int flags, mode_t mode)
-{
-	struct open_how how = {
-		.flags = (unsigned long long)flags,
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = LZ_RESOLVE_OWNED,
-	};
-	return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
-}
-
-static int check_root(int root_fd, struct lz_err *err)
-{
-	struct stat st;
-	if (fstat(root_fd, &st) < 0)
-		return lz_err_set(err, errno, "Storage Root descriptor: %s", strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return lz_err_set(err, ENOTDIR, "Storage Root descriptor is not a directory");
-	if (st.st_uid != getuid())
-		return lz_err_set(err, EPERM, "Storage Root is owned by uid %u, not by you (uid %u)",
-				  (unsigned)st.st_uid, (unsigned)getuid());
-	if ((st.st_mode & 07777) != 0700)
-		return lz_err_set(err, EPERM, "Storage Root has mode %04o, not 0700",
-				  (unsigned)(st.st_mode & 07777));
-	return 0;
-}
-
-static int check_owned_file(const struct stat *st, const char *name, bool exact_mode,
-			    struct lz_err *err)
-{
-	if (!S_ISREG(st->st_mode))
-		return lz_err_set(err, EPERM, "'%s' is not a regular file", name);
-	if (st->st_uid != getuid())
-		return lz_err_set(err, EPERM, "'%s' is owned by uid %u, not by you (uid %u)", name,
-				  (unsigned)st->st_uid, (unsigned)getuid());
-	mode_t m = st->st_mode & 07777;
-	if (exact_mode ? m != 0600 : (m & 07177) != 0)
-		return lz_err_set(err, EPERM, "'%s' has mode %04o, not 0600", name, (unsigned)m);
-	if (st->st_nlink != 1)
-		return lz_err_set(err, EPERM, "'%s' has %ju links, not 1", name,
-				  (uintmax_t)st->st_nlink);
-	return 0;
-}
-
-/* Opens (creating 0600 when absent) a regular file directly beneath the
- * Storage Root and checks that it is ours, 0600 and singly linked. */
-static int open_owned_file(int root_fd, const char *name, struct stat *ret_st, struct lz_err *err)
-{
-	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
-	bool created = true;
-	_cleanup_close_ int fd = open_how_mode(root_fd, name, flags | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		created = false;
-		fd = open_how_mode(root_fd, name, flags, 0);
-	}
-	if (fd < 0) {
-		int e = errno;
-		if (e == ELOOP)
-			return lz_err_set(err, e, "'%s' is a symlink", name);
-		if (e == EXDEV)
-			return lz_err_set(err, e, "'%s' crosses a mount point", name);
-		return lz_err_set(err, e, "open '%s': %s", name, strerror(e));
-	}
-	/* The umask may have narrowed a file we just made; widen to exactly 0600. */
-	if (created && fchmod(fd, 0600) < 0)
-		return lz_err_set(err, errno, "chmod '%s': %s", name, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return lz_err_set(err, errno, "stat '%s': %s", name, strerror(errno));
-	int r = check_owned_file(&st, name, true, err);
-	if (r < 0)
-		return r;
-	*ret_st = st;
-	return TAKE_FD(fd);
-}
-
-/* Validates (creating when absent) the database and a leftover journal
- * before sqlite sees either, and refuses a WAL-mode database: v1 uses a
- * rollback journal, and converting a foreign WAL file would write to it. */
-static int prepare_db_file(int root_fd, struct lz_err *err)
-{
-	struct stat st;
-	_cleanup_close_ int fd = open_owned_file(root_fd, LZ_CATALOG_DB_NAME, &st, err);
-	if (fd < 0)
-		return fd;
-	unsigned char h[100];
-	ssize_t n = st.st_size > 0 ? pread(fd, h, sizeof(h), 0) : 0;
-	if (n < 0)
-		return lz_err_set(err, errno, "read '%s': %s", LZ_CATALOG_DB_NAME, strerror(errno));
-	if (n == (ssize_t)sizeof(h) && memcmp(h, "SQLite format 3", 16) == 0 &&
-	    (h[18] != 1 || h[19] != 1))
-		return lz_err_set(err, EPROTO,
-				  "'%s' uses file format %u/%u (WAL?); a v1 catalog uses a rollback journal",
-				  LZ_CATALOG_DB_NAME, h[18], h[19]);
-
-	/* sqlite switches to WAL whenever a -wal file exists: a v1 catalog
-	 * never has one, so either is foreign. */
-	static const char *const wal_names[] = { LZ_CATALOG_DB_NAME "-wal", LZ_CATALOG_DB_NAME "-shm" };
-	struct stat jst;
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(wal_names); i++) {
-		if (fstatat(root_fd, wal_names[i], &jst, AT_SYMLINK_NOFOLLOW) == 0)
-			return lz_err_set(err, EPROTO, "found '%s'; a v1 catalog never uses WAL",
-					  wal_names[i]);
-		if (errno != ENOENT)
-			return lz_err_set(err, errno, "stat '%s': %s", wal_names[i], strerror(errno));
-	}
-	if (fstatat(root_fd, JOURNAL_NAME, &jst, AT_SYMLINK_NOFOLLOW) == 0) {
-		int r = check_owned_file(&jst, JOURNAL_NAME, false, err);
-		if (r < 0)
-			return r;
-	} else if (errno != ENOENT) {
-		return lz_err_set(err, errno, "stat '%s': %s", JOURNAL_NAME, strerror(errno));
-	}
-	/* fd closes here, before sqlite opens the file: closing any descriptor
-	 * of the inode later would drop sqlite's POSIX locks. */
-	return 0;
-}
-
-static int db_open(int root_fd, sqlite3 **ret, struct lz_err *err)
-{
-	pthread_once(&catalog_vfs_once, vfs_register);
-	if (catalog_vfs_rc != SQLITE_OK)
-		return sql_err(NULL, catalog_vfs_rc, err, "register the catalog VFS");
-
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", root_fd, LZ_CATALOG_DB_NAME);
-	_cleanup_db_ sqlite3 *db = NULL;
-	int rc = sqlite3_open_v2(path, &db,
-				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX |
-					 SQLITE_OPEN_PRIVATECACHE | SQLITE_OPEN_EXRESCODE,
-				 VFS_NAME);
-	if (rc != SQLITE_OK)
-		return sql_err(db, rc, err, "open " LZ_CATALOG_DB_NAME);
-	sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
-
-	/* A database file is data, not code: no triggers or views run, the
-	 * schema cannot be written through PRAGMA writable_schema. */
-	static const int off[] = { SQLITE_DBCONFIG_ENABLE_TRIGGER, SQLITE_DBCONFIG_ENABLE_VIEW,
-				   SQLITE_DBCONFIG_TRUSTED_SCHEMA, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION };
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(off); i++)
-		if ((rc = sqlite3_db_config(db, off[i], 0, NULL)) != SQLITE_OK)
-			return sql_err(db, rc, err, "configure");
-	if ((rc = sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL)) != SQLITE_OK)
-		return sql_err(db, rc, err, "configure");
-
-	int r = exec(db,
-		     "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "
-		     "PRAGMA temp_store = MEMORY; PRAGMA secure_delete = ON",
-		     err);
-	if (r < 0)
-		return r;
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if ((r = stmt_new(db, "PRAGMA journal_mode = DELETE", &s, err)) < 0 ||
-	    (r = step(db, s, err)) < 0)
-		return r;
-	const char *mode = r > 0 ? (const char *)sqlite3_column_text(s, 0) : NULL;
-	if (mode == NULL || strcmp(mode, "delete") != 0)
-		return lz_err_set(err, EPROTO, "cannot use the rollback journal (journal mode %s)",
-				  mode ? mode : "unknown");
-	stmt_finalizep(&s);
-	*ret = TAKE_PTR(db);
-	return 0;
-}
-
-/* ---- store identity ----------------------------------------------------- */
-
-static int create_schema(sqlite3 *db, struct lz_err *err)
-{
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(schema); i++) {
-		int r = exec(db, schema[i].sql, err);
-		if (r < 0)
-			return lz_err_prefix(err, r, "create table %s: ", schema[i].name);
-	}
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "INSERT INTO meta (key, value) VALUES ('store', ?1), ('version', ?2)",
-			 &s, err);
-	if (r >= 0)
-		r = bind_text(db, s, 1, LZ_CATALOG_STORE_NAME, err);
-	if (r >= 0)
-		r = bind_i64(db, s, 2, LZ_CATALOG_STORE_VERSION, err);
-	if (r >= 0)
-		r = step(db, s, err);
-	return r < 0 ? lz_err_prefix(err, r, "write store identity: ") : 0;
-}
-
-/* The single meta row for key, positioned on its value (column 0). */
-static int meta_row(sqlite3 *db, const char *key, sqlite3_stmt **ret, struct lz_err *err)
-{
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if (sqlite3_prepare_v2(db,
-			       "SELECT value, (SELECT count(*) FROM meta WHERE key = ?1) FROM meta "
-			       "WHERE key = ?1 LIMIT 1",
-			       -1, &s, NULL) != SQLITE_OK)
-		return lz_err_set(err, EPROTO, "not a Lazaret Storage Catalog: meta table unreadable (%s)",
-				  sqlite3_errmsg(db));
-	int r = bind_text(db, s, 1, key, err);
-	if (r >= 0)
-		r = step(db, s, err);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		return lz_err_set(err, EPROTO, "not a Lazaret Storage Catalog: no '%s' identity row", key);
-	if (sqlite3_column_int64(s, 1) != 1)
-		return lz_err_set(err, EPROTO, "not a Lazaret Storage Catalog: more than one '%s' row",
-				  key);
-	*ret = TAKE_PTR(s);
-	return 0;
-}
-
-/* Every schema object with SQL must be one of v1's, verbatim, and each of
- * v1's must be there; sqlite's own autoindexes have no SQL. */
-static int schema_check(sqlite3 *db, struct lz_err *err)
-{
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "SELECT name, sql, type FROM sqlite_schema", &s, err);
-	bool seen[LZ_ARRAY_SIZE(schema)] = { false };
-	char buf[68];
-	while (r >= 0 && (r = step(db, s, err)) > 0) {
-		const unsigned char *name = sqlite3_column_text(s, 0);
-		const unsigned char *sql = sqlite3_column_text(s, 1);
-		const unsigned char *type = sqlite3_column_text(s, 2);
-		if (sql == NULL) {
-			if (type && name && strcmp((const char *)type, "index") == 0 &&
-			    strncmp((const char *)name, "sqlite_autoindex_", 17) == 0)
-				continue;
-			return lz_err_set(err, EPROTO, "v1 schema mismatch: unexpected object '%s'",
-					  sanitize(name, sqlite3_column_bytes(s, 0), buf));
-		}
-		size_t i = 0;
-		while (i < LZ_ARRAY_SIZE(schema) &&
-		       !(name && strcmp((const char *)name, schema[i].name) == 0))
-			i++;
-		if (i == LZ_ARRAY_SIZE(schema))
-			return lz_err_set(err, EPROTO, "v1 schema mismatch: unexpected object '%s'",
-					  sanitize(name, sqlite3_column_bytes(s, 0), buf));
-		if (strcmp((const char *)sql, schema[i].sql) != 0)
-			return lz_err_set(err, EPROTO, "v1 schema mismatch: table '%s' differs",
-					  schema[i].name);
-		seen[i] = true;
-	}
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(schema); i++)
-		if (!seen[i])
-			return lz_err_set(err, EPROTO, "v1 schema mismatch: table '%s' is missing",
-					  schema[i].name);
-	return 0;
-}
-
-/* Runs first in every transaction: an empty database gets v1; anything
- * else must prove v1 identity before any other row is read. */
-static int identity_check(sqlite3 *db, struct lz_err *err)
-{
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db,
-			 "SELECT (SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'), "
-			 "(SELECT count(*) FROM sqlite_schema)",
-			 &s, err);
-	if (r >= 0 && (r = step(db, s, err)) == 0)
-		r = lz_err_set(err, EIO, "schema query returned nothing");
-	if (r < 0)
-		return r;
-	/* No schema object at all: no row to misread (a hot journal of an
-	 * interrupted creation was rolled back when the transaction began). */
-	if (sqlite3_column_int64(s, 1) == 0)
-		return create_schema(db, err);
-	if (sqlite3_column_int64(s, 0) != 1)
-		return lz_err_set(err, EPROTO,
-				  "not a Lazaret Storage Catalog: no store identity (no 'meta' table; "
-				  "%lld other schema objects)",
-				  (long long)sqlite3_column_int64(s, 1));
-	stmt_finalizep(&s);
-
-	char buf[68];
-	if ((r = meta_row(db, "store", &s, err)) < 0)
-		return r;
-	const unsigned char *store = sqlite3_column_text(s, 0);
-	int store_len = sqlite3_column_bytes(s, 0);
-	if (sqlite3_column_type(s, 0) != SQLITE_TEXT || store == NULL ||
-	    (size_t)store_len != strlen(LZ_CATALOG_STORE_NAME) ||
-	    memcmp(store, LZ_CATALOG_STORE_NAME, (size_t)store_len) != 0)
-		return lz_err_set(err, EPROTO, "not a Lazaret Storage Catalog: store is '%s', not '%s'",
-				  sanitize(store, store_len, buf), LZ_CATALOG_STORE_NAME);
-	stmt_finalizep(&s);
-
-	if ((r = meta_row(db, "version", &s, err)) < 0)
-		return r;
-	if (sqlite3_column_type(s, 0) != SQLITE_INTEGER)
-		return lz_err_set(err, EPROTO, "storage catalog version '%s' is not an integer",
-				  sanitize(sqlite3_column_text(s, 0), sqlite3_column_bytes(s, 0), buf));
-	sqlite3_int64 v = sqlite3_column_int64(s, 0);
-	if (v != LZ_CATALOG_STORE_VERSION)
-		return lz_err_set(err, EPROTO, "storage catalog version %lld is %s than supported %d",
-				  (long long)v, v < LZ_CATALOG_STORE_VERSION ? "older" : "newer",
-				  LZ_CATALOG_STORE_VERSION);
-	stmt_finalizep(&s);
-	return schema_check(db, err);
+	return lz_sqlstore_list_reserve(v, cap, n, sz, LZ_CATALOG_LIST_MAX, err);
 }
 
 /* ---- the section -------------------------------------------------------- */
@@ -694,34 +175,23 @@ typedef int (*section_fn)(sqlite3 *db, void *ctx, struct lz_err *err);
 
 static int run_locked(int root_fd, section_fn fn, void *ctx, struct lz_err *err)
 {
-	int r = prepare_db_file(root_fd, err);
+	_cleanup_sqldb_ sqlite3 *db = NULL;
+	int r = lz_sqlstore_open(root_fd, &catalog_def, &db, NULL, err);
 	if (r < 0)
 		return r;
-	_cleanup_db_ sqlite3 *db = NULL;
-	if ((r = db_open(root_fd, &db, err)) < 0)
-		return r;
-	if ((r = exec(db, "BEGIN IMMEDIATE", err)) < 0)
-		return r;
-	r = identity_check(db, err);
-	if (r >= 0)
-		r = fn(db, ctx, err);
-	if (r < 0) {
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-		return r;
-	}
-	int c = exec(db, "COMMIT", err);
-	return c < 0 ? c : r; /* a failed COMMIT is rolled back by close */
+	/* a failed COMMIT is rolled back before close */
+	return lz_sqlstore_transact(db, &catalog_def, true, fn, ctx, err);
 }
 
 static int section(int root_fd, section_fn fn, void *ctx, struct lz_err *err)
 {
 	if (in_section)
 		return lz_err_set(err, EDEADLK, "called from inside a catalog section");
-	int r = check_root(root_fd, err);
+	int r = lz_sqlstore_check_root(root_fd, catalog_def.root_title, err);
 	if (r < 0)
 		return r;
 	struct stat st;
-	_cleanup_close_ int lock_fd = open_owned_file(root_fd, LZ_CATALOG_LOCK_NAME, &st, err);
+	_cleanup_close_ int lock_fd = lz_sqlstore_open_owned(root_fd, LZ_CATALOG_LOCK_NAME, &st, err);
 	if (lock_fd < 0)
 		return lock_fd;
 	while (flock(lock_fd, LOCK_EX) < 0)
@@ -756,10 +226,10 @@ static int read_artifact_fields(sqlite3_stmt *s, struct lz_catalog_artifact *a,
 	    (r = col_strdup(s, 1, "source_ref", &a->source_ref, err)) < 0 ||
 	    (r = col_strdup(s, 2, "manifest_digest", &a->manifest_digest, err)) < 0 ||
 	    (r = col_strdup(s, 3, "config_digest", &a->config_digest, err)) < 0 ||
-	    (r = col_int(s, 4, "size", &size, err)) < 0 ||
-	    (r = col_text(s, 5, 1, 32, "state", &state, err)) < 0 ||
-	    (r = col_int(s, 6, "created", &created, err)) < 0 ||
-	    (r = col_int(s, 7, "lease count", &leases, err)) < 0)
+	    (r = lz_sqlstore_col_i64(s, 4, "size", &size, err)) < 0 ||
+	    (r = lz_sqlstore_col_text(s, 5, 1, 32, "state", &state, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, 6, "created", &created, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, 7, "lease count", &leases, err)) < 0)
 		return r;
 	if (strcmp(state, "published") == 0)
 		a->state = LZ_CATALOG_ARTIFACT_PUBLISHED;
@@ -767,7 +237,7 @@ static int read_artifact_fields(sqlite3_stmt *s, struct lz_catalog_artifact *a,
 		a->state = LZ_CATALOG_ARTIFACT_QUARANTINED;
 	else
 		return lz_err_set(err, EPROTO, "artifact %s has an unknown state", a->id);
-	a->size = i64_to_u64(size);
+	a->size = lz_sqlstore_i64_to_u64(size);
 	a->created = created;
 	a->lease_count = (uint64_t)leases;
 	return 0;
@@ -803,17 +273,17 @@ static int read_worker(sqlite3_stmt *s, int i, bool *ret_has, struct lz_catalog_
 	    sqlite3_column_bytes(s, i) != LZ_CATALOG_BOOT_ID_LEN)
 		return lz_err_set(err, EPROTO, "worker boot ID is not %d bytes", LZ_CATALOG_BOOT_ID_LEN);
 	memcpy(w.boot_id, sqlite3_column_blob(s, i), LZ_CATALOG_BOOT_ID_LEN);
-	if ((r = col_int(s, i + 1, "worker pidfs dev", &dev, err)) < 0 ||
-	    (r = col_int(s, i + 2, "worker pidfs inode", &ino, err)) < 0 ||
-	    (r = col_int(s, i + 3, "worker pid", &pid, err)) < 0 ||
-	    (r = col_int(s, i + 4, "worker start time", &start, err)) < 0)
+	if ((r = lz_sqlstore_col_i64(s, i + 1, "worker pidfs dev", &dev, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, i + 2, "worker pidfs inode", &ino, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, i + 3, "worker pid", &pid, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, i + 4, "worker start time", &start, err)) < 0)
 		return r;
 	if (pid < 1 || pid > UINT32_MAX)
 		return lz_err_set(err, EPROTO, "worker pid %lld out of range", (long long)pid);
-	w.pidfs_dev = i64_to_u64(dev);
-	w.pidfs_ino = i64_to_u64(ino);
+	w.pidfs_dev = lz_sqlstore_i64_to_u64(dev);
+	w.pidfs_ino = lz_sqlstore_i64_to_u64(ino);
 	w.pid = (uint32_t)pid;
-	w.start_time = i64_to_u64(start);
+	w.start_time = lz_sqlstore_i64_to_u64(start);
 	*ret = w;
 	*ret_has = true;
 	return 0;
@@ -827,9 +297,9 @@ static int read_prepare_op(sqlite3_stmt *s, struct lz_catalog_prepare_op *ret, s
 	int r;
 	if ((r = col_id(s, 0, "id", op.id, err)) < 0 ||
 	    (r = col_id(s, 1, "artifact_id", op.artifact_id, err)) < 0 ||
-	    (r = col_text(s, 2, 1, LZ_CATALOG_NAME_MAX, "staging_name", &name, err)) < 0 ||
-	    (r = col_text(s, 3, 1, 32, "state", &state, err)) < 0 ||
-	    (r = col_int(s, 4, "created", &created, err)) < 0 ||
+	    (r = lz_sqlstore_col_text(s, 2, 1, LZ_CATALOG_NAME_MAX, "staging_name", &name, err)) < 0 ||
+	    (r = lz_sqlstore_col_text(s, 3, 1, 32, "state", &state, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, 4, "created", &created, err)) < 0 ||
 	    (r = read_worker(s, 5, &op.has_worker, &op.worker, err)) < 0)
 		return r;
 	memcpy(op.staging_name, name, strlen(name) + 1);
@@ -850,12 +320,13 @@ static int read_prepare_op(sqlite3_stmt *s, struct lz_catalog_prepare_op *ret, s
 static int find_op(sqlite3 *db, const char *op_id, struct lz_catalog_prepare_op *ret,
 		   struct lz_err *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "SELECT " PREPARE_COLUMNS " FROM prepare_ops WHERE id = ?1", &s, err);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, "SELECT " PREPARE_COLUMNS " FROM prepare_ops WHERE id = ?1", &s,
+				    err);
 	if (r >= 0)
-		r = bind_text(db, s, 1, op_id, err);
+		r = lz_sqlstore_bind_text(db, s, 1, op_id, err);
 	if (r >= 0)
-		r = step(db, s, err);
+		r = lz_sqlstore_step(db, s, err);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -867,12 +338,13 @@ static int find_op(sqlite3 *db, const char *op_id, struct lz_catalog_prepare_op 
 static int find_artifact(sqlite3 *db, const char *id, enum lz_catalog_artifact_state *ret_state,
 			 uint64_t *ret_leases, struct lz_err *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a WHERE a.id = ?1", &s, err);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a WHERE a.id = ?1",
+				    &s, err);
 	if (r >= 0)
-		r = bind_text(db, s, 1, id, err);
+		r = lz_sqlstore_bind_text(db, s, 1, id, err);
 	if (r >= 0)
-		r = step(db, s, err);
+		r = lz_sqlstore_step(db, s, err);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -913,8 +385,8 @@ static int begin_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	const struct op_ctx *c = ctx;
 	struct lz_catalog_prepare_op op;
-	enum lz_catalog_artifact_state state;
-	uint64_t leases;
+	enum lz_catalog_artifact_state state = LZ_CATALOG_ARTIFACT_PUBLISHED;
+	uint64_t leases = 0;
 	int r = find_op(db, c->op_id, &op, err);
 	if (r == 0)
 		return lz_err_set(err, EEXIST, "preparation operation %s already exists", c->op_id);
@@ -927,35 +399,38 @@ static int begin_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	if (r != -ENOENT)
 		return r;
 
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if ((r = stmt_new(db,
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	if ((r = lz_sqlstore_prepare(db,
 			  "SELECT id FROM prepare_ops WHERE artifact_id = ?1 AND state = 'preparing'",
 			  &s, err)) < 0 ||
-	    (r = bind_text(db, s, 1, c->artifact_id, err)) < 0 || (r = step(db, s, err)) < 0)
+	    (r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err)) < 0 ||
+	    (r = lz_sqlstore_step(db, s, err)) < 0)
 		return r;
 	if (r > 0)
 		return lz_err_set(err, EBUSY, "prepared artifact %s is already being prepared by operation %s",
 				  c->artifact_id, text_or(s, 0));
-	stmt_finalizep(&s);
+	lz_sqlstore_stmt_finalizep(&s);
 
-	if ((r = stmt_new(db, "SELECT id FROM prepare_ops WHERE staging_name = ?1", &s, err)) < 0 ||
-	    (r = bind_text(db, s, 1, c->staging_name, err)) < 0 || (r = step(db, s, err)) < 0)
+	if ((r = lz_sqlstore_prepare(db, "SELECT id FROM prepare_ops WHERE staging_name = ?1", &s,
+				     err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 1, c->staging_name, err)) < 0 ||
+	    (r = lz_sqlstore_step(db, s, err)) < 0)
 		return r;
 	if (r > 0)
 		return lz_err_set(err, EEXIST, "staging directory '%s' already belongs to operation %s",
 				  c->staging_name, text_or(s, 0));
-	stmt_finalizep(&s);
+	lz_sqlstore_stmt_finalizep(&s);
 
-	if ((r = stmt_new(db,
+	if ((r = lz_sqlstore_prepare(db,
 			  "INSERT INTO prepare_ops (id, artifact_id, staging_name, state, created) "
 			  "VALUES (?1, ?2, ?3, 'preparing', ?4)",
 			  &s, err)) < 0 ||
-	    (r = bind_text(db, s, 1, c->op_id, err)) < 0 ||
-	    (r = bind_text(db, s, 2, c->artifact_id, err)) < 0 ||
-	    (r = bind_text(db, s, 3, c->staging_name, err)) < 0 ||
-	    (r = bind_i64(db, s, 4, now_seconds(), err)) < 0)
+	    (r = lz_sqlstore_bind_text(db, s, 1, c->op_id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, c->artifact_id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 3, c->staging_name, err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 4, lz_sqlstore_now(), err)) < 0)
 		return r;
-	return step(db, s, err);
+	return lz_sqlstore_step(db, s, err);
 }
 
 int lz_catalog_prepare_intent_begin(int root_fd, const char *op_id, const char *artifact_id,
@@ -995,22 +470,22 @@ static int set_worker_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 					    c->op_id);
 
 	const struct lz_catalog_worker *w = c->worker;
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if ((r = stmt_new(db,
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	if ((r = lz_sqlstore_prepare(db,
 			  "UPDATE prepare_ops SET worker_boot_id = ?2, worker_pidfs_dev = ?3, "
 			  "worker_pidfs_ino = ?4, worker_pid = ?5, worker_start_time = ?6 WHERE id = ?1",
 			  &s, err)) < 0 ||
-	    (r = bind_text(db, s, 1, c->op_id, err)) < 0)
+	    (r = lz_sqlstore_bind_text(db, s, 1, c->op_id, err)) < 0)
 		return r;
 	int rc = sqlite3_bind_blob(s, 2, w->boot_id, sizeof(w->boot_id), SQLITE_STATIC);
 	if (rc != SQLITE_OK)
-		return sql_err(db, rc, err, "bind");
-	if ((r = bind_i64(db, s, 3, u64_to_i64(w->pidfs_dev), err)) < 0 ||
-	    (r = bind_i64(db, s, 4, u64_to_i64(w->pidfs_ino), err)) < 0 ||
-	    (r = bind_i64(db, s, 5, (sqlite3_int64)w->pid, err)) < 0 ||
-	    (r = bind_i64(db, s, 6, u64_to_i64(w->start_time), err)) < 0)
+		return lz_sqlstore_err(db, rc, err, "bind");
+	if ((r = lz_sqlstore_bind_i64(db, s, 3, lz_sqlstore_u64_to_i64(w->pidfs_dev), err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 4, lz_sqlstore_u64_to_i64(w->pidfs_ino), err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 5, (sqlite3_int64)w->pid, err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 6, lz_sqlstore_u64_to_i64(w->start_time), err)) < 0)
 		return r;
-	return step(db, s, err);
+	return lz_sqlstore_step(db, s, err);
 }
 
 int lz_catalog_prepare_intent_set_worker(int root_fd, const char *op_id,
@@ -1085,9 +560,10 @@ struct list_ctx {
 static int prepare_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct list_ctx *c = ctx;
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "SELECT " PREPARE_COLUMNS " FROM prepare_ops ORDER BY id", &s, err);
-	while (r >= 0 && (r = step(db, s, err)) > 0) {
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, "SELECT " PREPARE_COLUMNS " FROM prepare_ops ORDER BY id", &s,
+				    err);
+	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
 		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_prepare_op),
 				      err)) < 0)
 			break;
@@ -1120,8 +596,8 @@ static int publish_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	const struct op_ctx *c = ctx;
 	const struct lz_catalog_artifact_spec *a = c->spec;
 	struct lz_catalog_prepare_op op;
-	enum lz_catalog_artifact_state state;
-	uint64_t leases;
+	enum lz_catalog_artifact_state state = LZ_CATALOG_ARTIFACT_PUBLISHED;
+	uint64_t leases = 0;
 	int r = find_op(db, c->op_id, &op, err);
 	if (r < 0)
 		return r;
@@ -1137,17 +613,18 @@ static int publish_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	if (r != -ENOENT)
 		return r;
 
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if ((r = stmt_new(db,
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	if ((r = lz_sqlstore_prepare(db,
 			  "INSERT INTO artifacts (id, source_ref, manifest_digest, config_digest, size, "
 			  "state, created) VALUES (?1, ?2, ?3, ?4, ?5, 'published', ?6)",
 			  &s, err)) < 0 ||
-	    (r = bind_text(db, s, 1, a->id, err)) < 0 ||
-	    (r = bind_text(db, s, 2, a->source_ref, err)) < 0 ||
-	    (r = bind_text(db, s, 3, a->manifest_digest, err)) < 0 ||
-	    (r = bind_text(db, s, 4, a->config_digest, err)) < 0 ||
-	    (r = bind_i64(db, s, 5, u64_to_i64(a->size), err)) < 0 ||
-	    (r = bind_i64(db, s, 6, now_seconds(), err)) < 0 || (r = step(db, s, err)) < 0)
+	    (r = lz_sqlstore_bind_text(db, s, 1, a->id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, a->source_ref, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 3, a->manifest_digest, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 4, a->config_digest, err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 5, lz_sqlstore_u64_to_i64(a->size), err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 6, lz_sqlstore_now(), err)) < 0 ||
+	    (r = lz_sqlstore_step(db, s, err)) < 0)
 		return r;
 	return run3(db, "UPDATE prepare_ops SET state = 'published' WHERE id = ?1", c->op_id, NULL,
 		    NULL, err);
@@ -1181,12 +658,13 @@ struct get_ctx {
 static int get_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct get_ctx *c = ctx;
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a WHERE a.id = ?1", &s, err);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a WHERE a.id = ?1",
+				    &s, err);
 	if (r >= 0)
-		r = bind_text(db, s, 1, c->id, err);
+		r = lz_sqlstore_bind_text(db, s, 1, c->id, err);
 	if (r >= 0)
-		r = step(db, s, err);
+		r = lz_sqlstore_step(db, s, err);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -1212,9 +690,10 @@ int lz_catalog_artifact_get(int root_fd, const char *artifact_id, struct lz_cata
 static int artifact_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct list_ctx *c = ctx;
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a ORDER BY a.id", &s, err);
-	while (r >= 0 && (r = step(db, s, err)) > 0) {
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a ORDER BY a.id", &s,
+				    err);
+	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
 		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_artifact), err)) <
 		    0)
 			break;
@@ -1243,8 +722,8 @@ int lz_catalog_artifact_list(int root_fd, struct lz_catalog_artifact **ret_v, si
 static int quarantine_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	const char *id = ctx;
-	enum lz_catalog_artifact_state state;
-	uint64_t leases;
+	enum lz_catalog_artifact_state state = LZ_CATALOG_ARTIFACT_PUBLISHED;
+	uint64_t leases = 0;
 	int r = find_artifact(db, id, &state, &leases, err);
 	if (r < 0)
 		return r;
@@ -1268,8 +747,8 @@ int lz_catalog_artifact_mark_quarantined(int root_fd, const char *artifact_id, s
 static int delete_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	const char *id = ctx;
-	enum lz_catalog_artifact_state state;
-	uint64_t leases;
+	enum lz_catalog_artifact_state state = LZ_CATALOG_ARTIFACT_PUBLISHED;
+	uint64_t leases = 0;
 	int r = find_artifact(db, id, &state, &leases, err);
 	if (r < 0)
 		return r;
@@ -1310,32 +789,32 @@ static int check_lease_args(const char *artifact_id, const char *domain_id, stru
 /* 1 when the exact lease exists, 0 when not. */
 static int lease_exists(sqlite3 *db, const struct lease_ctx *c, struct lz_err *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db,
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db,
 			 "SELECT 1 FROM leases WHERE artifact_id = ?1 AND domain_id = ?2 AND "
 			 "generation = ?3",
 			 &s, err);
 	if (r >= 0)
-		r = bind_text(db, s, 1, c->artifact_id, err);
+		r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err);
 	if (r >= 0)
-		r = bind_text(db, s, 2, c->domain_id, err);
+		r = lz_sqlstore_bind_text(db, s, 2, c->domain_id, err);
 	if (r >= 0)
-		r = bind_i64(db, s, 3, u64_to_i64(c->generation), err);
-	return r < 0 ? r : step(db, s, err);
+		r = lz_sqlstore_bind_i64(db, s, 3, lz_sqlstore_u64_to_i64(c->generation), err);
+	return r < 0 ? r : lz_sqlstore_step(db, s, err);
 }
 
 static int lease_write(sqlite3 *db, const struct lease_ctx *c, const char *sql, struct lz_err *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	int r = stmt_new(db, sql, &s, err);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, sql, &s, err);
 	if (r >= 0)
-		r = bind_text(db, s, 1, c->artifact_id, err);
+		r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err);
 	if (r >= 0)
-		r = bind_text(db, s, 2, c->domain_id, err);
+		r = lz_sqlstore_bind_text(db, s, 2, c->domain_id, err);
 	if (r >= 0)
-		r = bind_i64(db, s, 3, u64_to_i64(c->generation), err);
+		r = lz_sqlstore_bind_i64(db, s, 3, lz_sqlstore_u64_to_i64(c->generation), err);
 	if (r >= 0)
-		r = step(db, s, err);
+		r = lz_sqlstore_step(db, s, err);
 	if (r >= 0 && sqlite3_changes(db) != 1)
 		r = lz_err_set(err, EIO, "lease write changed %d rows, not 1", sqlite3_changes(db));
 	return r;
@@ -1344,8 +823,8 @@ static int lease_write(sqlite3 *db, const struct lease_ctx *c, const char *sql, 
 static int acquire_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	const struct lease_ctx *c = ctx;
-	enum lz_catalog_artifact_state state;
-	uint64_t leases;
+	enum lz_catalog_artifact_state state = LZ_CATALOG_ARTIFACT_PUBLISHED;
+	uint64_t leases = 0;
 	int r = find_artifact(db, c->artifact_id, &state, &leases, err);
 	if (r < 0)
 		return r;
@@ -1433,26 +912,26 @@ int lz_catalog_lease_count(int root_fd, const char *artifact_id, uint64_t *ret_c
 static int lease_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct list_ctx *c = ctx;
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
 	/* generation holds a u64 bit pattern: values >= 2^63 read as negative
 	 * and sort after all others, in unsigned order among themselves. */
-	int r = stmt_new(db,
+	int r = lz_sqlstore_prepare(db,
 			 "SELECT artifact_id, domain_id, generation FROM leases "
 			 "WHERE ?1 IS NULL OR artifact_id = ?1 "
 			 "ORDER BY artifact_id, domain_id, generation < 0, generation",
 			 &s, err);
 	if (r >= 0)
-		r = bind_text(db, s, 1, c->artifact_id, err);
-	while (r >= 0 && (r = step(db, s, err)) > 0) {
+		r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err);
+	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
 		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_lease), err)) < 0)
 			break;
 		struct lz_catalog_lease *l = &((struct lz_catalog_lease *)c->v)[c->n];
 		sqlite3_int64 gen = 0;
 		if ((r = col_id(s, 0, "artifact_id", l->artifact_id, err)) < 0 ||
 		    (r = col_id(s, 1, "domain_id", l->domain_id, err)) < 0 ||
-		    (r = col_int(s, 2, "generation", &gen, err)) < 0)
+		    (r = lz_sqlstore_col_i64(s, 2, "generation", &gen, err)) < 0)
 			break;
-		l->generation = i64_to_u64(gen);
+		l->generation = lz_sqlstore_i64_to_u64(gen);
 		c->n++;
 	}
 	return r;

@@ -129,8 +129,18 @@ struct lz_config_summary {
 };
 void lz_config_summarize(const lz_config *cfg, struct lz_config_summary *ret);
 
-/* The retained Storage Root handle of a resolved configuration. */
+/* Retained handles of a resolved configuration (owned by cfg). The
+ * workspace and Domain handles, volume sources and environment values exist
+ * only with a selected profile (NULL otherwise). */
 const struct lz_path *lz_config_storage_root(const lz_config *cfg);
+const struct lz_path *lz_config_workspace(const lz_config *cfg);
+const struct lz_path *lz_config_profile_dir(const lz_config *cfg);
+const struct lz_path *lz_config_storage_domain(const lz_config *cfg);
+const struct lz_path *lz_config_runtime_domain(const lz_config *cfg);
+const struct lz_path *lz_config_volume_source(const lz_config *cfg, size_t i);
+/* The resolved value of env reference i: runtime authority, never printed. */
+const char *lz_config_env_value(const lz_config *cfg, size_t i);
+uint32_t lz_config_dcache(const lz_config *cfg);
 
 /* Selected profile of a resolved configuration, or NULL. */
 const struct lz_config_profile *lz_config_selected(const lz_config *cfg);

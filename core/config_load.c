@@ -552,3 +552,38 @@ const struct lz_path *lz_config_storage_root(const lz_config *cfg)
 {
 	return &cfg->storage_root;
 }
+
+const struct lz_path *lz_config_workspace(const lz_config *cfg)
+{
+	return cfg->profile ? &cfg->workspace : NULL;
+}
+
+const struct lz_path *lz_config_profile_dir(const lz_config *cfg)
+{
+	return cfg->profile ? &cfg->profile_dir : NULL;
+}
+
+const struct lz_path *lz_config_storage_domain(const lz_config *cfg)
+{
+	return cfg->profile ? &cfg->storage_domain : NULL;
+}
+
+const struct lz_path *lz_config_runtime_domain(const lz_config *cfg)
+{
+	return cfg->profile ? &cfg->runtime_domain : NULL;
+}
+
+const struct lz_path *lz_config_volume_source(const lz_config *cfg, size_t i)
+{
+	return cfg->profile && i < cfg->profile->n_volumes ? &cfg->volume_sources[i] : NULL;
+}
+
+const char *lz_config_env_value(const lz_config *cfg, size_t i)
+{
+	return cfg->profile && i < cfg->profile->n_env ? cfg->env_values[i] : NULL;
+}
+
+uint32_t lz_config_dcache(const lz_config *cfg)
+{
+	return cfg->doc->runsc_dcache;
+}

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "domain.h"
+#include "imageref.h"
 #include "layer.h"
 #include "oci.h"
 #include "pidref.h"
@@ -114,29 +115,11 @@ static int worker_apply(void *argp, struct lz_err *err)
 	return 0;
 }
 
-struct remove_arg {
-	int dirfd;
-	const char *name;
-};
-
-static int worker_remove(void *argp, struct lz_err *err)
-{
-	struct remove_arg *a = argp;
-	return lz_tree_remove(a->dirfd, a->name, err);
-}
-
 /* Trees hold subordinate-owned files: only the namespace may remove them. */
 static int remove_in_userns(const struct lz_idmap *map, int dirfd, const char *name,
 			    struct lz_err *err)
 {
-	struct remove_arg arg = { dirfd, name };
-	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
-	struct lz_broker_spec spec = { .label = "removal worker", .clone_flags = CLONE_NEWUSER,
-				       .map = map, .join_pidfd = -1, .fn = worker_remove, .arg = &arg };
-	int r = lz_broker_spawn(&spec, &child, err);
-	if (r < 0)
-		return r;
-	return lz_broker_wait(&child, -1, NULL, err);
+	return lz_tree_remove_in_userns(map, dirfd, name, err);
 }
 
 /* ---- preparation --------------------------------------------------------- */
@@ -385,6 +368,82 @@ out:
 	lz_path_release(&prepared);
 	lz_oci_image_free(image);
 	return r;
+}
+
+/* ---- lookup for launches -------------------------------------------------- */
+
+static int not_prepared(const char *image, struct lz_err *err)
+{
+	return lz_err_set(err, ENOENT, "image '%s' is not prepared: run 'lazaret image prepare %s'",
+			  image, image);
+}
+
+int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
+		      char ret_id[LZ_ARTIFACT_ID_HEX + 1], int *ret_rootfs, struct lz_err *err)
+{
+	struct lz_image_ref ref;
+	char id[LZ_ARTIFACT_ID_HEX + 1] = "";
+	int r;
+	if ((r = lz_image_ref_parse(image, &ref, err)) < 0 ||
+	    (r = lz_catalog_check(storage_root->fd, err)) < 0)
+		return r;
+	if (ref.kind == LZ_IMAGE_OCI) {
+		struct lz_path layout = LZ_PATH_INIT;
+		struct lz_oci_image *img = NULL;
+		char *canonical = realpath(ref.path, NULL);
+		if (canonical == NULL)
+			return lz_err_set(err, errno, "image layout '%s': %s", ref.path, strerror(errno));
+		r = lz_path_open(canonical, &layout, err);
+		free(canonical);
+		if (r >= 0)
+			r = lz_oci_open(layout.fd, ref.tag[0] ? ref.tag : NULL, &img, err);
+		if (r >= 0)
+			r = lz_prepare_artifact_id(img->manifest_digest, id);
+		lz_oci_image_free(img);
+		lz_path_release(&layout);
+		if (r < 0)
+			return r;
+	} else {
+		struct lz_catalog_artifact *v = NULL;
+		size_t n = 0;
+		int64_t newest = -1;
+		if ((r = lz_catalog_artifact_list(storage_root->fd, &v, &n, err)) < 0)
+			return r;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].state == LZ_CATALOG_ARTIFACT_PUBLISHED && strcmp(v[i].source_ref, image) == 0 &&
+			    v[i].created > newest) {
+				newest = v[i].created;
+				memcpy(id, v[i].id, sizeof(id));
+			}
+		lz_catalog_artifact_list_free(v, n);
+		if (id[0] == '\0')
+			return not_prepared(image, err);
+	}
+	struct lz_catalog_artifact a;
+	r = lz_catalog_artifact_get(storage_root->fd, id, &a, err);
+	if (r == -ENOENT)
+		return not_prepared(image, err);
+	if (r < 0)
+		return r;
+	bool published = a.state == LZ_CATALOG_ARTIFACT_PUBLISHED;
+	lz_catalog_artifact_clear(&a);
+	if (!published)
+		return not_prepared(image, err);
+	struct lz_path prepared = LZ_PATH_INIT, tree = LZ_PATH_INIT;
+	r = open_dir(storage_root, "prepared", &prepared, err);
+	if (r >= 0)
+		r = lz_path_owned_child(&prepared, id, false, &tree, err);
+	int fd = -EBADF;
+	if (r >= 0 && (fd = lz_openat2(tree.fd, "rootfs", O_PATH | O_DIRECTORY | O_CLOEXEC,
+				      LZ_RESOLVE_OWNED)) < 0)
+		r = lz_err_set(err, errno, "prepared artifact %s: rootfs: %s", id, strerror(errno));
+	lz_path_release(&prepared);
+	lz_path_release(&tree);
+	if (r < 0)
+		return r;
+	memcpy(ret_id, id, sizeof(id));
+	*ret_rootfs = fd;
+	return 0;
 }
 
 /* ---- reclamation (OR-7) -------------------------------------------------- */

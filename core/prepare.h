@@ -64,6 +64,15 @@ int lz_prepare_artifact_id(const char *manifest_digest, char ret[LZ_ARTIFACT_ID_
 int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_result *ret,
 		     struct lz_err *err);
 
+/* Finds the published prepared lower for a profile's image reference (the
+ * same text `image prepare` was given): an oci: layout is verified again to
+ * compute its artifact ID; other kinds are matched by their recorded source
+ * reference (the newest wins). On success ret_id holds the artifact ID and
+ * *ret_rootfs the retained rootfs directory (O_PATH). -ENOENT says the
+ * image is not prepared and names the command that prepares it. */
+int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
+		      char ret_id[LZ_ARTIFACT_ID_HEX + 1], int *ret_rootfs, struct lz_err *err);
+
 enum lz_gc_action {
 	LZ_GC_REMOVED,         /* unleased artifact reclaimed */
 	LZ_GC_WOULD_REMOVE,    /* --dry-run */

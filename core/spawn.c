@@ -134,7 +134,10 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	sigaction(SIGPIPE, &dfl, NULL);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (spec->detach)
+		(void)setsid();
+	else
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
 	    dup2(p->fds[2], STDERR_FILENO) >= 0) {
 		/* Anything an embedding leaked without O_CLOEXEC. */

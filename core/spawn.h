@@ -11,6 +11,7 @@
 #define LZ_SPAWN_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -38,6 +39,7 @@ struct lz_spawn {
 	int stdin_fd;            /* -1: /dev/null */
 	int stdout_fd;           /* -1: /dev/null */
 	int stderr_fd;           /* -1: /dev/null */
+	bool detach;             /* own session, no parent-death signal (the HC) */
 };
 
 /* The parent-side preparation of a spec's standard streams and executable

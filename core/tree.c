@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -90,4 +92,28 @@ int lz_tree_remove(int dirfd, const char *name, struct lz_err *err)
 	if (name[0] == '\0' || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return lz_err_set(err, EINVAL, "invalid name '%s'", name);
 	return remove_at(dirfd, name, 0, 0, err);
+}
+
+struct remove_arg {
+	int dirfd;
+	const char *name;
+};
+
+static int worker_remove(void *argp, struct lz_err *err)
+{
+	struct remove_arg *a = argp;
+	return lz_tree_remove(a->dirfd, a->name, err);
+}
+
+int lz_tree_remove_in_userns(const struct lz_idmap *map, int dirfd, const char *name,
+			     struct lz_err *err)
+{
+	struct remove_arg arg = { dirfd, name };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec spec = { .label = "removal worker", .clone_flags = CLONE_NEWUSER,
+				       .map = map, .join_pidfd = -1, .fn = worker_remove, .arg = &arg };
+	int r = lz_broker_spawn(&spec, &child, err);
+	if (r < 0)
+		return r;
+	return lz_broker_wait(&child, -1, NULL, err);
 }

@@ -18,4 +18,12 @@
  * first (image trees may contain 0500 directories). */
 int lz_tree_remove(int dirfd, const char *name, struct lz_err *err);
 
+struct lz_idmap;
+
+/* lz_tree_remove run by a broker worker inside a user namespace with map:
+ * trees with subordinate-owned files (prepared lowers, transient layers)
+ * can only be removed by the namespace's root. */
+int lz_tree_remove_in_userns(const struct lz_idmap *map, int dirfd, const char *name,
+			     struct lz_err *err);
+
 #endif

@@ -30,6 +30,8 @@ local options = {
   ["image gc"] = { config = true, ["dry-run"] = false, help = false },
   ["image build-default"] = { config = true, help = false },
   init = { config = true, help = false },
+  __hc = { config = true, profile = true, workspace = true, ["expect-domain"] = true,
+    ["expect-fingerprint"] = true },
 }
 
 -- Parses argv[first..] into opts and positionals; stops at "--".
@@ -173,6 +175,17 @@ function M.parse(argv)
       return { action = "image-list", json = opts.json == true, config = opts.config }
     end
     return { action = "image-gc", dry_run = opts["dry-run"] == true, config = opts.config }
+  elseif first == "__hc" then
+    -- Internal: the Host Coordinator a CLI starts (lua/lazaret/hc.lua).
+    local opts, pos, rest = scan(argv, 2, options.__hc)
+    if not opts then return nil, pos end
+    if #pos > 0 or rest or not (opts.config and opts.profile and opts.workspace
+      and opts["expect-domain"] and opts["expect-fingerprint"]) then
+      return nil, "__hc is internal"
+    end
+    return { action = "hc", config = opts.config, profile = opts.profile,
+      workspace = opts.workspace, expect_domain = opts["expect-domain"],
+      expect_fingerprint = opts["expect-fingerprint"] }
   elseif first == "init" then
     local opts, pos, rest = scan(argv, 2, options.init)
     if not opts then return nil, pos end

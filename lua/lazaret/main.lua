@@ -43,6 +43,8 @@ local function config_check(cmd)
   return EXIT.ok
 end
 
+-- `lazaret <profile> [-- command...]` (DX-1): the exact argument vector
+-- runs in the Domain's sandbox; the exit status is the command's.
 local function launch(cmd)
   local config = require("lazaret.core.config")
   local platform = require("lazaret.core.platform")
@@ -58,9 +60,13 @@ local function launch(cmd)
     err(lmsg)
     return EXIT.config
   end
-  err("configuration for profile '" .. cmd.profile .. "' is valid, but launching sandboxes is "
-    .. "not built yet in this version of Lazaret")
-  return EXIT.unavailable
+  local domain = require("lazaret.core.domain")
+  local status, rmsg = domain.run(cfg, { argv = cmd.argv or { "/bin/bash" } })
+  if not status then
+    err(rmsg)
+    return EXIT.unavailable
+  end
+  return status
 end
 
 local actions = {
@@ -81,6 +87,7 @@ local actions = {
     return EXIT.unavailable
   end,
   launch = launch,
+  hc = function(cmd) return require("lazaret.hc").main(cmd) end,
   ["image-prepare"] = function(cmd) return with_platform(require("lazaret.image").prepare, cmd) end,
   ["image-list"] = function(cmd) return require("lazaret.image").list(cmd) end,
   ["image-gc"] = function(cmd) return with_platform(require("lazaret.image").gc, cmd) end,

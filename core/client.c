@@ -1,0 +1,321 @@
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "coordinator.h"
+#include "spawn.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+#include "wire.h"
+
+extern char **environ;
+
+static int unhex32(const char *hex, uint8_t out[32])
+{
+	for (size_t i = 0; i < 32; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+static int connect_hc(const struct lz_path *runtime_domain, int *ret)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", runtime_domain->fd,
+		 LZ_HC_SOCKET);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	*ret = fd;
+	return 0;
+}
+
+/* Starts `lazaret __hc` as its own session with the CLI's environment
+ * (the HC resolves the same configuration, including env references) and
+ * reads its startup report: "ready", "busy" or "error <errno> <message>". */
+static int start_hc(const struct lz_client_request *req, struct lz_err *err)
+{
+	struct lz_config_summary s;
+	lz_config_summarize(req->cfg, &s);
+	const struct lz_path *rd = lz_config_runtime_domain(req->cfg);
+	_cleanup_close_ int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+	_cleanup_close_ int log = lz_openat2_create(rd->fd, LZ_HC_LOG,
+						    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
+						    LZ_RESOLVE_OWNED);
+	if (self < 0 || log < 0)
+		return lz_err_set(err, errno, "start the Host Coordinator: %s", strerror(errno));
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	char *argv[] = { "lazaret", "__hc", "--config", (char *)s.source, "--profile",
+			 (char *)s.profile, "--workspace", (char *)s.workspace, "--expect-domain",
+			 (char *)s.domain_id, "--expect-fingerprint", (char *)s.fingerprint, NULL };
+	struct lz_spawn spec = { .label = "Host Coordinator", .exe_fd = self, .argv = argv,
+				 .envp = environ, .stdin_fd = -1, .stdout_fd = p[1],
+				 .stderr_fd = log, .detach = true };
+	int pidfd = -1;
+	int r = lz_spawn(&spec, &pidfd, NULL, err);
+	close(p[1]);
+	if (r < 0) {
+		close(p[0]);
+		return r;
+	}
+	close(pidfd); /* not ours to wait for: it outlives this CLI */
+	char line[LZ_ERR_MSG_MAX + 32] = "";
+	size_t used = 0;
+	ssize_t n;
+	/* One line: the HC's children may hold the pipe open long after. */
+	while (used + 1 < sizeof(line) && memchr(line, '\n', used) == NULL &&
+	       ((n = read(p[0], line + used, sizeof(line) - 1 - used)) > 0 || (n < 0 && errno == EINTR)))
+		if (n > 0)
+			used += (size_t)n;
+	close(p[0]);
+	line[used] = '\0';
+	if (strncmp(line, "ready", 5) == 0)
+		return 0;
+	if (strncmp(line, "busy", 4) == 0)
+		return -EAGAIN;
+	int code = 0, off = 0;
+	if (sscanf(line, "error %d %n", &code, &off) == 1 && code > 0) {
+		line[strcspn(line, "\n")] = '\0';
+		return lz_err_set(err, code, "%s", line + off);
+	}
+	return lz_err_set(err, EIO, "the Host Coordinator did not start; see %s/%s", rd->canonical,
+			  LZ_HC_LOG);
+}
+
+/* Greets the HC; a Refused answer comes back as its errno and message. */
+static int hello(int sock, const lz_config *cfg, struct lz_err *err)
+{
+	struct lz_config_summary s;
+	lz_config_summarize(cfg, &s);
+	struct lz_wire_msg m = { .type = LZ_WIRE_HELLO,
+				 .hello = { .protocol = LZ_WIRE_PROTOCOL, .client_pid = (uint32_t)getpid() } };
+	if (unhex32(s.domain_id, m.hello.domain_id) < 0 || unhex32(s.fingerprint, m.hello.fingerprint) < 0)
+		return lz_err_set(err, EINVAL, "malformed Domain identity");
+	int r = lz_wire_send(sock, &m, NULL, 0);
+	return r < 0 ? lz_err_set(err, -r, "greet the Host Coordinator: %s", strerror(-r)) : 0;
+}
+
+/* Connects, starting the HC when nobody answers. A coordinator that is
+ * still tearing down the previous generation answers "busy" or drops the
+ * connection: wait for it and try again (bounded). */
+static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err *err)
+{
+	const struct lz_path *rd = lz_config_runtime_domain(req->cfg);
+	int64_t deadline = lz_now_ms() + LZ_CLIENT_START_TIMEOUT_MS;
+	for (;;) {
+		int r = connect_hc(rd, ret);
+		if (r == 0)
+			return 0;
+		if (r != -ENOENT && r != -ECONNREFUSED)
+			return lz_err_set(err, -r, "connect to the Host Coordinator: %s", strerror(-r));
+		r = start_hc(req, err);
+		if (r < 0 && r != -EAGAIN)
+			return r;
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the Domain's Host Coordinator did not become "
+							  "ready; see %s/%s",
+					  rd->canonical, LZ_HC_LOG);
+		if (r == -EAGAIN)
+			usleep(100 * 1000);
+	}
+}
+
+/* A stream that is a terminal is relayed through a pipe (see client.h). */
+struct relay {
+	int from; /* our end */
+	int to;   /* the terminal */
+	bool active;
+};
+
+static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
+{
+	*rl = (struct relay){ -1, -1, false };
+	if (!isatty(fd)) {
+		*ret_fd = fd;
+		return 0;
+	}
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	if (input) {
+		*rl = (struct relay){ .from = fd, .to = p[1], .active = true };
+		*ret_fd = p[0];
+	} else {
+		*rl = (struct relay){ .from = p[0], .to = fd, .active = true };
+		*ret_fd = p[1];
+	}
+	return 1;
+}
+
+static bool pump(struct relay *rl)
+{
+	char buf[16384];
+	ssize_t n = read(rl->from, buf, sizeof(buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	if (n <= 0)
+		return false;
+	for (ssize_t off = 0; off < n;) {
+		ssize_t w = write(rl->to, buf + off, (size_t)(n - off));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		off += w;
+	}
+	return true;
+}
+
+int lz_client_run(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+{
+	_cleanup_close_ int sock = -EBADF;
+	struct relay rl[3];
+	int fds[3] = { -1, -1, -1 };
+	bool made[3] = { false, false, false };
+	uint8_t *buf = NULL;
+	int r;
+
+	signal(SIGPIPE, SIG_IGN);
+	if ((r = reach_hc(req, &sock, err)) < 0)
+		return r;
+	if ((r = hello(sock, req->cfg, err)) < 0)
+		return r;
+	for (int i = 0; i < 3; i++) {
+		r = stream_for(i, i == 0, &rl[i], &fds[i]);
+		if (r < 0) {
+			lz_err_set(err, -r, "pipe: %s", strerror(-r));
+			goto out;
+		}
+		made[i] = r == 1;
+	}
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	struct lz_wire_bytes *args = calloc(argc, sizeof(*args));
+	if (args == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < argc; i++)
+		args[i] = (struct lz_wire_bytes){ (const uint8_t *)req->argv[i], strlen(req->argv[i]) };
+	struct lz_wire_msg run = { .type = LZ_WIRE_RUN_COMMAND,
+				   .run = { .argv = args, .argc = argc, .terminal = false } };
+	r = lz_wire_send(sock, &run, fds, 3);
+	free(args);
+	if (r < 0) {
+		lz_err_set(err, -r, "send the command: %s", strerror(-r));
+		goto out;
+	}
+	/* The HC holds the pipe ends it was sent; ours go away so EOF works. */
+	for (int i = 0; i < 3; i++)
+		if (made[i])
+			close(fds[i]);
+
+	buf = malloc(LZ_WIRE_MAX);
+	if (buf == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	bool exited = false, welcomed = false;
+	int status = 0;
+	for (;;) {
+		struct pollfd pf[4];
+		size_t n = 0;
+		if (!exited)
+			pf[n++] = (struct pollfd){ .fd = sock, .events = POLLIN };
+		for (int i = 0; i < 3; i++)
+			if (rl[i].active)
+				pf[n++] = (struct pollfd){ .fd = rl[i].from, .events = POLLIN };
+		if (n == 0)
+			break;
+		if (exited && !rl[1].active && !rl[2].active)
+			break;
+		if (poll(pf, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
+			goto out;
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (!pf[k].revents)
+				continue;
+			if (pf[k].fd == sock) {
+				struct lz_wire_msg m;
+				size_t nf = 0;
+				int rf[LZ_WIRE_MAX_FDS];
+				r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+				for (size_t i = 0; i < nf; i++)
+					close(rf[i]);
+				if (r < 0) {
+					r = lz_err_set(err, EPIPE,
+						       "lost the Host Coordinator before the command "
+						       "finished; see %s/%s",
+						       lz_config_runtime_domain(req->cfg)->canonical,
+						       LZ_HC_LOG);
+					goto out;
+				}
+				if (m.type == LZ_WIRE_REFUSED) {
+					r = lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO,
+						       "%.*s", (int)m.refused.message_len,
+						       m.refused.message);
+					lz_wire_msg_release(&m);
+					goto out;
+				}
+				if (m.type == LZ_WIRE_WELCOME)
+					welcomed = true;
+				if (m.type == LZ_WIRE_SESSION_EXIT) {
+					exited = true;
+					status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value
+									      : 128 + m.exit.value;
+				}
+				lz_wire_msg_release(&m);
+			} else {
+				for (int i = 0; i < 3; i++)
+					if (rl[i].active && pf[k].fd == rl[i].from && !pump(&rl[i])) {
+						rl[i].active = false;
+						if (i == 0)
+							close(rl[i].to); /* stdin EOF reaches the guest */
+						else
+							close(rl[i].from);
+					}
+			}
+		}
+		/* stdin relay ends with the session, not before output. */
+		if (exited && rl[0].active) {
+			rl[0].active = false;
+			close(rl[0].to);
+		}
+	}
+	(void)welcomed;
+	*ret_status = status;
+	r = 0;
+out:
+	for (int i = 0; i < 3; i++)
+		if (rl[i].active) {
+			if (i == 0)
+				close(rl[i].to);
+			else
+				close(rl[i].from);
+		}
+	free(buf);
+	return r;
+}

@@ -1,0 +1,1127 @@
+/* The Host Coordinator's mechanisms; see coordinator.h. */
+#include "coordinator.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "catalog.h"
+#include "domainstore.h"
+#include "gitsentry.h"
+#include "hostprobe.h"
+#include "init/sandbox_init_blob.h"
+#include "ocispec.h"
+#include "prepare.h"
+#include "supervisor.h"
+#include "tree.h"
+#include "userns.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+#include "wire.h"
+
+#define GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define INIT_IN_SANDBOX "/run/lazaret/init"
+#define IDLE_GRACE_MS 30000
+#define STOP_TIMEOUT_MS 30000
+
+struct session {
+	int client; /* -1: free slot */
+	bool greeted;
+	bool running;
+	bool client_lost;
+	struct lz_broker_child exec;
+	char id[LZ_DSTORE_ID_HEX_LEN + 1];
+};
+
+struct lz_hc {
+	const lz_config *cfg;
+	const struct lz_config_profile *profile;
+	const struct lz_path *runtime_domain;
+	int lock_fd;
+	lz_dstore *store;
+	uint64_t gen;
+	char gen_name[32];
+	struct lz_path gen_dir;
+	char artifact[LZ_ARTIFACT_ID_HEX + 1];
+	int rootfs_fd;
+	bool lease_held;
+	struct lz_broker_child rs;
+	int control_fd;
+	struct lz_rs_msg mounts;
+	struct lz_pidref rs_id;
+	struct lz_pidref runsc_id;
+	char runsc_path[LZ_HOSTPROBE_PATH_MAX];
+	char container_id[80];
+	int listen_fd;
+	bool ever_served;
+	struct session sessions[LZ_HC_MAX_SESSIONS];
+	uint8_t domain_id[32];
+	uint8_t fingerprint[32];
+};
+
+static int unhex(const char *hex, uint8_t *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EINVAL;
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+uint64_t lz_hc_generation(const lz_hc *hc)
+{
+	return hc->gen;
+}
+
+static const char *domain_hex(const lz_hc *hc)
+{
+	struct lz_config_summary s;
+	lz_config_summarize(hc->cfg, &s);
+	return s.domain_id;
+}
+
+static const char *fingerprint_hex(const lz_hc *hc)
+{
+	struct lz_config_summary s;
+	lz_config_summarize(hc->cfg, &s);
+	return s.fingerprint;
+}
+
+/* Writes bytes to a new file name beneath dirfd (created with mode). */
+static int write_file(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
+		      struct lz_err *err)
+{
+	_cleanup_close_ int fd = lz_openat2_create(dirfd, name, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+						   mode, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	const char *p = data;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return lz_err_set(err, errno, "write %s: %s", name, strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+	if (fchmod(fd, mode) < 0)
+		return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
+	return 0;
+}
+
+static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
+{
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
+	*ret = fd;
+	return 0;
+}
+
+/* Generations of an earlier, dead coordinator leave runtime directories;
+ * the flock proves no live HC owns them. Their RS is gone with its PID
+ * namespace, so their mount points are plain directories. */
+static void remove_stale_generations(const lz_hc *hc)
+{
+	int fd = lz_openat2(hc->runtime_domain->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+			    LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return;
+	}
+	char names[64][32];
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL && n < 64)
+		if (strncmp(de->d_name, "gen-", 4) == 0 && strlen(de->d_name) < 32)
+			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+	closedir(d);
+	struct lz_idmap map;
+	bool have_map = lz_idmap_for_invoking_user(&map, NULL) >= 0;
+	for (size_t i = 0; i < n; i++)
+		if (lz_tree_remove(hc->runtime_domain->fd, names[i], NULL) < 0 && have_map)
+			(void)lz_tree_remove_in_userns(&map, hc->runtime_domain->fd, names[i], NULL);
+	(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
+}
+
+/* A generation left starting, published or stopping belongs to a lost
+ * coordinator (we hold the Domain flock now): it is recorded failed, with
+ * its evidence kept for recovery (full recovery is a later issue). */
+static void end_lost_generation(lz_hc *hc)
+{
+	struct lz_dstore_generation *v = NULL;
+	size_t n = 0;
+	struct lz_err e = { 0, "" };
+	if (lz_dstore_generation_list(hc->store, 1, &v, &n, &e) < 0)
+		return;
+	if (n > 0 && v[0].state != LZ_DSTORE_GEN_STOPPED && v[0].state != LZ_DSTORE_GEN_FAILED) {
+		fprintf(stderr, "generation %llu was left by a lost coordinator; recording it failed\n",
+			(unsigned long long)v[0].generation);
+		(void)lz_dstore_generation_set_state(hc->store, v[0].generation, LZ_DSTORE_GEN_FAILED, &e);
+	}
+	free(v);
+}
+
+/* The HC is a direct existing-process edge (spec 3.3): it records its own
+ * current pidfs identity as committed. */
+static int record_self(lz_hc *hc, struct lz_err *err)
+{
+	struct lz_pidref me;
+	_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (fd < 0)
+		return lz_err_set(err, errno, "pidfd of the Host Coordinator: %s", strerror(errno));
+	int r = lz_pidref_from_pidfd(fd, getpid(), &me, err);
+	if (r >= 0)
+		r = lz_dstore_participant_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR, err);
+	if (r >= 0)
+		r = lz_dstore_participant_enter_process(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR,
+							&me, err);
+	if (r >= 0)
+		r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR, err);
+	return r;
+}
+
+int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
+{
+	lz_hc *hc = calloc(1, sizeof(*hc));
+	int r;
+	if (hc == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	hc->cfg = cfg;
+	hc->profile = lz_config_selected(cfg);
+	hc->runtime_domain = lz_config_runtime_domain(cfg);
+	hc->lock_fd = hc->rootfs_fd = hc->control_fd = hc->listen_fd = -EBADF;
+	hc->gen_dir = (struct lz_path)LZ_PATH_INIT;
+	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+		hc->sessions[i].client = -1;
+		hc->sessions[i].exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	}
+	if (hc->profile == NULL || hc->runtime_domain == NULL) {
+		free(hc);
+		return lz_err_set(err, EINVAL, "the Host Coordinator needs a resolved profile");
+	}
+	if ((r = unhex(domain_hex(hc), hc->domain_id, 32)) < 0 ||
+	    (r = unhex(fingerprint_hex(hc), hc->fingerprint, 32)) < 0) {
+		free(hc);
+		return lz_err_set(err, EINVAL, "malformed Domain identity");
+	}
+
+	/* Spec 3.3: the Domain flock decides the one coordinator. */
+	hc->lock_fd = lz_openat2_create(hc->runtime_domain->fd, LZ_HC_LOCK,
+					O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
+	if (hc->lock_fd < 0) {
+		r = lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+		goto fail;
+	}
+	if (flock(hc->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK
+			    ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
+			    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+		goto fail;
+	}
+	remove_stale_generations(hc);
+	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
+		goto fail;
+	end_lost_generation(hc);
+	if ((r = lz_dstore_generation_begin(hc->store, domain_hex(hc), fingerprint_hex(hc), &hc->gen,
+					    err)) < 0)
+		goto fail;
+	if ((r = record_self(hc, err)) < 0)
+		goto fail;
+	snprintf(hc->gen_name, sizeof(hc->gen_name), "gen-%llu", (unsigned long long)hc->gen);
+	if ((r = lz_path_owned_child(hc->runtime_domain, hc->gen_name, true, &hc->gen_dir, err)) < 0)
+		goto fail;
+	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0) {
+		lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
+		goto fail;
+	}
+	snprintf(hc->container_id, sizeof(hc->container_id), "lazaret-%.16s-%llu", domain_hex(hc),
+		 (unsigned long long)hc->gen);
+	*ret = hc;
+	return 0;
+fail:
+	lz_hc_close(hc, false);
+	return r;
+}
+
+/* ---- prepared lower (spec 3.6 lease acquisition, steps 1-3) ----------------- */
+
+int lz_hc_acquire_lower(lz_hc *hc, struct lz_err *err)
+{
+	const struct lz_path *storage = lz_config_storage_root(hc->cfg);
+	int r;
+	if ((r = lz_prepare_lookup(storage, hc->profile->image, hc->artifact, &hc->rootfs_fd, err)) < 0)
+		return r;
+	/* 1. intent with the intended artifact, 2. catalog lease, 3. held. */
+	if ((r = lz_dstore_participant_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err)) < 0 ||
+	    (r = lz_dstore_participant_set_artifact(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
+						    hc->artifact, err)) < 0)
+		return r;
+	if ((r = lz_catalog_lease_acquire(storage->fd, hc->artifact, domain_hex(hc), hc->gen, err)) < 0)
+		return r;
+	hc->lease_held = true;
+	if ((r = lz_dstore_participant_set_lease_held(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
+						      err)) < 0 ||
+	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err)) < 0)
+		return r;
+	return 0;
+}
+
+/* ---- the Runtime Supervisor ------------------------------------------------ */
+
+/* "/usr/local" -> "usr%2Flocal": one directory name per persistent path. */
+static void encode_path(const char *path, char *out, size_t size)
+{
+	size_t n = 0;
+	for (const char *p = path + 1; *p && n + 4 < size; p++) {
+		if (*p == '/' || *p == '%')
+			n += (size_t)snprintf(out + n, size - n, "%%%02X", (unsigned char)*p);
+		else
+			out[n++] = *p;
+	}
+	out[n] = '\0';
+}
+
+/* The upper directory's root gives the merged directory its owner and
+ * mode, so it mirrors the lower's mode (the owner is namespace root). */
+static int anchor_dirs(lz_hc *hc, const char *path, int lower_fd, struct lz_rs_anchor *a,
+		       struct lz_err *err)
+{
+	struct lz_path anchors = LZ_PATH_INIT, one = LZ_PATH_INIT;
+	char name[512];
+	struct stat st;
+	int r;
+	encode_path(path, name, sizeof(name));
+	r = lz_path_owned_child(lz_config_storage_domain(hc->cfg), "anchor", true, &anchors, err);
+	if (r >= 0)
+		r = lz_path_owned_child(&anchors, name, true, &one, err);
+	if (r >= 0 && fstat(lower_fd, &st) < 0)
+		r = lz_err_set(err, errno, "stat %s in the image: %s", path, strerror(errno));
+	snprintf(a->upper, sizeof(a->upper), "%s/upper", one.canonical ? one.canonical : "");
+	snprintf(a->work, sizeof(a->work), "%s/work", one.canonical ? one.canonical : "");
+	if (r >= 0)
+		r = subdir(one.fd, "upper", 0700, &a->upper_fd, err);
+	if (r >= 0 && fchmodat(one.fd, "upper", st.st_mode & 07777, 0) < 0)
+		r = lz_err_set(err, errno, "chmod the State Anchor of %s: %s", path, strerror(errno));
+	if (r >= 0)
+		r = subdir(one.fd, "work", 0700, &a->work_fd, err);
+	lz_path_release(&anchors);
+	lz_path_release(&one);
+	return r;
+}
+
+struct start_ctx {
+	lz_hc *hc;
+};
+
+static int rs_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	lz_hc *hc = ((struct start_ctx *)ctxp)->hc;
+	hc->rs_id = *id;
+	return lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id,
+						   err);
+}
+
+static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*labels)[4200],
+			struct lz_gitsentry_mount **ret_git, size_t *ret_n_git, struct lz_err *err)
+{
+	const struct lz_config_profile *p = hc->profile;
+	const struct lz_path *ws = lz_config_workspace(hc->cfg);
+	size_t k = 0;
+	int r;
+	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
+		snprintf(labels[k], sizeof(labels[k]), "%s/anchor/%zu", hc->gen_dir.canonical, i);
+		m[k] = (struct lz_oci_mount){ .destination = p->persistent_dirs[i], .type = "bind",
+					      .source = labels[k] };
+		k++;
+	}
+	for (size_t i = 0; i < p->n_volumes; i++)
+		m[k++] = (struct lz_oci_mount){ .destination = p->volumes[i].destination,
+						.type = "bind",
+						.source = lz_config_volume_source(hc->cfg, i)->canonical,
+						.read_only = p->volumes[i].read_only };
+	m[k++] = (struct lz_oci_mount){ .destination = "/workspace", .type = "bind",
+					.source = ws->canonical };
+	/* SR-4: Git Sentry, after /workspace so it lies on top. */
+	if ((r = lz_gitsentry_plan(ws->fd, ws->canonical, ret_git, ret_n_git, err)) < 0)
+		return lz_err_prefix(err, r, "Git Sentry: ");
+	for (size_t i = 0; i < *ret_n_git; i++) {
+		const struct lz_gitsentry_mount *g = &(*ret_git)[i];
+		bool file = g->kind == LZ_GITSENTRY_READONLY_FILE;
+		m[k++] = (struct lz_oci_mount){ .destination = g->sandbox_path,
+						.type = file ? "bind" : "tmpfs",
+						.source = file ? g->host_path : NULL,
+						.read_only = file };
+	}
+	snprintf(labels[k], sizeof(labels[k]), "%s/init", hc->gen_dir.canonical);
+	m[k] = (struct lz_oci_mount){ .destination = INIT_IN_SANDBOX, .type = "bind",
+				      .source = labels[k], .read_only = true };
+	k++;
+	*n = k;
+	return 0;
+}
+
+static int write_bundle(lz_hc *hc, int bundle_fd, struct lz_err *err)
+{
+	const struct lz_config_profile *p = hc->profile;
+	size_t cap = p->n_persistent_dirs + p->n_volumes + LZ_GITSENTRY_MOUNTS_MAX + 2;
+	struct lz_oci_mount *mounts = calloc(cap, sizeof(*mounts));
+	char(*labels)[4200] = calloc(cap, sizeof(*labels));
+	struct lz_gitsentry_mount *git = NULL;
+	size_t n = 0, n_git = 0;
+	char *json = NULL;
+	char root[4200];
+	int r;
+	if (mounts == NULL || labels == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = build_mounts(hc, mounts, &n, labels, &git, &n_git, err)) < 0)
+		goto out;
+	snprintf(root, sizeof(root), "%s/root", hc->gen_dir.canonical);
+	char *const argv[] = { INIT_IN_SANDBOX, NULL };
+	char *const env[] = { GUEST_PATH, NULL };
+	struct lz_oci_process init = { .argv = argv, .env = env, .cwd = "/" };
+	/* The network namespace is the RS's, by path (fact 3): PID 1 there. */
+	struct lz_ocispec spec = { .root_path = root, .hostname = "lazaret",
+				   .netns_path = "/proc/1/ns/net", .process = &init,
+				   .mounts = mounts, .n_mounts = n };
+	if ((r = lz_ocispec_config_json(&spec, &json, err)) < 0)
+		goto out;
+	r = write_file(bundle_fd, "config.json", json, strlen(json), 0600, err);
+out:
+	free(json);
+	free(git);
+	free(labels);
+	free(mounts);
+	return r;
+}
+
+static int recv_rs(lz_hc *hc, struct lz_rs_msg *m, struct lz_err *err)
+{
+	int r = lz_rs_recv(hc->control_fd, m, LZ_RS_START_TIMEOUT_MS + 5000);
+	if (r < 0)
+		return lz_err_set(err, -r, "the Runtime Supervisor %s", r == -EPIPE ? "ended early" : strerror(-r));
+	if (m->generation != hc->gen || strcmp(m->domain_id, domain_hex(hc)) != 0)
+		return lz_err_set(err, EPROTO, "the Runtime Supervisor reported another generation");
+	if (m->type == LZ_RS_FAILED)
+		return lz_err_set(err, EIO, "the Runtime Supervisor failed: %s", m->text);
+	return 0;
+}
+
+int lz_hc_start(lz_hc *hc, struct lz_err *err)
+{
+	const struct lz_config_profile *p = hc->profile;
+	struct lz_rs_plan *plan = calloc(1, sizeof(*plan));
+	struct lz_idmap map;
+	int sv[2] = { -EBADF, -EBADF };
+	int bundle_fd = -EBADF, empty_fd = -EBADF, anchor_root = -EBADF, runsc_root = -EBADF;
+	int sessions_fd = -EBADF;
+	int r;
+	if (plan == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	plan->log_fd = plan->root_target_fd = plan->prepared_fd = plan->control_fd = -EBADF;
+	plan->root_upper_fd = plan->root_work_fd = plan->hc_fd = -EBADF;
+	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS) {
+		r = lz_err_set(err, E2BIG, "more than %d persistent directories", LZ_RS_MAX_ANCHORS);
+		goto out;
+	}
+	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
+		plan->anchors[i] = (struct lz_rs_anchor){ .lower_fd = -EBADF, .upper_fd = -EBADF,
+							  .work_fd = -EBADF, .target_fd = -EBADF };
+	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0)
+		goto out;
+
+	/* The generation's runtime tree: root/, anchor/<i>, runsc/, bundle/,
+	 * sessions/, empty/, the init binary and the runsc log. */
+	int g = hc->gen_dir.fd;
+	if ((r = subdir(g, "root", 0700, &plan->root_target_fd, err)) < 0 ||
+	    (r = subdir(g, "root-upper", 0755, &plan->root_upper_fd, err)) < 0 ||
+	    (r = subdir(g, "root-work", 0700, &plan->root_work_fd, err)) < 0 ||
+	    (r = subdir(g, "anchor", 0700, &anchor_root, err)) < 0 ||
+	    (r = subdir(g, "runsc", 0700, &runsc_root, err)) < 0 ||
+	    (r = subdir(g, "bundle", 0700, &bundle_fd, err)) < 0 ||
+	    (r = subdir(g, "sessions", 0700, &sessions_fd, err)) < 0 ||
+	    (r = subdir(g, "empty", 0755, &empty_fd, err)) < 0 ||
+	    (r = write_file(g, "init", lz_sandbox_init, lz_sandbox_init_len, 0555, err)) < 0)
+		goto out;
+	plan->log_fd = lz_openat2_create(g, "runsc.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+					 0600, LZ_RESOLVE_OWNED);
+	if (plan->log_fd < 0) {
+		r = lz_err_set(err, errno, "create runsc.log: %s", strerror(errno));
+		goto out;
+	}
+	snprintf(plan->root_target, sizeof(plan->root_target), "%s/root", hc->gen_dir.canonical);
+	snprintf(plan->root_upper, sizeof(plan->root_upper), "%s/root-upper", hc->gen_dir.canonical);
+	snprintf(plan->root_work, sizeof(plan->root_work), "%s/root-work", hc->gen_dir.canonical);
+	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
+		struct lz_rs_anchor *a = &plan->anchors[i];
+		char name[32];
+		const char *dir = p->persistent_dirs[i];
+		snprintf(name, sizeof(name), "%zu", i);
+		snprintf(a->target, sizeof(a->target), "%s/anchor/%zu", hc->gen_dir.canonical, i);
+		if ((r = subdir(anchor_root, name, 0755, &a->target_fd, err)) < 0)
+			goto out;
+		a->lower_fd = lz_openat2(hc->rootfs_fd, dir + 1, O_PATH | O_DIRECTORY | O_CLOEXEC,
+					 LZ_RESOLVE_OWNED);
+		snprintf(a->lower, sizeof(a->lower), "%s/prepared/%s/rootfs%s",
+			 lz_config_storage_root(hc->cfg)->canonical, hc->artifact, dir);
+		if (a->lower_fd < 0 && errno == ENOENT) {
+			a->lower_fd = fcntl(empty_fd, F_DUPFD_CLOEXEC, 3);
+			snprintf(a->lower, sizeof(a->lower), "%s/empty", hc->gen_dir.canonical);
+		}
+		if (a->lower_fd < 0) {
+			r = lz_err_set(err, errno, "persistent directory %s in the image: %s%s", dir,
+				       strerror(errno),
+				       errno == ELOOP || errno == ENOTDIR ? " (it must be a directory, "
+									    "not a symlink)" : "");
+			goto out;
+		}
+		if ((r = anchor_dirs(hc, dir, a->lower_fd, a, err)) < 0)
+			goto out;
+	}
+	plan->n_anchors = p->n_persistent_dirs;
+	if ((r = write_bundle(hc, bundle_fd, err)) < 0)
+		goto out;
+
+	plan->generation = hc->gen;
+	snprintf(plan->domain_id, sizeof(plan->domain_id), "%s", domain_hex(hc));
+	plan->prepared_fd = hc->rootfs_fd;
+	snprintf(plan->prepared, sizeof(plan->prepared), "%s/prepared/%s/rootfs",
+		 lz_config_storage_root(hc->cfg)->canonical, hc->artifact);
+	snprintf(plan->runsc_path, sizeof(plan->runsc_path), "%s", hc->runsc_path);
+	snprintf(plan->runsc_root, sizeof(plan->runsc_root), "%s/runsc", hc->gen_dir.canonical);
+	snprintf(plan->bundle, sizeof(plan->bundle), "%s/bundle", hc->gen_dir.canonical);
+	snprintf(plan->container_id, sizeof(plan->container_id), "%s", hc->container_id);
+	plan->dcache = lz_config_dcache(hc->cfg);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = lz_err_set(err, errno, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	plan->control_fd = sv[1];
+	plan->hc_fd = sv[0];
+
+	/* Spec 3.6 step 4: State Anchor intent before its mounts exist. */
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_STATE_ANCHOR,
+						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
+						     LZ_DSTORE_ROLE_ATTACHED_RUNSC, LZ_DSTORE_ROLE_SANDBOX };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++)
+		if ((r = lz_dstore_participant_intent(hc->store, hc->gen, roles[i], err)) < 0)
+			goto out;
+
+	struct start_ctx ctx = { hc };
+	struct lz_broker_spec spec = {
+		.label = "Runtime Supervisor",
+		.clone_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET,
+		.map = &map,
+		.join_pidfd = -1,
+		.fn = lz_rs_main,
+		.arg = plan,
+		.staged = rs_staged,
+		.ctx = &ctx,
+	};
+	if ((r = lz_broker_spawn(&spec, &hc->rs, err)) < 0)
+		goto out;
+	hc->control_fd = TAKE_FD(sv[0]);
+	lz_close_fdp(&sv[1]);
+	plan->hc_fd = -EBADF;
+
+	struct lz_rs_msg m;
+	if ((r = recv_rs(hc, &m, err)) < 0)
+		goto out;
+	if (m.type != LZ_RS_MOUNTS || m.n_mounts != 1 + p->n_persistent_dirs) {
+		r = lz_err_set(err, EPROTO, "the Runtime Supervisor reported unexpected mounts");
+		goto out;
+	}
+	hc->mounts = m;
+	for (size_t i = 0; i < m.n_mounts; i++) {
+		const char *label = i == 0 ? "/" : p->persistent_dirs[i - 1];
+		struct lz_dstore_mount dm = { .mnt_id = m.mounts[i].mnt_id, .dev = m.mounts[i].dev,
+					      .ino = m.mounts[i].ino };
+		snprintf(dm.path, sizeof(dm.path), "%s", label);
+		if ((r = lz_dstore_participant_add_mount(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR,
+							 &dm, err)) < 0)
+			goto out;
+	}
+	if ((r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR, err)) < 0)
+		goto out;
+
+	/* The attached runsc: stage, echo, then readiness commits it. */
+	if ((r = recv_rs(hc, &m, err)) < 0)
+		goto out;
+	if (m.type != LZ_RS_STAGED) {
+		r = lz_err_set(err, EPROTO, "expected the staged runsc identity");
+		goto out;
+	}
+	hc->runsc_id = m.id;
+	if ((r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+						     &m.id, err)) < 0)
+		goto out;
+	struct lz_rs_msg ack = m;
+	ack.type = LZ_HC_ACK;
+	if ((r = lz_rs_send(hc->control_fd, &ack)) < 0) {
+		lz_err_set(err, -r, "acknowledge runsc: %s", strerror(-r));
+		goto out;
+	}
+	if ((r = recv_rs(hc, &m, err)) < 0)
+		goto out;
+	if (m.type != LZ_RS_READY || memcmp(&m.id, &hc->runsc_id, sizeof(m.id)) != 0) {
+		r = lz_err_set(err, EPROTO, "the readiness report does not name the staged runsc");
+		goto out;
+	}
+	/* Step 9: committed only after readiness. */
+	if ((r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
+						      &hc->rs_id, err)) < 0 ||
+	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
+						err)) < 0 ||
+	    (r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+						      &hc->runsc_id, err)) < 0 ||
+	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC, err)) < 0 ||
+	    (r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_SANDBOX,
+						     &hc->runsc_id, err)) < 0 ||
+	    (r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_SANDBOX,
+						      &hc->runsc_id, err)) < 0 ||
+	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_SANDBOX, err)) < 0)
+		goto out;
+	r = 0;
+out:
+	lz_close_fdp(&sv[0]);
+	lz_close_fdp(&sv[1]);
+	lz_close_fdp(&bundle_fd);
+	lz_close_fdp(&empty_fd);
+	lz_close_fdp(&anchor_root);
+	lz_close_fdp(&runsc_root);
+	lz_close_fdp(&sessions_fd);
+	lz_close_fdp(&plan->log_fd);
+	lz_close_fdp(&plan->root_target_fd);
+	lz_close_fdp(&plan->root_upper_fd);
+	lz_close_fdp(&plan->root_work_fd);
+	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++) {
+		lz_close_fdp(&plan->anchors[i].lower_fd);
+		lz_close_fdp(&plan->anchors[i].upper_fd);
+		lz_close_fdp(&plan->anchors[i].work_fd);
+		lz_close_fdp(&plan->anchors[i].target_fd);
+	}
+	free(plan);
+	return r;
+}
+
+/* ---- publication and sessions --------------------------------------------- */
+
+int lz_hc_publish(lz_hc *hc, struct lz_err *err)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	/* Bind beneath the retained, 0700 runtime Domain directory (SR-10). */
+	if ((size_t)snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s",
+			     hc->runtime_domain->fd, LZ_HC_SOCKET) >= sizeof(addr.sun_path))
+		return lz_err_set(err, ENAMETOOLONG, "socket path too long");
+	hc->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (hc->listen_fd < 0)
+		return lz_err_set(err, errno, "socket: %s", strerror(errno));
+	(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
+	mode_t old = umask(0077);
+	int r = bind(hc->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
+	umask(old);
+	if (r < 0 || listen(hc->listen_fd, 16) < 0)
+		return lz_err_set(err, errno, "listen on %s/%s: %s", hc->runtime_domain->canonical,
+				  LZ_HC_SOCKET, strerror(errno));
+	return lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_PUBLISHED, err);
+}
+
+static void refuse_client(int fd, int code, const char *msg)
+{
+	struct lz_wire_msg m = { .type = LZ_WIRE_REFUSED,
+				 .refused = { .code = (uint32_t)code, .message = msg,
+					      .message_len = strlen(msg) } };
+	(void)lz_wire_send(fd, &m, NULL, 0);
+}
+
+static void session_end(lz_hc *hc, struct session *s)
+{
+	struct lz_err ignored;
+	if (s->exec.pidfd >= 0)
+		lz_broker_kill(&s->exec);
+	if (s->client >= 0)
+		close(s->client);
+	if (s->id[0]) {
+		(void)lz_dstore_session_release(hc->store, hc->gen, s->id, &ignored);
+		(void)lz_dstore_session_clean(hc->store, hc->gen, s->id, &ignored);
+	}
+	*s = (struct session){ .client = -1, .exec = LZ_BROKER_CHILD_INIT };
+}
+
+static bool bytes_ok(const struct lz_wire_bytes *b)
+{
+	return b->len > 0 && memchr(b->ptr, '\0', b->len) == NULL;
+}
+
+/* argv and env as NUL-terminated vectors (freed with one free each). */
+static char **to_strv(const struct lz_wire_bytes *v, size_t n)
+{
+	size_t total = (n + 1) * sizeof(char *);
+	for (size_t i = 0; i < n; i++)
+		total += v[i].len + 1;
+	char **out = malloc(total);
+	if (out == NULL)
+		return NULL;
+	char *p = (char *)(out + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = p;
+		memcpy(p, v[i].ptr, v[i].len);
+		p[v[i].len] = '\0';
+		p += v[i].len + 1;
+	}
+	out[n] = NULL;
+	return out;
+}
+
+static char **guest_env(const lz_hc *hc)
+{
+	const struct lz_config_profile *p = hc->profile;
+	size_t n = 3 + p->n_env;
+	char **env = calloc(n + 1, sizeof(char *));
+	if (env == NULL)
+		return NULL;
+	size_t k = 0;
+	env[k++] = strdup(GUEST_PATH);
+	env[k++] = strdup("HOME=/root");
+	env[k++] = strdup("LANG=C.UTF-8");
+	/* Profile environment references (spec 3.2), resolved by the loader. */
+	for (size_t i = 0; i < p->n_env; i++) {
+		char *s = NULL;
+		if (asprintf(&s, "%s=%s", p->env[i].name, lz_config_env_value(hc->cfg, i)) < 0)
+			s = NULL;
+		env[k++] = s;
+	}
+	for (size_t i = 0; i < k; i++)
+		if (env[i] == NULL) {
+			for (size_t j = 0; j < k; j++)
+				free(env[j]);
+			free(env);
+			return NULL;
+		}
+	return env;
+}
+
+static void free_env(char **env)
+{
+	for (char **e = env; e && *e; e++) {
+		explicit_bzero(*e, strlen(*e));
+		free(*e);
+	}
+	free(env);
+}
+
+struct session_ctx {
+	lz_hc *hc;
+	struct session *s;
+};
+
+static int exec_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	struct session_ctx *c = ctxp;
+	return lz_dstore_session_stage_exec(c->hc->store, c->hc->gen, c->s->id, id, err);
+}
+
+/* A non-interactive session (issue 4): the client's own stdin, stdout and
+ * stderr become the exec client's, so bytes and EOF pass unmodified. */
+static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_command *run,
+			 const int fds[3], struct lz_err *err)
+{
+	char **argv = NULL, **env = NULL;
+	char *json = NULL, file[64], process[4300], root[4200];
+	int sessions_fd = -EBADF;
+	int r;
+
+	for (size_t i = 0; i < run->argc; i++)
+		if (!bytes_ok(&run->argv[i]) && !(run->argv[i].len == 0 && i > 0))
+			return lz_err_set(err, EINVAL, "argument %zu is empty or contains NUL", i);
+	if ((r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0)
+		return r;
+	argv = to_strv(run->argv, run->argc);
+	env = guest_env(hc);
+	if (argv == NULL || env == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	struct lz_oci_process proc = { .argv = argv, .env = env, .cwd = "/workspace" };
+	if ((r = lz_ocispec_process_json(&proc, &json, err)) < 0)
+		goto out;
+	sessions_fd = lz_openat2(hc->gen_dir.fd, "sessions", O_PATH | O_DIRECTORY | O_CLOEXEC,
+				 LZ_RESOLVE_OWNED);
+	if (sessions_fd < 0) {
+		r = lz_err_set(err, errno, "sessions directory: %s", strerror(errno));
+		goto out;
+	}
+	snprintf(file, sizeof(file), "%s.json", s->id);
+	r = write_file(sessions_fd, file, json, strlen(json), 0600, err);
+	explicit_bzero(json, strlen(json)); /* it holds environment values */
+	if (r < 0)
+		goto out;
+	snprintf(process, sizeof(process), "--process=%s/sessions/%s", hc->gen_dir.canonical, file);
+	snprintf(root, sizeof(root), "--root=%s/runsc", hc->gen_dir.canonical);
+	char *exec_argv[] = { "runsc", root, "exec", process, hc->container_id, NULL };
+	struct lz_spawn exec = { .label = "runsc exec", .exe_fd = -1, .path = hc->runsc_path,
+				 .argv = exec_argv, .stdin_fd = fds[0], .stdout_fd = fds[1],
+				 .stderr_fd = fds[2] };
+	struct session_ctx ctx = { hc, s };
+	/* Fact 6: runsc exec reaches the sandbox only from the RS's
+	 * namespaces; it joins them through the RS's pidfd. */
+	struct lz_broker_spec spec = {
+		.label = "runsc exec",
+		.join_pidfd = hc->rs.pidfd,
+		.join_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID,
+		.exec = &exec,
+		.staged = exec_staged,
+		.ctx = &ctx,
+	};
+	if ((r = lz_broker_spawn(&spec, &s->exec, err)) < 0)
+		goto out;
+	if ((r = lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &s->exec.id, NULL, err)) < 0)
+		goto out;
+	s->running = true;
+	hc->ever_served = true;
+	struct lz_wire_msg welcome = { .type = LZ_WIRE_WELCOME,
+				       .welcome = { .protocol = LZ_WIRE_PROTOCOL, .generation = hc->gen } };
+	(void)unhex(s->id, welcome.welcome.session_id, 16);
+	(void)lz_wire_send(s->client, &welcome, NULL, 0);
+out:
+	lz_close_fdp(&sessions_fd);
+	free(json);
+	free(argv);
+	free_env(env);
+	return r;
+}
+
+static void client_message(lz_hc *hc, struct session *s, uint8_t *buf)
+{
+	struct lz_wire_msg m;
+	int fds[LZ_WIRE_MAX_FDS];
+	size_t n_fds = 0;
+	struct lz_err err = { 0, "" };
+	int r = lz_wire_recv(s->client, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &n_fds);
+	if (r < 0) {
+		if (!s->running) {
+			session_end(hc, s);
+			return;
+		}
+		/* Client lost while its command runs: stop the command. */
+		s->client_lost = true;
+		close(s->client);
+		s->client = -1;
+		(void)lz_broker_signal(&s->exec, SIGTERM);
+		return;
+	}
+	if (!s->greeted) {
+		if (m.type != LZ_WIRE_HELLO || m.hello.protocol != LZ_WIRE_PROTOCOL ||
+		    memcmp(m.hello.domain_id, hc->domain_id, 32) != 0)
+			refuse_client(s->client, EPROTO, "not a client of this Domain");
+		else if (memcmp(m.hello.fingerprint, hc->fingerprint, 32) != 0)
+			refuse_client(s->client, ESTALE,
+				      "this Domain is running with a different configuration "
+				      "(Configuration Fingerprint differs); end its sessions, then "
+				      "launch again");
+		else
+			s->greeted = true;
+		if (!s->greeted)
+			session_end(hc, s);
+	} else if (!s->running && m.type == LZ_WIRE_RUN_COMMAND) {
+		if (m.run.terminal) {
+			refuse_client(s->client, ENOTSUP, "interactive terminal sessions are not built yet");
+			session_end(hc, s);
+		} else if (n_fds != LZ_WIRE_STDIO_FDS) {
+			refuse_client(s->client, EPROTO, "a command needs its three standard streams");
+			session_end(hc, s);
+		} else if ((r = session_start(hc, s, &m.run, fds, &err)) < 0) {
+			refuse_client(s->client, -r, err.msg);
+			session_end(hc, s);
+		}
+	} else if (s->running && m.type == LZ_WIRE_SIGNAL) {
+		static const int sigs[] = { [LZ_WIRE_SIG_INTERRUPT] = SIGINT, [LZ_WIRE_SIG_QUIT] = SIGQUIT,
+					    [LZ_WIRE_SIG_SUSPEND] = SIGTSTP, [LZ_WIRE_SIG_HANGUP] = SIGHUP,
+					    [LZ_WIRE_SIG_TERMINATE] = SIGTERM };
+		(void)lz_broker_signal(&s->exec, sigs[m.sig]);
+	} else if (!(s->running && (m.type == LZ_WIRE_CLOSE_INPUT || m.type == LZ_WIRE_DETACH))) {
+		refuse_client(s->client, EPROTO, "unexpected message");
+		session_end(hc, s);
+	}
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	lz_wire_msg_release(&m);
+}
+
+static void exec_ended(lz_hc *hc, struct session *s)
+{
+	int status = 255;
+	struct lz_err ignored;
+	(void)lz_broker_wait(&s->exec, 0, &status, &ignored);
+	if (s->client >= 0) {
+		struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
+					 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)status } };
+		(void)lz_wire_send(s->client, &m, NULL, 0);
+	}
+	session_end(hc, s);
+}
+
+static void accept_client(lz_hc *hc)
+{
+	int fd = accept4(hc->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+		close(fd);
+		return;
+	}
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		if (hc->sessions[i].client < 0 && hc->sessions[i].exec.pidfd < 0) {
+			hc->sessions[i].client = fd;
+			return;
+		}
+	refuse_client(fd, EBUSY, "too many sessions in this Domain");
+	close(fd);
+}
+
+static bool sessions_active(const lz_hc *hc)
+{
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		if (hc->sessions[i].client >= 0 || hc->sessions[i].exec.pidfd >= 0)
+			return true;
+	return false;
+}
+
+int lz_hc_serve(lz_hc *hc, struct lz_err *err)
+{
+	enum { FIXED = 3 };
+	struct pollfd pf[FIXED + 2 * LZ_HC_MAX_SESSIONS];
+	struct session *owner[FIXED + 2 * LZ_HC_MAX_SESSIONS];
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
+	int64_t started = lz_now_ms();
+	int r = 0;
+	if (buf == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	for (;;) {
+		if (!sessions_active(hc) &&
+		    (hc->ever_served || lz_remaining_ms(started + IDLE_GRACE_MS) == 0))
+			break;
+		size_t n = 0;
+		pf[n++] = (struct pollfd){ .fd = hc->listen_fd, .events = POLLIN };
+		pf[n++] = (struct pollfd){ .fd = hc->control_fd, .events = POLLIN };
+		pf[n++] = (struct pollfd){ .fd = hc->rs.pidfd, .events = POLLIN };
+		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+			struct session *s = &hc->sessions[i];
+			if (s->client >= 0) {
+				owner[n] = s;
+				pf[n++] = (struct pollfd){ .fd = s->client, .events = POLLIN };
+			}
+			if (s->exec.pidfd >= 0) {
+				owner[n] = s;
+				pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
+			}
+		}
+		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + IDLE_GRACE_MS);
+		if (poll(pf, n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
+			break;
+		}
+		if (pf[1].revents || pf[2].revents) {
+			r = lz_err_set(err, EPIPE, "the Runtime Supervisor ended; the sandbox is gone");
+			break;
+		}
+		for (size_t i = FIXED; i < n; i++) {
+			if (!pf[i].revents)
+				continue;
+			struct session *s = owner[i];
+			if (pf[i].fd == s->exec.pidfd)
+				exec_ended(hc, s);
+			else if (pf[i].fd == s->client)
+				client_message(hc, s, buf);
+		}
+		if (pf[0].revents & POLLIN)
+			accept_client(hc);
+	}
+	/* No new sessions from here on: the socket goes before teardown. */
+	lz_close_fdp(&hc->listen_fd);
+	(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		if (hc->sessions[i].client >= 0 || hc->sessions[i].exec.pidfd >= 0) {
+			if (hc->sessions[i].client >= 0)
+				refuse_client(hc->sessions[i].client, EPIPE, err->msg);
+			session_end(hc, &hc->sessions[i]);
+		}
+	free(buf);
+	return r;
+}
+
+/* ---- teardown (spec 3.6 unmount and lease-release refinement) ------------ */
+
+int lz_hc_stop(lz_hc *hc, struct lz_err *err)
+{
+	int r;
+	if (hc->rs.pidfd < 0)
+		return 0;
+	(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_STOPPING, err);
+	/* 1. release intent, keeping the exact mount and artifact identity. */
+	if ((r = lz_dstore_participant_release_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR,
+						      err)) < 0)
+		return r;
+	/* 2. the RS verifies and unmounts exactly, and proves absence. */
+	struct lz_rs_msg m = { .type = LZ_HC_STOP, .generation = hc->gen };
+	snprintf(m.domain_id, sizeof(m.domain_id), "%s", domain_hex(hc));
+	(void)lz_rs_send(hc->control_fd, &m);
+	bool proved = false;
+	char why[LZ_RS_TEXT_MAX] = "";
+	for (;;) {
+		r = lz_rs_recv(hc->control_fd, &m, STOP_TIMEOUT_MS);
+		if (r < 0)
+			break;
+		if (m.type == LZ_RS_STOPPED) {
+			proved = true;
+			break;
+		}
+		if (m.type == LZ_RS_FAILED) {
+			snprintf(why, sizeof(why), "%s", m.text);
+			break;
+		}
+	}
+	int status;
+	struct lz_err werr;
+	r = lz_broker_wait(&hc->rs, STOP_TIMEOUT_MS, &status, &werr);
+	lz_close_fdp(&hc->control_fd);
+	/* The mounts lived only in the RS's mount namespace, which ended with
+	 * the reaped RS and its PID namespace: that is the independent
+	 * absence proof when the RS could not report its own. */
+	if (!proved && r < 0 && r != -EIO)
+		return lz_err_set(err, -r, "stopping the Runtime Supervisor: %s%s%s", werr.msg,
+				  why[0] ? "; " : "", why);
+	/* 3. anchor clean and prepared-lower release intent, atomically; the
+	 * process participants are gone with the RS. */
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++)
+		if ((r = lz_dstore_participant_release_intent(hc->store, hc->gen, roles[i], err)) < 0 ||
+		    (r = lz_dstore_participant_clean(hc->store, hc->gen, roles[i], err)) < 0)
+			return r;
+	return lz_dstore_anchor_unmounted(hc->store, hc->gen, err);
+}
+
+/* Step 4's recheck, under the catalog lock: the Domain's own record still
+ * says release, and the supervisor that held the mounts is gone. */
+static int lease_recheck(void *ctxp, struct lz_err *err)
+{
+	lz_hc *hc = ctxp;
+	struct lz_dstore_participant p;
+	int r = lz_dstore_participant_get(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, err);
+	if (r < 0)
+		return r;
+	lz_dstore_participant_clear(&p);
+	if (p.phase != LZ_DSTORE_PHASE_RELEASE || hc->rs.pidfd >= 0)
+		return lz_err_set(err, ESTALE, "prepared lower is not in release, or its mounts may "
+					       "still exist");
+	return 0;
+}
+
+int lz_hc_release_lower(lz_hc *hc, struct lz_err *err)
+{
+	int r;
+	if (!hc->lease_held)
+		return 0;
+	r = lz_catalog_lease_release(lz_config_storage_root(hc->cfg)->fd, hc->artifact, domain_hex(hc),
+				     hc->gen, lease_recheck, hc, err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	hc->lease_held = false;
+	return lz_dstore_participant_clean(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
+}
+
+/* A failed generation's runsc log goes to the HC's log (its stderr)
+ * before the runtime directory is removed: the diagnosis survives. */
+static void keep_runsc_log(const lz_hc *hc)
+{
+	_cleanup_close_ int fd = lz_openat2(hc->gen_dir.fd, "runsc.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+					    LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > 16384 ? size - 16384 : 0;
+	char buf[16384];
+	ssize_t n = pread(fd, buf, sizeof(buf), from);
+	if (n > 0) {
+		fprintf(stderr, "--- runsc.log of generation %llu (last %zd bytes) ---\n",
+			(unsigned long long)hc->gen, n);
+		fwrite(buf, 1, (size_t)n, stderr);
+		fputs("--- end of runsc.log ---\n", stderr);
+		fflush(stderr);
+	}
+}
+
+void lz_hc_close(lz_hc *hc, bool ok)
+{
+	struct lz_err ignored;
+	if (hc == NULL)
+		return;
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		if (hc->sessions[i].client >= 0 || hc->sessions[i].exec.pidfd >= 0)
+			session_end(hc, &hc->sessions[i]);
+	if (hc->listen_fd >= 0) {
+		lz_close_fdp(&hc->listen_fd);
+		(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
+	}
+	/* A supervisor still running here means a failed start or stop: it
+	 * takes its PID namespace (runsc and the sandbox) with it. */
+	lz_broker_kill(&hc->rs);
+	lz_close_fdp(&hc->control_fd);
+	if (hc->store && hc->gen) {
+		if (ok)
+			ok = lz_dstore_participant_release_intent(hc->store, hc->gen,
+								  LZ_DSTORE_ROLE_HOST_COORDINATOR, &ignored) >= 0 &&
+			     lz_dstore_participant_clean(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR,
+							 &ignored) >= 0 &&
+			     lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_STOPPED,
+							    &ignored) >= 0;
+		if (!ok)
+			(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_FAILED,
+							     &ignored);
+	}
+	if (!ok && hc->gen_dir.fd >= 0)
+		keep_runsc_log(hc);
+	if (hc->gen_dir.fd >= 0 && lz_tree_remove(hc->runtime_domain->fd, hc->gen_name, &ignored) < 0) {
+		/* A supervisor lost mid-way leaves namespace-owned files. */
+		struct lz_idmap map;
+		if (lz_idmap_for_invoking_user(&map, &ignored) >= 0)
+			(void)lz_tree_remove_in_userns(&map, hc->runtime_domain->fd, hc->gen_name,
+						       &ignored);
+	}
+	lz_path_release(&hc->gen_dir);
+	lz_close_fdp(&hc->rootfs_fd);
+	lz_dstore_close(hc->store);
+	lz_close_fdp(&hc->lock_fd);
+	free(hc);
+}

@@ -1,0 +1,43 @@
+/* Mounts inside the Runtime Supervisor's mount namespace (spec 3.6,
+ * issue 4): the read-only prepared root, the State Anchor overlays, and
+ * exact unmounting. Every mount is built from descriptors with the new mount
+ * API (open_tree, fsopen/fsconfig(FSCONFIG_SET_FD)/fsmount, move_mount), so
+ * no source path is re-resolved; only an unmount names its target, and only
+ * after the mount found there is proved to be the recorded one. */
+#ifndef LZ_MOUNTNS_H
+#define LZ_MOUNTNS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+struct lz_mount_id {
+	uint64_t mnt_id; /* statx STATX_MNT_ID */
+	uint64_t dev;
+	uint64_t ino;
+};
+
+/* Makes every mount private (no propagation to or from the host) and
+ * mounts a proc for the namespace's own PID namespace on /proc. */
+int lz_mountns_prepare(struct lz_err *err);
+
+/* Clones the tree at src_fd read-only onto the directory target_fd. */
+int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struct lz_err *err);
+
+/* Overlay (lowerdir+ lower_fd, upperdir, workdir, userxattr) onto target_fd. */
+int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
+		       struct lz_mount_id *ret, struct lz_err *err);
+
+/* Identity of the mount whose root is target (an absolute path). */
+int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err);
+
+/* Unmounts target only when the mount there is exactly id; then proves the
+ * mount ID is absent from /proc/self/mountinfo. A mismatch refuses
+ * (-ESTALE) and leaves the mount untouched. */
+int lz_mountns_unmount_exact(const char *target, const struct lz_mount_id *id, struct lz_err *err);
+
+/* Whether mount ID mnt_id is present in /proc/self/mountinfo. */
+int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err);
+
+#endif

@@ -1,0 +1,372 @@
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "spawn.h"
+#include "tree.h"
+#include "util/cleanup.h"
+
+int lz_rs_send(int fd, const struct lz_rs_msg *m)
+{
+	ssize_t n = send(fd, m, sizeof(*m), MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)sizeof(*m) ? 0 : -EIO;
+}
+
+int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+	while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -ETIMEDOUT;
+	ssize_t n = recv(fd, m, sizeof(*m), MSG_TRUNC);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	if (n != (ssize_t)sizeof(*m))
+		return -EBADMSG;
+	m->domain_id[sizeof(m->domain_id) - 1] = '\0';
+	m->text[sizeof(m->text) - 1] = '\0';
+	if (m->n_mounts > LZ_RS_MAX_ANCHORS + 1)
+		return -EBADMSG;
+	return 0;
+}
+
+static void msg_init(struct lz_rs_msg *m, const struct lz_rs_plan *p, uint32_t type)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->generation = p->generation;
+	memcpy(m->domain_id, p->domain_id, sizeof(m->domain_id));
+}
+
+static void report_failure(const struct lz_rs_plan *p, const struct lz_err *err)
+{
+	struct lz_rs_msg m;
+	msg_init(&m, p, LZ_RS_FAILED);
+	snprintf(m.text, sizeof(m.text), "%s", err->msg);
+	(void)lz_rs_send(p->control_fd, &m);
+}
+
+/* Runs a runsc subcommand against our container and captures stdout. */
+static int runsc_query(const struct lz_rs_plan *p, const char *cmd, const char *arg, char *out,
+		       size_t cap, struct lz_err *err)
+{
+	char root[4200];
+	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
+	char *argv[] = { "runsc", root, (char *)cmd, (char *)p->container_id, (char *)arg, NULL };
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	struct lz_spawn spec = { .label = "runsc", .exe_fd = -1, .path = p->runsc_path,
+				 .argv = argv, .stdin_fd = -1, .stdout_fd = pipefd[1],
+				 .stderr_fd = p->log_fd };
+	int pidfd = -1;
+	int r = lz_spawn(&spec, &pidfd, NULL, err);
+	close(pipefd[1]);
+	if (r < 0) {
+		close(pipefd[0]);
+		return r;
+	}
+	size_t used = 0;
+	ssize_t n;
+	while (used + 1 < cap && ((n = read(pipefd[0], out + used, cap - 1 - used)) > 0 ||
+				  (n < 0 && errno == EINTR)))
+		if (n > 0)
+			used += (size_t)n;
+	out[used] = '\0';
+	close(pipefd[0]);
+	siginfo_t info;
+	r = lz_reap(pidfd, 10000, &info);
+	close(pidfd);
+	if (r < 0)
+		return lz_err_set(err, -r, "runsc %s: %s", cmd, strerror(-r));
+	if (info.si_code != CLD_EXITED || info.si_status != 0)
+		return lz_err_set(err, EIO, "runsc %s failed (status %d)", cmd, info.si_status);
+	return 0;
+}
+
+static bool runsc_running(const struct lz_rs_plan *p)
+{
+	char out[8192];
+	struct lz_err err;
+	if (runsc_query(p, "state", NULL, out, sizeof(out), &err) < 0)
+		return false;
+	return strstr(out, "\"status\": \"running\"") != NULL;
+}
+
+struct staged_ctx {
+	const struct lz_rs_plan *plan;
+};
+
+/* Step 6 for the attached runsc: the HC persists and echoes the identity. */
+static int runsc_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = ((struct staged_ctx *)ctxp)->plan;
+	struct lz_rs_msg m, ack;
+	msg_init(&m, p, LZ_RS_STAGED);
+	m.id = *id;
+	int r = lz_rs_send(p->control_fd, &m);
+	if (r < 0)
+		return lz_err_set(err, -r, "report staged runsc: %s", strerror(-r));
+	if ((r = lz_rs_recv(p->control_fd, &ack, LZ_RS_START_TIMEOUT_MS)) < 0)
+		return lz_err_set(err, -r, "wait for the commit acknowledgement: %s", strerror(-r));
+	if (ack.type != LZ_HC_ACK || ack.generation != p->generation ||
+	    strcmp(ack.domain_id, p->domain_id) != 0 || memcmp(&ack.id, id, sizeof(*id)) != 0)
+		return lz_err_set(err, EPROTO, "the commit acknowledgement does not echo the staged "
+					       "runsc identity");
+	return 0;
+}
+
+/* Mounts are cloned from, and attached to, the caller's own mount
+ * namespace only: sources and targets the HC resolved are reopened here by
+ * their labels and must be the very objects of the inherited descriptors
+ * (device and inode). */
+static int reopen(const char *label, int inherited, int *ret, struct lz_err *err)
+{
+	struct stat want, got;
+	int fd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return lz_err_set(err, errno, "reopen '%s': %s", label, strerror(errno));
+	if (fstat(inherited, &want) < 0 || fstat(fd, &got) < 0 || want.st_dev != got.st_dev ||
+	    want.st_ino != got.st_ino) {
+		close(fd);
+		return lz_err_set(err, ESTALE, "'%s' changed identity", label);
+	}
+	*ret = fd;
+	return 0;
+}
+
+static int mount_all(const struct lz_rs_plan *p, struct lz_rs_msg *mounts, struct lz_err *err)
+{
+	_cleanup_close_ int prepared = -EBADF, root = -EBADF, upper = -EBADF, work = -EBADF;
+	int r;
+	if ((r = lz_mountns_prepare(err)) < 0 || (r = reopen(p->prepared, p->prepared_fd, &prepared, err)) < 0 ||
+	    (r = reopen(p->root_target, p->root_target_fd, &root, err)) < 0 ||
+	    (r = reopen(p->root_upper, p->root_upper_fd, &upper, err)) < 0 ||
+	    (r = reopen(p->root_work, p->root_work_fd, &work, err)) < 0)
+		return r;
+	/* The lower stays untouched: runsc creates mount points and the guest
+	 * writes in the transient upper only. */
+	if ((r = lz_mountns_overlay(prepared, upper, work, root, &mounts->mounts[0], err)) < 0)
+		return lz_err_prefix(err, r, "root: ");
+	mounts->n_mounts = 1;
+	for (size_t i = 0; i < p->n_anchors; i++) {
+		const struct lz_rs_anchor *a = &p->anchors[i];
+		_cleanup_close_ int target = -EBADF, lower = -EBADF, upper = -EBADF, work = -EBADF;
+		if ((r = reopen(a->target, a->target_fd, &target, err)) < 0 ||
+		    (r = reopen(a->lower, a->lower_fd, &lower, err)) < 0 ||
+		    (r = reopen(a->upper, a->upper_fd, &upper, err)) < 0 ||
+		    (r = reopen(a->work, a->work_fd, &work, err)) < 0)
+			return r;
+		if ((r = lz_mountns_overlay(lower, upper, work, target, &mounts->mounts[i + 1], err)) < 0)
+			return lz_err_prefix(err, r, "State Anchor %zu: ", i);
+		mounts->n_mounts++;
+	}
+	return 0;
+}
+
+static int unmount_all(const struct lz_rs_plan *p, const struct lz_rs_msg *mounts,
+		       struct lz_err *err)
+{
+	int first = 0;
+	for (size_t i = mounts->n_mounts; i-- > 1;) {
+		int r = lz_mountns_unmount_exact(p->anchors[i - 1].target, &mounts->mounts[i], err);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	if (mounts->n_mounts > 0) {
+		int r = lz_mountns_unmount_exact(p->root_target, &mounts->mounts[0], err);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	return first;
+}
+
+static void stop_runsc(const struct lz_rs_plan *p, struct lz_broker_child *runsc)
+{
+	char out[256];
+	struct lz_err ignored;
+	int status;
+	if (runsc->pidfd < 0)
+		return;
+	/* The sandbox init exits on SIGTERM; runsc run then returns. */
+	(void)runsc_query(p, "kill", "TERM", out, sizeof(out), &ignored);
+	if (lz_broker_wait(runsc, LZ_RS_STOP_TIMEOUT_MS, &status, &ignored) == -ETIMEDOUT)
+		return; /* killed; the PID namespace takes the rest */
+}
+
+/* The RS is forked from the HC: it keeps only the descriptors of its plan,
+ * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
+ * end of the control socket (whose EOF is the HC-loss signal). */
+static void keep_only_plan(const struct lz_rs_plan *p)
+{
+	int keep[8 + 4 * LZ_RS_MAX_ANCHORS];
+	size_t n = 0;
+	keep[n++] = p->control_fd;
+	keep[n++] = p->log_fd;
+	keep[n++] = p->prepared_fd;
+	keep[n++] = p->root_target_fd;
+	keep[n++] = p->root_upper_fd;
+	keep[n++] = p->root_work_fd;
+	for (size_t i = 0; i < p->n_anchors; i++) {
+		keep[n++] = p->anchors[i].lower_fd;
+		keep[n++] = p->anchors[i].upper_fd;
+		keep[n++] = p->anchors[i].work_fd;
+		keep[n++] = p->anchors[i].target_fd;
+	}
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		close(null);
+	}
+	for (int fd = 3; fd < 65536; fd++) {
+		bool kept = false;
+		for (size_t i = 0; i < n && !kept; i++)
+			kept = keep[i] == fd;
+		if (!kept && fcntl(fd, F_GETFD) >= 0)
+			close(fd);
+	}
+}
+
+/* The transient layer's files belong to namespace IDs: only the RS (their
+ * namespace root) can remove them. */
+static void discard_transient(const struct lz_rs_plan *p)
+{
+	struct lz_err ignored;
+	const char *names[] = { "root-upper", "root-work" };
+	for (size_t i = 0; i < 2; i++) {
+		char path[4200];
+		snprintf(path, sizeof(path), "%s", i == 0 ? p->root_upper : p->root_work);
+		char *slash = strrchr(path, '/');
+		if (slash == NULL)
+			continue;
+		*slash = '\0';
+		int dir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dir >= 0) {
+			(void)lz_tree_remove(dir, names[i], &ignored);
+			close(dir);
+		}
+	}
+}
+
+int lz_rs_main(void *planp, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = planp;
+	struct lz_rs_msg mounts, m;
+	struct lz_broker_child runsc = LZ_BROKER_CHILD_INIT;
+	int r;
+
+	keep_only_plan(p);
+
+	msg_init(&mounts, p, LZ_RS_MOUNTS);
+	if ((r = mount_all(p, &mounts, err)) < 0)
+		goto fail;
+	if ((r = lz_rs_send(p->control_fd, &mounts)) < 0) {
+		lz_err_set(err, -r, "report mounts: %s", strerror(-r));
+		goto fail;
+	}
+
+	char root[4200], dcache[32], bundle[4200];
+	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
+	snprintf(dcache, sizeof(dcache), "--dcache=%u", p->dcache);
+	snprintf(bundle, sizeof(bundle), "--bundle=%s", p->bundle);
+	/* C-REFINEMENT facts 1, 10, 12: no cgroups, the transient root layer
+	 * in memory (never in the prepared lower), no network until issue 6. */
+	/* The root overlay is the transient layer, so runsc adds none. */
+	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=none", dcache,
+			 "--overlay2=none", "run", bundle, (char *)p->container_id, NULL };
+	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path,
+				 .argv = argv, .stdin_fd = -1, .stdout_fd = p->log_fd,
+				 .stderr_fd = p->log_fd };
+	struct staged_ctx sctx = { p };
+	struct lz_broker_spec spec = { .label = "runsc run", .join_pidfd = -1, .exec = &exec,
+				       .staged = runsc_staged, .ctx = &sctx };
+	if ((r = lz_broker_spawn(&spec, &runsc, err)) < 0)
+		goto fail;
+
+	int64_t deadline = lz_now_ms() + LZ_RS_START_TIMEOUT_MS;
+	for (;;) {
+		if (runsc_running(p))
+			break;
+		struct pollfd pf = { .fd = runsc.pidfd, .events = POLLIN };
+		if (poll(&pf, 1, 50) > 0) {
+			r = lz_err_set(err, EIO, "runsc run exited during start; its log is in "
+						 "hc.log in the Domain's runtime directory");
+			goto fail;
+		}
+		if (lz_remaining_ms(deadline) == 0) {
+			r = lz_err_set(err, ETIMEDOUT, "the sandbox did not start within %d s",
+				       LZ_RS_START_TIMEOUT_MS / 1000);
+			goto fail;
+		}
+	}
+	msg_init(&m, p, LZ_RS_READY);
+	m.id = runsc.id;
+	if ((r = lz_rs_send(p->control_fd, &m)) < 0) {
+		lz_err_set(err, -r, "report readiness: %s", strerror(-r));
+		goto fail;
+	}
+
+	/* Serve until told to stop, until the HC is gone, or until runsc ends. */
+	bool hc_alive = true;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = p->control_fd, .events = POLLIN },
+					{ .fd = runsc.pidfd, .events = POLLIN } };
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents)
+			break;
+		if (pf[0].revents) {
+			r = lz_rs_recv(p->control_fd, &m, 0);
+			if (r == -EPIPE || r == -ECONNRESET)
+				hc_alive = false;
+			if (r < 0 || m.type == LZ_HC_STOP)
+				break;
+		}
+	}
+	stop_runsc(p, &runsc);
+	lz_broker_kill(&runsc);
+	struct lz_err uerr = { 0, "" };
+	r = unmount_all(p, &mounts, &uerr);
+	if (r >= 0)
+		discard_transient(p);
+	if (hc_alive) {
+		msg_init(&m, p, r < 0 ? LZ_RS_FAILED : LZ_RS_STOPPED);
+		snprintf(m.text, sizeof(m.text), "%s", uerr.msg);
+		(void)lz_rs_send(p->control_fd, &m);
+	}
+	return r < 0 ? lz_err_set(err, -r, "%s", uerr.msg) : 0;
+fail:
+	if (runsc.pidfd >= 0) {
+		stop_runsc(p, &runsc);
+		lz_broker_kill(&runsc);
+	}
+	report_failure(p, err);
+	{
+		struct lz_err ignored;
+		(void)unmount_all(p, &mounts, &ignored);
+	}
+	return r;
+}

@@ -1,0 +1,96 @@
+/* The Runtime Supervisor (spec 3.1, 3.3, 3.6; issue 4).
+ *
+ * The Host Coordinator's broker creates the RS in fresh user, PID, mount
+ * and network namespaces (the user namespace with the verified map). As
+ * PID 1 of its PID namespace, the RS takes every runsc process with it when
+ * it ends; its parent-death signal ends it when the HC is lost. The RS:
+ *   1. makes its mounts private and mounts its own /proc;
+ *   2. mounts the prepared lower read-only at <gen>/root and one overlay per
+ *      persistent directory (State Anchor) at <gen>/anchor/<n>, reporting
+ *      their mount identities;
+ *   3. launches a non-detached `runsc run` through its own broker, reports
+ *      the staged identity and releases it only after the HC's commit
+ *      acknowledgement echoes it (spec 3.3 step 6-7);
+ *   4. reports readiness once runsc reports the container running;
+ *   5. on STOP, on loss of the HC (control socket EOF: the lease-loss path),
+ *      or when runsc ends: stops the container, unmounts exactly what it
+ *      mounted, proves the mounts absent, reports, and exits.
+ * The RS never opens the Domain Store or the Storage Catalog. */
+#ifndef LZ_SUPERVISOR_H
+#define LZ_SUPERVISOR_H
+
+#include <stdint.h>
+
+#include "mountns.h"
+#include "pidref.h"
+#include "util/err.h"
+
+#define LZ_RS_MAX_ANCHORS 64
+#define LZ_RS_TEXT_MAX LZ_ERR_MSG_MAX
+#define LZ_RS_START_TIMEOUT_MS 60000
+#define LZ_RS_STOP_TIMEOUT_MS 10000
+
+enum lz_rs_msg_type {
+	LZ_RS_MOUNTS = 1,  /* RS -> HC: root + anchor mount identities */
+	LZ_RS_STAGED = 2,  /* RS -> HC: attached runsc staged identity */
+	LZ_RS_READY = 3,   /* RS -> HC: container running */
+	LZ_RS_STOPPED = 4, /* RS -> HC: runsc gone, mounts proved absent */
+	LZ_RS_FAILED = 5,  /* RS -> HC: text says why */
+	LZ_HC_ACK = 10,    /* HC -> RS: staged identity committed (echoed) */
+	LZ_HC_STOP = 11,   /* HC -> RS: stop the generation */
+};
+
+struct lz_rs_msg {
+	uint32_t type;
+	uint32_t n_mounts;
+	uint64_t generation;
+	char domain_id[65];
+	struct lz_pidref id;
+	struct lz_mount_id mounts[LZ_RS_MAX_ANCHORS + 1]; /* [0] is the root */
+	char text[LZ_RS_TEXT_MAX];
+};
+
+struct lz_rs_anchor {
+	int lower_fd;
+	int upper_fd;
+	int work_fd;
+	int target_fd;
+	char target[4096]; /* label of target_fd, for the exact unmount */
+	char lower[4096];  /* labels of the layers, reopened in the RS */
+	char upper[4096];
+	char work[4096];
+};
+
+struct lz_rs_plan {
+	int control_fd; /* SOCK_SEQPACKET to the HC */
+	int hc_fd;      /* the HC's end: closed first thing in the RS */
+	int log_fd;     /* runsc's stdout/stderr */
+	uint64_t generation;
+	char domain_id[65];
+	int prepared_fd;    /* the prepared lower's rootfs */
+	char prepared[4096]; /* its label: reopened in the RS's namespace */
+	int root_target_fd; /* <gen>/root */
+	char root_target[4096];
+	/* The transient writable layer of the root: an overlay over the
+	 * prepared lower, discarded with the generation (spec 3.6). */
+	int root_upper_fd;
+	int root_work_fd;
+	char root_upper[4096];
+	char root_work[4096];
+	struct lz_rs_anchor anchors[LZ_RS_MAX_ANCHORS];
+	size_t n_anchors;
+	char runsc_path[64];
+	char runsc_root[4096]; /* --root */
+	char bundle[4096];
+	char container_id[80];
+	uint32_t dcache;
+};
+
+/* The RS process body (a broker fn target). */
+int lz_rs_main(void *plan, struct lz_err *err);
+
+/* Message I/O on the control socket (whole records, no fds). */
+int lz_rs_send(int fd, const struct lz_rs_msg *m);
+int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms);
+
+#endif

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# End-to-end tests of `lazaret <profile> -- <command>` (issue 4): real runsc,
+# real user/PID/mount/network namespaces through newuidmap, real overlayfs
+# State Anchors, the real sqlite3 Domain Store and Storage Catalog. Runs as
+# the unprivileged test user; every test has its own Storage Root, runtime
+# directory, workspace and image.
+# Needs: LAZARET, E2E_ROOT, python3, umoci, git, unshare.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${LAZARET:?set LAZARET to the lazaret binary}"
+: "${E2E_ROOT:?set E2E_ROOT to the e2e directory}"
+FIX=$E2E_ROOT/fixtures
+
+# One offline image with busybox and git for the whole file.
+IMG=$(mktemp -d "${TMPDIR:-/tmp}/lz-launch-img.XXXXXX")
+python3 "$FIX/make_test_image.py" "$IMG/img" latest --with-git >/dev/null || {
+	echo "Bail out! cannot build the test image"
+	exit 1
+}
+
+t_setup() {
+	mkdir -m 0700 "$T/home" "$T/run"
+	mkdir "$T/ws"
+	WS=$(realpath "$T/ws")
+	DATA=$T/data
+	CFG=$T/config.toml
+	write_profile
+	LZ_ENV=("HOME=$T/home" "USER=$(id -un)" "PATH=/usr/local/bin:/usr/bin:/bin"
+		"XDG_RUNTIME_DIR=$T/run")
+	[ -z "${LZ_TEST_RUN:-}" ] || LZ_ENV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
+	capture lz image prepare "oci:$IMG/img:latest"
+	[ "$STATUS" = 0 ] || fail "image prepare: $ERR"
+}
+
+write_profile() {
+	printf 'version = 1\n[storage]\ndata_root = "%s"\n[profiles.test]\nimage = "oci:%s/img:latest"\n%s' \
+		"$DATA" "$IMG" "${EXTRA:-}" >"$CFG"
+	chmod 0600 "$CFG"
+}
+
+lz() {
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" "$@" --config "$CFG")
+}
+
+# launch ARGS...: `lazaret test -- ARGS` in the workspace.
+launch() {
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- "$@")
+}
+
+in_ns() {
+	local sub subg
+	sub=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subuid)
+	subg=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subgid)
+	unshare --map-root-user --map-users="$sub,1,65536" --map-groups="$subg,1,65536" "$@"
+}
+
+# Everything a Domain leaves must be gone: no coordinator, supervisor or
+# runsc process for this test's runtime directory, and no mount under $T.
+assert_no_leftovers() {
+	local i
+	for i in $(seq 100); do
+		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
+		sleep 0.1
+	done
+	if pgrep -u "$(id -u)" -af "$T/"; then
+		fail "processes left behind: $(pgrep -u "$(id -u)" -af "$T/")"
+	fi
+	assert_not_contains "$(cat /proc/self/mountinfo)" "$T/" "mounts left behind"
+	assert_eq "" "$(ls -A "$T/run/lazaret/domains/"*/ 2>/dev/null | grep -v -e '^hc.lock$' -e '^hc.log$' -e '^$' -e ':$')" \
+		"runtime directory left behind"
+}
+
+cleanup_data() {
+	[ -e "$DATA" ] && in_ns rm -rf "$DATA"
+	return 0
+}
+
+test_runs_command_and_returns_status() {
+	capture launch sh -c 'echo hi > /workspace/out; exit 7'
+	assert_eq 7 "$STATUS" "exit status (stderr: $ERR)"
+	assert_eq hi "$(cat "$WS/out")"
+	assert_eq "$(id -u)" "$(stat -c %u "$WS/out")" "owner of out"
+	assert_no_leftovers
+	cleanup_data
+}
+
+test_exact_argv_and_streams() {
+	capture launch sh -c 'printf "[%s]" "$@"; echo err >&2' x 'a b' '*' '$HOME' ''
+	assert_eq 0 "$STATUS" "exit status (stderr: $ERR)"
+	assert_eq '[a b][*][$HOME][]' "$OUT"
+	assert_eq err "$ERR"
+	cleanup_data
+}
+
+test_signal_status_is_128_plus_n() {
+	capture launch sh -c 'kill -9 $$'
+	assert_eq 137 "$STATUS"
+	cleanup_data
+}
+
+test_stdin_and_stdout_are_byte_exact() {
+	head -c $((100 * 1024 * 1024)) /dev/urandom >"$T/big"
+	(cd "$WS" && env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- cat <"$T/big" >"$T/out")
+	assert_eq 0 "$?" "cat exit status"
+	assert_status 0 cmp "$T/big" "$T/out"
+	printf 'line1\nline2' >"$T/small"
+	(cd "$WS" && env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- wc -l <"$T/small" >"$T/count")
+	assert_eq 1 "$(tr -d ' ' <"$T/count")" "stdin EOF reached the guest"
+	cleanup_data
+}
+
+test_persistent_dirs_survive_and_tmp_does_not() {
+	capture launch sh -c 'mkdir -p /usr/local/bin && echo tool > /usr/local/bin/mytool && echo gone > /tmp/x'
+	assert_eq 0 "$STATUS" "first launch (stderr: $ERR)"
+	capture launch cat /usr/local/bin/mytool
+	assert_eq 0 "$STATUS" "second launch (stderr: $ERR)"
+	assert_eq tool "$OUT"
+	capture launch cat /tmp/x
+	assert_eq 1 "$STATUS" "/tmp must not persist"
+	# The image content still shows through where untouched.
+	capture launch cat /etc/passwd
+	assert_contains "$OUT" "root:x:0:0"
+	cleanup_data
+}
+
+test_git_sentry_and_git_inside() {
+	git -C "$WS" init -q
+	git -C "$WS" -c user.name=h -c user.email=h@h commit -q --allow-empty -m host
+	local before
+	before=$(cat "$WS/.git/config")
+	capture launch sh -c 'echo "[evil]" >> /workspace/.git/config'
+	[ "$STATUS" != 0 ] || fail "appending to .git/config succeeded"
+	assert_eq "$before" "$(cat "$WS/.git/config")" ".git/config changed"
+	capture launch sh -c 'echo evil > /workspace/.git/hooks/pre-commit && cat /workspace/.git/hooks/pre-commit'
+	assert_eq 0 "$STATUS" "hooks are writable as transient storage (stderr: $ERR)"
+	[ ! -e "$WS/.git/hooks/pre-commit" ] || fail "the host's hooks changed"
+	echo content >"$WS/file"
+	capture launch git -C /workspace -c user.name=agent -c user.email=a@a add file
+	assert_eq 0 "$STATUS" "git add (stderr: $ERR)"
+	capture launch git -C /workspace -c user.name=agent -c user.email=a@a commit -q -m inside
+	assert_eq 0 "$STATUS" "git commit (stderr: $ERR)"
+	assert_eq inside "$(git -C "$WS" log -1 --format=%s)"
+	capture launch git -C /workspace status --short
+	assert_eq 0 "$STATUS" "git status (stderr: $ERR)"
+	cleanup_data
+}
+
+test_host_outside_workspace_is_invisible() {
+	echo secret >"$T/home/secret"
+	capture launch sh -c "cat $T/home/secret; ls $HOME; ls /run/lazaret"
+	assert_not_contains "$OUT" "secret"
+	assert_not_contains "$OUT$ERR" "config.toml"
+	capture launch sh -c "test -e $DATA || test -e $CFG || test -e $T/run/lazaret"
+	assert_eq 1 "$STATUS" "Lazaret state or configuration visible inside"
+	cleanup_data
+}
+
+test_concurrent_launches_share_one_sandbox() {
+	(launch sh -c 'echo started > /workspace/ready; sleep 4; echo done > /workspace/first') &
+	local first=$!
+	local i
+	for i in $(seq 200); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	[ -e "$WS/ready" ] || fail "first session did not start"
+	capture launch ps
+	assert_eq 0 "$STATUS" "second launch (stderr: $ERR)"
+	assert_contains "$OUT" "sleep 4"
+	assert_eq 1 "$(pgrep -u "$(id -u)" -fc "__hc.*$WS")" "one coordinator for the Domain"
+	wait "$first"
+	assert_eq done "$(cat "$WS/first")"
+	assert_no_leftovers
+	cleanup_data
+}
+
+test_changed_configuration_refuses_to_join() {
+	(launch sh -c 'touch /workspace/ready; sleep 4') &
+	local first=$!
+	local i
+	for i in $(seq 200); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	EXTRA='isolate_ignored = false
+' write_profile
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "different configuration"
+	wait "$first"
+	cleanup_data
+}
+
+test_killing_the_coordinator_stops_the_sandbox() {
+	(launch sleep 100) &
+	local cli=$!
+	local hc="" i
+	for i in $(seq 200); do
+		hc=$(pgrep -u "$(id -u)" -f "__hc.*$WS" | head -n 1)
+		[ -n "$hc" ] && pgrep -u "$(id -u)" -f "runsc.*exec" >/dev/null && break
+		sleep 0.1
+	done
+	[ -n "$hc" ] || fail "no coordinator"
+	kill -9 "$hc"
+	wait "$cli"
+	local st=$?
+	[ "$st" != 0 ] || fail "the CLI did not report the lost coordinator"
+	assert_no_leftovers
+	capture launch echo again
+	assert_eq 0 "$STATUS" "a launch after the loss (stderr: $ERR)"
+	assert_eq again "$OUT"
+	cleanup_data
+}
+
+test_unprepared_image_says_what_to_do() {
+	printf 'version = 1\n[storage]\ndata_root = "%s"\n[profiles.test]\nimage = "oci:%s/none"\n' \
+		"$DATA" "$T" >"$CFG"
+	mkdir -p "$T/none"
+	umoci init --layout "$T/none" >/dev/null && umoci new --image "$T/none:latest" >/dev/null
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "is not prepared"
+	assert_contains "$ERR" "lazaret image prepare"
+	assert_no_leftovers
+	cleanup_data
+}
+
+t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
+t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
+t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
+t_run "stdin and stdout are byte-exact for 100 MiB" test_stdin_and_stdout_are_byte_exact
+t_run "persistent directories survive, /tmp does not" test_persistent_dirs_survive_and_tmp_does_not
+t_run "Git Sentry protects config and hooks; git works inside" test_git_sentry_and_git_inside
+t_run "host paths outside the workspace are invisible" test_host_outside_workspace_is_invisible
+t_run "concurrent launches share one sandbox and leave nothing" test_concurrent_launches_share_one_sandbox
+t_run "a changed configuration refuses to join" test_changed_configuration_refuses_to_join
+t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
+t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
+rm -rf "$IMG"
+t_done
