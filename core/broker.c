@@ -91,6 +91,8 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 	    (uint64_t)st.st_dev != parent_dev || poll(&pp, 1, 0) != 0)
 		child_fail(report, ESRCH);
 	close(parent_pidfd);
+	if (spec->comm)
+		(void)prctl(PR_SET_NAME, spec->comm);
 
 	if (spec->join_pidfd >= 0) {
 		if (setns(spec->join_pidfd, spec->join_flags) < 0)

@@ -31,6 +31,7 @@
 
 struct lz_broker_spec {
 	const char *label;
+	const char *comm;           /* process name (PR_SET_NAME) of a fn target or wrapper */
 	uint64_t clone_flags;       /* e.g. CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS */
 	const struct lz_idmap *map; /* required with CLONE_NEWUSER */
 	int join_pidfd;             /* >= 0: setns(join_pidfd, join_flags) before the target */

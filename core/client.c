@@ -185,6 +185,34 @@ static bool pump(struct relay *rl)
 	return true;
 }
 
+/* After a failed send: the Refused the HC sent before closing, if any.
+ * Returns its -errno (message in err), or 0 when there is none. */
+static int refusal(int sock, struct lz_err *err)
+{
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
+	if (buf == NULL)
+		return 0;
+	int code = 0;
+	for (int attempt = 0; attempt < 2 && code == 0; attempt++) {
+		struct lz_wire_msg m;
+		int fds[LZ_WIRE_MAX_FDS];
+		size_t nf = 0;
+		int r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &nf);
+		for (size_t i = 0; i < nf; i++)
+			close(fds[i]);
+		if (r == -ECONNRESET)
+			continue;
+		if (r < 0)
+			break;
+		if (m.type == LZ_WIRE_REFUSED)
+			code = -lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO, "%.*s",
+					   (int)m.refused.message_len, m.refused.message);
+		lz_wire_msg_release(&m);
+	}
+	free(buf);
+	return code == 0 ? 0 : -code;
+}
+
 int lz_client_run(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
 {
 	_cleanup_close_ int sock = -EBADF;
@@ -222,7 +250,11 @@ int lz_client_run(const struct lz_client_request *req, int *ret_status, struct l
 	r = lz_wire_send(sock, &run, fds, 3);
 	free(args);
 	if (r < 0) {
-		lz_err_set(err, -r, "send the command: %s", strerror(-r));
+		/* A refusal of our Hello may already wait in the queue. */
+		int e = refusal(sock, err);
+		if (e == 0)
+			lz_err_set(err, -r, "send the command: %s", strerror(-r));
+		r = e < 0 ? e : r;
 		goto out;
 	}
 	/* The HC holds the pipe ends it was sent; ours go away so EOF works. */
@@ -263,6 +295,10 @@ int lz_client_run(const struct lz_client_request *req, int *ret_status, struct l
 				size_t nf = 0;
 				int rf[LZ_WIRE_MAX_FDS];
 				r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+				/* A peer that closed with our record unread reports
+				 * ECONNRESET once; what it sent before is still queued. */
+				if (r == -ECONNRESET)
+					r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
 				for (size_t i = 0; i < nf; i++)
 					close(rf[i]);
 				if (r < 0) {

@@ -156,8 +156,10 @@ static void remove_stale_generations(const lz_hc *hc)
 	size_t n = 0;
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL && n < 64)
-		if (strncmp(de->d_name, "gen-", 4) == 0 && strlen(de->d_name) < 32)
-			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+		if (strncmp(de->d_name, "gen-", 4) == 0 && strlen(de->d_name) < sizeof(names[0])) {
+			memcpy(names[n], de->d_name, strlen(de->d_name) + 1);
+			n++;
+		}
 	closedir(d);
 	struct lz_idmap map;
 	bool have_map = lz_idmap_for_invoking_user(&map, NULL) >= 0;
@@ -536,6 +538,7 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	struct start_ctx ctx = { hc };
 	struct lz_broker_spec spec = {
 		.label = "Runtime Supervisor",
+		.comm = "lz-supervisor",
 		.clone_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET,
 		.map = &map,
 		.join_pidfd = -1,
@@ -652,11 +655,22 @@ int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 	return lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_PUBLISHED, err);
 }
 
+/* Refused carries UTF-8: bytes outside printable ASCII (a non-UTF-8 path
+ * in a message, say) become '?', so the refusal always reaches the CLI. */
 static void refuse_client(int fd, int code, const char *msg)
 {
+	char text[LZ_ERR_MSG_MAX];
+	size_t n = strnlen(msg, sizeof(text) - 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)msg[i];
+		text[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	text[n] = '\0';
+	if (code <= 0 || code > 4095)
+		code = EIO;
 	struct lz_wire_msg m = { .type = LZ_WIRE_REFUSED,
-				 .refused = { .code = (uint32_t)code, .message = msg,
-					      .message_len = strlen(msg) } };
+				 .refused = { .code = (uint32_t)code, .message = text,
+					      .message_len = n } };
 	(void)lz_wire_send(fd, &m, NULL, 0);
 }
 
@@ -793,6 +807,7 @@ static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_
 	 * namespaces; it joins them through the RS's pidfd. */
 	struct lz_broker_spec spec = {
 		.label = "runsc exec",
+		.comm = "lz-exec-client",
 		.join_pidfd = hc->rs.pidfd,
 		.join_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID,
 		.exec = &exec,

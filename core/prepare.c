@@ -307,7 +307,8 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 	struct worker_arg warg = { req->layout_fd, st.rootfs_fd, image, progress[1], 0 };
 	struct record_worker_ctx rctx = { root, op_id };
 	struct lz_broker_child worker = LZ_BROKER_CHILD_INIT;
-	struct lz_broker_spec wspec = { .label = "preparation worker", .clone_flags = CLONE_NEWUSER,
+	struct lz_broker_spec wspec = { .label = "preparation worker", .comm = "lz-prepare",
+					.clone_flags = CLONE_NEWUSER,
 					.map = &map, .join_pidfd = -1, .fn = worker_apply, .arg = &warg,
 					.staged = record_worker, .ctx = &rctx };
 	r = lz_broker_spawn(&wspec, &worker, err);

@@ -22,6 +22,8 @@
 # API
 #   t_run NAME FUNCTION [ARGS...]   run FUNCTION ARGS as one test
 #   t_setup                         if the file defines it, runs first in each test
+#   t_teardown                      if the file defines it, runs after each test,
+#                                   passed or failed (in a subshell, T set)
 #   t_skip REASON                   end the current test as skipped
 #   t_cleanup PATH                  remove PATH (outside $T) after the test
 #   t_done                          end the file: plan, summary, exit status
@@ -121,6 +123,9 @@ t_run() {
 		[ "$_t_asserts" -gt 0 ] || fail "the test made no assertion"
 	) </dev/null >"$_t_aux/log" 2>&1
 	rc=$?
+	if declare -F t_teardown >/dev/null; then
+		(cd "$dir" && T=$dir && t_teardown) </dev/null >>"$_t_aux/log" 2>&1
+	fi
 	local p
 	while IFS= read -r p; do _t_rmtree "$p"; done <"$_t_aux/cleanup"
 	_t_rmtree "$dir"
