@@ -482,13 +482,15 @@ test_launch_refuses_invalid_config() {
 	assert_refused 78 "unsupported version"
 }
 
-# LAUNCH-NOT-BUILT: delete this test and its two t_run lines below once the
-# launch path exists.
-test_launch_not_built_yet() {
+# Both launch forms reach the runtime, which refuses an image that does not
+# exist before anything starts (test_launch.sh launches real sandboxes).
+test_launch_needs_the_image() {
 	valid_config "$CFG"
 	cd "$WS"
 	capture lz "$@" --config "$CFG"
-	assert_refused 69 "not built yet"
+	assert_refused 69 "/srv/images/dev"
+	assert_eq "" "$(ls -A "$T/run/lazaret/domains/"*/ 2>/dev/null | grep -v -e '^hc.lock$' -e '^hc.log$' -e '^$' -e ':$')" \
+		"runtime state left behind"
 }
 
 # --- diag --------------------------------------------------------------------
@@ -555,9 +557,8 @@ t_run "storage root follows XDG_DATA_HOME, mode 0700" test_xdg_data_home_storage
 
 t_run "profile launch refuses an invalid config first" test_launch_refuses_invalid_config dev
 t_run "run refuses an invalid config first" test_launch_refuses_invalid_config run --profile dev
-# LAUNCH-NOT-BUILT: delete these two lines with test_launch_not_built_yet.
-t_run "profile launch is not built yet" test_launch_not_built_yet dev
-t_run "run is not built yet" test_launch_not_built_yet run --profile dev
+t_run "a profile launch needs its image" test_launch_needs_the_image dev
+t_run "run --profile is the same launch" test_launch_needs_the_image run --profile dev
 
 t_run "diag reports the kernel" test_diag_reports_kernel
 t_run "diag --json prints a JSON object" test_diag_json
