@@ -371,6 +371,15 @@ static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*lab
 	/* SR-4: Git Sentry, after /workspace so it lies on top. */
 	if ((r = lz_gitsentry_plan(ws->fd, ws->canonical, ret_git, ret_n_git, err)) < 0)
 		return lz_err_prefix(err, r, "Git Sentry: ");
+	/* Pin .git as a mount point of its own: a mount point cannot be
+	 * renamed, so `mv .git x` cannot slip the protected files aside. */
+	struct stat st;
+	if (*ret_n_git > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		snprintf(labels[k], sizeof(labels[k]), "%s/.git", ws->canonical);
+		m[k++] = (struct lz_oci_mount){ .destination = "/workspace/.git", .type = "bind",
+						.source = labels[k - 1] };
+	}
 	for (size_t i = 0; i < *ret_n_git; i++) {
 		const struct lz_gitsentry_mount *g = &(*ret_git)[i];
 		bool file = g->kind == LZ_GITSENTRY_READONLY_FILE;
@@ -390,7 +399,7 @@ static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*lab
 static int write_bundle(lz_hc *hc, int bundle_fd, struct lz_err *err)
 {
 	const struct lz_config_profile *p = hc->profile;
-	size_t cap = p->n_persistent_dirs + p->n_volumes + LZ_GITSENTRY_MOUNTS_MAX + 2;
+	size_t cap = p->n_persistent_dirs + p->n_volumes + LZ_GITSENTRY_MOUNTS_MAX + 3;
 	struct lz_oci_mount *mounts = calloc(cap, sizeof(*mounts));
 	char(*labels)[4200] = calloc(cap, sizeof(*labels));
 	struct lz_gitsentry_mount *git = NULL;

@@ -153,6 +153,9 @@ test_git_sentry_and_git_inside() {
 	capture launch sh -c 'echo evil > /workspace/.git/hooks/pre-commit && cat /workspace/.git/hooks/pre-commit'
 	assert_eq 0 "$STATUS" "hooks are writable as transient storage (stderr: $ERR)"
 	[ ! -e "$WS/.git/hooks/pre-commit" ] || fail "the host's hooks changed"
+	capture launch sh -c 'mv /workspace/.git /workspace/moved'
+	[ "$STATUS" != 0 ] || fail "moving .git aside succeeded"
+	[ -d "$WS/.git" ] && [ ! -e "$WS/moved" ] || fail ".git was moved on the host"
 	echo content >"$WS/file"
 	capture launch git -C /workspace -c user.name=agent -c user.email=a@a add file
 	assert_eq 0 "$STATUS" "git add (stderr: $ERR)"
