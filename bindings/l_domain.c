@@ -1,6 +1,6 @@
 /* lazaret.core.domain: the Domain runtime (issue 4) for Lua orchestration.
  *
- *   domain.run(cfg, {config=, argv={...}})     [-0, +1|3, e]
+ *   domain.run(cfg, {config=, argv={...}, terminal=})  [-0, +1|3, e]
  *       -> exit status | nil, msg, errno
  *       The Client CLI side: reach (or start) the Host Coordinator and run
  *       argv there (client.h).
@@ -16,6 +16,8 @@
  *       The HC's startup report to the CLI that started it: writes line to
  *       standard output, then points standard output at /dev/null.
  *   domain.detach()                            [-0, +1, -] -> true
+ *   domain.interactive()                       [-0, +1, -] -> boolean
+ *       standard input and output are both terminals
  *       The HC's own session, so it outlives the terminal.
  */
 #include <errno.h>
@@ -23,6 +25,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -115,7 +118,7 @@ static int domain_coordinator(lua_State *L)
 
 static int domain_run(lua_State *L)
 {
-	static const char *const keys[] = { "config", "argv", NULL };
+	static const char *const keys[] = { "config", "argv", "terminal", NULL };
 	const struct lz_config *cfg = lz_l_check_config(L, 1);
 	lz_l_check_options(L, 2, keys);
 	const char *config_arg = lz_l_opt_string(L, 2, "config");
@@ -133,7 +136,11 @@ static int domain_run(lua_State *L)
 		lua_pop(L, 1); /* still anchored by the argv table */
 	}
 	argv[argc] = NULL;
-	struct lz_client_request req = { .cfg = cfg, .config_arg = config_arg, .argv = argv };
+	lua_getfield(L, 2, "terminal");
+	bool terminal = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	struct lz_client_request req = { .cfg = cfg, .config_arg = config_arg, .argv = argv,
+					 .terminal = terminal };
 	struct lz_err err = { 0, "" };
 	int status = 0;
 	int r = lz_client_run(&req, &status, &err);
@@ -156,6 +163,12 @@ static int domain_notify(lua_State *L)
 	return 0;
 }
 
+static int domain_interactive(lua_State *L)
+{
+	lua_pushboolean(L, isatty(STDIN_FILENO) && isatty(STDOUT_FILENO));
+	return 1;
+}
+
 static int domain_detach(lua_State *L)
 {
 	(void)setsid();
@@ -168,6 +181,7 @@ static const luaL_Reg functions[] = {
 	{ "coordinator", domain_coordinator },
 	{ "notify", domain_notify },
 	{ "detach", domain_detach },
+	{ "interactive", domain_interactive },
 	{ NULL, NULL },
 };
 

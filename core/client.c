@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -213,6 +215,181 @@ static int refusal(int sock, struct lz_err *err)
 	return code == 0 ? 0 : -code;
 }
 
+/* ---- interactive sessions ------------------------------------------------ */
+
+static volatile sig_atomic_t got_winch, got_int, got_quit, got_end, got_tstp;
+
+static void on_signal(int sig)
+{
+	switch (sig) {
+	case SIGWINCH: got_winch = 1; break;
+	case SIGINT: got_int = 1; break;
+	case SIGQUIT: got_quit = 1; break;
+	case SIGTSTP: got_tstp = 1; break;
+	default: got_end = sig; break;
+	}
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: poll wakes */
+	sigemptyset(&sa.sa_mask);
+	int sigs[] = { SIGWINCH, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static void window(uint16_t *rows, uint16_t *cols)
+{
+	struct winsize ws = { 0 };
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)
+		ws = (struct winsize){ .ws_row = 24, .ws_col = 80 };
+	*rows = ws.ws_row;
+	*cols = ws.ws_col;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int send_simple(int sock, const struct lz_wire_msg *m)
+{
+	return lz_wire_send(sock, m, NULL, 0);
+}
+
+static int run_terminal(int sock, const struct lz_client_request *req, int *ret_status,
+			struct lz_err *err)
+{
+	struct termios saved, raw;
+	if (tcgetattr(STDIN_FILENO, &saved) < 0)
+		return lz_err_set(err, errno, "read the terminal mode: %s", strerror(errno));
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	struct lz_wire_bytes *args = calloc(argc, sizeof(*args));
+	if (args == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < argc; i++)
+		args[i] = (struct lz_wire_bytes){ (const uint8_t *)req->argv[i], strlen(req->argv[i]) };
+	const char *term = getenv("TERM");
+	struct lz_wire_env env = { { (const uint8_t *)"TERM", 4 },
+				   { (const uint8_t *)(term ? term : "xterm"), strlen(term ? term : "xterm") } };
+	struct lz_wire_msg run = { .type = LZ_WIRE_RUN_COMMAND,
+				   .run = { .argv = args, .argc = argc, .env = &env, .n_env = 1,
+					    .terminal = true } };
+	window(&run.run.rows, &run.run.cols);
+	int r = lz_wire_send(sock, &run, NULL, 0);
+	free(args);
+	if (r < 0) {
+		int e = refusal(sock, err);
+		return e < 0 ? e : lz_err_set(err, -r, "send the command: %s", strerror(-r));
+	}
+
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
+	if (buf == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	catch_signals();
+	raw = saved;
+	cfmakeraw(&raw);
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
+	bool stdin_open = true;
+	r = 0;
+	for (;;) {
+		if (got_winch) {
+			got_winch = 0;
+			struct lz_wire_msg m = { .type = LZ_WIRE_RESIZE };
+			window(&m.resize.rows, &m.resize.cols);
+			(void)send_simple(sock, &m);
+		}
+		if (got_int || got_quit) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_SIGNAL,
+						 .sig = got_int ? LZ_WIRE_SIG_INTERRUPT : LZ_WIRE_SIG_QUIT };
+			got_int = got_quit = 0;
+			(void)send_simple(sock, &m);
+		}
+		if (got_end) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
+			(void)send_simple(sock, &m);
+			*ret_status = 128 + got_end;
+			break;
+		}
+		if (got_tstp) {
+			/* Local suspension: restore, stop, and come back raw. */
+			got_tstp = 0;
+			(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
+			signal(SIGTSTP, SIG_DFL);
+			raise(SIGTSTP);
+			catch_signals();
+			(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
+			got_winch = 1;
+			continue;
+		}
+		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
+					{ .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN } };
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
+			break;
+		}
+		if (pf[1].revents) {
+			ssize_t n = read(STDIN_FILENO, buf, LZ_WIRE_MAX_DATA);
+			if (n > 0) {
+				struct lz_wire_msg m = { .type = LZ_WIRE_INPUT,
+							 .input = { buf, (size_t)n } };
+				(void)send_simple(sock, &m);
+			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+				stdin_open = false;
+			}
+		}
+		if (pf[0].revents) {
+			struct lz_wire_msg m;
+			int rf[LZ_WIRE_MAX_FDS];
+			size_t nf = 0;
+			int k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+			if (k == -ECONNRESET)
+				k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+			for (size_t i = 0; i < nf; i++)
+				close(rf[i]);
+			if (k < 0) {
+				r = lz_err_set(err, EPIPE,
+					       "lost the Host Coordinator; the session is gone (see %s/%s)",
+					       lz_config_runtime_domain(req->cfg)->canonical, LZ_HC_LOG);
+				break;
+			}
+			bool done = false;
+			if (m.type == LZ_WIRE_OUTPUT) {
+				(void)write_all(STDOUT_FILENO, m.output.ptr, m.output.len);
+			} else if (m.type == LZ_WIRE_SESSION_EXIT) {
+				*ret_status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value : 128 + m.exit.value;
+				done = true;
+			} else if (m.type == LZ_WIRE_REFUSED) {
+				r = lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO, "%.*s",
+					       (int)m.refused.message_len, m.refused.message);
+				done = true;
+			}
+			lz_wire_msg_release(&m);
+			if (done)
+				break;
+		}
+	}
+	/* DX-5: whatever the guest did, the developer's terminal mode is
+	 * ours to put back. */
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
+	free(buf);
+	return r;
+}
+
 int lz_client_run(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
 {
 	_cleanup_close_ int sock = -EBADF;
@@ -227,6 +404,8 @@ int lz_client_run(const struct lz_client_request *req, int *ret_status, struct l
 		return r;
 	if ((r = hello(sock, req->cfg, err)) < 0)
 		return r;
+	if (req->terminal)
+		return run_terminal(sock, req, ret_status, err);
 	for (int i = 0; i < 3; i++) {
 		r = stream_for(i, i == 0, &rl[i], &fds[i]);
 		if (r < 0) {

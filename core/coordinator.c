@@ -9,9 +9,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <termios.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -39,6 +41,11 @@
 #define IDLE_GRACE_MS 30000
 #define STOP_TIMEOUT_MS 30000
 
+/* One Client Session. Terminal sessions (spec 3.4) own a PTY master and
+ * at most one record in flight each way: an Output not yet accepted by the
+ * client stops reading the master (kernel PTY backpressure, no unbounded
+ * queue), and an Input not yet written to the master stops reading that
+ * client, so one session cannot starve another's control events. */
 struct session {
 	int client; /* -1: free slot */
 	bool greeted;
@@ -46,7 +53,18 @@ struct session {
 	bool client_lost;
 	struct lz_broker_child exec;
 	char id[LZ_DSTORE_ID_HEX_LEN + 1];
+	bool tty;
+	int master;
+	uint8_t out[LZ_WIRE_MAX_DATA];
+	size_t out_len;
+	uint8_t in[LZ_WIRE_MAX_DATA];
+	size_t in_len, in_off;
+	int release_stage;  /* 0 none; 1 SIGHUP sent; 2 SIGTERM sent; 3 SIGKILL sent */
+	int64_t release_at; /* when the next stage is due */
 };
+
+#define RELEASE_GRACE_MS 2000
+#define DRAIN_MS 2000
 
 struct lz_hc {
 	const lz_config *cfg;
@@ -220,6 +238,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		hc->sessions[i].client = -1;
+		hc->sessions[i].master = -1;
 		hc->sessions[i].exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 	}
 	if (hc->profile == NULL || hc->runtime_domain == NULL) {
@@ -690,11 +709,18 @@ static void session_end(lz_hc *hc, struct session *s)
 		lz_broker_kill(&s->exec);
 	if (s->client >= 0)
 		close(s->client);
+	if (s->master >= 0)
+		close(s->master);
 	if (s->id[0]) {
 		(void)lz_dstore_session_release(hc->store, hc->gen, s->id, &ignored);
 		(void)lz_dstore_session_clean(hc->store, hc->gen, s->id, &ignored);
 	}
-	*s = (struct session){ .client = -1, .exec = LZ_BROKER_CHILD_INIT };
+	s->client = s->master = -1;
+	s->greeted = s->running = s->client_lost = s->tty = false;
+	s->exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	s->id[0] = '\0';
+	s->out_len = s->in_len = s->in_off = 0;
+	s->release_stage = 0;
 }
 
 static bool bytes_ok(const struct lz_wire_bytes *b)
@@ -770,14 +796,90 @@ static int exec_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *er
 	return lz_dstore_session_stage_exec(c->hc->store, c->hc->gen, c->s->id, id, err);
 }
 
-/* A non-interactive session (issue 4): the client's own stdin, stdout and
- * stderr become the exec client's, so bytes and EOF pass unmodified. */
+static bool term_value_ok(const struct lz_wire_bytes *v)
+{
+	if (v->len == 0 || v->len > 64)
+		return false;
+	for (size_t i = 0; i < v->len; i++) {
+		uint8_t c = v->ptr[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '.' || c == '_' || c == '+'))
+			return false;
+	}
+	return true;
+}
+
+/* The client's TERM names the terminal the guest draws on; nothing else of
+ * the client's environment enters the sandbox. */
+static char *client_term(const struct lz_wire_run_command *run)
+{
+	for (size_t i = 0; i < run->n_env; i++) {
+		const struct lz_wire_env *e = &run->env[i];
+		if (e->name.len == 4 && memcmp(e->name.ptr, "TERM", 4) == 0 && term_value_ok(&e->value)) {
+			char *t = NULL;
+			if (asprintf(&t, "TERM=%.*s", (int)e->value.len, (const char *)e->value.ptr) < 0)
+				return NULL;
+			return t;
+		}
+	}
+	return strdup("TERM=xterm");
+}
+
+/* Opens a PTY pair: the master stays with the HC (spec 3.4), the slave
+ * (opened through the master, never by name) goes to runsc exec. */
+static int open_pty(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slave,
+		    struct lz_err *err)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return lz_err_set(err, errno, "open a PTY: %s", strerror(errno));
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+	int slave = -1;
+	if (grantpt(master) < 0 || unlockpt(master) < 0 || ioctl(master, TIOCSWINSZ, &ws) < 0 ||
+	    (slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+	    fcntl(master, F_SETFL, O_NONBLOCK) < 0) {
+		int e = errno;
+		close(master);
+		return lz_err_set(err, e, "set up the PTY: %s", strerror(e));
+	}
+	*ret_master = master;
+	*ret_slave = slave;
+	return 0;
+}
+
+/* runsc exec writes the guest leader's PID (inside the sandbox) once the
+ * guest runs (C-REFINEMENT fact 7). */
+static int guest_leader(lz_hc *hc, const char *name, uint64_t *ret, struct lz_err *err)
+{
+	int64_t deadline = lz_now_ms() + 10000;
+	for (;;) {
+		_cleanup_close_ int dir = lz_openat2(hc->gen_dir.fd, "sessions", O_PATH | O_DIRECTORY | O_CLOEXEC,
+						     LZ_RESOLVE_OWNED);
+		_cleanup_close_ int fd = dir < 0 ? -1 : lz_openat2(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+								   LZ_RESOLVE_OWNED);
+		char text[32] = "";
+		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+		unsigned long long pid = 0;
+		if (n > 0 && sscanf(text, "%llu", &pid) == 1 && pid > 0) {
+			*ret = pid;
+			return 0;
+		}
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the guest process did not start");
+		usleep(10 * 1000);
+	}
+}
+
+/* A session: the client's own stdin, stdout and stderr become the exec
+ * client's (bytes and EOF pass unmodified, issue 4), or, for a terminal,
+ * a PTY the HC owns (issue 5). */
 static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_command *run,
 			 const int fds[3], struct lz_err *err)
 {
 	char **argv = NULL, **env = NULL;
-	char *json = NULL, file[64], process[4300], root[4200];
-	int sessions_fd = -EBADF;
+	char *json = NULL, *term = NULL, file[64], pidfile[64], process[4300], root[4200],
+	     pidarg[4300];
+	int sessions_fd = -EBADF, slave = -EBADF;
 	int r;
 
 	for (size_t i = 0; i < run->argc; i++)
@@ -791,7 +893,29 @@ static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_
 		r = lz_err_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	struct lz_oci_process proc = { .argv = argv, .env = env, .cwd = "/workspace" };
+	if (run->terminal) {
+		/* The TERM slot replaces LANG's position at the end of the defaults. */
+		if ((term = client_term(run)) == NULL) {
+			r = lz_err_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		size_t n = 0;
+		while (env[n])
+			n++;
+		char **grown = realloc(env, (n + 2) * sizeof(char *));
+		if (grown == NULL) {
+			r = lz_err_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		env = grown;
+		env[n] = TAKE_PTR(term);
+		env[n + 1] = NULL;
+		if ((r = open_pty(run->rows, run->cols, &s->master, &slave, err)) < 0)
+			goto out;
+		s->tty = true;
+	}
+	struct lz_oci_process proc = { .argv = argv, .env = env, .cwd = "/workspace",
+				       .terminal = run->terminal };
 	if ((r = lz_ocispec_process_json(&proc, &json, err)) < 0)
 		goto out;
 	sessions_fd = lz_openat2(hc->gen_dir.fd, "sessions", O_PATH | O_DIRECTORY | O_CLOEXEC,
@@ -801,16 +925,25 @@ static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_
 		goto out;
 	}
 	snprintf(file, sizeof(file), "%s.json", s->id);
+	snprintf(pidfile, sizeof(pidfile), "%s.pid", s->id);
 	r = write_file(sessions_fd, file, json, strlen(json), 0600, err);
 	explicit_bzero(json, strlen(json)); /* it holds environment values */
 	if (r < 0)
 		goto out;
 	snprintf(process, sizeof(process), "--process=%s/sessions/%s", hc->gen_dir.canonical, file);
+	snprintf(pidarg, sizeof(pidarg), "--internal-pid-file=%s/sessions/%s", hc->gen_dir.canonical,
+		 pidfile);
 	snprintf(root, sizeof(root), "--root=%s/runsc", hc->gen_dir.canonical);
-	char *exec_argv[] = { "runsc", root, "exec", process, hc->container_id, NULL };
+	char *exec_argv[] = { "runsc", root, "exec", process, pidarg, hc->container_id, NULL };
 	struct lz_spawn exec = { .label = "runsc exec", .exe_fd = -1, .path = hc->runsc_path,
-				 .argv = exec_argv, .stdin_fd = fds[0], .stdout_fd = fds[1],
-				 .stderr_fd = fds[2] };
+				 .argv = exec_argv,
+				 .stdin_fd = s->tty ? slave : fds[0],
+				 .stdout_fd = s->tty ? slave : fds[1],
+				 .stderr_fd = s->tty ? slave : fds[2],
+				 /* The PTY is runsc exec's controlling terminal, so the
+				  * line discipline's signals reach it and it forwards them
+				  * to the guest's foreground group. */
+				 .ctty = s->tty };
 	struct session_ctx ctx = { hc, s };
 	/* Fact 6: runsc exec reaches the sandbox only from the RS's
 	 * namespaces; it joins them through the RS's pidfd. */
@@ -825,7 +958,20 @@ static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_
 	};
 	if ((r = lz_broker_spawn(&spec, &s->exec, err)) < 0)
 		goto out;
-	if ((r = lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &s->exec.id, NULL, err)) < 0)
+	lz_close_fdp(&slave);
+	/* Spec 3.4 steps 3-4: the guest leader is known before any terminal
+	 * event is admitted; runsc exec with a terminal makes it a session
+	 * and process-group leader, so its group is its PID. runsc exposes
+	 * no start time; it stays 0 (negative evidence only). */
+	struct lz_dstore_guest guest = { 0 };
+	struct lz_dstore_guest *g = NULL;
+	if (s->tty) {
+		if ((r = guest_leader(hc, pidfile, &guest.leader_pid, err)) < 0)
+			goto out;
+		guest.pgid = guest.leader_pid;
+		g = &guest;
+	}
+	if ((r = lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &s->exec.id, g, err)) < 0)
 		goto out;
 	s->running = true;
 	hc->ever_served = true;
@@ -834,11 +980,83 @@ static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_
 	(void)unhex(s->id, welcome.welcome.session_id, 16);
 	(void)lz_wire_send(s->client, &welcome, NULL, 0);
 out:
+	lz_close_fdp(&slave);
 	lz_close_fdp(&sessions_fd);
 	free(json);
+	free(term);
 	free(argv);
 	free_env(env);
 	return r;
+}
+
+/* Client loss or close (spec 3.4 release): SIGHUP, grace, SIGTERM, grace,
+ * SIGKILL, through the exec client that forwards to the guest group. */
+static void start_release(struct session *s)
+{
+	if (s->release_stage > 0 || s->exec.pidfd < 0)
+		return;
+	(void)lz_broker_signal(&s->exec, SIGHUP);
+	s->release_stage = 1;
+	s->release_at = lz_now_ms() + RELEASE_GRACE_MS;
+}
+
+static void advance_release(struct session *s)
+{
+	if (s->release_stage == 0 || s->exec.pidfd < 0 || lz_remaining_ms(s->release_at) > 0)
+		return;
+	(void)lz_broker_signal(&s->exec, s->release_stage == 1 ? SIGTERM : SIGKILL);
+	s->release_stage++;
+	s->release_at = lz_now_ms() + RELEASE_GRACE_MS;
+}
+
+static void client_gone(struct session *s)
+{
+	s->client_lost = true;
+	close(s->client);
+	s->client = -1;
+	if (s->tty)
+		start_release(s);
+	else
+		(void)lz_broker_signal(&s->exec, SIGTERM);
+}
+
+/* Writes what is pending for the master; false when it cannot take more. */
+static void flush_input(struct session *s)
+{
+	while (s->in_off < s->in_len) {
+		ssize_t n = write(s->master, s->in + s->in_off, s->in_len - s->in_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		s->in_off += (size_t)n;
+	}
+	if (s->in_off == s->in_len)
+		s->in_len = s->in_off = 0;
+}
+
+/* Sends the pending Output record; it stays pending on a full socket. */
+static void flush_output(struct session *s)
+{
+	if (s->out_len == 0 || s->client < 0)
+		return;
+	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
+	int r = lz_wire_send(s->client, &m, NULL, 0);
+	if (r == 0)
+		s->out_len = 0;
+	else if (r != -EAGAIN)
+		client_gone(s);
+}
+
+static void read_master(struct session *s)
+{
+	if (s->out_len > 0 || s->master < 0)
+		return;
+	ssize_t n = read(s->master, s->out, sizeof(s->out));
+	if (n > 0) {
+		s->out_len = (size_t)n;
+		flush_output(s);
+	}
 }
 
 static void client_message(lz_hc *hc, struct session *s, uint8_t *buf)
@@ -848,16 +1066,13 @@ static void client_message(lz_hc *hc, struct session *s, uint8_t *buf)
 	size_t n_fds = 0;
 	struct lz_err err = { 0, "" };
 	int r = lz_wire_recv(s->client, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &n_fds);
+	if (r == -EAGAIN)
+		return;
 	if (r < 0) {
-		if (!s->running) {
+		if (!s->running)
 			session_end(hc, s);
-			return;
-		}
-		/* Client lost while its command runs: stop the command. */
-		s->client_lost = true;
-		close(s->client);
-		s->client = -1;
-		(void)lz_broker_signal(&s->exec, SIGTERM);
+		else
+			client_gone(s);
 		return;
 	}
 	if (!s->greeted) {
@@ -874,46 +1089,91 @@ static void client_message(lz_hc *hc, struct session *s, uint8_t *buf)
 		if (!s->greeted)
 			session_end(hc, s);
 	} else if (!s->running && m.type == LZ_WIRE_RUN_COMMAND) {
-		if (m.run.terminal) {
-			refuse_client(s->client, ENOTSUP, "interactive terminal sessions are not built yet");
-			session_end(hc, s);
-		} else if (n_fds != LZ_WIRE_STDIO_FDS) {
-			refuse_client(s->client, EPROTO, "a command needs its three standard streams");
+		if (n_fds != (m.run.terminal ? 0 : LZ_WIRE_STDIO_FDS)) {
+			refuse_client(s->client, EPROTO, "a command needs its three standard streams, "
+							 "or a terminal");
 			session_end(hc, s);
 		} else if ((r = session_start(hc, s, &m.run, fds, &err)) < 0) {
 			refuse_client(s->client, -r, err.msg);
 			session_end(hc, s);
 		}
-	} else if (s->running && m.type == LZ_WIRE_SIGNAL) {
+	} else if (s->running && s->release_stage == 0 && m.type == LZ_WIRE_SIGNAL) {
+		/* Spec 3.4: Interrupt, Quit and Suspend for the guest group. */
 		static const int sigs[] = { [LZ_WIRE_SIG_INTERRUPT] = SIGINT, [LZ_WIRE_SIG_QUIT] = SIGQUIT,
 					    [LZ_WIRE_SIG_SUSPEND] = SIGTSTP, [LZ_WIRE_SIG_HANGUP] = SIGHUP,
 					    [LZ_WIRE_SIG_TERMINATE] = SIGTERM };
 		(void)lz_broker_signal(&s->exec, sigs[m.sig]);
-	} else if (!(s->running && (m.type == LZ_WIRE_CLOSE_INPUT || m.type == LZ_WIRE_DETACH))) {
+	} else if (s->running && s->tty && s->release_stage == 0 && m.type == LZ_WIRE_INPUT) {
+		memcpy(s->in, m.input.ptr, m.input.len);
+		s->in_len = m.input.len;
+		s->in_off = 0;
+		flush_input(s);
+	} else if (s->running && s->tty && s->release_stage == 0 && m.type == LZ_WIRE_RESIZE) {
+		/* The kernel sends SIGWINCH to the PTY's foreground group (runsc
+		 * exec), which forwards it to the guest's. */
+		struct winsize ws = { .ws_row = m.resize.rows, .ws_col = m.resize.cols };
+		(void)ioctl(s->master, TIOCSWINSZ, &ws);
+	} else if (s->running && m.type == LZ_WIRE_DETACH) {
+		if (s->tty)
+			start_release(s);
+	} else if (!(s->running && m.type == LZ_WIRE_CLOSE_INPUT)) {
 		refuse_client(s->client, EPROTO, "unexpected message");
-		session_end(hc, s);
+		if (s->running)
+			client_gone(s);
+		else
+			session_end(hc, s);
 	}
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	lz_wire_msg_release(&m);
 }
 
+/* Sends one record, waiting (bounded) while the client's socket is full. */
+static void send_bounded(int fd, const struct lz_wire_msg *m, int64_t deadline)
+{
+	for (;;) {
+		int r = lz_wire_send(fd, m, NULL, 0);
+		if (r != -EAGAIN)
+			return;
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, lz_remaining_ms(deadline)) <= 0)
+			return;
+	}
+}
+
+/* Spec 3.4 session end: reap the exec client, drain the PTY in order until
+ * EOF or the bounded deadline, then exactly one SessionExit. */
 static void exec_ended(lz_hc *hc, struct session *s)
 {
 	int status = 255;
 	struct lz_err ignored;
 	(void)lz_broker_wait(&s->exec, 0, &status, &ignored);
+	if (s->client >= 0 && s->tty) {
+		int64_t deadline = lz_now_ms() + DRAIN_MS;
+		if (s->out_len > 0) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
+			send_bounded(s->client, &m, deadline);
+			s->out_len = 0;
+		}
+		for (;;) {
+			ssize_t n = read(s->master, s->out, sizeof(s->out));
+			if (n <= 0 || lz_remaining_ms(deadline) == 0)
+				break; /* EIO: no slave left; EAGAIN: drained */
+			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, (size_t)n } };
+			send_bounded(s->client, &m, deadline);
+		}
+	}
 	if (s->client >= 0) {
 		struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
 					 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)status } };
-		(void)lz_wire_send(s->client, &m, NULL, 0);
+		send_bounded(s->client, &m, lz_now_ms() + DRAIN_MS);
 	}
 	session_end(hc, s);
 }
 
 static void accept_client(lz_hc *hc)
 {
-	int fd = accept4(hc->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(hc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
 	struct ucred cred;
@@ -942,8 +1202,8 @@ static bool sessions_active(const lz_hc *hc)
 int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 {
 	enum { FIXED = 3 };
-	struct pollfd pf[FIXED + 2 * LZ_HC_MAX_SESSIONS];
-	struct session *owner[FIXED + 2 * LZ_HC_MAX_SESSIONS];
+	struct pollfd pf[FIXED + 3 * LZ_HC_MAX_SESSIONS];
+	struct session *owner[FIXED + 3 * LZ_HC_MAX_SESSIONS];
 	uint8_t *buf = malloc(LZ_WIRE_MAX);
 	int64_t started = lz_now_ms();
 	int r = 0;
@@ -954,21 +1214,35 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 		    (hc->ever_served || lz_remaining_ms(started + IDLE_GRACE_MS) == 0))
 			break;
 		size_t n = 0;
+		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + IDLE_GRACE_MS);
 		pf[n++] = (struct pollfd){ .fd = hc->listen_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->control_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->rs.pidfd, .events = POLLIN };
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 			struct session *s = &hc->sessions[i];
 			if (s->client >= 0) {
+				short ev = (short)((s->in_len == 0 ? POLLIN : 0) | (s->out_len > 0 ? POLLOUT : 0));
 				owner[n] = s;
-				pf[n++] = (struct pollfd){ .fd = s->client, .events = POLLIN };
+				pf[n++] = (struct pollfd){ .fd = s->client, .events = ev };
 			}
 			if (s->exec.pidfd >= 0) {
 				owner[n] = s;
 				pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
 			}
+			if (s->master >= 0 && s->running) {
+				/* Backpressure: no read while an Output is pending or
+				 * nobody is there to take it. */
+				short ev = (short)((s->out_len == 0 && s->client >= 0 ? POLLIN : 0) |
+						   (s->in_len > 0 ? POLLOUT : 0));
+				owner[n] = s;
+				pf[n++] = (struct pollfd){ .fd = s->master, .events = ev };
+			}
+			if (s->release_stage > 0 && s->exec.pidfd >= 0) {
+				int left = lz_remaining_ms(s->release_at);
+				if (timeout < 0 || left < timeout)
+					timeout = left;
+			}
 		}
-		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + IDLE_GRACE_MS);
 		if (poll(pf, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -980,14 +1254,25 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 			break;
 		}
 		for (size_t i = FIXED; i < n; i++) {
+			struct session *s = owner[i];
 			if (!pf[i].revents)
 				continue;
-			struct session *s = owner[i];
-			if (pf[i].fd == s->exec.pidfd)
+			if (pf[i].fd == s->exec.pidfd) {
 				exec_ended(hc, s);
-			else if (pf[i].fd == s->client)
-				client_message(hc, s, buf);
+			} else if (pf[i].fd == s->client) {
+				if (pf[i].revents & POLLOUT)
+					flush_output(s);
+				if (s->client >= 0 && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+					client_message(hc, s, buf);
+			} else if (pf[i].fd == s->master) {
+				if (pf[i].revents & POLLOUT)
+					flush_input(s);
+				if (pf[i].revents & POLLIN)
+					read_master(s);
+			}
 		}
+		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+			advance_release(&hc->sessions[i]);
 		if (pf[0].revents & POLLIN)
 			accept_client(hc);
 	}

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -139,7 +140,8 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 	else
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
-	    dup2(p->fds[2], STDERR_FILENO) >= 0) {
+	    dup2(p->fds[2], STDERR_FILENO) >= 0 &&
+	    (!spec->ctty || (setsid() >= 0 && ioctl(STDIN_FILENO, TIOCSCTTY, 0) == 0))) {
 		/* Anything an embedding leaked without O_CLOEXEC. */
 		(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 		if (p->exe_fd >= 0)

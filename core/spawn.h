@@ -40,6 +40,7 @@ struct lz_spawn {
 	int stdout_fd;           /* -1: /dev/null */
 	int stderr_fd;           /* -1: /dev/null */
 	bool detach;             /* own session, no parent-death signal (the HC) */
+	bool ctty;               /* own session, stdin becomes the controlling terminal */
 };
 
 /* The parent-side preparation of a spec's standard streams and executable

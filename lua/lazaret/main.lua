@@ -61,7 +61,12 @@ local function launch(cmd)
     return EXIT.config
   end
   local domain = require("lazaret.core.domain")
-  local status, rmsg = domain.run(cfg, { argv = cmd.argv or { "/bin/bash" } })
+  -- Interactive when the developer's stdin and stdout are a terminal
+  -- (issue 5); otherwise the streams pass as they are.
+  local status, rmsg = domain.run(cfg, {
+    argv = cmd.argv or { "/bin/bash" },
+    terminal = domain.interactive(),
+  })
   if not status then
     err(rmsg)
     return EXIT.unavailable
