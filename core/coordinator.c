@@ -1295,7 +1295,7 @@ int lz_hc_stop(lz_hc *hc, struct lz_err *err)
 {
 	int r;
 	if (hc->rs.pidfd < 0)
-		return 0;
+		return stop_unstarted(hc, err);
 	(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_STOPPING, err);
 	/* 1. release intent, keeping the exact mount and artifact identity. */
 	if ((r = lz_dstore_participant_release_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR,
@@ -1339,6 +1339,35 @@ int lz_hc_stop(lz_hc *hc, struct lz_err *err)
 		    (r = lz_dstore_participant_clean(hc->store, hc->gen, roles[i], err)) < 0)
 			return r;
 	return lz_dstore_anchor_unmounted(hc->store, hc->gen, err);
+}
+
+/* A start that failed before the supervisor existed left bare intents (no
+ * process, no mount can exist without the RS): they become clean, and a
+ * held lease moves to release so lz_hc_release_lower can remove it. */
+static int stop_unstarted(lz_hc *hc, struct lz_err *err)
+{
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
+						     LZ_DSTORE_ROLE_STATE_ANCHOR };
+	struct lz_err ignored;
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++) {
+		struct lz_dstore_participant p;
+		if (lz_dstore_participant_get(hc->store, hc->gen, roles[i], &p, &ignored) < 0)
+			continue; /* never recorded */
+		enum lz_dstore_phase phase = p.phase;
+		lz_dstore_participant_clear(&p);
+		if (phase == LZ_DSTORE_PHASE_CLEAN)
+			continue;
+		int r = 0;
+		if (phase != LZ_DSTORE_PHASE_INTENT && phase != LZ_DSTORE_PHASE_RELEASE)
+			r = lz_dstore_participant_release_intent(hc->store, hc->gen, roles[i], err);
+		if (r < 0 || (r = lz_dstore_participant_clean(hc->store, hc->gen, roles[i], err)) < 0)
+			return r;
+	}
+	if (!hc->lease_held)
+		return 0;
+	return lz_dstore_participant_release_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
+						    err);
 }
 
 /* Step 4's recheck, under the catalog lock: the Domain's own record still

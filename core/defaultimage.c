@@ -178,8 +178,8 @@ int lz_default_config_write(const struct lz_host_env *env, const char *explicit_
 	char text[LZ_PATH_MAX * 2];
 	int n = snprintf(text, sizeof(text),
 			 "# Lazaret configuration, v1 (docs/configuration.md).\n"
-			 "# Written by `lazaret init`; `lazaret default` opens a shell in the\n"
-			 "# default Debian 12 image (`lazaret image build-default` builds it).\n"
+			 "# Written by `lazaret init`. Build the default Debian 12 image with\n"
+			 "# `lazaret image build-default`; then `lazaret default` opens a shell.\n"
 			 "version = 1\n\n[profiles.default]\nimage = \"%s\"\n",
 			 ref);
 	bool ok = fchmod(fd, 0600) == 0 && n > 0 && (size_t)n < sizeof(text) &&

@@ -1,6 +1,6 @@
 /* Mounts inside the Runtime Supervisor's mount namespace (spec 3.6,
- * issue 4): the read-only prepared root, the State Anchor overlays, and
- * exact unmounting. Every mount is built from descriptors with the new mount
+ * issue 4): the root overlay (prepared lower + transient upper), the State
+ * Anchor overlays, read-only binds, and exact unmounting. Every mount is built from descriptors with the new mount
  * API (open_tree, fsopen/fsconfig(FSCONFIG_SET_FD)/fsmount, move_mount), so
  * no source path is re-resolved; only an unmount names its target, and only
  * after the mount found there is proved to be the recorded one. */

@@ -1,0 +1,173 @@
+/* Route policy of the enforcement network namespace over rtnetlink
+ * (spec 3.7 "Default policy and deny representation", "Linux policy state";
+ * SR-6).
+ *
+ * Everything here acts on the CURRENT network namespace: the Runtime
+ * Supervisor calls it after entering its own namespaces, while it still holds
+ * network-administration capability there.
+ *
+ * Representation (what lz_netroutes_install creates, table main, protocol
+ * static, metric 0, TOS 0):
+ *   DENY, CANARY_DENY    unicast <prefix> dev lo scope link
+ *                        A loopback-unicast deny route: matching packets are
+ *                        handed to the loopback device and never leave
+ *                        through dev. The kernel needs lo UP (otherwise
+ *                        ENETDOWN "Device for nexthop is not up") and flushes
+ *                        these routes when lo goes down, so the observation
+ *                        below must come after the last link change.
+ *                        blackhole, unreachable and prohibit routes are never
+ *                        created (SR-6).
+ *   ALLOW, CANARY_ALLOW  unicast <prefix> via <gateway> dev <dev>
+ *   HELPER               unicast <prefix> dev <dev> scope link (on-link: the
+ *                        slirp4netns /24 and the gateway and DNS /32s)
+ * Equal prefixes: a deny beats any other kind (the other is not installed);
+ * ALLOW and CANARY_ALLOW (or DENY and CANARY_DENY) share one route; HELPER
+ * against ALLOW at the same prefix is refused (two different next hops, no
+ * rule says which wins).
+ *
+ * Observation is a policy-semantic projection (struct lz_kroute): table,
+ * destination, TOS, metric, type, scope, next-hop device and gateway, plus a
+ * bit set of route features outside that vocabulary (multipath, encap,
+ * nexthop objects, source prefixes, ...), any of which makes the route
+ * unmatchable. Counters, cache entries (RTM_F_CLONED), metrics such as MTU,
+ * preferred source, realms, carrier state and the protocol are left out: they
+ * do not decide where a packet goes. All tables are observed, so a route in
+ * table local or default that would take precedence over table main is seen.
+ * The only routes left out are the ones the kernel derives from interface
+ * addresses in table local (protocol kernel): "local <address>" on the
+ * address's device, "local <prefix>" of an address on a loopback device, and
+ * "broadcast <broadcast|network address>" of an address on the same device.
+ * They deliver to this host and forward nothing. The connected route the
+ * kernel adds to table main for the tap0 address IS observed: it has exactly
+ * the projection of the HELPER on-link /24, and install treats it as that
+ * route (an exclusive create of the same key would fail with EEXIST).
+ *
+ * Preconditions of install: lo and dev are up, dev holds the sandbox address,
+ * and table main holds no route of the plan except that connected route.
+ * slirp4netns --configure adds "default via <gateway> dev tap0"; delete it
+ * with lz_netroutes_delete before installing a plan that contains 0.0.0.0/0.
+ *
+ * Threat: a route the policy did not ask for (left by a configurator, added by
+ * a bug, shadowing from another table), or a deny that silently became
+ * something else; either would let the sandbox reach a denied destination. */
+#ifndef LZ_NETROUTES_H
+#define LZ_NETROUTES_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netprefix.h"
+#include "util/err.h"
+
+/* Hard limit on routes in a policy, and on routes, links and addresses read
+ * back from the kernel. */
+#define LZ_NETROUTES_MAX 4096u
+
+/* Starts at 1: a zeroed entry is invalid. */
+enum lz_netroute_kind {
+	LZ_NETROUTE_ALLOW = 1,
+	LZ_NETROUTE_DENY,
+	LZ_NETROUTE_HELPER,
+	LZ_NETROUTE_CANARY_ALLOW,
+	LZ_NETROUTE_CANARY_DENY,
+};
+
+/* One entry of the derived policy. */
+struct lz_netroute {
+	struct lz_prefix prefix;
+	enum lz_netroute_kind kind;
+};
+
+/* lz_kroute.extra: route features the projection cannot express. */
+#define LZ_KROUTE_X_MULTIPATH 0x001u   /* RTA_MULTIPATH */
+#define LZ_KROUTE_X_ENCAP 0x002u       /* lightweight tunnel encapsulation */
+#define LZ_KROUTE_X_NHID 0x004u        /* nexthop object (RTA_NH_ID) */
+#define LZ_KROUTE_X_VIA 0x008u         /* RTA_VIA gateway of another family */
+#define LZ_KROUTE_X_SRC 0x010u         /* source-prefix route */
+#define LZ_KROUTE_X_IIF 0x020u         /* input-interface route */
+#define LZ_KROUTE_X_ONLINK 0x040u      /* RTNH_F_ONLINK */
+#define LZ_KROUTE_X_PERVASIVE 0x080u   /* RTNH_F_PERVASIVE */
+#define LZ_KROUTE_X_DEAD 0x100u        /* RTNH_F_DEAD: never used for lookup */
+#define LZ_KROUTE_X_UNKNOWN_DEV 0x200u /* ifindex with no device here */
+#define LZ_KROUTE_X_OTHER 0x400u       /* an attribute this module does not know */
+
+/* Policy-semantic projection of one IPv4 kernel route. Compare with
+ * lz_kroute_compare, never memcmp. */
+struct lz_kroute {
+	uint32_t table;        /* RT_TABLE_* or a number */
+	struct lz_prefix dst;  /* host bits zero */
+	uint8_t tos;
+	uint32_t priority;     /* metric */
+	uint8_t type;          /* RTN_* */
+	uint8_t scope;         /* RT_SCOPE_* */
+	char dev[IF_NAMESIZE]; /* next-hop device, "" when none */
+	uint32_t gateway;      /* host byte order, 0 when on-link or none */
+	uint32_t extra;        /* LZ_KROUTE_X_*; nonzero never matches a plan */
+	uint8_t protocol;      /* RTPROT_*: provenance only, NOT compared */
+};
+
+/* Orders by every projected field except protocol; 0 means equal. */
+int lz_kroute_compare(const struct lz_kroute *a, const struct lz_kroute *b);
+
+/* ip-route-like text, e.g. "unicast 10.0.0.0/8 dev lo scope link table main". */
+#define LZ_KROUTE_STR_MAX 192
+void lz_kroute_format(const struct lz_kroute *r, char *out);
+
+/* The projection install produces for routes (dev, gateway in host byte
+ * order), with the conflict rules above applied, sorted by lz_kroute_compare.
+ * Refuses (EINVAL, naming the entry) an unknown kind, a prefix with host bits,
+ * a conflict, an empty or overlong dev, dev "lo", or a zero, loopback or
+ * multicast gateway; E2BIG beyond LZ_NETROUTES_MAX. *ret is malloc'ed (NULL
+ * when *ret_n is 0); both untouched on failure. */
+int lz_netroutes_plan(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gateway,
+		      struct lz_kroute **ret, size_t *ret_n, struct lz_err *err);
+
+/* Creates the plan's routes with NLM_F_CREATE|NLM_F_EXCL: on-link routes
+ * first (they make the gateway reachable), then denies, then allows. The
+ * first refusal stops and is returned as -errno with the route and the
+ * kernel's extended-ack reason in err (EEXIST for a route already there,
+ * ENODEV for a missing device, ENETDOWN when lo or dev is down, EPERM without
+ * capability). Not transactional: routes created before a failure stay; the
+ * caller discards the namespace. */
+int lz_netroutes_install(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gateway,
+			 struct lz_err *err);
+
+/* Reads every IPv4 route of the current namespace as projections sorted by
+ * lz_kroute_compare, without the address-derived table-local entries
+ * described above. *ret is malloc'ed (NULL when *ret_n is 0); both untouched
+ * on failure. E2BIG beyond LZ_NETROUTES_MAX entries; EAGAIN when the dump
+ * kept being interrupted by concurrent changes. */
+int lz_netroutes_observe(struct lz_kroute **ret, size_t *ret_n, struct lz_err *err);
+
+/* 0 when observed (any order) equals lz_netroutes_plan(derived, ...) exactly,
+ * duplicates included; otherwise -EPROTO naming the first missing or
+ * unexpected route. Plan refusals are returned as they are. */
+int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed, const struct lz_netroute *derived,
+		       size_t n_derived, const char *dev, uint32_t gateway, struct lz_err *err);
+
+/* The route the kernel picks for output to dst (host byte order), as
+ * RTM_GETROUTE ("ip route get") reports it: dst is dst/32, dev and gateway are
+ * the chosen next hop. -ENETUNREACH (or what the kernel says) when none. */
+int lz_netroutes_lookup(uint32_t dst, struct lz_kroute *ret, struct lz_err *err);
+
+/* Deletes the one route with exactly this projection (table, destination,
+ * TOS, metric, type, scope, device, gateway); any protocol. -ESRCH when there
+ * is none, -EINVAL for a projection with extra bits. For removing what a
+ * configurator added (slirp4netns's default route) and for tests. */
+int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err);
+
+/* Writes "1" to /proc/sys/net/ipv6/conf/{default,all}/disable_ipv6 (opened
+ * beneath /proc, which must be procfs, without following symlinks or
+ * crossing mounts) and reads both back. Returns 0, or 1 when the kernel has
+ * no IPv6 at all (no conf directory): then there is nothing to disable and
+ * lz_netroutes_ipv6_clean is the check that matters. */
+int lz_netroutes_disable_ipv6(struct lz_err *err);
+
+/* *ret = true when the namespace has no IPv6 address other than ::1/128 on a
+ * loopback device and no IPv6 route other than ::1/128 through a loopback
+ * device (cache entries aside). Untouched on failure. */
+int lz_netroutes_ipv6_clean(bool *ret, struct lz_err *err);
+
+#endif

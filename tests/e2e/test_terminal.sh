@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# End-to-end tests of interactive sessions (issue 5) through tmux: a real
+# terminal, the HC-owned PTY, real runsc. Runs as the unprivileged test
+# user; each test has its own tmux server, Storage Root and runtime dir.
+# Needs: LAZARET, E2E_ROOT, tmux, python3, umoci, unshare.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${LAZARET:?set LAZARET to the lazaret binary}"
+: "${E2E_ROOT:?set E2E_ROOT to the e2e directory}"
+FIX=$E2E_ROOT/fixtures
+COMM=$(basename "$LAZARET" | cut -c1-15)
+
+IMG=$(mktemp -d "${TMPDIR:-/tmp}/lz-term-img.XXXXXX")
+python3 "$FIX/make_test_image.py" "$IMG/img" latest --with-git >/dev/null || {
+	echo "Bail out! cannot build the test image"
+	exit 1
+}
+
+t_setup() {
+	mkdir -m 0700 "$T/home" "$T/run"
+	mkdir "$T/ws"
+	WS=$(realpath "$T/ws")
+	DATA=$T/data
+	CFG=$T/config.toml
+	printf 'version = 1\n[storage]\ndata_root = "%s"\n[profiles.test]\nimage = "oci:%s/img:latest"\n' \
+		"$DATA" "$IMG" >"$CFG"
+	chmod 0600 "$CFG"
+	ENVV=(env -i "HOME=$T/home" "USER=$(id -un)" "PATH=/usr/local/bin:/usr/bin:/bin"
+		"XDG_RUNTIME_DIR=$T/run" "TERM=screen")
+	[ -z "${LZ_TEST_RUN:-}" ] || ENVV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
+	capture "${ENVV[@]}" "$LAZARET" image prepare "oci:$IMG/img:latest" --config "$CFG"
+	[ "$STATUS" = 0 ] || fail "image prepare: $ERR"
+	SOCK=$T/tmux.sock
+	# A shell in a 100x30 pane, in the workspace, with a known prompt.
+	printf 'PS1="$ "\ncd %s\n' "$WS" >"$T/rc"
+	tmux -S "$SOCK" -f /dev/null new-session -d -s main -x 100 -y 30 \
+		"${ENVV[@]}" bash --rcfile "$T/rc" -i
+	tmux -S "$SOCK" set-option -g -t main remain-on-exit on >/dev/null
+}
+
+t_teardown() {
+	tmux -S "$T/tmux.sock" kill-server 2>/dev/null
+	local i
+	for i in $(seq 150); do
+		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
+		sleep 0.1
+	done
+	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
+	local sub subg
+	sub=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subuid)
+	subg=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subgid)
+	unshare --map-root-user --map-users="$sub,1,65536" --map-groups="$subg,1,65536" \
+		rm -rf "$T/data" "$T/run" 2>/dev/null
+	return 0
+}
+
+keys() { tmux -S "$SOCK" send-keys -t "${PANE:-main}" "$@"; }
+screen() { tmux -S "$SOCK" capture-pane -p -t "${PANE:-main}" -S -200; }
+
+# wait_for TEXT [SECONDS]: until the pane shows TEXT.
+wait_for() {
+	local i limit=$((${2:-20} * 10))
+	for i in $(seq "$limit"); do
+		screen | grep -qF -- "$1" && return 0
+		sleep 0.1
+	done
+	fail "the pane never showed [$1]:
+$(screen | grep -v "^$" | tail -n 15)"
+}
+
+# Starts `lazaret test` in the pane and waits for the guest's bash.
+start_guest() {
+	keys "$LAZARET test --config $CFG" Enter
+	wait_for "bash-" 60
+	keys 'PS1="guest\$ "' Enter
+	wait_for 'guest$' # capture-pane drops trailing blanks
+}
+
+test_prompt_size_and_resize() {
+	keys 'stty -a > '"$T"'/stty.before' Enter
+	start_guest
+	keys 'echo "cwd=$(pwd) size=$(tput cols)x$(tput lines)"' Enter
+	wait_for "cwd=/workspace size=100x30"
+	tmux -S "$SOCK" resize-window -t main -x 120 -y 40
+	sleep 0.5
+	keys 'echo "now=$(tput cols)x$(tput lines)"' Enter
+	wait_for "now=120x40"
+	assert_contains "$(screen)" "now=120x40"
+}
+
+test_ctrl_c_ctrl_d_vi_and_exit_status() {
+	keys 'stty -a > '"$T"'/stty.before' Enter
+	sleep 0.3
+	start_guest
+	keys 'sleep 100' Enter
+	sleep 1
+	local t0
+	t0=$(date +%s%N)
+	keys C-c
+	keys 'echo back-$((1+1))' Enter
+	wait_for "back-2" 5
+	local ms=$((($(date +%s%N) - t0) / 1000000))
+	[ "$ms" -lt 1500 ] || fail "Ctrl-C took ${ms} ms"
+	keys 'cat' Enter
+	keys 'typed-line' Enter
+	keys C-d
+	keys 'echo cat-$((2+3))' Enter
+	wait_for "cat-5"
+	keys 'vi /workspace/edited.txt' Enter
+	sleep 1.5
+	keys i
+	sleep 0.3
+	keys 'written in vi'
+	sleep 0.3
+	keys Escape
+	sleep 0.6 # vi reads a quick ESC-: as one escape sequence
+	keys ':wq' Enter
+	wait_for 'guest$' 10
+	sleep 0.5
+	assert_eq "written in vi" "$(cat "$WS/edited.txt")"
+	keys 'exit 3' Enter
+	sleep 2
+	keys 'echo status=$?; stty -a > '"$T"'/stty.after' Enter
+	wait_for "status=3"
+	sleep 0.5
+	assert_eq "$(cat "$T/stty.before")" "$(cat "$T/stty.after")" "terminal mode after the session"
+}
+
+hc_pid() {
+	ps -ww -u "$(id -u)" -o pid=,comm=,args= |
+		awk -v ws="$WS" -v comm="$COMM" '$2 == comm && index($0, "__hc") && index($0, ws) {print $1; exit}'
+}
+
+test_killing_the_cli_ends_the_guest() {
+	start_guest
+	keys 'sleep 300' Enter
+	sleep 1
+	local cli
+	cli=$(ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v comm="$COMM" '$2 == comm && index($0, " test --config") {print $1; exit}')
+	[ -n "$cli" ] || fail "no CLI process"
+	kill -9 "$cli"
+	# Release: SIGHUP, 2 s, SIGTERM, 2 s, SIGKILL; then the Domain ends.
+	local i
+	for i in $(seq 200); do
+		pgrep -u "$(id -u)" -f "$T/.*runsc|__hc.*$WS" >/dev/null || break
+		sleep 0.1
+	done
+	if pgrep -u "$(id -u)" -af "$T/.*runsc|__hc.*$WS"; then
+		fail "the guest outlived its client: $(pgrep -u "$(id -u)" -af "$T/")"
+	fi
+	keys 'reset; clear' Enter
+	sleep 0.5
+	start_guest
+	keys 'echo second-launch' Enter
+	wait_for "second-launch"
+	assert_contains "$(screen)" "second-launch"
+}
+
+test_killing_the_coordinator_restores_the_terminal() {
+	keys 'stty -a > '"$T"'/stty.before' Enter
+	sleep 0.3
+	start_guest
+	local hc
+	hc=$(hc_pid)
+	[ -n "$hc" ] || fail "no coordinator"
+	kill -9 "$hc"
+	wait_for "lost the Host Coordinator" 20
+	keys 'echo status=$?; stty -a > '"$T"'/stty.after' Enter
+	wait_for "status=69"
+	sleep 0.5
+	assert_eq "$(cat "$T/stty.before")" "$(cat "$T/stty.after")" "terminal mode after the loss"
+}
+
+test_two_sessions_side_by_side() {
+	tmux -S "$SOCK" split-window -h -t main "${ENVV[@]}" bash --rcfile "$T/rc" -i
+	sleep 0.5
+	PANE=main.0 start_guest
+	PANE=main.1 start_guest
+	PANE=main.0 keys 'echo "left=$(tput cols)"' Enter
+	PANE=main.1 keys 'echo "right=$(tput cols)"' Enter
+	PANE=main.0 wait_for "left="
+	PANE=main.1 wait_for "right="
+	local left right
+	left=$(PANE=main.0 screen)
+	right=$(PANE=main.1 screen)
+	assert_not_contains "$left" "right="
+	assert_not_contains "$right" "left="
+	local lw rw
+	lw=$(tmux -S "$SOCK" display -p -t main.0 '#{pane_width}')
+	rw=$(tmux -S "$SOCK" display -p -t main.1 '#{pane_width}')
+	assert_contains "$left" "left=$lw"
+	assert_contains "$right" "right=$rw"
+	# One sandbox: each sees the other's shell.
+	PANE=main.0 keys 'ps | grep -c "[b]ash" > /workspace/count' Enter
+	sleep 1
+	[ "$(cat "$WS/count")" -ge 2 ] || fail "sessions are not in one sandbox"
+}
+
+test_output_flood_is_bounded() {
+	start_guest
+	local hc
+	hc=$(hc_pid)
+	keys 'yes' Enter
+	sleep 1
+	local max=0 i rss
+	for i in $(seq 30); do
+		rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$hc/status")
+		[ "$rss" -gt "$max" ] && max=$rss
+		sleep 0.1
+	done
+	keys C-c
+	keys 'echo flood-$((4+4))' Enter
+	wait_for "flood-8" 10
+	# The HC holds one Output record per session; 64 MiB leaves room
+	# for its libraries and the sqlite cache.
+	[ "$max" -lt 65536 ] || fail "the coordinator grew to $max KiB"
+	assert_match "$max" '^[0-9]+$'
+}
+
+t_run "bash prompt in /workspace, size and resize" test_prompt_size_and_resize
+t_run "Ctrl-C, Ctrl-D, vi and the exit status; terminal restored" test_ctrl_c_ctrl_d_vi_and_exit_status
+t_run "killing the CLI ends the guest command" test_killing_the_cli_ends_the_guest
+t_run "killing the coordinator restores the terminal" test_killing_the_coordinator_restores_the_terminal
+t_run "two sessions side by side" test_two_sessions_side_by_side
+t_run "an output flood stays bounded and Ctrl-C stops it" test_output_flood_is_bounded
+rm -rf "$IMG"
+t_done
