@@ -1291,6 +1291,8 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 
 /* ---- teardown (spec 3.6 unmount and lease-release refinement) ------------ */
 
+static int stop_unstarted(lz_hc *hc, struct lz_err *err);
+
 int lz_hc_stop(lz_hc *hc, struct lz_err *err)
 {
 	int r;
