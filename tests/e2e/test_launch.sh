@@ -246,6 +246,19 @@ test_unprepared_image_says_what_to_do() {
 	cleanup_data
 }
 
+test_failed_start_releases_the_lease() {
+	git -C "$WS" init -q
+	mv "$WS/.git/config" "$WS/real-config"
+	ln -s ../real-config "$WS/.git/config"
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "Git Sentry"
+	assert_no_leftovers
+	capture lz image gc --dry-run
+	assert_contains "$OUT" "would remove unleased artifact"
+	assert_not_contains "$OUT" "kept leased"
+}
+
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
@@ -257,5 +270,6 @@ t_run "concurrent launches share one sandbox and leave nothing" test_concurrent_
 t_run "a changed configuration refuses to join" test_changed_configuration_refuses_to_join
 t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
+t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
 rm -rf "$IMG"
 t_done
