@@ -396,8 +396,9 @@ static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*lab
 	if (*ret_n_git > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISDIR(st.st_mode)) {
 		snprintf(labels[k], sizeof(labels[k]), "%s/.git", ws->canonical);
-		m[k++] = (struct lz_oci_mount){ .destination = "/workspace/.git", .type = "bind",
-						.source = labels[k - 1] };
+		m[k] = (struct lz_oci_mount){ .destination = "/workspace/.git", .type = "bind",
+					      .source = labels[k] };
+		k++;
 	}
 	for (size_t i = 0; i < *ret_n_git; i++) {
 		const struct lz_gitsentry_mount *g = &(*ret_git)[i];

@@ -347,7 +347,8 @@ static int sha_final(struct sha *s, uint8_t out[32])
 	return 0;
 }
 
-int lz_netpolicy_digest_bytes(const uint8_t *bytes, size_t len, uint8_t out[LZ_NETPOLICY_DIGEST_LEN])
+int lz_netpolicy_digest_bytes(const uint8_t *bytes, size_t len,
+			      uint8_t out[LZ_NETPOLICY_DIGEST_LEN])
 {
 	static const char tag[] = "lazaret-netpolicy-v1";
 	struct sha s;

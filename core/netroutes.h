@@ -142,8 +142,9 @@ int lz_netroutes_install(const struct lz_netroute *routes, size_t n, const char 
 int lz_netroutes_observe(struct lz_kroute **ret, size_t *ret_n, struct lz_err *err);
 
 /* 0 when observed (any order) equals lz_netroutes_plan(derived, ...) exactly,
- * duplicates included; otherwise -EPROTO naming the first missing or
- * unexpected route. Plan refusals are returned as they are. */
+ * duplicates included; otherwise -EPROTO with the number of missing and
+ * unexpected routes and the first of each. Plan refusals are returned as
+ * they are. */
 int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed, const struct lz_netroute *derived,
 		       size_t n_derived, const char *dev, uint32_t gateway, struct lz_err *err);
 

@@ -88,8 +88,9 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-/* Runs body(dir) in a forked child in a new, private mount namespace.
- * Returns "" or the child's failure message. */
+/* Runs body(dir) in a forked child in a new, private mount namespace and
+ * fails the test with the child's first failure message, if any; then
+ * checks that none of the child's mounts is visible in this namespace. */
 static void in_private_ns(const char *dir, void (*body)(const char *dir))
 {
 	int p[2];

@@ -301,7 +301,11 @@ static void test_lz_netpolicy_derive__too_many_routes_refused(void **state)
 	assert_int_equal(encode_ok(p, buf), LZ_NETPOLICY_ENCODED_MAX);
 	struct lz_netpolicy *q = policy_new();
 	assert_int_equal(lz_netpolicy_decode(buf, LZ_NETPOLICY_ENCODED_MAX, q, NULL), 0);
-	assert_memory_equal(q->routes, p->routes, sizeof(p->routes));
+	assert_int_equal(q->n_routes, p->n_routes);
+	for (size_t i = 0; i < p->n_routes; i++) {
+		assert_true(lz_prefix_equal(q->routes[i].prefix, p->routes[i].prefix));
+		assert_int_equal(q->routes[i].kind, p->routes[i].kind);
+	}
 	free(q);
 	free(p);
 
@@ -821,7 +825,13 @@ static void test_lz_netattest_encode__all_failed_record(void **state)
 	tohex(buf, len, hex);
 	assert_string_equal(hex, "01" "0000" "00" "00" "000000000000000000");
 	assert_int_equal(lz_netattest_decode(buf, len, &b), 0);
-	assert_memory_equal(&a, &b, sizeof(a));
+	assert_false(b.policy_matches || b.tap0_present || b.allowed_answered || b.rs_netadmin_dropped);
+	assert_int_equal(b.tap0_ifindex, 0);
+	uint8_t again[LZ_NETATTEST_ENCODED_MAX];
+	size_t len2 = 0;
+	assert_int_equal(lz_netattest_encode(&b, again, sizeof(again), &len2), 0);
+	assert_int_equal(len2, len);
+	assert_memory_equal(again, buf, len);
 }
 
 static void test_lz_netattest_encode__inconsistent_refused(void **state)
@@ -896,9 +906,17 @@ struct pred_case {
 
 static void b_policy(struct lz_netattest *a) { a->policy_matches = false; }
 static void b_live(struct lz_netattest *a) { a->canaries_live = false; }
-static void b_tap0(struct lz_netattest *a) { a->tap0_present = false; a->tap0_ifindex = 0; }
+static void b_tap0(struct lz_netattest *a)
+{
+	a->tap0_present = false;
+	a->tap0_ifindex = 0;
+}
 static void b_tap0_zero(struct lz_netattest *a) { a->tap0_ifindex = 0; }
-static void b_answered(struct lz_netattest *a) { a->allowed_answered = false; memset(a->allowed_echo, 0, 32); }
+static void b_answered(struct lz_netattest *a)
+{
+	a->allowed_answered = false;
+	memset(a->allowed_echo, 0, 32);
+}
 static void b_echo(struct lz_netattest *a) { a->allowed_echo[31] ^= 0x80; }
 static void b_denied(struct lz_netattest *a) { a->denied_canary_unreachable = false; }
 static void b_ipv6(struct lz_netattest *a) { a->ipv6_absent = false; }
