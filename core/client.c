@@ -302,7 +302,7 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 	raw = saved;
 	cfmakeraw(&raw);
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
-	bool stdin_open = true;
+	bool stdin_open = true, welcomed = false;
 	r = 0;
 	for (;;) {
 		if (got_winch) {
@@ -362,12 +362,19 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			for (size_t i = 0; i < nf; i++)
 				close(rf[i]);
 			if (k < 0) {
-				r = lz_err_set(err, EPIPE,
-					       "lost the Host Coordinator; the session is gone (see %s/%s)",
-					       lz_config_runtime_domain(req->cfg)->canonical, LZ_HC_LOG);
+				/* Before Welcome nothing ran: a coordinator that was
+				 * ending dropped us, and the caller tries again. */
+				r = welcomed ? lz_err_set(err, EPIPE,
+							  "lost the Host Coordinator; the session is "
+							  "gone (see %s/%s)",
+							  lz_config_runtime_domain(req->cfg)->canonical,
+							  LZ_HC_LOG)
+					     : -EAGAIN;
 				break;
 			}
 			bool done = false;
+			if (m.type == LZ_WIRE_WELCOME)
+				welcomed = true;
 			if (m.type == LZ_WIRE_OUTPUT) {
 				(void)write_all(STDOUT_FILENO, m.output.ptr, m.output.len);
 			} else if (m.type == LZ_WIRE_SESSION_EXIT) {
@@ -390,7 +397,7 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 	return r;
 }
 
-int lz_client_run(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+static int client_attempt(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
 {
 	_cleanup_close_ int sock = -EBADF;
 	struct relay rl[3];
@@ -481,11 +488,12 @@ int lz_client_run(const struct lz_client_request *req, int *ret_status, struct l
 				for (size_t i = 0; i < nf; i++)
 					close(rf[i]);
 				if (r < 0) {
-					r = lz_err_set(err, EPIPE,
-						       "lost the Host Coordinator before the command "
-						       "finished; see %s/%s",
-						       lz_config_runtime_domain(req->cfg)->canonical,
-						       LZ_HC_LOG);
+					r = welcomed ? lz_err_set(err, EPIPE,
+								  "lost the Host Coordinator before the "
+								  "command finished; see %s/%s",
+								  lz_config_runtime_domain(req->cfg)->canonical,
+								  LZ_HC_LOG)
+						     : -EAGAIN;
 					goto out;
 				}
 				if (m.type == LZ_WIRE_REFUSED) {
@@ -520,7 +528,6 @@ int lz_client_run(const struct lz_client_request *req, int *ret_status, struct l
 			close(rl[0].to);
 		}
 	}
-	(void)welcomed;
 	*ret_status = status;
 	r = 0;
 out:
@@ -533,4 +540,18 @@ out:
 		}
 	free(buf);
 	return r;
+}
+
+int lz_client_run(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+{
+	int64_t deadline = lz_now_ms() + LZ_CLIENT_START_TIMEOUT_MS;
+	for (;;) {
+		int r = client_attempt(req, ret_status, err);
+		if (r != -EAGAIN)
+			return r;
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the Domain kept ending before our command could "
+							  "start; try again");
+		usleep(100 * 1000);
+	}
 }

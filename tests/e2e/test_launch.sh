@@ -246,6 +246,30 @@ test_unprepared_image_says_what_to_do() {
 	cleanup_data
 }
 
+test_volumes_are_mounted_as_configured() {
+	mkdir "$T/vol-ro" "$T/vol-rw"
+	echo "from host" >"$T/vol-ro/in"
+	EXTRA="[[profiles.test.volumes]]
+source = \"$T/vol-ro\"
+destination = \"/data/ro\"
+read_only = true
+[[profiles.test.volumes]]
+source = \"$T/vol-rw\"
+destination = \"/data/rw\"
+[[profiles.test.volumes]]
+profile_dir = \"cache\"
+destination = \"/root/.cache\"
+" write_profile
+	capture launch sh -c 'cat /data/ro/in; echo x > /data/ro/new || echo ro-refused; echo out > /data/rw/out; echo kept > /root/.cache/c'
+	assert_eq 0 "$STATUS" "launch with volumes (stderr: $ERR)"
+	assert_contains "$OUT" "from host"
+	assert_contains "$OUT" "ro-refused"
+	[ ! -e "$T/vol-ro/new" ] || fail "wrote through a read-only volume"
+	assert_eq out "$(cat "$T/vol-rw/out")"
+	capture launch cat /root/.cache/c
+	assert_eq kept "$OUT" "profile directory volume persists"
+}
+
 test_failed_start_releases_the_lease() {
 	git -C "$WS" init -q
 	mv "$WS/.git/config" "$WS/real-config"
@@ -271,5 +295,6 @@ t_run "a changed configuration refuses to join" test_changed_configuration_refus
 t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
+t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 rm -rf "$IMG"
 t_done
