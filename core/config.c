@@ -332,7 +332,18 @@ static int decode_prefixes(struct decoder *d, const struct lz_toml_entry *e,
 static int check_network(struct decoder *d, struct lz_config_profile *p)
 {
 	char text[LZ_PREFIX_STR_MAX];
+	/* Spec 3.7: RFC 1918 is denied by default and only more-specific
+	 * allows open it; an equal allow would silently lose to the deny. */
+	static const struct lz_prefix rfc1918[] = { { 0x0a000000u, 8 }, { 0xac100000u, 12 },
+						    { 0xc0a80000u, 16 } };
 	for (size_t i = 0; i < p->n_allow; i++) {
+		for (size_t j = 0; j < LZ_ARRAY_SIZE(rfc1918); j++)
+			if (lz_prefix_equal(p->allow[i].prefix, rfc1918[j])) {
+				lz_prefix_format(p->allow[i].prefix, text);
+				return fail(d, p->allow[i].pos,
+					    "allow '%s' equals a default deny (RFC 1918); allow a more "
+					    "specific prefix", text);
+			}
 		if (lz_prefix_intersects(p->allow[i].prefix, LZ_TOPOLOGY_NET)) {
 			lz_prefix_format(p->allow[i].prefix, text);
 			return fail(d, p->allow[i].pos, "allow '%s' intersects the sandbox network "
