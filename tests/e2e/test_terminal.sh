@@ -133,12 +133,32 @@ hc_pid() {
 		awk -v ws="$WS" -v comm="$COMM" '$2 == comm && index($0, "__hc") && index($0, ws) {print $1; exit}'
 }
 
+# The CLI of this test's session (its --config names this test's $T, so a
+# concurrent run of these tests is never touched).
+cli_pid() {
+	ps -ww -u "$(id -u)" -o pid=,comm=,args= |
+		awk -v comm="$COMM" -v want=" test --config $CFG" '$2 == comm && index($0, want) {print $1; exit}'
+}
+
+# guest_gone SECONDS: until no runsc or coordinator of this test is left.
+guest_gone() {
+	local i
+	for i in $(seq $(($1 * 10))); do
+		pgrep -u "$(id -u)" -f "$T/.*runsc|__hc.*$WS" >/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# The terminal mode without the window size (rows and columns follow tmux).
+mode_of() { sed -E 's/rows [0-9]+; columns [0-9]+;//' -- "$1"; }
+
 test_killing_the_cli_ends_the_guest() {
 	start_guest
 	keys 'sleep 300' Enter
 	sleep 1
 	local cli
-	cli=$(ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v comm="$COMM" '$2 == comm && index($0, " test --config") {print $1; exit}')
+	cli=$(cli_pid)
 	[ -n "$cli" ] || fail "no CLI process"
 	kill -9 "$cli"
 	# Release: SIGHUP, 2 s, SIGTERM, 2 s, SIGKILL; then the Domain ends.
@@ -153,7 +173,7 @@ test_killing_the_cli_ends_the_guest() {
 	keys 'reset; clear' Enter
 	sleep 0.5
 	start_guest
-	keys 'echo second-launch' Enter
+	keys 'echo second-"launch"' Enter
 	wait_for "second-launch"
 	assert_contains "$(screen)" "second-launch"
 }
@@ -178,8 +198,9 @@ test_two_sessions_side_by_side() {
 	sleep 0.5
 	PANE=main.0 start_guest
 	PANE=main.1 start_guest
-	PANE=main.0 keys 'echo "left=$(tput cols)"' Enter
-	PANE=main.1 keys 'echo "right=$(tput cols)"' Enter
+	# The typed lines must not contain what the output is waited for.
+	PANE=main.0 keys 'echo "le""ft=$(tput cols)"' Enter
+	PANE=main.1 keys 'echo "ri""ght=$(tput cols)"' Enter
 	PANE=main.0 wait_for "left="
 	PANE=main.1 wait_for "right="
 	local left right
@@ -219,11 +240,93 @@ test_output_flood_is_bounded() {
 	assert_match "$max" '^[0-9]+$'
 }
 
+test_sigint_and_sigquit_to_the_cli_reach_the_guest() {
+	start_guest
+	local cli t0 ms
+	cli=$(cli_pid)
+	[ -n "$cli" ] || fail "no CLI process"
+	keys 'sleep 100' Enter
+	sleep 1
+	t0=$(date +%s%N)
+	kill -INT "$cli"
+	keys 'echo int-$((1+1))' Enter
+	wait_for "int-2" 5
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	[ "$ms" -lt 1500 ] || fail "SIGINT to the CLI took ${ms} ms to stop the guest command"
+	keys 'sleep 100' Enter
+	sleep 1
+	kill -QUIT "$cli"
+	keys 'echo quit-$((2+2))' Enter
+	wait_for "quit-4" 5
+	# bash reports the job's death by SIGQUIT; the shell itself stays.
+	assert_match "$(screen)" 'Quit'
+	kill -0 "$cli" || fail "the CLI did not survive SIGINT and SIGQUIT"
+	keys 'echo "pid=$$ alive-$((5+5))"' Enter
+	wait_for "alive-10"
+	assert_match "$(screen)" '^pid=[0-9]+ alive-10'
+}
+
+test_sigtstp_suspends_the_cli_locally() {
+	keys 'stty -a > '"$T"'/stty.before' Enter
+	sleep 0.3
+	start_guest
+	keys 'echo "before=$(tput cols)x$(tput lines)"' Enter
+	wait_for "before=100x30"
+	local cli
+	cli=$(cli_pid)
+	[ -n "$cli" ] || fail "no CLI process"
+	kill -TSTP "$cli"
+	# The host shell regains the terminal: job-control report, its prompt.
+	wait_for "Stopped" 10
+	assert_eq T "$(ps -o stat= -p "$cli" | cut -c1)" "state of the suspended CLI"
+	keys 'stty -a > '"$T"'/stty.suspended; echo host-$((3+3))' Enter
+	wait_for "host-6"
+	sleep 0.3
+	assert_eq "$(mode_of "$T/stty.before")" "$(mode_of "$T/stty.suspended")" \
+		"terminal mode while the CLI is suspended"
+	# A resize while suspended reaches the guest once resumed.
+	tmux -S "$SOCK" resize-window -t main -x 120 -y 40
+	sleep 0.5
+	keys 'clear; fg' Enter
+	sleep 1
+	keys 'echo "after=$(tput cols)x$(tput lines)"' Enter
+	wait_for "after=120x40"
+	assert_contains "$(screen)" "after=120x40"
+	keys 'exit 4' Enter
+	sleep 2
+	keys 'echo status=$?' Enter
+	wait_for "status=4"
+}
+
+test_sigterm_to_the_cli_closes_the_session() {
+	keys 'stty -a > '"$T"'/stty.before' Enter
+	sleep 0.3
+	start_guest
+	keys 'sleep 300' Enter
+	sleep 1
+	local cli t0
+	cli=$(cli_pid)
+	[ -n "$cli" ] || fail "no CLI process"
+	t0=$(date +%s)
+	kill -TERM "$cli"
+	keys 'echo status=$?; stty -a > '"$T"'/stty.after' Enter
+	wait_for "status=143" 5
+	sleep 0.5
+	assert_eq "$(cat "$T/stty.before")" "$(cat "$T/stty.after")" "terminal mode after SIGTERM"
+	# Release: SIGHUP, 2 s, SIGTERM, 2 s, SIGKILL; then the Domain ends.
+	if ! guest_gone 10; then
+		fail "the guest outlived the closed session by $(($(date +%s) - t0)) s: $(pgrep -u "$(id -u)" -af "$T/")"
+	fi
+}
+
 t_run "bash prompt in /workspace, size and resize" test_prompt_size_and_resize
 t_run "Ctrl-C, Ctrl-D, vi and the exit status; terminal restored" test_ctrl_c_ctrl_d_vi_and_exit_status
 t_run "killing the CLI ends the guest command" test_killing_the_cli_ends_the_guest
 t_run "killing the coordinator restores the terminal" test_killing_the_coordinator_restores_the_terminal
 t_run "two sessions side by side" test_two_sessions_side_by_side
 t_run "an output flood stays bounded and Ctrl-C stops it" test_output_flood_is_bounded
+t_run "SIGINT and SIGQUIT to the CLI interrupt the guest command" test_sigint_and_sigquit_to_the_cli_reach_the_guest
+t_run "SIGTSTP suspends the CLI locally; fg resumes with the new size" test_sigtstp_suspends_the_cli_locally
+t_run "SIGTERM to the CLI closes the session and restores the terminal" test_sigterm_to_the_cli_closes_the_session
 rm -rf "$IMG"
 t_done
