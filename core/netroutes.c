@@ -221,26 +221,26 @@ done:
 
 /* ---- plan --------------------------------------------------------------- */
 
-static bool kind_is_deny(enum lz_netroute_kind k)
+static bool kind_is_deny(enum lz_netroutes_kind k)
 {
-	return k == LZ_NETROUTE_DENY || k == LZ_NETROUTE_CANARY_DENY;
+	return k == LZ_NETROUTES_DENY || k == LZ_NETROUTES_CANARY_DENY;
 }
 
-static bool kind_is_allow(enum lz_netroute_kind k)
+static bool kind_is_allow(enum lz_netroutes_kind k)
 {
-	return k == LZ_NETROUTE_ALLOW || k == LZ_NETROUTE_CANARY_ALLOW;
+	return k == LZ_NETROUTES_ALLOW || k == LZ_NETROUTES_CANARY_ALLOW;
 }
 
 static int netroute_prefix_cmp(const void *pa, const void *pb)
 {
-	const struct lz_netroute *a = pa, *b = pb;
+	const struct lz_netroutes_entry *a = pa, *b = pb;
 	return lz_prefix_compare(a->prefix, b->prefix);
 }
 
-int lz_netroutes_plan(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gateway,
+int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 		      struct lz_kroute **ret, size_t *ret_n, struct lz_err *err)
 {
-	_cleanup_free_ struct lz_netroute *sorted = NULL;
+	_cleanup_free_ struct lz_netroutes_entry *sorted = NULL;
 	_cleanup_free_ struct lz_kroute *out = NULL;
 	char text[LZ_PREFIX_STR_MAX], gw[16];
 	size_t m = 0;
@@ -260,7 +260,7 @@ int lz_netroutes_plan(const struct lz_netroute *routes, size_t n, const char *de
 		if (routes[i].prefix.len > 32 || (routes[i].prefix.addr & ~mask_of(routes[i].prefix.len)))
 			return lz_err_set(err, EINVAL, "route plan: prefix %s has host bits set", text);
 		if (!kind_is_deny(routes[i].kind) && !kind_is_allow(routes[i].kind) &&
-		    routes[i].kind != LZ_NETROUTE_HELPER)
+		    routes[i].kind != LZ_NETROUTES_HELPER)
 			return lz_err_set(err, EINVAL, "route plan: unknown kind %d for %s", (int)routes[i].kind,
 					  text);
 	}
@@ -283,12 +283,13 @@ int lz_netroutes_plan(const struct lz_netroute *routes, size_t n, const char *de
 		for (; j < n && lz_prefix_equal(sorted[j].prefix, sorted[i].prefix); j++) {
 			deny |= kind_is_deny(sorted[j].kind);
 			allow |= kind_is_allow(sorted[j].kind);
-			helper |= sorted[j].kind == LZ_NETROUTE_HELPER;
+			helper |= sorted[j].kind == LZ_NETROUTES_HELPER;
 		}
 		lz_prefix_format(sorted[i].prefix, text);
 		if (!deny && allow && helper)
 			return lz_err_set(err, EINVAL,
-					  "route plan: %s is both a helper (on-link) and an allow (via %s)", text, gw);
+					  "route plan: %s is both a helper (on-link) and an allow (via %s)", text,
+					  gw);
 
 		struct lz_kroute *r = &out[m++];
 		memset(r, 0, sizeof(*r));
@@ -347,9 +348,11 @@ static int on_nlmsgerr(struct sockaddr_nl *who, struct nlmsgerr *e, void *arg)
 		if (h->nlmsg_len > off) {
 			const struct nlattr *a = nla_find((const struct nlattr *)((const char *)h + off),
 							  (int)(h->nlmsg_len - off), NLMSGERR_ATTR_MSG);
-			if (a && nla_len(a) > 0)
-				snprintf(nl->kmsg, sizeof(nl->kmsg), "%.*s", (int)strnlen(nla_data(a), (size_t)nla_len(a)),
-					 (const char *)nla_data(a));
+			if (a && nla_len(a) > 0) {
+				const char *text = nla_data(a);
+				int len = (int)strnlen(text, (size_t)nla_len(a));
+				snprintf(nl->kmsg, sizeof(nl->kmsg), "%.*s", len, text);
+			}
 		}
 	}
 	return NL_STOP;
@@ -841,7 +844,7 @@ static int install_pass(const struct lz_kroute *r)
 	return strcmp(r->dev, "lo") == 0 ? 1 : 0;
 }
 
-int lz_netroutes_install(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gateway,
+int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 			 struct lz_err *err)
 {
 	_cleanup_rtnl_ struct rtnl nl = { 0 };
@@ -878,8 +881,9 @@ int lz_netroutes_install(const struct lz_netroute *routes, size_t n, const char 
 			if (pass == 0) {
 				/* The kernel's connected route for dev's address is
 				 * this on-link route already (netroutes.h). */
-				const struct lz_kroute *c =
-					bsearch(p, current, current_n, sizeof(*current), kroute_qsort_cmp);
+				const struct lz_kroute *c = NULL;
+				if (current_n)
+					c = bsearch(p, current, current_n, sizeof(*current), kroute_qsort_cmp);
 				if (c && c->protocol == RTPROT_KERNEL)
 					continue;
 			}
@@ -1011,8 +1015,9 @@ int lz_netroutes_lookup(uint32_t dst, struct lz_kroute *ret, struct lz_err *err)
 
 /* ---- match -------------------------------------------------------------- */
 
-int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed, const struct lz_netroute *derived,
-		       size_t n_derived, const char *dev, uint32_t gateway, struct lz_err *err)
+int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed,
+		       const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
+		       uint32_t gateway, struct lz_err *err)
 {
 	_cleanup_free_ struct lz_kroute *expected = NULL;
 	_cleanup_free_ struct lz_kroute *seen = NULL;

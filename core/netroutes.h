@@ -47,6 +47,16 @@
  * slirp4netns --configure adds "default via <gateway> dev tap0"; delete it
  * with lz_netroutes_delete before installing a plan that contains 0.0.0.0/0.
  *
+ * What the sandbox sees: runsc --network=sandbox copies routes into its own
+ * netstack when it starts. Release 20240729 copies tap0's main-table routes
+ * and only the address-derived routes of lo, so these lo deny routes do not
+ * reach the sandbox's stack there; runsc copies lo's main-table routes from
+ * release-20260330.0 on (gVisor commit b7386e3). The imported-behaviour
+ * attestation (denied canary unreachable from inside) is what catches this.
+ * runsc also moves tap0's address into its netstack, and the kernel then
+ * drops the connected /24: observe before runsc starts (or install the /24
+ * as a static route by giving tap0 its address with noprefixroute).
+ *
  * Threat: a route the policy did not ask for (left by a configurator, added by
  * a bug, shadowing from another table), or a deny that silently became
  * something else; either would let the sandbox reach a denied destination. */
@@ -65,19 +75,24 @@
  * back from the kernel. */
 #define LZ_NETROUTES_MAX 4096u
 
-/* Starts at 1: a zeroed entry is invalid. */
-enum lz_netroute_kind {
-	LZ_NETROUTE_ALLOW = 1,
-	LZ_NETROUTE_DENY,
-	LZ_NETROUTE_HELPER,
-	LZ_NETROUTE_CANARY_ALLOW,
-	LZ_NETROUTE_CANARY_DENY,
+/* The kinds of the derived policy, numbered as netpolicy.h's
+ * lz_netroute_kind (its v1 encoding), so that a decoded policy converts entry
+ * by entry. netpolicy.h represents 0.0.0.0/0 as its ipv4_default_allow flag,
+ * not as a route: the caller adds {0.0.0.0/0, ALLOW} when the flag is set and
+ * {0.0.0.0/0, DENY} when it is not. */
+enum lz_netroutes_kind {
+	LZ_NETROUTES_ALLOW = 0,
+	LZ_NETROUTES_DENY = 1,
+	LZ_NETROUTES_HELPER = 2,
+	LZ_NETROUTES_CANARY_ALLOW = 3,
+	LZ_NETROUTES_CANARY_DENY = 4,
 };
 
-/* One entry of the derived policy. */
-struct lz_netroute {
+/* One entry of the derived policy (names distinct from netpolicy.h's, so
+ * both headers can be included together). */
+struct lz_netroutes_entry {
 	struct lz_prefix prefix;
-	enum lz_netroute_kind kind;
+	enum lz_netroutes_kind kind;
 };
 
 /* lz_kroute.extra: route features the projection cannot express. */
@@ -121,7 +136,7 @@ void lz_kroute_format(const struct lz_kroute *r, char *out);
  * a conflict, an empty or overlong dev, dev "lo", or a zero, loopback or
  * multicast gateway; E2BIG beyond LZ_NETROUTES_MAX. *ret is malloc'ed (NULL
  * when *ret_n is 0); both untouched on failure. */
-int lz_netroutes_plan(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gateway,
+int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 		      struct lz_kroute **ret, size_t *ret_n, struct lz_err *err);
 
 /* Creates the plan's routes with NLM_F_CREATE|NLM_F_EXCL: on-link routes
@@ -131,7 +146,7 @@ int lz_netroutes_plan(const struct lz_netroute *routes, size_t n, const char *de
  * ENODEV for a missing device, ENETDOWN when lo or dev is down, EPERM without
  * capability). Not transactional: routes created before a failure stay; the
  * caller discards the namespace. */
-int lz_netroutes_install(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gateway,
+int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 			 struct lz_err *err);
 
 /* Reads every IPv4 route of the current namespace as projections sorted by
@@ -145,8 +160,9 @@ int lz_netroutes_observe(struct lz_kroute **ret, size_t *ret_n, struct lz_err *e
  * duplicates included; otherwise -EPROTO with the number of missing and
  * unexpected routes and the first of each. Plan refusals are returned as
  * they are. */
-int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed, const struct lz_netroute *derived,
-		       size_t n_derived, const char *dev, uint32_t gateway, struct lz_err *err);
+int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed,
+		       const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
+		       uint32_t gateway, struct lz_err *err);
 
 /* The route the kernel picks for output to dst (host byte order), as
  * RTM_GETROUTE ("ip route get") reports it: dst is dst/32, dev and gateway are
@@ -155,8 +171,11 @@ int lz_netroutes_lookup(uint32_t dst, struct lz_kroute *ret, struct lz_err *err)
 
 /* Deletes the one route with exactly this projection (table, destination,
  * TOS, metric, type, scope, device, gateway); any protocol. -ESRCH when there
- * is none, -EINVAL for a projection with extra bits. For removing what a
- * configurator added (slirp4netns's default route) and for tests. */
+ * is none, -EINVAL for a projection with extra bits, -ENOTUNIQ when another
+ * route shares its table, destination and TOS (the kernel's delete treats
+ * metric 0 and a missing gateway as wildcards, so it could pick that one).
+ * For removing what a configurator added (slirp4netns's default route) and
+ * for tests. */
 int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err);
 
 /* Writes "1" to /proc/sys/net/ipv6/conf/{default,all}/disable_ipv6 (opened

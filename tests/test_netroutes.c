@@ -40,21 +40,39 @@
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 
+#include "netpolicy.h"
 #include "netroutes.h"
 
+/* Both headers together, and the kinds convert by value. */
+_Static_assert(LZ_NETROUTES_ALLOW == (int)LZ_NETROUTE_ALLOW && LZ_NETROUTES_DENY == (int)LZ_NETROUTE_DENY &&
+		       LZ_NETROUTES_HELPER == (int)LZ_NETROUTE_HELPER &&
+		       LZ_NETROUTES_CANARY_ALLOW == (int)LZ_NETROUTE_CANARY_ALLOW &&
+		       LZ_NETROUTES_CANARY_DENY == (int)LZ_NETROUTE_CANARY_DENY,
+	       "netroutes kinds follow netpolicy's v1 discriminants");
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* The children end with _exit, which skips LeakSanitizer's exit check: run
+ * it explicitly so leaks on the kernel paths are caught too. */
+#define CHILD_LEAKS() __lsan_do_recoverable_leak_check()
+#else
+#define CHILD_LEAKS() 0
+#endif
+
+#define LZ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define IP(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
 #define P(a, b, c, d, n) ((struct lz_prefix){ IP(a, b, c, d), (n) })
 #define GW IP(10, 137, 54, 2)
 
-#define ALLOW LZ_NETROUTE_ALLOW
-#define DENY LZ_NETROUTE_DENY
-#define HELPER LZ_NETROUTE_HELPER
-#define CANARY_ALLOW LZ_NETROUTE_CANARY_ALLOW
-#define CANARY_DENY LZ_NETROUTE_CANARY_DENY
+#define ALLOW LZ_NETROUTES_ALLOW
+#define DENY LZ_NETROUTES_DENY
+#define HELPER LZ_NETROUTES_HELPER
+#define CANARY_ALLOW LZ_NETROUTES_CANARY_ALLOW
+#define CANARY_DENY LZ_NETROUTES_CANARY_DENY
 
 /* Default-like derived policy: IPv4 allowed, RFC 1918 denied, a configured
  * allow inside it, the helper routes and the canary pair. */
-static const struct lz_netroute default_policy[] = {
+static const struct lz_netroutes_entry default_policy[] = {
 	{ P(0, 0, 0, 0, 0), ALLOW },
 	{ P(10, 0, 0, 0, 8), DENY },
 	{ P(172, 16, 0, 0, 12), DENY },
@@ -81,10 +99,6 @@ static const char *const default_observed[] = {
 	"unicast 172.16.0.0/12 dev lo scope link table main",
 	"unicast 192.168.0.0/16 dev lo scope link table main",
 };
-
-#ifndef LZ_ARRAY_SIZE
-#define LZ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#endif
 
 /* ---- child harness ------------------------------------------------------ */
 
@@ -265,6 +279,10 @@ static void run_in_netns(int (*body)(void), const struct netns_opts *opts)
 		rep = &r;
 		if (netns_setup(opts ? opts : &defaults) == 0 && body() == 0)
 			r.line = 0;
+		if (r.line == 0 && CHILD_LEAKS()) {
+			r.line = __LINE__;
+			snprintf(r.msg, sizeof(r.msg), "LeakSanitizer found leaks (see stderr)");
+		}
 		ssize_t w = write(p[1], &r, sizeof(r));
 		_exit(w == (ssize_t)sizeof(r) ? 0 : 1);
 	}
@@ -315,7 +333,7 @@ static int expect_observed(const char *const *want, size_t n_want)
 	return 0;
 }
 
-static int observe_and_match(const struct lz_netroute *policy, size_t n_policy, struct lz_err *e)
+static int observe_and_match(const struct lz_netroutes_entry *policy, size_t n_policy, struct lz_err *e)
 {
 	struct lz_kroute *obs = NULL;
 	size_t n = 0;
@@ -353,14 +371,18 @@ static int body_default_observed_exactly(void)
 	/* Provenance: the on-link /24 is the kernel's connected route, the
 	 * rest is ours; no route of a dropping type exists anywhere. */
 	CHECK_OK(lz_netroutes_observe(&obs, &n, E));
+	size_t bad_proto = n, bad_type = n;
 	for (size_t i = 0; i < n; i++) {
 		bool connected = obs[i].dst.addr == IP(10, 137, 54, 0) && obs[i].dst.len == 24;
-		uint8_t t = obs[i].type, proto = obs[i].protocol;
-		free(connected || proto == RTPROT_STATIC ? NULL : obs);
-		CHECK(connected ? proto == RTPROT_KERNEL : proto == RTPROT_STATIC, "route %zu protocol %u", i, proto);
-		CHECK(t != RTN_BLACKHOLE && t != RTN_UNREACHABLE && t != RTN_PROHIBIT, "route %zu has type %u", i, t);
+		uint8_t t = obs[i].type;
+		if (obs[i].protocol != (connected ? RTPROT_KERNEL : RTPROT_STATIC))
+			bad_proto = i;
+		if (t == RTN_BLACKHOLE || t == RTN_UNREACHABLE || t == RTN_PROHIBIT || t != RTN_UNICAST)
+			bad_type = i;
 	}
 	free(obs);
+	CHECK(bad_proto == n, "route %zu has an unexpected protocol", bad_proto);
+	CHECK(bad_type == n, "route %zu is not unicast", bad_type);
 	return 0;
 }
 
@@ -379,7 +401,8 @@ static int body_lookup(void)
 	    expect_lookup(IP(192, 168, 1, 1), "lo", 0) < 0 || expect_lookup(IP(10, 137, 55, 3), "lo", 0) < 0)
 		return -1;
 	/* Allowed: tap0 via the gateway; the helpers on-link. */
-	if (expect_lookup(IP(10, 250, 0, 5), "tap0", GW) < 0 || expect_lookup(IP(198, 51, 100, 10), "tap0", GW) < 0 ||
+	if (expect_lookup(IP(10, 250, 0, 5), "tap0", GW) < 0 ||
+	    expect_lookup(IP(198, 51, 100, 10), "tap0", GW) < 0 ||
 	    expect_lookup(IP(10, 137, 55, 2), "tap0", GW) < 0 || expect_lookup(IP(10, 137, 54, 3), "tap0", 0) < 0 ||
 	    expect_lookup(IP(10, 137, 54, 2), "tap0", 0) < 0)
 		return -1;
@@ -458,7 +481,8 @@ static int body_not_forwarded(void)
 		for (size_t i = 0; i < LZ_ARRAY_SIZE(denied); i++) {
 			send_udp(denied[i]);
 			int n = frames_on_peer(pkt, denied[i], 200, &arp_gw);
-			CHECK(n == 0, "denied %08x (forwarding %d): %d frames left through tap0", denied[i], fwd, n);
+			CHECK(n == 0, "denied %08x (forwarding %d): %d frames left through tap0", denied[i], fwd,
+			      n);
 		}
 	}
 	/* The probe sees traffic that is routed out: ARP for the gateway. */
@@ -497,7 +521,7 @@ static void test_lz_netroutes_install__second_install_refused_eexist(void **stat
 
 static int body_equal_prefix(void)
 {
-	static const struct lz_netroute policy[] = {
+	static const struct lz_netroutes_entry policy[] = {
 		{ P(10, 137, 54, 0, 24), HELPER },
 		{ P(10, 250, 0, 0, 24), ALLOW },
 		{ P(10, 250, 0, 0, 24), DENY },
@@ -632,7 +656,8 @@ static int body_match_missing(void)
 	CHECK_OK(lz_netroutes_delete(&k, E));
 	int r = observe_and_match(default_policy, N_DEFAULT, &e);
 	CHECK(r == -EPROTO &&
-		      strstr(e.msg, "1 missing (first 'unicast 10.250.0.0/24 via 10.137.54.2 dev tap0 table main')") &&
+		      strstr(e.msg,
+			     "1 missing (first 'unicast 10.250.0.0/24 via 10.137.54.2 dev tap0 table main')") &&
 		      strstr(e.msg, "0 unexpected"),
 	      "match = %d (%s)", r, e.msg);
 	return 0;
@@ -655,7 +680,7 @@ static int body_match_blackhole(void)
 	CHECK(r >= 0, "blackhole by hand: %s", nl_geterror(r));
 	r = observe_and_match(default_policy, N_DEFAULT, &e);
 	CHECK(r == -EPROTO && strstr(e.msg, "(first 'unicast 172.16.0.0/12 dev lo scope link table main')") &&
-		      strstr(e.msg, "1 unexpected (first 'blackhole 172.16.0.0/12 table main')"),
+		      strstr(e.msg, "1 unexpected (first 'blackhole 172.16.0.0/12 "),
 	      "match = %d (%s)", r, e.msg);
 	return 0;
 }
@@ -677,7 +702,8 @@ static int body_match_table_local(void)
 	CHECK(r >= 0, "table-local route by hand: %s", nl_geterror(r));
 	r = observe_and_match(default_policy, N_DEFAULT, &e);
 	CHECK(r == -EPROTO &&
-		      strstr(e.msg, "1 unexpected (first 'unicast 10.0.0.0/8 via 10.137.54.2 dev tap0 table local')"),
+		      strstr(e.msg,
+			     "1 unexpected (first 'unicast 10.0.0.0/8 via 10.137.54.2 dev tap0 table local')"),
 	      "match = %d (%s)", r, e.msg);
 	return 0;
 }
@@ -835,6 +861,38 @@ static void test_lz_netroutes_ipv6_clean__loopback_only_is_clean(void **state)
 	run_in_netns(body_loopback_only, &o);
 }
 
+/* A policy derived by netpolicy (configured allow 10.250.0.0/24, deny
+ * 198.51.100.0/24), fed entry by entry plus the /0 its flag stands for. */
+static int body_derived_policy(void)
+{
+	static const struct lz_prefix allow[] = { P(10, 250, 0, 0, 24) };
+	static const struct lz_prefix deny[] = { P(198, 51, 100, 0, 24) };
+	static struct lz_netpolicy pol;
+	static struct lz_netroutes_entry routes[LZ_NETPOLICY_MAX_ROUTES + 1];
+	size_t n = 0;
+
+	CHECK_OK(lz_netpolicy_derive(allow, 1, deny, 1, &pol, E));
+	for (size_t i = 0; i < pol.n_routes; i++)
+		routes[n++] = (struct lz_netroutes_entry){ pol.routes[i].prefix,
+							   (enum lz_netroutes_kind)pol.routes[i].kind };
+	enum lz_netroutes_kind def = pol.ipv4_default_allow ? LZ_NETROUTES_ALLOW : LZ_NETROUTES_DENY;
+	routes[n++] = (struct lz_netroutes_entry){ P(0, 0, 0, 0, 0), def };
+	CHECK_OK(lz_netroutes_install(routes, n, "tap0", LZ_NET_GATEWAY, E));
+	CHECK_OK(observe_and_match(routes, n, E));
+	if (expect_lookup(IP(198, 51, 100, 10), "lo", 0) < 0 || expect_lookup(IP(10, 250, 0, 10), "tap0", GW) < 0 ||
+	    expect_lookup(LZ_NET_CANARY_DENIED, "lo", 0) < 0 ||
+	    expect_lookup(LZ_NET_CANARY_ALLOWED, "tap0", GW) < 0 ||
+	    expect_lookup(LZ_NET_DNS, "tap0", 0) < 0 || expect_lookup(IP(203, 0, 113, 1), "tap0", GW) < 0)
+		return -1;
+	return 0;
+}
+
+static void test_lz_netroutes_install__netpolicy_derived_policy_matches(void **state)
+{
+	(void)state;
+	run_in_netns(body_derived_policy, NULL);
+}
+
 /* ---- pure tests (no kernel) ---------------------------------------------- */
 
 static void test_lz_netroutes_plan__canonical_order_and_merges(void **state)
@@ -845,12 +903,12 @@ static void test_lz_netroutes_plan__canonical_order_and_merges(void **state)
 	char text[LZ_KROUTE_STR_MAX];
 
 	/* The policy reversed: the plan does not depend on input order. */
-	struct lz_netroute rev[N_DEFAULT + 2];
+	struct lz_netroutes_entry rev[N_DEFAULT + 2];
 	for (size_t i = 0; i < N_DEFAULT; i++)
 		rev[i] = default_policy[N_DEFAULT - 1 - i];
 	/* Same-meaning duplicates share one route. */
-	rev[N_DEFAULT] = (struct lz_netroute){ P(10, 137, 55, 0, 29), DENY };
-	rev[N_DEFAULT + 1] = (struct lz_netroute){ P(10, 250, 0, 0, 24), CANARY_ALLOW };
+	rev[N_DEFAULT] = (struct lz_netroutes_entry){ P(10, 137, 55, 0, 29), DENY };
+	rev[N_DEFAULT + 1] = (struct lz_netroutes_entry){ P(10, 250, 0, 0, 24), CANARY_ALLOW };
 	assert_int_equal(lz_netroutes_plan(rev, LZ_ARRAY_SIZE(rev), "tap0", GW, &plan, &n, NULL), 0);
 	assert_int_equal(n, LZ_ARRAY_SIZE(default_observed));
 	for (size_t i = 0; i < n; i++) {
@@ -865,7 +923,7 @@ static void test_lz_netroutes_plan__canonical_order_and_merges(void **state)
 static void test_lz_netroutes_plan__equal_prefix_deny_wins(void **state)
 {
 	(void)state;
-	static const struct lz_netroute policy[] = {
+	static const struct lz_netroutes_entry policy[] = {
 		{ P(10, 250, 0, 0, 24), CANARY_ALLOW },
 		{ P(10, 250, 0, 0, 24), HELPER },
 		{ P(10, 250, 0, 0, 24), CANARY_DENY },
@@ -880,8 +938,8 @@ static void test_lz_netroutes_plan__equal_prefix_deny_wins(void **state)
 	free(plan);
 }
 
-static void assert_plan_refused(const struct lz_netroute *routes, size_t n, const char *dev, uint32_t gw, int code,
-				const char *needle)
+static void assert_plan_refused(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gw,
+				int code, const char *needle)
 {
 	struct lz_kroute *plan = (struct lz_kroute *)0x1;
 	size_t count = 77;
@@ -898,7 +956,7 @@ static void assert_plan_refused(const struct lz_netroute *routes, size_t n, cons
 static void test_lz_netroutes_plan__helper_and_allow_conflict_einval(void **state)
 {
 	(void)state;
-	static const struct lz_netroute policy[] = {
+	static const struct lz_netroutes_entry policy[] = {
 		{ P(10, 137, 54, 3, 32), HELPER },
 		{ P(10, 137, 54, 3, 32), ALLOW },
 	};
@@ -908,16 +966,18 @@ static void test_lz_netroutes_plan__helper_and_allow_conflict_einval(void **stat
 static void test_lz_netroutes_plan__invalid_input_einval(void **state)
 {
 	(void)state;
-	static const struct lz_netroute ok[] = { { P(10, 0, 0, 0, 8), DENY } };
-	static const struct lz_netroute host_bits[] = { { { IP(10, 0, 0, 1), 8 }, DENY } };
-	static const struct lz_netroute too_long[] = { { { 0, 33 }, DENY } };
-	static const struct lz_netroute zero_kind[] = { { P(10, 0, 0, 0, 8), 0 } };
-	static const struct lz_netroute bad_kind[] = { { P(10, 0, 0, 0, 8), 99 } };
+	static const struct lz_netroutes_entry ok[] = { { P(10, 0, 0, 0, 8), DENY } };
+	static const struct lz_netroutes_entry host_bits[] = { { { IP(10, 0, 0, 1), 8 }, DENY } };
+	static const struct lz_netroutes_entry too_long[] = { { { 0, 33 }, DENY } };
+	static const struct lz_netroutes_entry next_kind[] = { { P(10, 0, 0, 0, 8), 5 } };
+	static const struct lz_netroutes_entry bad_kind[] = { { P(10, 0, 0, 0, 8), 99 } };
+	static const struct lz_netroutes_entry neg_kind[] = { { P(10, 0, 0, 0, 8), -1 } };
 
 	assert_plan_refused(host_bits, 1, "tap0", GW, EINVAL, "10.0.0.1/8 has host bits");
 	assert_plan_refused(too_long, 1, "tap0", GW, EINVAL, "host bits");
-	assert_plan_refused(zero_kind, 1, "tap0", GW, EINVAL, "unknown kind 0");
+	assert_plan_refused(next_kind, 1, "tap0", GW, EINVAL, "unknown kind 5");
 	assert_plan_refused(bad_kind, 1, "tap0", GW, EINVAL, "unknown kind 99");
+	assert_plan_refused(neg_kind, 1, "tap0", GW, EINVAL, "unknown kind -1");
 	assert_plan_refused(ok, 1, "", GW, EINVAL, "device name");
 	assert_plan_refused(ok, 1, NULL, GW, EINVAL, "device name");
 	assert_plan_refused(ok, 1, "sixteen-chars-xx", GW, EINVAL, "device name");
@@ -932,7 +992,7 @@ static void test_lz_netroutes_plan__over_limit_e2big(void **state)
 {
 	(void)state;
 	/* Refused on the count alone, before any entry is read. */
-	static const struct lz_netroute one[] = { { P(10, 0, 0, 0, 8), DENY } };
+	static const struct lz_netroutes_entry one[] = { { P(10, 0, 0, 0, 8), DENY } };
 	assert_plan_refused(one, LZ_NETROUTES_MAX + 1, "tap0", GW, E2BIG, "at most 4096");
 }
 
@@ -949,7 +1009,7 @@ static void test_lz_netroutes_plan__empty(void **state)
 static void test_lz_netroutes_match__order_free_and_duplicates_refused(void **state)
 {
 	(void)state;
-	static const struct lz_netroute policy[] = {
+	static const struct lz_netroutes_entry policy[] = {
 		{ P(10, 0, 0, 0, 8), DENY },
 		{ P(0, 0, 0, 0, 0), ALLOW },
 	};
@@ -1012,8 +1072,9 @@ static void test_lz_kroute_compare__protocol_ignored(void **state)
 	b.priority = 1;
 	assert_int_equal(lz_kroute_compare(&a, &b), -1);
 	b = a;
-	b.table = RT_TABLE_LOCAL;
-	assert_int_equal(lz_kroute_compare(&a, &b), 1);
+	b.table = RT_TABLE_LOCAL; /* 255 after main's 254 */
+	assert_int_equal(lz_kroute_compare(&a, &b), -1);
+	assert_int_equal(lz_kroute_compare(&b, &a), 1);
 }
 
 int main(void)
@@ -1037,6 +1098,7 @@ int main(void)
 		cmocka_unit_test(test_lz_netroutes_install__missing_device_enodev),
 		cmocka_unit_test(test_lz_netroutes_install__lo_down_enetdown),
 		cmocka_unit_test(test_lz_netroutes_install__over_slirp_default_route_eexist),
+		cmocka_unit_test(test_lz_netroutes_install__netpolicy_derived_policy_matches),
 		cmocka_unit_test(test_lz_netroutes_match__removed_route_named),
 		cmocka_unit_test(test_lz_netroutes_match__blackhole_in_place_of_deny_refused),
 		cmocka_unit_test(test_lz_netroutes_match__route_in_table_local_refused),
