@@ -173,13 +173,7 @@ static const luaL_Reg metamethods[] = {
 
 int luaopen_lazaret_config(lua_State *L)
 {
-	luaL_newmetatable(L, CONFIG_MT);
-	luaL_setfuncs(L, metamethods, 0);
-	luaL_newlib(L, methods);
-	lua_setfield(L, -2, "__index");
-	lua_pushboolean(L, 0);
-	lua_setfield(L, -2, "__metatable");
-	lua_pop(L, 1);
+	lz_l_new_type(L, CONFIG_MT, methods, metamethods);
 	luaL_newlib(L, functions);
 	return 1;
 }

@@ -41,3 +41,16 @@ const char *lz_l_opt_string(lua_State *L, int idx, const char *key)
 	lua_pop(L, 1);
 	return s; /* anchored by the options table */
 }
+
+void lz_l_new_type(lua_State *L, const char *name, const luaL_Reg *methods,
+		   const luaL_Reg *metamethods)
+{
+	luaL_newmetatable(L, name);
+	luaL_setfuncs(L, metamethods, 0);
+	lua_newtable(L); /* luaL_newlib sizes from an array, not a pointer */
+	luaL_setfuncs(L, methods, 0);
+	lua_setfield(L, -2, "__index");
+	lua_pushboolean(L, 0);
+	lua_setfield(L, -2, "__metatable");
+	lua_pop(L, 1);
+}

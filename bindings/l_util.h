@@ -18,6 +18,11 @@ void lz_l_check_options(lua_State *L, int idx, const char *const *names);
 /* [-0, +0, e] optional string field of the options table; NULL when absent. */
 const char *lz_l_opt_string(lua_State *L, int idx, const char *key);
 
+/* [-0, +0, e] registers the metatable of a handle type: metamethods, the
+ * methods as __index, and __metatable = false so Lua cannot reach it. */
+void lz_l_new_type(lua_State *L, const char *name, const luaL_Reg *methods,
+		   const luaL_Reg *metamethods);
+
 /* [-0, +0, e] the open lazaret.config handle at idx (l_config.c). */
 struct lz_config;
 const struct lz_config *lz_l_check_config(lua_State *L, int idx);

@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "lz_test.h"
 #include <sqlite3.h>
 
 #include "catalog.h"
@@ -82,32 +84,6 @@ static void check_msg(const char *needle)
 		check_msg(needle);                                                      \
 	} while (0)
 
-static void rm_tree_at(int dfd, const char *name)
-{
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return;
-	if (!S_ISDIR(st.st_mode)) {
-		unlinkat(dfd, name, 0);
-		return;
-	}
-	fchmodat(dfd, name, 0700, 0);
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		if (d == NULL) {
-			close(fd);
-		} else {
-			struct dirent *e;
-			while ((e = readdir(d)) != NULL)
-				if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-					rm_tree_at(dirfd(d), e->d_name);
-			closedir(d);
-		}
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -132,7 +108,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	close(f->root);
-	rm_tree_at(AT_FDCWD, f->dir);
+	lz_test_rmtree(f->dir);
 	free(f);
 	return 0;
 }

@@ -32,6 +32,8 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
+
 #include "config.h"
 
 #define NOBODY 65534
@@ -76,41 +78,6 @@ struct fx {
 	mode_t umask_saved;
 };
 
-/* Removes name beneath dfd, depth first, without following symlinks. */
-static void rm_tree_at(int dfd, const char *name)
-{
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return;
-	if (!S_ISDIR(st.st_mode)) {
-		unlinkat(dfd, name, 0);
-		return;
-	}
-	fchmodat(dfd, name, 0700, 0);
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		if (d == NULL) {
-			close(fd);
-		} else {
-			bool removed;
-			do {
-				removed = false;
-				rewinddir(d);
-				struct dirent *e;
-				while ((e = readdir(d)) != NULL) {
-					if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-						continue;
-					rm_tree_at(dirfd(d), e->d_name);
-					removed = true;
-				}
-			} while (removed);
-			closedir(d);
-		}
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 static char *pj(char out[PATH_MAX], const struct fx *f, const char *rel)
 {
 	int n = snprintf(out, PATH_MAX, "%s/%s", f->dir, rel);
@@ -139,7 +106,7 @@ static int setup(void **state)
 	char *canonical = realpath(tmpl, NULL);
 	if (canonical == NULL || strlen(canonical) >= sizeof(f->dir)) {
 		free(canonical);
-		rm_tree_at(AT_FDCWD, tmpl);
+		lz_test_rmtree(tmpl);
 		free(f);
 		return -1;
 	}
@@ -175,7 +142,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	umask(f->umask_saved); /* a failed assertion may have left umask 0 */
-	rm_tree_at(AT_FDCWD, f->dir);
+	lz_test_rmtree(f->dir);
 	free(f);
 	return 0;
 }
@@ -884,7 +851,7 @@ static void test_lz_config_load__profile_dir_volume_symlink_refused(void **state
 	lz_config_free(load_ok(f));
 	char cache[PATH_MAX], elsewhere[PATH_MAX], p[PATH_MAX];
 	pj(cache, f, "data/lazaret/profiles/dev/cache");
-	rm_tree_at(AT_FDCWD, cache);
+	lz_test_rmtree(cache);
 	mkdir_mode(pj(elsewhere, f, "elsewhere"), 0700);
 	assert_int_equal(symlink(elsewhere, cache), 0);
 	load_refused(f, -ELOOP, "symlink", NULL);

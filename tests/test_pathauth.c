@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
+
 #include "pathauth.h"
 
 #define NOBODY 65534
@@ -40,43 +42,9 @@ struct fx {
 
 /* Removes name beneath dfd, depth first, without following symlinks. Modes
  * are widened first so read-only or unsearchable test directories go too. */
-static void rm_tree_at(int dfd, const char *name)
-{
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return;
-	if (!S_ISDIR(st.st_mode)) {
-		unlinkat(dfd, name, 0);
-		return;
-	}
-	fchmodat(dfd, name, 0700, 0);
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		if (d == NULL) {
-			close(fd);
-		} else {
-			bool removed;
-			do {
-				removed = false;
-				rewinddir(d);
-				struct dirent *e;
-				while ((e = readdir(d)) != NULL) {
-					if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-						continue;
-					rm_tree_at(dirfd(d), e->d_name);
-					removed = true;
-				}
-			} while (removed);
-			closedir(d);
-		}
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 static void rm_tree(const char *path)
 {
-	rm_tree_at(AT_FDCWD, path);
+	lz_test_rmtree(path);
 }
 
 static int setup(void **state)

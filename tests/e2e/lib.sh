@@ -27,6 +27,10 @@
 #   t_skip REASON                   end the current test as skipped
 #   t_cleanup PATH                  remove PATH (outside $T) after the test
 #   t_done                          end the file: plan, summary, exit status
+#   in_ns CMD [ARGS...]             run CMD in a user namespace with Lazaret's ID
+#                                   map (0 -> you, 1..65536 -> your subordinate
+#                                   range), where subordinate-owned trees can be
+#                                   read and removed
 #   fail MESSAGE
 #   assert_eq EXPECTED ACTUAL [WHAT]
 #   assert_contains HAYSTACK NEEDLE [WHAT]
@@ -213,4 +217,15 @@ assert_status() {
 $(_t_show "$OUT")
 --- stderr:
 $(_t_show "$ERR")"
+}
+
+# The lowest subordinate range of at least 65536 IDs for this user in FILE.
+_t_subid_start() {
+	awk -F: -v u="$(id -un)" -v n="$(id -u)" '($1==u||$1==n) && $3>=65536 {print $2}' "$1" |
+		sort -n | head -n 1
+}
+
+in_ns() {
+	unshare --map-root-user --map-users="$(_t_subid_start /etc/subuid),1,65536" \
+		--map-groups="$(_t_subid_start /etc/subgid),1,65536" "$@"
 }

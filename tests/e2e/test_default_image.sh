@@ -50,17 +50,6 @@ lz() {
 	timeout -k 10 "$BUILD_TIMEOUT" env -i "${LZ_ENV[@]}" "$LAZARET" "$@" --config "$CFG"
 }
 
-# The first subordinate range of at least 65536 IDs of this user in FILE.
-subid_start() {
-	awk -F: -v u="$(id -un)" -v n="$(id -u)" '($1==u||$1==n) && $3>=65536 {print $2; exit}' "$1"
-}
-
-# Runs a command inside a user namespace with Lazaret's ID map, so files of
-# subordinate IDs are readable and removable.
-in_ns() {
-	unshare --map-root-user --map-users="$(subid_start /etc/subuid),1,65536" \
-		--map-groups="$(subid_start /etc/subgid),1,65536" "$@"
-}
 
 artifact_of() {
 	sed -n 's/^artifact:[[:space:]]*//p' <<<"$1"

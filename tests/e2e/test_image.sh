@@ -32,13 +32,6 @@ lz() {
 
 # Runs a command inside a user namespace with Lazaret's ID map, so files of
 # subordinate IDs are readable and removable.
-in_ns() {
-	local sub
-	sub=$(awk -F: -v u="$(id -un)" -v n="$(id -u)" '($1==u||$1==n) && $3>=65536 {print $2; exit}' /etc/subuid)
-	local subg
-	subg=$(awk -F: -v u="$(id -un)" -v n="$(id -u)" '($1==u||$1==n) && $3>=65536 {print $2; exit}' /etc/subgid)
-	unshare --map-root-user --map-users="$sub,1,65536" --map-groups="$subg,1,65536" "$@"
-}
 
 # Trees with subordinate-owned files must be removed from inside the map.
 t_cleanup_ns() {
@@ -88,7 +81,7 @@ test_image_ownership_lands_on_subordinate_ids() {
 	assert_status 0 lz image prepare "oci:$T/img"
 	local id sub
 	id=$(artifact_of "$OUT")
-	sub=$(awk -F: -v u="$(id -un)" '$1==u {print $2; exit}' /etc/subuid)
+	sub=$(_t_subid_start /etc/subuid)
 	# Image uid 1000 is namespace uid 1000, host uid sub + 999.
 	assert_eq "$((sub + 999))" "$(stat -c %u "$DATA/prepared/$id/rootfs/home/user/private")"
 	# Image root is the invoking user.

@@ -50,12 +50,6 @@ launch() {
 	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- "$@")
 }
 
-in_ns() {
-	local sub subg
-	sub=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subuid)
-	subg=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subgid)
-	unshare --map-root-user --map-users="$sub,1,65536" --map-groups="$subg,1,65536" "$@"
-}
 
 # Everything a Domain leaves must be gone: no coordinator, supervisor or
 # runsc process for this test's runtime directory, and no mount under $T.

@@ -1,0 +1,32 @@
+/* Helpers shared by the cmocka suites (header-only: each suite is its own
+ * executable). Fixture trees are removed with the product's own
+ * descriptor-relative removal (core/tree.h). */
+#ifndef LZ_TEST_H
+#define LZ_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tree.h"
+
+/* Removes the tree at an absolute path (best effort; for fixtures). */
+static inline void lz_test_rmtree(const char *path)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL || slash[1] == '\0' || (size_t)(slash - path) >= sizeof(parent))
+		return;
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	memcpy(parent, path, n);
+	parent[n] = '\0';
+	int dfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	(void)lz_tree_remove(dfd, slash + 1, NULL);
+	close(dfd);
+}
+
+#endif
