@@ -515,4 +515,27 @@ fuzz_suite() {
 }
 [ "$quick" -eq 1 ] || fuzz_suite
 
+# Lifecycle models (protocol/*.pml): exhaustive safety search with spin.
+protocol_suite() {
+	local model name dir
+	say "protocol models (spin)"
+	for model in "$repo"/protocol/*.pml; do
+		[ -e "$model" ] || { bad protocol "no models in protocol/"; return; }
+		name=$(basename "$model" .pml)
+		dir=$work/spin-$name
+		mkdir -p "$dir"
+		if ! (cd "$dir" && spin -a "$model" >log 2>&1 && cc -O2 -o pan pan.c >>log 2>&1 &&
+			./pan -m1000000 >>log 2>&1); then
+			tail_of "$dir/log" 30
+			bad protocol "$name: spin could not check the model"
+		elif grep -q 'errors: 0' "$dir/log"; then
+			pass protocol "$name: $(grep -E 'states, stored' "$dir/log" | head -n 1 | sed 's/^ *//')"
+		else
+			tail_of "$dir/log" 30
+			bad protocol "$name: a property is violated"
+		fi
+	done
+}
+protocol_suite
+
 finish

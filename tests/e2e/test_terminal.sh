@@ -48,11 +48,7 @@ t_teardown() {
 		sleep 0.1
 	done
 	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
-	local sub subg
-	sub=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subuid)
-	subg=$(awk -F: -v u="$(id -un)" '$1==u && $3>=65536 {print $2; exit}' /etc/subgid)
-	unshare --map-root-user --map-users="$sub,1,65536" --map-groups="$subg,1,65536" \
-		rm -rf "$T/data" "$T/run" 2>/dev/null
+	in_ns rm -rf "$T/data" "$T/run" 2>/dev/null
 	return 0
 }
 
