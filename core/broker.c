@@ -46,13 +46,15 @@ static void fork_into_pidns(int report)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		return; /* the grandchild runs the target */
 	}
-	close(report); /* EOF for the parent once the grandchild execs */
 	relay_pidfd = pidfd;
 	static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
 					 SIGWINCH, SIGCONT, SIGTSTP };
 	struct sigaction sa = { .sa_handler = relay_signal };
 	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
 		sigaction(forwarded[i], &sa, NULL);
+	/* Only now EOF for the parent (once the grandchild execs): a signal
+	 * it sends after the spawn returns finds the relay in place. */
+	close(report);
 	siginfo_t info;
 	for (;;) {
 		memset(&info, 0, sizeof(info));

@@ -10,6 +10,7 @@
 #include <termios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -142,16 +143,29 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 }
 
 /* A stream that is a terminal is relayed through a pipe (see client.h). */
+/* Input is relayed into a non-blocking pipe of ours with one pending
+ * buffer, so a guest that stops reading cannot block the output relays
+ * (the deadlock of `cat < big > out`); output relays write to the
+ * developer's terminal or file as it takes it. */
 struct relay {
 	int from; /* our end */
 	int to;   /* the terminal */
 	bool active;
+	bool input;
+	char buf[16384];
+	size_t len, off;
 };
 
 static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
 {
-	*rl = (struct relay){ -1, -1, false };
-	if (!isatty(fd)) {
+	rl->from = rl->to = -1;
+	rl->active = rl->input = false;
+	rl->len = rl->off = 0;
+	/* A terminal is never handed to the sandbox; nor a regular file, whose
+	 * offset the sandbox would not share (it would write from 0). */
+	struct stat st;
+	bool relay = isatty(fd) || (fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
+	if (!relay) {
 		*ret_fd = fd;
 		return 0;
 	}
@@ -159,30 +173,40 @@ static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	if (input) {
-		*rl = (struct relay){ .from = fd, .to = p[1], .active = true };
+		rl->from = fd;
+		rl->to = p[1];
+		rl->input = true;
+		(void)fcntl(p[1], F_SETFL, O_NONBLOCK); /* our private end only */
 		*ret_fd = p[0];
 	} else {
-		*rl = (struct relay){ .from = p[0], .to = fd, .active = true };
+		rl->from = p[0];
+		rl->to = fd;
 		*ret_fd = p[1];
 	}
+	rl->active = true;
 	return 1;
 }
 
 static bool pump(struct relay *rl)
 {
-	char buf[16384];
-	ssize_t n = read(rl->from, buf, sizeof(buf));
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return true;
-	if (n <= 0)
-		return false;
-	for (ssize_t off = 0; off < n;) {
-		ssize_t w = write(rl->to, buf + off, (size_t)(n - off));
+	if (rl->off == rl->len) {
+		ssize_t n = read(rl->from, rl->buf, sizeof(rl->buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			return true;
+		if (n <= 0)
+			return false;
+		rl->len = (size_t)n;
+		rl->off = 0;
+	}
+	while (rl->off < rl->len) {
+		ssize_t w = write(rl->to, rl->buf + rl->off, rl->len - rl->off);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EAGAIN && rl->input)
+			return true; /* the pipe is full: wait for POLLOUT */
 		if (w <= 0)
 			return false;
-		off += w;
+		rl->off += (size_t)w;
 	}
 	return true;
 }
@@ -462,7 +486,9 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 			pf[n++] = (struct pollfd){ .fd = sock, .events = POLLIN };
 		for (int i = 0; i < 3; i++)
 			if (rl[i].active)
-				pf[n++] = (struct pollfd){ .fd = rl[i].from, .events = POLLIN };
+				pf[n++] = rl[i].off < rl[i].len
+						  ? (struct pollfd){ .fd = rl[i].to, .events = POLLOUT }
+						  : (struct pollfd){ .fd = rl[i].from, .events = POLLIN };
 		if (n == 0)
 			break;
 		if (exited && !rl[1].active && !rl[2].active)
@@ -513,7 +539,9 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 				lz_wire_msg_release(&m);
 			} else {
 				for (int i = 0; i < 3; i++)
-					if (rl[i].active && pf[k].fd == rl[i].from && !pump(&rl[i])) {
+					if (rl[i].active &&
+					    (pf[k].fd == rl[i].from || pf[k].fd == rl[i].to) &&
+					    !pump(&rl[i])) {
 						rl[i].active = false;
 						if (i == 0)
 							close(rl[i].to); /* stdin EOF reaches the guest */

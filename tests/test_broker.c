@@ -52,6 +52,10 @@ static size_t drain(int fd, char *buf, size_t cap)
 	return n;
 }
 
+/* Every marker path handed out, removed at the end even after a failure. */
+static char markers[16][64];
+static size_t n_markers;
+
 static void make_marker_path(char *path, size_t cap)
 {
 	snprintf(path, cap, "/tmp/lz-test-broker-marker.XXXXXX");
@@ -59,6 +63,16 @@ static void make_marker_path(char *path, size_t cap)
 	assert_true(fd >= 0);
 	close(fd);
 	assert_int_equal(unlink(path), 0);
+	if (n_markers < sizeof(markers) / sizeof(markers[0]))
+		snprintf(markers[n_markers++], sizeof(markers[0]), "%s", path);
+}
+
+static int remove_markers(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < n_markers; i++)
+		(void)unlink(markers[i]);
+	return 0;
 }
 
 static bool exists(const char *path)
@@ -643,5 +657,5 @@ int main(void)
 		cmocka_unit_test(test_lz_broker_spawn__join_failure_is_reported),
 		cmocka_unit_test(test_lz_broker_spawn__new_userns_has_verified_map),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, remove_markers);
 }

@@ -105,6 +105,18 @@ test_exact_argv_and_streams() {
 	cleanup_data
 }
 
+test_output_to_a_file_keeps_its_offset() {
+	{
+		echo header
+		launch echo from-guest
+		echo footer
+	} >"$T/out"
+	assert_eq "header
+from-guest
+footer" "$(cat "$T/out")"
+	cleanup_data
+}
+
 test_signal_status_is_128_plus_n() {
 	capture launch sh -c 'kill -9 $$'
 	assert_eq 137 "$STATUS"
@@ -280,6 +292,7 @@ test_failed_start_releases_the_lease() {
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
+t_run "output to a file keeps its offset" test_output_to_a_file_keeps_its_offset
 t_run "stdin and stdout are byte-exact for 100 MiB" test_stdin_and_stdout_are_byte_exact
 t_run "persistent directories survive, /tmp does not" test_persistent_dirs_survive_and_tmp_does_not
 t_run "Git Sentry protects config and hooks; git works inside" test_git_sentry_and_git_inside
