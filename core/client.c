@@ -15,23 +15,13 @@
 #include <unistd.h>
 
 #include "coordinator.h"
+#include "domain.h"
 #include "spawn.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 #include "wire.h"
 
 extern char **environ;
-
-static int unhex32(const char *hex, uint8_t out[32])
-{
-	for (size_t i = 0; i < 32; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -EINVAL;
-		out[i] = (uint8_t)v;
-	}
-	return 0;
-}
 
 static int connect_hc(const struct lz_path *runtime_domain, int *ret)
 {
@@ -111,7 +101,7 @@ static int hello(int sock, const lz_config *cfg, struct lz_err *err)
 	lz_config_summarize(cfg, &s);
 	struct lz_wire_msg m = { .type = LZ_WIRE_HELLO,
 				 .hello = { .protocol = LZ_WIRE_PROTOCOL, .client_pid = (uint32_t)getpid() } };
-	if (unhex32(s.domain_id, m.hello.domain_id) < 0 || unhex32(s.fingerprint, m.hello.fingerprint) < 0)
+	if (lz_unhex(s.domain_id, m.hello.domain_id, 32) < 0 || lz_unhex(s.fingerprint, m.hello.fingerprint, 32) < 0)
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
 	int r = lz_wire_send(sock, &m, NULL, 0);
 	return r < 0 ? lz_err_set(err, -r, "greet the Host Coordinator: %s", strerror(-r)) : 0;

@@ -23,6 +23,7 @@
 
 #include "broker.h"
 #include "catalog.h"
+#include "domain.h"
 #include "domainstore.h"
 #include "gitsentry.h"
 #include "hostprobe.h"
@@ -91,17 +92,6 @@ struct lz_hc {
 	uint8_t domain_id[32];
 	uint8_t fingerprint[32];
 };
-
-static int unhex(const char *hex, uint8_t *out, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -EINVAL;
-		out[i] = (uint8_t)v;
-	}
-	return 0;
-}
 
 uint64_t lz_hc_generation(const lz_hc *hc)
 {
@@ -245,8 +235,8 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 		free(hc);
 		return lz_err_set(err, EINVAL, "the Host Coordinator needs a resolved profile");
 	}
-	if ((r = unhex(domain_hex(hc), hc->domain_id, 32)) < 0 ||
-	    (r = unhex(fingerprint_hex(hc), hc->fingerprint, 32)) < 0) {
+	if ((r = lz_unhex(domain_hex(hc), hc->domain_id, 32)) < 0 ||
+	    (r = lz_unhex(fingerprint_hex(hc), hc->fingerprint, 32)) < 0) {
 		free(hc);
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
 	}
@@ -978,7 +968,7 @@ static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_
 	hc->ever_served = true;
 	struct lz_wire_msg welcome = { .type = LZ_WIRE_WELCOME,
 				       .welcome = { .protocol = LZ_WIRE_PROTOCOL, .generation = hc->gen } };
-	(void)unhex(s->id, welcome.welcome.session_id, 16);
+	(void)lz_unhex(s->id, welcome.welcome.session_id, 16);
 	(void)lz_wire_send(s->client, &welcome, NULL, 0);
 out:
 	lz_close_fdp(&slave);

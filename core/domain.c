@@ -51,3 +51,26 @@ void lz_hex(const uint8_t *bytes, size_t n, char *out)
 	}
 	out[2 * n] = '\0';
 }
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int lz_unhex(const char *hex, uint8_t *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex_digit(hex[2 * i]);
+		int lo = hi < 0 ? -1 : hex_digit(hex[2 * i + 1]);
+		if (lo < 0)
+			return -EINVAL;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[2 * n] == '\0' ? 0 : -EINVAL;
+}

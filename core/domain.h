@@ -20,4 +20,8 @@ int lz_domain_id(const char *profile, size_t profile_len, const char *workspace,
 /* Lowercase hex of n bytes into out (2n+1 bytes). */
 void lz_hex(const uint8_t *bytes, size_t n, char *out);
 
+/* Exactly 2n hex digits (either case) into n bytes; -EINVAL otherwise
+ * (out may be partly written then). */
+int lz_unhex(const char *hex, uint8_t *out, size_t n);
+
 #endif

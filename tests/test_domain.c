@@ -121,9 +121,27 @@ static void test_lz_hex__empty_input(void **state)
 	assert_int_equal(out[1], '#');
 }
 
+static void test_lz_unhex__round_trip_and_refusals(void **state)
+{
+	(void)state;
+	uint8_t b[4];
+	assert_int_equal(lz_unhex("00ff10Ab", b, 4), 0);
+	assert_int_equal(b[0], 0x00);
+	assert_int_equal(b[1], 0xff);
+	assert_int_equal(b[2], 0x10);
+	assert_int_equal(b[3], 0xab);
+	char hex[9];
+	lz_hex(b, 4, hex);
+	assert_string_equal(hex, "00ff10ab");
+	assert_int_equal(lz_unhex("00ff10a", b, 4), -EINVAL);   /* short */
+	assert_int_equal(lz_unhex("00ff10abc", b, 4), -EINVAL); /* long */
+	assert_int_equal(lz_unhex("00fg10ab", b, 4), -EINVAL);  /* not hex */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_unhex__round_trip_and_refusals),
 		cmocka_unit_test(test_lz_domain_id__matches_independent_vector),
 		cmocka_unit_test(test_lz_domain_id__empty_profile_matches_vector),
 		cmocka_unit_test(test_lz_domain_id__framing_separates_fields),
