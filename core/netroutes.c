@@ -221,6 +221,10 @@ done:
 
 /* ---- plan --------------------------------------------------------------- */
 
+#define DEFAULT_DENY_REFUSED                                                                              \
+	"a deny of 0.0.0.0/0 cannot be a loopback address (the policy's default-allow flag stands for it: " \
+	"leave the default route out instead)"
+
 static bool kind_is_deny(enum lz_netroutes_kind k)
 {
 	return k == LZ_NETROUTES_DENY || k == LZ_NETROUTES_CANARY_DENY;
@@ -237,8 +241,8 @@ static int netroute_prefix_cmp(const void *pa, const void *pb)
 	return lz_prefix_compare(a->prefix, b->prefix);
 }
 
-int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
-		      struct lz_kroute **ret, size_t *ret_n, struct lz_err *err)
+int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
+			 enum lz_netroutes_deny_as deny_as, struct lz_kroute **ret, size_t *ret_n, struct lz_err *err)
 {
 	_cleanup_free_ struct lz_netroutes_entry *sorted = NULL;
 	_cleanup_free_ struct lz_kroute *out = NULL;
@@ -263,7 +267,12 @@ int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const c
 		    routes[i].kind != LZ_NETROUTES_HELPER)
 			return lz_err_set(err, EINVAL, "route plan: unknown kind %d for %s", (int)routes[i].kind,
 					  text);
+		if (deny_as == LZ_NETROUTES_DENY_AS_ADDRESS && kind_is_deny(routes[i].kind) &&
+		    routes[i].prefix.len == 0)
+			return lz_err_set(err, EINVAL, "route plan: %s", DEFAULT_DENY_REFUSED);
 	}
+	if (deny_as != LZ_NETROUTES_DENY_AS_ROUTE && deny_as != LZ_NETROUTES_DENY_AS_ADDRESS)
+		return lz_err_set(err, EINVAL, "route plan: unknown deny representation %d", (int)deny_as);
 	if (n == 0) {
 		*ret = NULL;
 		*ret_n = 0;
@@ -297,7 +306,14 @@ int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const c
 		r->dst = sorted[i].prefix;
 		r->type = RTN_UNICAST;
 		r->protocol = RTPROT_STATIC;
-		if (deny) {
+		if (deny && deny_as == LZ_NETROUTES_DENY_AS_ADDRESS) {
+			/* The kernel's prefix route of the lo address. */
+			r->table = RT_TABLE_LOCAL;
+			r->type = RTN_LOCAL;
+			r->scope = RT_SCOPE_HOST;
+			r->protocol = RTPROT_KERNEL;
+			strcpy(r->dev, "lo");
+		} else if (deny) {
 			/* Deny wins over any other kind at the same prefix (SR-6). */
 			r->scope = RT_SCOPE_LINK;
 			strcpy(r->dev, "lo");
@@ -315,6 +331,12 @@ int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const c
 	*ret = TAKE_PTR(out);
 	*ret_n = m;
 	return 0;
+}
+
+int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
+		      struct lz_kroute **ret, size_t *ret_n, struct lz_err *err)
+{
+	return lz_netroutes_plan_as(routes, n, dev, gateway, LZ_NETROUTES_DENY_AS_ROUTE, ret, ret_n, err);
 }
 
 /* ---- rtnetlink socket --------------------------------------------------- */
@@ -704,7 +726,11 @@ static int on_route4(const struct nlmsghdr *h, void *arg)
 }
 
 /* Whether r is one of the table-local routes the kernel derives from an
- * interface address (fib_add_ifaddr): they deliver to this host. */
+ * interface address (fib_add_ifaddr): they deliver to this host. The prefix
+ * route of an address outside 127.0.0.0/8 on a loopback device is NOT one of
+ * them: it is the loopback-address deny (netroutes.h) and is observed, and so
+ * is the /32 local route of such an address when its prefix length is 32
+ * (then it is that prefix route). */
 static bool derived_from_address(const struct lz_kroute *r, const struct links *links, const struct addrs *addrs)
 {
 	if (r->table != RT_TABLE_LOCAL || r->protocol != RTPROT_KERNEL || r->extra || r->gateway || r->tos ||
@@ -721,9 +747,11 @@ static bool derived_from_address(const struct lz_kroute *r, const struct links *
 		memcpy(&local, a->local, 4);
 		local = ntohl(local);
 		if (r->type == RTN_LOCAL) {
-			if (r->dst.len == 32 && r->dst.addr == local)
+			bool lo_deny = (l->flags & IFF_LOOPBACK) && local >> 24 != 127;
+			if (r->dst.len == 32 && r->dst.addr == local && !(lo_deny && a->plen == 32))
 				return true;
-			if ((l->flags & IFF_LOOPBACK) && r->dst.len == a->plen && r->dst.addr == (local & m))
+			if ((l->flags & IFF_LOOPBACK) && !lo_deny && r->dst.len == a->plen &&
+			    r->dst.addr == (local & m))
 				return true;
 		} else if (r->type == RTN_BROADCAST && r->dst.len == 32) {
 			if (a->has_brd && r->dst.addr == a->brd)
@@ -844,8 +872,111 @@ static int install_pass(const struct lz_kroute *r)
 	return strcmp(r->dev, "lo") == 0 ? 1 : 0;
 }
 
+/* The loopback address that stands for a deny of p (netroutes.h). */
+static uint32_t deny_address(struct lz_prefix p)
+{
+	return p.len >= 31 ? p.addr : p.addr + 1;
+}
+
+/* RTM_NEWADDR <deny_address(p)>/<p.len> dev lo scope host, exclusive; no
+ * IFA_F_NOPREFIXROUTE: the kernel's prefix route is the deny. */
+static int add_lo_deny(struct rtnl *nl, int lo_index, struct lz_prefix p, struct lz_err *err)
+{
+	struct ifaddrmsg ifa = {
+		.ifa_family = AF_INET,
+		.ifa_prefixlen = p.len,
+		.ifa_flags = 0,
+		.ifa_scope = RT_SCOPE_HOST,
+		.ifa_index = (uint32_t)lo_index,
+	};
+	uint32_t a = htonl(deny_address(p));
+	char text[LZ_PREFIX_STR_MAX], host[16];
+	int r = 0;
+
+	lz_prefix_format(p, text);
+	ip4_format(deny_address(p), host);
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+	if (!msg || nlmsg_append(msg, &ifa, sizeof(ifa), NLMSG_ALIGNTO) < 0 || nla_put_u32(msg, IFA_LOCAL, a) < 0 ||
+	    nla_put_u32(msg, IFA_ADDRESS, a) < 0) {
+		nlmsg_free(msg);
+		r = -ENOMEM;
+	}
+	if (r >= 0)
+		r = rtnl_transact(nl, msg);
+	if (r < 0)
+		return lz_err_set(err, r, "installing the loopback deny of %s (address %s/%u dev lo): %s%s%s", text,
+				  host, p.len, strerror(-r), nl->kmsg[0] ? ": " : "", nl->kmsg);
+	return 0;
+}
+
+/* Index of lo, which must be up: the kernel adds an address's routes only
+ * while its device is up. */
+static int lo_up_index(struct rtnl *nl, const char *op, int *ret, struct lz_err *err)
+{
+	struct links links = { 0 };
+	int r = dump_links(nl, &links);
+	if (r < 0) {
+		links_free(&links);
+		return lz_err_set(err, r, "%s: listing links: %s", op, strerror(-r));
+	}
+	const struct link *lo = link_by_name(&links, "lo");
+	int index = lo ? lo->ifindex : 0;
+	bool up = lo && (lo->flags & IFF_UP);
+	links_free(&links);
+	if (!index)
+		return lz_err_set(err, ENODEV, "%s: device 'lo' not found", op);
+	if (!up)
+		return lz_err_set(err, ENETDOWN, "%s: device 'lo' is down", op);
+	*ret = index;
+	return 0;
+}
+
+int lz_netroutes_install_loopback_denies(const struct lz_netroutes_entry *entries, size_t n, struct lz_err *err)
+{
+	static const char op[] = "installing loopback denies";
+	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_free_ struct lz_netroutes_entry *sorted = NULL;
+	char text[LZ_PREFIX_STR_MAX];
+	size_t m = 0;
+	int lo_index = 0, r;
+
+	if (n > LZ_NETROUTES_MAX)
+		return lz_err_set(err, E2BIG, "%s: %zu entries, at most %u", op, n, LZ_NETROUTES_MAX);
+	for (size_t i = 0; i < n; i++) {
+		lz_prefix_format(entries[i].prefix, text);
+		if (entries[i].prefix.len > 32 || (entries[i].prefix.addr & ~mask_of(entries[i].prefix.len)))
+			return lz_err_set(err, EINVAL, "%s: prefix %s has host bits set", op, text);
+		if (kind_is_deny(entries[i].kind) && entries[i].prefix.len == 0)
+			return lz_err_set(err, EINVAL, "%s: %s", op, DEFAULT_DENY_REFUSED);
+	}
+	if (n) {
+		sorted = calloc(n, sizeof(*sorted));
+		if (!sorted)
+			return lz_err_set(err, ENOMEM, "%s: out of memory", op);
+		for (size_t i = 0; i < n; i++)
+			if (kind_is_deny(entries[i].kind))
+				sorted[m++] = entries[i];
+	}
+	if (m == 0)
+		return 0;
+	qsort(sorted, m, sizeof(*sorted), netroute_prefix_cmp);
+	r = rtnl_open(&nl, op, err);
+	if (r >= 0)
+		r = lo_up_index(&nl, op, &lo_index, err);
+	for (size_t i = 0; r >= 0 && i < m; i++)
+		if (i == 0 || !lz_prefix_equal(sorted[i].prefix, sorted[i - 1].prefix)) /* DENY + CANARY_DENY */
+			r = add_lo_deny(&nl, lo_index, sorted[i].prefix, err);
+	return r < 0 ? r : 0;
+}
+
 int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 			 struct lz_err *err)
+{
+	return lz_netroutes_install_as(routes, n, dev, gateway, LZ_NETROUTES_DENY_AS_ROUTE, err);
+}
+
+int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
+			    enum lz_netroutes_deny_as deny_as, struct lz_err *err)
 {
 	_cleanup_rtnl_ struct rtnl nl = { 0 };
 	_cleanup_free_ struct lz_kroute *plan = NULL;
@@ -854,7 +985,7 @@ int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, cons
 	size_t plan_n = 0, current_n = 0;
 	int r;
 
-	r = lz_netroutes_plan(routes, n, dev, gateway, &plan, &plan_n, err);
+	r = lz_netroutes_plan_as(routes, n, dev, gateway, deny_as, &plan, &plan_n, err);
 	if (r < 0)
 		return r;
 	r = rtnl_open(&nl, "installing routes", err);
@@ -867,6 +998,7 @@ int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, cons
 	const struct link *dl = link_by_name(&links, dev);
 	const struct link *lo = link_by_name(&links, "lo");
 	int dev_index = dl ? dl->ifindex : 0, lo_index = lo ? lo->ifindex : 0;
+	unsigned lo_flags = lo ? lo->flags : 0;
 	links_free(&links);
 	if (!dev_index)
 		return lz_err_set(err, ENODEV, "installing routes: device '%s' not found", dev);
@@ -886,6 +1018,14 @@ int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, cons
 					c = bsearch(p, current, current_n, sizeof(*current), kroute_qsort_cmp);
 				if (c && c->protocol == RTPROT_KERNEL)
 					continue;
+			}
+			if (p->type == RTN_LOCAL) { /* deny as a loopback address */
+				if (!(lo_flags & IFF_UP))
+					return lz_err_set(err, ENETDOWN, "installing routes: device 'lo' is down");
+				r = add_lo_deny(&nl, lo_index, p->dst, err);
+				if (r < 0)
+					return r;
+				continue;
 			}
 			struct nl_msg *msg = NULL;
 			r = route_msg(&msg, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, p,
@@ -1019,6 +1159,14 @@ int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed,
 		       const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
 		       uint32_t gateway, struct lz_err *err)
 {
+	return lz_netroutes_match_as(observed, n_observed, derived, n_derived, dev, gateway,
+				     LZ_NETROUTES_DENY_AS_ROUTE, err);
+}
+
+int lz_netroutes_match_as(const struct lz_kroute *observed, size_t n_observed,
+			  const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
+			  uint32_t gateway, enum lz_netroutes_deny_as deny_as, struct lz_err *err)
+{
 	_cleanup_free_ struct lz_kroute *expected = NULL;
 	_cleanup_free_ struct lz_kroute *seen = NULL;
 	size_t n_expected = 0, i = 0, j = 0;
@@ -1027,7 +1175,7 @@ int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed,
 	if (n_observed > LZ_NETROUTES_MAX)
 		return lz_err_set(err, E2BIG, "route match: %zu observed routes, at most %u", n_observed,
 				  LZ_NETROUTES_MAX);
-	r = lz_netroutes_plan(derived, n_derived, dev, gateway, &expected, &n_expected, err);
+	r = lz_netroutes_plan_as(derived, n_derived, dev, gateway, deny_as, &expected, &n_expected, err);
 	if (r < 0)
 		return r;
 	if (n_observed) {

@@ -20,6 +20,8 @@
  *   ALLOW, CANARY_ALLOW  unicast <prefix> via <gateway> dev <dev>
  *   HELPER               unicast <prefix> dev <dev> scope link (on-link: the
  *                        slirp4netns /24 and the gateway and DNS /32s)
+ * (That is the route representation, LZ_NETROUTES_DENY_AS_ROUTE. With
+ * LZ_NETROUTES_DENY_AS_ADDRESS a deny is a loopback address instead, below.)
  * Equal prefixes: a deny beats any other kind (the other is not installed);
  * ALLOW and CANARY_ALLOW (or DENY and CANARY_DENY) share one route; HELPER
  * against ALLOW at the same prefix is refused (two different next hops, no
@@ -35,9 +37,12 @@
  * table local or default that would take precedence over table main is seen.
  * The only routes left out are the ones the kernel derives from interface
  * addresses in table local (protocol kernel): "local <address>" on the
- * address's device, "local <prefix>" of an address on a loopback device, and
- * "broadcast <broadcast|network address>" of an address on the same device.
- * They deliver to this host and forward nothing. The connected route the
+ * address's device, "local <prefix>" of an address in 127.0.0.0/8 on a
+ * loopback device, and "broadcast <broadcast|network address>" of an address
+ * on the same device. They deliver to this host and forward nothing. The
+ * "local <prefix>" route of any other address on a loopback device is
+ * observed: it is a loopback-address deny (below); for a /32 address it is
+ * also its "local <address>", which is then observed too. The connected route the
  * kernel adds to table main for the tap0 address IS observed: it has exactly
  * the projection of the HELPER on-link /24, and install treats it as that
  * route (an exclusive create of the same key would fail with EEXIST).
@@ -56,6 +61,31 @@
  * runsc also moves tap0's address into its netstack, and the kernel then
  * drops the connected /24: observe before runsc starts (or install the /24
  * as a static route by giving tap0 its address with noprefixroute).
+ *
+ * Deny as a loopback address (LZ_NETROUTES_DENY_AS_ADDRESS,
+ * lz_netroutes_install_loopback_denies): each DENY/CANARY_DENY prefix P/len
+ * becomes the address A/len on lo, scope host, without IFA_F_NOPREFIXROUTE,
+ * where A is P + 1 (the network's first host) for len < 31 and P itself for
+ * /31 and /32. Why addresses, not routes: measured with runsc 0.0~20240729
+ * (--network=sandbox), gVisor imports the enforcement namespace's tap0
+ * main-table routes but for lo ONLY the routes derived from lo's own
+ * addresses; "10.0.0.0/8 dev lo" is not imported and denies nothing in the
+ * sandbox, whereas after "ip addr add 10.0.0.1/8 dev lo" the sandbox shows
+ * "10.0.0.0/8 dev lo scope link" and (without an allow) routes 10.250.0.10
+ * to dev lo: packets go to the loopback device and are not forwarded. A
+ * more-specific allow via tap0 still wins by longest prefix. Side effect: A itself becomes a local
+ * address of the sandbox, so a connection to A (one host of the denied
+ * prefix) reaches the sandbox itself; it never leaves.
+ * What Linux makes of it (observed with iproute2 in a fresh namespace): in
+ * table local, protocol kernel, "local A dev lo scope host" and "local P/len
+ * dev lo scope host" (one route when len is 32), plus "broadcast
+ * <last address of P>" for len < 31; no route in table main. So in the
+ * Linux namespace the whole prefix is local ("ip route get" answers "local
+ * ... dev lo"), not only A. The projection of
+ * such a deny is "local P/len dev lo scope host table local"; the /32 local
+ * route and the broadcast are address-derived and left out (see above).
+ * A deny of 0.0.0.0/0 has no address form (it is netpolicy's default-allow
+ * flag being false: leave the default route out) and is refused.
  *
  * Threat: a route the policy did not ask for (left by a configurator, added by
  * a bug, shadowing from another table), or a deny that silently became
@@ -93,6 +123,12 @@ enum lz_netroutes_kind {
 struct lz_netroutes_entry {
 	struct lz_prefix prefix;
 	enum lz_netroutes_kind kind;
+};
+
+/* How a deny is represented (see above). */
+enum lz_netroutes_deny_as {
+	LZ_NETROUTES_DENY_AS_ROUTE = 0,   /* "unicast <prefix> dev lo scope link" */
+	LZ_NETROUTES_DENY_AS_ADDRESS = 1, /* an address on lo; what gVisor imports */
 };
 
 /* lz_kroute.extra: route features the projection cannot express. */
@@ -139,6 +175,14 @@ void lz_kroute_format(const struct lz_kroute *r, char *out);
 int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 		      struct lz_kroute **ret, size_t *ret_n, struct lz_err *err);
 
+/* The same with the deny representation chosen; lz_netroutes_plan is
+ * deny_as LZ_NETROUTES_DENY_AS_ROUTE. With LZ_NETROUTES_DENY_AS_ADDRESS a
+ * deny projects to "local <prefix> dev lo scope host table local" (protocol
+ * kernel) and a deny of 0.0.0.0/0 is refused with EINVAL. */
+int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
+			 enum lz_netroutes_deny_as deny_as, struct lz_kroute **ret, size_t *ret_n,
+			 struct lz_err *err);
+
 /* Creates the plan's routes with NLM_F_CREATE|NLM_F_EXCL: on-link routes
  * first (they make the gateway reachable), then denies, then allows. The
  * first refusal stops and is returned as -errno with the route and the
@@ -148,6 +192,21 @@ int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const c
  * caller discards the namespace. */
 int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 			 struct lz_err *err);
+
+/* The same with the deny representation chosen. With
+ * LZ_NETROUTES_DENY_AS_ADDRESS the deny step adds loopback addresses as
+ * lz_netroutes_install_loopback_denies does (after the on-link routes, before
+ * the allows). */
+int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
+			    enum lz_netroutes_deny_as deny_as, struct lz_err *err);
+
+/* Adds, for every DENY and CANARY_DENY entry (other kinds are ignored, equal
+ * prefixes once), the loopback address described above with
+ * NLM_F_CREATE|NLM_F_EXCL. Refuses with EINVAL a deny of 0.0.0.0/0 or a
+ * prefix with host bits (before touching the kernel), ENODEV/ENETDOWN when lo
+ * is missing or down, and otherwise the kernel's errno naming the prefix
+ * (EEXIST when the address is already there). Not transactional. */
+int lz_netroutes_install_loopback_denies(const struct lz_netroutes_entry *entries, size_t n, struct lz_err *err);
 
 /* Reads every IPv4 route of the current namespace as projections sorted by
  * lz_kroute_compare, without the address-derived table-local entries
@@ -163,6 +222,11 @@ int lz_netroutes_observe(struct lz_kroute **ret, size_t *ret_n, struct lz_err *e
 int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed,
 		       const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
 		       uint32_t gateway, struct lz_err *err);
+
+/* The same against lz_netroutes_plan_as(derived, ..., deny_as, ...). */
+int lz_netroutes_match_as(const struct lz_kroute *observed, size_t n_observed,
+			  const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
+			  uint32_t gateway, enum lz_netroutes_deny_as deny_as, struct lz_err *err);
 
 /* The route the kernel picks for output to dst (host byte order), as
  * RTM_GETROUTE ("ip route get") reports it: dst is dst/32, dev and gateway are

@@ -345,6 +345,18 @@ static int observe_and_match(const struct lz_netroutes_entry *policy, size_t n_p
 	return r;
 }
 
+static int observe_and_match_lo(const struct lz_netroutes_entry *policy, size_t n_policy, struct lz_err *e)
+{
+	struct lz_kroute *obs = NULL;
+	size_t n = 0;
+	int r = lz_netroutes_observe(&obs, &n, e);
+	if (r < 0)
+		return r;
+	r = lz_netroutes_match_as(obs, n, policy, n_policy, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, e);
+	free(obs);
+	return r;
+}
+
 static int expect_lookup(uint32_t dst, const char *dev, uint32_t gateway)
 {
 	struct lz_kroute k;
@@ -893,6 +905,222 @@ static void test_lz_netroutes_install__netpolicy_derived_policy_matches(void **s
 	run_in_netns(body_derived_policy, NULL);
 }
 
+/* ---- deny as a loopback address ------------------------------------------ */
+
+static const struct lz_netroutes_entry lo_policy[] = {
+	{ P(10, 0, 0, 0, 8), DENY },
+	{ P(198, 51, 100, 7, 32), CANARY_DENY },
+	{ P(10, 250, 0, 0, 24), ALLOW },
+	{ P(10, 137, 54, 0, 24), HELPER },
+	{ P(10, 137, 54, 2, 32), HELPER },
+};
+#define N_LO_POLICY LZ_ARRAY_SIZE(lo_policy)
+
+/* What install_as(lo_policy, DENY_AS_ADDRESS) leaves: the kernel's prefix
+ * routes of the lo addresses in table local, nothing of them in main. */
+static const char *const lo_observed[] = {
+	"unicast 10.137.54.0/24 dev tap0 scope link table main",
+	"unicast 10.137.54.2/32 dev tap0 scope link table main",
+	"unicast 10.250.0.0/24 via 10.137.54.2 dev tap0 table main",
+	"local 10.0.0.0/8 dev lo scope host table local",
+	"local 198.51.100.7/32 dev lo scope host table local",
+};
+
+static int expect_lookup_type(uint32_t dst, uint8_t type, const char *dev, uint32_t gateway)
+{
+	struct lz_kroute k;
+	char text[LZ_KROUTE_STR_MAX];
+	CHECK_OK(lz_netroutes_lookup(dst, &k, E));
+	lz_kroute_format(&k, text);
+	CHECK(k.type == type && strcmp(k.dev, dev) == 0 && k.gateway == gateway,
+	      "lookup %08x: '%s', want type %u dev %s gateway %08x", dst, text, type, dev, gateway);
+	return 0;
+}
+
+static int install_lo_policy(void)
+{
+	CHECK_OK(lz_netroutes_install_as(lo_policy, N_LO_POLICY, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, E));
+	return 0;
+}
+
+/* The addresses lo holds, as "a.b.c.d/len scope S" lines (libnl-route). */
+static int lo_addresses(char *out, size_t size)
+{
+	struct nl_sock *sk = nl_open_route();
+	struct nl_cache *cache = NULL;
+	CHECK(sk && rtnl_addr_alloc_cache(sk, &cache) >= 0, "address cache");
+	int lo = ifindex_of(sk, "lo");
+	out[0] = '\0';
+	for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
+		struct rtnl_addr *a = (struct rtnl_addr *)o;
+		if (rtnl_addr_get_family(a) != AF_INET || rtnl_addr_get_ifindex(a) != lo)
+			continue;
+		char buf[64];
+		nl_addr2str(rtnl_addr_get_local(a), buf, sizeof(buf));
+		size_t len = strlen(out);
+		snprintf(out + len, size - len, "%s scope %d flags 0x%x;", buf, rtnl_addr_get_scope(a),
+			 rtnl_addr_get_flags(a));
+	}
+	nl_cache_free(cache);
+	nl_socket_free(sk);
+	return 0;
+}
+
+static int body_lo_address_denies(void)
+{
+	char addrs[512];
+	if (install_lo_policy() < 0 || expect_observed(lo_observed, LZ_ARRAY_SIZE(lo_observed)) < 0)
+		return -1;
+	CHECK_OK(observe_and_match_lo(lo_policy, N_LO_POLICY, E));
+	if (lo_addresses(addrs, sizeof(addrs)) < 0)
+		return -1;
+	/* network + 1 for /8, the address itself for /32; scope host, no
+	 * IFA_F_NOPREFIXROUTE. */
+	CHECK(strstr(addrs, "10.0.0.1/8 scope 254 ") && strstr(addrs, "198.51.100.7 scope 254 ") &&
+		      !strstr(addrs, "flags 0x2"),
+	      "lo addresses: %s", addrs);
+	/* Denied: to lo (local in Linux); the allow wins by longest prefix; no
+	 * default route, so the rest is unreachable. */
+	if (expect_lookup_type(IP(10, 1, 2, 3), RTN_LOCAL, "lo", 0) < 0 ||
+	    expect_lookup_type(IP(198, 51, 100, 7), RTN_LOCAL, "lo", 0) < 0 ||
+	    expect_lookup(IP(10, 250, 0, 10), "tap0", GW) < 0)
+		return -1;
+	struct lz_err e = { 0 };
+	struct lz_kroute k;
+	int r = lz_netroutes_lookup(IP(8, 8, 8, 8), &k, &e);
+	CHECK(r == -ENETUNREACH, "lookup 8.8.8.8 = %d (%s)", r, e.msg);
+	r = lz_netroutes_lookup(IP(198, 51, 100, 8), &k, &e); /* the /32 denies one host */
+	CHECK(r == -ENETUNREACH, "lookup 198.51.100.8 = %d (%s)", r, e.msg);
+	/* The route representation does not describe this namespace. */
+	struct lz_kroute *obs = NULL;
+	size_t n = 0;
+	CHECK_OK(lz_netroutes_observe(&obs, &n, E));
+	r = lz_netroutes_match(obs, n, lo_policy, N_LO_POLICY, "tap0", GW, &e);
+	free(obs);
+	CHECK(r == -EPROTO && strstr(e.msg, "2 missing") && strstr(e.msg, "2 unexpected"), "match as routes = %d (%s)",
+	      r, e.msg);
+	return 0;
+}
+
+static void test_lz_netroutes_install_as__loopback_address_denies(void **state)
+{
+	(void)state;
+	run_in_netns(body_lo_address_denies, NULL);
+}
+
+static int body_lo_second_install(void)
+{
+	struct lz_err e = { 0 };
+	if (install_lo_policy() < 0)
+		return -1;
+	int r = lz_netroutes_install_loopback_denies(lo_policy, N_LO_POLICY, &e);
+	CHECK(r == -EEXIST && e.code == EEXIST && strstr(e.msg, "10.0.0.0/8") && strstr(e.msg, "File exists"),
+	      "second install = %d (%s)", r, e.msg);
+	r = lz_netroutes_install_as(lo_policy, N_LO_POLICY, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, &e);
+	/* install_as adds on-link routes first: the gateway /32 is named. */
+	CHECK(r == -EEXIST && strstr(e.msg, "10.137.54.2/32"), "second install_as = %d (%s)", r, e.msg);
+	/* Only the deny of 198.51.100.7/32 left to add: named. */
+	static const struct lz_netroutes_entry again[] = { { P(198, 51, 100, 7, 32), DENY } };
+	r = lz_netroutes_install_loopback_denies(again, 1, &e);
+	CHECK(r == -EEXIST && strstr(e.msg, "198.51.100.7/32"), "install = %d (%s)", r, e.msg);
+	return 0;
+}
+
+static void test_lz_netroutes_install_loopback_denies__second_install_eexist(void **state)
+{
+	(void)state;
+	run_in_netns(body_lo_second_install, NULL);
+}
+
+static int body_lo_default_refused(void)
+{
+	static const struct lz_netroutes_entry with_default[] = {
+		{ P(10, 0, 0, 0, 8), DENY },
+		{ P(0, 0, 0, 0, 0), DENY },
+	};
+	static const char *const none[] = { "unicast 10.137.54.0/24 dev tap0 scope link table main" };
+	struct lz_err e = { 0 };
+	int r = lz_netroutes_install_loopback_denies(with_default, 2, &e);
+	CHECK(r == -EINVAL && strstr(e.msg, "0.0.0.0/0") && strstr(e.msg, "default-allow"), "install = %d (%s)", r,
+	      e.msg);
+	r = lz_netroutes_install_as(with_default, 2, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, &e);
+	CHECK(r == -EINVAL && strstr(e.msg, "0.0.0.0/0"), "install_as = %d (%s)", r, e.msg);
+	/* Refused before anything was added. */
+	return expect_observed(none, 1);
+}
+
+static void test_lz_netroutes_install_loopback_denies__default_deny_einval(void **state)
+{
+	(void)state;
+	run_in_netns(body_lo_default_refused, NULL);
+}
+
+static int body_lo_address_removed(void)
+{
+	struct lz_err e = { 0 };
+	if (install_lo_policy() < 0)
+		return -1;
+	/* "ip addr del 10.0.0.1/8 dev lo" through libnl-route. */
+	struct nl_sock *sk = nl_open_route();
+	struct rtnl_addr *a = rtnl_addr_alloc();
+	struct nl_addr *local = NULL;
+	int r = sk ? nl_addr_parse("10.0.0.1/8", AF_INET, &local) : -NLE_BAD_SOCK;
+	if (r >= 0) {
+		rtnl_addr_set_ifindex(a, ifindex_of(sk, "lo"));
+		r = rtnl_addr_set_local(a, local);
+	}
+	if (r >= 0)
+		r = rtnl_addr_delete(sk, a, 0);
+	nl_addr_put(local);
+	rtnl_addr_put(a);
+	if (sk)
+		nl_socket_free(sk);
+	CHECK(r >= 0, "address delete by hand: %s", nl_geterror(r));
+	r = observe_and_match_lo(lo_policy, N_LO_POLICY, &e);
+	CHECK(r == -EPROTO && strstr(e.msg, "1 missing (first 'local 10.0.0.0/8 dev lo scope host table local')") &&
+		      strstr(e.msg, "0 unexpected"),
+	      "match = %d (%s)", r, e.msg);
+	/* With it gone 10.1.2.3 is no longer denied (and there is no default). */
+	struct lz_kroute k;
+	r = lz_netroutes_lookup(IP(10, 1, 2, 3), &k, &e);
+	CHECK(r == -ENETUNREACH, "lookup 10.1.2.3 = %d (%s)", r, e.msg);
+	return 0;
+}
+
+static void test_lz_netroutes_match_as__lo_address_removed_refused(void **state)
+{
+	(void)state;
+	run_in_netns(body_lo_address_removed, NULL);
+}
+
+static void test_lz_netroutes_plan_as__address_denies(void **state)
+{
+	(void)state;
+	struct lz_kroute *plan = NULL;
+	size_t n = 0;
+	struct lz_err e = { 0 };
+	char text[LZ_KROUTE_STR_MAX];
+
+	assert_int_equal(lz_netroutes_plan_as(lo_policy, N_LO_POLICY, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, &plan,
+					      &n, &e),
+			 0);
+	assert_int_equal(n, LZ_ARRAY_SIZE(lo_observed));
+	for (size_t i = 0; i < n; i++) {
+		lz_kroute_format(&plan[i], text);
+		assert_string_equal(text, lo_observed[i]);
+	}
+	free(plan);
+	static const struct lz_netroutes_entry dflt[] = { { P(0, 0, 0, 0, 0), DENY } };
+	plan = NULL;
+	assert_int_equal(lz_netroutes_plan_as(dflt, 1, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, &plan, &n, &e),
+			 -EINVAL);
+	assert_non_null(strstr(e.msg, "0.0.0.0/0"));
+	assert_null(plan);
+	/* The route representation still accepts it. */
+	assert_int_equal(lz_netroutes_plan_as(dflt, 1, "tap0", GW, LZ_NETROUTES_DENY_AS_ROUTE, &plan, &n, &e), 0);
+	free(plan);
+}
+
 /* ---- pure tests (no kernel) ---------------------------------------------- */
 
 static void test_lz_netroutes_plan__canonical_order_and_merges(void **state)
@@ -1108,6 +1336,11 @@ int main(void)
 		cmocka_unit_test(test_lz_netroutes_lookup__no_route_enetunreach),
 		cmocka_unit_test(test_lz_netroutes_disable_ipv6__no_v6_address_or_route_left),
 		cmocka_unit_test(test_lz_netroutes_ipv6_clean__loopback_only_is_clean),
+		cmocka_unit_test(test_lz_netroutes_plan_as__address_denies),
+		cmocka_unit_test(test_lz_netroutes_install_as__loopback_address_denies),
+		cmocka_unit_test(test_lz_netroutes_install_loopback_denies__second_install_eexist),
+		cmocka_unit_test(test_lz_netroutes_install_loopback_denies__default_deny_einval),
+		cmocka_unit_test(test_lz_netroutes_match_as__lo_address_removed_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
