@@ -28,6 +28,7 @@
 #include "gitsentry.h"
 #include "hostprobe.h"
 #include "init/sandbox_init_blob.h"
+#include "netpolicy.h"
 #include "ocispec.h"
 #include "prepare.h"
 #include "supervisor.h"
@@ -39,6 +40,7 @@
 
 #define GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define INIT_IN_SANDBOX "/run/lazaret/init"
+#define RESOLV_CONF "nameserver 10.137.54.3\n" /* slirp4netns's synthetic DNS */
 #define IDLE_GRACE_MS 30000
 #define STOP_TIMEOUT_MS 30000
 
@@ -80,6 +82,7 @@ struct lz_hc {
 	int rootfs_fd;
 	bool lease_held;
 	struct lz_broker_child rs;
+	struct lz_broker_child slirp; /* connectivity helper (spec 3.7) */
 	int control_fd;
 	struct lz_rs_msg mounts;
 	struct lz_pidref rs_id;
@@ -226,6 +229,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	hc->lock_fd = hc->rootfs_fd = hc->control_fd = hc->listen_fd = -EBADF;
 	hc->gen_dir = (struct lz_path)LZ_PATH_INIT;
 	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	hc->slirp = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		hc->sessions[i].client = -1;
 		hc->sessions[i].master = -1;
@@ -349,6 +353,60 @@ struct start_ctx {
 	lz_hc *hc;
 };
 
+/* Spec 3.7: the HC derives the generation's policy from the trusted
+ * configuration and hands its canonical bytes to the RS in a write-sealed
+ * memfd with their digest. */
+static int policy_memfd(lz_hc *hc, int *ret_fd, uint8_t digest[32], struct lz_err *err)
+{
+	const struct lz_config_profile *p = hc->profile;
+	struct lz_prefix allow[LZ_CONFIG_LIST_MAX], deny[LZ_CONFIG_LIST_MAX];
+	for (size_t i = 0; i < p->n_allow; i++)
+		allow[i] = p->allow[i].prefix;
+	for (size_t i = 0; i < p->n_deny; i++)
+		deny[i] = p->deny[i].prefix;
+	struct lz_netpolicy *pol = malloc(sizeof(*pol));
+	uint8_t *bytes = malloc(LZ_NETPOLICY_ENCODED_MAX);
+	size_t len = 0;
+	int r = pol && bytes ? 0 : lz_err_set(err, ENOMEM, "out of memory");
+	if (r >= 0)
+		r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, pol, err);
+	if (r >= 0 && (r = lz_netpolicy_encode(pol, bytes, LZ_NETPOLICY_ENCODED_MAX, &len)) < 0)
+		lz_err_set(err, -r, "encode the network policy: %s", strerror(-r));
+	if (r >= 0 && (r = lz_netpolicy_digest_bytes(bytes, len, digest)) < 0)
+		lz_err_set(err, -r, "digest the network policy: %s", strerror(-r));
+	if (r >= 0)
+		r = lz_netpolicy_to_memfd(bytes, len, ret_fd, err);
+	free(bytes);
+	free(pol);
+	return r;
+}
+
+/* slirp4netns (FR-16) joins only the RS's user namespace: it stays in the
+ * host network namespace for its outbound sockets and attaches to the
+ * enforcement namespace by the RS's PID (C-REFINEMENT fact 3); the gateway
+ * does not reach the host's loopback (fact 5). */
+static int start_slirp(lz_hc *hc, struct lz_err *err)
+{
+	char tool[LZ_HOSTPROBE_PATH_MAX], pid[16];
+	int r = lz_hostprobe_tool_locate("slirp4netns", err, &tool);
+	if (r < 0)
+		return lz_err_prefix(err, r, "the connectivity helper (package slirp4netns): ");
+	_cleanup_close_ int log = lz_openat2_create(hc->gen_dir.fd, "slirp4netns.log",
+						    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
+						    LZ_RESOLVE_OWNED);
+	if (log < 0)
+		return lz_err_set(err, errno, "create slirp4netns.log: %s", strerror(errno));
+	snprintf(pid, sizeof(pid), "%u", hc->rs_id.pid);
+	char *argv[] = { "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+			 "--cidr=10.137.54.0/24", "--enable-sandbox", "--enable-seccomp", pid, "tap0",
+			 NULL };
+	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = tool, .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = log, .stderr_fd = log };
+	struct lz_broker_spec spec = { .label = "slirp4netns", .join_pidfd = hc->rs.pidfd,
+				       .join_flags = CLONE_NEWUSER, .exec = &exec };
+	return lz_broker_spawn(&spec, &hc->slirp, err);
+}
+
 static int rs_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
 {
 	lz_hc *hc = ((struct start_ctx *)ctxp)->hc;
@@ -402,6 +460,11 @@ static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*lab
 	m[k] = (struct lz_oci_mount){ .destination = INIT_IN_SANDBOX, .type = "bind",
 				      .source = labels[k], .read_only = true };
 	k++;
+	/* Spec 3.7: the product's resolver configuration, read-only. */
+	snprintf(labels[k], sizeof(labels[k]), "%s/resolv.conf", hc->gen_dir.canonical);
+	m[k] = (struct lz_oci_mount){ .destination = "/etc/resolv.conf", .type = "bind",
+				      .source = labels[k], .read_only = true };
+	k++;
 	*n = k;
 	return 0;
 }
@@ -409,7 +472,7 @@ static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*lab
 static int write_bundle(lz_hc *hc, int bundle_fd, struct lz_err *err)
 {
 	const struct lz_config_profile *p = hc->profile;
-	size_t cap = p->n_persistent_dirs + p->n_volumes + LZ_GITSENTRY_MOUNTS_MAX + 3;
+	size_t cap = p->n_persistent_dirs + p->n_volumes + LZ_GITSENTRY_MOUNTS_MAX + 4;
 	struct lz_oci_mount *mounts = calloc(cap, sizeof(*mounts));
 	char(*labels)[4200] = calloc(cap, sizeof(*labels));
 	struct lz_gitsentry_mount *git = NULL;
@@ -466,7 +529,7 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	if (plan == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	plan->log_fd = plan->root_target_fd = plan->prepared_fd = plan->control_fd = -EBADF;
-	plan->root_upper_fd = plan->root_work_fd = plan->hc_fd = -EBADF;
+	plan->root_upper_fd = plan->root_work_fd = plan->hc_fd = plan->policy_fd = -EBADF;
 	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS) {
 		r = lz_err_set(err, E2BIG, "more than %d persistent directories", LZ_RS_MAX_ANCHORS);
 		goto out;
@@ -488,7 +551,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	    (r = subdir(g, "bundle", 0700, &bundle_fd, err)) < 0 ||
 	    (r = subdir(g, "sessions", 0700, &sessions_fd, err)) < 0 ||
 	    (r = subdir(g, "empty", 0755, &empty_fd, err)) < 0 ||
-	    (r = write_file(g, "init", lz_sandbox_init, lz_sandbox_init_len, 0555, err)) < 0)
+	    (r = write_file(g, "init", lz_sandbox_init, lz_sandbox_init_len, 0555, err)) < 0 ||
+	    (r = write_file(g, "resolv.conf", RESOLV_CONF, strlen(RESOLV_CONF), 0444, err)) < 0)
 		goto out;
 	plan->log_fd = lz_openat2_create(g, "runsc.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
 					 0600, LZ_RESOLVE_OWNED);
@@ -539,6 +603,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	snprintf(plan->bundle, sizeof(plan->bundle), "%s/bundle", hc->gen_dir.canonical);
 	snprintf(plan->container_id, sizeof(plan->container_id), "%s", hc->container_id);
 	plan->dcache = lz_config_dcache(hc->cfg);
+	if ((r = policy_memfd(hc, &plan->policy_fd, plan->policy_digest, err)) < 0)
+		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		r = lz_err_set(err, errno, "socketpair: %s", strerror(errno));
 		goto out;
@@ -591,6 +657,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	}
 	if ((r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR, err)) < 0)
 		goto out;
+	if ((r = start_slirp(hc, err)) < 0)
+		goto out;
 
 	/* The attached runsc: stage, echo, then readiness commits it. */
 	if ((r = recv_rs(hc, &m, err)) < 0)
@@ -640,6 +708,7 @@ out:
 	lz_close_fdp(&sessions_fd);
 	lz_close_fdp(&plan->log_fd);
 	lz_close_fdp(&plan->root_target_fd);
+	lz_close_fdp(&plan->policy_fd);
 	lz_close_fdp(&plan->root_upper_fd);
 	lz_close_fdp(&plan->root_work_fd);
 	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++) {
@@ -1317,6 +1386,7 @@ int lz_hc_stop(lz_hc *hc, struct lz_err *err)
 	struct lz_err werr;
 	r = lz_broker_wait(&hc->rs, STOP_TIMEOUT_MS, &status, &werr);
 	lz_close_fdp(&hc->control_fd);
+	lz_broker_kill(&hc->slirp); /* its namespace is gone with the RS */
 	/* The mounts lived only in the RS's mount namespace, which ended with
 	 * the reaped RS and its PID namespace: that is the independent
 	 * absence proof when the RS could not report its own. */
@@ -1428,6 +1498,7 @@ void lz_hc_close(lz_hc *hc, bool ok)
 	/* A supervisor still running here means a failed start or stop: it
 	 * takes its PID namespace (runsc and the sandbox) with it. */
 	lz_broker_kill(&hc->rs);
+	lz_broker_kill(&hc->slirp);
 	lz_close_fdp(&hc->control_fd);
 	if (hc->store && hc->gen) {
 		if (ok)

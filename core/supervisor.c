@@ -8,11 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "broker.h"
+#include "netpolicy.h"
+#include "netroutes.h"
 #include "spawn.h"
 #include "tree.h"
 #include "util/cleanup.h"
@@ -213,6 +219,102 @@ static void stop_runsc(const struct lz_rs_plan *p, struct lz_broker_child *runsc
 		return; /* killed; the PID namespace takes the rest */
 }
 
+/* ---- the enforcement network namespace (spec 3.7) ------------------------ */
+
+static int link_up(const char *name, struct lz_err *err)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = { 0 };
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return lz_err_set(err, errno, "%s: %s", name, strerror(errno));
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return lz_err_set(err, errno, "bring %s up: %s", name, strerror(errno));
+	return 0;
+}
+
+static int net_prepare(struct lz_err *err)
+{
+	/* Fact 3: runsc refuses a network "in the root namespace" when it
+	 * finds /proc/sys/net/core/rmem_default; this namespace is not one. */
+	if (mount("tmpfs", "/proc/sys/net/core", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,mode=0555") < 0)
+		return lz_err_set(err, errno, "network shim: %s", strerror(errno));
+	int r = link_up("lo", err);
+	if (r < 0)
+		return r;
+	/* Before the helper and canaries exist (spec 3.7). */
+	r = lz_netroutes_disable_ipv6(err);
+	return r < 0 ? r : 0;
+}
+
+/* Waits for slirp4netns's tap0 (the gateway reachable through it), then
+ * installs exactly the derived policy and compares what the kernel holds. */
+static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
+{
+	struct lz_netpolicy *pol = malloc(sizeof(*pol));
+	struct lz_netroutes_entry *e = NULL;
+	struct lz_kroute *obs = NULL;
+	size_t n_obs = 0, n = 0;
+	int r;
+	if (pol == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = lz_netpolicy_from_memfd(p->policy_fd, p->policy_digest, pol, err)) < 0)
+		goto out;
+	int64_t deadline = lz_now_ms() + LZ_RS_TAP_TIMEOUT_MS;
+	for (;;) {
+		struct lz_kroute gw;
+		struct lz_err ignored;
+		if (lz_netroutes_lookup(LZ_NET_GATEWAY, &gw, &ignored) == 0 && strcmp(gw.dev, "tap0") == 0)
+			break;
+		if (lz_remaining_ms(deadline) == 0) {
+			r = lz_err_set(err, ETIMEDOUT, "slirp4netns did not configure tap0");
+			goto out;
+		}
+		usleep(20 * 1000);
+	}
+	/* slirp4netns --configure adds its own default route; the policy
+	 * decides that one like every other. */
+	if ((r = lz_netroutes_observe(&obs, &n_obs, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_obs; i++)
+		if (obs[i].dst.len == 0 && obs[i].table == RT_TABLE_MAIN &&
+		    (r = lz_netroutes_delete(&obs[i], err)) < 0)
+			goto out;
+	free(obs);
+	obs = NULL;
+	e = calloc(pol->n_routes + 1, sizeof(*e));
+	if (e == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < pol->n_routes; i++)
+		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix,
+						      (enum lz_netroutes_kind)pol->routes[i].kind };
+	if (pol->ipv4_default_allow)
+		e[n++] = (struct lz_netroutes_entry){ { 0, 0 }, LZ_NETROUTES_ALLOW };
+	/* Denies as loopback addresses: the form runsc imports (netroutes.h). */
+	if ((r = lz_netroutes_install_as(e, n, "tap0", LZ_NET_GATEWAY, LZ_NETROUTES_DENY_AS_ADDRESS,
+					 err)) < 0 ||
+	    (r = lz_netroutes_observe(&obs, &n_obs, err)) < 0 ||
+	    (r = lz_netroutes_match_as(obs, n_obs, e, n, "tap0", LZ_NET_GATEWAY,
+				       LZ_NETROUTES_DENY_AS_ADDRESS, err)) < 0)
+		goto out;
+	bool clean = false;
+	if ((r = lz_netroutes_ipv6_clean(&clean, err)) < 0)
+		goto out;
+	if (!clean)
+		r = lz_err_set(err, EPROTO, "a non-loopback IPv6 address or route exists");
+out:
+	if (r < 0)
+		lz_err_prefix(err, r, "network policy: ");
+	free(obs);
+	free(e);
+	free(pol);
+	return r;
+}
+
 /* The RS is forked from the HC: it keeps only the descriptors of its plan,
  * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
  * end of the control socket (whose EOF is the HC-loss signal). */
@@ -224,6 +326,7 @@ static void keep_only_plan(const struct lz_rs_plan *p)
 	keep[n++] = p->log_fd;
 	keep[n++] = p->prepared_fd;
 	keep[n++] = p->root_target_fd;
+	keep[n++] = p->policy_fd;
 	keep[n++] = p->root_upper_fd;
 	keep[n++] = p->root_work_fd;
 	for (size_t i = 0; i < p->n_anchors; i++) {
@@ -278,12 +381,14 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	keep_only_plan(p);
 
 	msg_init(&mounts, p, LZ_RS_MOUNTS);
-	if ((r = mount_all(p, &mounts, err)) < 0)
+	if ((r = mount_all(p, &mounts, err)) < 0 || (r = net_prepare(err)) < 0)
 		goto fail;
 	if ((r = lz_rs_send(p->control_fd, &mounts)) < 0) {
 		lz_err_set(err, -r, "report mounts: %s", strerror(-r));
 		goto fail;
 	}
+	if ((r = net_policy(p, err)) < 0)
+		goto fail;
 
 	char root[4200], dcache[32], bundle[4200];
 	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
@@ -292,7 +397,7 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	/* C-REFINEMENT facts 1, 10, 12: no cgroups, the transient root layer
 	 * in memory (never in the prepared lower), no network until issue 6. */
 	/* The root overlay is the transient layer, so runsc adds none. */
-	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=none", dcache,
+	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=sandbox", dcache,
 			 "--overlay2=none", "run", bundle, (char *)p->container_id, NULL };
 	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path,
 				 .argv = argv, .stdin_fd = -1, .stdout_fd = p->log_fd,

@@ -5,9 +5,13 @@
  * PID 1 of its PID namespace, the RS takes every runsc process with it when
  * it ends; its parent-death signal ends it when the HC is lost. The RS:
  *   1. makes its mounts private and mounts its own /proc;
- *   2. mounts the prepared lower read-only at <gen>/root and one overlay per
- *      persistent directory (State Anchor) at <gen>/anchor/<n>, reporting
- *      their mount identities;
+ *   2. prepares its network namespace (spec 3.7: the /proc/sys/net/core
+ *      shim of C-REFINEMENT fact 3, lo up, IPv6 disabled), mounts the root
+ *      overlay at <gen>/root and one overlay per persistent directory
+ *      (State Anchor) at <gen>/anchor/<n>, and reports their identities;
+ *      the HC then attaches slirp4netns, whose tap0 the RS waits for before
+ *      it installs exactly the derived policy (verified seals and digest)
+ *      and checks the installed routes against it;
  *   3. launches a non-detached `runsc run` through its own broker, reports
  *      the staged identity and releases it only after the HC's commit
  *      acknowledgement echoes it (spec 3.3 step 6-7);
@@ -29,6 +33,7 @@
 #define LZ_RS_TEXT_MAX LZ_ERR_MSG_MAX
 #define LZ_RS_START_TIMEOUT_MS 60000
 #define LZ_RS_STOP_TIMEOUT_MS 10000
+#define LZ_RS_TAP_TIMEOUT_MS 20000
 
 enum lz_rs_msg_type {
 	LZ_RS_MOUNTS = 1,  /* RS -> HC: root + anchor mount identities */
@@ -84,6 +89,10 @@ struct lz_rs_plan {
 	char bundle[4096];
 	char container_id[80];
 	uint32_t dcache;
+	/* Spec 3.7: the derived policy, canonical bytes in a write-sealed
+	 * memfd, and the digest the HC computed over them. */
+	int policy_fd;
+	uint8_t policy_digest[32];
 };
 
 /* The RS process body (a broker fn target). */
