@@ -249,6 +249,38 @@ static int net_prepare(struct lz_err *err)
 	return r < 0 ? r : 0;
 }
 
+/* gVisor prefers a subnet of its own interfaces (a loopback address's
+ * prefix) to any route, whatever the lengths: a deny written as the address
+ * 10.0.0.1/8 would swallow an allowed 10.250.0.0/24. So each deny is split
+ * around every route-kind prefix strictly inside it, and only the remaining
+ * pieces become loopback addresses; longest-prefix semantics are kept. */
+static int split_deny(struct lz_prefix d, const struct lz_netroutes_entry *e, size_t n,
+		      struct lz_netroutes_entry *out, size_t *n_out, size_t cap, enum lz_netroutes_kind kind)
+{
+	bool hole = false;
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].kind == LZ_NETROUTES_DENY || e[i].kind == LZ_NETROUTES_CANARY_DENY)
+			continue;
+		/* A piece split down to an allowed prefix is that route's. (An
+		 * original deny never equals an allow: the policy resolves such
+		 * a conflict to deny.) Shorter routes lose to the deny anyway. */
+		if (lz_prefix_equal(e[i].prefix, d))
+			return 0;
+		if (e[i].prefix.len > d.len && lz_prefix_contains(d, e[i].prefix))
+			hole = true;
+	}
+	if (!hole) {
+		if (*n_out == cap)
+			return -E2BIG;
+		out[(*n_out)++] = (struct lz_netroutes_entry){ d, kind };
+		return 0;
+	}
+	struct lz_prefix lo = { d.addr, (uint8_t)(d.len + 1) };
+	struct lz_prefix hi = { d.addr | (1u << (31 - d.len)), (uint8_t)(d.len + 1) };
+	int r = split_deny(lo, e, n, out, n_out, cap, kind);
+	return r < 0 ? r : split_deny(hi, e, n, out, n_out, cap, kind);
+}
+
 /* Waits for slirp4netns's tap0 (the gateway reachable through it), then
  * installs exactly the derived policy and compares what the kernel holds. */
 static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
@@ -294,6 +326,27 @@ static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
 						      (enum lz_netroutes_kind)pol->routes[i].kind };
 	if (pol->ipv4_default_allow)
 		e[n++] = (struct lz_netroutes_entry){ { 0, 0 }, LZ_NETROUTES_ALLOW };
+	/* Allows and helpers first, then the deny pieces. */
+	struct lz_netroutes_entry *split = calloc(LZ_NETROUTES_MAX, sizeof(*split));
+	size_t n_split = 0;
+	if (split == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (e[i].kind != LZ_NETROUTES_DENY && e[i].kind != LZ_NETROUTES_CANARY_DENY)
+			split[n_split++] = e[i];
+	for (size_t i = 0; i < n && r >= 0; i++)
+		if (e[i].kind == LZ_NETROUTES_DENY || e[i].kind == LZ_NETROUTES_CANARY_DENY)
+			r = split_deny(e[i].prefix, e, n, split, &n_split, LZ_NETROUTES_MAX, e[i].kind);
+	if (r < 0) {
+		free(split);
+		lz_err_set(err, E2BIG, "the policy splits into more than %u entries", LZ_NETROUTES_MAX);
+		goto out;
+	}
+	free(e);
+	e = split;
+	n = n_split;
 	/* Denies as loopback addresses: the form runsc imports (netroutes.h). */
 	if ((r = lz_netroutes_install_as(e, n, "tap0", LZ_NET_GATEWAY, LZ_NETROUTES_DENY_AS_ADDRESS,
 					 err)) < 0 ||

@@ -13,7 +13,9 @@
 # Suites: build (build, build-asan, build-fuzz), root refusal, cmocka (normal
 # and ASan+UBSan builds), busted (spec/), e2e (tests/e2e/test_*.sh), fuzz
 # (each libFuzzer target for LZ_FUZZ_SECONDS, default 60). --quick skips the
-# ASan build and the fuzzers.
+# ASan build and the fuzzers. Around the e2e suite it builds, and then
+# removes, the test network of tests/e2e/test_network.sh (namespace
+# lztest-net; see "the test network" below).
 #
 # Counting: a suite that cannot run (build failure, missing tool, crash, no
 # tests found) counts as a failure, never as zero. The last line of output is
@@ -115,6 +117,8 @@ gid=
 home=
 runtime_dir=
 fuzz_targets=()
+net_owned=0 # 1 while this run owns the test network (see test_network_setup)
+net_env=()  # the test network's variables for the end-to-end tests
 
 # reap_user_processes SUITE: kills, one PID at a time, every process of the
 # test user that still carries this run's LZ_TEST_RUN token in its
@@ -141,6 +145,7 @@ reap_user_processes() {
 
 cleanup() {
 	reap_user_processes "" >/dev/null 2>&1
+	[ "$net_owned" -eq 0 ] || test_network_teardown >/dev/null 2>&1
 	local d
 	for d in "$work" "$e2e_stage" "$spec_stage"; do
 		[ -n "$d" ] && [ -d "$d" ] && rm -rf -- "$d"
@@ -412,6 +417,192 @@ busted_suite() {
 }
 busted_suite
 
+# --- the test network (for tests/e2e/test_network.sh) -----------------------------------
+
+# A network namespace lztest-net holds the test hosts: a documentation address
+# and a private-range address on its lo, reached from the host namespace (where
+# slirp4netns makes the sandbox's outbound connections) over the veth pair
+# lzt-host/lzt-ns by two /32 routes. The link uses TEST-NET-3 (203.0.113.0/30),
+# not 192.0.2.0/24, which hosts like CI runners use for their own uplink. An
+# HTTP server in the namespace answers on port NET_PORT with "hello from
+# <local address>"; one on the host's 127.0.0.1:NET_LOOPBACK_PORT answers
+# "host-loopback" (the sandbox must not reach it). No probe is sent before the
+# routes are in place, so nothing leaves the machine. State, owner and server
+# PIDs live in NET_STATE; a network whose owner run is gone is stale and is
+# rebuilt, one whose owner is alive is left alone (this run counts a failure).
+readonly NET_NS=lztest-net NET_HOST_IF=lzt-host NET_NS_IF=lzt-ns
+readonly NET_HOST_ADDR=203.0.113.1 NET_NS_ADDR=203.0.113.2 NET_LINK=203.0.113.0/30
+readonly NET_DOC=198.51.100.10 NET_PRIV=10.250.0.10 NET_PORT=8080 NET_LOOPBACK_PORT=8081
+readonly NET_STATE=/run/lazaret-test-net
+
+# proc_start PID: the process's start time (field 22 of /proc/PID/stat).
+proc_start() {
+	sed -E 's/^.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+}
+
+# proc_alive PID: PID runs (a zombie does not).
+proc_alive() {
+	case $(sed -E 's/^.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) in '' | Z) return 1 ;; esac
+}
+
+# net_routed ADDR: the host namespace routes ADDR over lzt-host.
+net_routed() {
+	ip -4 route get "$1" 2>/dev/null | grep -q " dev $NET_HOST_IF "
+}
+
+# net_fetch ADDR PORT: GET / from ADDR:PORT (bash /dev/tcp, bounded).
+net_fetch() {
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	timeout -k 1 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3' \
+		net_fetch "$1" "$2" 2>/dev/null
+}
+
+# net_check: every server answers with its body through the intended path.
+net_check() {
+	if ! net_routed "$NET_DOC" || ! net_routed "$NET_PRIV"; then return 1; fi
+	net_fetch "$NET_DOC" "$NET_PORT" | grep -qx "hello from $NET_DOC" &&
+		net_fetch "$NET_PRIV" "$NET_PORT" | grep -qx "hello from $NET_PRIV" &&
+		net_fetch 127.0.0.1 "$NET_LOOPBACK_PORT" | grep -qx host-loopback
+}
+
+# test_network_teardown: stops the servers (by their recorded PIDs, checked
+# against their command lines) and removes the veth (with its routes), the
+# namespace and the state directory. Idempotent; prints what it left behind.
+test_network_teardown() {
+	local pid left=()
+	if [ -f "$NET_STATE/pids" ]; then
+		while read -r pid; do
+			case $pid in '' | *[!0-9]*) continue ;; esac
+			tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$NET_STATE/server.py" || continue
+			kill -TERM "$pid" 2>/dev/null
+			for _ in $(seq 20); do proc_alive "$pid" || break; sleep 0.1; done
+			kill -KILL "$pid" 2>/dev/null
+			wait "$pid" 2>/dev/null # reaps it if it is this shell's child
+		done <"$NET_STATE/pids"
+	fi
+	ip link del "$NET_HOST_IF" 2>/dev/null
+	ip netns del "$NET_NS" 2>/dev/null
+	rm -rf -- "$NET_STATE"
+	net_owned=0
+	net_env=()
+	ip netns list 2>/dev/null | grep -qw "$NET_NS" && left+=("namespace $NET_NS")
+	ip link show "$NET_HOST_IF" >/dev/null 2>&1 && left+=("link $NET_HOST_IF")
+	ip -4 route show 2>/dev/null | grep -qE "^($NET_DOC|$NET_PRIV) " && left+=("routes")
+	pgrep -f "$NET_STATE/server.py" >/dev/null && left+=("server processes $(pgrep -f "$NET_STATE/server.py" | tr '\n' ' ')")
+	[ "${#left[@]}" -eq 0 ] || { echo "left behind: ${left[*]}"; return 1; }
+}
+
+net_server_script() {
+	cat <<-'PY'
+		# test.sh's test host: answers any request with one line of text.
+		import socketserver, sys
+		ADDR, PORT, BODY = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+		class Handler(socketserver.BaseRequestHandler):
+		    def handle(self):
+		        self.request.settimeout(5)
+		        data = b""
+		        try:
+		            while b"\r\n\r\n" not in data and b"\n\n" not in data and len(data) < 65536:
+		                chunk = self.request.recv(4096)
+		                if not chunk:
+		                    break
+		                data += chunk
+		        except OSError:
+		            pass
+		        body = (BODY or "hello from " + self.request.getsockname()[0]) + "\n"
+		        head = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n" \
+		               "Connection: close\r\n\r\n" % len(body)
+		        try:
+		            self.request.sendall((head + body).encode())
+		        except OSError:
+		            pass
+		class Server(socketserver.ThreadingTCPServer):
+		    allow_reuse_address = True
+		    daemon_threads = True
+		Server((ADDR, PORT), Handler).serve_forever()
+	PY
+}
+
+# test_network_setup: builds the test network; on success sets net_owned and
+# net_env. Prints the reason on failure.
+test_network_setup() {
+	local py owner opid ostart a pid
+	for a in ip python3 timeout; do
+		command -v "$a" >/dev/null || { echo "$a is not installed"; return 1; }
+	done
+	py=$(python3 -c 'import sys; print(sys.executable)')
+	[ -x "$py" ] || { echo "cannot find the python3 interpreter"; return 1; }
+	if [ -d "$NET_STATE" ] || ip netns list 2>/dev/null | grep -qw "$NET_NS" ||
+		ip link show "$NET_HOST_IF" >/dev/null 2>&1; then
+		owner=$(cat "$NET_STATE/owner" 2>/dev/null)
+		read -r opid ostart <<<"$owner"
+		if [ -n "$opid" ] && [ "$opid" != $$ ] && [ -n "$ostart" ] &&
+			[ "$(proc_start "$opid")" = "$ostart" ]; then
+			echo "the test network is in use by another test.sh run (pid $opid)"
+			return 1
+		fi
+		echo "removing a stale test network${opid:+ (of pid $opid)}"
+		test_network_teardown || return 1
+	fi
+	# Nothing of the host's may overlap the test addresses.
+	if [ -n "$(ip -4 -o addr show to "$NET_LINK")" ]; then
+		echo "the host already has an address in $NET_LINK"
+		return 1
+	fi
+	for a in "$NET_DOC" "$NET_PRIV" "$NET_HOST_ADDR" "$NET_NS_ADDR"; do
+		if ip -4 route show match "$a" | grep -qv '^default '; then
+			echo "the host already routes $a: $(ip -4 route show match "$a" | grep -v '^default ' | head -n 1)"
+			return 1
+		fi
+	done
+	install -d -m 0700 "$NET_STATE" || return 1
+	echo "$$ $(proc_start $$)" >"$NET_STATE/owner"
+	net_owned=1
+	net_server_script >"$NET_STATE/server.py" || return 1
+	: >"$NET_STATE/pids"
+	if ! { ip netns add "$NET_NS" &&
+		ip link add "$NET_HOST_IF" type veth peer name "$NET_NS_IF" &&
+		ip link set "$NET_NS_IF" netns "$NET_NS" &&
+		{ sysctl -qw "net.ipv6.conf.$NET_HOST_IF.disable_ipv6=1" || true; } &&
+		ip addr add "$NET_HOST_ADDR/30" dev "$NET_HOST_IF" &&
+		ip link set "$NET_HOST_IF" up &&
+		ip -n "$NET_NS" link set lo up &&
+		ip -n "$NET_NS" addr add "$NET_DOC/32" dev lo &&
+		ip -n "$NET_NS" addr add "$NET_PRIV/32" dev lo &&
+		ip -n "$NET_NS" addr add "$NET_NS_ADDR/30" dev "$NET_NS_IF" &&
+		ip -n "$NET_NS" link set "$NET_NS_IF" up &&
+		ip -n "$NET_NS" route add default via "$NET_HOST_ADDR" dev "$NET_NS_IF" &&
+		ip route add "$NET_DOC/32" via "$NET_NS_ADDR" dev "$NET_HOST_IF" &&
+		ip route add "$NET_PRIV/32" via "$NET_NS_ADDR" dev "$NET_HOST_IF"; }; then
+		echo "could not build the namespace, veth or routes"
+		return 1
+	fi
+	if ! net_routed "$NET_DOC" || ! net_routed "$NET_PRIV"; then
+		echo "the host does not route the test hosts over $NET_HOST_IF"
+		return 1
+	fi
+	# ip netns exec and the interpreter exec in place: $! is the server.
+	ip netns exec "$NET_NS" "$py" -I "$NET_STATE/server.py" 0.0.0.0 "$NET_PORT" "" \
+		</dev/null >"$NET_STATE/ns-server.log" 2>&1 &
+	echo $! >>"$NET_STATE/pids"
+	"$py" -I "$NET_STATE/server.py" 127.0.0.1 "$NET_LOOPBACK_PORT" host-loopback \
+		</dev/null >"$NET_STATE/loopback-server.log" 2>&1 &
+	echo $! >>"$NET_STATE/pids"
+	for _ in $(seq 50); do
+		net_check && break
+		# A server that exited (port taken, say) will not answer.
+		while read -r pid; do proc_alive "$pid" || break 2; done <"$NET_STATE/pids"
+		sleep 0.2
+	done
+	if ! net_check; then
+		echo "the test servers do not answer:"
+		cat "$NET_STATE"/*-server.log 2>/dev/null | tail -n 20 | indent
+		return 1
+	fi
+	net_env=(LZ_TEST_NET=1 "LZ_TEST_HOST_DOC=$NET_DOC" "LZ_TEST_HOST_PRIV=$NET_PRIV"
+		"LZ_TEST_PORT=$NET_PORT" "LZ_TEST_LOOPBACK_PORT=$NET_LOOPBACK_PORT")
+}
+
 # --- (f) end-to-end ------------------------------------------------------------------------
 
 e2e_suite() {
@@ -444,6 +635,7 @@ e2e_suite() {
 		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
 			LAZARET="$e2e_stage/lazaret" E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
 			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
+			"${net_env[@]}" \
 			bash "$e2e_stage/e2e/$f") </dev/null >"$log" 2>&1 || rc=$?
 		indent <"$log"
 		summary=$(grep -E '^# e2e: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
@@ -470,7 +662,27 @@ e2e_suite() {
 		reap_user_processes e2e
 	done
 }
+# Not in a subshell: test_network_setup sets net_owned and net_env.
+say "test network"
+if test_network_setup >"$work/net.log" 2>&1; then
+	indent <"$work/net.log"
+	pass test-network "$NET_NS: $NET_DOC and $NET_PRIV port $NET_PORT, 127.0.0.1:$NET_LOOPBACK_PORT"
+else
+	indent <"$work/net.log"
+	bad test-network "could not create the test network (tests/e2e/test_network.sh will fail)"
+	[ "$net_owned" -eq 0 ] || test_network_teardown 2>&1 | indent
+	net_owned=0 net_env=()
+fi
 e2e_suite
+if [ "$net_owned" -eq 1 ]; then
+	say "test network teardown"
+	if test_network_teardown >"$work/net.log" 2>&1; then
+		pass test-network "removed (servers, routes, veth, namespace)"
+	else
+		indent <"$work/net.log"
+		bad test-network "teardown left something behind"
+	fi
+fi
 
 # --- (e) fuzz -------------------------------------------------------------------------------
 
