@@ -25,9 +25,9 @@ extern char **environ;
 
 static int connect_hc(const struct lz_path *runtime_domain, int *ret)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", runtime_domain->fd,
-		 LZ_HC_SOCKET);
+	struct sockaddr_un addr;
+	if (lz_hc_socket_addr(runtime_domain, &addr) < 0)
+		return -ENAMETOOLONG;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

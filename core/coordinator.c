@@ -723,12 +723,20 @@ out:
 
 /* ---- publication and sessions --------------------------------------------- */
 
+int lz_hc_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_un *ret)
+{
+	*ret = (struct sockaddr_un){ .sun_family = AF_UNIX };
+	if ((size_t)snprintf(ret->sun_path, sizeof(ret->sun_path), "/proc/self/fd/%d/%s",
+			     runtime_domain->fd, LZ_HC_SOCKET) >= sizeof(ret->sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr;
 	/* Bind beneath the retained, 0700 runtime Domain directory (SR-10). */
-	if ((size_t)snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s",
-			     hc->runtime_domain->fd, LZ_HC_SOCKET) >= sizeof(addr.sun_path))
+	if (lz_hc_socket_addr(hc->runtime_domain, &addr) < 0)
 		return lz_err_set(err, ENAMETOOLONG, "socket path too long");
 	hc->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (hc->listen_fd < 0)

@@ -33,6 +33,12 @@
 
 typedef struct lz_hc lz_hc;
 
+struct sockaddr_un;
+
+/* The HC's socket address beneath the retained runtime Domain directory
+ * (through its descriptor, never a re-resolved name); -ENAMETOOLONG. */
+int lz_hc_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_un *ret);
+
 /* cfg must outlive the handle. -EBUSY: another HC holds the Domain. */
 int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err);
 int lz_hc_acquire_lower(lz_hc *hc, struct lz_err *err);

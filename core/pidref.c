@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,36 +10,26 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "domain.h"
 #include "util/cleanup.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int lz_boot_id_parse(const char *text, uint8_t ret[16])
 {
-	uint8_t id[16];
+	/* 8-4-4-4-12 hex digits: the dashes out, then one hex decoder. */
+	char hex[33];
 	size_t n = 0;
 	for (size_t i = 0; i < 36; i++) {
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (text[i] != '-')
-				return -EINVAL;
-			continue;
-		}
-		int hi = hexval(text[i]), lo = hexval(text[i + 1]);
-		if (hi < 0 || lo < 0)
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (text[i] == '\0' || dash != (text[i] == '-'))
 			return -EINVAL;
-		id[n++] = (uint8_t)(hi << 4 | lo);
-		i++;
+		if (!dash)
+			hex[n++] = text[i];
 	}
 	if (text[36] != '\0' && text[36] != '\n')
+		return -EINVAL;
+	hex[n] = '\0';
+	uint8_t id[16];
+	if (lz_unhex(hex, id, sizeof(id)) < 0)
 		return -EINVAL;
 	memcpy(ret, id, sizeof(id));
 	return 0;

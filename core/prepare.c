@@ -115,13 +115,6 @@ static int worker_apply(void *argp, struct lz_err *err)
 	return 0;
 }
 
-/* Trees hold subordinate-owned files: only the namespace may remove them. */
-static int remove_in_userns(const struct lz_idmap *map, int dirfd, const char *name,
-			    struct lz_err *err)
-{
-	return lz_tree_remove_in_userns(map, dirfd, name, err);
-}
-
 /* ---- preparation --------------------------------------------------------- */
 
 struct record_worker_ctx {
@@ -255,7 +248,7 @@ static void discard(const struct lz_idmap *map, const struct lz_prepare_request 
 	lz_path_release(&st->op_dir);
 	if (lz_catalog_prepare_intent_abandon(req->storage_root->fd, op_id, &ignored) < 0)
 		return;
-	if (st->staging.fd >= 0 && remove_in_userns(map, st->staging.fd, op_id, &ignored) < 0)
+	if (st->staging.fd >= 0 && lz_tree_remove_in_userns(map, st->staging.fd, op_id, &ignored) < 0)
 		return;
 	(void)lz_catalog_prepare_intent_remove(req->storage_root->fd, op_id, &ignored);
 }
@@ -530,7 +523,7 @@ static int reclaim_artifact(const struct lz_idmap *map, const struct lz_path *ro
 		return r;
 	if (renameat2(prepared->fd, id, quarantine->fd, id, RENAME_NOREPLACE) < 0 && errno != ENOENT)
 		return lz_err_set(err, errno, "quarantine %s: %s", id, strerror(errno));
-	if ((r = remove_in_userns(map, quarantine->fd, id, err)) < 0)
+	if ((r = lz_tree_remove_in_userns(map, quarantine->fd, id, err)) < 0)
 		return r;
 	return lz_catalog_artifact_delete(root->fd, id, err);
 }
@@ -639,7 +632,7 @@ static int gc_run(const struct lz_path *root, bool dry_run, struct gc_list *out,
 		}
 		if ((r = lz_catalog_prepare_intent_abandon(root->fd, op->id, err)) < 0)
 			break;
-		if (present && (r = remove_in_userns(&map, staging.fd, op->staging_name, err)) < 0)
+		if (present && (r = lz_tree_remove_in_userns(&map, staging.fd, op->staging_name, err)) < 0)
 			break;
 		if ((r = lz_catalog_prepare_intent_remove(root->fd, op->id, err)) < 0)
 			break;

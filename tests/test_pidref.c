@@ -30,6 +30,7 @@ static void test_lz_boot_id_parse__malformed(void **state)
 	assert_int_equal(lz_boot_id_parse("0123abcd-4567-89ef-0123-456789abcdeX", id), -EINVAL);
 	assert_int_equal(lz_boot_id_parse("0123abcd_4567-89ef-0123-456789abcdef", id), -EINVAL);
 	assert_int_equal(lz_boot_id_parse("0123abcd-4567-89ef-0123-456789abcdef0", id), -EINVAL);
+	assert_int_equal(lz_boot_id_parse("0123abcd-45", id), -EINVAL);
 }
 
 static void test_lz_proc_stat_start_time__comm_with_parens_and_spaces(void **state)
