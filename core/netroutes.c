@@ -34,6 +34,7 @@
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
 
+#include "rtnl.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -49,30 +50,6 @@ static uint32_t mask_of(uint8_t len)
 static void ip4_format(uint32_t a, char out[16])
 {
 	snprintf(out, 16, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
-}
-
-/* libnl reduces errno to its own codes; map the ones it can produce back. */
-static int nle_errno(int nle)
-{
-	switch (nle < 0 ? -nle : nle) {
-	case NLE_INTR: return EINTR;
-	case NLE_BAD_SOCK: return EBADF;
-	case NLE_AGAIN: return EAGAIN;
-	case NLE_NOMEM: return ENOMEM;
-	case NLE_EXIST: return EEXIST;
-	case NLE_INVAL: return EINVAL;
-	case NLE_RANGE: return ERANGE;
-	case NLE_MSGSIZE: return EMSGSIZE;
-	case NLE_OPNOTSUPP: return EOPNOTSUPP;
-	case NLE_AF_NOSUPPORT: return EAFNOSUPPORT;
-	case NLE_OBJ_NOTFOUND: return ESRCH;
-	case NLE_BUSY: return EBUSY;
-	case NLE_NOACCESS: return EACCES;
-	case NLE_PERM: return EPERM;
-	case NLE_NODEV: return ENODEV;
-	case NLE_DUMP_INTR: return EAGAIN;
-	default: return EPROTO;
-	}
 }
 
 /* Appends x to a growable array bounded by LZ_NETROUTES_MAX. */
@@ -339,135 +316,6 @@ int lz_netroutes_plan(const struct lz_netroutes_entry *routes, size_t n, const c
 	return lz_netroutes_plan_as(routes, n, dev, gateway, LZ_NETROUTES_DENY_AS_ROUTE, ret, ret_n, err);
 }
 
-/* ---- rtnetlink socket --------------------------------------------------- */
-
-struct rtnl {
-	struct nl_sock *sk;
-	int kerr;       /* positive errno of the last NLMSG_ERROR, 0 if none */
-	char kmsg[160]; /* its extended-ack text, "" if none */
-};
-
-static void rtnl_closep(struct rtnl *nl)
-{
-	if (nl->sk)
-		nl_socket_free(nl->sk); /* closes the (SOCK_CLOEXEC) descriptor */
-	nl->sk = NULL;
-}
-
-#define _cleanup_rtnl_ _cleanup_(rtnl_closep)
-
-/* Records the kernel's own errno and extended-ack message (NLMSGERR_ATTR_MSG,
- * after the capped request header) before libnl reduces them. */
-static int on_nlmsgerr(struct sockaddr_nl *who, struct nlmsgerr *e, void *arg)
-{
-	(void)who;
-	struct rtnl *nl = arg;
-	const struct nlmsghdr *h = (const struct nlmsghdr *)((const char *)e - NLMSG_HDRLEN);
-	nl->kerr = -e->error;
-	nl->kmsg[0] = '\0';
-	if ((h->nlmsg_flags & NLM_F_ACK_TLVS) && (h->nlmsg_flags & NLM_F_CAPPED)) {
-		size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(*e));
-		if (h->nlmsg_len > off) {
-			const struct nlattr *a = nla_find((const struct nlattr *)((const char *)h + off),
-							  (int)(h->nlmsg_len - off), NLMSGERR_ATTR_MSG);
-			if (a && nla_len(a) > 0) {
-				const char *text = nla_data(a);
-				int len = (int)strnlen(text, (size_t)nla_len(a));
-				snprintf(nl->kmsg, sizeof(nl->kmsg), "%.*s", len, text);
-			}
-		}
-	}
-	return NL_STOP;
-}
-
-static int rtnl_open(struct rtnl *nl, const char *op, struct lz_err *err)
-{
-	int one = 1, r;
-
-	nl->kerr = 0;
-	nl->kmsg[0] = '\0';
-	nl->sk = nl_socket_alloc();
-	if (!nl->sk)
-		return lz_err_set(err, ENOMEM, "%s: allocating a netlink socket", op);
-	r = nl_connect(nl->sk, NETLINK_ROUTE);
-	if (r < 0)
-		return lz_err_set(err, nle_errno(r), "%s: connecting rtnetlink: %s", op, nl_geterror(r));
-	nl_socket_enable_msg_peek(nl->sk);
-	/* Best effort: without them only the reason text is lost. */
-	(void)setsockopt(nl_socket_get_fd(nl->sk), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
-	(void)setsockopt(nl_socket_get_fd(nl->sk), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
-	r = nl_socket_modify_err_cb(nl->sk, NL_CB_CUSTOM, on_nlmsgerr, nl);
-	if (r < 0)
-		return lz_err_set(err, nle_errno(r), "%s: %s", op, nl_geterror(r));
-	return 0;
-}
-
-static int rtnl_result(struct rtnl *nl, int nle)
-{
-	return nl->kerr ? -nl->kerr : -nle_errno(nle);
-}
-
-/* Sends msg (consumed) and waits for the kernel's acknowledgement. */
-static int rtnl_transact(struct rtnl *nl, struct nl_msg *msg)
-{
-	nl->kerr = 0;
-	nl->kmsg[0] = '\0';
-	int r = nl_send_auto(nl->sk, msg);
-	nlmsg_free(msg);
-	if (r < 0)
-		return -nle_errno(r);
-	r = nl_wait_for_ack(nl->sk);
-	return r < 0 ? rtnl_result(nl, r) : 0;
-}
-
-struct dump {
-	int (*fn)(const struct nlmsghdr *h, void *arg);
-	void *arg;
-	int err;
-};
-
-static int dump_valid(struct nl_msg *msg, void *arg)
-{
-	struct dump *d = arg;
-	int r = d->fn(nlmsg_hdr(msg), d->arg);
-	if (r < 0) {
-		d->err = r;
-		return NL_STOP;
-	}
-	return NL_OK;
-}
-
-/* One dump request of type with the family header hdr; fn sees every valid
- * message. -EAGAIN when the kernel flagged the dump as interrupted. */
-static int rtnl_dump(struct rtnl *nl, int type, const void *hdr, size_t hdrlen,
-		     int (*fn)(const struct nlmsghdr *h, void *arg), void *arg)
-{
-	struct dump d = { .fn = fn, .arg = arg, .err = 0 };
-	struct nl_msg *msg = nlmsg_alloc_simple(type, NLM_F_DUMP);
-	int r;
-
-	if (!msg)
-		return -ENOMEM;
-	if (nlmsg_append(msg, (void *)hdr, hdrlen, NLMSG_ALIGNTO) < 0) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
-	nl->kerr = 0;
-	nl->kmsg[0] = '\0';
-	r = nl_send_auto(nl->sk, msg);
-	nlmsg_free(msg);
-	if (r < 0)
-		return -nle_errno(r);
-	r = nl_socket_modify_cb(nl->sk, NL_CB_VALID, NL_CB_CUSTOM, dump_valid, &d);
-	if (r < 0)
-		return -nle_errno(r);
-	r = nl_recvmsgs_default(nl->sk);
-	nl_socket_modify_cb(nl->sk, NL_CB_VALID, NL_CB_DEFAULT, NULL, NULL);
-	if (d.err)
-		return d.err;
-	return r < 0 ? rtnl_result(nl, r) : 0;
-}
-
 /* ---- links and addresses ------------------------------------------------ */
 
 struct link {
@@ -591,16 +439,16 @@ static int on_addr(const struct nlmsghdr *h, void *arg)
 	return vec_push(&l->v, &l->n, &l->cap, sizeof(k), &k);
 }
 
-static int dump_links(struct rtnl *nl, struct links *ret)
+static int dump_links(struct lz_rtnl *nl, struct links *ret)
 {
 	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
-	return rtnl_dump(nl, RTM_GETLINK, &ifi, sizeof(ifi), on_link, ret);
+	return lz_rtnl_dump(nl, RTM_GETLINK, &ifi, sizeof(ifi), on_link, ret);
 }
 
-static int dump_addrs(struct rtnl *nl, int family, struct addrs *ret)
+static int dump_addrs(struct lz_rtnl *nl, int family, struct addrs *ret)
 {
 	struct ifaddrmsg ifa = { .ifa_family = (uint8_t)family };
-	return rtnl_dump(nl, RTM_GETADDR, &ifa, sizeof(ifa), on_addr, ret);
+	return lz_rtnl_dump(nl, RTM_GETADDR, &ifa, sizeof(ifa), on_addr, ret);
 }
 
 /* ---- IPv4 routes -------------------------------------------------------- */
@@ -765,7 +613,7 @@ static bool derived_from_address(const struct lz_kroute *r, const struct links *
 
 /* Full observation on nl; protocol is kept for install's connected-route
  * check. Sorted. */
-static int observe_on(struct rtnl *nl, struct links *links, struct lz_kroute **ret, size_t *ret_n,
+static int observe_on(struct lz_rtnl *nl, struct links *links, struct lz_kroute **ret, size_t *ret_n,
 		      struct lz_err *err)
 {
 	struct rtmsg rtm = { .rtm_family = AF_INET };
@@ -781,7 +629,7 @@ static int observe_on(struct rtnl *nl, struct links *links, struct lz_kroute **r
 		if (r >= 0)
 			r = dump_addrs(nl, AF_INET, &addrs);
 		if (r >= 0)
-			r = rtnl_dump(nl, RTM_GETROUTE, &rtm, sizeof(rtm), on_route4, &routes);
+			r = lz_rtnl_dump(nl, RTM_GETROUTE, &rtm, sizeof(rtm), on_route4, &routes);
 	}
 	if (r < 0) {
 		links_free(links);
@@ -809,12 +657,12 @@ static int observe_on(struct rtnl *nl, struct links *links, struct lz_kroute **r
 
 int lz_netroutes_observe(struct lz_kroute **ret, size_t *ret_n, struct lz_err *err)
 {
-	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	struct links links = { 0 };
 	struct lz_kroute *v = NULL;
 	size_t n = 0;
 
-	int r = rtnl_open(&nl, "observing routes", err);
+	int r = lz_rtnl_open(&nl, "observing routes", err);
 	if (r < 0)
 		return r;
 	r = observe_on(&nl, &links, &v, &n, err);
@@ -855,7 +703,7 @@ static int route_msg(struct nl_msg **ret, int type, int flags, const struct lz_k
 	return 0;
 }
 
-static int refuse_route(struct lz_err *err, int r, const struct rtnl *nl, const char *op, const struct lz_kroute *k)
+static int refuse_route(struct lz_err *err, int r, const struct lz_rtnl *nl, const char *op, const struct lz_kroute *k)
 {
 	char text[LZ_KROUTE_STR_MAX];
 	lz_kroute_format(k, text);
@@ -880,7 +728,7 @@ static uint32_t deny_address(struct lz_prefix p)
 
 /* RTM_NEWADDR <deny_address(p)>/<p.len> dev lo scope host, exclusive; no
  * IFA_F_NOPREFIXROUTE: the kernel's prefix route is the deny. */
-static int add_lo_deny(struct rtnl *nl, int lo_index, struct lz_prefix p, struct lz_err *err)
+static int add_lo_deny(struct lz_rtnl *nl, int lo_index, struct lz_prefix p, struct lz_err *err)
 {
 	struct ifaddrmsg ifa = {
 		.ifa_family = AF_INET,
@@ -902,7 +750,7 @@ static int add_lo_deny(struct rtnl *nl, int lo_index, struct lz_prefix p, struct
 		r = -ENOMEM;
 	}
 	if (r >= 0)
-		r = rtnl_transact(nl, msg);
+		r = lz_rtnl_transact(nl, msg);
 	if (r < 0)
 		return lz_err_set(err, r, "installing the loopback deny of %s (address %s/%u dev lo): %s%s%s", text,
 				  host, p.len, strerror(-r), nl->kmsg[0] ? ": " : "", nl->kmsg);
@@ -911,7 +759,7 @@ static int add_lo_deny(struct rtnl *nl, int lo_index, struct lz_prefix p, struct
 
 /* Index of lo, which must be up: the kernel adds an address's routes only
  * while its device is up. */
-static int lo_up_index(struct rtnl *nl, const char *op, int *ret, struct lz_err *err)
+static int lo_up_index(struct lz_rtnl *nl, const char *op, int *ret, struct lz_err *err)
 {
 	struct links links = { 0 };
 	int r = dump_links(nl, &links);
@@ -934,7 +782,7 @@ static int lo_up_index(struct rtnl *nl, const char *op, int *ret, struct lz_err 
 int lz_netroutes_install_loopback_denies(const struct lz_netroutes_entry *entries, size_t n, struct lz_err *err)
 {
 	static const char op[] = "installing loopback denies";
-	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	_cleanup_free_ struct lz_netroutes_entry *sorted = NULL;
 	char text[LZ_PREFIX_STR_MAX];
 	size_t m = 0;
@@ -960,7 +808,7 @@ int lz_netroutes_install_loopback_denies(const struct lz_netroutes_entry *entrie
 	if (m == 0)
 		return 0;
 	qsort(sorted, m, sizeof(*sorted), netroute_prefix_cmp);
-	r = rtnl_open(&nl, op, err);
+	r = lz_rtnl_open(&nl, op, err);
 	if (r >= 0)
 		r = lo_up_index(&nl, op, &lo_index, err);
 	for (size_t i = 0; r >= 0 && i < m; i++)
@@ -978,7 +826,7 @@ int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, cons
 int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
 			    enum lz_netroutes_deny_as deny_as, struct lz_err *err)
 {
-	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	_cleanup_free_ struct lz_kroute *plan = NULL;
 	_cleanup_free_ struct lz_kroute *current = NULL;
 	struct links links = { 0 };
@@ -988,7 +836,7 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 	r = lz_netroutes_plan_as(routes, n, dev, gateway, deny_as, &plan, &plan_n, err);
 	if (r < 0)
 		return r;
-	r = rtnl_open(&nl, "installing routes", err);
+	r = lz_rtnl_open(&nl, "installing routes", err);
 	if (r < 0)
 		return r;
 	r = observe_on(&nl, &links, &current, &current_n, err);
@@ -1031,7 +879,7 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 			r = route_msg(&msg, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, p,
 				      RTPROT_STATIC, pass == 1 ? lo_index : dev_index);
 			if (r >= 0)
-				r = rtnl_transact(&nl, msg);
+				r = lz_rtnl_transact(&nl, msg);
 			if (r < 0)
 				return refuse_route(err, r, &nl, "installing", p);
 		}
@@ -1041,7 +889,7 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 
 int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err)
 {
-	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	_cleanup_free_ struct lz_kroute *current = NULL;
 	struct links links = { 0 };
 	size_t current_n = 0, same_key = 0;
@@ -1050,7 +898,7 @@ int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err)
 
 	if (route->extra)
 		return refuse_route(err, -EINVAL, &nl, "deleting", route);
-	r = rtnl_open(&nl, "deleting a route", err);
+	r = lz_rtnl_open(&nl, "deleting a route", err);
 	if (r < 0)
 		return r;
 	r = observe_on(&nl, &links, &current, &current_n, err);
@@ -1077,7 +925,7 @@ int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err)
 	struct nl_msg *msg = NULL;
 	r = route_msg(&msg, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, route, RTPROT_UNSPEC, oif);
 	if (r >= 0)
-		r = rtnl_transact(&nl, msg);
+		r = lz_rtnl_transact(&nl, msg);
 	if (r < 0)
 		return refuse_route(err, r, &nl, "deleting", route);
 	return 0;
@@ -1104,16 +952,15 @@ static int on_lookup(const struct nlmsghdr *h, void *arg)
 
 int lz_netroutes_lookup(uint32_t dst, struct lz_kroute *ret, struct lz_err *err)
 {
-	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	struct links links = { 0 };
 	struct lookup lk = { .links = &links };
 	struct rtmsg rtm = { .rtm_family = AF_INET, .rtm_dst_len = 32 };
-	struct dump d = { .fn = on_lookup, .arg = &lk, .err = 0 };
 	char text[16];
 	int r;
 
 	ip4_format(dst, text);
-	r = rtnl_open(&nl, "route lookup", err);
+	r = lz_rtnl_open(&nl, "route lookup", err);
 	if (r < 0)
 		return r;
 	r = dump_links(&nl, &links);
@@ -1131,20 +978,9 @@ int lz_netroutes_lookup(uint32_t dst, struct lz_kroute *ret, struct lz_err *err)
 	}
 	/* The reply is the route or an NLMSG_ERROR; no separate ack. */
 	nl_socket_disable_auto_ack(nl.sk);
-	nl.kerr = 0;
-	r = nl_send_auto(nl.sk, msg);
-	nlmsg_free(msg);
-	if (r >= 0)
-		r = nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, dump_valid, &d);
-	if (r >= 0)
-		r = nl_recvmsgs_default(nl.sk);
-	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_DEFAULT, NULL, NULL);
+	r = lz_rtnl_request(&nl, msg, on_lookup, &lk);
 	links_free(&links);
-	if (d.err)
-		r = d.err;
-	else if (r < 0)
-		r = rtnl_result(&nl, r);
-	else if (!lk.got)
+	if (r >= 0 && !lk.got)
 		r = -EPROTO;
 	if (r < 0)
 		return lz_err_set(err, r, "route lookup for %s: %s%s%s", text, strerror(-r), nl.kmsg[0] ? ": " : "",
@@ -1336,7 +1172,7 @@ static int on_route6(const struct nlmsghdr *h, void *arg)
 
 int lz_netroutes_ipv6_clean(bool *ret, struct lz_err *err)
 {
-	_cleanup_rtnl_ struct rtnl nl = { 0 };
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	struct links links = { 0 };
 	struct addrs addrs = { 0 };
 	struct v6routes routes = { .links = &links };
@@ -1344,7 +1180,7 @@ int lz_netroutes_ipv6_clean(bool *ret, struct lz_err *err)
 	bool clean = true;
 	int r;
 
-	r = rtnl_open(&nl, "checking IPv6", err);
+	r = lz_rtnl_open(&nl, "checking IPv6", err);
 	if (r < 0)
 		return r;
 	r = -EAGAIN;
@@ -1356,7 +1192,7 @@ int lz_netroutes_ipv6_clean(bool *ret, struct lz_err *err)
 		if (r >= 0)
 			r = dump_addrs(&nl, AF_INET6, &addrs);
 		if (r >= 0)
-			r = rtnl_dump(&nl, RTM_GETROUTE, &rtm, sizeof(rtm), on_route6, &routes);
+			r = lz_rtnl_dump(&nl, RTM_GETROUTE, &rtm, sizeof(rtm), on_route6, &routes);
 	}
 	if (r < 0) {
 		links_free(&links);
