@@ -3,6 +3,8 @@
  * policy and readiness encoding", "Default policy and deny representation";
  * SR-5, SR-6, FR-19, FR-20).
  *
+ * The attestation record the RS reports is in netattest.h.
+ *
  * Pure mechanisms: nothing here installs a route or talks to the kernel's
  * routing tables. The Host Coordinator derives the policy from trusted
  * configuration, encodes it, digests it and hands the bytes to the Runtime
@@ -74,24 +76,6 @@
  *   enum RouteKind { Allow = 0, Deny = 1, Helper = 2, CanaryAllow = 3,
  *                    CanaryDeny = 4 }
  * Digest: SHA-256("lazaret-netpolicy-v1" || encoding), the tag unframed.
- *
- * ---- Attestation encoding ------------------------------------------------
- *   struct NetAttest {
- *       version: u32,                        // varint, must be 1
- *       policy_matches: bool,
- *       canaries_live: bool,
- *       tap0_ifindex: Option<u32>,           // Some(n) with n != 0
- *       allowed_echo: Option<[u8; 32]>,      // the echoed challenge
- *       denied_canary_unreachable: bool,
- *       ipv6_absent: bool,
- *       netadmin_caps_empty: bool,
- *       route_mutation_refused: bool,
- *       veth_removed: bool,
- *       allowed_canary_unreachable_after: bool,
- *       tap0_present_after: bool,
- *       ipv6_unchanged_after: bool,
- *       rs_netadmin_dropped: bool,
- *   }
  *
  * ---- Network readiness fingerprint ---------------------------------------
  *   SHA-256( "lazaret-network-readiness-v1"       (28 bytes, unframed)
@@ -194,57 +178,6 @@ int lz_netpolicy_to_memfd(const uint8_t *bytes, size_t len, int *ret_fd, struct 
  * fd stays the caller's. *ret untouched on failure. */
 int lz_netpolicy_from_memfd(int fd, const uint8_t expected_digest[LZ_NETPOLICY_DIGEST_LEN],
 			    struct lz_netpolicy *ret, struct lz_err *err);
-
-/* ---- attestation record (spec 3.7 evidence table) ----------------------- */
-
-#define LZ_NETATTEST_VERSION 1u
-#define LZ_NETATTEST_CHALLENGE_LEN 32
-/* version 1 + 11 bools + Option<u32> 6 + Option<[u8;32]> 33. */
-#define LZ_NETATTEST_ENCODED_MAX 51
-
-/* One observation per predicate, in the order lz_netattest_check tests them
- * (the predicate names are in quotes). */
-struct lz_netattest {
-	/* Linux policy state (RS): the rtnetlink projection equals the derived
-	 * policy and fixed topology. "policy projection matches" */
-	bool policy_matches;
-	/* Known-live control (RS): both canaries authenticated their
-	 * generation-bound challenges before policy installation.
-	 * "canaries live before policy" */
-	bool canaries_live;
-	/* Imported behavior (root init inside the sandbox). */
-	bool tap0_present;     /* "tap0 present": also needs tap0_ifindex != 0 */
-	uint32_t tap0_ifindex; /* 0 when absent */
-	bool allowed_answered; /* "allowed canary answered": echo must match */
-	uint8_t allowed_echo[LZ_NETATTEST_CHALLENGE_LEN]; /* zero when not answered */
-	bool denied_canary_unreachable; /* "denied canary unreachable" */
-	bool ipv6_absent;               /* "no non-loopback IPv6 address or route" */
-	bool netadmin_caps_empty;       /* "empty network-admin capability" */
-	bool route_mutation_refused;    /* "route mutation refused" */
-	/* Exact cleanup and cleanup observation (RS). */
-	bool veth_removed;                     /* "veth removed with matching shape" */
-	bool allowed_canary_unreachable_after; /* "formerly allowed canary unreachable" */
-	bool tap0_present_after;               /* "tap0 present after cleanup" */
-	bool ipv6_unchanged_after;             /* "IPv6 disposition unchanged" */
-	/* Authority drop (RS). */
-	bool rs_netadmin_dropped; /* "RS capability dropped" */
-};
-
-/* -EINVAL when tap0_present/tap0_ifindex or allowed_answered/allowed_echo
- * are inconsistent (absent must carry zeros; present ifindex is non-zero),
- * -EMSGSIZE when cap is too small; *ret_len untouched on failure. */
-int lz_netattest_encode(const struct lz_netattest *a, uint8_t *buf, size_t cap, size_t *ret_len);
-
-/* Canonical only; -EBADMSG otherwise (including trailing bytes, version
- * != 1, Some(0) ifindex). *ret untouched on failure. */
-int lz_netattest_decode(const uint8_t *buf, size_t len, struct lz_netattest *ret);
-
-/* 0 when every predicate holds and the echoed challenge equals
- * allowed_challenge; otherwise -EPERM and err (optional) reads
- * "predicate '<name>' failed" for the first failing one. */
-int lz_netattest_check(const struct lz_netattest *a,
-		       const uint8_t allowed_challenge[LZ_NETATTEST_CHALLENGE_LEN],
-		       struct lz_err *err);
 
 /* ---- network readiness fingerprint -------------------------------------- */
 

@@ -52,6 +52,7 @@
 #include <cmocka.h>
 
 #include "netpolicy.h"
+#include "netattest.h"
 
 #define P(a, b, c, d, n) \
 	((struct lz_prefix){ (uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d), (n) })

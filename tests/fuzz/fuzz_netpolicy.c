@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "netattest.h"
 #include "netpolicy.h"
 
 static void check(bool ok)
