@@ -209,7 +209,7 @@ static bool kind_is_deny(enum lz_netroutes_kind k)
 
 static bool kind_is_allow(enum lz_netroutes_kind k)
 {
-	return k == LZ_NETROUTES_ALLOW || k == LZ_NETROUTES_CANARY_ALLOW;
+	return k == LZ_NETROUTES_ALLOW;
 }
 
 static int netroute_prefix_cmp(const void *pa, const void *pb)
@@ -241,7 +241,7 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 		if (routes[i].prefix.len > 32 || (routes[i].prefix.addr & ~mask_of(routes[i].prefix.len)))
 			return lz_err_set(err, EINVAL, "route plan: prefix %s has host bits set", text);
 		if (!kind_is_deny(routes[i].kind) && !kind_is_allow(routes[i].kind) &&
-		    routes[i].kind != LZ_NETROUTES_HELPER)
+		    routes[i].kind != LZ_NETROUTES_HELPER && routes[i].kind != LZ_NETROUTES_CANARY_ALLOW)
 			return lz_err_set(err, EINVAL, "route plan: unknown kind %d for %s", (int)routes[i].kind,
 					  text);
 		if (deny_as == LZ_NETROUTES_DENY_AS_ADDRESS && kind_is_deny(routes[i].kind) &&
@@ -265,17 +265,18 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
-		bool deny = false, allow = false, helper = false;
+		bool deny = false, allow = false, helper = false, canary = false;
 		for (; j < n && lz_prefix_equal(sorted[j].prefix, sorted[i].prefix); j++) {
 			deny |= kind_is_deny(sorted[j].kind);
 			allow |= kind_is_allow(sorted[j].kind);
 			helper |= sorted[j].kind == LZ_NETROUTES_HELPER;
+			canary |= sorted[j].kind == LZ_NETROUTES_CANARY_ALLOW;
 		}
 		lz_prefix_format(sorted[i].prefix, text);
-		if (!deny && allow && helper)
-			return lz_err_set(err, EINVAL,
-					  "route plan: %s is both a helper (on-link) and an allow (via %s)", text,
-					  gw);
+		if (!deny && allow + helper + canary > 1)
+			return lz_err_set(err, EINVAL, "route plan: %s has two next hops (%s%s%s)", text,
+					  helper ? "on-link helper " : "", allow ? "allow via the gateway " : "",
+					  canary ? "canary allow on " LZ_NETROUTES_CANARY_DEV : "");
 
 		struct lz_kroute *r = &out[m++];
 		memset(r, 0, sizeof(*r));
@@ -297,6 +298,9 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 		} else if (helper) {
 			r->scope = RT_SCOPE_LINK;
 			strcpy(r->dev, dev);
+		} else if (canary) {
+			r->scope = RT_SCOPE_LINK;
+			strcpy(r->dev, LZ_NETROUTES_CANARY_DEV);
 		} else {
 			r->scope = RT_SCOPE_UNIVERSE;
 			strcpy(r->dev, dev);
@@ -845,7 +849,9 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 
 	const struct link *dl = link_by_name(&links, dev);
 	const struct link *lo = link_by_name(&links, "lo");
+	const struct link *cl = link_by_name(&links, LZ_NETROUTES_CANARY_DEV);
 	int dev_index = dl ? dl->ifindex : 0, lo_index = lo ? lo->ifindex : 0;
+	int canary_index = cl ? cl->ifindex : 0;
 	unsigned lo_flags = lo ? lo->flags : 0;
 	links_free(&links);
 	if (!dev_index)
@@ -875,9 +881,14 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 					return r;
 				continue;
 			}
+			int oif = pass == 1 ? lo_index : dev_index;
+			if (strcmp(p->dev, LZ_NETROUTES_CANARY_DEV) == 0)
+				oif = canary_index;
+			if (!oif)
+				return lz_err_set(err, ENODEV, "installing routes: device '%s' not found", p->dev);
 			struct nl_msg *msg = NULL;
 			r = route_msg(&msg, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, p,
-				      RTPROT_STATIC, pass == 1 ? lo_index : dev_index);
+				      RTPROT_STATIC, oif);
 			if (r >= 0)
 				r = lz_rtnl_transact(&nl, msg);
 			if (r < 0)

@@ -17,14 +17,17 @@
  *                        below must come after the last link change.
  *                        blackhole, unreachable and prohibit routes are never
  *                        created (SR-6).
- *   ALLOW, CANARY_ALLOW  unicast <prefix> via <gateway> dev <dev>
+ *   ALLOW                unicast <prefix> via <gateway> dev <dev>
+ *   CANARY_ALLOW         unicast <prefix> dev lzcanary0 scope link: on-link
+ *                        through the attestation veth (canary.h), which
+ *                        must exist; the route goes with it at cleanup
  *   HELPER               unicast <prefix> dev <dev> scope link (on-link: the
  *                        slirp4netns /24 and the gateway and DNS /32s)
  * (That is the route representation, LZ_NETROUTES_DENY_AS_ROUTE. With
  * LZ_NETROUTES_DENY_AS_ADDRESS a deny is a loopback address instead, below.)
  * Equal prefixes: a deny beats any other kind (the other is not installed);
- * ALLOW and CANARY_ALLOW (or DENY and CANARY_DENY) share one route; HELPER
- * against ALLOW at the same prefix is refused (two different next hops, no
+ * DENY and CANARY_DENY share one route; two of HELPER, ALLOW and
+ * CANARY_ALLOW at the same prefix are refused (two different next hops, no
  * rule says which wins).
  *
  * Observation is a policy-semantic projection (struct lz_kroute): table,
@@ -100,6 +103,9 @@
 
 #include "netprefix.h"
 #include "util/err.h"
+
+/* The enforcement side of the canary veth (spec 3.7 "Known-live control"). */
+#define LZ_NETROUTES_CANARY_DEV "lzcanary0"
 
 /* Hard limit on routes in a policy, and on routes, links and addresses read
  * back from the kernel. */

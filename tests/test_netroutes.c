@@ -94,7 +94,7 @@ static const char *const default_observed[] = {
 	"unicast 10.137.54.2/32 dev tap0 scope link table main",
 	"unicast 10.137.54.3/32 dev tap0 scope link table main",
 	"unicast 10.137.55.0/29 dev lo scope link table main",
-	"unicast 10.137.55.2/32 via 10.137.54.2 dev tap0 table main",
+	"unicast 10.137.55.2/32 dev lzcanary0 scope link table main",
 	"unicast 10.250.0.0/24 via 10.137.54.2 dev tap0 table main",
 	"unicast 172.16.0.0/12 dev lo scope link table main",
 	"unicast 192.168.0.0/16 dev lo scope link table main",
@@ -257,6 +257,8 @@ static int netns_setup(const struct netns_opts *o)
 	if (r >= 0 && !o->no_tap)
 		r = add_veth(sk, "tap0", "tap0p");
 	if (r >= 0 && !o->no_tap)
+		r = add_veth(sk, "lzcanary0", "lzcanary0p");
+	if (r >= 0 && !o->no_tap)
 		r = addr_add(sk, "tap0", "10.137.54.100/24", o->noprefixroute ? IFA_F_NOPREFIXROUTE : 0);
 	nl_socket_free(sk);
 	CHECK(r >= 0, "namespace setup: %s", nl_geterror(r));
@@ -415,7 +417,7 @@ static int body_lookup(void)
 	/* Allowed: tap0 via the gateway; the helpers on-link. */
 	if (expect_lookup(IP(10, 250, 0, 5), "tap0", GW) < 0 ||
 	    expect_lookup(IP(198, 51, 100, 10), "tap0", GW) < 0 ||
-	    expect_lookup(IP(10, 137, 55, 2), "tap0", GW) < 0 || expect_lookup(IP(10, 137, 54, 3), "tap0", 0) < 0 ||
+	    expect_lookup(IP(10, 137, 55, 2), "lzcanary0", 0) < 0 || expect_lookup(IP(10, 137, 54, 3), "tap0", 0) < 0 ||
 	    expect_lookup(IP(10, 137, 54, 2), "tap0", 0) < 0)
 		return -1;
 	return 0;
@@ -537,7 +539,7 @@ static int body_equal_prefix(void)
 		{ P(10, 137, 54, 0, 24), HELPER },
 		{ P(10, 250, 0, 0, 24), ALLOW },
 		{ P(10, 250, 0, 0, 24), DENY },
-		{ P(198, 51, 100, 0, 24), CANARY_ALLOW },
+		{ P(198, 51, 100, 0, 24), ALLOW },
 		{ P(198, 51, 100, 0, 24), ALLOW },
 	};
 	static const char *const want[] = {
@@ -893,7 +895,7 @@ static int body_derived_policy(void)
 	CHECK_OK(observe_and_match(routes, n, E));
 	if (expect_lookup(IP(198, 51, 100, 10), "lo", 0) < 0 || expect_lookup(IP(10, 250, 0, 10), "tap0", GW) < 0 ||
 	    expect_lookup(LZ_NET_CANARY_DENIED, "lo", 0) < 0 ||
-	    expect_lookup(LZ_NET_CANARY_ALLOWED, "tap0", GW) < 0 ||
+	    expect_lookup(LZ_NET_CANARY_ALLOWED, "lzcanary0", 0) < 0 ||
 	    expect_lookup(LZ_NET_DNS, "tap0", 0) < 0 || expect_lookup(IP(203, 0, 113, 1), "tap0", GW) < 0)
 		return -1;
 	return 0;
@@ -1136,7 +1138,7 @@ static void test_lz_netroutes_plan__canonical_order_and_merges(void **state)
 		rev[i] = default_policy[N_DEFAULT - 1 - i];
 	/* Same-meaning duplicates share one route. */
 	rev[N_DEFAULT] = (struct lz_netroutes_entry){ P(10, 137, 55, 0, 29), DENY };
-	rev[N_DEFAULT + 1] = (struct lz_netroutes_entry){ P(10, 250, 0, 0, 24), CANARY_ALLOW };
+	rev[N_DEFAULT + 1] = (struct lz_netroutes_entry){ P(10, 250, 0, 0, 24), ALLOW };
 	assert_int_equal(lz_netroutes_plan(rev, LZ_ARRAY_SIZE(rev), "tap0", GW, &plan, &n, NULL), 0);
 	assert_int_equal(n, LZ_ARRAY_SIZE(default_observed));
 	for (size_t i = 0; i < n; i++) {
@@ -1188,7 +1190,13 @@ static void test_lz_netroutes_plan__helper_and_allow_conflict_einval(void **stat
 		{ P(10, 137, 54, 3, 32), HELPER },
 		{ P(10, 137, 54, 3, 32), ALLOW },
 	};
-	assert_plan_refused(policy, 2, "tap0", GW, EINVAL, "10.137.54.3/32 is both a helper");
+	assert_plan_refused(policy, 2, "tap0", GW, EINVAL, "10.137.54.3/32 has two next hops (on-link helper allow");
+	static const struct lz_netroutes_entry canary[] = {
+		{ P(10, 137, 55, 2, 32), CANARY_ALLOW },
+		{ P(10, 137, 55, 2, 32), ALLOW },
+	};
+	assert_plan_refused(canary, 2, "tap0", GW, EINVAL, "10.137.55.2/32 has two next hops (allow via the "
+							   "gateway canary allow on lzcanary0)");
 }
 
 static void test_lz_netroutes_plan__invalid_input_einval(void **state)
