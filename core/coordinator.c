@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "canary.h"
 #include "catalog.h"
 #include "domain.h"
 #include "domainstore.h"
@@ -94,6 +95,9 @@ struct lz_hc {
 	struct session sessions[LZ_HC_MAX_SESSIONS];
 	uint8_t domain_id[32];
 	uint8_t fingerprint[32];
+	/* Spec 3.7: this generation's canary key and the init's challenge. */
+	uint8_t canary_key[LZ_CANARY_KEY_LEN];
+	uint8_t init_challenge[LZ_CANARY_CHALLENGE_LEN];
 };
 
 uint64_t lz_hc_generation(const lz_hc *hc)
@@ -487,7 +491,9 @@ static int write_bundle(lz_hc *hc, int bundle_fd, struct lz_err *err)
 	if ((r = build_mounts(hc, mounts, &n, labels, &git, &n_git, err)) < 0)
 		goto out;
 	snprintf(root, sizeof(root), "%s/root", hc->gen_dir.canonical);
-	char *const argv[] = { INIT_IN_SANDBOX, NULL };
+	char challenge[2 * LZ_CANARY_CHALLENGE_LEN + 1];
+	lz_hex(hc->init_challenge, sizeof(hc->init_challenge), challenge);
+	char *const argv[] = { INIT_IN_SANDBOX, "--attest", challenge, NULL };
 	char *const env[] = { GUEST_PATH, NULL };
 	struct lz_oci_process init = { .argv = argv, .env = env, .cwd = "/" };
 	/* The network namespace is the RS's, by path (fact 3): PID 1 there. */
@@ -517,6 +523,50 @@ static int recv_rs(lz_hc *hc, struct lz_rs_msg *m, struct lz_err *err)
 	return 0;
 }
 
+/* The RS's enforcement network namespace, read by the HC itself (spec 3.7
+ * "Independent identity"): through /proc, then the pidfd proves the PID
+ * still named the RS when the namespace was opened. */
+static int rs_netns(lz_hc *hc, struct stat *ret, struct lz_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%u/ns/net", hc->rs_id.pid);
+	_cleanup_close_ int ns = open(path, O_RDONLY | O_CLOEXEC);
+	if (ns < 0 || fstat(ns, ret) < 0)
+		return lz_err_set(err, errno, "the Runtime Supervisor's network namespace: %s", strerror(errno));
+	if (syscall(SYS_pidfd_send_signal, hc->rs.pidfd, 0, NULL, 0) < 0)
+		return lz_err_set(err, ESRCH, "the Runtime Supervisor ended during network attestation");
+	return 0;
+}
+
+/* Spec 3.7 MarkNetworkReady: the attestation record must hold every
+ * predicate, the init must have reached this generation's allowed canary
+ * (only the key holder can form the answer), and then the readiness
+ * fingerprint is recorded; publication needs it (domainstore.h). */
+static int network_ready(lz_hc *hc, const struct lz_rs_msg *m, const uint8_t policy_digest[32],
+			 struct lz_err *err)
+{
+	struct lz_netattest att;
+	uint8_t want[LZ_CANARY_CHALLENGE_LEN], fp[LZ_NETREADY_FP_LEN];
+	char fp_hex[2 * LZ_NETREADY_FP_LEN + 1];
+	struct lz_dstore_generation g;
+	struct stat ns;
+	int r;
+	if (lz_netattest_decode(m->attest, m->attest_len, &att) < 0)
+		return lz_err_set(err, EPROTO, "network readiness: the attestation record does not decode");
+	if (lz_canary_answer(hc->canary_key, hc->gen, LZ_NET_CANARY_ALLOWED, hc->init_challenge, want) < 0)
+		return lz_err_set(err, EIO, "network readiness: OpenSSL failed");
+	if ((r = lz_netattest_check(&att, want, err)) < 0)
+		return lz_err_prefix(err, r, "network readiness refused: ");
+	if ((r = rs_netns(hc, &ns, err)) < 0 ||
+	    (r = lz_dstore_generation_get(hc->store, hc->gen, &g, err)) < 0)
+		return r;
+	if ((r = lz_netready_fingerprint(hc->domain_id, hc->gen, hc->fingerprint, g.sidecar_id, policy_digest,
+					 (uint64_t)ns.st_dev, (uint64_t)ns.st_ino, fp)) < 0)
+		return lz_err_set(err, -r, "network readiness fingerprint: %s", strerror(-r));
+	lz_hex(fp, sizeof(fp), fp_hex);
+	return lz_dstore_generation_set_network_ready(hc->store, hc->gen, fp_hex, err);
+}
+
 int lz_hc_start(lz_hc *hc, struct lz_err *err)
 {
 	const struct lz_config_profile *p = hc->profile;
@@ -539,6 +589,12 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 							  .work_fd = -EBADF, .target_fd = -EBADF };
 	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0)
 		goto out;
+	if (getrandom(hc->canary_key, sizeof(hc->canary_key), 0) != (ssize_t)sizeof(hc->canary_key) ||
+	    getrandom(hc->init_challenge, sizeof(hc->init_challenge), 0) != (ssize_t)sizeof(hc->init_challenge)) {
+		r = lz_err_set(err, EIO, "canary key: %s", strerror(errno));
+		goto out;
+	}
+	memcpy(plan->canary_key, hc->canary_key, sizeof(plan->canary_key));
 
 	/* The generation's runtime tree: root/, anchor/<i>, runsc/, bundle/,
 	 * sessions/, empty/, the init binary and the runsc log. */
@@ -683,6 +739,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 		r = lz_err_set(err, EPROTO, "the readiness report does not name the staged runsc");
 		goto out;
 	}
+	if ((r = network_ready(hc, &m, plan->policy_digest, err)) < 0)
+		goto out;
 	/* Step 9: committed only after readiness. */
 	if ((r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
 						      &hc->rs_id, err)) < 0 ||

@@ -70,7 +70,9 @@ static const struct lz_sqlstore_table schema[] = {
 	  "boot_id BLOB NOT NULL CHECK (length(boot_id) = 16), "
 	  "coordinator_id TEXT NOT NULL UNIQUE CHECK (" HEX("coordinator_id", 32) "), "
 	  "sidecar_id TEXT NOT NULL UNIQUE CHECK (" HEX("sidecar_id", 32) "), "
-	  "sandbox_id TEXT NOT NULL UNIQUE CHECK (" HEX("sandbox_id", 32) ")"
+	  "sandbox_id TEXT NOT NULL UNIQUE CHECK (" HEX("sandbox_id", 32) "), "
+	  "network_ready TEXT CHECK (" HEX("network_ready", 64) "), "
+	  "CHECK (state <> 'published' OR network_ready IS NOT NULL)"
 	  ") STRICT" },
 	{ "participants",
 	  "CREATE TABLE participants ("
@@ -402,7 +404,7 @@ static int read_enum(sqlite3_stmt *s, int i, const char *what, const char *const
 
 #define GEN_COLUMNS                                                                    \
 	"generation, domain_id, fingerprint, state, created, boot_id, coordinator_id, " \
-	"sidecar_id, sandbox_id"
+	"sidecar_id, sandbox_id, network_ready"
 
 static int read_generation(sqlite3_stmt *s, struct lz_dstore_generation *ret, struct lz_err *err)
 {
@@ -425,8 +427,16 @@ static int read_generation(sqlite3_stmt *s, struct lz_dstore_generation *ret, st
 	    (r = lz_sqlstore_col_hex(s, 8, LZ_DSTORE_ID_HEX_LEN, "sandbox_id", g.sandbox_id, err)) <
 		    0)
 		return r;
+	if (sqlite3_column_type(s, 9) != SQLITE_NULL &&
+	    (r = lz_sqlstore_col_hex(s, 9, LZ_DSTORE_HEX64_LEN, "network_ready", g.network_ready,
+				     err)) < 0)
+		return r;
 	if (g.generation == 0)
 		return lz_err_set(err, EPROTO, "generation 0 is not a generation");
+	if (state == LZ_DSTORE_GEN_PUBLISHED && g.network_ready[0] == '\0')
+		return lz_err_set(err, EPROTO,
+				  "generation %" PRIu64 " is published without network readiness",
+				  g.generation);
 	g.state = (enum lz_dstore_gen_state)state;
 	g.created = created;
 	*ret = g;
@@ -737,7 +747,7 @@ struct op {
 	enum lz_dstore_role role;
 	enum lz_dstore_gen_state state;
 	const struct lz_pidref *id;
-	const char *text; /* Domain ID, artifact ID or session ID */
+	const char *text; /* Domain ID, artifact ID, session ID or readiness fingerprint */
 	const char *text2; /* fingerprint */
 	const struct lz_dstore_mount *mount;
 	const struct lz_dstore_guest *guest;
@@ -831,7 +841,7 @@ static int begin_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 		return r;
 	if ((r = lz_sqlstore_prepare(db,
 				     "INSERT INTO generations (" GEN_COLUMNS ") VALUES "
-				     "(?1, ?2, ?3, 'starting', ?4, ?5, ?6, ?7, ?8)",
+				     "(?1, ?2, ?3, 'starting', ?4, ?5, ?6, ?7, ?8, NULL)",
 				     &s, err)) < 0 ||
 	    (r = lz_sqlstore_bind_u64(db, s, 1, g.generation, err)) < 0 ||
 	    (r = lz_sqlstore_bind_text(db, s, 2, o->text, err)) < 0 ||
@@ -908,6 +918,13 @@ static int set_state_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	if (gen_terminal(g.state) || gen_rank(o->state) <= gen_rank(g.state))
 		return lz_err_set(err, ESTALE, "generation %" PRIu64 ": %s -> %s is not a forward move",
 				  o->gen, gen_state_str(g.state), gen_state_str(o->state));
+	/* Spec 3.7: sessions are admitted only after network readiness, and
+	 * only a published generation admits them. */
+	if (o->state == LZ_DSTORE_GEN_PUBLISHED && g.network_ready[0] == '\0')
+		return lz_err_set(err, ESTALE,
+				  "generation %" PRIu64 ": network readiness is not recorded; "
+				  "%s -> published needs it",
+				  o->gen, gen_state_str(g.state));
 	if (o->state == LZ_DSTORE_GEN_STOPPED) {
 		char what[128];
 		r = first_unclean(db, o->gen,
@@ -947,6 +964,43 @@ int lz_dstore_generation_set_state(lz_dstore *h, uint64_t generation,
 	if (lz_dstore_gen_state_name(state) == NULL)
 		return done(lz_err_set(err, EINVAL, "unknown generation state %d", (int)state), err);
 	return run(h, set_state_fn, &o, err);
+}
+
+static int network_ready_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct op *o = ctx;
+	struct lz_dstore_generation g;
+	int r = load_generation(db, o->gen, &g, err);
+	if (r < 0)
+		return r;
+	if (g.state != LZ_DSTORE_GEN_STARTING)
+		return lz_err_set(err, ESTALE,
+				  "generation %" PRIu64 " is %s: network readiness is recorded "
+				  "only while starting",
+				  o->gen, gen_state_str(g.state));
+	if (g.network_ready[0] != '\0')
+		return lz_err_set(err, ESTALE,
+				  "generation %" PRIu64 ": network readiness %s is already recorded "
+				  "(recorded evidence is never replaced)",
+				  o->gen, g.network_ready);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	if ((r = lz_sqlstore_prepare(db,
+				     "UPDATE generations SET network_ready = ?2 "
+				     "WHERE generation = ?1 AND network_ready IS NULL",
+				     &s, err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, o->text, err)) < 0)
+		return r;
+	return lz_sqlstore_step_done(db, s, 1, err);
+}
+
+int lz_dstore_generation_set_network_ready(lz_dstore *h, uint64_t generation,
+					   const char *fingerprint_hex, struct lz_err *err)
+{
+	struct op o = { .h = h, .gen = generation, .text = fingerprint_hex };
+	int r = check_hex("network readiness fingerprint", fingerprint_hex, LZ_DSTORE_HEX64_LEN,
+			  err);
+	return r < 0 ? done(r, err) : run(h, network_ready_fn, &o, err);
 }
 
 static int gen_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)

@@ -1,13 +1,14 @@
 /* Domain Store (spec 3.3 "Domain and Session Lifecycle Refinement", "Host
  * process identity and causal acquisition refinement"; 3.4 "Session
- * Terminals"; 3.6 "Durable generation document refinement"; C-REFINEMENT:
- * sqlite3 replaces redb).
+ * Terminals"; 3.6 "Durable generation document refinement"; 3.7 "Network
+ * Isolation", "Durable encoding"; C-REFINEMENT: sqlite3 replaces redb).
  *
  * One sqlite3 database, `domain.sqlite`, directly beneath the Domain Root
  * (the persistent per-Domain directory). It holds the Domain's generation
- * document in typed tables: generations with their minted component IDs,
- * one participant row per (generation, role) with its ownership snapshot,
- * the State Anchor's mount identities, and Session Terminal rows.
+ * document in typed tables: generations with their minted component IDs
+ * and network readiness fingerprint, one participant row per (generation,
+ * role) with its ownership snapshot, the State Anchor's mount identities,
+ * and Session Terminal rows.
  *
  * Ownership: only the Host Coordinator that holds the Domain's exclusive
  * flock opens the store, and it keeps the handle for its whole lifetime.
@@ -19,7 +20,7 @@
  * Every call is one sqlite transaction (BEGIN IMMEDIATE -> store identity
  * -> the operation -> COMMIT): an interrupted write leaves the last
  * committed document, never half a decision. Store identity
- * ('lazaret-domain-store-v1', version 1) is accepted before any other row
+ * ('lazaret-domain-store-v1', version 2) is accepted before any other row
  * is read: unversioned, unknown, older and newer databases refuse with
  * -EPROTO and are left byte for byte unchanged. Only an empty database, and
  * only at lz_dstore_open, gets the schema.
@@ -35,6 +36,12 @@
  *               generation (previous maximum + 1, first 1) is refused with
  *               -EBUSY while an earlier one is not stopped or failed, and
  *               with -ESTALE when earlier rows name another Domain.
+ *               starting -> published needs the network readiness
+ *               fingerprint (spec 3.7), recorded once while the
+ *               generation is starting and never replaced: sessions are
+ *               admitted only after network readiness, and sessions
+ *               already need a published generation. The other moves
+ *               (starting -> stopping | failed included) do not.
  *
  *  Participant (spec 3.3): absent -> intent -> acquiring -> active ->
  *               release -> clean.
@@ -104,12 +111,13 @@
  * Conventions: 0 on success, -errno on failure with a message in err; ret_
  * parameters untouched on failure.
  *   -EINVAL   malformed argument, or a field the role does not have
- *   -EPROTO   not a v1 Domain Store, or a row v1 cannot hold
+ *   -EPROTO   not a version 2 Domain Store, or a row it cannot hold
  *   -EPERM, -ELOOP, -ENOTDIR, -EISDIR, -EXDEV  unsafe Domain Root,
  *             database or journal
  *   -ENOENT   no such generation, participant or session
  *   -ESTALE   an illegal lifecycle move, replaced evidence, an identity
- *             that differs from the staged one or is from another boot
+ *             that differs from the staged one or is from another boot,
+ *             publication without network readiness
  *   -EBUSY    a generation is still live, or rows are not yet clean
  *   -EOVERFLOW generation numbers exhausted; too many mounts or sessions */
 #ifndef LZ_DOMAINSTORE_H
@@ -123,10 +131,10 @@
 #include "util/err.h"
 
 #define LZ_DSTORE_STORE_NAME "lazaret-domain-store-v1"
-#define LZ_DSTORE_STORE_VERSION 1
+#define LZ_DSTORE_STORE_VERSION 2 /* 2: generations.network_ready */
 #define LZ_DSTORE_DB_NAME "domain.sqlite"
 
-#define LZ_DSTORE_HEX64_LEN 64    /* Domain ID, fingerprint, artifact ID */
+#define LZ_DSTORE_HEX64_LEN 64    /* Domain ID, fingerprints, artifact ID */
 #define LZ_DSTORE_ID_HEX_LEN 32   /* minted IDs: 16 random bytes */
 #define LZ_DSTORE_PATH_MAX 4096   /* mount path bytes */
 #define LZ_DSTORE_MOUNTS_MAX 256  /* mounts per participant */
@@ -190,6 +198,7 @@ struct lz_dstore_generation {
 	char coordinator_id[LZ_DSTORE_ID_HEX_LEN + 1]; /* Session Coordinator ID */
 	char sidecar_id[LZ_DSTORE_ID_HEX_LEN + 1];     /* Network Sidecar ID */
 	char sandbox_id[LZ_DSTORE_ID_HEX_LEN + 1];     /* Agent Sandbox ID */
+	char network_ready[LZ_DSTORE_HEX64_LEN + 1];   /* "" until recorded */
 };
 
 /* Mount identity: the mount ID (statx STATX_MNT_ID_UNIQUE) and the device
@@ -254,8 +263,17 @@ int lz_dstore_generation_begin(lz_dstore *h, const char *domain_id_hex,
 int lz_dstore_generation_get(lz_dstore *h, uint64_t generation,
 			     struct lz_dstore_generation *ret, struct lz_err *err);
 
+/* A forward move; published needs the recorded network readiness. */
 int lz_dstore_generation_set_state(lz_dstore *h, uint64_t generation,
 				   enum lz_dstore_gen_state state, struct lz_err *err);
+
+/* Spec 3.7 MarkNetworkReady: records the network readiness fingerprint
+ * (64 lowercase hex, binding generation, configuration, policy, role and
+ * namespace identities) after physical attestation succeeded. Only while
+ * the generation is starting, and once: a recorded fingerprint is never
+ * replaced, not even by the same value (-ESTALE). */
+int lz_dstore_generation_set_network_ready(lz_dstore *h, uint64_t generation,
+					   const char *fingerprint_hex, struct lz_err *err);
 
 /* At most max (1..LZ_DSTORE_LIST_MAX) generations, the most recent first.
  * *ret_v is NULL when *ret_n is 0; free with free(). */

@@ -8,20 +8,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "broker.h"
+#include "canary.h"
 #include "netpolicy.h"
 #include "netroutes.h"
 #include "spawn.h"
 #include "tree.h"
 #include "util/cleanup.h"
+
+/* Test builds only (LZ_TEST_FAULTS): break one step of network readiness on
+ * purpose, so a test can watch the attestation refuse it. The production
+ * binary has no such switch. */
+#ifdef LZ_TEST_FAULTS
+static bool fault(const char *name)
+{
+	const char *f = getenv("LAZARET_TEST_FAULT");
+	return f != NULL && strcmp(f, name) == 0;
+}
+#else
+static bool fault(const char *name)
+{
+	(void)name;
+	return false;
+}
+#endif
 
 int lz_rs_send(int fd, const struct lz_rs_msg *m)
 {
@@ -50,7 +72,7 @@ int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms)
 		return -EBADMSG;
 	m->domain_id[sizeof(m->domain_id) - 1] = '\0';
 	m->text[sizeof(m->text) - 1] = '\0';
-	if (m->n_mounts > LZ_RS_MAX_ANCHORS + 1)
+	if (m->n_mounts > LZ_RS_MAX_ANCHORS + 1 || m->attest_len > sizeof(m->attest))
 		return -EBADMSG;
 	return 0;
 }
@@ -321,9 +343,12 @@ static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
 		r = lz_err_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < pol->n_routes; i++)
+	for (size_t i = 0; i < pol->n_routes; i++) {
+		if (pol->routes[i].kind == LZ_NETROUTE_CANARY_DENY && fault("canary-deny"))
+			continue;
 		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix,
 						      (enum lz_netroutes_kind)pol->routes[i].kind };
+	}
 	if (pol->ipv4_default_allow)
 		e[n++] = (struct lz_netroutes_entry){ { 0, 0 }, LZ_NETROUTES_ALLOW };
 	/* Allows and helpers first, then the deny pieces. */
@@ -366,6 +391,87 @@ out:
 	free(e);
 	free(pol);
 	return r;
+}
+
+/* The init's record (one length byte, then the encoding) from its standard
+ * output; only the init's fields are taken. */
+static int read_init_report(int fd, struct lz_netattest *att, struct lz_err *err)
+{
+	uint8_t buf[1 + LZ_NETATTEST_ENCODED_MAX];
+	size_t got = 0, want = 1;
+	int64_t deadline = lz_now_ms() + LZ_RS_INIT_REPORT_TIMEOUT_MS;
+	while (got < want) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int left = lz_remaining_ms(deadline);
+		if (left == 0)
+			return lz_err_set(err, ETIMEDOUT, "the sandbox init did not report its network "
+							  "observations within %d s", LZ_RS_INIT_REPORT_TIMEOUT_MS / 1000);
+		if (poll(&pf, 1, left) <= 0)
+			continue;
+		ssize_t n = read(fd, buf + got, want - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return lz_err_set(err, EPIPE, "the sandbox init ended its report early");
+		got += (size_t)n;
+		if (got == 1 && (want = 1 + (size_t)buf[0]) > sizeof(buf))
+			return lz_err_set(err, EBADMSG, "the sandbox init's report is too long");
+	}
+	struct lz_netattest in;
+	if (lz_netattest_decode(buf + 1, got - 1, &in) < 0)
+		return lz_err_set(err, EBADMSG, "the sandbox init's report does not decode");
+	att->tap0_present = in.tap0_present;
+	att->tap0_ifindex = in.tap0_ifindex;
+	att->allowed_answered = in.allowed_answered;
+	memcpy(att->allowed_echo, in.allowed_echo, sizeof(att->allowed_echo));
+	att->denied_canary_unreachable = in.denied_canary_unreachable;
+	att->ipv6_absent = in.ipv6_absent;
+	att->netadmin_caps_empty = in.netadmin_caps_empty;
+	att->route_mutation_refused = in.route_mutation_refused;
+	return 0;
+}
+
+/* Spec 3.7 "Authority drop": network administration leaves every set,
+ * bounding set included, so nothing this process runs can regain it. Then
+ * observed: the sets read back without it and a link change is refused. */
+static bool drop_netadmin(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	uint32_t bit = CAP_TO_MASK(CAP_NET_ADMIN);
+	size_t i = CAP_TO_INDEX(CAP_NET_ADMIN);
+	if (fault("keep-netadmin"))
+		return false;
+	if (prctl(PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0) < 0 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 || syscall(SYS_capget, &h, d) < 0)
+		return false;
+	d[i].effective &= ~bit;
+	d[i].permitted &= ~bit;
+	d[i].inheritable &= ~bit;
+	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0)
+		return false;
+	if (((d[i].effective | d[i].permitted | d[i].inheritable) & bit) ||
+	    prctl(PR_CAPBSET_READ, CAP_NET_ADMIN, 0, 0, 0) != 0)
+		return false;
+	struct lz_err ignored;
+	return link_up("lo", &ignored) == -EPERM;
+}
+
+/* Cleanup, its observation and the authority drop (spec 3.7 table). */
+static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, struct lz_netattest *att)
+{
+	struct lz_err ignored, why = { 0, "" };
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], answer[LZ_CANARY_CHALLENGE_LEN];
+	bool clean = false;
+	att->veth_removed = lz_canary_remove(canary, &why) == 0;
+	if (!att->veth_removed) /* the HC names the predicate; the log says why */
+		dprintf(p->log_fd, "lazaret: %s\n", why.msg);
+	att->allowed_canary_unreachable_after =
+		getrandom(challenge, sizeof(challenge), 0) == (ssize_t)sizeof(challenge) &&
+		lz_canary_probe(LZ_NET_CANARY_ALLOWED, NULL, challenge, answer, LZ_CANARY_PROBE_MS) != 0;
+	att->tap0_present_after = if_nametoindex("tap0") != 0;
+	att->ipv6_unchanged_after = lz_netroutes_ipv6_clean(&clean, &ignored) == 0 && clean;
+	att->rs_netadmin_dropped = drop_netadmin();
 }
 
 /* The RS is forked from the HC: it keeps only the descriptors of its plan,
@@ -429,19 +535,32 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	const struct lz_rs_plan *p = planp;
 	struct lz_rs_msg mounts, m;
 	struct lz_broker_child runsc = LZ_BROKER_CHILD_INIT;
+	struct lz_canary canary = LZ_CANARY_INIT;
+	struct lz_netattest att = { 0 };
+	int report[2] = { -EBADF, -EBADF };
 	int r;
 
 	keep_only_plan(p);
 
+	/* Spec 3.7: the canary is known live before any policy route exists. */
 	msg_init(&mounts, p, LZ_RS_MOUNTS);
-	if ((r = mount_all(p, &mounts, err)) < 0 || (r = net_prepare(err)) < 0)
+	if ((r = mount_all(p, &mounts, err)) < 0 || (r = net_prepare(err)) < 0 ||
+	    (r = lz_canary_create(p->canary_key, p->generation, &canary, err)) < 0 ||
+	    (r = lz_canary_prove_live(p->canary_key, p->generation, err)) < 0)
 		goto fail;
+	att.canaries_live = true;
 	if ((r = lz_rs_send(p->control_fd, &mounts)) < 0) {
 		lz_err_set(err, -r, "report mounts: %s", strerror(-r));
 		goto fail;
 	}
 	if ((r = net_policy(p, err)) < 0)
 		goto fail;
+	att.policy_matches = true;
+	/* The init's standard output: its network observations. */
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
+		goto fail;
+	}
 
 	char root[4200], dcache[32], bundle[4200];
 	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
@@ -453,12 +572,14 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=sandbox", dcache,
 			 "--overlay2=none", "run", bundle, (char *)p->container_id, NULL };
 	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path,
-				 .argv = argv, .stdin_fd = -1, .stdout_fd = p->log_fd,
+				 .argv = argv, .stdin_fd = -1, .stdout_fd = report[1],
 				 .stderr_fd = p->log_fd };
 	struct staged_ctx sctx = { p };
 	struct lz_broker_spec spec = { .label = "runsc run", .join_pidfd = -1, .exec = &exec,
 				       .staged = runsc_staged, .ctx = &sctx };
-	if ((r = lz_broker_spawn(&spec, &runsc, err)) < 0)
+	r = lz_broker_spawn(&spec, &runsc, err);
+	lz_close_fdp(&report[1]);
+	if (r < 0)
 		goto fail;
 
 	int64_t deadline = lz_now_ms() + LZ_RS_START_TIMEOUT_MS;
@@ -477,8 +598,17 @@ int lz_rs_main(void *planp, struct lz_err *err)
 			goto fail;
 		}
 	}
+	if ((r = read_init_report(report[0], &att, err)) < 0)
+		goto fail;
+	net_finish(p, &canary, &att);
 	msg_init(&m, p, LZ_RS_READY);
 	m.id = runsc.id;
+	size_t alen = 0;
+	if ((r = lz_netattest_encode(&att, m.attest, sizeof(m.attest), &alen)) < 0) {
+		lz_err_set(err, -r, "encode the attestation: %s", strerror(-r));
+		goto fail;
+	}
+	m.attest_len = (uint32_t)alen;
 	if ((r = lz_rs_send(p->control_fd, &m)) < 0) {
 		lz_err_set(err, -r, "report readiness: %s", strerror(-r));
 		goto fail;
@@ -487,15 +617,26 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	/* Serve until told to stop, until the HC is gone, or until runsc ends. */
 	bool hc_alive = true;
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = p->control_fd, .events = POLLIN },
-					{ .fd = runsc.pidfd, .events = POLLIN } };
-		if (poll(pf, 2, -1) < 0) {
+		/* Whatever else reaches the init's standard output goes to the
+		 * log, so no writer ever blocks on, or dies of, this pipe. */
+		struct pollfd pf[3] = { { .fd = p->control_fd, .events = POLLIN },
+					{ .fd = runsc.pidfd, .events = POLLIN },
+					{ .fd = report[0], .events = POLLIN } };
+		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (pf[1].revents)
 			break;
+		if (pf[2].revents) {
+			char buf[4096];
+			ssize_t n = read(report[0], buf, sizeof(buf));
+			if (n > 0)
+				(void)!write(p->log_fd, buf, (size_t)n);
+			else if (n == 0 || errno != EINTR)
+				lz_close_fdp(&report[0]);
+		}
 		if (pf[0].revents) {
 			r = lz_rs_recv(p->control_fd, &m, 0);
 			if (r == -EPIPE || r == -ECONNRESET)
@@ -506,6 +647,7 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	}
 	stop_runsc(p, &runsc);
 	lz_broker_kill(&runsc);
+	lz_close_fdp(&report[0]);
 	struct lz_err uerr = { 0, "" };
 	r = unmount_all(p, &mounts, &uerr);
 	if (r >= 0)
@@ -521,6 +663,9 @@ fail:
 		stop_runsc(p, &runsc);
 		lz_broker_kill(&runsc);
 	}
+	lz_canary_abandon(&canary);
+	lz_close_fdp(&report[0]);
+	lz_close_fdp(&report[1]);
 	report_failure(p, err);
 	{
 		struct lz_err ignored;

@@ -15,7 +15,11 @@
  *   3. launches a non-detached `runsc run` through its own broker, reports
  *      the staged identity and releases it only after the HC's commit
  *      acknowledgement echoes it (spec 3.3 step 6-7);
- *   4. reports readiness once runsc reports the container running;
+ *   4. builds the known-live canary before the policy (canary.h), reads
+ *      the sandbox init's observations from the init's standard output,
+ *      removes the canary by its creation record, observes the result,
+ *      drops network administration irreversibly, and reports readiness
+ *      with the whole attestation record (netattest.h); the HC judges it;
  *   5. on STOP, on loss of the HC (control socket EOF: the lease-loss path),
  *      or when runsc ends: stops the container, unmounts exactly what it
  *      mounted, proves the mounts absent, reports, and exits.
@@ -25,7 +29,9 @@
 
 #include <stdint.h>
 
+#include "canary.h"
 #include "mountns.h"
+#include "netattest.h"
 #include "pidref.h"
 #include "util/err.h"
 
@@ -34,11 +40,12 @@
 #define LZ_RS_START_TIMEOUT_MS 60000
 #define LZ_RS_STOP_TIMEOUT_MS 10000
 #define LZ_RS_TAP_TIMEOUT_MS 20000
+#define LZ_RS_INIT_REPORT_TIMEOUT_MS 20000
 
 enum lz_rs_msg_type {
 	LZ_RS_MOUNTS = 1,  /* RS -> HC: root + anchor mount identities */
 	LZ_RS_STAGED = 2,  /* RS -> HC: attached runsc staged identity */
-	LZ_RS_READY = 3,   /* RS -> HC: container running */
+	LZ_RS_READY = 3,   /* RS -> HC: container running, network attested */
 	LZ_RS_STOPPED = 4, /* RS -> HC: runsc gone, mounts proved absent */
 	LZ_RS_FAILED = 5,  /* RS -> HC: text says why */
 	LZ_HC_ACK = 10,    /* HC -> RS: staged identity committed (echoed) */
@@ -53,6 +60,9 @@ struct lz_rs_msg {
 	struct lz_pidref id;
 	struct lz_mount_id mounts[LZ_RS_MAX_ANCHORS + 1]; /* [0] is the root */
 	char text[LZ_RS_TEXT_MAX];
+	/* LZ_RS_READY: the attestation record (spec 3.7), encoded. */
+	uint32_t attest_len;
+	uint8_t attest[LZ_NETATTEST_ENCODED_MAX];
 };
 
 struct lz_rs_anchor {
@@ -93,6 +103,8 @@ struct lz_rs_plan {
 	 * memfd, and the digest the HC computed over them. */
 	int policy_fd;
 	uint8_t policy_digest[32];
+	/* The generation's canary key (canary.h); the HC keeps a copy. */
+	uint8_t canary_key[LZ_CANARY_KEY_LEN];
 };
 
 /* The RS process body (a broker fn target). */

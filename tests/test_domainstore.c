@@ -1,7 +1,8 @@
 /* Domain Store (spec 3.3, 3.4, 3.6): store identity and its refusals
  * (file bytes unchanged), confinement of domain.sqlite at open and under
  * the long-lived handle, every legal and illegal transition of
- * generations, participants and sessions, u64 bit patterns, exact
+ * generations, participants and sessions, the network readiness
+ * fingerprint that publication needs (spec 3.7), u64 bit patterns, exact
  * staged -> committed identity, evidence immutability, clean semantics,
  * the cross-role rules of spec 3.6, and persistence across close/open.
  *
@@ -47,6 +48,8 @@
 #define FP H64("f")
 #define ART H64("a")
 #define ART2 H64("b")
+#define NR H64("c")  /* network readiness fingerprint */
+#define NR2 H64("7")
 
 #define NOBODY 65534
 
@@ -277,6 +280,13 @@ static struct lz_dstore_generation gen_get(struct fx *f, uint64_t g)
 	return x;
 }
 
+/* Records the network readiness fingerprint and publishes (spec 3.7). */
+static void publish(struct fx *f, uint64_t g)
+{
+	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
+}
+
 /* A participant snapshot; free with lz_dstore_participant_clear. */
 static struct lz_dstore_participant part(struct fx *f, uint64_t g, enum lz_dstore_role r)
 {
@@ -351,12 +361,13 @@ static void proc_active(struct fx *f, uint64_t g, enum lz_dstore_role r, uint32_
 	OK(lz_dstore_participant_activate(f->h, g, r, &E));
 }
 
-/* A published generation with an active host_coordinator. */
+/* A published generation with an active host_coordinator and recorded
+ * network readiness. */
 static uint64_t published(struct fx *f)
 {
 	uint64_t g = gen_new(f);
 	proc_active(f, g, HC, 10);
-	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
+	publish(f, g);
 	return g;
 }
 
@@ -397,7 +408,7 @@ static void test_lz_dstore_open__creates_schema_and_identity(void **state)
 	assert_string_equal(sqlite3_column_text(s, 2), "text");
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	assert_string_equal(sqlite3_column_text(s, 0), "version");
-	assert_int_equal(sqlite3_column_int64(s, 1), 1);
+	assert_int_equal(sqlite3_column_int64(s, 1), 2);
 	assert_string_equal(sqlite3_column_text(s, 2), "integer");
 	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
 	sqlite3_finalize(s);
@@ -452,23 +463,34 @@ static void test_lz_dstore_open__version_0_refused(void **state)
 	struct fx *f = *state;
 	close_store(f);
 	raw_exec(f, "UPDATE meta SET value = 0 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 0 is older than supported 1");
+	assert_open_refused(f, EPROTO, "Domain Store version 0 is older than supported 2");
 }
 
-static void test_lz_dstore_open__version_2_refused(void **state)
+/* Version 1 had no network readiness column: its generations are not
+ * reinterpreted as v2 rows that merely lack readiness. */
+static void test_lz_dstore_open__version_1_refused(void **state)
+{
+	struct fx *f = *state;
+	set_state(f, gen_new(f), LZ_DSTORE_GEN_FAILED);
+	close_store(f);
+	raw_exec(f, "UPDATE meta SET value = 1 WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "Domain Store version 1 is older than supported 2");
+}
+
+static void test_lz_dstore_open__version_3_refused(void **state)
 {
 	struct fx *f = *state;
 	close_store(f);
-	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 2 is newer than supported 1");
+	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "Domain Store version 3 is newer than supported 2");
 }
 
 static void test_lz_dstore_open__version_as_text_refused(void **state)
 {
 	struct fx *f = *state;
 	close_store(f);
-	raw_exec(f, "UPDATE meta SET value = '1' WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "version '1' is not an integer");
+	raw_exec(f, "UPDATE meta SET value = '2' WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "version '2' is not an integer");
 }
 
 static void test_lz_dstore_open__unversioned_refused(void **state)
@@ -542,7 +564,7 @@ static void test_lz_dstore_open__wal_database_refused(void **state)
 {
 	struct fx *f = *state;
 	make_foreign_db(f, "PRAGMA journal_mode = WAL; CREATE TABLE x (y)");
-	assert_open_refused(f, EPROTO, "a v1 Domain Store uses a rollback journal");
+	assert_open_refused(f, EPROTO, "a v2 Domain Store uses a rollback journal");
 	assert_false(exists(f, LZ_DSTORE_DB_NAME "-wal"));
 }
 
@@ -576,21 +598,21 @@ static void test_lz_dstore_generation_begin__identity_changed_under_handle_refus
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
 	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
+	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
 	size_t n0, n1;
 	unsigned char *before = slurp(f, LZ_DSTORE_DB_NAME, &n0);
 	uint64_t keep = 77;
-	FAILS(EPROTO, "domain store: Domain Store version 2 is newer",
+	FAILS(EPROTO, "domain store: Domain Store version 3 is newer",
 	      lz_dstore_generation_begin(f->h, DOM, FP, &keep, &E));
 	assert_int_equal(keep, 77);
 	struct lz_dstore_generation x;
-	FAILS(EPROTO, "version 2", lz_dstore_generation_get(f->h, g, &x, &E));
+	FAILS(EPROTO, "version 3", lz_dstore_generation_get(f->h, g, &x, &E));
 	unsigned char *after = slurp(f, LZ_DSTORE_DB_NAME, &n1);
 	assert_int_equal(n0, n1);
 	assert_memory_equal(before, after, n0);
 	free(before);
 	free(after);
-	raw_exec(f, "UPDATE meta SET value = 1 WHERE key = 'version'");
+	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
 	assert_int_equal(gen_new(f), 2);
 }
 
@@ -761,6 +783,7 @@ static void test_lz_dstore_generation_begin__round_trip(void **state)
 	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
 	assert_true(x.created >= t0 && x.created <= t1);
 	assert_memory_equal(x.boot_id, BOOT, 16);
+	assert_string_equal(x.network_ready, "");
 	const char *ids[] = { x.coordinator_id, x.sidecar_id, x.sandbox_id };
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(strlen(ids[i]), LZ_DSTORE_ID_HEX_LEN);
@@ -785,7 +808,9 @@ static void test_lz_dstore_generation_begin__refused_while_one_is_live(void **st
 							  LZ_DSTORE_GEN_PUBLISHED,
 							  LZ_DSTORE_GEN_STOPPING };
 	for (size_t i = 0; i < 3; i++) {
-		if (i > 0)
+		if (live[i] == LZ_DSTORE_GEN_PUBLISHED)
+			publish(f, g);
+		else if (i > 0)
 			set_state(f, g, live[i]);
 		char needle[64];
 		snprintf(needle, sizeof(needle), "generation 1 is still %s",
@@ -833,9 +858,10 @@ static void test_lz_dstore_generation_begin__u64_max_round_trip(void **state)
 	assert_int_equal(gen_new(f), 1);
 	set_state(f, 1, LZ_DSTORE_GEN_FAILED);
 	raw_exec(f, "INSERT INTO generations VALUES (-2, '" DOM "', '" FP "', 'stopped', 0, "
-		    "zeroblob(16), '" H32("a") "', '" H32("b") "', '" H32("c") "')");
+		    "zeroblob(16), '" H32("a") "', '" H32("b") "', '" H32("c") "', '" NR "')");
 	raw_exec(f, "INSERT INTO generations VALUES (9223372036854775807, '" DOM "', '" FP
-		    "', 'stopped', 0, zeroblob(16), '" H32("1") "', '" H32("2") "', '" H32("3") "')");
+		    "', 'stopped', 0, zeroblob(16), '" H32("1") "', '" H32("2") "', '" H32("3")
+		    "', NULL)");
 	uint64_t g = gen_new(f);
 	assert_true(g == UINT64_MAX);
 	struct lz_dstore_generation x = gen_get(f, UINT64_MAX);
@@ -855,7 +881,8 @@ static void test_lz_dstore_generation_begin__u64_max_round_trip(void **state)
 
 	/* participants and sessions key on it as well */
 	proc_active(f, g, HC, 42);
-	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
+	publish(f, g);
+	assert_string_equal(gen_get(f, g).network_ready, NR);
 	char sid[LZ_DSTORE_ID_HEX_LEN + 1];
 	OK(lz_dstore_session_begin(f->h, g, sid, &E));
 	assert_true(sess(f, g, sid).generation == UINT64_MAX);
@@ -873,7 +900,7 @@ static void test_lz_dstore_generation_set_state__forward_moves(void **state)
 	struct fx *f = *state;
 	/* starting -> published -> stopping -> stopped */
 	uint64_t g = gen_new(f);
-	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
+	publish(f, g);
 	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_PUBLISHED);
 	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
 	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STOPPING);
@@ -891,7 +918,10 @@ static void test_lz_dstore_generation_set_state__forward_moves(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
 		g = gen_new(f);
 		for (size_t k = 0; k < 3 && paths[i][k]; k++) {
-			set_state(f, g, paths[i][k]);
+			if (paths[i][k] == LZ_DSTORE_GEN_PUBLISHED)
+				publish(f, g);
+			else
+				set_state(f, g, paths[i][k]);
 			assert_int_equal(gen_get(f, g).state, paths[i][k]);
 		}
 	}
@@ -990,6 +1020,223 @@ static void test_lz_dstore_generation_list__recent_first_bounded(void **state)
 	      lz_dstore_generation_list(f->h, LZ_DSTORE_LIST_MAX + 1, &v, &n, &E));
 	assert_ptr_equal(v, (void *)1);
 	assert_int_equal(n, 77);
+}
+
+/* ---- network readiness (spec 3.7) --------------------------------------- */
+
+static void test_lz_dstore_generation_set_state__published_needs_network_ready(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	proc_active(f, g, HC, 10);
+	FAILS(ESTALE, "domain store: generation 1: network readiness is not recorded",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
+	struct lz_dstore_generation x = gen_get(f, g);
+	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
+	assert_string_equal(x.network_ready, "");
+	char sid[LZ_DSTORE_ID_HEX_LEN + 1] = "untouched";
+	FAILS(ESTALE, "sessions begin only once published",
+	      lz_dstore_session_begin(f->h, g, sid, &E));
+	assert_string_equal(sid, "untouched");
+
+	/* the other moves do not need readiness */
+	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STOPPING);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_FAILED);
+	assert_string_equal(gen_get(f, g).network_ready, "");
+}
+
+static void test_lz_dstore_generation_set_network_ready__then_publish(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	struct lz_dstore_generation x = gen_get(f, g);
+	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
+	assert_string_equal(x.network_ready, NR);
+	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
+	x = gen_get(f, g);
+	assert_int_equal(x.state, LZ_DSTORE_GEN_PUBLISHED);
+	assert_string_equal(x.network_ready, NR);
+	assert_string_equal(x.fingerprint, FP); /* a column of its own */
+
+	struct lz_dstore_generation *v = NULL;
+	size_t n = 0;
+	OK(lz_dstore_generation_list(f->h, 1, &v, &n, &E));
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].network_ready, NR);
+	free(v);
+
+	/* a later generation starts without readiness of its own */
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	uint64_t g2 = gen_new(f);
+	assert_string_equal(gen_get(f, g2).network_ready, "");
+	OK(lz_dstore_generation_set_network_ready(f->h, g2, NR2, &E));
+	reopen(f);
+	assert_string_equal(gen_get(f, g).network_ready, NR);
+	assert_string_equal(gen_get(f, g2).network_ready, NR2);
+	OK(lz_dstore_generation_list(f->h, 2, &v, &n, &E));
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].network_ready, NR2);
+	assert_string_equal(v[1].network_ready, NR);
+	free(v);
+}
+
+static void test_lz_dstore_generation_set_network_ready__malformed_refused(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	char short63[64], nonhex[65], space[65];
+	memcpy(short63, NR, 63);
+	short63[63] = '\0';
+	memcpy(nonhex, NR, sizeof(nonhex));
+	nonhex[40] = 'g';
+	memcpy(space, NR, sizeof(space));
+	space[0] = ' ';
+	const char *const bad[] = {
+		H64("C"),          /* uppercase */
+		H32("c") H32("C"), /* partly uppercase */
+		short63,
+		NR "c",            /* 65 */
+		nonhex,
+		space,
+		"",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		FAILS(EINVAL,
+		      "domain store: network readiness fingerprint must be exactly 64 lowercase "
+		      "hex digits",
+		      lz_dstore_generation_set_network_ready(f->h, g, bad[i], &E));
+	FAILS(EINVAL, "network readiness fingerprint is missing",
+	      lz_dstore_generation_set_network_ready(f->h, g, NULL, &E));
+	FAILS(EINVAL, "no Domain Store handle",
+	      lz_dstore_generation_set_network_ready(NULL, g, NR, &E));
+	/* nothing recorded: publication is still refused */
+	assert_string_equal(gen_get(f, g).network_ready, "");
+	FAILS(ESTALE, "network readiness is not recorded",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
+	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(gen_get(f, g).network_ready, NR);
+}
+
+static void test_lz_dstore_generation_set_network_ready__never_replaced(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	FAILS(ESTALE, "generation 1: network readiness " NR " is already recorded",
+	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
+	FAILS(ESTALE, "already recorded", lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	struct lz_dstore_generation x = gen_get(f, g);
+	assert_string_equal(x.network_ready, NR);
+	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
+}
+
+static void test_lz_dstore_generation_set_network_ready__only_while_starting(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = published(f);
+	FAILS(ESTALE, "generation 1 is published: network readiness is recorded only while starting",
+	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
+	assert_string_equal(gen_get(f, g).network_ready, NR);
+	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	FAILS(ESTALE, "generation 1 is stopping",
+	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	FAILS(ESTALE, "generation 1 is failed",
+	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
+	assert_string_equal(gen_get(f, g).network_ready, NR);
+
+	/* a generation that failed before readiness never gets it */
+	g = gen_new(f);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	FAILS(ESTALE, "generation 2 is failed: network readiness is recorded only while starting",
+	      lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(gen_get(f, g).network_ready, "");
+	/* ... nor does one stopping without it */
+	g = gen_new(f);
+	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	FAILS(ESTALE, "generation 3 is stopping",
+	      lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(gen_get(f, g).network_ready, "");
+}
+
+static void test_lz_dstore_generation_set_network_ready__unknown_generation(void **state)
+{
+	struct fx *f = *state;
+	FAILS(ENOENT, "domain store: no generation 1",
+	      lz_dstore_generation_set_network_ready(f->h, 1, NR, &E));
+	uint64_t g = gen_new(f);
+	FAILS(ENOENT, "no generation 9", lz_dstore_generation_set_network_ready(f->h, 9, NR, &E));
+	FAILS(ENOENT, "no generation 0", lz_dstore_generation_set_network_ready(f->h, 0, NR, &E));
+	assert_string_equal(gen_get(f, g).network_ready, "");
+}
+
+/* A readiness value or state written behind the store's back (CHECK
+ * constraints switched off) is refused when read, by every call that reads
+ * the row. */
+static void test_lz_dstore_generation_get__forged_network_ready_refused(void **state)
+{
+	struct fx *f = *state;
+	static const struct {
+		const char *set;
+		const char *needle;
+	} forged[] = {
+		{ "network_ready = '" H64("C") "'", "row field network_ready is not a 64-digit hex ID" },
+		{ "network_ready = '" H32("c") "'", "row field network_ready has an invalid length" },
+		{ "network_ready = '" H64("c") "0'", "row field network_ready has an invalid length" },
+		{ "network_ready = ''", "row field network_ready has an invalid length" },
+		{ "network_ready = '" H32("c") H32("g") "'", "network_ready is not a 64-digit hex ID" },
+		{ "state = 'published'", "generation 1 is published without network readiness" },
+	};
+	uint64_t g = gen_new(f);
+	char sql[512];
+	for (size_t i = 0; i < ARRAY_SIZE(forged); i++) {
+		snprintf(sql, sizeof(sql),
+			 "PRAGMA ignore_check_constraints = ON; "
+			 "UPDATE generations SET network_ready = NULL, state = 'starting'; "
+			 "UPDATE generations SET %s WHERE generation = 1",
+			 forged[i].set);
+		raw_exec(f, sql);
+		struct lz_dstore_generation x;
+		memset(&x, 0x5a, sizeof(x));
+		FAILS(EPROTO, forged[i].needle, lz_dstore_generation_get(f->h, g, &x, &E));
+		unsigned char want[sizeof(x)];
+		memset(want, 0x5a, sizeof(want));
+		assert_memory_equal(&x, want, sizeof(x));
+		struct lz_dstore_generation *v = (void *)1;
+		size_t n = 77;
+		FAILS(EPROTO, forged[i].needle, lz_dstore_generation_list(f->h, 5, &v, &n, &E));
+		assert_ptr_equal(v, (void *)1);
+		assert_int_equal(n, 77);
+		FAILS(EPROTO, forged[i].needle,
+		      lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+		FAILS(EPROTO, forged[i].needle,
+		      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	}
+	/* the schema itself refuses such a row while its checks are on */
+	char path[PATH_MAX];
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open_v2(pj(path, f, LZ_DSTORE_DB_NAME), &db, SQLITE_OPEN_READWRITE,
+					 NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE generations SET network_ready = NULL, state = "
+					  "'starting'",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE generations SET network_ready = '" H64("C") "'",
+				      NULL, NULL, NULL),
+			 SQLITE_CONSTRAINT);
+	assert_int_equal(sqlite3_exec(db, "UPDATE generations SET state = 'published'", NULL, NULL,
+				      NULL),
+			 SQLITE_CONSTRAINT);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+	/* repaired, the row reads again */
+	assert_string_equal(gen_get(f, g).network_ready, "");
+	publish(f, g);
 }
 
 /* ---- participants ------------------------------------------------------- */
@@ -1636,6 +1883,9 @@ static void test_lz_dstore_session_begin__needs_published_generation(void **stat
 	      lz_dstore_session_begin(f->h, g, sid, &E));
 	assert_string_equal(sid, "untouched");
 	FAILS(EINVAL, "session ID buffer is missing", lz_dstore_session_begin(f->h, g, NULL, &E));
+	/* readiness alone admits no session: publication does */
+	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	FAILS(ESTALE, "generation 1 is starting", lz_dstore_session_begin(f->h, g, sid, &E));
 	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
 	char a[LZ_DSTORE_ID_HEX_LEN + 1], b[LZ_DSTORE_ID_HEX_LEN + 1];
 	int64_t t0 = (int64_t)time(NULL);
@@ -1701,7 +1951,7 @@ static void test_lz_dstore_session_commit_running__refusals(void **state)
 {
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
-	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED); /* no host_coordinator yet */
+	publish(f, g); /* no host_coordinator yet */
 	char sid[LZ_DSTORE_ID_HEX_LEN + 1];
 	OK(lz_dstore_session_begin(f->h, g, sid, &E));
 	struct lz_pidref exec = P(500), other = P(501);
@@ -1919,6 +2169,8 @@ static void test_lz_dstore_open__reopen_shows_same_rows(void **state)
 	assert_string_equal(ga.coordinator_id, gb.coordinator_id);
 	assert_string_equal(ga.sidecar_id, gb.sidecar_id);
 	assert_string_equal(ga.sandbox_id, gb.sandbox_id);
+	assert_string_equal(ga.network_ready, NR);
+	assert_string_equal(ga.network_ready, gb.network_ready);
 	for (size_t i = 0; i < ARRAY_SIZE(roles); i++) {
 		assert_unchanged(f, &before[roles[i]]);
 		lz_dstore_participant_clear(&before[roles[i]]);
@@ -1989,7 +2241,8 @@ int main(void)
 		T(test_lz_dstore_open__unknown_store_name_refused),
 		TB(test_lz_dstore_open__storage_catalog_refused),
 		T(test_lz_dstore_open__version_0_refused),
-		T(test_lz_dstore_open__version_2_refused),
+		T(test_lz_dstore_open__version_1_refused),
+		T(test_lz_dstore_open__version_3_refused),
 		T(test_lz_dstore_open__version_as_text_refused),
 		T(test_lz_dstore_open__unversioned_refused),
 		T(test_lz_dstore_open__altered_meta_refused),
@@ -2023,6 +2276,13 @@ int main(void)
 		T(test_lz_dstore_generation_set_state__stopped_needs_everything_clean),
 		T(test_lz_dstore_generation_get__unknown_untouched),
 		T(test_lz_dstore_generation_list__recent_first_bounded),
+		T(test_lz_dstore_generation_set_state__published_needs_network_ready),
+		T(test_lz_dstore_generation_set_network_ready__then_publish),
+		T(test_lz_dstore_generation_set_network_ready__malformed_refused),
+		T(test_lz_dstore_generation_set_network_ready__never_replaced),
+		T(test_lz_dstore_generation_set_network_ready__only_while_starting),
+		T(test_lz_dstore_generation_set_network_ready__unknown_generation),
+		T(test_lz_dstore_generation_get__forged_network_ready_refused),
 		T(test_lz_dstore_participant_intent__round_trip),
 		T(test_lz_dstore_participant_intent__refusals),
 		T(test_lz_dstore_participant_set_artifact__prepared_lower_flow),

@@ -174,8 +174,8 @@ static void test_lz_sandbox_init__sigterm_exits_zero_silently(void **state)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		/* Arguments and environment are ignored: give it noise. */
-		char *const argv[] = { "lazaret-init", "--unexpected", NULL };
+		/* The environment is ignored: give it noise. */
+		char *const argv[] = { "lazaret-init", NULL };
 		char *const envp[] = { "LD_PRELOAD=/nonexistent.so", "LANG=xx", NULL };
 		sigset_t all;
 		sigfillset(&all);
@@ -268,6 +268,48 @@ static void pidns_helper(int report)
 	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
 }
 
+/* Anything but no argument or "--attest <64 hex digits>" is refused at once,
+ * before any observation or reaping. */
+static int run_with_args(char *const argv[], char *msg, size_t cap)
+{
+	int out[2];
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *const envp[] = { NULL };
+		if (dup2(out[1], STDOUT_FILENO) < 0 || dup2(out[1], STDERR_FILENO) < 0)
+			_exit(126);
+		execve(init_path, argv, envp);
+		_exit(127);
+	}
+	close(out[1]);
+	int status = wait_exit(pid, 2000);
+	ssize_t n = read(out[0], msg, cap - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	close(out[0]);
+	return status;
+}
+
+static void test_lz_sandbox_init__bad_arguments_refused(void **state)
+{
+	(void)state;
+	char msg[256];
+	char *const unknown[] = { "lazaret-init", "--unexpected", NULL };
+	char *const short_hex[] = { "lazaret-init", "--attest", "abcd", NULL };
+	char *const upper_hex[] = { "lazaret-init", "--attest",
+				    "ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789", NULL };
+	int status = run_with_args(unknown, msg, sizeof(msg));
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	assert_non_null(strstr(msg, "lazaret-init: arguments: Invalid argument"));
+	status = run_with_args(short_hex, msg, sizeof(msg));
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	assert_non_null(strstr(msg, "lazaret-init: --attest: Invalid argument"));
+	status = run_with_args(upper_hex, msg, sizeof(msg));
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	assert_non_null(strstr(msg, "--attest"));
+}
+
 static void test_lz_sandbox_init__reaps_orphans_as_pid1(void **state)
 {
 	(void)state;
@@ -343,6 +385,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_sandbox_init__static_elf),
 		cmocka_unit_test(test_lz_sandbox_init__sigterm_exits_zero_silently),
+		cmocka_unit_test(test_lz_sandbox_init__bad_arguments_refused),
 		cmocka_unit_test_teardown(test_lz_sandbox_init__reaps_orphans_as_pid1, kill_leftovers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,16 +6,25 @@
  * signals a terminal or a closed pipe would send, and exit 0 promptly when
  * the Runtime Supervisor asks with SIGTERM.
  *
+ * With "--attest <challenge as 64 hex digits>" (the HC writes that argument
+ * vector; spec 3.7 "Imported behavior") it first observes the sandbox's
+ * network (init/attest.h) and writes the record to standard output, which
+ * is the Runtime Supervisor's pipe: one length byte, then the encoded
+ * record. Standard output then becomes standard error, so the pipe is not
+ * held by the init.
+ *
  * Built statically (no ELF interpreter, no dynamic section) so nothing from
  * the sandbox image's root filesystem is loaded into it, and it reads no
- * environment, argument, file or inherited signal state: the disposition of
- * every signal it handles and its signal mask are set explicitly here. It
- * prints nothing unless setup itself fails. */
+ * environment, file or inherited signal state: the disposition of every
+ * signal it handles and its signal mask are set explicitly here. It prints
+ * nothing unless setup itself fails. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "init/attest.h"
 
 static volatile sig_atomic_t terminate;
 
@@ -59,7 +68,48 @@ static int fail(const char *what)
 	return 1;
 }
 
-int main(void)
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int attest(const char *hex)
+{
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], rec[1 + LZ_NETATTEST_ENCODED_MAX];
+	size_t len = 0;
+	if (strlen(hex) != 2 * sizeof(challenge)) {
+		errno = EINVAL;
+		return fail("--attest");
+	}
+	for (size_t i = 0; i < sizeof(challenge); i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			errno = EINVAL;
+			return fail("--attest");
+		}
+		challenge[i] = (uint8_t)(hi << 4 | lo);
+	}
+	struct lz_netattest a;
+	lz_init_attest(challenge, &a);
+	if (lz_netattest_encode(&a, rec + 1, sizeof(rec) - 1, &len) < 0) {
+		errno = EPROTO;
+		return fail("encode the attestation");
+	}
+	rec[0] = (uint8_t)len;
+	for (size_t off = 0; off < len + 1;) {
+		ssize_t w = write(STDOUT_FILENO, rec + off, len + 1 - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return fail("write the attestation");
+		off += (size_t)w;
+	}
+	if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		return fail("dup2");
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	/* SIGINT and SIGHUP come from a terminal (a session's PTY closing or a
 	 * user's ^C reaching the wrong group) and must not take the whole
@@ -69,6 +119,13 @@ int main(void)
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		if (sigaction(ignored[i], &ign, NULL) < 0)
 			return fail("sigaction");
+	if (argc == 3 && strcmp(argv[1], "--attest") == 0) {
+		if (attest(argv[2]) != 0)
+			return 1;
+	} else if (argc != 1) {
+		errno = EINVAL;
+		return fail("arguments");
+	}
 
 	/* SIGTERM and SIGCHLD stay blocked except inside sigsuspend, so one
 	 * arriving between the checks below and the wait is not lost. No
