@@ -344,10 +344,11 @@ static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
 		goto out;
 	}
 	for (size_t i = 0; i < pol->n_routes; i++) {
-		if (pol->routes[i].kind == LZ_NETROUTE_CANARY_DENY && fault("canary-deny"))
-			continue;
-		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix,
-						      (enum lz_netroutes_kind)pol->routes[i].kind };
+		enum lz_netroutes_kind kind = (enum lz_netroutes_kind)pol->routes[i].kind;
+		/* The fault opens the whole canary network on-link. */
+		if (kind == LZ_NETROUTES_CANARY_DENY && fault("canary-open"))
+			kind = LZ_NETROUTES_CANARY_ALLOW;
+		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix, kind };
 	}
 	if (pol->ipv4_default_allow)
 		e[n++] = (struct lz_netroutes_entry){ { 0, 0 }, LZ_NETROUTES_ALLOW };

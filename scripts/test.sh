@@ -247,7 +247,7 @@ build() {
 		return 1
 	fi
 	[ -d "$dir" ] && find "$dir" -maxdepth 1 -type f \
-		\( -name lazaret -o -name lazaret_spec.so -o -name 'test_*' -o -name 'fuzz_*' \) -delete
+		\( -name lazaret -o -name lazaret-faults -o -name lazaret_spec.so -o -name 'test_*' -o -name 'fuzz_*' \) -delete
 	if ! cmake -S "$repo" -B "$dir" "${args[@]}" >"$log" 2>&1; then
 		tail_of "$log"
 		bad build "$name: cmake configure failed"
@@ -623,6 +623,8 @@ e2e_suite() {
 	fi
 	e2e_stage=$(mktemp -d /tmp/lazaret-e2e.XXXXXX) || { bad e2e "mktemp failed"; return; }
 	install -m 0755 "$repo/build/lazaret" "$e2e_stage/lazaret"
+	# The test-only build with the fault switch (CMakeLists.txt).
+	[ -x "$repo/build/lazaret-faults" ] && install -m 0755 "$repo/build/lazaret-faults" "$e2e_stage/lazaret-faults"
 	cp -R "$repo/tests/e2e" "$e2e_stage/e2e"
 	if [ -d "$repo/examples" ]; then cp -R "$repo/examples" "$e2e_stage/examples"; else mkdir "$e2e_stage/examples"; fi
 	chown -R root:root "$e2e_stage"
@@ -633,7 +635,8 @@ e2e_suite() {
 		log=$work/e2e-$f.log
 		rc=0
 		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
-			LAZARET="$e2e_stage/lazaret" E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
+			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" \
+			E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
 			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
 			"${net_env[@]}" \
 			bash "$e2e_stage/e2e/$f") </dev/null >"$log" 2>&1 || rc=$?

@@ -18,7 +18,9 @@
 # Inside the sandbox the probes use bash's /dev/tcp and busybox nc (which
 # parses the decimal, hexadecimal and octal spellings of an address), each
 # bounded by busybox timeout.
-# Needs: LAZARET, E2E_ROOT, python3, umoci, unshare.
+# The attestation tests need no test network; the fault test needs
+# LAZARET_FAULTS, the test-only build with the fault switch.
+# Needs: LAZARET, LAZARET_FAULTS, E2E_ROOT, python3, umoci, unshare, sqlite3.
 # shellcheck disable=SC2031,SC2317
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -366,6 +368,86 @@ test_equal_allow_and_deny_is_refused() {
 	done
 }
 
+# --- readiness attestation (spec 3.7; no test network needed) ------------------------
+
+# faulty_launch FAULT: `lazaret test -- true` with the test-only build
+# (lazaret-faults, CMakeLists.txt) and its fault switch set to FAULT.
+faulty_launch() {
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT="$1" "$LAZARET_FAULTS" test \
+		--config "$CFG" -- true)
+}
+
+# generation_row: "state|network_ready" of the Domain's newest generation.
+generation_row() {
+	local db
+	for db in "$DATA"/domains/*/domain.sqlite; do break; done
+	[ -f "$db" ] || fail "no domain.sqlite under $DATA/domains"
+	sqlite3 -readonly "$db" "select state, ifnull(network_ready, '') from generations order by generation desc limit 1;"
+}
+
+# A refused start, or a Domain after its last session, leaves no process,
+# no mount, and nothing in the runtime directory but its lock and log.
+assert_start_undone() {
+	local _
+	for _ in $(seq 100); do
+		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
+		sleep 0.1
+	done
+	assert_eq "" "$(pgrep -u "$(id -u)" -af "$T/")" "processes left behind"
+	assert_not_contains "$(cat /proc/self/mountinfo)" "$T/" "mounts left behind"
+	assert_eq "" "$(ls -A "$T/run/lazaret/domains/"*/ 2>/dev/null | grep -v -e '^hc.lock$' -e '^hc.log$' -e '^$' -e ':$')" \
+		"runtime directory left behind"
+}
+
+# No process of this user is in a network namespace other than ours: the
+# RS's enforcement namespace and the canary's peer namespace are gone.
+assert_no_foreign_netns() {
+	local mine p ns
+	mine=$(readlink /proc/self/ns/net)
+	for p in $(pgrep -u "$(id -u)"); do
+		ns=$(readlink "/proc/$p/ns/net" 2>/dev/null) || continue
+		[ "$ns" = "$mine" ] || fail "process $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)) is in $ns"
+	done
+	assert_not_contains "$(ip -o link 2>&1)" "lzcanary" "canary links in the host namespace"
+}
+
+test_broken_predicate_refuses_readiness() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	local case fault pred
+	for case in "canary-open:denied canary unreachable" "keep-netadmin:RS capability dropped"; do
+		fault=${case%%:*}
+		pred=${case#*:}
+		capture faulty_launch "$fault"
+		assert_eq 69 "$STATUS" "status with fault $fault (stderr: $ERR)"
+		assert_contains "$ERR" "network readiness refused: predicate '$pred' failed" "fault $fault"
+		assert_start_undone
+		assert_match "$(generation_row)" '^(failed|stopped)\|$' "the generation after fault $fault"
+		assert_no_foreign_netns
+	done
+	# The switch is not in the production binary: the same setting changes nothing.
+	LZ_ENV+=(LAZARET_TEST_FAULT=canary-open)
+	capture launch true
+	unset 'LZ_ENV[-1]'
+	assert_eq 0 "$STATUS" "the production binary with LAZARET_TEST_FAULT set (stderr: $ERR)"
+}
+
+test_readiness_recorded_and_canary_gone() {
+	probe "section allowed busybox timeout 5 nc -w 2 10.137.55.2 7 </dev/null;
+		section denied busybox timeout 5 nc -w 2 10.137.55.3 7 </dev/null;
+		section caps grep CapBnd /proc/1/status"
+	# The canary was removed before readiness: neither endpoint answers now.
+	[ "$(section_status allowed)" != 0 ] || fail "the formerly allowed canary answered: $OUT"
+	[ "$(section_status denied)" != 0 ] || fail "the denied canary answered: $OUT"
+	local bnd
+	bnd=$(section caps | awk '{ print $2 }')
+	[ -n "$bnd" ] && [ $((0x$bnd & (1 << 12))) -eq 0 ] || fail "the init holds CAP_NET_ADMIN: $(section caps)"
+	# The Domain stops after its only session.
+	assert_start_undone
+	assert_match "$(generation_row)" '^stopped\|[0-9a-f]{64}$' "the recorded network readiness"
+	assert_no_foreign_netns
+}
+
 t_run "default profile: the documentation host answers, the private one does not" test_default_profile
 t_run "allow ${PRIV%.*}.0/24 reaches the private host" test_allow_private_prefix
 t_run "deny ${DOC%.*}.0/24 blocks the documentation host" test_deny_documentation_prefix
@@ -373,6 +455,8 @@ t_run "the host's 127.0.0.1 is not reachable at the gateway" test_host_loopback_
 t_run "decimal, hexadecimal and octal spellings of a denied address are denied" test_other_spellings_of_a_denied_address
 t_run "IPv6 is off: ip -6 addr and ip -6 route show only loopback" test_ipv6_is_off
 t_run "ip route add/del and ip link set fail inside" test_route_and_link_changes_fail
+t_run "a broken attestation predicate refuses readiness and leaves nothing" test_broken_predicate_refuses_readiness
+t_run "readiness is recorded; the canary is gone before the agent runs" test_readiness_recorded_and_canary_gone
 t_run "an allow inside 10.137.54.0/23 is refused before anything starts" test_allow_inside_the_topology_is_refused
 t_run "an equal-prefix allow and deny is refused before anything starts" test_equal_allow_and_deny_is_refused
 rm -rf "$IMG"
