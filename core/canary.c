@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -102,6 +103,27 @@ static int add_addr(struct lz_rtnl *nl, const char *name, uint32_t addr, uint8_t
 		return -ENOMEM;
 	}
 	return lz_rtnl_transact(nl, msg);
+}
+
+/* Up is not enough: until the veth's carrier is on, the qdisc drops what is
+ * sent, and a lost SYN costs a one-second retransmission. */
+static int wait_running(const char *name)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	int64_t deadline = lz_now_ms() + LZ_CANARY_PROBE_MS;
+	for (;;) {
+		struct ifreq ifr = { 0 };
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+		if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+			return -errno;
+		if (ifr.ifr_flags & IFF_RUNNING)
+			return 0;
+		if (lz_remaining_ms(deadline) == 0)
+			return -ETIMEDOUT;
+		usleep(1000);
+	}
 }
 
 struct shape_reply {
@@ -311,7 +333,7 @@ static int build(const uint8_t *key, uint64_t generation, struct lz_canary *c, i
 
 	/* A /32: no connected route to the canary network (header). */
 	if ((r = set_up(&nl, LZ_CANARY_DEV)) < 0 ||
-	    (r = add_addr(&nl, LZ_CANARY_DEV, LZ_NET_ENFORCEMENT, 32)) < 0)
+	    (r = add_addr(&nl, LZ_CANARY_DEV, LZ_NET_ENFORCEMENT, 32)) < 0 || (r = wait_running(LZ_CANARY_DEV)) < 0)
 		return lz_err_set(err, -r, "canary %s: %s%s%s", LZ_CANARY_DEV, strerror(-r), nl.kmsg[0] ? ": " : "",
 				  nl.kmsg);
 	if ((r = read_shape(0, LZ_CANARY_DEV, &c->link)) < 0)
