@@ -321,10 +321,13 @@ static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
 	if ((r = lz_netpolicy_from_memfd(p->policy_fd, p->policy_digest, pol, err)) < 0)
 		goto out;
 	int64_t deadline = lz_now_ms() + LZ_RS_TAP_TIMEOUT_MS;
+	/* slirp4netns --configure adds the default route last: until a lookup
+	 * (no packet is sent) takes it, it may still be adding it. */
 	for (;;) {
 		struct lz_kroute gw;
 		struct lz_err ignored;
-		if (lz_netroutes_lookup(LZ_NET_GATEWAY, &gw, &ignored) == 0 && strcmp(gw.dev, "tap0") == 0)
+		if (lz_netroutes_lookup(0xc0000201u /* 192.0.2.1 */, &gw, &ignored) == 0 &&
+		    strcmp(gw.dev, "tap0") == 0 && gw.gateway == LZ_NET_GATEWAY)
 			break;
 		if (lz_remaining_ms(deadline) == 0) {
 			r = lz_err_set(err, ETIMEDOUT, "slirp4netns did not configure tap0");
