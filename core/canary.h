@@ -69,7 +69,10 @@ int lz_canary_answer(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generation, 
 		     const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], uint8_t out[LZ_CANARY_CHALLENGE_LEN]);
 
 /* Builds the veth, the peer namespace and the responder (above) and records
- * the link's shape. On failure whatever was built is torn down again. */
+ * the link's shape. On failure the responder is ended and the descriptors
+ * closed; a veth created before the failure is deleted only when its shape
+ * was recorded (otherwise it is not provably ours and goes with the
+ * namespace when the RS exits). -EEXIST when lzcanary0 already exists. */
 int lz_canary_create(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generation, struct lz_canary *c,
 		     struct lz_err *err);
 

@@ -416,7 +416,10 @@ static int read_init_report(int fd, struct lz_netattest *att, struct lz_err *err
 		if (left == 0)
 			return lz_err_set(err, ETIMEDOUT, "the sandbox init did not report its network "
 							  "observations within %d s", LZ_RS_INIT_REPORT_TIMEOUT_MS / 1000);
-		if (poll(&pf, 1, left) <= 0)
+		int pr = poll(&pf, 1, left);
+		if (pr < 0 && errno != EINTR)
+			return lz_err_set(err, errno, "poll: %s", strerror(errno));
+		if (pr <= 0)
 			continue;
 		ssize_t n = read(fd, buf + got, want - got);
 		if (n < 0 && errno == EINTR)
