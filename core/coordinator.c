@@ -88,6 +88,7 @@ struct lz_hc {
 	struct lz_rs_msg mounts;
 	struct lz_pidref rs_id;
 	struct lz_pidref runsc_id;
+	struct lz_pidref slirp_id;
 	char runsc_path[LZ_HOSTPROBE_PATH_MAX];
 	char container_id[80];
 	int listen_fd;
@@ -385,6 +386,16 @@ static int policy_memfd(lz_hc *hc, int *ret_fd, uint8_t digest[32], struct lz_er
 	return r;
 }
 
+/* Spec 3.6: connectivity-helper ownership is durable before the helper runs;
+ * it is committed once the RS has seen it configure tap0 (network_ready). */
+static int slirp_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	lz_hc *hc = ((struct start_ctx *)ctxp)->hc;
+	hc->slirp_id = *id;
+	return lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, id,
+						   err);
+}
+
 /* slirp4netns (FR-16) joins only the RS's user namespace: it stays in the
  * host network namespace for its outbound sockets and attaches to the
  * enforcement namespace by the RS's PID (C-REFINEMENT fact 3); the gateway
@@ -406,8 +417,10 @@ static int start_slirp(lz_hc *hc, struct lz_err *err)
 			 NULL };
 	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = tool, .argv = argv,
 				 .stdin_fd = -1, .stdout_fd = log, .stderr_fd = log };
+	struct start_ctx ctx = { hc };
 	struct lz_broker_spec spec = { .label = "slirp4netns", .join_pidfd = hc->rs.pidfd,
-				       .join_flags = CLONE_NEWUSER, .exec = &exec };
+				       .join_flags = CLONE_NEWUSER, .exec = &exec, .staged = slirp_staged,
+				       .ctx = &ctx };
 	return lz_broker_spawn(&spec, &hc->slirp, err);
 }
 
@@ -538,16 +551,15 @@ static int rs_netns(lz_hc *hc, struct stat *ret, struct lz_err *err)
 	return 0;
 }
 
-/* Spec 3.7 MarkNetworkReady: the attestation record must hold every
- * predicate, the init must have reached this generation's allowed canary
- * (only the key holder can form the answer), and then the readiness
- * fingerprint is recorded; publication needs it (domainstore.h). */
-static int network_ready(lz_hc *hc, const struct lz_rs_msg *m, const uint8_t policy_digest[32],
-			 struct lz_err *err)
+/* Spec 3.7 MarkNetworkReady, first half: the attestation record must hold
+ * every predicate and the init must have reached this generation's allowed
+ * canary (only the key holder can form the answer); then the readiness
+ * fingerprint over the RS's namespace as the HC reads it. */
+static int network_attested(lz_hc *hc, const struct lz_rs_msg *m, const uint8_t policy_digest[32],
+			    char fp_hex[2 * LZ_NETREADY_FP_LEN + 1], struct lz_err *err)
 {
 	struct lz_netattest att;
 	uint8_t want[LZ_CANARY_CHALLENGE_LEN], fp[LZ_NETREADY_FP_LEN];
-	char fp_hex[2 * LZ_NETREADY_FP_LEN + 1];
 	struct lz_dstore_generation g;
 	struct stat ns;
 	int r;
@@ -564,7 +576,24 @@ static int network_ready(lz_hc *hc, const struct lz_rs_msg *m, const uint8_t pol
 					 (uint64_t)ns.st_dev, (uint64_t)ns.st_ino, fp)) < 0)
 		return lz_err_set(err, -r, "network readiness fingerprint: %s", strerror(-r));
 	lz_hex(fp, sizeof(fp), fp_hex);
-	return lz_dstore_generation_set_network_ready(hc->store, hc->gen, fp_hex, err);
+	return 0;
+}
+
+/* Second half, with the RS committed: the helper's committed ownership
+ * before the network records readiness (spec 3.6); the network participant
+ * is the RS itself, a direct existing-process edge (spec 3.3). Publication
+ * needs it active (domainstore.h). */
+static int network_record(lz_hc *hc, const char *fp_hex, struct lz_err *err)
+{
+	int r;
+	if ((r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
+						      &hc->slirp_id, err)) < 0 ||
+	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, err)) < 0 ||
+	    (r = lz_dstore_participant_enter_process(hc->store, hc->gen, LZ_DSTORE_ROLE_NETWORK, &hc->rs_id,
+						     err)) < 0 ||
+	    (r = lz_dstore_participant_set_network_ready(hc->store, hc->gen, fp_hex, err)) < 0)
+		return r;
+	return lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_NETWORK, err);
 }
 
 int lz_hc_start(lz_hc *hc, struct lz_err *err)
@@ -671,7 +700,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	/* Spec 3.6 step 4: State Anchor intent before its mounts exist. */
 	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_STATE_ANCHOR,
 						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
-						     LZ_DSTORE_ROLE_ATTACHED_RUNSC, LZ_DSTORE_ROLE_SANDBOX };
+						     LZ_DSTORE_ROLE_ATTACHED_RUNSC, LZ_DSTORE_ROLE_SANDBOX,
+						     LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, LZ_DSTORE_ROLE_NETWORK };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++)
 		if ((r = lz_dstore_participant_intent(hc->store, hc->gen, roles[i], err)) < 0)
 			goto out;
@@ -739,13 +769,15 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 		r = lz_err_set(err, EPROTO, "the readiness report does not name the staged runsc");
 		goto out;
 	}
-	if ((r = network_ready(hc, &m, plan->policy_digest, err)) < 0)
+	char fp_hex[2 * LZ_NETREADY_FP_LEN + 1];
+	if ((r = network_attested(hc, &m, plan->policy_digest, fp_hex, err)) < 0)
 		goto out;
 	/* Step 9: committed only after readiness. */
 	if ((r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
 						      &hc->rs_id, err)) < 0 ||
 	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
 						err)) < 0 ||
+	    (r = network_record(hc, fp_hex, err)) < 0 ||
 	    (r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
 						      &hc->runsc_id, err)) < 0 ||
 	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC, err)) < 0 ||
@@ -1461,7 +1493,8 @@ int lz_hc_stop(lz_hc *hc, struct lz_err *err)
 				  why[0] ? "; " : "", why);
 	/* 3. anchor clean and prepared-lower release intent, atomically; the
 	 * process participants are gone with the RS. */
-	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_NETWORK, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
+						     LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
 						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++)
 		if ((r = lz_dstore_participant_release_intent(hc->store, hc->gen, roles[i], err)) < 0 ||
@@ -1475,7 +1508,8 @@ int lz_hc_stop(lz_hc *hc, struct lz_err *err)
  * held lease moves to release so lz_hc_release_lower can remove it. */
 static int stop_unstarted(lz_hc *hc, struct lz_err *err)
 {
-	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_NETWORK, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
+						     LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
 						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
 						     LZ_DSTORE_ROLE_STATE_ANCHOR };
 	struct lz_err ignored;

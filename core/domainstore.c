@@ -40,7 +40,9 @@ struct lz_dstore {
 
 #define HEX(c, n) "length(" c ") = " #n " AND " c " NOT GLOB '*[^0-9a-f]*'"
 #define BYTES(c, lo, hi) "length(CAST(" c " AS BLOB)) BETWEEN " #lo " AND " #hi
-#define PROCESS_ROLES "('sandbox', 'runtime_supervisor', 'attached_runsc', 'host_coordinator')"
+#define PROCESS_ROLES                                                                 \
+	"('sandbox', 'runtime_supervisor', 'attached_runsc', 'host_coordinator', " \
+	"'connectivity_helper', 'network')"
 
 /* A process slot: phase plus the v1 pidfs identity, all NULL when
  * unassigned and all present otherwise. */
@@ -70,26 +72,29 @@ static const struct lz_sqlstore_table schema[] = {
 	  "boot_id BLOB NOT NULL CHECK (length(boot_id) = 16), "
 	  "coordinator_id TEXT NOT NULL UNIQUE CHECK (" HEX("coordinator_id", 32) "), "
 	  "sidecar_id TEXT NOT NULL UNIQUE CHECK (" HEX("sidecar_id", 32) "), "
-	  "sandbox_id TEXT NOT NULL UNIQUE CHECK (" HEX("sandbox_id", 32) "), "
-	  "network_ready TEXT CHECK (" HEX("network_ready", 64) "), "
-	  "CHECK (state <> 'published' OR network_ready IS NOT NULL)"
+	  "sandbox_id TEXT NOT NULL UNIQUE CHECK (" HEX("sandbox_id", 32) ")"
 	  ") STRICT" },
 	{ "participants",
 	  "CREATE TABLE participants ("
 	  "generation INTEGER NOT NULL REFERENCES generations (generation), "
 	  "role TEXT NOT NULL CHECK (role IN ('prepared_lower', 'state_anchor', 'sandbox', "
-	  "'runtime_supervisor', 'attached_runsc', 'host_coordinator')), "
+	  "'runtime_supervisor', 'attached_runsc', 'host_coordinator', 'connectivity_helper', "
+	  "'network')), "
 	  "phase TEXT NOT NULL CHECK (phase IN ('intent', 'acquiring', 'active', 'release', "
 	  "'clean')), "
 	  SLOT_COLUMNS("proc")
 	  "artifact_id TEXT CHECK (" HEX("artifact_id", 64) "), "
 	  "lease_held INTEGER NOT NULL CHECK (lease_held IN (0, 1)), "
+	  "network_ready TEXT CHECK (" HEX("network_ready", 64) "), "
 	  SLOT_CHECK("proc")
 	  "CHECK (proc_slot = 'unassigned' OR role IN " PROCESS_ROLES "), "
 	  "CHECK ((artifact_id IS NULL AND lease_held = 0) OR role = 'prepared_lower'), "
 	  "CHECK (lease_held = 0 OR artifact_id IS NOT NULL), "
+	  "CHECK (network_ready IS NULL OR (role = 'network' AND proc_slot = 'committed')), "
+	  "CHECK (role <> 'network' OR phase <> 'active' OR network_ready IS NOT NULL), "
 	  "CHECK (phase NOT IN ('intent', 'clean') OR "
-	  "(proc_slot = 'unassigned' AND artifact_id IS NULL AND lease_held = 0)), "
+	  "(proc_slot = 'unassigned' AND artifact_id IS NULL AND lease_held = 0 AND "
+	  "network_ready IS NULL)), "
 	  "PRIMARY KEY (generation, role)"
 	  ") STRICT, WITHOUT ROWID" },
 	{ "participant_mounts",
@@ -150,6 +155,8 @@ static const char *const role_names[] = {
 	[LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR] = "runtime_supervisor",
 	[LZ_DSTORE_ROLE_ATTACHED_RUNSC] = "attached_runsc",
 	[LZ_DSTORE_ROLE_HOST_COORDINATOR] = "host_coordinator",
+	[LZ_DSTORE_ROLE_CONNECTIVITY_HELPER] = "connectivity_helper",
+	[LZ_DSTORE_ROLE_NETWORK] = "network",
 };
 
 static const char *const phase_names[] = {
@@ -251,14 +258,17 @@ static bool role_valid(enum lz_dstore_role r)
 static bool role_has_process(enum lz_dstore_role r)
 {
 	return r == LZ_DSTORE_ROLE_SANDBOX || r == LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR ||
-	       r == LZ_DSTORE_ROLE_ATTACHED_RUNSC || r == LZ_DSTORE_ROLE_HOST_COORDINATOR;
+	       r == LZ_DSTORE_ROLE_ATTACHED_RUNSC || r == LZ_DSTORE_ROLE_HOST_COORDINATOR ||
+	       r == LZ_DSTORE_ROLE_CONNECTIVITY_HELPER || r == LZ_DSTORE_ROLE_NETWORK;
 }
 
 /* A direct existing-process edge (spec 3.3): the process exists before
- * the role, so it enters committed without a launch barrier to stage. */
+ * the role, so it enters committed without a launch barrier to stage.
+ * The HC records itself; the network participant's process is the
+ * already committed Runtime Supervisor ("Network RS"). */
 static bool role_is_direct(enum lz_dstore_role r)
 {
-	return r == LZ_DSTORE_ROLE_HOST_COORDINATOR;
+	return r == LZ_DSTORE_ROLE_HOST_COORDINATOR || r == LZ_DSTORE_ROLE_NETWORK;
 }
 
 /* ---- argument checks ---------------------------------------------------- */
@@ -404,7 +414,7 @@ static int read_enum(sqlite3_stmt *s, int i, const char *what, const char *const
 
 #define GEN_COLUMNS                                                                    \
 	"generation, domain_id, fingerprint, state, created, boot_id, coordinator_id, " \
-	"sidecar_id, sandbox_id, network_ready"
+	"sidecar_id, sandbox_id"
 
 static int read_generation(sqlite3_stmt *s, struct lz_dstore_generation *ret, struct lz_err *err)
 {
@@ -427,16 +437,8 @@ static int read_generation(sqlite3_stmt *s, struct lz_dstore_generation *ret, st
 	    (r = lz_sqlstore_col_hex(s, 8, LZ_DSTORE_ID_HEX_LEN, "sandbox_id", g.sandbox_id, err)) <
 		    0)
 		return r;
-	if (sqlite3_column_type(s, 9) != SQLITE_NULL &&
-	    (r = lz_sqlstore_col_hex(s, 9, LZ_DSTORE_HEX64_LEN, "network_ready", g.network_ready,
-				     err)) < 0)
-		return r;
 	if (g.generation == 0)
 		return lz_err_set(err, EPROTO, "generation 0 is not a generation");
-	if (state == LZ_DSTORE_GEN_PUBLISHED && g.network_ready[0] == '\0')
-		return lz_err_set(err, EPROTO,
-				  "generation %" PRIu64 " is published without network readiness",
-				  g.generation);
 	g.state = (enum lz_dstore_gen_state)state;
 	g.created = created;
 	*ret = g;
@@ -463,7 +465,31 @@ static int load_generation(sqlite3 *db, uint64_t gen, struct lz_dstore_generatio
 
 #define PARTICIPANT_COLUMNS                                                          \
 	"generation, role, phase, proc_slot, proc_boot_id, proc_pidfs_dev, proc_pidfs_ino, " \
-	"proc_pid, proc_start_time, artifact_id, lease_held"
+	"proc_pid, proc_start_time, artifact_id, lease_held, network_ready"
+
+/* The schema's readiness checks again, for a row written without them:
+ * only the network records readiness, only over its committed process
+ * and outside intent and clean, and an active network has it. */
+static int check_readiness_row(const struct lz_dstore_participant *p, struct lz_err *err)
+{
+	bool ready = p->network_ready[0] != '\0';
+	if (ready && p->role != LZ_DSTORE_ROLE_NETWORK)
+		return lz_err_set(err, EPROTO,
+				  "generation %" PRIu64 " %s has network readiness; only the network "
+				  "participant records it",
+				  p->generation, role_str(p->role));
+	if (ready && (p->process.phase != LZ_DSTORE_SLOT_COMMITTED ||
+		      p->phase == LZ_DSTORE_PHASE_INTENT || p->phase == LZ_DSTORE_PHASE_CLEAN))
+		return lz_err_set(err, EPROTO,
+				  "generation %" PRIu64 " network has network readiness in phase %s "
+				  "with the process slot %s",
+				  p->generation, phase_str(p->phase), slot_str(p->process.phase));
+	if (!ready && p->role == LZ_DSTORE_ROLE_NETWORK && p->phase == LZ_DSTORE_PHASE_ACTIVE)
+		return lz_err_set(err, EPROTO,
+				  "generation %" PRIu64 " network is active without network readiness",
+				  p->generation);
+	return 0;
+}
 
 /* The row without its mounts (n_mounts 0, mounts NULL). */
 static int read_participant(sqlite3_stmt *s, struct lz_dstore_participant *ret,
@@ -488,9 +514,15 @@ static int read_participant(sqlite3_stmt *s, struct lz_dstore_participant *ret,
 		return r;
 	if (lease != 0 && lease != 1)
 		return lz_err_set(err, EPROTO, "row field lease_held is not 0 or 1");
+	if (sqlite3_column_type(s, 11) != SQLITE_NULL &&
+	    (r = lz_sqlstore_col_hex(s, 11, LZ_DSTORE_HEX64_LEN, "network_ready", p.network_ready,
+				     err)) < 0)
+		return r;
 	p.role = (enum lz_dstore_role)role;
 	p.phase = (enum lz_dstore_phase)phase;
 	p.lease_held = lease == 1;
+	if ((r = check_readiness_row(&p, err)) < 0)
+		return r;
 	*ret = p;
 	return 0;
 }
@@ -527,7 +559,8 @@ static int write_participant(sqlite3 *db, const struct lz_dstore_participant *p,
 				    "UPDATE participants SET phase = ?3, proc_slot = ?4, "
 				    "proc_boot_id = ?5, proc_pidfs_dev = ?6, proc_pidfs_ino = ?7, "
 				    "proc_pid = ?8, proc_start_time = ?9, artifact_id = ?10, "
-				    "lease_held = ?11 WHERE generation = ?1 AND role = ?2",
+				    "lease_held = ?11, network_ready = ?12 "
+				    "WHERE generation = ?1 AND role = ?2",
 				    &s, err);
 	if (r >= 0)
 		r = lz_sqlstore_bind_u64(db, s, 1, p->generation, err);
@@ -541,6 +574,9 @@ static int write_participant(sqlite3 *db, const struct lz_dstore_participant *p,
 		r = lz_sqlstore_bind_text(db, s, 10, p->has_artifact ? p->artifact_id : NULL, err);
 	if (r >= 0)
 		r = lz_sqlstore_bind_i64(db, s, 11, p->lease_held ? 1 : 0, err);
+	if (r >= 0)
+		r = lz_sqlstore_bind_text(db, s, 12, p->network_ready[0] ? p->network_ready : NULL,
+					  err);
 	if (r >= 0)
 		r = lz_sqlstore_step_done(db, s, 1, err);
 	return r;
@@ -841,7 +877,7 @@ static int begin_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 		return r;
 	if ((r = lz_sqlstore_prepare(db,
 				     "INSERT INTO generations (" GEN_COLUMNS ") VALUES "
-				     "(?1, ?2, ?3, 'starting', ?4, ?5, ?6, ?7, ?8, NULL)",
+				     "(?1, ?2, ?3, 'starting', ?4, ?5, ?6, ?7, ?8)",
 				     &s, err)) < 0 ||
 	    (r = lz_sqlstore_bind_u64(db, s, 1, g.generation, err)) < 0 ||
 	    (r = lz_sqlstore_bind_text(db, s, 2, o->text, err)) < 0 ||
@@ -908,6 +944,9 @@ static int first_unclean(sqlite3 *db, uint64_t gen, const char *sql, char *what,
 	return r;
 }
 
+static int other_phase(sqlite3 *db, uint64_t gen, enum lz_dstore_role role, int *ret,
+		       struct lz_err *err);
+
 static int set_state_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct op *o = ctx;
@@ -918,13 +957,23 @@ static int set_state_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	if (gen_terminal(g.state) || gen_rank(o->state) <= gen_rank(g.state))
 		return lz_err_set(err, ESTALE, "generation %" PRIu64 ": %s -> %s is not a forward move",
 				  o->gen, gen_state_str(g.state), gen_state_str(o->state));
-	/* Spec 3.7: sessions are admitted only after network readiness, and
-	 * only a published generation admits them. */
-	if (o->state == LZ_DSTORE_GEN_PUBLISHED && g.network_ready[0] == '\0')
-		return lz_err_set(err, ESTALE,
-				  "generation %" PRIu64 ": network readiness is not recorded; "
-				  "%s -> published needs it",
-				  o->gen, gen_state_str(g.state));
+	/* Spec 3.3, 3.7: sessions are admitted only after network readiness,
+	 * only a published generation admits them, and publication ownership
+	 * needs the network participant active (committed RS and recorded
+	 * readiness fingerprint). */
+	if (o->state == LZ_DSTORE_GEN_PUBLISHED) {
+		int net = 0;
+		if ((r = other_phase(db, o->gen, LZ_DSTORE_ROLE_NETWORK, &net, err)) < 0)
+			return r;
+		if (net != LZ_DSTORE_PHASE_ACTIVE) {
+			const char *np = net ? phase_str((enum lz_dstore_phase)net) : "absent";
+			return lz_err_set(err, ESTALE,
+					  "generation %" PRIu64 ": the network participant is %s, "
+					  "not active; %s -> published needs it active (committed "
+					  "Runtime Supervisor and network readiness)",
+					  o->gen, np, gen_state_str(g.state));
+		}
+	}
 	if (o->state == LZ_DSTORE_GEN_STOPPED) {
 		char what[128];
 		r = first_unclean(db, o->gen,
@@ -964,43 +1013,6 @@ int lz_dstore_generation_set_state(lz_dstore *h, uint64_t generation,
 	if (lz_dstore_gen_state_name(state) == NULL)
 		return done(lz_err_set(err, EINVAL, "unknown generation state %d", (int)state), err);
 	return run(h, set_state_fn, &o, err);
-}
-
-static int network_ready_fn(sqlite3 *db, void *ctx, struct lz_err *err)
-{
-	struct op *o = ctx;
-	struct lz_dstore_generation g;
-	int r = load_generation(db, o->gen, &g, err);
-	if (r < 0)
-		return r;
-	if (g.state != LZ_DSTORE_GEN_STARTING)
-		return lz_err_set(err, ESTALE,
-				  "generation %" PRIu64 " is %s: network readiness is recorded "
-				  "only while starting",
-				  o->gen, gen_state_str(g.state));
-	if (g.network_ready[0] != '\0')
-		return lz_err_set(err, ESTALE,
-				  "generation %" PRIu64 ": network readiness %s is already recorded "
-				  "(recorded evidence is never replaced)",
-				  o->gen, g.network_ready);
-	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	if ((r = lz_sqlstore_prepare(db,
-				     "UPDATE generations SET network_ready = ?2 "
-				     "WHERE generation = ?1 AND network_ready IS NULL",
-				     &s, err)) < 0 ||
-	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
-	    (r = lz_sqlstore_bind_text(db, s, 2, o->text, err)) < 0)
-		return r;
-	return lz_sqlstore_step_done(db, s, 1, err);
-}
-
-int lz_dstore_generation_set_network_ready(lz_dstore *h, uint64_t generation,
-					   const char *fingerprint_hex, struct lz_err *err)
-{
-	struct op o = { .h = h, .gen = generation, .text = fingerprint_hex };
-	int r = check_hex("network readiness fingerprint", fingerprint_hex, LZ_DSTORE_HEX64_LEN,
-			  err);
-	return r < 0 ? done(r, err) : run(h, network_ready_fn, &o, err);
 }
 
 static int gen_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
@@ -1104,19 +1116,36 @@ static int require_lower_active(sqlite3 *db, const struct lz_dstore_participant 
 	return 0;
 }
 
-/* spec 3.6: the prepared lower is released only once the State Anchor is
- * clean, so a mounted anchor never becomes unleased. */
-static int require_anchor_clean(sqlite3 *db, const struct lz_dstore_participant *p,
-				const char *what, struct lz_err *err)
+/* The participant whose evidence depends on p's, or 0: it must be absent
+ * or clean before p is released (release_too) or cleaned.
+ *   spec 3.6: the prepared lower is released only once the State Anchor
+ *   is clean, so a mounted anchor never becomes unleased.
+ *   spec 3.3, 3.6: network readiness was recorded over the committed
+ *   connectivity helper, so the helper's ownership is cleared only after
+ *   the network's. */
+static enum lz_dstore_role dependent_of(enum lz_dstore_role r, bool *release_too)
 {
-	if (p->role != LZ_DSTORE_ROLE_PREPARED_LOWER)
+	*release_too = r == LZ_DSTORE_ROLE_PREPARED_LOWER;
+	if (r == LZ_DSTORE_ROLE_PREPARED_LOWER)
+		return LZ_DSTORE_ROLE_STATE_ANCHOR;
+	if (r == LZ_DSTORE_ROLE_CONNECTIVITY_HELPER)
+		return LZ_DSTORE_ROLE_NETWORK;
+	return 0;
+}
+
+static int require_dependent_clean(sqlite3 *db, const struct lz_dstore_participant *p,
+				   bool cleaning, const char *what, struct lz_err *err)
+{
+	bool release_too = false;
+	enum lz_dstore_role dep = dependent_of(p->role, &release_too);
+	if (dep == 0 || (!cleaning && !release_too))
 		return 0;
 	int ph = 0;
-	int r = other_phase(db, p->generation, LZ_DSTORE_ROLE_STATE_ANCHOR, &ph, err);
+	int r = other_phase(db, p->generation, dep, &ph, err);
 	if (r < 0)
 		return r;
 	if (ph != 0 && ph != LZ_DSTORE_PHASE_CLEAN)
-		return REFUSE(err, p, "cannot %s: state_anchor is %s, not clean", what,
+		return REFUSE(err, p, "cannot %s: %s is %s, not clean", what, role_str(dep),
 			      phase_str((enum lz_dstore_phase)ph));
 	return 0;
 }
@@ -1355,6 +1384,59 @@ int lz_dstore_participant_add_mount(lz_dstore *h, uint64_t generation, enum lz_d
 	return r < 0 ? done(r, err) : run(h, mount_fn, &o, err);
 }
 
+static int network_ready_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct op *o = ctx;
+	struct lz_dstore_generation g;
+	struct lz_dstore_participant p;
+	int r = load_both(db, o, &g, &p, err);
+	if (r < 0)
+		return r;
+	if (g.state != LZ_DSTORE_GEN_STARTING)
+		return REFUSE(err, &p,
+			      "cannot record network readiness in phase %s: the generation is %s "
+			      "(only while starting)",
+			      phase_str(p.phase), gen_state_str(g.state));
+	if (p.phase != LZ_DSTORE_PHASE_INTENT && p.phase != LZ_DSTORE_PHASE_ACQUIRING)
+		return REFUSE(err, &p,
+			      "cannot record network readiness in phase %s (only in intent or "
+			      "acquiring)",
+			      phase_str(p.phase));
+	if (p.network_ready[0] != '\0')
+		return REFUSE(err, &p,
+			      "cannot record network readiness in phase %s: %s is already recorded "
+			      "(never replaced)",
+			      phase_str(p.phase), p.network_ready);
+	if (p.process.phase != LZ_DSTORE_SLOT_COMMITTED)
+		return REFUSE(err, &p,
+			      "cannot record network readiness in phase %s: the process slot is %s, "
+			      "not committed (enter the Runtime Supervisor first)",
+			      phase_str(p.phase), slot_str(p.process.phase));
+	int helper = 0;
+	if ((r = other_phase(db, o->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, &helper, err)) < 0)
+		return r;
+	if (helper != LZ_DSTORE_PHASE_ACTIVE)
+		return REFUSE(err, &p,
+			      "cannot record network readiness in phase %s: connectivity_helper is "
+			      "%s, not active (its committed ownership comes before network "
+			      "readiness)",
+			      phase_str(p.phase),
+			      helper ? phase_str((enum lz_dstore_phase)helper) : "absent");
+	memcpy(p.network_ready, o->text, LZ_DSTORE_HEX64_LEN + 1);
+	p.phase = LZ_DSTORE_PHASE_ACQUIRING;
+	return write_participant(db, &p, err);
+}
+
+int lz_dstore_participant_set_network_ready(lz_dstore *h, uint64_t generation,
+					    const char *fingerprint_hex, struct lz_err *err)
+{
+	struct op o = { .h = h, .gen = generation, .role = LZ_DSTORE_ROLE_NETWORK,
+			.text = fingerprint_hex };
+	int r = check_hex("network readiness fingerprint", fingerprint_hex, LZ_DSTORE_HEX64_LEN,
+			  err);
+	return r < 0 ? done(r, err) : run(h, network_ready_fn, &o, err);
+}
+
 static int activate_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct op *o = ctx;
@@ -1374,6 +1456,9 @@ static int activate_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	if (role_has_process(p.role) && p.process.phase != LZ_DSTORE_SLOT_COMMITTED)
 		return REFUSE(err, &p, "acquiring -> active refused: process slot is %s, not committed",
 			      slot_str(p.process.phase));
+	if (p.role == LZ_DSTORE_ROLE_NETWORK && p.network_ready[0] == '\0')
+		return REFUSE(err, &p, "acquiring -> active refused: network readiness is not "
+				       "recorded");
 	if (p.role == LZ_DSTORE_ROLE_PREPARED_LOWER && !(p.has_artifact && p.lease_held))
 		return REFUSE(err, &p, "acquiring -> active refused: needs an artifact and a held "
 				       "lease");
@@ -1408,7 +1493,7 @@ static int release_one(sqlite3 *db, uint64_t gen, enum lz_dstore_role role, stru
 	    p.phase != LZ_DSTORE_PHASE_ACTIVE)
 		return REFUSE(err, &p, "%s -> release refused (only from intent, acquiring or active)",
 			      phase_str(p.phase));
-	if ((r = require_anchor_clean(db, &p, "record release intent", err)) < 0)
+	if ((r = require_dependent_clean(db, &p, false, "record release intent", err)) < 0)
 		return r;
 	p.phase = LZ_DSTORE_PHASE_RELEASE;
 	return write_participant(db, &p, err);
@@ -1423,7 +1508,7 @@ static int clean_one(sqlite3 *db, uint64_t gen, enum lz_dstore_role role, struct
 	if (p.phase != LZ_DSTORE_PHASE_RELEASE && p.phase != LZ_DSTORE_PHASE_INTENT)
 		return REFUSE(err, &p, "%s -> clean refused (only from release or a bare intent)",
 			      phase_str(p.phase));
-	if ((r = require_anchor_clean(db, &p, "become clean", err)) < 0)
+	if ((r = require_dependent_clean(db, &p, true, "become clean", err)) < 0)
 		return r;
 	/* The one transition that clears evidence: the explicit empty snapshot. */
 	p.phase = LZ_DSTORE_PHASE_CLEAN;
@@ -1431,6 +1516,7 @@ static int clean_one(sqlite3 *db, uint64_t gen, enum lz_dstore_role role, struct
 	p.has_artifact = false;
 	p.artifact_id[0] = '\0';
 	p.lease_held = false;
+	p.network_ready[0] = '\0';
 	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
 	if ((r = lz_sqlstore_prepare(db,
 				     "DELETE FROM participant_mounts WHERE generation = ?1 AND role = ?2",

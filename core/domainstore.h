@@ -1,14 +1,15 @@
 /* Domain Store (spec 3.3 "Domain and Session Lifecycle Refinement", "Host
  * process identity and causal acquisition refinement"; 3.4 "Session
  * Terminals"; 3.6 "Durable generation document refinement"; 3.7 "Network
- * Isolation", "Durable encoding"; C-REFINEMENT: sqlite3 replaces redb).
+ * Isolation", "Durable encoding"; FR-19; C-REFINEMENT: sqlite3 replaces
+ * redb).
  *
  * One sqlite3 database, `domain.sqlite`, directly beneath the Domain Root
  * (the persistent per-Domain directory). It holds the Domain's generation
- * document in typed tables: generations with their minted component IDs
- * and network readiness fingerprint, one participant row per (generation,
- * role) with its ownership snapshot, the State Anchor's mount identities,
- * and Session Terminal rows.
+ * document in typed tables: generations with their minted component IDs,
+ * one participant row per (generation, role) with its ownership snapshot
+ * (the network participant's includes the network readiness fingerprint,
+ * FR-19), the State Anchor's mount identities, and Session Terminal rows.
  *
  * Ownership: only the Host Coordinator that holds the Domain's exclusive
  * flock opens the store, and it keeps the handle for its whole lifetime.
@@ -36,16 +37,18 @@
  *               generation (previous maximum + 1, first 1) is refused with
  *               -EBUSY while an earlier one is not stopped or failed, and
  *               with -ESTALE when earlier rows name another Domain.
- *               starting -> published needs the network readiness
- *               fingerprint (spec 3.7), recorded once while the
- *               generation is starting and never replaced: sessions are
- *               admitted only after network readiness, and sessions
- *               already need a published generation. The other moves
- *               (starting -> stopping | failed included) do not.
+ *               starting -> published needs the same generation's network
+ *               participant active (spec 3.3 "active ... publication
+ *               ownership is committed", 3.7): sessions are admitted only
+ *               after network readiness, and sessions already need a
+ *               published generation. The other moves (starting ->
+ *               stopping | failed included) do not. A published
+ *               generation reads without its participants: a network
+ *               released later does not unpublish it.
  *
  *  Participant (spec 3.3): absent -> intent -> acquiring -> active ->
  *               release -> clean.
- *   - intent is bare: no process, artifact, lease or mount. It is
+ *   - intent is bare: no process, artifact, lease, mount or readiness. It is
  *     recorded only while the generation is starting or published.
  *   - Recording the first physical field moves intent to acquiring; fields
  *     are recorded only in intent or acquiring, only while the generation
@@ -56,9 +59,22 @@
  *     at the same path, or any field after activation or release, refuses.
  *   - The process slot moves unassigned -> staged -> committed with the
  *     exact same identity (boot ID, pidfs device and inode, PID, start
- *     time). Only the host_coordinator role, a direct existing-process
- *     edge, enters committed directly (lz_dstore_participant_enter_process).
- *     Identities must be from the current boot.
+ *     time): the acquired child edges (sandbox, runtime_supervisor,
+ *     attached_runsc, connectivity_helper = slirp4netns). Only the direct
+ *     existing-process edges enter committed directly
+ *     (lz_dstore_participant_enter_process): host_coordinator (the HC
+ *     records itself) and network (the already committed Runtime
+ *     Supervisor, spec 3.3 "Network RS"). An entered identity is as
+ *     immutable as a committed one. Identities must be from the current
+ *     boot.
+ *   - network readiness (spec 3.6, 3.7, FR-19): the network participant
+ *     records its readiness fingerprint once, only while the generation
+ *     is starting, only in intent or acquiring with its process slot
+ *     committed, and only while the same generation's
+ *     connectivity_helper is active ("connectivity-helper ownership
+ *     records ... exact committed pidfs ownership before network
+ *     ownership records readiness"). It is never replaced, not even by
+ *     the same value.
  *   - active needs all role evidence (no bare intent becomes active):
  *       prepared_lower      artifact ID and held lease
  *       state_anchor        at least one mount identity, and the same
@@ -66,20 +82,25 @@
  *                           never recorded over an unleased lower either).
  *                           There is no "no mounts" State Anchor: its
  *                           overlay root is itself a mount.
- *       sandbox, runtime_supervisor, attached_runsc, host_coordinator
- *                           a committed process slot
+ *       sandbox, runtime_supervisor, attached_runsc, host_coordinator,
+ *       connectivity_helper a committed process slot
+ *       network             a committed process slot and the recorded
+ *                           network readiness fingerprint
  *     and the generation starting or published.
  *   - intent, acquiring or active -> release keeps everything (a staged
  *     identity stays exact cleanup authority). Release and clean are
  *     allowed in any generation state, failed included (recovery).
  *   - release -> clean, and bare intent -> clean (after the caller's
- *     runtime-absence check), clear the process slot, artifact, lease and
- *     mounts but keep the row: clean is terminal. acquiring and active
- *     must record release intent first.
+ *     runtime-absence check), clear the process slot, artifact, lease,
+ *     mounts and network readiness but keep the row: clean is terminal.
+ *     acquiring and active must record release intent first.
  *   - prepared_lower release and clean need the same generation's
  *     state_anchor absent or clean (spec 3.6: a mounted State Anchor never
  *     becomes unleased). lz_dstore_anchor_unmounted commits "State Anchor
  *     clean" and "prepared-lower release intent" in one transaction.
+ *   - connectivity_helper clean needs the same generation's network
+ *     absent or clean (its readiness was recorded over the committed
+ *     helper); release intent of the helper is not ordered.
  *
  *  Session Terminal (spec 3.4): intent -> running -> release -> clean.
  *   - begin needs a published generation; the store mints the Session ID.
@@ -100,6 +121,11 @@
  * and artifact here, then lz_catalog_lease_acquire, then
  * lz_dstore_participant_set_lease_held; lease release after
  * lz_dstore_anchor_unmounted, then participant_clean(prepared_lower).
+ * For the network: commit and activate connectivity_helper once slirp4netns
+ * has configured the namespace, enter the network participant with the
+ * Runtime Supervisor's own identity (the store does not compare it with
+ * the runtime_supervisor row), and record readiness only after physical
+ * attestation; tear down network before connectivity_helper.
  *
  * Threat: a planted, foreign or future database being reinterpreted; a
  * replaced process identity satisfying a role; a lost transition leaving a
@@ -117,7 +143,8 @@
  *   -ENOENT   no such generation, participant or session
  *   -ESTALE   an illegal lifecycle move, replaced evidence, an identity
  *             that differs from the staged one or is from another boot,
- *             publication without network readiness
+ *             network readiness before the helper is active, publication
+ *             without an active network participant
  *   -EBUSY    a generation is still live, or rows are not yet clean
  *   -EOVERFLOW generation numbers exhausted; too many mounts or sessions */
 #ifndef LZ_DOMAINSTORE_H
@@ -131,7 +158,7 @@
 #include "util/err.h"
 
 #define LZ_DSTORE_STORE_NAME "lazaret-domain-store-v1"
-#define LZ_DSTORE_STORE_VERSION 2 /* 2: generations.network_ready */
+#define LZ_DSTORE_STORE_VERSION 2 /* 2: network, connectivity_helper participants */
 #define LZ_DSTORE_DB_NAME "domain.sqlite"
 
 #define LZ_DSTORE_HEX64_LEN 64    /* Domain ID, fingerprints, artifact ID */
@@ -158,8 +185,10 @@ enum lz_dstore_role {
 	LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR = 4,
 	LZ_DSTORE_ROLE_ATTACHED_RUNSC = 5,
 	LZ_DSTORE_ROLE_HOST_COORDINATOR = 6,
+	LZ_DSTORE_ROLE_CONNECTIVITY_HELPER = 7, /* slirp4netns (FR-16) */
+	LZ_DSTORE_ROLE_NETWORK = 8,             /* the Runtime Supervisor, FR-19 */
 };
-#define LZ_DSTORE_ROLE_COUNT 6
+#define LZ_DSTORE_ROLE_COUNT 8
 
 enum lz_dstore_phase {
 	LZ_DSTORE_PHASE_INTENT = 1,
@@ -198,7 +227,6 @@ struct lz_dstore_generation {
 	char coordinator_id[LZ_DSTORE_ID_HEX_LEN + 1]; /* Session Coordinator ID */
 	char sidecar_id[LZ_DSTORE_ID_HEX_LEN + 1];     /* Network Sidecar ID */
 	char sandbox_id[LZ_DSTORE_ID_HEX_LEN + 1];     /* Agent Sandbox ID */
-	char network_ready[LZ_DSTORE_HEX64_LEN + 1];   /* "" until recorded */
 };
 
 /* Mount identity: the mount ID (statx STATX_MNT_ID_UNIQUE) and the device
@@ -218,6 +246,7 @@ struct lz_dstore_participant {
 	bool has_artifact;                         /* prepared_lower only */
 	char artifact_id[LZ_DSTORE_HEX64_LEN + 1]; /* "" without one */
 	bool lease_held;                           /* prepared_lower only */
+	char network_ready[LZ_DSTORE_HEX64_LEN + 1]; /* network only; "" when not recorded */
 	size_t n_mounts;                           /* state_anchor only */
 	struct lz_dstore_mount *mounts; /* owned, ordered by path; NULL when none */
 };
@@ -263,17 +292,9 @@ int lz_dstore_generation_begin(lz_dstore *h, const char *domain_id_hex,
 int lz_dstore_generation_get(lz_dstore *h, uint64_t generation,
 			     struct lz_dstore_generation *ret, struct lz_err *err);
 
-/* A forward move; published needs the recorded network readiness. */
+/* A forward move; published needs the network participant active. */
 int lz_dstore_generation_set_state(lz_dstore *h, uint64_t generation,
 				   enum lz_dstore_gen_state state, struct lz_err *err);
-
-/* Spec 3.7 MarkNetworkReady: records the network readiness fingerprint
- * (64 lowercase hex, binding generation, configuration, policy, role and
- * namespace identities) after physical attestation succeeded. Only while
- * the generation is starting, and once: a recorded fingerprint is never
- * replaced, not even by the same value (-ESTALE). */
-int lz_dstore_generation_set_network_ready(lz_dstore *h, uint64_t generation,
-					   const char *fingerprint_hex, struct lz_err *err);
 
 /* At most max (1..LZ_DSTORE_LIST_MAX) generations, the most recent first.
  * *ret_v is NULL when *ret_n is 0; free with free(). */
@@ -297,8 +318,9 @@ int lz_dstore_participant_commit_process(lz_dstore *h, uint64_t generation,
 					 enum lz_dstore_role role, const struct lz_pidref *id,
 					 struct lz_err *err);
 
-/* Process slot unassigned -> committed for a direct existing-process edge:
- * host_coordinator only (the HC records itself; spec 3.3). */
+/* Process slot unassigned -> committed for a direct existing-process edge
+ * (spec 3.3): host_coordinator (the HC records itself) and network (the
+ * committed Runtime Supervisor); any other role is -EINVAL. */
 int lz_dstore_participant_enter_process(lz_dstore *h, uint64_t generation,
 					enum lz_dstore_role role, const struct lz_pidref *id,
 					struct lz_err *err);
@@ -318,6 +340,18 @@ int lz_dstore_participant_set_lease_held(lz_dstore *h, uint64_t generation,
 int lz_dstore_participant_add_mount(lz_dstore *h, uint64_t generation, enum lz_dstore_role role,
 				    const struct lz_dstore_mount *mount, struct lz_err *err);
 
+/* Spec 3.7 MarkNetworkReady, FR-19: the network participant records the
+ * network readiness fingerprint (64 lowercase hex, binding generation,
+ * configuration, policy, role and namespace identities) after physical
+ * attestation succeeded; intent -> acquiring like any first field.
+ * -ENOENT without the generation or its network participant; -ESTALE
+ * unless the generation is starting, the participant is in intent or
+ * acquiring with a committed process slot and no fingerprint yet (never
+ * replaced, not even by the same value), and the same generation's
+ * connectivity_helper is active. */
+int lz_dstore_participant_set_network_ready(lz_dstore *h, uint64_t generation,
+					    const char *fingerprint_hex, struct lz_err *err);
+
 /* acquiring -> active, when the role's evidence is complete. */
 int lz_dstore_participant_activate(lz_dstore *h, uint64_t generation, enum lz_dstore_role role,
 				   struct lz_err *err);
@@ -326,7 +360,9 @@ int lz_dstore_participant_activate(lz_dstore *h, uint64_t generation, enum lz_ds
 int lz_dstore_participant_release_intent(lz_dstore *h, uint64_t generation,
 					 enum lz_dstore_role role, struct lz_err *err);
 
-/* release | intent -> clean: clears the snapshot, keeps the row. */
+/* release | intent -> clean: clears the snapshot, keeps the row.
+ * prepared_lower waits for state_anchor, connectivity_helper for network
+ * (absent or clean). */
 int lz_dstore_participant_clean(lz_dstore *h, uint64_t generation, enum lz_dstore_role role,
 				struct lz_err *err);
 

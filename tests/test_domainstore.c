@@ -1,8 +1,9 @@
 /* Domain Store (spec 3.3, 3.4, 3.6): store identity and its refusals
  * (file bytes unchanged), confinement of domain.sqlite at open and under
  * the long-lived handle, every legal and illegal transition of
- * generations, participants and sessions, the network readiness
- * fingerprint that publication needs (spec 3.7), u64 bit patterns, exact
+ * generations, participants and sessions, the network and
+ * connectivity-helper participants and the network readiness fingerprint
+ * that publication needs (spec 3.3, 3.6, 3.7, FR-19), u64 bit patterns, exact
  * staged -> committed identity, evidence immutability, clean semantics,
  * the cross-role rules of spec 3.6, and persistence across close/open.
  *
@@ -59,6 +60,11 @@
 #define RS LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR
 #define RC LZ_DSTORE_ROLE_ATTACHED_RUNSC
 #define HC LZ_DSTORE_ROLE_HOST_COORDINATOR
+#define CH LZ_DSTORE_ROLE_CONNECTIVITY_HELPER
+#define NET LZ_DSTORE_ROLE_NETWORK
+
+#define CH_PID 30  /* slirp4netns */
+#define NET_PID 31 /* the Runtime Supervisor, entered as the network's process */
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -280,10 +286,49 @@ static struct lz_dstore_generation gen_get(struct fx *f, uint64_t g)
 	return x;
 }
 
-/* Records the network readiness fingerprint and publishes (spec 3.7). */
+/* The connectivity helper staged, committed and active (an acquired
+ * child edge). */
+static void helper_active(struct fx *f, uint64_t g)
+{
+	struct lz_pidref ch = P(CH_PID);
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	OK(lz_dstore_participant_stage_process(f->h, g, CH, &ch, &E));
+	OK(lz_dstore_participant_commit_process(f->h, g, CH, &ch, &E));
+	OK(lz_dstore_participant_activate(f->h, g, CH, &E));
+}
+
+/* The network participant entered with the RS identity (a direct edge);
+ * in acquiring, without readiness. */
+static void network_entered(struct fx *f, uint64_t g)
+{
+	struct lz_pidref rs = P(NET_PID);
+	OK(lz_dstore_participant_intent(f->h, g, NET, &E));
+	OK(lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
+}
+
+/* Spec 3.6, 3.7: helper active, then the network with its readiness
+ * fingerprint recorded and active; what publication needs. */
+static void network_active(struct fx *f, uint64_t g)
+{
+	helper_active(f, g);
+	network_entered(f, g);
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_activate(f->h, g, NET, &E));
+}
+
+/* Teardown in order: network, then its helper. */
+static void network_clean(struct fx *f, uint64_t g)
+{
+	OK(lz_dstore_participant_release_intent(f->h, g, NET, &E));
+	OK(lz_dstore_participant_clean(f->h, g, NET, &E));
+	OK(lz_dstore_participant_release_intent(f->h, g, CH, &E));
+	OK(lz_dstore_participant_clean(f->h, g, CH, &E));
+}
+
+/* An active network participant, then publication. */
 static void publish(struct fx *f, uint64_t g)
 {
-	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	network_active(f, g);
 	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
 }
 
@@ -315,6 +360,7 @@ static void assert_part_equal(const struct lz_dstore_participant *a,
 	assert_int_equal(a->has_artifact, b->has_artifact);
 	assert_string_equal(a->artifact_id, b->artifact_id);
 	assert_int_equal(a->lease_held, b->lease_held);
+	assert_string_equal(a->network_ready, b->network_ready);
 	assert_int_equal(a->n_mounts, b->n_mounts);
 	for (size_t i = 0; i < a->n_mounts; i++) {
 		assert_string_equal(a->mounts[i].path, b->mounts[i].path);
@@ -361,8 +407,8 @@ static void proc_active(struct fx *f, uint64_t g, enum lz_dstore_role r, uint32_
 	OK(lz_dstore_participant_activate(f->h, g, r, &E));
 }
 
-/* A published generation with an active host_coordinator and recorded
- * network readiness. */
+/* A published generation with an active host_coordinator, connectivity
+ * helper and network. */
 static uint64_t published(struct fx *f)
 {
 	uint64_t g = gen_new(f);
@@ -419,6 +465,17 @@ static void test_lz_dstore_open__creates_schema_and_identity(void **state)
 			 SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	assert_int_equal(sqlite3_column_int64(s, 0), 4);
+	sqlite3_finalize(s);
+	/* readiness is a network participant field, not a generation one */
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT (SELECT count(*) FROM pragma_table_info('generations') "
+					    "WHERE name = 'network_ready'), (SELECT count(*) FROM "
+					    "pragma_table_info('participants') WHERE name = 'network_ready')",
+					    -1, &s, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int64(s, 0), 0);
+	assert_int_equal(sqlite3_column_int64(s, 1), 1);
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 
@@ -783,7 +840,6 @@ static void test_lz_dstore_generation_begin__round_trip(void **state)
 	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
 	assert_true(x.created >= t0 && x.created <= t1);
 	assert_memory_equal(x.boot_id, BOOT, 16);
-	assert_string_equal(x.network_ready, "");
 	const char *ids[] = { x.coordinator_id, x.sidecar_id, x.sandbox_id };
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(strlen(ids[i]), LZ_DSTORE_ID_HEX_LEN);
@@ -818,6 +874,7 @@ static void test_lz_dstore_generation_begin__refused_while_one_is_live(void **st
 		FAILS(EBUSY, needle, lz_dstore_generation_begin(f->h, DOM, FP, &keep, &E));
 		assert_int_equal(keep, 77);
 	}
+	network_clean(f, g);
 	set_state(f, g, LZ_DSTORE_GEN_STOPPED);
 	assert_int_equal(gen_new(f), 2);
 }
@@ -858,10 +915,10 @@ static void test_lz_dstore_generation_begin__u64_max_round_trip(void **state)
 	assert_int_equal(gen_new(f), 1);
 	set_state(f, 1, LZ_DSTORE_GEN_FAILED);
 	raw_exec(f, "INSERT INTO generations VALUES (-2, '" DOM "', '" FP "', 'stopped', 0, "
-		    "zeroblob(16), '" H32("a") "', '" H32("b") "', '" H32("c") "', '" NR "')");
+		    "zeroblob(16), '" H32("a") "', '" H32("b") "', '" H32("c") "')");
 	raw_exec(f, "INSERT INTO generations VALUES (9223372036854775807, '" DOM "', '" FP
 		    "', 'stopped', 0, zeroblob(16), '" H32("1") "', '" H32("2") "', '" H32("3")
-		    "', NULL)");
+		    "')");
 	uint64_t g = gen_new(f);
 	assert_true(g == UINT64_MAX);
 	struct lz_dstore_generation x = gen_get(f, UINT64_MAX);
@@ -882,7 +939,9 @@ static void test_lz_dstore_generation_begin__u64_max_round_trip(void **state)
 	/* participants and sessions key on it as well */
 	proc_active(f, g, HC, 42);
 	publish(f, g);
-	assert_string_equal(gen_get(f, g).network_ready, NR);
+	struct lz_dstore_participant net = part(f, g, NET);
+	assert_true(net.generation == UINT64_MAX);
+	assert_string_equal(net.network_ready, NR);
 	char sid[LZ_DSTORE_ID_HEX_LEN + 1];
 	OK(lz_dstore_session_begin(f->h, g, sid, &E));
 	assert_true(sess(f, g, sid).generation == UINT64_MAX);
@@ -904,6 +963,7 @@ static void test_lz_dstore_generation_set_state__forward_moves(void **state)
 	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_PUBLISHED);
 	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
 	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STOPPING);
+	network_clean(f, g);
 	set_state(f, g, LZ_DSTORE_GEN_STOPPED);
 	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STOPPED);
 
@@ -918,10 +978,13 @@ static void test_lz_dstore_generation_set_state__forward_moves(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
 		g = gen_new(f);
 		for (size_t k = 0; k < 3 && paths[i][k]; k++) {
-			if (paths[i][k] == LZ_DSTORE_GEN_PUBLISHED)
+			if (paths[i][k] == LZ_DSTORE_GEN_PUBLISHED) {
 				publish(f, g);
-			else
+			} else {
+				if (paths[i][k] == LZ_DSTORE_GEN_STOPPED && k > 0)
+					network_clean(f, g); /* stopped: everything clean */
 				set_state(f, g, paths[i][k]);
+			}
 			assert_int_equal(gen_get(f, g).state, paths[i][k]);
 		}
 	}
@@ -967,6 +1030,9 @@ static void test_lz_dstore_generation_set_state__stopped_needs_everything_clean(
 	char sid[LZ_DSTORE_ID_HEX_LEN + 1];
 	OK(lz_dstore_session_begin(f->h, g, sid, &E));
 	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	FAILS(EBUSY, "generation 1 cannot stop: participant connectivity_helper is active",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_STOPPED, &E));
+	network_clean(f, g);
 	FAILS(EBUSY, "generation 1 cannot stop: participant host_coordinator is active",
 	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_STOPPED, &E));
 	OK(lz_dstore_participant_release_intent(f->h, g, HC, &E));
@@ -1022,73 +1088,239 @@ static void test_lz_dstore_generation_list__recent_first_bounded(void **state)
 	assert_int_equal(n, 77);
 }
 
-/* ---- network readiness (spec 3.7) --------------------------------------- */
+/* ---- network and connectivity helper (spec 3.3, 3.6, 3.7, FR-19) -------- */
 
-static void test_lz_dstore_generation_set_state__published_needs_network_ready(void **state)
+/* The whole acquisition: both intents, the helper staged, committed and
+ * active, the network entered with the RS identity, its readiness
+ * recorded, activation, publication; the fingerprint reads back. */
+static void test_lz_dstore_participant_set_network_ready__then_publish(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	struct lz_pidref ch = P(CH_PID), rs = P(NET_PID);
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	OK(lz_dstore_participant_intent(f->h, g, NET, &E));
+	assert_int_equal(phase(f, g, CH), LZ_DSTORE_PHASE_INTENT);
+	assert_int_equal(phase(f, g, NET), LZ_DSTORE_PHASE_INTENT);
+	OK(lz_dstore_participant_stage_process(f->h, g, CH, &ch, &E));
+	FAILS(ESTALE, "generation 1 connectivity_helper: acquiring -> active refused: process slot "
+		      "is staged, not committed",
+	      lz_dstore_participant_activate(f->h, g, CH, &E));
+	OK(lz_dstore_participant_commit_process(f->h, g, CH, &ch, &E));
+	OK(lz_dstore_participant_activate(f->h, g, CH, &E));
+	struct lz_dstore_participant h = part(f, g, CH);
+	assert_int_equal(h.phase, LZ_DSTORE_PHASE_ACTIVE);
+	assert_int_equal(h.process.phase, LZ_DSTORE_SLOT_COMMITTED);
+	assert_true(pidref_eq(&h.process.id, &ch));
+	assert_string_equal(h.network_ready, "");
+
+	OK(lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	struct lz_dstore_participant n = part(f, g, NET);
+	assert_int_equal(n.phase, LZ_DSTORE_PHASE_ACQUIRING);
+	assert_int_equal(n.process.phase, LZ_DSTORE_SLOT_COMMITTED);
+	assert_true(pidref_eq(&n.process.id, &rs));
+	assert_string_equal(n.network_ready, NR);
+	OK(lz_dstore_participant_activate(f->h, g, NET, &E));
+	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_PUBLISHED);
+	n.phase = LZ_DSTORE_PHASE_ACTIVE;
+	assert_unchanged(f, &n);
+	assert_unchanged(f, &h);
+	char sid[LZ_DSTORE_ID_HEX_LEN + 1];
+	OK(lz_dstore_session_begin(f->h, g, sid, &E));
+
+	/* durable across a reopen; a later generation starts without readiness */
+	reopen(f);
+	assert_unchanged(f, &n);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	uint64_t g2 = gen_new(f);
+	network_entered(f, g2);
+	assert_string_equal(part(f, g2, NET).network_ready, "");
+	helper_active(f, g2);
+	OK(lz_dstore_participant_set_network_ready(f->h, g2, NR2, &E));
+	assert_string_equal(part(f, g2, NET).network_ready, NR2);
+	assert_string_equal(part(f, g, NET).network_ready, NR);
+}
+
+/* Publication needs the network participant active; the other moves do
+ * not; and a published generation reads without it later. */
+static void test_lz_dstore_generation_set_state__published_needs_network_active(void **state)
 {
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
 	proc_active(f, g, HC, 10);
-	FAILS(ESTALE, "domain store: generation 1: network readiness is not recorded",
+	FAILS(ESTALE, "domain store: generation 1: the network participant is absent, not active; "
+		      "starting -> published needs it active",
 	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
-	struct lz_dstore_generation x = gen_get(f, g);
-	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
-	assert_string_equal(x.network_ready, "");
+	OK(lz_dstore_participant_intent(f->h, g, NET, &E));
+	FAILS(ESTALE, "the network participant is intent, not active",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
+	/* an active helper is not enough */
+	helper_active(f, g);
+	struct lz_pidref rs = P(NET_PID);
+	OK(lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
+	FAILS(ESTALE, "the network participant is acquiring, not active",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
+	/* nor is recorded readiness before activation */
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	FAILS(ESTALE, "the network participant is acquiring, not active",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STARTING);
 	char sid[LZ_DSTORE_ID_HEX_LEN + 1] = "untouched";
 	FAILS(ESTALE, "sessions begin only once published",
 	      lz_dstore_session_begin(f->h, g, sid, &E));
 	assert_string_equal(sid, "untouched");
-
-	/* the other moves do not need readiness */
-	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
-	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STOPPING);
-	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	g = gen_new(f);
-	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_FAILED);
-	assert_string_equal(gen_get(f, g).network_ready, "");
-}
-
-static void test_lz_dstore_generation_set_network_ready__then_publish(void **state)
-{
-	struct fx *f = *state;
-	uint64_t g = gen_new(f);
-	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-	struct lz_dstore_generation x = gen_get(f, g);
-	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
-	assert_string_equal(x.network_ready, NR);
+	OK(lz_dstore_participant_activate(f->h, g, NET, &E));
 	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
-	x = gen_get(f, g);
-	assert_int_equal(x.state, LZ_DSTORE_GEN_PUBLISHED);
-	assert_string_equal(x.network_ready, NR);
-	assert_string_equal(x.fingerprint, FP); /* a column of its own */
 
+	/* released and cleaned later, the generation still reads as published */
+	network_clean(f, g);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_PUBLISHED);
 	struct lz_dstore_generation *v = NULL;
 	size_t n = 0;
 	OK(lz_dstore_generation_list(f->h, 1, &v, &n, &E));
 	assert_int_equal(n, 1);
-	assert_string_equal(v[0].network_ready, NR);
+	assert_int_equal(v[0].state, LZ_DSTORE_GEN_PUBLISHED);
 	free(v);
 
-	/* a later generation starts without readiness of its own */
+	/* a network released before activation does not publish either */
 	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	uint64_t g2 = gen_new(f);
-	assert_string_equal(gen_get(f, g2).network_ready, "");
-	OK(lz_dstore_generation_set_network_ready(f->h, g2, NR2, &E));
-	reopen(f);
-	assert_string_equal(gen_get(f, g).network_ready, NR);
-	assert_string_equal(gen_get(f, g2).network_ready, NR2);
-	OK(lz_dstore_generation_list(f->h, 2, &v, &n, &E));
-	assert_int_equal(n, 2);
-	assert_string_equal(v[0].network_ready, NR2);
-	assert_string_equal(v[1].network_ready, NR);
-	free(v);
+	g = gen_new(f);
+	helper_active(f, g);
+	network_entered(f, g);
+	OK(lz_dstore_participant_release_intent(f->h, g, NET, &E));
+	FAILS(ESTALE, "generation 2: the network participant is release, not active",
+	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
+	/* the other moves do not need it */
+	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_FAILED);
 }
 
-static void test_lz_dstore_generation_set_network_ready__malformed_refused(void **state)
+/* Spec 3.6: the helper's committed ownership before network readiness. */
+static void test_lz_dstore_participant_set_network_ready__needs_active_helper(void **state)
 {
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
+	struct lz_pidref ch = P(CH_PID);
+	network_entered(f, g);
+	struct lz_dstore_participant n = part(f, g, NET);
+	FAILS(ESTALE, "generation 1 network: cannot record network readiness in phase acquiring: "
+		      "connectivity_helper is absent, not active (its committed ownership comes "
+		      "before network readiness)",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	FAILS(ESTALE, "connectivity_helper is intent, not active",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_stage_process(f->h, g, CH, &ch, &E));
+	FAILS(ESTALE, "connectivity_helper is acquiring, not active",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_commit_process(f->h, g, CH, &ch, &E));
+	FAILS(ESTALE, "connectivity_helper is acquiring, not active",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_unchanged(f, &n);
+	OK(lz_dstore_participant_activate(f->h, g, CH, &E));
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+
+	/* a helper already released does not count */
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	helper_active(f, g);
+	network_entered(f, g);
+	OK(lz_dstore_participant_release_intent(f->h, g, CH, &E));
+	FAILS(ESTALE, "generation 2 network: cannot record network readiness in phase acquiring: "
+		      "connectivity_helper is release, not active",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(part(f, g, NET).network_ready, "");
+}
+
+/* The network's process (the RS) is entered before readiness. */
+static void test_lz_dstore_participant_set_network_ready__needs_entered_process(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	helper_active(f, g);
+	FAILS(ENOENT, "generation 1 has no network participant",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_intent(f->h, g, NET, &E));
+	struct lz_dstore_participant n = part(f, g, NET);
+	FAILS(ESTALE, "generation 1 network: cannot record network readiness in phase intent: the "
+		      "process slot is unassigned, not committed",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_unchanged(f, &n); /* still a bare intent */
+	FAILS(ESTALE, "generation 1 network: intent -> active refused",
+	      lz_dstore_participant_activate(f->h, g, NET, &E));
+	struct lz_pidref rs = P(NET_PID);
+	OK(lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(part(f, g, NET).network_ready, NR);
+}
+
+static void test_lz_dstore_participant_set_network_ready__never_replaced(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	helper_active(f, g);
+	network_entered(f, g);
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	struct lz_dstore_participant n = part(f, g, NET);
+	FAILS(ESTALE, "generation 1 network: cannot record network readiness in phase acquiring: " NR
+		      " is already recorded (never replaced)",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR2, &E));
+	FAILS(ESTALE, "is already recorded", lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_unchanged(f, &n);
+	OK(lz_dstore_participant_activate(f->h, g, NET, &E));
+	FAILS(ESTALE, "generation 1 network: cannot record network readiness in phase active (only "
+		      "in intent or acquiring)",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR2, &E));
+	OK(lz_dstore_participant_release_intent(f->h, g, NET, &E));
+	FAILS(ESTALE, "cannot record network readiness in phase release",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR2, &E));
+	n.phase = LZ_DSTORE_PHASE_RELEASE;
+	assert_unchanged(f, &n); /* release keeps the fingerprint and the RS identity */
+	OK(lz_dstore_participant_clean(f->h, g, NET, &E));
+	FAILS(ESTALE, "cannot record network readiness in phase clean",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(part(f, g, NET).network_ready, "");
+}
+
+static void test_lz_dstore_participant_set_network_ready__only_while_starting(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = published(f);
+	struct lz_dstore_participant n = part(f, g, NET);
+	FAILS(ESTALE, "generation 1 network: cannot record network readiness in phase active: the "
+		      "generation is published (only while starting)",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR2, &E));
+	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	FAILS(ESTALE, "the generation is stopping",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR2, &E));
+	assert_unchanged(f, &n);
+
+	/* entered and with an active helper, but the generation moved on */
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	helper_active(f, g);
+	network_entered(f, g);
+	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
+	FAILS(ESTALE, "generation 2 network: cannot record network readiness in phase acquiring: "
+		      "the generation is stopping (only while starting)",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	FAILS(ESTALE, "the generation is failed",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(part(f, g, NET).network_ready, "");
+}
+
+static void test_lz_dstore_participant_set_network_ready__malformed_refused(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	helper_active(f, g);
+	network_entered(f, g);
 	char short63[64], nonhex[65], space[65];
 	memcpy(short63, NR, 63);
 	short63[63] = '\0';
@@ -1109,134 +1341,194 @@ static void test_lz_dstore_generation_set_network_ready__malformed_refused(void 
 		FAILS(EINVAL,
 		      "domain store: network readiness fingerprint must be exactly 64 lowercase "
 		      "hex digits",
-		      lz_dstore_generation_set_network_ready(f->h, g, bad[i], &E));
+		      lz_dstore_participant_set_network_ready(f->h, g, bad[i], &E));
 	FAILS(EINVAL, "network readiness fingerprint is missing",
-	      lz_dstore_generation_set_network_ready(f->h, g, NULL, &E));
+	      lz_dstore_participant_set_network_ready(f->h, g, NULL, &E));
 	FAILS(EINVAL, "no Domain Store handle",
-	      lz_dstore_generation_set_network_ready(NULL, g, NR, &E));
-	/* nothing recorded: publication is still refused */
-	assert_string_equal(gen_get(f, g).network_ready, "");
+	      lz_dstore_participant_set_network_ready(NULL, g, NR, &E));
+	/* nothing recorded: activation is still refused */
+	assert_string_equal(part(f, g, NET).network_ready, "");
 	FAILS(ESTALE, "network readiness is not recorded",
-	      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_PUBLISHED, &E));
-	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-	assert_string_equal(gen_get(f, g).network_ready, NR);
+	      lz_dstore_participant_activate(f->h, g, NET, &E));
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	assert_string_equal(part(f, g, NET).network_ready, NR);
 }
 
-static void test_lz_dstore_generation_set_network_ready__never_replaced(void **state)
-{
-	struct fx *f = *state;
-	uint64_t g = gen_new(f);
-	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-	FAILS(ESTALE, "generation 1: network readiness " NR " is already recorded",
-	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
-	FAILS(ESTALE, "already recorded", lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-	struct lz_dstore_generation x = gen_get(f, g);
-	assert_string_equal(x.network_ready, NR);
-	assert_int_equal(x.state, LZ_DSTORE_GEN_STARTING);
-}
-
-static void test_lz_dstore_generation_set_network_ready__only_while_starting(void **state)
-{
-	struct fx *f = *state;
-	uint64_t g = published(f);
-	FAILS(ESTALE, "generation 1 is published: network readiness is recorded only while starting",
-	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
-	assert_string_equal(gen_get(f, g).network_ready, NR);
-	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
-	FAILS(ESTALE, "generation 1 is stopping",
-	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
-	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	FAILS(ESTALE, "generation 1 is failed",
-	      lz_dstore_generation_set_network_ready(f->h, g, NR2, &E));
-	assert_string_equal(gen_get(f, g).network_ready, NR);
-
-	/* a generation that failed before readiness never gets it */
-	g = gen_new(f);
-	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	FAILS(ESTALE, "generation 2 is failed: network readiness is recorded only while starting",
-	      lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-	assert_string_equal(gen_get(f, g).network_ready, "");
-	/* ... nor does one stopping without it */
-	g = gen_new(f);
-	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
-	FAILS(ESTALE, "generation 3 is stopping",
-	      lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-	assert_string_equal(gen_get(f, g).network_ready, "");
-}
-
-static void test_lz_dstore_generation_set_network_ready__unknown_generation(void **state)
+static void test_lz_dstore_participant_set_network_ready__unknown_generation(void **state)
 {
 	struct fx *f = *state;
 	FAILS(ENOENT, "domain store: no generation 1",
-	      lz_dstore_generation_set_network_ready(f->h, 1, NR, &E));
+	      lz_dstore_participant_set_network_ready(f->h, 1, NR, &E));
 	uint64_t g = gen_new(f);
-	FAILS(ENOENT, "no generation 9", lz_dstore_generation_set_network_ready(f->h, 9, NR, &E));
-	FAILS(ENOENT, "no generation 0", lz_dstore_generation_set_network_ready(f->h, 0, NR, &E));
-	assert_string_equal(gen_get(f, g).network_ready, "");
+	FAILS(ENOENT, "no generation 9", lz_dstore_participant_set_network_ready(f->h, 9, NR, &E));
+	FAILS(ENOENT, "no generation 0", lz_dstore_participant_set_network_ready(f->h, 0, NR, &E));
+	FAILS(ENOENT, "generation 1 has no network participant",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
 }
 
-/* A readiness value or state written behind the store's back (CHECK
- * constraints switched off) is refused when read, by every call that reads
- * the row. */
-static void test_lz_dstore_generation_get__forged_network_ready_refused(void **state)
+static void test_lz_dstore_participant_activate__network_needs_readiness(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	helper_active(f, g);
+	network_entered(f, g);
+	struct lz_dstore_participant n = part(f, g, NET);
+	FAILS(ESTALE, "generation 1 network: acquiring -> active refused: network readiness is not "
+		      "recorded",
+	      lz_dstore_participant_activate(f->h, g, NET, &E));
+	assert_unchanged(f, &n);
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_activate(f->h, g, NET, &E));
+	assert_int_equal(phase(f, g, NET), LZ_DSTORE_PHASE_ACTIVE);
+	/* the helper's activation needs only its committed slot */
+	assert_int_equal(phase(f, g, CH), LZ_DSTORE_PHASE_ACTIVE);
+}
+
+/* Release keeps the fingerprint; clean clears it; the helper is cleaned
+ * only after the network. */
+static void test_lz_dstore_participant_clean__network_then_helper(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	network_active(f, g);
+	struct lz_dstore_participant n = part(f, g, NET), h = part(f, g, CH);
+	/* release intent of the helper is not ordered ... */
+	OK(lz_dstore_participant_release_intent(f->h, g, CH, &E));
+	h.phase = LZ_DSTORE_PHASE_RELEASE;
+	assert_unchanged(f, &h);
+	/* ... its clean is */
+	FAILS(ESTALE, "generation 1 connectivity_helper: cannot become clean: "
+		      "network is active, not clean",
+	      lz_dstore_participant_clean(f->h, g, CH, &E));
+	OK(lz_dstore_participant_release_intent(f->h, g, NET, &E));
+	n.phase = LZ_DSTORE_PHASE_RELEASE;
+	assert_unchanged(f, &n);
+	FAILS(ESTALE, "network is release, not clean", lz_dstore_participant_clean(f->h, g, CH, &E));
+	assert_unchanged(f, &h);
+	OK(lz_dstore_participant_clean(f->h, g, NET, &E));
+	struct lz_dstore_participant c = part(f, g, NET);
+	assert_int_equal(c.phase, LZ_DSTORE_PHASE_CLEAN);
+	assert_string_equal(c.network_ready, "");
+	assert_int_equal(c.process.phase, LZ_DSTORE_SLOT_UNASSIGNED);
+	assert_int_equal(c.process.id.pid, 0);
+	OK(lz_dstore_participant_clean(f->h, g, CH, &E));
+	c = part(f, g, CH);
+	assert_int_equal(c.phase, LZ_DSTORE_PHASE_CLEAN);
+	assert_int_equal(c.process.phase, LZ_DSTORE_SLOT_UNASSIGNED);
+	FAILS(ESTALE, "cannot record network readiness in phase clean",
+	      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+
+	/* bare intents likewise; an absent network does not hold the helper */
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	OK(lz_dstore_participant_intent(f->h, g, NET, &E));
+	FAILS(ESTALE, "generation 2 connectivity_helper: cannot become clean: "
+		      "network is intent, not clean",
+	      lz_dstore_participant_clean(f->h, g, CH, &E));
+	OK(lz_dstore_participant_clean(f->h, g, NET, &E));
+	OK(lz_dstore_participant_clean(f->h, g, CH, &E));
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	helper_active(f, g);
+	OK(lz_dstore_participant_release_intent(f->h, g, CH, &E));
+	OK(lz_dstore_participant_clean(f->h, g, CH, &E));
+	/* and the network does not wait for the helper */
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	network_active(f, g);
+	OK(lz_dstore_participant_release_intent(f->h, g, NET, &E));
+	OK(lz_dstore_participant_clean(f->h, g, NET, &E));
+	assert_int_equal(phase(f, g, CH), LZ_DSTORE_PHASE_ACTIVE);
+}
+
+/* A readiness value written behind the store's back (CHECK constraints
+ * switched off) is refused when read, by every call that reads the row. */
+#define REPAIR_NETWORK                                                           \
+	"UPDATE participants SET network_ready = NULL, proc_slot = 'committed', " \
+	"phase = CASE role WHEN 'network' THEN 'acquiring' ELSE 'active' END"
+static void test_lz_dstore_participant_get__forged_network_ready_refused(void **state)
 {
 	struct fx *f = *state;
 	static const struct {
+		const char *role;
 		const char *set;
 		const char *needle;
 	} forged[] = {
-		{ "network_ready = '" H64("C") "'", "row field network_ready is not a 64-digit hex ID" },
-		{ "network_ready = '" H32("c") "'", "row field network_ready has an invalid length" },
-		{ "network_ready = '" H64("c") "0'", "row field network_ready has an invalid length" },
-		{ "network_ready = ''", "row field network_ready has an invalid length" },
-		{ "network_ready = '" H32("c") H32("g") "'", "network_ready is not a 64-digit hex ID" },
-		{ "state = 'published'", "generation 1 is published without network readiness" },
+		{ "network", "network_ready = '" H64("C") "'",
+		  "row field network_ready is not a 64-digit hex ID" },
+		{ "network", "network_ready = '" H32("c") "'",
+		  "row field network_ready has an invalid length" },
+		{ "network", "network_ready = '" H64("c") "0'",
+		  "row field network_ready has an invalid length" },
+		{ "network", "network_ready = ''", "row field network_ready has an invalid length" },
+		{ "network", "network_ready = '" H32("c") H32("g") "'",
+		  "network_ready is not a 64-digit hex ID" },
+		{ "host_coordinator", "network_ready = '" NR "'",
+		  "generation 1 host_coordinator has network readiness; only the network "
+		  "participant records it" },
+		{ "connectivity_helper", "network_ready = '" NR "'",
+		  "generation 1 connectivity_helper has network readiness" },
+		{ "network", "network_ready = '" NR "', proc_slot = 'staged'",
+		  "generation 1 network has network readiness in phase acquiring with the process "
+		  "slot staged" },
+		{ "network", "network_ready = '" NR "', phase = 'clean'",
+		  "network has network readiness in phase clean" },
+		{ "network", "phase = 'active'", "generation 1 network is active without network "
+						 "readiness" },
 	};
 	uint64_t g = gen_new(f);
-	char sql[512];
+	proc_active(f, g, HC, 10);
+	helper_active(f, g);
+	network_entered(f, g);
+	char sql[768];
 	for (size_t i = 0; i < ARRAY_SIZE(forged); i++) {
 		snprintf(sql, sizeof(sql),
 			 "PRAGMA ignore_check_constraints = ON; "
-			 "UPDATE generations SET network_ready = NULL, state = 'starting'; "
-			 "UPDATE generations SET %s WHERE generation = 1",
-			 forged[i].set);
+			 REPAIR_NETWORK "; "
+			 "UPDATE participants SET %s WHERE generation = 1 AND role = '%s'",
+			 forged[i].set, forged[i].role);
 		raw_exec(f, sql);
-		struct lz_dstore_generation x;
-		memset(&x, 0x5a, sizeof(x));
-		FAILS(EPROTO, forged[i].needle, lz_dstore_generation_get(f->h, g, &x, &E));
-		unsigned char want[sizeof(x)];
+		enum lz_dstore_role role = strcmp(forged[i].role, "network") == 0 ? NET
+					   : strcmp(forged[i].role, "host_coordinator") == 0 ? HC
+											     : CH;
+		struct lz_dstore_participant p;
+		memset(&p, 0x5a, sizeof(p));
+		FAILS(EPROTO, forged[i].needle, lz_dstore_participant_get(f->h, g, role, &p, &E));
+		unsigned char want[sizeof(p)];
 		memset(want, 0x5a, sizeof(want));
-		assert_memory_equal(&x, want, sizeof(x));
-		struct lz_dstore_generation *v = (void *)1;
-		size_t n = 77;
-		FAILS(EPROTO, forged[i].needle, lz_dstore_generation_list(f->h, 5, &v, &n, &E));
-		assert_ptr_equal(v, (void *)1);
-		assert_int_equal(n, 77);
-		FAILS(EPROTO, forged[i].needle,
-		      lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
-		FAILS(EPROTO, forged[i].needle,
-		      lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+		assert_memory_equal(&p, want, sizeof(p));
+		FAILS(EPROTO, forged[i].needle, lz_dstore_participant_activate(f->h, g, role, &E));
+		FAILS(EPROTO, forged[i].needle, lz_dstore_participant_release_intent(f->h, g, role, &E));
+		if (role == NET)
+			FAILS(EPROTO, forged[i].needle,
+			      lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
 	}
-	/* the schema itself refuses such a row while its checks are on */
+	/* the schema itself refuses such rows while its checks are on */
+	raw_exec(f, REPAIR_NETWORK);
+	static const char *const refused[] = {
+		"UPDATE participants SET network_ready = '" H64("C") "' WHERE role = 'network'",
+		"UPDATE participants SET network_ready = '" H32("c") "' WHERE role = 'network'",
+		"UPDATE participants SET network_ready = '" NR "' WHERE role = 'host_coordinator'",
+		"UPDATE participants SET network_ready = '" NR "' WHERE role = 'connectivity_helper'",
+		"UPDATE participants SET network_ready = '" NR "', proc_slot = 'staged' "
+		"WHERE role = 'network'",
+		"UPDATE participants SET phase = 'active' WHERE role = 'network'",
+	};
 	char path[PATH_MAX];
 	sqlite3 *db = NULL;
 	assert_int_equal(sqlite3_open_v2(pj(path, f, LZ_DSTORE_DB_NAME), &db, SQLITE_OPEN_READWRITE,
 					 NULL),
 			 SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE generations SET network_ready = NULL, state = "
-					  "'starting'",
-				      NULL, NULL, NULL),
-			 SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE generations SET network_ready = '" H64("C") "'",
-				      NULL, NULL, NULL),
-			 SQLITE_CONSTRAINT);
-	assert_int_equal(sqlite3_exec(db, "UPDATE generations SET state = 'published'", NULL, NULL,
-				      NULL),
-			 SQLITE_CONSTRAINT);
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		if (sqlite3_exec(db, refused[i], NULL, NULL, NULL) != SQLITE_CONSTRAINT)
+			fail_msg("the schema accepted '%s'", refused[i]);
 	assert_int_equal(sqlite3_close(db), SQLITE_OK);
-	/* repaired, the row reads again */
-	assert_string_equal(gen_get(f, g).network_ready, "");
-	publish(f, g);
+	/* repaired, the rows read again and the flow goes on */
+	assert_string_equal(part(f, g, NET).network_ready, "");
+	OK(lz_dstore_participant_set_network_ready(f->h, g, NR, &E));
+	OK(lz_dstore_participant_activate(f->h, g, NET, &E));
+	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
 }
 
 /* ---- participants ------------------------------------------------------- */
@@ -1245,7 +1537,7 @@ static void test_lz_dstore_participant_intent__round_trip(void **state)
 {
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
-	for (int r = PL; r <= HC; r++) {
+	for (int r = PL; r <= LZ_DSTORE_ROLE_COUNT; r++) {
 		OK(lz_dstore_participant_intent(f->h, g, r, &E));
 		struct lz_dstore_participant p = part(f, g, r);
 		assert_int_equal(p.phase, LZ_DSTORE_PHASE_INTENT);
@@ -1253,6 +1545,7 @@ static void test_lz_dstore_participant_intent__round_trip(void **state)
 		assert_false(p.has_artifact);
 		assert_string_equal(p.artifact_id, "");
 		assert_false(p.lease_held);
+		assert_string_equal(p.network_ready, "");
 		assert_int_equal(p.n_mounts, 0);
 		assert_null(p.mounts);
 		lz_dstore_participant_clear(&p);
@@ -1269,8 +1562,8 @@ static void test_lz_dstore_participant_intent__refusals(void **state)
 	      lz_dstore_participant_intent(f->h, g, SB, &E));
 	FAILS(EINVAL, "unknown participant role 0",
 	      lz_dstore_participant_intent(f->h, g, (enum lz_dstore_role)0, &E));
-	FAILS(EINVAL, "unknown participant role 7",
-	      lz_dstore_participant_intent(f->h, g, (enum lz_dstore_role)7, &E));
+	FAILS(EINVAL, "unknown participant role 9",
+	      lz_dstore_participant_intent(f->h, g, (enum lz_dstore_role)9, &E));
 	set_state(f, g, LZ_DSTORE_GEN_STOPPING);
 	FAILS(ESTALE, "generation 1 attached_runsc: no new intent: the generation is stopping",
 	      lz_dstore_participant_intent(f->h, g, RC, &E));
@@ -1464,14 +1757,17 @@ static void test_lz_dstore_participant_stage_process__refusals(void **state)
 	FAILS(ENOENT, "no generation 5", lz_dstore_participant_stage_process(f->h, 5, SB, &id, &E));
 }
 
-static void test_lz_dstore_participant_enter_process__host_coordinator_only(void **state)
+/* Spec 3.3: the direct existing-process edges are the HC itself and
+ * Network RS; every other process role is an acquired child edge. */
+static void test_lz_dstore_participant_enter_process__direct_edges_only(void **state)
 {
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
 	struct lz_pidref hc = P(1000);
 	OK(lz_dstore_participant_intent(f->h, g, HC, &E));
 	OK(lz_dstore_participant_intent(f->h, g, RS, &E));
-	static const enum lz_dstore_role children[] = { SB, RS, RC };
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	static const enum lz_dstore_role children[] = { SB, RS, RC, CH };
 	for (size_t i = 0; i < ARRAY_SIZE(children); i++)
 		FAILS(EINVAL, "is an acquired child edge: stage its process first",
 		      lz_dstore_participant_enter_process(f->h, g, children[i], &hc, &E));
@@ -1488,13 +1784,46 @@ static void test_lz_dstore_participant_enter_process__host_coordinator_only(void
 	      lz_dstore_participant_enter_process(f->h, g, HC, &other, &E));
 	assert_unchanged(f, &p);
 	OK(lz_dstore_participant_activate(f->h, g, HC, &E));
+	assert_int_equal(phase(f, g, CH), LZ_DSTORE_PHASE_INTENT);
+
+	/* network: the Runtime Supervisor's identity, just as immutable */
+	struct lz_pidref rs = P(1002);
+	OK(lz_dstore_participant_intent(f->h, g, NET, &E));
+	OK(lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
+	struct lz_dstore_participant n = part(f, g, NET);
+	assert_int_equal(n.phase, LZ_DSTORE_PHASE_ACQUIRING);
+	assert_int_equal(n.process.phase, LZ_DSTORE_SLOT_COMMITTED);
+	assert_true(pidref_eq(&n.process.id, &rs));
+	assert_string_equal(n.network_ready, "");
+	FAILS(ESTALE, "generation 1 network: process slot is committed; enter a committed process "
+		      "needs unassigned",
+	      lz_dstore_participant_enter_process(f->h, g, NET, &other, &E));
+	FAILS(ESTALE, "network: process slot is committed",
+	      lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
+	FAILS(ESTALE, "process slot is committed; stage a process needs unassigned",
+	      lz_dstore_participant_stage_process(f->h, g, NET, &other, &E));
+	FAILS(ESTALE, "process slot is committed; commit the process needs staged",
+	      lz_dstore_participant_commit_process(f->h, g, NET, &rs, &E));
+	struct lz_pidref zero = P(0), foreign = P(1003);
+	foreign.boot_id[0] ^= 1;
+	FAILS(EINVAL, "process pid must not be 0",
+	      lz_dstore_participant_enter_process(f->h, g, NET, &zero, &E));
+	FAILS(ESTALE, "process identity is from another boot",
+	      lz_dstore_participant_enter_process(f->h, g, NET, &foreign, &E));
+	assert_unchanged(f, &n);
+	lz_dstore_participant_clear(&n);
+	/* entering needs a row, like every other move */
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	g = gen_new(f);
+	FAILS(ENOENT, "generation 2 has no network participant",
+	      lz_dstore_participant_enter_process(f->h, g, NET, &rs, &E));
 }
 
 static void test_lz_dstore_participant_activate__requires_evidence(void **state)
 {
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
-	for (int r = PL; r <= HC; r++) {
+	for (int r = PL; r <= LZ_DSTORE_ROLE_COUNT; r++) {
 		OK(lz_dstore_participant_intent(f->h, g, r, &E));
 		FAILS(ESTALE, "intent -> active refused: a bare intent never becomes active",
 		      lz_dstore_participant_activate(f->h, g, r, &E));
@@ -1883,8 +2212,8 @@ static void test_lz_dstore_session_begin__needs_published_generation(void **stat
 	      lz_dstore_session_begin(f->h, g, sid, &E));
 	assert_string_equal(sid, "untouched");
 	FAILS(EINVAL, "session ID buffer is missing", lz_dstore_session_begin(f->h, g, NULL, &E));
-	/* readiness alone admits no session: publication does */
-	OK(lz_dstore_generation_set_network_ready(f->h, g, NR, &E));
+	/* an active network alone admits no session: publication does */
+	network_active(f, g);
 	FAILS(ESTALE, "generation 1 is starting", lz_dstore_session_begin(f->h, g, sid, &E));
 	set_state(f, g, LZ_DSTORE_GEN_PUBLISHED);
 	char a[LZ_DSTORE_ID_HEX_LEN + 1], b[LZ_DSTORE_ID_HEX_LEN + 1];
@@ -2153,7 +2482,7 @@ static void test_lz_dstore_open__reopen_shows_same_rows(void **state)
 
 	struct lz_dstore_generation gb = gen_get(f, g);
 	struct lz_dstore_participant before[LZ_DSTORE_ROLE_COUNT + 1];
-	const enum lz_dstore_role roles[] = { PL, SA, RS, HC };
+	const enum lz_dstore_role roles[] = { PL, SA, RS, HC, CH, NET };
 	for (size_t i = 0; i < ARRAY_SIZE(roles); i++)
 		before[roles[i]] = part(f, g, roles[i]);
 	struct lz_dstore_session sb = sess(f, g, sid);
@@ -2169,8 +2498,7 @@ static void test_lz_dstore_open__reopen_shows_same_rows(void **state)
 	assert_string_equal(ga.coordinator_id, gb.coordinator_id);
 	assert_string_equal(ga.sidecar_id, gb.sidecar_id);
 	assert_string_equal(ga.sandbox_id, gb.sandbox_id);
-	assert_string_equal(ga.network_ready, NR);
-	assert_string_equal(ga.network_ready, gb.network_ready);
+	assert_string_equal(before[NET].network_ready, NR);
 	for (size_t i = 0; i < ARRAY_SIZE(roles); i++) {
 		assert_unchanged(f, &before[roles[i]]);
 		lz_dstore_participant_clear(&before[roles[i]]);
@@ -2219,7 +2547,10 @@ static void test_lz_dstore_role_name__names(void **state)
 	assert_string_equal(lz_dstore_role_name(LZ_DSTORE_ROLE_PREPARED_LOWER), "prepared_lower");
 	assert_string_equal(lz_dstore_role_name(LZ_DSTORE_ROLE_HOST_COORDINATOR), "host_coordinator");
 	assert_null(lz_dstore_role_name((enum lz_dstore_role)0));
-	assert_null(lz_dstore_role_name((enum lz_dstore_role)7));
+	assert_string_equal(lz_dstore_role_name(LZ_DSTORE_ROLE_CONNECTIVITY_HELPER),
+			    "connectivity_helper");
+	assert_string_equal(lz_dstore_role_name(LZ_DSTORE_ROLE_NETWORK), "network");
+	assert_null(lz_dstore_role_name((enum lz_dstore_role)(LZ_DSTORE_ROLE_COUNT + 1)));
 	assert_string_equal(lz_dstore_phase_name(LZ_DSTORE_PHASE_ACQUIRING), "acquiring");
 	assert_null(lz_dstore_phase_name((enum lz_dstore_phase)6));
 	assert_string_equal(lz_dstore_gen_state_name(LZ_DSTORE_GEN_FAILED), "failed");
@@ -2276,13 +2607,17 @@ int main(void)
 		T(test_lz_dstore_generation_set_state__stopped_needs_everything_clean),
 		T(test_lz_dstore_generation_get__unknown_untouched),
 		T(test_lz_dstore_generation_list__recent_first_bounded),
-		T(test_lz_dstore_generation_set_state__published_needs_network_ready),
-		T(test_lz_dstore_generation_set_network_ready__then_publish),
-		T(test_lz_dstore_generation_set_network_ready__malformed_refused),
-		T(test_lz_dstore_generation_set_network_ready__never_replaced),
-		T(test_lz_dstore_generation_set_network_ready__only_while_starting),
-		T(test_lz_dstore_generation_set_network_ready__unknown_generation),
-		T(test_lz_dstore_generation_get__forged_network_ready_refused),
+		T(test_lz_dstore_participant_set_network_ready__then_publish),
+		T(test_lz_dstore_generation_set_state__published_needs_network_active),
+		T(test_lz_dstore_participant_set_network_ready__needs_active_helper),
+		T(test_lz_dstore_participant_set_network_ready__needs_entered_process),
+		T(test_lz_dstore_participant_set_network_ready__never_replaced),
+		T(test_lz_dstore_participant_set_network_ready__only_while_starting),
+		T(test_lz_dstore_participant_set_network_ready__malformed_refused),
+		T(test_lz_dstore_participant_set_network_ready__unknown_generation),
+		T(test_lz_dstore_participant_activate__network_needs_readiness),
+		T(test_lz_dstore_participant_clean__network_then_helper),
+		T(test_lz_dstore_participant_get__forged_network_ready_refused),
 		T(test_lz_dstore_participant_intent__round_trip),
 		T(test_lz_dstore_participant_intent__refusals),
 		T(test_lz_dstore_participant_set_artifact__prepared_lower_flow),
@@ -2290,7 +2625,7 @@ int main(void)
 		T(test_lz_dstore_participant_commit_process__round_trip_u64_max),
 		T(test_lz_dstore_participant_commit_process__different_identity_refused),
 		T(test_lz_dstore_participant_stage_process__refusals),
-		T(test_lz_dstore_participant_enter_process__host_coordinator_only),
+		T(test_lz_dstore_participant_enter_process__direct_edges_only),
 		T(test_lz_dstore_participant_activate__requires_evidence),
 		T(test_lz_dstore_participant_add_mount__state_anchor_flow),
 		T(test_lz_dstore_participant_add_mount__invalid_arguments_refused),

@@ -377,12 +377,15 @@ faulty_launch() {
 		--config "$CFG" -- true)
 }
 
-# generation_row: "state|network_ready" of the Domain's newest generation.
+# generation_row: "state|network phase|readiness fingerprint" of the Domain's
+# newest generation (its network participant, spec 3.6 and FR-19).
 generation_row() {
 	local db
 	for db in "$DATA"/domains/*/domain.sqlite; do break; done
 	[ -f "$db" ] || fail "no domain.sqlite under $DATA/domains"
-	sqlite3 -readonly "$db" "select state, ifnull(network_ready, '') from generations order by generation desc limit 1;"
+	sqlite3 -readonly -cmd '.timeout 2000' "$db" "select g.state, ifnull(p.phase, ''), ifnull(p.network_ready, '')
+		from generations g left join participants p on p.generation = g.generation and p.role = 'network'
+		order by g.generation desc limit 1;"
 }
 
 # A refused start, or a Domain after its last session, leaves no process,
@@ -424,7 +427,8 @@ test_broken_predicate_refuses_readiness() {
 		assert_eq 69 "$STATUS" "status with fault $fault (stderr: $ERR)"
 		assert_contains "$ERR" "network readiness refused: predicate '$pred' failed" "fault $fault"
 		assert_start_undone
-		assert_match "$(generation_row)" '^(failed|stopped)\|$' "the generation after fault $fault"
+		assert_match "$(generation_row)" '^(failed|stopped)\|(intent|release|clean)\|$' \
+			"the generation after fault $fault: no network readiness was recorded"
 		assert_no_foreign_netns
 	done
 	# The switch is not in the production binary: the same setting changes nothing.
@@ -435,6 +439,21 @@ test_broken_predicate_refuses_readiness() {
 }
 
 test_readiness_recorded_and_canary_gone() {
+	# While a session runs: published, the network participant active with
+	# its readiness fingerprint.
+	(cd "$WS" && timeout -k 5 60 env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sleep 4) \
+		>"$T/bg.out" 2>&1 &
+	local bg=$! row="" _
+	for _ in $(seq 100); do
+		row=$(generation_row 2>/dev/null) || row=""
+		case $row in published*) break ;; esac
+		sleep 0.1
+	done
+	assert_match "$row" '^published\|active\|[0-9a-f]{64}$' "the network participant while published"
+	wait "$bg" || fail "the background session failed: $(cat "$T/bg.out")"
+	assert_start_undone
+	# After the stop the participant is clean (its evidence cleared).
+	assert_match "$(generation_row)" '^stopped\|clean\|$' "the network participant after the stop"
 	probe "section allowed busybox timeout 5 nc -w 2 10.137.55.2 7 </dev/null;
 		section denied busybox timeout 5 nc -w 2 10.137.55.3 7 </dev/null;
 		section caps grep CapBnd /proc/1/status"
@@ -444,9 +463,7 @@ test_readiness_recorded_and_canary_gone() {
 	local bnd
 	bnd=$(section caps | awk '{ print $2 }')
 	[ -n "$bnd" ] && [ $((0x$bnd & (1 << 12))) -eq 0 ] || fail "the init holds CAP_NET_ADMIN: $(section caps)"
-	# The Domain stops after its only session.
 	assert_start_undone
-	assert_match "$(generation_row)" '^stopped\|[0-9a-f]{64}$' "the recorded network readiness"
 	assert_no_foreign_netns
 }
 
