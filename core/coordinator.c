@@ -83,7 +83,6 @@ struct lz_hc {
 	int rootfs_fd;
 	bool lease_held;
 	struct lz_broker_child rs;
-	struct lz_broker_child slirp; /* connectivity helper (spec 3.7) */
 	int control_fd;
 	struct lz_rs_msg mounts;
 	struct lz_pidref rs_id;
@@ -234,7 +233,6 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	hc->lock_fd = hc->rootfs_fd = hc->control_fd = hc->listen_fd = -EBADF;
 	hc->gen_dir = (struct lz_path)LZ_PATH_INIT;
 	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
-	hc->slirp = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		hc->sessions[i].client = -1;
 		hc->sessions[i].master = -1;
@@ -386,42 +384,21 @@ static int policy_memfd(lz_hc *hc, int *ret_fd, uint8_t digest[32], struct lz_er
 	return r;
 }
 
-/* Spec 3.6: connectivity-helper ownership is durable before the helper runs;
- * it is committed once the RS has seen it configure tap0 (network_ready). */
-static int slirp_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+/* FR-16: slirp4netns, from the system directories, and its log; the RS
+ * runs it (supervisor.h). Located here so a missing package is named
+ * before anything starts. */
+static int helper_plan(lz_hc *hc, struct lz_rs_plan *plan, struct lz_err *err)
 {
-	lz_hc *hc = ((struct start_ctx *)ctxp)->hc;
-	hc->slirp_id = *id;
-	return lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, id,
-						   err);
-}
-
-/* slirp4netns (FR-16) joins only the RS's user namespace: it stays in the
- * host network namespace for its outbound sockets and attaches to the
- * enforcement namespace by the RS's PID (C-REFINEMENT fact 3); the gateway
- * does not reach the host's loopback (fact 5). */
-static int start_slirp(lz_hc *hc, struct lz_err *err)
-{
-	char tool[LZ_HOSTPROBE_PATH_MAX], pid[16];
+	char tool[LZ_HOSTPROBE_PATH_MAX];
 	int r = lz_hostprobe_tool_locate("slirp4netns", err, &tool);
 	if (r < 0)
 		return lz_err_prefix(err, r, "the connectivity helper (package slirp4netns): ");
-	_cleanup_close_ int log = lz_openat2_create(hc->gen_dir.fd, "slirp4netns.log",
-						    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
-						    LZ_RESOLVE_OWNED);
-	if (log < 0)
+	snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", tool);
+	plan->slirp_log_fd = lz_openat2_create(hc->gen_dir.fd, "slirp4netns.log",
+					       O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
+	if (plan->slirp_log_fd < 0)
 		return lz_err_set(err, errno, "create slirp4netns.log: %s", strerror(errno));
-	snprintf(pid, sizeof(pid), "%u", hc->rs_id.pid);
-	char *argv[] = { "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-			 "--cidr=10.137.54.0/24", "--enable-sandbox", "--enable-seccomp", pid, "tap0",
-			 NULL };
-	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = tool, .argv = argv,
-				 .stdin_fd = -1, .stdout_fd = log, .stderr_fd = log };
-	struct start_ctx ctx = { hc };
-	struct lz_broker_spec spec = { .label = "slirp4netns", .join_pidfd = hc->rs.pidfd,
-				       .join_flags = CLONE_NEWUSER, .exec = &exec, .staged = slirp_staged,
-				       .ctx = &ctx };
-	return lz_broker_spawn(&spec, &hc->slirp, err);
+	return 0;
 }
 
 static int rs_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
@@ -596,6 +573,15 @@ static int network_record(lz_hc *hc, const char *fp_hex, struct lz_err *err)
 	return lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_NETWORK, err);
 }
 
+/* Spec 3.3 step 6: the persisted staged identity, echoed. */
+static int ack_rs(lz_hc *hc, const struct lz_rs_msg *staged, struct lz_err *err)
+{
+	struct lz_rs_msg ack = *staged;
+	ack.type = LZ_HC_ACK;
+	int r = lz_rs_send(hc->control_fd, &ack);
+	return r < 0 ? lz_err_set(err, -r, "acknowledge the staged identity: %s", strerror(-r)) : 0;
+}
+
 int lz_hc_start(lz_hc *hc, struct lz_err *err)
 {
 	const struct lz_config_profile *p = hc->profile;
@@ -608,7 +594,7 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	if (plan == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	plan->log_fd = plan->root_target_fd = plan->prepared_fd = plan->control_fd = -EBADF;
-	plan->root_upper_fd = plan->root_work_fd = plan->hc_fd = plan->policy_fd = -EBADF;
+	plan->root_upper_fd = plan->root_work_fd = plan->hc_fd = plan->policy_fd = plan->slirp_log_fd = -EBADF;
 	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS) {
 		r = lz_err_set(err, E2BIG, "more than %d persistent directories", LZ_RS_MAX_ANCHORS);
 		goto out;
@@ -688,7 +674,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	snprintf(plan->bundle, sizeof(plan->bundle), "%s/bundle", hc->gen_dir.canonical);
 	snprintf(plan->container_id, sizeof(plan->container_id), "%s", hc->container_id);
 	plan->dcache = lz_config_dcache(hc->cfg);
-	if ((r = policy_memfd(hc, &plan->policy_fd, plan->policy_digest, err)) < 0)
+	if ((r = policy_memfd(hc, &plan->policy_fd, plan->policy_digest, err)) < 0 ||
+	    (r = helper_plan(hc, plan, err)) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		r = lz_err_set(err, errno, "socketpair: %s", strerror(errno));
@@ -710,7 +697,9 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	struct lz_broker_spec spec = {
 		.label = "Runtime Supervisor",
 		.comm = "lz-supervisor",
-		.clone_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET,
+		/* No CLONE_NEWNET: the RS creates the enforcement namespace
+		 * after cloning slirp4netns in the host's (supervisor.h). */
+		.clone_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS,
 		.map = &map,
 		.join_pidfd = -1,
 		.fn = lz_rs_main,
@@ -743,7 +732,18 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	}
 	if ((r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR, err)) < 0)
 		goto out;
-	if ((r = start_slirp(hc, err)) < 0)
+	/* Spec 3.6: connectivity-helper ownership is durable before the helper
+	 * runs; it is committed once the RS has seen tap0 configured. */
+	if ((r = recv_rs(hc, &m, err)) < 0)
+		goto out;
+	if (m.type != LZ_RS_HELPER_STAGED) {
+		r = lz_err_set(err, EPROTO, "expected the staged slirp4netns identity");
+		goto out;
+	}
+	hc->slirp_id = m.id;
+	if ((r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
+						     &m.id, err)) < 0 ||
+	    (r = ack_rs(hc, &m, err)) < 0)
 		goto out;
 
 	/* The attached runsc: stage, echo, then readiness commits it. */
@@ -757,12 +757,8 @@ int lz_hc_start(lz_hc *hc, struct lz_err *err)
 	if ((r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
 						     &m.id, err)) < 0)
 		goto out;
-	struct lz_rs_msg ack = m;
-	ack.type = LZ_HC_ACK;
-	if ((r = lz_rs_send(hc->control_fd, &ack)) < 0) {
-		lz_err_set(err, -r, "acknowledge runsc: %s", strerror(-r));
+	if ((r = ack_rs(hc, &m, err)) < 0)
 		goto out;
-	}
 	if ((r = recv_rs(hc, &m, err)) < 0)
 		goto out;
 	if (m.type != LZ_RS_READY || memcmp(&m.id, &hc->runsc_id, sizeof(m.id)) != 0) {
@@ -799,6 +795,7 @@ out:
 	lz_close_fdp(&plan->log_fd);
 	lz_close_fdp(&plan->root_target_fd);
 	lz_close_fdp(&plan->policy_fd);
+	lz_close_fdp(&plan->slirp_log_fd);
 	lz_close_fdp(&plan->root_upper_fd);
 	lz_close_fdp(&plan->root_work_fd);
 	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++) {
@@ -1484,7 +1481,7 @@ int lz_hc_stop(lz_hc *hc, struct lz_err *err)
 	struct lz_err werr;
 	r = lz_broker_wait(&hc->rs, STOP_TIMEOUT_MS, &status, &werr);
 	lz_close_fdp(&hc->control_fd);
-	lz_broker_kill(&hc->slirp); /* its namespace is gone with the RS */
+	/* slirp4netns was in the RS's PID namespace: gone with the reaped RS. */
 	/* The mounts lived only in the RS's mount namespace, which ended with
 	 * the reaped RS and its PID namespace: that is the independent
 	 * absence proof when the RS could not report its own. */
@@ -1562,11 +1559,12 @@ int lz_hc_release_lower(lz_hc *hc, struct lz_err *err)
 	return lz_dstore_participant_clean(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
 }
 
-/* A failed generation's runsc log goes to the HC's log (its stderr)
- * before the runtime directory is removed: the diagnosis survives. */
-static void keep_runsc_log(const lz_hc *hc)
+/* A failed generation's logs (runsc's, slirp4netns's) go to the HC's log
+ * (its stderr) before the runtime directory is removed: the diagnosis
+ * survives. */
+static void keep_log(const lz_hc *hc, const char *name)
 {
-	_cleanup_close_ int fd = lz_openat2(hc->gen_dir.fd, "runsc.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+	_cleanup_close_ int fd = lz_openat2(hc->gen_dir.fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
 					    LZ_RESOLVE_OWNED);
 	if (fd < 0)
 		return;
@@ -1575,10 +1573,10 @@ static void keep_runsc_log(const lz_hc *hc)
 	char buf[16384];
 	ssize_t n = pread(fd, buf, sizeof(buf), from);
 	if (n > 0) {
-		fprintf(stderr, "--- runsc.log of generation %llu (last %zd bytes) ---\n",
+		fprintf(stderr, "--- %s of generation %llu (last %zd bytes) ---\n", name,
 			(unsigned long long)hc->gen, n);
 		fwrite(buf, 1, (size_t)n, stderr);
-		fputs("--- end of runsc.log ---\n", stderr);
+		fprintf(stderr, "--- end of %s ---\n", name);
 		fflush(stderr);
 	}
 }
@@ -1598,7 +1596,6 @@ void lz_hc_close(lz_hc *hc, bool ok)
 	/* A supervisor still running here means a failed start or stop: it
 	 * takes its PID namespace (runsc and the sandbox) with it. */
 	lz_broker_kill(&hc->rs);
-	lz_broker_kill(&hc->slirp);
 	lz_close_fdp(&hc->control_fd);
 	if (hc->store && hc->gen) {
 		if (ok)
@@ -1612,8 +1609,10 @@ void lz_hc_close(lz_hc *hc, bool ok)
 			(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_FAILED,
 							     &ignored);
 	}
-	if (!ok && hc->gen_dir.fd >= 0)
-		keep_runsc_log(hc);
+	if (!ok && hc->gen_dir.fd >= 0) {
+		keep_log(hc, "runsc.log");
+		keep_log(hc, "slirp4netns.log");
+	}
 	if (hc->gen_dir.fd >= 0 && lz_tree_remove(hc->runtime_domain->fd, hc->gen_name, &ignored) < 0) {
 		/* A supervisor lost mid-way leaves namespace-owned files. */
 		struct lz_idmap map;

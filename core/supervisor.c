@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
@@ -144,23 +145,74 @@ struct staged_ctx {
 	const struct lz_rs_plan *plan;
 };
 
-/* Step 6 for the attached runsc: the HC persists and echoes the identity. */
-static int runsc_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+/* Step 6 for an RS-launched child: the HC persists the identity and
+ * echoes it (type LZ_RS_STAGED for the attached runsc, LZ_RS_HELPER_STAGED
+ * for slirp4netns). */
+static int report_staged(const struct lz_rs_plan *p, uint32_t type, const char *what,
+			 const struct lz_pidref *id, struct lz_err *err)
 {
-	const struct lz_rs_plan *p = ((struct staged_ctx *)ctxp)->plan;
 	struct lz_rs_msg m, ack;
-	msg_init(&m, p, LZ_RS_STAGED);
+	msg_init(&m, p, type);
 	m.id = *id;
 	int r = lz_rs_send(p->control_fd, &m);
 	if (r < 0)
-		return lz_err_set(err, -r, "report staged runsc: %s", strerror(-r));
+		return lz_err_set(err, -r, "report staged %s: %s", what, strerror(-r));
 	if ((r = lz_rs_recv(p->control_fd, &ack, LZ_RS_START_TIMEOUT_MS)) < 0)
 		return lz_err_set(err, -r, "wait for the commit acknowledgement: %s", strerror(-r));
 	if (ack.type != LZ_HC_ACK || ack.generation != p->generation ||
 	    strcmp(ack.domain_id, p->domain_id) != 0 || memcmp(&ack.id, id, sizeof(*id)) != 0)
 		return lz_err_set(err, EPROTO, "the commit acknowledgement does not echo the staged "
-					       "runsc identity");
+					       "%s identity", what);
 	return 0;
+}
+
+static int runsc_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	return report_staged(((struct staged_ctx *)ctxp)->plan, LZ_RS_STAGED, "runsc", id, err);
+}
+
+static int net_prepare(struct lz_err *err);
+
+struct helper_ctx {
+	const struct lz_rs_plan *plan;
+	struct lz_canary *canary;
+};
+
+/* slirp4netns was cloned while the RS was still in the host network
+ * namespace, which it keeps for its outbound sockets. Once its ownership
+ * is staged, and before it is released to run, the RS moves itself into a
+ * new enforcement namespace (owned by its user namespace), prepares it and
+ * builds the canary: the helper then attaches to the RS (PID 1 here) and
+ * finds IPv6 already off (spec 3.7: before helper and canary setup). The
+ * canary comes first because building it steps the RS into the peer
+ * namespace for a moment, and the helper must never attach then. */
+static int helper_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	const struct helper_ctx *c = ctxp;
+	const struct lz_rs_plan *p = c->plan;
+	int r = report_staged(p, LZ_RS_HELPER_STAGED, "slirp4netns", id, err);
+	if (r < 0)
+		return r;
+	if (unshare(CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "enforcement network namespace: %s", strerror(errno));
+	if ((r = net_prepare(err)) < 0)
+		return r;
+	return lz_canary_create(p->canary_key, p->generation, c->canary, err);
+}
+
+/* FR-16: the connectivity helper, a supervised child of the RS; the
+ * enforcement namespace and the canary are built on the way. */
+static int start_helper(const struct lz_rs_plan *p, struct lz_canary *canary, struct lz_broker_child *ret,
+			struct lz_err *err)
+{
+	char *argv[] = { "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+			 "--cidr=10.137.54.0/24", "--enable-sandbox", "--enable-seccomp", "1", "tap0", NULL };
+	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = p->slirp_path, .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = p->slirp_log_fd, .stderr_fd = p->slirp_log_fd };
+	struct helper_ctx hctx = { p, canary };
+	struct lz_broker_spec spec = { .label = "slirp4netns", .join_pidfd = -1, .exec = &exec,
+				       .staged = helper_staged, .ctx = &hctx };
+	return lz_broker_spawn(&spec, ret, err);
 }
 
 /* Mounts are cloned from, and attached to, the caller's own mount
@@ -309,7 +361,7 @@ static int split_deny(struct lz_prefix d, const struct lz_netroutes_entry *e, si
 
 /* Waits for slirp4netns's tap0 (the gateway reachable through it), then
  * installs exactly the derived policy and compares what the kernel holds. */
-static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
+static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_err *err)
 {
 	struct lz_netpolicy *pol = malloc(sizeof(*pol));
 	struct lz_netroutes_entry *e = NULL;
@@ -329,6 +381,12 @@ static int net_policy(const struct lz_rs_plan *p, struct lz_err *err)
 		if (lz_netroutes_lookup(0xc0000201u /* 192.0.2.1 */, &gw, &ignored) == 0 &&
 		    strcmp(gw.dev, "tap0") == 0 && gw.gateway == LZ_NET_GATEWAY)
 			break;
+		struct pollfd hp = { .fd = helper_pidfd, .events = POLLIN };
+		if (poll(&hp, 1, 0) > 0) {
+			r = lz_err_set(err, EIO, "slirp4netns exited before configuring tap0 (its log "
+						 "follows in hc.log)");
+			goto out;
+		}
 		if (lz_remaining_ms(deadline) == 0) {
 			r = lz_err_set(err, ETIMEDOUT, "slirp4netns did not configure tap0");
 			goto out;
@@ -506,6 +564,7 @@ static void keep_only_plan(const struct lz_rs_plan *p)
 	keep[n++] = p->prepared_fd;
 	keep[n++] = p->root_target_fd;
 	keep[n++] = p->policy_fd;
+	keep[n++] = p->slirp_log_fd;
 	keep[n++] = p->root_upper_fd;
 	keep[n++] = p->root_work_fd;
 	for (size_t i = 0; i < p->n_anchors; i++) {
@@ -554,7 +613,7 @@ int lz_rs_main(void *planp, struct lz_err *err)
 {
 	const struct lz_rs_plan *p = planp;
 	struct lz_rs_msg mounts, m;
-	struct lz_broker_child runsc = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_child runsc = LZ_BROKER_CHILD_INIT, helper = LZ_BROKER_CHILD_INIT;
 	struct lz_canary canary = LZ_CANARY_INIT;
 	struct lz_netattest att = { 0 };
 	int report[2] = { -EBADF, -EBADF };
@@ -562,18 +621,20 @@ int lz_rs_main(void *planp, struct lz_err *err)
 
 	keep_only_plan(p);
 
-	/* Spec 3.7: the canary is known live before any policy route exists. */
 	msg_init(&mounts, p, LZ_RS_MOUNTS);
-	if ((r = mount_all(p, &mounts, err)) < 0 || (r = net_prepare(err)) < 0 ||
-	    (r = lz_canary_create(p->canary_key, p->generation, &canary, err)) < 0 ||
-	    (r = lz_canary_prove_live(p->canary_key, p->generation, err)) < 0)
+	if ((r = mount_all(p, &mounts, err)) < 0)
 		goto fail;
-	att.canaries_live = true;
 	if ((r = lz_rs_send(p->control_fd, &mounts)) < 0) {
 		lz_err_set(err, -r, "report mounts: %s", strerror(-r));
 		goto fail;
 	}
-	if ((r = net_policy(p, err)) < 0)
+	/* The helper with the enforcement namespace and the canary, which is
+	 * known live before any policy route exists (spec 3.7). */
+	if ((r = start_helper(p, &canary, &helper, err)) < 0 ||
+	    (r = lz_canary_prove_live(p->canary_key, p->generation, err)) < 0)
+		goto fail;
+	att.canaries_live = true;
+	if ((r = net_policy(p, helper.pidfd, err)) < 0)
 		goto fail;
 	att.policy_matches = true;
 	/* The init's standard output: its network observations. */
@@ -667,6 +728,7 @@ int lz_rs_main(void *planp, struct lz_err *err)
 	}
 	stop_runsc(p, &runsc);
 	lz_broker_kill(&runsc);
+	lz_broker_kill(&helper);
 	lz_close_fdp(&report[0]);
 	struct lz_err uerr = { 0, "" };
 	r = unmount_all(p, &mounts, &uerr);
@@ -683,6 +745,7 @@ fail:
 		stop_runsc(p, &runsc);
 		lz_broker_kill(&runsc);
 	}
+	lz_broker_kill(&helper);
 	lz_canary_abandon(&canary);
 	lz_close_fdp(&report[0]);
 	lz_close_fdp(&report[1]);

@@ -1,28 +1,34 @@
-/* The Runtime Supervisor (spec 3.1, 3.3, 3.6; issue 4).
+/* The Runtime Supervisor (spec 3.1, 3.3, 3.6, 3.7).
  *
- * The Host Coordinator's broker creates the RS in fresh user, PID, mount
- * and network namespaces (the user namespace with the verified map). As
- * PID 1 of its PID namespace, the RS takes every runsc process with it when
- * it ends; its parent-death signal ends it when the HC is lost. The RS:
- *   1. makes its mounts private and mounts its own /proc;
- *   2. prepares its network namespace (spec 3.7: the /proc/sys/net/core
- *      shim of C-REFINEMENT fact 3, lo up, IPv6 disabled), mounts the root
+ * The Host Coordinator's broker creates the RS in fresh user, PID and mount
+ * namespaces (the user namespace with the verified map); the RS starts in
+ * the host's network namespace. As PID 1 of its PID namespace, the RS takes
+ * every runsc and slirp4netns process with it when it ends; its
+ * parent-death signal ends it when the HC is lost. The RS:
+ *   1. makes its mounts private and mounts its own /proc, mounts the root
  *      overlay at <gen>/root and one overlay per persistent directory
  *      (State Anchor) at <gen>/anchor/<n>, and reports their identities;
- *      the HC then attaches slirp4netns, whose tap0 the RS waits for before
- *      it installs exactly the derived policy (verified seals and digest)
+ *   2. clones slirp4netns through its broker while still in the host
+ *      network namespace (the helper keeps it for its sockets), reports the
+ *      staged identity and, once the HC echoes it, moves itself into a new
+ *      enforcement network namespace and prepares it (the /proc/sys/net/core
+ *      shim of C-REFINEMENT fact 3, lo up, IPv6 disabled) before releasing
+ *      the helper, which attaches to it (FR-16, spec 3.7);
+ *   3. builds the known-live canary (canary.h), waits for slirp4netns's
+ *      tap0, installs exactly the derived policy (verified seals and digest)
  *      and checks the installed routes against it;
- *   3. launches a non-detached `runsc run` through its own broker, reports
- *      the staged identity and releases it only after the HC's commit
- *      acknowledgement echoes it (spec 3.3 step 6-7);
- *   4. builds the known-live canary before the policy (canary.h), reads
- *      the sandbox init's observations from the init's standard output,
- *      removes the canary by its creation record, observes the result,
- *      drops network administration irreversibly, and reports readiness
- *      with the whole attestation record (netattest.h); the HC judges it;
- *   5. on STOP, on loss of the HC (control socket EOF: the lease-loss path),
- *      or when runsc ends: stops the container, unmounts exactly what it
- *      mounted, proves the mounts absent, reports, and exits.
+ *   4. launches a non-detached `runsc run` through its broker, reports the
+ *      staged identity and releases it only after the HC's commit
+ *      acknowledgement echoes it (spec 3.3 steps 6-7);
+ *   5. reads the sandbox init's observations from the init's standard
+ *      output, removes the canary by its creation record, observes the
+ *      result, drops network administration irreversibly, and reports
+ *      readiness with the whole attestation record (netattest.h); the HC
+ *      judges it;
+ *   6. on STOP, on loss of the HC (control socket EOF: the lease-loss path),
+ *      or when runsc ends: stops the container and the helper, unmounts
+ *      exactly what it mounted, proves the mounts absent, reports, and
+ *      exits.
  * The RS never opens the Domain Store or the Storage Catalog. */
 #ifndef LZ_SUPERVISOR_H
 #define LZ_SUPERVISOR_H
@@ -48,6 +54,7 @@ enum lz_rs_msg_type {
 	LZ_RS_READY = 3,   /* RS -> HC: container running, network attested */
 	LZ_RS_STOPPED = 4, /* RS -> HC: runsc gone, mounts proved absent */
 	LZ_RS_FAILED = 5,  /* RS -> HC: text says why */
+	LZ_RS_HELPER_STAGED = 6, /* RS -> HC: slirp4netns staged identity */
 	LZ_HC_ACK = 10,    /* HC -> RS: staged identity committed (echoed) */
 	LZ_HC_STOP = 11,   /* HC -> RS: stop the generation */
 };
@@ -103,6 +110,9 @@ struct lz_rs_plan {
 	 * memfd, and the digest the HC computed over them. */
 	int policy_fd;
 	uint8_t policy_digest[32];
+	/* FR-16: slirp4netns, located by the HC, and its log. */
+	char slirp_path[64];
+	int slirp_log_fd;
 	/* The generation's canary key (canary.h); the HC keeps a copy. */
 	uint8_t canary_key[LZ_CANARY_KEY_LEN];
 };
