@@ -95,6 +95,9 @@ test_ctrl_c_ctrl_d_vi_and_exit_status() {
 	local t0
 	t0=$(date +%s%N)
 	keys C-c
+	# ^C flushes the input queue (POSIX, NOFLSH unset): typing on before
+	# the line discipline has acted on it can lose the typed characters.
+	sleep 0.3
 	keys 'echo back-$((1+1))' Enter
 	wait_for "back-2" 5
 	local ms=$((($(date +%s%N) - t0) / 1000000))
@@ -228,6 +231,7 @@ test_output_flood_is_bounded() {
 		sleep 0.1
 	done
 	keys C-c
+	sleep 0.3 # ^C flushes the input queue, as above
 	keys 'echo flood-$((4+4))' Enter
 	wait_for "flood-8" 10
 	# The HC holds one Output record per session; 64 MiB leaves room
