@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/testfault.h"
 
 #define OCI_VERSION "1.0.2-dev"
 #define NOFILE_LIMIT 1048576
@@ -286,9 +287,15 @@ static json_t *capability_sets(void)
 	json_auto_t *c = json_object();
 	static const char *const full[] = { "bounding", "effective", "permitted" };
 	static const char *const empty[] = { "inheritable", "ambient" };
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(full); i++)
-		if (!put(c, full[i], strv(capabilities, LZ_ARRAY_SIZE(capabilities))))
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(full); i++) {
+		json_t *set = strv(capabilities, LZ_ARRAY_SIZE(capabilities));
+		/* Test builds only: the sandbox gets network administration,
+		 * which the init must report (util/testfault.h). */
+		if (set && lz_test_fault("sandbox-netadmin") && json_array_append_new(set, json_string("CAP_NET_ADMIN")) < 0)
+			return json_decref(set), NULL;
+		if (!put(c, full[i], set))
 			return NULL;
+	}
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(empty); i++)
 		if (!put(c, empty[i], json_array()))
 			return NULL;

@@ -28,23 +28,7 @@
 #include "spawn.h"
 #include "tree.h"
 #include "util/cleanup.h"
-
-/* Test builds only (LZ_TEST_FAULTS): break one step of network readiness on
- * purpose, so a test can watch the attestation refuse it. The production
- * binary has no such switch. */
-#ifdef LZ_TEST_FAULTS
-static bool fault(const char *name)
-{
-	const char *f = getenv("LAZARET_TEST_FAULT");
-	return f != NULL && strcmp(f, name) == 0;
-}
-#else
-static bool fault(const char *name)
-{
-	(void)name;
-	return false;
-}
-#endif
+#include "util/testfault.h"
 
 int lz_rs_send(int fd, const struct lz_rs_msg *m)
 {
@@ -321,7 +305,7 @@ static int net_prepare(struct lz_err *err)
 	/* Before the helper and canaries exist (spec 3.7). */
 	/* The fault leaves IPv6 on, and the RS's own checks blind to it, so
 	 * only the init's observation can catch it. */
-	if (fault("ipv6-on"))
+	if (lz_test_fault("ipv6-on"))
 		return 0;
 	r = lz_netroutes_disable_ipv6(err);
 	return r < 0 ? r : 0;
@@ -411,7 +395,7 @@ static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_er
 	for (size_t i = 0; i < pol->n_routes; i++) {
 		enum lz_netroutes_kind kind = (enum lz_netroutes_kind)pol->routes[i].kind;
 		/* The fault opens the whole canary network on-link. */
-		if (kind == LZ_NETROUTES_CANARY_DENY && fault("canary-open"))
+		if (kind == LZ_NETROUTES_CANARY_DENY && lz_test_fault("canary-open"))
 			kind = LZ_NETROUTES_CANARY_ALLOW;
 		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix, kind };
 	}
@@ -446,7 +430,7 @@ static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_er
 				       LZ_NETROUTES_DENY_AS_ADDRESS, err)) < 0)
 		goto out;
 	bool clean = false;
-	if (fault("ipv6-on"))
+	if (lz_test_fault("ipv6-on"))
 		clean = true;
 	else if ((r = lz_netroutes_ipv6_clean(&clean, err)) < 0)
 		goto out;
@@ -511,7 +495,7 @@ static bool drop_netadmin(void)
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
 	uint32_t bit = CAP_TO_MASK(CAP_NET_ADMIN);
 	size_t i = CAP_TO_INDEX(CAP_NET_ADMIN);
-	if (fault("keep-netadmin"))
+	if (lz_test_fault("keep-netadmin"))
 		return false;
 	if (prctl(PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0) < 0 ||
 	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 || syscall(SYS_capget, &h, d) < 0)
@@ -548,7 +532,7 @@ static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, str
 		getrandom(challenge, sizeof(challenge), 0) == (ssize_t)sizeof(challenge) &&
 		lz_canary_probe(LZ_NET_CANARY_ALLOWED, NULL, challenge, answer, LZ_CANARY_PROBE_MS) != 0;
 	att->tap0_present_after = if_nametoindex("tap0") != 0;
-	att->ipv6_unchanged_after = fault("ipv6-on") || (lz_netroutes_ipv6_clean(&clean, &ignored) == 0 && clean);
+	att->ipv6_unchanged_after = lz_test_fault("ipv6-on") || (lz_netroutes_ipv6_clean(&clean, &ignored) == 0 && clean);
 	att->rs_netadmin_dropped = drop_netadmin();
 }
 

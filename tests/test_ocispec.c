@@ -194,6 +194,19 @@ static void test_lz_ocispec_config_json__process(void **state)
 	json_decref(doc);
 }
 
+/* The production build has no fault switch (util/testfault.h): the
+ * variable that lazaret-faults reads changes nothing here. */
+static void test_lz_ocispec_config_json__fault_switch_absent(void **state)
+{
+	(void)state;
+	assert_int_equal(setenv("LAZARET_TEST_FAULT", "sandbox-netadmin", 1), 0);
+	struct lz_oci_process p = good_process();
+	json_t *doc = config_doc(&p, NULL, 0, "lazaret");
+	assert_int_equal(unsetenv("LAZARET_TEST_FAULT"), 0);
+	assert_process_common(json_object_get(doc, "process"));
+	json_decref(doc);
+}
+
 struct want_mount {
 	const char *destination, *type, *source;
 	const char *options[7];
@@ -553,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_lz_ocispec_config_json__top_level),
 		cmocka_unit_test(test_lz_ocispec_config_json__namespaces_exact),
 		cmocka_unit_test(test_lz_ocispec_config_json__process),
+		cmocka_unit_test(test_lz_ocispec_config_json__fault_switch_absent),
 		cmocka_unit_test(test_lz_ocispec_config_json__mounts_order_and_options),
 		cmocka_unit_test(test_lz_ocispec_config_json__deterministic),
 		cmocka_unit_test(test_lz_ocispec_config_json__refuses_bad_paths),

@@ -418,9 +418,9 @@ test_broken_predicate_refuses_readiness() {
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
 		"(got '${LAZARET_FAULTS:-}')"
 	local case fault pred
-	# One RS-side predicate and two the init observes inside the sandbox.
+	# Three predicates the init observes inside the sandbox, one of the RS.
 	for case in "canary-open:denied canary unreachable" "ipv6-on:no non-loopback IPv6 address or route" \
-		"keep-netadmin:RS capability dropped"; do
+		"sandbox-netadmin:empty network-admin capability" "keep-netadmin:RS capability dropped"; do
 		fault=${case%%:*}
 		pred=${case#*:}
 		capture faulty_launch "$fault"

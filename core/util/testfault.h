@@ -1,0 +1,24 @@
+/* Test builds only: lazaret-faults (CMakeLists.txt) compiles the modules
+ * that use this with LZ_TEST_FAULTS, and LAZARET_TEST_FAULT=<name> breaks
+ * one step of network readiness on purpose so an end-to-end test can watch
+ * the attestation refuse it by name. In the production build the switch
+ * does not exist: lz_test_fault is constant false and reads nothing. */
+#ifndef LZ_UTIL_TESTFAULT_H
+#define LZ_UTIL_TESTFAULT_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline bool lz_test_fault(const char *name)
+{
+#ifdef LZ_TEST_FAULTS
+	const char *f = getenv("LAZARET_TEST_FAULT");
+	return f != NULL && strcmp(f, name) == 0;
+#else
+	(void)name;
+	return false;
+#endif
+}
+
+#endif
