@@ -74,35 +74,11 @@ static int newlink_veth(struct lz_rtnl *nl, int peer_netns_fd)
 	return lz_rtnl_transact(nl, msg);
 }
 
-static int set_up(struct lz_rtnl *nl, const char *name)
-{
-	int index = (int)if_nametoindex(name);
-	if (index == 0)
-		return -errno;
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = index, .ifi_flags = IFF_UP,
-				 .ifi_change = IFF_UP };
-	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
-	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
-	return lz_rtnl_transact(nl, msg);
-}
-
+/* The address on the link called name, scope global. */
 static int add_addr(struct lz_rtnl *nl, const char *name, uint32_t addr, uint8_t plen)
 {
 	int index = (int)if_nametoindex(name);
-	if (index == 0)
-		return -errno;
-	struct ifaddrmsg ifa = { .ifa_family = AF_INET, .ifa_prefixlen = plen, .ifa_scope = RT_SCOPE_UNIVERSE,
-				 .ifa_index = (uint32_t)index };
-	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
-	if (!msg || nlmsg_append(msg, &ifa, sizeof(ifa), NLMSG_ALIGNTO) < 0 ||
-	    nla_put_u32(msg, IFA_LOCAL, htonl(addr)) < 0 || nla_put_u32(msg, IFA_ADDRESS, htonl(addr)) < 0) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
-	return lz_rtnl_transact(nl, msg);
+	return index == 0 ? -errno : lz_rtnl_addr_add(nl, index, addr, plen, RT_SCOPE_UNIVERSE);
 }
 
 /* Up is not enough: until the veth's carrier is on, the qdisc drops what is
@@ -280,7 +256,7 @@ static int build_peer(int *l2, int *l3, struct lz_err *err)
 	int r = lz_rtnl_open(&nl, "canary peer", err);
 	if (r < 0)
 		return r;
-	if ((r = set_up(&nl, "lo")) < 0 || (r = set_up(&nl, LZ_CANARY_PEER_DEV)) < 0 ||
+	if ((r = lz_rtnl_link_up(&nl, "lo")) < 0 || (r = lz_rtnl_link_up(&nl, LZ_CANARY_PEER_DEV)) < 0 ||
 	    (r = add_addr(&nl, LZ_CANARY_PEER_DEV, LZ_NET_CANARY_ALLOWED, LZ_NET_CANARY.len)) < 0 ||
 	    (r = add_addr(&nl, LZ_CANARY_PEER_DEV, LZ_NET_CANARY_DENIED, LZ_NET_CANARY.len)) < 0)
 		return lz_err_set(err, -r, "canary peer %s: %s%s%s", LZ_CANARY_PEER_DEV, strerror(-r),
@@ -332,7 +308,7 @@ static int build(const uint8_t *key, uint64_t generation, struct lz_canary *c, i
 	}
 
 	/* A /32: no connected route to the canary network (header). */
-	if ((r = set_up(&nl, LZ_CANARY_DEV)) < 0 ||
+	if ((r = lz_rtnl_link_up(&nl, LZ_CANARY_DEV)) < 0 ||
 	    (r = add_addr(&nl, LZ_CANARY_DEV, LZ_NET_ENFORCEMENT, 32)) < 0 || (r = wait_running(LZ_CANARY_DEV)) < 0)
 		return lz_err_set(err, -r, "canary %s: %s%s%s", LZ_CANARY_DEV, strerror(-r), nl.kmsg[0] ? ": " : "",
 				  nl.kmsg);

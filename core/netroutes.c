@@ -734,30 +734,14 @@ static uint32_t deny_address(struct lz_prefix p)
  * IFA_F_NOPREFIXROUTE: the kernel's prefix route is the deny. */
 static int add_lo_deny(struct lz_rtnl *nl, int lo_index, struct lz_prefix p, struct lz_err *err)
 {
-	struct ifaddrmsg ifa = {
-		.ifa_family = AF_INET,
-		.ifa_prefixlen = p.len,
-		.ifa_flags = 0,
-		.ifa_scope = RT_SCOPE_HOST,
-		.ifa_index = (uint32_t)lo_index,
-	};
-	uint32_t a = htonl(deny_address(p));
 	char text[LZ_PREFIX_STR_MAX], host[16];
-	int r = 0;
-
-	lz_prefix_format(p, text);
-	ip4_format(deny_address(p), host);
-	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
-	if (!msg || nlmsg_append(msg, &ifa, sizeof(ifa), NLMSG_ALIGNTO) < 0 || nla_put_u32(msg, IFA_LOCAL, a) < 0 ||
-	    nla_put_u32(msg, IFA_ADDRESS, a) < 0) {
-		nlmsg_free(msg);
-		r = -ENOMEM;
-	}
-	if (r >= 0)
-		r = lz_rtnl_transact(nl, msg);
-	if (r < 0)
+	int r = lz_rtnl_addr_add(nl, lo_index, deny_address(p), p.len, RT_SCOPE_HOST);
+	if (r < 0) {
+		lz_prefix_format(p, text);
+		ip4_format(deny_address(p), host);
 		return lz_err_set(err, r, "installing the loopback deny of %s (address %s/%u dev lo): %s%s%s", text,
 				  host, p.len, strerror(-r), nl->kmsg[0] ? ": " : "", nl->kmsg);
+	}
 	return 0;
 }
 

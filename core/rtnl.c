@@ -1,6 +1,9 @@
 #include "rtnl.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -153,4 +156,32 @@ int lz_rtnl_dump(struct lz_rtnl *nl, int type, const void *hdr, size_t hdrlen,
 		return -ENOMEM;
 	}
 	return lz_rtnl_request(nl, msg, fn, arg);
+}
+
+int lz_rtnl_link_up(struct lz_rtnl *nl, const char *name)
+{
+	int index = (int)if_nametoindex(name);
+	if (index == 0)
+		return -errno;
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = index, .ifi_flags = IFF_UP,
+				 .ifi_change = IFF_UP };
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
+	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return lz_rtnl_transact(nl, msg);
+}
+
+int lz_rtnl_addr_add(struct lz_rtnl *nl, int ifindex, uint32_t addr, uint8_t plen, uint8_t scope)
+{
+	struct ifaddrmsg ifa = { .ifa_family = AF_INET, .ifa_prefixlen = plen, .ifa_scope = scope,
+				 .ifa_index = (uint32_t)ifindex };
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
+	if (!msg || nlmsg_append(msg, &ifa, sizeof(ifa), NLMSG_ALIGNTO) < 0 ||
+	    nla_put_u32(msg, IFA_LOCAL, htonl(addr)) < 0 || nla_put_u32(msg, IFA_ADDRESS, htonl(addr)) < 0) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return lz_rtnl_transact(nl, msg);
 }

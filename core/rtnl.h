@@ -10,6 +10,7 @@
 #define LZ_RTNL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <linux/netlink.h>
 #include <netlink/msg.h>
@@ -43,6 +44,15 @@ int lz_rtnl_transact(struct lz_rtnl *nl, struct nl_msg *msg);
  * return stops and is returned). 0 or -errno (the kernel's when it sent one). */
 int lz_rtnl_request(struct lz_rtnl *nl, struct nl_msg *msg, int (*fn)(const struct nlmsghdr *h, void *arg),
 		    void *arg);
+
+/* Sets the link called name up (RTM_NEWLINK, IFF_UP): 0 or -errno
+ * (-ENODEV for no such link, -EPERM without network administration). */
+int lz_rtnl_link_up(struct lz_rtnl *nl, const char *name);
+
+/* Adds the IPv4 address addr/plen (host byte order) with scope to the link
+ * ifindex, exclusively (NLM_F_CREATE|NLM_F_EXCL; -EEXIST when present), as
+ * both IFA_LOCAL and IFA_ADDRESS, without IFA_F_NOPREFIXROUTE: 0 or -errno. */
+int lz_rtnl_addr_add(struct lz_rtnl *nl, int ifindex, uint32_t addr, uint8_t plen, uint8_t scope);
 
 /* One dump request of type with the family header hdr; fn sees every valid
  * message (a negative return stops the dump and is returned). -EAGAIN when

@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -25,6 +24,7 @@
 #include "canary.h"
 #include "netpolicy.h"
 #include "netroutes.h"
+#include "rtnl.h"
 #include "spawn.h"
 #include "tree.h"
 #include "util/cleanup.h"
@@ -281,14 +281,12 @@ static void stop_runsc(const struct lz_rs_plan *p, struct lz_broker_child *runsc
 
 static int link_up(const char *name, struct lz_err *err)
 {
-	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr = { 0 };
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		return lz_err_set(err, errno, "%s: %s", name, strerror(errno));
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		return lz_err_set(err, errno, "bring %s up: %s", name, strerror(errno));
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
+	int r = lz_rtnl_open(&nl, name, err);
+	if (r < 0)
+		return r;
+	if ((r = lz_rtnl_link_up(&nl, name)) < 0)
+		return lz_err_set(err, -r, "bring %s up: %s", name, strerror(-r));
 	return 0;
 }
 

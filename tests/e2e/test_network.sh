@@ -196,14 +196,20 @@ spell_oct() {
 
 # No Domain was started: no process under $T, no mount, no runtime directory.
 assert_nothing_started() {
+	assert_no_processes_or_mounts 50
+	assert_eq "" "$(ls -A "$T/run/lazaret/domains" 2>/dev/null)" "runtime directory left behind"
+}
+
+# assert_no_processes_or_mounts N: within N tenths of a second no process
+# under $T is left, and then no mount under $T either.
+assert_no_processes_or_mounts() {
 	local _
-	for _ in $(seq 50); do
+	for _ in $(seq "$1"); do
 		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
 		sleep 0.1
 	done
 	assert_eq "" "$(pgrep -u "$(id -u)" -af "$T/")" "processes left behind"
 	assert_not_contains "$(cat /proc/self/mountinfo)" "$T/" "mounts left behind"
-	assert_eq "" "$(ls -A "$T/run/lazaret/domains" 2>/dev/null)" "runtime directory left behind"
 }
 
 # After every test: the Domain's processes end (bounded), then the trees
@@ -391,13 +397,7 @@ generation_row() {
 # A refused start, or a Domain after its last session, leaves no process,
 # no mount, and nothing in the runtime directory but its lock and log.
 assert_start_undone() {
-	local _
-	for _ in $(seq 100); do
-		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
-		sleep 0.1
-	done
-	assert_eq "" "$(pgrep -u "$(id -u)" -af "$T/")" "processes left behind"
-	assert_not_contains "$(cat /proc/self/mountinfo)" "$T/" "mounts left behind"
+	assert_no_processes_or_mounts 100
 	assert_eq "" "$(ls -A "$T/run/lazaret/domains/"*/ 2>/dev/null | grep -v -e '^hc.lock$' -e '^hc.log$' -e '^$' -e ':$')" \
 		"runtime directory left behind"
 }
