@@ -847,8 +847,8 @@ static int add_fixup(struct layer *L, struct archive_entry *e, const char *path,
 
 static int apply_dir(struct layer *L, struct archive_entry *e, int pfd, const struct lpath *p)
 {
-	uid_t uid;
-	gid_t gid;
+	uid_t uid = 0;
+	gid_t gid = 0;
 	struct stat st;
 	int r = entry_owner(L, e, p->full, &uid, &gid);
 	if (r < 0)

@@ -10,10 +10,11 @@
 # may live under /root, which the user cannot read). The cmocka unit tests and
 # the fuzzers run as root from the build directories.
 #
-# Suites: build (build, build-asan, build-fuzz), root refusal, cmocka (normal
-# and ASan+UBSan builds), busted (spec/), e2e (tests/e2e/test_*.sh), fuzz
-# (each libFuzzer target for LZ_FUZZ_SECONDS, default 60). --quick skips the
-# ASan build and the fuzzers. Around the e2e suite it builds, and then
+# Suites: build (build, build-asan, build-release, build-minsizerel,
+# build-fuzz; all with warnings as errors), root refusal, cmocka (normal and
+# ASan+UBSan builds), busted (spec/), e2e (tests/e2e/test_*.sh), fuzz (each
+# libFuzzer target for LZ_FUZZ_SECONDS, default 60). --quick skips the ASan,
+# Release and MinSizeRel builds and the fuzzers. Around the e2e suite it builds, and then
 # removes, the test network of tests/e2e/test_network.sh (namespace
 # lztest-net; see "the test network" below).
 #
@@ -270,15 +271,20 @@ build() {
 	return 1
 }
 
-build normal "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLZ_TESTS=ON -DLZ_SANITIZE=OFF
+# Warnings are errors in every build of ours (LZ_WERROR); a user's build
+# leaves that off (CMakeLists.txt).
+build normal "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLZ_TESTS=ON -DLZ_SANITIZE=OFF -DLZ_WERROR=ON
 if [ "$quick" -eq 0 ]; then
-	build asan "$repo/build-asan" -DCMAKE_BUILD_TYPE=Debug -DLZ_TESTS=ON -DLZ_SANITIZE=ON
+	build asan "$repo/build-asan" -DCMAKE_BUILD_TYPE=Debug -DLZ_TESTS=ON -DLZ_SANITIZE=ON -DLZ_WERROR=ON
+	# The optimised builds a packager makes: -O3 and -Os see other warnings.
+	build release "$repo/build-release" -DCMAKE_BUILD_TYPE=Release -DLZ_TESTS=OFF -DLZ_WERROR=ON
+	build minsizerel "$repo/build-minsizerel" -DCMAKE_BUILD_TYPE=MinSizeRel -DLZ_TESTS=OFF -DLZ_WERROR=ON
 	for f in "$repo"/tests/fuzz/fuzz_*.c; do
 		[ -e "$f" ] && fuzz_targets+=("$(basename "$f" .c)")
 	done
 	if [ "${#fuzz_targets[@]}" -gt 0 ]; then
 		build fuzz "$repo/build-fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-			-DLZ_FUZZ=ON -DLZ_TESTS=OFF -DLZ_SANITIZE=OFF -- "${fuzz_targets[@]}"
+			-DLZ_FUZZ=ON -DLZ_TESTS=OFF -DLZ_SANITIZE=OFF -DLZ_WERROR=ON -- "${fuzz_targets[@]}"
 	fi
 fi
 
