@@ -307,11 +307,12 @@ fi
 
 # --- (c) cmocka ----------------------------------------------------------------------
 
-# cmocka SUITE DIR: every test_* executable in DIR, and every tests/test_*.c.
+# cmocka SUITE DIR: every test_* executable in DIR, and every
+# tests/<subsystem>/test_*.c.
 cmocka() {
 	local suite=$1 dir=$2 names=() f name log rc p f_ k seen
 	say "$suite ($dir)"
-	for f in "$repo"/tests/test_*.c; do
+	for f in "$repo"/tests/*/test_*.c; do
 		[ -e "$f" ] && names+=("$(basename "$f" .c)")
 	done
 	if [ -d "$dir" ]; then
@@ -320,7 +321,7 @@ cmocka() {
 	fi
 	mapfile -t names < <(printf '%s\n' "${names[@]}" | sed '/^$/d' | sort -u)
 	if [ "${#names[@]}" -eq 0 ]; then
-		bad "$suite" "no cmocka tests found (tests/test_*.c)"
+		bad "$suite" "no cmocka tests found (tests/*/test_*.c)"
 		return
 	fi
 	for name in "${names[@]}"; do
@@ -371,9 +372,9 @@ busted_suite() {
 	say "busted"
 	busted=$(command -v busted) || { bad busted "busted is not installed (lua-busted)"; return; }
 	command -v lua5.4 >/dev/null || { bad busted "lua5.4 is not installed"; return; }
-	for f in "$repo"/spec/*_spec.lua; do [ -e "$f" ] && specs+=("${f#"$repo"/}"); done
+	while IFS= read -r f; do specs+=("${f#"$repo"/}"); done < <(find "$repo/spec" -name '*_spec.lua' | sort)
 	if [ "${#specs[@]}" -eq 0 ]; then
-		bad busted "no spec files found (spec/*_spec.lua)"
+		bad busted "no spec files found (spec/**/*_spec.lua)"
 		return
 	fi
 	[ -e "$repo/build/lazaret_spec.so" ] || echo "    note: build/lazaret_spec.so was not built; specs that need it will fail"
@@ -396,7 +397,7 @@ busted_suite() {
 		echo "    running as root (no test user) from $src"
 	fi
 	for rel in "${specs[@]}"; do
-		log=$work/busted-$(basename "$rel").log
+		log=$work/busted-$(tr / - <<<"$rel").log
 		rc=0
 		(cd "$src" && timeout -k 10 "$BUSTED_TIMEOUT" "${runner[@]}" \
 			LZ_SOURCE_DIR="$src" LZ_BUILD_DIR="$src/build" \

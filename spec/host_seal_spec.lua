@@ -64,8 +64,8 @@ describe("lazaret host seal", function()
   end)
 
   it("bundles every production module", function()
-    for _, m in ipairs({ "lazaret.main", "lazaret.cli", "lazaret.json", "lazaret.diag",
-      "lazaret.diag.report", "lazaret.diag.config" }) do
+    for _, m in ipairs({ "lazaret.main", "lazaret.cli", "lazaret.json", "lazaret.platform.diag",
+      "lazaret.platform.report", "lazaret.config.report" }) do
       assert.equal("table", sealed("return type(require('" .. m .. "'))"), m)
     end
   end)

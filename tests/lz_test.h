@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tree.h"
+#include "fs/tree.h"
 
 /* Removes the tree at an absolute path (best effort; for fixtures). */
 static inline void lz_test_rmtree(const char *path)

@@ -1,4 +1,4 @@
-#include "attest.h"
+#include "init/attest.h"
 
 #include <errno.h>
 #include <linux/capability.h>
@@ -14,7 +14,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "netpolicy.h"
+#include "net/netpolicy.h"
 
 #define NL_BUF 16384
 

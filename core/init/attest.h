@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "canaryprobe.h"
-#include "netattest.h"
+#include "net/canaryprobe.h"
+#include "net/netattest.h"
 
 void lz_init_attest(const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], struct lz_netattest *ret);
 

@@ -37,7 +37,7 @@ local function config_check(cmd)
     err(lmsg)
     return EXIT.config
   end
-  local report = require("lazaret.diag.config")
+  local report = require("lazaret.config.report")
   local summary = cfg:summary()
   io_write(cmd.json and report.json(summary) or report.text(summary))
   return EXIT.ok
@@ -85,14 +85,14 @@ local actions = {
   end,
   ["config-check"] = config_check,
   diag = function(cmd)
-    return require("lazaret.diag").run({ json = cmd.json })
+    return require("lazaret.platform.diag").run({ json = cmd.json })
   end,
   state = function()
     err("'state' is reserved for State Anchor maintenance, which is not built yet")
     return EXIT.unavailable
   end,
   launch = launch,
-  hc = function(cmd) return require("lazaret.hc").main(cmd) end,
+  hc = function(cmd) return require("lazaret.runtime.hc").main(cmd) end,
   ["image-prepare"] = function(cmd) return with_platform(require("lazaret.image").prepare, cmd) end,
   ["image-list"] = function(cmd) return require("lazaret.image").list(cmd) end,
   ["image-gc"] = function(cmd) return with_platform(require("lazaret.image").gc, cmd) end,

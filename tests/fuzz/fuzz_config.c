@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "pathauth.h"
+#include "config/config.h"
+#include "fs/pathauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

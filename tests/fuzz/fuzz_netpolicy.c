@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netattest.h"
-#include "netpolicy.h"
+#include "net/netattest.h"
+#include "net/netpolicy.h"
 
 static void check(bool ok)
 {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "toml.h"
+#include "config/toml.h"
 
 struct doc {
 	size_t lines;	    /* number of lines (LF count + 1) */

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "postcard.h"
-#include "wire.h"
+#include "util/postcard.h"
+#include "session/wire.h"
 
 static void check(bool ok)
 {

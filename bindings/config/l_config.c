@@ -1,0 +1,179 @@
+/* lazaret.core.config: load and check the trusted configuration (spec 3.2).
+ *
+ *   config.load{config=, profile=, workspace=}  [-0, +1|3, e]
+ *       -> handle | nil, msg, errno. Reads HOME and XDG_* from the process
+ *       environment and the selected profile's env references; values of
+ *       those references never cross into Lua.
+ *   handle:summary()                            [-0, +1, e]
+ *       -> { source, storage_root, runtime_root, runsc_dcache, profiles,
+ *            profile?, workspace?, domain_id?, fingerprint? }
+ *   handle:close()                              [-0, +0, -]  idempotent
+ *   config.profile_name_valid(name)             [-0, +1, e] -> boolean
+ *   config.init{config=}                        [-0, +1|3, e]
+ *       -> path written | nil, msg, errno: the first configuration, whose
+ *       profile `default` uses the default image (defaultimage.h)
+ *
+ * The handle owns the resolved configuration and its retained directory
+ * descriptors; __gc and __close release them. */
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "image/defaultimage.h"
+#include "l_util.h"
+#include "modules.h"
+
+#define CONFIG_MT "lazaret.config"
+
+struct config_ud {
+	lz_config *cfg; /* NULL when closed */
+};
+
+static struct config_ud *check_open(lua_State *L)
+{
+	struct config_ud *ud = luaL_checkudata(L, 1, CONFIG_MT);
+	if (ud->cfg == NULL)
+		luaL_error(L, "attempt to use a closed configuration");
+	return ud;
+}
+
+const struct lz_config *lz_l_check_config(lua_State *L, int idx)
+{
+	struct config_ud *ud = luaL_checkudata(L, idx, CONFIG_MT);
+	if (ud->cfg == NULL)
+		luaL_error(L, "attempt to use a closed configuration");
+	return ud->cfg;
+}
+
+static int config_close(lua_State *L)
+{
+	struct config_ud *ud = luaL_checkudata(L, 1, CONFIG_MT);
+	lz_config_free(ud->cfg);
+	ud->cfg = NULL;
+	return 0;
+}
+
+static int config_tostring(lua_State *L)
+{
+	struct config_ud *ud = luaL_checkudata(L, 1, CONFIG_MT);
+	if (ud->cfg == NULL)
+		lua_pushliteral(L, "lazaret.config (closed)");
+	else
+		lua_pushfstring(L, "lazaret.config (%p)", (void *)ud->cfg);
+	return 1;
+}
+
+static void set_string(lua_State *L, const char *key, const char *value)
+{
+	if (value) {
+		lua_pushstring(L, value);
+		lua_setfield(L, -2, key);
+	}
+}
+
+static int config_summary(lua_State *L)
+{
+	struct config_ud *ud = check_open(L);
+	struct lz_config_summary s;
+	lz_config_summarize(ud->cfg, &s);
+	lua_createtable(L, 0, 9);
+	set_string(L, "source", s.source);
+	set_string(L, "storage_root", s.storage_root);
+	set_string(L, "runtime_root", s.runtime_root);
+	set_string(L, "profile", s.profile);
+	set_string(L, "workspace", s.workspace);
+	set_string(L, "domain_id", s.domain_id);
+	set_string(L, "fingerprint", s.fingerprint);
+	lua_pushinteger(L, s.runsc_dcache);
+	lua_setfield(L, -2, "runsc_dcache");
+	lua_pushinteger(L, (lua_Integer)s.n_profiles);
+	lua_setfield(L, -2, "profiles");
+	return 1;
+}
+
+static const char *process_getenv(const char *name)
+{
+	return getenv(name);
+}
+
+static int config_load(lua_State *L)
+{
+	static const char *const keys[] = { "config", "profile", "workspace", NULL };
+	lz_l_check_options(L, 1, keys);
+	struct lz_config_request req = {
+		.config_path = lz_l_opt_string(L, 1, "config"),
+		.profile = lz_l_opt_string(L, 1, "profile"),
+		.workspace = lz_l_opt_string(L, 1, "workspace"),
+		.getenv = process_getenv,
+	};
+	lz_host_env_from_process(&req.env);
+
+	/* Created closed, then filled: an allocation failure cannot leak. */
+	struct config_ud *ud = lua_newuserdatauv(L, sizeof(*ud), 0);
+	ud->cfg = NULL;
+	luaL_setmetatable(L, CONFIG_MT);
+
+	char *cwd = getcwd(NULL, 0);
+	req.cwd = cwd;
+	struct lz_err err = { 0, "" };
+	int r = lz_config_load(&req, &ud->cfg, &err);
+	free(cwd);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	return 1;
+}
+
+static int profile_name_valid(lua_State *L)
+{
+	lua_pushboolean(L, lz_config_profile_name_valid(luaL_checkstring(L, 1)));
+	return 1;
+}
+
+static int config_init(lua_State *L)
+{
+	static const char *const keys[] = { "config", NULL };
+	lz_l_check_options(L, 1, keys);
+	const char *explicit_path = lz_l_opt_string(L, 1, "config");
+	struct lz_host_env env;
+	struct lz_err err = { 0, "" };
+	char *path = NULL;
+	lz_host_env_from_process(&env);
+	char *cwd = getcwd(NULL, 0);
+	int r = lz_default_config_write(&env, explicit_path, cwd, &path, &err);
+	free(cwd);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushstring(L, path);
+	free(path);
+	return 1;
+}
+
+static const luaL_Reg functions[] = {
+	{ "load", config_load },
+	{ "init", config_init },
+	{ "profile_name_valid", profile_name_valid },
+	{ NULL, NULL },
+};
+
+static const luaL_Reg methods[] = {
+	{ "summary", config_summary },
+	{ "close", config_close },
+	{ NULL, NULL },
+};
+
+static const luaL_Reg metamethods[] = {
+	{ "__gc", config_close },
+	{ "__close", config_close },
+	{ "__tostring", config_tostring },
+	{ NULL, NULL },
+};
+
+int luaopen_lazaret_config(lua_State *L)
+{
+	lz_l_new_type(L, CONFIG_MT, methods, metamethods);
+	luaL_newlib(L, functions);
+	return 1;
+}

@@ -1,0 +1,282 @@
+/* lazaret.core.probe: the host readiness probes of core/hostprobe.h in Lua.
+ *
+ * Translation only: the judgement (which kernel is new enough, how many
+ * subordinate IDs suffice, what to tell the user) lives in
+ * lua/lazaret/diag.lua. Misuse (wrong argument type, extra arguments, a
+ * relative path, a tool name outside the allow-list) raises; environment
+ * failures return nil, "<op> '<path>': <reason>", errno. No descriptor
+ * reaches Lua. Stack effects as in the Lua manual ([-pop, +push, x]; x = v:
+ * raises on misuse, m: only on memory errors):
+ *
+ *   probe.kernel()        [-0, +1, m]      {release=, machine=, major=, minor=}
+ *                                          (major, minor absent when the
+ *                                          release does not parse)
+ *   probe.identity()      [-0, +1, m]      {uid=, gid=, user=} (user absent
+ *                                          without a passwd entry)
+ *   probe.subids(kind)    [-1, +(1|3), v]  kind "uid"|"gid": the invoking
+ *                                          user's ranges {{start=, count=}, ...}
+ *                                          in file order (possibly empty), or
+ *                                          nil, msg, errno
+ *   probe.file(path)      [-1, +(1|3), v]  {type=, mode=, uid=, gid=, size=,
+ *                                          setuid=, setgid=} (stat: follows
+ *                                          symlinks; mode = permission bits
+ *                                          incl. setuid/setgid/sticky; type
+ *                                          "file"|"directory"|"char"|"block"|
+ *                                          "fifo"|"socket"|"other"), or
+ *                                          nil, msg, errno
+ *   probe.device_rw(path) [-1, +(1|3), v]  true, or nil, msg, errno
+ *   probe.userns()        [-0, +(1|3), v]  true, or nil, msg, errno
+ *   probe.locate(name)    [-1, +(1|3), v]  path, or nil, msg, errno
+ *   probe.tool(name)      [-1, +(1|3), v]  {path=, version=} (first line of
+ *                                          `<path> --version`), or nil, msg,
+ *                                          errno
+ *   probe.tools           table            the allowed tool names, in order
+ *   probe.trusted_dirs    table            the directories tools come from
+ *   probe.errno           table            {ENOENT = 2, ...}: compare numbers */
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "platform/hostprobe.h"
+#include "l_util.h"
+#include "modules.h"
+
+/* Raises when more than n arguments were passed. */
+static void check_nargs(lua_State *L, int n)
+{
+	if (lua_gettop(L) > n)
+		luaL_argerror(L, n + 1, "no value expected");
+}
+
+/* An absolute path without NUL bytes. */
+static const char *check_path(lua_State *L, int arg)
+{
+	size_t len;
+	const char *path = luaL_checklstring(L, arg, &len);
+	luaL_argcheck(L, strlen(path) == len, arg, "path contains a NUL byte");
+	luaL_argcheck(L, path[0] == '/', arg, "path must be absolute");
+	return path;
+}
+
+static void set_int(lua_State *L, const char *key, lua_Integer v)
+{
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, key);
+}
+
+static void set_str(lua_State *L, const char *key, const char *v)
+{
+	lua_pushstring(L, v);
+	lua_setfield(L, -2, key);
+}
+
+static void set_bool(lua_State *L, const char *key, int v)
+{
+	lua_pushboolean(L, v);
+	lua_setfield(L, -2, key);
+}
+
+static int l_kernel(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_kernel k;
+	check_nargs(L, 0);
+	int r = lz_hostprobe_kernel(&err, &k);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 4);
+	set_str(L, "release", k.release);
+	set_str(L, "machine", k.machine);
+	if (k.version_known) {
+		set_int(L, "major", k.major);
+		set_int(L, "minor", k.minor);
+	}
+	return 1;
+}
+
+static int l_identity(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_identity id;
+	check_nargs(L, 0);
+	int r = lz_hostprobe_identity(&err, &id);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 3);
+	set_int(L, "uid", id.uid);
+	set_int(L, "gid", id.gid);
+	if (id.has_user)
+		set_str(L, "user", id.user);
+	return 1;
+}
+
+static int l_subids(lua_State *L)
+{
+	static const char *const kinds[] = { "uid", "gid", NULL };
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_identity id;
+	struct lz_hostprobe_subids ids;
+	int kind = luaL_checkoption(L, 1, NULL, kinds);
+	check_nargs(L, 1);
+	int r = lz_hostprobe_identity(&err, &id);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	r = lz_hostprobe_subids(kind == 0 ? LZ_HOSTPROBE_SUBUID : LZ_HOSTPROBE_SUBGID,
+				id.has_user ? id.user : NULL, id.uid, &err, &ids);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, (int)ids.n, 0);
+	for (size_t i = 0; i < ids.n; i++) {
+		lua_createtable(L, 0, 2);
+		set_int(L, "start", ids.ranges[i].start);
+		set_int(L, "count", ids.ranges[i].count);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	return 1;
+}
+
+static const char *file_type(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "file";
+	case S_IFDIR:
+		return "directory";
+	case S_IFCHR:
+		return "char";
+	case S_IFBLK:
+		return "block";
+	case S_IFIFO:
+		return "fifo";
+	case S_IFSOCK:
+		return "socket";
+	default:
+		return "other";
+	}
+}
+
+static int l_file(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_file f;
+	const char *path = check_path(L, 1);
+	check_nargs(L, 1);
+	int r = lz_hostprobe_file(path, &err, &f);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 7);
+	set_str(L, "type", file_type(f.mode));
+	set_int(L, "mode", f.mode & 07777);
+	set_int(L, "uid", f.uid);
+	set_int(L, "gid", f.gid);
+	set_int(L, "size", f.size);
+	set_bool(L, "setuid", (f.mode & S_ISUID) != 0);
+	set_bool(L, "setgid", (f.mode & S_ISGID) != 0);
+	return 1;
+}
+
+static int l_device_rw(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	const char *path = check_path(L, 1);
+	check_nargs(L, 1);
+	int r = lz_hostprobe_device_rw(path, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_userns(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	check_nargs(L, 0);
+	int r = lz_hostprobe_userns(&err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_locate(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	char path[LZ_HOSTPROBE_PATH_MAX];
+	const char *name = lz_hostprobe_tool_names[luaL_checkoption(L, 1, NULL,
+								     lz_hostprobe_tool_names)];
+	check_nargs(L, 1);
+	int r = lz_hostprobe_tool_locate(name, &err, &path);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushstring(L, path);
+	return 1;
+}
+
+static int l_tool(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_tool *t;
+	const char *name = lz_hostprobe_tool_names[luaL_checkoption(L, 1, NULL,
+								     lz_hostprobe_tool_names)];
+	check_nargs(L, 1);
+	/* ~4 KiB result: keep it off the C stack, owned by Lua (no leak if a
+	 * push below raises a memory error). */
+	t = lua_newuserdatauv(L, sizeof(*t), 0);
+	int r = lz_hostprobe_tool_version(name, &err, t);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 2);
+	set_str(L, "path", t->path);
+	set_str(L, "version", t->version);
+	return 1;
+}
+
+static void push_string_list(lua_State *L, const char *const *list)
+{
+	lua_newtable(L);
+	for (lua_Integer i = 0; list[i]; i++) {
+		lua_pushstring(L, list[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+}
+
+int luaopen_lazaret_probe(lua_State *L)
+{
+	static const luaL_Reg functions[] = {
+		{ "kernel", l_kernel },
+		{ "identity", l_identity },
+		{ "subids", l_subids },
+		{ "file", l_file },
+		{ "device_rw", l_device_rw },
+		{ "userns", l_userns },
+		{ "locate", l_locate },
+		{ "tool", l_tool },
+		{ NULL, NULL },
+	};
+	static const struct {
+		const char *name;
+		int value;
+	} errnos[] = {
+		{ "E2BIG", E2BIG },   { "EACCES", EACCES }, { "EFBIG", EFBIG },
+		{ "EINVAL", EINVAL }, { "EIO", EIO },	    { "ENAMETOOLONG", ENAMETOOLONG },
+		{ "ENODATA", ENODATA }, { "ENODEV", ENODEV }, { "ENOENT", ENOENT },
+		{ "ENOMEM", ENOMEM }, { "ENOSPC", ENOSPC }, { "ENOSYS", ENOSYS },
+		{ "ENOTDIR", ENOTDIR }, { "EPERM", EPERM }, { "ETIMEDOUT", ETIMEDOUT },
+		{ "EUSERS", EUSERS },
+	};
+
+	luaL_newlib(L, functions);
+	push_string_list(L, lz_hostprobe_tool_names);
+	lua_setfield(L, -2, "tools");
+	push_string_list(L, lz_hostprobe_trusted_dirs);
+	lua_setfield(L, -2, "trusted_dirs");
+	lua_createtable(L, 0, (int)(sizeof(errnos) / sizeof(errnos[0])));
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
+		lua_pushinteger(L, errnos[i].value);
+		lua_setfield(L, -2, errnos[i].name);
+	}
+	lua_setfield(L, -2, "errno");
+	return 1;
+}

@@ -1,0 +1,124 @@
+#include "fs/mountns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+static int identify_fd(int fd, const char *label, struct lz_mount_id *ret, struct lz_err *err)
+{
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx) < 0)
+		return lz_err_set(err, errno, "stat '%s': %s", label, strerror(errno));
+	ret->mnt_id = stx.stx_mnt_id;
+	ret->dev = ((uint64_t)stx.stx_dev_major << 32) | stx.stx_dev_minor;
+	ret->ino = stx.stx_ino;
+	return 0;
+}
+
+int lz_mountns_prepare(struct lz_err *err)
+{
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return lz_err_set(err, errno, "make mounts private: %s", strerror(errno));
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return lz_err_set(err, errno, "mount proc: %s", strerror(errno));
+	return 0;
+}
+
+static int attach(int mnt, int target_fd, struct lz_mount_id *ret, const char *what,
+		  struct lz_err *err)
+{
+	if (syscall(SYS_move_mount, mnt, "", target_fd, "",
+		    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return lz_err_set(err, errno, "attach %s: %s", what, strerror(errno));
+	/* The mount now sits on the target: identify it through the
+	 * attached tree's own root. */
+	return identify_fd(mnt, what, ret, err);
+}
+
+int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struct lz_err *err)
+{
+	_cleanup_close_ int mnt = (int)syscall(SYS_open_tree, src_fd, "",
+					       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (mnt < 0)
+		return lz_err_set(err, errno, "clone the prepared root: %s", strerror(errno));
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	if (syscall(SYS_mount_setattr, mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return lz_err_set(err, errno, "make the prepared root read-only: %s", strerror(errno));
+	return attach(mnt, target_fd, ret, "read-only root", err);
+}
+
+int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
+		       struct lz_mount_id *ret, struct lz_err *err)
+{
+	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return lz_err_set(err, errno, "overlayfs: %s", strerror(errno));
+	/* userxattr: unprivileged overlay keeps its metadata in user.* xattrs. */
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lower_fd) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FD, "upperdir", NULL, upper_fd) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FD, "workdir", NULL, work_fd) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return lz_err_set(err, errno, "configure overlay: %s", strerror(errno));
+	_cleanup_close_ int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
+	if (mnt < 0)
+		return lz_err_set(err, errno, "create overlay mount: %s", strerror(errno));
+	return attach(mnt, target_fd, ret, "overlay", err);
+}
+
+int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err)
+{
+	_cleanup_close_ int fd = open(target, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open '%s': %s", target, strerror(errno));
+	return identify_fd(fd, target, ret, err);
+}
+
+int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (f == NULL)
+		return lz_err_set(err, errno, "read mountinfo: %s", strerror(errno));
+	char line[4096];
+	bool found = false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long id;
+		if (sscanf(line, "%llu ", &id) == 1 && id == mnt_id) {
+			found = true;
+			break;
+		}
+	}
+	fclose(f);
+	*ret = found;
+	return 0;
+}
+
+int lz_mountns_unmount_exact(const char *target, const struct lz_mount_id *id, struct lz_err *err)
+{
+	struct lz_mount_id now;
+	int r = lz_mountns_identify(target, &now, err);
+	if (r < 0)
+		return r;
+	if (now.mnt_id != id->mnt_id || now.dev != id->dev || now.ino != id->ino)
+		return lz_err_set(err, ESTALE, "the mount at '%s' is not the recorded one; left untouched",
+				  target);
+	if (umount2(target, UMOUNT_NOFOLLOW) < 0)
+		return lz_err_set(err, errno, "unmount '%s': %s", target, strerror(errno));
+	bool present = true;
+	if ((r = lz_mountns_present(id->mnt_id, &present, err)) < 0)
+		return r;
+	if (present)
+		return lz_err_set(err, EBUSY, "mount %llu at '%s' is still present after unmount",
+				  (unsigned long long)id->mnt_id, target);
+	return 0;
+}

@@ -1,0 +1,193 @@
+#include "image/defaultimage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdbool.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/domain.h"
+#include "platform/hostprobe.h"
+#include "image/ociwrite.h"
+#include "proc/spawn.h"
+#include "fs/tree.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+int lz_default_image_ref(const char *storage_root, char **ret_ref, struct lz_err *err)
+{
+	char *s = NULL;
+	if (asprintf(&s, "oci:%s/images/default:latest", storage_root) < 0)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	*ret_ref = s;
+	return 0;
+}
+
+static int random_name(const char *prefix, char *out, size_t size, struct lz_err *err)
+{
+	uint8_t rnd[8];
+	char hex[17];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return lz_err_set(err, EIO, "getrandom failed");
+	lz_hex(rnd, sizeof(rnd), hex);
+	snprintf(out, size, "%s%s", prefix, hex);
+	return 0;
+}
+
+static int run_mmdebstrap(const struct lz_path *build, struct lz_err *err)
+{
+	char tool[LZ_HOSTPROBE_PATH_MAX];
+	int r = lz_hostprobe_tool_locate("mmdebstrap", err, &tool);
+	if (r < 0)
+		return lz_err_prefix(err, r, "building the default image needs mmdebstrap: ");
+	/* Pathname handoff to a trusted tool, after revalidation (spec 3.2). */
+	if ((r = lz_path_revalidate(build, err)) < 0)
+		return r;
+	char out[LZ_PATH_MAX + 16], home[LZ_PATH_MAX + 8];
+	snprintf(out, sizeof(out), "%s/rootfs.tar", build->canonical);
+	snprintf(home, sizeof(home), "HOME=%s", build->canonical);
+	char *const argv[] = { "mmdebstrap", "--mode=unshare", "--variant=minbase",
+			       "--format=tar", "--include=" LZ_DEFAULT_IMAGE_PACKAGES,
+			       LZ_DEFAULT_IMAGE_SUITE, out, NULL };
+	/* No TMPDIR here: mmdebstrap's namespace root (a subordinate ID) could
+	 * not enter the 0700 build directory; it uses its own under /tmp. */
+	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home, "LC_ALL=C.UTF-8", NULL };
+	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool, .argv = argv,
+				 .envp = envp, .stdin_fd = -1, .stdout_fd = STDERR_FILENO,
+				 .stderr_fd = STDERR_FILENO };
+	return lz_spawn_run(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, err);
+}
+
+int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, struct lz_err *err)
+{
+	struct lz_path images = LZ_PATH_INIT, build = LZ_PATH_INIT, layout = LZ_PATH_INIT;
+	char build_name[64], new_name[64], old_name[64];
+	bool have_build = false, have_new = false;
+	int tar = -EBADF;
+	int r;
+
+	if ((r = lz_path_owned_child(storage_root, "images", true, &images, err)) < 0)
+		return r;
+	if ((r = random_name(".build-", build_name, sizeof(build_name), err)) < 0 ||
+	    (r = random_name(".default-", new_name, sizeof(new_name), err)) < 0 ||
+	    (r = random_name(".old-", old_name, sizeof(old_name), err)) < 0)
+		goto out;
+	if ((r = lz_path_owned_child(&images, build_name, true, &build, err)) < 0)
+		goto out;
+	have_build = true;
+	if ((r = run_mmdebstrap(&build, err)) < 0)
+		goto out;
+	if ((r = lz_path_owned_child(&images, new_name, true, &layout, err)) < 0)
+		goto out;
+	have_new = true;
+	tar = lz_openat2(build.fd, "rootfs.tar", O_RDONLY | O_CLOEXEC | O_NOFOLLOW, LZ_RESOLVE_OWNED);
+	if (tar < 0) {
+		r = lz_err_set(err, errno, "open the built rootfs.tar: %s", strerror(errno));
+		goto out;
+	}
+	const char *const cmd[] = { "/bin/bash", NULL };
+	const char *const env[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				    "LANG=C.UTF-8", NULL };
+	if ((r = lz_ociwrite_single_layer(layout.fd, tar, "latest", cmd, env, err)) < 0)
+		goto out;
+	/* Swap in the complete layout; an older one is removed afterwards. */
+	bool had_old = renameat(images.fd, "default", images.fd, old_name) == 0;
+	if (!had_old && errno != ENOENT) {
+		r = lz_err_set(err, errno, "replace images/default: %s", strerror(errno));
+		goto out;
+	}
+	if (renameat2(images.fd, new_name, images.fd, "default", RENAME_NOREPLACE) < 0) {
+		r = lz_err_set(err, errno, "install images/default: %s", strerror(errno));
+		goto out;
+	}
+	have_new = false;
+	if (had_old)
+		(void)lz_tree_remove(images.fd, old_name, NULL);
+	char label[LZ_PATH_MAX + 1];
+	snprintf(label, sizeof(label), "%s", storage_root->canonical);
+	r = lz_default_image_ref(label, ret_ref, err);
+out:
+	lz_close_fdp(&tar);
+	if (have_build)
+		(void)lz_tree_remove(images.fd, build_name, NULL);
+	if (have_new)
+		(void)lz_tree_remove(images.fd, new_name, NULL);
+	lz_path_release(&layout);
+	lz_path_release(&build);
+	lz_path_release(&images);
+	return r;
+}
+
+int lz_default_config_write(const struct lz_host_env *env, const char *explicit_path,
+			    const char *cwd, char **ret_path, struct lz_err *err)
+{
+	_cleanup_free_ char *path = NULL, *storage = NULL, *ref = NULL, *dir = NULL;
+	int r;
+	if (explicit_path) {
+		if (explicit_path[0] == '/')
+			path = strdup(explicit_path);
+		else if (cwd == NULL || asprintf(&path, "%s/%s", cwd, explicit_path) < 0)
+			path = NULL;
+	} else if (env->xdg_config_home && env->xdg_config_home[0] == '/') {
+		if (asprintf(&path, "%s/lazaret/config.toml", env->xdg_config_home) < 0)
+			path = NULL;
+	} else if (env->home && env->home[0] == '/') {
+		if (asprintf(&path, "%s/.config/lazaret/config.toml", env->home) < 0)
+			path = NULL;
+	} else {
+		return lz_err_set(err, EINVAL, "HOME is not set; pass --config FILE");
+	}
+	if (path == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = lz_path_grammar(path, strlen(path), err)) < 0)
+		return lz_err_prefix(err, r, "'%s': ", path);
+	if ((r = lz_cfgsource_storage_root(env, NULL, &storage, err)) < 0 ||
+	    (r = lz_default_image_ref(storage, &ref, err)) < 0)
+		return r;
+
+	/* The directory holding the file: created 0700 where missing. */
+	dir = strdup(path);
+	if (dir == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	char *slash = strrchr(dir, '/');
+	const char *name = slash + 1;
+	if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	name = path + (name - dir);
+	struct lz_path parent = LZ_PATH_INIT;
+	if (access(dir, F_OK) == 0)
+		r = lz_path_open(dir, &parent, err);
+	else
+		r = lz_path_open_owned_root(dir, &parent, err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "configuration directory: ");
+	int fd = lz_openat2_create(parent.fd, name, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600,
+				   LZ_RESOLVE_CONFINED);
+	int e = errno;
+	lz_path_release(&parent);
+	if (fd < 0)
+		return lz_err_set(err, e, "create '%s': %s%s", path, strerror(e),
+				  e == EEXIST ? " (it already exists; Lazaret does not replace a "
+						"configuration)" : "");
+	char text[LZ_PATH_MAX * 2];
+	int n = snprintf(text, sizeof(text),
+			 "# Lazaret configuration, v1 (docs/configuration.md).\n"
+			 "# Written by `lazaret init`. Build the default Debian 12 image with\n"
+			 "# `lazaret image build-default`; then `lazaret default` opens a shell.\n"
+			 "version = 1\n\n[profiles.default]\nimage = \"%s\"\n",
+			 ref);
+	bool ok = fchmod(fd, 0600) == 0 && n > 0 && (size_t)n < sizeof(text) &&
+		  write(fd, text, (size_t)n) == n && fsync(fd) == 0;
+	e = errno;
+	close(fd);
+	if (!ok)
+		return lz_err_set(err, e ? e : EIO, "write '%s': %s", path, strerror(e ? e : EIO));
+	*ret_path = TAKE_PTR(path);
+	return 0;
+}

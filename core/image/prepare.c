@@ -1,0 +1,670 @@
+/* Prepared lowers: preparation, publication and reclamation; see prepare.h. */
+#include "image/prepare.h"
+
+#include <dirent.h>
+#include <linux/sched.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/domain.h"
+#include "image/imageref.h"
+#include "image/layer.h"
+#include "image/oci.h"
+#include "proc/pidref.h"
+#include "fs/tree.h"
+#include "proc/broker.h"
+#include "proc/userns.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+int lz_prepare_artifact_id(const char *manifest_digest, char ret[LZ_ARTIFACT_ID_HEX + 1])
+{
+	static const char context[] = "lazaret-prepared-artifact-v1";
+	const uint32_t version = LZ_PREPARE_FORMAT_VERSION;
+	size_t n = strlen(manifest_digest);
+	uint8_t be_len[4] = { (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n };
+	uint8_t be_ver[4] = { 0, 0, 0, (uint8_t)version };
+	uint8_t four[4] = { 0, 0, 0, 4 };
+	uint8_t digest[32];
+	unsigned int dn = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (ctx == NULL)
+		return -ENOMEM;
+	bool ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+		  EVP_DigestUpdate(ctx, context, sizeof(context) - 1) == 1 &&
+		  EVP_DigestUpdate(ctx, be_len, 4) == 1 &&
+		  EVP_DigestUpdate(ctx, manifest_digest, n) == 1 &&
+		  EVP_DigestUpdate(ctx, four, 4) == 1 && EVP_DigestUpdate(ctx, be_ver, 4) == 1 &&
+		  EVP_DigestFinal_ex(ctx, digest, &dn) == 1 && dn == sizeof(digest);
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return -EIO;
+	lz_hex(digest, sizeof(digest), ret);
+	return 0;
+}
+
+static int random_id(char ret[LZ_ARTIFACT_ID_HEX + 1], struct lz_err *err)
+{
+	uint8_t bytes[32];
+	if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
+		return lz_err_set(err, errno ? errno : EIO, "getrandom failed");
+	lz_hex(bytes, sizeof(bytes), ret);
+	return 0;
+}
+
+/* ---- the preparation worker (runs inside the user namespace) ---------- */
+
+enum { REC_LAYER = 1, REC_BYTES = 2, REC_DONE = 3 };
+
+struct progress_rec {
+	uint32_t kind;
+	uint32_t layer;
+	uint64_t a; /* REC_BYTES: bytes done in the layer; REC_DONE: regular bytes */
+	uint64_t b; /* REC_DONE: skipped devices */
+};
+
+struct worker_arg {
+	int layout_fd;
+	int rootfs_fd;
+	const struct lz_oci_image *image;
+	int progress_fd;
+	uint32_t layer;
+};
+
+static void send_rec(int fd, uint32_t kind, uint32_t layer, uint64_t a, uint64_t b)
+{
+	struct progress_rec rec = { kind, layer, a, b };
+	/* Under PIPE_BUF, so the record is written whole or not at all. */
+	(void)!write(fd, &rec, sizeof(rec));
+}
+
+static void worker_progress(void *ctx, uint64_t bytes_done)
+{
+	struct worker_arg *w = ctx;
+	send_rec(w->progress_fd, REC_BYTES, w->layer, bytes_done, 0);
+}
+
+static int worker_apply(void *argp, struct lz_err *err)
+{
+	struct worker_arg *w = argp;
+	uint64_t regular = 0, skipped = 0;
+	for (size_t i = 0; i < w->image->n_layers; i++) {
+		const struct lz_oci_layer *layer = &w->image->layers[i];
+		struct lz_layer_report report;
+		struct lz_layer_options opts = { .progress = worker_progress, .progress_ctx = w };
+		_cleanup_close_ int fd = -EBADF;
+		w->layer = (uint32_t)i + 1;
+		send_rec(w->progress_fd, REC_LAYER, w->layer, 0, 0);
+		int r = lz_oci_open_blob(w->layout_fd, layer, &fd, err);
+		if (r < 0)
+			return r;
+		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) < 0)
+			return lz_err_prefix(err, r, "layer %zu (%s): ", i + 1, layer->digest);
+		regular += report.regular_bytes;
+		skipped += report.skipped_devices;
+		send_rec(w->progress_fd, REC_BYTES, w->layer, layer->size, 0);
+	}
+	send_rec(w->progress_fd, REC_DONE, w->layer, regular, skipped);
+	return 0;
+}
+
+/* ---- preparation --------------------------------------------------------- */
+
+struct record_worker_ctx {
+	int root_fd;
+	const char *op_id;
+};
+
+/* Persists the worker's pidfs identity before it is released (spec 3.3). */
+static int record_worker(void *ctxp, const struct lz_pidref *ref, struct lz_err *err)
+{
+	struct record_worker_ctx *ctx = ctxp;
+	struct lz_catalog_worker w = {
+		.pidfs_dev = ref->pidfs_dev,
+		.pidfs_ino = ref->pidfs_ino,
+		.pid = ref->pid,
+		.start_time = ref->start_time,
+	};
+	memcpy(w.boot_id, ref->boot_id, sizeof(w.boot_id));
+	return lz_catalog_prepare_intent_set_worker(ctx->root_fd, ctx->op_id, &w, err);
+}
+
+static void report_progress(const struct lz_prepare_request *req, struct lz_prepare_progress *p)
+{
+	if (req->progress)
+		req->progress(req->progress_ctx, p);
+}
+
+/* Reads the worker's records until its end of the pipe closes. */
+static void follow_worker(const struct lz_prepare_request *req, const struct lz_oci_image *image,
+			  int fd, struct progress_rec *ret_done)
+{
+	struct lz_prepare_progress p = { 0, (uint32_t)image->n_layers, 0, image->layers_bytes };
+	uint64_t before = 0; /* bytes of the layers already finished */
+	struct progress_rec rec;
+	ssize_t n;
+	memset(ret_done, 0, sizeof(*ret_done));
+	while ((n = read(fd, &rec, sizeof(rec))) == (ssize_t)sizeof(rec) || (n < 0 && errno == EINTR)) {
+		if (n < 0)
+			continue;
+		if (rec.layer == 0 || rec.layer > image->n_layers)
+			continue;
+		if (rec.kind == REC_LAYER) {
+			before = 0;
+			for (uint32_t i = 0; i + 1 < rec.layer; i++)
+				before += image->layers[i].size;
+			p.layer = rec.layer;
+			p.bytes_done = before;
+		} else if (rec.kind == REC_BYTES) {
+			uint64_t cap = image->layers[rec.layer - 1].size;
+			p.bytes_done = before + (rec.a < cap ? rec.a : cap);
+		} else if (rec.kind == REC_DONE) {
+			*ret_done = rec;
+			continue;
+		}
+		report_progress(req, &p);
+	}
+}
+
+static int open_dir(const struct lz_path *root, const char *name, struct lz_path *ret,
+		    struct lz_err *err)
+{
+	return lz_path_owned_child(root, name, true, ret, err);
+}
+
+static int existing_artifact(const struct lz_prepare_request *req, const char *id,
+			     struct lz_prepare_result *res, bool *ret_found, struct lz_err *err)
+{
+	struct lz_catalog_artifact a;
+	int r = lz_catalog_artifact_get(req->storage_root->fd, id, &a, err);
+	if (r == -ENOENT) {
+		*ret_found = false;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	bool published = a.state == LZ_CATALOG_ARTIFACT_PUBLISHED;
+	res->size = a.size;
+	lz_catalog_artifact_clear(&a);
+	if (!published)
+		return lz_err_set(err, EBUSY, "prepared artifact %s is being reclaimed; run "
+					      "'lazaret image gc' and prepare again", id);
+	struct lz_path prepared = LZ_PATH_INIT, tree = LZ_PATH_INIT;
+	r = open_dir(req->storage_root, "prepared", &prepared, err);
+	if (r >= 0)
+		r = lz_path_owned_child(&prepared, id, false, &tree, err);
+	lz_path_release(&prepared);
+	lz_path_release(&tree);
+	if (r < 0)
+		return lz_err_prefix(err, r, "the catalog lists artifact %s but its tree is unusable: ",
+				     id);
+	*ret_found = true;
+	return 0;
+}
+
+struct staging {
+	struct lz_path staging;  /* staging/ */
+	struct lz_path op_dir;   /* staging/<op> */
+	int rootfs_fd;           /* staging/<op>/rootfs */
+};
+
+static int make_staging(const struct lz_path *root, const char *op_id, struct staging *st,
+			struct lz_err *err)
+{
+	int r;
+	if ((r = open_dir(root, "staging", &st->staging, err)) < 0 ||
+	    (r = lz_path_owned_child(&st->staging, op_id, true, &st->op_dir, err)) < 0)
+		return r;
+	if (mkdirat(st->op_dir.fd, "rootfs", 0755) < 0)
+		return lz_err_set(err, errno, "create staging rootfs: %s", strerror(errno));
+	st->rootfs_fd = lz_openat2(st->op_dir.fd, "rootfs", O_PATH | O_DIRECTORY | O_CLOEXEC,
+				   LZ_RESOLVE_OWNED);
+	if (st->rootfs_fd < 0)
+		return lz_err_set(err, errno, "open staging rootfs: %s", strerror(errno));
+	return 0;
+}
+
+static void staging_release(struct staging *st)
+{
+	lz_close_fdp(&st->rootfs_fd);
+	lz_path_release(&st->op_dir);
+	lz_path_release(&st->staging);
+}
+
+/* Removes a failed staging tree, then withdraws its intent: the catalog ends
+ * as it began. A tree that cannot be removed keeps its intent for gc. */
+static void discard(const struct lz_idmap *map, const struct lz_prepare_request *req,
+		    struct staging *st, const char *op_id)
+{
+	struct lz_err ignored;
+	lz_close_fdp(&st->rootfs_fd);
+	lz_path_release(&st->op_dir);
+	if (lz_catalog_prepare_intent_abandon(req->storage_root->fd, op_id, &ignored) < 0)
+		return;
+	if (st->staging.fd >= 0 && lz_tree_remove_in_userns(map, st->staging.fd, op_id, &ignored) < 0)
+		return;
+	(void)lz_catalog_prepare_intent_remove(req->storage_root->fd, op_id, &ignored);
+}
+
+int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_result *ret,
+		     struct lz_err *err)
+{
+	struct lz_oci_image *image = NULL;
+	struct lz_prepare_result res = { 0 };
+	struct staging st = { LZ_PATH_INIT, LZ_PATH_INIT, -EBADF };
+	struct lz_path prepared = LZ_PATH_INIT;
+	struct lz_idmap map;
+	char op_id[LZ_ARTIFACT_ID_HEX + 1];
+	bool found = false, intent = false;
+	int progress[2] = { -EBADF, -EBADF };
+	int root = req->storage_root->fd;
+	int r;
+
+	/* Unknown catalog versions refuse before anything is read or made. */
+	if ((r = lz_catalog_check(root, err)) < 0 ||
+	    (r = lz_oci_open(req->layout_fd, req->tag, &image, err)) < 0)
+		goto fail;
+	snprintf(res.manifest_digest, sizeof(res.manifest_digest), "%s", image->manifest_digest);
+	snprintf(res.config_digest, sizeof(res.config_digest), "%s", image->config_digest);
+	if ((r = lz_prepare_artifact_id(image->manifest_digest, res.artifact_id)) < 0) {
+		lz_err_set(err, -r, "computing the prepared-artifact ID failed");
+		goto fail;
+	}
+	if ((r = existing_artifact(req, res.artifact_id, &res, &found, err)) < 0)
+		goto fail;
+	if (found) {
+		res.existed = true;
+		goto done;
+	}
+	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0 || (r = random_id(op_id, err)) < 0)
+		goto fail;
+
+	/* Durable intent first, then the staging tree (OR-7). */
+	if ((r = lz_catalog_prepare_intent_begin(root, op_id, res.artifact_id, op_id, err)) < 0)
+		goto fail;
+	intent = true;
+	if ((r = make_staging(req->storage_root, op_id, &st, err)) < 0)
+		goto fail;
+	if (pipe2(progress, O_CLOEXEC) < 0) {
+		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+
+	struct worker_arg warg = { req->layout_fd, st.rootfs_fd, image, progress[1], 0 };
+	struct record_worker_ctx rctx = { root, op_id };
+	struct lz_broker_child worker = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec wspec = { .label = "preparation worker", .comm = "lz-prepare",
+					.clone_flags = CLONE_NEWUSER,
+					.map = &map, .join_pidfd = -1, .fn = worker_apply, .arg = &warg,
+					.staged = record_worker, .ctx = &rctx };
+	r = lz_broker_spawn(&wspec, &worker, err);
+	lz_close_fdp(&progress[1]);
+	if (r < 0) {
+		lz_err_prefix(err, r, "preparation worker: ");
+		goto fail;
+	}
+	struct progress_rec done;
+	follow_worker(req, image, progress[0], &done);
+	if ((r = lz_broker_wait(&worker, -1, NULL, err)) < 0)
+		goto fail;
+	if (done.kind != REC_DONE) {
+		r = lz_err_set(err, EIO, "preparation worker ended without finishing");
+		goto fail;
+	}
+	res.size = done.a;
+	res.skipped_devices = done.b;
+
+	/* Publication: one atomic rename, then the catalog row. */
+	if ((r = open_dir(req->storage_root, "prepared", &prepared, err)) < 0)
+		goto fail;
+	if (renameat2(st.staging.fd, op_id, prepared.fd, res.artifact_id, RENAME_NOREPLACE) < 0) {
+		if (errno == EEXIST) {
+			/* A concurrent preparation of the same image won. */
+			discard(&map, req, &st, op_id);
+			intent = false;
+			res.existed = true;
+			goto done;
+		}
+		r = lz_err_set(err, errno, "publish %s: %s", res.artifact_id, strerror(errno));
+		goto fail;
+	}
+	struct lz_catalog_artifact_spec spec = {
+		.id = res.artifact_id,
+		.source_ref = req->source_ref,
+		.manifest_digest = image->manifest_digest,
+		.config_digest = image->config_digest,
+		.size = res.size,
+	};
+	if ((r = lz_catalog_artifact_publish(root, op_id, &spec, err)) < 0) {
+		/* The tree is complete; the retained intent lets recovery finish. */
+		lz_err_prefix(err, r, "published tree %s but the catalog refused it: ", res.artifact_id);
+		goto out;
+	}
+done:
+	*ret = res;
+	r = 0;
+	goto out;
+fail:
+	if (intent)
+		discard(&map, req, &st, op_id);
+	lz_err_prefix(err, r, "image preparation failed, nothing was published: ");
+out:
+	lz_close_fdp(&progress[0]);
+	lz_close_fdp(&progress[1]);
+	staging_release(&st);
+	lz_path_release(&prepared);
+	lz_oci_image_free(image);
+	return r;
+}
+
+/* ---- lookup for launches -------------------------------------------------- */
+
+static int not_prepared(const char *image, struct lz_err *err)
+{
+	return lz_err_set(err, ENOENT, "image '%s' is not prepared: run 'lazaret image prepare %s'",
+			  image, image);
+}
+
+int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
+		      char ret_id[LZ_ARTIFACT_ID_HEX + 1], int *ret_rootfs, struct lz_err *err)
+{
+	struct lz_image_ref ref;
+	char id[LZ_ARTIFACT_ID_HEX + 1] = "";
+	int r;
+	if ((r = lz_image_ref_parse(image, &ref, err)) < 0 ||
+	    (r = lz_catalog_check(storage_root->fd, err)) < 0)
+		return r;
+	if (ref.kind == LZ_IMAGE_OCI) {
+		struct lz_path layout = LZ_PATH_INIT;
+		struct lz_oci_image *img = NULL;
+		char *canonical = realpath(ref.path, NULL);
+		if (canonical == NULL)
+			return lz_err_set(err, errno, "image layout '%s': %s", ref.path, strerror(errno));
+		r = lz_path_open(canonical, &layout, err);
+		free(canonical);
+		if (r >= 0)
+			r = lz_oci_open(layout.fd, ref.tag[0] ? ref.tag : NULL, &img, err);
+		if (r >= 0)
+			r = lz_prepare_artifact_id(img->manifest_digest, id);
+		lz_oci_image_free(img);
+		lz_path_release(&layout);
+		if (r < 0)
+			return r;
+	} else {
+		struct lz_catalog_artifact *v = NULL;
+		size_t n = 0;
+		int64_t newest = -1;
+		if ((r = lz_catalog_artifact_list(storage_root->fd, &v, &n, err)) < 0)
+			return r;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].state == LZ_CATALOG_ARTIFACT_PUBLISHED && strcmp(v[i].source_ref, image) == 0 &&
+			    v[i].created > newest) {
+				newest = v[i].created;
+				memcpy(id, v[i].id, sizeof(id));
+			}
+		lz_catalog_artifact_list_free(v, n);
+		if (id[0] == '\0')
+			return not_prepared(image, err);
+	}
+	struct lz_catalog_artifact a;
+	r = lz_catalog_artifact_get(storage_root->fd, id, &a, err);
+	if (r == -ENOENT)
+		return not_prepared(image, err);
+	if (r < 0)
+		return r;
+	bool published = a.state == LZ_CATALOG_ARTIFACT_PUBLISHED;
+	lz_catalog_artifact_clear(&a);
+	if (!published)
+		return not_prepared(image, err);
+	struct lz_path prepared = LZ_PATH_INIT, tree = LZ_PATH_INIT;
+	r = open_dir(storage_root, "prepared", &prepared, err);
+	if (r >= 0)
+		r = lz_path_owned_child(&prepared, id, false, &tree, err);
+	int fd = -EBADF;
+	if (r >= 0 && (fd = lz_openat2(tree.fd, "rootfs", O_PATH | O_DIRECTORY | O_CLOEXEC,
+				      LZ_RESOLVE_OWNED)) < 0)
+		r = lz_err_set(err, errno, "prepared artifact %s: rootfs: %s", id, strerror(errno));
+	lz_path_release(&prepared);
+	lz_path_release(&tree);
+	if (r < 0)
+		return r;
+	memcpy(ret_id, id, sizeof(id));
+	*ret_rootfs = fd;
+	return 0;
+}
+
+/* ---- reclamation (OR-7) -------------------------------------------------- */
+
+struct gc_list {
+	struct lz_gc_item *v;
+	size_t n, cap;
+};
+
+static int gc_add(struct gc_list *l, enum lz_gc_action action, const char *where,
+		  const char *name, uint64_t leases, struct lz_err *err)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		struct lz_gc_item *v = realloc(l->v, cap * sizeof(*v));
+		if (v == NULL)
+			return lz_err_set(err, ENOMEM, "out of memory");
+		l->v = v;
+		l->cap = cap;
+	}
+	struct lz_gc_item *it = &l->v[l->n++];
+	it->action = action;
+	it->leases = leases;
+	snprintf(it->where, sizeof(it->where), "%s", where);
+	snprintf(it->name, sizeof(it->name), "%s", name);
+	return 0;
+}
+
+/* Names in dir (an O_PATH directory), skipping "." and "..". */
+static int list_names(int dirfd, char ***ret, size_t *ret_n, struct lz_err *err)
+{
+	int fd = lz_openat2(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open directory: %s", strerror(errno));
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return lz_err_set(err, errno, "opendir: %s", strerror(errno));
+	}
+	char **names = NULL;
+	size_t n = 0;
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char **v = realloc(names, (n + 1) * sizeof(*v));
+		if (v == NULL || (v[n] = strdup(de->d_name)) == NULL) {
+			names = v ? v : names;
+			r = lz_err_set(err, ENOMEM, "out of memory");
+			break;
+		}
+		names = v;
+		n++;
+	}
+	closedir(d);
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return r;
+	}
+	*ret = names;
+	*ret_n = n;
+	return 0;
+}
+
+static void free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+static int reclaim_artifact(const struct lz_idmap *map, const struct lz_path *root,
+			    struct lz_path *prepared, struct lz_path *quarantine, const char *id,
+			    struct lz_err *err)
+{
+	int r;
+	/* Quarantined artifacts cannot be leased again (catalog.h), so the
+	 * tree can be moved aside and removed without racing a new lease. */
+	if ((r = lz_catalog_artifact_mark_quarantined(root->fd, id, err)) < 0)
+		return r;
+	if (renameat2(prepared->fd, id, quarantine->fd, id, RENAME_NOREPLACE) < 0 && errno != ENOENT)
+		return lz_err_set(err, errno, "quarantine %s: %s", id, strerror(errno));
+	if ((r = lz_tree_remove_in_userns(map, quarantine->fd, id, err)) < 0)
+		return r;
+	return lz_catalog_artifact_delete(root->fd, id, err);
+}
+
+static bool worker_gone(const struct lz_catalog_prepare_op *op, struct lz_err *err, int *ret_err)
+{
+	struct lz_pidref ref = {
+		.pidfs_dev = op->worker.pidfs_dev,
+		.pidfs_ino = op->worker.pidfs_ino,
+		.pid = op->worker.pid,
+		.start_time = op->worker.start_time,
+	};
+	bool alive = true;
+	memcpy(ref.boot_id, op->worker.boot_id, sizeof(ref.boot_id));
+	*ret_err = lz_pidref_alive(&ref, &alive, err);
+	return *ret_err == 0 && !alive;
+}
+
+static bool in_names(char **names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (names[i] && strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+static int gc_run(const struct lz_path *root, bool dry_run, struct gc_list *out, struct lz_err *err)
+{
+	struct lz_path prepared = LZ_PATH_INIT, staging = LZ_PATH_INIT, quarantine = LZ_PATH_INIT;
+	struct lz_catalog_artifact *arts = NULL;
+	struct lz_catalog_prepare_op *ops = NULL;
+	size_t n_arts = 0, n_ops = 0, n_names = 0;
+	char **names = NULL;
+	struct lz_idmap map;
+	int r;
+
+	if ((r = lz_catalog_check(root->fd, err)) < 0)
+		return r;
+	if ((r = open_dir(root, "prepared", &prepared, err)) < 0 ||
+	    (r = open_dir(root, "staging", &staging, err)) < 0 ||
+	    (r = open_dir(root, "quarantine", &quarantine, err)) < 0)
+		goto out;
+	if (!dry_run && (r = lz_idmap_for_invoking_user(&map, err)) < 0)
+		goto out;
+
+	/* Artifacts: reclaim those without a lease; keep the rest. */
+	if ((r = lz_catalog_artifact_list(root->fd, &arts, &n_arts, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_arts && r >= 0; i++) {
+		const struct lz_catalog_artifact *a = &arts[i];
+		if (a->lease_count > 0)
+			r = gc_add(out, LZ_GC_KEPT_LEASED, "prepared", a->id, a->lease_count, err);
+		else if (dry_run)
+			r = gc_add(out, LZ_GC_WOULD_REMOVE, "prepared", a->id, 0, err);
+		else if ((r = reclaim_artifact(&map, root, &prepared, &quarantine, a->id, err)) >= 0)
+			r = gc_add(out, LZ_GC_REMOVED, "prepared", a->id, 0, err);
+	}
+	if (r < 0)
+		goto out;
+
+	/* Trees the catalog does not know are never touched (OR-7). */
+	if ((r = list_names(prepared.fd, &names, &n_names, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_names && r >= 0; i++) {
+		bool known = false;
+		for (size_t j = 0; j < n_arts; j++)
+			known = known || strcmp(arts[j].id, names[i]) == 0;
+		if (!known)
+			r = gc_add(out, LZ_GC_KEPT_FOREIGN, "prepared", names[i], 0, err);
+	}
+	free_names(names, n_names);
+	names = NULL;
+	if (r < 0 || (r = list_names(quarantine.fd, &names, &n_names, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_names && r >= 0; i++)
+		r = gc_add(out, LZ_GC_KEPT_FOREIGN, "quarantine", names[i], 0, err);
+	free_names(names, n_names);
+	names = NULL;
+	if (r < 0)
+		goto out;
+
+	/* Staging trees: reclaim only our own abandoned ones, worker gone. */
+	if ((r = lz_catalog_prepare_list(root->fd, &ops, &n_ops, err)) < 0 ||
+	    (r = list_names(staging.fd, &names, &n_names, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_ops && r >= 0; i++) {
+		const struct lz_catalog_prepare_op *op = &ops[i];
+		int check = 0;
+		if (op->state == LZ_CATALOG_PREPARE_PUBLISHED)
+			continue;
+		bool present = in_names(names, n_names, op->staging_name);
+		bool gone = op->state == LZ_CATALOG_PREPARE_ABANDONED ||
+			    (op->has_worker && worker_gone(op, err, &check));
+		if (check < 0) {
+			r = check;
+			break;
+		}
+		if (!gone) {
+			if (present)
+				r = gc_add(out, LZ_GC_KEPT_PREPARING, "staging", op->staging_name, 0, err);
+			continue;
+		}
+		if (dry_run) {
+			r = gc_add(out, LZ_GC_WOULD_REMOVE_STAGING, "staging", op->staging_name, 0, err);
+			continue;
+		}
+		if ((r = lz_catalog_prepare_intent_abandon(root->fd, op->id, err)) < 0)
+			break;
+		if (present && (r = lz_tree_remove_in_userns(&map, staging.fd, op->staging_name, err)) < 0)
+			break;
+		if ((r = lz_catalog_prepare_intent_remove(root->fd, op->id, err)) < 0)
+			break;
+		r = gc_add(out, LZ_GC_REMOVED_STAGING, "staging", op->staging_name, 0, err);
+	}
+	for (size_t i = 0; i < n_names && r >= 0; i++) {
+		bool known = false;
+		for (size_t j = 0; j < n_ops; j++)
+			known = known || strcmp(ops[j].staging_name, names[i]) == 0;
+		if (!known)
+			r = gc_add(out, LZ_GC_KEPT_FOREIGN, "staging", names[i], 0, err);
+	}
+out:
+	free_names(names, n_names);
+	lz_catalog_artifact_list_free(arts, n_arts);
+	free(ops);
+	lz_path_release(&prepared);
+	lz_path_release(&staging);
+	lz_path_release(&quarantine);
+	return r;
+}
+
+int lz_prepare_gc(const struct lz_path *storage_root, bool dry_run, struct lz_gc_item **ret,
+		  size_t *ret_n, struct lz_err *err)
+{
+	struct gc_list out = { 0 };
+	int r = gc_run(storage_root, dry_run, &out, err);
+	if (r < 0) {
+		free(out.v);
+		return r;
+	}
+	*ret = out.v;
+	*ret_n = out.n;
+	return 0;
+}

@@ -1,0 +1,98 @@
+/* Prepared lowers (spec 3.6 "Prepared lower", FR-22, SR-15, OR-7).
+ *
+ * An OCI image layout is verified (oci.h) and materialised by a short-lived
+ * preparation worker inside the verified user namespace (userns.h), which
+ * applies the layers (layer.h) beneath a staging tree, so image ownership
+ * lands on subordinate host IDs. The durable prepare intent (catalog.h) is
+ * written before the staging tree exists and names the worker's pidfs
+ * identity before the worker is released. A finished tree is published by
+ * one atomic rename and never written again; a failed one is removed and its
+ * intent withdrawn, so nothing is published and the catalog is unchanged.
+ *
+ * Storage Root layout (all directories 0700, owned by the user):
+ *   catalog.lock, catalog.sqlite      Storage Catalog
+ *   prepared/<artifact-id>/rootfs     published prepared lowers
+ *   staging/<operation-id>/rootfs     trees being prepared
+ *   quarantine/<artifact-id>          artifacts being reclaimed
+ *   images/                           Lazaret-owned OCI layouts (transport)
+ *
+ * Prepared-artifact ID: SHA-256 over "lazaret-prepared-artifact-v1", the
+ * manifest digest and the preparer format version, each length-framed. */
+#ifndef LZ_PREPARE_H
+#define LZ_PREPARE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/catalog.h"
+#include "fs/pathauth.h"
+#include "util/err.h"
+
+#define LZ_PREPARE_FORMAT_VERSION 1
+#define LZ_ARTIFACT_ID_HEX 64
+
+struct lz_prepare_progress {
+	uint32_t layer;    /* 1-based layer being applied; 0 before the first */
+	uint32_t n_layers;
+	uint64_t bytes_done; /* compressed layer bytes consumed over all layers */
+	uint64_t bytes_total;
+};
+
+typedef void (*lz_prepare_progress_fn)(void *ctx, const struct lz_prepare_progress *p);
+
+struct lz_prepare_request {
+	const struct lz_path *storage_root;
+	int layout_fd;          /* OCI image layout directory; not closed */
+	const char *tag;        /* NULL: the layout's only manifest */
+	const char *source_ref; /* the reference as the user gave it */
+	lz_prepare_progress_fn progress;
+	void *progress_ctx;
+};
+
+struct lz_prepare_result {
+	char artifact_id[LZ_ARTIFACT_ID_HEX + 1];
+	char manifest_digest[72];
+	char config_digest[72];
+	uint64_t size; /* regular-file bytes in the tree */
+	uint64_t skipped_devices;
+	bool existed; /* already prepared: nothing was done */
+};
+
+/* Computes the prepared-artifact ID for a manifest digest. */
+int lz_prepare_artifact_id(const char *manifest_digest, char ret[LZ_ARTIFACT_ID_HEX + 1]);
+
+int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_result *ret,
+		     struct lz_err *err);
+
+/* Finds the published prepared lower for a profile's image reference (the
+ * same text `image prepare` was given): an oci: layout is verified again to
+ * compute its artifact ID; other kinds are matched by their recorded source
+ * reference (the newest wins). On success ret_id holds the artifact ID and
+ * *ret_rootfs the retained rootfs directory (O_PATH). -ENOENT says the
+ * image is not prepared and names the command that prepares it. */
+int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
+		      char ret_id[LZ_ARTIFACT_ID_HEX + 1], int *ret_rootfs, struct lz_err *err);
+
+enum lz_gc_action {
+	LZ_GC_REMOVED,         /* unleased artifact reclaimed */
+	LZ_GC_WOULD_REMOVE,    /* --dry-run */
+	LZ_GC_KEPT_LEASED,     /* artifact with leases */
+	LZ_GC_KEPT_FOREIGN,    /* a tree the catalog does not know */
+	LZ_GC_KEPT_PREPARING,  /* prepare in progress (worker alive or unknown) */
+	LZ_GC_REMOVED_STAGING, /* abandoned prepare tree of ours, worker gone */
+	LZ_GC_WOULD_REMOVE_STAGING,
+};
+
+struct lz_gc_item {
+	enum lz_gc_action action;
+	char where[16]; /* "prepared", "staging", "quarantine" */
+	char name[256];
+	uint64_t leases;
+};
+
+/* Reclaims unleased artifacts and abandoned prepare trees (OR-7). *ret is a
+ * malloc'd array (free it) describing every decision. */
+int lz_prepare_gc(const struct lz_path *storage_root, bool dry_run, struct lz_gc_item **ret,
+		  size_t *ret_n, struct lz_err *err);
+
+#endif

@@ -1,0 +1,73 @@
+#include "image/transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "config/domain.h"
+#include "platform/hostprobe.h"
+#include "proc/spawn.h"
+#include "fs/tree.h"
+#include "util/cleanup.h"
+
+int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image_ref *ref,
+		       struct lz_transport *ret, struct lz_err *err)
+{
+	struct lz_transport t = LZ_TRANSPORT_INIT;
+	char skopeo[LZ_HOSTPROBE_PATH_MAX];
+	uint8_t rnd[16];
+	int r;
+
+	if (ref->kind == LZ_IMAGE_OCI)
+		return lz_err_set(err, EINVAL, "an oci: image needs no transport");
+	if ((r = lz_hostprobe_tool_locate("skopeo", err, &skopeo)) < 0)
+		return lz_err_prefix(err, r, "image transport (package skopeo): ");
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return lz_err_set(err, EIO, "getrandom failed");
+	memcpy(t.name, "transport-", 10);
+	lz_hex(rnd, sizeof(rnd), t.name + 10);
+
+	if ((r = lz_path_owned_child(storage_root, "images", true, &t.images, err)) < 0 ||
+	    (r = lz_path_owned_child(&t.images, t.name, true, &t.layout, err)) < 0)
+		goto fail;
+	/* Pathname handoff (spec 3.2): only after revalidating the handle. */
+	if ((r = lz_path_revalidate(&t.layout, err)) < 0)
+		goto fail;
+
+	char src[LZ_IMAGEREF_MAX + 32], dst[LZ_PATH_MAX + 32];
+	char home[LZ_PATH_MAX + 16], tmpdir[LZ_PATH_MAX + 16];
+	if (ref->kind == LZ_IMAGE_DOCKER)
+		snprintf(src, sizeof(src), "docker://%s", ref->ref);
+	else
+		snprintf(src, sizeof(src), "docker-archive:%s", ref->path);
+	snprintf(dst, sizeof(dst), "oci:%s:latest", t.layout.canonical);
+	snprintf(home, sizeof(home), "HOME=%s", t.layout.canonical);
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", t.layout.canonical);
+	char *const argv[] = { "skopeo", "copy", "--quiet", src, dst, NULL };
+	char *const envp[] = { home, tmpdir, NULL };
+	struct lz_spawn spec = { .label = "skopeo", .exe_fd = -1, .path = skopeo, .argv = argv,
+				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
+				 .stderr_fd = STDERR_FILENO };
+	if ((r = lz_spawn_run(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, err)) < 0) {
+		lz_err_prefix(err, r, "copying %s: ", src);
+		goto fail;
+	}
+	*ret = t;
+	return 0;
+fail:
+	lz_transport_discard(&t);
+	return r;
+}
+
+void lz_transport_discard(struct lz_transport *t)
+{
+	struct lz_err ignored;
+	if (t->images.fd >= 0 && t->name[0])
+		(void)lz_tree_remove(t->images.fd, t->name, &ignored);
+	lz_path_release(&t->layout);
+	lz_path_release(&t->images);
+	t->name[0] = '\0';
+}

@@ -1,0 +1,99 @@
+#include "net/canaryprobe.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for events on fd until deadline: 0, -ETIMEDOUT or -errno. */
+static int wait_for(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = { .fd = fd, .events = events };
+		int r = poll(&p, 1, (int)left);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int exchange(int s, uint32_t addr, const uint8_t *challenge, uint8_t *answer, int64_t deadline)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(LZ_CANARY_PORT),
+				  .sin_addr.s_addr = htonl(addr) };
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (errno != EINPROGRESS)
+			return -errno;
+		int r = wait_for(s, POLLOUT, deadline), so = 0;
+		socklen_t len = sizeof(so);
+		if (r < 0)
+			return r;
+		if (getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &len) < 0)
+			return -errno;
+		if (so != 0)
+			return -so;
+	}
+	size_t sent = 0;
+	while (sent < LZ_CANARY_CHALLENGE_LEN) {
+		ssize_t n = send(s, challenge + sent, LZ_CANARY_CHALLENGE_LEN - sent, MSG_NOSIGNAL);
+		if (n > 0) {
+			sent += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		int r = wait_for(s, POLLOUT, deadline);
+		if (r < 0)
+			return r;
+	}
+	size_t got = 0;
+	while (got < LZ_CANARY_CHALLENGE_LEN) {
+		ssize_t n = recv(s, answer + got, LZ_CANARY_CHALLENGE_LEN - got, 0);
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -EPROTO;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		int r = wait_for(s, POLLIN, deadline);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN],
+		    uint8_t answer[LZ_CANARY_CHALLENGE_LEN], int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	int r = 0;
+	if (bind_dev && setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, bind_dev, (socklen_t)strlen(bind_dev)) < 0)
+		r = -errno;
+	uint8_t got[LZ_CANARY_CHALLENGE_LEN];
+	if (r == 0)
+		r = exchange(s, addr, challenge, got, deadline);
+	close(s);
+	if (r == 0)
+		memcpy(answer, got, sizeof(got));
+	return r;
+}

@@ -1,0 +1,285 @@
+#include "proc/broker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+#define BARRIER_RELEASE 'R'
+
+/* ---- child side: async-signal-safe only ------------------------------- */
+
+static volatile int relay_pidfd = -1;
+
+static void relay_signal(int sig)
+{
+	if (relay_pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, relay_pidfd, sig, NULL, 0);
+}
+
+static _Noreturn void child_fail(int report, int e)
+{
+	(void)!write(report, &e, sizeof(e));
+	_exit(125);
+}
+
+/* After joining a PID namespace only children enter it: fork the target
+ * and relay signals and the exit status (the HC sees this wrapper as the
+ * exec client; the target dies with it through its parent-death signal). */
+static void fork_into_pidns(int report)
+{
+	int pidfd = -1;
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
+	if (pid < 0)
+		child_fail(report, -pid);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		return; /* the grandchild runs the target */
+	}
+	relay_pidfd = pidfd;
+	static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
+					 SIGWINCH, SIGCONT, SIGTSTP };
+	struct sigaction sa = { .sa_handler = relay_signal };
+	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaction(forwarded[i], &sa, NULL);
+	/* Only now EOF for the parent (once the grandchild execs): a signal
+	 * it sends after the spawn returns finds the relay in place. */
+	close(report);
+	siginfo_t info;
+	for (;;) {
+		memset(&info, 0, sizeof(info));
+		if (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) == 0)
+			break;
+		if (errno != EINTR)
+			_exit(125);
+	}
+	if (info.si_code == CLD_EXITED)
+		_exit(info.si_status);
+	_exit(128 + (info.si_status & 0x7f));
+}
+
+static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier, int report,
+				 const struct lz_spawn_prepared *prep, int parent_pidfd,
+				 uint64_t parent_ino, uint64_t parent_dev)
+{
+	char c = 0;
+	ssize_t n;
+	do
+		n = read(barrier, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1 || c != BARRIER_RELEASE)
+		_exit(125); /* barrier EOF or malformed release: never run the target */
+	close(barrier);
+
+	/* Step 8: arm parent death, then recheck the parent's exact pidfs
+	 * authority so a parent lost before arming is noticed. The parent's
+	 * own pidfd was inherited (getppid() is 0 in a new PID namespace):
+	 * it must be the recorded identity and not yet readable (exited). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(report, errno);
+	struct stat st;
+	struct pollfd pp = { .fd = parent_pidfd, .events = POLLIN };
+	if (fstat(parent_pidfd, &st) < 0 || (uint64_t)st.st_ino != parent_ino ||
+	    (uint64_t)st.st_dev != parent_dev || poll(&pp, 1, 0) != 0)
+		child_fail(report, ESRCH);
+	close(parent_pidfd);
+	if (spec->comm)
+		(void)prctl(PR_SET_NAME, spec->comm);
+
+	if (spec->join_pidfd >= 0) {
+		if (setns(spec->join_pidfd, spec->join_flags) < 0)
+			child_fail(report, errno);
+		if (spec->join_flags & CLONE_NEWPID)
+			fork_into_pidns(report);
+	}
+	if (spec->exec)
+		lz_spawn_exec_prepared(prep, report);
+
+	struct lz_err err = { 0, "" };
+	int r = spec->fn(spec->arg, &err);
+	if (r < 0) {
+		if (err.msg[0] == '\0')
+			snprintf(err.msg, sizeof(err.msg), "%s", strerror(-r));
+		(void)!write(report, err.msg, strnlen(err.msg, sizeof(err.msg)));
+		_exit(1);
+	}
+	_exit(0);
+}
+
+/* ---- parent side ------------------------------------------------------- */
+
+/* This process's own pidfd (close-on-exec) and pidfs identity. */
+static int self_identity(int *ret_fd, uint64_t *ret_ino, uint64_t *ret_dev, struct lz_err *err)
+{
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return lz_err_set(err, e, "pidfd of this process: %s", strerror(e));
+	}
+	*ret_fd = fd;
+	*ret_ino = st.st_ino;
+	*ret_dev = st.st_dev;
+	return 0;
+}
+
+/* Step 4: the child must still be there, unreaped (WNOWAIT). */
+static int still_present(int pidfd, struct lz_err *err)
+{
+	siginfo_t info = { 0 };
+	if (waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return lz_err_set(err, errno, "waitid(pidfd): %s", strerror(errno));
+	if (info.si_pid != 0)
+		return lz_err_set(err, ECHILD, "child exited before it was released");
+	return 0;
+}
+
+int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *ret,
+		    struct lz_err *err)
+{
+	const char *label = spec->label ? spec->label : "child";
+	struct lz_spawn_prepared prep = { .exe_fd = -EBADF, .null_fd = -EBADF,
+					  .owned = { -EBADF, -EBADF, -EBADF } };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	uint64_t parent_ino = 0, parent_dev = 0;
+	_cleanup_close_ int parent_pidfd = -EBADF;
+	int barrier[2] = { -EBADF, -EBADF }, report[2] = { -EBADF, -EBADF };
+	int r;
+
+	if ((spec->exec == NULL) == (spec->fn == NULL))
+		return lz_err_set(err, EINVAL, "%s: exactly one target", label);
+	if ((spec->clone_flags & CLONE_NEWUSER) && spec->map == NULL)
+		return lz_err_set(err, EINVAL, "%s: a user namespace needs an ID map", label);
+	if ((r = self_identity(&parent_pidfd, &parent_ino, &parent_dev, err)) < 0)
+		return r;
+	if (spec->exec && (r = lz_spawn_prepare(spec->exec, &prep, err)) < 0)
+		return r;
+	if (pipe2(barrier, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
+		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
+		goto out;
+	}
+
+	fflush(NULL); /* the child must not write the parent's buffered output */
+	pid_t pid = lz_clone_pidfd(spec->clone_flags, &child.pidfd);
+	if (pid == 0) {
+		close(barrier[1]);
+		close(report[0]);
+		child_main(spec, barrier[0], report[1], &prep, parent_pidfd, parent_ino, parent_dev);
+	}
+	lz_close_fdp(&barrier[0]);
+	lz_close_fdp(&report[1]);
+	if (pid < 0) {
+		r = lz_err_set(err, -pid, "%s: clone3: %s", label, strerror(-pid));
+		goto out;
+	}
+	child.report_fd = TAKE_FD(report[0]);
+	child.exec = spec->exec != NULL;
+
+	if ((r = still_present(child.pidfd, err)) < 0 ||
+	    (r = lz_pidref_from_pidfd(child.pidfd, pid, &child.id, err)) < 0)
+		goto kill;
+	if ((spec->clone_flags & CLONE_NEWUSER) &&
+	    (r = lz_idmap_write_and_verify(spec->map, pid, child.pidfd, err)) < 0)
+		goto kill;
+	if (spec->staged && (r = spec->staged(spec->ctx, &child.id, err)) < 0)
+		goto kill;
+	char c = BARRIER_RELEASE;
+	if (write(barrier[1], &c, 1) != 1) {
+		r = lz_err_set(err, errno, "%s: release: %s", label, strerror(errno));
+		goto kill;
+	}
+	lz_close_fdp(&barrier[1]);
+
+	if (child.exec) {
+		/* EOF: the target exec'd (the pipe is close-on-exec). */
+		int e = 0;
+		ssize_t n;
+		while ((n = read(child.report_fd, &e, sizeof(e))) < 0 && errno == EINTR)
+			;
+		if (n != 0) {
+			r = lz_err_set(err, n == (ssize_t)sizeof(e) && e > 0 ? e : EIO, "%s: %s", label,
+				       n == (ssize_t)sizeof(e) && e > 0 ? strerror(e)
+								       : "failed before exec");
+			goto kill;
+		}
+		lz_close_fdp(&child.report_fd);
+	}
+	*ret = child;
+	r = 0;
+	goto out;
+kill:
+	lz_broker_kill(&child);
+out:
+	lz_close_fdp(&barrier[0]);
+	lz_close_fdp(&barrier[1]);
+	lz_close_fdp(&report[0]);
+	lz_close_fdp(&report[1]);
+	if (spec->exec)
+		lz_spawn_prepared_release(&prep);
+	return r;
+}
+
+static void release(struct lz_broker_child *child)
+{
+	lz_close_fdp(&child->pidfd);
+	lz_close_fdp(&child->report_fd);
+}
+
+int lz_broker_wait(struct lz_broker_child *child, int timeout_ms, int *ret_status,
+		   struct lz_err *err)
+{
+	char msg[LZ_ERR_MSG_MAX];
+	size_t used = 0;
+	if (child->report_fd >= 0) {
+		/* fn targets: the channel closes when the child exits. */
+		ssize_t n;
+		while (used < sizeof(msg) - 1 &&
+		       ((n = read(child->report_fd, msg + used, sizeof(msg) - 1 - used)) > 0 ||
+			(n < 0 && errno == EINTR)))
+			if (n > 0)
+				used += (size_t)n;
+	}
+	msg[used] = '\0';
+	siginfo_t info;
+	int r = lz_reap(child->pidfd, timeout_ms, &info);
+	release(child);
+	if (r < 0)
+		return lz_err_set(err, -r, "wait: %s", r == -ETIMEDOUT ? "timed out; killed" : strerror(-r));
+	int status = info.si_code == CLD_EXITED ? info.si_status : 128 + (info.si_status & 0x7f);
+	if (ret_status)
+		*ret_status = status;
+	if (used > 0)
+		return lz_err_set(err, EIO, "%s", msg);
+	return 0;
+}
+
+int lz_broker_signal(const struct lz_broker_child *child, int sig)
+{
+	if (child->pidfd < 0)
+		return -EBADF;
+	if (syscall(SYS_pidfd_send_signal, child->pidfd, sig, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+void lz_broker_kill(struct lz_broker_child *child)
+{
+	if (child == NULL || child->pidfd < 0)
+		return;
+	(void)lz_broker_signal(child, SIGKILL);
+	siginfo_t info;
+	(void)lz_reap(child->pidfd, -1, &info);
+	release(child);
+}

@@ -1,0 +1,139 @@
+#include "proc/pidref.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "config/domain.h"
+#include "util/cleanup.h"
+
+int lz_boot_id_parse(const char *text, uint8_t ret[16])
+{
+	/* 8-4-4-4-12 hex digits: the dashes out, then one hex decoder. */
+	char hex[33];
+	size_t n = 0;
+	for (size_t i = 0; i < 36; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (text[i] == '\0' || dash != (text[i] == '-'))
+			return -EINVAL;
+		if (!dash)
+			hex[n++] = text[i];
+	}
+	if (text[36] != '\0' && text[36] != '\n')
+		return -EINVAL;
+	hex[n] = '\0';
+	uint8_t id[16];
+	if (lz_unhex(hex, id, sizeof(id)) < 0)
+		return -EINVAL;
+	memcpy(ret, id, sizeof(id));
+	return 0;
+}
+
+int lz_boot_id(uint8_t ret[16], struct lz_err *err)
+{
+	static const char path[] = "/proc/sys/kernel/random/boot_id";
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char text[64];
+	if (fd < 0)
+		return lz_err_set(err, errno, "open '%s': %s", path, strerror(errno));
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	if (n < 0)
+		return lz_err_set(err, errno, "read '%s': %s", path, strerror(errno));
+	text[n] = '\0';
+	if (n < 36 || lz_boot_id_parse(text, ret) < 0)
+		return lz_err_set(err, EINVAL, "'%s' is not a UUID", path);
+	return 0;
+}
+
+int lz_proc_stat_start_time(const char *text, uint64_t *ret)
+{
+	/* comm (field 2) may contain spaces and ')': fields resume after the
+	 * last ')'. Field 3 follows it; starttime is field 22. */
+	const char *p = strrchr(text, ')');
+	if (p == NULL)
+		return -EINVAL;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (p == NULL)
+			return -EINVAL;
+	}
+	p++;
+	uint64_t v = 0;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		uint64_t digit = (uint64_t)(*p - '0');
+		if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && digit > UINT64_MAX % 10))
+			return -EOVERFLOW;
+		v = v * 10 + digit;
+	}
+	*ret = v;
+	return 0;
+}
+
+int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err)
+{
+	struct statfs sfs;
+	struct stat st;
+	struct lz_pidref ref = { .pid = (uint32_t)pid };
+	int r;
+	if (fstatfs(pidfd, &sfs) < 0)
+		return lz_err_set(err, errno, "fstatfs(pidfd): %s", strerror(errno));
+	if ((uint32_t)sfs.f_type != LZ_PIDFS_MAGIC)
+		return lz_err_set(err, ENOTSUP, "pidfd is not on pidfs (Linux 6.9 or newer is required)");
+	if (fstat(pidfd, &st) < 0)
+		return lz_err_set(err, errno, "fstat(pidfd): %s", strerror(errno));
+	ref.pidfs_dev = st.st_dev;
+	ref.pidfs_ino = st.st_ino;
+	if ((r = lz_boot_id(ref.boot_id, err)) < 0)
+		return r;
+
+	char path[32], text[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open '%s': %s", path, strerror(errno));
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	if (n <= 0)
+		return lz_err_set(err, n < 0 ? errno : EIO, "read '%s' failed", path);
+	text[n] = '\0';
+	if (lz_proc_stat_start_time(text, &ref.start_time) < 0)
+		return lz_err_set(err, EINVAL, "'%s' is malformed", path);
+	*ret = ref;
+	return 0;
+}
+
+int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err *err)
+{
+	uint8_t boot[16];
+	struct stat st;
+	struct statfs sfs;
+	int r = lz_boot_id(boot, err);
+	if (r < 0)
+		return r;
+	if (memcmp(boot, ref->boot_id, sizeof(boot)) != 0) {
+		*ret_alive = false; /* another boot: never look the PID up */
+		return 0;
+	}
+	if (ref->pid == 0 || ref->pid > INT32_MAX)
+		return lz_err_set(err, EINVAL, "recorded PID %u is not a host PID", ref->pid);
+	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)ref->pid, 0);
+	if (pidfd < 0) {
+		if (errno == ESRCH) {
+			*ret_alive = false;
+			return 0;
+		}
+		return lz_err_set(err, errno, "pidfd_open(%u): %s", ref->pid, strerror(errno));
+	}
+	if (fstatfs(pidfd, &sfs) < 0 || (uint32_t)sfs.f_type != LZ_PIDFS_MAGIC || fstat(pidfd, &st) < 0)
+		return lz_err_set(err, ENOTSUP, "pidfd of %u is not on pidfs", ref->pid);
+	*ret_alive = st.st_dev == ref->pidfs_dev && st.st_ino == ref->pidfs_ino;
+	return 0;
+}

@@ -1,0 +1,228 @@
+#include "proc/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+pid_t lz_clone_pidfd(uint64_t extra_flags, int *ret_pidfd)
+{
+	int pidfd = -EBADF;
+	struct clone_args args = {
+		.flags = CLONE_PIDFD | extra_flags,
+		.pidfd = (uint64_t)(uintptr_t)&pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	long pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		*ret_pidfd = pidfd;
+	return (pid_t)pid;
+}
+
+int64_t lz_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int lz_remaining_ms(int64_t deadline)
+{
+	int64_t left = deadline - lz_now_ms();
+	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret)
+{
+	int timed_out = 0, r;
+	if (timeout_ms >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int64_t deadline = lz_now_ms() + timeout_ms;
+		while ((r = poll(&p, 1, lz_remaining_ms(deadline))) < 0 && errno == EINTR)
+			;
+		if (r <= 0) {
+			timed_out = r == 0 ? -ETIMEDOUT : -errno;
+			(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		}
+	}
+	siginfo_t info = { 0 };
+	while ((r = waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return -errno;
+	if (timed_out < 0)
+		return timed_out;
+	*ret = info;
+	return 0;
+}
+
+/* A copy of fd above the standard streams (the caller's fd stays its own),
+ * or fd itself when it already is: 1 when a copy was made. */
+static int above_stdio(int fd, int *ret)
+{
+	if (fd > 2) {
+		*ret = fd;
+		return 0;
+	}
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (nfd < 0)
+		return -errno;
+	*ret = nfd;
+	return 1;
+}
+
+int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret, struct lz_err *err)
+{
+	const char *label = spec->label ? spec->label : spec->argv[0];
+	struct lz_spawn_prepared p = { .spec = spec, .exe_fd = -EBADF, .null_fd = -EBADF,
+				       .owned = { -EBADF, -EBADF, -EBADF } };
+	int r;
+	if (spec->exe_fd < 0 && (spec->path == NULL || spec->path[0] != '/'))
+		return lz_err_set(err, EINVAL, "spawn '%s': no executable", label);
+	p.null_fd = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (p.null_fd < 0)
+		return lz_err_set(err, errno, "open '/dev/null': %s", strerror(errno));
+	if ((r = above_stdio(p.null_fd, &p.null_fd)) < 0)
+		goto fail;
+	if (spec->exe_fd >= 0 && (p.exe_fd = fcntl(spec->exe_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	const int want[3] = { spec->stdin_fd, spec->stdout_fd, spec->stderr_fd };
+	for (int i = 0; i < 3; i++) {
+		int fd = want[i] < 0 ? p.null_fd : want[i];
+		if ((r = above_stdio(fd, &p.fds[i])) < 0)
+			goto fail;
+		if (r == 1)
+			p.owned[i] = p.fds[i];
+	}
+	*ret = p;
+	return 0;
+fail:
+	lz_spawn_prepared_release(&p);
+	return lz_err_set(err, -r, "spawn '%s': %s", label, strerror(-r));
+}
+
+void lz_spawn_prepared_release(struct lz_spawn_prepared *p)
+{
+	for (int i = 0; i < 3; i++)
+		lz_close_fdp(&p->owned[i]);
+	lz_close_fdp(&p->exe_fd);
+	lz_close_fdp(&p->null_fd);
+}
+
+_Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int status_fd)
+{
+	static char *const empty_env[] = { NULL };
+	const struct lz_spawn *spec = p->spec;
+	char *const *envp = spec->envp ? spec->envp : empty_env;
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	sigaction(SIGPIPE, &dfl, NULL);
+	if (spec->detach)
+		(void)setsid();
+	else
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
+	    dup2(p->fds[2], STDERR_FILENO) >= 0 &&
+	    (!spec->ctty || (setsid() >= 0 && ioctl(STDIN_FILENO, TIOCSCTTY, 0) == 0))) {
+		/* Anything an embedding leaked without O_CLOEXEC. */
+		(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+		if (p->exe_fd >= 0)
+			execveat(p->exe_fd, "", spec->argv, envp, AT_EMPTY_PATH);
+		else
+			execve(spec->path, spec->argv, envp);
+	}
+	int e = errno;
+	(void)!write(status_fd, &e, sizeof(e));
+	_exit(127);
+}
+
+/* Reads the exec-status pipe: 0 when it closed on exec, else -errno. */
+static int exec_status(int st_r)
+{
+	int exec_errno = 0;
+	ssize_t n;
+	while ((n = read(st_r, &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR)
+		;
+	if (n == 0)
+		return 0;
+	if (n == (ssize_t)sizeof(exec_errno) && exec_errno > 0)
+		return -exec_errno;
+	return -EIO;
+}
+
+int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct lz_err *err)
+{
+	const char *label = spec->label ? spec->label : spec->argv[0];
+	struct lz_spawn_prepared prep;
+	int p[2], r;
+
+	if ((r = lz_spawn_prepare(spec, &prep, err)) < 0)
+		return r;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		lz_spawn_prepared_release(&prep);
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	}
+	int pidfd = -EBADF;
+	fflush(NULL);
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
+	if (pid == 0) {
+		close(p[0]);
+		lz_spawn_exec_prepared(&prep, p[1]);
+	}
+	lz_spawn_prepared_release(&prep);
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return lz_err_set(err, -pid, "clone3 '%s': %s", label, strerror(-pid));
+	}
+	r = exec_status(p[0]);
+	close(p[0]);
+	if (r < 0) {
+		siginfo_t info;
+		(void)lz_reap(pidfd, -1, &info);
+		close(pidfd);
+		if (r == -EIO)
+			return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
+		return lz_err_set(err, -r, "exec '%s': %s", label, strerror(-r));
+	}
+	*ret_pidfd = pidfd;
+	if (ret_pid)
+		*ret_pid = pid;
+	return 0;
+}
+
+int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,
+		 struct lz_err *err)
+{
+	_cleanup_close_ int pidfd = -EBADF;
+	siginfo_t info;
+	int r = lz_spawn(spec, &pidfd, NULL, err);
+	if (r < 0)
+		return r;
+	if ((r = lz_reap(pidfd, timeout_ms, &info)) < 0)
+		return lz_err_set(err, -r, "%s: %s", label,
+				  r == -ETIMEDOUT ? "did not finish in time; killed" : strerror(-r));
+	if (info.si_code == CLD_EXITED && info.si_status == 0)
+		return 0;
+	if (info.si_code == CLD_EXITED)
+		return lz_err_set(err, EIO, "%s exited with status %d", label, info.si_status);
+	return lz_err_set(err, EIO, "%s was killed by signal %d", label, info.si_status);
+}

@@ -1,0 +1,740 @@
+#include "runtime/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proc/broker.h"
+#include "net/canary.h"
+#include "net/netpolicy.h"
+#include "net/netroutes.h"
+#include "net/rtnl.h"
+#include "proc/spawn.h"
+#include "fs/tree.h"
+#include "util/cleanup.h"
+#include "util/testfault.h"
+
+int lz_rs_send(int fd, const struct lz_rs_msg *m)
+{
+	ssize_t n = send(fd, m, sizeof(*m), MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)sizeof(*m) ? 0 : -EIO;
+}
+
+int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+	while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -ETIMEDOUT;
+	ssize_t n = recv(fd, m, sizeof(*m), MSG_TRUNC);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	if (n != (ssize_t)sizeof(*m))
+		return -EBADMSG;
+	m->domain_id[sizeof(m->domain_id) - 1] = '\0';
+	m->text[sizeof(m->text) - 1] = '\0';
+	if (m->n_mounts > LZ_RS_MAX_ANCHORS + 1 || m->attest_len > sizeof(m->attest))
+		return -EBADMSG;
+	return 0;
+}
+
+static void msg_init(struct lz_rs_msg *m, const struct lz_rs_plan *p, uint32_t type)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->generation = p->generation;
+	memcpy(m->domain_id, p->domain_id, sizeof(m->domain_id));
+}
+
+static void report_failure(const struct lz_rs_plan *p, const struct lz_err *err)
+{
+	struct lz_rs_msg m;
+	msg_init(&m, p, LZ_RS_FAILED);
+	snprintf(m.text, sizeof(m.text), "%s", err->msg);
+	(void)lz_rs_send(p->control_fd, &m);
+}
+
+/* Runs a runsc subcommand against our container and captures stdout. */
+static int runsc_query(const struct lz_rs_plan *p, const char *cmd, const char *arg, char *out,
+		       size_t cap, struct lz_err *err)
+{
+	char root[4200];
+	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
+	char *argv[] = { "runsc", root, (char *)cmd, (char *)p->container_id, (char *)arg, NULL };
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	struct lz_spawn spec = { .label = "runsc", .exe_fd = -1, .path = p->runsc_path,
+				 .argv = argv, .stdin_fd = -1, .stdout_fd = pipefd[1],
+				 .stderr_fd = p->log_fd };
+	int pidfd = -1;
+	int r = lz_spawn(&spec, &pidfd, NULL, err);
+	close(pipefd[1]);
+	if (r < 0) {
+		close(pipefd[0]);
+		return r;
+	}
+	size_t used = 0;
+	ssize_t n;
+	while (used + 1 < cap && ((n = read(pipefd[0], out + used, cap - 1 - used)) > 0 ||
+				  (n < 0 && errno == EINTR)))
+		if (n > 0)
+			used += (size_t)n;
+	out[used] = '\0';
+	close(pipefd[0]);
+	siginfo_t info;
+	r = lz_reap(pidfd, 10000, &info);
+	close(pidfd);
+	if (r < 0)
+		return lz_err_set(err, -r, "runsc %s: %s", cmd, strerror(-r));
+	if (info.si_code != CLD_EXITED || info.si_status != 0)
+		return lz_err_set(err, EIO, "runsc %s failed (status %d)", cmd, info.si_status);
+	return 0;
+}
+
+static bool runsc_running(const struct lz_rs_plan *p)
+{
+	char out[8192];
+	struct lz_err err;
+	if (runsc_query(p, "state", NULL, out, sizeof(out), &err) < 0)
+		return false;
+	return strstr(out, "\"status\": \"running\"") != NULL;
+}
+
+struct staged_ctx {
+	const struct lz_rs_plan *plan;
+};
+
+/* Step 6 for an RS-launched child: the HC persists the identity and
+ * echoes it (type LZ_RS_STAGED for the attached runsc, LZ_RS_HELPER_STAGED
+ * for slirp4netns). */
+static int report_staged(const struct lz_rs_plan *p, uint32_t type, const char *what,
+			 const struct lz_pidref *id, struct lz_err *err)
+{
+	struct lz_rs_msg m, ack;
+	msg_init(&m, p, type);
+	m.id = *id;
+	int r = lz_rs_send(p->control_fd, &m);
+	if (r < 0)
+		return lz_err_set(err, -r, "report staged %s: %s", what, strerror(-r));
+	if ((r = lz_rs_recv(p->control_fd, &ack, LZ_RS_START_TIMEOUT_MS)) < 0)
+		return lz_err_set(err, -r, "wait for the commit acknowledgement: %s", strerror(-r));
+	if (ack.type != LZ_HC_ACK || ack.generation != p->generation ||
+	    strcmp(ack.domain_id, p->domain_id) != 0 || memcmp(&ack.id, id, sizeof(*id)) != 0)
+		return lz_err_set(err, EPROTO, "the commit acknowledgement does not echo the staged "
+					       "%s identity", what);
+	return 0;
+}
+
+static int runsc_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	return report_staged(((struct staged_ctx *)ctxp)->plan, LZ_RS_STAGED, "runsc", id, err);
+}
+
+static int net_prepare(struct lz_err *err);
+
+struct helper_ctx {
+	const struct lz_rs_plan *plan;
+	struct lz_canary *canary;
+};
+
+/* slirp4netns was cloned while the RS was still in the host network
+ * namespace, which it keeps for its outbound sockets. Once its ownership
+ * is staged, and before it is released to run, the RS moves itself into a
+ * new enforcement namespace (owned by its user namespace), prepares it and
+ * builds the canary: the helper then attaches to the RS (PID 1 here) and
+ * finds IPv6 already off (spec 3.7: before helper and canary setup). The
+ * canary comes first because building it steps the RS into the peer
+ * namespace for a moment, and the helper must never attach then. */
+static int helper_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+{
+	const struct helper_ctx *c = ctxp;
+	const struct lz_rs_plan *p = c->plan;
+	int r = report_staged(p, LZ_RS_HELPER_STAGED, "slirp4netns", id, err);
+	if (r < 0)
+		return r;
+	if (unshare(CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "enforcement network namespace: %s", strerror(errno));
+	if ((r = net_prepare(err)) < 0)
+		return r;
+	return lz_canary_create(p->canary_key, p->generation, c->canary, err);
+}
+
+/* FR-16: the connectivity helper, a supervised child of the RS; the
+ * enforcement namespace and the canary are built on the way. */
+static int start_helper(const struct lz_rs_plan *p, struct lz_canary *canary, struct lz_broker_child *ret,
+			struct lz_err *err)
+{
+	char *argv[] = { "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+			 "--cidr=10.137.54.0/24", "--enable-sandbox", "--enable-seccomp", "1", "tap0", NULL };
+	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = p->slirp_path, .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = p->slirp_log_fd, .stderr_fd = p->slirp_log_fd };
+	struct helper_ctx hctx = { p, canary };
+	struct lz_broker_spec spec = { .label = "slirp4netns", .join_pidfd = -1, .exec = &exec,
+				       .staged = helper_staged, .ctx = &hctx };
+	return lz_broker_spawn(&spec, ret, err);
+}
+
+/* Mounts are cloned from, and attached to, the caller's own mount
+ * namespace only: sources and targets the HC resolved are reopened here by
+ * their labels and must be the very objects of the inherited descriptors
+ * (device and inode). */
+static int reopen(const char *label, int inherited, int *ret, struct lz_err *err)
+{
+	struct stat want, got;
+	int fd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return lz_err_set(err, errno, "reopen '%s': %s", label, strerror(errno));
+	if (fstat(inherited, &want) < 0 || fstat(fd, &got) < 0 || want.st_dev != got.st_dev ||
+	    want.st_ino != got.st_ino) {
+		close(fd);
+		return lz_err_set(err, ESTALE, "'%s' changed identity", label);
+	}
+	*ret = fd;
+	return 0;
+}
+
+static int mount_all(const struct lz_rs_plan *p, struct lz_rs_msg *mounts, struct lz_err *err)
+{
+	_cleanup_close_ int prepared = -EBADF, root = -EBADF, upper = -EBADF, work = -EBADF;
+	int r;
+	if ((r = lz_mountns_prepare(err)) < 0 || (r = reopen(p->prepared, p->prepared_fd, &prepared, err)) < 0 ||
+	    (r = reopen(p->root_target, p->root_target_fd, &root, err)) < 0 ||
+	    (r = reopen(p->root_upper, p->root_upper_fd, &upper, err)) < 0 ||
+	    (r = reopen(p->root_work, p->root_work_fd, &work, err)) < 0)
+		return r;
+	/* The lower stays untouched: runsc creates mount points and the guest
+	 * writes in the transient upper only. */
+	if ((r = lz_mountns_overlay(prepared, upper, work, root, &mounts->mounts[0], err)) < 0)
+		return lz_err_prefix(err, r, "root: ");
+	mounts->n_mounts = 1;
+	for (size_t i = 0; i < p->n_anchors; i++) {
+		const struct lz_rs_anchor *a = &p->anchors[i];
+		_cleanup_close_ int target = -EBADF, lower = -EBADF, upper = -EBADF, work = -EBADF;
+		if ((r = reopen(a->target, a->target_fd, &target, err)) < 0 ||
+		    (r = reopen(a->lower, a->lower_fd, &lower, err)) < 0 ||
+		    (r = reopen(a->upper, a->upper_fd, &upper, err)) < 0 ||
+		    (r = reopen(a->work, a->work_fd, &work, err)) < 0)
+			return r;
+		if ((r = lz_mountns_overlay(lower, upper, work, target, &mounts->mounts[i + 1], err)) < 0)
+			return lz_err_prefix(err, r, "State Anchor %zu: ", i);
+		mounts->n_mounts++;
+	}
+	return 0;
+}
+
+static int unmount_all(const struct lz_rs_plan *p, const struct lz_rs_msg *mounts,
+		       struct lz_err *err)
+{
+	int first = 0;
+	for (size_t i = mounts->n_mounts; i-- > 1;) {
+		int r = lz_mountns_unmount_exact(p->anchors[i - 1].target, &mounts->mounts[i], err);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	if (mounts->n_mounts > 0) {
+		int r = lz_mountns_unmount_exact(p->root_target, &mounts->mounts[0], err);
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	return first;
+}
+
+static void stop_runsc(const struct lz_rs_plan *p, struct lz_broker_child *runsc)
+{
+	char out[256];
+	struct lz_err ignored;
+	int status;
+	if (runsc->pidfd < 0)
+		return;
+	/* The sandbox init exits on SIGTERM; runsc run then returns. */
+	(void)runsc_query(p, "kill", "TERM", out, sizeof(out), &ignored);
+	if (lz_broker_wait(runsc, LZ_RS_STOP_TIMEOUT_MS, &status, &ignored) == -ETIMEDOUT)
+		return; /* killed; the PID namespace takes the rest */
+}
+
+/* ---- the enforcement network namespace (spec 3.7) ------------------------ */
+
+static int link_up(const char *name, struct lz_err *err)
+{
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
+	int r = lz_rtnl_open(&nl, name, err);
+	if (r < 0)
+		return r;
+	if ((r = lz_rtnl_link_up(&nl, name)) < 0)
+		return lz_err_set(err, -r, "bring %s up: %s", name, strerror(-r));
+	return 0;
+}
+
+static int net_prepare(struct lz_err *err)
+{
+	/* Fact 3: runsc refuses a network "in the root namespace" when it
+	 * finds /proc/sys/net/core/rmem_default; this namespace is not one. */
+	if (mount("tmpfs", "/proc/sys/net/core", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,mode=0555") < 0)
+		return lz_err_set(err, errno, "network shim: %s", strerror(errno));
+	int r = link_up("lo", err);
+	if (r < 0)
+		return r;
+	/* Before the helper and canaries exist (spec 3.7). */
+	/* The fault leaves IPv6 on, and the RS's own checks blind to it, so
+	 * only the init's observation can catch it. */
+	if (lz_test_fault("ipv6-on"))
+		return 0;
+	r = lz_netroutes_disable_ipv6(err);
+	return r < 0 ? r : 0;
+}
+
+/* gVisor prefers a subnet of its own interfaces (a loopback address's
+ * prefix) to any route, whatever the lengths: a deny written as the address
+ * 10.0.0.1/8 would swallow an allowed 10.250.0.0/24. So each deny is split
+ * around every route-kind prefix strictly inside it, and only the remaining
+ * pieces become loopback addresses; longest-prefix semantics are kept. */
+static int split_deny(struct lz_prefix d, const struct lz_netroutes_entry *e, size_t n,
+		      struct lz_netroutes_entry *out, size_t *n_out, size_t cap, enum lz_netroutes_kind kind)
+{
+	bool hole = false;
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].kind == LZ_NETROUTES_DENY || e[i].kind == LZ_NETROUTES_CANARY_DENY)
+			continue;
+		/* A piece split down to an allowed prefix is that route's. (An
+		 * original deny never equals an allow: the policy resolves such
+		 * a conflict to deny.) Shorter routes lose to the deny anyway. */
+		if (lz_prefix_equal(e[i].prefix, d))
+			return 0;
+		if (e[i].prefix.len > d.len && lz_prefix_contains(d, e[i].prefix))
+			hole = true;
+	}
+	if (!hole) {
+		if (*n_out == cap)
+			return -E2BIG;
+		out[(*n_out)++] = (struct lz_netroutes_entry){ d, kind };
+		return 0;
+	}
+	struct lz_prefix lo = { d.addr, (uint8_t)(d.len + 1) };
+	struct lz_prefix hi = { d.addr | (1u << (31 - d.len)), (uint8_t)(d.len + 1) };
+	int r = split_deny(lo, e, n, out, n_out, cap, kind);
+	return r < 0 ? r : split_deny(hi, e, n, out, n_out, cap, kind);
+}
+
+/* Waits for slirp4netns's tap0 (the gateway reachable through it), then
+ * installs exactly the derived policy and compares what the kernel holds. */
+static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_err *err)
+{
+	struct lz_netpolicy *pol = malloc(sizeof(*pol));
+	struct lz_netroutes_entry *e = NULL;
+	struct lz_kroute *obs = NULL;
+	size_t n_obs = 0, n = 0;
+	int r;
+	if (pol == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = lz_netpolicy_from_memfd(p->policy_fd, p->policy_digest, pol, err)) < 0)
+		goto out;
+	int64_t deadline = lz_now_ms() + LZ_RS_TAP_TIMEOUT_MS;
+	/* slirp4netns --configure adds the default route last: until a lookup
+	 * (no packet is sent) takes it, it may still be adding it. */
+	for (;;) {
+		struct lz_kroute gw;
+		struct lz_err ignored;
+		if (lz_netroutes_lookup(0xc0000201u /* 192.0.2.1 */, &gw, &ignored) == 0 &&
+		    strcmp(gw.dev, "tap0") == 0 && gw.gateway == LZ_NET_GATEWAY)
+			break;
+		struct pollfd hp = { .fd = helper_pidfd, .events = POLLIN };
+		if (poll(&hp, 1, 0) > 0) {
+			r = lz_err_set(err, EIO, "slirp4netns exited before configuring tap0 (its log "
+						 "follows in hc.log)");
+			goto out;
+		}
+		if (lz_remaining_ms(deadline) == 0) {
+			r = lz_err_set(err, ETIMEDOUT, "slirp4netns did not configure tap0");
+			goto out;
+		}
+		usleep(2 * 1000);
+	}
+	/* slirp4netns --configure adds its own default route; the policy
+	 * decides that one like every other. */
+	if ((r = lz_netroutes_observe(&obs, &n_obs, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_obs; i++)
+		if (obs[i].dst.len == 0 && obs[i].table == RT_TABLE_MAIN &&
+		    (r = lz_netroutes_delete(&obs[i], err)) < 0)
+			goto out;
+	free(obs);
+	obs = NULL;
+	e = calloc(pol->n_routes + 1, sizeof(*e));
+	if (e == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < pol->n_routes; i++) {
+		enum lz_netroutes_kind kind = (enum lz_netroutes_kind)pol->routes[i].kind;
+		/* The fault opens the whole canary network on-link. */
+		if (kind == LZ_NETROUTES_CANARY_DENY && lz_test_fault("canary-open"))
+			kind = LZ_NETROUTES_CANARY_ALLOW;
+		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix, kind };
+	}
+	if (pol->ipv4_default_allow)
+		e[n++] = (struct lz_netroutes_entry){ { 0, 0 }, LZ_NETROUTES_ALLOW };
+	/* Allows and helpers first, then the deny pieces. */
+	struct lz_netroutes_entry *split = calloc(LZ_NETROUTES_MAX, sizeof(*split));
+	size_t n_split = 0;
+	if (split == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (e[i].kind != LZ_NETROUTES_DENY && e[i].kind != LZ_NETROUTES_CANARY_DENY)
+			split[n_split++] = e[i];
+	for (size_t i = 0; i < n && r >= 0; i++)
+		if (e[i].kind == LZ_NETROUTES_DENY || e[i].kind == LZ_NETROUTES_CANARY_DENY)
+			r = split_deny(e[i].prefix, e, n, split, &n_split, LZ_NETROUTES_MAX, e[i].kind);
+	if (r < 0) {
+		free(split);
+		lz_err_set(err, E2BIG, "the policy splits into more than %u entries", LZ_NETROUTES_MAX);
+		goto out;
+	}
+	free(e);
+	e = split;
+	n = n_split;
+	/* Denies as loopback addresses: the form runsc imports (netroutes.h). */
+	if ((r = lz_netroutes_install_as(e, n, "tap0", LZ_NET_GATEWAY, LZ_NETROUTES_DENY_AS_ADDRESS,
+					 err)) < 0 ||
+	    (r = lz_netroutes_observe(&obs, &n_obs, err)) < 0 ||
+	    (r = lz_netroutes_match_as(obs, n_obs, e, n, "tap0", LZ_NET_GATEWAY,
+				       LZ_NETROUTES_DENY_AS_ADDRESS, err)) < 0)
+		goto out;
+	bool clean = false;
+	if (lz_test_fault("ipv6-on"))
+		clean = true;
+	else if ((r = lz_netroutes_ipv6_clean(&clean, err)) < 0)
+		goto out;
+	if (!clean)
+		r = lz_err_set(err, EPROTO, "a non-loopback IPv6 address or route exists");
+out:
+	if (r < 0)
+		lz_err_prefix(err, r, "network policy: ");
+	free(obs);
+	free(e);
+	free(pol);
+	return r;
+}
+
+/* The init's record (one length byte, then the encoding) from its standard
+ * output; only the init's fields are taken. */
+static int read_init_report(int fd, struct lz_netattest *att, struct lz_err *err)
+{
+	uint8_t buf[1 + LZ_NETATTEST_ENCODED_MAX];
+	size_t got = 0, want = 1;
+	int64_t deadline = lz_now_ms() + LZ_RS_INIT_REPORT_TIMEOUT_MS;
+	while (got < want) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int left = lz_remaining_ms(deadline);
+		if (left == 0)
+			return lz_err_set(err, ETIMEDOUT, "the sandbox init did not report its network "
+							  "observations within %d s", LZ_RS_INIT_REPORT_TIMEOUT_MS / 1000);
+		int pr = poll(&pf, 1, left);
+		if (pr < 0 && errno != EINTR)
+			return lz_err_set(err, errno, "poll: %s", strerror(errno));
+		if (pr <= 0)
+			continue;
+		ssize_t n = read(fd, buf + got, want - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return lz_err_set(err, EPIPE, "the sandbox init ended its report early");
+		got += (size_t)n;
+		if (got == 1 && (want = 1 + (size_t)buf[0]) > sizeof(buf))
+			return lz_err_set(err, EBADMSG, "the sandbox init's report is too long");
+	}
+	struct lz_netattest in;
+	if (lz_netattest_decode(buf + 1, got - 1, &in) < 0)
+		return lz_err_set(err, EBADMSG, "the sandbox init's report does not decode");
+	att->tap0_present = in.tap0_present;
+	att->tap0_ifindex = in.tap0_ifindex;
+	att->allowed_answered = in.allowed_answered;
+	memcpy(att->allowed_echo, in.allowed_echo, sizeof(att->allowed_echo));
+	att->denied_canary_unreachable = in.denied_canary_unreachable;
+	att->ipv6_absent = in.ipv6_absent;
+	att->netadmin_caps_empty = in.netadmin_caps_empty;
+	att->route_mutation_refused = in.route_mutation_refused;
+	return 0;
+}
+
+/* Spec 3.7 "Authority drop": network administration leaves every set,
+ * bounding set included, so nothing this process runs can regain it. Then
+ * observed: the sets read back without it and a link change is refused. */
+static bool drop_netadmin(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	uint32_t bit = CAP_TO_MASK(CAP_NET_ADMIN);
+	size_t i = CAP_TO_INDEX(CAP_NET_ADMIN);
+	if (lz_test_fault("keep-netadmin"))
+		return false;
+	if (prctl(PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0) < 0 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 || syscall(SYS_capget, &h, d) < 0)
+		return false;
+	d[i].effective &= ~bit;
+	d[i].permitted &= ~bit;
+	d[i].inheritable &= ~bit;
+	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0)
+		return false;
+	if (((d[i].effective | d[i].permitted | d[i].inheritable) & bit) ||
+	    prctl(PR_CAPBSET_READ, CAP_NET_ADMIN, 0, 0, 0) != 0)
+		return false;
+	struct lz_err ignored;
+	return link_up("lo", &ignored) == -EPERM;
+}
+
+/* Cleanup, its observation and the authority drop (spec 3.7 table). */
+static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, struct lz_netattest *att)
+{
+	struct lz_err ignored, why = { 0, "" };
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], answer[LZ_CANARY_CHALLENGE_LEN];
+	bool clean = false;
+	att->veth_removed = lz_canary_remove(canary, &why) == 0;
+	if (!att->veth_removed) /* the HC names the predicate; the log says why */
+		dprintf(p->log_fd, "lazaret: %s\n", why.msg);
+	/* Unreachable: no route leads to it except into lo, and a probe gets
+	 * no answer. A route through another link fails the predicate without
+	 * a probe: through tap0 it would leave by slirp4netns. (runsc has
+	 * taken tap0's address and routes by now: measured ENETUNREACH.) */
+	struct lz_kroute rt;
+	int lr = lz_netroutes_lookup(LZ_NET_CANARY_ALLOWED, &rt, &ignored);
+	att->allowed_canary_unreachable_after =
+		(lr < 0 || strcmp(rt.dev, "lo") == 0) &&
+		getrandom(challenge, sizeof(challenge), 0) == (ssize_t)sizeof(challenge) &&
+		lz_canary_probe(LZ_NET_CANARY_ALLOWED, NULL, challenge, answer, LZ_CANARY_PROBE_MS) != 0;
+	att->tap0_present_after = if_nametoindex("tap0") != 0;
+	att->ipv6_unchanged_after = lz_test_fault("ipv6-on") || (lz_netroutes_ipv6_clean(&clean, &ignored) == 0 && clean);
+	att->rs_netadmin_dropped = drop_netadmin();
+}
+
+/* The RS is forked from the HC: it keeps only the descriptors of its plan,
+ * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
+ * end of the control socket (whose EOF is the HC-loss signal). */
+static void keep_only_plan(const struct lz_rs_plan *p)
+{
+	int keep[8 + 4 * LZ_RS_MAX_ANCHORS];
+	size_t n = 0;
+	keep[n++] = p->control_fd;
+	keep[n++] = p->log_fd;
+	keep[n++] = p->prepared_fd;
+	keep[n++] = p->root_target_fd;
+	keep[n++] = p->policy_fd;
+	keep[n++] = p->slirp_log_fd;
+	keep[n++] = p->root_upper_fd;
+	keep[n++] = p->root_work_fd;
+	for (size_t i = 0; i < p->n_anchors; i++) {
+		keep[n++] = p->anchors[i].lower_fd;
+		keep[n++] = p->anchors[i].upper_fd;
+		keep[n++] = p->anchors[i].work_fd;
+		keep[n++] = p->anchors[i].target_fd;
+	}
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		close(null);
+	}
+	for (int fd = 3; fd < 65536; fd++) {
+		bool kept = false;
+		for (size_t i = 0; i < n && !kept; i++)
+			kept = keep[i] == fd;
+		if (!kept && fcntl(fd, F_GETFD) >= 0)
+			close(fd);
+	}
+}
+
+/* The transient layer's files belong to namespace IDs: only the RS (their
+ * namespace root) can remove them. */
+static void discard_transient(const struct lz_rs_plan *p)
+{
+	struct lz_err ignored;
+	const char *names[] = { "root-upper", "root-work" };
+	for (size_t i = 0; i < 2; i++) {
+		char path[4200];
+		snprintf(path, sizeof(path), "%s", i == 0 ? p->root_upper : p->root_work);
+		char *slash = strrchr(path, '/');
+		if (slash == NULL)
+			continue;
+		*slash = '\0';
+		int dir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dir >= 0) {
+			(void)lz_tree_remove(dir, names[i], &ignored);
+			close(dir);
+		}
+	}
+}
+
+int lz_rs_main(void *planp, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = planp;
+	struct lz_rs_msg mounts, m;
+	struct lz_broker_child runsc = LZ_BROKER_CHILD_INIT, helper = LZ_BROKER_CHILD_INIT;
+	struct lz_canary canary = LZ_CANARY_INIT;
+	struct lz_netattest att = { 0 };
+	int report[2] = { -EBADF, -EBADF };
+	int r;
+
+	keep_only_plan(p);
+
+	msg_init(&mounts, p, LZ_RS_MOUNTS);
+	if ((r = mount_all(p, &mounts, err)) < 0)
+		goto fail;
+	if ((r = lz_rs_send(p->control_fd, &mounts)) < 0) {
+		lz_err_set(err, -r, "report mounts: %s", strerror(-r));
+		goto fail;
+	}
+	/* The helper with the enforcement namespace and the canary, which is
+	 * known live before any policy route exists (spec 3.7). */
+	if ((r = start_helper(p, &canary, &helper, err)) < 0 ||
+	    (r = lz_canary_prove_live(p->canary_key, p->generation, err)) < 0)
+		goto fail;
+	att.canaries_live = true;
+	if ((r = net_policy(p, helper.pidfd, err)) < 0)
+		goto fail;
+	att.policy_matches = true;
+	/* The init's standard output: its network observations. */
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+
+	char root[4200], dcache[32], bundle[4200];
+	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
+	snprintf(dcache, sizeof(dcache), "--dcache=%u", p->dcache);
+	snprintf(bundle, sizeof(bundle), "--bundle=%s", p->bundle);
+	/* C-REFINEMENT facts 1, 10, 12: no cgroups, the transient root layer
+	 * in memory (never in the prepared lower), no network until issue 6. */
+	/* The root overlay is the transient layer, so runsc adds none. */
+	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=sandbox", dcache,
+			 "--overlay2=none", "run", bundle, (char *)p->container_id, NULL };
+	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path,
+				 .argv = argv, .stdin_fd = -1, .stdout_fd = report[1],
+				 .stderr_fd = p->log_fd };
+	struct staged_ctx sctx = { p };
+	struct lz_broker_spec spec = { .label = "runsc run", .join_pidfd = -1, .exec = &exec,
+				       .staged = runsc_staged, .ctx = &sctx };
+	r = lz_broker_spawn(&spec, &runsc, err);
+	lz_close_fdp(&report[1]);
+	if (r < 0)
+		goto fail;
+
+	int64_t deadline = lz_now_ms() + LZ_RS_START_TIMEOUT_MS;
+	for (;;) {
+		if (runsc_running(p))
+			break;
+		struct pollfd pf = { .fd = runsc.pidfd, .events = POLLIN };
+		if (poll(&pf, 1, 50) > 0) {
+			r = lz_err_set(err, EIO, "runsc run exited during start; its log is in "
+						 "hc.log in the Domain's runtime directory");
+			goto fail;
+		}
+		if (lz_remaining_ms(deadline) == 0) {
+			r = lz_err_set(err, ETIMEDOUT, "the sandbox did not start within %d s",
+				       LZ_RS_START_TIMEOUT_MS / 1000);
+			goto fail;
+		}
+	}
+	if ((r = read_init_report(report[0], &att, err)) < 0)
+		goto fail;
+	net_finish(p, &canary, &att);
+	msg_init(&m, p, LZ_RS_READY);
+	m.id = runsc.id;
+	size_t alen = 0;
+	if ((r = lz_netattest_encode(&att, m.attest, sizeof(m.attest), &alen)) < 0) {
+		lz_err_set(err, -r, "encode the attestation: %s", strerror(-r));
+		goto fail;
+	}
+	m.attest_len = (uint32_t)alen;
+	if ((r = lz_rs_send(p->control_fd, &m)) < 0) {
+		lz_err_set(err, -r, "report readiness: %s", strerror(-r));
+		goto fail;
+	}
+
+	/* Serve until told to stop, until the HC is gone, or until runsc ends. */
+	bool hc_alive = true;
+	for (;;) {
+		/* Whatever else reaches the init's standard output goes to the
+		 * log, so no writer ever blocks on, or dies of, this pipe. */
+		struct pollfd pf[3] = { { .fd = p->control_fd, .events = POLLIN },
+					{ .fd = runsc.pidfd, .events = POLLIN },
+					{ .fd = report[0], .events = POLLIN } };
+		if (poll(pf, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents)
+			break;
+		if (pf[2].revents) {
+			char buf[4096];
+			ssize_t n = read(report[0], buf, sizeof(buf));
+			if (n > 0)
+				(void)!write(p->log_fd, buf, (size_t)n);
+			else if (n == 0 || errno != EINTR)
+				lz_close_fdp(&report[0]);
+		}
+		if (pf[0].revents) {
+			r = lz_rs_recv(p->control_fd, &m, 0);
+			if (r == -EPIPE || r == -ECONNRESET)
+				hc_alive = false;
+			if (r < 0 || m.type == LZ_HC_STOP)
+				break;
+		}
+	}
+	stop_runsc(p, &runsc);
+	lz_broker_kill(&runsc);
+	lz_broker_kill(&helper);
+	lz_close_fdp(&report[0]);
+	struct lz_err uerr = { 0, "" };
+	r = unmount_all(p, &mounts, &uerr);
+	if (r >= 0)
+		discard_transient(p);
+	if (hc_alive) {
+		msg_init(&m, p, r < 0 ? LZ_RS_FAILED : LZ_RS_STOPPED);
+		snprintf(m.text, sizeof(m.text), "%s", uerr.msg);
+		(void)lz_rs_send(p->control_fd, &m);
+	}
+	return r < 0 ? lz_err_set(err, -r, "%s", uerr.msg) : 0;
+fail:
+	if (runsc.pidfd >= 0) {
+		stop_runsc(p, &runsc);
+		lz_broker_kill(&runsc);
+	}
+	lz_broker_kill(&helper);
+	lz_canary_abandon(&canary);
+	lz_close_fdp(&report[0]);
+	lz_close_fdp(&report[1]);
+	report_failure(p, err);
+	{
+		struct lz_err ignored;
+		(void)unmount_all(p, &mounts, &ignored);
+	}
+	return r;
+}

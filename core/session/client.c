@@ -1,0 +1,575 @@
+#include "session/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "runtime/coordinator.h"
+#include "config/domain.h"
+#include "proc/spawn.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+#include "session/wire.h"
+
+extern char **environ;
+
+static int connect_hc(const struct lz_path *runtime_domain, int *ret)
+{
+	struct sockaddr_un addr;
+	if (lz_hc_socket_addr(runtime_domain, &addr) < 0)
+		return -ENAMETOOLONG;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	*ret = fd;
+	return 0;
+}
+
+/* Starts `lazaret __hc` as its own session with the CLI's environment
+ * (the HC resolves the same configuration, including env references) and
+ * reads its startup report: "ready", "busy" or "error <errno> <message>". */
+static int start_hc(const struct lz_client_request *req, struct lz_err *err)
+{
+	struct lz_config_summary s;
+	lz_config_summarize(req->cfg, &s);
+	const struct lz_path *rd = lz_config_runtime_domain(req->cfg);
+	_cleanup_close_ int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+	_cleanup_close_ int log = lz_openat2_create(rd->fd, LZ_HC_LOG,
+						    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
+						    LZ_RESOLVE_OWNED);
+	if (self < 0 || log < 0)
+		return lz_err_set(err, errno, "start the Host Coordinator: %s", strerror(errno));
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	char *argv[] = { "lazaret", "__hc", "--config", (char *)s.source, "--profile",
+			 (char *)s.profile, "--workspace", (char *)s.workspace, "--expect-domain",
+			 (char *)s.domain_id, "--expect-fingerprint", (char *)s.fingerprint, NULL };
+	struct lz_spawn spec = { .label = "Host Coordinator", .exe_fd = self, .argv = argv,
+				 .envp = environ, .stdin_fd = -1, .stdout_fd = p[1],
+				 .stderr_fd = log, .detach = true };
+	int pidfd = -1;
+	int r = lz_spawn(&spec, &pidfd, NULL, err);
+	close(p[1]);
+	if (r < 0) {
+		close(p[0]);
+		return r;
+	}
+	close(pidfd); /* not ours to wait for: it outlives this CLI */
+	char line[LZ_ERR_MSG_MAX + 32] = "";
+	size_t used = 0;
+	ssize_t n;
+	/* One line: the HC's children may hold the pipe open long after. */
+	while (used + 1 < sizeof(line) && memchr(line, '\n', used) == NULL &&
+	       ((n = read(p[0], line + used, sizeof(line) - 1 - used)) > 0 || (n < 0 && errno == EINTR)))
+		if (n > 0)
+			used += (size_t)n;
+	close(p[0]);
+	line[used] = '\0';
+	if (strncmp(line, "ready", 5) == 0)
+		return 0;
+	if (strncmp(line, "busy", 4) == 0)
+		return -EAGAIN;
+	int code = 0, off = 0;
+	if (sscanf(line, "error %d %n", &code, &off) == 1 && code > 0) {
+		line[strcspn(line, "\n")] = '\0';
+		return lz_err_set(err, code, "%s", line + off);
+	}
+	return lz_err_set(err, EIO, "the Host Coordinator did not start; see %s/%s", rd->canonical,
+			  LZ_HC_LOG);
+}
+
+/* Greets the HC; a Refused answer comes back as its errno and message. */
+static int hello(int sock, const lz_config *cfg, struct lz_err *err)
+{
+	struct lz_config_summary s;
+	lz_config_summarize(cfg, &s);
+	struct lz_wire_msg m = { .type = LZ_WIRE_HELLO,
+				 .hello = { .protocol = LZ_WIRE_PROTOCOL, .client_pid = (uint32_t)getpid() } };
+	if (lz_unhex(s.domain_id, m.hello.domain_id, 32) < 0 || lz_unhex(s.fingerprint, m.hello.fingerprint, 32) < 0)
+		return lz_err_set(err, EINVAL, "malformed Domain identity");
+	int r = lz_wire_send(sock, &m, NULL, 0);
+	return r < 0 ? lz_err_set(err, -r, "greet the Host Coordinator: %s", strerror(-r)) : 0;
+}
+
+/* Connects, starting the HC when nobody answers. A coordinator that is
+ * still tearing down the previous generation answers "busy" or drops the
+ * connection: wait for it and try again (bounded). */
+static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err *err)
+{
+	const struct lz_path *rd = lz_config_runtime_domain(req->cfg);
+	int64_t deadline = lz_now_ms() + LZ_CLIENT_START_TIMEOUT_MS;
+	for (;;) {
+		int r = connect_hc(rd, ret);
+		if (r == 0)
+			return 0;
+		if (r != -ENOENT && r != -ECONNREFUSED)
+			return lz_err_set(err, -r, "connect to the Host Coordinator: %s", strerror(-r));
+		r = start_hc(req, err);
+		if (r < 0 && r != -EAGAIN)
+			return r;
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the Domain's Host Coordinator did not become "
+							  "ready; see %s/%s",
+					  rd->canonical, LZ_HC_LOG);
+		if (r == -EAGAIN)
+			usleep(100 * 1000);
+	}
+}
+
+/* A stream that is a terminal is relayed through a pipe (see client.h). */
+/* Input is relayed into a non-blocking pipe of ours with one pending
+ * buffer, so a guest that stops reading cannot block the output relays
+ * (the deadlock of `cat < big > out`); output relays write to the
+ * developer's terminal or file as it takes it. */
+struct relay {
+	int from; /* our end */
+	int to;   /* the terminal */
+	bool active;
+	bool input;
+	char buf[16384];
+	size_t len, off;
+};
+
+static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
+{
+	rl->from = rl->to = -1;
+	rl->active = rl->input = false;
+	rl->len = rl->off = 0;
+	/* A terminal is never handed to the sandbox; nor a regular file, whose
+	 * offset the sandbox would not share (it would write from 0). */
+	struct stat st;
+	bool relay = isatty(fd) || (fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
+	if (!relay) {
+		*ret_fd = fd;
+		return 0;
+	}
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	if (input) {
+		rl->from = fd;
+		rl->to = p[1];
+		rl->input = true;
+		(void)fcntl(p[1], F_SETFL, O_NONBLOCK); /* our private end only */
+		*ret_fd = p[0];
+	} else {
+		rl->from = p[0];
+		rl->to = fd;
+		*ret_fd = p[1];
+	}
+	rl->active = true;
+	return 1;
+}
+
+static bool pump(struct relay *rl)
+{
+	if (rl->off == rl->len) {
+		ssize_t n = read(rl->from, rl->buf, sizeof(rl->buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			return true;
+		if (n <= 0)
+			return false;
+		rl->len = (size_t)n;
+		rl->off = 0;
+	}
+	while (rl->off < rl->len) {
+		ssize_t w = write(rl->to, rl->buf + rl->off, rl->len - rl->off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN && rl->input)
+			return true; /* the pipe is full: wait for POLLOUT */
+		if (w <= 0)
+			return false;
+		rl->off += (size_t)w;
+	}
+	return true;
+}
+
+/* After a failed send: the Refused the HC sent before closing, if any.
+ * Returns its -errno (message in err), or 0 when there is none. */
+static int refusal(int sock, struct lz_err *err)
+{
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
+	if (buf == NULL)
+		return 0;
+	int code = 0;
+	for (int attempt = 0; attempt < 2 && code == 0; attempt++) {
+		struct lz_wire_msg m;
+		int fds[LZ_WIRE_MAX_FDS];
+		size_t nf = 0;
+		int r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &nf);
+		for (size_t i = 0; i < nf; i++)
+			close(fds[i]);
+		if (r == -ECONNRESET)
+			continue;
+		if (r < 0)
+			break;
+		if (m.type == LZ_WIRE_REFUSED)
+			code = -lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO, "%.*s",
+					   (int)m.refused.message_len, m.refused.message);
+		lz_wire_msg_release(&m);
+	}
+	free(buf);
+	return code == 0 ? 0 : -code;
+}
+
+/* ---- interactive sessions ------------------------------------------------ */
+
+static volatile sig_atomic_t got_winch, got_int, got_quit, got_end, got_tstp;
+
+static void on_signal(int sig)
+{
+	switch (sig) {
+	case SIGWINCH: got_winch = 1; break;
+	case SIGINT: got_int = 1; break;
+	case SIGQUIT: got_quit = 1; break;
+	case SIGTSTP: got_tstp = 1; break;
+	default: got_end = sig; break;
+	}
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: poll wakes */
+	sigemptyset(&sa.sa_mask);
+	int sigs[] = { SIGWINCH, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static void window(uint16_t *rows, uint16_t *cols)
+{
+	struct winsize ws = { 0 };
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)
+		ws = (struct winsize){ .ws_row = 24, .ws_col = 80 };
+	*rows = ws.ws_row;
+	*cols = ws.ws_col;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int send_simple(int sock, const struct lz_wire_msg *m)
+{
+	return lz_wire_send(sock, m, NULL, 0);
+}
+
+static int run_terminal(int sock, const struct lz_client_request *req, int *ret_status,
+			struct lz_err *err)
+{
+	struct termios saved, raw;
+	if (tcgetattr(STDIN_FILENO, &saved) < 0)
+		return lz_err_set(err, errno, "read the terminal mode: %s", strerror(errno));
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	struct lz_wire_bytes *args = calloc(argc, sizeof(*args));
+	if (args == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < argc; i++)
+		args[i] = (struct lz_wire_bytes){ (const uint8_t *)req->argv[i], strlen(req->argv[i]) };
+	const char *term = getenv("TERM");
+	struct lz_wire_env env = { { (const uint8_t *)"TERM", 4 },
+				   { (const uint8_t *)(term ? term : "xterm"), strlen(term ? term : "xterm") } };
+	struct lz_wire_msg run = { .type = LZ_WIRE_RUN_COMMAND,
+				   .run = { .argv = args, .argc = argc, .env = &env, .n_env = 1,
+					    .terminal = true } };
+	window(&run.run.rows, &run.run.cols);
+	int r = lz_wire_send(sock, &run, NULL, 0);
+	free(args);
+	if (r < 0) {
+		int e = refusal(sock, err);
+		return e < 0 ? e : lz_err_set(err, -r, "send the command: %s", strerror(-r));
+	}
+
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
+	if (buf == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	catch_signals();
+	raw = saved;
+	cfmakeraw(&raw);
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
+	bool stdin_open = true, welcomed = false;
+	r = 0;
+	for (;;) {
+		if (got_winch) {
+			got_winch = 0;
+			struct lz_wire_msg m = { .type = LZ_WIRE_RESIZE };
+			window(&m.resize.rows, &m.resize.cols);
+			(void)send_simple(sock, &m);
+		}
+		if (got_int || got_quit) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_SIGNAL,
+						 .sig = got_int ? LZ_WIRE_SIG_INTERRUPT : LZ_WIRE_SIG_QUIT };
+			got_int = got_quit = 0;
+			(void)send_simple(sock, &m);
+		}
+		if (got_end) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
+			(void)send_simple(sock, &m);
+			*ret_status = 128 + got_end;
+			break;
+		}
+		if (got_tstp) {
+			/* Local suspension: restore, stop, and come back raw. */
+			got_tstp = 0;
+			(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
+			signal(SIGTSTP, SIG_DFL);
+			raise(SIGTSTP);
+			catch_signals();
+			(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
+			got_winch = 1;
+			continue;
+		}
+		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
+					{ .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN } };
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
+			break;
+		}
+		if (pf[1].revents) {
+			ssize_t n = read(STDIN_FILENO, buf, LZ_WIRE_MAX_DATA);
+			if (n > 0) {
+				struct lz_wire_msg m = { .type = LZ_WIRE_INPUT,
+							 .input = { buf, (size_t)n } };
+				(void)send_simple(sock, &m);
+			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+				stdin_open = false;
+			}
+		}
+		if (pf[0].revents) {
+			struct lz_wire_msg m;
+			int rf[LZ_WIRE_MAX_FDS];
+			size_t nf = 0;
+			int k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+			if (k == -ECONNRESET)
+				k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+			for (size_t i = 0; i < nf; i++)
+				close(rf[i]);
+			if (k < 0) {
+				/* Before Welcome nothing ran: a coordinator that was
+				 * ending dropped us, and the caller tries again. */
+				r = welcomed ? lz_err_set(err, EPIPE,
+							  "lost the Host Coordinator; the session is "
+							  "gone (see %s/%s)",
+							  lz_config_runtime_domain(req->cfg)->canonical,
+							  LZ_HC_LOG)
+					     : -EAGAIN;
+				break;
+			}
+			bool done = false;
+			if (m.type == LZ_WIRE_WELCOME)
+				welcomed = true;
+			if (m.type == LZ_WIRE_OUTPUT) {
+				(void)write_all(STDOUT_FILENO, m.output.ptr, m.output.len);
+			} else if (m.type == LZ_WIRE_SESSION_EXIT) {
+				*ret_status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value : 128 + m.exit.value;
+				done = true;
+			} else if (m.type == LZ_WIRE_REFUSED) {
+				r = lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO, "%.*s",
+					       (int)m.refused.message_len, m.refused.message);
+				done = true;
+			}
+			lz_wire_msg_release(&m);
+			if (done)
+				break;
+		}
+	}
+	/* DX-5: whatever the guest did, the developer's terminal mode is
+	 * ours to put back. */
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
+	free(buf);
+	return r;
+}
+
+static int client_attempt(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+{
+	_cleanup_close_ int sock = -EBADF;
+	struct relay rl[3];
+	int fds[3] = { -1, -1, -1 };
+	bool made[3] = { false, false, false };
+	uint8_t *buf = NULL;
+	int r;
+
+	signal(SIGPIPE, SIG_IGN);
+	if ((r = reach_hc(req, &sock, err)) < 0)
+		return r;
+	if ((r = hello(sock, req->cfg, err)) < 0)
+		return r;
+	if (req->terminal)
+		return run_terminal(sock, req, ret_status, err);
+	for (int i = 0; i < 3; i++) {
+		r = stream_for(i, i == 0, &rl[i], &fds[i]);
+		if (r < 0) {
+			lz_err_set(err, -r, "pipe: %s", strerror(-r));
+			goto out;
+		}
+		made[i] = r == 1;
+	}
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	struct lz_wire_bytes *args = calloc(argc, sizeof(*args));
+	if (args == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < argc; i++)
+		args[i] = (struct lz_wire_bytes){ (const uint8_t *)req->argv[i], strlen(req->argv[i]) };
+	struct lz_wire_msg run = { .type = LZ_WIRE_RUN_COMMAND,
+				   .run = { .argv = args, .argc = argc, .terminal = false } };
+	r = lz_wire_send(sock, &run, fds, 3);
+	free(args);
+	if (r < 0) {
+		/* A refusal of our Hello may already wait in the queue. */
+		int e = refusal(sock, err);
+		if (e == 0)
+			lz_err_set(err, -r, "send the command: %s", strerror(-r));
+		r = e < 0 ? e : r;
+		goto out;
+	}
+	/* The HC holds the pipe ends it was sent; ours go away so EOF works. */
+	for (int i = 0; i < 3; i++)
+		if (made[i])
+			close(fds[i]);
+
+	buf = malloc(LZ_WIRE_MAX);
+	if (buf == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	bool exited = false, welcomed = false;
+	int status = 0;
+	for (;;) {
+		struct pollfd pf[4];
+		size_t n = 0;
+		if (!exited)
+			pf[n++] = (struct pollfd){ .fd = sock, .events = POLLIN };
+		for (int i = 0; i < 3; i++)
+			if (rl[i].active)
+				pf[n++] = rl[i].off < rl[i].len
+						  ? (struct pollfd){ .fd = rl[i].to, .events = POLLOUT }
+						  : (struct pollfd){ .fd = rl[i].from, .events = POLLIN };
+		if (n == 0)
+			break;
+		if (exited && !rl[1].active && !rl[2].active)
+			break;
+		if (poll(pf, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
+			goto out;
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (!pf[k].revents)
+				continue;
+			if (pf[k].fd == sock) {
+				struct lz_wire_msg m;
+				size_t nf = 0;
+				int rf[LZ_WIRE_MAX_FDS];
+				r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+				/* A peer that closed with our record unread reports
+				 * ECONNRESET once; what it sent before is still queued. */
+				if (r == -ECONNRESET)
+					r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+				for (size_t i = 0; i < nf; i++)
+					close(rf[i]);
+				if (r < 0) {
+					r = welcomed ? lz_err_set(err, EPIPE,
+								  "lost the Host Coordinator before the "
+								  "command finished; see %s/%s",
+								  lz_config_runtime_domain(req->cfg)->canonical,
+								  LZ_HC_LOG)
+						     : -EAGAIN;
+					goto out;
+				}
+				if (m.type == LZ_WIRE_REFUSED) {
+					r = lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO,
+						       "%.*s", (int)m.refused.message_len,
+						       m.refused.message);
+					lz_wire_msg_release(&m);
+					goto out;
+				}
+				if (m.type == LZ_WIRE_WELCOME)
+					welcomed = true;
+				if (m.type == LZ_WIRE_SESSION_EXIT) {
+					exited = true;
+					status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value
+									      : 128 + m.exit.value;
+				}
+				lz_wire_msg_release(&m);
+			} else {
+				for (int i = 0; i < 3; i++)
+					if (rl[i].active &&
+					    (pf[k].fd == rl[i].from || pf[k].fd == rl[i].to) &&
+					    !pump(&rl[i])) {
+						rl[i].active = false;
+						if (i == 0)
+							close(rl[i].to); /* stdin EOF reaches the guest */
+						else
+							close(rl[i].from);
+					}
+			}
+		}
+		/* stdin relay ends with the session, not before output. */
+		if (exited && rl[0].active) {
+			rl[0].active = false;
+			close(rl[0].to);
+		}
+	}
+	*ret_status = status;
+	r = 0;
+out:
+	for (int i = 0; i < 3; i++)
+		if (rl[i].active) {
+			if (i == 0)
+				close(rl[i].to);
+			else
+				close(rl[i].from);
+		}
+	free(buf);
+	return r;
+}
+
+int lz_client_run(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+{
+	int64_t deadline = lz_now_ms() + LZ_CLIENT_START_TIMEOUT_MS;
+	for (;;) {
+		int r = client_attempt(req, ret_status, err);
+		if (r != -EAGAIN)
+			return r;
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the Domain kept ending before our command could "
+							  "start; try again");
+		usleep(100 * 1000);
+	}
+}

@@ -1,0 +1,227 @@
+-- `lazaret diag [--json]`: is this host ready to run Lazaret?
+--
+-- Observes the facts C-REFINEMENT.md lists as runtime dependencies (kernel,
+-- subordinate IDs, setuid uidmap helpers, runsc, slirp4netns, device modes
+-- of /dev/fuse and /dev/net/tun, unprivileged user namespaces) through the
+-- lazaret.core.probe binding, and judges them here. The probes only look;
+-- nothing on the host is changed. Each check is
+--   {name=, status="ok"|"problem", detail=<one line>, fix=<one line>|nil}
+-- and every problem says what to do about it (spec DX-5).
+local M = {}
+
+local require = require
+local error = error
+local format = string.format
+local match = string.match
+local ipairs = ipairs
+local pairs = pairs
+local tostring = tostring
+local type = type
+local sort = table.sort
+local io = io -- io.write looked up per call (the host keeps only write)
+
+local report = require("lazaret.platform.report")
+
+M.MIN_KERNEL_MAJOR = 6
+M.MIN_KERNEL_MINOR = 9
+M.MIN_SUBIDS = 65536 -- what useradd allocates; 0..65535 in the sandbox
+-- The first runsc release with directfs (C-REFINEMENT.md, runtime deps).
+local RUNSC_FAST_SINCE = "20240729"
+
+local function ok(name, detail)
+  return { name = name, status = "ok", detail = detail }
+end
+
+local function problem(name, detail, fix)
+  return { name = name, status = "problem", detail = detail, fix = fix }
+end
+
+local function check_kernel(probe)
+  local name = "kernel"
+  local fix = "Lazaret needs Linux 6.9 or newer on x86-64"
+  local k, msg = probe.kernel()
+  if not k then
+    return problem(name, msg, fix)
+  end
+  local detail = k.release .. " " .. k.machine
+  if k.machine ~= "x86_64" then
+    return problem(name, detail .. ": not x86-64", fix)
+  end
+  if k.major == nil then
+    return problem(name, detail .. ": cannot read the version from the release", fix)
+  end
+  if k.major < M.MIN_KERNEL_MAJOR
+    or (k.major == M.MIN_KERNEL_MAJOR and k.minor < M.MIN_KERNEL_MINOR) then
+    return problem(name, detail .. ": older than 6.9", fix)
+  end
+  return ok(name, detail)
+end
+
+-- The longest run of IDs covered by the ranges, adjacent or overlapping
+-- ranges merged (newuidmap accepts a mapping spanning adjacent entries).
+-- Returns start, count (0, 0 for no ranges).
+local function largest_run(ranges)
+  local sorted = {}
+  for i, r in ipairs(ranges) do
+    sorted[i] = r
+  end
+  sort(sorted, function(a, b)
+    return a.start < b.start
+  end)
+  local best_start, best_count = 0, 0
+  local run_start, run_end -- run_end exclusive
+  for _, r in ipairs(sorted) do
+    if r.count > 0 then
+      if run_end ~= nil and r.start <= run_end then
+        if r.start + r.count > run_end then
+          run_end = r.start + r.count
+        end
+      else
+        run_start, run_end = r.start, r.start + r.count
+      end
+      if run_end - run_start > best_count then
+        best_start, best_count = run_start, run_end - run_start
+      end
+    end
+  end
+  return best_start, best_count
+end
+M.largest_run = largest_run
+
+local function check_subids(probe, id, kind)
+  local name = "sub" .. kind
+  local file = "/etc/sub" .. kind
+  local who = id and (id.user or ("uid " .. id.uid)) or "the invoking user"
+  local owner = id and (id.user or tostring(id.uid)) or "<user>"
+  local fix = format(
+    "as root: usermod %s 100000-165535 %s (pick a range no other user holds; see docs/install.md)",
+    kind == "uid" and "--add-subuids" or "--add-subgids", owner)
+  local ranges, msg, errno = probe.subids(kind)
+  if not ranges then
+    if errno == probe.errno.EINVAL then
+      fix = format("as root: correct %s (each line is name:start:count)", file)
+    end
+    return problem(name, msg, fix)
+  end
+  if #ranges == 0 then
+    return problem(name, format("no allocation for %s in %s", who, file), fix)
+  end
+  local start, count = largest_run(ranges)
+  if count < M.MIN_SUBIDS then
+    return problem(name, format("%s has at most %d contiguous IDs (from %d) in %s, needs %d",
+      who, count, start, file, M.MIN_SUBIDS), fix)
+  end
+  return ok(name, format("%s: %d IDs from %d", who, count, start))
+end
+
+local function check_setuid_helper(probe, name)
+  local fix = "as root: apt-get install uidmap"
+  local path, msg = probe.locate(name)
+  if not path then
+    return problem(name, msg, fix)
+  end
+  local f, fmsg = probe.file(path)
+  if not f then
+    return problem(name, fmsg, fix)
+  end
+  if f.uid ~= 0 or not f.setuid then
+    return problem(name,
+      format("%s is not setuid root (mode %04o, owner uid %d)", path, f.mode, f.uid),
+      "as root: apt-get install --reinstall uidmap (it installs " .. path .. " setuid root)")
+  end
+  return ok(name, path .. " (setuid root)")
+end
+
+local TOOL_FIX = {
+  runsc = "as root: apt-get install -t bookworm-backports runsc (see docs/install.md)",
+  slirp4netns = "as root: apt-get install slirp4netns",
+}
+
+local function check_tool(probe, name)
+  local t, msg = probe.tool(name)
+  if not t then
+    return problem(name, msg, TOOL_FIX[name])
+  end
+  local detail = t.version .. " (" .. t.path .. ")"
+  if name == "runsc" then
+    local date = match(t.version, "%f[%d](%d%d%d%d%d%d%d%d)%f[%D]")
+    if date ~= nil and date < RUNSC_FAST_SINCE then
+      detail = detail .. "; before 2024-07-29: no directfs, slow"
+    end
+  end
+  return ok(name, detail)
+end
+
+local DEVICE_MODULE = { ["/dev/fuse"] = "fuse", ["/dev/net/tun"] = "tun" }
+
+local function check_device(probe, path)
+  local done, msg, errno = probe.device_rw(path)
+  if done then
+    return ok(path, "read-write for the invoking user")
+  end
+  local fix = format("as root: chmod 0666 %s (see docs/install.md)", path)
+  if errno == probe.errno.ENOENT or errno == probe.errno.ENODEV then
+    fix = format("as root: modprobe %s, then chmod 0666 %s (see docs/install.md)",
+      DEVICE_MODULE[path], path)
+  end
+  return problem(path, msg, fix)
+end
+
+local function check_userns(probe)
+  local done, msg = probe.userns()
+  if done then
+    return ok("userns", "unprivileged user namespace created")
+  end
+  return problem("userns", msg,
+    "allow unprivileged user namespaces: sysctl user.max_user_namespaces > 0 and, where it "
+    .. "exists, kernel.apparmor_restrict_unprivileged_userns=0 (see docs/install.md)")
+end
+
+-- diag.collect([probe]) -> list of checks, in a fixed order. probe defaults
+-- to the lazaret.core.probe binding; specs pass a fake with the same shape.
+function M.collect(probe)
+  probe = probe or require("lazaret.core.probe")
+  local id = probe.identity()
+  return {
+    check_kernel(probe),
+    check_subids(probe, id, "uid"),
+    check_subids(probe, id, "gid"),
+    check_setuid_helper(probe, "newuidmap"),
+    check_setuid_helper(probe, "newgidmap"),
+    check_tool(probe, "runsc"),
+    check_tool(probe, "slirp4netns"),
+    check_device(probe, "/dev/fuse"),
+    check_device(probe, "/dev/net/tun"),
+    check_userns(probe),
+  }
+end
+
+local RUN_OPTIONS = { json = "boolean", probe = "table" }
+
+-- diag.run(opts) -> exit status: writes the report to stdout, returns 0
+-- when every check is ok, else 1. opts = {json = boolean}; opts.probe is a
+-- test seam passed to collect.
+function M.run(opts)
+  opts = opts == nil and {} or opts
+  if type(opts) ~= "table" then
+    error("diag.run: opts must be a table", 2)
+  end
+  for k, v in pairs(opts) do
+    if RUN_OPTIONS[k] == nil then
+      error(format("diag.run: unknown option '%s'", tostring(k)), 2)
+    end
+    if type(v) ~= RUN_OPTIONS[k] then
+      error(format("diag.run: option '%s' must be a %s", k, RUN_OPTIONS[k]), 2)
+    end
+  end
+  local checks = M.collect(opts.probe)
+  io.write(opts.json and report.json(checks) or report.text(checks))
+  for _, c in ipairs(checks) do
+    if c.status ~= "ok" then
+      return 1
+    end
+  end
+  return 0
+end
+
+return M

@@ -1,0 +1,49 @@
+-- lazaret.diag.config: formatting of `lazaret config check`.
+local report = require("lazaret.config.report")
+
+local summary = {
+  source = "/home/u/.config/lazaret/config.toml",
+  storage_root = "/home/u/.local/share/lazaret",
+  runtime_root = "/run/user/1000/lazaret",
+  profile = "dev",
+  workspace = "/tmp/w",
+  domain_id = string.rep("ab", 32),
+  fingerprint = string.rep("cd", 32),
+  runsc_dcache = 50000,
+  profiles = 2,
+}
+
+describe("lazaret.config.report", function()
+  it("prints every resolved fact on its own labelled line", function()
+    local text = report.text(summary)
+    assert.matches("\nstorage root: +/home/u/.local/share/lazaret\n", text)
+    assert.matches("\nruntime root: +/run/user/1000/lazaret\n", text)
+    assert.matches("\ndomain id: +" .. string.rep("ab", 32) .. "\n", text)
+    assert.matches("\nfingerprint: +" .. string.rep("cd", 32) .. "\n", text)
+    assert.matches("configuration is valid\n$", text)
+  end)
+
+  it("omits profile facts when no profile was selected", function()
+    local s = { source = "/c", storage_root = "/s", runtime_root = "/r", runsc_dcache = 0,
+      profiles = 0 }
+    local text = report.text(s)
+    assert.is_nil(text:find("domain id", 1, true))
+    assert.is_nil(text:find("fingerprint", 1, true))
+  end)
+
+  it("emits one JSON object with the documented keys", function()
+    local out = report.json(summary)
+    assert.matches('^{.*}\n$', out)
+    for _, key in ipairs({ "config", "storage_root", "runtime_root", "profile", "workspace",
+      "domain_id", "fingerprint" }) do
+      assert.matches('"' .. key .. '":', out)
+    end
+    assert.matches('"ok":true', out)
+  end)
+
+  it("emits null for profile facts when no profile was selected", function()
+    local out = report.json({ source = "/c", storage_root = "/s", runtime_root = "/r",
+      runsc_dcache = 1, profiles = 0 })
+    assert.matches('"domain_id":null', out)
+  end)
+end)

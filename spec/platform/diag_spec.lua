@@ -1,0 +1,391 @@
+-- busted spec for lua/lazaret/diag/report.lua (formatting) and for the
+-- judgement in lua/lazaret/diag.lua, which runs here against a fake probe
+-- with the shape of lazaret.core.probe (no C module, no host facts).
+local report = require("lazaret.platform.report")
+local diag = require("lazaret.platform.diag")
+
+local ERRNO = { EACCES = 13, EINVAL = 22, ENODEV = 19, ENOENT = 2, EPERM = 1 }
+
+-- A probe whose every fact is healthy; fields of `over` replace functions.
+local function fake_probe(over)
+  local p = {
+    errno = ERRNO,
+    kernel = function()
+      return { release = "6.18.44-fc-v657", machine = "x86_64", major = 6, minor = 18 }
+    end,
+    identity = function()
+      return { uid = 1000, gid = 1000, user = "alice" }
+    end,
+    subids = function()
+      return { { start = 100000, count = 65536 } }
+    end,
+    locate = function(name)
+      return "/usr/bin/" .. name
+    end,
+    file = function()
+      return { type = "file", mode = 2541, uid = 0, gid = 0, size = 1, setuid = true, setgid = false }
+    end,
+    tool = function(name)
+      local versions = { runsc = "runsc version 0.0~20240729.0", slirp4netns = "slirp4netns version 1.2.0" }
+      return { path = "/usr/bin/" .. name, version = versions[name] }
+    end,
+    device_rw = function()
+      return true
+    end,
+    userns = function()
+      return true
+    end,
+  }
+  for k, v in pairs(over or {}) do
+    p[k] = v
+  end
+  return p
+end
+
+local function by_name(checks)
+  local t = {}
+  for _, c in ipairs(checks) do
+    t[c.name] = c
+  end
+  return t
+end
+
+-- Runs diag.run with io.write captured; returns status, output.
+local function run_captured(opts)
+  local out = {}
+  local write = io.write
+  io.write = function(...)
+    for i = 1, select("#", ...) do
+      out[#out + 1] = select(i, ...)
+    end
+  end
+  local ok, status = pcall(diag.run, opts)
+  io.write = write
+  assert(ok, status)
+  return status, table.concat(out)
+end
+
+local function globals()
+  local names = {}
+  for k in pairs(_G) do
+    names[k] = true
+  end
+  return names
+end
+
+local CHECKS = {
+  { name = "kernel", status = "ok", detail = "6.18.44 x86_64" },
+  { name = "subuid", status = "problem", detail = "no allocation for alice",
+    fix = "as root: usermod --add-subuids 100000-165535 alice" },
+  { name = "/dev/net/tun", status = "ok", detail = "read-write for the invoking user" },
+}
+
+describe("lazaret.platform.report", function()
+  describe("text", function()
+    it("aligns status, name and detail, puts a fix under each problem and ends with a summary", function()
+      assert.are.equal(table.concat({
+        "ok       kernel        6.18.44 x86_64",
+        "problem  subuid        no allocation for alice",
+        "  fix: as root: usermod --add-subuids 100000-165535 alice",
+        "ok       /dev/net/tun  read-write for the invoking user",
+        "3 checks, 1 problem",
+        "",
+      }, "\n"), report.text(CHECKS))
+    end)
+
+    it("says 0 checks, 0 problems for an empty list", function()
+      assert.are.equal("0 checks, 0 problems\n", report.text({}))
+    end)
+
+    it("shows control characters from the host as ?", function()
+      local out = report.text({ { name = "runsc", status = "problem", detail = "a\27[2Jb\nc",
+        fix = "x\ry" } })
+      assert.are.equal("problem  runsc  a?[2Jb?c\n  fix: x?y\n1 check, 1 problem\n", out)
+    end)
+
+    it("raises on malformed checks", function()
+      for _, bad in ipairs({
+        "nope",
+        { { status = "ok" } },
+        { { name = "x", status = "warn" } },
+        { { name = "x", status = "ok", detail = 1 } },
+        { { name = "x", status = "problem", fix = {} } },
+      }) do
+        assert.has_error(function()
+          report.text(bad)
+        end)
+        assert.has_error(function()
+          report.json(bad)
+        end)
+      end
+    end)
+  end)
+
+  describe("json", function()
+    it("encodes checks with sorted keys, fix null when ok, and a summary", function()
+      assert.are.equal('{"checks":['
+        .. '{"detail":"6.18.44 x86_64","fix":null,"name":"kernel","status":"ok"},'
+        .. '{"detail":"no allocation for alice","fix":"as root: usermod --add-subuids 100000-165535 alice",'
+        .. '"name":"subuid","status":"problem"},'
+        .. '{"detail":"read-write for the invoking user","fix":null,"name":"/dev/net/tun","status":"ok"}'
+        .. '],"summary":{"checks":3,"problems":1}}\n', report.json(CHECKS))
+    end)
+
+    it("encodes an empty list", function()
+      assert.are.equal('{"checks":[],"summary":{"checks":0,"problems":0}}\n', report.json({}))
+    end)
+  end)
+end)
+
+describe("lazaret.platform.diag", function()
+  it("reports every check ok on a ready host, in a fixed order", function()
+    local checks = diag.collect(fake_probe())
+    local names = {}
+    for i, c in ipairs(checks) do
+      names[i] = c.name
+      assert.are.equal("ok", c.status, c.name .. ": " .. tostring(c.detail))
+      assert.is_nil(c.fix)
+      assert.is_string(c.detail)
+    end
+    assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
+      "/dev/fuse", "/dev/net/tun", "userns" }, names)
+  end)
+
+  describe("kernel", function()
+    local FIX = "Lazaret needs Linux 6.9 or newer on x86-64"
+    local function kernel_check(k)
+      return by_name(diag.collect(fake_probe({ kernel = function() return k end }))).kernel
+    end
+
+    it("accepts 6.9 exactly and 7.0", function()
+      assert.are.equal("ok", kernel_check({ release = "6.9.0", machine = "x86_64", major = 6, minor = 9 }).status)
+      assert.are.equal("ok", kernel_check({ release = "7.0", machine = "x86_64", major = 7, minor = 0 }).status)
+    end)
+
+    it("refuses Linux 6.8 and 5.19 with the upgrade advice", function()
+      for _, k in ipairs({
+        { release = "6.8.12", machine = "x86_64", major = 6, minor = 8 },
+        { release = "5.19.0", machine = "x86_64", major = 5, minor = 19 },
+      }) do
+        local c = kernel_check(k)
+        assert.are.equal("problem", c.status)
+        assert.are.equal(FIX, c.fix)
+        assert.matches("older than 6%.9", c.detail)
+      end
+    end)
+
+    it("refuses other architectures and unparsable releases", function()
+      local c = kernel_check({ release = "6.18.0", machine = "aarch64", major = 6, minor = 18 })
+      assert.are.equal("problem", c.status)
+      assert.are.equal("6.18.0 aarch64: not x86-64", c.detail)
+      assert.are.equal(FIX, c.fix)
+      c = kernel_check({ release = "weird", machine = "x86_64" })
+      assert.are.equal("problem", c.status)
+      assert.are.equal(FIX, c.fix)
+    end)
+  end)
+
+  describe("subordinate IDs", function()
+    local function subid_checks(subids, identity)
+      return by_name(diag.collect(fake_probe({ subids = subids, identity = identity })))
+    end
+
+    it("reports no allocation with the usermod command for each file", function()
+      local c = subid_checks(function() return {} end)
+      assert.are.equal("problem", c.subuid.status)
+      assert.are.equal("no allocation for alice in /etc/subuid", c.subuid.detail)
+      assert.matches("usermod %-%-add%-subuids 100000%-165535 alice", c.subuid.fix)
+      assert.are.equal("problem", c.subgid.status)
+      assert.matches("usermod %-%-add%-subgids 100000%-165535 alice", c.subgid.fix)
+    end)
+
+    it("names the uid when the user has no passwd entry", function()
+      local c = subid_checks(function() return {} end, function() return { uid = 4242, gid = 4242 } end)
+      assert.are.equal("no allocation for uid 4242 in /etc/subuid", c.subuid.detail)
+      assert.matches("%-%-add%-subuids 100000%-165535 4242 ", c.subuid.fix)
+    end)
+
+    it("needs one contiguous run of 65536 IDs", function()
+      local c = subid_checks(function()
+        return { { start = 100000, count = 65535 }, { start = 300000, count = 1000 } }
+      end)
+      assert.are.equal("problem", c.subuid.status)
+      assert.matches("at most 65535 contiguous IDs %(from 100000%)", c.subuid.detail)
+      assert.matches("usermod", c.subuid.fix)
+    end)
+
+    it("counts adjacent and overlapping ranges as one run", function()
+      local c = subid_checks(function()
+        return { { start = 132768, count = 32768 }, { start = 100000, count = 32768 },
+          { start = 110000, count = 10 } }
+      end)
+      assert.are.equal("ok", c.subuid.status)
+      assert.are.equal("alice: 65536 IDs from 100000", c.subuid.detail)
+    end)
+
+    it("passes a parse error on with advice to correct the file", function()
+      local c = subid_checks(function(kind)
+        return nil, "parse '/etc/sub" .. kind .. "': line 3: empty owner", ERRNO.EINVAL
+      end)
+      assert.are.equal("problem", c.subgid.status)
+      assert.are.equal("parse '/etc/subgid': line 3: empty owner", c.subgid.detail)
+      assert.matches("correct /etc/subgid", c.subgid.fix)
+    end)
+
+    it("advises usermod when the file is missing", function()
+      local c = subid_checks(function(kind)
+        return nil, "open '/etc/sub" .. kind .. "': No such file or directory", ERRNO.ENOENT
+      end)
+      assert.are.equal("problem", c.subuid.status)
+      assert.matches("usermod %-%-add%-subuids", c.subuid.fix)
+    end)
+
+    it("merges runs in largest_run", function()
+      assert.are.same({ 0, 0 }, { diag.largest_run({}) })
+      assert.are.same({ 10, 30 }, { diag.largest_run({ { start = 30, count = 10 }, { start = 10, count = 20 },
+        { start = 100, count = 5 }, { start = 0, count = 0 } }) })
+      assert.are.same({ 4294967295, 1 }, { diag.largest_run({ { start = 4294967295, count = 1 } }) })
+    end)
+  end)
+
+  describe("setuid helpers", function()
+    it("needs newuidmap and newgidmap setuid root", function()
+      local c = by_name(diag.collect(fake_probe({
+        file = function(path)
+          return { type = "file", mode = 493, uid = 0, gid = 0, size = 1, setuid = false,
+            setgid = false, path = path }
+        end,
+      })))
+      assert.are.equal("problem", c.newuidmap.status)
+      assert.are.equal("/usr/bin/newuidmap is not setuid root (mode 0755, owner uid 0)", c.newuidmap.detail)
+      assert.matches("apt%-get install %-%-reinstall uidmap", c.newuidmap.fix)
+      assert.are.equal("problem", c.newgidmap.status)
+    end)
+
+    it("refuses a setuid helper not owned by root", function()
+      local c = by_name(diag.collect(fake_probe({
+        file = function()
+          return { type = "file", mode = 2541, uid = 1000, gid = 0, size = 1, setuid = true, setgid = false }
+        end,
+      })))
+      assert.are.equal("problem", c.newgidmap.status)
+    end)
+
+    it("says to install uidmap when the helpers are missing", function()
+      local c = by_name(diag.collect(fake_probe({
+        locate = function(name)
+          return nil, "locate '" .. name .. "': not found in /usr/bin", ERRNO.ENOENT
+        end,
+      })))
+      assert.are.equal("locate 'newuidmap': not found in /usr/bin", c.newuidmap.detail)
+      assert.are.equal("as root: apt-get install uidmap", c.newuidmap.fix)
+    end)
+  end)
+
+  describe("tools", function()
+    it("shows the version line and path", function()
+      local c = by_name(diag.collect(fake_probe()))
+      assert.are.equal("runsc version 0.0~20240729.0 (/usr/bin/runsc)", c.runsc.detail)
+      assert.are.equal("slirp4netns version 1.2.0 (/usr/bin/slirp4netns)", c.slirp4netns.detail)
+    end)
+
+    it("notes a runsc older than 2024-07-29 without failing it", function()
+      local c = by_name(diag.collect(fake_probe({
+        tool = function(name)
+          return { path = "/usr/bin/" .. name, version = name .. " version 0.0~20221219.0" }
+        end,
+      })))
+      assert.are.equal("ok", c.runsc.status)
+      assert.matches("no directfs", c.runsc.detail)
+      assert.is_nil(c.slirp4netns.detail:find("directfs"))
+    end)
+
+    it("reports a missing tool with install advice", function()
+      local c = by_name(diag.collect(fake_probe({
+        tool = function(name)
+          return nil, "locate '" .. name .. "': not found in /usr/bin", ERRNO.ENOENT
+        end,
+      })))
+      assert.are.equal("problem", c.runsc.status)
+      assert.matches("bookworm%-backports", c.runsc.fix)
+      assert.are.equal("as root: apt-get install slirp4netns", c.slirp4netns.fix)
+    end)
+  end)
+
+  describe("devices", function()
+    it("advises chmod 0666 when the device cannot be opened read-write", function()
+      local c = by_name(diag.collect(fake_probe({
+        device_rw = function(path)
+          return nil, "open read-write '" .. path .. "': Permission denied", ERRNO.EACCES
+        end,
+      })))
+      assert.are.equal("problem", c["/dev/fuse"].status)
+      assert.are.equal("open read-write '/dev/fuse': Permission denied", c["/dev/fuse"].detail)
+      assert.are.equal("as root: chmod 0666 /dev/fuse (see docs/install.md)", c["/dev/fuse"].fix)
+      assert.are.equal("as root: chmod 0666 /dev/net/tun (see docs/install.md)", c["/dev/net/tun"].fix)
+    end)
+
+    it("advises loading the module when the device is missing", function()
+      local c = by_name(diag.collect(fake_probe({
+        device_rw = function(path)
+          return nil, "open '" .. path .. "': No such file or directory", ERRNO.ENOENT
+        end,
+      })))
+      assert.matches("modprobe tun", c["/dev/net/tun"].fix)
+      assert.matches("modprobe fuse", c["/dev/fuse"].fix)
+    end)
+  end)
+
+  describe("userns", function()
+    it("reports the errno message when user namespaces are refused", function()
+      local c = by_name(diag.collect(fake_probe({
+        userns = function()
+          return nil, "unshare 'CLONE_NEWUSER': Operation not permitted", ERRNO.EPERM
+        end,
+      })))
+      assert.are.equal("problem", c.userns.status)
+      assert.are.equal("unshare 'CLONE_NEWUSER': Operation not permitted", c.userns.detail)
+      assert.matches("user%.max_user_namespaces", c.userns.fix)
+    end)
+  end)
+
+  describe("run", function()
+    it("writes the text report and returns 0 when every check is ok", function()
+      local status, out = run_captured({ json = false, probe = fake_probe() })
+      assert.are.equal(0, status)
+      assert.matches("\n10 checks, 0 problems\n$", out)
+    end)
+
+    it("writes JSON and returns 1 when a check is a problem", function()
+      local status, out = run_captured({ json = true, probe = fake_probe({
+        userns = function() return nil, "unshare 'CLONE_NEWUSER': Operation not permitted", 1 end,
+      }) })
+      assert.are.equal(1, status)
+      assert.matches('^{"checks":%[', out)
+      assert.matches('"summary":{"checks":10,"problems":1}}\n$', out)
+    end)
+
+    it("raises on unknown options and wrong option types", function()
+      assert.error_matches(function()
+        diag.run({ jsn = true })
+      end, "unknown option 'jsn'")
+      assert.error_matches(function()
+        diag.run({ json = "yes" })
+      end, "must be a boolean")
+      assert.has_error(function()
+        diag.run("json")
+      end)
+    end)
+  end)
+
+  it("leaks no globals", function()
+    local before = globals()
+    package.loaded["lazaret.platform.diag"] = nil
+    package.loaded["lazaret.platform.report"] = nil
+    local fresh = require("lazaret.platform.diag")
+    package.loaded["lazaret.platform.diag"] = diag
+    package.loaded["lazaret.platform.report"] = report
+    fresh.collect(fake_probe())
+    assert.are.same(before, globals())
+  end)
+end)

@@ -1,0 +1,499 @@
+/* Mounts in a private mount namespace (mountns.h; spec 3.6): the overlay of
+ * a State Anchor, the read-only prepared root, mount identities and exact
+ * unmounting.
+ *
+ * Runs as root (CI). Every test does its namespace work in a forked child
+ * that unshares its mount namespace and makes / private; the child checks
+ * with CHECK(), which sends the first failure through a pipe, so this
+ * process (cmocka's) never leaves the host's mount namespace and a failed
+ * test cannot leave a mount on the host. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fs/mountns.h"
+
+static int report_fd = -1; /* in the child: the pipe to the parent */
+
+static _Noreturn void child_fail(const char *file, int line, const char *fmt, ...)
+{
+	char msg[1024];
+	int n = snprintf(msg, sizeof(msg), "%s:%d: ", file, line);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	(void)!write(report_fd, msg, strlen(msg));
+	_exit(1);
+}
+
+#define CHECK(cond, ...)                                                            \
+	do {                                                                        \
+		if (!(cond))                                                        \
+			child_fail(__FILE__, __LINE__, "CHECK(" #cond ") failed: " __VA_ARGS__); \
+	} while (0)
+#define CHECK_R(call, expected)                                                                \
+	do {                                                                                   \
+		int r_ = (call);                                                               \
+		if (r_ != (expected))                                                          \
+			child_fail(__FILE__, __LINE__, "%s returned %d (%s), expected %d: %s", \
+				   #call, r_, strerror(r_ < 0 ? -r_ : 0), (expected), err.msg); \
+	} while (0)
+
+struct fixture {
+	char dir[64]; /* a fresh directory under /tmp, removed afterwards */
+};
+
+static int dir_fd(const char *dir, const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "open '%s': %s", path, strerror(errno));
+	CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write '%s'", path);
+	close(fd);
+}
+
+static void read_text(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0, "open '%s': %s", path, strerror(errno));
+	ssize_t n = read(fd, buf, cap - 1);
+	CHECK(n >= 0, "read '%s'", path);
+	buf[n] = '\0';
+	close(fd);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+/* Runs body(dir) in a forked child in a new, private mount namespace and
+ * fails the test with the child's first failure message, if any; then
+ * checks that none of the child's mounts is visible in this namespace. */
+static void in_private_ns(const char *dir, void (*body)(const char *dir))
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		report_fd = p[1];
+		if (unshare(CLONE_NEWNS) < 0)
+			child_fail(__FILE__, __LINE__, "unshare(CLONE_NEWNS): %s", strerror(errno));
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			child_fail(__FILE__, __LINE__, "make / private: %s", strerror(errno));
+		body(dir);
+		_exit(0);
+	}
+	close(p[1]);
+	char msg[1024];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof(msg) - 1 && ((r = read(p[0], msg + n, sizeof(msg) - 1 - n)) > 0 ||
+				       (r < 0 && errno == EINTR)))
+		if (r > 0)
+			n += (size_t)r;
+	msg[n] = '\0';
+	close(p[0]);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (n > 0)
+		fail_msg("%s", msg);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* Nothing the child mounted is visible here. */
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	assert_non_null(f);
+	char line[4096];
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, dir))
+			fail_msg("mount leaked into the host namespace: %s", line);
+	fclose(f);
+}
+
+static int setup(void **state)
+{
+	if (geteuid() != 0)
+		return 0; /* each test skips */
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	if (fx == NULL)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/lz-test-mountns.XXXXXX");
+	if (mkdtemp(fx->dir) == NULL) {
+		free(fx);
+		return -1;
+	}
+	static const char *const subdirs[] = { "lower", "upper", "work", "merged", "src", "ro" };
+	char path[256];
+	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", fx->dir, subdirs[i]);
+		if (mkdir(path, 0755) < 0)
+			return -1;
+	}
+	*state = fx;
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	if (fx == NULL)
+		return 0;
+	(void)chmod(fx->dir, 0755);
+	int r = nftw(fx->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(fx);
+	*state = NULL;
+	return r == 0 ? 0 : -1;
+}
+
+#define NEED_ROOT()                 \
+	do {                        \
+		if (geteuid() != 0) \
+			skip();     \
+	} while (0)
+
+/* ---- overlay ---------------------------------------------------------------- */
+
+static void mount_overlay(const char *dir, struct lz_mount_id *id)
+{
+	struct lz_err err = { 0, "" };
+	char path[256];
+	snprintf(path, sizeof(path), "%s/lower/file", dir);
+	write_text(path, "from the lower\n");
+	int lower = dir_fd(dir, "lower"), upper = dir_fd(dir, "upper"), work = dir_fd(dir, "work"),
+	    merged = dir_fd(dir, "merged");
+	CHECK(lower >= 0 && upper >= 0 && work >= 0 && merged >= 0, "open layers: %s", strerror(errno));
+	CHECK_R(lz_mountns_overlay(lower, upper, work, merged, id, &err), 0);
+	close(lower);
+	close(upper);
+	close(work);
+	close(merged);
+}
+
+static void body_overlay_merges_and_writes_to_upper(const char *dir)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id id, here, parent;
+	char path[256], buf[128];
+	snprintf(path, sizeof(path), "%s", dir);
+	CHECK_R(lz_mountns_identify(path, &parent, &err), 0);
+	mount_overlay(dir, &id);
+
+	/* The returned identity is the mount now found at the target. */
+	snprintf(path, sizeof(path), "%s/merged", dir);
+	CHECK_R(lz_mountns_identify(path, &here, &err), 0);
+	CHECK(here.mnt_id == id.mnt_id && here.dev == id.dev && here.ino == id.ino,
+	      "identify: %llu/%llu/%llu, returned %llu/%llu/%llu", (unsigned long long)here.mnt_id,
+	      (unsigned long long)here.dev, (unsigned long long)here.ino,
+	      (unsigned long long)id.mnt_id, (unsigned long long)id.dev, (unsigned long long)id.ino);
+	CHECK(id.mnt_id != parent.mnt_id && id.dev != parent.dev, "the overlay is a new mount");
+	bool present = false;
+	CHECK_R(lz_mountns_present(id.mnt_id, &present, &err), 0);
+	CHECK(present, "mount %llu not in mountinfo", (unsigned long long)id.mnt_id);
+
+	/* The lower shows through. */
+	snprintf(path, sizeof(path), "%s/merged/file", dir);
+	read_text(path, buf, sizeof(buf));
+	CHECK(strcmp(buf, "from the lower\n") == 0, "merged/file: [%s]", buf);
+
+	/* A new file lands in the upper only. */
+	snprintf(path, sizeof(path), "%s/merged/new", dir);
+	write_text(path, "written\n");
+	snprintf(path, sizeof(path), "%s/upper/new", dir);
+	read_text(path, buf, sizeof(buf));
+	CHECK(strcmp(buf, "written\n") == 0, "upper/new: [%s]", buf);
+	snprintf(path, sizeof(path), "%s/lower/new", dir);
+	CHECK(!exists(path), "the write reached the lower");
+
+	/* Changing a lower file copies it up; the lower keeps its content. */
+	snprintf(path, sizeof(path), "%s/merged/file", dir);
+	write_text(path, "changed\n");
+	snprintf(path, sizeof(path), "%s/upper/file", dir);
+	read_text(path, buf, sizeof(buf));
+	CHECK(strcmp(buf, "changed\n") == 0, "upper/file: [%s]", buf);
+	snprintf(path, sizeof(path), "%s/lower/file", dir);
+	read_text(path, buf, sizeof(buf));
+	CHECK(strcmp(buf, "from the lower\n") == 0, "lower/file changed: [%s]", buf);
+}
+
+static void test_lz_mountns_overlay__merges_and_writes_to_upper(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_overlay_merges_and_writes_to_upper);
+	/* The upper outlives the namespace: it is the Domain's state. */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/upper/new", fx->dir);
+	assert_true(exists(path));
+	snprintf(path, sizeof(path), "%s/merged/file", fx->dir);
+	assert_false(exists(path));
+}
+
+static void body_overlay_bad_layer_fails(const char *dir)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id id = { 1, 2, 3 };
+	int lower = dir_fd(dir, "lower"), upper = dir_fd(dir, "upper"), merged = dir_fd(dir, "merged");
+	CHECK(lower >= 0 && upper >= 0 && merged >= 0, "open layers");
+	/* workdir == upperdir is refused by overlayfs. */
+	int r = lz_mountns_overlay(lower, upper, upper, merged, &id, &err);
+	CHECK(r < 0, "overlay with workdir == upperdir succeeded");
+	CHECK(strstr(err.msg, "overlay") != NULL, "message: %s", err.msg);
+	CHECK(id.mnt_id == 1 && id.dev == 2 && id.ino == 3, "*ret changed on failure");
+	/* A descriptor that is not open. */
+	(void)close(999);
+	CHECK_R(lz_mountns_overlay(999, upper, dir_fd(dir, "work"), merged, &id, &err), -EBADF);
+	CHECK(id.mnt_id == 1 && id.dev == 2 && id.ino == 3, "*ret changed on failure");
+}
+
+static void test_lz_mountns_overlay__invalid_layers_fail(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_overlay_bad_layer_fails);
+}
+
+/* ---- exact unmounting ------------------------------------------------------- */
+
+static void body_unmount_exact(const char *dir)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id id;
+	char merged[256], file[256];
+	mount_overlay(dir, &id);
+	snprintf(merged, sizeof(merged), "%s/merged", dir);
+	snprintf(file, sizeof(file), "%s/merged/file", dir);
+	bool present = false;
+
+	/* Any field off refuses and leaves the mount. */
+	struct lz_mount_id wrong[3] = { id, id, id };
+	wrong[0].mnt_id++;
+	wrong[1].dev++;
+	wrong[2].ino++;
+	for (int i = 0; i < 3; i++) {
+		CHECK_R(lz_mountns_unmount_exact(merged, &wrong[i], &err), -ESTALE);
+		CHECK(strstr(err.msg, "not the recorded one") != NULL, "message: %s", err.msg);
+		CHECK_R(lz_mountns_present(id.mnt_id, &present, &err), 0);
+		CHECK(present, "wrong identity %d: the mount is gone", i);
+		CHECK(exists(file), "wrong identity %d: merged/file is gone", i);
+	}
+
+	/* The recorded identity unmounts, and the mount is proved absent. */
+	CHECK_R(lz_mountns_unmount_exact(merged, &id, &err), 0);
+	present = true;
+	CHECK_R(lz_mountns_present(id.mnt_id, &present, &err), 0);
+	CHECK(!present, "mount %llu still present", (unsigned long long)id.mnt_id);
+	CHECK(!exists(file), "merged/file still visible after unmount");
+
+	/* Now the target is a plain directory of the parent mount: refused. */
+	CHECK_R(lz_mountns_unmount_exact(merged, &id, &err), -ESTALE);
+}
+
+static void test_lz_mountns_unmount_exact__refuses_wrong_identity(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_unmount_exact);
+}
+
+static void body_unmount_stacked(const char *dir)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id under, over;
+	char merged[256];
+	snprintf(merged, sizeof(merged), "%s/merged", dir);
+	mount_overlay(dir, &under);
+	/* A second mount stacked on the same target hides the recorded one. */
+	int src = dir_fd(dir, "src"), target = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(src >= 0 && target >= 0, "open");
+	CHECK_R(lz_mountns_bind_ro(src, target, &over, &err), 0);
+	close(src);
+	close(target);
+	CHECK(over.mnt_id != under.mnt_id, "stacked mount has its own ID");
+	CHECK_R(lz_mountns_unmount_exact(merged, &under, &err), -ESTALE);
+	bool present = false;
+	CHECK_R(lz_mountns_present(over.mnt_id, &present, &err), 0);
+	CHECK(present, "the stacked mount was removed by a refused unmount");
+	CHECK_R(lz_mountns_unmount_exact(merged, &over, &err), 0);
+	CHECK_R(lz_mountns_unmount_exact(merged, &under, &err), 0);
+}
+
+static void test_lz_mountns_unmount_exact__stacked_mount_is_not_the_recorded_one(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_unmount_stacked);
+}
+
+/* ---- read-only bind ------------------------------------------------------- */
+
+static void body_bind_ro(const char *dir)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id id, here;
+	char path[256], buf[64];
+	snprintf(path, sizeof(path), "%s/src/file", dir);
+	write_text(path, "prepared\n");
+	int src = dir_fd(dir, "src"), target = dir_fd(dir, "ro");
+	CHECK(src >= 0 && target >= 0, "open");
+	CHECK_R(lz_mountns_bind_ro(src, target, &id, &err), 0);
+	close(src);
+	close(target);
+
+	snprintf(path, sizeof(path), "%s/ro", dir);
+	CHECK_R(lz_mountns_identify(path, &here, &err), 0);
+	CHECK(here.mnt_id == id.mnt_id && here.dev == id.dev && here.ino == id.ino,
+	      "identify does not match the returned identity");
+
+	snprintf(path, sizeof(path), "%s/ro/file", dir);
+	read_text(path, buf, sizeof(buf));
+	CHECK(strcmp(buf, "prepared\n") == 0, "ro/file: [%s]", buf);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	CHECK(fd < 0 && errno == EROFS, "open for writing: fd %d, %s", fd, strerror(errno));
+	snprintf(path, sizeof(path), "%s/ro/new", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd < 0 && errno == EROFS, "create: fd %d, %s", fd, strerror(errno));
+	CHECK(mkdir(path, 0755) < 0 && errno == EROFS, "mkdir: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/ro/file", dir);
+	CHECK(unlink(path) < 0 && errno == EROFS, "unlink: %s", strerror(errno));
+
+	/* The source stays writable, and the view shows its changes. */
+	snprintf(path, sizeof(path), "%s/src/later", dir);
+	write_text(path, "later\n");
+	snprintf(path, sizeof(path), "%s/ro/later", dir);
+	CHECK(exists(path), "the view is not of the source");
+
+	snprintf(path, sizeof(path), "%s/ro", dir);
+	CHECK_R(lz_mountns_unmount_exact(path, &id, &err), 0);
+}
+
+static void test_lz_mountns_bind_ro__view_is_read_only(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_bind_ro);
+}
+
+/* ---- prepare: private propagation and an own /proc ---------------------- */
+
+static void body_prepare(const char *dir)
+{
+	(void)dir;
+	struct lz_err err = { 0, "" };
+	/* A new PID namespace takes effect for children: PID 1 there. */
+	CHECK(unshare(CLONE_NEWPID) == 0, "unshare(CLONE_NEWPID): %s", strerror(errno));
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		/* Shared again, so the check below can fail. */
+		CHECK(mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) == 0, "make shared");
+		CHECK_R(lz_mountns_prepare(&err), 0);
+		char buf[4096];
+		read_text("/proc/self/stat", buf, sizeof(buf));
+		CHECK(strncmp(buf, "1 ", 2) == 0, "/proc is not this PID namespace's: %.40s", buf);
+		FILE *f = fopen("/proc/self/mountinfo", "re");
+		CHECK(f != NULL, "mountinfo");
+		while (fgets(buf, sizeof(buf), f))
+			CHECK(strstr(buf, " shared:") == NULL, "a mount still propagates: %s", buf);
+		fclose(f);
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the PID 1 child failed (status %#x)", status);
+}
+
+static void test_lz_mountns_prepare__private_mounts_and_own_proc(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_prepare);
+}
+
+/* ---- identify and present without a namespace ----------------------------- */
+
+static void test_lz_mountns_identify__errors(void **state)
+{
+	struct fixture *fx = *state;
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id id = { 7, 8, 9 };
+	assert_int_equal(lz_mountns_identify("/nonexistent/lz-test", &id, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "/nonexistent/lz-test"));
+	assert_int_equal(id.mnt_id, 7);
+	if (fx == NULL)
+		return;
+	/* Not a directory, and a symlink is not followed. */
+	char file[256], link[256];
+	snprintf(file, sizeof(file), "%s/plain", fx->dir);
+	snprintf(link, sizeof(link), "%s/link", fx->dir);
+	int fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(symlink("lower", link), 0);
+	assert_int_equal(lz_mountns_identify(file, &id, &err), -ENOTDIR);
+	assert_int_equal(lz_mountns_identify(link, &id, &err), -ENOTDIR);
+	assert_int_equal(id.mnt_id, 7);
+	assert_int_equal(lz_mountns_unmount_exact(link, &id, &err), -ENOTDIR);
+}
+
+static void test_lz_mountns_present__root_yes_unknown_no(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id root;
+	assert_int_equal(lz_mountns_identify("/", &root, &err), 0);
+	bool present = false;
+	assert_int_equal(lz_mountns_present(root.mnt_id, &present, &err), 0);
+	assert_true(present);
+	assert_int_equal(lz_mountns_present(UINT64_MAX - 1, &present, &err), 0);
+	assert_false(present);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lz_mountns_overlay__merges_and_writes_to_upper, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_overlay__invalid_layers_fail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_unmount_exact__refuses_wrong_identity, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_mountns_unmount_exact__stacked_mount_is_not_the_recorded_one, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_bind_ro__view_is_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_prepare__private_mounts_and_own_proc, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_identify__errors, setup, teardown),
+		cmocka_unit_test(test_lz_mountns_present__root_yes_unknown_no),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1038 @@
+/* Unit tests for core/layer.c, OCI layer application.
+ *
+ * This file includes layer.c itself so the path normaliser can be fed
+ * inputs no archive can carry (an embedded NUL); the linker then takes
+ * lz_layer_apply from here and never pulls layer.o out of the core library.
+ *
+ * Every test builds its layers with libarchive's writer into a memfd (plain
+ * tar, gzip or zstd), applies them to <tmp>/root, and checks the tree. Next
+ * to the staging root sit a sentinel directory <tmp>/outside that must stay
+ * empty and a file <tmp>/secret that must keep one link and its content:
+ * every refusal test checks that nothing was written outside.
+ *
+ * Root or not: CI runs these as root, which is the primary mode. Entries are
+ * owned by the caller's IDs unless a test says otherwise, so everything but
+ * the ownership assertions also passes unprivileged; the ownership test is
+ * skipped when not root, and the device test accepts either outcome (node
+ * created as root, skipped and reported otherwise). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <locale.h>
+#include <sys/mman.h>
+
+#include "image/layer.c"
+
+/* ---- fixture ------------------------------------------------------------- */
+
+struct fixture {
+	char base[64];
+	int base_fd; /* O_PATH of base */
+	int root_fd; /* O_PATH|O_DIRECTORY of base/root: the staging root */
+};
+
+static int unlock_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type == FTW_D || type == FTW_DNR)
+		chmod(p, (st->st_mode & 07777) | 0700);
+	return 0;
+}
+
+static int remove_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	remove(p);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	strcpy(f->base, "/tmp/lz-test-layer-XXXXXX");
+	assert_non_null(mkdtemp(f->base));
+	f->base_fd = open(f->base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(f->base_fd >= 0);
+	assert_int_equal(mkdirat(f->base_fd, "root", 0755), 0);
+	assert_int_equal(mkdirat(f->base_fd, "outside", 0755), 0);
+	int fd = openat(f->base_fd, "secret", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "secret", 6), 6);
+	close(fd);
+	f->root_fd = openat(f->base_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(f->root_fd >= 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	close(f->root_fd);
+	close(f->base_fd);
+	/* Unprivileged runs: 0555 directories must be opened up first. */
+	nftw(f->base, unlock_cb, 16, FTW_PHYS);
+	nftw(f->base, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+/* ---- archive builder ----------------------------------------------------- */
+
+enum { F_TAR, F_GZIP, F_ZSTD };
+
+#define T_MTIME 1600000000
+#define M0 010000 /* mode 0000 (0 selects the default) */
+
+struct ent {
+	const char *path;
+	unsigned type;        /* AE_IF*; 0 means AE_IFREG */
+	unsigned mode;        /* permission bits; 0 means 0644 (0755 for dirs), M0 means 0 */
+	const char *data;     /* regular-file content */
+	size_t size;          /* content size when data is binary; else strlen */
+	const char *target;   /* symlink target */
+	const char *hardlink; /* hard-link target path */
+	bool owner;           /* use uid/gid below instead of the caller's */
+	uid_t uid;
+	gid_t gid;
+	time_t mtime; /* 0 means T_MTIME */
+	unsigned rmajor, rminor;
+	const char *xname, *xvalue;
+};
+
+#define ENTS(...)                              \
+	((const struct ent[]){ __VA_ARGS__ }), \
+		(sizeof((const struct ent[]){ __VA_ARGS__ }) / sizeof(struct ent))
+#define OWN(u, g) .owner = true, .uid = (u), .gid = (g)
+
+static void write_entry(struct archive *a, const struct ent *x)
+{
+	struct archive_entry *e = archive_entry_new();
+	assert_non_null(e);
+	unsigned type = x->type ? x->type : AE_IFREG;
+	archive_entry_set_pathname(e, x->path);
+	archive_entry_set_filetype(e, type);
+	mode_t perm = x->mode ? x->mode : type == AE_IFDIR ? 0755 : 0644;
+	archive_entry_set_perm(e, x->mode == M0 ? 0 : perm);
+	archive_entry_set_uid(e, x->owner ? x->uid : geteuid());
+	archive_entry_set_gid(e, x->owner ? x->gid : getegid());
+	archive_entry_set_mtime(e, x->mtime ? x->mtime : T_MTIME, 0);
+	size_t size = 0;
+	if (x->hardlink) {
+		archive_entry_set_hardlink(e, x->hardlink);
+		archive_entry_set_size(e, 0);
+	} else if (type == AE_IFREG) {
+		size = x->size ? x->size : x->data ? strlen(x->data) : 0;
+		archive_entry_set_size(e, (la_int64_t)size);
+	}
+	if (x->target)
+		archive_entry_set_symlink(e, x->target);
+	if (type == AE_IFCHR || type == AE_IFBLK) {
+		archive_entry_set_rdevmajor(e, x->rmajor);
+		archive_entry_set_rdevminor(e, x->rminor);
+	}
+	if (x->xname)
+		archive_entry_xattr_add_entry(e, x->xname, x->xvalue, strlen(x->xvalue));
+	int r = archive_write_header(a, e);
+	if (r != ARCHIVE_OK)
+		print_error("archive_write_header '%s': %s\n", x->path, archive_error_string(a));
+	assert_int_equal(r, ARCHIVE_OK);
+	if (size > 0)
+		assert_int_equal(archive_write_data(a, x->data, size), (la_ssize_t)size);
+	archive_entry_free(e);
+}
+
+/* A memfd at offset 0 holding the layer. */
+static int build(const struct ent *ents, size_t n, int filter)
+{
+	int fd = memfd_create("layer", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	struct archive *a = archive_write_new();
+	assert_non_null(a);
+	assert_int_equal(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
+	if (filter == F_GZIP)
+		assert_int_equal(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+	else if (filter == F_ZSTD)
+		assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_open_fd(a, fd), ARCHIVE_OK);
+	for (size_t i = 0; i < n; i++)
+		write_entry(a, &ents[i]);
+	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	return fd;
+}
+
+static int apply_fd(struct fixture *f, int fd, const struct lz_layer_options *opts,
+		    struct lz_layer_report *rep, struct lz_err *err)
+{
+	lz_err_clear(err);
+	return lz_layer_apply(f->root_fd, fd, opts, rep, err);
+}
+
+static void apply_ok_rep(struct fixture *f, int filter, struct lz_layer_report *rep,
+			 const struct ent *ents, size_t n)
+{
+	struct lz_err err;
+	int fd = build(ents, n, filter);
+	int r = apply_fd(f, fd, NULL, rep, &err);
+	close(fd);
+	if (r != 0)
+		print_error("lz_layer_apply: %d %s\n", r, err.msg);
+	assert_int_equal(r, 0);
+}
+
+static void apply_ok(struct fixture *f, const struct ent *ents, size_t n)
+{
+	struct lz_layer_report rep;
+	apply_ok_rep(f, F_TAR, &rep, ents, n);
+	assert_int_equal(rep.entries, n);
+}
+
+#define APPLY_OK(f, ...) apply_ok(f, ENTS(__VA_ARGS__))
+
+/* Applies a layer that must be refused with code, a message containing
+ * needle, and the report untouched. */
+static void apply_fail(struct fixture *f, int code, const char *needle, const struct ent *ents,
+		       size_t n)
+{
+	struct lz_err err;
+	struct lz_layer_report rep, pristine;
+	memset(&rep, 0xa5, sizeof(rep));
+	memcpy(&pristine, &rep, sizeof(rep));
+	int fd = build(ents, n, F_TAR);
+	int r = apply_fd(f, fd, NULL, &rep, &err);
+	close(fd);
+	if (r != code || strstr(err.msg, needle) == NULL)
+		print_error("lz_layer_apply: got %d '%s', want %d '...%s...'\n", r, err.msg, code,
+			    needle);
+	assert_int_equal(r, code);
+	assert_int_equal(err.code, -code);
+	assert_non_null(strstr(err.msg, needle));
+	assert_memory_equal(&rep, &pristine, sizeof(rep));
+}
+
+#define APPLY_FAIL(f, code, needle, ...) apply_fail(f, code, needle, ENTS(__VA_ARGS__))
+
+/* ---- tree assertions ----------------------------------------------------- */
+
+static bool exists(struct fixture *f, const char *path)
+{
+	struct stat st;
+	return fstatat(f->root_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static struct stat lst(struct fixture *f, const char *path)
+{
+	struct stat st;
+	if (fstatat(f->root_fd, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		print_error("missing '%s': %s\n", path, strerror(errno));
+	assert_int_equal(fstatat(f->root_fd, path, &st, AT_SYMLINK_NOFOLLOW), 0);
+	return st;
+}
+
+static void assert_content(struct fixture *f, const char *path, const char *want)
+{
+	char buf[256];
+	int fd = openat(f->root_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	assert_true(fd >= 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	assert_string_equal(buf, want);
+}
+
+static void assert_link(struct fixture *f, const char *path, const char *want)
+{
+	char buf[LZ_LAYER_PATH_MAX + 1];
+	ssize_t n = readlinkat(f->root_fd, path, buf, sizeof(buf) - 1);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	assert_string_equal(buf, want);
+}
+
+static void assert_mode(struct fixture *f, const char *path, mode_t type, mode_t perm)
+{
+	struct stat st = lst(f, path);
+	assert_int_equal(st.st_mode & S_IFMT, type);
+	assert_int_equal(st.st_mode & 07777, perm);
+}
+
+static size_t count_dir(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	DIR *d = fdopendir(fd);
+	assert_non_null(d);
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* base holds exactly root, outside (empty) and secret (one link, intact). */
+static void assert_outside_untouched(struct fixture *f)
+{
+	assert_int_equal(count_dir(f->base_fd, "."), 3);
+	assert_int_equal(count_dir(f->base_fd, "outside"), 0);
+	struct stat st;
+	assert_int_equal(fstatat(f->base_fd, "secret", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_nlink, 1);
+	assert_int_equal(st.st_size, 6);
+}
+
+/* ---- path normalisation -------------------------------------------------- */
+
+static int parse(const char *in, size_t len, struct lpath *p, struct lz_err *err)
+{
+	struct layer L = { .err = err };
+	lz_err_clear(err);
+	return lpath_parse(&L, in, len, p);
+}
+
+static void test_lpath_parse__normalises(void **state)
+{
+	(void)state;
+	struct lpath p;
+	struct lz_err err;
+	assert_int_equal(parse("./a//b/./c/", 11, &p, &err), 0);
+	assert_string_equal(p.full, "a/b/c");
+	assert_string_equal(p.parent, "a/b");
+	assert_string_equal(p.name, "c");
+	assert_int_equal(parse("name", 4, &p, &err), 0);
+	assert_string_equal(p.parent, "");
+	assert_string_equal(p.name, "name");
+	assert_int_equal(parse("./", 2, &p, &err), 0);
+	assert_string_equal(p.full, "");
+	assert_int_equal(p.len, 0);
+	assert_int_equal(parse(".", 1, &p, &err), 0);
+	assert_string_equal(p.full, "");
+	assert_int_equal(parse("a/.wh.b", 7, &p, &err), 0);
+	assert_string_equal(p.name, ".wh.b");
+}
+
+static void test_lpath_parse__refusals(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *why;
+	} cases[] = {
+		{ "", 0, "empty path" },
+		{ "/etc/passwd", 11, "absolute path" },
+		{ "../x", 4, "'..' component" },
+		{ "a/../../x", 9, "'..' component" },
+		{ "a/..", 4, "'..' component" },
+		{ "a\0b", 3, "NUL byte" },
+		{ ".wh.x/y", 7, "whiteout name used as a directory" },
+	};
+	struct lpath p;
+	struct lz_err err;
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {
+		assert_int_equal(parse(cases[i].in, cases[i].len, &p, &err), -EINVAL);
+		assert_int_equal(err.code, EINVAL);
+		assert_non_null(strstr(err.msg, cases[i].why));
+	}
+}
+
+static void test_lpath_parse__length_limits(void **state)
+{
+	(void)state;
+	struct lpath p;
+	struct lz_err err;
+	char buf[LZ_LAYER_PATH_MAX + 2];
+
+	memset(buf, 'a', sizeof(buf));
+	for (size_t i = 100; i < LZ_LAYER_PATH_MAX; i += 101)
+		buf[i] = '/';
+	assert_int_equal(parse(buf, LZ_LAYER_PATH_MAX, &p, &err), 0);
+	assert_int_equal(p.len, LZ_LAYER_PATH_MAX);
+	assert_int_equal(parse(buf, LZ_LAYER_PATH_MAX + 1, &p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "longer than 4096"));
+
+	memset(buf, 'b', 256);
+	assert_int_equal(parse(buf, 255, &p, &err), 0);
+	assert_int_equal(parse(buf, 256, &p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "longer than 255"));
+}
+
+/* ---- entry types --------------------------------------------------------- */
+
+static void test_lz_layer_apply__regular_files_and_modes(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "./etc/hostname", .data = "box\n" },
+		 { .path = "bin/su", .mode = 04755, .data = "ELF" },
+		 { .path = "bin/wall", .mode = 02755, .data = "ELF2" },
+		 { .path = "empty", .mode = 0600 },
+		 { .path = "secret", .mode = M0, .data = "x" });
+	assert_mode(f, "etc", S_IFDIR, 0755); /* implied */
+	assert_mode(f, "etc/hostname", S_IFREG, 0644);
+	assert_content(f, "etc/hostname", "box\n");
+	assert_mode(f, "bin/su", S_IFREG, 04755);
+	assert_content(f, "bin/su", "ELF");
+	assert_mode(f, "bin/wall", S_IFREG, 02755);
+	assert_mode(f, "empty", S_IFREG, 0600);
+	assert_int_equal(lst(f, "empty").st_size, 0);
+	assert_mode(f, "secret", S_IFREG, 0000);
+	assert_int_equal(lst(f, "etc/hostname").st_mtim.tv_sec, T_MTIME);
+	assert_outside_untouched(f);
+}
+
+static void test_lz_layer_apply__filters(void **state)
+{
+	struct fixture *f = *state;
+	static const int filters[] = { F_TAR, F_GZIP, F_ZSTD };
+	static const char *const names[] = { "tar", "gzip", "zstd" };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(filters); i++) {
+		char path[32], data[32];
+		snprintf(path, sizeof(path), "d/%s", names[i]);
+		snprintf(data, sizeof(data), "via %s", names[i]);
+		struct lz_layer_report rep;
+		apply_ok_rep(f, filters[i], &rep, ENTS({ .path = path, .data = data }));
+		assert_int_equal(rep.entries, 1);
+		assert_int_equal(rep.regular_bytes, strlen(data));
+		assert_true(rep.input_bytes > 0);
+		assert_content(f, path, data);
+	}
+}
+
+static void test_lz_layer_apply__directories(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "./", .type = AE_IFDIR, .mode = 0755, .mtime = 1111 },
+		 { .path = "ro/", .type = AE_IFDIR, .mode = 0555, .mtime = 2222 },
+		 { .path = "ro/file", .data = "inside read-only" },
+		 { .path = "tmp", .type = AE_IFDIR, .mode = 01777, .mtime = 3333 },
+		 { .path = "tmp/x", .data = "x" },
+		 { .path = "sgid/", .type = AE_IFDIR, .mode = 02775 });
+	assert_mode(f, ".", S_IFDIR, 0755);
+	assert_int_equal(lst(f, ".").st_mtim.tv_sec, 1111);
+	assert_mode(f, "ro", S_IFDIR, 0555);
+	assert_int_equal(lst(f, "ro").st_mtim.tv_sec, 2222); /* after its content */
+	assert_content(f, "ro/file", "inside read-only");
+	assert_mode(f, "tmp", S_IFDIR, 01777);
+	assert_int_equal(lst(f, "tmp").st_mtim.tv_sec, 3333);
+	assert_mode(f, "sgid", S_IFDIR, 02775);
+
+	/* An existing directory is updated in place and keeps its content;
+	 * the last entry for a directory wins. */
+	APPLY_OK(f, { .path = "ro", .type = AE_IFDIR, .mode = 0700, .mtime = 4444 },
+		 { .path = "tmp", .type = AE_IFDIR, .mode = 0711 },
+		 { .path = "tmp", .type = AE_IFDIR, .mode = 0750, .mtime = 5555 });
+	assert_mode(f, "ro", S_IFDIR, 0700);
+	assert_int_equal(lst(f, "ro").st_mtim.tv_sec, 4444);
+	assert_content(f, "ro/file", "inside read-only");
+	assert_mode(f, "tmp", S_IFDIR, 0750);
+	assert_int_equal(lst(f, "tmp").st_mtim.tv_sec, 5555);
+	assert_true(exists(f, "tmp/x"));
+}
+
+static void test_lz_layer_apply__symlinks(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "bin", .type = AE_IFLNK, .target = "usr/bin", .mtime = 7777 },
+		 { .path = "etc/passwd", .type = AE_IFLNK, .target = "/etc/passwd" },
+		 { .path = "up", .type = AE_IFLNK, .target = "../../.." });
+	assert_true(S_ISLNK(lst(f, "bin").st_mode));
+	assert_link(f, "bin", "usr/bin");
+	assert_link(f, "etc/passwd", "/etc/passwd");
+	assert_link(f, "up", "../../..");
+	assert_int_equal(lst(f, "bin").st_mtim.tv_sec, 7777);
+	assert_outside_untouched(f);
+}
+
+static void test_lz_layer_apply__hardlinks(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "usr/bin/perl5", .mode = 0755, .data = "perl" },
+		 { .path = "usr/bin/perl", .hardlink = "usr/bin/perl5" },
+		 { .path = "./other/perl", .hardlink = "./usr/bin/perl5" },
+		 { .path = "usr/bin/perl", .hardlink = "usr/bin/perl" }); /* self: no-op */
+	struct stat a = lst(f, "usr/bin/perl5");
+	struct stat b = lst(f, "usr/bin/perl");
+	struct stat c = lst(f, "other/perl");
+	assert_int_equal(a.st_ino, b.st_ino);
+	assert_int_equal(a.st_ino, c.st_ino);
+	assert_int_equal(a.st_nlink, 3);
+	assert_mode(f, "usr/bin/perl", S_IFREG, 0755);
+
+	/* Hard link to a file of a lower layer, replacing an existing file. */
+	APPLY_OK(f, { .path = "usr/bin/perl", .data = "other" });
+	APPLY_OK(f, { .path = "usr/bin/perl", .hardlink = "usr/bin/perl5" });
+	assert_int_equal(lst(f, "usr/bin/perl").st_ino, a.st_ino);
+}
+
+static void test_lz_layer_apply__fifo(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "run/initctl", .type = AE_IFIFO, .mode = 0640, .mtime = 9999 });
+	assert_mode(f, "run/initctl", S_IFIFO, 0640);
+	assert_int_equal(lst(f, "run/initctl").st_mtim.tv_sec, 9999);
+}
+
+static void test_lz_layer_apply__device_created_or_reported(void **state)
+{
+	struct fixture *f = *state;
+	struct lz_layer_report rep;
+	apply_ok_rep(f, F_TAR, &rep,
+		     ENTS({ .path = "dev/null", .type = AE_IFCHR, .mode = 0666, .rmajor = 1,
+			    .rminor = 3 },
+			  { .path = "dev/loop0", .type = AE_IFBLK, .mode = 0660, .rmajor = 7 }));
+	if (rep.skipped_devices == 0) { /* root: created */
+		assert_mode(f, "dev/null", S_IFCHR, 0666);
+		assert_int_equal(lst(f, "dev/null").st_rdev, makedev(1, 3));
+		assert_mode(f, "dev/loop0", S_IFBLK, 0660);
+		assert_int_equal(lst(f, "dev/loop0").st_rdev, makedev(7, 0));
+	} else { /* user namespace or unprivileged: skipped and reported */
+		assert_int_equal(rep.skipped_devices, 2);
+		assert_string_equal(rep.skipped_device_paths[0], "dev/null");
+		assert_string_equal(rep.skipped_device_paths[1], "dev/loop0");
+		assert_false(exists(f, "dev/null"));
+		assert_false(exists(f, "dev/loop0"));
+	}
+}
+
+static void test_lz_layer_apply__ownership(void **state)
+{
+	struct fixture *f = *state;
+	if (geteuid() != 0) {
+		skip();
+		return;
+	}
+	APPLY_OK(f, { .path = "home/u", .type = AE_IFDIR, .mode = 0750, OWN(1234, 5678) },
+		 { .path = "home/u/su", .mode = 04755, .data = "x", OWN(1234, 5678) },
+		 { .path = "home/u/sg", .mode = 02755, .data = "x", OWN(1234, 5678) },
+		 { .path = "home/u/l", .type = AE_IFLNK, .target = "su", OWN(4321, 8765) },
+		 { .path = "home/u/p", .type = AE_IFIFO, OWN(11, 12) });
+	struct stat st = lst(f, "home/u");
+	assert_int_equal(st.st_uid, 1234);
+	assert_int_equal(st.st_gid, 5678);
+	assert_int_equal(st.st_mode & 07777, 0750);
+	st = lst(f, "home/u/su");
+	assert_int_equal(st.st_uid, 1234);
+	assert_int_equal(st.st_gid, 5678);
+	assert_int_equal(st.st_mode & 07777, 04755); /* chmod after chown */
+	st = lst(f, "home/u/sg");
+	assert_int_equal(st.st_mode & 07777, 02755);
+	st = lst(f, "home/u/l");
+	assert_int_equal(st.st_uid, 4321);
+	assert_int_equal(st.st_gid, 8765);
+	st = lst(f, "home/u/p");
+	assert_int_equal(st.st_uid, 11);
+	assert_int_equal(st.st_gid, 12);
+}
+
+static void test_lz_layer_apply__xattrs(void **state)
+{
+	struct fixture *f = *state;
+	struct lz_layer_report rep;
+	apply_ok_rep(f, F_TAR, &rep,
+		     ENTS({ .path = "f", .data = "x", .xname = "user.lazaret", .xvalue = "yes" },
+			  { .path = "g", .data = "y", .xname = "trusted.evil", .xvalue = "no" },
+			  { .path = "l", .type = AE_IFLNK, .target = "f", .xname = "user.l",
+			    .xvalue = "z" }));
+	char buf[16];
+	int fd = openat(f->root_fd, "f", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	ssize_t n = fgetxattr(fd, "user.lazaret", buf, sizeof(buf));
+	close(fd);
+	if (n < 0) { /* filesystem without user xattrs: reported instead */
+		assert_int_equal(rep.skipped_xattrs, 3);
+		assert_string_equal(rep.skipped_xattr_samples[0], "f user.lazaret");
+		return;
+	}
+	assert_int_equal(n, 3);
+	assert_memory_equal(buf, "yes", 3);
+	/* trusted.* is never applied; symlinks carry none. */
+	assert_int_equal(rep.skipped_xattrs, 2);
+	assert_string_equal(rep.skipped_xattr_samples[0], "g trusted.evil");
+	assert_string_equal(rep.skipped_xattr_samples[1], "l user.l");
+	fd = openat(f->root_fd, "g", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_true(fgetxattr(fd, "trusted.evil", buf, sizeof(buf)) < 0);
+	close(fd);
+}
+
+/* Go and Python write non-ASCII names as UTF-8 pax "path" records. Read in
+ * the C locale, libarchive warns that it cannot convert them and hands out
+ * the bytes unchanged: the layer must still apply, byte for byte. */
+static void test_lz_layer_apply__utf8_pax_path(void **state)
+{
+	struct fixture *f = *state;
+	static const char name[] = "caf\xc3\xa9/\xe2\x82\xac";
+	if (setlocale(LC_CTYPE, "C.UTF-8") == NULL) {
+		skip();
+		return;
+	}
+	int fd = build(ENTS({ .path = name, .data = "euro" }), F_TAR);
+	assert_non_null(setlocale(LC_CTYPE, "C"));
+	char buf[4096];
+	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+	assert_true(n > 0);
+	assert_non_null(memmem(buf, (size_t)n, "path=caf\xc3\xa9", 10));
+	struct lz_layer_report rep;
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, NULL, &rep, &err), 0);
+	close(fd);
+	assert_int_equal(rep.entries, 1);
+	assert_content(f, name, "euro");
+}
+
+static void test_lz_layer_apply__empty_archive(void **state)
+{
+	struct fixture *f = *state;
+	struct lz_layer_report rep;
+	apply_ok_rep(f, F_GZIP, &rep, NULL, 0);
+	assert_int_equal(rep.entries, 0);
+	assert_int_equal(count_dir(f->root_fd, "."), 0);
+}
+
+/* ---- replacement --------------------------------------------------------- */
+
+static void test_lz_layer_apply__replaces_dir_with_file(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "x/child/deep", .data = "lower" },
+		 { .path = "x/l", .type = AE_IFLNK, .target = "/" });
+	APPLY_OK(f, { .path = "x", .data = "now a file" });
+	assert_mode(f, "x", S_IFREG, 0644);
+	assert_content(f, "x", "now a file");
+}
+
+static void test_lz_layer_apply__replaces_file_with_dir(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "y", .data = "lower file" });
+	APPLY_OK(f, { .path = "y", .type = AE_IFDIR, .mode = 0711 },
+		 { .path = "y/z", .data = "z" });
+	assert_mode(f, "y", S_IFDIR, 0711);
+	assert_content(f, "y/z", "z");
+}
+
+static void test_lz_layer_apply__replaces_symlink_without_following(void **state)
+{
+	struct fixture *f = *state;
+	char target[96];
+	snprintf(target, sizeof(target), "%s/outside", f->base);
+	APPLY_OK(f, { .path = "l", .type = AE_IFLNK, .target = target },
+		 { .path = "m", .type = AE_IFLNK, .target = target });
+	APPLY_OK(f, { .path = "l", .data = "replaced" }, { .path = "m", .type = AE_IFDIR },
+		 { .path = "m/inside", .data = "inside" });
+	assert_mode(f, "l", S_IFREG, 0644);
+	assert_content(f, "l", "replaced");
+	assert_mode(f, "m", S_IFDIR, 0755);
+	assert_content(f, "m/inside", "inside");
+	assert_outside_untouched(f);
+}
+
+/* ---- whiteouts ----------------------------------------------------------- */
+
+static void test_lz_layer_apply__whiteout_file_and_dir(void **state)
+{
+	struct fixture *f = *state;
+	struct lz_layer_report rep;
+	/* Emptying a read-only directory takes root (the worker is root in its
+	 * user namespace); unprivileged runs use a writable one. */
+	unsigned ro_mode = geteuid() == 0 ? 0555 : 0755;
+	APPLY_OK(f, { .path = "etc/a", .data = "a" }, { .path = "etc/b", .data = "b" },
+		 { .path = "dir/x/y", .data = "y" },
+		 { .path = "dir/x/l", .type = AE_IFLNK, .target = "/etc" },
+		 { .path = "ro", .type = AE_IFDIR, .mode = ro_mode },
+		 { .path = "ro/f", .data = "f" });
+	apply_ok_rep(f, F_GZIP, &rep,
+		     ENTS({ .path = "etc/.wh.a" }, { .path = ".wh.dir" }, { .path = "./.wh.ro" },
+			  { .path = "etc/.wh.missing" }, { .path = "nodir/.wh.missing" }));
+	assert_int_equal(rep.whiteouts, 5);
+	assert_false(exists(f, "etc/a"));
+	assert_content(f, "etc/b", "b");
+	assert_false(exists(f, "dir"));
+	assert_false(exists(f, "ro"));
+	assert_false(exists(f, "etc/.wh.a"));
+	assert_false(exists(f, ".wh.dir"));
+	assert_false(exists(f, "etc/.wh.missing"));
+	assert_false(exists(f, "nodir"));
+	assert_outside_untouched(f);
+}
+
+static void test_lz_layer_apply__whiteout_spares_same_layer(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "d/lower", .data = "lower" });
+	/* d/new is written by this layer before the whiteout of d: only the
+	 * lower content of d goes; f written by this layer stays. */
+	APPLY_OK(f, { .path = "d/new", .data = "new" }, { .path = ".wh.d" },
+		 { .path = "f", .data = "f" }, { .path = ".wh.f" });
+	assert_content(f, "d/new", "new");
+	assert_false(exists(f, "d/lower"));
+	assert_content(f, "f", "f");
+}
+
+static void test_lz_layer_apply__opaque_dir(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "d/old1", .data = "1" }, { .path = "d/sub/old2", .data = "2" },
+		 { .path = "d/keep/oldinner", .data = "3" },
+		 { .path = "d/l", .type = AE_IFLNK, .target = "/" },
+		 { .path = "other/stay", .data = "4" });
+	APPLY_OK(f, { .path = "d/new1", .data = "n1" }, { .path = "d/keep/inner", .data = "n3" },
+		 { .path = "d/.wh..wh..opq" }, { .path = "d/new2", .data = "n2" });
+	assert_content(f, "d/new1", "n1");
+	assert_content(f, "d/new2", "n2");
+	assert_content(f, "d/keep/inner", "n3");
+	assert_false(exists(f, "d/keep/oldinner"));
+	assert_false(exists(f, "d/old1"));
+	assert_false(exists(f, "d/sub"));
+	assert_false(exists(f, "d/l"));
+	assert_false(exists(f, "d/.wh..wh..opq"));
+	assert_int_equal(count_dir(f->root_fd, "d"), 3);
+	assert_content(f, "other/stay", "4");
+}
+
+static void test_lz_layer_apply__opaque_dir_first(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_OK(f, { .path = "d/old", .data = "1" });
+	APPLY_OK(f, { .path = "d", .type = AE_IFDIR, .mode = 0750 }, { .path = "d/.wh..wh..opq" },
+		 { .path = "d/new", .data = "n" }, { .path = "e/.wh..wh..opq" },
+		 { .path = "d/.wh..wh.plnk" });
+	assert_mode(f, "d", S_IFDIR, 0750);
+	assert_int_equal(count_dir(f->root_fd, "d"), 1);
+	assert_content(f, "d/new", "n");
+	assert_false(exists(f, "e")); /* opaque marker of a missing dir: nothing */
+}
+
+static void test_lz_layer_apply__whiteout_refusals(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_FAIL(f, -EINVAL, "whiteout names no entry", { .path = "a/.wh..." });
+	APPLY_FAIL(f, -EINVAL, "whiteout names no entry", { .path = ".wh." });
+	APPLY_FAIL(f, -EINVAL, "whiteout name used as a directory",
+		   { .path = ".wh.a/b", .data = "x" });
+	/* Whiteout through a symlink to outside the tree. */
+	APPLY_FAIL(f, -EINVAL, "symbolic link",
+		   { .path = "s", .type = AE_IFLNK, .target = f->base },
+		   { .path = "s/.wh.secret" });
+	APPLY_FAIL(f, -EINVAL, "symbolic link", { .path = "s/.wh..wh..opq" });
+	assert_outside_untouched(f);
+}
+
+/* ---- refusals ------------------------------------------------------------ */
+
+static void test_lz_layer_apply__refuses_traversal(void **state)
+{
+	struct fixture *f = *state;
+	char abs[96];
+	snprintf(abs, sizeof(abs), "%s/outside/abs", f->base);
+	APPLY_FAIL(f, -EINVAL, "'..' component", { .path = "../x", .data = "x" });
+	APPLY_FAIL(f, -EINVAL, "'..' component", { .path = "../outside/x", .data = "x" });
+	APPLY_FAIL(f, -EINVAL, "absolute path", { .path = abs, .data = "x" });
+	APPLY_FAIL(f, -EINVAL, "'..' component", { .path = "a/../../x", .data = "x" });
+	APPLY_FAIL(f, -EINVAL, "'..' component", { .path = "ok", .data = "x" },
+		   { .path = "a/../../outside/x", .type = AE_IFDIR });
+	assert_outside_untouched(f);
+	assert_false(exists(f, "a")); /* refused before any write */
+}
+
+static void test_lz_layer_apply__refuses_symlink_then_write(void **state)
+{
+	struct fixture *f = *state;
+	char target[96];
+	snprintf(target, sizeof(target), "%s/outside", f->base);
+	APPLY_FAIL(f, -EINVAL, "layer entry 'a/f' refused: 'a' is or crosses a symbolic link",
+		   { .path = "a", .type = AE_IFLNK, .target = target },
+		   { .path = "a/f", .data = "pwned" });
+	APPLY_FAIL(f, -EINVAL, "symbolic link", { .path = "a/sub/f", .data = "pwned" });
+	APPLY_FAIL(f, -EINVAL, "symbolic link", { .path = "a/d", .type = AE_IFDIR });
+	APPLY_FAIL(f, -EINVAL, "symbolic link", { .path = "a/l", .type = AE_IFLNK, .target = "x" });
+	assert_outside_untouched(f);
+}
+
+static void test_lz_layer_apply__refuses_relative_symlink_then_write(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_FAIL(f, -EINVAL, "'a' is or crosses a symbolic link",
+		   { .path = "a", .type = AE_IFLNK, .target = ".." },
+		   { .path = "a/x", .data = "pwned" });
+	APPLY_FAIL(f, -EINVAL, "symbolic link", { .path = "b", .type = AE_IFLNK, .target = "." },
+		   { .path = "b/b/b/x", .data = "pwned" });
+	assert_outside_untouched(f);
+	assert_false(exists(f, "x"));
+}
+
+static void test_lz_layer_apply__refuses_hardlink_escapes(void **state)
+{
+	struct fixture *f = *state;
+	char abs[96];
+	snprintf(abs, sizeof(abs), "%s/secret", f->base);
+	APPLY_FAIL(f, -EINVAL, "'..' component", { .path = "h", .hardlink = "../secret" });
+	APPLY_FAIL(f, -EINVAL, "absolute path", { .path = "h", .hardlink = abs });
+	/* Through a symlink inside the tree and one pointing outside. */
+	APPLY_FAIL(f, -EINVAL, "symbolic link", { .path = "d/f", .data = "f" },
+		   { .path = "s", .type = AE_IFLNK, .target = "d" },
+		   { .path = "h", .hardlink = "s/f" });
+	APPLY_FAIL(f, -EINVAL, "symbolic link",
+		   { .path = "o", .type = AE_IFLNK, .target = f->base },
+		   { .path = "h", .hardlink = "o/secret" });
+	APPLY_FAIL(f, -EINVAL, "does not exist", { .path = "h", .hardlink = "missing" });
+	APPLY_FAIL(f, -EINVAL, "does not exist", { .path = "h", .hardlink = "nodir/missing" });
+	APPLY_FAIL(f, -EINVAL, "is a directory", { .path = "dd", .type = AE_IFDIR },
+		   { .path = "h", .hardlink = "dd" });
+	APPLY_FAIL(f, -EINVAL, "root directory", { .path = "h", .hardlink = "./" });
+	assert_outside_untouched(f);
+	assert_false(exists(f, "h"));
+}
+
+static void test_lz_layer_apply__refuses_long_paths(void **state)
+{
+	struct fixture *f = *state;
+	char name[300], path[LZ_LAYER_PATH_MAX + 16];
+	memset(name, 'n', 256);
+	name[256] = '\0';
+	APPLY_FAIL(f, -EINVAL, "longer than 255", { .path = name, .data = "x" });
+	memset(path, 'p', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	for (size_t i = 200; i < sizeof(path) - 1; i += 201)
+		path[i] = '/';
+	APPLY_FAIL(f, -EINVAL, "longer than 4096", { .path = path, .data = "x" });
+	assert_int_equal(count_dir(f->root_fd, "."), 0);
+}
+
+static void test_lz_layer_apply__refuses_root_as_non_directory(void **state)
+{
+	struct fixture *f = *state;
+	APPLY_FAIL(f, -EINVAL, "the root can only be a directory", { .path = ".", .data = "x" });
+	APPLY_FAIL(f, -EINVAL, "the root can only be a directory",
+		   { .path = ".", .type = AE_IFLNK, .target = "/" });
+}
+
+static void test_lz_layer_apply__refuses_zip(void **state)
+{
+	struct fixture *f = *state;
+	int fd = memfd_create("zip", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	struct archive *a = archive_write_new();
+	assert_int_equal(archive_write_set_format_zip(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_open_fd(a, fd), ARCHIVE_OK);
+	write_entry(a, &(struct ent){ .path = "zipped", .data = "zip" });
+	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, NULL, NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "opening layer"));
+	close(fd);
+	assert_false(exists(f, "zipped"));
+}
+
+/* Deterministic incompressible bytes. */
+static void fill_noise(char *buf, size_t n)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (char)x;
+	}
+}
+
+static void test_lz_layer_apply__refuses_truncated_gzip(void **state)
+{
+	struct fixture *f = *state;
+	size_t n = 512 * 1024;
+	char *noise = malloc(n);
+	assert_non_null(noise);
+	fill_noise(noise, n);
+	int fd = build(ENTS({ .path = "big", .data = noise, .size = n },
+			    { .path = "after", .data = "a" }),
+		       F_GZIP);
+	free(noise);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(ftruncate(fd, st.st_size / 2), 0);
+	struct lz_err err;
+	int r = apply_fd(f, fd, NULL, NULL, &err);
+	close(fd);
+	assert_int_equal(r, -EINVAL);
+	assert_non_null(strstr(err.msg, "layer entry 'big'"));
+	assert_false(exists(f, "after"));
+}
+
+static void test_lz_layer_apply__refuses_corrupt_gzip(void **state)
+{
+	struct fixture *f = *state;
+	int fd = build(ENTS({ .path = "file", .data = "content that gets corrupted" }), F_GZIP);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	/* Keep the gzip header (10 bytes); replace the deflate stream. */
+	char junk[64];
+	memset(junk, 0xff, sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), 10), (ssize_t)sizeof(junk));
+	struct lz_err err;
+	int r = apply_fd(f, fd, NULL, NULL, &err);
+	close(fd);
+	assert_int_equal(r, -EINVAL);
+	assert_true(err.msg[0] != '\0');
+	assert_false(exists(f, "file"));
+}
+
+static void test_lz_layer_apply__bad_descriptors(void **state)
+{
+	struct fixture *f = *state;
+	struct lz_err err;
+	assert_int_equal(lz_layer_apply(-1, 0, NULL, NULL, &err), -EBADF);
+	assert_int_equal(lz_layer_apply(f->root_fd, -1, NULL, NULL, &err), -EBADF);
+	assert_int_equal(err.code, EBADF);
+	/* A directory is not a layer. */
+	int fd = openat(f->base_fd, "outside", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_true(lz_layer_apply(f->root_fd, fd, NULL, NULL, &err) < 0);
+	close(fd);
+}
+
+/* ---- limits and progress ------------------------------------------------- */
+
+struct progress_log {
+	uint64_t calls, last;
+};
+
+static void on_progress(void *ctx, uint64_t done)
+{
+	struct progress_log *log = ctx;
+	assert_true(done >= log->last + LZ_LAYER_PROGRESS_STEP);
+	log->last = done;
+	log->calls++;
+}
+
+static void test_lz_layer_apply__progress_every_mib(void **state)
+{
+	struct fixture *f = *state;
+	size_t n = 3 * 1024 * 1024 + 100;
+	char *noise = malloc(n);
+	assert_non_null(noise);
+	fill_noise(noise, n);
+	int fd = build(ENTS({ .path = "big", .data = noise, .size = n }), F_TAR);
+	struct progress_log log = { 0 };
+	struct lz_layer_options opts = { .progress = on_progress, .progress_ctx = &log };
+	struct lz_layer_report rep;
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, &rep, &err), 0);
+	close(fd);
+	assert_int_equal(log.calls, 3);
+	assert_int_equal(rep.regular_bytes, n);
+	assert_true(rep.input_bytes > n);
+	assert_int_equal(lst(f, "big").st_size, (off_t)n);
+	int rfd = openat(f->root_fd, "big", O_RDONLY | O_CLOEXEC);
+	assert_true(rfd >= 0);
+	char *back = malloc(n);
+	assert_non_null(back);
+	assert_int_equal(read(rfd, back, n), (ssize_t)n);
+	close(rfd);
+	assert_memory_equal(back, noise, n);
+	free(back);
+	free(noise);
+}
+
+static void test_lz_layer_apply__max_regular_bytes(void **state)
+{
+	struct fixture *f = *state;
+	int fd = build(ENTS({ .path = "a", .data = "0123456789" },
+			    { .path = "b", .data = "0123456789" }),
+		       F_TAR);
+	struct lz_layer_options opts = { .max_regular_bytes = 15 };
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, NULL, &err), -EFBIG);
+	close(fd);
+	assert_non_null(strstr(err.msg, "layer entry 'b'"));
+}
+
+static void test_lz_layer_apply__too_many_entries(void **state)
+{
+	struct fixture *f = *state;
+	/* LZ_LAYER_MAX_ENTRIES + 1 whiteouts of a missing name: cheap to
+	 * write, compress and apply, and none of them touches the tree. */
+	int fd = memfd_create("many", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	struct archive *a = archive_write_new();
+	assert_int_equal(archive_write_set_format_ustar(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_open_fd(a, fd), ARCHIVE_OK);
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, ".wh.none");
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_size(e, 0);
+	for (unsigned i = 0; i <= LZ_LAYER_MAX_ENTRIES; i++)
+		assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+	archive_entry_free(e);
+	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, NULL, NULL, &err), -E2BIG);
+	close(fd);
+	assert_non_null(strstr(err.msg, "more than 1000000 entries"));
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lpath_parse__normalises),
+		cmocka_unit_test(test_lpath_parse__refusals),
+		cmocka_unit_test(test_lpath_parse__length_limits),
+		T(test_lz_layer_apply__regular_files_and_modes),
+		T(test_lz_layer_apply__filters),
+		T(test_lz_layer_apply__directories),
+		T(test_lz_layer_apply__symlinks),
+		T(test_lz_layer_apply__hardlinks),
+		T(test_lz_layer_apply__fifo),
+		T(test_lz_layer_apply__device_created_or_reported),
+		T(test_lz_layer_apply__ownership),
+		T(test_lz_layer_apply__xattrs),
+		T(test_lz_layer_apply__utf8_pax_path),
+		T(test_lz_layer_apply__empty_archive),
+		T(test_lz_layer_apply__replaces_dir_with_file),
+		T(test_lz_layer_apply__replaces_file_with_dir),
+		T(test_lz_layer_apply__replaces_symlink_without_following),
+		T(test_lz_layer_apply__whiteout_file_and_dir),
+		T(test_lz_layer_apply__whiteout_spares_same_layer),
+		T(test_lz_layer_apply__opaque_dir),
+		T(test_lz_layer_apply__opaque_dir_first),
+		T(test_lz_layer_apply__whiteout_refusals),
+		T(test_lz_layer_apply__refuses_traversal),
+		T(test_lz_layer_apply__refuses_symlink_then_write),
+		T(test_lz_layer_apply__refuses_relative_symlink_then_write),
+		T(test_lz_layer_apply__refuses_hardlink_escapes),
+		T(test_lz_layer_apply__refuses_long_paths),
+		T(test_lz_layer_apply__refuses_root_as_non_directory),
+		T(test_lz_layer_apply__refuses_zip),
+		T(test_lz_layer_apply__refuses_truncated_gzip),
+		T(test_lz_layer_apply__refuses_corrupt_gzip),
+		T(test_lz_layer_apply__bad_descriptors),
+		T(test_lz_layer_apply__progress_every_mib),
+		T(test_lz_layer_apply__max_regular_bytes),
+		T(test_lz_layer_apply__too_many_entries),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,708 @@
+/* The causal acquisition broker (broker.h; spec 3.3 steps 2-8): exec and fn
+ * targets, the staged hook before the barrier is released, exact signals and
+ * waits through the pidfd, and joining another process's PID and mount
+ * namespaces.
+ *
+ * CI runs this suite as root. A new user namespace needs newuidmap with
+ * subordinate IDs, which root has not: that path runs only for an
+ * unprivileged user listed in /etc/subuid, and the namespace-joining path
+ * (which needs CAP_SYS_ADMIN over the target's namespaces) only as root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proc/broker.h"
+
+static const char *bin(const char *name)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/usr/bin/%s", name);
+	if (access(path, X_OK) == 0)
+		return path;
+	snprintf(path, sizeof(path), "/bin/%s", name);
+	return path;
+}
+
+/* Reads fd to EOF into buf (NUL-terminated) and closes it. */
+static size_t drain(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+	ssize_t r;
+	while (n < cap - 1 && ((r = read(fd, buf + n, cap - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+		if (r > 0)
+			n += (size_t)r;
+	buf[n] = '\0';
+	close(fd);
+	return n;
+}
+
+/* Every marker path handed out, removed at the end even after a failure. */
+static char markers[16][64];
+static size_t n_markers;
+
+static void make_marker_path(char *path, size_t cap)
+{
+	snprintf(path, cap, "/tmp/lz-test-broker-marker.XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(unlink(path), 0);
+	if (n_markers < sizeof(markers) / sizeof(markers[0]))
+		snprintf(markers[n_markers++], sizeof(markers[0]), "%s", path);
+}
+
+static int remove_markers(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < n_markers; i++)
+		(void)unlink(markers[i]);
+	return 0;
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+/* Waits up to ms for path to appear. */
+static bool appears(const char *path, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		if (exists(path))
+			return true;
+		usleep(10 * 1000);
+	}
+	return exists(path);
+}
+
+/* ---- exec targets --------------------------------------------------------- */
+
+static void test_lz_broker_spawn__exec_argv_env_and_streams_are_exact(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	int in[2], out[2], errp[2];
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(errp, O_CLOEXEC), 0);
+	/* $0 and every argument, byte for byte; the environment exactly as
+	 * execve passed it (/proc/$$/environ: the shell's own additions such
+	 * as PWD are not in it); stdin copied to stdout; stderr separate. */
+	char *const argv[] = { "sh", "-c",
+			       "printf '[%s]' \"$0\" \"$@\"; printf '\\n'; cat; printf err >&2; "
+			       "tr '\\0' '\\n' </proc/$$/environ",
+			       "zero", "a b", "*", "", "$HOME", NULL };
+	char *const envp[] = { "LZ_A=1", "LZ_B=x y", NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .envp = envp,
+				 .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = errp[1] };
+	struct lz_broker_spec spec = { .label = "exact", .join_pidfd = -1, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	assert_true(child.pidfd >= 0);
+	assert_true(child.exec);
+	close(in[0]);
+	close(out[1]);
+	close(errp[1]);
+	assert_int_equal(write(in[1], "stdin bytes\n", 12), 12);
+	close(in[1]);
+	char obuf[1024], ebuf[256];
+	drain(out[0], obuf, sizeof(obuf));
+	drain(errp[0], ebuf, sizeof(ebuf));
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_int_equal(status, 0);
+	assert_int_equal(child.pidfd, -EBADF);
+	assert_string_equal(obuf, "[zero][a b][*][][$HOME]\nstdin bytes\nLZ_A=1\nLZ_B=x y\n");
+	assert_string_equal(ebuf, "err");
+}
+
+static void test_lz_broker_wait__exec_exit_status(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char *const argv[] = { "sh", "-c", "exit 3", NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .join_pidfd = -1, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	int status = -1;
+	/* A non-zero exec status is a status, not an error. */
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_int_equal(status, 3);
+}
+
+static void test_lz_broker_spawn__exec_missing_file_is_enoent(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char *const argv[] = { "missing", NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/nonexistent/lz-test-missing", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .label = "missing", .join_pidfd = -1, .exec = &exec };
+	struct lz_broker_child child = { .pidfd = 12345, .report_fd = 54321 };
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), -ENOENT);
+	assert_int_equal(err.code, ENOENT);
+	assert_non_null(strstr(err.msg, "missing"));
+	/* *ret untouched on failure. */
+	assert_int_equal(child.pidfd, 12345);
+	assert_int_equal(child.report_fd, 54321);
+}
+
+static void test_lz_broker_spawn__spec_misuse_is_einval(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec none = { .join_pidfd = -1 };
+	assert_int_equal(lz_broker_spawn(&none, &child, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "exactly one target"));
+	char *const argv[] = { "true", NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/true", .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec userns = { .join_pidfd = -1, .exec = &exec,
+					 .clone_flags = CLONE_NEWUSER };
+	assert_int_equal(lz_broker_spawn(&userns, &child, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "ID map"));
+	assert_int_equal(child.pidfd, -EBADF);
+}
+
+/* ---- fn targets ----------------------------------------------------------- */
+
+static int fn_fails_with_message(void *arg, struct lz_err *err)
+{
+	(void)arg;
+	return lz_err_set(err, EACCES, "cannot open the anchor: %s", "denied by test");
+}
+
+static int fn_fails_silently(void *arg, struct lz_err *err)
+{
+	(void)arg;
+	(void)err;
+	return -ENOENT;
+}
+
+static int fn_succeeds(void *arg, struct lz_err *err)
+{
+	(void)err;
+	/* Proves it ran in the child: the name set through spec.comm. */
+	char name[17] = "";
+	prctl(PR_GET_NAME, name);
+	return strcmp(name, (const char *)arg) == 0 ? 0 : -ESRCH;
+}
+
+static void test_lz_broker_wait__fn_error_message_is_eio(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_broker_spec spec = { .label = "fn", .join_pidfd = -1, .fn = fn_fails_with_message };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	assert_false(child.exec);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), -EIO);
+	assert_int_equal(status, 1);
+	assert_string_equal(err.msg, "cannot open the anchor: denied by test");
+
+	/* Without a message the errno's text comes back. */
+	spec.fn = fn_fails_silently;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), -EIO);
+	assert_int_equal(status, 1);
+	assert_string_equal(err.msg, strerror(ENOENT));
+}
+
+static void test_lz_broker_wait__fn_success_is_zero(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_broker_spec spec = { .comm = "lz-test-fn", .join_pidfd = -1, .fn = fn_succeeds,
+				       .arg = (void *)"lz-test-fn" };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_int_equal(status, 0);
+}
+
+/* ---- the staged hook (step 6) before the release (step 7) ----------------- */
+
+struct staged_obs {
+	const char *marker;
+	int calls;
+	bool marker_seen;       /* the target ran before the hook returned */
+	bool pidfs_matches;     /* a pidfd opened for id->pid has id's pidfs inode */
+	struct lz_pidref id;
+	int own_pidfd;          /* that pidfd, kept to observe the child's end */
+	int fail_with;          /* > 0: the hook refuses with this errno */
+};
+
+static int staged_hook(void *ctx, const struct lz_pidref *id, struct lz_err *err)
+{
+	struct staged_obs *o = ctx;
+	o->calls++;
+	o->id = *id;
+	/* Give an unblocked child ample time to run its target. */
+	usleep(200 * 1000);
+	o->marker_seen = exists(o->marker);
+	struct stat st;
+	o->own_pidfd = (int)syscall(SYS_pidfd_open, id->pid, 0);
+	o->pidfs_matches = o->own_pidfd >= 0 && fstat(o->own_pidfd, &st) == 0 &&
+			   (uint64_t)st.st_ino == id->pidfs_ino && (uint64_t)st.st_dev == id->pidfs_dev;
+	if (o->fail_with > 0)
+		return lz_err_set(err, o->fail_with, "hook refused: persist failed");
+	return 0;
+}
+
+static void test_lz_broker_spawn__staged_hook_sees_identity_before_target(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char marker[64];
+	make_marker_path(marker, sizeof(marker));
+	char *const argv[] = { "touch", marker, NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = bin("touch"), .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct staged_obs obs = { .marker = marker, .own_pidfd = -1 };
+	struct lz_broker_spec spec = { .label = "staged", .join_pidfd = -1, .exec = &exec,
+				       .staged = staged_hook, .ctx = &obs };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	assert_int_equal(obs.calls, 1);
+	assert_false(obs.marker_seen);
+	assert_true(obs.pidfs_matches);
+	/* The hook saw exactly the identity of the returned pidfd. */
+	struct lz_pidref now;
+	assert_int_equal(lz_pidref_from_pidfd(child.pidfd, (pid_t)child.id.pid, &now, &err), 0);
+	assert_memory_equal(&obs.id, &child.id, sizeof(obs.id));
+	assert_int_equal(now.pidfs_ino, obs.id.pidfs_ino);
+	assert_int_equal(now.pidfs_dev, obs.id.pidfs_dev);
+	assert_int_equal(now.pid, obs.id.pid);
+	assert_memory_equal(now.boot_id, obs.id.boot_id, sizeof(now.boot_id));
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_int_equal(status, 0);
+	/* ... and the target did run after the release. */
+	assert_true(exists(marker));
+	unlink(marker);
+	close(obs.own_pidfd);
+}
+
+static void test_lz_broker_spawn__failing_hook_kills_before_target(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char marker[64];
+	make_marker_path(marker, sizeof(marker));
+	char *const argv[] = { "touch", marker, NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = bin("touch"), .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct staged_obs obs = { .marker = marker, .own_pidfd = -1, .fail_with = EDQUOT };
+	struct lz_broker_spec spec = { .label = "refused", .join_pidfd = -1, .exec = &exec,
+				       .staged = staged_hook, .ctx = &obs };
+	struct lz_broker_child child = { .pidfd = 777, .report_fd = 778 };
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), -EDQUOT);
+	assert_non_null(strstr(err.msg, "hook refused: persist failed"));
+	assert_int_equal(obs.calls, 1);
+	assert_true(obs.pidfs_matches);
+	assert_int_equal(child.pidfd, 777);
+	assert_int_equal(child.report_fd, 778);
+	/* The child is gone (its pidfd is readable) and never ran the target. */
+	struct pollfd p = { .fd = obs.own_pidfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_true(p.revents & POLLIN);
+	assert_false(appears(marker, 300));
+	close(obs.own_pidfd);
+	unlink(marker);
+}
+
+static int fn_touch(void *arg, struct lz_err *err)
+{
+	int fd = open(arg, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return lz_err_set(err, errno, "create marker: %s", strerror(errno));
+	close(fd);
+	return 0;
+}
+
+static void test_lz_broker_spawn__failing_hook_stops_fn_target(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char marker[64];
+	make_marker_path(marker, sizeof(marker));
+	struct staged_obs obs = { .marker = marker, .own_pidfd = -1, .fail_with = EPERM };
+	struct lz_broker_spec spec = { .label = "refused fn", .join_pidfd = -1, .fn = fn_touch,
+				       .arg = marker, .staged = staged_hook, .ctx = &obs };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), -EPERM);
+	assert_false(obs.marker_seen);
+	assert_int_equal(child.pidfd, -EBADF);
+	assert_false(appears(marker, 300));
+	close(obs.own_pidfd);
+
+	/* Control: the same fn target with an accepting hook does create it. */
+	obs = (struct staged_obs){ .marker = marker, .own_pidfd = -1 };
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_false(obs.marker_seen);
+	assert_true(exists(marker));
+	close(obs.own_pidfd);
+	unlink(marker);
+}
+
+/* ---- waits and signals through the pidfd ---------------------------------- */
+
+static void spawn_sleep(struct lz_broker_child *child)
+{
+	struct lz_err err = { 0, "" };
+	static char *const argv[] = { "sleep", "30", NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = bin("sleep"), .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .join_pidfd = -1, .exec = &exec };
+	assert_int_equal(lz_broker_spawn(&spec, child, &err), 0);
+}
+
+static void test_lz_broker_wait__timeout_kills(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	spawn_sleep(&child);
+	int watch = fcntl(child.pidfd, F_DUPFD_CLOEXEC, 3);
+	assert_true(watch >= 0);
+	int status = -1;
+	int64_t start = lz_now_ms();
+	assert_int_equal(lz_broker_wait(&child, 200, &status, &err), -ETIMEDOUT);
+	assert_true(lz_now_ms() - start < 5000);
+	assert_int_equal(status, -1); /* untouched on failure */
+	assert_non_null(strstr(err.msg, "timed out"));
+	assert_int_equal(child.pidfd, -EBADF);
+	/* Killed and reaped: the process no longer exists. */
+	struct pollfd p = { .fd = watch, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 0), 1);
+	siginfo_t info = { 0 };
+	assert_int_equal(waitid(P_PIDFD, (id_t)watch, &info, WEXITED | WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+	close(watch);
+}
+
+static void test_lz_broker_signal__delivers_through_pidfd(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	spawn_sleep(&child);
+	assert_int_equal(lz_broker_signal(&child, SIGUSR1), 0);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_int_equal(status, 128 + SIGUSR1);
+	/* A released child has no pidfd to signal. */
+	assert_int_equal(lz_broker_signal(&child, SIGTERM), -EBADF);
+	/* Signal 0 probes; an invalid signal is the kernel's -EINVAL. */
+	spawn_sleep(&child);
+	assert_int_equal(lz_broker_signal(&child, 0), 0);
+	assert_int_equal(lz_broker_signal(&child, 1000), -EINVAL);
+	lz_broker_kill(&child);
+	assert_int_equal(child.pidfd, -EBADF);
+	lz_broker_kill(&child); /* an empty child is accepted */
+	lz_broker_kill(NULL);
+}
+
+/* ---- joining a PID and mount namespace (root) ----------------------------- */
+
+/* A holder: PID 1 of a new PID namespace with its own mount namespace and a
+ * /proc of that PID namespace; it waits to be killed. */
+static int start_holder(int *ret_pidfd)
+{
+	int ready[2];
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	int pidfd = -1;
+	pid_t pid = lz_clone_pidfd(CLONE_NEWPID | CLONE_NEWNS, &pidfd);
+	if (pid == 0) {
+		close(ready[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		prctl(PR_SET_NAME, "lz-test-holder");
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			_exit(1);
+		(void)!write(ready[1], "R", 1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	assert_true(pid > 0);
+	char c = 0;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	*ret_pidfd = pidfd;
+	return 0;
+}
+
+static void stop_holder(int pidfd)
+{
+	siginfo_t info;
+	(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	(void)lz_reap(pidfd, -1, &info);
+	close(pidfd);
+}
+
+/* Runs sh -c script in the holder's namespaces; returns the status and the
+ * output in out. */
+static int run_joined(int holder, const char *script, char *out, size_t cap,
+		      struct lz_broker_child *keep)
+{
+	struct lz_err err = { 0, "" };
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	char *const argv[] = { "sh", "-c", (char *)script, NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = p[1], .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .label = "joined", .comm = "lz-test-join", .join_pidfd = holder,
+				       .join_flags = CLONE_NEWPID | CLONE_NEWNS, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	int r = lz_broker_spawn(&spec, &child, &err);
+	close(p[1]);
+	if (r < 0) {
+		close(p[0]);
+		print_error("spawn: %s\n", err.msg);
+		return r;
+	}
+	if (keep) {
+		*keep = child;
+		return p[0];
+	}
+	drain(p[0], out, cap);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 10000, &status, &err), 0);
+	return status;
+}
+
+static void test_lz_broker_spawn__join_pidns_and_mountns(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	int holder = -1;
+	start_holder(&holder);
+	char out[256];
+	/* $$ is the PID in the joined PID namespace (the holder is 1); the
+	 * first field of /proc/self/stat is the PID as the joined mount
+	 * namespace's /proc sees it, and /proc/1 is the holder. */
+	int status = run_joined(holder, "read pid rest </proc/self/stat; "
+					"echo \"$$ $pid $(cat /proc/1/comm)\"", out, sizeof(out), NULL);
+	assert_int_equal(status, 0);
+	int shell = 0, proc = 0;
+	char comm[32] = "";
+	assert_int_equal(sscanf(out, "%d %d %31s", &shell, &proc, comm), 3);
+	assert_in_range(shell, 2, 20);
+	assert_int_equal(proc, shell);
+	assert_string_equal(comm, "lz-test-holder");
+	stop_holder(holder);
+}
+
+static void test_lz_broker_wait__joined_pidns_relays_exit_status(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	int holder = -1;
+	start_holder(&holder);
+	char out[64];
+	assert_int_equal(run_joined(holder, "exit 5", out, sizeof(out), NULL), 5);
+	assert_int_equal(run_joined(holder, "kill -9 $$", out, sizeof(out), NULL), 137);
+	assert_int_equal(run_joined(holder, "exit 0", out, sizeof(out), NULL), 0);
+	stop_holder(holder);
+}
+
+static void test_lz_broker_signal__joined_pidns_relays_signal(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	int holder = -1;
+	start_holder(&holder);
+	struct lz_err err = { 0, "" };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	/* The target handles TERM itself: status 42 proves the wrapper relayed
+	 * the signal (a wrapper killed by it would give 143). */
+	int out = run_joined(holder, "trap 'exit 42' TERM; echo up; while :; do sleep 0.05; done", NULL, 0,
+			     &child);
+	assert_true(out >= 0);
+	char buf[8] = "";
+	assert_int_equal(read(out, buf, 3), 3); /* the trap is installed */
+	close(out);
+	usleep(100 * 1000); /* the wrapper installs its relay after the exec report */
+	assert_int_equal(lz_broker_signal(&child, SIGTERM), 0);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 10000, &status, &err), 0);
+	assert_int_equal(status, 42);
+	stop_holder(holder);
+}
+
+static void test_lz_broker_spawn__join_failure_is_reported(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	/* A pidfd of an exited, reaped process: setns fails in the wrapper and
+	 * the errno comes back; the target never runs. */
+	int pidfd = -1;
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
+	if (pid == 0)
+		_exit(0);
+	assert_true(pid > 0);
+	siginfo_t info;
+	assert_int_equal(lz_reap(pidfd, 5000, &info), 0);
+	char marker[64];
+	make_marker_path(marker, sizeof(marker));
+	char *const argv[] = { "touch", marker, NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = bin("touch"), .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .join_pidfd = pidfd, .join_flags = CLONE_NEWNS, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), -ESRCH);
+	assert_int_equal(child.pidfd, -EBADF);
+	assert_false(appears(marker, 200));
+	close(pidfd);
+}
+
+/* ---- a new user namespace (unprivileged users with subordinate IDs) ------- */
+
+static bool has_subuid(void)
+{
+	struct passwd *pw = getpwuid(getuid());
+	if (pw == NULL)
+		return false;
+	FILE *f = fopen("/etc/subuid", "re");
+	if (f == NULL)
+		return false;
+	char line[256];
+	size_t len = strlen(pw->pw_name);
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strncmp(line, pw->pw_name, len) == 0 && line[len] == ':';
+	fclose(f);
+	return found;
+}
+
+/* The body, without cmocka (it may run in a forked child): 0 when the
+ * namespace child saw uid 0 and exactly Lazaret's two-line map. */
+static int userns_check(char *why, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_idmap map;
+	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
+		snprintf(why, size, "idmap: %s", err.msg);
+		return 1;
+	}
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return 1;
+	char *const argv[] = { "sh", "-c", "id -u; cat /proc/self/uid_map", NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = p[1], .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .join_pidfd = -1, .clone_flags = CLONE_NEWUSER, .map = &map,
+				       .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	if (lz_broker_spawn(&spec, &child, &err) < 0) {
+		snprintf(why, size, "spawn: %s", err.msg);
+		return 1;
+	}
+	close(p[1]);
+	char out[512];
+	drain(p[0], out, sizeof(out));
+	int status = -1;
+	if (lz_broker_wait(&child, 5000, &status, &err) < 0 || status != 0) {
+		snprintf(why, size, "child failed (%d): %s", status, err.msg);
+		return 1;
+	}
+	unsigned id, a0, h0, c0, a1, h1, c1;
+	if (sscanf(out, "%u %u %u %u %u %u %u", &id, &a0, &h0, &c0, &a1, &h1, &c1) != 7 || id != 0 ||
+	    a0 != 0 || h0 != getuid() || c0 != 1 || a1 != 1 || h1 != map.subuid_start ||
+	    c1 != LZ_USERNS_SUBID_COUNT) {
+		snprintf(why, size, "unexpected namespace view: %.200s", out);
+		return 1;
+	}
+	return 0;
+}
+
+/* Root has no subordinate IDs: as root (CI), the check runs in a child
+ * that becomes the test user scripts/test.sh creates (LZ_TEST_USER,
+ * default lazaret-test); without such a user the test fails, it does not
+ * skip. */
+static void test_lz_broker_spawn__new_userns_has_verified_map(void **state)
+{
+	(void)state;
+	char why[512] = "";
+	if (geteuid() != 0) {
+		if (!has_subuid())
+			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
+		if (userns_check(why, sizeof(why)) != 0)
+			fail_msg("%s", why);
+		return;
+	}
+	const char *name = getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
+	struct passwd *pw = getpwnam(name);
+	if (pw == NULL)
+		fail_msg("test user '%s' does not exist (scripts/test.sh creates it)", name);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+			_exit(2);
+		int r = userns_check(why, sizeof(why));
+		(void)!write(p[1], why, strlen(why));
+		_exit(r);
+	}
+	close(p[1]);
+	drain(p[0], why, sizeof(why));
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("as %s: %s", name, why[0] ? why : "could not become the test user");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_broker_spawn__exec_argv_env_and_streams_are_exact),
+		cmocka_unit_test(test_lz_broker_wait__exec_exit_status),
+		cmocka_unit_test(test_lz_broker_spawn__exec_missing_file_is_enoent),
+		cmocka_unit_test(test_lz_broker_spawn__spec_misuse_is_einval),
+		cmocka_unit_test(test_lz_broker_wait__fn_error_message_is_eio),
+		cmocka_unit_test(test_lz_broker_wait__fn_success_is_zero),
+		cmocka_unit_test(test_lz_broker_spawn__staged_hook_sees_identity_before_target),
+		cmocka_unit_test(test_lz_broker_spawn__failing_hook_kills_before_target),
+		cmocka_unit_test(test_lz_broker_spawn__failing_hook_stops_fn_target),
+		cmocka_unit_test(test_lz_broker_wait__timeout_kills),
+		cmocka_unit_test(test_lz_broker_signal__delivers_through_pidfd),
+		cmocka_unit_test(test_lz_broker_spawn__join_pidns_and_mountns),
+		cmocka_unit_test(test_lz_broker_wait__joined_pidns_relays_exit_status),
+		cmocka_unit_test(test_lz_broker_signal__joined_pidns_relays_signal),
+		cmocka_unit_test(test_lz_broker_spawn__join_failure_is_reported),
+		cmocka_unit_test(test_lz_broker_spawn__new_userns_has_verified_map),
+	};
+	return cmocka_run_group_tests(tests, NULL, remove_markers);
+}

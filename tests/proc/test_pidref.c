@@ -1,0 +1,86 @@
+/* pidfs process identity (spec 3.3): parsers and a real child's identity. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proc/pidref.h"
+
+static void test_lz_boot_id_parse__canonical_order(void **state)
+{
+	(void)state;
+	uint8_t id[16];
+	assert_int_equal(lz_boot_id_parse("0123abcd-4567-89ef-0123-456789ABCDEF\n", id), 0);
+	const uint8_t want[16] = { 0x01, 0x23, 0xab, 0xcd, 0x45, 0x67, 0x89, 0xef,
+				   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef };
+	assert_memory_equal(id, want, 16);
+}
+
+static void test_lz_boot_id_parse__malformed(void **state)
+{
+	(void)state;
+	uint8_t id[16] = { 0 };
+	assert_int_equal(lz_boot_id_parse("0123abcd-4567-89ef-0123-456789abcdeX", id), -EINVAL);
+	assert_int_equal(lz_boot_id_parse("0123abcd_4567-89ef-0123-456789abcdef", id), -EINVAL);
+	assert_int_equal(lz_boot_id_parse("0123abcd-4567-89ef-0123-456789abcdef0", id), -EINVAL);
+	assert_int_equal(lz_boot_id_parse("0123abcd-45", id), -EINVAL);
+}
+
+static void test_lz_proc_stat_start_time__comm_with_parens_and_spaces(void **state)
+{
+	(void)state;
+	uint64_t t = 0;
+	const char *stat = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
+			   "18446744073709551615 100 200\n";
+	assert_int_equal(lz_proc_stat_start_time(stat, &t), 0);
+	assert_true(t == UINT64_MAX);
+	assert_int_equal(lz_proc_stat_start_time("42 (x) S 1 2", &t), -EINVAL);
+	assert_int_equal(lz_proc_stat_start_time("no parens", &t), -EINVAL);
+}
+
+static void test_lz_pidref_from_pidfd__real_child(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(pidfd >= 0);
+	struct lz_pidref a, b;
+	struct lz_err err;
+	assert_int_equal(lz_pidref_from_pidfd(pidfd, pid, &a, &err), 0);
+	assert_int_equal(lz_pidref_from_pidfd(pidfd, pid, &b, &err), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(a.pid, (uint32_t)pid);
+	assert_true(a.pidfs_ino != 0);
+	assert_true(a.start_time != 0);
+	uint8_t boot[16];
+	assert_int_equal(lz_boot_id(boot, &err), 0);
+	assert_memory_equal(a.boot_id, boot, 16);
+	/* Not a pidfd: fstatfs reports another filesystem. */
+	assert_int_equal(lz_pidref_from_pidfd(STDIN_FILENO, pid, &b, &err), -ENOTSUP);
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	waitpid(pid, NULL, 0);
+	close(pidfd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_boot_id_parse__canonical_order),
+		cmocka_unit_test(test_lz_boot_id_parse__malformed),
+		cmocka_unit_test(test_lz_proc_stat_start_time__comm_with_parens_and_spaces),
+		cmocka_unit_test(test_lz_pidref_from_pidfd__real_child),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
