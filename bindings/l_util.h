@@ -23,8 +23,25 @@ const char *lz_l_opt_string(lua_State *L, int idx, const char *key);
 void lz_l_new_type(lua_State *L, const char *name, const luaL_Reg *methods,
 		   const luaL_Reg *metamethods);
 
+/* [-0, +1, e] the lazaret.core.errno table (loaded once, l_errno.c). */
+void lz_l_push_errno(lua_State *L);
+
 /* [-0, +0, e] the open lazaret.config handle at idx (l_config.c). */
 struct lz_config;
 const struct lz_config *lz_l_check_config(lua_State *L, int idx);
+
+/* The Host Coordinator handle (l_coordinator.c) and its views: a view is
+ * a userdata of type mt whose only uservalue is the hc handle.
+ * lz_l_check_hc [-0, +0, e] raises on a closed or foreign handle;
+ * lz_l_new_view [-0, +1, e] pushes a new view of the hc at hc_idx;
+ * lz_l_view_hc [-0, +0, e] the open hc behind the view at idx. */
+struct lz_hc;
+struct lz_hc *lz_l_check_hc(lua_State *L, int idx);
+void lz_l_new_view(lua_State *L, int hc_idx, const char *mt);
+struct lz_hc *lz_l_view_hc(lua_State *L, int idx, const char *mt);
+
+/* The Runtime Supervisor's body (l_supervisor.c): the broker's fn target
+ * that runs lua/lazaret/runtime/supervisor.lua over the plan. */
+int lz_l_supervisor_main(void *plan, struct lz_err *err);
 
 #endif

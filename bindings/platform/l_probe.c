@@ -32,7 +32,7 @@
  *                                          errno
  *   probe.tools           table            the allowed tool names, in order
  *   probe.trusted_dirs    table            the directories tools come from
- *   probe.errno           table            {ENOENT = 2, ...}: compare numbers */
+ *   probe.errno           table            lazaret.core.errno (l_errno.c) */
 #include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -255,28 +255,13 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "tool", l_tool },
 		{ NULL, NULL },
 	};
-	static const struct {
-		const char *name;
-		int value;
-	} errnos[] = {
-		{ "E2BIG", E2BIG },   { "EACCES", EACCES }, { "EFBIG", EFBIG },
-		{ "EINVAL", EINVAL }, { "EIO", EIO },	    { "ENAMETOOLONG", ENAMETOOLONG },
-		{ "ENODATA", ENODATA }, { "ENODEV", ENODEV }, { "ENOENT", ENOENT },
-		{ "ENOMEM", ENOMEM }, { "ENOSPC", ENOSPC }, { "ENOSYS", ENOSYS },
-		{ "ENOTDIR", ENOTDIR }, { "EPERM", EPERM }, { "ETIMEDOUT", ETIMEDOUT },
-		{ "EUSERS", EUSERS },
-	};
 
 	luaL_newlib(L, functions);
 	push_string_list(L, lz_hostprobe_tool_names);
 	lua_setfield(L, -2, "tools");
 	push_string_list(L, lz_hostprobe_trusted_dirs);
 	lua_setfield(L, -2, "trusted_dirs");
-	lua_createtable(L, 0, (int)(sizeof(errnos) / sizeof(errnos[0])));
-	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
-		lua_pushinteger(L, errnos[i].value);
-		lua_setfield(L, -2, errnos[i].name);
-	}
+	lz_l_push_errno(L);
 	lua_setfield(L, -2, "errno");
 	return 1;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config/domain.h"
+#include "fs/file.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -23,21 +24,6 @@ struct blob {
 	char digest[72];
 	uint64_t size;
 };
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* Streams from src (or the bytes buf/len when src < 0) into
  * blobs/sha256/<digest>, hashing on the way. */
@@ -58,7 +44,7 @@ static int put_blob(int blobs_fd, int src, const void *buf, size_t len, struct b
 	uint64_t size = 0;
 	int r = 0;
 	if (src < 0) {
-		r = write_all(out, buf, len);
+		r = lz_write_all(out, buf, len);
 		EVP_DigestUpdate(ctx, buf, len);
 		size = len;
 	} else {
@@ -72,7 +58,7 @@ static int put_blob(int blobs_fd, int src, const void *buf, size_t len, struct b
 				break;
 			}
 			EVP_DigestUpdate(ctx, chunk, (size_t)n);
-			if ((r = write_all(out, chunk, (size_t)n)) < 0)
+			if ((r = lz_write_all(out, chunk, (size_t)n)) < 0)
 				break;
 			size += (uint64_t)n;
 		}
@@ -111,15 +97,9 @@ static int put_file(int dirfd, const char *name, json_t *doc, struct lz_err *err
 	char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 	if (text == NULL)
 		return lz_err_set(err, ENOMEM, "encode JSON failed");
-	_cleanup_close_ int fd = lz_openat2_create(dirfd, name, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-						   0644, LZ_RESOLVE_OWNED);
-	int r = fd < 0 ? -errno : write_all(fd, text, strlen(text));
+	int r = lz_file_create(dirfd, name, text, strlen(text), 0644, LZ_RESOLVE_OWNED, err);
 	free(text);
-	if (fd >= 0)
-		fchmod(fd, 0644);
-	if (r < 0)
-		return lz_err_set(err, -r, "write %s: %s", name, strerror(-r));
-	return 0;
+	return r;
 }
 
 static json_t *strv(const char *const *v)

@@ -137,3 +137,9 @@ int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err 
 	*ret_alive = st.st_dev == ref->pidfs_dev && st.st_ino == ref->pidfs_ino;
 	return 0;
 }
+
+bool lz_pidref_equal(const struct lz_pidref *a, const struct lz_pidref *b)
+{
+	return memcmp(a->boot_id, b->boot_id, sizeof(a->boot_id)) == 0 && a->pidfs_dev == b->pidfs_dev &&
+	       a->pidfs_ino == b->pidfs_ino && a->pid == b->pid && a->start_time == b->start_time;
+}

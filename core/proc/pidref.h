@@ -22,6 +22,10 @@ struct lz_pidref {
 	uint64_t start_time; /* /proc/<pid>/stat field 22: negative evidence */
 };
 
+/* Field by field (never the struct's padding): boot ID, pidfs device and
+ * inode, PID and start time all equal. */
+bool lz_pidref_equal(const struct lz_pidref *a, const struct lz_pidref *b);
+
 /* Reads the boot ID from /proc/sys/kernel/random/boot_id. */
 int lz_boot_id(uint8_t ret[16], struct lz_err *err);
 

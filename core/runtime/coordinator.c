@@ -1,7 +1,6 @@
 /* The Host Coordinator's mechanisms; see coordinator.h. */
 #include "runtime/coordinator.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -9,11 +8,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
-#include <termios.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,83 +18,61 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proc/broker.h"
-#include "net/canary.h"
-#include "store/catalog.h"
 #include "config/domain.h"
-#include "store/domainstore.h"
-#include "fs/gitsentry.h"
-#include "platform/hostprobe.h"
-#include "init/sandbox_init_blob.h"
-#include "net/netpolicy.h"
-#include "runtime/ocispec.h"
+#include "fs/file.h"
 #include "image/prepare.h"
-#include "runtime/supervisor.h"
-#include "fs/tree.h"
+#include "init/sandbox_init_blob.h"
+#include "net/canary.h"
+#include "net/netpolicy.h"
+#include "platform/hostprobe.h"
+#include "proc/broker.h"
 #include "proc/userns.h"
+#include "runtime/bundle.h"
+#include "runtime/ocispec.h"
+#include "runtime/rundir.h"
+#include "session/session.h"
+#include "store/catalog.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
-#include "session/wire.h"
 
-#define GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define INIT_IN_SANDBOX "/run/lazaret/init"
-#define RESOLV_CONF "nameserver 10.137.54.3\n" /* slirp4netns's synthetic DNS */
-#define IDLE_GRACE_MS 30000
-#define STOP_TIMEOUT_MS 30000
+#define GUEST_LEADER_TIMEOUT_MS 10000
 
-/* One Client Session. Terminal sessions (spec 3.4) own a PTY master and
- * at most one record in flight each way: an Output not yet accepted by the
- * client stops reading the master (kernel PTY backpressure, no unbounded
- * queue), and an Input not yet written to the master stops reading that
- * client, so one session cannot starve another's control events. */
-struct session {
-	int client; /* -1: free slot */
-	bool greeted;
-	bool running;
-	bool client_lost;
-	struct lz_broker_child exec;
-	char id[LZ_DSTORE_ID_HEX_LEN + 1];
-	bool tty;
-	int master;
-	uint8_t out[LZ_WIRE_MAX_DATA];
-	size_t out_len;
-	uint8_t in[LZ_WIRE_MAX_DATA];
-	size_t in_len, in_off;
-	int release_stage;  /* 0 none; 1 SIGHUP sent; 2 SIGTERM sent; 3 SIGKILL sent */
-	int64_t release_at; /* when the next stage is due */
-};
-
-#define RELEASE_GRACE_MS 2000
-#define DRAIN_MS 2000
+enum rs_state { RS_NONE, RS_RUNNING, RS_GONE };
 
 struct lz_hc {
 	const lz_config *cfg;
 	const struct lz_config_profile *profile;
 	const struct lz_path *runtime_domain;
+	char domain_hex[65], fp_hex[65];
+	uint8_t domain_id[32], fingerprint[32];
 	int lock_fd;
 	lz_dstore *store;
-	uint64_t gen;
-	char gen_name[32];
-	struct lz_path gen_dir;
-	char artifact[LZ_ARTIFACT_ID_HEX + 1];
-	int rootfs_fd;
-	bool lease_held;
-	struct lz_broker_child rs;
-	int control_fd;
-	struct lz_rs_msg mounts;
-	struct lz_pidref rs_id;
-	struct lz_pidref runsc_id;
-	struct lz_pidref slirp_id;
+	uint64_t gen; /* 0 until lz_hc_begin */
+	struct lz_gendir gendir;
 	char runsc_path[LZ_HOSTPROBE_PATH_MAX];
 	char container_id[80];
-	int listen_fd;
-	bool ever_served;
-	struct session sessions[LZ_HC_MAX_SESSIONS];
-	uint8_t domain_id[32];
-	uint8_t fingerprint[32];
-	/* Spec 3.7: this generation's canary key and the init's challenge. */
+
+	/* Evidence held for the store transitions. */
+	char artifact[LZ_ARTIFACT_ID_HEX + 1]; /* "" until looked up */
+	int rootfs_fd;
+	bool lease_held;
+	bool have_mounts, have_slirp, have_runsc, have_ready, attested;
+	struct lz_rs_msg mounts, ready;
+	struct lz_pidref slirp_id, runsc_id;
+	char readiness[2 * LZ_NETREADY_FP_LEN + 1];
+	uint8_t policy_digest[32];
 	uint8_t canary_key[LZ_CANARY_KEY_LEN];
 	uint8_t init_challenge[LZ_CANARY_CHALLENGE_LEN];
+
+	/* The Runtime Supervisor. */
+	enum rs_state rs_state;
+	struct lz_broker_child rs;
+	int control_fd;
+
+	/* Sessions (spec 3.4). */
+	int listen_fd;
+	bool ever_served;
+	struct lz_session sessions[LZ_HC_MAX_SESSIONS];
 };
 
 uint64_t lz_hc_generation(const lz_hc *hc)
@@ -105,125 +80,44 @@ uint64_t lz_hc_generation(const lz_hc *hc)
 	return hc->gen;
 }
 
-static const char *domain_hex(const lz_hc *hc)
+const char *lz_hc_readiness(const lz_hc *hc)
 {
-	struct lz_config_summary s;
-	lz_config_summarize(hc->cfg, &s);
-	return s.domain_id;
+	return hc->attested ? hc->readiness : NULL;
 }
 
-static const char *fingerprint_hex(const lz_hc *hc)
+static int need_generation(const lz_hc *hc, struct lz_err *err)
 {
-	struct lz_config_summary s;
-	lz_config_summarize(hc->cfg, &s);
-	return s.fingerprint;
+	return hc->gen ? 0 : lz_err_set(err, EPROTO, "no generation has begun");
 }
 
-/* Writes bytes to a new file name beneath dirfd (created with mode). */
-static int write_file(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
-		      struct lz_err *err)
-{
-	_cleanup_close_ int fd = lz_openat2_create(dirfd, name, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-						   mode, LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
-	const char *p = data;
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return lz_err_set(err, errno, "write %s: %s", name, strerror(errno));
-		p += n;
-		len -= (size_t)n;
-	}
-	if (fchmod(fd, mode) < 0)
-		return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
-	return 0;
-}
-
-static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
-{
-	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
-		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
-	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
-	*ret = fd;
-	return 0;
-}
-
-/* Generations of an earlier, dead coordinator leave runtime directories;
- * the flock proves no live HC owns them. Their RS is gone with its PID
- * namespace, so their mount points are plain directories. */
-static void remove_stale_generations(const lz_hc *hc)
-{
-	int fd = lz_openat2(hc->runtime_domain->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-			    LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
-		return;
-	}
-	char names[64][32];
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL && n < 64)
-		if (strncmp(de->d_name, "gen-", 4) == 0 && strlen(de->d_name) < sizeof(names[0])) {
-			memcpy(names[n], de->d_name, strlen(de->d_name) + 1);
-			n++;
-		}
-	closedir(d);
-	struct lz_idmap map;
-	bool have_map = lz_idmap_for_invoking_user(&map, NULL) >= 0;
-	for (size_t i = 0; i < n; i++)
-		if (lz_tree_remove(hc->runtime_domain->fd, names[i], NULL) < 0 && have_map)
-			(void)lz_tree_remove_in_userns(&map, hc->runtime_domain->fd, names[i], NULL);
-	(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
-}
+/* ---- ownership -------------------------------------------------------------- */
 
 /* A generation left starting, published or stopping belongs to a lost
  * coordinator (we hold the Domain flock now): it is recorded failed, with
- * its evidence kept for recovery (full recovery is a later issue). */
+ * its evidence kept for recovery. */
 static void end_lost_generation(lz_hc *hc)
 {
-	struct lz_dstore_generation *v = NULL;
+	_cleanup_free_ struct lz_dstore_generation *v = NULL;
 	size_t n = 0;
 	struct lz_err e = { 0, "" };
-	if (lz_dstore_generation_list(hc->store, 1, &v, &n, &e) < 0)
+	if (lz_dstore_generation_list(hc->store, 1, &v, &n, &e) < 0 || n == 0)
 		return;
-	if (n > 0 && v[0].state != LZ_DSTORE_GEN_STOPPED && v[0].state != LZ_DSTORE_GEN_FAILED) {
+	if (v[0].state != LZ_DSTORE_GEN_STOPPED && v[0].state != LZ_DSTORE_GEN_FAILED) {
 		fprintf(stderr, "generation %llu was left by a lost coordinator; recording it failed\n",
 			(unsigned long long)v[0].generation);
 		(void)lz_dstore_generation_set_state(hc->store, v[0].generation, LZ_DSTORE_GEN_FAILED, &e);
 	}
-	free(v);
 }
 
-/* The HC is a direct existing-process edge (spec 3.3): it records its own
- * current pidfs identity as committed. */
-static int record_self(lz_hc *hc, struct lz_err *err)
+static void hc_closep(lz_hc **hc)
 {
-	struct lz_pidref me;
-	_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	if (fd < 0)
-		return lz_err_set(err, errno, "pidfd of the Host Coordinator: %s", strerror(errno));
-	int r = lz_pidref_from_pidfd(fd, getpid(), &me, err);
-	if (r >= 0)
-		r = lz_dstore_participant_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR, err);
-	if (r >= 0)
-		r = lz_dstore_participant_enter_process(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR,
-							&me, err);
-	if (r >= 0)
-		r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR, err);
-	return r;
+	lz_hc_close(*hc);
 }
 
 int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 {
-	lz_hc *hc = calloc(1, sizeof(*hc));
+	_cleanup_(hc_closep) lz_hc *hc = calloc(1, sizeof(*hc));
+	struct lz_config_summary s;
 	int r;
 	if (hc == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
@@ -231,285 +125,278 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	hc->profile = lz_config_selected(cfg);
 	hc->runtime_domain = lz_config_runtime_domain(cfg);
 	hc->lock_fd = hc->rootfs_fd = hc->control_fd = hc->listen_fd = -EBADF;
-	hc->gen_dir = (struct lz_path)LZ_PATH_INIT;
+	hc->gendir = (struct lz_gendir)LZ_GENDIR_INIT;
 	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
-	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
-		hc->sessions[i].client = -1;
-		hc->sessions[i].master = -1;
-		hc->sessions[i].exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
-	}
-	if (hc->profile == NULL || hc->runtime_domain == NULL) {
-		free(hc);
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		lz_session_init(&hc->sessions[i]);
+	if (hc->profile == NULL || hc->runtime_domain == NULL)
 		return lz_err_set(err, EINVAL, "the Host Coordinator needs a resolved profile");
-	}
-	if ((r = lz_unhex(domain_hex(hc), hc->domain_id, 32)) < 0 ||
-	    (r = lz_unhex(fingerprint_hex(hc), hc->fingerprint, 32)) < 0) {
-		free(hc);
+	lz_config_summarize(cfg, &s);
+	snprintf(hc->domain_hex, sizeof(hc->domain_hex), "%s", s.domain_id);
+	snprintf(hc->fp_hex, sizeof(hc->fp_hex), "%s", s.fingerprint);
+	if (lz_unhex(hc->domain_hex, hc->domain_id, 32) < 0 || lz_unhex(hc->fp_hex, hc->fingerprint, 32) < 0)
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
-	}
 
 	/* Spec 3.3: the Domain flock decides the one coordinator. */
-	hc->lock_fd = lz_openat2_create(hc->runtime_domain->fd, LZ_HC_LOCK,
-					O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
-	if (hc->lock_fd < 0) {
-		r = lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
-		goto fail;
-	}
-	if (flock(hc->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		r = errno == EWOULDBLOCK
-			    ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
-			    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
-		goto fail;
-	}
-	remove_stale_generations(hc);
+	hc->lock_fd = lz_openat2_create(hc->runtime_domain->fd, LZ_RUNDIR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW,
+					0600, LZ_RESOLVE_OWNED);
+	if (hc->lock_fd < 0)
+		return lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	if (flock(hc->lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
+					    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	lz_rundir_remove_stale(hc->runtime_domain);
 	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
-		goto fail;
+		return r;
 	end_lost_generation(hc);
-	if ((r = lz_dstore_generation_begin(hc->store, domain_hex(hc), fingerprint_hex(hc), &hc->gen,
-					    err)) < 0)
-		goto fail;
-	if ((r = record_self(hc, err)) < 0)
-		goto fail;
-	snprintf(hc->gen_name, sizeof(hc->gen_name), "gen-%llu", (unsigned long long)hc->gen);
-	if ((r = lz_path_owned_child(hc->runtime_domain, hc->gen_name, true, &hc->gen_dir, err)) < 0)
-		goto fail;
-	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0) {
-		lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
-		goto fail;
-	}
-	snprintf(hc->container_id, sizeof(hc->container_id), "lazaret-%.16s-%llu", domain_hex(hc),
-		 (unsigned long long)hc->gen);
-	*ret = hc;
+	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0)
+		return lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
+	*ret = TAKE_PTR(hc);
 	return 0;
-fail:
-	lz_hc_close(hc, false);
-	return r;
 }
 
-/* ---- prepared lower (spec 3.6 lease acquisition, steps 1-3) ----------------- */
-
-int lz_hc_acquire_lower(lz_hc *hc, struct lz_err *err)
+int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 {
-	const struct lz_path *storage = lz_config_storage_root(hc->cfg);
 	int r;
-	if ((r = lz_prepare_lookup(storage, hc->profile->image, hc->artifact, &hc->rootfs_fd, err)) < 0)
+	if (hc->gen)
+		return lz_err_set(err, EPROTO, "generation %llu has begun already", (unsigned long long)hc->gen);
+	uint64_t gen;
+	if ((r = lz_dstore_generation_begin(hc->store, hc->domain_hex, hc->fp_hex, &gen, err)) < 0)
 		return r;
-	/* 1. intent with the intended artifact, 2. catalog lease, 3. held. */
-	if ((r = lz_dstore_participant_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err)) < 0 ||
-	    (r = lz_dstore_participant_set_artifact(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
-						    hc->artifact, err)) < 0)
-		return r;
-	if ((r = lz_catalog_lease_acquire(storage->fd, hc->artifact, domain_hex(hc), hc->gen, err)) < 0)
-		return r;
-	hc->lease_held = true;
-	if ((r = lz_dstore_participant_set_lease_held(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
-						      err)) < 0 ||
-	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err)) < 0)
-		return r;
-	return 0;
+	hc->gen = gen;
+	snprintf(hc->container_id, sizeof(hc->container_id), "lazaret-%.16s-%llu", hc->domain_hex,
+		 (unsigned long long)gen);
+	return lz_gendir_create(hc->runtime_domain, gen, lz_sandbox_init, lz_sandbox_init_len,
+				LZ_BUNDLE_RESOLV_CONF, &hc->gendir, err);
 }
 
-/* ---- the Runtime Supervisor ------------------------------------------------ */
+/* ---- prepared lower ---------------------------------------------------------- */
 
-/* "/usr/local" -> "usr%2Flocal": one directory name per persistent path. */
-static void encode_path(const char *path, char *out, size_t size)
+int lz_hc_lower_lookup(lz_hc *hc, struct lz_err *err)
 {
-	size_t n = 0;
-	for (const char *p = path + 1; *p && n + 4 < size; p++) {
-		if (*p == '/' || *p == '%')
-			n += (size_t)snprintf(out + n, size - n, "%%%02X", (unsigned char)*p);
-		else
-			out[n++] = *p;
-	}
-	out[n] = '\0';
+	if (hc->artifact[0])
+		return lz_err_set(err, EPROTO, "the prepared lower was looked up already");
+	return lz_prepare_lookup(lz_config_storage_root(hc->cfg), hc->profile->image, hc->artifact,
+				 &hc->rootfs_fd, err);
 }
 
-/* The upper directory's root gives the merged directory its owner and
- * mode, so it mirrors the lower's mode (the owner is namespace root). */
-static int anchor_dirs(lz_hc *hc, const char *path, int lower_fd, struct lz_rs_anchor *a,
+/* The participant row of role (*ret zeroed, phase 0, when there is none). */
+static int participant(lz_hc *hc, enum lz_dstore_role role, struct lz_dstore_participant *ret,
 		       struct lz_err *err)
 {
-	struct lz_path anchors = LZ_PATH_INIT, one = LZ_PATH_INIT;
-	char name[512];
-	struct stat st;
-	int r;
-	encode_path(path, name, sizeof(name));
-	r = lz_path_owned_child(lz_config_storage_domain(hc->cfg), "anchor", true, &anchors, err);
-	if (r >= 0)
-		r = lz_path_owned_child(&anchors, name, true, &one, err);
-	if (r >= 0 && fstat(lower_fd, &st) < 0)
-		r = lz_err_set(err, errno, "stat %s in the image: %s", path, strerror(errno));
-	snprintf(a->upper, sizeof(a->upper), "%s/upper", one.canonical ? one.canonical : "");
-	snprintf(a->work, sizeof(a->work), "%s/work", one.canonical ? one.canonical : "");
-	if (r >= 0)
-		r = subdir(one.fd, "upper", 0700, &a->upper_fd, err);
-	if (r >= 0 && fchmodat(one.fd, "upper", st.st_mode & 07777, 0) < 0)
-		r = lz_err_set(err, errno, "chmod the State Anchor of %s: %s", path, strerror(errno));
-	if (r >= 0)
-		r = subdir(one.fd, "work", 0700, &a->work_fd, err);
-	lz_path_release(&anchors);
-	lz_path_release(&one);
-	return r;
-}
-
-struct start_ctx {
-	lz_hc *hc;
-};
-
-/* Spec 3.7: the HC derives the generation's policy from the trusted
- * configuration and hands its canonical bytes to the RS in a write-sealed
- * memfd with their digest. */
-static int policy_memfd(lz_hc *hc, int *ret_fd, uint8_t digest[32], struct lz_err *err)
-{
-	const struct lz_config_profile *p = hc->profile;
-	struct lz_prefix allow[LZ_CONFIG_LIST_MAX], deny[LZ_CONFIG_LIST_MAX];
-	for (size_t i = 0; i < p->n_allow; i++)
-		allow[i] = p->allow[i].prefix;
-	for (size_t i = 0; i < p->n_deny; i++)
-		deny[i] = p->deny[i].prefix;
-	struct lz_netpolicy *pol = malloc(sizeof(*pol));
-	uint8_t *bytes = malloc(LZ_NETPOLICY_ENCODED_MAX);
-	size_t len = 0;
-	int r = pol && bytes ? 0 : lz_err_set(err, ENOMEM, "out of memory");
-	if (r >= 0)
-		r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, pol, err);
-	if (r >= 0 && (r = lz_netpolicy_encode(pol, bytes, LZ_NETPOLICY_ENCODED_MAX, &len)) < 0)
-		lz_err_set(err, -r, "encode the network policy: %s", strerror(-r));
-	if (r >= 0 && (r = lz_netpolicy_digest_bytes(bytes, len, digest)) < 0)
-		lz_err_set(err, -r, "digest the network policy: %s", strerror(-r));
-	if (r >= 0)
-		r = lz_netpolicy_to_memfd(bytes, len, ret_fd, err);
-	free(bytes);
-	free(pol);
-	return r;
-}
-
-/* FR-16: slirp4netns, from the system directories, and its log; the RS
- * runs it (supervisor.h). Located here so a missing package is named
- * before anything starts. */
-static int helper_plan(lz_hc *hc, struct lz_rs_plan *plan, struct lz_err *err)
-{
-	char tool[LZ_HOSTPROBE_PATH_MAX];
-	int r = lz_hostprobe_tool_locate("slirp4netns", err, &tool);
+	struct lz_err e = { 0, "" };
+	int r = lz_dstore_participant_get(hc->store, hc->gen, role, ret, &e);
+	if (r == -ENOENT) {
+		*ret = (struct lz_dstore_participant){ 0 };
+		return 0;
+	}
 	if (r < 0)
-		return lz_err_prefix(err, r, "the connectivity helper (package slirp4netns): ");
-	snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", tool);
-	plan->slirp_log_fd = lz_openat2_create(hc->gen_dir.fd, "slirp4netns.log",
-					       O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
-	if (plan->slirp_log_fd < 0)
-		return lz_err_set(err, errno, "create slirp4netns.log: %s", strerror(errno));
+		*err = e;
+	return r;
+}
+
+int lz_hc_lease_acquire(lz_hc *hc, struct lz_err *err)
+{
+	struct lz_dstore_participant p;
+	int r;
+	if ((r = need_generation(hc, err)) < 0 || (r = participant(hc, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, err)) < 0)
+		return r;
+	bool recorded = p.has_artifact && strcmp(p.artifact_id, hc->artifact) == 0;
+	lz_dstore_participant_clear(&p);
+	/* Spec 3.6 step 1 comes first: the intent names the artifact. */
+	if (!recorded || hc->lease_held)
+		return lz_err_set(err, EPROTO, "the catalog lease needs prepared-lower intent with its artifact "
+					       "recorded first");
+	if ((r = lz_catalog_lease_acquire(lz_config_storage_root(hc->cfg)->fd, hc->artifact, hc->domain_hex, hc->gen,
+					  err)) < 0)
+		return r;
+	hc->lease_held = true;
 	return 0;
 }
+
+/* Step 4's recheck, under the catalog lock: the Domain's own record still
+ * says release, and the supervisor that held the mounts is gone. */
+static int lease_recheck(void *ctxp, struct lz_err *err)
+{
+	lz_hc *hc = ctxp;
+	enum lz_dstore_phase phase;
+	int r = lz_hc_phase(hc, LZ_DSTORE_ROLE_PREPARED_LOWER, &phase, err);
+	if (r < 0)
+		return r;
+	if (phase != LZ_DSTORE_PHASE_RELEASE || hc->rs_state == RS_RUNNING)
+		return lz_err_set(err, ESTALE, "prepared lower is not in release, or its mounts may still exist");
+	return 0;
+}
+
+int lz_hc_lease_release(lz_hc *hc, struct lz_err *err)
+{
+	if (!hc->lease_held)
+		return 0;
+	int r = lz_catalog_lease_release(lz_config_storage_root(hc->cfg)->fd, hc->artifact, hc->domain_hex, hc->gen,
+					 lease_recheck, hc, err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	hc->lease_held = false;
+	return 0;
+}
+
+/* ---- the Runtime Supervisor ------------------------------------------------- */
 
 static int rs_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
 {
-	lz_hc *hc = ((struct start_ctx *)ctxp)->hc;
-	hc->rs_id = *id;
-	return lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id,
-						   err);
+	lz_hc *hc = ctxp;
+	return lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id, err);
 }
 
-static int build_mounts(lz_hc *hc, struct lz_oci_mount *m, size_t *n, char (*labels)[4200],
-			struct lz_gitsentry_mount **ret_git, size_t *ret_n_git, struct lz_err *err)
+/* Spec 3.3 step 1 and 3.6 step 4: nothing physical before its intent. */
+static int rs_preconditions(lz_hc *hc, struct lz_err *err)
 {
-	const struct lz_config_profile *p = hc->profile;
-	const struct lz_path *ws = lz_config_workspace(hc->cfg);
-	size_t k = 0;
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_STATE_ANCHOR, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
+						     LZ_DSTORE_ROLE_ATTACHED_RUNSC, LZ_DSTORE_ROLE_SANDBOX,
+						     LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, LZ_DSTORE_ROLE_NETWORK };
+	enum lz_dstore_phase phase;
 	int r;
-	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
-		snprintf(labels[k], sizeof(labels[k]), "%s/anchor/%zu", hc->gen_dir.canonical, i);
-		m[k] = (struct lz_oci_mount){ .destination = p->persistent_dirs[i], .type = "bind",
-					      .source = labels[k] };
-		k++;
+	if (hc->rs_state != RS_NONE)
+		return lz_err_set(err, EPROTO, "this generation's Runtime Supervisor was started already");
+	if ((r = lz_hc_phase(hc, LZ_DSTORE_ROLE_PREPARED_LOWER, &phase, err)) < 0)
+		return r;
+	if (phase != LZ_DSTORE_PHASE_ACTIVE || !hc->lease_held)
+		return lz_err_set(err, EPROTO, "the Runtime Supervisor needs an active, leased prepared lower");
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++) {
+		if ((r = lz_hc_phase(hc, roles[i], &phase, err)) < 0)
+			return r;
+		if (phase != LZ_DSTORE_PHASE_INTENT)
+			return lz_err_set(err, EPROTO, "the Runtime Supervisor needs %s intent first",
+					  lz_dstore_role_name(roles[i]));
 	}
-	for (size_t i = 0; i < p->n_volumes; i++)
-		m[k++] = (struct lz_oci_mount){ .destination = p->volumes[i].destination,
-						.type = "bind",
-						.source = lz_config_volume_source(hc->cfg, i)->canonical,
-						.read_only = p->volumes[i].read_only };
-	m[k++] = (struct lz_oci_mount){ .destination = "/workspace", .type = "bind",
-					.source = ws->canonical };
-	/* SR-4: Git Sentry, after /workspace so it lies on top. */
-	if ((r = lz_gitsentry_plan(ws->fd, ws->canonical, ret_git, ret_n_git, err)) < 0)
-		return lz_err_prefix(err, r, "Git Sentry: ");
-	/* Pin .git as a mount point of its own: a mount point cannot be
-	 * renamed, so `mv .git x` cannot slip the protected files aside. */
-	struct stat st;
-	if (*ret_n_git > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISDIR(st.st_mode)) {
-		snprintf(labels[k], sizeof(labels[k]), "%s/.git", ws->canonical);
-		m[k] = (struct lz_oci_mount){ .destination = "/workspace/.git", .type = "bind",
-					      .source = labels[k] };
-		k++;
-	}
-	for (size_t i = 0; i < *ret_n_git; i++) {
-		const struct lz_gitsentry_mount *g = &(*ret_git)[i];
-		bool file = g->kind == LZ_GITSENTRY_READONLY_FILE;
-		m[k++] = (struct lz_oci_mount){ .destination = g->sandbox_path,
-						.type = file ? "bind" : "tmpfs",
-						.source = file ? g->host_path : NULL,
-						.read_only = file };
-	}
-	snprintf(labels[k], sizeof(labels[k]), "%s/init", hc->gen_dir.canonical);
-	m[k] = (struct lz_oci_mount){ .destination = INIT_IN_SANDBOX, .type = "bind",
-				      .source = labels[k], .read_only = true };
-	k++;
-	/* Spec 3.7: the product's resolver configuration, read-only. */
-	snprintf(labels[k], sizeof(labels[k]), "%s/resolv.conf", hc->gen_dir.canonical);
-	m[k] = (struct lz_oci_mount){ .destination = "/etc/resolv.conf", .type = "bind",
-				      .source = labels[k], .read_only = true };
-	k++;
-	*n = k;
 	return 0;
 }
 
-static int write_bundle(lz_hc *hc, int bundle_fd, struct lz_err *err)
+static void plan_freep(struct lz_rs_plan **p)
 {
-	const struct lz_config_profile *p = hc->profile;
-	size_t cap = p->n_persistent_dirs + p->n_volumes + LZ_GITSENTRY_MOUNTS_MAX + 4;
-	struct lz_oci_mount *mounts = calloc(cap, sizeof(*mounts));
-	char(*labels)[4200] = calloc(cap, sizeof(*labels));
-	struct lz_gitsentry_mount *git = NULL;
-	size_t n = 0, n_git = 0;
-	char *json = NULL;
-	char root[4200];
+	lz_rsplan_free(*p);
+}
+
+int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
+{
+	_cleanup_(plan_freep) struct lz_rs_plan *plan = NULL;
+	_cleanup_close_ int hc_fd = -EBADF;
+	struct lz_idmap map;
 	int r;
-	if (mounts == NULL || labels == NULL) {
-		r = lz_err_set(err, ENOMEM, "out of memory");
-		goto out;
+	if ((r = need_generation(hc, err)) < 0 || (r = rs_preconditions(hc, err)) < 0 ||
+	    (r = lz_idmap_for_invoking_user(&map, err)) < 0)
+		return r;
+	if (getrandom(hc->canary_key, sizeof(hc->canary_key), 0) != (ssize_t)sizeof(hc->canary_key) ||
+	    getrandom(hc->init_challenge, sizeof(hc->init_challenge), 0) != (ssize_t)sizeof(hc->init_challenge))
+		return lz_err_set(err, EIO, "canary key: %s", strerror(errno));
+	struct lz_rsplan_input in = { .cfg = hc->cfg, .gen = &hc->gendir, .generation = hc->gen,
+				      .domain_id = hc->domain_hex, .artifact = hc->artifact,
+				      .rootfs_fd = hc->rootfs_fd, .runsc_path = hc->runsc_path,
+				      .container_id = hc->container_id, .canary_key = hc->canary_key };
+	if ((r = lz_rsplan_build(&in, &plan, &hc_fd, err)) < 0 ||
+	    (r = lz_bundle_write(hc->cfg, &hc->gendir, hc->init_challenge, err)) < 0)
+		return r;
+	memcpy(hc->policy_digest, plan->policy_digest, sizeof(hc->policy_digest));
+	struct lz_broker_spec spec = {
+		.label = "Runtime Supervisor",
+		.comm = "lz-supervisor",
+		/* No CLONE_NEWNET: the RS creates the enforcement namespace
+		 * after cloning slirp4netns in the host's (supervisor.h). */
+		.clone_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS,
+		.map = &map,
+		.join_pidfd = -1,
+		.fn = rs_main,
+		.arg = plan,
+		.staged = rs_staged,
+		.ctx = hc,
+	};
+	if ((r = lz_broker_spawn(&spec, &hc->rs, err)) < 0)
+		return r;
+	hc->rs_state = RS_RUNNING;
+	hc->control_fd = TAKE_FD(hc_fd);
+	return 0;
+}
+
+int lz_hc_rs_expect(lz_hc *hc, enum lz_rs_msg_type type, struct lz_err *err)
+{
+	struct lz_rs_msg *m = malloc(sizeof(*m));
+	if (m == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	int r = hc->rs_state == RS_RUNNING ? lz_rs_recv(hc->control_fd, m, LZ_RS_START_TIMEOUT_MS + 5000) : -ESRCH;
+	if (r < 0)
+		r = lz_err_set(err, -r, "the Runtime Supervisor %s",
+			       r == -EPIPE || r == -ESRCH ? "ended early" : strerror(-r));
+	else if (!lz_rs_msg_for(m, hc->gen, hc->domain_hex))
+		r = lz_err_set(err, EPROTO, "the Runtime Supervisor reported another generation");
+	else if (m->type == LZ_RS_FAILED)
+		r = lz_err_set(err, EIO, "the Runtime Supervisor failed: %s", m->text);
+	else if (m->type != type)
+		r = lz_err_set(err, EPROTO, "expected '%s' from the Runtime Supervisor, got '%s'",
+			       lz_rs_msg_name(type), lz_rs_msg_name(m->type));
+	else if (type == LZ_RS_MOUNTS && !hc->have_mounts && m->n_mounts == 1 + hc->profile->n_persistent_dirs) {
+		hc->mounts = *m;
+		hc->have_mounts = true;
+	} else if (type == LZ_RS_HELPER_STAGED && !hc->have_slirp) {
+		hc->slirp_id = m->id;
+		hc->have_slirp = true;
+	} else if (type == LZ_RS_STAGED && !hc->have_runsc) {
+		hc->runsc_id = m->id;
+		hc->have_runsc = true;
+	} else if (type == LZ_RS_READY && hc->have_runsc && !hc->have_ready && lz_pidref_equal(&m->id, &hc->runsc_id)) {
+		hc->ready = *m;
+		hc->have_ready = true;
+	} else {
+		r = lz_err_set(err, EPROTO, "unexpected or duplicate '%s' from the Runtime Supervisor",
+			       lz_rs_msg_name(m->type));
 	}
-	if ((r = build_mounts(hc, mounts, &n, labels, &git, &n_git, err)) < 0)
-		goto out;
-	snprintf(root, sizeof(root), "%s/root", hc->gen_dir.canonical);
-	char challenge[2 * LZ_CANARY_CHALLENGE_LEN + 1];
-	lz_hex(hc->init_challenge, sizeof(hc->init_challenge), challenge);
-	char *const argv[] = { INIT_IN_SANDBOX, "--attest", challenge, NULL };
-	char *const env[] = { GUEST_PATH, NULL };
-	struct lz_oci_process init = { .argv = argv, .env = env, .cwd = "/" };
-	/* The network namespace is the RS's, by path (fact 3): PID 1 there. */
-	struct lz_ocispec spec = { .root_path = root, .hostname = "lazaret",
-				   .netns_path = "/proc/1/ns/net", .process = &init,
-				   .mounts = mounts, .n_mounts = n };
-	if ((r = lz_ocispec_config_json(&spec, &json, err)) < 0)
-		goto out;
-	r = write_file(bundle_fd, "config.json", json, strlen(json), 0600, err);
-out:
-	free(json);
-	free(git);
-	free(labels);
-	free(mounts);
+	free(m);
 	return r;
 }
 
-static int recv_rs(lz_hc *hc, struct lz_rs_msg *m, struct lz_err *err)
+static int held_identity(const lz_hc *hc, enum lz_dstore_role role, const struct lz_pidref **ret,
+			 struct lz_err *err)
 {
-	int r = lz_rs_recv(hc->control_fd, m, LZ_RS_START_TIMEOUT_MS + 5000);
-	if (r < 0)
-		return lz_err_set(err, -r, "the Runtime Supervisor %s", r == -EPIPE ? "ended early" : strerror(-r));
-	if (m->generation != hc->gen || strcmp(m->domain_id, domain_hex(hc)) != 0)
-		return lz_err_set(err, EPROTO, "the Runtime Supervisor reported another generation");
-	if (m->type == LZ_RS_FAILED)
-		return lz_err_set(err, EIO, "the Runtime Supervisor failed: %s", m->text);
+	bool have = false;
+	switch (role) {
+	case LZ_DSTORE_ROLE_CONNECTIVITY_HELPER:
+		have = hc->have_slirp;
+		*ret = &hc->slirp_id;
+		break;
+	case LZ_DSTORE_ROLE_ATTACHED_RUNSC:
+	case LZ_DSTORE_ROLE_SANDBOX:
+		have = hc->have_runsc;
+		*ret = &hc->runsc_id;
+		break;
+	case LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR:
+		have = hc->rs_state != RS_NONE;
+		*ret = &hc->rs.id;
+		break;
+	default:
+		return lz_err_set(err, EINVAL, "%s has no process this coordinator acquires",
+				  lz_dstore_role_name(role));
+	}
+	return have ? 0 : lz_err_set(err, EPROTO, "no %s identity has been reported", lz_dstore_role_name(role));
+}
+
+int lz_hc_rs_ack(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	const struct lz_pidref *id = NULL;
+	struct lz_dstore_participant p;
+	int r;
+	if (role != LZ_DSTORE_ROLE_CONNECTIVITY_HELPER && role != LZ_DSTORE_ROLE_ATTACHED_RUNSC)
+		return lz_err_set(err, EINVAL, "the Runtime Supervisor stages no %s", lz_dstore_role_name(role));
+	if ((r = held_identity(hc, role, &id, err)) < 0 || (r = participant(hc, role, &p, err)) < 0)
+		return r;
+	bool staged = p.process.phase == LZ_DSTORE_SLOT_STAGED && lz_pidref_equal(&p.process.id, id);
+	lz_dstore_participant_clear(&p);
+	if (!staged)
+		return lz_err_set(err, EPROTO, "%s is not durably staged with the reported identity; no "
+					       "acknowledgement", lz_dstore_role_name(role));
+	struct lz_rs_msg ack;
+	lz_rs_msg_init(&ack, LZ_HC_ACK, hc->gen, hc->domain_hex);
+	ack.id = *id;
+	if ((r = lz_rs_send(hc->control_fd, &ack)) < 0)
+		return lz_err_set(err, -r, "acknowledge the staged identity: %s", strerror(-r));
 	return 0;
 }
 
@@ -519,7 +406,7 @@ static int recv_rs(lz_hc *hc, struct lz_rs_msg *m, struct lz_err *err)
 static int rs_netns(lz_hc *hc, struct stat *ret, struct lz_err *err)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%u/ns/net", hc->rs_id.pid);
+	snprintf(path, sizeof(path), "/proc/%u/ns/net", hc->rs.id.pid);
 	_cleanup_close_ int ns = open(path, O_RDONLY | O_CLOEXEC);
 	if (ns < 0 || fstat(ns, ret) < 0)
 		return lz_err_set(err, errno, "the Runtime Supervisor's network namespace: %s", strerror(errno));
@@ -528,427 +415,308 @@ static int rs_netns(lz_hc *hc, struct stat *ret, struct lz_err *err)
 	return 0;
 }
 
-/* Spec 3.7 MarkNetworkReady, first half: the attestation record must hold
- * every predicate and the init must have reached this generation's allowed
- * canary (only the key holder can form the answer); then the readiness
- * fingerprint over the RS's namespace as the HC reads it. */
-static int network_attested(lz_hc *hc, const struct lz_rs_msg *m, const uint8_t policy_digest[32],
-			    char fp_hex[2 * LZ_NETREADY_FP_LEN + 1], struct lz_err *err)
+int lz_hc_attest_network(lz_hc *hc, struct lz_err *err)
 {
 	struct lz_netattest att;
 	uint8_t want[LZ_CANARY_CHALLENGE_LEN], fp[LZ_NETREADY_FP_LEN];
 	struct lz_dstore_generation g;
 	struct stat ns;
 	int r;
-	if (lz_netattest_decode(m->attest, m->attest_len, &att) < 0)
+	if (!hc->have_ready || hc->attested)
+		return lz_err_set(err, EPROTO, "network attestation needs the Runtime Supervisor's readiness report");
+	if (lz_netattest_decode(hc->ready.attest, hc->ready.attest_len, &att) < 0)
 		return lz_err_set(err, EPROTO, "network readiness: the attestation record does not decode");
+	/* Only this generation's responder, holding the key, forms the answer. */
 	if (lz_canary_answer(hc->canary_key, hc->gen, LZ_NET_CANARY_ALLOWED, hc->init_challenge, want) < 0)
 		return lz_err_set(err, EIO, "network readiness: OpenSSL failed");
 	if ((r = lz_netattest_check(&att, want, err)) < 0)
 		return lz_err_prefix(err, r, "network readiness refused: ");
-	if ((r = rs_netns(hc, &ns, err)) < 0 ||
-	    (r = lz_dstore_generation_get(hc->store, hc->gen, &g, err)) < 0)
+	if ((r = rs_netns(hc, &ns, err)) < 0 || (r = lz_dstore_generation_get(hc->store, hc->gen, &g, err)) < 0)
 		return r;
-	if ((r = lz_netready_fingerprint(hc->domain_id, hc->gen, hc->fingerprint, g.sidecar_id, policy_digest,
+	if ((r = lz_netready_fingerprint(hc->domain_id, hc->gen, hc->fingerprint, g.sidecar_id, hc->policy_digest,
 					 (uint64_t)ns.st_dev, (uint64_t)ns.st_ino, fp)) < 0)
 		return lz_err_set(err, -r, "network readiness fingerprint: %s", strerror(-r));
-	lz_hex(fp, sizeof(fp), fp_hex);
+	lz_hex(fp, sizeof(fp), hc->readiness);
+	hc->attested = true;
 	return 0;
 }
 
-/* Second half, with the RS committed: the helper's committed ownership
- * before the network records readiness (spec 3.6); the network participant
- * is the RS itself, a direct existing-process edge (spec 3.3). Publication
- * needs it active (domainstore.h). */
-static int network_record(lz_hc *hc, const char *fp_hex, struct lz_err *err)
+int lz_hc_rs_stop(lz_hc *hc, struct lz_err *err)
 {
-	int r;
-	if ((r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
-						      &hc->slirp_id, err)) < 0 ||
-	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, err)) < 0 ||
-	    (r = lz_dstore_participant_enter_process(hc->store, hc->gen, LZ_DSTORE_ROLE_NETWORK, &hc->rs_id,
-						     err)) < 0 ||
-	    (r = lz_dstore_participant_set_network_ready(hc->store, hc->gen, fp_hex, err)) < 0)
-		return r;
-	return lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_NETWORK, err);
-}
-
-/* Spec 3.3 step 6: the persisted staged identity, echoed. */
-static int ack_rs(lz_hc *hc, const struct lz_rs_msg *staged, struct lz_err *err)
-{
-	struct lz_rs_msg ack = *staged;
-	ack.type = LZ_HC_ACK;
-	int r = lz_rs_send(hc->control_fd, &ack);
-	return r < 0 ? lz_err_set(err, -r, "acknowledge the staged identity: %s", strerror(-r)) : 0;
-}
-
-int lz_hc_start(lz_hc *hc, struct lz_err *err)
-{
-	const struct lz_config_profile *p = hc->profile;
-	struct lz_rs_plan *plan = calloc(1, sizeof(*plan));
-	struct lz_idmap map;
-	int sv[2] = { -EBADF, -EBADF };
-	int bundle_fd = -EBADF, empty_fd = -EBADF, anchor_root = -EBADF, runsc_root = -EBADF;
-	int sessions_fd = -EBADF;
-	int r;
-	if (plan == NULL)
+	if (hc->rs_state != RS_RUNNING)
+		return 0;
+	struct lz_rs_msg *m = malloc(sizeof(*m));
+	if (m == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	plan->log_fd = plan->root_target_fd = plan->prepared_fd = plan->control_fd = -EBADF;
-	plan->root_upper_fd = plan->root_work_fd = plan->hc_fd = plan->policy_fd = plan->slirp_log_fd = -EBADF;
-	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS) {
-		r = lz_err_set(err, E2BIG, "more than %d persistent directories", LZ_RS_MAX_ANCHORS);
-		goto out;
-	}
-	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
-		plan->anchors[i] = (struct lz_rs_anchor){ .lower_fd = -EBADF, .upper_fd = -EBADF,
-							  .work_fd = -EBADF, .target_fd = -EBADF };
-	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0)
-		goto out;
-	if (getrandom(hc->canary_key, sizeof(hc->canary_key), 0) != (ssize_t)sizeof(hc->canary_key) ||
-	    getrandom(hc->init_challenge, sizeof(hc->init_challenge), 0) != (ssize_t)sizeof(hc->init_challenge)) {
-		r = lz_err_set(err, EIO, "canary key: %s", strerror(errno));
-		goto out;
-	}
-	memcpy(plan->canary_key, hc->canary_key, sizeof(plan->canary_key));
-
-	/* The generation's runtime tree: root/, anchor/<i>, runsc/, bundle/,
-	 * sessions/, empty/, the init binary and the runsc log. */
-	int g = hc->gen_dir.fd;
-	if ((r = subdir(g, "root", 0700, &plan->root_target_fd, err)) < 0 ||
-	    (r = subdir(g, "root-upper", 0755, &plan->root_upper_fd, err)) < 0 ||
-	    (r = subdir(g, "root-work", 0700, &plan->root_work_fd, err)) < 0 ||
-	    (r = subdir(g, "anchor", 0700, &anchor_root, err)) < 0 ||
-	    (r = subdir(g, "runsc", 0700, &runsc_root, err)) < 0 ||
-	    (r = subdir(g, "bundle", 0700, &bundle_fd, err)) < 0 ||
-	    (r = subdir(g, "sessions", 0700, &sessions_fd, err)) < 0 ||
-	    (r = subdir(g, "empty", 0755, &empty_fd, err)) < 0 ||
-	    (r = write_file(g, "init", lz_sandbox_init, lz_sandbox_init_len, 0555, err)) < 0 ||
-	    (r = write_file(g, "resolv.conf", RESOLV_CONF, strlen(RESOLV_CONF), 0444, err)) < 0)
-		goto out;
-	plan->log_fd = lz_openat2_create(g, "runsc.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-					 0600, LZ_RESOLVE_OWNED);
-	if (plan->log_fd < 0) {
-		r = lz_err_set(err, errno, "create runsc.log: %s", strerror(errno));
-		goto out;
-	}
-	snprintf(plan->root_target, sizeof(plan->root_target), "%s/root", hc->gen_dir.canonical);
-	snprintf(plan->root_upper, sizeof(plan->root_upper), "%s/root-upper", hc->gen_dir.canonical);
-	snprintf(plan->root_work, sizeof(plan->root_work), "%s/root-work", hc->gen_dir.canonical);
-	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
-		struct lz_rs_anchor *a = &plan->anchors[i];
-		char name[32];
-		const char *dir = p->persistent_dirs[i];
-		snprintf(name, sizeof(name), "%zu", i);
-		snprintf(a->target, sizeof(a->target), "%s/anchor/%zu", hc->gen_dir.canonical, i);
-		if ((r = subdir(anchor_root, name, 0755, &a->target_fd, err)) < 0)
-			goto out;
-		a->lower_fd = lz_openat2(hc->rootfs_fd, dir + 1, O_PATH | O_DIRECTORY | O_CLOEXEC,
-					 LZ_RESOLVE_OWNED);
-		snprintf(a->lower, sizeof(a->lower), "%s/prepared/%s/rootfs%s",
-			 lz_config_storage_root(hc->cfg)->canonical, hc->artifact, dir);
-		if (a->lower_fd < 0 && errno == ENOENT) {
-			a->lower_fd = fcntl(empty_fd, F_DUPFD_CLOEXEC, 3);
-			snprintf(a->lower, sizeof(a->lower), "%s/empty", hc->gen_dir.canonical);
+	lz_rs_msg_init(m, LZ_HC_STOP, hc->gen, hc->domain_hex);
+	(void)lz_rs_send(hc->control_fd, m);
+	bool proved = false;
+	char why[LZ_RS_TEXT_MAX] = "";
+	while (lz_rs_recv(hc->control_fd, m, LZ_HC_STOP_TIMEOUT_MS) == 0) {
+		if (m->type == LZ_RS_STOPPED) {
+			proved = true;
+			break;
 		}
-		if (a->lower_fd < 0) {
-			r = lz_err_set(err, errno, "persistent directory %s in the image: %s%s", dir,
-				       strerror(errno),
-				       errno == ELOOP || errno == ENOTDIR ? " (it must be a directory, "
-									    "not a symlink)" : "");
-			goto out;
+		if (m->type == LZ_RS_FAILED) {
+			snprintf(why, sizeof(why), "%s", m->text);
+			break;
 		}
-		if ((r = anchor_dirs(hc, dir, a->lower_fd, a, err)) < 0)
-			goto out;
 	}
-	plan->n_anchors = p->n_persistent_dirs;
-	if ((r = write_bundle(hc, bundle_fd, err)) < 0)
-		goto out;
-
-	plan->generation = hc->gen;
-	snprintf(plan->domain_id, sizeof(plan->domain_id), "%s", domain_hex(hc));
-	plan->prepared_fd = hc->rootfs_fd;
-	snprintf(plan->prepared, sizeof(plan->prepared), "%s/prepared/%s/rootfs",
-		 lz_config_storage_root(hc->cfg)->canonical, hc->artifact);
-	snprintf(plan->runsc_path, sizeof(plan->runsc_path), "%s", hc->runsc_path);
-	snprintf(plan->runsc_root, sizeof(plan->runsc_root), "%s/runsc", hc->gen_dir.canonical);
-	snprintf(plan->bundle, sizeof(plan->bundle), "%s/bundle", hc->gen_dir.canonical);
-	snprintf(plan->container_id, sizeof(plan->container_id), "%s", hc->container_id);
-	plan->dcache = lz_config_dcache(hc->cfg);
-	if ((r = policy_memfd(hc, &plan->policy_fd, plan->policy_digest, err)) < 0 ||
-	    (r = helper_plan(hc, plan, err)) < 0)
-		goto out;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		r = lz_err_set(err, errno, "socketpair: %s", strerror(errno));
-		goto out;
-	}
-	plan->control_fd = sv[1];
-	plan->hc_fd = sv[0];
-
-	/* Spec 3.6 step 4: State Anchor intent before its mounts exist. */
-	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_STATE_ANCHOR,
-						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
-						     LZ_DSTORE_ROLE_ATTACHED_RUNSC, LZ_DSTORE_ROLE_SANDBOX,
-						     LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, LZ_DSTORE_ROLE_NETWORK };
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++)
-		if ((r = lz_dstore_participant_intent(hc->store, hc->gen, roles[i], err)) < 0)
-			goto out;
-
-	struct start_ctx ctx = { hc };
-	struct lz_broker_spec spec = {
-		.label = "Runtime Supervisor",
-		.comm = "lz-supervisor",
-		/* No CLONE_NEWNET: the RS creates the enforcement namespace
-		 * after cloning slirp4netns in the host's (supervisor.h). */
-		.clone_flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS,
-		.map = &map,
-		.join_pidfd = -1,
-		.fn = lz_rs_main,
-		.arg = plan,
-		.staged = rs_staged,
-		.ctx = &ctx,
-	};
-	if ((r = lz_broker_spawn(&spec, &hc->rs, err)) < 0)
-		goto out;
-	hc->control_fd = TAKE_FD(sv[0]);
-	lz_close_fdp(&sv[1]);
-	plan->hc_fd = -EBADF;
-
-	struct lz_rs_msg m;
-	if ((r = recv_rs(hc, &m, err)) < 0)
-		goto out;
-	if (m.type != LZ_RS_MOUNTS || m.n_mounts != 1 + p->n_persistent_dirs) {
-		r = lz_err_set(err, EPROTO, "the Runtime Supervisor reported unexpected mounts");
-		goto out;
-	}
-	hc->mounts = m;
-	for (size_t i = 0; i < m.n_mounts; i++) {
-		const char *label = i == 0 ? "/" : p->persistent_dirs[i - 1];
-		struct lz_dstore_mount dm = { .mnt_id = m.mounts[i].mnt_id, .dev = m.mounts[i].dev,
-					      .ino = m.mounts[i].ino };
-		snprintf(dm.path, sizeof(dm.path), "%s", label);
-		if ((r = lz_dstore_participant_add_mount(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR,
-							 &dm, err)) < 0)
-			goto out;
-	}
-	if ((r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR, err)) < 0)
-		goto out;
-	/* Spec 3.6: connectivity-helper ownership is durable before the helper
-	 * runs; it is committed once the RS has seen tap0 configured. */
-	if ((r = recv_rs(hc, &m, err)) < 0)
-		goto out;
-	if (m.type != LZ_RS_HELPER_STAGED) {
-		r = lz_err_set(err, EPROTO, "expected the staged slirp4netns identity");
-		goto out;
-	}
-	hc->slirp_id = m.id;
-	if ((r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
-						     &m.id, err)) < 0 ||
-	    (r = ack_rs(hc, &m, err)) < 0)
-		goto out;
-
-	/* The attached runsc: stage, echo, then readiness commits it. */
-	if ((r = recv_rs(hc, &m, err)) < 0)
-		goto out;
-	if (m.type != LZ_RS_STAGED) {
-		r = lz_err_set(err, EPROTO, "expected the staged runsc identity");
-		goto out;
-	}
-	hc->runsc_id = m.id;
-	if ((r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
-						     &m.id, err)) < 0)
-		goto out;
-	if ((r = ack_rs(hc, &m, err)) < 0)
-		goto out;
-	if ((r = recv_rs(hc, &m, err)) < 0)
-		goto out;
-	if (m.type != LZ_RS_READY || memcmp(&m.id, &hc->runsc_id, sizeof(m.id)) != 0) {
-		r = lz_err_set(err, EPROTO, "the readiness report does not name the staged runsc");
-		goto out;
-	}
-	char fp_hex[2 * LZ_NETREADY_FP_LEN + 1];
-	if ((r = network_attested(hc, &m, plan->policy_digest, fp_hex, err)) < 0)
-		goto out;
-	/* Step 9: committed only after readiness. */
-	if ((r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
-						      &hc->rs_id, err)) < 0 ||
-	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
-						err)) < 0 ||
-	    (r = network_record(hc, fp_hex, err)) < 0 ||
-	    (r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
-						      &hc->runsc_id, err)) < 0 ||
-	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_ATTACHED_RUNSC, err)) < 0 ||
-	    (r = lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_SANDBOX,
-						     &hc->runsc_id, err)) < 0 ||
-	    (r = lz_dstore_participant_commit_process(hc->store, hc->gen, LZ_DSTORE_ROLE_SANDBOX,
-						      &hc->runsc_id, err)) < 0 ||
-	    (r = lz_dstore_participant_activate(hc->store, hc->gen, LZ_DSTORE_ROLE_SANDBOX, err)) < 0)
-		goto out;
-	r = 0;
-out:
-	lz_close_fdp(&sv[0]);
-	lz_close_fdp(&sv[1]);
-	lz_close_fdp(&bundle_fd);
-	lz_close_fdp(&empty_fd);
-	lz_close_fdp(&anchor_root);
-	lz_close_fdp(&runsc_root);
-	lz_close_fdp(&sessions_fd);
-	lz_close_fdp(&plan->log_fd);
-	lz_close_fdp(&plan->root_target_fd);
-	lz_close_fdp(&plan->policy_fd);
-	lz_close_fdp(&plan->slirp_log_fd);
-	lz_close_fdp(&plan->root_upper_fd);
-	lz_close_fdp(&plan->root_work_fd);
-	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++) {
-		lz_close_fdp(&plan->anchors[i].lower_fd);
-		lz_close_fdp(&plan->anchors[i].upper_fd);
-		lz_close_fdp(&plan->anchors[i].work_fd);
-		lz_close_fdp(&plan->anchors[i].target_fd);
-	}
-	free(plan);
-	return r;
-}
-
-/* ---- publication and sessions --------------------------------------------- */
-
-int lz_hc_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_un *ret)
-{
-	*ret = (struct sockaddr_un){ .sun_family = AF_UNIX };
-	if ((size_t)snprintf(ret->sun_path, sizeof(ret->sun_path), "/proc/self/fd/%d/%s",
-			     runtime_domain->fd, LZ_HC_SOCKET) >= sizeof(ret->sun_path))
-		return -ENAMETOOLONG;
+	free(m);
+	int status;
+	struct lz_err werr = { 0, "" };
+	int r = lz_broker_wait(&hc->rs, LZ_HC_STOP_TIMEOUT_MS, &status, &werr);
+	lz_close_fdp(&hc->control_fd);
+	/* The mounts lived only in the RS's mount namespace, which ended with
+	 * the reaped RS and its PID namespace (slirp4netns, runsc and the
+	 * sandbox with it): the independent absence proof when the RS could
+	 * not report its own. -EIO is a reaped RS whose body failed. */
+	if (!proved && r < 0 && r != -EIO)
+		return lz_err_set(err, -r, "stopping the Runtime Supervisor: %s%s%s", werr.msg, why[0] ? "; " : "",
+				  why);
+	hc->rs_state = RS_GONE;
 	return 0;
 }
+
+/* ---- Domain Store transitions ------------------------------------------------ */
+
+int lz_hc_phase(lz_hc *hc, enum lz_dstore_role role, enum lz_dstore_phase *ret, struct lz_err *err)
+{
+	struct lz_dstore_participant p;
+	int r = need_generation(hc, err);
+	if (r < 0 || (r = participant(hc, role, &p, err)) < 0)
+		return r;
+	*ret = p.phase;
+	lz_dstore_participant_clear(&p);
+	return 0;
+}
+
+int lz_hc_intent(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	return r < 0 ? r : lz_dstore_participant_intent(hc->store, hc->gen, role, err);
+}
+
+int lz_hc_record(lz_hc *hc, enum lz_hc_evidence what, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	if (r < 0)
+		return r;
+	switch (what) {
+	case LZ_HC_EVIDENCE_ARTIFACT:
+		if (!hc->artifact[0])
+			return lz_err_set(err, EPROTO, "no prepared artifact has been looked up");
+		return lz_dstore_participant_set_artifact(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
+							  hc->artifact, err);
+	case LZ_HC_EVIDENCE_LEASE:
+		if (!hc->lease_held)
+			return lz_err_set(err, EPROTO, "no catalog lease is held");
+		return lz_dstore_participant_set_lease_held(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
+	case LZ_HC_EVIDENCE_MOUNTS:
+		if (!hc->have_mounts)
+			return lz_err_set(err, EPROTO, "the Runtime Supervisor has reported no mounts");
+		for (size_t i = 0; i < hc->mounts.n_mounts; i++) {
+			const struct lz_mount_id *m = &hc->mounts.mounts[i];
+			struct lz_dstore_mount dm = { .mnt_id = m->mnt_id, .dev = m->dev, .ino = m->ino };
+			snprintf(dm.path, sizeof(dm.path), "%s", i == 0 ? "/" : hc->profile->persistent_dirs[i - 1]);
+			if ((r = lz_dstore_participant_add_mount(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR, &dm,
+								 err)) < 0)
+				return r;
+		}
+		return 0;
+	case LZ_HC_EVIDENCE_READINESS:
+		if (!hc->attested)
+			return lz_err_set(err, EPROTO, "the network is not attested");
+		return lz_dstore_participant_set_network_ready(hc->store, hc->gen, hc->readiness, err);
+	}
+	return lz_err_set(err, EINVAL, "unknown evidence");
+}
+
+/* Spec 3.3 step 9: committed (or, for the sandbox, staged at all) only
+ * after target readiness, which for this generation is the attested
+ * network. */
+static int identity_for(const lz_hc *hc, enum lz_dstore_role role, bool need_ready, const struct lz_pidref **ret,
+			struct lz_err *err)
+{
+	int r = held_identity(hc, role, ret, err);
+	if (r < 0)
+		return r;
+	if (need_ready && !hc->attested)
+		return lz_err_set(err, EPROTO, "%s is committed only after the network attestation",
+				  lz_dstore_role_name(role));
+	return 0;
+}
+
+int lz_hc_stage(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	const struct lz_pidref *id = NULL;
+	int r = need_generation(hc, err);
+	if (r < 0)
+		return r;
+	if (role == LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR)
+		return lz_err_set(err, EINVAL, "the broker stages the Runtime Supervisor before its release");
+	if ((r = identity_for(hc, role, role == LZ_DSTORE_ROLE_SANDBOX, &id, err)) < 0)
+		return r;
+	return lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err);
+}
+
+int lz_hc_commit(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	const struct lz_pidref *id = NULL;
+	int r = need_generation(hc, err);
+	if (r < 0 || (r = identity_for(hc, role, true, &id, err)) < 0)
+		return r;
+	return lz_dstore_participant_commit_process(hc->store, hc->gen, role, id, err);
+}
+
+int lz_hc_enter(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	struct lz_pidref me;
+	const struct lz_pidref *id = &me;
+	int r = need_generation(hc, err);
+	if (r < 0)
+		return r;
+	if (role == LZ_DSTORE_ROLE_HOST_COORDINATOR) {
+		_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		if (fd < 0)
+			return lz_err_set(err, errno, "pidfd of the Host Coordinator: %s", strerror(errno));
+		if ((r = lz_pidref_from_pidfd(fd, getpid(), &me, err)) < 0)
+			return r;
+	} else if (role == LZ_DSTORE_ROLE_NETWORK) {
+		/* Spec 3.3 "Network RS": the committed supervisor, after the
+		 * attestation. */
+		if ((r = identity_for(hc, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, true, &id, err)) < 0)
+			return r;
+	} else {
+		return lz_err_set(err, EINVAL, "%s is not a direct existing-process edge", lz_dstore_role_name(role));
+	}
+	return lz_dstore_participant_enter_process(hc->store, hc->gen, role, id, err);
+}
+
+int lz_hc_activate(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	return r < 0 ? r : lz_dstore_participant_activate(hc->store, hc->gen, role, err);
+}
+
+int lz_hc_release(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	return r < 0 ? r : lz_dstore_participant_release_intent(hc->store, hc->gen, role, err);
+}
+
+static bool sessions_active(const lz_hc *hc)
+{
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		if (lz_session_busy(&hc->sessions[i]))
+			return true;
+	return false;
+}
+
+/* Spec 3.3: release becomes clean only after absence proof. */
+static int absence_proved(const lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	switch (role) {
+	case LZ_DSTORE_ROLE_PREPARED_LOWER:
+		if (hc->lease_held)
+			return lz_err_set(err, EBUSY, "prepared_lower still holds its catalog lease");
+		return 0;
+	case LZ_DSTORE_ROLE_HOST_COORDINATOR:
+		if (hc->listen_fd >= 0 || sessions_active(hc))
+			return lz_err_set(err, EBUSY, "the Host Coordinator still serves sessions");
+		break;
+	default:
+		break;
+	}
+	/* The RS's processes and mounts end with its namespaces. */
+	if (hc->rs_state == RS_RUNNING)
+		return lz_err_set(err, EBUSY, "%s: the Runtime Supervisor still runs", lz_dstore_role_name(role));
+	return 0;
+}
+
+int lz_hc_clean(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	if (r < 0 || (r = absence_proved(hc, role, err)) < 0)
+		return r;
+	return lz_dstore_participant_clean(hc->store, hc->gen, role, err);
+}
+
+int lz_hc_anchor_unmounted(lz_hc *hc, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	if (r < 0 || (r = absence_proved(hc, LZ_DSTORE_ROLE_STATE_ANCHOR, err)) < 0)
+		return r;
+	return lz_dstore_anchor_unmounted(hc->store, hc->gen, err);
+}
+
+int lz_hc_set_state(lz_hc *hc, enum lz_dstore_gen_state state, struct lz_err *err)
+{
+	int r = need_generation(hc, err);
+	if (r < 0)
+		return r;
+	if (state == LZ_DSTORE_GEN_PUBLISHED)
+		return lz_err_set(err, EINVAL, "publication is lz_hc_publish: the socket and the record together");
+	return lz_dstore_generation_set_state(hc->store, hc->gen, state, err);
+}
+
+/* ---- publication and sessions ---------------------------------------------- */
 
 int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 {
 	struct sockaddr_un addr;
+	int r = need_generation(hc, err);
+	if (r < 0)
+		return r;
+	if (hc->listen_fd >= 0)
+		return lz_err_set(err, EPROTO, "the generation is published already");
 	/* Bind beneath the retained, 0700 runtime Domain directory (SR-10). */
-	if (lz_hc_socket_addr(hc->runtime_domain, &addr) < 0)
+	if (lz_rundir_socket_addr(hc->runtime_domain, &addr) < 0)
 		return lz_err_set(err, ENAMETOOLONG, "socket path too long");
-	hc->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (hc->listen_fd < 0)
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
 		return lz_err_set(err, errno, "socket: %s", strerror(errno));
-	(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
+	(void)unlinkat(hc->runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
 	mode_t old = umask(0077);
-	int r = bind(hc->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
+	r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
 	umask(old);
-	if (r < 0 || listen(hc->listen_fd, 16) < 0)
-		return lz_err_set(err, errno, "listen on %s/%s: %s", hc->runtime_domain->canonical,
-				  LZ_HC_SOCKET, strerror(errno));
-	return lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_PUBLISHED, err);
-}
-
-/* Refused carries UTF-8: bytes outside printable ASCII (a non-UTF-8 path
- * in a message, say) become '?', so the refusal always reaches the CLI. */
-static void refuse_client(int fd, int code, const char *msg)
-{
-	char text[LZ_ERR_MSG_MAX];
-	size_t n = strnlen(msg, sizeof(text) - 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)msg[i];
-		text[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	if (r < 0 || listen(fd, 16) < 0)
+		return lz_err_set(err, errno, "listen on %s/%s: %s", hc->runtime_domain->canonical, LZ_RUNDIR_SOCKET,
+				  strerror(errno));
+	/* Sessions are admitted only by a published generation, and the store
+	 * publishes only with the network participant active. */
+	if ((r = lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_PUBLISHED, err)) < 0) {
+		(void)unlinkat(hc->runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+		return r;
 	}
-	text[n] = '\0';
-	if (code <= 0 || code > 4095)
-		code = EIO;
-	struct lz_wire_msg m = { .type = LZ_WIRE_REFUSED,
-				 .refused = { .code = (uint32_t)code, .message = text,
-					      .message_len = n } };
-	(void)lz_wire_send(fd, &m, NULL, 0);
+	hc->listen_fd = TAKE_FD(fd);
+	return 0;
 }
 
-static void session_end(lz_hc *hc, struct session *s)
+static void withdraw(lz_hc *hc)
+{
+	if (hc->listen_fd < 0)
+		return;
+	lz_close_fdp(&hc->listen_fd);
+	(void)unlinkat(hc->runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+}
+
+/* The store's view of a session ends with it: release, then clean. */
+static void session_end(lz_hc *hc, struct lz_session *s)
 {
 	struct lz_err ignored;
-	if (s->exec.pidfd >= 0)
-		lz_broker_kill(&s->exec);
-	if (s->client >= 0)
-		close(s->client);
-	if (s->master >= 0)
-		close(s->master);
-	if (s->id[0]) {
-		(void)lz_dstore_session_release(hc->store, hc->gen, s->id, &ignored);
-		(void)lz_dstore_session_clean(hc->store, hc->gen, s->id, &ignored);
+	char id[sizeof(s->id)];
+	memcpy(id, s->id, sizeof(id));
+	lz_session_reset(s); /* kills and reaps a remaining exec client first */
+	if (id[0]) {
+		(void)lz_dstore_session_release(hc->store, hc->gen, id, &ignored);
+		(void)lz_dstore_session_clean(hc->store, hc->gen, id, &ignored);
 	}
-	s->client = s->master = -1;
-	s->greeted = s->running = s->client_lost = s->tty = false;
-	s->exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
-	s->id[0] = '\0';
-	s->out_len = s->in_len = s->in_off = 0;
-	s->release_stage = 0;
 }
 
 static bool bytes_ok(const struct lz_wire_bytes *b)
 {
 	return b->len > 0 && memchr(b->ptr, '\0', b->len) == NULL;
-}
-
-/* argv and env as NUL-terminated vectors (freed with one free each). */
-static char **to_strv(const struct lz_wire_bytes *v, size_t n)
-{
-	size_t total = (n + 1) * sizeof(char *);
-	for (size_t i = 0; i < n; i++)
-		total += v[i].len + 1;
-	char **out = malloc(total);
-	if (out == NULL)
-		return NULL;
-	char *p = (char *)(out + n + 1);
-	for (size_t i = 0; i < n; i++) {
-		out[i] = p;
-		memcpy(p, v[i].ptr, v[i].len);
-		p[v[i].len] = '\0';
-		p += v[i].len + 1;
-	}
-	out[n] = NULL;
-	return out;
-}
-
-static char **guest_env(const lz_hc *hc)
-{
-	const struct lz_config_profile *p = hc->profile;
-	size_t n = 3 + p->n_env;
-	char **env = calloc(n + 1, sizeof(char *));
-	if (env == NULL)
-		return NULL;
-	size_t k = 0;
-	env[k++] = strdup(GUEST_PATH);
-	env[k++] = strdup("HOME=/root");
-	env[k++] = strdup("LANG=C.UTF-8");
-	/* Profile environment references (spec 3.2), resolved by the loader. */
-	for (size_t i = 0; i < p->n_env; i++) {
-		char *s = NULL;
-		if (asprintf(&s, "%s=%s", p->env[i].name, lz_config_env_value(hc->cfg, i)) < 0)
-			s = NULL;
-		env[k++] = s;
-	}
-	for (size_t i = 0; i < k; i++)
-		if (env[i] == NULL) {
-			for (size_t j = 0; j < k; j++)
-				free(env[j]);
-			free(env);
-			return NULL;
-		}
-	return env;
-}
-
-static void free_env(char **env)
-{
-	for (char **e = env; e && *e; e++) {
-		explicit_bzero(*e, strlen(*e));
-		free(*e);
-	}
-	free(env);
-}
-
-struct session_ctx {
-	lz_hc *hc;
-	struct session *s;
-};
-
-static int exec_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
-{
-	struct session_ctx *c = ctxp;
-	return lz_dstore_session_stage_exec(c->hc->store, c->hc->gen, c->s->id, id, err);
 }
 
 static bool term_value_ok(const struct lz_wire_bytes *v)
@@ -957,8 +725,8 @@ static bool term_value_ok(const struct lz_wire_bytes *v)
 		return false;
 	for (size_t i = 0; i < v->len; i++) {
 		uint8_t c = v->ptr[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '.' || c == '_' || c == '+'))
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+		      c == '.' || c == '_' || c == '+'))
 			return false;
 	}
 	return true;
@@ -968,37 +736,53 @@ static bool term_value_ok(const struct lz_wire_bytes *v)
  * the client's environment enters the sandbox. */
 static char *client_term(const struct lz_wire_run_command *run)
 {
+	char *t = NULL;
 	for (size_t i = 0; i < run->n_env; i++) {
 		const struct lz_wire_env *e = &run->env[i];
-		if (e->name.len == 4 && memcmp(e->name.ptr, "TERM", 4) == 0 && term_value_ok(&e->value)) {
-			char *t = NULL;
-			if (asprintf(&t, "TERM=%.*s", (int)e->value.len, (const char *)e->value.ptr) < 0)
-				return NULL;
-			return t;
-		}
+		if (e->name.len == 4 && memcmp(e->name.ptr, "TERM", 4) == 0 && term_value_ok(&e->value))
+			return asprintf(&t, "TERM=%.*s", (int)e->value.len, (const char *)e->value.ptr) < 0 ? NULL : t;
 	}
 	return strdup("TERM=xterm");
 }
 
-/* Opens a PTY pair: the master stays with the HC (spec 3.4), the slave
- * (opened through the master, never by name) goes to runsc exec. */
-static int open_pty(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slave,
-		    struct lz_err *err)
+/* The command and its environment as the process document's vectors:
+ * argv in one allocation, env from bundle.h plus a terminal's TERM. */
+static int session_vectors(const lz_hc *hc, const struct lz_wire_run_command *run, char ***ret_argv,
+			   char ***ret_env, struct lz_err *err)
 {
-	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-	if (master < 0)
-		return lz_err_set(err, errno, "open a PTY: %s", strerror(errno));
-	struct winsize ws = { .ws_row = rows, .ws_col = cols };
-	int slave = -1;
-	if (grantpt(master) < 0 || unlockpt(master) < 0 || ioctl(master, TIOCSWINSZ, &ws) < 0 ||
-	    (slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
-	    fcntl(master, F_SETFL, O_NONBLOCK) < 0) {
-		int e = errno;
-		close(master);
-		return lz_err_set(err, e, "set up the PTY: %s", strerror(e));
+	size_t total = (run->argc + 1) * sizeof(char *), n = 0;
+	for (size_t i = 0; i < run->argc; i++)
+		total += run->argv[i].len + 1;
+	_cleanup_free_ char **argv = malloc(total);
+	char **env = lz_bundle_guest_env(hc->cfg);
+	if (argv == NULL || env == NULL) {
+		lz_bundle_env_free(env);
+		return lz_err_set(err, ENOMEM, "out of memory");
 	}
-	*ret_master = master;
-	*ret_slave = slave;
+	char *p = (char *)(argv + run->argc + 1);
+	for (size_t i = 0; i < run->argc; i++) {
+		argv[i] = p;
+		memcpy(p, run->argv[i].ptr, run->argv[i].len);
+		p[run->argv[i].len] = '\0';
+		p += run->argv[i].len + 1;
+	}
+	argv[run->argc] = NULL;
+	if (run->terminal) {
+		while (env[n])
+			n++;
+		char **grown = realloc(env, (n + 2) * sizeof(char *));
+		char *term = grown ? client_term(run) : NULL;
+		if (grown)
+			env = grown;
+		if (term == NULL) {
+			lz_bundle_env_free(env);
+			return lz_err_set(err, ENOMEM, "out of memory");
+		}
+		env[n] = term;
+		env[n + 1] = NULL;
+	}
+	*ret_argv = TAKE_PTR(argv);
+	*ret_env = env;
 	return 0;
 }
 
@@ -1006,12 +790,10 @@ static int open_pty(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slav
  * guest runs (C-REFINEMENT fact 7). */
 static int guest_leader(lz_hc *hc, const char *name, uint64_t *ret, struct lz_err *err)
 {
-	int64_t deadline = lz_now_ms() + 10000;
+	int64_t deadline = lz_now_ms() + GUEST_LEADER_TIMEOUT_MS;
 	for (;;) {
-		_cleanup_close_ int dir = lz_openat2(hc->gen_dir.fd, "sessions", O_PATH | O_DIRECTORY | O_CLOEXEC,
-						     LZ_RESOLVE_OWNED);
-		_cleanup_close_ int fd = dir < 0 ? -1 : lz_openat2(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-								   LZ_RESOLVE_OWNED);
+		_cleanup_close_ int fd = lz_openat2(hc->gendir.sessions, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+						    LZ_RESOLVE_OWNED);
 		char text[32] = "";
 		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
 		unsigned long long pid = 0;
@@ -1025,196 +807,106 @@ static int guest_leader(lz_hc *hc, const char *name, uint64_t *ret, struct lz_er
 	}
 }
 
-/* A session: the client's own stdin, stdout and stderr become the exec
- * client's (bytes and EOF pass unmodified, issue 4), or, for a terminal,
- * a PTY the HC owns (issue 5). */
-static int session_start(lz_hc *hc, struct session *s, const struct lz_wire_run_command *run,
-			 const int fds[3], struct lz_err *err)
+struct session_ctx {
+	lz_hc *hc;
+	const char *id;
+};
+
+static int exec_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
 {
-	char **argv = NULL, **env = NULL;
-	char *json = NULL, *term = NULL, file[64], pidfile[64], process[4300], root[4200],
-	     pidarg[4300];
-	int sessions_fd = -EBADF, slave = -EBADF;
+	struct session_ctx *c = ctxp;
+	return lz_dstore_session_stage_exec(c->hc->store, c->hc->gen, c->id, id, err);
+}
+
+static void free_vectorp(char ***v)
+{
+	free(*v);
+}
+
+static void free_envp(char ***v)
+{
+	lz_bundle_env_free(*v);
+}
+
+/* Spec 3.4 session acquisition: intent, the exec client through the
+ * broker (staged before release), the guest leader, one transaction that
+ * commits the exec client and marks the session running, then Welcome. A
+ * command without a terminal gets the client's own standard streams (bytes
+ * and EOF pass unmodified); a terminal session a PTY the HC owns. */
+static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_run_command *run, const int fds[3],
+			 struct lz_err *err)
+{
+	_cleanup_(free_vectorp) char **argv = NULL;
+	_cleanup_(free_envp) char **env = NULL;
+	_cleanup_free_ char *json = NULL;
+	_cleanup_close_ int slave = -EBADF;
+	char file[64], pidfile[64], process[4300], root[4300], pidarg[4300], gen[4097];
+	struct lz_broker_child exec = LZ_BROKER_CHILD_INIT;
 	int r;
 
 	for (size_t i = 0; i < run->argc; i++)
 		if (!bytes_ok(&run->argv[i]) && !(run->argv[i].len == 0 && i > 0))
 			return lz_err_set(err, EINVAL, "argument %zu is empty or contains NUL", i);
-	if ((r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0)
+	if ((r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0 ||
+	    (r = session_vectors(hc, run, &argv, &env, err)) < 0)
 		return r;
-	argv = to_strv(run->argv, run->argc);
-	env = guest_env(hc);
-	if (argv == NULL || env == NULL) {
-		r = lz_err_set(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	if (run->terminal) {
-		/* The TERM slot replaces LANG's position at the end of the defaults. */
-		if ((term = client_term(run)) == NULL) {
-			r = lz_err_set(err, ENOMEM, "out of memory");
-			goto out;
-		}
-		size_t n = 0;
-		while (env[n])
-			n++;
-		char **grown = realloc(env, (n + 2) * sizeof(char *));
-		if (grown == NULL) {
-			r = lz_err_set(err, ENOMEM, "out of memory");
-			goto out;
-		}
-		env = grown;
-		env[n] = TAKE_PTR(term);
-		env[n + 1] = NULL;
-		if ((r = open_pty(run->rows, run->cols, &s->master, &slave, err)) < 0)
-			goto out;
-		s->tty = true;
-	}
-	struct lz_oci_process proc = { .argv = argv, .env = env, .cwd = "/workspace",
-				       .terminal = run->terminal };
+	if (run->terminal && (r = lz_session_open_pty(s, run->rows, run->cols, &slave, err)) < 0)
+		return r;
+	struct lz_oci_process proc = { .argv = argv, .env = env, .cwd = "/workspace", .terminal = run->terminal };
 	if ((r = lz_ocispec_process_json(&proc, &json, err)) < 0)
-		goto out;
-	sessions_fd = lz_openat2(hc->gen_dir.fd, "sessions", O_PATH | O_DIRECTORY | O_CLOEXEC,
-				 LZ_RESOLVE_OWNED);
-	if (sessions_fd < 0) {
-		r = lz_err_set(err, errno, "sessions directory: %s", strerror(errno));
-		goto out;
-	}
+		return r;
 	snprintf(file, sizeof(file), "%s.json", s->id);
 	snprintf(pidfile, sizeof(pidfile), "%s.pid", s->id);
-	r = write_file(sessions_fd, file, json, strlen(json), 0600, err);
+	r = lz_file_create(hc->gendir.sessions, file, json, strlen(json), 0600, LZ_RESOLVE_OWNED, err);
 	explicit_bzero(json, strlen(json)); /* it holds environment values */
 	if (r < 0)
-		goto out;
-	snprintf(process, sizeof(process), "--process=%s/sessions/%s", hc->gen_dir.canonical, file);
-	snprintf(pidarg, sizeof(pidarg), "--internal-pid-file=%s/sessions/%s", hc->gen_dir.canonical,
-		 pidfile);
-	snprintf(root, sizeof(root), "--root=%s/runsc", hc->gen_dir.canonical);
+		return r;
+	(void)lz_gendir_label(&hc->gendir, "", gen, sizeof(gen));
+	snprintf(process, sizeof(process), "--process=%ssessions/%s", gen, file);
+	snprintf(pidarg, sizeof(pidarg), "--internal-pid-file=%ssessions/%s", gen, pidfile);
+	snprintf(root, sizeof(root), "--root=%srunsc", gen);
 	char *exec_argv[] = { "runsc", root, "exec", process, pidarg, hc->container_id, NULL };
-	struct lz_spawn exec = { .label = "runsc exec", .exe_fd = -1, .path = hc->runsc_path,
-				 .argv = exec_argv,
-				 .stdin_fd = s->tty ? slave : fds[0],
-				 .stdout_fd = s->tty ? slave : fds[1],
-				 .stderr_fd = s->tty ? slave : fds[2],
-				 /* The PTY is runsc exec's controlling terminal, so the
-				  * line discipline's signals reach it and it forwards them
-				  * to the guest's foreground group. */
-				 .ctty = s->tty };
-	struct session_ctx ctx = { hc, s };
+	struct lz_spawn spawn = { .label = "runsc exec", .exe_fd = -1, .path = hc->runsc_path, .argv = exec_argv,
+				  .stdin_fd = s->tty ? slave : fds[0],
+				  .stdout_fd = s->tty ? slave : fds[1],
+				  .stderr_fd = s->tty ? slave : fds[2],
+				  /* The PTY is runsc exec's controlling terminal, so the
+				   * line discipline's signals reach it and it forwards
+				   * them to the guest's foreground group. */
+				  .ctty = s->tty };
+	struct session_ctx ctx = { hc, s->id };
 	/* Fact 6: runsc exec reaches the sandbox only from the RS's
 	 * namespaces; it joins them through the RS's pidfd. */
-	struct lz_broker_spec spec = {
-		.label = "runsc exec",
-		.comm = "lz-exec-client",
-		.join_pidfd = hc->rs.pidfd,
-		.join_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID,
-		.exec = &exec,
-		.staged = exec_staged,
-		.ctx = &ctx,
-	};
-	if ((r = lz_broker_spawn(&spec, &s->exec, err)) < 0)
-		goto out;
+	struct lz_broker_spec spec = { .label = "runsc exec", .comm = "lz-exec-client", .join_pidfd = hc->rs.pidfd,
+				       .join_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID,
+				       .exec = &spawn, .staged = exec_staged, .ctx = &ctx };
+	if ((r = lz_broker_spawn(&spec, &exec, err)) < 0)
+		return r;
+	s->exec = exec; /* from here the slot's reset kills it */
 	lz_close_fdp(&slave);
 	/* Spec 3.4 steps 3-4: the guest leader is known before any terminal
 	 * event is admitted; runsc exec with a terminal makes it a session
 	 * and process-group leader, so its group is its PID. runsc exposes
 	 * no start time; it stays 0 (negative evidence only). */
 	struct lz_dstore_guest guest = { 0 };
-	struct lz_dstore_guest *g = NULL;
 	if (s->tty) {
 		if ((r = guest_leader(hc, pidfile, &guest.leader_pid, err)) < 0)
-			goto out;
+			return r;
 		guest.pgid = guest.leader_pid;
-		g = &guest;
 	}
-	if ((r = lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &s->exec.id, g, err)) < 0)
-		goto out;
-	s->running = true;
+	if ((r = lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &exec.id, s->tty ? &guest : NULL, err)) <
+	    0)
+		return r;
+	lz_session_started(s, &exec);
 	hc->ever_served = true;
 	struct lz_wire_msg welcome = { .type = LZ_WIRE_WELCOME,
 				       .welcome = { .protocol = LZ_WIRE_PROTOCOL, .generation = hc->gen } };
 	(void)lz_unhex(s->id, welcome.welcome.session_id, 16);
 	(void)lz_wire_send(s->client, &welcome, NULL, 0);
-out:
-	lz_close_fdp(&slave);
-	lz_close_fdp(&sessions_fd);
-	free(json);
-	free(term);
-	free(argv);
-	free_env(env);
-	return r;
+	return 0;
 }
 
-/* Client loss or close (spec 3.4 release): SIGHUP, grace, SIGTERM, grace,
- * SIGKILL, through the exec client that forwards to the guest group. */
-static void start_release(struct session *s)
-{
-	if (s->release_stage > 0 || s->exec.pidfd < 0)
-		return;
-	(void)lz_broker_signal(&s->exec, SIGHUP);
-	s->release_stage = 1;
-	s->release_at = lz_now_ms() + RELEASE_GRACE_MS;
-}
-
-static void advance_release(struct session *s)
-{
-	if (s->release_stage == 0 || s->exec.pidfd < 0 || lz_remaining_ms(s->release_at) > 0)
-		return;
-	(void)lz_broker_signal(&s->exec, s->release_stage == 1 ? SIGTERM : SIGKILL);
-	s->release_stage++;
-	s->release_at = lz_now_ms() + RELEASE_GRACE_MS;
-}
-
-static void client_gone(struct session *s)
-{
-	s->client_lost = true;
-	close(s->client);
-	s->client = -1;
-	if (s->tty)
-		start_release(s);
-	else
-		(void)lz_broker_signal(&s->exec, SIGTERM);
-}
-
-/* Writes what is pending for the master; false when it cannot take more. */
-static void flush_input(struct session *s)
-{
-	while (s->in_off < s->in_len) {
-		ssize_t n = write(s->master, s->in + s->in_off, s->in_len - s->in_off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		s->in_off += (size_t)n;
-	}
-	if (s->in_off == s->in_len)
-		s->in_len = s->in_off = 0;
-}
-
-/* Sends the pending Output record; it stays pending on a full socket. */
-static void flush_output(struct session *s)
-{
-	if (s->out_len == 0 || s->client < 0)
-		return;
-	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
-	int r = lz_wire_send(s->client, &m, NULL, 0);
-	if (r == 0)
-		s->out_len = 0;
-	else if (r != -EAGAIN)
-		client_gone(s);
-}
-
-static void read_master(struct session *s)
-{
-	if (s->out_len > 0 || s->master < 0)
-		return;
-	ssize_t n = read(s->master, s->out, sizeof(s->out));
-	if (n > 0) {
-		s->out_len = (size_t)n;
-		flush_output(s);
-	}
-}
-
-static void client_message(lz_hc *hc, struct session *s, uint8_t *buf)
+static void client_message(lz_hc *hc, struct lz_session *s, uint8_t *buf)
 {
 	struct lz_wire_msg m;
 	int fds[LZ_WIRE_MAX_FDS];
@@ -1224,106 +916,42 @@ static void client_message(lz_hc *hc, struct session *s, uint8_t *buf)
 	if (r == -EAGAIN)
 		return;
 	if (r < 0) {
-		if (!s->running)
-			session_end(hc, s);
+		if (s->running)
+			lz_session_client_gone(s);
 		else
-			client_gone(s);
+			session_end(hc, s);
 		return;
 	}
 	if (!s->greeted) {
 		if (m.type != LZ_WIRE_HELLO || m.hello.protocol != LZ_WIRE_PROTOCOL ||
 		    memcmp(m.hello.domain_id, hc->domain_id, 32) != 0)
-			refuse_client(s->client, EPROTO, "not a client of this Domain");
+			lz_session_refuse(s->client, EPROTO, "not a client of this Domain");
 		else if (memcmp(m.hello.fingerprint, hc->fingerprint, 32) != 0)
-			refuse_client(s->client, ESTALE,
-				      "this Domain is running with a different configuration "
-				      "(Configuration Fingerprint differs); end its sessions, then "
-				      "launch again");
+			lz_session_refuse(s->client, ESTALE,
+					  "this Domain is running with a different configuration (Configuration "
+					  "Fingerprint differs); end its sessions, then launch again");
 		else
 			s->greeted = true;
 		if (!s->greeted)
 			session_end(hc, s);
-	} else if (!s->running && m.type == LZ_WIRE_RUN_COMMAND) {
+	} else if (!s->running && s->exec.pidfd < 0 && m.type == LZ_WIRE_RUN_COMMAND) {
 		if (n_fds != (m.run.terminal ? 0 : LZ_WIRE_STDIO_FDS)) {
-			refuse_client(s->client, EPROTO, "a command needs its three standard streams, "
-							 "or a terminal");
+			lz_session_refuse(s->client, EPROTO, "a command needs its three standard streams, or a terminal");
 			session_end(hc, s);
 		} else if ((r = session_start(hc, s, &m.run, fds, &err)) < 0) {
-			refuse_client(s->client, -r, err.msg);
+			lz_session_refuse(s->client, -r, err.msg);
 			session_end(hc, s);
 		}
-	} else if (s->running && s->release_stage == 0 && m.type == LZ_WIRE_SIGNAL) {
-		/* Spec 3.4: Interrupt, Quit and Suspend for the guest group. */
-		static const int sigs[] = { [LZ_WIRE_SIG_INTERRUPT] = SIGINT, [LZ_WIRE_SIG_QUIT] = SIGQUIT,
-					    [LZ_WIRE_SIG_SUSPEND] = SIGTSTP, [LZ_WIRE_SIG_HANGUP] = SIGHUP,
-					    [LZ_WIRE_SIG_TERMINATE] = SIGTERM };
-		(void)lz_broker_signal(&s->exec, sigs[m.sig]);
-	} else if (s->running && s->tty && s->release_stage == 0 && m.type == LZ_WIRE_INPUT) {
-		memcpy(s->in, m.input.ptr, m.input.len);
-		s->in_len = m.input.len;
-		s->in_off = 0;
-		flush_input(s);
-	} else if (s->running && s->tty && s->release_stage == 0 && m.type == LZ_WIRE_RESIZE) {
-		/* The kernel sends SIGWINCH to the PTY's foreground group (runsc
-		 * exec), which forwards it to the guest's. */
-		struct winsize ws = { .ws_row = m.resize.rows, .ws_col = m.resize.cols };
-		(void)ioctl(s->master, TIOCSWINSZ, &ws);
-	} else if (s->running && m.type == LZ_WIRE_DETACH) {
-		if (s->tty)
-			start_release(s);
-	} else if (!(s->running && m.type == LZ_WIRE_CLOSE_INPUT)) {
-		refuse_client(s->client, EPROTO, "unexpected message");
+	} else if (lz_session_event(s, &m) == LZ_SESSION_UNEXPECTED) {
+		lz_session_refuse(s->client, EPROTO, "unexpected message");
 		if (s->running)
-			client_gone(s);
+			lz_session_client_gone(s);
 		else
 			session_end(hc, s);
 	}
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	lz_wire_msg_release(&m);
-}
-
-/* Sends one record, waiting (bounded) while the client's socket is full. */
-static void send_bounded(int fd, const struct lz_wire_msg *m, int64_t deadline)
-{
-	for (;;) {
-		int r = lz_wire_send(fd, m, NULL, 0);
-		if (r != -EAGAIN)
-			return;
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		if (poll(&p, 1, lz_remaining_ms(deadline)) <= 0)
-			return;
-	}
-}
-
-/* Spec 3.4 session end: reap the exec client, drain the PTY in order until
- * EOF or the bounded deadline, then exactly one SessionExit. */
-static void exec_ended(lz_hc *hc, struct session *s)
-{
-	int status = 255;
-	struct lz_err ignored;
-	(void)lz_broker_wait(&s->exec, 0, &status, &ignored);
-	if (s->client >= 0 && s->tty) {
-		int64_t deadline = lz_now_ms() + DRAIN_MS;
-		if (s->out_len > 0) {
-			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
-			send_bounded(s->client, &m, deadline);
-			s->out_len = 0;
-		}
-		for (;;) {
-			ssize_t n = read(s->master, s->out, sizeof(s->out));
-			if (n <= 0 || lz_remaining_ms(deadline) == 0)
-				break; /* EIO: no slave left; EAGAIN: drained */
-			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, (size_t)n } };
-			send_bounded(s->client, &m, deadline);
-		}
-	}
-	if (s->client >= 0) {
-		struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
-					 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)status } };
-		send_bounded(s->client, &m, lz_now_ms() + DRAIN_MS);
-	}
-	session_end(hc, s);
 }
 
 static void accept_client(lz_hc *hc)
@@ -1338,65 +966,39 @@ static void accept_client(lz_hc *hc)
 		return;
 	}
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-		if (hc->sessions[i].client < 0 && hc->sessions[i].exec.pidfd < 0) {
+		if (!lz_session_busy(&hc->sessions[i])) {
 			hc->sessions[i].client = fd;
 			return;
 		}
-	refuse_client(fd, EBUSY, "too many sessions in this Domain");
+	lz_session_refuse(fd, EBUSY, "too many sessions in this Domain");
 	close(fd);
-}
-
-static bool sessions_active(const lz_hc *hc)
-{
-	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-		if (hc->sessions[i].client >= 0 || hc->sessions[i].exec.pidfd >= 0)
-			return true;
-	return false;
 }
 
 int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 {
-	enum { FIXED = 3 };
-	struct pollfd pf[FIXED + 3 * LZ_HC_MAX_SESSIONS];
-	struct session *owner[FIXED + 3 * LZ_HC_MAX_SESSIONS];
-	uint8_t *buf = malloc(LZ_WIRE_MAX);
+	enum { FIXED = 3, MAX_FDS = FIXED + LZ_SESSION_POLLFDS * LZ_HC_MAX_SESSIONS };
+	struct pollfd pf[MAX_FDS];
+	struct lz_session *owner[MAX_FDS];
+	_cleanup_free_ uint8_t *buf = malloc(LZ_WIRE_MAX);
 	int64_t started = lz_now_ms();
 	int r = 0;
 	if (buf == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
+	if (hc->listen_fd < 0 || hc->rs_state != RS_RUNNING)
+		return lz_err_set(err, EPROTO, "serving needs a published generation and its Runtime Supervisor");
 	for (;;) {
-		if (!sessions_active(hc) &&
-		    (hc->ever_served || lz_remaining_ms(started + IDLE_GRACE_MS) == 0))
+		if (!sessions_active(hc) && (hc->ever_served || lz_remaining_ms(started + LZ_HC_IDLE_GRACE_MS) == 0))
 			break;
 		size_t n = 0;
-		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + IDLE_GRACE_MS);
+		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + LZ_HC_IDLE_GRACE_MS);
 		pf[n++] = (struct pollfd){ .fd = hc->listen_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->control_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->rs.pidfd, .events = POLLIN };
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
-			struct session *s = &hc->sessions[i];
-			if (s->client >= 0) {
-				short ev = (short)((s->in_len == 0 ? POLLIN : 0) | (s->out_len > 0 ? POLLOUT : 0));
-				owner[n] = s;
-				pf[n++] = (struct pollfd){ .fd = s->client, .events = ev };
-			}
-			if (s->exec.pidfd >= 0) {
-				owner[n] = s;
-				pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
-			}
-			if (s->master >= 0 && s->running) {
-				/* Backpressure: no read while an Output is pending or
-				 * nobody is there to take it. */
-				short ev = (short)((s->out_len == 0 && s->client >= 0 ? POLLIN : 0) |
-						   (s->in_len > 0 ? POLLOUT : 0));
-				owner[n] = s;
-				pf[n++] = (struct pollfd){ .fd = s->master, .events = ev };
-			}
-			if (s->release_stage > 0 && s->exec.pidfd >= 0) {
-				int left = lz_remaining_ms(s->release_at);
-				if (timeout < 0 || left < timeout)
-					timeout = left;
-			}
+			size_t k = lz_session_pollfds(&hc->sessions[i], pf + n, &timeout);
+			for (size_t j = 0; j < k; j++)
+				owner[n + j] = &hc->sessions[i];
+			n += k;
 		}
 		if (poll(pf, n, timeout) < 0) {
 			if (errno == EINTR)
@@ -1409,220 +1011,69 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 			break;
 		}
 		for (size_t i = FIXED; i < n; i++) {
-			struct session *s = owner[i];
+			struct lz_session *s = owner[i];
 			if (!pf[i].revents)
 				continue;
 			if (pf[i].fd == s->exec.pidfd) {
-				exec_ended(hc, s);
+				(void)lz_session_finish(s);
+				session_end(hc, s);
 			} else if (pf[i].fd == s->client) {
 				if (pf[i].revents & POLLOUT)
-					flush_output(s);
+					lz_session_flush_output(s);
 				if (s->client >= 0 && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
 					client_message(hc, s, buf);
 			} else if (pf[i].fd == s->master) {
 				if (pf[i].revents & POLLOUT)
-					flush_input(s);
+					lz_session_flush_input(s);
 				if (pf[i].revents & POLLIN)
-					read_master(s);
+					lz_session_read_master(s);
 			}
 		}
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-			advance_release(&hc->sessions[i]);
+			lz_session_advance_release(&hc->sessions[i]);
 		if (pf[0].revents & POLLIN)
 			accept_client(hc);
 	}
 	/* No new sessions from here on: the socket goes before teardown. */
-	lz_close_fdp(&hc->listen_fd);
-	(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
+	withdraw(hc);
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-		if (hc->sessions[i].client >= 0 || hc->sessions[i].exec.pidfd >= 0) {
+		if (lz_session_busy(&hc->sessions[i])) {
 			if (hc->sessions[i].client >= 0)
-				refuse_client(hc->sessions[i].client, EPIPE, err->msg);
+				lz_session_refuse(hc->sessions[i].client, EPIPE, err->msg);
 			session_end(hc, &hc->sessions[i]);
 		}
-	free(buf);
 	return r;
 }
 
-/* ---- teardown (spec 3.6 unmount and lease-release refinement) ------------ */
+/* ---- end ------------------------------------------------------------------------ */
 
-static int stop_unstarted(lz_hc *hc, struct lz_err *err);
-
-int lz_hc_stop(lz_hc *hc, struct lz_err *err)
-{
-	int r;
-	if (hc->rs.pidfd < 0)
-		return stop_unstarted(hc, err);
-	(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_STOPPING, err);
-	/* 1. release intent, keeping the exact mount and artifact identity. */
-	if ((r = lz_dstore_participant_release_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_STATE_ANCHOR,
-						      err)) < 0)
-		return r;
-	/* 2. the RS verifies and unmounts exactly, and proves absence. */
-	struct lz_rs_msg m = { .type = LZ_HC_STOP, .generation = hc->gen };
-	snprintf(m.domain_id, sizeof(m.domain_id), "%s", domain_hex(hc));
-	(void)lz_rs_send(hc->control_fd, &m);
-	bool proved = false;
-	char why[LZ_RS_TEXT_MAX] = "";
-	for (;;) {
-		r = lz_rs_recv(hc->control_fd, &m, STOP_TIMEOUT_MS);
-		if (r < 0)
-			break;
-		if (m.type == LZ_RS_STOPPED) {
-			proved = true;
-			break;
-		}
-		if (m.type == LZ_RS_FAILED) {
-			snprintf(why, sizeof(why), "%s", m.text);
-			break;
-		}
-	}
-	int status;
-	struct lz_err werr;
-	r = lz_broker_wait(&hc->rs, STOP_TIMEOUT_MS, &status, &werr);
-	lz_close_fdp(&hc->control_fd);
-	/* slirp4netns was in the RS's PID namespace: gone with the reaped RS. */
-	/* The mounts lived only in the RS's mount namespace, which ended with
-	 * the reaped RS and its PID namespace: that is the independent
-	 * absence proof when the RS could not report its own. */
-	if (!proved && r < 0 && r != -EIO)
-		return lz_err_set(err, -r, "stopping the Runtime Supervisor: %s%s%s", werr.msg,
-				  why[0] ? "; " : "", why);
-	/* 3. anchor clean and prepared-lower release intent, atomically; the
-	 * process participants are gone with the RS. */
-	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_NETWORK, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
-						     LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
-						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR };
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++)
-		if ((r = lz_dstore_participant_release_intent(hc->store, hc->gen, roles[i], err)) < 0 ||
-		    (r = lz_dstore_participant_clean(hc->store, hc->gen, roles[i], err)) < 0)
-			return r;
-	return lz_dstore_anchor_unmounted(hc->store, hc->gen, err);
-}
-
-/* A start that failed before the supervisor existed left bare intents (no
- * process, no mount can exist without the RS): they become clean, and a
- * held lease moves to release so lz_hc_release_lower can remove it. */
-static int stop_unstarted(lz_hc *hc, struct lz_err *err)
-{
-	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_NETWORK, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
-						     LZ_DSTORE_ROLE_SANDBOX, LZ_DSTORE_ROLE_ATTACHED_RUNSC,
-						     LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
-						     LZ_DSTORE_ROLE_STATE_ANCHOR };
-	struct lz_err ignored;
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles); i++) {
-		struct lz_dstore_participant p;
-		if (lz_dstore_participant_get(hc->store, hc->gen, roles[i], &p, &ignored) < 0)
-			continue; /* never recorded */
-		enum lz_dstore_phase phase = p.phase;
-		lz_dstore_participant_clear(&p);
-		if (phase == LZ_DSTORE_PHASE_CLEAN)
-			continue;
-		int r = 0;
-		if (phase != LZ_DSTORE_PHASE_INTENT && phase != LZ_DSTORE_PHASE_RELEASE)
-			r = lz_dstore_participant_release_intent(hc->store, hc->gen, roles[i], err);
-		if (r < 0 || (r = lz_dstore_participant_clean(hc->store, hc->gen, roles[i], err)) < 0)
-			return r;
-	}
-	if (!hc->lease_held)
-		return 0;
-	return lz_dstore_participant_release_intent(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER,
-						    err);
-}
-
-/* Step 4's recheck, under the catalog lock: the Domain's own record still
- * says release, and the supervisor that held the mounts is gone. */
-static int lease_recheck(void *ctxp, struct lz_err *err)
-{
-	lz_hc *hc = ctxp;
-	struct lz_dstore_participant p;
-	int r = lz_dstore_participant_get(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, err);
-	if (r < 0)
-		return r;
-	lz_dstore_participant_clear(&p);
-	if (p.phase != LZ_DSTORE_PHASE_RELEASE || hc->rs.pidfd >= 0)
-		return lz_err_set(err, ESTALE, "prepared lower is not in release, or its mounts may "
-					       "still exist");
-	return 0;
-}
-
-int lz_hc_release_lower(lz_hc *hc, struct lz_err *err)
-{
-	int r;
-	if (!hc->lease_held)
-		return 0;
-	r = lz_catalog_lease_release(lz_config_storage_root(hc->cfg)->fd, hc->artifact, domain_hex(hc),
-				     hc->gen, lease_recheck, hc, err);
-	if (r < 0 && r != -ENOENT)
-		return r;
-	hc->lease_held = false;
-	return lz_dstore_participant_clean(hc->store, hc->gen, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
-}
-
-/* A failed generation's logs (runsc's, slirp4netns's) go to the HC's log
- * (its stderr) before the runtime directory is removed: the diagnosis
- * survives. */
-static void keep_log(const lz_hc *hc, const char *name)
-{
-	_cleanup_close_ int fd = lz_openat2(hc->gen_dir.fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-					    LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return;
-	off_t size = lseek(fd, 0, SEEK_END);
-	off_t from = size > 16384 ? size - 16384 : 0;
-	char buf[16384];
-	ssize_t n = pread(fd, buf, sizeof(buf), from);
-	if (n > 0) {
-		fprintf(stderr, "--- %s of generation %llu (last %zd bytes) ---\n", name,
-			(unsigned long long)hc->gen, n);
-		fwrite(buf, 1, (size_t)n, stderr);
-		fprintf(stderr, "--- end of %s ---\n", name);
-		fflush(stderr);
-	}
-}
-
-void lz_hc_close(lz_hc *hc, bool ok)
+void lz_hc_close(lz_hc *hc)
 {
 	struct lz_err ignored;
 	if (hc == NULL)
 		return;
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-		if (hc->sessions[i].client >= 0 || hc->sessions[i].exec.pidfd >= 0)
+		if (lz_session_busy(&hc->sessions[i]))
 			session_end(hc, &hc->sessions[i]);
-	if (hc->listen_fd >= 0) {
-		lz_close_fdp(&hc->listen_fd);
-		(void)unlinkat(hc->runtime_domain->fd, LZ_HC_SOCKET, 0);
-	}
+	withdraw(hc);
 	/* A supervisor still running here means a failed start or stop: it
 	 * takes its PID namespace (runsc and the sandbox) with it. */
 	lz_broker_kill(&hc->rs);
 	lz_close_fdp(&hc->control_fd);
-	if (hc->store && hc->gen) {
-		if (ok)
-			ok = lz_dstore_participant_release_intent(hc->store, hc->gen,
-								  LZ_DSTORE_ROLE_HOST_COORDINATOR, &ignored) >= 0 &&
-			     lz_dstore_participant_clean(hc->store, hc->gen, LZ_DSTORE_ROLE_HOST_COORDINATOR,
-							 &ignored) >= 0 &&
-			     lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_STOPPED,
-							    &ignored) >= 0;
-		if (!ok)
-			(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_FAILED,
-							     &ignored);
+	struct lz_dstore_generation g;
+	if (hc->store && hc->gen && lz_dstore_generation_get(hc->store, hc->gen, &g, &ignored) == 0) {
+		if (g.state != LZ_DSTORE_GEN_STOPPED && g.state != LZ_DSTORE_GEN_FAILED)
+			(void)lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_FAILED, &ignored);
+		/* The diagnosis of a failed generation survives its tree. */
+		if (g.state != LZ_DSTORE_GEN_STOPPED) {
+			lz_gendir_salvage_log(&hc->gendir, hc->gen, "runsc.log", STDERR_FILENO);
+			lz_gendir_salvage_log(&hc->gendir, hc->gen, "slirp4netns.log", STDERR_FILENO);
+		}
 	}
-	if (!ok && hc->gen_dir.fd >= 0) {
-		keep_log(hc, "runsc.log");
-		keep_log(hc, "slirp4netns.log");
-	}
-	if (hc->gen_dir.fd >= 0 && lz_tree_remove(hc->runtime_domain->fd, hc->gen_name, &ignored) < 0) {
-		/* A supervisor lost mid-way leaves namespace-owned files. */
-		struct lz_idmap map;
-		if (lz_idmap_for_invoking_user(&map, &ignored) >= 0)
-			(void)lz_tree_remove_in_userns(&map, hc->runtime_domain->fd, hc->gen_name,
-						       &ignored);
-	}
-	lz_path_release(&hc->gen_dir);
+	lz_gendir_remove(&hc->gendir);
 	lz_close_fdp(&hc->rootfs_fd);
 	lz_dstore_close(hc->store);
 	lz_close_fdp(&hc->lock_fd);
+	explicit_bzero(hc->canary_key, sizeof(hc->canary_key));
 	free(hc);
 }

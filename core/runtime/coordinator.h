@@ -1,20 +1,30 @@
-/* The Host Coordinator's mechanisms (spec 3.1, 3.3, 3.6; issue 4).
+/* The Host Coordinator's mechanisms (spec 3.1, 3.3, 3.4, 3.6, 3.7).
  *
  * The HC is the Domain's protocol face and lifetime authority. Lua
- * (lua/lazaret/hc.lua) sequences these steps; each one keeps its own checks:
- *   open            Domain flock (non-blocking: a second HC refuses), the
- *                   Domain Store, a new generation and its runtime directory
- *   acquire_lower   prepared-lower intent, catalog lease, lease held
- *   start           State Anchor intent, Runtime Supervisor through the
- *                   broker in a verified user namespace, mounts and the
- *                   attached runsc committed, sandbox active
- *   publish         the host-private socket (SR-10) and generation published
- *   serve           Client Sessions until the last one ends or the RS is lost
- *   stop            State Anchor release intent, stop, exact unmount proved,
- *                   RS reaped
- *   release_lower   prepared-lower release intent, catalog lease removed
- *                   under the lock after rechecking, clean
- *   close           generation stopped (or failed), runtime directory removed
+ * (lua/lazaret/runtime/hc.lua) orders the steps of a generation; this
+ * module performs them and keeps every check, so a sequencing mistake can
+ * stop a launch but never weaken it:
+ *
+ *  - Physical steps acquire evidence and hold it here: the prepared
+ *    artifact and its tree, the catalog lease, the RS and what it reports
+ *    (mount identities, the staged slirp4netns and runsc identities, the
+ *    readiness record), the judged network readiness fingerprint.
+ *  - Domain Store transitions (lz_hc_intent ... lz_hc_clean) name a role
+ *    only; the evidence comes from what this HC holds, never from the
+ *    caller, and the store refuses every illegal move (domainstore.h).
+ *    On top of the store's own rules:
+ *      * the RS starts only after every role it creates has durable intent
+ *        and the prepared lower is active (leased);
+ *      * an RS-reported identity is acknowledged only once the store holds
+ *        it staged for that role (spec 3.3 step 6);
+ *      * process identities are committed, and the network participant
+ *        entered, only after the network attestation succeeded (step 9:
+ *        commit after target readiness);
+ *      * clean needs absence proof: the RS reaped (its PID and mount
+ *        namespaces, runsc, the sandbox and slirp4netns ended with it) or
+ *        never started; the prepared lower's catalog lease released.
+ *  - lz_hc_close records a generation left live as failed, whatever the
+ *    caller did, and salvages its logs into hc.log.
  * Every child is acquired through the broker; every signal and wait uses a
  * retained pidfd. */
 #ifndef LZ_COORDINATOR_H
@@ -24,35 +34,131 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "runtime/rsplan.h"
+#include "runtime/rsproto.h"
+#include "store/domainstore.h"
 #include "util/err.h"
 
 #define LZ_HC_MAX_SESSIONS 64
-#define LZ_HC_SOCKET "hc.sock"
-#define LZ_HC_LOCK "hc.lock"
-#define LZ_HC_LOG "hc.log"
+#define LZ_HC_IDLE_GRACE_MS 30000 /* serve ends when no session came by then */
+#define LZ_HC_STOP_TIMEOUT_MS 30000
 
 typedef struct lz_hc lz_hc;
 
-struct sockaddr_un;
+/* The RS's body, run by the broker in the new namespaces with the plan. */
+typedef int lz_hc_rs_main(void *plan, struct lz_err *err);
 
-/* The HC's socket address beneath the retained runtime Domain directory
- * (through its descriptor, never a re-resolved name); -ENAMETOOLONG. */
-int lz_hc_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_un *ret);
+/* Evidence an HC records in the Domain Store (lz_hc_record). */
+enum lz_hc_evidence {
+	LZ_HC_EVIDENCE_ARTIFACT = 1, /* prepared_lower: the artifact ID looked up */
+	LZ_HC_EVIDENCE_LEASE,        /* prepared_lower: the catalog lease is held */
+	LZ_HC_EVIDENCE_MOUNTS,       /* state_anchor: the mount identities MOUNTS reported */
+	LZ_HC_EVIDENCE_READINESS,    /* network: the judged readiness fingerprint */
+};
 
-/* cfg must outlive the handle. -EBUSY: another HC holds the Domain. */
+/* ---- ownership ---------------------------------------------------------- */
+
+/* Domain ownership (spec 3.3): the Domain flock (non-blocking: -EBUSY when
+ * another HC holds it), runtime trees a dead HC left removed, the Domain
+ * Store, a generation a lost HC left live recorded failed, runsc located.
+ * cfg must outlive the handle. */
 int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err);
-int lz_hc_acquire_lower(lz_hc *hc, struct lz_err *err);
-int lz_hc_start(lz_hc *hc, struct lz_err *err);
-int lz_hc_publish(lz_hc *hc, struct lz_err *err);
-/* Returns 0 when the last session ended, -EPIPE when the RS was lost. */
-int lz_hc_serve(lz_hc *hc, struct lz_err *err);
-int lz_hc_stop(lz_hc *hc, struct lz_err *err);
-int lz_hc_release_lower(lz_hc *hc, struct lz_err *err);
-/* Records the generation stopped (ok) or failed, removes the runtime
- * directory and the socket, releases everything; accepts NULL. */
-void lz_hc_close(lz_hc *hc, bool ok);
 
-/* The generation of an open HC. */
+/* A new generation (starting, minted component IDs) and its runtime tree. */
+int lz_hc_begin(lz_hc *hc, struct lz_err *err);
+
+/* 0 before lz_hc_begin. */
 uint64_t lz_hc_generation(const lz_hc *hc);
+
+/* ---- prepared lower (spec 3.6 lease acquisition and release) ------------- */
+
+/* Resolves the profile's image to its published prepared artifact and
+ * opens its tree (the artifact evidence). */
+int lz_hc_lower_lookup(lz_hc *hc, struct lz_err *err);
+
+/* Step 2: inserts the exact (artifact, Domain, generation) lease in one
+ * catalog transaction; needs prepared_lower intent with this artifact. */
+int lz_hc_lease_acquire(lz_hc *hc, struct lz_err *err);
+
+/* Release step 4: under the catalog lock, rechecks that prepared_lower is
+ * in release and the RS is gone, then removes only the exact lease (an
+ * absent lease is accepted). No lease held: nothing to do. */
+int lz_hc_lease_release(lz_hc *hc, struct lz_err *err);
+
+/* ---- the Runtime Supervisor ------------------------------------------------ */
+
+/* Builds the plan (rsplan.h), the bundle (bundle.h) and this generation's
+ * canary key and challenge, then starts the RS through the broker in new
+ * user (verified map), PID and mount namespaces; the broker's staged hook
+ * stages the RS in the store before release. Needs prepared_lower active
+ * and intent for state_anchor, runtime_supervisor, attached_runsc,
+ * sandbox, connectivity_helper and network. */
+int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err);
+
+/* Receives the RS's next record, which must be of type (LZ_RS_MOUNTS,
+ * LZ_RS_HELPER_STAGED, LZ_RS_STAGED or LZ_RS_READY) and this generation's,
+ * and holds its evidence. FAILED refuses with the RS's reason (-EIO);
+ * READY must name the staged runsc. */
+int lz_hc_rs_expect(lz_hc *hc, enum lz_rs_msg_type type, struct lz_err *err);
+
+/* Spec 3.3 steps 6-7: echoes the identity held for role
+ * (connectivity_helper or attached_runsc) once the store holds exactly it
+ * staged; the RS then releases the child. */
+int lz_hc_rs_ack(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+
+/* Spec 3.7 MarkNetworkReady: every predicate of the READY record, the
+ * init's keyed answer to this generation's challenge, the RS's network
+ * namespace read by the HC itself, then the readiness fingerprint
+ * (lz_hc_readiness). */
+int lz_hc_attest_network(lz_hc *hc, struct lz_err *err);
+
+/* The judged readiness fingerprint (64 hex), or NULL. */
+const char *lz_hc_readiness(const lz_hc *hc);
+
+/* Spec 3.6 unmount steps 2: STOP, then the RS's exact unmount and absence
+ * proof (STOPPED), or, when it could not report, its reaping (its mount
+ * namespace ended with it). The RS is reaped either way, at most
+ * LZ_HC_STOP_TIMEOUT_MS; without any proof -EIO and the mounts count as
+ * present. No RS: nothing to do. */
+int lz_hc_rs_stop(lz_hc *hc, struct lz_err *err);
+
+/* ---- publication and sessions ------------------------------------------- */
+
+/* Listens on the host-private socket (SR-10) and records the generation
+ * published (the store needs the network participant active). */
+int lz_hc_publish(lz_hc *hc, struct lz_err *err);
+
+/* Client Sessions (spec 3.4) until the last one ended (or none came within
+ * LZ_HC_IDLE_GRACE_MS); -EPIPE when the RS was lost. The socket is closed
+ * and every session ended before it returns. */
+int lz_hc_serve(lz_hc *hc, struct lz_err *err);
+
+/* ---- Domain Store transitions (domainstore.h; the rules above) ----------- */
+
+int lz_hc_intent(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+int lz_hc_record(lz_hc *hc, enum lz_hc_evidence what, struct lz_err *err);
+int lz_hc_stage(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+int lz_hc_commit(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+/* The direct existing-process edges: host_coordinator (this process) and
+ * network (the Runtime Supervisor). */
+int lz_hc_enter(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+int lz_hc_activate(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+int lz_hc_release(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+int lz_hc_clean(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err);
+/* Spec 3.6 unmount step 3: State Anchor clean and prepared-lower release
+ * intent in one transaction, after the RS's absence proof. */
+int lz_hc_anchor_unmounted(lz_hc *hc, struct lz_err *err);
+int lz_hc_set_state(lz_hc *hc, enum lz_dstore_gen_state state, struct lz_err *err);
+/* *ret is 0 when the role has no participant row. */
+int lz_hc_phase(lz_hc *hc, enum lz_dstore_role role, enum lz_dstore_phase *ret, struct lz_err *err);
+
+/* ---- end ------------------------------------------------------------------- */
+
+/* Ends any session, closes the socket, kills an RS still running (it
+ * takes its PID namespace with it), records a generation still live as
+ * failed and copies the tail of a failed generation's runsc and
+ * slirp4netns logs to standard error (hc.log), removes the runtime tree,
+ * closes the store and releases the flock. Accepts NULL. */
+void lz_hc_close(lz_hc *hc);
 
 #endif

@@ -30,51 +30,16 @@
 #include "util/cleanup.h"
 #include "util/testfault.h"
 
-int lz_rs_send(int fd, const struct lz_rs_msg *m)
-{
-	ssize_t n = send(fd, m, sizeof(*m), MSG_NOSIGNAL);
-	if (n < 0)
-		return -errno;
-	return n == (ssize_t)sizeof(*m) ? 0 : -EIO;
-}
-
-int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int r;
-	while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
-		;
-	if (r < 0)
-		return -errno;
-	if (r == 0)
-		return -ETIMEDOUT;
-	ssize_t n = recv(fd, m, sizeof(*m), MSG_TRUNC);
-	if (n < 0)
-		return -errno;
-	if (n == 0)
-		return -EPIPE;
-	if (n != (ssize_t)sizeof(*m))
-		return -EBADMSG;
-	m->domain_id[sizeof(m->domain_id) - 1] = '\0';
-	m->text[sizeof(m->text) - 1] = '\0';
-	if (m->n_mounts > LZ_RS_MAX_ANCHORS + 1 || m->attest_len > sizeof(m->attest))
-		return -EBADMSG;
-	return 0;
-}
-
 static void msg_init(struct lz_rs_msg *m, const struct lz_rs_plan *p, uint32_t type)
 {
-	memset(m, 0, sizeof(*m));
-	m->type = type;
-	m->generation = p->generation;
-	memcpy(m->domain_id, p->domain_id, sizeof(m->domain_id));
+	lz_rs_msg_init(m, type, p->generation, p->domain_id);
 }
 
-static void report_failure(const struct lz_rs_plan *p, const struct lz_err *err)
+static void report_failure(const struct lz_rs_plan *p, const char *why)
 {
 	struct lz_rs_msg m;
 	msg_init(&m, p, LZ_RS_FAILED);
-	snprintf(m.text, sizeof(m.text), "%s", err->msg);
+	snprintf(m.text, sizeof(m.text), "%s", why);
 	(void)lz_rs_send(p->control_fd, &m);
 }
 
@@ -143,8 +108,7 @@ static int report_staged(const struct lz_rs_plan *p, uint32_t type, const char *
 		return lz_err_set(err, -r, "report staged %s: %s", what, strerror(-r));
 	if ((r = lz_rs_recv(p->control_fd, &ack, LZ_RS_START_TIMEOUT_MS)) < 0)
 		return lz_err_set(err, -r, "wait for the commit acknowledgement: %s", strerror(-r));
-	if (ack.type != LZ_HC_ACK || ack.generation != p->generation ||
-	    strcmp(ack.domain_id, p->domain_id) != 0 || memcmp(&ack.id, id, sizeof(*id)) != 0)
+	if (!lz_rs_ack_echoes(&ack, &m))
 		return lz_err_set(err, EPROTO, "the commit acknowledgement does not echo the staged "
 					       "%s identity", what);
 	return 0;
@@ -534,42 +498,6 @@ static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, str
 	att->rs_netadmin_dropped = drop_netadmin();
 }
 
-/* The RS is forked from the HC: it keeps only the descriptors of its plan,
- * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
- * end of the control socket (whose EOF is the HC-loss signal). */
-static void keep_only_plan(const struct lz_rs_plan *p)
-{
-	int keep[8 + 4 * LZ_RS_MAX_ANCHORS];
-	size_t n = 0;
-	keep[n++] = p->control_fd;
-	keep[n++] = p->log_fd;
-	keep[n++] = p->prepared_fd;
-	keep[n++] = p->root_target_fd;
-	keep[n++] = p->policy_fd;
-	keep[n++] = p->slirp_log_fd;
-	keep[n++] = p->root_upper_fd;
-	keep[n++] = p->root_work_fd;
-	for (size_t i = 0; i < p->n_anchors; i++) {
-		keep[n++] = p->anchors[i].lower_fd;
-		keep[n++] = p->anchors[i].upper_fd;
-		keep[n++] = p->anchors[i].work_fd;
-		keep[n++] = p->anchors[i].target_fd;
-	}
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		close(null);
-	}
-	for (int fd = 3; fd < 65536; fd++) {
-		bool kept = false;
-		for (size_t i = 0; i < n && !kept; i++)
-			kept = keep[i] == fd;
-		if (!kept && fcntl(fd, F_GETFD) >= 0)
-			close(fd);
-	}
-}
-
 /* The transient layer's files belong to namespace IDs: only the RS (their
  * namespace root) can remove them. */
 static void discard_transient(const struct lz_rs_plan *p)
@@ -591,150 +519,304 @@ static void discard_transient(const struct lz_rs_plan *p)
 	}
 }
 
-int lz_rs_main(void *planp, struct lz_err *err)
+/* ---- the steps ------------------------------------------------------------ */
+
+struct lz_rs {
+	const struct lz_rs_plan *p;
+	enum lz_rs_step step;
+	struct lz_rs_msg mounts; /* what was mounted, for the exact unmount */
+	struct lz_broker_child runsc, helper;
+	struct lz_canary canary;
+	struct lz_netattest att;
+	int report[2]; /* the init's standard output */
+	bool hc_alive;
+	bool released; /* stop or abort ran */
+};
+
+/* The RS is forked from the HC: it keeps only the descriptors of its plan,
+ * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
+ * end of the control socket (whose EOF is the HC-loss signal). */
+static void keep_only_plan(const struct lz_rs_plan *p)
 {
-	const struct lz_rs_plan *p = planp;
-	struct lz_rs_msg mounts, m;
-	struct lz_broker_child runsc = LZ_BROKER_CHILD_INIT, helper = LZ_BROKER_CHILD_INIT;
-	struct lz_canary canary = LZ_CANARY_INIT;
-	struct lz_netattest att = { 0 };
-	int report[2] = { -EBADF, -EBADF };
-	int r;
-
-	keep_only_plan(p);
-
-	msg_init(&mounts, p, LZ_RS_MOUNTS);
-	if ((r = mount_all(p, &mounts, err)) < 0)
-		goto fail;
-	if ((r = lz_rs_send(p->control_fd, &mounts)) < 0) {
-		lz_err_set(err, -r, "report mounts: %s", strerror(-r));
-		goto fail;
+	int keep[16 + 4 * LZ_RS_MAX_ANCHORS];
+	size_t n = lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep));
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		close(null);
 	}
-	/* The helper with the enforcement namespace and the canary, which is
-	 * known live before any policy route exists (spec 3.7). */
-	if ((r = start_helper(p, &canary, &helper, err)) < 0 ||
-	    (r = lz_canary_prove_live(p->canary_key, p->generation, err)) < 0)
-		goto fail;
-	att.canaries_live = true;
-	if ((r = net_policy(p, helper.pidfd, err)) < 0)
-		goto fail;
-	att.policy_matches = true;
-	/* The init's standard output: its network observations. */
-	if (pipe2(report, O_CLOEXEC) < 0) {
-		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
-		goto fail;
+	for (int fd = 3; fd < 65536; fd++) {
+		bool kept = false;
+		for (size_t i = 0; i < n && !kept; i++)
+			kept = keep[i] == fd;
+		if (!kept && fcntl(fd, F_GETFD) >= 0)
+			close(fd);
 	}
+}
 
+int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
+{
+	keep_only_plan(plan);
+	lz_rs *rs = calloc(1, sizeof(*rs));
+	if (rs == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	rs->p = plan;
+	rs->runsc = rs->helper = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	rs->canary = LZ_CANARY_INIT;
+	rs->report[0] = rs->report[1] = -EBADF;
+	rs->hc_alive = true;
+	msg_init(&rs->mounts, plan, LZ_RS_MOUNTS);
+	*ret = rs;
+	return 0;
+}
+
+void lz_rs_free(lz_rs *rs)
+{
+	if (rs == NULL)
+		return;
+	lz_broker_kill(&rs->runsc);
+	lz_broker_kill(&rs->helper);
+	lz_close_fdp(&rs->report[0]);
+	lz_close_fdp(&rs->report[1]);
+	free(rs);
+}
+
+enum lz_rs_step lz_rs_reached(const lz_rs *rs)
+{
+	return rs->step;
+}
+
+static const char *const step_names[] = {
+	[LZ_RS_STEP_NONE] = "start",	     [LZ_RS_STEP_MOUNTED] = "mount",
+	[LZ_RS_STEP_HELPER] = "start_helper",	     [LZ_RS_STEP_CANARY_LIVE] = "prove_canary",
+	[LZ_RS_STEP_POLICY] = "install_policy",    [LZ_RS_STEP_RUNSC] = "start_runsc",
+	[LZ_RS_STEP_RUNNING] = "await_running",    [LZ_RS_STEP_INIT_REPORTED] = "read_init_report",
+	[LZ_RS_STEP_NET_FINISHED] = "finish_network", [LZ_RS_STEP_READY] = "report_ready",
+};
+
+/* The one order: a step runs only right after the one before it. */
+static int enter(lz_rs *rs, enum lz_rs_step want_done, const char *step, struct lz_err *err)
+{
+	if (rs->released || rs->step != want_done)
+		return lz_err_set(err, EPROTO, "supervisor step %s out of order (after %s%s)", step,
+				  step_names[rs->step], rs->released ? ", released" : "");
+	return 0;
+}
+
+int lz_rs_mount(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_NONE, "mount", err);
+	if (r < 0 || (r = mount_all(rs->p, &rs->mounts, err)) < 0)
+		return r;
+	if ((r = lz_rs_send(rs->p->control_fd, &rs->mounts)) < 0)
+		return lz_err_set(err, -r, "report mounts: %s", strerror(-r));
+	rs->step = LZ_RS_STEP_MOUNTED;
+	return 0;
+}
+
+int lz_rs_start_helper(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_MOUNTED, "start_helper", err);
+	if (r < 0 || (r = start_helper(rs->p, &rs->canary, &rs->helper, err)) < 0)
+		return r;
+	rs->step = LZ_RS_STEP_HELPER;
+	return 0;
+}
+
+int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_HELPER, "prove_canary", err);
+	if (r < 0 || (r = lz_canary_prove_live(rs->p->canary_key, rs->p->generation, err)) < 0)
+		return r;
+	rs->att.canaries_live = true;
+	rs->step = LZ_RS_STEP_CANARY_LIVE;
+	return 0;
+}
+
+int lz_rs_install_policy(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_CANARY_LIVE, "install_policy", err);
+	if (r < 0 || (r = net_policy(rs->p, rs->helper.pidfd, err)) < 0)
+		return r;
+	rs->att.policy_matches = true;
+	rs->step = LZ_RS_STEP_POLICY;
+	return 0;
+}
+
+int lz_rs_start_runsc(lz_rs *rs, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = rs->p;
+	int r = enter(rs, LZ_RS_STEP_POLICY, "start_runsc", err);
+	if (r < 0)
+		return r;
+	/* The init's standard output carries its network observations. */
+	if (pipe2(rs->report, O_CLOEXEC) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
 	char root[4200], dcache[32], bundle[4200];
 	snprintf(root, sizeof(root), "--root=%s", p->runsc_root);
 	snprintf(dcache, sizeof(dcache), "--dcache=%u", p->dcache);
 	snprintf(bundle, sizeof(bundle), "--bundle=%s", p->bundle);
-	/* C-REFINEMENT facts 1, 10, 12: no cgroups, the transient root layer
-	 * in memory (never in the prepared lower), no network until issue 6. */
-	/* The root overlay is the transient layer, so runsc adds none. */
+	/* C-REFINEMENT facts 1, 10, 12: no cgroups; the root overlay is the
+	 * transient layer, so runsc adds none (never in the prepared lower). */
 	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=sandbox", dcache,
 			 "--overlay2=none", "run", bundle, (char *)p->container_id, NULL };
-	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path,
-				 .argv = argv, .stdin_fd = -1, .stdout_fd = report[1],
-				 .stderr_fd = p->log_fd };
+	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path, .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = rs->report[1], .stderr_fd = p->log_fd };
 	struct staged_ctx sctx = { p };
 	struct lz_broker_spec spec = { .label = "runsc run", .join_pidfd = -1, .exec = &exec,
 				       .staged = runsc_staged, .ctx = &sctx };
-	r = lz_broker_spawn(&spec, &runsc, err);
-	lz_close_fdp(&report[1]);
+	r = lz_broker_spawn(&spec, &rs->runsc, err);
+	lz_close_fdp(&rs->report[1]);
 	if (r < 0)
-		goto fail;
+		return r;
+	rs->step = LZ_RS_STEP_RUNSC;
+	return 0;
+}
 
+int lz_rs_await_running(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_RUNSC, "await_running", err);
+	if (r < 0)
+		return r;
 	int64_t deadline = lz_now_ms() + LZ_RS_START_TIMEOUT_MS;
-	for (;;) {
-		if (runsc_running(p))
-			break;
-		struct pollfd pf = { .fd = runsc.pidfd, .events = POLLIN };
-		if (poll(&pf, 1, 50) > 0) {
-			r = lz_err_set(err, EIO, "runsc run exited during start; its log is in "
-						 "hc.log in the Domain's runtime directory");
-			goto fail;
-		}
-		if (lz_remaining_ms(deadline) == 0) {
-			r = lz_err_set(err, ETIMEDOUT, "the sandbox did not start within %d s",
-				       LZ_RS_START_TIMEOUT_MS / 1000);
-			goto fail;
-		}
+	while (!runsc_running(rs->p)) {
+		struct pollfd pf = { .fd = rs->runsc.pidfd, .events = POLLIN };
+		if (poll(&pf, 1, 50) > 0)
+			return lz_err_set(err, EIO, "runsc run exited during start; its log is in hc.log in "
+						    "the Domain's runtime directory");
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the sandbox did not start within %d s",
+					  LZ_RS_START_TIMEOUT_MS / 1000);
 	}
-	if ((r = read_init_report(report[0], &att, err)) < 0)
-		goto fail;
-	net_finish(p, &canary, &att);
-	msg_init(&m, p, LZ_RS_READY);
-	m.id = runsc.id;
-	size_t alen = 0;
-	if ((r = lz_netattest_encode(&att, m.attest, sizeof(m.attest), &alen)) < 0) {
-		lz_err_set(err, -r, "encode the attestation: %s", strerror(-r));
-		goto fail;
-	}
-	m.attest_len = (uint32_t)alen;
-	if ((r = lz_rs_send(p->control_fd, &m)) < 0) {
-		lz_err_set(err, -r, "report readiness: %s", strerror(-r));
-		goto fail;
-	}
+	rs->step = LZ_RS_STEP_RUNNING;
+	return 0;
+}
 
-	/* Serve until told to stop, until the HC is gone, or until runsc ends. */
-	bool hc_alive = true;
+int lz_rs_read_init_report(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_RUNNING, "read_init_report", err);
+	if (r < 0 || (r = read_init_report(rs->report[0], &rs->att, err)) < 0)
+		return r;
+	rs->step = LZ_RS_STEP_INIT_REPORTED;
+	return 0;
+}
+
+int lz_rs_finish_network(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_INIT_REPORTED, "finish_network", err);
+	if (r < 0)
+		return r;
+	net_finish(rs->p, &rs->canary, &rs->att);
+	rs->step = LZ_RS_STEP_NET_FINISHED;
+	return 0;
+}
+
+int lz_rs_report_ready(lz_rs *rs, struct lz_err *err)
+{
+	struct lz_rs_msg m;
+	size_t alen = 0;
+	int r = enter(rs, LZ_RS_STEP_NET_FINISHED, "report_ready", err);
+	if (r < 0)
+		return r;
+	msg_init(&m, rs->p, LZ_RS_READY);
+	m.id = rs->runsc.id;
+	if ((r = lz_netattest_encode(&rs->att, m.attest, sizeof(m.attest), &alen)) < 0)
+		return lz_err_set(err, -r, "encode the attestation: %s", strerror(-r));
+	m.attest_len = (uint32_t)alen;
+	if ((r = lz_rs_send(rs->p->control_fd, &m)) < 0)
+		return lz_err_set(err, -r, "report readiness: %s", strerror(-r));
+	rs->step = LZ_RS_STEP_READY;
+	return 0;
+}
+
+int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = rs->p;
+	int r = enter(rs, LZ_RS_STEP_READY, "serve", err);
+	if (r < 0)
+		return r;
 	for (;;) {
 		/* Whatever else reaches the init's standard output goes to the
 		 * log, so no writer ever blocks on, or dies of, this pipe. */
 		struct pollfd pf[3] = { { .fd = p->control_fd, .events = POLLIN },
-					{ .fd = runsc.pidfd, .events = POLLIN },
-					{ .fd = report[0], .events = POLLIN } };
+					{ .fd = rs->runsc.pidfd, .events = POLLIN },
+					{ .fd = rs->report[0], .events = POLLIN } };
 		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			break;
+			return lz_err_set(err, errno, "poll: %s", strerror(errno));
 		}
-		if (pf[1].revents)
-			break;
+		if (pf[1].revents) {
+			*ret = LZ_RS_END_RUNSC;
+			return 0;
+		}
 		if (pf[2].revents) {
 			char buf[4096];
-			ssize_t n = read(report[0], buf, sizeof(buf));
+			ssize_t n = read(rs->report[0], buf, sizeof(buf));
 			if (n > 0)
 				(void)!write(p->log_fd, buf, (size_t)n);
 			else if (n == 0 || errno != EINTR)
-				lz_close_fdp(&report[0]);
+				lz_close_fdp(&rs->report[0]);
 		}
 		if (pf[0].revents) {
+			struct lz_rs_msg m;
 			r = lz_rs_recv(p->control_fd, &m, 0);
-			if (r == -EPIPE || r == -ECONNRESET)
-				hc_alive = false;
-			if (r < 0 || m.type == LZ_HC_STOP)
-				break;
+			if (r == -EPIPE || r == -ECONNRESET) {
+				rs->hc_alive = false;
+				*ret = LZ_RS_END_HC_LOST;
+				return 0;
+			}
+			if (r < 0)
+				return lz_err_set(err, -r, "control socket: %s", strerror(-r));
+			if (m.type == LZ_HC_STOP && lz_rs_msg_for(&m, p->generation, p->domain_id)) {
+				*ret = LZ_RS_END_STOP;
+				return 0;
+			}
 		}
 	}
-	stop_runsc(p, &runsc);
-	lz_broker_kill(&runsc);
-	lz_broker_kill(&helper);
-	lz_close_fdp(&report[0]);
-	struct lz_err uerr = { 0, "" };
-	r = unmount_all(p, &mounts, &uerr);
+}
+
+/* Stops what runs and unmounts exactly, in reverse of acquisition. */
+static int release(lz_rs *rs, struct lz_err *err)
+{
+	rs->released = true;
+	if (rs->runsc.pidfd >= 0)
+		stop_runsc(rs->p, &rs->runsc);
+	lz_broker_kill(&rs->runsc);
+	lz_broker_kill(&rs->helper);
+	lz_close_fdp(&rs->report[0]);
+	lz_close_fdp(&rs->report[1]);
+	int r = unmount_all(rs->p, &rs->mounts, err);
 	if (r >= 0)
-		discard_transient(p);
-	if (hc_alive) {
-		msg_init(&m, p, r < 0 ? LZ_RS_FAILED : LZ_RS_STOPPED);
+		discard_transient(rs->p);
+	return r;
+}
+
+int lz_rs_stop(lz_rs *rs, struct lz_err *err)
+{
+	struct lz_err uerr = { 0, "" };
+	struct lz_rs_msg m;
+	if (rs->released)
+		return lz_err_set(err, EPROTO, "the supervisor was already released");
+	int r = release(rs, &uerr);
+	if (rs->hc_alive) {
+		msg_init(&m, rs->p, r < 0 ? LZ_RS_FAILED : LZ_RS_STOPPED);
 		snprintf(m.text, sizeof(m.text), "%s", uerr.msg);
-		(void)lz_rs_send(p->control_fd, &m);
+		(void)lz_rs_send(rs->p->control_fd, &m);
 	}
 	return r < 0 ? lz_err_set(err, -r, "%s", uerr.msg) : 0;
-fail:
-	if (runsc.pidfd >= 0) {
-		stop_runsc(p, &runsc);
-		lz_broker_kill(&runsc);
-	}
-	lz_broker_kill(&helper);
-	lz_canary_abandon(&canary);
-	lz_close_fdp(&report[0]);
-	lz_close_fdp(&report[1]);
-	report_failure(p, err);
-	{
-		struct lz_err ignored;
-		(void)unmount_all(p, &mounts, &ignored);
-	}
-	return r;
+}
+
+void lz_rs_abort(lz_rs *rs, const char *why)
+{
+	struct lz_err ignored;
+	if (rs->released)
+		return;
+	lz_canary_abandon(&rs->canary);
+	/* FAILED first: the HC then knows why before the mounts go. */
+	if (rs->hc_alive)
+		report_failure(rs->p, why);
+	rs->hc_alive = false;
+	(void)release(rs, &ignored);
 }

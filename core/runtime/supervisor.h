@@ -29,99 +29,83 @@
  *      or when runsc ends: stops the container and the helper, unmounts
  *      exactly what it mounted, proves the mounts absent, reports, and
  *      exits.
- * The RS never opens the Domain Store or the Storage Catalog. */
+ * The RS never opens the Domain Store or the Storage Catalog. It runs no
+ * sequence of its own: lua/lazaret/runtime/supervisor.lua calls the steps
+ * below, and each step refuses to run out of order. */
 #ifndef LZ_SUPERVISOR_H
 #define LZ_SUPERVISOR_H
 
-#include <stdint.h>
+#include <stdbool.h>
 
-#include "net/canary.h"
-#include "fs/mountns.h"
-#include "net/netattest.h"
-#include "proc/pidref.h"
+#include "runtime/rsplan.h"
+#include "runtime/rsproto.h"
 #include "util/err.h"
 
-#define LZ_RS_MAX_ANCHORS 64
-#define LZ_RS_TEXT_MAX LZ_ERR_MSG_MAX
-#define LZ_RS_START_TIMEOUT_MS 60000
 #define LZ_RS_STOP_TIMEOUT_MS 10000
 #define LZ_RS_TAP_TIMEOUT_MS 20000
 #define LZ_RS_INIT_REPORT_TIMEOUT_MS 20000
 
-enum lz_rs_msg_type {
-	LZ_RS_MOUNTS = 1,  /* RS -> HC: root + anchor mount identities */
-	LZ_RS_STAGED = 2,  /* RS -> HC: attached runsc staged identity */
-	LZ_RS_READY = 3,   /* RS -> HC: container running, network attested */
-	LZ_RS_STOPPED = 4, /* RS -> HC: runsc gone, mounts proved absent */
-	LZ_RS_FAILED = 5,  /* RS -> HC: text says why */
-	LZ_RS_HELPER_STAGED = 6, /* RS -> HC: slirp4netns staged identity */
-	LZ_HC_ACK = 10,    /* HC -> RS: staged identity committed (echoed) */
-	LZ_HC_STOP = 11,   /* HC -> RS: stop the generation */
+/* The RS's own state, in the RS process only. */
+typedef struct lz_rs lz_rs;
+
+/* The steps, in the only order they accept (each refuses with -EPROTO
+ * unless the one before it succeeded): a sequencing mistake can stop the
+ * RS, never skip a step. lua/lazaret/runtime/supervisor.lua runs them. */
+enum lz_rs_step {
+	LZ_RS_STEP_NONE = 0,
+	LZ_RS_STEP_MOUNTED,       /* 1. root and State Anchor overlays, MOUNTS sent */
+	LZ_RS_STEP_HELPER,        /* 2. slirp4netns staged and acknowledged; the
+				   *    enforcement namespace and canary built;
+				   *    the helper released */
+	LZ_RS_STEP_CANARY_LIVE,   /* 3. both canary endpoints answered */
+	LZ_RS_STEP_POLICY,        /* 3. tap0 configured, exactly the derived policy
+				   *    installed and observed, IPv6 clean */
+	LZ_RS_STEP_RUNSC,         /* 4. runsc run staged, acknowledged, released */
+	LZ_RS_STEP_RUNNING,       /* 4. the container runs */
+	LZ_RS_STEP_INIT_REPORTED, /* 5. the init's observations read */
+	LZ_RS_STEP_NET_FINISHED,  /* 5. canary removed, observed, CAP_NET_ADMIN dropped */
+	LZ_RS_STEP_READY,         /* 5. READY with the attestation record sent */
 };
 
-struct lz_rs_msg {
-	uint32_t type;
-	uint32_t n_mounts;
-	uint64_t generation;
-	char domain_id[65];
-	struct lz_pidref id;
-	struct lz_mount_id mounts[LZ_RS_MAX_ANCHORS + 1]; /* [0] is the root */
-	char text[LZ_RS_TEXT_MAX];
-	/* LZ_RS_READY: the attestation record (spec 3.7), encoded. */
-	uint32_t attest_len;
-	uint8_t attest[LZ_NETATTEST_ENCODED_MAX];
+/* Why serving ended. */
+enum lz_rs_end {
+	LZ_RS_END_STOP = 1,   /* the HC sent STOP */
+	LZ_RS_END_HC_LOST,    /* the control socket ended: lease loss (spec 3.6) */
+	LZ_RS_END_RUNSC,      /* runsc run ended */
 };
 
-struct lz_rs_anchor {
-	int lower_fd;
-	int upper_fd;
-	int work_fd;
-	int target_fd;
-	char target[4096]; /* label of target_fd, for the exact unmount */
-	char lower[4096];  /* labels of the layers, reopened in the RS */
-	char upper[4096];
-	char work[4096];
-};
+/* Takes the plan (the broker's fn argument) in the freshly created RS:
+ * closes every descriptor but the plan's, standard input and output go to
+ * /dev/null. */
+int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err);
+void lz_rs_free(lz_rs *rs);
 
-struct lz_rs_plan {
-	int control_fd; /* SOCK_SEQPACKET to the HC */
-	int hc_fd;      /* the HC's end: closed first thing in the RS */
-	int log_fd;     /* runsc's stdout/stderr */
-	uint64_t generation;
-	char domain_id[65];
-	int prepared_fd;    /* the prepared lower's rootfs */
-	char prepared[4096]; /* its label: reopened in the RS's namespace */
-	int root_target_fd; /* <gen>/root */
-	char root_target[4096];
-	/* The transient writable layer of the root: an overlay over the
-	 * prepared lower, discarded with the generation (spec 3.6). */
-	int root_upper_fd;
-	int root_work_fd;
-	char root_upper[4096];
-	char root_work[4096];
-	struct lz_rs_anchor anchors[LZ_RS_MAX_ANCHORS];
-	size_t n_anchors;
-	char runsc_path[64];
-	char runsc_root[4096]; /* --root */
-	char bundle[4096];
-	char container_id[80];
-	uint32_t dcache;
-	/* Spec 3.7: the derived policy, canonical bytes in a write-sealed
-	 * memfd, and the digest the HC computed over them. */
-	int policy_fd;
-	uint8_t policy_digest[32];
-	/* FR-16: slirp4netns, located by the HC, and its log. */
-	char slirp_path[64];
-	int slirp_log_fd;
-	/* The generation's canary key (canary.h); the HC keeps a copy. */
-	uint8_t canary_key[LZ_CANARY_KEY_LEN];
-};
+int lz_rs_mount(lz_rs *rs, struct lz_err *err);
+int lz_rs_start_helper(lz_rs *rs, struct lz_err *err);
+int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err);
+int lz_rs_install_policy(lz_rs *rs, struct lz_err *err);
+int lz_rs_start_runsc(lz_rs *rs, struct lz_err *err);
+int lz_rs_await_running(lz_rs *rs, struct lz_err *err);
+int lz_rs_read_init_report(lz_rs *rs, struct lz_err *err);
+/* Never fails on an observation: each outcome is a predicate of the
+ * record, which the HC judges. */
+int lz_rs_finish_network(lz_rs *rs, struct lz_err *err);
+int lz_rs_report_ready(lz_rs *rs, struct lz_err *err);
 
-/* The RS process body (a broker fn target). */
-int lz_rs_main(void *plan, struct lz_err *err);
+/* Serves until STOP, HC loss or the end of runsc (needs READY). */
+int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err);
 
-/* Message I/O on the control socket (whole records, no fds). */
-int lz_rs_send(int fd, const struct lz_rs_msg *m);
-int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms);
+/* Step 6: stops the container and the helper, unmounts exactly what was
+ * mounted, proves the mounts absent, discards the transient layer and,
+ * while the HC is there, reports STOPPED (or FAILED with the reason).
+ * Valid after any step. */
+int lz_rs_stop(lz_rs *rs, struct lz_err *err);
+
+/* A step failed: the same release as lz_rs_stop, the canary abandoned, and
+ * FAILED with why (while the HC is there). */
+void lz_rs_abort(lz_rs *rs, const char *why);
+
+/* The step reached. */
+enum lz_rs_step lz_rs_reached(const lz_rs *rs);
 
 #endif

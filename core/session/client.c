@@ -14,8 +14,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "runtime/coordinator.h"
+#include "runtime/rundir.h"
 #include "config/domain.h"
+#include "fs/file.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
@@ -26,7 +27,7 @@ extern char **environ;
 static int connect_hc(const struct lz_path *runtime_domain, int *ret)
 {
 	struct sockaddr_un addr;
-	if (lz_hc_socket_addr(runtime_domain, &addr) < 0)
+	if (lz_rundir_socket_addr(runtime_domain, &addr) < 0)
 		return -ENAMETOOLONG;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -49,7 +50,7 @@ static int start_hc(const struct lz_client_request *req, struct lz_err *err)
 	lz_config_summarize(req->cfg, &s);
 	const struct lz_path *rd = lz_config_runtime_domain(req->cfg);
 	_cleanup_close_ int self = open("/proc/self/exe", O_PATH | O_CLOEXEC);
-	_cleanup_close_ int log = lz_openat2_create(rd->fd, LZ_HC_LOG,
+	_cleanup_close_ int log = lz_openat2_create(rd->fd, LZ_RUNDIR_LOG,
 						    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
 						    LZ_RESOLVE_OWNED);
 	if (self < 0 || log < 0)
@@ -91,7 +92,7 @@ static int start_hc(const struct lz_client_request *req, struct lz_err *err)
 		return lz_err_set(err, code, "%s", line + off);
 	}
 	return lz_err_set(err, EIO, "the Host Coordinator did not start; see %s/%s", rd->canonical,
-			  LZ_HC_LOG);
+			  LZ_RUNDIR_LOG);
 }
 
 /* Greets the HC; a Refused answer comes back as its errno and message. */
@@ -126,7 +127,7 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 		if (lz_remaining_ms(deadline) == 0)
 			return lz_err_set(err, ETIMEDOUT, "the Domain's Host Coordinator did not become "
 							  "ready; see %s/%s",
-					  rd->canonical, LZ_HC_LOG);
+					  rd->canonical, LZ_RUNDIR_LOG);
 		if (r == -EAGAIN)
 			usleep(100 * 1000);
 	}
@@ -262,20 +263,6 @@ static void window(uint16_t *rows, uint16_t *cols)
 	*cols = ws.ws_col;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int send_simple(int sock, const struct lz_wire_msg *m)
 {
 	return lz_wire_send(sock, m, NULL, 0);
@@ -382,7 +369,7 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 							  "lost the Host Coordinator; the session is "
 							  "gone (see %s/%s)",
 							  lz_config_runtime_domain(req->cfg)->canonical,
-							  LZ_HC_LOG)
+							  LZ_RUNDIR_LOG)
 					     : -EAGAIN;
 				break;
 			}
@@ -390,7 +377,7 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			if (m.type == LZ_WIRE_WELCOME)
 				welcomed = true;
 			if (m.type == LZ_WIRE_OUTPUT) {
-				(void)write_all(STDOUT_FILENO, m.output.ptr, m.output.len);
+				(void)lz_write_all(STDOUT_FILENO, m.output.ptr, m.output.len);
 			} else if (m.type == LZ_WIRE_SESSION_EXIT) {
 				*ret_status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value : 128 + m.exit.value;
 				done = true;
@@ -508,7 +495,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 								  "lost the Host Coordinator before the "
 								  "command finished; see %s/%s",
 								  lz_config_runtime_domain(req->cfg)->canonical,
-								  LZ_HC_LOG)
+								  LZ_RUNDIR_LOG)
 						     : -EAGAIN;
 					goto out;
 				}

@@ -60,12 +60,12 @@ local function launch(cmd)
     err(lmsg)
     return EXIT.config
   end
-  local domain = require("lazaret.core.domain")
+  local session = require("lazaret.core.session")
   -- Interactive when the developer's stdin and stdout are a terminal
   -- (issue 5); otherwise the streams pass as they are.
-  local status, rmsg = domain.run(cfg, {
+  local status, rmsg = session.run(cfg, {
     argv = cmd.argv or { "/bin/bash" },
-    terminal = domain.interactive(),
+    terminal = session.interactive(),
   })
   if not status then
     err(rmsg)

@@ -1,86 +1,228 @@
--- The Host Coordinator's launch and teardown sequencing (issue 4, spec
--- 3.3/3.6). Lua decides the order; every check is in C
--- (lazaret.core.domain): a mistake here can stop a launch, not weaken it.
--- Run as `lazaret __hc ...` by the first CLI of a Domain.
+-- The Host Coordinator's generation, in the order of the specification:
+-- spec 3.3 (participant protocol: intent, spawn, stage, acknowledge,
+-- commit after readiness, activate), 3.6 (prepared-lower lease; State
+-- Anchor mount and unmount) and 3.7 (network attestation), then
+-- publication (3.4) and teardown in reverse.
+--
+-- Lua orders; C checks (lazaret.core.coordinator, .dstore, .rs): every
+-- step refuses when the one it depends on has not happened, so a mistake
+-- here stops a launch and never weakens one. Run as `lazaret __hc ...` by
+-- the first CLI of a Domain (core/session/client.h).
 local M = {}
 
-local io_stderr, string_format, ipairs, os_date = io.stderr, string.format, ipairs, os.date
+local io_stderr, string_format, os_date, error, pcall, type, ipairs =
+  io.stderr, string.format, os.date, error, pcall, type, ipairs
+
+local errno = require("lazaret.core.errno")
 
 local function log(msg)
   io_stderr:write(os_date("!%Y-%m-%dT%H:%M:%SZ"), " ", msg, "\n")
 end
 
+-- A step's binding result, or the failure raised as {step, msg, errno}.
+local function must(step, ok, msg, code)
+  if not ok then error({ step = step, msg = msg, errno = code }, 0) end
+  return ok
+end
+
+-- The process roles the RS creates, in the order teardown retires them
+-- (spec 3.6 unmount step 3: gone with the RS's namespaces).
+M.rs_roles = { "network", "connectivity_helper", "sandbox", "attached_runsc", "runtime_supervisor" }
+
+-- Spec 3.3 step 1: durable intent for everything the RS creates, before it
+-- exists (3.6 mount step 4: the State Anchor first).
+M.intents = { "state_anchor", "runtime_supervisor", "attached_runsc", "sandbox",
+              "connectivity_helper", "network" }
+
+-- h = { hc = coordinator handle, store = dstore view, rs = rs view }
+function M.launch(h)
+  local hc, store, rs = h.hc, h.store, h.rs
+  -- The HC is a participant of its own generation.
+  must("host coordinator intent", store:intent("host_coordinator"))
+  must("host coordinator enter", store:enter("host_coordinator"))
+  must("host coordinator active", store:activate("host_coordinator"))
+
+  -- Spec 3.6 lease acquisition: 1. intent naming the artifact, 2. the
+  -- catalog lease, 3. held.
+  must("prepared lower", hc:lower_lookup())
+  must("prepared lower intent", store:intent("prepared_lower"))
+  must("prepared lower artifact", store:record("artifact"))
+  must("catalog lease", hc:lease_acquire())
+  must("catalog lease record", store:record("lease"))
+  must("prepared lower active", store:activate("prepared_lower"))
+
+  for _, role in ipairs(M.intents) do
+    must(role .. " intent", store:intent(role))
+  end
+  -- The broker stages the RS in the store before it releases it.
+  must("runtime supervisor", rs:spawn())
+
+  -- Spec 3.6 mount steps 5-6: the exact mount identities, then active.
+  must("state anchor mounts", rs:expect("mounts"))
+  must("state anchor record", store:record("mounts"))
+  must("state anchor active", store:activate("state_anchor"))
+
+  -- Spec 3.3 steps 5-7, twice: staged in the store, then acknowledged.
+  must("slirp4netns staged", rs:expect("helper-staged"))
+  must("slirp4netns stage", store:stage("connectivity_helper"))
+  must("slirp4netns release", rs:ack("connectivity_helper"))
+  must("runsc staged", rs:expect("staged"))
+  must("runsc stage", store:stage("attached_runsc"))
+  must("runsc release", rs:ack("attached_runsc"))
+
+  -- Spec 3.7 MarkNetworkReady: the HC judges the RS's record.
+  must("readiness report", rs:expect("ready"))
+  must("network attestation", hc:attest_network())
+
+  -- Spec 3.3 step 9: commit only after target readiness.
+  must("runtime supervisor commit", store:commit("runtime_supervisor"))
+  must("runtime supervisor active", store:activate("runtime_supervisor"))
+  must("slirp4netns commit", store:commit("connectivity_helper"))
+  must("slirp4netns active", store:activate("connectivity_helper"))
+  must("network enter", store:enter("network"))
+  must("network readiness record", store:record("readiness"))
+  must("network active", store:activate("network"))
+  must("runsc commit", store:commit("attached_runsc"))
+  must("runsc active", store:activate("attached_runsc"))
+  must("sandbox stage", store:stage("sandbox"))
+  must("sandbox commit", store:commit("sandbox"))
+  must("sandbox active", store:activate("sandbox"))
+
+  -- Spec 3.4: sessions only for a published generation.
+  must("publication", hc:publish())
+end
+
+-- Retires role from whatever phase it reached: release intent where the
+-- store needs it, then clean (which C refuses without absence proof).
+local function retire(store, role)
+  local phase, msg, code = store:phase(role)
+  if phase == nil then must(role .. " phase", nil, msg, code) end
+  if not phase or phase == "clean" then return end
+  if phase ~= "intent" and phase ~= "release" then
+    must(role .. " release", store:release(role))
+  end
+  must(role .. " clean", store:clean(role))
+end
+
+-- Teardown in reverse (spec 3.6 unmount and lease release), from any point
+-- launch reached. The generation ends stopped when everything was retired
+-- and it was healthy, else failed. Returns whether everything was retired
+-- (each failure logged; a failure stops only the steps that depend on it).
+function M.teardown(h, healthy)
+  local hc, store, rs = h.hc, h.store, h.rs
+  local ok = true
+  local function try(step, f)
+    local done, e = pcall(f)
+    if not done then
+      ok = false
+      log(string_format("teardown: %s failed: %s", step, type(e) == "table" and e.msg or e))
+    end
+    return done
+  end
+  try("generation stopping", function() must("stopping", store:generation("stopping")) end)
+  -- 1. State Anchor release intent, keeping the exact mount identities.
+  local mounted = store:phase("state_anchor") == "active"
+  if mounted then try("state anchor release", function() must("release", store:release("state_anchor")) end) end
+  -- 2. The RS unmounts exactly and proves absence (or its namespaces end).
+  if not try("runtime supervisor stop", function() must("stop", rs:stop()) end) then
+    -- Without absence proof nothing below may be cleaned.
+    try("generation failed", function() must("failed", store:generation("failed")) end)
+    return false
+  end
+  for _, role in ipairs(M.rs_roles) do
+    try(role, function() retire(store, role) end)
+  end
+  -- 3. Anchor clean and prepared-lower release intent, atomically.
+  local lower = store:phase("prepared_lower")
+  if mounted then
+    try("state anchor unmounted", function() must("unmounted", store:anchor_unmounted()) end)
+  else
+    try("state anchor", function() retire(store, "state_anchor") end)
+    if lower == "acquiring" or lower == "active" then
+      try("prepared lower release", function() must("release", store:release("prepared_lower")) end)
+    end
+  end
+  -- 4. The exact lease, then the prepared lower clean.
+  if try("catalog lease release", function() must("lease", hc:lease_release()) end) then
+    try("prepared lower", function() retire(store, "prepared_lower") end)
+  end
+  try("host coordinator", function() retire(store, "host_coordinator") end)
+  local final = (ok and healthy) and "stopped" or "failed"
+  try("generation " .. final, function() must(final, store:generation(final)) end)
+  return ok
+end
+
 -- One CLI waits on our standard output for "ready" or the reason we failed.
-local function report_failure(domain, msg, errno)
-  domain.notify(string_format("error %d %s\n", errno or 5, msg))
+local function report_failure(coordinator, msg, code)
+  coordinator.notify(string_format("error %d %s\n", code or errno.EIO, msg))
+end
+
+-- h: the views of one open coordinator handle.
+function M.views(hc)
+  return {
+    hc = hc,
+    store = require("lazaret.core.dstore").of(hc),
+    rs = require("lazaret.core.rs").of(hc),
+  }
 end
 
 function M.main(cmd)
-  local domain = require("lazaret.core.domain")
+  local coordinator = require("lazaret.core.coordinator")
   local config = require("lazaret.core.config")
-  domain.detach()
-  local cfg <close>, msg, errno = config.load({
+  local session = require("lazaret.core.session")
+  coordinator.detach()
+  local cfg <close>, msg, code = config.load({
     config = cmd.config, profile = cmd.profile, workspace = cmd.workspace,
   })
   if not cfg then
-    report_failure(domain, msg, errno)
+    report_failure(coordinator, msg, code)
     return 78
   end
   -- Spec 3.2: a consumer resolving independently must match exactly.
   local s = cfg:summary()
   if s.domain_id ~= cmd.expect_domain or s.fingerprint ~= cmd.expect_fingerprint then
-    report_failure(domain, "the configuration changed while the Domain was starting; try again", 116)
+    report_failure(coordinator, "the configuration changed while the Domain was starting; try again",
+                   errno.ESTALE)
     return 78
   end
 
-  local hc, hmsg, herr = domain.coordinator(cfg)
+  local hc <close>, hmsg, herr = coordinator.open(cfg)
   if not hc then
-    if herr == 16 then -- EBUSY: another coordinator holds the Domain
+    if herr == errno.EBUSY then -- another coordinator holds the Domain
       log("not coordinating: " .. hmsg)
-      domain.notify("busy\n")
+      coordinator.notify("busy\n")
       return 0
     end
-    report_failure(domain, hmsg, herr)
+    report_failure(coordinator, hmsg, herr)
     return 1
   end
+  local began, bmsg, berr = hc:begin()
+  if not began then
+    hc:close()
+    report_failure(coordinator, bmsg, berr)
+    return 1
+  end
+  local h = M.views(hc)
   log("generation " .. hc:generation() .. " starting")
 
-  -- Launch: prepared lower, supervisor and sandbox, publication.
-  local steps = { "acquire_lower", "start", "publish" }
-  for _, step in ipairs(steps) do
-    local ok, smsg, serr = hc[step](hc)
-    if not ok then
-      log(step .. " failed: " .. smsg)
-      report_failure(domain, smsg, serr)
-      hc:stop()
-      hc:release_lower()
-      hc:close(false)
-      return 1
-    end
+  local launched, e = pcall(M.launch, h)
+  if not launched then
+    if type(e) ~= "table" then e = { step = "launch", msg = e, errno = errno.EIO } end
+    log(e.step .. " failed: " .. e.msg)
+    -- The CLI returns on our report: leave nothing behind before it.
+    M.teardown(h, false)
+    hc:close()
+    report_failure(coordinator, e.msg, e.errno)
+    return 1
   end
-  domain.notify("ready\n")
+  coordinator.notify("ready\n")
   log("generation " .. hc:generation() .. " published")
 
-  local served, smsg = hc:serve()
+  local served, smsg = session.serve(hc)
   if not served then log("serve ended: " .. smsg) end
-
-  -- Teardown in reverse: supervisor (exact unmount), then the lease.
-  local ok = served
-  local stopped, tmsg = hc:stop()
-  if not stopped then
-    log("stop failed: " .. tmsg)
-    ok = false
-  end
-  if stopped then
-    local released, rmsg = hc:release_lower()
-    if not released then
-      log("lease release failed: " .. rmsg)
-      ok = false
-    end
-  end
-  hc:close(ok and true or false)
-  log("generation ended " .. (ok and "cleanly" or "with errors"))
-  return ok and 0 or 1
+  local clean = M.teardown(h, served)
+  log("generation ended " .. ((served and clean) and "cleanly" or "with errors"))
+  return (served and clean) and 0 or 1
 end
 
 return M

@@ -1,0 +1,187 @@
+/* lazaret.core.coordinator: the Host Coordinator (core/runtime/
+ * coordinator.h) for lua/lazaret/runtime/hc.lua. Translation only: every
+ * check is in C. The store transitions and the RS channel are views of the
+ * same handle (l_dstore.c, l_rs.c).
+ *
+ *   coordinator.open(cfg)          [-1, +1|3, e] -> hc | nil, msg, errno
+ *       Domain flock (EBUSY: another HC holds it), the Domain Store, a
+ *       generation a lost HC left recorded failed, runsc located. The
+ *       handle keeps cfg alive.
+ *   coordinator.notify(line)       [-1, +0, e]
+ *       The HC's startup report to the CLI that started it: writes line to
+ *       standard output, then points standard output at /dev/null.
+ *   coordinator.detach()           [-0, +1, -] -> true
+ *       The HC's own session, so it outlives the terminal.
+ *   hc:begin()                     [-0, +1|3, e] -> true | nil, msg, errno
+ *   hc:generation()                [-0, +1, e] -> integer (0 before begin)
+ *   hc:lower_lookup()  hc:lease_acquire()  hc:lease_release()
+ *   hc:attest_network()  hc:publish()
+ *                                  [-0, +1|3, e] -> true | nil, msg, errno
+ *   hc:readiness()                 [-0, +1, e] -> 64 hex | nil
+ *   hc:close()                     [-0, +0, -] idempotent; also __gc and
+ *       __close: ends sessions, kills a remaining RS, records a live
+ *       generation failed, removes the runtime tree, drops the flock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "l_util.h"
+#include "modules.h"
+#include "runtime/coordinator.h"
+
+#define HC_MT "lazaret.hc"
+
+struct hc_ud {
+	lz_hc *hc; /* NULL when closed */
+};
+
+lz_hc *lz_l_check_hc(lua_State *L, int idx)
+{
+	struct hc_ud *ud = luaL_checkudata(L, idx, HC_MT);
+	if (ud->hc == NULL)
+		luaL_error(L, "attempt to use a closed coordinator");
+	return ud->hc;
+}
+
+void lz_l_new_view(lua_State *L, int hc_idx, const char *mt)
+{
+	hc_idx = lua_absindex(L, hc_idx);
+	(void)lz_l_check_hc(L, hc_idx);
+	lua_newuserdatauv(L, 1, 1);
+	luaL_setmetatable(L, mt);
+	lua_pushvalue(L, hc_idx);
+	lua_setiuservalue(L, -2, 1);
+}
+
+lz_hc *lz_l_view_hc(lua_State *L, int idx, const char *mt)
+{
+	luaL_checkudata(L, idx, mt);
+	lua_getiuservalue(L, idx, 1);
+	lz_hc *hc = lz_l_check_hc(L, -1);
+	lua_pop(L, 1);
+	return hc;
+}
+
+static int hc_close(lua_State *L)
+{
+	struct hc_ud *ud = luaL_checkudata(L, 1, HC_MT);
+	lz_hc_close(ud->hc);
+	ud->hc = NULL;
+	return 0;
+}
+
+static int hc_tostring(lua_State *L)
+{
+	struct hc_ud *ud = luaL_checkudata(L, 1, HC_MT);
+	if (ud->hc == NULL)
+		lua_pushliteral(L, "lazaret.hc (closed)");
+	else
+		lua_pushfstring(L, "lazaret.hc (generation %I)", (lua_Integer)lz_hc_generation(ud->hc));
+	return 1;
+}
+
+#define STEP(name, fn)                                   \
+	static int name(lua_State *L)                    \
+	{                                                \
+		lz_hc *hc = lz_l_check_hc(L, 1);         \
+		struct lz_err err = { 0, "" };           \
+		int r = fn(hc, &err);                    \
+		if (r < 0)                               \
+			return lz_l_fail(L, r, &err);    \
+		lua_pushboolean(L, 1);                   \
+		return 1;                                \
+	}
+
+STEP(hc_begin, lz_hc_begin)
+STEP(hc_lower_lookup, lz_hc_lower_lookup)
+STEP(hc_lease_acquire, lz_hc_lease_acquire)
+STEP(hc_lease_release, lz_hc_lease_release)
+STEP(hc_attest_network, lz_hc_attest_network)
+STEP(hc_publish, lz_hc_publish)
+
+static int hc_generation(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)lz_hc_generation(lz_l_check_hc(L, 1)));
+	return 1;
+}
+
+static int hc_readiness(lua_State *L)
+{
+	const char *fp = lz_hc_readiness(lz_l_check_hc(L, 1));
+	if (fp)
+		lua_pushstring(L, fp);
+	else
+		lua_pushnil(L);
+	return 1;
+}
+
+static int coordinator_open(lua_State *L)
+{
+	const struct lz_config *cfg = lz_l_check_config(L, 1);
+	struct hc_ud *ud = lua_newuserdatauv(L, sizeof(*ud), 1);
+	ud->hc = NULL;
+	luaL_setmetatable(L, HC_MT);
+	/* The configuration must outlive the coordinator. */
+	lua_pushvalue(L, 1);
+	lua_setiuservalue(L, -2, 1);
+	struct lz_err err = { 0, "" };
+	int r = lz_hc_open(cfg, &ud->hc, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	return 1;
+}
+
+static int coordinator_notify(lua_State *L)
+{
+	size_t len;
+	const char *line = luaL_checklstring(L, 1, &len);
+	(void)!write(STDOUT_FILENO, line, len);
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDOUT_FILENO);
+		close(null);
+	}
+	return 0;
+}
+
+static int coordinator_detach(lua_State *L)
+{
+	(void)setsid();
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+int luaopen_lazaret_coordinator(lua_State *L)
+{
+	static const luaL_Reg functions[] = {
+		{ "open", coordinator_open },
+		{ "notify", coordinator_notify },
+		{ "detach", coordinator_detach },
+		{ NULL, NULL },
+	};
+	static const luaL_Reg methods[] = {
+		{ "begin", hc_begin },
+		{ "generation", hc_generation },
+		{ "lower_lookup", hc_lower_lookup },
+		{ "lease_acquire", hc_lease_acquire },
+		{ "lease_release", hc_lease_release },
+		{ "attest_network", hc_attest_network },
+		{ "readiness", hc_readiness },
+		{ "publish", hc_publish },
+		{ "close", hc_close },
+		{ NULL, NULL },
+	};
+	static const luaL_Reg metamethods[] = {
+		{ "__gc", hc_close },
+		{ "__close", hc_close },
+		{ "__tostring", hc_tostring },
+		{ NULL, NULL },
+	};
+	lz_l_new_type(L, HC_MT, methods, metamethods);
+	luaL_newlib(L, functions);
+	return 1;
+}

@@ -1,0 +1,154 @@
+/* The OCI bundle of a generation; see bundle.h. */
+#include "runtime/bundle.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/file.h"
+#include "fs/gitsentry.h"
+#include "runtime/ocispec.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+#define LABEL_MAX 4200
+
+struct mounts {
+	struct lz_oci_mount *v;
+	char (*labels)[LABEL_MAX];
+	size_t n, cap;
+	struct lz_gitsentry_mount *git;
+	size_t n_git;
+};
+
+static void mounts_free(struct mounts *m)
+{
+	free(m->v);
+	free(m->labels);
+	free(m->git);
+}
+
+/* A mount whose host source is a label built here (kept in m). */
+static int add_labelled(struct mounts *m, const char *dest, const char *type, bool ro, const char *fmt,
+			const char *a, const char *b, struct lz_err *err)
+{
+	if (m->n == m->cap)
+		return lz_err_set(err, E2BIG, "too many sandbox mounts");
+	if ((size_t)snprintf(m->labels[m->n], LABEL_MAX, fmt, a, b) >= LABEL_MAX)
+		return lz_err_set(err, ENAMETOOLONG, "mount source of %s too long", dest);
+	m->v[m->n] = (struct lz_oci_mount){ .destination = dest, .type = type, .source = m->labels[m->n],
+					    .read_only = ro };
+	m->n++;
+	return 0;
+}
+
+static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct mounts *m, struct lz_err *err)
+{
+	const struct lz_config_profile *p = lz_config_selected(cfg);
+	const struct lz_path *ws = lz_config_workspace(cfg);
+	const char *gen = g->dir.canonical;
+	int r;
+	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
+		char idx[24];
+		snprintf(idx, sizeof(idx), "%zu", i);
+		if ((r = add_labelled(m, p->persistent_dirs[i], "bind", false, "%s/anchor/%s", gen, idx, err)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < p->n_volumes; i++)
+		if ((r = add_labelled(m, p->volumes[i].destination, "bind", p->volumes[i].read_only, "%s%s",
+				      lz_config_volume_source(cfg, i)->canonical, "", err)) < 0)
+			return r;
+	if ((r = add_labelled(m, "/workspace", "bind", false, "%s%s", ws->canonical, "", err)) < 0)
+		return r;
+	/* SR-4: Git Sentry, after /workspace so it lies on top. */
+	if ((r = lz_gitsentry_plan(ws->fd, ws->canonical, &m->git, &m->n_git, err)) < 0)
+		return lz_err_prefix(err, r, "Git Sentry: ");
+	/* Pin .git as a mount point of its own: a mount point cannot be
+	 * renamed, so `mv .git x` cannot slip the protected files aside. */
+	struct stat st;
+	if (m->n_git > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    (r = add_labelled(m, "/workspace/.git", "bind", false, "%s/.git", ws->canonical, "", err)) < 0)
+		return r;
+	for (size_t i = 0; i < m->n_git; i++) {
+		const struct lz_gitsentry_mount *gm = &m->git[i];
+		bool file = gm->kind == LZ_GITSENTRY_READONLY_FILE;
+		if (m->n == m->cap)
+			return lz_err_set(err, E2BIG, "too many sandbox mounts");
+		m->v[m->n++] = (struct lz_oci_mount){ .destination = gm->sandbox_path,
+						      .type = file ? "bind" : "tmpfs",
+						      .source = file ? gm->host_path : NULL,
+						      .read_only = file };
+	}
+	if ((r = add_labelled(m, LZ_BUNDLE_INIT_PATH, "bind", true, "%s/%s", gen, "init", err)) < 0)
+		return r;
+	/* Spec 3.7: the product's resolver configuration, read-only. */
+	return add_labelled(m, "/etc/resolv.conf", "bind", true, "%s/%s", gen, "resolv.conf", err);
+}
+
+int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
+		    const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], struct lz_err *err)
+{
+	const struct lz_config_profile *p = lz_config_selected(cfg);
+	_cleanup_(mounts_free) struct mounts m = { .cap = p->n_persistent_dirs + p->n_volumes +
+							   LZ_GITSENTRY_MOUNTS_MAX + 4 };
+	_cleanup_free_ char *json = NULL;
+	char root[LABEL_MAX], hex[2 * LZ_CANARY_CHALLENGE_LEN + 1];
+	int r;
+	m.v = calloc(m.cap, sizeof(*m.v));
+	m.labels = calloc(m.cap, sizeof(*m.labels));
+	if (m.v == NULL || m.labels == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = build_mounts(cfg, g, &m, err)) < 0)
+		return r;
+	if (lz_gendir_label(g, "root", root, sizeof(root)) < 0)
+		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
+	lz_hex(challenge, LZ_CANARY_CHALLENGE_LEN, hex);
+	char *const argv[] = { LZ_BUNDLE_INIT_PATH, "--attest", hex, NULL };
+	char *const env[] = { LZ_BUNDLE_GUEST_PATH, NULL };
+	struct lz_oci_process init = { .argv = argv, .env = env, .cwd = "/" };
+	/* The network namespace is the RS's, by path (C-REFINEMENT fact 3):
+	 * PID 1 of the RS's PID namespace is the RS. */
+	struct lz_ocispec spec = { .root_path = root, .hostname = "lazaret", .netns_path = "/proc/1/ns/net",
+				   .process = &init, .mounts = m.v, .n_mounts = m.n };
+	if ((r = lz_ocispec_config_json(&spec, &json, err)) < 0)
+		return r;
+	return lz_file_create(g->bundle, "config.json", json, strlen(json), 0600, LZ_RESOLVE_OWNED, err);
+}
+
+char **lz_bundle_guest_env(const lz_config *cfg)
+{
+	const struct lz_config_profile *p = lz_config_selected(cfg);
+	char **env = calloc(3 + p->n_env + 1, sizeof(char *));
+	if (env == NULL)
+		return NULL;
+	size_t k = 0;
+	env[k++] = strdup(LZ_BUNDLE_GUEST_PATH);
+	env[k++] = strdup("HOME=/root");
+	env[k++] = strdup("LANG=C.UTF-8");
+	/* Profile environment references (spec 3.2), resolved by the loader. */
+	for (size_t i = 0; i < p->n_env; i++)
+		if (asprintf(&env[k++], "%s=%s", p->env[i].name, lz_config_env_value(cfg, i)) < 0)
+			env[k - 1] = NULL;
+	for (size_t i = 0; i < k; i++)
+		if (env[i] == NULL) {
+			for (size_t j = 0; j < k; j++)
+				if (env[j] != NULL) {
+					explicit_bzero(env[j], strlen(env[j]));
+					free(env[j]);
+				}
+			free(env);
+			return NULL;
+		}
+	return env;
+}
+
+void lz_bundle_env_free(char **env)
+{
+	for (char **e = env; e && *e; e++) {
+		explicit_bzero(*e, strlen(*e));
+		free(*e);
+	}
+	free(env);
+}

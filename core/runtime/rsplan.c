@@ -1,0 +1,252 @@
+/* The Runtime Supervisor's plan; see rsplan.h. */
+#include "runtime/rsplan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "net/netpolicy.h"
+#include "platform/hostprobe.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+int lz_rsplan_anchor_name(const char *path, char *out, size_t size)
+{
+	size_t n = 0;
+	for (const char *p = path + 1; *p; p++) {
+		bool esc = *p == '/' || *p == '%';
+		if (n + (esc ? 3 : 1) >= size || n + (esc ? 3 : 1) > NAME_MAX)
+			return -ENAMETOOLONG;
+		if (esc)
+			n += (size_t)snprintf(out + n, size - n, "%%%02X", (unsigned char)*p);
+		else
+			out[n++] = *p;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+static void anchor_init(struct lz_rs_anchor *a)
+{
+	*a = (struct lz_rs_anchor){ .lower_fd = -EBADF, .upper_fd = -EBADF, .work_fd = -EBADF,
+				    .target_fd = -EBADF };
+}
+
+static void anchor_close(struct lz_rs_anchor *a)
+{
+	lz_close_fdp(&a->lower_fd);
+	lz_close_fdp(&a->upper_fd);
+	lz_close_fdp(&a->work_fd);
+	lz_close_fdp(&a->target_fd);
+}
+
+void lz_rsplan_free(struct lz_rs_plan *p)
+{
+	if (p == NULL)
+		return;
+	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
+		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
+		lz_close_fdp(fds[i]);
+	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
+		anchor_close(&p->anchors[i]);
+	free(p);
+}
+
+static void rsplan_freep(struct lz_rs_plan **p)
+{
+	lz_rsplan_free(*p);
+}
+
+size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
+{
+	size_t n = 0;
+	const int own[] = { p->control_fd,    p->log_fd,      p->prepared_fd,	p->root_target_fd,
+			    p->root_upper_fd, p->root_work_fd, p->policy_fd, p->slirp_log_fd };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
+		fds[n++] = own[i];
+	for (size_t i = 0; i < p->n_anchors; i++) {
+		const struct lz_rs_anchor *a = &p->anchors[i];
+		const int one[] = { a->lower_fd, a->upper_fd, a->work_fd, a->target_fd };
+		for (size_t j = 0; j < LZ_ARRAY_SIZE(one) && n < cap; j++)
+			fds[n++] = one[j];
+	}
+	return n;
+}
+
+static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
+{
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
+	*ret = fd;
+	return 0;
+}
+
+static int label(char *out, size_t size, const char *a, const char *b, struct lz_err *err)
+{
+	if ((size_t)snprintf(out, size, "%s%s", a, b) >= size)
+		return lz_err_set(err, ENAMETOOLONG, "path too long: %s%s", a, b);
+	return 0;
+}
+
+/* One State Anchor: its mount point, its lower in the prepared tree, its
+ * upper and work directories in the Domain Root. */
+static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_anchor *a,
+		       struct lz_err *err)
+{
+	const char *dir = lz_config_selected(in->cfg)->persistent_dirs[i];
+	const struct lz_path *domain_root = lz_config_storage_domain(in->cfg);
+	struct lz_path anchors = LZ_PATH_INIT, one = LZ_PATH_INIT;
+	char name[NAME_MAX + 1], idx[24];
+	struct stat st;
+	int r;
+	snprintf(idx, sizeof(idx), "%zu", i);
+	if ((r = subdir(in->gen->anchor, idx, 0755, &a->target_fd, err)) < 0)
+		return r;
+	char rel[32];
+	snprintf(rel, sizeof(rel), "anchor/%s", idx);
+	if (lz_gendir_label(in->gen, rel, a->target, sizeof(a->target)) < 0)
+		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
+	a->lower_fd = lz_openat2(in->rootfs_fd, dir + 1, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (a->lower_fd < 0 && errno == ENOENT) {
+		a->lower_fd = fcntl(in->gen->empty, F_DUPFD_CLOEXEC, 3);
+		r = lz_gendir_label(in->gen, "empty", a->lower, sizeof(a->lower));
+	} else {
+		char prepared[4200];
+		snprintf(prepared, sizeof(prepared), "%s/prepared/%s/rootfs",
+			 lz_config_storage_root(in->cfg)->canonical, in->artifact);
+		r = label(a->lower, sizeof(a->lower), prepared, dir, err);
+	}
+	if (a->lower_fd < 0)
+		return lz_err_set(err, errno, "persistent directory %s in the image: %s%s", dir, strerror(errno),
+				  errno == ELOOP || errno == ENOTDIR ? " (it must be a directory, not a symlink)" : "");
+	if (r < 0)
+		return lz_err_set(err, ENAMETOOLONG, "path of persistent directory %s too long", dir);
+	if (lz_rsplan_anchor_name(dir, name, sizeof(name)) < 0)
+		return lz_err_set(err, ENAMETOOLONG, "persistent directory %s: name too long for a State Anchor", dir);
+	if (fstat(a->lower_fd, &st) < 0)
+		return lz_err_set(err, errno, "stat %s in the image: %s", dir, strerror(errno));
+	r = lz_path_owned_child(domain_root, "anchor", true, &anchors, err);
+	if (r >= 0)
+		r = lz_path_owned_child(&anchors, name, true, &one, err);
+	if (r >= 0)
+		r = label(a->upper, sizeof(a->upper), one.canonical, "/upper", err);
+	if (r >= 0)
+		r = label(a->work, sizeof(a->work), one.canonical, "/work", err);
+	if (r >= 0)
+		r = subdir(one.fd, "upper", 0700, &a->upper_fd, err);
+	/* The upper's root gives the merged directory its owner and mode. */
+	if (r >= 0 && fchmodat(one.fd, "upper", st.st_mode & 07777, 0) < 0)
+		r = lz_err_set(err, errno, "chmod the State Anchor of %s: %s", dir, strerror(errno));
+	if (r >= 0)
+		r = subdir(one.fd, "work", 0700, &a->work_fd, err);
+	lz_path_release(&anchors);
+	lz_path_release(&one);
+	return r;
+}
+
+/* Spec 3.7: the policy derived from the trusted configuration, as
+ * canonical bytes in a write-sealed memfd with their digest. */
+static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *plan, struct lz_err *err)
+{
+	struct lz_prefix allow[LZ_CONFIG_LIST_MAX], deny[LZ_CONFIG_LIST_MAX];
+	for (size_t i = 0; i < p->n_allow; i++)
+		allow[i] = p->allow[i].prefix;
+	for (size_t i = 0; i < p->n_deny; i++)
+		deny[i] = p->deny[i].prefix;
+	_cleanup_free_ struct lz_netpolicy *pol = malloc(sizeof(*pol));
+	_cleanup_free_ uint8_t *bytes = malloc(LZ_NETPOLICY_ENCODED_MAX);
+	size_t len = 0;
+	int r;
+	if (pol == NULL || bytes == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, pol, err)) < 0)
+		return r;
+	if ((r = lz_netpolicy_encode(pol, bytes, LZ_NETPOLICY_ENCODED_MAX, &len)) < 0)
+		return lz_err_set(err, -r, "encode the network policy: %s", strerror(-r));
+	if ((r = lz_netpolicy_digest_bytes(bytes, len, plan->policy_digest)) < 0)
+		return lz_err_set(err, -r, "digest the network policy: %s", strerror(-r));
+	return lz_netpolicy_to_memfd(bytes, len, &plan->policy_fd, err);
+}
+
+int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, int *ret_hc_fd,
+		    struct lz_err *err)
+{
+	const struct lz_config_profile *p = lz_config_selected(in->cfg);
+	_cleanup_(rsplan_freep) struct lz_rs_plan *plan = calloc(1, sizeof(*plan));
+	char tool[LZ_HOSTPROBE_PATH_MAX];
+	int sv[2];
+	int r;
+	if (plan == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
+		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
+		*fds[i] = -EBADF;
+	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
+		anchor_init(&plan->anchors[i]);
+	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS)
+		return lz_err_set(err, E2BIG, "more than %d persistent directories", LZ_RS_MAX_ANCHORS);
+
+	plan->generation = in->generation;
+	snprintf(plan->domain_id, sizeof(plan->domain_id), "%s", in->domain_id);
+	snprintf(plan->container_id, sizeof(plan->container_id), "%s", in->container_id);
+	snprintf(plan->runsc_path, sizeof(plan->runsc_path), "%s", in->runsc_path);
+	plan->dcache = lz_config_dcache(in->cfg);
+	memcpy(plan->canary_key, in->canary_key, LZ_CANARY_KEY_LEN);
+	plan->prepared_fd = in->rootfs_fd;
+	char prepared[4200];
+	snprintf(prepared, sizeof(prepared), "%s/prepared/%s/rootfs", lz_config_storage_root(in->cfg)->canonical,
+		 in->artifact);
+	if ((r = label(plan->prepared, sizeof(plan->prepared), prepared, "", err)) < 0)
+		return r;
+	const struct {
+		const char *child;
+		int from;
+		int *fd;
+		char *label;
+	} dirs[] = {
+		{ "root", in->gen->root, &plan->root_target_fd, plan->root_target },
+		{ "root-upper", in->gen->root_upper, &plan->root_upper_fd, plan->root_upper },
+		{ "root-work", in->gen->root_work, &plan->root_work_fd, plan->root_work },
+	};
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++) {
+		if ((*dirs[i].fd = fcntl(dirs[i].from, F_DUPFD_CLOEXEC, 3)) < 0)
+			return lz_err_set(err, errno, "dup: %s", strerror(errno));
+		if (lz_gendir_label(in->gen, dirs[i].child, dirs[i].label, 4096) < 0)
+			return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
+	}
+	if (lz_gendir_label(in->gen, "runsc", plan->runsc_root, sizeof(plan->runsc_root)) < 0 ||
+	    lz_gendir_label(in->gen, "bundle", plan->bundle, sizeof(plan->bundle)) < 0)
+		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
+	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
+		plan->n_anchors = i + 1; /* closed by lz_rsplan_free on failure */
+		if ((r = plan_anchor(in, i, &plan->anchors[i], err)) < 0)
+			return r;
+	}
+	plan->n_anchors = p->n_persistent_dirs;
+	if ((r = lz_gendir_open_log(in->gen, "runsc.log", &plan->log_fd, err)) < 0 ||
+	    (r = plan_policy(p, plan, err)) < 0)
+		return r;
+	/* FR-16: slirp4netns from the system directories, named before
+	 * anything starts when its package is missing. */
+	if ((r = lz_hostprobe_tool_locate("slirp4netns", err, &tool)) < 0)
+		return lz_err_prefix(err, r, "the connectivity helper (package slirp4netns): ");
+	snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", tool);
+	if ((r = lz_gendir_open_log(in->gen, "slirp4netns.log", &plan->slirp_log_fd, err)) < 0)
+		return r;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return lz_err_set(err, errno, "socketpair: %s", strerror(errno));
+	plan->control_fd = sv[1];
+	*ret_hc_fd = sv[0];
+	*ret = TAKE_PTR(plan);
+	return 0;
+}

@@ -1,0 +1,104 @@
+/* The Runtime Supervisor's plan (spec 3.1, 3.6, 3.7): everything the HC
+ * resolves for one generation's RS before the RS exists, as retained
+ * descriptors with their path labels.
+ *
+ * The RS is forked from the HC into new user, PID and mount namespaces and
+ * keeps only the plan's descriptors. It reopens each source and target by
+ * its label in its own mount namespace and refuses unless the reopened
+ * object is the inherited descriptor's (device and inode): the labels are
+ * never authority on their own (spec 3.2 "trusted external pathname
+ * handoff").
+ *
+ * State Anchors (spec 3.6, DX-2): one per persistent directory, its lower
+ * that directory of the prepared lower (a symlink refuses; a directory the
+ * image lacks gets the generation's empty/), its upper and work
+ * directories beneath the Domain Root at anchor/<encoded path>/ ("/usr/
+ * local" -> "usr%2Flocal"); the upper takes the lower's mode, so the
+ * merged directory keeps it.
+ *
+ * Network (spec 3.7, FR-16, FR-19): the derived policy's canonical bytes
+ * in a write-sealed memfd with the digest the HC computed, slirp4netns
+ * located in the system directories, its log, and this generation's canary
+ * key. */
+#ifndef LZ_RSPLAN_H
+#define LZ_RSPLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "net/canary.h"
+#include "runtime/rsproto.h"
+#include "runtime/rundir.h"
+#include "util/err.h"
+
+struct lz_rs_anchor {
+	int lower_fd;
+	int upper_fd;
+	int work_fd;
+	int target_fd;
+	char target[4096]; /* label of target_fd, for the exact unmount */
+	char lower[4096];  /* labels of the layers, reopened in the RS */
+	char upper[4096];
+	char work[4096];
+};
+
+struct lz_rs_plan {
+	int control_fd; /* SOCK_SEQPACKET to the HC */
+	int log_fd;     /* runsc's stdout/stderr */
+	uint64_t generation;
+	char domain_id[65];
+	int prepared_fd;     /* the prepared lower's rootfs (borrowed from the HC) */
+	char prepared[4096]; /* its label: reopened in the RS's namespace */
+	int root_target_fd;  /* <gen>/root */
+	char root_target[4096];
+	/* The transient writable layer of the root: an overlay over the
+	 * prepared lower, discarded with the generation (spec 3.6). */
+	int root_upper_fd;
+	int root_work_fd;
+	char root_upper[4096];
+	char root_work[4096];
+	struct lz_rs_anchor anchors[LZ_RS_MAX_ANCHORS];
+	size_t n_anchors;
+	char runsc_path[64];
+	char runsc_root[4096]; /* --root */
+	char bundle[4096];
+	char container_id[80];
+	uint32_t dcache;
+	int policy_fd;
+	uint8_t policy_digest[32];
+	char slirp_path[64];
+	int slirp_log_fd;
+	uint8_t canary_key[LZ_CANARY_KEY_LEN]; /* the HC keeps a copy */
+};
+
+struct lz_rsplan_input {
+	const lz_config *cfg;
+	const struct lz_gendir *gen;
+	uint64_t generation;
+	const char *domain_id; /* 64 hex */
+	const char *artifact;  /* prepared-artifact ID, 64 hex */
+	int rootfs_fd;        /* its rootfs, opened by the HC; the plan borrows it */
+	const char *runsc_path;
+	const char *container_id;
+	const uint8_t *canary_key; /* LZ_CANARY_KEY_LEN bytes */
+};
+
+/* Builds the plan and the HC <-> RS socketpair: *ret_hc_fd is the HC's end.
+ * The plan owns every descriptor in it except prepared_fd (the caller's
+ * rootfs_fd, which must outlive the plan). */
+int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, int *ret_hc_fd,
+		    struct lz_err *err);
+
+/* Closes what the plan owns and frees it; accepts NULL. */
+void lz_rsplan_free(struct lz_rs_plan *p);
+
+/* Every descriptor the RS keeps (the plan's own and prepared_fd) into
+ * fds[0..cap); returns how many. */
+size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap);
+
+/* The State Anchor directory name of a persistent path: "/usr/local" ->
+ * "usr%2Flocal" ('/' and '%' escaped); -ENAMETOOLONG. */
+int lz_rsplan_anchor_name(const char *path, char *out, size_t size);
+
+#endif

@@ -1,0 +1,163 @@
+/* The runtime Domain directory; see rundir.h. */
+#include "runtime/rundir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fs/file.h"
+#include "fs/tree.h"
+#include "proc/userns.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+#define STALE_MAX 64 /* gen-* trees removed per start; more wait for the next */
+
+int lz_rundir_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_un *ret)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	if ((size_t)snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d/%s", runtime_domain->fd,
+			     LZ_RUNDIR_SOCKET) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	*ret = a;
+	return 0;
+}
+
+/* Creates (or finds) the directory name beneath dirfd and opens it O_PATH. */
+static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
+{
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
+	*ret = fd;
+	return 0;
+}
+
+static void gendir_close(struct lz_gendir *g)
+{
+	int *fds[] = { &g->root, &g->root_upper, &g->root_work, &g->anchor,
+		       &g->runsc, &g->bundle,	  &g->sessions,	 &g->empty };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
+		lz_close_fdp(fds[i]);
+	lz_path_release(&g->dir);
+}
+
+int lz_gendir_create(const struct lz_path *runtime_domain, uint64_t generation, const void *init,
+		     size_t init_len, const char *resolv_conf, struct lz_gendir *ret, struct lz_err *err)
+{
+	_cleanup_(lz_gendir_remove) struct lz_gendir g = LZ_GENDIR_INIT;
+	char name[sizeof(g.name)];
+	int r;
+	snprintf(name, sizeof(name), "gen-%llu", (unsigned long long)generation);
+	if (mkdirat(runtime_domain->fd, name, 0700) < 0)
+		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	g.parent = runtime_domain; /* ours from here: removed on failure */
+	memcpy(g.name, name, sizeof(name));
+	if ((r = lz_path_owned_child(runtime_domain, g.name, false, &g.dir, err)) < 0)
+		return r;
+	/* The root's transient upper gives / its mode; 0755 like any root. */
+	const struct {
+		const char *name;
+		unsigned mode;
+		int *fd;
+	} dirs[] = {
+		{ "root", 0700, &g.root },	 { "root-upper", 0755, &g.root_upper },
+		{ "root-work", 0700, &g.root_work }, { "anchor", 0700, &g.anchor },
+		{ "runsc", 0700, &g.runsc },	 { "bundle", 0700, &g.bundle },
+		{ "sessions", 0700, &g.sessions }, { "empty", 0755, &g.empty },
+	};
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++)
+		if ((r = subdir(g.dir.fd, dirs[i].name, dirs[i].mode, dirs[i].fd, err)) < 0)
+			return r;
+	if ((r = lz_file_create(g.dir.fd, "init", init, init_len, 0555, LZ_RESOLVE_OWNED, err)) < 0 ||
+	    (r = lz_file_create(g.dir.fd, "resolv.conf", resolv_conf, strlen(resolv_conf), 0444,
+				LZ_RESOLVE_OWNED, err)) < 0)
+		return r;
+	*ret = g;
+	g = (struct lz_gendir)LZ_GENDIR_INIT; /* moved out */
+	return 0;
+}
+
+int lz_gendir_label(const struct lz_gendir *g, const char *child, char *out, size_t size)
+{
+	int n = snprintf(out, size, "%s/%s", g->dir.canonical ? g->dir.canonical : "", child);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int lz_gendir_open_log(const struct lz_gendir *g, const char *name, int *ret_fd, struct lz_err *err)
+{
+	int fd = lz_openat2_create(g->dir.fd, name, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
+				   LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+void lz_gendir_salvage_log(const struct lz_gendir *g, uint64_t generation, const char *name, int out_fd)
+{
+	if (g->dir.fd < 0)
+		return;
+	_cleanup_close_ int fd = lz_openat2(g->dir.fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return;
+	char buf[LZ_RUNDIR_LOG_TAIL];
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > (off_t)sizeof(buf) ? size - (off_t)sizeof(buf) : 0;
+	ssize_t n = pread(fd, buf, sizeof(buf), from);
+	if (n <= 0)
+		return;
+	dprintf(out_fd, "--- %s of generation %llu (last %zd bytes) ---\n", name, (unsigned long long)generation,
+		n);
+	(void)lz_write_all(out_fd, buf, (size_t)n);
+	dprintf(out_fd, "--- end of %s ---\n", name);
+}
+
+/* A tree a lost RS left holds files owned by namespace IDs: removed from
+ * inside a user namespace with our map when a plain removal fails. */
+static void remove_tree(int dirfd, const char *name)
+{
+	struct lz_err ignored;
+	struct lz_idmap map;
+	if (lz_tree_remove(dirfd, name, &ignored) < 0 && lz_idmap_for_invoking_user(&map, &ignored) >= 0)
+		(void)lz_tree_remove_in_userns(&map, dirfd, name, &ignored);
+}
+
+void lz_gendir_remove(struct lz_gendir *g)
+{
+	gendir_close(g);
+	if (g->parent != NULL && g->name[0] != '\0')
+		remove_tree(g->parent->fd, g->name);
+	g->parent = NULL;
+	g->name[0] = '\0';
+}
+
+void lz_rundir_remove_stale(const struct lz_path *runtime_domain)
+{
+	int fd = lz_openat2(runtime_domain->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return;
+	}
+	char names[STALE_MAX][32];
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL && n < STALE_MAX)
+		if (strncmp(de->d_name, "gen-", 4) == 0 && strlen(de->d_name) < sizeof(names[0]))
+			memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		remove_tree(runtime_domain->fd, names[i]);
+	(void)unlinkat(runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+}

@@ -1,0 +1,260 @@
+/* One Client Session on the HC's side; see session.h. */
+#include "session/session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "proc/spawn.h"
+#include "util/cleanup.h"
+
+void lz_session_init(struct lz_session *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->client = -1;
+	s->master = -1;
+	s->exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+}
+
+bool lz_session_busy(const struct lz_session *s)
+{
+	return s->client >= 0 || s->exec.pidfd >= 0;
+}
+
+int lz_session_open_pty(struct lz_session *s, uint16_t rows, uint16_t cols, int *ret_slave,
+			struct lz_err *err)
+{
+	if (rows == 0 || cols == 0)
+		return lz_err_set(err, EINVAL, "a terminal needs non-zero rows and columns");
+	_cleanup_close_ int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return lz_err_set(err, errno, "open a PTY: %s", strerror(errno));
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+	if (grantpt(master) < 0 || unlockpt(master) < 0 || ioctl(master, TIOCSWINSZ, &ws) < 0 ||
+	    fcntl(master, F_SETFL, O_NONBLOCK) < 0)
+		return lz_err_set(err, errno, "set up the PTY: %s", strerror(errno));
+	int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (slave < 0)
+		return lz_err_set(err, errno, "open the PTY's slave: %s", strerror(errno));
+	s->master = TAKE_FD(master);
+	s->tty = true;
+	*ret_slave = slave;
+	return 0;
+}
+
+void lz_session_started(struct lz_session *s, const struct lz_broker_child *exec)
+{
+	s->exec = *exec;
+	s->running = true;
+}
+
+size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *timeout_ms)
+{
+	size_t n = 0;
+	if (s->client >= 0)
+		pf[n++] = (struct pollfd){ .fd = s->client,
+					   .events = (short)((s->in_len == 0 ? POLLIN : 0) |
+							     (s->out_len > 0 ? POLLOUT : 0)) };
+	if (s->exec.pidfd >= 0)
+		pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
+	/* Backpressure: no read while an Output is pending or nobody is there
+	 * to take it. */
+	if (s->master >= 0 && s->running)
+		pf[n++] = (struct pollfd){ .fd = s->master,
+					   .events = (short)((s->out_len == 0 && s->client >= 0 ? POLLIN : 0) |
+							     (s->in_len > 0 ? POLLOUT : 0)) };
+	if (s->release != LZ_SESSION_LIVE && s->exec.pidfd >= 0) {
+		int left = lz_remaining_ms(s->release_at);
+		if (*timeout_ms < 0 || left < *timeout_ms)
+			*timeout_ms = left;
+	}
+	return n;
+}
+
+void lz_session_flush_input(struct lz_session *s)
+{
+	while (s->in_off < s->in_len) {
+		ssize_t n = write(s->master, s->in + s->in_off, s->in_len - s->in_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		s->in_off += (size_t)n;
+	}
+	if (s->in_off == s->in_len)
+		s->in_len = s->in_off = 0;
+}
+
+void lz_session_flush_output(struct lz_session *s)
+{
+	if (s->out_len == 0 || s->client < 0)
+		return;
+	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
+	int r = lz_wire_send(s->client, &m, NULL, 0);
+	if (r == 0)
+		s->out_len = 0;
+	else if (r != -EAGAIN)
+		lz_session_client_gone(s);
+}
+
+void lz_session_read_master(struct lz_session *s)
+{
+	if (s->out_len > 0 || s->master < 0)
+		return;
+	ssize_t n = read(s->master, s->out, sizeof(s->out));
+	if (n > 0) {
+		s->out_len = (size_t)n;
+		lz_session_flush_output(s);
+	}
+}
+
+void lz_session_start_release(struct lz_session *s)
+{
+	if (s->release != LZ_SESSION_LIVE || s->exec.pidfd < 0)
+		return;
+	(void)lz_broker_signal(&s->exec, SIGHUP);
+	s->release = LZ_SESSION_HUP_SENT;
+	s->release_at = lz_now_ms() + LZ_SESSION_GRACE_MS;
+}
+
+void lz_session_advance_release(struct lz_session *s)
+{
+	if (s->release == LZ_SESSION_LIVE || s->release == LZ_SESSION_KILL_SENT || s->exec.pidfd < 0 ||
+	    lz_remaining_ms(s->release_at) > 0)
+		return;
+	(void)lz_broker_signal(&s->exec, s->release == LZ_SESSION_HUP_SENT ? SIGTERM : SIGKILL);
+	s->release++;
+	s->release_at = lz_now_ms() + LZ_SESSION_GRACE_MS;
+}
+
+void lz_session_client_gone(struct lz_session *s)
+{
+	lz_close_fdp(&s->client);
+	s->client = -1;
+	if (s->tty)
+		lz_session_start_release(s);
+	else if (s->exec.pidfd >= 0)
+		(void)lz_broker_signal(&s->exec, SIGTERM);
+}
+
+enum lz_session_verdict lz_session_event(struct lz_session *s, const struct lz_wire_msg *m)
+{
+	/* Spec 3.4: Interrupt, Quit and Suspend for the guest's group; the
+	 * exec client forwards them through runsc exec. */
+	static const int sigs[] = { [LZ_WIRE_SIG_INTERRUPT] = SIGINT, [LZ_WIRE_SIG_QUIT] = SIGQUIT,
+				    [LZ_WIRE_SIG_SUSPEND] = SIGTSTP, [LZ_WIRE_SIG_HANGUP] = SIGHUP,
+				    [LZ_WIRE_SIG_TERMINATE] = SIGTERM };
+	bool live = s->running && s->release == LZ_SESSION_LIVE;
+	switch (m->type) {
+	case LZ_WIRE_SIGNAL:
+		if (!live)
+			break;
+		(void)lz_broker_signal(&s->exec, sigs[m->sig]);
+		return LZ_SESSION_HANDLED;
+	case LZ_WIRE_INPUT:
+		if (!live || !s->tty || s->in_len > 0)
+			break;
+		memcpy(s->in, m->input.ptr, m->input.len);
+		s->in_len = m->input.len;
+		s->in_off = 0;
+		lz_session_flush_input(s);
+		return LZ_SESSION_HANDLED;
+	case LZ_WIRE_RESIZE: {
+		if (!live || !s->tty)
+			break;
+		/* The kernel sends SIGWINCH to the PTY's foreground group (runsc
+		 * exec), which forwards it to the guest's. */
+		struct winsize ws = { .ws_row = m->resize.rows, .ws_col = m->resize.cols };
+		(void)ioctl(s->master, TIOCSWINSZ, &ws);
+		return LZ_SESSION_HANDLED;
+	}
+	case LZ_WIRE_DETACH:
+		if (!s->running)
+			break;
+		if (s->tty)
+			lz_session_start_release(s);
+		return LZ_SESSION_HANDLED;
+	case LZ_WIRE_CLOSE_INPUT:
+		/* End of input on a terminal is the ^D byte; without one the
+		 * command holds the client's own stdin. */
+		if (!s->running)
+			break;
+		return LZ_SESSION_HANDLED;
+	default:
+		break;
+	}
+	return LZ_SESSION_UNEXPECTED;
+}
+
+/* Sends one record, waiting (bounded) while the client's socket is full. */
+static void send_bounded(int fd, const struct lz_wire_msg *m, int64_t deadline)
+{
+	for (;;) {
+		int r = lz_wire_send(fd, m, NULL, 0);
+		if (r != -EAGAIN)
+			return;
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, lz_remaining_ms(deadline)) <= 0)
+			return;
+	}
+}
+
+int lz_session_finish(struct lz_session *s)
+{
+	int status = 255;
+	struct lz_err ignored;
+	(void)lz_broker_wait(&s->exec, 0, &status, &ignored);
+	s->running = false;
+	if (s->client >= 0 && s->tty) {
+		int64_t deadline = lz_now_ms() + LZ_SESSION_DRAIN_MS;
+		if (s->out_len > 0) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
+			send_bounded(s->client, &m, deadline);
+			s->out_len = 0;
+		}
+		for (;;) {
+			ssize_t n = read(s->master, s->out, sizeof(s->out));
+			if (n <= 0 || lz_remaining_ms(deadline) == 0)
+				break; /* EIO: no slave left; EAGAIN: drained */
+			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, (size_t)n } };
+			send_bounded(s->client, &m, deadline);
+		}
+	}
+	if (s->client >= 0) {
+		struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
+					 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)status } };
+		send_bounded(s->client, &m, lz_now_ms() + LZ_SESSION_DRAIN_MS);
+	}
+	return status;
+}
+
+void lz_session_refuse(int fd, int code, const char *msg)
+{
+	char text[LZ_ERR_MSG_MAX];
+	size_t n = strnlen(msg, sizeof(text) - 1);
+	/* Refused carries UTF-8: a non-UTF-8 path in a message must not keep
+	 * the refusal from reaching the client. */
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)msg[i];
+		text[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	text[n] = '\0';
+	if (code <= 0 || code > (int)LZ_WIRE_MAX_ERRNO)
+		code = EIO;
+	struct lz_wire_msg m = { .type = LZ_WIRE_REFUSED,
+				 .refused = { .code = (uint32_t)code, .message = text, .message_len = n } };
+	(void)lz_wire_send(fd, &m, NULL, 0);
+}
+
+void lz_session_reset(struct lz_session *s)
+{
+	lz_broker_kill(&s->exec);
+	lz_close_fdp(&s->client);
+	lz_close_fdp(&s->master);
+	lz_session_init(s);
+}

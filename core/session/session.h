@@ -1,0 +1,120 @@
+/* One Client Session on the Host Coordinator's side (spec 3.4, FR-14,
+ * FR-15): its client connection, its exec client, and for a terminal
+ * session the PTY pair and the byte relay.
+ *
+ * The HC owns the PTY master; the slave, opened through the master with
+ * TIOCGPTPEER (never by name), becomes the exec client's standard streams
+ * and controlling terminal. A session holds at most one record in flight
+ * each way: an Output the client has not taken stops reading the master
+ * (the guest then blocks in the kernel's PTY buffer, never in HC memory),
+ * and an Input not yet written to the master stops reading the client, so
+ * one session can neither grow the HC nor delay another session's events.
+ *
+ * Release (client loss or Detach): SIGHUP to the exec client, which runsc
+ * exec forwards to the guest's foreground group; then SIGTERM and SIGKILL,
+ * each after LZ_SESSION_GRACE_MS. The end: the exec client reaped, the
+ * master drained in order until EOF or LZ_SESSION_DRAIN_MS, then exactly
+ * one SessionExit. Every signal and wait goes through the exec client's
+ * retained pidfd.
+ *
+ * This module knows no store and no runsc: the coordinator starts the exec
+ * client (lz_session_start's caller) and records the session's lifecycle.
+ * A session is a plain struct the HC keeps in a fixed table; free slots
+ * have client < 0 and no exec client. */
+#ifndef LZ_SESSION_H
+#define LZ_SESSION_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proc/broker.h"
+#include "session/wire.h"
+#include "util/err.h"
+
+#define LZ_SESSION_ID_HEX 32
+#define LZ_SESSION_GRACE_MS 2000
+#define LZ_SESSION_DRAIN_MS 2000
+#define LZ_SESSION_POLLFDS 3 /* client, exec pidfd, master */
+
+enum lz_session_release {
+	LZ_SESSION_LIVE = 0,
+	LZ_SESSION_HUP_SENT = 1,
+	LZ_SESSION_TERM_SENT = 2,
+	LZ_SESSION_KILL_SENT = 3,
+};
+
+struct lz_session {
+	int client; /* owned; -1: no client (free slot, or the client left) */
+	bool greeted;
+	bool running; /* the exec client runs; terminal events are admitted */
+	bool tty;
+	int master; /* owned PTY master, non-blocking; -1 without a terminal */
+	struct lz_broker_child exec;
+	char id[LZ_SESSION_ID_HEX + 1]; /* "" until the store minted one */
+	uint8_t out[LZ_WIRE_MAX_DATA];
+	size_t out_len; /* an Output not yet sent */
+	uint8_t in[LZ_WIRE_MAX_DATA];
+	size_t in_len, in_off; /* an Input not yet written to the master */
+	enum lz_session_release release;
+	int64_t release_at; /* CLOCK_MONOTONIC ms when the next stage is due */
+};
+
+/* A free slot. */
+void lz_session_init(struct lz_session *s);
+
+/* Whether the slot is in use (a client or an exec client). */
+bool lz_session_busy(const struct lz_session *s);
+
+/* Opens the PTY pair for a terminal session: the master stays in s (window
+ * size rows x cols, non-zero), the slave comes back for the exec client. */
+int lz_session_open_pty(struct lz_session *s, uint16_t rows, uint16_t cols, int *ret_slave,
+			struct lz_err *err);
+
+/* The exec client runs: terminal events are admitted from here on. */
+void lz_session_started(struct lz_session *s, const struct lz_broker_child *exec);
+
+/* Fills up to LZ_SESSION_POLLFDS entries of pf (returns how many) with
+ * what s waits for, honouring the backpressure above. *timeout_ms is
+ * lowered to the next release stage when one is due. */
+size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *timeout_ms);
+
+/* What a client record asks of a running session. */
+enum lz_session_verdict {
+	LZ_SESSION_HANDLED,    /* applied (or ignored: CloseInput) */
+	LZ_SESSION_UNEXPECTED, /* the caller refuses it and the client is lost */
+};
+
+/* Applies a record of a running session's client: Signal, Input, Resize,
+ * Detach, CloseInput. Terminal events are refused once release began. */
+enum lz_session_verdict lz_session_event(struct lz_session *s, const struct lz_wire_msg *m);
+
+/* The client became writable, or the master readable or writable. */
+void lz_session_flush_output(struct lz_session *s);
+void lz_session_flush_input(struct lz_session *s);
+void lz_session_read_master(struct lz_session *s);
+
+/* The client is gone: a terminal session starts its release, a session
+ * without a terminal sends SIGTERM to its exec client. */
+void lz_session_client_gone(struct lz_session *s);
+
+/* Client loss or Detach of a terminal session: SIGHUP now, then the later
+ * stages from lz_session_advance_release. Idempotent. */
+void lz_session_start_release(struct lz_session *s);
+void lz_session_advance_release(struct lz_session *s);
+
+/* The exec client ended: reaps it, drains the master in order (bounded),
+ * sends one SessionExit with its status, and returns that status. The
+ * session is then ready for lz_session_reset. */
+int lz_session_finish(struct lz_session *s);
+
+/* Sends Refused (code errno, message with non-printable bytes as '?') on fd
+ * and ignores a failure: the connection is being dropped anyway. */
+void lz_session_refuse(int fd, int code, const char *msg);
+
+/* Kills a remaining exec client, closes the client and the master, and
+ * returns the slot to free. */
+void lz_session_reset(struct lz_session *s);
+
+#endif

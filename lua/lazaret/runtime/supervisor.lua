@@ -1,0 +1,45 @@
+-- The Runtime Supervisor's steps (core/runtime/supervisor.h; spec 3.3,
+-- 3.6, 3.7), run in the RS's own sealed Lua state by
+-- bindings/runtime/l_supervisor.c. Each C step refuses unless the one
+-- before it succeeded; Lua orders them and decides nothing else.
+local M = {}
+
+local error, pcall, type, ipairs = error, pcall, type, ipairs
+
+M.steps = {
+  "mount",            -- 1. root and State Anchor overlays; MOUNTS
+  "start_helper",     -- 2. slirp4netns staged, acknowledged; enforcement netns
+  "prove_canary",     -- 3. both canary endpoints answer
+  "install_policy",   -- 3. tap0, exactly the derived policy, observed
+  "start_runsc",      -- 4. runsc run staged, acknowledged, released
+  "await_running",    -- 4. the container runs
+  "read_init_report", -- 5. the init's observations
+  "finish_network",   -- 5. canary removed, CAP_NET_ADMIN dropped
+  "report_ready",     -- 5. READY with the attestation record
+}
+
+-- rs: the lazaret.core.supervisor handle. Returns 0 after a clean stop,
+-- 1 otherwise; a failed step ends in rs:abort(reason), which releases
+-- what was built and reports FAILED to the HC.
+function M.main(rs)
+  local ran, e = pcall(function()
+    for _, step in ipairs(M.steps) do
+      local ok, msg = rs[step](rs)
+      if not ok then error(step .. ": " .. msg, 0) end
+    end
+  end)
+  if not ran then
+    rs:abort(type(e) == "string" and e or "the supervisor failed")
+    return 1
+  end
+  -- Ends on STOP, loss of the HC (the lease-loss path) or runsc's end.
+  local ended, smsg = rs:serve()
+  if not ended then
+    rs:abort("serve: " .. smsg)
+    return 1
+  end
+  -- Reports STOPPED, or FAILED with the reason, itself.
+  return rs:stop() and 0 or 1
+end
+
+return M
