@@ -5,6 +5,9 @@
  * v1 document uses and refuses everything else with a line and column, so no
  * parser default can make an unknown, duplicate or aliased key meaningful
  * (spec 3.2). Schema checks (unknown keys, types, ranges) live in config.c.
+ * This header is the decoder's whole public interface; it is implemented by
+ * toml.c (document grammar, headers, tables), toml_scan.c (text check, keys,
+ * scalar values) and toml_tree.c (the value tree, lookup and release).
  *
  * Accepted: UTF-8 text; comments; bare keys [A-Za-z0-9_-]+; `[a.b]` table
  * headers and `[[a.b]]` array-of-table headers with bare dotted keys;

@@ -1,4 +1,5 @@
-/* Unit tests for core/toml.c, the strict TOML subset decoder.
+/* Unit tests for core/config/toml.h, the strict TOML subset decoder, through
+ * its public interface (the scanner and the tree have their own suites).
  *
  * Every accepted construct is checked with its values and positions; every
  * refusal documented in toml.h is checked with its line, column and message.

@@ -1,4 +1,5 @@
-/* libFuzzer target for core/toml.c.
+/* libFuzzer target for the TOML decoder (core/config/toml.h: toml.c,
+ * toml_scan.c, toml_tree.c).
  *
  * Parses arbitrary bytes. On failure the error must be -EINVAL or -ENOMEM
  * with a position inside the document and a short printable-ASCII message.
