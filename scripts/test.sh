@@ -691,6 +691,74 @@ else
 	net_owned=0 net_env=()
 fi
 e2e_suite
+
+# --- qualify on a host that is not ready (issue 10) -----------------------------------------
+# Needs root to arrange, so it is not an e2e file: a user without
+# subordinate IDs, and the test user on a host whose runsc is hidden (a
+# private mount namespace whose /usr/bin overlay whites runsc out). Either
+# way `lazaret qualify` must fail, name the reason and skip every launch.
+
+# qualify_unready NAME WHY REASON_RE -- CMD...: runs CMD (a qualify --json
+# run), expects exit 1, a failed host check WHY whose reason matches
+# REASON_RE and every sandbox check skipped.
+qualify_unready() {
+	local name=$1 why=$2 re=$3 rc=0 out
+	shift 4
+	out=$work/qualify-$name
+	timeout -k 5 120 "$@" </dev/null >"$out.json" 2>"$out.err" || rc=$?
+	if [ "$rc" -ne 1 ]; then
+		cat "$out.json" "$out.err" | indent
+		bad qualify-host "$name: exited $rc, expected 1"
+		return
+	fi
+	if python3 - "$why" "$re" "$out.json" <<-'PY' 2>"$out.py"; then
+		import json, re, sys
+		why, reason_re, path = sys.argv[1], sys.argv[2], sys.argv[3]
+		d = json.load(open(path))
+		assert d["ok"] is False, "ok is not false"
+		host = {c["name"]: c for c in d["suites"][0]["checks"]}
+		assert host[why]["status"] == "fail", host[why]
+		assert re.search(reason_re, host[why]["reason"]), host[why]["reason"]
+		sandbox = d["suites"][1]["checks"]
+		assert sandbox and all(c["status"] == "skip" and why in c["reason"] for c in sandbox), sandbox
+	PY
+		pass qualify-host "$name: fails on '$why' and skips the launches"
+	else
+		indent <"$out.py"
+		indent <"$out.json"
+		bad qualify-host "$name: not the expected report"
+	fi
+}
+
+qualify_host_suite() {
+	local nosub=lazaret-nosub stage home
+	say "qualify on an unready host"
+	if [ ! -x "$repo/build/lazaret" ] || [ -z "$uid" ]; then
+		bad qualify-host "build/lazaret or the test user is missing"
+		return
+	fi
+	stage=$(mktemp -d /tmp/lazaret-qualify.XXXXXX) && chmod 0755 "$stage" &&
+		install -m 0755 "$repo/build/lazaret" "$stage/lazaret" || { bad qualify-host "staging failed"; return; }
+	if ! id -u "$nosub" >/dev/null 2>&1; then
+		useradd -M -s /usr/sbin/nologin -K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0 "$nosub" ||
+			{ bad qualify-host "useradd $nosub failed"; rm -rf "$stage"; return; }
+	fi
+	usermod --del-subuids 0-4294967294 --del-subgids 0-4294967294 "$nosub" 2>/dev/null || true
+	home=$stage/home-nosub
+	install -d -m 0700 -o "$nosub" "$home" "$home/run"
+	qualify_unready no-subids subuid "no allocation for" -- \
+		runuser -u "$nosub" -- env -i HOME="$home" PATH="$USER_PATH" XDG_RUNTIME_DIR="$home/run" \
+		"$stage/lazaret" qualify --json
+	# runsc hidden by an overlay whiteout in a private mount namespace.
+	mkdir -p "$stage/upper" "$stage/work" && mknod "$stage/upper/runsc" c 0 0 ||
+		{ bad qualify-host "no whiteout for runsc"; rm -rf "$stage"; return; }
+	qualify_unready no-runsc runsc "not found" -- \
+		unshare -m --propagation private -- sh -c 'mount -t overlay overlay -o "lowerdir=/usr/bin,upperdir=$1/upper,workdir=$1/work" /usr/bin && shift && exec "$@"' \
+		sh "$stage" "${as_user[@]}" "$stage/lazaret" qualify --json
+	rm -rf "$stage"
+}
+qualify_host_suite
+
 if [ "$net_owned" -eq 1 ]; then
 	say "test network teardown"
 	if test_network_teardown >"$work/net.log" 2>&1; then

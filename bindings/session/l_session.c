@@ -10,6 +10,13 @@
  *       The HC side: Client Sessions until the last one ended (or none
  *       came within the idle grace); EPIPE when the RS was lost
  *       (core/runtime/coordinator.h lz_hc_serve).
+ *   session.capture(args, {terminal=, timeout_ms=, max_output=})
+ *                                   [-2, +1|3, e]
+ *       -> {status=, output=, timed_out=, truncated=} | nil, msg, errno
+ *       Runs this lazaret executable itself with args (its argv[1..]) and
+ *       this process's environment, output captured and bounded
+ *       (core/session/capture.h): the qualification suite's real launch.
+ *       Nothing but lazaret can be run this way.
  */
 #include <lauxlib.h>
 #include <lua.h>
@@ -19,7 +26,10 @@
 #include "l_util.h"
 #include "modules.h"
 #include "runtime/coordinator.h"
+#include "session/capture.h"
 #include "session/client.h"
+
+extern char **environ;
 
 #define LZ_SESSION_MAX_ARGV 4096
 
@@ -74,12 +84,62 @@ static int session_serve(lua_State *L)
 	return 1;
 }
 
+static int session_capture(lua_State *L)
+{
+	static const char *const keys[] = { "terminal", "timeout_ms", "max_output", NULL };
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lz_l_check_options(L, 2, keys);
+	lua_Integer argc = luaL_len(L, 1);
+	luaL_argcheck(L, argc >= 1 && argc < LZ_SESSION_MAX_ARGV, 1, "needs 1 to 4095 arguments");
+	char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 2), 0);
+	argv[0] = "lazaret";
+	for (lua_Integer i = 1; i <= argc; i++) {
+		if (lua_geti(L, 1, i) != LUA_TSTRING)
+			return luaL_error(L, "argument %d must be a string", (int)i);
+		argv[i] = (char *)lua_tostring(L, -1);
+		lua_pop(L, 1); /* still anchored by the table */
+	}
+	argv[argc + 1] = NULL;
+	lua_getfield(L, 2, "terminal");
+	bool terminal = lua_toboolean(L, -1);
+	lua_getfield(L, 2, "timeout_ms");
+	lua_Integer timeout = luaL_optinteger(L, -1, 60000);
+	lua_getfield(L, 2, "max_output");
+	lua_Integer max = luaL_optinteger(L, -1, 65536);
+	lua_pop(L, 3);
+	luaL_argcheck(L, timeout > 0 && timeout <= 3600000, 2, "timeout_ms must be 1 to 3600000");
+	luaL_argcheck(L, max >= 0 && max <= LZ_CAPTURE_MAX_OUTPUT, 2, "max_output must be 0 to 1 MiB");
+	struct lz_capture_request req = { .path = "/proc/self/exe", .argv = argv, .envp = environ,
+					  .terminal = terminal, .timeout_ms = (int)timeout,
+					  .max_output = (size_t)max };
+	struct lz_capture_result res;
+	struct lz_err err = { 0, "" };
+	int r = lz_capture_run(&req, &res, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 4);
+	lua_pushlstring(L, res.output, res.len);
+	lz_capture_result_free(&res);
+	lua_setfield(L, -2, "output");
+	if (res.timed_out)
+		lua_pushboolean(L, 0);
+	else
+		lua_pushinteger(L, res.status);
+	lua_setfield(L, -2, "status");
+	lua_pushboolean(L, res.timed_out);
+	lua_setfield(L, -2, "timed_out");
+	lua_pushboolean(L, res.truncated);
+	lua_setfield(L, -2, "truncated");
+	return 1;
+}
+
 int luaopen_lazaret_session(lua_State *L)
 {
 	static const luaL_Reg functions[] = {
 		{ "run", session_run },
 		{ "interactive", session_interactive },
 		{ "serve", session_serve },
+		{ "capture", session_capture },
 		{ NULL, NULL },
 	};
 	luaL_newlib(L, functions);

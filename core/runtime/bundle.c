@@ -10,6 +10,7 @@
 #include "fs/file.h"
 #include "fs/gitsentry.h"
 #include "runtime/ocispec.h"
+#include "session/guestcmd.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -146,9 +147,5 @@ char **lz_bundle_guest_env(const lz_config *cfg)
 
 void lz_bundle_env_free(char **env)
 {
-	for (char **e = env; e && *e; e++) {
-		explicit_bzero(*e, strlen(*e));
-		free(*e);
-	}
-	free(env);
+	lz_guestcmd_env_free(env);
 }

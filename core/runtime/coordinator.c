@@ -30,6 +30,7 @@
 #include "runtime/bundle.h"
 #include "runtime/ocispec.h"
 #include "runtime/rundir.h"
+#include "session/guestcmd.h"
 #include "session/session.h"
 #include "store/catalog.h"
 #include "util/cleanup.h"
@@ -714,78 +715,6 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	}
 }
 
-static bool bytes_ok(const struct lz_wire_bytes *b)
-{
-	return b->len > 0 && memchr(b->ptr, '\0', b->len) == NULL;
-}
-
-static bool term_value_ok(const struct lz_wire_bytes *v)
-{
-	if (v->len == 0 || v->len > 64)
-		return false;
-	for (size_t i = 0; i < v->len; i++) {
-		uint8_t c = v->ptr[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-		      c == '.' || c == '_' || c == '+'))
-			return false;
-	}
-	return true;
-}
-
-/* The client's TERM names the terminal the guest draws on; nothing else of
- * the client's environment enters the sandbox. */
-static char *client_term(const struct lz_wire_run_command *run)
-{
-	char *t = NULL;
-	for (size_t i = 0; i < run->n_env; i++) {
-		const struct lz_wire_env *e = &run->env[i];
-		if (e->name.len == 4 && memcmp(e->name.ptr, "TERM", 4) == 0 && term_value_ok(&e->value))
-			return asprintf(&t, "TERM=%.*s", (int)e->value.len, (const char *)e->value.ptr) < 0 ? NULL : t;
-	}
-	return strdup("TERM=xterm");
-}
-
-/* The command and its environment as the process document's vectors:
- * argv in one allocation, env from bundle.h plus a terminal's TERM. */
-static int session_vectors(const lz_hc *hc, const struct lz_wire_run_command *run, char ***ret_argv,
-			   char ***ret_env, struct lz_err *err)
-{
-	size_t total = (run->argc + 1) * sizeof(char *), n = 0;
-	for (size_t i = 0; i < run->argc; i++)
-		total += run->argv[i].len + 1;
-	_cleanup_free_ char **argv = malloc(total);
-	char **env = lz_bundle_guest_env(hc->cfg);
-	if (argv == NULL || env == NULL) {
-		lz_bundle_env_free(env);
-		return lz_err_set(err, ENOMEM, "out of memory");
-	}
-	char *p = (char *)(argv + run->argc + 1);
-	for (size_t i = 0; i < run->argc; i++) {
-		argv[i] = p;
-		memcpy(p, run->argv[i].ptr, run->argv[i].len);
-		p[run->argv[i].len] = '\0';
-		p += run->argv[i].len + 1;
-	}
-	argv[run->argc] = NULL;
-	if (run->terminal) {
-		while (env[n])
-			n++;
-		char **grown = realloc(env, (n + 2) * sizeof(char *));
-		char *term = grown ? client_term(run) : NULL;
-		if (grown)
-			env = grown;
-		if (term == NULL) {
-			lz_bundle_env_free(env);
-			return lz_err_set(err, ENOMEM, "out of memory");
-		}
-		env[n] = term;
-		env[n + 1] = NULL;
-	}
-	*ret_argv = TAKE_PTR(argv);
-	*ret_env = env;
-	return 0;
-}
-
 /* runsc exec writes the guest leader's PID (inside the sandbox) once the
  * guest runs (C-REFINEMENT fact 7). */
 static int guest_leader(lz_hc *hc, const char *name, uint64_t *ret, struct lz_err *err)
@@ -844,11 +773,8 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	struct lz_broker_child exec = LZ_BROKER_CHILD_INIT;
 	int r;
 
-	for (size_t i = 0; i < run->argc; i++)
-		if (!bytes_ok(&run->argv[i]) && !(run->argv[i].len == 0 && i > 0))
-			return lz_err_set(err, EINVAL, "argument %zu is empty or contains NUL", i);
-	if ((r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0 ||
-	    (r = session_vectors(hc, run, &argv, &env, err)) < 0)
+	if ((r = lz_guestcmd_build(run, lz_bundle_guest_env(hc->cfg), &argv, &env, err)) < 0 ||
+	    (r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0)
 		return r;
 	if (run->terminal && (r = lz_session_open_pty(s, run->rows, run->cols, &slave, err)) < 0)
 		return r;

@@ -6,6 +6,7 @@
 --   lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]
 --   lazaret diag [--json]
 --   lazaret image prepare IMAGE | list [--json] | gc [--dry-run]  [--config FILE]
+--   lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]
 --   lazaret --help | --version
 -- `state` is reserved for State Anchor maintenance (spec 3.2); a profile
 -- named like a command is launched with the explicit `run --profile` form.
@@ -14,7 +15,7 @@ local M = {}
 local ipairs, type, table_concat, table_move = ipairs, type, table.concat, table.move
 
 M.commands = { run = true, config = true, diag = true, state = true, help = true, image = true,
-  init = true }
+  init = true, qualify = true }
 
 -- Options each command accepts: name -> true when it takes a value.
 local options = {
@@ -30,6 +31,7 @@ local options = {
   ["image gc"] = { config = true, ["dry-run"] = false, help = false },
   ["image build-default"] = { config = true, help = false },
   init = { config = true, help = false },
+  qualify = { profile = true, config = true, json = false, help = false },
   __hc = { config = true, profile = true, workspace = true, ["expect-domain"] = true,
     ["expect-fingerprint"] = true },
 }
@@ -186,6 +188,13 @@ function M.parse(argv)
     return { action = "hc", config = opts.config, profile = opts.profile,
       workspace = opts.workspace, expect_domain = opts["expect-domain"],
       expect_fingerprint = opts["expect-fingerprint"] }
+  elseif first == "qualify" then
+    local opts, pos, rest = scan(argv, 2, options.qualify)
+    if not opts then return nil, pos end
+    if opts.help then return { action = "help", topic = "qualify" } end
+    if rest then return nil, "qualify takes suite files, not a command after --" end
+    return { action = "qualify", json = opts.json == true, profile = opts.profile,
+      config = opts.config, suites = pos }
   elseif first == "init" then
     local opts, pos, rest = scan(argv, 2, options.init)
     if not opts then return nil, pos end
@@ -221,6 +230,7 @@ M.help = {
     "       lazaret run --profile <profile> [--config FILE] [--workspace DIR] [-- command...]",
     "       lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]",
     "       lazaret diag [--json]",
+    "       lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]",
     "       lazaret --help | --version",
     "",
     "Opens /bin/bash (or the command after --) in the profile's rootless gVisor sandbox,",
@@ -232,6 +242,7 @@ M.help = {
     "  diag     report whether this host is ready to run sandboxes",
     "  image    prepare, list and reclaim sandbox base images",
     "  init     write a first configuration using the default image",
+    "  qualify  launch real sandboxes to check this host end to end",
     "  state    reserved for State Anchor maintenance",
     "",
     "Options:",
@@ -290,6 +301,15 @@ M.help = {
     "Builds the default Debian 12 image with mmdebstrap (as you, in a user namespace;",
     "needs Debian's package registry), stores it under the Storage Root as",
     "images/default and prepares it.",
+  }, "\n"),
+  qualify = table_concat({
+    "Usage: lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]",
+    "",
+    "Qualifies this host: the diag checks, then real launches of profile P (default:",
+    "'default') in a scratch workspace under ~/.cache/lazaret: the runsc launch path,",
+    "the workspace filesystem, the rootless network, Git Sentry and the terminal.",
+    "Each SUITE.lua adds your own checks (docs/qualify.md). Exit status: 0 when no",
+    "check failed, 1 otherwise, 78 when a suite file is refused.",
   }, "\n"),
   init = table_concat({
     "Usage: lazaret init [--config FILE]",

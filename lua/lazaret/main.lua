@@ -92,6 +92,7 @@ local actions = {
     return EXIT.unavailable
   end,
   launch = launch,
+  qualify = function(cmd) return with_platform(require("lazaret.qualify").main, cmd) end,
   hc = function(cmd) return require("lazaret.runtime.hc").main(cmd) end,
   ["image-prepare"] = function(cmd) return with_platform(require("lazaret.image").prepare, cmd) end,
   ["image-list"] = function(cmd) return require("lazaret.image").list(cmd) end,
