@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-static uint32_t mask_of(uint8_t len)
+uint32_t lz_prefix_mask(uint8_t len)
 {
 	return len == 0 ? 0 : ~(uint32_t)0 << (32 - len);
 }
@@ -42,7 +42,7 @@ int lz_prefix_parse(const char *s, size_t len, struct lz_prefix *ret, bool *ret_
 	if (parse_decimal(s, len, &i, 32, &plen) < 0 || i != len)
 		return -EINVAL;
 	ret->len = (uint8_t)plen;
-	ret->addr = addr & mask_of(ret->len);
+	ret->addr = addr & lz_prefix_mask(ret->len);
 	if (ret_had_host_bits)
 		*ret_had_host_bits = ret->addr != addr;
 	return 0;
@@ -54,9 +54,14 @@ void lz_prefix_format(struct lz_prefix p, char *out)
 		 (p.addr >> 8) & 0xff, p.addr & 0xff, p.len);
 }
 
+void lz_ipv4_format(uint32_t a, char *out)
+{
+	snprintf(out, LZ_IPV4_STR_MAX, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, a & 0xff);
+}
+
 bool lz_prefix_contains(struct lz_prefix outer, struct lz_prefix inner)
 {
-	return outer.len <= inner.len && (inner.addr & mask_of(outer.len)) == outer.addr;
+	return outer.len <= inner.len && (inner.addr & lz_prefix_mask(outer.len)) == outer.addr;
 }
 
 bool lz_prefix_intersects(struct lz_prefix a, struct lz_prefix b)

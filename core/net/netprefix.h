@@ -27,6 +27,14 @@ int lz_prefix_parse(const char *text, size_t len, struct lz_prefix *ret, bool *r
 #define LZ_PREFIX_STR_MAX 20
 void lz_prefix_format(struct lz_prefix p, char *out);
 
+/* "a.b.c.d" of addr (host byte order) into out (at least LZ_IPV4_STR_MAX
+ * bytes). */
+#define LZ_IPV4_STR_MAX 16
+void lz_ipv4_format(uint32_t addr, char *out);
+
+/* The network mask of a prefix length 0..32, host byte order (0 for 0). */
+uint32_t lz_prefix_mask(uint8_t len);
+
 bool lz_prefix_contains(struct lz_prefix outer, struct lz_prefix inner);
 bool lz_prefix_intersects(struct lz_prefix a, struct lz_prefix b);
 bool lz_prefix_equal(struct lz_prefix a, struct lz_prefix b);

@@ -1,10 +1,13 @@
-/* Route policy of the enforcement network namespace over rtnetlink
- * (spec 3.7 "Default policy and deny representation", "Linux policy state";
- * SR-6).
+/* Route policy of the enforcement network namespace: the derived policy's
+ * entries, the policy-semantic projection of a kernel route, the plan (the
+ * projection the policy must produce) and the match of an observation
+ * against it (spec 3.7 "Default policy and deny representation", "Linux
+ * policy state"; SR-6).
  *
- * Everything here acts on the CURRENT network namespace: the Runtime
- * Supervisor calls it after entering its own namespaces, while it still holds
- * network-administration capability there.
+ * Pure: nothing here touches the kernel. The kernel side acts on the CURRENT
+ * network namespace: netroutes_install.h creates and deletes routes and
+ * loopback denies, netroutes_observe.h reads routes back, netroutes_ipv6.h
+ * turns IPv6 off and checks it.
  *
  * Representation (what lz_netroutes_install creates, table main, protocol
  * static, metric 0, TOS 0):
@@ -14,7 +17,8 @@
  *                        through dev. The kernel needs lo UP (otherwise
  *                        ENETDOWN "Device for nexthop is not up") and flushes
  *                        these routes when lo goes down, so the observation
- *                        below must come after the last link change.
+ *                        (netroutes_observe.h) must come after the last link
+ *                        change.
  *                        blackhole, unreachable and prohibit routes are never
  *                        created (SR-6).
  *   ALLOW                unicast <prefix> via <gateway> dev <dev>
@@ -36,24 +40,8 @@
  * nexthop objects, source prefixes, ...), any of which makes the route
  * unmatchable. Counters, cache entries (RTM_F_CLONED), metrics such as MTU,
  * preferred source, realms, carrier state and the protocol are left out: they
- * do not decide where a packet goes. All tables are observed, so a route in
- * table local or default that would take precedence over table main is seen.
- * The only routes left out are the ones the kernel derives from interface
- * addresses in table local (protocol kernel): "local <address>" on the
- * address's device, "local <prefix>" of an address in 127.0.0.0/8 on a
- * loopback device, and "broadcast <broadcast|network address>" of an address
- * on the same device. They deliver to this host and forward nothing. The
- * "local <prefix>" route of any other address on a loopback device is
- * observed: it is a loopback-address deny (below); for a /32 address it is
- * also its "local <address>", which is then observed too. The connected route the
- * kernel adds to table main for the tap0 address IS observed: it has exactly
- * the projection of the HELPER on-link /24, and install treats it as that
- * route (an exclusive create of the same key would fail with EEXIST).
- *
- * Preconditions of install: lo and dev are up, dev holds the sandbox address,
- * and table main holds no route of the plan except that connected route.
- * slirp4netns --configure adds "default via <gateway> dev tap0"; delete it
- * with lz_netroutes_delete before installing a plan that contains 0.0.0.0/0.
+ * do not decide where a packet goes. Which kernel routes are observed is
+ * netroutes_observe.h's.
  *
  * What the sandbox sees: runsc --network=sandbox copies routes into its own
  * netstack when it starts. Release 20240729 copies tap0's main-table routes
@@ -86,7 +74,8 @@
  * Linux namespace the whole prefix is local ("ip route get" answers "local
  * ... dev lo"), not only A. The projection of
  * such a deny is "local P/len dev lo scope host table local"; the /32 local
- * route and the broadcast are address-derived and left out (see above).
+ * route and the broadcast are address-derived and left out
+ * (netroutes_observe.h).
  * A deny of 0.0.0.0/0 has no address form (it is netpolicy's default-allow
  * flag being false: leave the default route out) and is refused.
  *
@@ -108,7 +97,7 @@
 #define LZ_NETROUTES_CANARY_DEV "lzcanary0"
 
 /* Hard limit on routes in a policy, and on routes, links and addresses read
- * back from the kernel. */
+ * back from the kernel (rtnl.h's LZ_RTNL_DUMP_MAX is the same number). */
 #define LZ_NETROUTES_MAX 4096u
 
 /* The kinds of the derived policy, numbered as netpolicy.h's
@@ -189,37 +178,15 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 			 enum lz_netroutes_deny_as deny_as, struct lz_kroute **ret, size_t *ret_n,
 			 struct lz_err *err);
 
-/* Creates the plan's routes with NLM_F_CREATE|NLM_F_EXCL: on-link routes
- * first (they make the gateway reachable), then denies, then allows. The
- * first refusal stops and is returned as -errno with the route and the
- * kernel's extended-ack reason in err (EEXIST for a route already there,
- * ENODEV for a missing device, ENETDOWN when lo or dev is down, EPERM without
- * capability). Not transactional: routes created before a failure stay; the
- * caller discards the namespace. */
-int lz_netroutes_install(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
-			 struct lz_err *err);
-
-/* The same with the deny representation chosen. With
- * LZ_NETROUTES_DENY_AS_ADDRESS the deny step adds loopback addresses as
- * lz_netroutes_install_loopback_denies does (after the on-link routes, before
- * the allows). */
-int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, const char *dev, uint32_t gateway,
-			    enum lz_netroutes_deny_as deny_as, struct lz_err *err);
-
-/* Adds, for every DENY and CANARY_DENY entry (other kinds are ignored, equal
- * prefixes once), the loopback address described above with
- * NLM_F_CREATE|NLM_F_EXCL. Refuses with EINVAL a deny of 0.0.0.0/0 or a
- * prefix with host bits (before touching the kernel), ENODEV/ENETDOWN when lo
- * is missing or down, and otherwise the kernel's errno naming the prefix
- * (EEXIST when the address is already there). Not transactional. */
-int lz_netroutes_install_loopback_denies(const struct lz_netroutes_entry *entries, size_t n, struct lz_err *err);
-
-/* Reads every IPv4 route of the current namespace as projections sorted by
- * lz_kroute_compare, without the address-derived table-local entries
- * described above. *ret is malloc'ed (NULL when *ret_n is 0); both untouched
- * on failure. E2BIG beyond LZ_NETROUTES_MAX entries; EAGAIN when the dump
- * kept being interrupted by concurrent changes. */
-int lz_netroutes_observe(struct lz_kroute **ret, size_t *ret_n, struct lz_err *err);
+/* The prefixes that become loopback addresses (see above): those of the
+ * DENY and CANARY_DENY entries (other kinds are ignored), equal prefixes
+ * once, sorted by lz_prefix_compare. Every entry is checked first: EINVAL for
+ * a prefix with host bits or a deny of 0.0.0.0/0, E2BIG beyond
+ * LZ_NETROUTES_MAX entries; the message names no operation (the caller
+ * prefixes one). *ret is malloc'ed (NULL when *ret_n is 0); both untouched
+ * on failure. */
+int lz_netroutes_deny_prefixes(const struct lz_netroutes_entry *entries, size_t n, struct lz_prefix **ret,
+			       size_t *ret_n, struct lz_err *err);
 
 /* 0 when observed (any order) equals lz_netroutes_plan(derived, ...) exactly,
  * duplicates included; otherwise -EPROTO with the number of missing and
@@ -233,31 +200,5 @@ int lz_netroutes_match(const struct lz_kroute *observed, size_t n_observed,
 int lz_netroutes_match_as(const struct lz_kroute *observed, size_t n_observed,
 			  const struct lz_netroutes_entry *derived, size_t n_derived, const char *dev,
 			  uint32_t gateway, enum lz_netroutes_deny_as deny_as, struct lz_err *err);
-
-/* The route the kernel picks for output to dst (host byte order), as
- * RTM_GETROUTE ("ip route get") reports it: dst is dst/32, dev and gateway are
- * the chosen next hop. -ENETUNREACH (or what the kernel says) when none. */
-int lz_netroutes_lookup(uint32_t dst, struct lz_kroute *ret, struct lz_err *err);
-
-/* Deletes the one route with exactly this projection (table, destination,
- * TOS, metric, type, scope, device, gateway); any protocol. -ESRCH when there
- * is none, -EINVAL for a projection with extra bits, -ENOTUNIQ when another
- * route shares its table, destination and TOS (the kernel's delete treats
- * metric 0 and a missing gateway as wildcards, so it could pick that one).
- * For removing what a configurator added (slirp4netns's default route) and
- * for tests. */
-int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err);
-
-/* Writes "1" to /proc/sys/net/ipv6/conf/{default,all}/disable_ipv6 (opened
- * beneath /proc, which must be procfs, without following symlinks or
- * crossing mounts) and reads both back. Returns 0, or 1 when the kernel has
- * no IPv6 at all (no conf directory): then there is nothing to disable and
- * lz_netroutes_ipv6_clean is the check that matters. */
-int lz_netroutes_disable_ipv6(struct lz_err *err);
-
-/* *ret = true when the namespace has no IPv6 address other than ::1/128 on a
- * loopback device and no IPv6 route other than ::1/128 through a loopback
- * device (cache entries aside). Untouched on failure. */
-int lz_netroutes_ipv6_clean(bool *ret, struct lz_err *err);
 
 #endif

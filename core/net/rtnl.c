@@ -5,6 +5,7 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -184,4 +185,142 @@ int lz_rtnl_addr_add(struct lz_rtnl *nl, int ifindex, uint32_t addr, uint8_t ple
 		return -ENOMEM;
 	}
 	return lz_rtnl_transact(nl, msg);
+}
+
+/* ---- reading links and addresses ---------------------------------------- */
+
+int lz_rtnl_vec_push(void *vp, size_t *n, size_t *cap, size_t elem, const void *x)
+{
+	void **v = vp;
+	if (*n >= LZ_RTNL_DUMP_MAX)
+		return -E2BIG;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		if (nc > LZ_RTNL_DUMP_MAX)
+			nc = LZ_RTNL_DUMP_MAX;
+		void *p = reallocarray(*v, nc, elem);
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = nc;
+	}
+	memcpy((char *)*v + *n * elem, x, elem);
+	(*n)++;
+	return 0;
+}
+
+int lz_rtnl_get_u32(const struct nlattr *a, uint32_t *ret)
+{
+	if (nla_len(a) != 4)
+		return -EBADMSG;
+	*ret = nla_get_u32(a);
+	return 0;
+}
+
+void lz_rtnl_links_free(struct lz_rtnl_links *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
+}
+
+void lz_rtnl_addrs_free(struct lz_rtnl_addrs *a)
+{
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}
+
+const struct lz_rtnl_link *lz_rtnl_link_by_index(const struct lz_rtnl_links *l, int ifindex)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].ifindex == ifindex)
+			return &l->v[i];
+	return NULL;
+}
+
+const struct lz_rtnl_link *lz_rtnl_link_by_name(const struct lz_rtnl_links *l, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strncmp(l->v[i].name, name, IF_NAMESIZE) == 0)
+			return &l->v[i];
+	return NULL;
+}
+
+static int on_link(const struct nlmsghdr *h, void *arg)
+{
+	struct lz_rtnl_links *l = arg;
+	struct lz_rtnl_link k = { 0 };
+	struct nlattr *a;
+	int rem;
+
+	if (h->nlmsg_type != RTM_NEWLINK)
+		return 0;
+	if (!nlmsg_valid_hdr(h, sizeof(struct ifinfomsg)))
+		return -EBADMSG;
+	const struct ifinfomsg *ifi = nlmsg_data(h);
+	k.ifindex = ifi->ifi_index;
+	k.flags = ifi->ifi_flags;
+	nlmsg_for_each_attr(a, h, sizeof(struct ifinfomsg), rem) {
+		if (nla_type(a) == IFLA_IFNAME) {
+			if (nla_len(a) < 1 || nla_len(a) > IF_NAMESIZE)
+				return -EBADMSG;
+			nla_strlcpy(k.name, a, sizeof(k.name));
+		}
+	}
+	if (k.name[0] == '\0')
+		return -EBADMSG;
+	return lz_rtnl_vec_push(&l->v, &l->n, &l->cap, sizeof(k), &k);
+}
+
+static int on_addr(const struct nlmsghdr *h, void *arg)
+{
+	struct lz_rtnl_addrs *l = arg;
+	struct lz_rtnl_addr k = { 0 };
+	const struct nlattr *local = NULL, *address = NULL;
+	struct nlattr *a;
+	int rem;
+
+	if (h->nlmsg_type != RTM_NEWADDR)
+		return 0;
+	if (!nlmsg_valid_hdr(h, sizeof(struct ifaddrmsg)))
+		return -EBADMSG;
+	const struct ifaddrmsg *ifa = nlmsg_data(h);
+	k.family = ifa->ifa_family;
+	k.ifindex = (int)ifa->ifa_index;
+	k.plen = ifa->ifa_prefixlen;
+	size_t alen = k.family == AF_INET ? 4 : k.family == AF_INET6 ? 16 : 0;
+	if (alen == 0)
+		return 0;
+	nlmsg_for_each_attr(a, h, sizeof(struct ifaddrmsg), rem) {
+		switch (nla_type(a)) {
+		case IFA_LOCAL: local = a; break;
+		case IFA_ADDRESS: address = a; break;
+		case IFA_BROADCAST:
+			if (nla_len(a) != 4)
+				return -EBADMSG;
+			k.has_brd = true;
+			k.brd = ntohl(nla_get_u32(a));
+			break;
+		default: break;
+		}
+	}
+	if (!local)
+		local = address;
+	if (!local || (size_t)nla_len(local) != alen)
+		return -EBADMSG;
+	memcpy(k.local, nla_data(local), alen);
+	return lz_rtnl_vec_push(&l->v, &l->n, &l->cap, sizeof(k), &k);
+}
+
+int lz_rtnl_dump_links(struct lz_rtnl *nl, struct lz_rtnl_links *ret)
+{
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+	return lz_rtnl_dump(nl, RTM_GETLINK, &ifi, sizeof(ifi), on_link, ret);
+}
+
+int lz_rtnl_dump_addrs(struct lz_rtnl *nl, int family, struct lz_rtnl_addrs *ret)
+{
+	struct ifaddrmsg ifa = { .ifa_family = (uint8_t)family };
+	return lz_rtnl_dump(nl, RTM_GETADDR, &ifa, sizeof(ifa), on_addr, ret);
 }

@@ -1,11 +1,12 @@
 /* IPv4 prefixes of the network policy (spec 3.7, SR-6): strict parsing,
- * host-bit normalization, formatting and the set relations. */
+ * host-bit normalization, formatting, masks and the set relations. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -307,6 +308,48 @@ static void test_lz_prefix_compare__address_then_length(void **state)
 	assert_true(lz_prefix_compare(P(0, 0, 0, 0, 0), P(255, 255, 255, 255, 32)) < 0);
 }
 
+static void test_lz_ipv4_format__dotted_quad(void **state)
+{
+	(void)state;
+	char out[LZ_IPV4_STR_MAX + 4];
+	lz_ipv4_format(0, out);
+	assert_string_equal(out, "0.0.0.0");
+	lz_ipv4_format(0x0a893602u, out);
+	assert_string_equal(out, "10.137.54.2");
+	/* Unsigned octets: the top bit is not a sign. */
+	lz_ipv4_format(0xe0000001u, out);
+	assert_string_equal(out, "224.0.0.1");
+	/* The longest text and its NUL fit; nothing is written past them. */
+	memset(out, '#', sizeof(out));
+	lz_ipv4_format(0xffffffffu, out);
+	assert_string_equal(out, "255.255.255.255");
+	assert_int_equal(sizeof("255.255.255.255"), LZ_IPV4_STR_MAX);
+	for (size_t i = LZ_IPV4_STR_MAX; i < sizeof(out); i++)
+		assert_int_equal(out[i], '#');
+}
+
+static void test_lz_prefix_mask__every_length(void **state)
+{
+	(void)state;
+	/* 0 has no network bits (no shift by 32). */
+	assert_int_equal(lz_prefix_mask(0), 0);
+	assert_int_equal(lz_prefix_mask(1), 0x80000000u);
+	assert_int_equal(lz_prefix_mask(8), 0xff000000u);
+	assert_int_equal(lz_prefix_mask(23), 0xfffffe00u);
+	assert_int_equal(lz_prefix_mask(31), 0xfffffffeu);
+	assert_int_equal(lz_prefix_mask(32), 0xffffffffu);
+	for (uint8_t len = 0; len <= 32; len++) {
+		uint32_t m = lz_prefix_mask(len);
+		assert_int_equal(__builtin_popcount(m), len);
+		/* Contiguous from the top: the complement is all low bits. */
+		assert_int_equal(~m & (~m + 1u), 0);
+		/* The parser's normalization is this mask. */
+		char text[LZ_PREFIX_STR_MAX];
+		snprintf(text, sizeof(text), "255.255.255.255/%u", len);
+		assert_int_equal(parse_ok(text, NULL).addr, m);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +368,8 @@ int main(void)
 		cmocka_unit_test(test_lz_prefix_format__round_trip),
 		cmocka_unit_test(test_lz_prefix_format__normalized_form),
 		cmocka_unit_test(test_lz_prefix_format__longest_fits),
+		cmocka_unit_test(test_lz_ipv4_format__dotted_quad),
+		cmocka_unit_test(test_lz_prefix_mask__every_length),
 		cmocka_unit_test(test_lz_prefix_contains__relations),
 		cmocka_unit_test(test_lz_prefix_intersects__relations),
 		cmocka_unit_test(test_lz_prefix_equal__address_and_length),

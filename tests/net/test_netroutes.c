@@ -1,6 +1,8 @@
 /* Route policy of the enforcement network namespace (spec 3.7 "Default
- * policy and deny representation", SR-6): plan, install, observe, match,
- * lookup, delete, IPv6 disable.
+ * policy and deny representation", SR-6): plan, loopback-deny prefixes and
+ * match (core/net/netroutes.c), install and delete (netroutes_install.c),
+ * observe and lookup (netroutes_observe.c), IPv6 disable and check
+ * (netroutes_ipv6.c).
  *
  * Kernel tests fork a child that unshares a fresh network namespace, brings
  * lo up and creates "tap0" as one end of a veth pair (the peer "tap0p" stays
@@ -42,6 +44,9 @@
 
 #include "net/netpolicy.h"
 #include "net/netroutes.h"
+#include "net/netroutes_install.h"
+#include "net/netroutes_ipv6.h"
+#include "net/netroutes_observe.h"
 
 /* Both headers together, and the kinds convert by value. */
 _Static_assert(LZ_NETROUTES_ALLOW == (int)LZ_NETROUTE_ALLOW && LZ_NETROUTES_DENY == (int)LZ_NETROUTE_DENY &&
@@ -1242,6 +1247,123 @@ static void test_lz_netroutes_plan__empty(void **state)
 	assert_int_equal(n, 0);
 }
 
+static void test_lz_netroutes_deny_prefixes__denies_once_in_order(void **state)
+{
+	(void)state;
+	struct lz_prefix *denies = NULL;
+	size_t n = 0;
+	char text[LZ_PREFIX_STR_MAX];
+	static const char *const want[] = { "10.0.0.0/8", "10.137.55.0/29", "172.16.0.0/12", "192.168.0.0/16" };
+
+	/* The default-like policy reversed, with a CANARY_DENY and a DENY of
+	 * one prefix and a deny repeated: each prefix once, sorted; allows,
+	 * helpers and the canary allow are not denies. */
+	struct lz_netroutes_entry rev[N_DEFAULT + 2];
+	for (size_t i = 0; i < N_DEFAULT; i++)
+		rev[i] = default_policy[N_DEFAULT - 1 - i];
+	rev[N_DEFAULT] = (struct lz_netroutes_entry){ P(10, 137, 55, 0, 29), DENY };
+	rev[N_DEFAULT + 1] = (struct lz_netroutes_entry){ P(172, 16, 0, 0, 12), DENY };
+	assert_int_equal(lz_netroutes_deny_prefixes(rev, LZ_ARRAY_SIZE(rev), &denies, &n, NULL), 0);
+	assert_int_equal(n, LZ_ARRAY_SIZE(want));
+	for (size_t i = 0; i < n; i++) {
+		lz_prefix_format(denies[i], text);
+		assert_string_equal(text, want[i]);
+	}
+	free(denies);
+
+	/* A deny of a /32 and a /31 is still a prefix (its address is the
+	 * prefix itself at install), next to the /8 it lies in. */
+	static const struct lz_netroutes_entry small[] = {
+		{ P(198, 51, 100, 7, 32), CANARY_DENY },
+		{ P(10, 0, 0, 0, 8), DENY },
+		{ P(10, 0, 0, 0, 31), DENY },
+	};
+	denies = NULL;
+	assert_int_equal(lz_netroutes_deny_prefixes(small, 3, &denies, &n, NULL), 0);
+	assert_int_equal(n, 3);
+	assert_true(lz_prefix_equal(denies[0], P(10, 0, 0, 0, 8)));
+	assert_true(lz_prefix_equal(denies[1], P(10, 0, 0, 0, 31)));
+	assert_true(lz_prefix_equal(denies[2], P(198, 51, 100, 7, 32)));
+	free(denies);
+}
+
+static void test_lz_netroutes_deny_prefixes__no_deny_empty(void **state)
+{
+	(void)state;
+	static const struct lz_netroutes_entry allows[] = {
+		{ P(0, 0, 0, 0, 0), ALLOW },
+		{ P(10, 137, 54, 0, 24), HELPER },
+		{ P(10, 137, 55, 2, 32), CANARY_ALLOW },
+	};
+	struct lz_prefix *denies = (struct lz_prefix *)0x1;
+	size_t n = 77;
+	assert_int_equal(lz_netroutes_deny_prefixes(allows, 3, &denies, &n, NULL), 0);
+	assert_null(denies);
+	assert_int_equal(n, 0);
+	denies = (struct lz_prefix *)0x1;
+	n = 77;
+	assert_int_equal(lz_netroutes_deny_prefixes(NULL, 0, &denies, &n, NULL), 0);
+	assert_null(denies);
+	assert_int_equal(n, 0);
+	/* Nothing to add: install succeeds without a socket. */
+	assert_int_equal(lz_netroutes_install_loopback_denies(allows, 3, NULL), 0);
+}
+
+static void assert_deny_prefixes_refused(const struct lz_netroutes_entry *entries, size_t n, int code,
+					 const char *msg)
+{
+	struct lz_prefix *denies = (struct lz_prefix *)0x1;
+	size_t count = 77;
+	struct lz_err e = { 0 };
+	char want[LZ_ERR_MSG_MAX];
+
+	assert_int_equal(lz_netroutes_deny_prefixes(entries, n, &denies, &count, &e), -code);
+	assert_int_equal(e.code, code);
+	assert_string_equal(e.msg, msg);
+	/* Outputs untouched on failure. */
+	assert_ptr_equal(denies, (struct lz_prefix *)0x1);
+	assert_int_equal(count, 77);
+	/* Install refuses the same before touching the kernel (no root
+	 * needed), naming its operation. */
+	memset(&e, 0, sizeof(e));
+	snprintf(want, sizeof(want), "installing loopback denies: %s", msg);
+	assert_int_equal(lz_netroutes_install_loopback_denies(entries, n, &e), -code);
+	assert_int_equal(e.code, code);
+	assert_string_equal(e.msg, want);
+}
+
+static void test_lz_netroutes_deny_prefixes__invalid_refused(void **state)
+{
+	(void)state;
+	/* Host bits are refused in any entry, not only in denies. */
+	static const struct lz_netroutes_entry host_bits[] = {
+		{ P(10, 0, 0, 0, 8), DENY },
+		{ { IP(192, 0, 2, 1), 24 }, ALLOW },
+	};
+	static const struct lz_netroutes_entry too_long[] = { { { 0, 33 }, DENY } };
+	static const struct lz_netroutes_entry default_deny[] = {
+		{ P(10, 0, 0, 0, 8), CANARY_DENY },
+		{ P(0, 0, 0, 0, 0), CANARY_DENY },
+	};
+	static const struct lz_netroutes_entry default_allow[] = { { P(0, 0, 0, 0, 0), ALLOW } };
+	static const struct lz_netroutes_entry one[] = { { P(10, 0, 0, 0, 8), DENY } };
+
+	assert_deny_prefixes_refused(host_bits, 2, EINVAL, "prefix 192.0.2.1/24 has host bits set");
+	assert_deny_prefixes_refused(too_long, 1, EINVAL, "prefix 0.0.0.0/33 has host bits set");
+	assert_deny_prefixes_refused(default_deny, 2, EINVAL,
+				     "a deny of 0.0.0.0/0 cannot be a loopback address (the policy's default-allow "
+				     "flag stands for it: leave the default route out instead)");
+	/* Refused on the count alone, before any entry is read. */
+	assert_deny_prefixes_refused(one, LZ_NETROUTES_MAX + 1, E2BIG, "4097 entries, at most 4096");
+
+	/* An allow of 0.0.0.0/0 is no deny: nothing to add. */
+	struct lz_prefix *denies = NULL;
+	size_t n = 77;
+	assert_int_equal(lz_netroutes_deny_prefixes(default_allow, 1, &denies, &n, NULL), 0);
+	assert_null(denies);
+	assert_int_equal(n, 0);
+}
+
 static void test_lz_netroutes_match__order_free_and_duplicates_refused(void **state)
 {
 	(void)state;
@@ -1322,6 +1444,9 @@ int main(void)
 		cmocka_unit_test(test_lz_netroutes_plan__invalid_input_einval),
 		cmocka_unit_test(test_lz_netroutes_plan__over_limit_e2big),
 		cmocka_unit_test(test_lz_netroutes_plan__empty),
+		cmocka_unit_test(test_lz_netroutes_deny_prefixes__denies_once_in_order),
+		cmocka_unit_test(test_lz_netroutes_deny_prefixes__no_deny_empty),
+		cmocka_unit_test(test_lz_netroutes_deny_prefixes__invalid_refused),
 		cmocka_unit_test(test_lz_netroutes_match__order_free_and_duplicates_refused),
 		cmocka_unit_test(test_lz_kroute_format__all_fields),
 		cmocka_unit_test(test_lz_kroute_compare__protocol_ignored),
