@@ -6,6 +6,7 @@
  *   errno.EBUSYY                     raises: an unknown name is a mistake,
  *                                    not nil that compares unequal
  *   errno.name(n)   [-1, +1, v]      "EBUSY", or nil for a number not listed
+ * The table is read-only (assignment raises); pairs() lists the names.
  */
 #include <errno.h>
 #include <lauxlib.h>
@@ -42,13 +43,42 @@ static int errno_name(lua_State *L)
 	return 1;
 }
 
-static int errno_unknown(lua_State *L)
+/* The names live in a hidden table (upvalue 1); the module is a read-only
+ * proxy over it, so no Lua code can renumber EBUSY for everyone else. */
+static int errno_index(lua_State *L)
 {
+	lua_pushvalue(L, 2);
+	if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+		return 1;
 	return luaL_error(L, "lazaret.core.errno has no '%s'", luaL_tolstring(L, 2, NULL));
+}
+
+static int errno_readonly(lua_State *L)
+{
+	return luaL_error(L, "lazaret.core.errno is read-only (assigning '%s')", luaL_tolstring(L, 2, NULL));
+}
+
+static int errno_next(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_settop(L, 2);
+	if (lua_next(L, 1))
+		return 2;
+	lua_pushnil(L);
+	return 1;
+}
+
+static int errno_pairs(lua_State *L)
+{
+	lua_pushcfunction(L, errno_next);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_pushnil(L);
+	return 3;
 }
 
 int luaopen_lazaret_errno(lua_State *L)
 {
+	lua_newtable(L); /* the proxy */
 	lua_createtable(L, 0, (int)(sizeof(errnos) / sizeof(errnos[0])) + 1);
 	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
 		lua_pushinteger(L, errnos[i].value);
@@ -56,12 +86,20 @@ int luaopen_lazaret_errno(lua_State *L)
 	}
 	lua_pushcfunction(L, errno_name);
 	lua_setfield(L, -2, "name");
-	lua_createtable(L, 0, 2);
-	lua_pushcfunction(L, errno_unknown);
+	int names = lua_gettop(L);
+	lua_createtable(L, 0, 4);
+	lua_pushvalue(L, names);
+	lua_pushcclosure(L, errno_index, 1);
 	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, errno_readonly);
+	lua_setfield(L, -2, "__newindex");
+	lua_pushvalue(L, names);
+	lua_pushcclosure(L, errno_pairs, 1);
+	lua_setfield(L, -2, "__pairs");
 	lua_pushboolean(L, 0);
 	lua_setfield(L, -2, "__metatable");
-	lua_setmetatable(L, -2);
+	lua_setmetatable(L, -3);
+	lua_pop(L, 1); /* the names: reachable only through the closures */
 	return 1;
 }
 

@@ -29,6 +29,9 @@ void lz_l_push_errno(lua_State *L);
 /* [-0, +0, e] the open lazaret.config handle at idx (l_config.c). */
 struct lz_config;
 const struct lz_config *lz_l_check_config(lua_State *L, int idx);
+/* [-0, +0, e] counts a borrower of the configuration at idx (delta +1 or
+ * -1); config:close() raises while one remains. */
+void lz_l_config_pin(lua_State *L, int idx, int delta);
 
 /* The Host Coordinator handle (l_coordinator.c) and its views: a view is
  * a userdata of type mt whose only uservalue is the hc handle.

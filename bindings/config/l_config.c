@@ -30,6 +30,7 @@
 
 struct config_ud {
 	lz_config *cfg; /* NULL when closed */
+	int pins;       /* open handles that borrow cfg (a coordinator) */
 };
 
 static struct config_ud *check_open(lua_State *L)
@@ -48,9 +49,20 @@ const struct lz_config *lz_l_check_config(lua_State *L, int idx)
 	return ud->cfg;
 }
 
+void lz_l_config_pin(lua_State *L, int idx, int delta)
+{
+	struct config_ud *ud = luaL_checkudata(L, idx, CONFIG_MT);
+	ud->pins += delta;
+}
+
+/* A borrower keeps the userdata reachable, and Lua finalizes in reverse
+ * order of creation, so __gc never meets a pinned configuration; an
+ * explicit close does, and refuses rather than free what is borrowed. */
 static int config_close(lua_State *L)
 {
 	struct config_ud *ud = luaL_checkudata(L, 1, CONFIG_MT);
+	if (ud->pins > 0)
+		return luaL_error(L, "the configuration is in use by an open coordinator: close that first");
 	lz_config_free(ud->cfg);
 	ud->cfg = NULL;
 	return 0;

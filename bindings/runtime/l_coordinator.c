@@ -6,7 +6,7 @@
  *   coordinator.open(cfg)          [-1, +1|3, e] -> hc | nil, msg, errno
  *       Domain flock (EBUSY: another HC holds it), the Domain Store, a
  *       generation a lost HC left recorded failed, runsc located. The
- *       handle keeps cfg alive.
+ *       handle keeps cfg alive, and cfg:close() raises while it is open.
  *   coordinator.notify(line)       [-1, +0, e]
  *       The HC's startup report to the CLI that started it: writes line to
  *       standard output, then points standard output at /dev/null.
@@ -69,8 +69,12 @@ lz_hc *lz_l_view_hc(lua_State *L, int idx, const char *mt)
 static int hc_close(lua_State *L)
 {
 	struct hc_ud *ud = luaL_checkudata(L, 1, HC_MT);
+	if (ud->hc == NULL)
+		return 0;
 	lz_hc_close(ud->hc);
 	ud->hc = NULL;
+	lua_getiuservalue(L, 1, 1);
+	lz_l_config_pin(L, -1, -1);
 	return 0;
 }
 
@@ -132,6 +136,7 @@ static int coordinator_open(lua_State *L)
 	int r = lz_hc_open(cfg, &ud->hc, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	lz_l_config_pin(L, 1, 1);
 	return 1;
 }
 
