@@ -1,0 +1,522 @@
+-- busted spec for bindings/runtime/l_coordinator.c (lazaret.core.coordinator)
+-- and its views bindings/store/l_dstore.c (lazaret.core.dstore) and
+-- bindings/runtime/l_rs.c (lazaret.core.rs), on a real Domain in a
+-- temporary directory. Needs the test module (busted --cpath='<builddir>/?.so'),
+-- XDG_RUNTIME_DIR set to a private directory (scripts/test.sh does) and
+-- gVisor's runsc in a system directory: without it coordinator.open fails
+-- and so does this spec. No Runtime Supervisor is started here (that needs
+-- a prepared image; tests/e2e does it): every step that depends on one is
+-- checked to refuse.
+require("lazaret_spec")
+local config = require("lazaret.core.config")
+local coordinator = require("lazaret.core.coordinator")
+local dstore = require("lazaret.core.dstore")
+local rs = require("lazaret.core.rs")
+local errno = require("lazaret.core.errno")
+
+-- A profile whose image was never prepared.
+local IMAGE = "docker://registry.invalid/lazaret/never-prepared:1"
+
+local function tmpdir()
+  local p = os.tmpname()
+  os.remove(p)
+  assert(os.execute("mkdir -m 0700 " .. p))
+  return p
+end
+
+local function write(path, text, mode)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  assert(os.execute("chmod " .. (mode or "0600") .. " " .. path))
+end
+
+local function globals()
+  local names = {}
+  for k in pairs(_G) do
+    names[k] = true
+  end
+  return names
+end
+
+-- r, msg, code is a refusal with exactly this errno and a message matching pattern.
+local function assert_refused(want_errno, pattern, r, msg, code)
+  assert.is_nil(r, "expected a refusal, got " .. tostring(r))
+  assert.is_string(msg)
+  assert.are.equal(want_errno, code, "errno " .. tostring(code) .. " (" .. tostring(errno.name(code or 0))
+    .. ") for: " .. tostring(msg))
+  if pattern then assert.matches(pattern, msg) end
+end
+
+describe("lazaret.core.coordinator", function()
+  local dir, cfg, runtime_domain
+
+  -- A resolved profile for a workspace in dir, its Domain's runtime
+  -- directory under XDG_RUNTIME_DIR.
+  local function load_config()
+    local c = assert(config.load({ config = dir .. "/c.toml", profile = "dev", workspace = dir .. "/ws" }))
+    local s = c:summary()
+    runtime_domain = s.runtime_root .. "/domains/" .. s.domain_id
+    return c
+  end
+
+  local function open()
+    local hc, msg, code = coordinator.open(cfg)
+    assert(hc, "coordinator.open: " .. tostring(msg) .. " (errno " .. tostring(code) .. ")")
+    return hc
+  end
+
+  local function begun()
+    local hc = open()
+    assert.is_true(hc:begin())
+    return hc, dstore.of(hc), rs.of(hc)
+  end
+
+  before_each(function()
+    dir = tmpdir()
+    assert(os.execute("mkdir " .. dir .. "/ws"))
+    write(dir .. "/c.toml", 'version = 1\n[storage]\ndata_root = "' .. dir .. '/data"\n'
+      .. '[profiles.dev]\nimage = "' .. IMAGE .. '"\n')
+    cfg = load_config()
+  end)
+
+  after_each(function()
+    -- Every handle of the Domain is gone before its directories go. The
+    -- configuration is left to the collector: a coordinator still open
+    -- (a view kept it) is collected first and must not outlive it.
+    cfg = nil
+    collectgarbage()
+    collectgarbage()
+    os.execute("rm -rf " .. dir)
+    if runtime_domain then os.execute("rm -rf " .. runtime_domain) end
+    runtime_domain = nil
+  end)
+
+  it("needs XDG_RUNTIME_DIR from the harness", function()
+    assert.is_string(os.getenv("XDG_RUNTIME_DIR"))
+  end)
+
+  it("exports the documented functions only", function()
+    local names = {}
+    for k, v in pairs(coordinator) do
+      names[#names + 1] = k .. ":" .. type(v)
+    end
+    table.sort(names)
+    assert.are.same({ "detach:function", "notify:function", "open:function" }, names)
+    names = {}
+    for k, v in pairs(dstore) do
+      names[#names + 1] = k .. ":" .. type(v)
+    end
+    table.sort(names)
+    assert.are.same({ "of:function", "roles:table" }, names)
+    assert.are.same({ "prepared_lower", "state_anchor", "sandbox", "runtime_supervisor", "attached_runsc",
+      "host_coordinator", "connectivity_helper", "network" }, dstore.roles)
+    names = {}
+    for k, v in pairs(rs) do
+      names[#names + 1] = k .. ":" .. type(v)
+    end
+    assert.are.same({ "of:function" }, names)
+  end)
+
+  describe("open", function()
+    it("opens the Domain of a resolved profile, before any generation", function()
+      local hc = open()
+      assert.are.equal("lazaret.hc (generation 0)", tostring(hc))
+      assert.are.equal(0, hc:generation())
+      assert.is_nil(hc:readiness())
+      assert.is_false(getmetatable(hc))
+      hc:close()
+    end)
+
+    it("returns nil, msg, EBUSY while another coordinator holds the Domain", function()
+      local hc = open()
+      assert_refused(errno.EBUSY, "another Host Coordinator holds this Domain", coordinator.open(cfg))
+      -- The same Domain through a second configuration handle.
+      local other <close> = load_config()
+      assert_refused(errno.EBUSY, "another Host Coordinator", coordinator.open(other))
+      hc:close()
+      -- Closing released the flock.
+      local again = open()
+      again:close()
+    end)
+
+    it("releases the Domain when a <close> variable goes out of scope", function()
+      do
+        local hc <close> = open()
+        assert_refused(errno.EBUSY, nil, coordinator.open(cfg))
+      end
+      open():close()
+    end)
+
+    it("returns nil, msg, EINVAL for a configuration without a profile", function()
+      local plain <close> = assert(config.load({ config = dir .. "/c.toml" }))
+      assert_refused(errno.EINVAL, "needs a resolved profile", coordinator.open(plain))
+    end)
+
+    it("raises without a configuration handle", function()
+      assert.has_error(function() coordinator.open() end)
+      assert.has_error(function() coordinator.open(dir .. "/c.toml") end)
+      assert.has_error(function() coordinator.open({}) end)
+      local closed = assert(config.load({ config = dir .. "/c.toml" }))
+      closed:close()
+      assert.has_error(function() coordinator.open(closed) end)
+    end)
+
+    it("raises on notify without a string", function()
+      assert.has_error(function() coordinator.notify() end)
+      assert.has_error(function() coordinator.notify({}) end)
+    end)
+  end)
+
+  describe("generation", function()
+    it("is 0 before begin and the new generation after", function()
+      local hc = open()
+      assert.are.equal(0, hc:generation())
+      assert.is_true(hc:begin())
+      local gen = hc:generation()
+      assert.are.equal("integer", math.type(gen))
+      assert.is_true(gen > 0)
+      assert.are.equal("lazaret.hc (generation " .. gen .. ")", tostring(hc))
+      assert_refused(errno.EPROTO, "has begun already", hc:begin())
+      assert.are.equal(gen, hc:generation())
+      hc:close()
+    end)
+
+    it("continues after a closed coordinator's generation, which close recorded failed", function()
+      local hc = open()
+      assert.is_true(hc:begin())
+      local first = hc:generation()
+      hc:close()
+      hc = open()
+      assert.is_true(hc:begin())
+      assert.is_true(hc:generation() > first)
+      hc:close()
+    end)
+
+    it("refuses store transitions before begin with EPROTO", function()
+      local hc = open()
+      local store = dstore.of(hc)
+      assert_refused(errno.EPROTO, "no generation has begun", store:intent("host_coordinator"))
+      assert_refused(errno.EPROTO, "no generation has begun", store:phase("sandbox"))
+      assert_refused(errno.EPROTO, "no generation has begun", store:generation("stopping"))
+      assert_refused(errno.EPROTO, "no generation has begun", hc:lease_acquire())
+      assert_refused(errno.EPROTO, "no generation has begun", hc:publish())
+      hc:close()
+    end)
+  end)
+
+  describe("prepared lower", function()
+    it("lower_lookup fails with a clear message when the image was never prepared", function()
+      local hc = begun()
+      assert_refused(errno.ENOENT, "^image '" .. IMAGE:gsub("%p", "%%%0") .. "' is not prepared: run "
+        .. "'lazaret image prepare " .. IMAGE:gsub("%p", "%%%0") .. "'$", hc:lower_lookup())
+      hc:close()
+    end)
+
+    it("refuses the lease before the prepared_lower intent and its artifact", function()
+      local hc, store = begun()
+      assert_refused(errno.EPROTO, "needs prepared%-lower intent with its artifact recorded first",
+        hc:lease_acquire())
+      assert.is_true(store:intent("prepared_lower"))
+      -- Intent alone is not enough: the artifact names the lease.
+      assert_refused(errno.EPROTO, "needs prepared%-lower intent", hc:lease_acquire())
+      assert_refused(errno.EPROTO, "no prepared artifact has been looked up", store:record("artifact"))
+      assert_refused(errno.EPROTO, "no catalog lease is held", store:record("lease"))
+      assert_refused(errno.ESTALE, "a bare intent never becomes active", store:activate("prepared_lower"))
+      assert.are.equal("intent", store:phase("prepared_lower"))
+      hc:close()
+    end)
+
+    it("releases no lease it does not hold", function()
+      local hc = begun()
+      assert.is_true(hc:lease_release())
+      hc:close()
+    end)
+  end)
+
+  describe("Runtime Supervisor", function()
+    it("refuses rs:spawn before the prepared lower is active", function()
+      local hc, store, r = begun()
+      assert_refused(errno.EPROTO, "needs an active, leased prepared lower", r:spawn())
+      assert.is_true(store:intent("prepared_lower"))
+      for _, role in ipairs({ "state_anchor", "runtime_supervisor", "attached_runsc", "sandbox",
+        "connectivity_helper", "network" }) do
+        assert.is_true(store:intent(role))
+      end
+      assert_refused(errno.EPROTO, "needs an active, leased prepared lower", r:spawn())
+      assert.is_false(store:phase("prepared_lower") == "active")
+      hc:close()
+    end)
+
+    it("refuses rs:ack before anything was staged", function()
+      local hc, store, r = begun()
+      assert_refused(errno.EPROTO, "no connectivity_helper identity has been reported", r:ack("connectivity_helper"))
+      assert_refused(errno.EPROTO, "no attached_runsc identity has been reported", r:ack("attached_runsc"))
+      assert.is_true(store:intent("attached_runsc"))
+      assert_refused(errno.EPROTO, "no attached_runsc identity", r:ack("attached_runsc"))
+      hc:close()
+    end)
+
+    it("has no record to expect without a Runtime Supervisor", function()
+      local hc, _, r = begun()
+      for _, kind in ipairs({ "mounts", "helper-staged", "staged", "ready" }) do
+        assert_refused(errno.ESRCH, "the Runtime Supervisor ended early", r:expect(kind))
+      end
+      hc:close()
+    end)
+
+    it("stops no Runtime Supervisor that never started", function()
+      local hc, _, r = begun()
+      assert.is_true(r:stop())
+      hc:close()
+    end)
+
+    it("refuses every identity the Runtime Supervisor did not report", function()
+      local hc, store = begun()
+      for _, role in ipairs({ "runtime_supervisor", "connectivity_helper", "attached_runsc", "sandbox" }) do
+        assert.is_true(store:intent(role))
+      end
+      assert_refused(errno.EINVAL, "the broker stages the Runtime Supervisor", store:stage("runtime_supervisor"))
+      assert_refused(errno.EPROTO, "no connectivity_helper identity", store:stage("connectivity_helper"))
+      assert_refused(errno.EPROTO, "no attached_runsc identity", store:stage("attached_runsc"))
+      assert_refused(errno.EPROTO, "no sandbox identity", store:stage("sandbox"))
+      assert_refused(errno.EPROTO, "no runtime_supervisor identity", store:commit("runtime_supervisor"))
+      assert_refused(errno.EPROTO, "no attached_runsc identity", store:commit("attached_runsc"))
+      assert_refused(errno.EINVAL, "has no process this coordinator acquires", store:stage("state_anchor"))
+      assert_refused(errno.EPROTO, "the Runtime Supervisor has reported no mounts", store:record("mounts"))
+      hc:close()
+    end)
+  end)
+
+  describe("network and publication", function()
+    it("refuses the attestation before the readiness report", function()
+      local hc, store = begun()
+      assert_refused(errno.EPROTO, "needs the Runtime Supervisor's readiness report", hc:attest_network())
+      assert.is_nil(hc:readiness())
+      assert_refused(errno.EPROTO, "the network is not attested", store:record("readiness"))
+      hc:close()
+    end)
+
+    it("refuses store:activate('network') without readiness", function()
+      local hc, store = begun()
+      assert_refused(errno.ENOENT, "no network participant", store:activate("network"))
+      assert.is_true(store:intent("network"))
+      assert_refused(errno.ESTALE, "a bare intent never becomes active", store:activate("network"))
+      -- The network enters with the committed Runtime Supervisor only.
+      assert_refused(errno.EPROTO, "no runtime_supervisor identity", store:enter("network"))
+      assert.are.equal("intent", store:phase("network"))
+      hc:close()
+    end)
+
+    it("refuses hc:publish before the network is active", function()
+      local hc, store = begun()
+      assert_refused(errno.ESTALE, "network participant is absent", hc:publish())
+      assert.is_true(store:intent("network"))
+      assert_refused(errno.ESTALE, "network participant", hc:publish())
+      -- The refused publication left no socket behind: a retry is not "published already".
+      assert_refused(errno.ESTALE, "network participant", hc:publish())
+      hc:close()
+    end)
+  end)
+
+  describe("store", function()
+    it("reports the phases a participant goes through", function()
+      local hc, store = begun()
+      for _, role in ipairs(dstore.roles) do
+        assert.is_false(store:phase(role), role)
+      end
+      assert.is_true(store:intent("host_coordinator"))
+      assert.are.equal("intent", store:phase("host_coordinator"))
+      assert.is_true(store:enter("host_coordinator"))
+      assert.are.equal("acquiring", store:phase("host_coordinator"))
+      assert.is_true(store:activate("host_coordinator"))
+      assert.are.equal("active", store:phase("host_coordinator"))
+      assert.is_true(store:release("host_coordinator"))
+      assert.are.equal("release", store:phase("host_coordinator"))
+      assert.is_true(store:clean("host_coordinator"))
+      assert.are.equal("clean", store:phase("host_coordinator"))
+      -- A bare intent is cleaned directly.
+      assert.is_true(store:intent("sandbox"))
+      assert.are.equal("intent", store:phase("sandbox"))
+      assert.is_true(store:clean("sandbox"))
+      assert.are.equal("clean", store:phase("sandbox"))
+      assert.is_false(store:phase("network"))
+      hc:close()
+    end)
+
+    it("refuses store:clean of a role that has not reached release", function()
+      local hc, store = begun()
+      assert.is_true(store:intent("host_coordinator"))
+      assert.is_true(store:enter("host_coordinator"))
+      assert.is_true(store:activate("host_coordinator"))
+      assert_refused(errno.ESTALE, "active %-> clean refused", store:clean("host_coordinator"))
+      assert.are.equal("active", store:phase("host_coordinator"))
+      assert_refused(errno.ENOENT, nil, store:clean("runtime_supervisor"))
+      hc:close()
+    end)
+
+    it("refuses the State Anchor's unmount without its participant", function()
+      local hc, store = begun()
+      assert_refused(errno.ENOENT, "no state_anchor participant", store:anchor_unmounted())
+      hc:close()
+    end)
+
+    it("refuses existing-process edges other than host_coordinator and network", function()
+      local hc, store = begun()
+      for _, role in ipairs({ "sandbox", "state_anchor", "prepared_lower", "runtime_supervisor" }) do
+        assert.is_true(store:intent(role))
+        assert_refused(errno.EINVAL, "is not a direct existing%-process edge", store:enter(role))
+      end
+      hc:close()
+    end)
+
+    it("ends a generation stopped only when every participant is clean", function()
+      local hc, store = begun()
+      assert.is_true(store:intent("host_coordinator"))
+      assert.is_true(store:enter("host_coordinator"))
+      assert.is_true(store:activate("host_coordinator"))
+      assert.is_true(store:generation("stopping"))
+      assert_refused(errno.EBUSY, "participant host_coordinator is active", store:generation("stopped"))
+      assert.is_true(store:release("host_coordinator"))
+      assert.is_true(store:clean("host_coordinator"))
+      assert.is_true(store:generation("stopped"))
+      assert_refused(errno.ESTALE, "not a forward move", store:generation("failed"))
+      hc:close()
+    end)
+
+    it("raises on unknown role names, evidence names, states and expect kinds", function()
+      local hc, store, r = begun()
+      for _, m in ipairs({ "intent", "stage", "commit", "enter", "activate", "release", "clean", "phase" }) do
+        assert.error_matches(function() store[m](store, "bogus") end, "unknown role 'bogus'")
+        assert.error_matches(function() store[m](store, "Sandbox") end, "unknown role 'Sandbox'")
+        assert.has_error(function() store[m](store) end)
+        assert.has_error(function() store[m](store, {}) end)
+      end
+      assert.error_matches(function() store:record("bogus") end, "invalid option 'bogus'")
+      assert.error_matches(function() store:record("sandbox") end, "invalid option 'sandbox'")
+      assert.has_error(function() store:record() end)
+      assert.error_matches(function() store:generation("published") end, "invalid option 'published'")
+      assert.error_matches(function() store:generation("starting") end, "invalid option 'starting'")
+      assert.error_matches(function() r:expect("bogus") end, "invalid option 'bogus'")
+      assert.error_matches(function() r:expect("stopped") end, "invalid option 'stopped'")
+      assert.has_error(function() r:expect() end)
+      assert.error_matches(function() r:ack("sandbox") end, "invalid option 'sandbox'")
+      assert.error_matches(function() r:ack("runtime_supervisor") end, "invalid option")
+      assert.has_error(function() r:ack() end)
+      hc:close()
+    end)
+
+    it("raises when a view's method is called on something else", function()
+      local hc, store, r = begun()
+      assert.has_error(function() store.phase(r, "sandbox") end)
+      assert.has_error(function() r.stop(store) end)
+      assert.has_error(function() store.phase(hc, "sandbox") end)
+      assert.has_error(function() hc.generation(store) end)
+      assert.has_error(function() dstore.of(cfg) end)
+      assert.has_error(function() rs.of({}) end)
+      assert.has_error(function() dstore.of() end)
+      hc:close()
+    end)
+  end)
+
+  describe("views", function()
+    it("show their type and hide their metatables", function()
+      local hc, store, r = begun()
+      assert.are.equal("lazaret.dstore", tostring(store))
+      assert.are.equal("lazaret.rs", tostring(r))
+      assert.is_false(getmetatable(store))
+      assert.is_false(getmetatable(r))
+      hc:close()
+    end)
+
+    it("keep the coordinator alive", function()
+      local hc = open()
+      assert.is_true(hc:begin())
+      local store = dstore.of(hc)
+      hc = nil -- luacheck: ignore
+      collectgarbage()
+      collectgarbage()
+      assert.is_true(store:intent("sandbox"))
+      assert.are.equal("intent", store:phase("sandbox"))
+      -- The coordinator still holds the Domain.
+      assert_refused(errno.EBUSY, nil, coordinator.open(cfg))
+    end)
+  end)
+
+  describe("close", function()
+    it("is idempotent and shows (closed)", function()
+      local hc = begun()
+      hc:close()
+      hc:close()
+      assert.are.equal("lazaret.hc (closed)", tostring(hc))
+      hc = nil -- luacheck: ignore
+      collectgarbage()
+      collectgarbage()
+    end)
+
+    it("makes the handle and every view of it raise 'closed coordinator'", function()
+      local hc, store, r = begun()
+      hc:close()
+      for _, f in ipairs({
+        function() hc:begin() end,
+        function() hc:generation() end,
+        function() hc:lower_lookup() end,
+        function() hc:lease_acquire() end,
+        function() hc:lease_release() end,
+        function() hc:attest_network() end,
+        function() hc:readiness() end,
+        function() hc:publish() end,
+        function() store:intent("sandbox") end,
+        function() store:phase("sandbox") end,
+        function() store:record("artifact") end,
+        function() store:anchor_unmounted() end,
+        function() store:generation("stopping") end,
+        function() r:spawn() end,
+        function() r:expect("mounts") end,
+        function() r:ack("attached_runsc") end,
+        function() r:stop() end,
+        function() dstore.of(hc) end,
+        function() rs.of(hc) end,
+      }) do
+        assert.error_matches(f, "attempt to use a closed coordinator")
+      end
+      -- The views still print.
+      assert.are.equal("lazaret.dstore", tostring(store))
+      assert.are.equal("lazaret.rs", tostring(r))
+    end)
+
+    it("releases the Domain and ends its generation, so the next coordinator begins another", function()
+      local hc, store = begun()
+      assert.is_true(store:intent("host_coordinator"))
+      hc:close()
+      -- begin refuses (EBUSY) while an earlier generation is live.
+      local again, s2 = begun()
+      assert.is_true(again:generation() > 0)
+      assert.is_false(s2:phase("host_coordinator"))
+      again:close()
+    end)
+
+    it("is safe under garbage collection after close", function()
+      for _ = 1, 3 do
+        local hc = begun()
+        dstore.of(hc)
+        rs.of(hc)
+        hc:close()
+      end
+      collectgarbage()
+      collectgarbage()
+      open():close()
+    end)
+  end)
+
+  it("leaks no globals", function()
+    local before = globals()
+    local hc, store, r = begun()
+    hc:generation()
+    store:phase("sandbox")
+    r:stop()
+    tostring(hc)
+    hc:close()
+    assert.are.same(before, globals())
+  end)
+end)
