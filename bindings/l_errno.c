@@ -78,7 +78,7 @@ static int errno_pairs(lua_State *L)
 
 int luaopen_lazaret_errno(lua_State *L)
 {
-	lua_newtable(L); /* the proxy */
+	lua_newuserdatauv(L, 0, 0); /* the proxy: a userdata, so not even rawset reaches it */
 	lua_createtable(L, 0, (int)(sizeof(errnos) / sizeof(errnos[0])) + 1);
 	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
 		lua_pushinteger(L, errnos[i].value);

@@ -86,6 +86,13 @@ describe("lazaret.core.errno", function()
     assert.has_error(function() return errno.NOPE end)
   end)
 
+  it("is read-only: no code can renumber a name for everyone else", function()
+    assert.has_error(function() errno.EBUSY = 0 end, "lazaret.core.errno is read-only (assigning 'EBUSY')")
+    assert.has_error(function() errno.NEW = 1 end)
+    assert.has_error(function() rawset(errno, "EBUSY", 0) end) -- not a plain table either
+    assert.are.equal(16, errno.EBUSY)
+  end)
+
   it("is one table, shared by every require", function()
     assert.are.equal(errno, require("lazaret.core.errno"))
     assert.are.equal(errno, require("lazaret.core.probe").errno)

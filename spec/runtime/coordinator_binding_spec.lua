@@ -444,6 +444,17 @@ describe("lazaret.core.coordinator", function()
   end)
 
   describe("close", function()
+    it("keeps the configuration it borrows open until it is closed itself", function()
+      local hc = begun()
+      assert.has_error(function() cfg:close() end,
+        "the configuration is in use by an open coordinator: close that first")
+      assert.is_table(cfg:summary()) -- still usable
+      assert.is_nil(hc:lower_lookup()) -- and the coordinator still reads it
+      hc:close()
+      cfg:close()
+      assert.has_error(function() cfg:summary() end, "attempt to use a closed configuration")
+    end)
+
     it("is idempotent and shows (closed)", function()
       local hc = begun()
       hc:close()
