@@ -1,0 +1,165 @@
+/* OCI whiteouts of one layer (see layerwhiteout.h for the rules).
+ *
+ * Same-layer tracking. OCI whiteouts hide entries of lower layers only. The
+ * layer remembers every path it wrote and every ancestor of such a path (the
+ * "created" set; a path's ancestors are always in the set when the path is).
+ * Removing lower content of a directory D ("pruning" D) deletes each child
+ * of D that is not in the set and prunes each child directory that is, so
+ * the layer's own entries survive whichever order the archive lists them in:
+ * - D/.wh..wh..opq prunes D (children present when the marker is seen that
+ *   this layer did not write are removed; later entries are simply written);
+ * - D/.wh.N removes D/N recursively when the layer has not written D/N or
+ *   anything beneath it; otherwise a directory D/N is pruned and a
+ *   non-directory written by this layer is kept.
+ * Whiteout files and AUFS metadata (.wh..wh.*) are never materialised. */
+#include "image/layerwhiteout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/cleanup.h"
+
+#define WH_META ".wh..wh."
+#define WH_META_LEN 8
+#define WH_OPAQUE ".wh..wh..opq"
+
+/* ---- the created set ----------------------------------------------------- */
+
+static uint64_t path_hash(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static char **pathset_slot(char **slot, size_t cap, const char *p, size_t n)
+{
+	size_t mask = cap - 1;
+	for (size_t i = path_hash(p, n) & mask;; i = (i + 1) & mask) {
+		char *k = slot[i];
+		/* strncmp stops at k's NUL; p has no NUL within n bytes. */
+		if (k == NULL || (strncmp(k, p, n) == 0 && k[n] == '\0'))
+			return &slot[i];
+	}
+}
+
+bool lz_layerwhiteout_wrote(const struct lz_layerwhiteout *w, const char *path, size_t len)
+{
+	return w->cap > 0 && *pathset_slot(w->slot, w->cap, path, len) != NULL;
+}
+
+/* Returns 1 when added, 0 when already present, -ENOMEM. */
+static int pathset_add(struct lz_layerwhiteout *s, const char *p, size_t n)
+{
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		char **slot = calloc(cap, sizeof(*slot));
+		if (slot == NULL)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->slot[i] != NULL)
+				*pathset_slot(slot, cap, s->slot[i], strlen(s->slot[i])) =
+					s->slot[i];
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	char **at = pathset_slot(s->slot, s->cap, p, n);
+	if (*at != NULL)
+		return 0;
+	*at = strndup(p, n);
+	if (*at == NULL)
+		return -ENOMEM;
+	s->n++;
+	return 1;
+}
+
+void lz_layerwhiteout_done(struct lz_layerwhiteout *w)
+{
+	for (size_t i = 0; i < w->cap; i++)
+		free(w->slot[i]);
+	free(w->slot);
+	*w = (struct lz_layerwhiteout){ 0 };
+}
+
+int lz_layerwhiteout_mark(struct lz_layerwhiteout *w, const char *path, size_t len,
+			  uint64_t *tracked, struct lz_err *err)
+{
+	while (len > 0) {
+		*tracked += len + 1 + 2 * sizeof(char *);
+		if (*tracked > LZ_LAYER_MAX_TRACKED)
+			return lz_err_set(err, E2BIG,
+					  "layer entry '%s': more than %u bytes of paths", path,
+					  LZ_LAYER_MAX_TRACKED);
+		int r = pathset_add(w, path, len);
+		if (r < 0)
+			return lz_err_set(err, -r, "layer entry '%s': out of memory", path);
+		if (r == 0)
+			return 0; /* present already, and so are its ancestors */
+		while (len > 0 && path[len - 1] != '/')
+			len--;
+		if (len > 0)
+			len--;
+	}
+	return 0;
+}
+
+/* ---- whiteouts ----------------------------------------------------------- */
+
+bool lz_layerwhiteout_is_marker(const char *name)
+{
+	return strncmp(name, LZ_LAYERPATH_WH, LZ_LAYERPATH_WH_LEN) == 0;
+}
+
+static bool lower_keeps(const void *ctx, const char *path, size_t len)
+{
+	return lz_layerwhiteout_wrote(ctx, path, len);
+}
+
+/* Removes the lower-layer content of the directory at path: every child not
+ * in the created set; children in the set that are directories are pruned
+ * in turn. A missing path is not an error. */
+static int prune_lower(const struct lz_layerwhiteout *w, const struct lz_layertree *t, char *path,
+		       size_t *len, const char *entry)
+{
+	return lz_layertree_prune(t, path, len, entry, lower_keeps, w);
+}
+
+int lz_layerwhiteout_apply(const struct lz_layerwhiteout *w, const struct lz_layertree *t,
+			   const struct lz_layerpath *p, struct lz_layer_report *rep)
+{
+	bool opaque = strcmp(p->name, WH_OPAQUE) == 0;
+	if (!opaque && strncmp(p->name, WH_META, WH_META_LEN) == 0)
+		return 0; /* AUFS metadata: never materialised, hides nothing */
+	const char *target = p->name + LZ_LAYERPATH_WH_LEN;
+	if (!opaque && (target[0] == '\0' || strcmp(target, ".") == 0 || strcmp(target, "..") == 0))
+		return lz_layerpath_refuse(t->err, p->full, "whiteout names no entry");
+	rep->whiteouts++;
+
+	_cleanup_close_ int pfd = -EBADF;
+	int r = lz_layertree_open_dir(t, p->parent, false, p->full, &pfd);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return 0; /* nothing below to hide */
+	if (r < 0)
+		return r;
+
+	char buf[LZ_LAYER_PATH_MAX + 1];
+	size_t len = strlen(p->parent);
+	memcpy(buf, p->parent, len + 1);
+	if (opaque)
+		return prune_lower(w, t, buf, &len, p->full);
+	if (lz_layerpath_push(buf, &len, target) < 0)
+		return lz_layerpath_fail(t->err, ENAMETOOLONG, p->full, "remove", p->full);
+	if (!lz_layerwhiteout_wrote(w, buf, len))
+		return lz_layertree_remove(t, pfd, target, buf, &len, p->full);
+	struct stat st;
+	if (fstatat(pfd, target, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		return prune_lower(w, t, buf, &len, p->full);
+	return 0; /* written by this layer: a whiteout hides lower layers only */
+}

@@ -1,0 +1,313 @@
+/* Unit tests for core/image/layerwhiteout.c: the created set of one layer
+ * (paths and their ancestors, the bookkeeping budget) and OCI whiteouts
+ * applied against it.
+ *
+ * Whiteout tests build a "lower" tree directly in <base>/root, mark what
+ * "this layer" wrote, apply one whiteout and check what is left. A file
+ * <base>/outside/secret, the target of planted symlinks, must survive. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "image/layerwhiteout.h"
+#include "lz_test.h"
+
+/* ---- the created set ----------------------------------------------------- */
+
+static void test_lz_layerwhiteout_is_marker(void **state)
+{
+	(void)state;
+	assert_true(lz_layerwhiteout_is_marker(".wh.x"));
+	assert_true(lz_layerwhiteout_is_marker(".wh..wh..opq"));
+	assert_true(lz_layerwhiteout_is_marker(".wh."));
+	assert_false(lz_layerwhiteout_is_marker(".wh"));
+	assert_false(lz_layerwhiteout_is_marker("x.wh.y"));
+	assert_false(lz_layerwhiteout_is_marker(""));
+}
+
+static void test_lz_layerwhiteout_mark__adds_ancestors(void **state)
+{
+	(void)state;
+	struct lz_layerwhiteout w = { 0 };
+	struct lz_err err;
+	uint64_t tracked = 0;
+	assert_false(lz_layerwhiteout_wrote(&w, "a", 1)); /* empty set */
+	assert_int_equal(lz_layerwhiteout_mark(&w, "a/b/c", 5, &tracked, &err), 0);
+	assert_int_equal(w.n, 3);
+	assert_true(lz_layerwhiteout_wrote(&w, "a", 1));
+	assert_true(lz_layerwhiteout_wrote(&w, "a/b", 3));
+	assert_true(lz_layerwhiteout_wrote(&w, "a/b/c", 5));
+	assert_false(lz_layerwhiteout_wrote(&w, "a/b/d", 5));
+	assert_false(lz_layerwhiteout_wrote(&w, "a/bc", 4));
+	assert_false(lz_layerwhiteout_wrote(&w, "", 0));
+	/* Only len bytes of path count. */
+	assert_true(lz_layerwhiteout_wrote(&w, "a/b/c/d", 3));
+	assert_int_equal(tracked, (5 + 1 + 2 * sizeof(char *)) + (3 + 1 + 2 * sizeof(char *)) +
+					  (1 + 1 + 2 * sizeof(char *)));
+
+	/* A sibling adds itself only: its ancestors are present. */
+	assert_int_equal(lz_layerwhiteout_mark(&w, "a/b/d", 5, &tracked, &err), 0);
+	assert_int_equal(w.n, 4);
+	/* The root ("") is never marked. */
+	assert_int_equal(lz_layerwhiteout_mark(&w, "", 0, &tracked, &err), 0);
+	assert_int_equal(w.n, 4);
+
+	lz_layerwhiteout_done(&w);
+	assert_null(w.slot);
+	assert_int_equal(w.cap, 0);
+	assert_int_equal(w.n, 0);
+	lz_layerwhiteout_done(&w); /* idempotent */
+}
+
+static void test_lz_layerwhiteout_mark__grows(void **state)
+{
+	(void)state;
+	struct lz_layerwhiteout w = { 0 };
+	struct lz_err err;
+	uint64_t tracked = 0;
+	char p[32];
+	for (int i = 0; i < 5000; i++) {
+		int n = snprintf(p, sizeof(p), "d/%d", i);
+		assert_int_equal(lz_layerwhiteout_mark(&w, p, (size_t)n, &tracked, &err), 0);
+	}
+	assert_int_equal(w.n, 5001);
+	assert_true(w.cap >= 2 * w.n);
+	assert_int_equal(w.cap & (w.cap - 1), 0); /* power of two */
+	for (int i = 0; i < 5000; i++) {
+		int n = snprintf(p, sizeof(p), "d/%d", i);
+		assert_true(lz_layerwhiteout_wrote(&w, p, (size_t)n));
+	}
+	assert_false(lz_layerwhiteout_wrote(&w, "d/5000", 6));
+	lz_layerwhiteout_done(&w);
+}
+
+static void test_lz_layerwhiteout_mark__budget_e2big(void **state)
+{
+	(void)state;
+	struct lz_layerwhiteout w = { 0 };
+	struct lz_err err;
+	uint64_t tracked = LZ_LAYER_MAX_TRACKED - 5;
+	lz_err_clear(&err);
+	assert_int_equal(lz_layerwhiteout_mark(&w, "abc", 3, &tracked, &err), -E2BIG);
+	assert_int_equal(err.code, E2BIG);
+	assert_string_equal(err.msg, "layer entry 'abc': more than 268435456 bytes of paths");
+	assert_int_equal(w.n, 0);
+	lz_layerwhiteout_done(&w);
+}
+
+/* ---- whiteouts ----------------------------------------------------------- */
+
+struct fixture {
+	char base[64];
+	int base_fd;
+	struct lz_err err;
+	struct lz_layertree t;
+	struct lz_layerwhiteout w;
+	uint64_t tracked;
+	struct lz_layer_report rep;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	strcpy(f->base, "/tmp/lz-test-whiteout-XXXXXX");
+	assert_non_null(mkdtemp(f->base));
+	f->base_fd = open(f->base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(f->base_fd >= 0);
+	assert_int_equal(mkdirat(f->base_fd, "root", 0755), 0);
+	assert_int_equal(mkdirat(f->base_fd, "outside", 0755), 0);
+	int fd =
+		openat(f->base_fd, "outside/secret", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	f->t.root = openat(f->base_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(f->t.root >= 0);
+	f->t.err = &f->err;
+	lz_err_clear(&f->err);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	lz_layerwhiteout_done(&f->w);
+	close(f->t.root);
+	close(f->base_fd);
+	lz_test_rmtree(f->base);
+	free(f);
+	return 0;
+}
+
+static void dir(struct fixture *f, const char *rel)
+{
+	assert_int_equal(mkdirat(f->t.root, rel, 0755), 0);
+}
+
+static void file(struct fixture *f, const char *rel)
+{
+	int fd = openat(f->t.root, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/* Creates nothing: records that this layer wrote rel. */
+static void mark(struct fixture *f, const char *rel)
+{
+	assert_int_equal(lz_layerwhiteout_mark(&f->w, rel, strlen(rel), &f->tracked, &f->err), 0);
+}
+
+static int whiteout(struct fixture *f, const char *entry)
+{
+	struct lz_layerpath p;
+	assert_int_equal(lz_layerpath_parse(entry, strlen(entry), &p, &f->err), 0);
+	assert_true(lz_layerwhiteout_is_marker(p.name));
+	return lz_layerwhiteout_apply(&f->w, &f->t, &p, &f->rep);
+}
+
+static bool exists(struct fixture *f, const char *rel)
+{
+	struct stat st;
+	return fstatat(f->t.root, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void assert_secret(struct fixture *f)
+{
+	struct stat st;
+	assert_int_equal(fstatat(f->base_fd, "outside/secret", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISREG(st.st_mode));
+}
+
+static void test_lz_layerwhiteout_apply__removes_lower(void **state)
+{
+	struct fixture *f = *state;
+	file(f, "f");
+	dir(f, "d");
+	dir(f, "d/sub");
+	file(f, "d/sub/x");
+	file(f, "d/other");
+	assert_int_equal(symlinkat("../outside", f->t.root, "link"), 0);
+
+	assert_int_equal(whiteout(f, ".wh.f"), 0);
+	assert_false(exists(f, "f"));
+	assert_int_equal(whiteout(f, "d/.wh.sub"), 0);
+	assert_false(exists(f, "d/sub"));
+	assert_true(exists(f, "d/other"));
+	assert_int_equal(whiteout(f, ".wh.link"), 0); /* the link, not its target */
+	assert_false(exists(f, "link"));
+	assert_secret(f);
+	/* Nothing to hide: a missing name or a missing parent. */
+	assert_int_equal(whiteout(f, ".wh.none"), 0);
+	assert_int_equal(whiteout(f, "nodir/.wh.x"), 0);
+	assert_int_equal(whiteout(f, "d/other/.wh.x"), 0); /* parent not a directory */
+	assert_true(exists(f, "d/other"));
+	assert_int_equal(f->rep.whiteouts, 6);
+}
+
+static void test_lz_layerwhiteout_apply__spares_same_layer(void **state)
+{
+	struct fixture *f = *state;
+	/* This layer's file: a whiteout hides lower layers only. */
+	file(f, "mine");
+	mark(f, "mine");
+	assert_int_equal(whiteout(f, ".wh.mine"), 0);
+	assert_true(exists(f, "mine"));
+
+	/* A lower directory this layer wrote into: pruned, not removed. */
+	dir(f, "d");
+	file(f, "d/lower");
+	dir(f, "d/sub");
+	file(f, "d/sub/lower");
+	file(f, "d/sub/new");
+	mark(f, "d/sub/new");
+	assert_int_equal(whiteout(f, ".wh.d"), 0);
+	assert_true(exists(f, "d/sub/new"));
+	assert_false(exists(f, "d/lower"));
+	assert_false(exists(f, "d/sub/lower"));
+	assert_int_equal(f->rep.whiteouts, 2);
+}
+
+static void test_lz_layerwhiteout_apply__opaque(void **state)
+{
+	struct fixture *f = *state;
+	dir(f, "o");
+	file(f, "o/a");
+	dir(f, "o/b");
+	file(f, "o/b/x");
+	file(f, "o/c");
+	mark(f, "o/c");
+	file(f, "keep");
+	assert_int_equal(whiteout(f, "o/.wh..wh..opq"), 0);
+	assert_true(exists(f, "o"));
+	assert_true(exists(f, "o/c"));
+	assert_false(exists(f, "o/a"));
+	assert_false(exists(f, "o/b"));
+	assert_true(exists(f, "keep"));
+	assert_int_equal(f->rep.whiteouts, 1);
+
+	/* Opaque at the root prunes the root. */
+	assert_int_equal(whiteout(f, ".wh..wh..opq"), 0);
+	assert_false(exists(f, "keep"));
+	assert_true(exists(f, "o/c"));
+	assert_int_equal(f->rep.whiteouts, 2);
+}
+
+static void test_lz_layerwhiteout_apply__aufs_metadata_hides_nothing(void **state)
+{
+	struct fixture *f = *state;
+	file(f, "plnk");
+	assert_int_equal(whiteout(f, ".wh..wh.plnk"), 0);
+	assert_int_equal(whiteout(f, ".wh..wh..tmp"), 0);
+	assert_true(exists(f, "plnk"));
+	assert_int_equal(f->rep.whiteouts, 0);
+}
+
+static void test_lz_layerwhiteout_apply__refusals(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const empty[] = { ".wh.", ".wh..", ".wh..." };
+	for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++) {
+		lz_err_clear(&f->err);
+		assert_int_equal(whiteout(f, empty[i]), -EINVAL);
+		assert_non_null(strstr(f->err.msg, "refused: whiteout names no entry"));
+	}
+	assert_int_equal(f->rep.whiteouts, 0);
+
+	/* A parent that is a symlink is refused, never followed. */
+	assert_int_equal(symlinkat("../outside", f->t.root, "l"), 0);
+	lz_err_clear(&f->err);
+	assert_int_equal(whiteout(f, "l/.wh.secret"), -EINVAL);
+	assert_non_null(strstr(f->err.msg, "is or crosses a symbolic link"));
+	assert_int_equal(whiteout(f, "l/.wh..wh..opq"), -EINVAL);
+	assert_secret(f);
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_layerwhiteout_is_marker),
+		cmocka_unit_test(test_lz_layerwhiteout_mark__adds_ancestors),
+		cmocka_unit_test(test_lz_layerwhiteout_mark__grows),
+		cmocka_unit_test(test_lz_layerwhiteout_mark__budget_e2big),
+		T(test_lz_layerwhiteout_apply__removes_lower),
+		T(test_lz_layerwhiteout_apply__spares_same_layer),
+		T(test_lz_layerwhiteout_apply__opaque),
+		T(test_lz_layerwhiteout_apply__aufs_metadata_hides_nothing),
+		T(test_lz_layerwhiteout_apply__refusals),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
