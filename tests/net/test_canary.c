@@ -26,7 +26,7 @@
 #include "config/domain.h"
 #include "net/netpolicy.h"
 
-static char child_msg[512];
+static char child_msg[1024];
 
 #define CHECK(cond, ...)                                                          \
 	do {                                                                      \

@@ -652,7 +652,7 @@ static int userns_check(char *why, size_t size)
 static void test_lz_broker_spawn__new_userns_has_verified_map(void **state)
 {
 	(void)state;
-	char why[512] = "";
+	char why[1024] = "";
 	if (geteuid() != 0) {
 		if (!has_subuid())
 			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
