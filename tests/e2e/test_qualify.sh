@@ -138,7 +138,74 @@ test_a_planted_symlink_is_not_followed() {
 	assert_not_contains "$OUT" "root:x:0:0"
 }
 
+test_the_example_suite_runs() {
+	capture lz qualify "$EXAMPLES/qualify.lua"
+	assert_eq 0 "$STATUS" "qualify examples/qualify.lua (stdout: $OUT; stderr: $ERR)"
+	assert_match "$OUT" "^example$"
+	assert_match "$OUT" "^  ok   the image has a POSIX shell \([0-9]+ ms\)$"
+	assert_match "$OUT" "^  ok   a terminal session sees its window size "
+	assert_contains "$OUT" "qualify: 20 passed, 0 failed, 0 skipped"
+}
+
+test_a_failing_user_check_names_its_reason() {
+	cat >"$T/suite.lua" <<-'EOF'
+		suite("mine")
+		check("needs node", function(t)
+		  local r = t:run({ "/bin/sh", "-c", "command -v node" })
+		  t:expect(r.status == 0, "node is not in the image")
+		end)
+		check("skipped on purpose", function(t) t:skip("not today") end)
+		check("raises", function(t) error("boom") end)
+	EOF
+	capture lz qualify --json "$T/suite.lua"
+	assert_eq 1 "$STATUS"
+	local got
+	got=$(python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s = d["suites"][2]
+print(s["name"], [(c["name"], c["status"], c["reason"]) for c in s["checks"]])' <<<"$OUT") || fail "JSON: $OUT"
+	assert_contains "$got" "mine [('needs node', 'fail', 'node is not in the image'), ('skipped on purpose', 'skip', 'not today'), ('raises', 'fail', 'error: "
+	assert_contains "$got" "boom"
+}
+
+test_a_suite_cannot_reach_the_host() {
+	cat >"$T/exec.lua" <<-EOF
+		check("exec", function(t) os.execute("touch $T/pwned") end)
+		check("popen", function(t) io.popen("touch $T/pwned") end)
+		check("open", function(t) io.open("$T/pwned", "w") end)
+		check("C module", function(t) require("lazaret.core.probe") end)
+		check("load", function(t) load("return 1") end)
+	EOF
+	capture lz qualify "$T/exec.lua"
+	assert_eq 1 "$STATUS"
+	assert_match "$OUT" "^  FAIL exec: .*os\.execute.*not available"
+	assert_match "$OUT" "^  FAIL popen: .*io\.popen.*not available"
+	assert_match "$OUT" "^  FAIL open: .*io\.open.*not available"
+	assert_match "$OUT" "^  FAIL C module: .*C modules.*lazaret\.core\.probe"
+	assert_match "$OUT" "^  FAIL load: .*load.*not available"
+	[ ! -e "$T/pwned" ] || fail "the suite reached the host"
+}
+
+test_a_broken_suite_file_is_refused_first() {
+	capture lz qualify "$T/missing.lua"
+	assert_eq 78 "$STATUS"
+	assert_contains "$ERR" "suite $T/missing.lua: "
+	assert_not_contains "$OUT" "runsc launch"
+	printf 'check("x", function(t) end\n' >"$T/syntax.lua"
+	capture lz qualify "$T/syntax.lua"
+	assert_eq 78 "$STATUS"
+	assert_contains "$ERR" "syntax.lua"
+	mkfifo "$T/fifo.lua"
+	capture lz qualify "$T/fifo.lua"
+	assert_eq 78 "$STATUS"
+}
+
 t_run "passes on a prepared host" test_passes_on_a_prepared_host
+t_run "the example suite in examples/ runs" test_the_example_suite_runs
+t_run "a failing user check names its reason" test_a_failing_user_check_names_its_reason
+t_run "a suite cannot run commands, open files or load C modules" test_a_suite_cannot_reach_the_host
+t_run "a missing, broken or special suite file is refused before any launch" test_a_broken_suite_file_is_refused_first
 t_run "--json names every check with its duration" test_json_names_every_check
 t_run "an unprepared image fails the launches with the reason" test_unprepared_profile_fails_with_the_reason
 t_run "an unknown profile fails once and skips the launches" test_unknown_profile_blocks_the_launches
