@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -138,14 +137,8 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	if (lz_unhex(hc->domain_hex, hc->domain_id, 32) < 0 || lz_unhex(hc->fp_hex, hc->fingerprint, 32) < 0)
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
 
-	/* Spec 3.3: the Domain flock decides the one coordinator. */
-	hc->lock_fd = lz_openat2_create(hc->runtime_domain->fd, LZ_RUNDIR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW,
-					0600, LZ_RESOLVE_OWNED);
-	if (hc->lock_fd < 0)
-		return lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
-	if (flock(hc->lock_fd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
-					    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0)
+		return r;
 	lz_rundir_remove_stale(hc->runtime_domain);
 	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
 		return r;
@@ -715,27 +708,6 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	}
 }
 
-/* runsc exec writes the guest leader's PID (inside the sandbox) once the
- * guest runs (C-REFINEMENT fact 7). */
-static int guest_leader(lz_hc *hc, const char *name, uint64_t *ret, struct lz_err *err)
-{
-	int64_t deadline = lz_now_ms() + GUEST_LEADER_TIMEOUT_MS;
-	for (;;) {
-		_cleanup_close_ int fd = lz_openat2(hc->gendir.sessions, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-						    LZ_RESOLVE_OWNED);
-		char text[32] = "";
-		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
-		unsigned long long pid = 0;
-		if (n > 0 && sscanf(text, "%llu", &pid) == 1 && pid > 0) {
-			*ret = pid;
-			return 0;
-		}
-		if (lz_remaining_ms(deadline) == 0)
-			return lz_err_set(err, ETIMEDOUT, "the guest process did not start");
-		usleep(10 * 1000);
-	}
-}
-
 struct session_ctx {
 	lz_hc *hc;
 	const char *id;
@@ -816,7 +788,8 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	 * no start time; it stays 0 (negative evidence only). */
 	struct lz_dstore_guest guest = { 0 };
 	if (s->tty) {
-		if ((r = guest_leader(hc, pidfile, &guest.leader_pid, err)) < 0)
+		if ((r = lz_gendir_session_pid(&hc->gendir, pidfile, GUEST_LEADER_TIMEOUT_MS, &guest.leader_pid,
+						 err)) < 0)
 			return r;
 		guest.pgid = guest.leader_pid;
 	}

@@ -4,7 +4,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -13,6 +15,7 @@
 
 #include "fs/file.h"
 #include "fs/tree.h"
+#include "proc/spawn.h"
 #include "proc/userns.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
@@ -160,4 +163,37 @@ void lz_rundir_remove_stale(const struct lz_path *runtime_domain)
 	for (size_t i = 0; i < n; i++)
 		remove_tree(runtime_domain->fd, names[i]);
 	(void)unlinkat(runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+}
+
+int lz_gendir_session_pid(const struct lz_gendir *g, const char *name, int timeout_ms, uint64_t *ret,
+			  struct lz_err *err)
+{
+	int64_t deadline = lz_now_ms() + timeout_ms;
+	for (;;) {
+		_cleanup_close_ int fd =
+			lz_openat2(g->sessions, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, LZ_RESOLVE_OWNED);
+		char text[32] = "";
+		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+		unsigned long long pid = 0;
+		if (n > 0 && sscanf(text, "%llu", &pid) == 1 && pid > 0) {
+			*ret = pid;
+			return 0;
+		}
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "the guest process did not start");
+		usleep(10 * 1000);
+	}
+}
+
+int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_err *err)
+{
+	_cleanup_close_ int fd = lz_openat2_create(runtime_domain->fd, LZ_RUNDIR_LOCK,
+						   O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
+					    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	*ret_fd = TAKE_FD(fd);
+	return 0;
 }

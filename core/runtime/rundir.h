@@ -71,6 +71,17 @@ int lz_gendir_open_log(const struct lz_gendir *g, const char *name, int *ret_fd,
  * out_fd between marker lines; a missing log copies nothing. */
 void lz_gendir_salvage_log(const struct lz_gendir *g, uint64_t generation, const char *name, int out_fd);
 
+/* Waits up to timeout_ms for the sessions/<name> PID file runsc exec
+ * writes once the guest runs (C-REFINEMENT fact 7): the guest leader's PID
+ * inside the sandbox, > 0. -ETIMEDOUT. */
+int lz_gendir_session_pid(const struct lz_gendir *g, const char *name, int timeout_ms, uint64_t *ret,
+			  struct lz_err *err);
+
+/* Takes the Domain flock (hc.lock, created 0600) without blocking: -EBUSY
+ * when another Host Coordinator holds it (spec 3.3: the flock decides the
+ * one coordinator). */
+int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_err *err);
+
 /* Closes the descriptors and removes the tree (files a lost RS left owned
  * by namespace IDs are removed from inside a user namespace with the
  * invoking user's map). Accepts an empty gendir; idempotent. */
