@@ -125,7 +125,7 @@ static int config_load(lua_State *L)
 
 	/* Created closed, then filled: an allocation failure cannot leak. */
 	struct config_ud *ud = lua_newuserdatauv(L, sizeof(*ud), 0);
-	ud->cfg = NULL;
+	*ud = (struct config_ud){ .cfg = NULL, .pins = 0 };
 	luaL_setmetatable(L, CONFIG_MT);
 
 	char *cwd = getcwd(NULL, 0);
