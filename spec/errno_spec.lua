@@ -82,7 +82,9 @@ describe("lazaret.core.errno", function()
 
   it("hides its metatable, so the raising lookup cannot be removed", function()
     assert.is_false(getmetatable(errno))
-    assert.has_error(function() setmetatable(errno, nil) end, "cannot change a protected metatable")
+    -- A userdata: setmetatable cannot reach it from Lua at all.
+    assert.has_error(function() setmetatable(errno, nil) end)
+    assert.equal("userdata", type(errno))
     assert.has_error(function() return errno.NOPE end)
   end)
 

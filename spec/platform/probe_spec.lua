@@ -38,7 +38,7 @@ describe("lazaret.core.probe", function()
     end
     table.sort(names)
     assert.are.same({
-      "device_rw:function", "errno:table", "file:function", "identity:function",
+      "device_rw:function", "errno:userdata", "file:function", "identity:function",
       "kernel:function", "locate:function", "subids:function", "tool:function",
       "tools:table", "trusted_dirs:table", "userns:function",
     }, names)

@@ -60,7 +60,7 @@ describe("lazaret.core.session", function()
       names[#names + 1] = k .. ":" .. type(v)
     end
     table.sort(names)
-    assert.are.same({ "interactive:function", "run:function", "serve:function" }, names)
+    assert.are.same({ "capture:function", "interactive:function", "run:function", "serve:function" }, names)
   end)
 
   it("interactive() returns a boolean", function()
