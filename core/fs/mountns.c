@@ -17,7 +17,10 @@
 static int identify_fd(int fd, const char *label, struct lz_mount_id *ret, struct lz_err *err)
 {
 	struct statx stx;
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_MNT_ID, &stx) < 0)
+	/* DONT_SYNC: a FUSE mount is identified without asking its server,
+	 * which may be gone (router loss) when its mount is removed. */
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+		  STATX_BASIC_STATS | STATX_MNT_ID, &stx) < 0)
 		return lz_err_set(err, errno, "stat '%s': %s", label, strerror(errno));
 	ret->mnt_id = stx.stx_mnt_id;
 	ret->dev = ((uint64_t)stx.stx_dev_major << 32) | stx.stx_dev_minor;
@@ -74,6 +77,37 @@ int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
 	if (mnt < 0)
 		return lz_err_set(err, errno, "create overlay mount: %s", strerror(errno));
 	return attach(mnt, target_fd, ret, "overlay", err);
+}
+
+int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err)
+{
+	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "fuse", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return lz_err_set(err, errno, "fuse: %s", strerror(errno));
+	char fd[16];
+	snprintf(fd, sizeof(fd), "%d", fuse_fd);
+	/* allow_other: runsc's gofer is the namespace's root, not the mount
+	 * owner's process; default_permissions: the kernel checks each
+	 * object's mode, so the router never decides access itself. */
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", "lazaret-router", 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "fd", fd, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "rootmode", "40000", 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "user_id", "0", 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "group_id", "0", 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "allow_other", NULL, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "default_permissions", NULL, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return lz_err_set(err, errno, "configure the workspace FUSE mount: %s", strerror(errno));
+	int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID);
+	if (mnt < 0)
+		return lz_err_set(err, errno, "create the workspace FUSE mount: %s", strerror(errno));
+	*ret_mnt = mnt;
+	return 0;
+}
+
+int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz_err *err)
+{
+	return attach(mnt, target_fd, ret, "workspace FUSE mount", err);
 }
 
 int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err)

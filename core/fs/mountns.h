@@ -29,6 +29,14 @@ int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struc
 int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
 		       struct lz_mount_id *ret, struct lz_err *err);
 
+/* A FUSE mount served through fuse_fd (an open /dev/fuse), created
+ * detached, nosuid and nodev (spec 3.5: the workspace router). Attach it
+ * only once its server runs: the first access waits for the server. */
+int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err);
+
+/* Attaches a detached mount (from lz_mountns_fuse_new) onto target_fd. */
+int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz_err *err);
+
 /* Identity of the mount whose root is target (an absolute path). */
 int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err);
 

@@ -50,7 +50,8 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 	if (p == NULL)
 		return;
 	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
-		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd };
+		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd,
+		       &p->host_ws_fd,	  &p->ignored_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
 	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
@@ -66,10 +67,12 @@ static void rsplan_freep(struct lz_rs_plan **p)
 size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 {
 	size_t n = 0;
-	const int own[] = { p->control_fd,    p->log_fd,      p->prepared_fd,	p->root_target_fd,
-			    p->root_upper_fd, p->root_work_fd, p->policy_fd, p->slirp_log_fd };
+	const int own[] = { p->control_fd,    p->log_fd,	 p->prepared_fd, p->root_target_fd,
+			    p->root_upper_fd, p->root_work_fd,	 p->policy_fd,	 p->slirp_log_fd,
+			    p->router_target_fd, p->host_ws_fd, p->ignored_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
-		fds[n++] = own[i];
+		if (own[i] >= 0)
+			fds[n++] = own[i];
 	for (size_t i = 0; i < p->n_anchors; i++) {
 		const struct lz_rs_anchor *a = &p->anchors[i];
 		const int one[] = { a->lower_fd, a->upper_fd, a->work_fd, a->target_fd };
@@ -153,6 +156,35 @@ static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_
 	return r;
 }
 
+/* Spec 3.5: the router's mount point in the generation, the canonical
+ * workspace and the Domain's Ignored Workspace State (created 0700 on the
+ * first launch that isolates; kept across generations, FR-4, DX-2). */
+static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
+{
+	const struct lz_path *ws = lz_config_workspace(in->cfg);
+	struct lz_path ignored = LZ_PATH_INIT;
+	int r;
+	plan->isolate_ignored = lz_config_selected(in->cfg)->isolate_ignored;
+	if (!plan->isolate_ignored)
+		return 0;
+	if (in->global_excludes && (r = label(plan->global_excludes, sizeof(plan->global_excludes),
+					      in->global_excludes, "", err)) < 0)
+		return r;
+	if ((plan->router_target_fd = fcntl(in->gen->workspace, F_DUPFD_CLOEXEC, 3)) < 0 ||
+	    (plan->host_ws_fd = fcntl(ws->fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return lz_err_set(err, errno, "dup: %s", strerror(errno));
+	if (lz_gendir_label(in->gen, "workspace", plan->router_target, sizeof(plan->router_target)) < 0 ||
+	    (r = label(plan->host_ws, sizeof(plan->host_ws), ws->canonical, "", err)) < 0)
+		return lz_err_set(err, ENAMETOOLONG, "workspace path too long");
+	if ((r = lz_path_owned_child(lz_config_storage_domain(in->cfg), "ignored", true, &ignored, err)) < 0)
+		return lz_err_prefix(err, r, "Ignored Workspace State: ");
+	r = label(plan->ignored, sizeof(plan->ignored), ignored.canonical, "", err);
+	if (r >= 0)
+		plan->ignored_fd = TAKE_FD(ignored.fd);
+	lz_path_release(&ignored);
+	return r;
+}
+
 /* Spec 3.7: the policy derived from the trusted configuration, as
  * canonical bytes in a write-sealed memfd with their digest. */
 static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *plan, struct lz_err *err)
@@ -188,7 +220,8 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	if (plan == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
-		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd };
+		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd,
+		       &plan->router_target_fd, &plan->host_ws_fd, &plan->ignored_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;
 	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
@@ -233,6 +266,8 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 			return r;
 	}
 	plan->n_anchors = p->n_persistent_dirs;
+	if ((r = plan_router(in, plan, err)) < 0)
+		return r;
 	if ((r = lz_gendir_open_log(in->gen, "runsc.log", &plan->log_fd, err)) < 0 ||
 	    (r = plan_policy(p, plan, err)) < 0)
 		return r;
@@ -248,5 +283,20 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	plan->control_fd = sv[1];
 	*ret_hc_fd = sv[0];
 	*ret = TAKE_PTR(plan);
+	return 0;
+}
+
+int lz_rsplan_reopen(const char *label, int inherited, int *ret, struct lz_err *err)
+{
+	struct stat want, got;
+	int fd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return lz_err_set(err, errno, "reopen '%s': %s", label, strerror(errno));
+	if (fstat(inherited, &want) < 0 || fstat(fd, &got) < 0 || want.st_dev != got.st_dev ||
+	    want.st_ino != got.st_ino) {
+		close(fd);
+		return lz_err_set(err, ESTALE, "'%s' changed identity", label);
+	}
+	*ret = fd;
 	return 0;
 }

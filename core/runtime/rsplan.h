@@ -19,10 +19,14 @@
  * Network (spec 3.7, FR-16, FR-19): the derived policy's canonical bytes
  * in a write-sealed memfd with the digest the HC computed, slirp4netns
  * located in the system directories, its log, and this generation's canary
- * key. */
+ * key.
+ *
+ * Workspace (spec 3.5): the router's mount point and both backings, also
+ * reopened by label and checked in the RS. */
 #ifndef LZ_RSPLAN_H
 #define LZ_RSPLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +74,18 @@ struct lz_rs_plan {
 	char slirp_path[64];
 	int slirp_log_fd;
 	uint8_t canary_key[LZ_CANARY_KEY_LEN]; /* the HC keeps a copy */
+	/* Spec 3.5, SR-13: the workspace router, unless the profile sets
+	 * isolate_ignored = false (FR-9). Its mount point in the generation,
+	 * and its backings: the canonical workspace and the Domain Root's
+	 * Ignored Workspace State (ignored/). */
+	bool isolate_ignored;
+	int router_target_fd;
+	int host_ws_fd;
+	int ignored_fd;
+	char router_target[4096];
+	char host_ws[4096];
+	char ignored[4096];
+	char global_excludes[4096]; /* core.excludesFile as the host's Git resolves it; "" for none */
 };
 
 struct lz_rsplan_input {
@@ -82,6 +98,7 @@ struct lz_rsplan_input {
 	const char *runsc_path;
 	const char *container_id;
 	const uint8_t *canary_key; /* LZ_CANARY_KEY_LEN bytes */
+	const char *global_excludes; /* NULL or an absolute path (see the plan) */
 };
 
 /* Builds the plan and the HC <-> RS socketpair: *ret_hc_fd is the HC's end.
@@ -96,6 +113,11 @@ void lz_rsplan_free(struct lz_rs_plan *p);
 /* Every descriptor the RS keeps (the plan's own and prepared_fd) into
  * fds[0..cap); returns how many. */
 size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap);
+
+/* In the RS's mount namespace: opens label (a directory, O_PATH) and
+ * refuses (-ESTALE) unless it is the object of the inherited descriptor
+ * (device and inode): labels are never authority on their own. */
+int lz_rsplan_reopen(const char *label, int inherited, int *ret, struct lz_err *err);
 
 /* The State Anchor directory name of a persistent path: "/usr/local" ->
  * "usr%2Flocal" ('/' and '%' escaped); -ENAMETOOLONG. */

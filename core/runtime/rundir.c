@@ -47,7 +47,7 @@ static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct l
 static void gendir_close(struct lz_gendir *g)
 {
 	int *fds[] = { &g->root, &g->root_upper, &g->root_work, &g->anchor,
-		       &g->runsc, &g->bundle,	  &g->sessions,	 &g->empty };
+		       &g->runsc, &g->bundle,	  &g->sessions,	 &g->empty, &g->workspace };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
 	lz_path_release(&g->dir);
@@ -76,6 +76,7 @@ int lz_gendir_create(const struct lz_path *runtime_domain, uint64_t generation, 
 		{ "root-work", 0700, &g.root_work }, { "anchor", 0700, &g.anchor },
 		{ "runsc", 0700, &g.runsc },	 { "bundle", 0700, &g.bundle },
 		{ "sessions", 0700, &g.sessions }, { "empty", 0755, &g.empty },
+		{ "workspace", 0700, &g.workspace },
 	};
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++)
 		if ((r = subdir(g.dir.fd, dirs[i].name, dirs[i].mode, dirs[i].fd, err)) < 0)

@@ -49,11 +49,13 @@ struct lz_gendir {
 	struct lz_path dir;           /* gen-<N> */
 	char name[32];
 	int root, root_upper, root_work, anchor, runsc, bundle, sessions, empty;
+	int workspace; /* the router's mount point (spec 3.5) */
 };
 
 #define LZ_GENDIR_INIT                                                                             \
 	{ .dir = LZ_PATH_INIT, .root = -EBADF, .root_upper = -EBADF, .root_work = -EBADF,          \
-	  .anchor = -EBADF, .runsc = -EBADF, .bundle = -EBADF, .sessions = -EBADF, .empty = -EBADF }
+	  .anchor = -EBADF, .runsc = -EBADF, .bundle = -EBADF, .sessions = -EBADF, .empty = -EBADF,     \
+	  .workspace = -EBADF }
 
 /* Creates gen-<generation> and its fixed children beneath the runtime
  * Domain directory; init and resolv.conf are written with their modes.

@@ -31,6 +31,7 @@
 #include "proc/spawn.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/testfault.h"
 
 static void msg_init(struct lz_rs_msg *m, const struct lz_rs_plan *p, uint32_t type)
@@ -166,33 +167,17 @@ static int start_helper(const struct lz_rs_plan *p, struct lz_canary *canary, st
 	return lz_broker_spawn(&spec, ret, err);
 }
 
-/* Mounts are cloned from, and attached to, the caller's own mount
- * namespace only: sources and targets the HC resolved are reopened here by
- * their labels and must be the very objects of the inherited descriptors
- * (device and inode). */
-static int reopen(const char *label, int inherited, int *ret, struct lz_err *err)
-{
-	struct stat want, got;
-	int fd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return lz_err_set(err, errno, "reopen '%s': %s", label, strerror(errno));
-	if (fstat(inherited, &want) < 0 || fstat(fd, &got) < 0 || want.st_dev != got.st_dev ||
-	    want.st_ino != got.st_ino) {
-		close(fd);
-		return lz_err_set(err, ESTALE, "'%s' changed identity", label);
-	}
-	*ret = fd;
-	return 0;
-}
-
+/* Mounts are cloned from, and attached to, the RS's own mount namespace
+ * only, from sources and targets reopened by label and proved to be the
+ * HC's objects (lz_rsplan_reopen). */
 static int mount_all(const struct lz_rs_plan *p, struct lz_rs_msg *mounts, struct lz_err *err)
 {
 	_cleanup_close_ int prepared = -EBADF, root = -EBADF, upper = -EBADF, work = -EBADF;
 	int r;
-	if ((r = lz_mountns_prepare(err)) < 0 || (r = reopen(p->prepared, p->prepared_fd, &prepared, err)) < 0 ||
-	    (r = reopen(p->root_target, p->root_target_fd, &root, err)) < 0 ||
-	    (r = reopen(p->root_upper, p->root_upper_fd, &upper, err)) < 0 ||
-	    (r = reopen(p->root_work, p->root_work_fd, &work, err)) < 0)
+	if ((r = lz_mountns_prepare(err)) < 0 || (r = lz_rsplan_reopen(p->prepared, p->prepared_fd, &prepared, err)) < 0 ||
+	    (r = lz_rsplan_reopen(p->root_target, p->root_target_fd, &root, err)) < 0 ||
+	    (r = lz_rsplan_reopen(p->root_upper, p->root_upper_fd, &upper, err)) < 0 ||
+	    (r = lz_rsplan_reopen(p->root_work, p->root_work_fd, &work, err)) < 0)
 		return r;
 	/* The lower stays untouched: runsc creates mount points and the guest
 	 * writes in the transient upper only. */
@@ -202,10 +187,10 @@ static int mount_all(const struct lz_rs_plan *p, struct lz_rs_msg *mounts, struc
 	for (size_t i = 0; i < p->n_anchors; i++) {
 		const struct lz_rs_anchor *a = &p->anchors[i];
 		_cleanup_close_ int target = -EBADF, lower = -EBADF, upper = -EBADF, work = -EBADF;
-		if ((r = reopen(a->target, a->target_fd, &target, err)) < 0 ||
-		    (r = reopen(a->lower, a->lower_fd, &lower, err)) < 0 ||
-		    (r = reopen(a->upper, a->upper_fd, &upper, err)) < 0 ||
-		    (r = reopen(a->work, a->work_fd, &work, err)) < 0)
+		if ((r = lz_rsplan_reopen(a->target, a->target_fd, &target, err)) < 0 ||
+		    (r = lz_rsplan_reopen(a->lower, a->lower_fd, &lower, err)) < 0 ||
+		    (r = lz_rsplan_reopen(a->upper, a->upper_fd, &upper, err)) < 0 ||
+		    (r = lz_rsplan_reopen(a->work, a->work_fd, &work, err)) < 0)
 			return r;
 		if ((r = lz_mountns_overlay(lower, upper, work, target, &mounts->mounts[i + 1], err)) < 0)
 			return lz_err_prefix(err, r, "State Anchor %zu: ", i);
@@ -542,20 +527,7 @@ struct lz_rs {
 static void keep_only_plan(const struct lz_rs_plan *p)
 {
 	int keep[16 + 4 * LZ_RS_MAX_ANCHORS];
-	size_t n = lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep));
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		close(null);
-	}
-	for (int fd = 3; fd < 65536; fd++) {
-		bool kept = false;
-		for (size_t i = 0; i < n && !kept; i++)
-			kept = keep[i] == fd;
-		if (!kept && fcntl(fd, F_GETFD) >= 0)
-			close(fd);
-	}
+	lz_fds_keep_only(keep, lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep)));
 }
 
 int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
