@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "net/netpolicy.h"
@@ -185,6 +186,25 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	return r;
 }
 
+/* runsc's gofer holds one host descriptor per cached dentry and per open
+ * guest file, all under the RLIMIT_NOFILE the RS, runsc and the gofer
+ * inherit from the HC. The soft limit is raised to the hard one, and the
+ * dentry cache kept to half of it: a large workspace is then served, not
+ * answered with EMFILE inside the sandbox (issue 11 benchmark). */
+static uint32_t plan_dcache(uint32_t configured)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return configured;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	rlim_t half = rl.rlim_cur / 2;
+	return half < configured ? (uint32_t)half : configured;
+}
+
 /* Spec 3.7: the policy derived from the trusted configuration, as
  * canonical bytes in a write-sealed memfd with their digest. */
 static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *plan, struct lz_err *err)
@@ -233,7 +253,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	snprintf(plan->domain_id, sizeof(plan->domain_id), "%s", in->domain_id);
 	snprintf(plan->container_id, sizeof(plan->container_id), "%s", in->container_id);
 	snprintf(plan->runsc_path, sizeof(plan->runsc_path), "%s", in->runsc_path);
-	plan->dcache = lz_config_dcache(in->cfg);
+	plan->dcache = plan_dcache(lz_config_dcache(in->cfg));
 	memcpy(plan->canary_key, in->canary_key, LZ_CANARY_KEY_LEN);
 	plan->prepared_fd = in->rootfs_fd;
 	char prepared[4200];
