@@ -66,7 +66,8 @@ describe("lazaret host seal", function()
 
   it("bundles every production module", function()
     for _, m in ipairs({ "lazaret.main", "lazaret.cli", "lazaret.json", "lazaret.platform.diag",
-      "lazaret.platform.report", "lazaret.config.report" }) do
+      "lazaret.platform.report", "lazaret.config.report", "lazaret.userenv",
+      "lazaret.platform.userreport", "lazaret.core.script" }) do
       assert.equal("table", sealed("return type(require('" .. m .. "'))"), m)
     end
   end)

@@ -48,9 +48,11 @@ static int buf_close(lua_State *L)
 static int script_load(lua_State *L)
 {
 	size_t plen;
-	const char *path = luaL_checklstring(L, 1, &plen);
+	luaL_checktype(L, 1, LUA_TSTRING); /* a number is not a path */
+	luaL_checktype(L, 2, LUA_TSTRING);
+	const char *path = lua_tolstring(L, 1, &plen);
 	luaL_argcheck(L, strlen(path) == plen, 1, "path contains a NUL byte");
-	const char *chunkname = luaL_checkstring(L, 2);
+	const char *chunkname = lua_tostring(L, 2);
 	luaL_checktype(L, 3, LUA_TTABLE);
 	if (lua_gettop(L) > 3)
 		luaL_argerror(L, 4, "no value expected");
