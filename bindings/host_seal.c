@@ -1,7 +1,8 @@
 /* Sealing of the Lua state that runs trusted code (issue 2, docs/
  * architecture.md): only preloaded modules, no code from LUA_PATH/LUA_CPATH,
  * the working directory or any writable path, and no library function that
- * gives ambient authority (shell, files by name, environment, loading). */
+ * gives ambient authority (shell, files by name, environment, loading,
+ * function bytecode). */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -42,6 +43,9 @@ void lz_host_seal(lua_State *L)
 	static const char *const io[] = { "popen", "open", "lines", "input", "output",
 					  "read", "tmpfile", "close", NULL };
 	static const char *const pkg[] = { "loadlib", "searchpath", NULL };
+	/* Bytecode of a function: nothing needs it, and it is reachable from
+	 * any string ("").dump, including in a user file's environment. */
+	static const char *const str[] = { "dump", NULL };
 
 	lua_pushglobaltable(L);
 	strip(L, base);
@@ -51,6 +55,9 @@ void lz_host_seal(lua_State *L)
 	lua_pop(L, 1);
 	lua_getglobal(L, "io");
 	strip(L, io);
+	lua_pop(L, 1);
+	lua_getglobal(L, "string");
+	strip(L, str);
 	lua_pop(L, 1);
 
 	lua_getglobal(L, "package");

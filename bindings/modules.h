@@ -16,6 +16,7 @@ int luaopen_lazaret_rs(lua_State *L);
 int luaopen_lazaret_supervisor(lua_State *L);
 int luaopen_lazaret_session(lua_State *L);
 int luaopen_lazaret_scratch(lua_State *L);
+int luaopen_lazaret_script(lua_State *L);
 
 #define LZ_BINDING_MODULES                                  \
 	{ "lazaret.core.errno", luaopen_lazaret_errno },       \
@@ -28,6 +29,7 @@ int luaopen_lazaret_scratch(lua_State *L);
 	{ "lazaret.core.rs", luaopen_lazaret_rs },             \
 	{ "lazaret.core.supervisor", luaopen_lazaret_supervisor }, \
 	{ "lazaret.core.session", luaopen_lazaret_session },   \
-	{ "lazaret.core.scratch", luaopen_lazaret_scratch },
+	{ "lazaret.core.scratch", luaopen_lazaret_scratch },   \
+	{ "lazaret.core.script", luaopen_lazaret_script },
 
 #endif

@@ -56,6 +56,10 @@ describe("lazaret.cli", function()
       { { "config", "lint" }, "unknown config command 'lint'" },
       { { "config", "check", "x" }, "takes no arguments" },
       { { "diag", "--json=1" }, "takes no value" },
+      { { "diag", "--report" }, "needs a value" },
+      { { "diag", "--report", "" }, "needs a non%-empty value" },
+      { { "diag", "--report", "r.lua", "--json" }, "exclude each other" },
+      { { "diag", "--report", "a.lua", "--report", "b.lua" }, "given twice" },
       { { "--version", "x" }, "takes no arguments" },
       { {}, "missing profile" },
       { { "--workspace", "/w" }, "missing profile" },
@@ -65,6 +69,14 @@ describe("lazaret.cli", function()
       assert.is_nil(cmd, table.concat(case[1], " "))
       assert.matches(case[2], msg)
     end
+  end)
+
+  it("parses diag --report FILE", function()
+    assert.are.same({ action = "diag", json = false, report = "r.lua" }, cli.parse({ "diag", "--report", "r.lua" }))
+    assert.are.same({ action = "diag", json = false, report = "/x/r.lua" }, cli.parse({ "diag", "--report=/x/r.lua" }))
+    assert.are.same({ action = "diag", json = true }, cli.parse({ "diag", "--json" }))
+    assert.matches("%-%-report FILE%.lua", cli.help_text("diag"))
+    assert.matches("66", cli.help_text("diag"))
   end)
 
   it("parses config check options", function()

@@ -49,7 +49,8 @@ describe("lazaret host seal", function()
     local names = {
       "dofile", "loadfile", "os.execute", "os.exit", "os.getenv", "os.remove", "os.rename",
       "os.tmpname", "io.popen", "io.open", "io.lines", "io.input", "io.output", "io.read",
-      "io.close", "io.tmpfile", "package.loadlib", "package.searchpath",
+      "io.close", "io.tmpfile", "package.loadlib", "package.searchpath", "string.dump",
+      '("").dump',
     }
     for _, name in ipairs(names) do
       local expr = "return type(" .. name .. ")"
@@ -65,7 +66,8 @@ describe("lazaret host seal", function()
 
   it("bundles every production module", function()
     for _, m in ipairs({ "lazaret.main", "lazaret.cli", "lazaret.json", "lazaret.platform.diag",
-      "lazaret.platform.report", "lazaret.config.report" }) do
+      "lazaret.platform.report", "lazaret.config.report", "lazaret.userenv",
+      "lazaret.platform.userreport", "lazaret.core.script" }) do
       assert.equal("table", sealed("return type(require('" .. m .. "'))"), m)
     end
   end)

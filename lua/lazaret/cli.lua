@@ -4,7 +4,7 @@
 --   lazaret [options] <profile> [-- command args...]
 --   lazaret run --profile <profile> [options] [-- command args...]
 --   lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]
---   lazaret diag [--json]
+--   lazaret diag [--json | --report FILE.lua]
 --   lazaret image prepare IMAGE | list [--json] | gc [--dry-run]  [--config FILE]
 --   lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]
 --   lazaret --help | --version
@@ -22,7 +22,7 @@ local options = {
   launch = { config = true, workspace = true, help = false },
   run = { profile = true, config = true, workspace = true, help = false },
   check = { profile = true, config = true, workspace = true, json = false, help = false },
-  diag = { json = false, help = false },
+  diag = { json = false, report = true, help = false },
   config = { help = false },
   state = { help = false },
   image = { help = false },
@@ -151,7 +151,10 @@ function M.parse(argv)
     if #pos > 0 or rest then
       return nil, "diag takes no arguments"
     end
-    return { action = "diag", json = opts.json == true }
+    if opts.json and opts.report then
+      return nil, "diag: --json and --report exclude each other (a report writes its own output)"
+    end
+    return { action = "diag", json = opts.json == true, report = opts.report }
   elseif first == "image" then
     local sub = argv[2]
     local allowed = options["image " .. tostring(sub)]
@@ -229,7 +232,7 @@ M.help = {
     "Usage: lazaret [--config FILE] [--workspace DIR] <profile> [-- command [args...]]",
     "       lazaret run --profile <profile> [--config FILE] [--workspace DIR] [-- command...]",
     "       lazaret config check [--profile P] [--workspace DIR] [--config FILE] [--json]",
-    "       lazaret diag [--json]",
+    "       lazaret diag [--json | --report FILE.lua]",
     "       lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]",
     "       lazaret --help | --version",
     "",
@@ -274,11 +277,18 @@ M.help = {
     "Exit status: 0 valid, 78 refused, 64 usage error.",
   }, "\n"),
   diag = table_concat({
-    "Usage: lazaret diag [--json]",
+    "Usage: lazaret diag [--json | --report FILE.lua]",
     "",
     "Reports host readiness: kernel, subordinate IDs, newuidmap/newgidmap, runsc,",
     "slirp4netns, /dev/fuse, /dev/net/tun and user namespaces, with what to do about",
     "each problem. Exit status: 0 when every check passes, 1 otherwise.",
+    "",
+    "  --json              one JSON object instead of text",
+    "  --report FILE.lua   run your own report over the same facts, in a restricted",
+    "                      Lua environment (docs/reports.md); exit status: 0 when it",
+    "                      returns true or nothing, 1 when it returns false, 65 when",
+    "                      it fails while running, 66 when FILE.lua cannot be read or",
+    "                      is not Lua source text",
   }, "\n"),
   image = table_concat({
     "Usage: lazaret image prepare IMAGE [--config FILE]",

@@ -85,7 +85,7 @@ local actions = {
   end,
   ["config-check"] = config_check,
   diag = function(cmd)
-    return require("lazaret.platform.diag").run({ json = cmd.json })
+    return require("lazaret.platform.diag").run({ json = cmd.json, report = cmd.report })
   end,
   state = function()
     err("'state' is reserved for State Anchor maintenance, which is not built yet")

@@ -200,4 +200,58 @@ describe("lazaret.qualify", function()
         qualify.json(runs))
     end)
   end)
+
+  describe("user suites (lazaret.userenv, lazaret.core.script)", function()
+    local dir
+    before_each(function()
+      dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir -m 0700 '" .. dir .. "'"))
+    end)
+    after_each(function()
+      os.execute("rm -rf '" .. dir .. "'")
+    end)
+
+    local function put(name, code)
+      local f = assert(io.open(dir .. "/" .. name, "w"))
+      f:write(code)
+      f:close()
+      return dir .. "/" .. name
+    end
+
+    it("loads a suite file whose checks cannot reach the host", function()
+      local s = assert(qualify.load_user_suite(put("u.lua", table.concat({
+        "suite('mine')",
+        "check('exec', function(t) os.execute('touch " .. dir .. "/pwned') end)",
+        "check('C module', function(t) require('lazaret.core.probe') end)",
+        "check('load', function(t) load('return 1') end)",
+        "check('fine', function(t) t:expect(('ab'):rep(2) == 'abab', 'rep') end)",
+      }, "\n"))))
+      assert.are.equal("mine", s.name)
+      assert.is_true(s.needs_sandbox)
+      local run = qualify.run_suite(s, fake_env({}))
+      local r = run.results
+      assert.are.same({ "fail", "fail", "fail", "pass" }, { r[1].status, r[2].status, r[3].status, r[4].status })
+      assert.matches("os.execute is not available to qualification suites", r[1].reason, 1, true)
+      assert.matches("C modules cannot be loaded by qualification suites (lazaret.core.probe)", r[2].reason, 1, true)
+      assert.matches("load is not available to qualification suites", r[3].reason, 1, true)
+      assert.is_nil(io.open(dir .. "/pwned"))
+    end)
+
+    it("refuses a missing, malformed or symlinked suite file with a message", function()
+      local s, msg = qualify.load_user_suite(dir .. "/missing.lua")
+      assert.is_nil(s)
+      assert.matches("No such file", msg)
+      s, msg = qualify.load_user_suite(put("bad.lua", "check('x', function(t) end"))
+      assert.is_nil(s)
+      assert.matches("bad%.lua:1: ", msg)
+      assert(os.execute("ln -s '" .. dir .. "/bad.lua' '" .. dir .. "/link.lua'"))
+      s, msg = qualify.load_user_suite(dir .. "/link.lua")
+      assert.is_nil(s)
+      assert.matches("symbolic link", msg)
+      s, msg = qualify.load_user_suite(put("top.lua", "os.getenv('HOME')"))
+      assert.is_nil(s)
+      assert.matches("os.getenv is not available to qualification suites", msg, 1, true)
+    end)
+  end)
 end)

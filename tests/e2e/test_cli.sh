@@ -2,7 +2,7 @@
 # End-to-end tests of the lazaret command line: help and usage errors, exit
 # statuses, `config check` (text and JSON), strict configuration refusals,
 # secrecy of environment values, the Domain ID derivation, XDG path
-# resolution, and diag. Each test runs the real binary ($LAZARET) as the
+# resolution, diag and diag --report. Each test runs the real binary ($LAZARET) as the
 # unprivileged test user in a private environment: HOME, XDG_RUNTIME_DIR and
 # the workspace live in the test's own directory $T.
 #
@@ -508,6 +508,108 @@ test_diag_json() {
 		<(printf '%s' "$OUT")
 }
 
+# --- diag --report ---------------------------------------------------------
+# A user's report runs over diag's facts in a restricted environment
+# (docs/reports.md). Exit statuses: 0 it returned true or nothing, 1 it
+# returned false, 65 it failed while running (including a name that is not
+# available to reports), 66 the file was refused before running.
+
+test_report_example_runs() {
+	[ -f "${EXAMPLES:-}/report.lua" ] || fail "$EXAMPLES/report.lua does not exist"
+	capture lz diag --report "$EXAMPLES/report.lua"
+	assert_match "$STATUS" '^[01]$' "exit status of the example report (stderr: $ERR)"
+	assert_match "$OUT" '^lazaret [0-9.]+: .+@[^ ]+: (ready|not ready \(.+\); first: .+)$'
+	assert_eq 1 "$(printf '%s\n' "$OUT" | wc -l)" "lines of output"
+	assert_eq "" "$ERR" "stderr"
+	# Its verdict agrees with diag's.
+	local verdict=$STATUS
+	capture lz diag
+	assert_eq "$STATUS" "$verdict" "exit status of diag vs the example report"
+}
+
+test_report_verdict_is_the_exit_status() {
+	printf 'print(#lazaret.checks())\nreturn false\n' >"$T/no.lua"
+	assert_status 1 lz diag --report "$T/no.lua"
+	assert_eq 10 "$OUT" "number of checks"
+	printf 'local lz = ...\nprint(lz.json({ kernel = lz.probe.kernel().release }))\n' >"$T/yes.lua"
+	assert_status 0 lz diag --report "$T/yes.lua"
+	assert_eq "{\"kernel\":\"$(uname -r)\"}" "$OUT"
+}
+
+test_report_cannot_run_commands() {
+	printf 'os.execute("touch %s/pwned")\n' "$T" >"$T/exec.lua"
+	assert_status 65 lz diag --report "$T/exec.lua"
+	assert_contains "$ERR" "lazaret: error: report $T/exec.lua: $T/exec.lua:1: os.execute is not available to diag reports"
+	printf 'io.popen("touch %s/pwned")\n' "$T" >"$T/popen.lua"
+	assert_status 65 lz diag --report "$T/popen.lua"
+	assert_contains "$ERR" "io.popen is not available to diag reports"
+	printf 'io.open("%s/pwned", "w")\n' "$T" >"$T/open.lua"
+	assert_status 65 lz diag --report "$T/open.lua"
+	assert_contains "$ERR" "io.open is not available to diag reports"
+	printf 'load("return 1")()\n' >"$T/load.lua"
+	assert_status 65 lz diag --report "$T/load.lua"
+	assert_contains "$ERR" "load is not available to diag reports"
+	[ ! -e "$T/pwned" ] || fail "the report reached the host"
+}
+
+test_report_cannot_load_c_modules() {
+	printf 'local probe = require("lazaret.core.probe")\nprint(probe)\n' >"$T/cmod.lua"
+	assert_status 65 lz diag --report "$T/cmod.lua"
+	assert_contains "$ERR" "C modules cannot be loaded by diag reports (lazaret.core.probe)"
+	assert_eq "" "$OUT" "stdout"
+	printf 'require("lazaret.json")\n' >"$T/mod.lua"
+	assert_status 65 lz diag --report "$T/mod.lua"
+	assert_contains "$ERR" "modules cannot be loaded by diag reports (lazaret.json)"
+	printf 'print(pcall(function() return package.loaded end))\nprint(string.dump, ("").dump, getmetatable(""))\n' >"$T/reach.lua"
+	assert_status 0 lz diag --report "$T/reach.lua"
+	assert_contains "$OUT" "package.loaded is not available to diag reports"
+	assert_contains "$OUT" "nil	nil	false"
+}
+
+test_report_symlink_is_refused() {
+	printf 'print("followed")\n' >"$T/real.lua"
+	ln -s "$T/real.lua" "$T/link.lua"
+	assert_status 66 lz diag --report "$T/link.lua"
+	assert_contains "$ERR" "lazaret: error: report $T/link.lua: '$T/link.lua' is a symbolic link"
+	assert_not_contains "$OUT" "followed"
+}
+
+test_report_unreadable_or_malformed_is_refused() {
+	assert_status 66 lz diag --report "$T/missing.lua"
+	assert_contains "$ERR" "'$T/missing.lua': No such file or directory"
+	printf 'return true\n' >"$T/secret.lua"
+	chmod 0000 "$T/secret.lua"
+	assert_status 66 lz diag --report "$T/secret.lua"
+	assert_contains "$ERR" "Permission denied"
+	assert_status 66 lz diag --report "$T"
+	assert_contains "$ERR" "is not a regular file"
+	mkfifo "$T/fifo.lua"
+	assert_status 66 lz diag --report "$T/fifo.lua"
+	assert_contains "$ERR" "is not a regular file"
+	printf 'print("partial")\nreturn 1 +\n' >"$T/syntax.lua"
+	assert_status 66 lz diag --report "$T/syntax.lua"
+	assert_contains "$ERR" "$T/syntax.lua:3: "
+	assert_not_contains "$OUT" "partial"
+	printf '\033LuaT\000' >"$T/bytecode.lua"
+	assert_status 66 lz diag --report "$T/bytecode.lua"
+	assert_contains "$ERR" "precompiled Lua chunk"
+	head -c 1048577 /dev/zero | tr '\0' ' ' >"$T/big.lua"
+	assert_status 66 lz diag --report "$T/big.lua"
+	assert_contains "$ERR" "larger than 1048576 bytes"
+}
+
+test_report_errors_and_usage() {
+	printf 'error("broken on purpose")\n' >"$T/err.lua"
+	assert_status 65 lz diag --report "$T/err.lua"
+	assert_contains "$ERR" "$T/err.lua:1: broken on purpose"
+	printf 'return "ready"\n' >"$T/str.lua"
+	assert_status 65 lz diag --report "$T/str.lua"
+	assert_contains "$ERR" "returned a string"
+	assert_status 64 lz diag --report
+	assert_status 64 lz diag --report "$T/err.lua" --json
+	assert_contains "$ERR" "exclude each other"
+}
+
 # --- run ---------------------------------------------------------------------
 
 t_run "--version prints the version" test_version
@@ -562,5 +664,13 @@ t_run "run --profile is the same launch" test_launch_needs_the_image run --profi
 
 t_run "diag reports the kernel" test_diag_reports_kernel
 t_run "diag --json prints a JSON object" test_diag_json
+
+t_run "diag --report runs examples/report.lua (one line, diag's verdict)" test_report_example_runs
+t_run "a report's verdict is diag's exit status" test_report_verdict_is_the_exit_status
+t_run "a report cannot run commands, open files or load code (65)" test_report_cannot_run_commands
+t_run "a report cannot load C modules or reach the host's tables (65)" test_report_cannot_load_c_modules
+t_run "a symlinked report file is refused (66)" test_report_symlink_is_refused
+t_run "an unreadable or malformed report file is refused (66)" test_report_unreadable_or_malformed_is_refused
+t_run "a report that raises or returns a non-boolean exits 65; usage errors 64" test_report_errors_and_usage
 
 t_done

@@ -196,11 +196,13 @@ function M.collect(probe)
   }
 end
 
-local RUN_OPTIONS = { json = "boolean", probe = "table" }
+local RUN_OPTIONS = { json = "boolean", report = "string", probe = "table" }
 
 -- diag.run(opts) -> exit status: writes the report to stdout, returns 0
--- when every check is ok, else 1. opts = {json = boolean}; opts.probe is a
--- test seam passed to collect.
+-- when every check is ok, else 1. opts = {json = boolean} or {report =
+-- path}: the user's report at path runs instead of the built-in one
+-- (lazaret.platform.userreport, its exit statuses). opts.probe is a test
+-- seam passed to collect.
 function M.run(opts)
   opts = opts == nil and {} or opts
   if type(opts) ~= "table" then
@@ -213,6 +215,12 @@ function M.run(opts)
     if type(v) ~= RUN_OPTIONS[k] then
       error(format("diag.run: option '%s' must be a %s", k, RUN_OPTIONS[k]), 2)
     end
+  end
+  if opts.report ~= nil then
+    if opts.json then
+      error("diag.run: options 'json' and 'report' exclude each other", 2)
+    end
+    return require("lazaret.platform.userreport").run(opts.report, { probe = opts.probe })
   end
   local checks = M.collect(opts.probe)
   io.write(opts.json and report.json(checks) or report.text(checks))
