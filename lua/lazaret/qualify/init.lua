@@ -221,7 +221,7 @@ function M.main(cmd)
     local s, msg = M.load_user_suite(path)
     if not s then
       io.stderr:write("lazaret: error: suite ", path, ": ", msg, "\n")
-      return 78
+      return 66 -- EX_NOINPUT, as for a refused report file
     end
     user[#user + 1] = s
   end
