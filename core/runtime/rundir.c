@@ -32,18 +32,6 @@ int lz_rundir_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_
 	return 0;
 }
 
-/* Creates (or finds) the directory name beneath dirfd and opens it O_PATH. */
-static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
-{
-	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
-		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
-	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
-	*ret = fd;
-	return 0;
-}
-
 static void gendir_close(struct lz_gendir *g)
 {
 	int *fds[] = { &g->root, &g->root_upper, &g->root_work, &g->anchor,
@@ -78,7 +66,7 @@ int lz_gendir_create(const struct lz_path *runtime_domain, uint64_t generation, 
 		{ "sessions", 0700, &g.sessions }, { "empty", 0755, &g.empty },
 	};
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++)
-		if ((r = subdir(g.dir.fd, dirs[i].name, dirs[i].mode, dirs[i].fd, err)) < 0)
+		if ((r = lz_dir_ensure(g.dir.fd, dirs[i].name, dirs[i].mode, dirs[i].fd, err)) < 0)
 			return r;
 	if ((r = lz_file_create(g.dir.fd, "init", init, init_len, 0555, LZ_RESOLVE_OWNED, err)) < 0 ||
 	    (r = lz_file_create(g.dir.fd, "resolv.conf", resolv_conf, strlen(resolv_conf), 0444,
