@@ -1,9 +1,11 @@
-/* Whole-file writes that every module needs once (no partial writes, no
- * retry of a changed object). */
+/* Whole-file writes and directory creation that every module needs once
+ * (no partial writes, no retry of a changed object, modes exact whatever
+ * the umask). */
 #ifndef LZ_FILE_H
 #define LZ_FILE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -17,5 +19,13 @@ int lz_write_all(int fd, const void *buf, size_t n);
  * after creation leaves the partial file for the caller's tree removal. */
 int lz_file_create(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
 		   unsigned long long resolve, struct lz_err *err);
+
+/* Creates (or finds) the directory name (one component, else -EINVAL)
+ * beneath dirfd and
+ * returns it opened O_PATH|O_DIRECTORY|O_CLOEXEC in *ret_fd, resolved with
+ * LZ_RESOLVE_OWNED: a symlink there refuses (-ELOOP), another file type
+ * refuses (-ENOTDIR). Its mode is then exactly mode (07777 bits), whatever
+ * the umask, set through the descriptor. *ret_fd untouched on failure. */
+int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "fs/file.h"
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "util/cleanup.h"
@@ -83,17 +84,6 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 	return n;
 }
 
-static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
-{
-	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
-		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
-	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
-	*ret = fd;
-	return 0;
-}
-
 static int label(char *out, size_t size, const char *a, const char *b, struct lz_err *err)
 {
 	if ((size_t)snprintf(out, size, "%s%s", a, b) >= size)
@@ -113,7 +103,7 @@ static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_
 	struct stat st;
 	int r;
 	snprintf(idx, sizeof(idx), "%zu", i);
-	if ((r = subdir(in->gen->anchor, idx, 0755, &a->target_fd, err)) < 0)
+	if ((r = lz_dir_ensure(in->gen->anchor, idx, 0755, &a->target_fd, err)) < 0)
 		return r;
 	char rel[32];
 	snprintf(rel, sizeof(rel), "anchor/%s", idx);
@@ -146,12 +136,10 @@ static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_
 	if (r >= 0)
 		r = label(a->work, sizeof(a->work), one.canonical, "/work", err);
 	if (r >= 0)
-		r = subdir(one.fd, "upper", 0700, &a->upper_fd, err);
-	/* The upper's root gives the merged directory its owner and mode. */
-	if (r >= 0 && fchmodat(one.fd, "upper", st.st_mode & 07777, 0) < 0)
-		r = lz_err_set(err, errno, "chmod the State Anchor of %s: %s", dir, strerror(errno));
+		/* The upper's root gives the merged directory its owner and mode. */
+		r = lz_dir_ensure(one.fd, "upper", st.st_mode & 07777, &a->upper_fd, err);
 	if (r >= 0)
-		r = subdir(one.fd, "work", 0700, &a->work_fd, err);
+		r = lz_dir_ensure(one.fd, "work", 0700, &a->work_fd, err);
 	lz_path_release(&anchors);
 	lz_path_release(&one);
 	return r;

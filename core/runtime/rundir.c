@@ -32,15 +32,15 @@ int lz_rundir_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_
 	return 0;
 }
 
-/* Creates (or finds) the directory name beneath dirfd and opens it O_PATH. */
-static int subdir(int dirfd, const char *name, unsigned mode, int *ret, struct lz_err *err)
+/* A file created 0600 under a umask such as 0277 would be 0400, and the
+ * next coordinator could not open it for writing. */
+static int exact_mode(int fd, mode_t mode, const char *name, struct lz_err *err)
 {
-	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
-		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
-	int fd = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
-	*ret = fd;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return lz_err_set(err, errno, "stat %s: %s", name, strerror(errno));
+	if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)
+		return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
 	return 0;
 }
 
@@ -64,6 +64,11 @@ int lz_gendir_create(const struct lz_path *runtime_domain, uint64_t generation, 
 		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
 	g.parent = runtime_domain; /* ours from here: removed on failure */
 	memcpy(g.name, name, sizeof(name));
+	/* Exactly 0700 whatever the umask, or the owned check below refuses
+	 * it (a umask such as 0277 left it 0500). */
+	_cleanup_close_ int made = -EBADF;
+	if ((r = lz_dir_ensure(runtime_domain->fd, g.name, 0700, &made, err)) < 0)
+		return r;
 	if ((r = lz_path_owned_child(runtime_domain, g.name, false, &g.dir, err)) < 0)
 		return r;
 	/* The root's transient upper gives / its mode; 0755 like any root. */
@@ -79,7 +84,7 @@ int lz_gendir_create(const struct lz_path *runtime_domain, uint64_t generation, 
 		{ "workspace", 0700, &g.workspace },
 	};
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(dirs); i++)
-		if ((r = subdir(g.dir.fd, dirs[i].name, dirs[i].mode, dirs[i].fd, err)) < 0)
+		if ((r = lz_dir_ensure(g.dir.fd, dirs[i].name, dirs[i].mode, dirs[i].fd, err)) < 0)
 			return r;
 	if ((r = lz_file_create(g.dir.fd, "init", init, init_len, 0555, LZ_RESOLVE_OWNED, err)) < 0 ||
 	    (r = lz_file_create(g.dir.fd, "resolv.conf", resolv_conf, strlen(resolv_conf), 0444,
@@ -102,6 +107,11 @@ int lz_gendir_open_log(const struct lz_gendir *g, const char *name, int *ret_fd,
 				   LZ_RESOLVE_OWNED);
 	if (fd < 0)
 		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
+	int r = exact_mode(fd, 0600, name, err);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
 	*ret_fd = fd;
 	return 0;
 }
@@ -176,7 +186,9 @@ int lz_gendir_session_pid(const struct lz_gendir *g, const char *name, int timeo
 		char text[32] = "";
 		ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
 		unsigned long long pid = 0;
-		if (n > 0 && sscanf(text, "%llu", &pid) == 1 && pid > 0) {
+		/* Digits only: sscanf's %llu would take "-1" as 2^64 - 1. */
+		if (n > 0 && text[0] >= '0' && text[0] <= '9' && sscanf(text, "%llu", &pid) == 1 && pid > 0 &&
+		    pid <= INT32_MAX) {
 			*ret = pid;
 			return 0;
 		}
@@ -192,6 +204,9 @@ int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_
 						   O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
 	if (fd < 0)
 		return lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	int r = exact_mode(fd, 0600, LZ_RUNDIR_LOCK, err);
+	if (r < 0)
+		return r;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
 					    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));

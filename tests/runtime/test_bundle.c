@@ -1,0 +1,276 @@
+/* The OCI bundle writer (core/runtime/bundle.h): config.json written into
+ * a generation's bundle/ from a configuration loaded from a TOML fixture,
+ * parsed back with jansson: root, hostname, network namespace, the init's
+ * argv and environment, and the mounts in order (State Anchors, volumes,
+ * /workspace, .git pinned, Git Sentry, init, resolv.conf). Error paths: an
+ * existing config.json, a refused Git layout. The guest environment. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cfg_fixture.h"
+
+#include "runtime/bundle.h"
+
+static const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN] = { 0x00, 0x01, 0xab, 0xff };
+
+static int setup(void **state)
+{
+	struct cfg_fx *f = cfg_fx_new();
+	if (f == NULL)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	cfg_fx_free(*state);
+	return 0;
+}
+
+static void load(struct cfg_fx *f, const char *tmpl)
+{
+	if (cfg_fx_load(f, tmpl) != 0)
+		fail_msg("load: %s", f->err.msg);
+	if (cfg_fx_gen(f, 1) != 0)
+		fail_msg("gen: %s", f->err.msg);
+}
+
+static json_t *write_and_parse(struct cfg_fx *f)
+{
+	struct lz_err err = { 0, "" };
+	if (lz_bundle_write(f->cfg, &f->gen, challenge, &err) != 0)
+		fail_msg("bundle: %s", err.msg);
+	struct stat st;
+	assert_int_equal(fstatat(f->gen.bundle, "config.json", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0600);
+	int fd = openat(f->gen.bundle, "config.json", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	json_error_t je;
+	json_t *doc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	close(fd);
+	if (doc == NULL)
+		fail_msg("config.json: %s", je.text);
+	return doc;
+}
+
+static const char *str_at(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_string(v))
+		fail_msg("%s is not a string", key);
+	return json_string_value(v);
+}
+
+/* The mount whose destination is dest, or NULL; *index its position. */
+static json_t *mount_at(json_t *doc, const char *dest, size_t *index)
+{
+	json_t *mounts = json_object_get(doc, "mounts");
+	assert_true(json_is_array(mounts));
+	size_t i;
+	json_t *m;
+	json_array_foreach(mounts, i, m)
+	{
+		if (strcmp(str_at(m, "destination"), dest) == 0) {
+			if (index)
+				*index = i;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static bool has_option(json_t *m, const char *opt)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(m, "options"), i, o)
+	{
+		if (strcmp(json_string_value(o), opt) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void assert_bind(json_t *doc, const char *dest, const char *source, bool ro, size_t *index)
+{
+	json_t *m = mount_at(doc, dest, index);
+	if (m == NULL)
+		fail_msg("no mount at %s", dest);
+	assert_string_equal(str_at(m, "type"), "bind");
+	assert_string_equal(str_at(m, "source"), source);
+	assert_true(has_option(m, "rbind"));
+	assert_int_equal(has_option(m, "ro"), ro);
+	assert_int_equal(has_option(m, "rw"), !ro);
+}
+
+static void test_lz_bundle_write__fields_and_mount_order(void **state)
+{
+	struct cfg_fx *f = *state;
+	char vol[PATH_MAX], p[PATH_MAX];
+	assert_int_equal(mkdir(cfg_fx_path(f, "vol", vol), 0755), 0);
+	load(f, CFG_FX_BASE "persistent_dirs = [\"/root\", \"/usr/local\"]\n"
+			    "[[profiles.dev.volumes]]\nsource = \"@/vol\"\ndestination = \"/data\"\nread_only = true\n");
+	json_t *doc = write_and_parse(f);
+	const char *gen = f->gen.dir.canonical;
+	snprintf(p, sizeof(p), "%s/root", gen);
+	json_t *root = json_object_get(doc, "root");
+	assert_string_equal(str_at(root, "path"), p);
+	assert_true(json_is_false(json_object_get(root, "readonly")));
+	assert_string_equal(str_at(doc, "hostname"), "lazaret");
+	/* The init: its path, --attest and the challenge in lowercase hex. */
+	json_t *proc = json_object_get(doc, "process");
+	json_t *args = json_object_get(proc, "args");
+	assert_int_equal(json_array_size(args), 3);
+	assert_string_equal(json_string_value(json_array_get(args, 0)), LZ_BUNDLE_INIT_PATH);
+	assert_string_equal(json_string_value(json_array_get(args, 1)), "--attest");
+	char hex[2 * LZ_CANARY_CHALLENGE_LEN + 1] = "0001abff";
+	memset(hex + 8, '0', sizeof(hex) - 9);
+	hex[sizeof(hex) - 1] = '\0';
+	assert_string_equal(json_string_value(json_array_get(args, 2)), hex);
+	json_t *env = json_object_get(proc, "env");
+	assert_int_equal(json_array_size(env), 1);
+	assert_string_equal(json_string_value(json_array_get(env, 0)), LZ_BUNDLE_GUEST_PATH);
+	assert_string_equal(str_at(proc, "cwd"), "/");
+	/* The network namespace is the RS's, by path. */
+	json_t *ns;
+	size_t i;
+	bool net = false;
+	json_array_foreach(json_object_get(json_object_get(doc, "linux"), "namespaces"), i, ns)
+	{
+		if (strcmp(str_at(ns, "type"), "network") == 0) {
+			assert_string_equal(str_at(ns, "path"), "/proc/1/ns/net");
+			net = true;
+		}
+	}
+	assert_true(net);
+	/* Mounts, in order. */
+	size_t a0, a1, v, w, init, resolv;
+	snprintf(p, sizeof(p), "%s/anchor/0", gen);
+	assert_bind(doc, "/root", p, false, &a0);
+	snprintf(p, sizeof(p), "%s/anchor/1", gen);
+	assert_bind(doc, "/usr/local", p, false, &a1);
+	assert_bind(doc, "/data", vol, true, &v);
+	assert_bind(doc, "/workspace", f->ws, false, &w);
+	snprintf(p, sizeof(p), "%s/init", gen);
+	assert_bind(doc, LZ_BUNDLE_INIT_PATH, p, true, &init);
+	snprintf(p, sizeof(p), "%s/resolv.conf", gen);
+	assert_bind(doc, "/etc/resolv.conf", p, true, &resolv);
+	assert_true(a0 < a1 && a1 < v && v < w && w < init && init < resolv);
+	assert_int_equal(resolv, json_array_size(json_object_get(doc, "mounts")) - 1);
+	/* No Git repository: nothing of Git Sentry's. */
+	assert_null(mount_at(doc, "/workspace/.git", NULL));
+	json_decref(doc);
+}
+
+static void test_lz_bundle_write__git_sentry_on_top_of_the_workspace(void **state)
+{
+	struct cfg_fx *f = *state;
+	char p[PATH_MAX + 128];
+	if (system("command -v git >/dev/null 2>&1") != 0)
+		skip();
+	snprintf(p, sizeof(p), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
+	assert_int_equal(system(p), 0);
+	load(f, CFG_FX_BASE "persistent_dirs = []\n");
+	json_t *doc = write_and_parse(f);
+	size_t w, git, init, i;
+	assert_bind(doc, "/workspace", f->ws, false, &w);
+	snprintf(p, sizeof(p), "%s/.git", f->ws);
+	assert_bind(doc, "/workspace/.git", p, false, &git);
+	assert_true(w < git);
+	/* Git Sentry's read-only files and tmpfs lie between .git and init. */
+	assert_non_null(mount_at(doc, LZ_BUNDLE_INIT_PATH, &init));
+	assert_true(init > git + 1);
+	json_t *mounts = json_object_get(doc, "mounts");
+	bool config_ro = false;
+	for (i = git + 1; i < init; i++) {
+		json_t *m = json_array_get(mounts, i);
+		const char *dest = str_at(m, "destination");
+		assert_int_equal(strncmp(dest, "/workspace/.git/", 16), 0);
+		if (strcmp(dest, "/workspace/.git/config") == 0) {
+			snprintf(p, sizeof(p), "%s/.git/config", f->ws);
+			assert_bind(doc, dest, p, true, NULL);
+			config_ro = true;
+		}
+	}
+	assert_true(config_ro);
+	json_decref(doc);
+}
+
+static void test_lz_bundle_write__refusals(void **state)
+{
+	struct cfg_fx *f = *state;
+	struct lz_err err = { 0, "" };
+	load(f, CFG_FX_BASE "persistent_dirs = []\n");
+	/* Written once: a second write of the same generation refuses. */
+	json_decref(write_and_parse(f));
+	assert_int_equal(lz_bundle_write(f->cfg, &f->gen, challenge, &err), -EEXIST);
+	assert_non_null(strstr(err.msg, "config.json"));
+	/* A config.json planted as a symlink is not followed. */
+	char victim[PATH_MAX];
+	cfg_fx_path(f, "victim", victim);
+	assert_int_equal(unlinkat(f->gen.bundle, "config.json", 0), 0);
+	assert_int_equal(symlinkat(victim, f->gen.bundle, "config.json"), 0);
+	assert_true(lz_bundle_write(f->cfg, &f->gen, challenge, &err) < 0);
+	struct stat st;
+	assert_int_equal(stat(victim, &st), -1);
+	assert_int_equal(unlinkat(f->gen.bundle, "config.json", 0), 0);
+	/* A Git layout Git Sentry refuses refuses the bundle: .git a symlink. */
+	char git[PATH_MAX + 16];
+	snprintf(git, sizeof(git), "%s/.git", f->ws);
+	assert_int_equal(symlink(f->dir, git), 0);
+	int r = lz_bundle_write(f->cfg, &f->gen, challenge, &err);
+	assert_true(r < 0);
+	assert_non_null(strstr(err.msg, "Git Sentry: "));
+	assert_int_equal(fstatat(f->gen.bundle, "config.json", &st, AT_SYMLINK_NOFOLLOW), -1);
+}
+
+static void test_lz_bundle_guest_env__fixed_then_references(void **state)
+{
+	struct cfg_fx *f = *state;
+	cfg_fx_setenv("LZ_TEST_TOKEN", "s3cret");
+	cfg_fx_setenv("LZ_TEST_EMPTY", "");
+	load(f, CFG_FX_BASE "[profiles.dev.env]\nTOKEN = \"LZ_TEST_TOKEN\"\nEMPTY = \"LZ_TEST_EMPTY\"\n");
+	char **env = lz_bundle_guest_env(f->cfg);
+	assert_non_null(env);
+	assert_string_equal(env[0], LZ_BUNDLE_GUEST_PATH);
+	assert_string_equal(env[1], "HOME=/root");
+	assert_string_equal(env[2], "LANG=C.UTF-8");
+	/* The references, in the profile's order, with the resolved values. */
+	const struct lz_config_profile *p = lz_config_selected(f->cfg);
+	assert_int_equal(p->n_env, 2);
+	for (size_t i = 0; i < 2; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "%s=%s", p->env[i].name,
+			 strcmp(p->env[i].name, "TOKEN") == 0 ? "s3cret" : "");
+		assert_string_equal(env[3 + i], want);
+	}
+	assert_null(env[5]);
+	lz_bundle_env_free(env);
+	lz_bundle_env_free(NULL);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_lz_bundle_write__fields_and_mount_order),
+		T(test_lz_bundle_write__git_sentry_on_top_of_the_workspace),
+		T(test_lz_bundle_write__refusals),
+		T(test_lz_bundle_guest_env__fixed_then_references),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,588 @@
+/* One Client Session on the HC's side (core/session/session.h), with real
+ * PTYs, SOCK_SEQPACKET client sockets and exec clients spawned through the
+ * broker: the PTY pair, what the session polls for (backpressure), the
+ * events a running session admits, bounded output (one record of at most
+ * LZ_WIRE_MAX_DATA in flight), client loss, the release stages, the drain
+ * and the single SessionExit, refusals and reset. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proc/broker.h"
+#include "proc/spawn.h"
+#include "session/session.h"
+#include "session/wire.h"
+
+struct fx {
+	struct lz_session s;
+	int peer;  /* the client's end of the session's socket */
+	int slave; /* the PTY slave, or -1 */
+	uint8_t buf[LZ_WIRE_MAX];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	int sv[2];
+	if (f == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+		return -1;
+	lz_session_init(&f->s);
+	f->s.client = sv[0];
+	f->peer = sv[1];
+	f->slave = -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	lz_session_reset(&f->s);
+	if (f->peer >= 0)
+		close(f->peer);
+	if (f->slave >= 0)
+		close(f->slave);
+	free(f);
+	return 0;
+}
+
+static void open_pty(struct fx *f)
+{
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_session_open_pty(&f->s, 24, 80, &f->slave, &err), 0);
+	/* Raw: bytes pass unchanged, no echo into the output. */
+	struct termios t;
+	assert_int_equal(tcgetattr(f->slave, &t), 0);
+	cfmakeraw(&t);
+	assert_int_equal(tcsetattr(f->slave, TCSANOW, &t), 0);
+}
+
+/* Spawns sh -c script through the broker with the given streams. */
+static void spawn_sh(struct fx *f, const char *script, int in, int out)
+{
+	struct lz_err err = { 0, "" };
+	char *const argv[] = { "sh", "-c", (char *)script, NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .stdin_fd = in,
+				 .stdout_fd = out, .stderr_fd = out };
+	struct lz_broker_spec spec = { .label = "exec-client", .join_pidfd = -1, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	if (lz_broker_spawn(&spec, &child, &err) != 0)
+		fail_msg("spawn: %s", err.msg);
+	lz_session_started(&f->s, &child);
+}
+
+/* The next record the client receives, waiting up to ms. */
+static int next(struct fx *f, struct lz_wire_msg *m, int ms)
+{
+	struct pollfd p = { .fd = f->peer, .events = POLLIN };
+	if (poll(&p, 1, ms) <= 0)
+		return -ETIMEDOUT;
+	size_t n_fds = 0;
+	return lz_wire_recv(f->peer, f->buf, sizeof(f->buf), m, NULL, 0, &n_fds);
+}
+
+static bool readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* lz_session_finish's precondition: the exec client ended (its pidfd is
+ * readable), as the coordinator sees it. */
+static void wait_ended(struct fx *f)
+{
+	assert_true(readable(f->s.exec.pidfd, 10000));
+}
+
+/* ---- slot and PTY ----------------------------------------------------------- */
+
+static void test_lz_session_init__free_slot(void **state)
+{
+	(void)state;
+	struct lz_session s;
+	memset(&s, 0x5a, sizeof(s));
+	lz_session_init(&s);
+	assert_int_equal(s.client, -1);
+	assert_int_equal(s.master, -1);
+	assert_true(s.exec.pidfd < 0);
+	assert_false(s.running);
+	assert_int_equal(s.release, LZ_SESSION_LIVE);
+	assert_false(lz_session_busy(&s));
+	s.client = 0;
+	assert_true(lz_session_busy(&s));
+	lz_session_reset(&(struct lz_session){ .client = -1, .master = -1, .exec = LZ_BROKER_CHILD_INIT });
+}
+
+static void test_lz_session_open_pty__pair_and_window(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	int slave = 4242;
+	assert_int_equal(lz_session_open_pty(&f->s, 0, 80, &slave, &err), -EINVAL);
+	assert_int_equal(lz_session_open_pty(&f->s, 24, 0, &slave, &err), -EINVAL);
+	assert_int_equal(slave, 4242);
+	assert_int_equal(f->s.master, -1);
+	assert_int_equal(lz_session_open_pty(&f->s, 33, 101, &f->slave, &err), 0);
+	assert_true(f->s.tty);
+	assert_true(isatty(f->slave));
+	assert_true(fcntl(f->s.master, F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(f->s.master, F_GETFD) & FD_CLOEXEC);
+	assert_true(fcntl(f->slave, F_GETFD) & FD_CLOEXEC);
+	struct winsize ws;
+	assert_int_equal(ioctl(f->slave, TIOCGWINSZ, &ws), 0);
+	assert_int_equal(ws.ws_row, 33);
+	assert_int_equal(ws.ws_col, 101);
+	/* The pair: slave to master. */
+	assert_int_equal(write(f->slave, "x", 1), 1);
+	assert_true(readable(f->s.master, 1000));
+}
+
+/* ---- polling and backpressure ------------------------------------------------ */
+
+static void test_lz_session_pollfds__backpressure(void **state)
+{
+	struct fx *f = *state;
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	/* A client only, nothing pending: read it. */
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 1);
+	assert_int_equal(pf[0].fd, f->s.client);
+	assert_int_equal(pf[0].events, POLLIN);
+	assert_int_equal(timeout, -1);
+	open_pty(f);
+	/* Not running: the master is not polled. */
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 1);
+	spawn_sh(f, "sleep 30", -1, -1);
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 3);
+	assert_int_equal(pf[1].fd, f->s.exec.pidfd);
+	assert_int_equal(pf[2].fd, f->s.master);
+	assert_int_equal(pf[2].events, POLLIN);
+	/* An Output pending: the client for writing, the master not read. */
+	f->s.out_len = 1;
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 3);
+	assert_int_equal(pf[0].events, POLLIN | POLLOUT);
+	assert_int_equal(pf[2].events, 0);
+	f->s.out_len = 0;
+	/* An Input pending: the client not read, the master for writing. */
+	f->s.in_len = 1;
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 3);
+	assert_int_equal(pf[0].events, 0);
+	assert_int_equal(pf[2].events, POLLIN | POLLOUT);
+	f->s.in_len = 0;
+	/* Nobody to take output: the master is not read either. */
+	int client = f->s.client;
+	f->s.client = -1;
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 2);
+	assert_int_equal(pf[1].events, 0);
+	f->s.client = client;
+	/* A release stage due lowers the timeout. */
+	assert_int_equal(timeout, -1);
+	lz_session_start_release(&f->s);
+	timeout = -1;
+	lz_session_pollfds(&f->s, pf, &timeout);
+	assert_true(timeout > 0 && timeout <= LZ_SESSION_GRACE_MS);
+	timeout = 5;
+	lz_session_pollfds(&f->s, pf, &timeout);
+	assert_int_equal(timeout, 5); /* an earlier one is kept */
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+static void test_lz_session_event__input_resize_and_refusals(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)"ls\r", 3 } };
+	/* Before the exec client runs, nothing is admitted. */
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_UNEXPECTED);
+	struct lz_wire_msg close_in = { .type = LZ_WIRE_CLOSE_INPUT };
+	assert_int_equal(lz_session_event(&f->s, &close_in), LZ_SESSION_UNEXPECTED);
+	spawn_sh(f, "sleep 30", -1, -1);
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_HANDLED);
+	assert_int_equal(f->s.in_len, 0); /* written through */
+	char got[8] = "";
+	assert_true(readable(f->slave, 1000));
+	assert_int_equal(read(f->slave, got, sizeof(got)), 3);
+	assert_memory_equal(got, "ls\r", 3);
+	/* One Input in flight: a second is refused. */
+	f->s.in_len = 1;
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_UNEXPECTED);
+	f->s.in_len = 0;
+	struct lz_wire_msg rs = { .type = LZ_WIRE_RESIZE, .resize = { .rows = 50, .cols = 132 } };
+	assert_int_equal(lz_session_event(&f->s, &rs), LZ_SESSION_HANDLED);
+	struct winsize ws;
+	assert_int_equal(ioctl(f->slave, TIOCGWINSZ, &ws), 0);
+	assert_int_equal(ws.ws_row, 50);
+	assert_int_equal(ws.ws_col, 132);
+	assert_int_equal(lz_session_event(&f->s, &close_in), LZ_SESSION_HANDLED);
+	/* Records a client never sends mid-session. */
+	struct lz_wire_msg hello = { .type = LZ_WIRE_HELLO };
+	assert_int_equal(lz_session_event(&f->s, &hello), LZ_SESSION_UNEXPECTED);
+	struct lz_wire_msg out = { .type = LZ_WIRE_OUTPUT };
+	assert_int_equal(lz_session_event(&f->s, &out), LZ_SESSION_UNEXPECTED);
+	/* After release began, terminal events are refused. */
+	struct lz_wire_msg detach = { .type = LZ_WIRE_DETACH };
+	assert_int_equal(lz_session_event(&f->s, &detach), LZ_SESSION_HANDLED);
+	assert_int_equal(f->s.release, LZ_SESSION_HUP_SENT);
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_UNEXPECTED);
+	assert_int_equal(lz_session_event(&f->s, &rs), LZ_SESSION_UNEXPECTED);
+	struct lz_wire_msg sig = { .type = LZ_WIRE_SIGNAL, .sig = LZ_WIRE_SIG_INTERRUPT };
+	assert_int_equal(lz_session_event(&f->s, &sig), LZ_SESSION_UNEXPECTED);
+}
+
+static void test_lz_session_event__input_without_terminal_refused(void **state)
+{
+	struct fx *f = *state;
+	spawn_sh(f, "sleep 30", -1, -1);
+	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)"x", 1 } };
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_UNEXPECTED);
+	struct lz_wire_msg rs = { .type = LZ_WIRE_RESIZE, .resize = { .rows = 5, .cols = 5 } };
+	assert_int_equal(lz_session_event(&f->s, &rs), LZ_SESSION_UNEXPECTED);
+	/* Detach without a terminal: handled, no release. */
+	struct lz_wire_msg detach = { .type = LZ_WIRE_DETACH };
+	assert_int_equal(lz_session_event(&f->s, &detach), LZ_SESSION_HANDLED);
+	assert_int_equal(f->s.release, LZ_SESSION_LIVE);
+}
+
+static void test_lz_session_event__signals_reach_the_exec_client(void **state)
+{
+	struct fx *f = *state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	spawn_sh(f, "trap 'echo INT' INT; trap 'echo QUIT' QUIT; echo ready; "
+		    "while :; do sleep 0.05; done", -1, p[1]);
+	close(p[1]);
+	char buf[64] = "";
+	assert_true(readable(p[0], 5000));
+	assert_int_equal(read(p[0], buf, sizeof(buf)), 6); /* "ready\n" */
+	struct lz_wire_msg sig = { .type = LZ_WIRE_SIGNAL, .sig = LZ_WIRE_SIG_INTERRUPT };
+	assert_int_equal(lz_session_event(&f->s, &sig), LZ_SESSION_HANDLED);
+	assert_true(readable(p[0], 5000));
+	memset(buf, 0, sizeof(buf));
+	assert_true(read(p[0], buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "INT\n");
+	sig.sig = LZ_WIRE_SIG_QUIT;
+	assert_int_equal(lz_session_event(&f->s, &sig), LZ_SESSION_HANDLED);
+	assert_true(readable(p[0], 5000));
+	memset(buf, 0, sizeof(buf));
+	assert_true(read(p[0], buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "QUIT\n");
+	close(p[0]);
+}
+
+/* ---- output: bounded, one record in flight ----------------------------------- */
+
+static void test_lz_session_read_master__bounded_output_records(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	/* More than one record's worth, written as the PTY takes it. */
+	assert_int_equal(fcntl(f->slave, F_SETFL, O_NONBLOCK), 0);
+	size_t total = LZ_WIRE_MAX_DATA + 1000;
+	char *data = malloc(total);
+	assert_non_null(data);
+	for (size_t i = 0; i < total; i++)
+		data[i] = (char)('a' + i % 26);
+	size_t put = 0, got = 0;
+	char *seen = malloc(total);
+	assert_non_null(seen);
+	int rounds = 0;
+	while (got < total && rounds++ < 1000) {
+		ssize_t w = put < total ? write(f->slave, data + put, total - put) : 0;
+		if (w > 0)
+			put += (size_t)w;
+		if (readable(f->s.master, 100))
+			lz_session_read_master(&f->s);
+		assert_int_equal(f->s.out_len, 0); /* sent at once */
+		struct lz_wire_msg m;
+		while (next(f, &m, 0) == 0) {
+			assert_int_equal(m.type, LZ_WIRE_OUTPUT);
+			assert_true(m.output.len > 0 && m.output.len <= LZ_WIRE_MAX_DATA);
+			memcpy(seen + got, m.output.ptr, m.output.len);
+			got += m.output.len;
+			lz_wire_msg_release(&m);
+		}
+	}
+	assert_int_equal(got, total);
+	assert_memory_equal(seen, data, total);
+	free(data);
+	free(seen);
+}
+
+static void test_lz_session_read_master__full_client_keeps_one_pending(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	/* Fill the client's socket until a send would block. */
+	int sndbuf = 4096;
+	assert_int_equal(setsockopt(f->s.client, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	uint8_t fill[1000];
+	memset(fill, 'f', sizeof(fill));
+	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { fill, sizeof(fill) } };
+	int n = 0;
+	while (lz_wire_send(f->s.client, &m, NULL, 0) == 0)
+		assert_true(++n < 100000);
+	assert_int_equal(write(f->slave, "pending", 7), 7);
+	assert_true(readable(f->s.master, 1000));
+	lz_session_read_master(&f->s);
+	assert_int_equal(f->s.out_len, 7); /* kept, not dropped, not grown */
+	assert_memory_equal(f->s.out, "pending", 7);
+	/* While pending, the master is not read again. */
+	assert_int_equal(write(f->slave, "more", 4), 4);
+	lz_session_read_master(&f->s);
+	assert_int_equal(f->s.out_len, 7);
+	assert_memory_equal(f->s.out, "pending", 7);
+	/* The client drains: the pending record goes, in order. */
+	struct lz_wire_msg r;
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(next(f, &r, 1000), 0);
+		lz_wire_msg_release(&r);
+	}
+	lz_session_flush_output(&f->s);
+	assert_int_equal(f->s.out_len, 0);
+	assert_int_equal(next(f, &r, 1000), 0);
+	assert_int_equal(r.type, LZ_WIRE_OUTPUT);
+	assert_int_equal(r.output.len, 7);
+	assert_memory_equal(r.output.ptr, "pending", 7);
+	lz_wire_msg_release(&r);
+	lz_session_read_master(&f->s);
+	assert_int_equal(next(f, &r, 1000), 0);
+	assert_int_equal(r.output.len, 4);
+	assert_memory_equal(r.output.ptr, "more", 4);
+	lz_wire_msg_release(&r);
+}
+
+static void test_lz_session_flush_output__client_gone_starts_release(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	close(f->peer);
+	f->peer = -1;
+	memcpy(f->s.out, "x", 1);
+	f->s.out_len = 1;
+	lz_session_flush_output(&f->s);
+	assert_int_equal(f->s.client, -1);
+	assert_int_equal(f->s.release, LZ_SESSION_HUP_SENT);
+	/* Nothing to send to: no-ops. */
+	lz_session_flush_output(&f->s);
+	assert_false(lz_session_busy(&(struct lz_session){ .client = -1, .exec = LZ_BROKER_CHILD_INIT }));
+}
+
+/* ---- release and end ------------------------------------------------------------ */
+
+static void test_lz_session_advance_release__hup_term_kill(void **state)
+{
+	struct fx *f = *state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	open_pty(f);
+	spawn_sh(f, "trap 'echo HUP' HUP; trap 'echo TERM' TERM; echo ready; "
+		    "while :; do sleep 0.05; done", -1, p[1]);
+	close(p[1]);
+	char buf[64] = "";
+	assert_true(readable(p[0], 5000));
+	assert_int_equal(read(p[0], buf, sizeof(buf)), 6);
+	/* Advancing a live session does nothing. */
+	lz_session_advance_release(&f->s);
+	assert_int_equal(f->s.release, LZ_SESSION_LIVE);
+	lz_session_client_gone(&f->s);
+	assert_int_equal(f->s.client, -1);
+	assert_int_equal(f->s.release, LZ_SESSION_HUP_SENT);
+	assert_true(readable(p[0], 5000));
+	memset(buf, 0, sizeof(buf));
+	assert_true(read(p[0], buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "HUP\n");
+	lz_session_start_release(&f->s); /* idempotent: no second HUP */
+	assert_int_equal(f->s.release, LZ_SESSION_HUP_SENT);
+	/* Not due yet. */
+	lz_session_advance_release(&f->s);
+	assert_int_equal(f->s.release, LZ_SESSION_HUP_SENT);
+	assert_false(readable(p[0], 200));
+	f->s.release_at = lz_now_ms() - 1;
+	lz_session_advance_release(&f->s);
+	assert_int_equal(f->s.release, LZ_SESSION_TERM_SENT);
+	assert_true(f->s.release_at > lz_now_ms());
+	assert_true(readable(p[0], 5000));
+	memset(buf, 0, sizeof(buf));
+	assert_true(read(p[0], buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "TERM\n");
+	f->s.release_at = lz_now_ms() - 1;
+	lz_session_advance_release(&f->s);
+	assert_int_equal(f->s.release, LZ_SESSION_KILL_SENT);
+	f->s.release_at = lz_now_ms() - 1;
+	lz_session_advance_release(&f->s); /* the last stage */
+	assert_int_equal(f->s.release, LZ_SESSION_KILL_SENT);
+	wait_ended(f);
+	assert_int_equal(lz_session_finish(&f->s), 128 + SIGKILL);
+	assert_false(f->s.running);
+	close(p[0]);
+}
+
+static void test_lz_session_client_gone__without_terminal_sends_term(void **state)
+{
+	struct fx *f = *state;
+	spawn_sh(f, "sleep 30", -1, -1);
+	lz_session_client_gone(&f->s);
+	assert_int_equal(f->s.client, -1);
+	assert_int_equal(f->s.release, LZ_SESSION_LIVE);
+	wait_ended(f);
+	assert_int_equal(lz_session_finish(&f->s), 128 + SIGTERM);
+}
+
+static void test_lz_session_finish__drains_in_order_then_one_exit(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	/* More than one record of output, then the status. */
+	spawn_sh(f, "i=0; while [ $i -lt 400 ]; do printf '%050d\\n' $i; i=$((i+1)); done; exit 7", f->slave,
+		 f->slave);
+	close(f->slave); /* the exec client holds the only slave: EIO after it */
+	f->slave = -1;
+	struct pollfd p = { .fd = f->s.exec.pidfd, .events = POLLIN };
+	/* The guest blocks on a full PTY until someone reads: read as the HC
+	 * would, a record at a time, until the exec client ended. */
+	size_t got = 0;
+	char *seen = calloc(1, 400 * 51 + 1);
+	assert_non_null(seen);
+	struct lz_wire_msg m;
+	while (poll(&p, 1, 0) == 0) {
+		if (readable(f->s.master, 50))
+			lz_session_read_master(&f->s);
+		while (next(f, &m, 0) == 0) {
+			assert_int_equal(m.type, LZ_WIRE_OUTPUT);
+			memcpy(seen + got, m.output.ptr, m.output.len);
+			got += m.output.len;
+			lz_wire_msg_release(&m);
+		}
+	}
+	assert_int_equal(lz_session_finish(&f->s), 7);
+	int exits = 0;
+	while (next(f, &m, 500) == 0) {
+		if (m.type == LZ_WIRE_OUTPUT) {
+			assert_int_equal(exits, 0); /* every Output before the exit */
+			memcpy(seen + got, m.output.ptr, m.output.len);
+			got += m.output.len;
+		} else {
+			assert_int_equal(m.type, LZ_WIRE_SESSION_EXIT);
+			assert_int_equal(m.exit.kind, LZ_WIRE_EXITED);
+			assert_int_equal(m.exit.value, 7);
+			exits++;
+		}
+		lz_wire_msg_release(&m);
+	}
+	assert_int_equal(exits, 1);
+	assert_int_equal(got, 400 * 51);
+	for (int i = 0; i < 400; i++) {
+		char line[64];
+		snprintf(line, sizeof(line), "%050d\n", i);
+		assert_memory_equal(seen + (size_t)i * 51, line, 51);
+	}
+	free(seen);
+}
+
+static void test_lz_session_finish__pending_output_first_and_no_client(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "exit 0", -1, -1);
+	memcpy(f->s.out, "held", 4);
+	f->s.out_len = 4;
+	wait_ended(f);
+	assert_int_equal(lz_session_finish(&f->s), 0);
+	struct lz_wire_msg m;
+	assert_int_equal(next(f, &m, 1000), 0);
+	assert_int_equal(m.type, LZ_WIRE_OUTPUT);
+	assert_memory_equal(m.output.ptr, "held", 4);
+	lz_wire_msg_release(&m);
+	assert_int_equal(next(f, &m, 1000), 0);
+	assert_int_equal(m.type, LZ_WIRE_SESSION_EXIT);
+	lz_wire_msg_release(&m);
+	/* The slot returns to free. */
+	lz_session_reset(&f->s);
+	assert_false(lz_session_busy(&f->s));
+	assert_int_equal(f->s.master, -1);
+	assert_true(next(f, &m, 100) == -EPIPE); /* the client's socket was closed */
+}
+
+static void test_lz_session_reset__kills_a_running_exec_client(void **state)
+{
+	struct fx *f = *state;
+	spawn_sh(f, "sleep 30", -1, -1);
+	int64_t t0 = lz_now_ms();
+	lz_session_reset(&f->s);
+	assert_true(lz_now_ms() - t0 < 5000);
+	assert_false(lz_session_busy(&f->s));
+	assert_true(f->s.exec.pidfd < 0);
+}
+
+/* ---- refusal ----------------------------------------------------------------------- */
+
+static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
+{
+	struct fx *f = *state;
+	struct lz_wire_msg m;
+	lz_session_refuse(f->s.client, ENOENT, "bad \xff path\n");
+	assert_int_equal(next(f, &m, 1000), 0);
+	assert_int_equal(m.type, LZ_WIRE_REFUSED);
+	assert_int_equal(m.refused.code, ENOENT);
+	assert_int_equal(m.refused.message_len, 11);
+	assert_memory_equal(m.refused.message, "bad ? path?", 11);
+	lz_wire_msg_release(&m);
+	const int codes[] = { 0, -1, (int)LZ_WIRE_MAX_ERRNO + 1 };
+	for (size_t i = 0; i < 3; i++) {
+		lz_session_refuse(f->s.client, codes[i], "x");
+		assert_int_equal(next(f, &m, 1000), 0);
+		assert_int_equal(m.refused.code, EIO);
+		lz_wire_msg_release(&m);
+	}
+	/* A long message is cut to the error buffer. */
+	char big[2 * LZ_ERR_MSG_MAX];
+	memset(big, 'm', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	lz_session_refuse(f->s.client, EPERM, big);
+	assert_int_equal(next(f, &m, 1000), 0);
+	assert_int_equal(m.refused.message_len, LZ_ERR_MSG_MAX - 1);
+	lz_wire_msg_release(&m);
+	lz_session_refuse(-1, EPERM, "nobody"); /* ignored */
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_session_init__free_slot),
+		T(test_lz_session_open_pty__pair_and_window),
+		T(test_lz_session_pollfds__backpressure),
+		T(test_lz_session_event__input_resize_and_refusals),
+		T(test_lz_session_event__input_without_terminal_refused),
+		T(test_lz_session_event__signals_reach_the_exec_client),
+		T(test_lz_session_read_master__bounded_output_records),
+		T(test_lz_session_read_master__full_client_keeps_one_pending),
+		T(test_lz_session_flush_output__client_gone_starts_release),
+		T(test_lz_session_advance_release__hup_term_kill),
+		T(test_lz_session_client_gone__without_terminal_sends_term),
+		T(test_lz_session_finish__drains_in_order_then_one_exit),
+		T(test_lz_session_finish__pending_output_first_and_no_client),
+		T(test_lz_session_reset__kills_a_running_exec_client),
+		T(test_lz_session_refuse__printable_text_and_code_bounds),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
