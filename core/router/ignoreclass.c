@@ -730,6 +730,7 @@ struct build {
 	lz_ignoreclass *s;
 	int ws_fd;
 	struct lz_err *err;
+	char ws_real[LZ_PATH_MAX + 2]; /* the workspace's host path, with a final '/' */
 	char path[LZ_PATH_MAX + 1];
 	size_t len;
 	uint16_t starts[COMP_MAX];
@@ -851,7 +852,13 @@ static int nested_try(struct build *b, uint32_t parent, uint32_t *child)
 	git_repository *g = NULL;
 	if (git_repository_open_ext(&g, proc, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
 		return 0; /* not a valid repository: an ordinary directory to Git */
-	if (git_repository_is_bare(g)) {
+	/* Only repositories whose Git directories lie inside the workspace:
+	 * the sandbox writes nested .git files, and an arbitrary host
+	 * repository's index and info/exclude must not become observable
+	 * through routes. Anything else stays an ordinary directory. */
+	size_t wl = strlen(b->ws_real);
+	if (git_repository_is_bare(g) || strncmp(git_repository_path(g), b->ws_real, wl) != 0 ||
+	    strncmp(git_repository_commondir(g), b->ws_real, wl) != 0) {
 		git_repository_free(g);
 		return 0;
 	}
@@ -1097,6 +1104,13 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 	lz_ignoreclass *s = b->s;
 	char proc[64];
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", in->workspace_fd);
+	ssize_t k = readlink(proc, b->ws_real, sizeof(b->ws_real) - 2);
+	if (k <= 0 || (size_t)k >= sizeof(b->ws_real) - 2 || b->ws_real[0] != '/')
+		return lz_err_set(b->err, k < 0 ? errno : ENAMETOOLONG, "ignoreclass: resolve '%s'",
+				  proc);
+	if (k > 1)
+		b->ws_real[k++] = '/';
+	b->ws_real[k] = '\0';
 	_cleanup_(git_repository_freep) git_repository *g = NULL;
 	int r = git_repository_open_ext(&g, proc, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
 	if (r == GIT_ENOTFOUND)

@@ -805,6 +805,27 @@ static void test_route__nested_repository(void **state)
 	parity(f, "ws", (const char *const[]){ "inner", "sub", NULL }, NULL);
 }
 
+/* A nested .git file that points outside the workspace is not followed
+ * (a documented divergence from Git): the directory is an ordinary one. */
+static void test_route__nested_repository_outside_workspace_not_read(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	put(f, "ws/.gitignore", "*.log\n");
+	repo(f, "host-repo");
+	put(f, "host-repo/.git/info/exclude", "*.secret\n");
+	char gitfile[PATH_MAX + 16];
+	snprintf(gitfile, sizeof(gitfile), "gitdir: %s/host-repo/.git\n", f->dir);
+	put(f, "ws/n/.git", gitfile);
+	put(f, "ws/n/a.secret", "");
+	put(f, "ws/n/a.log", "");
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	ASSERT_ROUTE(s, "n/a.secret", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "n/a.log", false, LZ_ROUTE_ISOLATED); /* the outer rules */
+	lz_ignoreclass_unref(s);
+}
+
 static void test_route__ignore_case(void **state)
 {
 	struct fx *f = *state;
@@ -1150,6 +1171,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_route__tracked_never_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__linked_worktree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__nested_repository, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__nested_repository_outside_workspace_not_read,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__ignore_case, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__non_utf8_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_build__symlinks_not_followed, setup, teardown),
