@@ -70,6 +70,9 @@
 #define IGNORE_FILE_MAX (4u << 20)
 #define TEXT_MAX (256u << 20)
 #define REPOS_MAX 4096u
+/* Longer lines are dropped (a divergence no real ignore file meets): it
+ * bounds wildmatch's recursion, one level per '*', on any thread's stack. */
+#define PATTERN_LEN_MAX LZ_PATH_MAX
 
 enum {
 	N_TRACKED = 1 << 0,   /* an index entry names exactly this path */
@@ -287,8 +290,14 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 						}
 						t++;
 					}
+					/* Not in the rest of the text (of the component): a
+					 * later start of any enclosing '*' leaves less text
+					 * to search, so stop them all (up to a "**" that may
+					 * move past the slash). Git returns NOMATCH here and
+					 * backtracks exponentially on "*a*a*a...b"; the
+					 * result is the same, only the search is pruned. */
 					if (!found)
-						return WM_NOMATCH;
+						return t == te ? WM_ABORT_ALL : WM_ABORT_TO_STARSTAR;
 				}
 				tc = *t;
 				int m = wm(p, pe, t, te, fl);
@@ -620,8 +629,8 @@ static int pattern_add(lz_ignoreclass *s, const uint8_t *b, size_t n)
 		b++;
 		n--;
 	}
-	if (n == 0)
-		return 0; /* matches no name */
+	if (n == 0 || n > PATTERN_LEN_MAX)
+		return 0; /* matches no name / refused */
 	size_t lit = 0;
 	while (lit < n && !wm_special(b[lit]))
 		lit++;

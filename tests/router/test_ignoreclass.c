@@ -904,6 +904,49 @@ static void test_build__symlinks_not_followed(void **state)
 	parity(f, "ws", NULL, NULL);
 }
 
+/* A sandbox-written pathological pattern neither recurses without bound
+ * nor takes long: over LZ_PATH_MAX bytes it is dropped, below that the
+ * backtracking is pruned. */
+static void test_route__pathological_patterns(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	static char text[3 * 8192 + 16];
+	size_t k = 0;
+	for (size_t i = 0; i < 8000; i += 2) {
+		text[k++] = '*';
+		text[k++] = 'a';
+	}
+	text[k++] = 'b';
+	text[k++] = '\n';
+	for (size_t i = 0; i < 2000; i += 2) {
+		text[k++] = '*';
+		text[k++] = 'a';
+	}
+	text[k++] = 'b';
+	text[k++] = '\n';
+	for (size_t i = 0; i < 2000; i += 2) {
+		text[k++] = '*';
+		text[k++] = 'a';
+	}
+	memcpy(text + k, "/x\n", 3); /* one component, then a slash */
+	k += 3;
+	text[k] = '\0';
+	put(f, "ws/.gitignore", text);
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	char name[256];
+	memset(name, 'a', 250);
+	name[250] = '\0';
+	ASSERT_ROUTE(s, name, false, LZ_ROUTE_HOST);
+	name[249] = 'b';
+	ASSERT_ROUTE(s, name, false, LZ_ROUTE_HOST); /* 1000 'a's needed */
+	name[249] = 'a';
+	strcat(name, "/x");
+	ASSERT_ROUTE(s, name, false, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+}
+
 static void test_route__malformed_paths(void **state)
 {
 	struct fx *f = *state;
@@ -1007,6 +1050,9 @@ static const char *const pat_tokens[] = {
 	"!**/keep", "[[:space:]]*", "*[[:digit:]]", "#comment", "", "  ", "node_modules/", "!tmp",
 	"x y/", "*b", "a*", "[^ab]*", "**/*.LOG", "d1/**/*.log", "/*.log", "!/a", "Sub/", "!Sub/a",
 	"[[:alpha:]][[:punct:]]*", "*[!.]?", "keep/**/", "a**b", "d2**/k*", "!\xfe/",
+	"*a*b", "*[ab]*x*", "**/a*b*", "a*/*b", "*/b*/", "[a-]*", "[]a]*", "[!]]*", "[a-c-e]*",
+	"*\\", "\\", "[", "[[:bogus:]]", "[z-a]*", "*o*o*g", "d?/**/?", "*/*/*", "[[:lower:]]",
+	"![[:upper:]]*", "\\[x]", "[\\]]*", "*.[lL][oO][gG]", "**/", "/**/k*", "d1/**", "*.*.*",
 };
 
 /* Random patterns, one a line (CRLF now and then). */
@@ -1176,6 +1222,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_route__ignore_case, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__non_utf8_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_build__symlinks_not_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__pathological_patterns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__malformed_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__inconsistent_tracked_isolated_only, setup,
 						teardown),
