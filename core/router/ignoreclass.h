@@ -7,7 +7,27 @@
  * updated one. Snapshots are reference counted so that open handles can
  * stay pinned to the one they were opened under. Queries never call into
  * libgit2 and never touch the filesystem: all of Git's ignore inputs are
- * read while building. */
+ * read while building. A snapshot is safe to query from any number of
+ * threads; ref and unref are atomic.
+ *
+ * Routes follow `git status` (spec 3.5): a path is ISOLATED when Git
+ * would report it ignored and untracked; everything else, including every
+ * tracked path, every directory that holds tracked paths, and a ".git"
+ * component below a directory that is not ignored, is HOST. Nested repositories use their own index, .gitignore
+ * files, info/exclude and core.ignoreCase inside them; an outer rule that
+ * ignores the nested directory isolates all of it.
+ *
+ * LZ_ROUTE_INCONSISTENT (decided at build time, tracked paths only): the
+ * index names the path, the host worktree has no object there (no entry,
+ * or the way to it is not a directory or is a symlink), and the isolated
+ * backing has an entry at the same path. The router answers EIO for it.
+ *
+ * Known, deliberate divergences from Git (a sandbox-writable input must
+ * not make the builder read outside the workspace): an info/exclude that
+ * is a symlink is not followed, and a nested repository whose Git
+ * directory or common directory lies outside the workspace is treated as
+ * an ordinary directory under the outer repository's rules. Symlinked
+ * in-tree .gitignore files are not read, as in Git >= 2.32. */
 #ifndef LZ_ROUTER_IGNORECLASS_H
 #define LZ_ROUTER_IGNORECLASS_H
 
@@ -32,21 +52,29 @@ struct lz_ignoreclass_inputs {
 	 * decide LZ_ROUTE_INCONSISTENT; -1 when there is none. */
 	int isolated_fd;
 	/* Absolute host path of the global excludes file (core.excludesFile
-	 * as the developer's Git resolves it), or NULL for none. */
+	 * as the developer's Git resolves it in the workspace, "~/" and the
+	 * XDG default included), or NULL for none. It is read by path and
+	 * applies to nested repositories too. A missing file is no file. */
 	const char *global_excludes;
 };
 
 /* Builds a snapshot from the worktree's index, .gitignore files,
  * info/exclude of the common directory and the global excludes file.
- * A workspace that is not a Git repository classifies everything HOST. */
+ * A workspace that is not a Git repository (no upward search) or is a bare
+ * one classifies everything HOST. -EIO when libgit2 cannot read the
+ * repository or its index, -EFBIG for an ignore file over 4 MiB, -E2BIG
+ * past the snapshot's limits (4M nodes, 1M patterns), other -errno from
+ * the file system; *ret untouched on failure. */
 int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass **ret,
 	struct lz_err *err);
 
 /* The route of the workspace-relative path (bytes, '/'-separated, no
  * leading '/', no "." or ".." components, not necessarily UTF-8; "" is the
  * root). is_dir says whether the object the operation names is a
- * directory, for Git's directory-only patterns. Never fails for a
- * well-formed path; -EINVAL otherwise. */
+ * directory (not following a symlink), for Git's directory-only patterns.
+ * Never fails for a well-formed path; -EINVAL otherwise (empty component,
+ * "." or "..", a NUL byte), -ENAMETOOLONG past LZ_PATH_MAX bytes or for a
+ * component over 255 bytes. No allocation, no system call. */
 int lz_ignoreclass_route(const lz_ignoreclass *snap, const char *path, size_t len, bool is_dir,
 	enum lz_route *ret);
 
