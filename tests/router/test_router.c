@@ -12,7 +12,8 @@
  * child).
  *
  * The classifier is a test one: a last component ending in ".ign" or any
- * component "node_modules" routes ISOLATED, a last component starting with
+ * component "node_modules" routes ISOLATED, so does a directory named "out"
+ * (a directory-only pattern: a file "out" routes HOST), a last component starting with
  * "bad" is INCONSISTENT, one starting with "flip" routes ISOLATED only
  * after a publish flips it; everything else routes HOST. Timeouts are
  * long (60 s) so that a missing invalidation shows. */
@@ -92,13 +93,17 @@ struct tcls {
 
 static int tcls_route(void *ctx, const char *path, size_t len, bool is_dir, enum lz_route *ret)
 {
-	(void)is_dir;
 	const struct tcls *c = ctx;
 	size_t start = 0;
 	for (size_t k = 0; k <= len; k++) {
 		if (k < len && path[k] != '/')
 			continue;
 		if (k - start == 12 && memcmp(path + start, "node_modules", 12) == 0) {
+			*ret = LZ_ROUTE_ISOLATED;
+			return 0;
+		}
+		/* "out/": a directory-only pattern */
+		if (k - start == 3 && memcmp(path + start, "out", 3) == 0 && (k < len || is_dir)) {
 			*ret = LZ_ROUTE_ISOLATED;
 			return 0;
 		}
@@ -558,6 +563,34 @@ static void router__rmdir_counts_visible_entries_of_the_other_backing(struct env
 }
 RUN(router__rmdir_counts_visible_entries_of_the_other_backing)
 
+static void router__directory_only_patterns_route_by_type(struct env *e)
+{
+	write_text(P(e->host, "out"), "a host file named out");
+	CHECK_OK(mkdir(P(e->host, "sub"), 0755));
+	CHECK_OK(mkdir(P(e->host, "sub/out"), 0755)); /* a hidden host directory */
+	write_text(P(e->host, "sub/out/old.o"), "host build output");
+	CHECK(strcmp(read_text(P(e->mnt, "out")), "a host file named out") == 0);
+	CHECK_ERRNO(access(P(e->mnt, "sub/out"), F_OK), ENOENT);
+	CHECK_OK(mkdir(P(e->mnt, "d"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "d/out"), 0755));
+	write_text(P(e->mnt, "d/out/x.o"), "isolated build output");
+	CHECK(exists(P(e->iso, "d/out/x.o")) && !exists(P(e->host, "d/out")));
+	/* an exchange that would move a host directory to "out" (where a
+	 * directory routes ISOLATED) is cross-backing, though both objects
+	 * are host objects */
+	CHECK_OK(mkdir(P(e->mnt, "hostdir"), 0755));
+	CHECK_ERRNO(rename2(P(e->mnt, "out"), P(e->mnt, "hostdir"), RENAME_EXCHANGE), EXDEV);
+	CHECK(strcmp(read_text(P(e->host, "out")), "a host file named out") == 0);
+	/* a plain rename of a directory to "out" as well */
+	CHECK_ERRNO(rename2(P(e->mnt, "hostdir"), P(e->mnt, "sub/out"), 0), EXDEV);
+	char got[256];
+	list(e->mnt, got, sizeof(got));
+	CHECK(strcmp(got, ".,..,d,hostdir,out,sub,") == 0, "got %s", got);
+	list(P(e->mnt, "sub"), got, sizeof(got));
+	CHECK(strcmp(got, ".,..,") == 0, "got %s", got);
+}
+RUN(router__directory_only_patterns_route_by_type)
+
 static void router__devices_are_refused_fifos_and_sockets_allowed(struct env *e)
 {
 	/* 0/0 (a whiteout) passes the kernel's own CAP_MKNOD check */
@@ -623,7 +656,9 @@ static void router__backing_symlinks_are_never_followed(struct env *e)
 	      fd, strerror(errno));
 	CHECK(!exists(P(e->out, "new.ign")));
 	CHECK_ERRNO(open(P(e->mnt, "sub/victim"), O_RDONLY), ENOENT);
-	/* and its listing does not show the outside's entries */
+	/* and its listing does not show the outside's entries (loot.ign
+	 * would route to the isolated side the symlink stands for) */
+	write_text(P(e->out, "loot.ign"), "outside");
 	char got[256];
 	list(P(e->mnt, "sub"), got, sizeof(got));
 	CHECK(strcmp(got, ".,..,") == 0, "got %s", got);
@@ -883,6 +918,7 @@ int main(void)
 		T(router__readdir_merges_bytewise_with_stable_offsets),
 		T(router__cross_backing_rename_and_link_fail_exdev),
 		T(router__rmdir_counts_visible_entries_of_the_other_backing),
+		T(router__directory_only_patterns_route_by_type),
 		T(router__devices_are_refused_fifos_and_sockets_allowed),
 		T(router__inconsistent_path_fails_eio),
 		T(router__backing_symlinks_are_never_followed),
