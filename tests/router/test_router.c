@@ -663,6 +663,17 @@ static void router__backing_symlinks_are_never_followed(struct env *e)
 	list(P(e->mnt, "sub"), got, sizeof(got));
 	CHECK(strcmp(got, ".,..,") == 0, "got %s", got);
 
+	/* a dangling symlink planted behind a cached negative entry: the
+	 * kernel asks the router to create, and the router must not follow
+	 * the link into creating its target */
+	struct stat nst;
+	CHECK_ERRNO(stat(P(e->mnt, "race.ign"), &nst), ENOENT);
+	CHECK_OK(symlink(P(e->out, "created"), P(e->iso, "race.ign")));
+	errno = 0;
+	fd = open(P(e->mnt, "race.ign"), O_WRONLY | O_CREAT, 0644);
+	CHECK(fd < 0, "created through a planted symlink");
+	CHECK(!exists(P(e->out, "created")));
+
 	/* a planted symlink at an isolated file name is itself, not its target */
 	CHECK_OK(symlink(P(e->out, "victim"), P(e->iso, "planted.ign")));
 	CHECK_OK(lstat(P(e->mnt, "planted.ign"), &st));
