@@ -240,14 +240,30 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(lz_rs_recv(plan->control_fd, m, 1000), 0);
 	assert_true(lz_rs_msg_for(m, 3, f->in.domain_id));
 	free(m);
+	/* The workspace router (isolate_ignored defaults on): its mount point
+	 * in the generation, the canonical workspace, and the Domain Root's
+	 * ignored/ (0700, created here). */
+	assert_true(plan->isolate_ignored);
+	assert_same(plan->router_target_fd, g->dir.fd, "workspace");
+	assert_int_equal(mode_of(g->dir.fd, "workspace"), 0700);
+	snprintf(want, sizeof(want), "%s/workspace", gen);
+	assert_string_equal(plan->router_target, want);
+	const struct lz_path *ws = lz_config_workspace(f->c->cfg);
+	assert_same(plan->host_ws_fd, ws->fd, ".");
+	assert_string_equal(plan->host_ws, ws->canonical);
+	assert_same(plan->ignored_fd, dom->fd, "ignored");
+	assert_int_equal(mode_of(dom->fd, "ignored"), 0700);
+	snprintf(want, sizeof(want), "%s/ignored", dom->canonical);
+	assert_string_equal(plan->ignored, want);
 	/* Every descriptor the RS keeps. */
 	int fds[64];
-	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 8 + 4 * 2);
-	const int own[] = { plan->control_fd, plan->log_fd, plan->prepared_fd, plan->root_target_fd,
-			    plan->root_upper_fd, plan->root_work_fd, plan->policy_fd, plan->slirp_log_fd };
+	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 11 + 4 * 2);
+	const int own[] = { plan->control_fd,	    plan->log_fd,	plan->prepared_fd, plan->root_target_fd,
+			    plan->root_upper_fd,    plan->root_work_fd, plan->policy_fd,   plan->slirp_log_fd,
+			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd };
 	assert_memory_equal(fds, own, sizeof(own));
-	assert_int_equal(fds[8], plan->anchors[0].lower_fd);
-	assert_int_equal(fds[15], plan->anchors[1].target_fd);
+	assert_int_equal(fds[11], plan->anchors[0].lower_fd);
+	assert_int_equal(fds[18], plan->anchors[1].target_fd);
 	for (size_t i = 0; i < 16; i++)
 		assert_true(fds[i] >= 0);
 	assert_int_equal(lz_rsplan_fds(plan, fds, 5), 5);

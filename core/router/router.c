@@ -1,0 +1,281 @@
+/* Router lifecycle: construction, the session loop, publication of a new
+ * classification with kernel cache invalidation (spec 3.5: "Publication
+ * of a changed index or ignore input serializes against new pathname
+ * operations and either installs one complete new snapshot or leaves the
+ * prior snapshot active"). Design and lock order: router_int.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "router/router_int.h"
+#include "util/cleanup.h"
+
+void lz_router_options_default(struct lz_router_options *opt)
+{
+	*opt = (struct lz_router_options){
+		.entry_timeout = 1.0,
+		.attr_timeout = 1.0,
+		.negative_timeout = 1.0,
+		.keep_cache = true,
+		.writeback_cache = false,
+		.allow_other = false,
+		.default_permissions = true,
+		.max_threads = 8,
+	};
+}
+
+static void cls_release(struct lz_router_classifier *c)
+{
+	if (c->release != NULL)
+		c->release(c->ctx);
+	*c = (struct lz_router_classifier){ 0 };
+}
+
+int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
+		  const struct lz_router_options *opt, lz_router **ret, struct lz_err *err)
+{
+	if (cls.route == NULL) {
+		cls_release(&cls);
+		return lz_err_set(err, EINVAL, "router: no classifier");
+	}
+	struct lz_router *r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		cls_release(&cls);
+		return lz_err_set(err, ENOMEM, "router: out of memory");
+	}
+	r->root_fd[0] = r->root_fd[1] = -EBADF;
+	r->cls = cls;
+	if (opt != NULL)
+		r->opt = *opt;
+	else
+		lz_router_options_default(&r->opt);
+	if (r->opt.max_threads == 0)
+		r->opt.max_threads = 8;
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	/* a publish must not starve behind a stream of pathname operations */
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&r->snap_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_rwlock_init(&r->tree_lock, NULL);
+	pthread_mutex_init(&r->table_lock, NULL);
+	pthread_mutex_init(&r->se_lock, NULL);
+	pthread_mutex_init(&r->publish_lock, NULL);
+
+	const int in[2] = { host_fd, isolated_fd };
+	static const char *const label[2] = { "host", "isolated" };
+	for (int b = 0; b < 2; b++) {
+		r->root_fd[b] = openat(in[b], ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (r->root_fd[b] < 0) {
+			int e = errno;
+			lz_router_free(r);
+			return lz_err_set(err, e, "router: %s backing: %s", label[b], strerror(e));
+		}
+	}
+	int rc = rt_table_init(r);
+	if (rc < 0) {
+		lz_router_free(r);
+		return lz_err_set(err, -rc, "router: inode table: %s", strerror(-rc));
+	}
+	*ret = r;
+	return 0;
+}
+
+void lz_router_free(lz_router *r)
+{
+	if (r == NULL)
+		return;
+	rt_table_destroy(r);
+	cls_release(&r->cls);
+	lz_close_fdp(&r->root_fd[0]);
+	lz_close_fdp(&r->root_fd[1]);
+	free(r->mountpoint);
+	pthread_rwlock_destroy(&r->snap_lock);
+	pthread_rwlock_destroy(&r->tree_lock);
+	pthread_mutex_destroy(&r->table_lock);
+	pthread_mutex_destroy(&r->se_lock);
+	pthread_mutex_destroy(&r->publish_lock);
+	free(r);
+}
+
+int lz_router_serve(lz_router *r, const char *mountpoint, int fuse_fd, struct lz_err *err)
+{
+	_cleanup_close_ int devfd = fuse_fd;
+	if ((mountpoint == NULL) == (fuse_fd < 0))
+		return lz_err_set(err, EINVAL, "router: give a mountpoint or a /dev/fuse descriptor");
+	char opts[256];
+	snprintf(opts, sizeof(opts), "fsname=lazaret-router,subtype=lazaret%s%s",
+		 r->opt.default_permissions ? ",default_permissions" : "",
+		 r->opt.allow_other ? ",allow_other" : "");
+	char *argv[] = { "lazaret-router", "-o", opts, r->opt.debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(r->opt.debug ? 4 : 3, argv);
+	struct fuse_session *se = fuse_session_new(&args, &rt_ops, sizeof(rt_ops), r);
+	fuse_opt_free_args(&args);
+	if (se == NULL)
+		return lz_err_set(err, EINVAL, "router: fuse_session_new failed");
+	char devpath[32];
+	if (mountpoint == NULL) {
+		/* libfuse adopts an open device given as /dev/fd/N */
+		snprintf(devpath, sizeof(devpath), "/dev/fd/%d", devfd);
+		TAKE_FD(devfd);
+	}
+	if (fuse_session_mount(se, mountpoint != NULL ? mountpoint : devpath) != 0) {
+		fuse_session_destroy(se);
+		return lz_err_set(err, EIO, "router: mounting '%s' failed",
+				  mountpoint != NULL ? mountpoint : devpath);
+	}
+	if (r->opt.handle_signals && fuse_set_signal_handlers(se) != 0) {
+		fuse_session_unmount(se);
+		fuse_session_destroy(se);
+		return lz_err_set(err, EIO, "router: installing signal handlers failed");
+	}
+	pthread_mutex_lock(&r->se_lock);
+	r->se = se;
+	free(r->mountpoint);
+	r->mountpoint = mountpoint != NULL ? strdup(mountpoint) : NULL;
+	pthread_mutex_unlock(&r->se_lock);
+
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	int rc = -ENOMEM;
+	if (cfg != NULL) {
+		fuse_loop_cfg_set_max_threads(cfg, r->opt.max_threads);
+		fuse_loop_cfg_set_idle_threads(cfg, r->opt.max_threads);
+		fuse_loop_cfg_set_clone_fd(cfg, 0);
+		rc = fuse_session_loop_mt(se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	}
+
+	pthread_mutex_lock(&r->se_lock);
+	r->se = NULL;
+	pthread_mutex_unlock(&r->se_lock);
+	if (r->opt.handle_signals)
+		fuse_remove_signal_handlers(se);
+	fuse_session_unmount(se);
+	fuse_session_destroy(se);
+	if (rc < 0)
+		return lz_err_set(err, -rc, "router: session loop: %s", strerror(-rc));
+	return 0; /* unmounted, stopped, or ended by a signal */
+}
+
+void lz_router_stop(lz_router *r)
+{
+	pthread_mutex_lock(&r->se_lock);
+	if (r->se != NULL) {
+		fuse_session_exit(r->se);
+		/* the loop notices the flag when a request arrives: send one */
+		struct statfs sf;
+		if (r->mountpoint != NULL)
+			(void)statfs(r->mountpoint, &sf);
+	}
+	pthread_mutex_unlock(&r->se_lock);
+}
+
+/* ---- publish ----------------------------------------------------------- */
+
+struct inval_scan {
+	struct lz_router *r;
+	const struct lz_router_classifier *old, *new;
+	fuse_ino_t dir;
+	const char *path;
+	size_t len;
+	size_t sent;
+};
+
+static bool route_changed(const struct inval_scan *s, const char *path, size_t len)
+{
+	for (int dir = 0; dir < 2; dir++) {
+		enum lz_route a, b;
+		int ra = s->old->route(s->old->ctx, path, len, dir, &a);
+		int rb = s->new->route(s->new->ctx, path, len, dir, &b);
+		if (ra < 0 || rb < 0 || a != b)
+			return true;
+	}
+	return false;
+}
+
+static int inval_one(void *arg, const char *name, unsigned char dtype, uint64_t ino)
+{
+	(void)dtype;
+	(void)ino;
+	struct inval_scan *s = arg;
+	char path[PATH_MAX];
+	size_t nl = strlen(name), len = s->len;
+	if (len + nl + 2 > sizeof(path))
+		return 0;
+	memcpy(path, s->path, len);
+	if (len > 0)
+		path[len++] = '/';
+	memcpy(path + len, name, nl + 1);
+	if (!route_changed(s, path, len + nl))
+		return 0;
+	/* -ENOENT: the kernel has no such entry cached; nothing to do */
+	(void)fuse_lowlevel_notify_inval_entry(s->r->se, s->dir, name, nl);
+	s->sent++;
+	return 0;
+}
+
+/* For every directory the kernel holds an inode of, invalidates the
+ * cached entries (positive or negative) whose route differs between the
+ * two classifiers. Names in neither backing need nothing: they are
+ * absent under both routes. */
+static void invalidate(struct lz_router *r, const struct lz_router_classifier *old,
+		       const struct lz_router_classifier *new)
+{
+	pthread_mutex_lock(&r->table_lock);
+	size_t n = 0, cap = r->ninodes;
+	struct rt_inode **dirs = calloc(cap ? cap : 1, sizeof(*dirs));
+	for (size_t k = 0; dirs != NULL && k < r->nbuckets; k++)
+		for (struct rt_inode *i = r->buckets[k]; i != NULL; i = i->hnext)
+			if (S_ISDIR(i->type) && n < cap) {
+				i->nref++;
+				dirs[n++] = i;
+			}
+	pthread_mutex_unlock(&r->table_lock);
+	if (dirs == NULL) {
+		/* cannot enumerate: drop the root's entries at least */
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		char path[PATH_MAX];
+		size_t len;
+		if (rt_dir_path(r, dirs[k], path, sizeof(path), &len) == 0) {
+			struct inval_scan s = { .r = r, .old = old, .new = new,
+						.dir = rt_nodeid(r, dirs[k]), .path = path, .len = len };
+			for (int b = RT_HOST; b <= RT_ISOLATED; b++) {
+				int fd = rt_open_side_rd(r, dirs[k], (enum rt_backing)b, path, len);
+				if (fd < 0)
+					continue;
+				(void)rt_scan_names(fd, inval_one, &s);
+				close(fd);
+			}
+		}
+		rt_inode_unref(r, dirs[k]);
+	}
+	free(dirs);
+}
+
+int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
+{
+	if (cls.route == NULL) {
+		cls_release(&cls);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&r->publish_lock);
+	pthread_rwlock_wrlock(&r->snap_lock);
+	struct lz_router_classifier old = r->cls;
+	r->cls = cls;
+	pthread_rwlock_unlock(&r->snap_lock);
+	/* The new classifier is r->cls and only a later publish (serialized
+	 * by publish_lock) could release it; the old one is ours now. */
+	pthread_mutex_lock(&r->se_lock);
+	if (r->se != NULL)
+		invalidate(r, &old, &cls);
+	pthread_mutex_unlock(&r->se_lock);
+	cls_release(&old);
+	pthread_mutex_unlock(&r->publish_lock);
+	return 0;
+}

@@ -1,0 +1,106 @@
+/* The Ignored Workspace State router (spec 3.5 "Ignored Workspace State
+ * routing contract"): a FUSE filesystem (libfuse3 low-level API) that
+ * presents one workspace tree merged from two backings held as retained
+ * directory descriptors, the canonical workspace ("host") and the Domain's
+ * Ignored Workspace State ("isolated").
+ *
+ * Every pathname operation asks the classifier for the route of the
+ * workspace-relative path and acts in exactly one backing; an entry the
+ * current route does not select is hidden (absent from lookup and
+ * enumeration) but never deleted or copied. Cross-backing rename, exchange
+ * and hard link fail with EXDEV before any change. A backing symlink is
+ * never followed while routing: every object is reached from its parent's
+ * O_PATH|O_NOFOLLOW descriptor by a single component, and paths of more
+ * than one component are resolved with openat2(RESOLVE_BENEATH|
+ * RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) from a backing root.
+ *
+ * Threat: the sandbox controls names, contents and the shape of both
+ * backings (it can plant symlinks and swap directories while the router
+ * works). Nothing it does may make the router touch an object outside the
+ * two backings, expose a hidden host object, or place bytes in the backing
+ * the route did not select. The design notes (inode table, lock order,
+ * invalidation) are in router_int.h. */
+#ifndef LZ_ROUTER_ROUTER_H
+#define LZ_ROUTER_ROUTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "router/ignoreclass.h"
+#include "util/err.h"
+
+typedef struct lz_router lz_router;
+
+/* The classification interface. route() has lz_ignoreclass_route's
+ * contract (workspace-relative bytes, no leading '/', "" is the root) and
+ * must be safe to call from several threads at once; it must not block
+ * on the router. release() (may be NULL) is called exactly once, when
+ * the router no longer uses ctx: after a publish replaced it (no pathname
+ * operation can still be using it) or when the router is freed. */
+struct lz_router_classifier {
+	int (*route)(void *ctx, const char *path, size_t len, bool is_dir, enum lz_route *ret);
+	void (*release)(void *ctx);
+	void *ctx;
+};
+
+/* Wraps an lz_ignoreclass snapshot (router_classify.c). Takes over the
+ * caller's reference to snap: released with lz_ignoreclass_unref. */
+struct lz_router_classifier lz_router_classifier_ignoreclass(lz_ignoreclass *snap);
+
+struct lz_router_options {
+	/* Kernel cache lifetimes in seconds. Route changes are made visible
+	 * by lz_router_publish's invalidation, so these bound only how long
+	 * a change made directly in a backing (a host tool editing the
+	 * workspace) may stay unseen. */
+	double entry_timeout;
+	double attr_timeout;
+	double negative_timeout;
+	/* Keep the page cache across opens (FOPEN_KEEP_CACHE) with
+	 * FUSE_CAP_AUTO_INVAL_DATA dropping it when mtime or size changes. */
+	bool keep_cache;
+	/* Kernel write-back caching. Off by default: with it the kernel
+	 * owns mtime and size, delays writes past close, and turns
+	 * O_APPEND and concurrent host writers into lost updates. */
+	bool writeback_cache;
+	bool allow_other;         /* mount option; the gofer may run as another ID */
+	bool default_permissions; /* the kernel checks modes and ACLs against the caller */
+	unsigned max_threads;     /* worker threads of the multithreaded loop; 0: 8 */
+	bool debug;               /* libfuse's request trace on stderr */
+	bool handle_signals;      /* libfuse's SIGINT/SIGTERM/SIGHUP handlers end the loop */
+};
+
+/* Defaults: 1 s timeouts, keep_cache, no write-back cache,
+ * default_permissions, no allow_other, 8 threads. */
+void lz_router_options_default(struct lz_router_options *opt);
+
+/* A router over the two backing directories. Both descriptors are
+ * borrowed (the router keeps its own O_PATH duplicates). The classifier
+ * is taken over (released on failure too). */
+int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
+		  const struct lz_router_options *opt, lz_router **ret, struct lz_err *err);
+
+/* Mounts (when mountpoint is set: fuse_session_mount, which needs to be
+ * (namespace) root or fusermount3) or adopts an open /dev/fuse descriptor
+ * whose mount the caller already made (fuse_fd >= 0, mountpoint NULL;
+ * taken over), then serves requests with the multithreaded loop until the
+ * filesystem is unmounted, lz_router_stop is called, or a signal handled
+ * by libfuse's handlers ends the session. Returns 0 after a clean end. */
+int lz_router_serve(lz_router *r, const char *mountpoint, int fuse_fd, struct lz_err *err);
+
+/* Installs a new classification (taken over) for every later pathname
+ * operation: waits for the pathname operations in flight, swaps, releases
+ * the old classifier, then invalidates the kernel's cached entries whose
+ * route differs between the two (names present in either backing under
+ * every directory the kernel holds). Open handles and directory streams
+ * keep the objects they were opened on. Callable from any thread other
+ * than a request handler, while serving or not. */
+int lz_router_publish(lz_router *r, struct lz_router_classifier cls);
+
+/* Ends the session loop from another thread (the mount is left to the
+ * caller, who unmounts it). */
+void lz_router_stop(lz_router *r);
+
+/* Accepts NULL. Must not be called while lz_router_serve runs. */
+void lz_router_free(lz_router *r);
+
+#endif

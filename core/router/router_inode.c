@@ -1,0 +1,421 @@
+/* Router inode table, directory paths and routing (spec 3.5). The design
+ * and the lock order are in router_int.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "router/router_int.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+#define RT_MAX_DEPTH 2048 /* directory depth a path walk accepts */
+
+static size_t hash_key(enum rt_backing b, dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ull;
+	h ^= ((uint64_t)dev + (uint64_t)b * 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+	return (size_t)(h ^ (h >> 29));
+}
+
+static void table_insert(struct lz_router *r, struct rt_inode *i)
+{
+	size_t k = hash_key(i->backing, i->dev, i->ino) & (r->nbuckets - 1);
+	i->hnext = r->buckets[k];
+	r->buckets[k] = i;
+	r->ninodes++;
+}
+
+static void table_grow(struct lz_router *r)
+{
+	size_t n = r->nbuckets * 2;
+	struct rt_inode **nb = calloc(n, sizeof(*nb));
+	if (nb == NULL)
+		return; /* longer chains, still correct */
+	for (size_t k = 0; k < r->nbuckets; k++) {
+		struct rt_inode *i = r->buckets[k], *next;
+		for (; i != NULL; i = next) {
+			next = i->hnext;
+			size_t h = hash_key(i->backing, i->dev, i->ino) & (n - 1);
+			i->hnext = nb[h];
+			nb[h] = i;
+		}
+	}
+	free(r->buckets);
+	r->buckets = nb;
+	r->nbuckets = n;
+}
+
+static void table_remove(struct lz_router *r, struct rt_inode *i)
+{
+	size_t k = hash_key(i->backing, i->dev, i->ino) & (r->nbuckets - 1);
+	for (struct rt_inode **p = &r->buckets[k]; *p != NULL; p = &(*p)->hnext)
+		if (*p == i) {
+			*p = i->hnext;
+			r->ninodes--;
+			return;
+		}
+}
+
+int rt_table_init(struct lz_router *r)
+{
+	r->nbuckets = 1024;
+	r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
+	if (r->buckets == NULL)
+		return -ENOMEM;
+	struct stat st;
+	if (fstat(r->root_fd[RT_HOST], &st) < 0)
+		return -errno;
+	r->root.fd = r->root_fd[RT_HOST];
+	r->root.backing = RT_HOST;
+	r->root.dev = st.st_dev;
+	r->root.ino = st.st_ino;
+	r->root.type = S_IFDIR;
+	r->root.nref = 1; /* never freed */
+	table_insert(r, &r->root);
+	return 0;
+}
+
+static void inode_free(struct rt_inode *i)
+{
+	lz_close_fdp(&i->fd);
+	free(i->name);
+	free(i);
+}
+
+void rt_table_destroy(struct lz_router *r)
+{
+	for (size_t k = 0; r->buckets != NULL && k < r->nbuckets; k++) {
+		struct rt_inode *i = r->buckets[k], *next;
+		for (; i != NULL; i = next) {
+			next = i->hnext;
+			if (i != &r->root)
+				inode_free(i);
+		}
+	}
+	free(r->buckets);
+	r->buckets = NULL;
+}
+
+struct rt_inode *rt_inode_get(struct lz_router *r, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? &r->root : (struct rt_inode *)(uintptr_t)ino;
+}
+
+/* Drops references while they reach zero, up the parent chain.
+ * Caller holds table_lock. */
+static void release_locked(struct lz_router *r, struct rt_inode *i)
+{
+	while (i != NULL && i != &r->root && i->nlookup == 0 && i->nref == 0) {
+		struct rt_inode *parent = i->parent;
+		table_remove(r, i);
+		inode_free(i);
+		i = parent;
+		if (i != NULL)
+			i->nref--;
+	}
+}
+
+void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n)
+{
+	pthread_mutex_lock(&r->table_lock);
+	i->nlookup = n > i->nlookup ? 0 : i->nlookup - n;
+	release_locked(r, i);
+	pthread_mutex_unlock(&r->table_lock);
+}
+
+void rt_inode_ref(struct lz_router *r, struct rt_inode *i)
+{
+	pthread_mutex_lock(&r->table_lock);
+	i->nref++;
+	pthread_mutex_unlock(&r->table_lock);
+}
+
+void rt_inode_unref(struct lz_router *r, struct rt_inode *i)
+{
+	pthread_mutex_lock(&r->table_lock);
+	i->nref--;
+	release_locked(r, i);
+	pthread_mutex_unlock(&r->table_lock);
+}
+
+int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *parent, const char *name)
+{
+	if (i == &r->root || !S_ISDIR(i->type))
+		return 0;
+	char *dup = strdup(name);
+	if (dup == NULL)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&r->tree_lock);
+	pthread_mutex_lock(&r->table_lock);
+	struct rt_inode *old = i->parent;
+	char *old_name = i->name;
+	i->parent = parent;
+	i->name = dup;
+	parent->nref++;
+	if (old != NULL) {
+		old->nref--;
+		release_locked(r, old);
+	}
+	pthread_mutex_unlock(&r->table_lock);
+	pthread_rwlock_unlock(&r->tree_lock);
+	free(old_name);
+	return 0;
+}
+
+int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct stat *st,
+		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret)
+{
+	_cleanup_close_ int owned = fd;
+	bool dir = S_ISDIR(st->st_mode);
+	_cleanup_free_ struct rt_inode *fresh = calloc(1, sizeof(*fresh));
+	_cleanup_free_ char *dup = dir ? strdup(name) : NULL;
+	if (fresh == NULL || (dir && dup == NULL))
+		return -ENOMEM;
+
+	pthread_mutex_lock(&r->table_lock);
+	size_t k = hash_key(b, st->st_dev, st->st_ino) & (r->nbuckets - 1);
+	struct rt_inode *i = r->buckets[k];
+	while (i != NULL && !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino))
+		i = i->hnext;
+	bool moved = false;
+	if (i == NULL) {
+		if (r->ninodes >= RT_MAX_INODES) {
+			pthread_mutex_unlock(&r->table_lock);
+			return -ENFILE;
+		}
+		i = TAKE_PTR(fresh);
+		i->fd = TAKE_FD(owned);
+		i->backing = b;
+		i->dev = st->st_dev;
+		i->ino = st->st_ino;
+		i->type = st->st_mode & S_IFMT;
+		if (dir) {
+			i->parent = parent;
+			i->name = TAKE_PTR(dup);
+			parent->nref++;
+		}
+		table_insert(r, i);
+		if (r->ninodes > r->nbuckets)
+			table_grow(r);
+	} else if (dir && i != &r->root) {
+		/* Directories have one name; a lookup that finds one elsewhere
+		 * saw it moved by someone else: follow it. name and parent are
+		 * written only under table_lock, so reading them here is safe. */
+		moved = i->parent != parent || strcmp(i->name, name) != 0;
+	}
+	if (count)
+		i->nlookup++;
+	else
+		i->nref++;
+	pthread_mutex_unlock(&r->table_lock);
+	if (moved)
+		(void)rt_inode_relink(r, i, parent, name);
+	*ret = i;
+	return 0;
+}
+
+int rt_check_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return -EINVAL;
+	if (n > NAME_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int rt_dir_path(struct lz_router *r, struct rt_inode *d, char *buf, size_t cap, size_t *ret_len)
+{
+	const char *names[RT_MAX_DEPTH];
+	size_t depth = 0, len = 0;
+	int rc = 0;
+	pthread_rwlock_rdlock(&r->tree_lock);
+	for (struct rt_inode *i = d; i != &r->root; i = i->parent) {
+		if (i == NULL || depth == RT_MAX_DEPTH) {
+			rc = i == NULL ? -ESTALE : -ENAMETOOLONG;
+			break;
+		}
+		names[depth++] = i->name;
+	}
+	while (rc == 0 && depth > 0) {
+		const char *n = names[--depth];
+		size_t nl = strlen(n);
+		if (len + nl + 2 > cap) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		if (len > 0)
+			buf[len++] = '/';
+		memcpy(buf + len, n, nl);
+		len += nl;
+	}
+	pthread_rwlock_unlock(&r->tree_lock);
+	if (rc < 0)
+		return rc;
+	buf[len] = '\0';
+	*ret_len = len;
+	return 0;
+}
+
+int rt_child_path(struct lz_router *r, struct rt_inode *d, const char *name, char *buf, size_t cap,
+		  size_t *ret_len)
+{
+	size_t len;
+	int rc = rt_check_name(name);
+	if (rc < 0)
+		return rc;
+	rc = rt_dir_path(r, d, buf, cap, &len);
+	if (rc < 0)
+		return rc;
+	size_t nl = strlen(name);
+	if (len + nl + 2 > cap)
+		return -ENAMETOOLONG;
+	if (len > 0)
+		buf[len++] = '/';
+	memcpy(buf + len, name, nl + 1);
+	*ret_len = len + nl;
+	return 0;
+}
+
+int rt_route(struct lz_router *r, const char *path, size_t len, bool is_dir, enum lz_route *ret)
+{
+	enum lz_route route;
+	int rc = r->cls.route(r->cls.ctx, path, len, is_dir, &route);
+	if (rc < 0)
+		return rc == -EINVAL ? -EINVAL : -EIO;
+	if (route != LZ_ROUTE_HOST && route != LZ_ROUTE_ISOLATED && route != LZ_ROUTE_INCONSISTENT)
+		return -EIO;
+	*ret = route;
+	return 0;
+}
+
+/* Makes the missing directories of path in backing b; returns an O_PATH
+ * descriptor of the last. Each component is created then opened with
+ * openat2 confined, so a symlink or non-directory in the way fails
+ * (ENOTDIR/ELOOP) instead of being followed. */
+static int make_dirs(struct lz_router *r, enum rt_backing b, const char *path)
+{
+	_cleanup_close_ int cur = -EBADF;
+	char comp[NAME_MAX + 1];
+	const char *p = path;
+	while (*p != '\0') {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == 0 || n > NAME_MAX)
+			return -EINVAL;
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		int dfd = cur >= 0 ? cur : r->root_fd[b];
+		if (mkdirat(dfd, comp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		int nfd = lz_openat2(dfd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+		if (nfd < 0)
+			return -errno;
+		lz_close_fdp(&cur);
+		cur = nfd;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return cur >= 0 ? TAKE_FD(cur) : -EINVAL;
+}
+
+int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create, int *ret_fd,
+		int *owned)
+{
+	*owned = -EBADF;
+	if (d->backing == b) {
+		*ret_fd = d->fd;
+		return 0;
+	}
+	char path[PATH_MAX];
+	size_t len;
+	int rc = rt_dir_path(r, d, path, sizeof(path), &len);
+	if (rc < 0)
+		return rc;
+	if (len == 0) {
+		*ret_fd = r->root_fd[b];
+		return 0;
+	}
+	int fd = lz_openat2(r->root_fd[b], path, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (fd < 0 && errno == ENOENT && create)
+		fd = make_dirs(r, b, path);
+	else if (fd < 0)
+		fd = -errno;
+	if (fd == -ELOOP || fd == -EXDEV)
+		fd = -ENOTDIR; /* a symlink (or a mount) where the directory would be */
+	if (fd < 0)
+		return fd;
+	*ret_fd = *owned = fd;
+	return 0;
+}
+
+/* Opens name in backing b of directory d, O_PATH|O_NOFOLLOW. */
+static int open_in(struct lz_router *r, struct rt_inode *d, enum rt_backing b, const char *name,
+		   int *ret_fd, struct stat *st)
+{
+	int dfd;
+	_cleanup_close_ int owned = -EBADF;
+	int rc = rt_side_dir(r, d, b, false, &dfd, &owned);
+	if (rc < 0)
+		return rc == -ENOTDIR ? -ENOENT : rc;
+	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum rt_backing *ret_b,
+	       int *ret_fd, struct stat *ret_st)
+{
+	char path[PATH_MAX];
+	size_t len;
+	enum lz_route rf, rd;
+	int rc = rt_child_path(r, d, name, path, sizeof(path), &len);
+	if (rc < 0)
+		return rc;
+	if ((rc = rt_route(r, path, len, false, &rf)) < 0 || (rc = rt_route(r, path, len, true, &rd)) < 0)
+		return rc;
+	int fd;
+	struct stat st;
+	if (rf == rd) {
+		if (rf == LZ_ROUTE_INCONSISTENT)
+			return -EIO;
+		rc = open_in(r, d, rt_backing_of(rf), name, &fd, &st);
+		if (rc < 0)
+			return rc;
+		*ret_b = rt_backing_of(rf);
+		*ret_fd = fd;
+		*ret_st = st;
+		return 0;
+	}
+	/* A directory-only pattern: the entry is the directory of the
+	 * directory route, else the non-directory of the other route. */
+	if (rd != LZ_ROUTE_INCONSISTENT && open_in(r, d, rt_backing_of(rd), name, &fd, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			*ret_b = rt_backing_of(rd);
+			*ret_fd = fd;
+			*ret_st = st;
+			return 0;
+		}
+		close(fd);
+	}
+	if (rf != LZ_ROUTE_INCONSISTENT && open_in(r, d, rt_backing_of(rf), name, &fd, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			*ret_b = rt_backing_of(rf);
+			*ret_fd = fd;
+			*ret_st = st;
+			return 0;
+		}
+		close(fd);
+	}
+	return rf == LZ_ROUTE_INCONSISTENT || rd == LZ_ROUTE_INCONSISTENT ? -EIO : -ENOENT;
+}

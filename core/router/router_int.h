@@ -1,0 +1,202 @@
+/* Router internals shared by router.c (session, publish), router_inode.c
+ * (inode table, paths, routing) and router_ops.c (the FUSE operations).
+ *
+ * Inode table. One struct rt_inode per (backing, st_dev, st_ino): the
+ * object a lookup found, with an O_PATH|O_NOFOLLOW descriptor opened from
+ * its parent's descriptor by one component. Its address is the FUSE node
+ * ID (FUSE_ROOT_ID maps to the root, the host backing's root). nlookup
+ * counts the kernel's references (lookup/create/readdirplus +1, forget
+ * -n); nref counts the router's own (a directory child's parent pointer,
+ * a publish walk). An inode is freed when both reach zero.
+ *
+ * Paths. Routing needs the workspace-relative path of a name, and a name
+ * is always given relative to a directory, so only directory inodes carry
+ * a path: parent (a counted reference) plus name. Directories have a
+ * single name in a backing, so the chain is a tree; rename re-links it.
+ * A directory's path is the same in both backings: the merged directory
+ * at P is the object the route of P selects, and its children of the
+ * other route live in the other backing at P as well (the "other side",
+ * opened by path from that backing's root with openat2 confined, never
+ * cached, so a rename or a planted symlink cannot make it stale or
+ * escape). Creating a child whose route differs from its parent's creates
+ * the missing directories of P in the child's backing (mode 0755, like
+ * mkdir -p).
+ *
+ * Lock order (outer first; never take an earlier one while holding a
+ * later one):
+ *   0. publish_lock, then se_lock: publish only, around the
+ *                  invalidation walk (no request handler takes them).
+ *   1. snap_lock   rwlock, writer-preferring. Read: one pathname
+ *                  operation (classification plus its backing syscalls),
+ *                  so every operation sees exactly one classifier. Write:
+ *                  publish's swap.
+ *   2. tree_lock   rwlock. Read: walking parent/name chains. Write:
+ *                  changing a directory's parent or name (rename, a
+ *                  lookup that finds a directory moved behind our back).
+ *   3. table_lock  mutex. The hash table, nlookup, nref, freeing.
+ *   4. rt_dir.lock mutex. One directory stream's listing.
+ * The classifier is only called under snap_lock (read); no lock is held
+ * while replying to the kernel except snap_lock (read) and rt_dir.lock. */
+#ifndef LZ_ROUTER_ROUTER_INT_H
+#define LZ_ROUTER_ROUTER_INT_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse3/fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "router/router.h"
+
+enum rt_backing { RT_HOST = 0, RT_ISOLATED = 1 };
+
+/* Limits on what the sandbox controls. */
+#define RT_MAX_INODES (1u << 22)   /* live inodes; lookup fails ENFILE beyond */
+#define RT_MAX_DIRENTS (1u << 20)  /* entries of one merged directory listing */
+#define RT_MAX_DIRNAMES (64u << 20) /* name bytes of one listing */
+
+struct rt_inode {
+	struct rt_inode *hnext; /* hash chain; table_lock */
+	int fd;                 /* O_PATH|O_NOFOLLOW, owned; constant */
+	enum rt_backing backing;
+	dev_t dev;
+	ino_t ino;
+	mode_t type;       /* S_IFMT bits; constant */
+	uint64_t nlookup;  /* table_lock */
+	uint64_t nref;     /* table_lock */
+	struct rt_inode *parent; /* directories only; tree_lock (counted in parent->nref) */
+	char *name;              /* directories only; tree_lock */
+};
+
+struct rt_dirent {
+	uint32_t name_off; /* into rt_dir.names */
+	uint16_t name_len;
+	uint8_t backing;   /* enum rt_backing, or RT_INCONSISTENT_ENT */
+	uint8_t dtype;
+	uint64_t ino;
+};
+#define RT_INCONSISTENT_ENT 2
+
+/* One directory stream: the merged listing taken at opendir under one
+ * snapshot, with stable offsets (index + 1), and the directories of both
+ * sides it was read from (pinned; readdirplus stats relative to them). */
+struct rt_dir {
+	pthread_mutex_t lock;
+	struct rt_inode *inode;
+	int fd[2]; /* O_RDONLY|O_DIRECTORY per backing, -EBADF when absent */
+	struct rt_dirent *ents;
+	size_t n;
+	char *names;
+};
+
+struct lz_router {
+	int root_fd[2]; /* O_PATH|O_DIRECTORY, per backing */
+	struct rt_inode root;
+	struct lz_router_options opt;
+
+	pthread_rwlock_t snap_lock;
+	struct lz_router_classifier cls; /* snap_lock */
+
+	pthread_rwlock_t tree_lock;
+
+	pthread_mutex_t table_lock;
+	struct rt_inode **buckets;
+	size_t nbuckets;
+	size_t ninodes;
+
+	struct fuse_session *se; /* set while serving; se_lock */
+	char *mountpoint;        /* when mounted by lz_router_serve; se_lock */
+	pthread_mutex_t se_lock; /* guards se for publish and stop; before all others */
+	pthread_mutex_t publish_lock; /* one publish at a time; outermost */
+};
+
+/* router_inode.c */
+int rt_table_init(struct lz_router *r);
+void rt_table_destroy(struct lz_router *r);
+struct rt_inode *rt_inode_get(struct lz_router *r, fuse_ino_t ino);
+static inline fuse_ino_t rt_nodeid(struct lz_router *r, struct rt_inode *i)
+{
+	return i == &r->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)i;
+}
+/* Finds or adds the inode for (b, st) taking over fd (closed when an
+ * inode exists already), adds one kernel lookup (when count) or one
+ * internal ref (when !count), and, for a directory, links it under
+ * parent/name. */
+int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct stat *st,
+		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret);
+void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n);
+void rt_inode_unref(struct lz_router *r, struct rt_inode *i);
+void rt_inode_ref(struct lz_router *r, struct rt_inode *i);
+/* Workspace-relative path of directory d ("" for the root) into buf. */
+int rt_dir_path(struct lz_router *r, struct rt_inode *d, char *buf, size_t cap, size_t *ret_len);
+/* path of d + "/" + name (name: one component). */
+int rt_child_path(struct lz_router *r, struct rt_inode *d, const char *name, char *buf, size_t cap,
+		  size_t *ret_len);
+int rt_check_name(const char *name);
+/* Re-links directory i under parent/name (rename). */
+int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *parent, const char *name);
+
+/* Routing (caller holds snap_lock for reading). */
+int rt_route(struct lz_router *r, const char *path, size_t len, bool is_dir, enum lz_route *ret);
+/* A directory descriptor of backing b for directory d: d's own fd
+ * (*owned = -EBADF) or the other side opened by path (owned). With create,
+ * missing directories are made. -ENOENT when absent. */
+int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create, int *ret_fd,
+		int *owned);
+/* Resolves name in directory d under the current route: the backing
+ * whose entry is visible, an O_PATH fd of it and its stat. -ENOENT for a
+ * hidden or absent entry, -EIO for an inconsistent one. */
+int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum rt_backing *ret_b,
+	       int *ret_fd, struct stat *ret_st);
+
+/* router_ops.c */
+extern const struct fuse_lowlevel_ops rt_ops;
+static inline struct lz_router *rt_req_router(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+static inline void rt_procpath(char buf[32], int fd)
+{
+	snprintf(buf, 32, "/proc/self/fd/%d", fd);
+}
+void rt_fill_entry(struct lz_router *r, struct rt_inode *i, const struct stat *st,
+		   struct fuse_entry_param *e);
+
+/* router_dir.c: merged directory streams. */
+/* Calls fn for each name of the directory open at fd (not "." or ".."),
+ * with its d_type; stops at fn's first nonzero return and returns it. */
+int rt_scan_names(int fd, int (*fn)(void *arg, const char *name, unsigned char dtype, uint64_t ino),
+		  void *arg);
+/* Opens backing b's directory at d's path for reading, -ENOENT when the
+ * side is absent or not a directory. */
+int rt_open_side_rd(struct lz_router *r, struct rt_inode *d, enum rt_backing b, const char *path,
+		    size_t len);
+/* Whether the other side of directory (path, backing b) holds an entry
+ * its route shows (ENOTEMPTY for rmdir, EXDEV for rename). */
+int rt_other_side_visible(struct lz_router *r, enum rt_backing b, const char *path, size_t len,
+			  bool *ret);
+void rt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void rt_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void rt_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void rt_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void rt_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+
+static inline void rt_rdlock_snap(struct lz_router *r)
+{
+	pthread_rwlock_rdlock(&r->snap_lock);
+}
+static inline void rt_unlock_snap(struct lz_router *r)
+{
+	pthread_rwlock_unlock(&r->snap_lock);
+}
+
+static inline enum rt_backing rt_backing_of(enum lz_route route)
+{
+	return route == LZ_ROUTE_ISOLATED ? RT_ISOLATED : RT_HOST;
+}
+
+#endif

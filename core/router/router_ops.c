@@ -1,0 +1,799 @@
+/* The router's FUSE operations (spec 3.5), libfuse3 low-level API.
+ *
+ * Every handler replies exactly once: it computes an rc (0 or -errno)
+ * and the one reply is at its end. Pathname operations (those naming an
+ * entry of a directory) run under snap_lock (read) so the route and the
+ * backing syscalls see one classifier; operations on an inode or an open
+ * handle need no route: the object was chosen when it was looked up or
+ * opened, which is what pins handles to their backing object across a
+ * publish. Objects are reached only through O_PATH|O_NOFOLLOW descriptors
+ * by one component, or through /proc/self/fd/N of such a descriptor (for
+ * open, xattrs, chmod: the magic link names the object itself and is
+ * never a backing symlink's target). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "router/router_int.h"
+#include "util/cleanup.h"
+
+void rt_fill_entry(struct lz_router *r, struct rt_inode *i, const struct stat *st,
+		   struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = rt_nodeid(r, i);
+	e->generation = 0;
+	e->attr = *st;
+	e->attr_timeout = r->opt.attr_timeout;
+	e->entry_timeout = r->opt.entry_timeout;
+}
+
+static void reply_entry_or_err(fuse_req_t req, int rc, const struct fuse_entry_param *e)
+{
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, e);
+}
+
+/* ---- lookup and forget ------------------------------------------------ */
+
+/* Resolves and counts one kernel reference. Caller holds snap_lock. */
+static int do_lookup(struct lz_router *r, struct rt_inode *d, const char *name,
+		     struct fuse_entry_param *e)
+{
+	enum rt_backing b;
+	int fd;
+	struct stat st;
+	if (!S_ISDIR(d->type))
+		return -ENOTDIR;
+	int rc = rt_resolve(r, d, name, &b, &fd, &st);
+	if (rc < 0)
+		return rc;
+	struct rt_inode *i;
+	rc = rt_inode_obtain(r, fd, b, &st, d, name, true, &i);
+	if (rc < 0)
+		return rc;
+	rt_fill_entry(r, i, &st, e);
+	return 0;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct fuse_entry_param e;
+	rt_rdlock_snap(r);
+	int rc = do_lookup(r, rt_inode_get(r, parent), name, &e);
+	rt_unlock_snap(r);
+	if (rc == -ENOENT && r->opt.negative_timeout > 0) {
+		/* A cached negative entry: publish invalidates it when the
+		 * name's route changes (router.c). */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = r->opt.negative_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry_or_err(req, rc, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct lz_router *r = rt_req_router(req);
+	rt_inode_forget(r, rt_inode_get(r, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct lz_router *r = rt_req_router(req);
+	for (size_t k = 0; k < count; k++)
+		rt_inode_forget(r, rt_inode_get(r, forgets[k].ino), forgets[k].nlookup);
+	fuse_reply_none(req);
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct lz_router *r = rt_req_router(req);
+	struct stat st;
+	if (fstatat(rt_inode_get(r, ino)->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_attr(req, &st, r->opt.attr_timeout);
+}
+
+/* chmod, chown (passed through: IDs the router's user namespace does not
+ * map fail with the backing's EINVAL), truncate, and nanosecond times. */
+static int do_setattr(struct rt_inode *i, const struct stat *attr, int valid,
+		      struct fuse_file_info *fi)
+{
+	char proc[32];
+	rt_procpath(proc, i->fd);
+	if (valid & FUSE_SET_ATTR_MODE) {
+		int rc = fi ? fchmod((int)fi->fh, attr->st_mode) : chmod(proc, attr->st_mode);
+		if (rc < 0)
+			return -errno;
+	}
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+		if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		if (!S_ISREG(i->type))
+			return S_ISDIR(i->type) ? -EISDIR : -EINVAL;
+		int rc = fi ? ftruncate((int)fi->fh, attr->st_size) : truncate(proc, attr->st_size);
+		if (rc < 0)
+			return -errno;
+	}
+	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+		if (valid & FUSE_SET_ATTR_ATIME_NOW)
+			ts[0].tv_nsec = UTIME_NOW;
+		else if (valid & FUSE_SET_ATTR_ATIME)
+			ts[0] = attr->st_atim;
+		if (valid & FUSE_SET_ATTR_MTIME_NOW)
+			ts[1].tv_nsec = UTIME_NOW;
+		else if (valid & FUSE_SET_ATTR_MTIME)
+			ts[1] = attr->st_mtim;
+		int rc = fi ? futimens((int)fi->fh, ts)
+			    : utimensat(i->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+		if (rc < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+		       struct fuse_file_info *fi)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *i = rt_inode_get(r, ino);
+	int rc = do_setattr(i, attr, valid, fi);
+	struct stat st;
+	if (rc == 0 && fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, r->opt.attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct lz_router *r = rt_req_router(req);
+	char buf[PATH_MAX + 1];
+	ssize_t n = readlinkat(rt_inode_get(r, ino)->fd, "", buf, sizeof(buf));
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (n == (ssize_t)sizeof(buf))
+		fuse_reply_err(req, ENAMETOOLONG);
+	else {
+		buf[n] = '\0';
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+/* ---- creating entries ---------------------------------------------------- */
+
+struct make_args {
+	int kind; /* 0 mknod, 1 mkdir, 2 symlink */
+	mode_t mode;
+	const char *link;
+};
+
+static int make_one(int dfd, const char *name, const struct make_args *a)
+{
+	int rc;
+	switch (a->kind) {
+	case 0:
+		rc = mknodat(dfd, name, a->mode, 0);
+		break;
+	case 1:
+		rc = mkdirat(dfd, name, a->mode);
+		break;
+	default:
+		rc = symlinkat(a->link, dfd, name);
+		break;
+	}
+	return rc < 0 ? -errno : 0;
+}
+
+/* The backing's directory for a new entry name of d with the given type:
+ * routes, refuses an inconsistent path, makes the missing directories. */
+static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
+			 enum rt_backing *ret_b, int *ret_dfd, int *owned)
+{
+	char path[PATH_MAX];
+	size_t len;
+	enum lz_route route;
+	if (!S_ISDIR(d->type))
+		return -ENOTDIR;
+	int rc = rt_child_path(r, d, name, path, sizeof(path), &len);
+	if (rc < 0 || (rc = rt_route(r, path, len, is_dir, &route)) < 0)
+		return rc;
+	if (route == LZ_ROUTE_INCONSISTENT)
+		return -EIO;
+	*ret_b = rt_backing_of(route);
+	return rt_side_dir(r, d, *ret_b, true, ret_dfd, owned);
+}
+
+/* The entry just made (or linked) at dfd/name becomes an inode of d. */
+static int adopt_new(struct lz_router *r, struct rt_inode *d, enum rt_backing b, int dfd,
+		     const char *name, struct fuse_entry_param *e)
+{
+	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	struct rt_inode *i;
+	int rc = rt_inode_obtain(r, fd, b, &st, d, name, true, &i);
+	if (rc == 0)
+		rt_fill_entry(r, i, &st, e);
+	return rc;
+}
+
+static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       const struct make_args *a)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *d = rt_inode_get(r, parent);
+	struct fuse_entry_param e;
+	enum rt_backing b;
+	int dfd;
+	_cleanup_close_ int owned = -EBADF;
+	rt_rdlock_snap(r);
+	int rc = new_entry_dir(r, d, name, a->kind == 1, &b, &dfd, &owned);
+	if (rc == 0)
+		rc = make_one(dfd, name, a);
+	if (rc == 0)
+		rc = adopt_new(r, d, b, dfd, name, &e);
+	rt_unlock_snap(r);
+	reply_entry_or_err(req, rc, &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	/* Devices are refused (spec 3.5), whiteouts (0/0) included; regular
+	 * files, FIFOs and sockets are made with no device number. */
+	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
+		fuse_reply_err(req, S_ISCHR(mode) || S_ISBLK(mode) ? EPERM : EINVAL);
+		return;
+	}
+	struct make_args a = { .kind = 0, .mode = mode };
+	make_entry(req, parent, name, &a);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct make_args a = { .kind = 1, .mode = mode };
+	make_entry(req, parent, name, &a);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct make_args a = { .kind = 2, .link = link };
+	make_entry(req, parent, name, &a);
+}
+
+static int open_flags(struct lz_router *r, int flags)
+{
+	flags &= ~(O_NOFOLLOW | O_CREAT | O_EXCL | O_NOCTTY);
+	if (r->opt.writeback_cache) {
+		/* The kernel reads to fill pages of write-only files, and
+		 * appends itself (with the size it caches). */
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+		flags &= ~O_APPEND;
+	}
+	return flags | O_CLOEXEC;
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *d = rt_inode_get(r, parent);
+	struct fuse_entry_param e;
+	enum rt_backing b;
+	int dfd;
+	_cleanup_close_ int owned = -EBADF, fd = -EBADF;
+	rt_rdlock_snap(r);
+	int rc = new_entry_dir(r, d, name, false, &b, &dfd, &owned);
+	if (rc == 0) {
+		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
+		 * followed into creating its target. */
+		int fl = open_flags(r, fi->flags) | O_CREAT | (fi->flags & O_EXCL) | O_NOFOLLOW;
+		fd = openat(dfd, name, fl, mode);
+		if (fd < 0)
+			rc = -errno;
+	}
+	if (rc == 0)
+		rc = adopt_new(r, d, b, dfd, name, &e);
+	if (rc == 0) {
+		struct stat a;
+		/* the object opened is the object adopted (no swap between) */
+		if (fstat(fd, &a) < 0 || a.st_ino != e.attr.st_ino || a.st_dev != e.attr.st_dev) {
+			rt_inode_forget(r, rt_inode_get(r, e.ino), 1);
+			rc = -EAGAIN;
+		}
+	}
+	rt_unlock_snap(r);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)TAKE_FD(fd);
+	fi->keep_cache = r->opt.keep_cache;
+	if (fuse_reply_create(req, &e, fi) < 0)
+		close((int)fi->fh);
+}
+
+/* ---- removing, renaming, linking -------------------------------------- */
+
+static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *d = rt_inode_get(r, parent);
+	enum rt_backing b;
+	_cleanup_close_ int fd = -EBADF, owned = -EBADF;
+	struct stat st;
+	int dfd;
+	rt_rdlock_snap(r);
+	int rc = S_ISDIR(d->type) ? rt_resolve(r, d, name, &b, &fd, &st) : -ENOTDIR;
+	if (rc == 0 && dir && !S_ISDIR(st.st_mode))
+		rc = -ENOTDIR;
+	if (rc == 0 && !dir && S_ISDIR(st.st_mode))
+		rc = -EISDIR;
+	if (rc == 0 && dir) {
+		/* Entries the other side shows make the merged directory
+		 * non-empty; hidden ones are retained and do not count. */
+		char path[PATH_MAX];
+		size_t len;
+		bool visible = false;
+		rc = rt_child_path(r, d, name, path, sizeof(path), &len);
+		if (rc == 0)
+			rc = rt_other_side_visible(r, b, path, len, &visible);
+		if (rc == 0 && visible)
+			rc = -ENOTEMPTY;
+	}
+	if (rc == 0)
+		rc = rt_side_dir(r, d, b, false, &dfd, &owned);
+	if (rc == 0 && unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0) < 0)
+		rc = -errno;
+	rt_unlock_snap(r);
+	fuse_reply_err(req, -rc);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, false);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, true);
+}
+
+/* A directory moved within its backing must not leave entries of the
+ * other route behind at its old path (they would silently vanish from
+ * the view): such a move is cross-backing, EXDEV. */
+static int check_dir_move(struct lz_router *r, struct rt_inode *d, const char *name,
+			  enum rt_backing b, const struct stat *st)
+{
+	if (!S_ISDIR(st->st_mode))
+		return 0;
+	char path[PATH_MAX];
+	size_t len;
+	bool visible = false;
+	int rc = rt_child_path(r, d, name, path, sizeof(path), &len);
+	if (rc == 0)
+		rc = rt_other_side_visible(r, b, path, len, &visible);
+	return rc < 0 ? rc : visible ? -EXDEV : 0;
+}
+
+static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, struct rt_inode *nd,
+		     const char *newname, unsigned flags)
+{
+	enum rt_backing sb, xb = RT_HOST;
+	_cleanup_close_ int sfd = -EBADF, xfd = -EBADF, sowned = -EBADF, downed = -EBADF;
+	struct stat sst, xst;
+	char path[PATH_MAX];
+	size_t len;
+	enum lz_route route;
+	int sdfd, ddfd;
+	if (!S_ISDIR(d->type) || !S_ISDIR(nd->type))
+		return -ENOTDIR;
+	int rc = rt_resolve(r, d, name, &sb, &sfd, &sst);
+	if (rc < 0)
+		return rc;
+	/* the destination's route, for the object that would be there */
+	if ((rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) < 0 ||
+	    (rc = rt_route(r, path, len, S_ISDIR(sst.st_mode), &route)) < 0)
+		return rc;
+	if (route == LZ_ROUTE_INCONSISTENT)
+		return -EIO;
+	if (rt_backing_of(route) != sb)
+		return -EXDEV;
+	if (flags & RENAME_EXCHANGE) {
+		rc = rt_resolve(r, nd, newname, &xb, &xfd, &xst);
+		if (rc < 0)
+			return rc;
+		if ((rc = rt_child_path(r, d, name, path, sizeof(path), &len)) < 0 ||
+		    (rc = rt_route(r, path, len, S_ISDIR(xst.st_mode), &route)) < 0)
+			return rc;
+		if (route == LZ_ROUTE_INCONSISTENT)
+			return -EIO;
+		if (xb != sb || rt_backing_of(route) != sb)
+			return -EXDEV;
+		if ((rc = check_dir_move(r, nd, newname, xb, &xst)) < 0)
+			return rc;
+	}
+	if ((rc = check_dir_move(r, d, name, sb, &sst)) < 0)
+		return rc;
+	if ((rc = rt_side_dir(r, d, sb, false, &sdfd, &sowned)) < 0 ||
+	    (rc = rt_side_dir(r, nd, sb, true, &ddfd, &downed)) < 0)
+		return rc;
+	if (renameat2(sdfd, name, ddfd, newname, flags) < 0)
+		return -errno;
+	/* Re-link moved directories in the path tree (obtain follows a
+	 * directory found under another parent or name). */
+	struct rt_inode *i;
+	if (S_ISDIR(sst.st_mode) && rt_inode_obtain(r, TAKE_FD(sfd), sb, &sst, nd, newname, false, &i) == 0)
+		rt_inode_unref(r, i);
+	if ((flags & RENAME_EXCHANGE) && S_ISDIR(xst.st_mode) &&
+	    rt_inode_obtain(r, TAKE_FD(xfd), xb, &xst, d, name, false, &i) == 0)
+		rt_inode_unref(r, i);
+	return 0;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct lz_router *r = rt_req_router(req);
+	int rc;
+	if (flags & RENAME_WHITEOUT)
+		rc = -EOPNOTSUPP; /* a whiteout is a device node: never made */
+	else if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		rc = -EINVAL;
+	else {
+		rt_rdlock_snap(r);
+		rc = do_rename(r, rt_inode_get(r, parent), name, rt_inode_get(r, newparent), newname,
+			       flags);
+		rt_unlock_snap(r);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *i = rt_inode_get(r, ino), *nd = rt_inode_get(r, newparent);
+	struct fuse_entry_param e;
+	enum rt_backing b = RT_HOST;
+	int dfd;
+	_cleanup_close_ int owned = -EBADF;
+	char proc[32];
+	rt_procpath(proc, i->fd);
+	int rc = S_ISDIR(i->type) ? -EPERM : 0;
+	rt_rdlock_snap(r);
+	if (rc == 0) {
+		char path[PATH_MAX];
+		size_t len;
+		enum lz_route route;
+		if ((rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
+		    (rc = rt_route(r, path, len, false, &route)) == 0) {
+			if (route == LZ_ROUTE_INCONSISTENT)
+				rc = -EIO;
+			else if ((b = rt_backing_of(route)) != i->backing)
+				rc = -EXDEV;
+		}
+	}
+	if (rc == 0)
+		rc = rt_side_dir(r, nd, b, true, &dfd, &owned);
+	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = adopt_new(r, nd, b, dfd, newname, &e);
+	rt_unlock_snap(r);
+	reply_entry_or_err(req, rc, &e);
+}
+
+/* ---- open files ---------------------------------------------------------- */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *i = rt_inode_get(r, ino);
+	if (S_ISDIR(i->type)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	char proc[32];
+	rt_procpath(proc, i->fd);
+	/* The magic link names i's object itself; opening a symlink object
+	 * through it fails (ELOOP), it never reaches the link's target. */
+	int fd = open(proc, open_flags(r, fi->flags));
+	if (fd < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	fi->fh = (uint64_t)fd;
+	fi->keep_cache = r->opt.keep_cache;
+	if (fuse_reply_open(req, fi) < 0)
+		close(fd);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = (int)fi->fh;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = (int)fi->fh;
+	out.buf[0].pos = off;
+	ssize_t n = fuse_buf_copy(&out, in, 0);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	/* close(2) semantics on the backing (its own flush-on-close). */
+	int fd = dup((int)fi->fh);
+	int rc = fd < 0 ? errno : close(fd) < 0 ? errno : 0;
+	fuse_reply_err(req, rc);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	close((int)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	int rc = datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh);
+	fuse_reply_err(req, rc < 0 ? errno : 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	(void)ino;
+	fuse_reply_err(req, fallocate((int)fi->fh, mode, off, len) < 0 ? errno : 0);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	(void)ino;
+	off_t res = lseek((int)fi->fh, off, whence);
+	if (res < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct lz_router *r = rt_req_router(req);
+	/* Same backing only; across, EXDEV (the kernel then falls back to
+	 * its own read/write copy through this filesystem, which lands in
+	 * the destination's backing like any write). */
+	if (rt_inode_get(r, ino_in)->backing != rt_inode_get(r, ino_out)->backing) {
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	ssize_t n = copy_file_range((int)fi_in->fh, &off_in, (int)fi_out->fh, &off_out, len,
+				    (unsigned)flags);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* ---- inode-wide ---------------------------------------------------------- */
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct lz_router *r = rt_req_router(req);
+	struct statvfs sv;
+	int fd = ino == 0 ? r->root.fd : rt_inode_get(r, ino)->fd;
+	if (fstatvfs(fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct lz_router *r = rt_req_router(req);
+	char proc[32];
+	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	fuse_reply_err(req, faccessat(AT_FDCWD, proc, mask, AT_EACCESS) < 0 ? errno : 0);
+}
+
+/* user.* and POSIX ACLs pass through; every other namespace (security.,
+ * trusted., other system.) is not supported. */
+static bool xattr_allowed(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0 || strcmp(name, "system.posix_acl_access") == 0 ||
+	       strcmp(name, "system.posix_acl_default") == 0;
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct lz_router *r = rt_req_router(req);
+	if (!xattr_allowed(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	char proc[32];
+	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	if (size == 0) {
+		ssize_t n = getxattr(proc, name, NULL, 0);
+		if (n < 0)
+			fuse_reply_err(req, errno);
+		else
+			fuse_reply_xattr(req, (size_t)n);
+		return;
+	}
+	_cleanup_free_ char *buf = malloc(size);
+	if (buf == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = getxattr(proc, name, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct lz_router *r = rt_req_router(req);
+	char proc[32];
+	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	_cleanup_free_ char *all = malloc(XATTR_LIST_MAX), *out = malloc(XATTR_LIST_MAX);
+	if (all == NULL || out == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = listxattr(proc, all, XATTR_LIST_MAX);
+	if (n < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	size_t m = 0;
+	for (ssize_t k = 0; k < n;) {
+		size_t l = strnlen(all + k, (size_t)(n - k));
+		if (xattr_allowed(all + k) && (ssize_t)(k + (ssize_t)l) < n) {
+			memcpy(out + m, all + k, l + 1);
+			m += l + 1;
+		}
+		k += (ssize_t)l + 1;
+	}
+	if (size == 0)
+		fuse_reply_xattr(req, m);
+	else if (m > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, out, m);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct lz_router *r = rt_req_router(req);
+	if (!xattr_allowed(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	char proc[32];
+	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct lz_router *r = rt_req_router(req);
+	if (!xattr_allowed(name)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	char proc[32];
+	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	fuse_reply_err(req, removexattr(proc, name) < 0 ? errno : 0);
+}
+
+/* ---- session ------------------------------------------------------------- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct lz_router *r = userdata;
+	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO; /* always plus: one round trip */
+	conn->want |= conn->capable & (FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	conn->want |= conn->capable & FUSE_CAP_PARALLEL_DIROPS;
+	if (r->opt.keep_cache)
+		conn->want |= conn->capable & FUSE_CAP_AUTO_INVAL_DATA;
+	if (r->opt.writeback_cache)
+		conn->want |= conn->capable & FUSE_CAP_WRITEBACK_CACHE;
+	if (r->opt.default_permissions)
+		conn->want |= conn->capable & FUSE_CAP_POSIX_ACL;
+	/* No getlk/setlk/flock operations: the kernel keeps POSIX and BSD
+	 * locks itself, per open file of this filesystem. */
+	conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	conn->time_gran = 1;
+}
+
+const struct fuse_lowlevel_ops rt_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = rt_opendir,
+	.readdir = rt_readdir,
+	.readdirplus = rt_readdirplus,
+	.releasedir = rt_releasedir,
+	.fsyncdir = rt_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.access = op_access,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
+};

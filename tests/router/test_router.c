@@ -1,0 +1,946 @@
+/* The Ignored Workspace State router through a real FUSE mount (router.h;
+ * spec 3.5 "Ignored Workspace State routing contract").
+ *
+ * Every test runs in a forked child that unshares a user namespace (its
+ * own uid and gid mapped to 0, so it works as root and as an ordinary
+ * user) and a private mount namespace, serves the router on a temporary
+ * directory from a thread (or a child process, for router loss), and
+ * checks through the mount, looking at the two backing directories
+ * directly to see which one received the bytes. Failures travel through a
+ * pipe (CHECK), so cmocka's process never joins the namespaces and a
+ * failed test leaves no mount behind (the mount namespace dies with the
+ * child).
+ *
+ * The classifier is a test one: a last component ending in ".ign" or any
+ * component "node_modules" routes ISOLATED, so does a directory named "out"
+ * (a directory-only pattern: a file "out" routes HOST), a last component starting with
+ * "bad" is INCONSISTENT, one starting with "flip" routes ISOLATED only
+ * after a publish flips it; everything else routes HOST. Timeouts are
+ * long (60 s) so that a missing invalidation shows. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "router/router.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+static int report_fd = -1; /* in the child: the pipe to the parent */
+
+static _Noreturn void child_fail(const char *file, int line, const char *fmt, ...)
+{
+	char msg[1024];
+	int n = snprintf(msg, sizeof(msg), "%s:%d: ", file, line);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	(void)!write(report_fd, msg, strlen(msg));
+	_exit(1);
+}
+
+#define CHECK(cond, ...)                                                                     \
+	do {                                                                                 \
+		if (!(cond))                                                                 \
+			child_fail(__FILE__, __LINE__, "CHECK(" #cond ") failed: " __VA_ARGS__); \
+	} while (0)
+/* call returns -1 with errno e */
+#define CHECK_ERRNO(call, e)                                                                   \
+	do {                                                                                   \
+		errno = 0;                                                                     \
+		long r_ = (long)(call);                                                        \
+		if (r_ != -1 || errno != (e))                                                  \
+			child_fail(__FILE__, __LINE__, "%s returned %ld errno %d (%s), expected %s", \
+				   #call, r_, errno, strerror(errno), #e);                     \
+	} while (0)
+#define CHECK_OK(call)                                                                    \
+	do {                                                                              \
+		errno = 0;                                                                \
+		long r_ = (long)(call);                                                   \
+		if (r_ < 0)                                                               \
+			child_fail(__FILE__, __LINE__, "%s failed: %s", #call, strerror(errno)); \
+	} while (0)
+
+/* ---- the test classifier ------------------------------------------------ */
+
+struct tcls {
+	bool flipped;
+};
+
+static int tcls_route(void *ctx, const char *path, size_t len, bool is_dir, enum lz_route *ret)
+{
+	const struct tcls *c = ctx;
+	size_t start = 0;
+	for (size_t k = 0; k <= len; k++) {
+		if (k < len && path[k] != '/')
+			continue;
+		if (k - start == 12 && memcmp(path + start, "node_modules", 12) == 0) {
+			*ret = LZ_ROUTE_ISOLATED;
+			return 0;
+		}
+		/* "out/": a directory-only pattern */
+		if (k - start == 3 && memcmp(path + start, "out", 3) == 0 && (k < len || is_dir)) {
+			*ret = LZ_ROUTE_ISOLATED;
+			return 0;
+		}
+		if (k < len)
+			start = k + 1;
+	}
+	const char *last = path + start;
+	size_t ll = len - start;
+	if (ll >= 4 && memcmp(path + len - 4, ".ign", 4) == 0)
+		*ret = LZ_ROUTE_ISOLATED;
+	else if (ll >= 3 && memcmp(last, "bad", 3) == 0)
+		*ret = LZ_ROUTE_INCONSISTENT;
+	else if (ll >= 4 && memcmp(last, "flip", 4) == 0)
+		*ret = c->flipped ? LZ_ROUTE_ISOLATED : LZ_ROUTE_HOST;
+	else
+		*ret = LZ_ROUTE_HOST;
+	return 0;
+}
+
+static struct tcls tcls_plain = { false }, tcls_flipped = { true };
+
+static struct lz_router_classifier test_classifier(struct tcls *c)
+{
+	return (struct lz_router_classifier){ .route = tcls_route, .ctx = c };
+}
+
+/* ---- harness -------------------------------------------------------------- */
+
+struct env {
+	char dir[64];
+	char host[96], iso[96], mnt[96], out[96];
+	lz_router *r;
+	int ctl; /* socket to the router process's control thread */
+};
+
+static char *P(const char *base, const char *rel)
+{
+	static char bufs[8][512];
+	static int next;
+	char *b = bufs[next++ % 8];
+	snprintf(b, 512, "%s/%s", base, rel);
+	return b;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "open '%s': %s", path, strerror(errno));
+	CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write '%s'", path);
+	CHECK(close(fd) == 0, "close '%s': %s", path, strerror(errno));
+}
+
+static const char *read_text(const char *path)
+{
+	static char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0, "open '%s': %s", path, strerror(errno));
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	CHECK(n >= 0, "read '%s'", path);
+	buf[n] = '\0';
+	close(fd);
+	return buf;
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+static void write_id_map(const char *file, unsigned id)
+{
+	char line[64];
+	snprintf(line, sizeof(line), "0 %u 1\n", id);
+	int fd = open(file, O_WRONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && write(fd, line, strlen(line)) == (ssize_t)strlen(line), "%s: %s", file,
+	      strerror(errno));
+	close(fd);
+}
+
+static void enter_namespaces(void)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	CHECK_OK(unshare(CLONE_NEWUSER | CLONE_NEWNS));
+	int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && write(fd, "deny", 4) == 4, "setgroups: %s", strerror(errno));
+	close(fd);
+	write_id_map("/proc/self/uid_map", uid);
+	write_id_map("/proc/self/gid_map", gid);
+	CHECK_OK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
+}
+
+static bool is_mounted(const char *mnt)
+{
+	struct statfs sf;
+	return statfs(mnt, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
+}
+
+static void wait_mounted(const char *mnt)
+{
+	for (int k = 0; k < 500 && !is_mounted(mnt); k++)
+		usleep(10000);
+	CHECK(is_mounted(mnt), "router never mounted '%s'", mnt);
+}
+
+static struct lz_router_options test_options(void)
+{
+	struct lz_router_options o;
+	lz_router_options_default(&o);
+	o.entry_timeout = o.attr_timeout = o.negative_timeout = 60.0;
+	o.max_threads = 4;
+	return o;
+}
+
+static lz_router *new_router(struct env *e)
+{
+	int h = open(e->host, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(h >= 0 && i >= 0, "open backings: %s", strerror(errno));
+	struct lz_router_options o = test_options();
+	struct lz_err err = { 0, "" };
+	lz_router *r = NULL;
+	CHECK(lz_router_new(h, i, test_classifier(&tcls_plain), &o, &r, &err) == 0, "%s", err.msg);
+	close(h);
+	close(i);
+	return r;
+}
+
+struct serve_arg {
+	struct env *e;
+	struct lz_err err;
+	int rc;
+};
+
+static void *serve_thread(void *p)
+{
+	struct serve_arg *a = p;
+	a->rc = lz_router_serve(a->e->r, a->e->mnt, -1, &a->err);
+	return NULL;
+}
+
+/* The router process's control thread: publishes on the body's request
+ * ('f': the flipped classifier, 'p': the plain one) and answers the rc. */
+static void *control_thread(void *p)
+{
+	struct env *e = p;
+	char c;
+	while (read(e->ctl, &c, 1) == 1) {
+		int rc = lz_router_publish(e->r, test_classifier(c == 'f' ? &tcls_flipped : &tcls_plain));
+		char res = rc == 0 ? 'y' : 'n';
+		if (write(e->ctl, &res, 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
+/* In the body: asks the router process to publish. */
+static int publish(struct env *e, bool flipped)
+{
+	char c = flipped ? 'f' : 'p', res = 0;
+	if (write(e->ctl, &c, 1) != 1 || read(e->ctl, &res, 1) != 1)
+		return -EIO;
+	return res == 'y' ? 0 : -EIO;
+}
+
+/* Runs body with the router mounted on e->mnt: the forked child enters
+ * the namespaces and serves; body runs in a grandchild, so that a failing
+ * body exits (flushing its open files through the mount) while the
+ * router still answers. */
+static void with_router(struct env *e, void (*body)(struct env *e))
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		report_fd = p[1];
+		enter_namespaces();
+		int ctl[2];
+		CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl));
+		e->r = new_router(e);
+		struct serve_arg sa = { .e = e, .err = { 0, "" } };
+		pthread_t t, c;
+		CHECK(pthread_create(&t, NULL, serve_thread, &sa) == 0, "pthread_create");
+		for (int k = 0; k < 500 && !is_mounted(e->mnt); k++)
+			usleep(10000);
+		CHECK(is_mounted(e->mnt), "router never mounted: %s", sa.err.msg);
+		e->ctl = ctl[0];
+		CHECK(pthread_create(&c, NULL, control_thread, e) == 0, "pthread_create");
+		fflush(NULL);
+		pid_t body_pid = fork();
+		CHECK(body_pid >= 0);
+		if (body_pid == 0) {
+			e->ctl = ctl[1];
+			body(e);
+			_exit(0);
+		}
+		int status = 0;
+		CHECK(waitpid(body_pid, &status, 0) == body_pid);
+		CHECK_OK(umount2(e->mnt, MNT_DETACH));
+		pthread_join(t, NULL);
+		shutdown(ctl[1], SHUT_RDWR);
+		pthread_join(c, NULL);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			_exit(1); /* the body reported why */
+		CHECK(sa.rc == 0, "serve: %s", sa.err.msg);
+		lz_router_free(e->r);
+		_exit(0);
+	}
+	close(p[1]);
+	char msg[1024];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof(msg) - 1 &&
+	       ((r = read(p[0], msg + n, sizeof(msg) - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+		if (r > 0)
+			n += (size_t)r;
+	msg[n] = '\0';
+	close(p[0]);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (n > 0)
+		fail_msg("%s", msg);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return -1;
+	snprintf(e->dir, sizeof(e->dir), "/tmp/lz-test-router.XXXXXX");
+	if (mkdtemp(e->dir) == NULL)
+		return -1;
+	snprintf(e->host, sizeof(e->host), "%s/host", e->dir);
+	snprintf(e->iso, sizeof(e->iso), "%s/iso", e->dir);
+	snprintf(e->mnt, sizeof(e->mnt), "%s/mnt", e->dir);
+	snprintf(e->out, sizeof(e->out), "%s/outside", e->dir);
+	if (mkdir(e->host, 0755) < 0 || mkdir(e->iso, 0755) < 0 || mkdir(e->mnt, 0755) < 0 ||
+	    mkdir(e->out, 0755) < 0)
+		return -1;
+	*state = e;
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+	int r = nftw(e->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(e);
+	return r == 0 ? 0 : -1;
+}
+
+#define RUN(body)                                  \
+	static void test_##body(void **state)      \
+	{                                          \
+		with_router(*state, body);         \
+	}
+
+/* ---- routing of new content ------------------------------------------------ */
+
+static void router__writes_land_in_the_routed_backing(struct env *e)
+{
+	write_text(P(e->mnt, "a.txt"), "host bytes");
+	write_text(P(e->mnt, "b.ign"), "isolated bytes");
+	CHECK_OK(mkdir(P(e->mnt, "src"), 0755));
+	write_text(P(e->mnt, "src/c.ign"), "deep isolated");
+	CHECK_OK(mkdir(P(e->mnt, "node_modules"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "node_modules/pkg"), 0755));
+	write_text(P(e->mnt, "node_modules/pkg/index.js"), "js");
+
+	CHECK(strcmp(read_text(P(e->host, "a.txt")), "host bytes") == 0);
+	CHECK(!exists(P(e->iso, "a.txt")));
+	CHECK(strcmp(read_text(P(e->iso, "b.ign")), "isolated bytes") == 0);
+	CHECK(!exists(P(e->host, "b.ign")));
+	CHECK(exists(P(e->host, "src")) && !exists(P(e->host, "src/c.ign")));
+	/* the isolated parent was made on demand */
+	CHECK(strcmp(read_text(P(e->iso, "src/c.ign")), "deep isolated") == 0);
+	CHECK(strcmp(read_text(P(e->iso, "node_modules/pkg/index.js")), "js") == 0);
+	CHECK(!exists(P(e->host, "node_modules")));
+	/* and read back through the mount */
+	CHECK(strcmp(read_text(P(e->mnt, "src/c.ign")), "deep isolated") == 0);
+
+	/* truncate and chmod reach the same object */
+	CHECK_OK(truncate(P(e->mnt, "b.ign"), 3));
+	CHECK_OK(chmod(P(e->mnt, "a.txt"), 0600));
+	struct stat st;
+	CHECK_OK(stat(P(e->iso, "b.ign"), &st));
+	CHECK(st.st_size == 3);
+	CHECK_OK(stat(P(e->host, "a.txt"), &st));
+	CHECK((st.st_mode & 07777) == 0600);
+
+	CHECK_OK(unlink(P(e->mnt, "b.ign")));
+	CHECK(!exists(P(e->iso, "b.ign")));
+	CHECK_OK(unlink(P(e->mnt, "a.txt")));
+	CHECK(!exists(P(e->host, "a.txt")));
+}
+RUN(router__writes_land_in_the_routed_backing)
+
+static void router__hides_the_entry_the_route_does_not_select(struct env *e)
+{
+	/* set up behind the router's back: a host file at an isolated path
+	 * (no isolated object) and an isolated file at a host path */
+	write_text(P(e->host, "secret.ign"), "host ignored");
+	write_text(P(e->iso, "stale.txt"), "stale isolated");
+	CHECK_OK(mkdir(P(e->host, "node_modules"), 0755));
+	write_text(P(e->host, "node_modules/evil.js"), "host js");
+
+	CHECK_ERRNO(open(P(e->mnt, "secret.ign"), O_RDONLY), ENOENT);
+	CHECK_ERRNO(open(P(e->mnt, "stale.txt"), O_RDONLY), ENOENT);
+	CHECK_ERRNO(access(P(e->mnt, "node_modules"), F_OK), ENOENT);
+	CHECK_ERRNO(unlink(P(e->mnt, "secret.ign")), ENOENT);
+
+	DIR *d = opendir(e->mnt);
+	CHECK(d != NULL);
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		CHECK(strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0,
+		      "unexpected entry '%s'", de->d_name);
+	closedir(d);
+
+	/* creating the hidden name makes the isolated object; the host one
+	 * is untouched and stays hidden */
+	write_text(P(e->mnt, "secret.ign"), "new");
+	CHECK(strcmp(read_text(P(e->mnt, "secret.ign")), "new") == 0);
+	CHECK(strcmp(read_text(P(e->host, "secret.ign")), "host ignored") == 0);
+	CHECK(strcmp(read_text(P(e->iso, "secret.ign")), "new") == 0);
+	write_text(P(e->mnt, "stale.txt"), "host now");
+	CHECK(strcmp(read_text(P(e->host, "stale.txt")), "host now") == 0);
+	CHECK(strcmp(read_text(P(e->iso, "stale.txt")), "stale isolated") == 0);
+}
+RUN(router__hides_the_entry_the_route_does_not_select)
+
+static void list(const char *dir, char *out, size_t cap)
+{
+	DIR *d = opendir(dir);
+	CHECK(d != NULL, "opendir '%s': %s", dir, strerror(errno));
+	out[0] = '\0';
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		strncat(out, de->d_name, cap - strlen(out) - 2);
+		strcat(out, ",");
+	}
+	closedir(d);
+}
+
+static void router__readdir_merges_bytewise_with_stable_offsets(struct env *e)
+{
+	write_text(P(e->host, "c.txt"), "");
+	write_text(P(e->host, "a.txt"), "");
+	write_text(P(e->host, "\xff-latin1.txt"), "");
+	write_text(P(e->host, "Z.txt"), "");
+	write_text(P(e->host, "hidden.ign"), "");
+	write_text(P(e->iso, "b.ign"), "");
+	write_text(P(e->iso, "hidden.txt"), "");
+	CHECK_OK(mkdir(P(e->host, "d"), 0755));
+	CHECK_OK(mkdir(P(e->iso, "d"), 0755));
+	write_text(P(e->iso, "d/e.ign"), "");
+	write_text(P(e->host, "d/f.txt"), "");
+	write_text(P(e->iso, "d/g.txt"), "");
+
+	char got[1024];
+	list(e->mnt, got, sizeof(got));
+	CHECK(strcmp(got, ".,..,Z.txt,a.txt,b.ign,c.txt,d,\xff-latin1.txt,") == 0, "got %s", got);
+	list(P(e->mnt, "d"), got, sizeof(got));
+	CHECK(strcmp(got, ".,..,e.ign,f.txt,") == 0, "got %s", got);
+
+	/* offsets stay valid across the stream */
+	DIR *d = opendir(e->mnt);
+	CHECK(d != NULL);
+	CHECK(readdir(d) && readdir(d) && readdir(d));
+	long pos = telldir(d);
+	struct dirent *de = readdir(d);
+	CHECK(de != NULL && strcmp(de->d_name, "a.txt") == 0);
+	while (readdir(d) != NULL)
+		;
+	seekdir(d, pos);
+	de = readdir(d);
+	CHECK(de != NULL && strcmp(de->d_name, "a.txt") == 0, "after seekdir: %s",
+	      de ? de->d_name : "(end)");
+	closedir(d);
+}
+RUN(router__readdir_merges_bytewise_with_stable_offsets)
+
+/* ---- cross-backing refusals ---------------------------------------------------- */
+
+static int rename2(const char *a, const char *b, unsigned flags)
+{
+	return renameat2(AT_FDCWD, a, AT_FDCWD, b, flags);
+}
+
+static void router__cross_backing_rename_and_link_fail_exdev(struct env *e)
+{
+	write_text(P(e->mnt, "a.txt"), "A");
+	write_text(P(e->mnt, "b.ign"), "B");
+	CHECK_ERRNO(rename2(P(e->mnt, "a.txt"), P(e->mnt, "moved.ign"), 0), EXDEV);
+	CHECK_ERRNO(rename2(P(e->mnt, "b.ign"), P(e->mnt, "moved.txt"), 0), EXDEV);
+	CHECK_ERRNO(rename2(P(e->mnt, "a.txt"), P(e->mnt, "moved.ign"), RENAME_NOREPLACE), EXDEV);
+	CHECK_ERRNO(rename2(P(e->mnt, "a.txt"), P(e->mnt, "b.ign"), RENAME_EXCHANGE), EXDEV);
+	CHECK_ERRNO(rename2(P(e->mnt, "a.txt"), P(e->mnt, "b.ign"), 0), EXDEV);
+	CHECK_ERRNO(link(P(e->mnt, "a.txt"), P(e->mnt, "linked.ign")), EXDEV);
+	CHECK_ERRNO(link(P(e->mnt, "b.ign"), P(e->mnt, "linked.txt")), EXDEV);
+	CHECK_ERRNO(rename2(P(e->mnt, "a.txt"), P(e->mnt, "w.txt"), RENAME_WHITEOUT), EOPNOTSUPP);
+	/* nothing changed in either backing */
+	CHECK(strcmp(read_text(P(e->host, "a.txt")), "A") == 0);
+	CHECK(strcmp(read_text(P(e->iso, "b.ign")), "B") == 0);
+	CHECK(!exists(P(e->iso, "moved.ign")) && !exists(P(e->host, "moved.txt")));
+	CHECK(!exists(P(e->iso, "linked.ign")) && !exists(P(e->host, "linked.txt")));
+	CHECK(!exists(P(e->host, "w.txt")) && !exists(P(e->host, "b.ign")));
+
+	/* same backing: the backing's own semantics */
+	CHECK_OK(rename2(P(e->mnt, "a.txt"), P(e->mnt, "a2.txt"), RENAME_NOREPLACE));
+	CHECK(strcmp(read_text(P(e->host, "a2.txt")), "A") == 0);
+	CHECK_OK(link(P(e->mnt, "b.ign"), P(e->mnt, "b2.ign")));
+	struct stat s1, s2;
+	CHECK_OK(stat(P(e->iso, "b.ign"), &s1));
+	CHECK_OK(stat(P(e->iso, "b2.ign"), &s2));
+	CHECK(s1.st_ino == s2.st_ino && s1.st_nlink == 2);
+	write_text(P(e->mnt, "x.txt"), "X");
+	CHECK_OK(rename2(P(e->mnt, "a2.txt"), P(e->mnt, "x.txt"), RENAME_EXCHANGE));
+	CHECK(strcmp(read_text(P(e->host, "x.txt")), "A") == 0);
+	CHECK(strcmp(read_text(P(e->host, "a2.txt")), "X") == 0);
+
+	/* a host directory with isolated children cannot move (they would
+	 * be left behind), an empty one can */
+	CHECK_OK(mkdir(P(e->mnt, "dir"), 0755));
+	write_text(P(e->mnt, "dir/cache.ign"), "c");
+	CHECK_ERRNO(rename2(P(e->mnt, "dir"), P(e->mnt, "dir2"), 0), EXDEV);
+	CHECK_OK(unlink(P(e->mnt, "dir/cache.ign")));
+	CHECK_OK(rename2(P(e->mnt, "dir"), P(e->mnt, "dir2"), 0));
+	/* children of the moved directory route by its new path */
+	write_text(P(e->mnt, "dir2/new.ign"), "n");
+	CHECK(strcmp(read_text(P(e->iso, "dir2/new.ign")), "n") == 0);
+}
+RUN(router__cross_backing_rename_and_link_fail_exdev)
+
+static void router__rmdir_counts_visible_entries_of_the_other_backing(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, "d"), 0755));
+	write_text(P(e->mnt, "d/x.ign"), "x");
+	CHECK_ERRNO(rmdir(P(e->mnt, "d")), ENOTEMPTY);
+	CHECK(exists(P(e->host, "d")));
+	CHECK_OK(unlink(P(e->mnt, "d/x.ign")));
+	CHECK_OK(rmdir(P(e->mnt, "d")));
+	CHECK(!exists(P(e->host, "d")));
+}
+RUN(router__rmdir_counts_visible_entries_of_the_other_backing)
+
+static void router__directory_only_patterns_route_by_type(struct env *e)
+{
+	write_text(P(e->host, "out"), "a host file named out");
+	CHECK_OK(mkdir(P(e->host, "sub"), 0755));
+	CHECK_OK(mkdir(P(e->host, "sub/out"), 0755)); /* a hidden host directory */
+	write_text(P(e->host, "sub/out/old.o"), "host build output");
+	CHECK(strcmp(read_text(P(e->mnt, "out")), "a host file named out") == 0);
+	CHECK_ERRNO(access(P(e->mnt, "sub/out"), F_OK), ENOENT);
+	CHECK_OK(mkdir(P(e->mnt, "d"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "d/out"), 0755));
+	write_text(P(e->mnt, "d/out/x.o"), "isolated build output");
+	CHECK(exists(P(e->iso, "d/out/x.o")) && !exists(P(e->host, "d/out")));
+	/* an exchange that would move a host directory to "out" (where a
+	 * directory routes ISOLATED) is cross-backing, though both objects
+	 * are host objects */
+	CHECK_OK(mkdir(P(e->mnt, "hostdir"), 0755));
+	CHECK_ERRNO(rename2(P(e->mnt, "out"), P(e->mnt, "hostdir"), RENAME_EXCHANGE), EXDEV);
+	CHECK(strcmp(read_text(P(e->host, "out")), "a host file named out") == 0);
+	/* a plain rename of a directory to "out" as well */
+	CHECK_ERRNO(rename2(P(e->mnt, "hostdir"), P(e->mnt, "sub/out"), 0), EXDEV);
+	char got[256];
+	list(e->mnt, got, sizeof(got));
+	CHECK(strcmp(got, ".,..,d,hostdir,out,sub,") == 0, "got %s", got);
+	list(P(e->mnt, "sub"), got, sizeof(got));
+	CHECK(strcmp(got, ".,..,") == 0, "got %s", got);
+}
+RUN(router__directory_only_patterns_route_by_type)
+
+static void router__devices_are_refused_fifos_and_sockets_allowed(struct env *e)
+{
+	/* 0/0 (a whiteout) passes the kernel's own CAP_MKNOD check */
+	CHECK_ERRNO(mknod(P(e->mnt, "wh"), S_IFCHR | 0600, makedev(0, 0)), EPERM);
+	CHECK_ERRNO(mknod(P(e->mnt, "null"), S_IFCHR | 0600, makedev(1, 3)), EPERM);
+	CHECK_ERRNO(mknod(P(e->mnt, "blk.ign"), S_IFBLK | 0600, makedev(7, 0)), EPERM);
+	CHECK(!exists(P(e->host, "wh")) && !exists(P(e->host, "null")));
+	CHECK_OK(mkfifo(P(e->mnt, "fifo.ign"), 0600));
+	struct stat st;
+	CHECK_OK(lstat(P(e->iso, "fifo.ign"), &st));
+	CHECK(S_ISFIFO(st.st_mode));
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", P(e->mnt, "sock"));
+	CHECK_OK(bind(s, (struct sockaddr *)&sa, sizeof(sa)));
+	CHECK_OK(listen(s, 1));
+	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK_OK(connect(c, (struct sockaddr *)&sa, sizeof(sa)));
+	close(c);
+	close(s);
+	CHECK_OK(lstat(P(e->host, "sock"), &st));
+	CHECK(S_ISSOCK(st.st_mode));
+}
+RUN(router__devices_are_refused_fifos_and_sockets_allowed)
+
+static void router__inconsistent_path_fails_eio(struct env *e)
+{
+	write_text(P(e->iso, "bad1"), "isolated only");
+	CHECK_ERRNO(open(P(e->mnt, "bad1"), O_RDONLY), EIO);
+	CHECK_ERRNO(open(P(e->mnt, "bad2"), O_WRONLY | O_CREAT, 0644), EIO);
+	CHECK_ERRNO(mkdir(P(e->mnt, "bad3"), 0755), EIO);
+	CHECK(!exists(P(e->host, "bad2")) && !exists(P(e->iso, "bad2")));
+	CHECK(strcmp(read_text(P(e->iso, "bad1")), "isolated only") == 0);
+}
+RUN(router__inconsistent_path_fails_eio)
+
+static void router__backing_symlinks_are_never_followed(struct env *e)
+{
+	/* a symlink is presented as one */
+	CHECK_OK(symlink(e->out, P(e->mnt, "lnk")));
+	char buf[256];
+	ssize_t n = readlink(P(e->mnt, "lnk"), buf, sizeof(buf) - 1);
+	CHECK(n == (ssize_t)strlen(e->out) && memcmp(buf, e->out, (size_t)n) == 0);
+	struct stat st;
+	CHECK_OK(lstat(P(e->host, "lnk"), &st));
+	CHECK(S_ISLNK(st.st_mode));
+	/* chown/utimes of the link itself go to the link */
+	struct timespec ts[2] = { { 1, 0 }, { 1, 0 } };
+	CHECK_OK(utimensat(AT_FDCWD, P(e->mnt, "lnk"), ts, AT_SYMLINK_NOFOLLOW));
+	CHECK_OK(lstat(P(e->host, "lnk"), &st));
+	CHECK(st.st_mtim.tv_sec == 1);
+	CHECK_OK(stat(e->out, &st));
+	CHECK(st.st_mtim.tv_sec != 1, "the router followed the link");
+
+	/* the isolated side of a host directory is a planted symlink to the
+	 * outside: creating an isolated child must not follow it */
+	write_text(P(e->out, "victim"), "outside");
+	CHECK_OK(mkdir(P(e->host, "sub"), 0755));
+	CHECK_OK(symlink(e->out, P(e->iso, "sub")));
+	errno = 0;
+	int fd = open(P(e->mnt, "sub/new.ign"), O_WRONLY | O_CREAT, 0644);
+	CHECK(fd < 0 && (errno == ENOTDIR || errno == ELOOP), "created through a symlink: %d %s",
+	      fd, strerror(errno));
+	CHECK(!exists(P(e->out, "new.ign")));
+	CHECK_ERRNO(open(P(e->mnt, "sub/victim"), O_RDONLY), ENOENT);
+	/* and its listing does not show the outside's entries (loot.ign
+	 * would route to the isolated side the symlink stands for) */
+	write_text(P(e->out, "loot.ign"), "outside");
+	char got[256];
+	list(P(e->mnt, "sub"), got, sizeof(got));
+	CHECK(strcmp(got, ".,..,") == 0, "got %s", got);
+
+	/* a dangling symlink planted behind a cached negative entry: the
+	 * kernel asks the router to create, and the router must not follow
+	 * the link into creating its target */
+	struct stat nst;
+	CHECK_ERRNO(stat(P(e->mnt, "race.ign"), &nst), ENOENT);
+	CHECK_OK(symlink(P(e->out, "created"), P(e->iso, "race.ign")));
+	errno = 0;
+	fd = open(P(e->mnt, "race.ign"), O_WRONLY | O_CREAT, 0644);
+	CHECK(fd < 0, "created through a planted symlink");
+	CHECK(!exists(P(e->out, "created")));
+
+	/* a planted symlink at an isolated file name is itself, not its target */
+	CHECK_OK(symlink(P(e->out, "victim"), P(e->iso, "planted.ign")));
+	CHECK_OK(lstat(P(e->mnt, "planted.ign"), &st));
+	CHECK(S_ISLNK(st.st_mode));
+	CHECK_ERRNO(lsetxattr(P(e->mnt, "planted.ign"), "user.x", "1", 1, 0), EPERM);
+	CHECK_ERRNO(getxattr(P(e->out, "victim"), "user.x", buf, sizeof(buf)), ENODATA);
+}
+RUN(router__backing_symlinks_are_never_followed)
+
+/* ---- metadata and data operations ----------------------------------------- */
+
+static void router__utimens_keeps_nanoseconds(struct env *e)
+{
+	write_text(P(e->mnt, "t.ign"), "t");
+	struct timespec ts[2] = { { 1000000000, 123456789 }, { 1500000000, 987654321 } };
+	CHECK_OK(utimensat(AT_FDCWD, P(e->mnt, "t.ign"), ts, 0));
+	struct stat st;
+	CHECK_OK(stat(P(e->iso, "t.ign"), &st));
+	CHECK(st.st_atim.tv_sec == 1000000000 && st.st_atim.tv_nsec == 123456789);
+	CHECK(st.st_mtim.tv_sec == 1500000000 && st.st_mtim.tv_nsec == 987654321);
+	CHECK_OK(stat(P(e->mnt, "t.ign"), &st));
+	CHECK(st.st_mtim.tv_nsec == 987654321, "through the mount: %ld", st.st_mtim.tv_nsec);
+}
+RUN(router__utimens_keeps_nanoseconds)
+
+static void router__user_xattrs_pass_others_are_refused(struct env *e)
+{
+	write_text(P(e->mnt, "x.txt"), "x");
+	CHECK_OK(setxattr(P(e->mnt, "x.txt"), "user.lazaret", "v1", 2, 0));
+	char buf[64];
+	CHECK(getxattr(P(e->host, "x.txt"), "user.lazaret", buf, sizeof(buf)) == 2 &&
+	      memcmp(buf, "v1", 2) == 0);
+	CHECK(getxattr(P(e->mnt, "x.txt"), "user.lazaret", buf, sizeof(buf)) == 2);
+	ssize_t n = listxattr(P(e->mnt, "x.txt"), buf, sizeof(buf));
+	CHECK(n == (ssize_t)sizeof("user.lazaret") && strcmp(buf, "user.lazaret") == 0);
+	CHECK_ERRNO(setxattr(P(e->mnt, "x.txt"), "system.lazaret", "1", 1, 0), EOPNOTSUPP);
+	CHECK_ERRNO(setxattr(P(e->mnt, "x.txt"), "security.x", "1", 1, 0), EOPNOTSUPP);
+	CHECK_OK(removexattr(P(e->mnt, "x.txt"), "user.lazaret"));
+	CHECK_ERRNO(getxattr(P(e->host, "x.txt"), "user.lazaret", buf, sizeof(buf)), ENODATA);
+}
+RUN(router__user_xattrs_pass_others_are_refused)
+
+static void router__punch_hole_and_seek_hole(struct env *e)
+{
+	int fd = open(P(e->mnt, "sparse.ign"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	static char block[1 << 16];
+	memset(block, 'x', sizeof(block));
+	for (int k = 0; k < 16; k++)
+		CHECK(write(fd, block, sizeof(block)) == (ssize_t)sizeof(block));
+	CHECK_OK(fsync(fd));
+	CHECK_OK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1 << 18, 1 << 18));
+	off_t hole = lseek(fd, 0, SEEK_HOLE);
+	CHECK(hole == 1 << 18, "SEEK_HOLE gave %lld", (long long)hole);
+	off_t data = lseek(fd, 1 << 18, SEEK_DATA);
+	CHECK(data == 1 << 19, "SEEK_DATA gave %lld", (long long)data);
+	char c = 0;
+	CHECK(pread(fd, &c, 1, (1 << 18) + 5) == 1 && c == 0);
+	close(fd);
+	int bfd = open(P(e->iso, "sparse.ign"), O_RDONLY | O_CLOEXEC);
+	CHECK(bfd >= 0 && lseek(bfd, 0, SEEK_HOLE) == 1 << 18, "the backing has the hole");
+	close(bfd);
+	struct stat st;
+	CHECK_OK(stat(P(e->mnt, "sparse.ign"), &st));
+	CHECK(st.st_size == 1 << 20);
+	fd = open(P(e->mnt, "alloc.txt"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	CHECK_OK(fallocate(fd, 0, 0, 4096));
+	close(fd);
+	CHECK_OK(stat(P(e->host, "alloc.txt"), &st));
+	CHECK(st.st_size == 4096);
+}
+RUN(router__punch_hole_and_seek_hole)
+
+static void router__copy_file_range_same_backing_only(struct env *e)
+{
+	write_text(P(e->mnt, "src.txt"), "0123456789");
+	int in = open(P(e->mnt, "src.txt"), O_RDONLY | O_CLOEXEC);
+	int out = open(P(e->mnt, "dst.txt"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(in >= 0 && out >= 0);
+	loff_t oi = 0, oo = 0;
+	CHECK(copy_file_range(in, &oi, out, &oo, 10, 0) == 10, "%s", strerror(errno));
+	close(out);
+	CHECK(strcmp(read_text(P(e->host, "dst.txt")), "0123456789") == 0);
+	/* across backings the router answers EXDEV; the kernel then copies
+	 * through ordinary reads and writes, which land in the
+	 * destination's backing: either way never in the source's */
+	out = open(P(e->mnt, "dst.ign"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(out >= 0);
+	errno = 0;
+	oi = oo = 0;
+	ssize_t n = copy_file_range(in, &oi, out, &oo, 10, 0);
+	CHECK(n == 10 || (n < 0 && errno == EXDEV), "cross copy: %zd %s", n, strerror(errno));
+	close(out);
+	close(in);
+	CHECK(!exists(P(e->host, "dst.ign")));
+	if (n == 10)
+		CHECK(strcmp(read_text(P(e->iso, "dst.ign")), "0123456789") == 0);
+}
+RUN(router__copy_file_range_same_backing_only)
+
+static void router__flock_and_posix_locks_conflict(struct env *e)
+{
+	write_text(P(e->mnt, "lock.ign"), "");
+	int a = open(P(e->mnt, "lock.ign"), O_RDWR | O_CLOEXEC);
+	int b = open(P(e->mnt, "lock.ign"), O_RDWR | O_CLOEXEC);
+	CHECK(a >= 0 && b >= 0);
+	CHECK_OK(flock(a, LOCK_EX | LOCK_NB));
+	CHECK_ERRNO(flock(b, LOCK_EX | LOCK_NB), EWOULDBLOCK);
+	CHECK_OK(flock(a, LOCK_UN));
+	CHECK_OK(flock(b, LOCK_SH | LOCK_NB));
+
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
+	CHECK_OK(fcntl(a, F_SETLK, &fl));
+	int p[2];
+	CHECK_OK(pipe(p));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct flock t = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 5, .l_len = 1 };
+		char res = fcntl(b, F_SETLK, &t) < 0 && (errno == EAGAIN || errno == EACCES) ? 'y' : 'n';
+		struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
+		if (fcntl(b, F_GETLK, &q) < 0 || q.l_type != F_WRLCK || q.l_pid != getppid())
+			res = 'g';
+		(void)!write(p[1], &res, 1);
+		_exit(0);
+	}
+	char res = 0;
+	CHECK(read(p[0], &res, 1) == 1);
+	waitpid(pid, NULL, 0);
+	CHECK(res == 'y', "the child's conflicting lock: %c", res);
+	close(a);
+	close(b);
+}
+RUN(router__flock_and_posix_locks_conflict)
+
+static void router__shared_mapping_writes_reach_the_backing(struct env *e)
+{
+	int fd = open(P(e->mnt, "map.ign"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	CHECK_OK(ftruncate(fd, 4096));
+	char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+	memcpy(m, "mapped", 6);
+	CHECK_OK(msync(m, 4096, MS_SYNC));
+	munmap(m, 4096);
+	close(fd);
+	CHECK(memcmp(read_text(P(e->iso, "map.ign")), "mapped", 6) == 0);
+	/* a private mapping does not write */
+	fd = open(P(e->mnt, "map.ign"), O_RDONLY | O_CLOEXEC);
+	m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	CHECK(m != MAP_FAILED && memcmp(m, "mapped", 6) == 0);
+	memcpy(m, "privat", 6);
+	munmap(m, 4096);
+	close(fd);
+	CHECK(memcmp(read_text(P(e->iso, "map.ign")), "mapped", 6) == 0);
+}
+RUN(router__shared_mapping_writes_reach_the_backing)
+
+/* ---- publication ------------------------------------------------------------ */
+
+static void router__open_handle_stays_pinned_across_a_publish(struct env *e)
+{
+	write_text(P(e->mnt, "flip1"), "host v1");
+	CHECK_OK(mkdir(P(e->mnt, "flipdir"), 0755));
+	write_text(P(e->iso, "flip2"), "isolated hidden");
+	int fd = open(P(e->mnt, "flip1"), O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0);
+	struct stat st;
+	CHECK_ERRNO(stat(P(e->mnt, "flip2"), &st), ENOENT); /* negative entry, cached 60 s */
+	char got[256];
+	list(e->mnt, got, sizeof(got));
+	CHECK(strcmp(got, ".,..,flip1,flipdir,") == 0, "got %s", got);
+
+	CHECK_OK(publish(e, true));
+
+	/* lookups see the new route at once despite the long timeouts */
+	CHECK_ERRNO(stat(P(e->mnt, "flip1"), &st), ENOENT);
+	CHECK_ERRNO(stat(P(e->mnt, "flipdir"), &st), ENOENT);
+	CHECK(strcmp(read_text(P(e->mnt, "flip2")), "isolated hidden") == 0);
+	list(e->mnt, got, sizeof(got));
+	CHECK(strcmp(got, ".,..,flip2,") == 0, "got %s", got);
+	/* the handle opened before still writes its host object */
+	CHECK(pwrite(fd, "HOST v2", 7, 0) == 7);
+	CHECK_OK(fsync(fd));
+	close(fd);
+	CHECK(strcmp(read_text(P(e->host, "flip1")), "HOST v2") == 0);
+	CHECK(!exists(P(e->iso, "flip1")));
+	/* a new file of that name is isolated; the host one is retained */
+	write_text(P(e->mnt, "flip1"), "isolated new");
+	CHECK(strcmp(read_text(P(e->iso, "flip1")), "isolated new") == 0);
+	CHECK(strcmp(read_text(P(e->host, "flip1")), "HOST v2") == 0);
+
+	/* and back */
+	CHECK_OK(publish(e, false));
+	CHECK(strcmp(read_text(P(e->mnt, "flip1")), "HOST v2") == 0);
+	CHECK_OK(stat(P(e->mnt, "flipdir"), &st));
+	CHECK_ERRNO(stat(P(e->mnt, "flip2"), &st), ENOENT);
+}
+RUN(router__open_handle_stays_pinned_across_a_publish)
+
+/* ---- router loss ----------------------------------------------------------------- */
+
+static void test_router__loss_leaves_enotconn(void **state)
+{
+	struct env *e = *state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		report_fd = p[1];
+		enter_namespaces();
+		pid_t rp = fork();
+		CHECK(rp >= 0);
+		if (rp == 0) {
+			lz_router *r = new_router(e);
+			struct lz_err err = { 0, "" };
+			(void)lz_router_serve(r, e->mnt, -1, &err);
+			_exit(0);
+		}
+		wait_mounted(e->mnt);
+		write_text(P(e->mnt, "before.txt"), "x");
+		CHECK_OK(kill(rp, SIGKILL));
+		CHECK(waitpid(rp, NULL, 0) == rp);
+		struct stat st;
+		CHECK_ERRNO(stat(P(e->mnt, "before.txt"), &st), ENOTCONN);
+		CHECK_ERRNO(open(P(e->mnt, "after.ign"), O_WRONLY | O_CREAT, 0644), ENOTCONN);
+		CHECK(!exists(P(e->iso, "after.ign")));
+		CHECK_OK(umount2(e->mnt, MNT_DETACH));
+		_exit(0);
+	}
+	close(p[1]);
+	char msg[1024];
+	ssize_t n = read(p[0], msg, sizeof(msg) - 1);
+	close(p[0]);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (n > 0) {
+		msg[n] = '\0';
+		fail_msg("%s", msg);
+	}
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(test_##name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(router__writes_land_in_the_routed_backing),
+		T(router__hides_the_entry_the_route_does_not_select),
+		T(router__readdir_merges_bytewise_with_stable_offsets),
+		T(router__cross_backing_rename_and_link_fail_exdev),
+		T(router__rmdir_counts_visible_entries_of_the_other_backing),
+		T(router__directory_only_patterns_route_by_type),
+		T(router__devices_are_refused_fifos_and_sockets_allowed),
+		T(router__inconsistent_path_fails_eio),
+		T(router__backing_symlinks_are_never_followed),
+		T(router__utimens_keeps_nanoseconds),
+		T(router__user_xattrs_pass_others_are_refused),
+		T(router__punch_hole_and_seek_hole),
+		T(router__copy_file_range_same_backing_only),
+		T(router__flock_and_posix_locks_conflict),
+		T(router__shared_mapping_writes_reach_the_backing),
+		T(router__open_handle_stays_pinned_across_a_publish),
+		T(router__loss_leaves_enotconn),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
