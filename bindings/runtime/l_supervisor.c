@@ -7,7 +7,7 @@
  * require("lazaret.runtime.supervisor").main(rs). Lua cannot make another
  * handle, and each step refuses to run out of order (supervisor.h).
  *
- *   rs:mount()  rs:start_helper()  rs:prove_canary()  rs:install_policy()
+ *   rs:mount()  rs:start_router()  rs:start_helper()  rs:prove_canary()  rs:install_policy()
  *   rs:start_runsc()  rs:await_running()  rs:read_init_report()
  *   rs:finish_network()  rs:report_ready()
  *                        [-1, +1|3, e] -> true | nil, msg, errno
@@ -55,6 +55,7 @@ static lz_rs *check_rs(lua_State *L)
 	}
 
 RS_STEP(sup_mount, lz_rs_mount)
+RS_STEP(sup_start_router, lz_rs_start_router)
 RS_STEP(sup_start_helper, lz_rs_start_helper)
 RS_STEP(sup_prove_canary, lz_rs_prove_canary)
 RS_STEP(sup_install_policy, lz_rs_install_policy)
@@ -68,6 +69,7 @@ RS_STEP(sup_stop, lz_rs_stop)
 static int sup_serve(lua_State *L)
 {
 	static const char *const ends[] = { [LZ_RS_END_STOP] = "stop", [LZ_RS_END_HC_LOST] = "hc-lost",
+					    [LZ_RS_END_ROUTER] = "router-ended",
 					    [LZ_RS_END_RUNSC] = "runsc-ended" };
 	lz_rs *rs = check_rs(L);
 	enum lz_rs_end end;
@@ -89,7 +91,7 @@ static int sup_abort(lua_State *L)
 static int sup_reached(lua_State *L)
 {
 	static const char *const names[] = {
-		"none", "mount", "start_helper", "prove_canary", "install_policy",
+		"none", "mount", "start_router", "start_helper", "prove_canary", "install_policy",
 		"start_runsc", "await_running", "read_init_report", "finish_network", "report_ready",
 	};
 	lua_pushstring(L, names[lz_rs_reached(check_rs(L))]);
@@ -107,6 +109,7 @@ int luaopen_lazaret_supervisor(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
 		{ "mount", sup_mount },
+		{ "start_router", sup_start_router },
 		{ "start_helper", sup_start_helper },
 		{ "prove_canary", sup_prove_canary },
 		{ "install_policy", sup_install_policy },

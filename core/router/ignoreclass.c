@@ -1188,6 +1188,37 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
 	return 0;
 }
 
+int lz_ignoreclass_global_excludes(const char *home, const char *xdg_config_home, char *buf, size_t cap,
+				   struct lz_err *err)
+{
+	if (cap == 0)
+		return lz_err_set(err, EINVAL, "global excludes: no room");
+	buf[0] = '\0';
+	if (git_libgit2_init() < 0)
+		return git_fail(err, "initialise", "libgit2");
+	git_config *cfg = NULL;
+	git_buf path = GIT_BUF_INIT;
+	int r = 0, n = -1;
+	if (git_config_open_default(&cfg) < 0) {
+		r = git_fail(err, "read", "the global Git configuration");
+	} else if (git_config_get_path(&path, cfg, "core.excludesfile") == 0) {
+		n = snprintf(buf, cap, "%s", path.ptr);
+	} else if (xdg_config_home && xdg_config_home[0] == '/') {
+		n = snprintf(buf, cap, "%s/git/ignore", xdg_config_home);
+	} else if (home && home[0] == '/') {
+		n = snprintf(buf, cap, "%s/.config/git/ignore", home);
+	}
+	if (r == 0 && n >= 0 && ((size_t)n >= cap || buf[0] != '/')) {
+		r = lz_err_set(err, (size_t)n >= cap ? ENAMETOOLONG : EINVAL,
+			       "core.excludesFile must be an absolute path: %.200s", buf);
+		buf[0] = '\0';
+	}
+	git_buf_dispose(&path);
+	git_config_free(cfg);
+	git_libgit2_shutdown();
+	return r;
+}
+
 /* ---- query ------------------------------------------------------------------ */
 
 int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,

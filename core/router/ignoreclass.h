@@ -78,6 +78,16 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
 int lz_ignoreclass_route(const lz_ignoreclass *snap, const char *path, size_t len, bool is_dir,
 	enum lz_route *ret);
 
+/* The global excludes file as the developer's Git finds it outside any
+ * repository: core.excludesFile of the system, XDG and global
+ * configuration ("~/" expanded), else $XDG_CONFIG_HOME/git/ignore or
+ * ~/.config/git/ignore (home and xdg_config_home as given; NULL or ""
+ * when unset). A repository's own core.excludesFile is not used: its
+ * .git/config travels with the workspace and must not name a host file
+ * for the router to read. buf gets "" when there is none. */
+int lz_ignoreclass_global_excludes(const char *home, const char *xdg_config_home, char *buf, size_t cap,
+				   struct lz_err *err);
+
 lz_ignoreclass *lz_ignoreclass_ref(lz_ignoreclass *snap);
 void lz_ignoreclass_unref(lz_ignoreclass *snap); /* accepts NULL */
 

@@ -61,7 +61,12 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 		if ((r = add_labelled(m, p->volumes[i].destination, "bind", p->volumes[i].read_only, "%s%s",
 				      lz_config_volume_source(cfg, i)->canonical, "", err)) < 0)
 			return r;
-	if ((r = add_labelled(m, "/workspace", "bind", false, "%s%s", ws->canonical, "", err)) < 0)
+	/* Spec 3.5: through the router's mount unless the profile turns
+	 * isolation off (FR-9); .git is then the router's too, so Git's index
+	 * replacement passes the router's checks. */
+	const char *ws_source = p->isolate_ignored ? gen : ws->canonical;
+	const char *ws_child = p->isolate_ignored ? "/workspace" : "";
+	if ((r = add_labelled(m, "/workspace", "bind", false, "%s%s", ws_source, ws_child, err)) < 0)
 		return r;
 	/* SR-4: Git Sentry, after /workspace so it lies on top. */
 	if ((r = lz_gitsentry_plan(ws->fd, ws->canonical, &m->git, &m->n_git, err)) < 0)
@@ -70,7 +75,7 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 	 * renamed, so `mv .git x` cannot slip the protected files aside. */
 	struct stat st;
 	if (m->n_git > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-	    (r = add_labelled(m, "/workspace/.git", "bind", false, "%s/.git", ws->canonical, "", err)) < 0)
+	    (r = add_labelled(m, "/workspace/.git", "bind", false, "%s%s/.git", ws_source, ws_child, err)) < 0)
 		return r;
 	for (size_t i = 0; i < m->n_git; i++) {
 		const struct lz_gitsentry_mount *gm = &m->git[i];

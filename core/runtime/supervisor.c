@@ -29,6 +29,7 @@
 #include "net/netroutes_observe.h"
 #include "net/rtnl.h"
 #include "proc/spawn.h"
+#include "runtime/rsrouter.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -514,6 +515,7 @@ struct lz_rs {
 	enum lz_rs_step step;
 	struct lz_rs_msg mounts; /* what was mounted, for the exact unmount */
 	struct lz_broker_child runsc, helper;
+	struct lz_rsrouter router;
 	struct lz_canary canary;
 	struct lz_netattest att;
 	int report[2]; /* the init's standard output */
@@ -538,6 +540,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	rs->p = plan;
 	rs->runsc = rs->helper = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	rs->router = (struct lz_rsrouter)LZ_RSROUTER_INIT;
 	rs->canary = LZ_CANARY_INIT;
 	rs->report[0] = rs->report[1] = -EBADF;
 	rs->hc_alive = true;
@@ -552,6 +555,7 @@ void lz_rs_free(lz_rs *rs)
 		return;
 	lz_broker_kill(&rs->runsc);
 	lz_broker_kill(&rs->helper);
+	lz_broker_kill(&rs->router.child);
 	lz_close_fdp(&rs->report[0]);
 	lz_close_fdp(&rs->report[1]);
 	free(rs);
@@ -564,6 +568,7 @@ enum lz_rs_step lz_rs_reached(const lz_rs *rs)
 
 static const char *const step_names[] = {
 	[LZ_RS_STEP_NONE] = "start",	     [LZ_RS_STEP_MOUNTED] = "mount",
+	[LZ_RS_STEP_ROUTER] = "start_router",
 	[LZ_RS_STEP_HELPER] = "start_helper",	     [LZ_RS_STEP_CANARY_LIVE] = "prove_canary",
 	[LZ_RS_STEP_POLICY] = "install_policy",    [LZ_RS_STEP_RUNSC] = "start_runsc",
 	[LZ_RS_STEP_RUNNING] = "await_running",    [LZ_RS_STEP_INIT_REPORTED] = "read_init_report",
@@ -590,9 +595,18 @@ int lz_rs_mount(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+int lz_rs_start_router(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_MOUNTED, "start_router", err);
+	if (r < 0 || (r = lz_rsrouter_start(rs->p, &rs->router, err)) < 0)
+		return r;
+	rs->step = LZ_RS_STEP_ROUTER;
+	return 0;
+}
+
 int lz_rs_start_helper(lz_rs *rs, struct lz_err *err)
 {
-	int r = enter(rs, LZ_RS_STEP_MOUNTED, "start_helper", err);
+	int r = enter(rs, LZ_RS_STEP_ROUTER, "start_helper", err);
 	if (r < 0 || (r = start_helper(rs->p, &rs->canary, &rs->helper, err)) < 0)
 		return r;
 	rs->step = LZ_RS_STEP_HELPER;
@@ -714,16 +728,21 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 	for (;;) {
 		/* Whatever else reaches the init's standard output goes to the
 		 * log, so no writer ever blocks on, or dies of, this pipe. */
-		struct pollfd pf[3] = { { .fd = p->control_fd, .events = POLLIN },
+		struct pollfd pf[4] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
-					{ .fd = rs->report[0], .events = POLLIN } };
-		if (poll(pf, 3, -1) < 0) {
+					{ .fd = rs->report[0], .events = POLLIN },
+					{ .fd = rs->router.child.pidfd, .events = POLLIN } };
+		if (poll(pf, 4, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
 		}
 		if (pf[1].revents) {
 			*ret = LZ_RS_END_RUNSC;
+			return 0;
+		}
+		if (pf[3].revents) {
+			*ret = LZ_RS_END_ROUTER;
 			return 0;
 		}
 		if (pf[2].revents) {
@@ -762,7 +781,12 @@ static int release(lz_rs *rs, struct lz_err *err)
 	lz_broker_kill(&rs->helper);
 	lz_close_fdp(&rs->report[0]);
 	lz_close_fdp(&rs->report[1]);
+	/* Spec 3.5: the workspace mount goes first, and with it the router. */
+	struct lz_err rerr = { 0, "" };
+	int rr = lz_rsrouter_stop(rs->p, &rs->router, &rerr);
 	int r = unmount_all(rs->p, &rs->mounts, err);
+	if (rr < 0 && r >= 0)
+		r = lz_err_set(err, -rr, "%s", rerr.msg);
 	if (r >= 0)
 		discard_transient(rs->p);
 	return r;

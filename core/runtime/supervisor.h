@@ -54,6 +54,8 @@ typedef struct lz_rs lz_rs;
 enum lz_rs_step {
 	LZ_RS_STEP_NONE = 0,
 	LZ_RS_STEP_MOUNTED,       /* 1. root and State Anchor overlays, MOUNTS sent */
+	LZ_RS_STEP_ROUTER,        /* 1. the workspace router serves its mount
+				   *    (spec 3.5; nothing when isolation is off) */
 	LZ_RS_STEP_HELPER,        /* 2. slirp4netns staged and acknowledged; the
 				   *    enforcement namespace and canary built;
 				   *    the helper released */
@@ -72,6 +74,7 @@ enum lz_rs_end {
 	LZ_RS_END_STOP = 1,   /* the HC sent STOP */
 	LZ_RS_END_HC_LOST,    /* the control socket ended: lease loss (spec 3.6) */
 	LZ_RS_END_RUNSC,      /* runsc run ended */
+	LZ_RS_END_ROUTER,     /* the workspace router ended (spec 3.5 router loss) */
 };
 
 /* Takes the plan (the broker's fn argument) in the freshly created RS:
@@ -81,6 +84,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err);
 void lz_rs_free(lz_rs *rs);
 
 int lz_rs_mount(lz_rs *rs, struct lz_err *err);
+int lz_rs_start_router(lz_rs *rs, struct lz_err *err);
 int lz_rs_start_helper(lz_rs *rs, struct lz_err *err);
 int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err);
 int lz_rs_install_policy(lz_rs *rs, struct lz_err *err);

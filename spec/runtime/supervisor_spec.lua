@@ -5,11 +5,11 @@
 require("lazaret_spec")
 local sup = require("lazaret.runtime.supervisor")
 
--- The RS's order: mounts first (MOUNTS), slirp4netns, the canary, the
--- policy, runsc and its container, the init's report, the network
--- finished, READY.
+-- The RS's order: mounts first (MOUNTS), the workspace router,
+-- slirp4netns, the canary, the policy, runsc and its container, the init's
+-- report, the network finished, READY.
 local STEPS = {
-  "mount", "start_helper", "prove_canary", "install_policy", "start_runsc", "await_running",
+  "mount", "start_router", "start_helper", "prove_canary", "install_policy", "start_runsc", "await_running",
   "read_init_report", "finish_network", "report_ready",
 }
 
@@ -98,9 +98,16 @@ describe("lazaret.runtime.supervisor", function()
   it("aborts when a step raises, with the error as the reason", function()
     local rs, log = fake({ raise = "install_policy" })
     assert.are.equal(1, sup.main(rs))
-    assert.are.same({ "mount", "start_helper", "prove_canary", "install_policy" }, table.move(log, 1, 4, 1, {}))
-    assert.are.equal(5, #log)
-    assert.matches("^abort%(.*raised in install_policy%)$", log[5])
+    assert.are.same({ "mount", "start_router", "start_helper", "prove_canary", "install_policy" },
+      table.move(log, 1, 5, 1, {}))
+    assert.are.equal(6, #log)
+    assert.matches("^abort%(.*raised in install_policy%)$", log[6])
+  end)
+
+  it("aborts when the workspace router ends (spec 3.5 router loss), without stop", function()
+    local rs, log = fake({ serve_end = "router-ended" })
+    assert.are.equal(1, sup.main(rs))
+    assert.are.same(concat(STEPS, { "serve", "abort(the workspace router ended)" }), log)
   end)
 
   it("aborts when serving fails and does not stop", function()

@@ -34,6 +34,9 @@
 #include "router/ignoreclass.h"
 #include "util/cleanup.h"
 
+/* snprintf that must fit: a truncated test path is a broken test. */
+#define FMT(buf, ...) assert_true((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) < sizeof(buf))
+
 static bool have_git;
 static size_t parity_total; /* paths compared across the whole run */
 
@@ -53,7 +56,7 @@ static int setup(void **state)
 	memcpy(f->dir, canon, strlen(canon) + 1);
 	setenv("HOME", f->dir, 1);
 	char cfg[PATH_MAX];
-	snprintf(cfg, sizeof(cfg), "%s/.gitconfig", f->dir);
+	FMT(cfg, "%s/.gitconfig", f->dir);
 	FILE *c = fopen(cfg, "w");
 	if (c == NULL)
 		return -1;
@@ -90,8 +93,8 @@ static int run_gitv(const struct fx *f, const char *rel, const char *in, size_t 
 		    struct buf *out, const char *const *argv)
 {
 	char cwd[PATH_MAX], inpath[PATH_MAX];
-	snprintf(cwd, sizeof(cwd), "%s/%s", f->dir, rel);
-	snprintf(inpath, sizeof(inpath), "%s/.stdin", f->dir);
+	FMT(cwd, "%s/%s", f->dir, rel);
+	FMT(inpath, "%s/.stdin", f->dir);
 	if (in) {
 		int fd = open(inpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		assert_true(fd >= 0);
@@ -183,13 +186,13 @@ static void mkdirs(const struct fx *f, const char *rel)
 static void put(const struct fx *f, const char *rel, const char *s)
 {
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s", rel);
+	FMT(p, "%s", rel);
 	char *slash = strrchr(p, '/');
 	if (slash) {
 		*slash = '\0';
 		mkdirs(f, p);
 	}
-	snprintf(p, sizeof(p), "%s/%s", f->dir, rel);
+	FMT(p, "%s/%s", f->dir, rel);
 	unlink(p);
 	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
@@ -209,11 +212,11 @@ static lz_ignoreclass *snap_at(const struct fx *f, const char *ws_rel, const cha
 			       int iso_fd)
 {
 	char p[PATH_MAX], g[PATH_MAX];
-	snprintf(p, sizeof(p), "%s/%s", f->dir, ws_rel);
+	FMT(p, "%s/%s", f->dir, ws_rel);
 	int wsfd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(wsfd >= 0);
 	if (global)
-		snprintf(g, sizeof(g), "%s/%s", f->dir, global);
+		FMT(g, "%s/%s", f->dir, global);
 	struct lz_ignoreclass_inputs in = { .workspace_fd = wsfd, .isolated_fd = iso_fd,
 					    .global_excludes = global ? g : NULL };
 	struct lz_err err = { 0 };
@@ -350,8 +353,8 @@ static void walk(const char *abs, const char *rel, struct probes *ps)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, ".git"))
 			continue;
 		char a[PATH_MAX], r[PATH_MAX];
-		snprintf(a, sizeof(a), "%s/%s", abs, de->d_name);
-		snprintf(r, sizeof(r), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+		FMT(a, "%s/%s", abs, de->d_name);
+		FMT(r, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
 		struct stat st;
 		assert_int_equal(lstat(a, &st), 0);
 		probe_add(ps, r, S_ISDIR(st.st_mode), false);
@@ -408,7 +411,7 @@ enum { T_HOST, T_ISOLATED, T_UNKNOWN };
 static int verdict(const struct gview *v, const char *rel, bool is_dir, bool proposed)
 {
 	char slash[PATH_MAX + 2];
-	snprintf(slash, sizeof(slash), "%s/", rel);
+	FMT(slash, "%s/", rel);
 	/* Tracked, folded under core.ignoreCase as status and add look it up
 	 * (check-ignore alone compares exactly, so it would disagree). */
 	if (strs_has(&v->tracked, rel, v->icase))
@@ -446,7 +449,7 @@ static size_t parity(const struct fx *f, const char *ws_rel, const char *const *
 	lz_ignoreclass *s = snap_at(f, ws_rel, global, -1);
 	struct probes ps = { 0 };
 	char abs[PATH_MAX];
-	snprintf(abs, sizeof(abs), "%s/%s", f->dir, ws_rel);
+	FMT(abs, "%s/%s", f->dir, ws_rel);
 	walk(abs, "", &ps);
 	size_t existing = ps.n;
 	for (size_t i = 0; i <= existing; i++) {
@@ -455,12 +458,12 @@ static size_t parity(const struct fx *f, const char *ws_rel, const char *const *
 		for (size_t j = 0; j < LZ_ARRAY_SIZE(proposals); j++) {
 			char p[PATH_MAX];
 			if (i == existing)
-				snprintf(p, sizeof(p), "%s", proposals[j]);
+				FMT(p, "%s", proposals[j]);
 			else
-				snprintf(p, sizeof(p), "%s/%s", ps.v[i].path, proposals[j]);
+				FMT(p, "%s/%s", ps.v[i].path, proposals[j]);
 			struct stat st;
 			char a[PATH_MAX * 2];
-			snprintf(a, sizeof(a), "%s/%s", abs, p);
+			FMT(a, "%s/%s", abs, p);
 			if (lstat(a, &st) < 0)
 				probe_add(&ps, p, false, true);
 		}
@@ -479,7 +482,7 @@ static size_t parity(const struct fx *f, const char *ws_rel, const char *const *
 	for (size_t k = 0; k < nv; k++) {
 		struct gview *v = &views[k];
 		char dir[PATH_MAX * 2];
-		snprintf(dir, sizeof(dir), "%s%s%s", ws_rel, *v->root ? "/" : "", v->root);
+		FMT(dir, "%s%s%s", ws_rel, *v->root ? "/" : "", v->root);
 		struct buf b = { 0 };
 		assert_int_equal(run_gitv(f, dir, NULL, 0, &b, GIT_ARGS("ls-files", "-z")), 0);
 		parse_z(&v->tracked, &b, false, NULL);
@@ -694,7 +697,7 @@ static void test_route__info_exclude_and_global_excludes(void **state)
 	need_git();
 	repo(f, "ws");
 	char g[PATH_MAX];
-	snprintf(g, sizeof(g), "%s/global-ignore", f->dir);
+	FMT(g, "%s/global-ignore", f->dir);
 	GIT(f, "", "config", "--global", "core.excludesFile", g);
 	put(f, "global-ignore", "*.g\n*.both\n!*.info\nglobal-only\n");
 	put(f, "ws/.git/info/exclude", "*.info\n!*.both\n*.ex\n");
@@ -816,7 +819,7 @@ static void test_route__nested_repository_outside_workspace_not_read(void **stat
 	repo(f, "host-repo");
 	put(f, "host-repo/.git/info/exclude", "*.secret\n");
 	char gitfile[PATH_MAX + 16];
-	snprintf(gitfile, sizeof(gitfile), "gitdir: %s/host-repo/.git\n", f->dir);
+	FMT(gitfile, "gitdir: %s/host-repo/.git\n", f->dir);
 	put(f, "ws/n/.git", gitfile);
 	put(f, "ws/n/a.secret", "");
 	put(f, "ws/n/a.log", "");
@@ -883,15 +886,15 @@ static void test_build__symlinks_not_followed(void **state)
 	put(f, "outside/.gitignore", "*.txt\n");
 	put(f, "outside/exclude", "*.md\n");
 	char p[PATH_MAX], t[PATH_MAX];
-	snprintf(t, sizeof(t), "%s/outside/.gitignore", f->dir);
-	snprintf(p, sizeof(p), "%s/ws/.gitignore", f->dir);
+	FMT(t, "%s/outside/.gitignore", f->dir);
+	FMT(p, "%s/ws/.gitignore", f->dir);
 	assert_int_equal(symlink(t, p), 0);
-	snprintf(t, sizeof(t), "%s/outside", f->dir);
-	snprintf(p, sizeof(p), "%s/ws/linked", f->dir);
+	FMT(t, "%s/outside", f->dir);
+	FMT(p, "%s/ws/linked", f->dir);
 	assert_int_equal(symlink(t, p), 0);
 	mkdirs(f, "ws/real");
-	snprintf(t, sizeof(t), "../../outside/.gitignore");
-	snprintf(p, sizeof(p), "%s/ws/real/.gitignore", f->dir);
+	FMT(t, "../../outside/.gitignore");
+	FMT(p, "%s/ws/real/.gitignore", f->dir);
 	assert_int_equal(symlink(t, p), 0);
 	put(f, "ws/a.txt", "");
 	put(f, "ws/real/b.txt", "");
@@ -984,15 +987,15 @@ static void test_route__inconsistent_tracked_isolated_only(void **state)
 	put(f, "ws/d/gone.o", "");
 	GIT(f, "ws", "add", "-f", "gone.c", "both.c", "d/gone.o");
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s/ws/gone.c", f->dir);
+	FMT(p, "%s/ws/gone.c", f->dir);
 	assert_int_equal(unlink(p), 0);
-	snprintf(p, sizeof(p), "%s/ws/d/gone.o", f->dir);
+	FMT(p, "%s/ws/d/gone.o", f->dir);
 	assert_int_equal(unlink(p), 0);
 	put(f, "iso/gone.c", "");
 	put(f, "iso/both.c", "");
 	put(f, "iso/d/gone.o", "");
 	put(f, "iso/new.o", "");
-	snprintf(p, sizeof(p), "%s/iso", f->dir);
+	FMT(p, "%s/iso", f->dir);
 	int iso = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(iso >= 0);
 	lz_ignoreclass *s = snap_at(f, "ws", NULL, iso);
@@ -1078,13 +1081,13 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 	dirs[0][0] = '\0';
 	for (size_t i = 0; i < 14; i++) {
 		char parent[PATH_MAX];
-		snprintf(parent, sizeof(parent), "%s", dirs[rnd((uint32_t)nd)]);
+		FMT(parent, "%s", dirs[rnd((uint32_t)nd)]);
 		if (strlen(parent) > 40)
 			continue;
 		snprintf(dirs[nd], PATH_MAX, "%s%s%s", parent, *parent ? "/" : "",
 			 dir_names[rnd(LZ_ARRAY_SIZE(dir_names))]);
 		char p[PATH_MAX * 2];
-		snprintf(p, sizeof(p), "%s/%s", ws, dirs[nd]);
+		FMT(p, "%s/%s", ws, dirs[nd]);
 		mkdirs(f, p);
 		nd++;
 	}
@@ -1093,13 +1096,13 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 		size_t nf = 3 + rnd(6);
 		for (size_t j = 0; j < nf; j++) {
 			char rel[PATH_MAX], p[PATH_MAX * 2];
-			snprintf(rel, sizeof(rel), "%s%s%s", dirs[i], *dirs[i] ? "/" : "",
+			FMT(rel, "%s%s%s", dirs[i], *dirs[i] ? "/" : "",
 				 file_names[rnd(LZ_ARRAY_SIZE(file_names))]);
-			snprintf(p, sizeof(p), "%s/%s/%s", f->dir, ws, rel);
+			FMT(p, "%s/%s/%s", f->dir, ws, rel);
 			struct stat st;
 			if (lstat(p, &st) == 0)
 				continue;
-			snprintf(p, sizeof(p), "%s/%s", ws, rel);
+			FMT(p, "%s/%s", ws, rel);
 			put(f, p, "");
 			if (rnd(5) == 0)
 				strs_add(&add, rel, strlen(rel));
@@ -1107,17 +1110,17 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 		if (i == 0 || rnd(10) < 5) {
 			char text[4096], p[PATH_MAX * 2];
 			random_patterns(text, sizeof(text), 2 + rnd(5));
-			snprintf(p, sizeof(p), "%s/%s%s.gitignore", ws, dirs[i], *dirs[i] ? "/" : "");
+			FMT(p, "%s/%s%s.gitignore", ws, dirs[i], *dirs[i] ? "/" : "");
 			put(f, p, text);
 		}
 		char p[PATH_MAX * 2], t[PATH_MAX * 2];
 		if (rnd(6) == 0) { /* an empty directory */
-			snprintf(p, sizeof(p), "%s/%s%s%s", ws, dirs[i], *dirs[i] ? "/" : "",
+			FMT(p, "%s/%s%s%s", ws, dirs[i], *dirs[i] ? "/" : "",
 				 dir_names[rnd(LZ_ARRAY_SIZE(dir_names))]);
 			mkdirs(f, p);
 		}
 		if (rnd(6) == 0) { /* a symlink to the parent directory */
-			snprintf(p, sizeof(p), "%s/%s/%s%s%s", f->dir, ws, dirs[i], *dirs[i] ? "/" : "",
+			FMT(p, "%s/%s/%s%s%s", f->dir, ws, dirs[i], *dirs[i] ? "/" : "",
 				 file_names[rnd(LZ_ARRAY_SIZE(file_names))]);
 			struct stat st;
 			if (lstat(p, &st) < 0)
@@ -1129,23 +1132,23 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 	if (rnd(2) == 0) {
 		char text[4096], p[PATH_MAX * 2], rel[PATH_MAX + 8];
 		const char *d = dirs[rnd((uint32_t)nd)];
-		snprintf(rel, sizeof(rel), "%s%snest", d, *d ? "/" : "");
-		snprintf(p, sizeof(p), "%s/%s", ws, rel);
+		FMT(rel, "%s%snest", d, *d ? "/" : "");
+		FMT(p, "%s/%s", ws, rel);
 		repo(f, p);
 		if (icase && rnd(2) == 0)
 			GIT(f, p, "config", "core.ignoreCase", "true");
 		for (size_t j = 0; j < 6; j++) {
-			snprintf(p, sizeof(p), "%s/%s/%s%s", ws, rel, j < 3 ? "d1/" : "",
+			FMT(p, "%s/%s/%s%s", ws, rel, j < 3 ? "d1/" : "",
 				 file_names[rnd(LZ_ARRAY_SIZE(file_names))]);
 			put(f, p, "");
 		}
 		random_patterns(text, sizeof(text), 3 + rnd(3));
-		snprintf(p, sizeof(p), "%s/%s/.gitignore", ws, rel);
+		FMT(p, "%s/%s/.gitignore", ws, rel);
 		put(f, p, text);
 		random_patterns(text, sizeof(text), 2);
-		snprintf(p, sizeof(p), "%s/%s/d1/.gitignore", ws, rel);
+		FMT(p, "%s/%s/d1/.gitignore", ws, rel);
 		put(f, p, text);
-		snprintf(p, sizeof(p), "%s/%s", ws, rel);
+		FMT(p, "%s/%s", ws, rel);
 		GIT(f, p, "add", "-f", "d1");
 		memcpy(nested, rel, strlen(rel) + 1);
 	}
@@ -1154,7 +1157,7 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 		strcat(text, pat_tokens[rnd(LZ_ARRAY_SIZE(pat_tokens))]);
 		strcat(text, "\n");
 	}
-	snprintf(p, sizeof(p), "%s/.git/info/exclude", ws);
+	FMT(p, "%s/.git/info/exclude", ws);
 	put(f, p, text);
 	text[0] = '\0';
 	for (size_t k = 0; k < 2; k++) {
@@ -1164,7 +1167,7 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 	put(f, "global-ignore", text);
 	for (size_t i = 0; i < add.n; i++) {
 		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", ws);
+		FMT(dir, "%s", ws);
 		if (run_gitv(f, dir, NULL, 0, NULL,
 			     GIT_ARGS("--literal-pathspecs", "add", "-f", "--", add.v[i])) != 0)
 			fail_msg("git add -f failed");
@@ -1177,7 +1180,7 @@ static void test_parity__randomized(void **state)
 	struct fx *f = *state;
 	need_git();
 	char g[PATH_MAX];
-	snprintf(g, sizeof(g), "%s/global-ignore", f->dir);
+	FMT(g, "%s/global-ignore", f->dir);
 	GIT(f, "", "config", "--global", "core.excludesFile", g);
 	size_t before = parity_total;
 	/* LZ_TEST_PARITY_SEEDS=N widens the search (default 12 seeds). */
@@ -1185,7 +1188,7 @@ static void test_parity__randomized(void **state)
 	uint64_t seeds = env ? strtoull(env, NULL, 10) : 12;
 	for (uint64_t seed = 1; seed <= seeds; seed++) {
 		char ws[32];
-		snprintf(ws, sizeof(ws), "r%llu", (unsigned long long)seed);
+		FMT(ws, "r%llu", (unsigned long long)seed);
 		char nested[PATH_MAX + 8];
 		random_tree(f, ws, seed, seed % 4 == 0, nested);
 		parity(f, ws, (const char *const[]){ *nested ? nested : NULL, NULL }, "global-ignore");

@@ -48,7 +48,7 @@ static inline void cfg_fx_setenv(const char *name, const char *value)
 static inline const char *cfg_fx_getenv(const char *name)
 {
 	for (size_t i = 0; i < cfg_fx_n_env; i++)
-		if (strcmp(cfg_fx_env[i].name, name) == 0)
+		if (cfg_fx_env[i].name != NULL && strcmp(cfg_fx_env[i].name, name) == 0)
 			return cfg_fx_env[i].value;
 	return NULL;
 }

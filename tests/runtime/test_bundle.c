@@ -164,7 +164,9 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 	snprintf(p, sizeof(p), "%s/anchor/1", gen);
 	assert_bind(doc, "/usr/local", p, false, &a1);
 	assert_bind(doc, "/data", vol, true, &v);
-	assert_bind(doc, "/workspace", f->ws, false, &w);
+	/* Spec 3.5: the router's mount point in the generation. */
+	snprintf(p, sizeof(p), "%s/workspace", gen);
+	assert_bind(doc, "/workspace", p, false, &w);
 	snprintf(p, sizeof(p), "%s/init", gen);
 	assert_bind(doc, LZ_BUNDLE_INIT_PATH, p, true, &init);
 	snprintf(p, sizeof(p), "%s/resolv.conf", gen);
@@ -173,6 +175,21 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 	assert_int_equal(resolv, json_array_size(json_object_get(doc, "mounts")) - 1);
 	/* No Git repository: nothing of Git Sentry's. */
 	assert_null(mount_at(doc, "/workspace/.git", NULL));
+	json_decref(doc);
+}
+
+/* FR-9: isolate_ignored = false binds the canonical workspace itself. */
+static void test_lz_bundle_write__isolation_off_binds_the_workspace(void **state)
+{
+	struct cfg_fx *f = *state;
+	char p[PATH_MAX + 128];
+	snprintf(p, sizeof(p), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
+	assert_int_equal(system(p), 0);
+	load(f, CFG_FX_BASE "persistent_dirs = []\nisolate_ignored = false\n");
+	json_t *doc = write_and_parse(f);
+	assert_bind(doc, "/workspace", f->ws, false, NULL);
+	snprintf(p, sizeof(p), "%s/.git", f->ws);
+	assert_bind(doc, "/workspace/.git", p, false, NULL);
 	json_decref(doc);
 }
 
@@ -187,8 +204,10 @@ static void test_lz_bundle_write__git_sentry_on_top_of_the_workspace(void **stat
 	load(f, CFG_FX_BASE "persistent_dirs = []\n");
 	json_t *doc = write_and_parse(f);
 	size_t w, git, init, i;
-	assert_bind(doc, "/workspace", f->ws, false, &w);
-	snprintf(p, sizeof(p), "%s/.git", f->ws);
+	snprintf(p, sizeof(p), "%s/workspace", f->gen.dir.canonical);
+	assert_bind(doc, "/workspace", p, false, &w);
+	/* .git is pinned through the router too (spec 3.5: .git is host-routed). */
+	snprintf(p, sizeof(p), "%s/workspace/.git", f->gen.dir.canonical);
 	assert_bind(doc, "/workspace/.git", p, false, &git);
 	assert_true(w < git);
 	/* Git Sentry's read-only files and tmpfs lie between .git and init. */
@@ -269,6 +288,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_bundle_write__fields_and_mount_order),
 		T(test_lz_bundle_write__git_sentry_on_top_of_the_workspace),
+		T(test_lz_bundle_write__isolation_off_binds_the_workspace),
 		T(test_lz_bundle_write__refusals),
 		T(test_lz_bundle_guest_env__fixed_then_references),
 	};

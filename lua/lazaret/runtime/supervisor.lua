@@ -8,6 +8,7 @@ local error, pcall, type, ipairs = error, pcall, type, ipairs
 
 M.steps = {
   "mount",            -- 1. root and State Anchor overlays; MOUNTS
+  "start_router",     -- 1. workspace router serving its mount (spec 3.5)
   "start_helper",     -- 2. slirp4netns staged, acknowledged; enforcement netns
   "prove_canary",     -- 3. both canary endpoints answer
   "install_policy",   -- 3. tap0, exactly the derived policy, observed
@@ -36,6 +37,12 @@ function M.main(rs)
   local ended, smsg = rs:serve()
   if not ended then
     rs:abort("serve: " .. smsg)
+    return 1
+  end
+  -- Spec 3.5 router loss: /workspace already fails with ENOTCONN; the
+  -- generation ends, nothing is copied between backings.
+  if ended == "router-ended" then
+    rs:abort("the workspace router ended")
     return 1
   end
   -- Reports STOPPED, or FAILED with the reason, itself.

@@ -1,0 +1,401 @@
+#include "router/ignorewatch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+#define QUIET_MS 50        /* a burst of changes (git checkout) is one rebuild */
+#define RETRY_MS 200       /* an index caught mid-write: try again */
+#define MAX_RETRIES 25
+
+/* No IN_DONT_FOLLOW: directories are watched through their descriptor's
+ * /proc/self/fd magic link (opened confined), which must be followed. */
+#define DIR_MASK                                                                                   \
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE | IN_ONLYDIR | \
+	 IN_EXCL_UNLINK)
+
+enum kind { K_TREE, K_GITDIR, K_GITINFO, K_GLOBAL };
+
+/* One watched directory, indexed by its watch descriptor. The path is the
+ * chain of parents (so a renamed directory keeps a correct path). */
+struct watched {
+	bool used;
+	uint8_t kind;
+	int parent; /* watch descriptor, -1 for the root and the global one */
+	char *name;
+};
+
+struct lz_ignorewatch {
+	lz_router *router;
+	struct lz_ignoreclass_inputs in;
+	int host_fd, isolated_fd;
+	char *global_excludes;
+	const char *global_base; /* in global_excludes */
+	int ino_fd, stop_fd;
+	struct watched *w;
+	size_t cap;
+	size_t ndirs;
+	bool full_warned;
+	atomic_ulong published;
+	pthread_t thread;
+};
+
+static void forget_wd(struct lz_ignorewatch *iw, int wd)
+{
+	if (wd >= 0 && (size_t)wd < iw->cap && iw->w[wd].used) {
+		free(iw->w[wd].name);
+		iw->w[wd] = (struct watched){ 0 };
+		iw->ndirs--;
+	}
+}
+
+static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent, const char *name)
+{
+	if ((size_t)wd >= iw->cap) {
+		size_t cap = iw->cap ? iw->cap : 64;
+		while (cap <= (size_t)wd)
+			cap *= 2;
+		struct watched *n = realloc(iw->w, cap * sizeof(*n));
+		if (n == NULL)
+			return -ENOMEM;
+		memset(n + iw->cap, 0, (cap - iw->cap) * sizeof(*n));
+		iw->w = n;
+		iw->cap = cap;
+	}
+	char *copy = strdup(name);
+	if (copy == NULL)
+		return -ENOMEM;
+	if (iw->w[wd].used) { /* the same directory reached twice (IN_MASK_CREATE is not used) */
+		free(iw->w[wd].name);
+		iw->ndirs--;
+	}
+	iw->w[wd] = (struct watched){ .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy };
+	iw->ndirs++;
+	return 0;
+}
+
+/* The workspace-relative path of watched directory wd ("" for the root). */
+static int wd_path(const struct lz_ignorewatch *iw, int wd, char *buf, size_t cap)
+{
+	char tmp[PATH_MAX];
+	size_t end = sizeof(tmp);
+	tmp[--end] = '\0';
+	for (int d = wd; d >= 0 && iw->w[d].parent >= 0; d = iw->w[d].parent) {
+		size_t n = strlen(iw->w[d].name);
+		if (n + 1 > end)
+			return -ENAMETOOLONG;
+		end -= n;
+		memcpy(tmp + end, iw->w[d].name, n);
+		tmp[--end] = '/';
+	}
+	const char *p = tmp + end + (tmp[end] == '/');
+	if (strlen(p) + 1 > cap)
+		return -ENAMETOOLONG;
+	strcpy(buf, p);
+	return 0;
+}
+
+static int watch_fd(struct lz_ignorewatch *iw, int fd)
+{
+	char proc[32];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return inotify_add_watch(iw->ino_fd, proc, DIR_MASK);
+}
+
+static void warn_full(struct lz_ignorewatch *iw, int e)
+{
+	if (iw->full_warned)
+		return;
+	iw->full_warned = true;
+	fprintf(stderr,
+		"lazaret-router: watching %zu workspace directories, no more (%s): ignore-rule "
+		"changes in the others are seen at the next change elsewhere or the next launch\n",
+		iw->ndirs, e ? strerror(e) : "the router's limit");
+}
+
+/* Watches the directory at rel (kind k, child `name` of parent wd) and,
+ * below it, every directory outside Git directories plus each Git
+ * directory and its info/. Returns 1 when the subtree holds an ignore
+ * input (.gitignore or a Git directory), 0 when not, -errno on a failure
+ * that is not the tree's (memory). A directory that vanished or became a
+ * symlink meanwhile is skipped. */
+static int watch_tree(struct lz_ignorewatch *iw, const char *rel, enum kind k, int parent, const char *name)
+{
+	if (iw->ndirs >= LZ_IGNOREWATCH_MAX_DIRS) {
+		warn_full(iw, 0);
+		return 0;
+	}
+	_cleanup_close_ int fd = lz_openat2(iw->host_fd, rel[0] ? rel : ".",
+					    O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (fd < 0)
+		return 0;
+	int wd = watch_fd(iw, fd);
+	if (wd < 0) {
+		if (errno == ENOSPC || errno == ENOMEM)
+			warn_full(iw, errno);
+		return 0;
+	}
+	int r = record_wd(iw, wd, k, parent, name);
+	if (r < 0)
+		return r;
+	int found = k != K_TREE;
+	DIR *d = fdopendir(fd);
+	if (d == NULL)
+		return found;
+	fd = -EBADF; /* owned by d */
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		const char *n = de->d_name;
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+			continue;
+		if (k == K_TREE && strcmp(n, ".gitignore") == 0)
+			found = 1;
+		bool is_dir = de->d_type == DT_DIR;
+		if (de->d_type == DT_UNKNOWN) {
+			struct stat st;
+			is_dir = fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+		}
+		if (!is_dir)
+			continue;
+		enum kind ck;
+		if (k == K_TREE)
+			ck = strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE;
+		else if (k == K_GITDIR && strcmp(n, "info") == 0)
+			ck = K_GITINFO;
+		else
+			continue;
+		char child[PATH_MAX];
+		if ((size_t)snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", n) >= sizeof(child))
+			continue;
+		int c = watch_tree(iw, child, ck, wd, n);
+		if (c < 0) {
+			closedir(d);
+			return c;
+		}
+		found |= c;
+	}
+	closedir(d);
+	return found;
+}
+
+/* A directory moved within the workspace keeps its watch: re-link it. */
+static void relink(struct lz_ignorewatch *iw, int from_parent, const char *from_name, int to_parent,
+		   const char *to_name)
+{
+	for (size_t i = 0; i < iw->cap; i++) {
+		struct watched *x = &iw->w[i];
+		if (x->used && x->parent == from_parent && strcmp(x->name, from_name) == 0) {
+			char *copy = strdup(to_name);
+			if (copy == NULL)
+				return;
+			free(x->name);
+			x->name = copy;
+			x->parent = to_parent;
+			return;
+		}
+	}
+}
+
+/* Whether one event changes an ignore input; adds watches for new
+ * directories. */
+static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, uint32_t *cookie,
+		   int *from_wd, char *from_name)
+{
+	if (ev->mask & IN_Q_OVERFLOW)
+		return true;
+	if (ev->mask & IN_IGNORED) {
+		forget_wd(iw, ev->wd);
+		return false;
+	}
+	if (ev->wd < 0 || (size_t)ev->wd >= iw->cap || !iw->w[ev->wd].used || ev->len == 0)
+		return false;
+	const struct watched *x = &iw->w[ev->wd];
+	const char *n = ev->name;
+	bool dir = ev->mask & IN_ISDIR;
+	switch (x->kind) {
+	case K_GLOBAL:
+		return strcmp(n, iw->global_base) == 0;
+	case K_GITINFO:
+		return strcmp(n, "exclude") == 0;
+	case K_GITDIR:
+		if (dir && strcmp(n, "info") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
+			char rel[PATH_MAX], child[PATH_MAX];
+			if (wd_path(iw, ev->wd, rel, sizeof(rel)) == 0 &&
+			    (size_t)snprintf(child, sizeof(child), "%s/info", rel) < sizeof(child))
+				(void)watch_tree(iw, child, K_GITINFO, ev->wd, "info");
+			return true;
+		}
+		return strcmp(n, "index") == 0 || strcmp(n, "info") == 0;
+	default:
+		break;
+	}
+	if (strcmp(n, ".gitignore") == 0)
+		return true;
+	if (!dir)
+		return false;
+	if (ev->mask & IN_MOVED_FROM) {
+		*cookie = ev->cookie;
+		*from_wd = ev->wd;
+		snprintf(from_name, NAME_MAX + 1, "%s", n);
+		return true; /* its ignore files left the tree */
+	}
+	if (ev->mask & IN_MOVED_TO && *cookie != 0 && ev->cookie == *cookie) {
+		relink(iw, *from_wd, from_name, ev->wd, n);
+		*cookie = 0;
+		return true;
+	}
+	if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
+		char rel[PATH_MAX], child[PATH_MAX];
+		if (wd_path(iw, ev->wd, rel, sizeof(rel)) < 0 ||
+		    (size_t)snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", n) >= sizeof(child))
+			return false;
+		int found = watch_tree(iw, child, strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE, ev->wd, n);
+		return found != 0;
+	}
+	return (ev->mask & IN_DELETE) != 0; /* a removed directory took its ignore files */
+}
+
+static void rebuild(struct lz_ignorewatch *iw)
+{
+	for (int attempt = 0; attempt < MAX_RETRIES; attempt++) {
+		lz_ignoreclass *snap = NULL;
+		struct lz_err err = { 0, "" };
+		if (lz_ignoreclass_build(&iw->in, &snap, &err) == 0) {
+			if (lz_router_publish(iw->router, lz_router_classifier_ignoreclass(snap)) == 0)
+				atomic_fetch_add(&iw->published, 1);
+			return;
+		}
+		if (attempt == MAX_RETRIES - 1) {
+			fprintf(stderr, "lazaret-router: the ignore rules changed but cannot be read (%s); "
+					"the previous classification stays\n",
+				err.msg);
+			return;
+		}
+		struct pollfd pf = { .fd = iw->stop_fd, .events = POLLIN };
+		if (poll(&pf, 1, RETRY_MS) > 0)
+			return;
+	}
+}
+
+static void *watch_main(void *arg)
+{
+	struct lz_ignorewatch *iw = arg;
+	_Alignas(struct inotify_event) char buf[64 * 1024];
+	bool dirty = false;
+	uint32_t cookie = 0;
+	int from_wd = -1;
+	char from_name[NAME_MAX + 1] = "";
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = iw->stop_fd, .events = POLLIN },
+					{ .fd = iw->ino_fd, .events = POLLIN } };
+		int n = poll(pf, 2, dirty ? QUIET_MS : -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || pf[0].revents)
+			return NULL;
+		if (n == 0) { /* quiet after a change */
+			dirty = false;
+			rebuild(iw);
+			continue;
+		}
+		ssize_t len = read(iw->ino_fd, buf, sizeof(buf));
+		for (ssize_t off = 0; len > 0 && off < len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
+			dirty |= handle(iw, ev, &cookie, &from_wd, from_name);
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+		}
+	}
+}
+
+static void watch_free(struct lz_ignorewatch *iw)
+{
+	for (size_t i = 0; i < iw->cap; i++)
+		free(iw->w[i].name);
+	free(iw->w);
+	free(iw->global_excludes);
+	lz_close_fdp(&iw->ino_fd);
+	lz_close_fdp(&iw->stop_fd);
+	lz_close_fdp(&iw->host_fd);
+	lz_close_fdp(&iw->isolated_fd);
+	free(iw);
+}
+
+/* The directory holding the global excludes file (it may not exist yet:
+ * then it is not watched). */
+static void watch_global(struct lz_ignorewatch *iw)
+{
+	char *slash = strrchr(iw->global_excludes, '/');
+	if (slash == NULL)
+		return;
+	iw->global_base = slash + 1;
+	*slash = '\0';
+	int wd = inotify_add_watch(iw->ino_fd, iw->global_excludes[0] ? iw->global_excludes : "/",
+				   DIR_MASK);
+	*slash = '/';
+	if (wd >= 0 && record_wd(iw, wd, K_GLOBAL, -1, "") < 0)
+		(void)inotify_rm_watch(iw->ino_fd, wd);
+}
+
+int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, lz_ignorewatch **ret,
+			 struct lz_err *err)
+{
+	struct lz_ignorewatch *iw = calloc(1, sizeof(*iw));
+	if (iw == NULL)
+		return lz_err_set(err, ENOMEM, "ignore watch: out of memory");
+	iw->router = r;
+	iw->ino_fd = iw->stop_fd = iw->host_fd = iw->isolated_fd = -EBADF;
+	if ((iw->host_fd = fcntl(in->workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+	    (in->isolated_fd >= 0 && (iw->isolated_fd = fcntl(in->isolated_fd, F_DUPFD_CLOEXEC, 3)) < 0) ||
+	    (iw->ino_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0 ||
+	    (iw->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
+		int e = errno;
+		watch_free(iw);
+		return lz_err_set(err, e, "ignore watch: %s", strerror(e));
+	}
+	if (in->global_excludes && (iw->global_excludes = strdup(in->global_excludes)) == NULL) {
+		watch_free(iw);
+		return lz_err_set(err, ENOMEM, "ignore watch: out of memory");
+	}
+	iw->in = (struct lz_ignoreclass_inputs){ .workspace_fd = iw->host_fd,
+						 .isolated_fd = iw->isolated_fd,
+						 .global_excludes = iw->global_excludes };
+	int rc = watch_tree(iw, "", K_TREE, -1, "");
+	if (rc >= 0 && iw->global_excludes)
+		watch_global(iw);
+	if (rc < 0 || (rc = -pthread_create(&iw->thread, NULL, watch_main, iw)) < 0) {
+		watch_free(iw);
+		return lz_err_set(err, -rc, "ignore watch: %s", strerror(-rc));
+	}
+	*ret = iw;
+	return 0;
+}
+
+unsigned long lz_ignorewatch_published(const lz_ignorewatch *w)
+{
+	return atomic_load(&w->published);
+}
+
+void lz_ignorewatch_stop(lz_ignorewatch *iw)
+{
+	if (iw == NULL)
+		return;
+	uint64_t one = 1;
+	if (write(iw->stop_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(iw->thread, NULL);
+	watch_free(iw);
+}

@@ -1,0 +1,41 @@
+/* Keeps the router's classification current (spec 3.5: "a changed index
+ * or ignore input publishes a complete new snapshot atomically or leaves
+ * the old one").
+ *
+ * A thread watches the canonical workspace with inotify: every directory
+ * outside Git directories, each Git directory itself and its info/, and
+ * the global excludes file's directory. Writes through the router land in
+ * the host backing too, so one watch sees the sandbox's and the
+ * developer's changes alike. When a .gitignore, an index, an info/exclude
+ * or the global excludes file changes (or inotify overflows), it waits for
+ * 50 ms of quiet, builds a new lz_ignoreclass snapshot and publishes it;
+ * a build that fails (an index caught mid-write) is retried, and the old
+ * snapshot stays until one succeeds.
+ *
+ * Limits: directories past LZ_IGNOREWATCH_MAX_DIRS, or past the host's
+ * inotify watch limit, are not watched (a message on stderr says so);
+ * changes there are seen at the next change elsewhere or the next launch.
+ * An ignored .gitignore living in the isolated backing is not watched. */
+#ifndef LZ_ROUTER_IGNOREWATCH_H
+#define LZ_ROUTER_IGNOREWATCH_H
+
+#include "router/ignoreclass.h"
+#include "router/router.h"
+#include "util/err.h"
+
+#define LZ_IGNOREWATCH_MAX_DIRS 65536u
+
+typedef struct lz_ignorewatch lz_ignorewatch;
+
+/* Starts watching; in's descriptors are duplicated and its path copied.
+ * r must outlive the watch. */
+int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, lz_ignorewatch **ret,
+			 struct lz_err *err);
+
+/* How many snapshots the watch has published so far (tests). */
+unsigned long lz_ignorewatch_published(const lz_ignorewatch *w);
+
+/* Stops and joins the thread; accepts NULL. */
+void lz_ignorewatch_stop(lz_ignorewatch *w);
+
+#endif

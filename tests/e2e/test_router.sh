@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# End-to-end tests of the workspace router (issue 11; spec 3.5, SR-13,
+# FR-3, FR-4, FR-9, DX-2): real launches whose /workspace is the router's
+# FUSE mount, with the Domain's Ignored Workspace State under the Domain
+# Root. Runs as the unprivileged test user; see launch_lib.sh.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/launch_lib.sh"
+
+# A repository with ignore rules, one tracked-but-ignored file and one
+# ignored host file holding a secret.
+make_repo() {
+	git -C "$WS" init -q
+	printf 'node_modules/\n*.log\n!keep.log\n' >"$WS/.gitignore"
+	echo tracked >"$WS/tracked.txt"
+	echo forced >"$WS/forced.log"
+	git -C "$WS" add .gitignore tracked.txt
+	git -C "$WS" add -f forced.log
+	git -C "$WS" -c user.name=h -c user.email=h@h commit -q -m host
+	echo host-secret >"$WS/secret.log"
+	mkdir -p "$WS/node_modules/hostpkg"
+	echo host-module >"$WS/node_modules/hostpkg/index.js"
+}
+
+ignored_root() { echo "$DATA"/domains/*/ignored; }
+
+test_ignored_paths_are_isolated_and_persist() {
+	make_repo
+	capture launch sh -c 'mkdir -p /workspace/node_modules/pkg && echo dep > /workspace/node_modules/pkg/index.js && echo out > /workspace/build.log && echo kept > /workspace/keep.log'
+	assert_eq 0 "$STATUS" "first launch (stderr: $ERR)"
+	[ ! -e "$WS/node_modules/pkg" ] || fail "an ignored directory reached the host workspace"
+	[ ! -e "$WS/build.log" ] || fail "an ignored file reached the host workspace"
+	assert_eq kept "$(cat "$WS/keep.log")" "a negated (not ignored) file is host-backed"
+	capture launch sh -c 'cat /workspace/node_modules/pkg/index.js /workspace/build.log'
+	assert_eq 0 "$STATUS" "second launch (stderr: $ERR)"
+	assert_eq "dep
+out" "$OUT" "Ignored Workspace State persists across launches (DX-2)"
+	assert_no_leftovers
+}
+
+test_host_ignored_content_is_hidden() {
+	make_repo
+	capture launch sh -c 'cat /workspace/secret.log'
+	[ "$STATUS" != 0 ] || fail "the sandbox read an ignored host file: $OUT"
+	assert_not_contains "$OUT" host-secret
+	capture launch sh -c 'ls -a /workspace; ls /workspace/node_modules 2>&1'
+	assert_not_contains "$OUT" secret.log "listing shows the hidden host file"
+	assert_not_contains "$OUT" hostpkg "listing shows host node_modules content"
+	# Writing the same name creates the isolated object, the host's stays.
+	capture launch sh -c 'echo guest > /workspace/secret.log && cat /workspace/secret.log'
+	assert_eq guest "$OUT"
+	assert_eq host-secret "$(cat "$WS/secret.log")" "the host's ignored file changed"
+}
+
+test_tracked_paths_stay_on_the_host() {
+	make_repo
+	capture launch sh -c 'cat /workspace/forced.log && echo changed > /workspace/forced.log && echo edit >> /workspace/tracked.txt'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_eq forced "$OUT" "a tracked, ignored-pattern file is host-backed"
+	assert_eq changed "$(cat "$WS/forced.log")"
+	assert_eq "tracked
+edit" "$(cat "$WS/tracked.txt")"
+}
+
+test_git_works_through_the_router() {
+	make_repo
+	capture launch sh -c 'cd /workspace && echo new > new.txt && echo x > y.log && git add new.txt && git -c user.name=a -c user.email=a@a commit -q -m inside && git status --porcelain --ignored'
+	assert_eq 0 "$STATUS" "git inside (stderr: $ERR)"
+	assert_eq inside "$(git -C "$WS" log -1 --format=%s)"
+	assert_contains "$OUT" "!! y.log" "git inside sees the isolated file as ignored"
+	assert_not_contains "$OUT" "secret.log" "git inside sees the host's hidden file"
+	assert_eq "" "$(git -C "$WS" status --porcelain)" "host status after the inside commit"
+}
+
+test_gitignore_change_inside_moves_the_route() {
+	make_repo
+	echo host-a >"$WS/a.txt"
+	# The router publishes the new classification once the change settles
+	# (ignorewatch.h); the sandbox waits for a.txt to vanish, at most 5 s.
+	capture launch sh -c 'cd /workspace && cat a.txt && echo a.txt >> .gitignore &&
+		i=0; while [ -e a.txt ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done;
+		[ -e a.txt ] && echo still-visible; echo guest-a > a.txt; cat a.txt'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_eq "host-a
+guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated file is written"
+	assert_eq host-a "$(cat "$WS/a.txt")" "the host's file was neither changed nor deleted"
+	assert_eq "guest-a" "$(cat "$(ignored_root)/a.txt")" "the new file lives in the Ignored Workspace State"
+	# Un-ignoring it from the host moves it back: the host file shows again.
+	sed -i '/^a.txt$/d' "$WS/.gitignore"
+	capture launch cat /workspace/a.txt
+	assert_eq host-a "$OUT" "after the rule is removed the host file is back"
+}
+
+test_isolation_off_binds_the_workspace() {
+	make_repo
+	EXTRA='isolate_ignored = false
+' write_profile
+	capture launch sh -c 'cat /workspace/secret.log; echo g > /workspace/built.log'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_eq host-secret "$OUT" "FR-9: the host's ignored file is visible"
+	assert_eq g "$(cat "$WS/built.log")" "FR-9: ignored writes go to the host"
+}
+
+test_router_loss_ends_the_generation() {
+	make_repo
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- \
+		sh -c 'echo before > /workspace/x.log; sleep 5; cat /workspace/x.log') >"$T/out" 2>"$T/err" &
+	local job=$! i pid=""
+	for i in $(seq 100); do
+		pid=$(pgrep -u "$(id -u)" -x lazaret-router | head -1) || true
+		[ -n "$pid" ] && break
+		sleep 0.1
+	done
+	[ -n "$pid" ] || fail "no lazaret-router process: $(ps -u "$(id -u)" -o pid,comm,args)"
+	sleep 1
+	kill -9 "$pid"
+	local st=0
+	wait "$job" || st=$?
+	[ "$st" != 0 ] || fail "the command succeeded after router loss"
+	capture launch cat /workspace/x.log
+	assert_eq before "$OUT" "what was written before the loss survives (stderr: $ERR)"
+	[ ! -e "$WS/x.log" ] || fail "router loss copied an isolated file to the host"
+	assert_no_leftovers
+}
+
+t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
+t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden
+t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
+t_run "git works through the router" test_git_works_through_the_router
+t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
+t_run "isolate_ignored = false binds the workspace" test_isolation_off_binds_the_workspace
+t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
+t_done

@@ -1,0 +1,254 @@
+/* Unit tests for core/router/ignorewatch.c: which changes of a real Git
+ * workspace publish a new classification to a (not serving) router, and
+ * that the published snapshot routes by the new rules. No FUSE mount:
+ * lz_router_publish works without a session; the routes are read back
+ * through a probe classifier built by the same lz_ignoreclass_build. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "router/ignorewatch.h"
+#include "util/cleanup.h"
+
+struct fx {
+	char dir[64];
+	char ws[128], iso[128], global[160];
+	int ws_fd, iso_fd;
+	lz_router *router;
+	lz_ignorewatch *watch;
+};
+
+#define FMT(buf, ...) assert_true((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) < sizeof(buf))
+
+static void sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	assert_true(n > 0 && (size_t)n < sizeof(cmd));
+	if (system(cmd) != 0)
+		fail_msg("command failed: %s", cmd);
+}
+
+static void put(struct fx *f, const char *rel, const char *text)
+{
+	char p[256];
+	FMT(p, "%s/%s", f->ws, rel);
+	FILE *o = fopen(p, "w");
+	assert_non_null(o);
+	fputs(text, o);
+	assert_int_equal(fclose(o), 0);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/lz-ignorewatch.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	FMT(f->ws, "%s/ws", f->dir);
+	FMT(f->iso, "%s/iso", f->dir);
+	FMT(f->global, "%s/ignore", f->dir);
+	assert_int_equal(mkdir(f->ws, 0755), 0);
+	assert_int_equal(mkdir(f->iso, 0700), 0);
+	sh("cd '%s' && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q && printf '*.log\\n' > .gitignore &&"
+	   " echo t > tracked.txt && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git add .gitignore tracked.txt",
+	   f->ws);
+	f->ws_fd = open(f->ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	f->iso_fd = open(f->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(f->ws_fd >= 0 && f->iso_fd >= 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	lz_ignorewatch_stop(f->watch);
+	lz_router_free(f->router);
+	close(f->ws_fd);
+	close(f->iso_fd);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		return -1;
+	free(f);
+	return 0;
+}
+
+static void start(struct fx *f, const char *global)
+{
+	struct lz_ignoreclass_inputs in = { .workspace_fd = f->ws_fd, .isolated_fd = f->iso_fd,
+					    .global_excludes = global };
+	lz_ignoreclass *snap = NULL;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_ignoreclass_build(&in, &snap, &err), 0);
+	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
+				       &f->router, &err),
+			 0);
+	if (lz_ignorewatch_start(f->router, &in, &f->watch, &err) < 0)
+		fail_msg("%s", err.msg);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Waits (at most 5 s) for more than `before` publications. */
+static bool published_after(struct fx *f, unsigned long before)
+{
+	for (int i = 0; i < 500; i++) {
+		if (lz_ignorewatch_published(f->watch) > before)
+			return true;
+		sleep_ms(10);
+	}
+	return false;
+}
+
+/* The route a fresh build gives now (what the watch's snapshot holds). */
+static enum lz_route route_now(struct fx *f, const char *path, const char *global)
+{
+	struct lz_ignoreclass_inputs in = { .workspace_fd = f->ws_fd, .isolated_fd = f->iso_fd,
+					    .global_excludes = global };
+	lz_ignoreclass *snap = NULL;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_ignoreclass_build(&in, &snap, &err), 0);
+	enum lz_route r;
+	assert_int_equal(lz_ignoreclass_route(snap, path, strlen(path), false, &r), 0);
+	lz_ignoreclass_unref(snap);
+	return r;
+}
+
+static void test_root_gitignore_edit_publishes(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	assert_int_equal(route_now(f, "a.tmp", NULL), LZ_ROUTE_HOST);
+	put(f, ".gitignore", "*.log\n*.tmp\n");
+	assert_true(published_after(f, 0));
+	assert_int_equal(route_now(f, "a.tmp", NULL), LZ_ROUTE_ISOLATED);
+}
+
+static void test_ordinary_files_do_not_publish(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	put(f, "tracked.txt", "edited\n");
+	put(f, "new.c", "int x;\n");
+	sh("mkdir -p '%s/src/deep' && echo x > '%s/src/deep/f.c'", f->ws, f->ws);
+	sleep_ms(400);
+	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
+}
+
+static void test_new_directory_with_gitignore_publishes(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	/* A directory created after the watch started, then its .gitignore. */
+	sh("mkdir -p '%s/pkg/sub'", f->ws);
+	sleep_ms(200);
+	unsigned long before = lz_ignorewatch_published(f->watch);
+	put(f, "pkg/sub/.gitignore", "out/\n");
+	assert_true(published_after(f, before));
+}
+
+static void test_tree_moved_in_publishes(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	/* A tree that arrives whole (mv, tar) with a .gitignore inside. */
+	char outside[160];
+	FMT(outside, "%s/staged", f->dir);
+	sh("mkdir -p '%s/lib' && printf 'gen/\\n' > '%s/lib/.gitignore' && mv '%s' '%s/vendor'", outside, outside,
+	   outside, f->ws);
+	assert_true(published_after(f, 0));
+}
+
+static void test_index_change_publishes(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	put(f, "forced.log", "x\n");
+	sleep_ms(200);
+	unsigned long before = lz_ignorewatch_published(f->watch);
+	/* Git replaces .git/index by renaming index.lock over it. */
+	sh("cd '%s' && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git add -f forced.log", f->ws);
+	assert_true(published_after(f, before));
+	assert_int_equal(route_now(f, "forced.log", NULL), LZ_ROUTE_HOST);
+}
+
+static void test_info_exclude_publishes(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	put(f, ".git/info/exclude", "secret/\n");
+	assert_true(published_after(f, 0));
+}
+
+static void test_global_excludes_publishes(void **state)
+{
+	struct fx *f = *state;
+	start(f, f->global); /* absent at start */
+	FILE *o = fopen(f->global, "w");
+	assert_non_null(o);
+	fputs("*.swp\n", o);
+	assert_int_equal(fclose(o), 0);
+	assert_true(published_after(f, 0));
+	assert_int_equal(route_now(f, "x.swp", f->global), LZ_ROUTE_ISOLATED);
+}
+
+static void test_renamed_directory_keeps_watching(void **state)
+{
+	struct fx *f = *state;
+	sh("mkdir -p '%s/a/b'", f->ws);
+	start(f, NULL);
+	sh("mv '%s/a' '%s/c'", f->ws, f->ws);
+	sleep_ms(200);
+	unsigned long before = lz_ignorewatch_published(f->watch);
+	/* A directory created below the renamed one is found by its new path. */
+	sh("mkdir '%s/c/b/d'", f->ws);
+	sleep_ms(200);
+	put(f, "c/b/d/.gitignore", "*.o\n");
+	assert_true(published_after(f, before));
+}
+
+static void test_stop_without_changes(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	lz_ignorewatch_stop(f->watch);
+	f->watch = NULL;
+	lz_ignorewatch_stop(NULL);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_root_gitignore_edit_publishes),
+		T(test_ordinary_files_do_not_publish),
+		T(test_new_directory_with_gitignore_publishes),
+		T(test_tree_moved_in_publishes),
+		T(test_index_change_publishes),
+		T(test_info_exclude_publishes),
+		T(test_global_excludes_publishes),
+		T(test_renamed_directory_keeps_watching),
+		T(test_stop_without_changes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
