@@ -35,6 +35,9 @@ test_pkgs=(libcmocka-dev lua-busted clang spin umoci tmux python3 busybox-static
 	libclang-rt-14-dev)
 apt-get install -y --no-install-recommends "${runtime_pkgs[@]}" "${build_pkgs[@]}" "${test_pkgs[@]}"
 apt-get install -y --no-install-recommends -t bookworm-backports runsc
+# node and npm for DX-2's offline install test and bench/workspace; a
+# machine that has them (NodeSource's nodejs bundles npm) keeps its own.
+command -v npm >/dev/null || apt-get install -y --no-install-recommends nodejs npm
 
 # C-REFINEMENT.md fact 4: rootless FUSE and slirp4netns need these modes.
 chmod 0666 /dev/fuse /dev/net/tun

@@ -208,23 +208,32 @@ static int make_one(int dfd, const char *name, const struct make_args *a)
 	return rc < 0 ? -errno : 0;
 }
 
-/* The backing's directory for a new entry name of d with the given type:
- * routes, refuses an inconsistent path, makes the missing directories. */
-static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 enum rt_backing *ret_b, int *ret_dfd, int *owned)
+/* The backing the current route gives name in directory d (an object of
+ * the given type); -EIO for an inconsistent path. */
+static int child_backing(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
+			 enum rt_backing *ret_b)
 {
 	char path[PATH_MAX];
 	size_t len;
 	enum lz_route route;
-	if (!S_ISDIR(d->type))
-		return -ENOTDIR;
 	int rc = rt_child_path(r, d, name, path, sizeof(path), &len);
 	if (rc < 0 || (rc = rt_route(r, path, len, is_dir, &route)) < 0)
 		return rc;
 	if (route == LZ_ROUTE_INCONSISTENT)
 		return -EIO;
 	*ret_b = rt_backing_of(route);
-	return rt_side_dir(r, d, *ret_b, true, ret_dfd, owned);
+	return 0;
+}
+
+/* The backing's directory for a new entry name of d with the given type:
+ * routes, refuses an inconsistent path, makes the missing directories. */
+static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
+			 enum rt_backing *ret_b, int *ret_dfd, int *owned)
+{
+	if (!S_ISDIR(d->type))
+		return -ENOTDIR;
+	int rc = child_backing(r, d, name, is_dir, ret_b);
+	return rc < 0 ? rc : rt_side_dir(r, d, *ret_b, true, ret_dfd, owned);
 }
 
 /* The entry just made (or linked) at dfd/name becomes an inode of d. */
@@ -410,12 +419,9 @@ static int check_dir_move(struct lz_router *r, struct rt_inode *d, const char *n
 static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, struct rt_inode *nd,
 		     const char *newname, unsigned flags)
 {
-	enum rt_backing sb, xb = RT_HOST;
+	enum rt_backing sb, db, xb = RT_HOST;
 	_cleanup_close_ int sfd = -EBADF, xfd = -EBADF, sowned = -EBADF, downed = -EBADF;
 	struct stat sst, xst;
-	char path[PATH_MAX];
-	size_t len;
-	enum lz_route route;
 	int sdfd, ddfd;
 	if (!S_ISDIR(d->type) || !S_ISDIR(nd->type))
 		return -ENOTDIR;
@@ -423,23 +429,17 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	if (rc < 0)
 		return rc;
 	/* the destination's route, for the object that would be there */
-	if ((rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) < 0 ||
-	    (rc = rt_route(r, path, len, S_ISDIR(sst.st_mode), &route)) < 0)
+	if ((rc = child_backing(r, nd, newname, S_ISDIR(sst.st_mode), &db)) < 0)
 		return rc;
-	if (route == LZ_ROUTE_INCONSISTENT)
-		return -EIO;
-	if (rt_backing_of(route) != sb)
+	if (db != sb)
 		return -EXDEV;
 	if (flags & RENAME_EXCHANGE) {
 		rc = rt_resolve(r, nd, newname, &xb, &xfd, &xst);
 		if (rc < 0)
 			return rc;
-		if ((rc = rt_child_path(r, d, name, path, sizeof(path), &len)) < 0 ||
-		    (rc = rt_route(r, path, len, S_ISDIR(xst.st_mode), &route)) < 0)
+		if ((rc = child_backing(r, d, name, S_ISDIR(xst.st_mode), &db)) < 0)
 			return rc;
-		if (route == LZ_ROUTE_INCONSISTENT)
-			return -EIO;
-		if (xb != sb || rt_backing_of(route) != sb)
+		if (xb != sb || db != sb)
 			return -EXDEV;
 		if ((rc = check_dir_move(r, nd, newname, xb, &xst)) < 0)
 			return rc;

@@ -5,6 +5,7 @@
 # real sqlite3 stores. Every test has its own Storage Root, runtime
 # directory, workspace and image preparation; EXTRA adds profile lines.
 # Needs: LAZARET, E2E_ROOT, python3, umoci, git, unshare.
+declare -p IMAGE_EXTRA >/dev/null 2>&1 || IMAGE_EXTRA=()
 # shellcheck disable=SC2031,SC2317
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,9 +15,10 @@
 FIX=$E2E_ROOT/fixtures
 COMM=$(basename "$LAZARET" | cut -c1-15) # the coordinator's process name
 
-# One offline image with busybox and git for the whole file.
+# One offline image with busybox and git for the whole file; a file adds
+# host tools and trees with IMAGE_EXTRA (make_test_image.py options).
 IMG=$(mktemp -d "${TMPDIR:-/tmp}/lz-launch-img.XXXXXX")
-python3 "$FIX/make_test_image.py" "$IMG/img" latest --with-git >/dev/null || {
+python3 "$FIX/make_test_image.py" "$IMG/img" latest --with-git "${IMAGE_EXTRA[@]}" >/dev/null || {
 	echo "Bail out! cannot build the test image"
 	exit 1
 }

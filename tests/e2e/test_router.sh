@@ -5,6 +5,9 @@
 # Root. Runs as the unprivileged test user; see launch_lib.sh.
 # shellcheck disable=SC2031,SC2317
 
+# node and npm from the host, for DX-2's offline install.
+NPM_DIR=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
+IMAGE_EXTRA=(--with-tool="$(readlink -f "$(command -v node)")" --with-tree="$NPM_DIR")
 . "$(dirname "${BASH_SOURCE[0]}")/launch_lib.sh"
 
 # A repository with ignore rules, one tracked-but-ignored file and one
@@ -107,12 +110,22 @@ test_router_loss_ends_the_generation() {
 		sh -c 'echo before > /workspace/x.log; sleep 5; cat /workspace/x.log') >"$T/out" 2>"$T/err" &
 	local job=$! i pid=""
 	for i in $(seq 100); do
-		pid=$(pgrep -u "$(id -u)" -x lazaret-router | head -1) || true
+		# This test's router: a fork of its coordinator, whose command
+		# line names this test's configuration.
+		local p
+		for p in $(pgrep -u "$(id -u)" -x lazaret-router || true); do
+			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$CFG" && pid=$p
+		done
 		[ -n "$pid" ] && break
 		sleep 0.1
 	done
 	[ -n "$pid" ] || fail "no lazaret-router process: $(ps -u "$(id -u)" -o pid,comm,args)"
-	sleep 1
+	# Once the sandbox's write has landed in the isolated backing.
+	for i in $(seq 300); do
+		[ -e "$DATA"/domains/*/ignored/x.log ] && break
+		sleep 0.1
+	done
+	assert_eq before "$(cat "$DATA"/domains/*/ignored/x.log)" "the write before the loss"
 	kill -9 "$pid"
 	local st=0
 	wait "$job" || st=$?
@@ -123,6 +136,29 @@ test_router_loss_ends_the_generation() {
 	assert_no_leftovers
 }
 
+# DX-2: npm install from a local tarball, offline, into the ignored
+# node_modules; it persists across launches and never reaches the host.
+test_npm_install_lands_in_isolated_state() {
+	make_repo
+	mkdir -p "$T/src/package"
+	printf '{"name":"localdep","version":"1.0.0","main":"index.js"}\n' >"$T/src/package/package.json"
+	echo 'module.exports = "from-localdep";' >"$T/src/package/index.js"
+	tar czf "$WS/localdep-1.0.0.tgz" -C "$T/src" package
+	printf '{"name":"app","version":"1.0.0","dependencies":{"localdep":"file:localdep-1.0.0.tgz"}}\n' >"$WS/package.json"
+	git -C "$WS" add package.json localdep-1.0.0.tgz
+	git -C "$WS" -c user.name=h -c user.email=h@h commit -q -m deps
+	capture launch sh -c 'cd /workspace && HOME=/tmp npm_config_cache=/tmp/npmcache node '"$NPM_DIR"'/bin/npm-cli.js install --offline --no-audit --no-fund --ignore-scripts'
+	assert_eq 0 "$STATUS" "npm install (stdout: $OUT stderr: $ERR)"
+	[ ! -e "$WS/node_modules/localdep" ] || fail "npm's node_modules reached the host workspace"
+	assert_eq "host-module" "$(cat "$WS/node_modules/hostpkg/index.js")" "the host's node_modules is untouched"
+	[ -f "$WS/package-lock.json" ] || fail "package-lock.json (not ignored) should be on the host"
+	capture launch sh -c 'cd /workspace && node -e "console.log(require(\"localdep\"))" && ls node_modules'
+	assert_eq 0 "$STATUS" "second launch (stderr: $ERR)"
+	assert_contains "$OUT" from-localdep "the install persists across launches"
+	assert_not_contains "$OUT" hostpkg "host node_modules content is visible inside"
+	[ -f "$(ignored_root)/node_modules/localdep/index.js" ] || fail "the install is not in the Ignored Workspace State"
+}
+
 t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
 t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
@@ -130,4 +166,5 @@ t_run "git works through the router" test_git_works_through_the_router
 t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
 t_run "isolate_ignored = false binds the workspace" test_isolation_off_binds_the_workspace
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
+t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm_install_lands_in_isolated_state
 t_done

@@ -49,25 +49,7 @@
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
-static int report_fd = -1; /* in the child: the pipe to the parent */
-
-static _Noreturn void child_fail(const char *file, int line, const char *fmt, ...)
-{
-	char msg[1024];
-	int n = snprintf(msg, sizeof(msg), "%s:%d: ", file, line);
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
-	va_end(ap);
-	(void)!write(report_fd, msg, strlen(msg));
-	_exit(1);
-}
-
-#define CHECK(cond, ...)                                                                     \
-	do {                                                                                 \
-		if (!(cond))                                                                 \
-			child_fail(__FILE__, __LINE__, "CHECK(" #cond ") failed: " __VA_ARGS__); \
-	} while (0)
+#include "lz_child.h"
 /* call returns -1 with errno e */
 #define CHECK_ERRNO(call, e)                                                                   \
 	do {                                                                                   \

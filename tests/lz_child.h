@@ -1,0 +1,35 @@
+/* Checks inside a forked test child (one that entered namespaces cmocka's
+ * parent must not): a failed check writes "file:line: message" to
+ * report_fd, the pipe to the parent, and exits 1. Header-only. */
+#ifndef LZ_CHILD_H
+#define LZ_CHILD_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int report_fd = -1; /* in the child: the pipe to the parent */
+
+static inline _Noreturn __attribute__((format(printf, 3, 4))) void child_fail(const char *file, int line,
+									     const char *fmt, ...)
+{
+	char msg[1024];
+	int n = snprintf(msg, sizeof(msg), "%s:%d: ", file, line);
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		n = 0;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	(void)!write(report_fd, msg, strlen(msg));
+	_exit(1);
+}
+
+#define CHECK(cond, ...)                                                                     \
+	do {                                                                                 \
+		if (!(cond))                                                                 \
+			child_fail(__FILE__, __LINE__, "CHECK(" #cond ") failed: " __VA_ARGS__); \
+	} while (0)
+
+#endif
