@@ -1,0 +1,110 @@
+/* Internals of the classification snapshot shared by ignoreclass.c (query,
+ * pattern chains, reference counting) and ignoreclass_build.c (the node
+ * table, ignore files, libgit2); design notes in ignoreclass.c. */
+#ifndef LZ_ROUTER_IGNORECLASS_INT_H
+#define LZ_ROUTER_IGNORECLASS_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fs/pathauth.h" /* LZ_PATH_MAX */
+#include "router/ignoreclass.h"
+#include "router/wildmatch.h"
+
+#define NONE UINT32_MAX
+#define COMP_MAX (LZ_PATH_MAX / 2 + 2)
+#define NAME_MAX_BYTES 255
+
+/* Hard limits on what the sandbox controls. */
+#define NODES_MAX (1u << 22)
+#define PATTERNS_MAX (1u << 20)
+#define IGNORE_FILE_MAX (4u << 20)
+#define TEXT_MAX (256u << 20)
+#define REPOS_MAX 4096u
+/* Longer lines are dropped (a divergence no real ignore file meets): it
+ * bounds wildmatch's recursion, one level per '*', on any thread's stack. */
+#define PATTERN_LEN_MAX LZ_PATH_MAX
+
+enum {
+	N_TRACKED = 1 << 0,   /* an index entry names exactly this path */
+	N_GITLINK = 1 << 1,   /* ... as a gitlink (submodule) */
+	N_BELOW = 1 << 2,     /* index entries of the same repository lie below */
+	N_REPO_ROOT = 1 << 3, /* a nested repository starts here (children: .repo) */
+	N_INCONS = 1 << 4,    /* tracked, no host object, an isolated object */
+	N_EX_DIR = 1 << 5,    /* patterns exclude this name as a directory */
+	N_EX_FILE = 1 << 6,   /* ... as a non-directory */
+};
+
+struct node {
+	uint32_t parent;
+	uint32_t name_off;
+	uint32_t list_first, list_n; /* this directory's .gitignore */
+	uint32_t repo;               /* repository governing the children */
+	uint16_t name_len;
+	uint16_t depth; /* components from the workspace root */
+	uint16_t flags;
+};
+
+enum { P_NEG = 1, P_MUSTBEDIR = 2, P_BASENAME = 4 };
+enum { K_GLOB, K_LITERAL, K_SUFFIX };
+
+struct pat {
+	uint32_t off, len; /* bytes after '!', leading '/' and trailing '/' */
+	uint32_t prefix;   /* literal prefix (pathname patterns) */
+	uint8_t flags, kind;
+};
+
+struct repo {
+	uint32_t root;
+	uint32_t info_first, info_n; /* info/exclude of the common directory */
+	bool icase;
+};
+
+struct edge {
+	uint32_t id, tag;
+};
+
+struct lz_ignoreclass {
+	unsigned long refs;
+	bool is_repo;
+	struct node *nodes;
+	uint32_t n_nodes, cap_nodes;
+	struct edge *edges;
+	uint32_t edge_mask; /* capacity - 1; capacity a power of two */
+	struct pat *pats;
+	uint32_t n_pats, cap_pats;
+	uint8_t *text;
+	size_t n_text, cap_text;
+	struct repo *repos;
+	uint32_t n_repos, cap_repos;
+	uint32_t glob_first, glob_n; /* the global excludes file */
+};
+
+/* ---- byte helpers (ASCII-only folding, as Git's sane ctype) ------------- */
+
+static inline bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n, bool icase)
+{
+	if (!icase)
+		return memcmp(a, b, n) == 0;
+	for (size_t i = 0; i < n; i++)
+		if (lz_ascii_fold(a[i]) != lz_ascii_fold(b[i]))
+			return false;
+	return true;
+}
+
+static inline bool is_dotgit(const uint8_t *n, size_t len, bool icase)
+{
+	return len == 4 && bytes_eq(n, (const uint8_t *)".git", 4, icase);
+}
+
+
+/* ignoreclass.c */
+uint32_t ic_name_hash(uint32_t parent, const uint8_t *n, size_t len, bool icase);
+uint32_t ic_lookup(const lz_ignoreclass *s, uint32_t parent, const uint8_t *n, size_t len);
+bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
+		    uint32_t comp, size_t end, bool is_dir);
+void ic_snap_free(lz_ignoreclass *s);
+
+#endif
