@@ -238,10 +238,12 @@ static int list_dir(struct lz_router *r, struct rt_inode *di, struct rt_dir *d)
 		if ((rc = rt_scan_names(fd, list_one, &s)) < 0)
 			return rc;
 	}
-	pthread_mutex_lock(&sort_lock);
-	sort_names = d->names;
-	qsort(d->ents, d->n, sizeof(*d->ents), cmp_ent);
-	pthread_mutex_unlock(&sort_lock);
+	if (d->n > 1) { /* an empty listing has no array (qsort wants one) */
+		pthread_mutex_lock(&sort_lock);
+		sort_names = d->names;
+		qsort(d->ents, d->n, sizeof(*d->ents), cmp_ent);
+		pthread_mutex_unlock(&sort_lock);
+	}
 	size_t m = 0;
 	for (size_t k = 0; k < d->n; k++)
 		if (m == 0 || strcmp(d->names + d->ents[k].name_off,

@@ -152,6 +152,11 @@ int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool
 int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum rt_backing *ret_b,
 	       int *ret_fd, struct stat *ret_st);
 
+/* router_index.c: refuses (-EBUSY) the rename of gitdir/index.lock (at
+ * lock_fd, O_PATH) over gitdir/index when the new index tracks a path
+ * whose only object is isolated. Caller holds snap_lock for reading. */
+int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd);
+
 /* router_ops.c */
 extern const struct fuse_lowlevel_ops rt_ops;
 static inline struct lz_router *rt_req_router(fuse_req_t req)

@@ -446,6 +446,10 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	}
 	if ((rc = check_dir_move(r, d, name, sb, &sst)) < 0)
 		return rc;
+	if (sb == RT_HOST && d == nd && !(flags & RENAME_EXCHANGE) && S_ISREG(sst.st_mode) &&
+	    strcmp(name, "index.lock") == 0 && strcmp(newname, "index") == 0 &&
+	    (rc = rt_index_guard(r, d, sfd)) < 0)
+		return rc;
 	if ((rc = rt_side_dir(r, d, sb, false, &sdfd, &sowned)) < 0 ||
 	    (rc = rt_side_dir(r, nd, sb, true, &ddfd, &downed)) < 0)
 		return rc;

@@ -252,6 +252,27 @@ static int publish(struct env *e, bool flipped)
 	return res == 'y' ? 0 : -EIO;
 }
 
+/* The body must not hold the router's /dev/fuse descriptor: if the router
+ * dies, the connection then aborts (ENOTCONN) instead of leaving the body
+ * waiting for an answer forever. */
+static void close_fuse_devices(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d != NULL, "opendir /proc/self/fd: %s", strerror(errno));
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		char link[64], target[32];
+		int fd = atoi(de->d_name);
+		if (fd <= 2 || fd == dirfd(d))
+			continue;
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n == 9 && memcmp(target, "/dev/fuse", 9) == 0)
+			close(fd);
+	}
+	closedir(d);
+}
+
 /* Runs body with the router mounted on e->mnt: the forked child enters
  * the namespaces and serves; body runs in a grandchild, so that a failing
  * body exits (flushing its open files through the mount) while the
@@ -283,6 +304,7 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 		CHECK(body_pid >= 0);
 		if (body_pid == 0) {
 			e->ctl = ctl[1];
+			close_fuse_devices();
 			body(e);
 			_exit(0);
 		}
@@ -855,6 +877,53 @@ static void router__open_handle_stays_pinned_across_a_publish(struct env *e)
 }
 RUN(router__open_handle_stays_pinned_across_a_publish)
 
+/* ---- the index-lock guard ---------------------------------------------------- */
+
+/* Copies the index of a scratch repository that tracks sub/x.ign and
+ * tracked.txt to the workspace's .git/index.lock (through the mount). */
+static void plant_index_lock(struct env *e)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && mkdir -p gitsrc/sub && cd gitsrc && echo t > tracked.txt && echo x > sub/x.ign &&"
+		 " GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q && GIT_CONFIG_NOSYSTEM=1"
+		 " HOME=/nonexistent git add -f tracked.txt sub/x.ign",
+		 e->dir);
+	CHECK(system(cmd) == 0, "git: %s", cmd);
+	char src[160];
+	snprintf(src, sizeof(src), "%s/gitsrc/.git/index", e->dir);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	CHECK(in >= 0, "open %s", src);
+	int out = open(P(e->mnt, ".git/index.lock"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(out >= 0, "create index.lock: %s", strerror(errno));
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(out, buf, (size_t)n) == n);
+	close(in);
+	CHECK_OK(close(out));
+}
+
+static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	CHECK_OK(mkdir(P(e->mnt, "sub"), 0755));
+	write_text(P(e->mnt, "sub/x.ign"), "isolated only");
+	CHECK(exists(P(e->iso, "sub/x.ign")) && !exists(P(e->host, "sub/x.ign")));
+	plant_index_lock(e);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(exists(P(e->host, ".git/index.lock")) && !exists(P(e->host, ".git/index")));
+	/* With a host object at the path the index is consistent: allowed. */
+	write_text(P(e->host, "sub/x.ign"), "host copy");
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+	CHECK(exists(P(e->host, ".git/index")));
+	/* Any other rename onto an index is not examined. */
+	write_text(P(e->mnt, ".git/other"), "x");
+	CHECK_OK(rename(P(e->mnt, ".git/other"), P(e->mnt, ".git/index")));
+}
+RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
+
 /* ---- router loss ----------------------------------------------------------------- */
 
 static void test_router__loss_leaves_enotconn(void **state)
@@ -922,6 +991,7 @@ int main(void)
 		T(router__flock_and_posix_locks_conflict),
 		T(router__shared_mapping_writes_reach_the_backing),
 		T(router__open_handle_stays_pinned_across_a_publish),
+		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,63 @@
+/* The index-lock guard (spec 3.5): Git replaces a repository's index by
+ * renaming index.lock over it. When the new index would track a path
+ * whose only object lies in the isolated backing, the path would become
+ * host-routed with nothing on the host (an inconsistent index, EIO on
+ * every access); the rename is refused with EBUSY instead, so `git add -f`
+ * of an ignored, isolated file fails visibly and changes nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <git2.h>
+
+#include "router_int.h"
+#include "util/sys.h"
+
+/* Whether the backing root b holds an object at the workspace path. */
+static bool present(struct lz_router *r, enum rt_backing b, const char *path)
+{
+	int fd = lz_openat2(r->root_fd[b], path, O_PATH | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
+{
+	char dir[PATH_MAX], path[PATH_MAX], proc[32];
+	size_t dlen;
+	int rc = rt_dir_path(r, gitdir, dir, sizeof(dir), &dlen);
+	if (rc < 0)
+		return rc;
+	/* A worktree's own Git directory: "<worktree>/.git". */
+	if (dlen < 4 || memcmp(dir + dlen - 4, ".git", 4) != 0 || (dlen > 4 && dir[dlen - 5] != '/'))
+		return 0;
+	size_t wlen = dlen == 4 ? 0 : dlen - 5;
+	rt_procpath(proc, lock_fd);
+	if (git_libgit2_init() < 0)
+		return 0;
+	git_index *idx = NULL;
+	if (git_index_open(&idx, proc) < 0) { /* not an index Git can read: Git will say so */
+		git_libgit2_shutdown();
+		return 0;
+	}
+	size_t n = git_index_entrycount(idx);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const git_index_entry *e = git_index_get_byindex(idx, i);
+		if (e == NULL || (e->mode & 0170000) == 0160000) /* gitlinks are directories */
+			continue;
+		int len = snprintf(path, sizeof(path), "%.*s%s%s", (int)wlen, dir, wlen ? "/" : "", e->path);
+		if (len < 0 || (size_t)len >= sizeof(path))
+			continue;
+		enum lz_route route;
+		if (rt_route(r, path, (size_t)len, false, &route) == 0 && route == LZ_ROUTE_ISOLATED &&
+		    present(r, RT_ISOLATED, path) && !present(r, RT_HOST, path))
+			rc = -EBUSY;
+	}
+	git_index_free(idx);
+	git_libgit2_shutdown();
+	return rc;
+}
