@@ -159,6 +159,69 @@ test_npm_install_lands_in_isolated_state() {
 	[ -f "$(ignored_root)/node_modules/localdep/index.js" ] || fail "the install is not in the Ignored Workspace State"
 }
 
+# Classification parity (spec 3.5): with nested .gitignore files,
+# negations, info/exclude, the global excludes file, a tracked-but-ignored
+# file, a nested repository and non-UTF-8 names, the files visible inside
+# are exactly the host's files Git does not report ignored (git ls-files
+# -o -i, in the outer and the nested repository), byte for byte.
+test_the_view_inside_matches_git() {
+	local g=(git -C "$WS" -c user.name=h -c user.email=h@h)
+	"${g[@]}" init -q
+	mkdir -p "$WS/a/b" "$WS/build" "$WS/c/deep" "$WS/c/d" "$WS/vendor/nested" "$T/home/.config/git"
+	printf '*.o\n!keep.o\nbuild/\n/top-only.txt\n**/deep/**\n' >"$WS/.gitignore"
+	printf '*.tmp\n!important.tmp\n' >"$WS/a/.gitignore"
+	printf '!*.o\n' >"$WS/a/b/.gitignore"
+	printf 'excluded-by-info.txt\n' >"$WS/.git/info/exclude"
+	printf '*.swp\n' >"$T/home/.config/git/ignore"
+	local f
+	for f in x.o keep.o a/y.o a/b/z.o a/t.tmp a/important.tmp build/out.txt top-only.txt \
+		a/top-only.txt c/deep/f.txt c/d/g.txt excluded-by-info.txt editor.swp normal.txt \
+		$'caf\xe9.o' $'na\xefve.txt'; do
+		echo "$f" >"$WS/$f"
+	done
+	"${g[@]}" add .gitignore a/.gitignore a/b/.gitignore normal.txt
+	"${g[@]}" add -f a/t.tmp
+	"${g[@]}" commit -q -m host
+	git -C "$WS/vendor/nested" init -q
+	printf '*.log\n' >"$WS/vendor/nested/.gitignore"
+	echo n >"$WS/vendor/nested/n.log"
+	echo n >"$WS/vendor/nested/n.txt"
+	echo s >"$WS/vendor/nested/s.swp"
+	local host_git=(env HOME="$T/home" XDG_CONFIG_HOME= git)
+	{
+		"${host_git[@]}" -C "$WS" ls-files -z -o -i --exclude-standard
+		"${host_git[@]}" -C "$WS/vendor/nested" ls-files -z -o -i --exclude-standard | sed -z 's,^,vendor/nested/,'
+	} | tr '\0' '\n' | LC_ALL=C sort >"$T/ignored"
+	(cd "$WS" && find . \( -name .git -prune \) -o -type f -print | sed 's,^\./,,' | LC_ALL=C sort) >"$T/all"
+	LC_ALL=C comm -23 "$T/all" "$T/ignored" >"$T/want"
+	grep -q 'a/t.tmp' "$T/want" || fail "fixture: the tracked-but-ignored file should be visible"
+	grep -q 'vendor/nested/n.txt' "$T/want" || fail "fixture: the nested repository's file should be visible"
+	[ "$(wc -l <"$T/ignored")" -ge 9 ] || fail "fixture: too few ignored files: $(cat "$T/ignored")"
+	capture launch sh -c 'cd /workspace && find . \( -name .git -prune \) -o -type f -print'
+	assert_eq 0 "$STATUS" "find inside (stderr: $ERR)"
+	printf '%s\n' "$OUT" | sed 's,^\./,,' | LC_ALL=C sort >"$T/got"
+	if ! cmp -s "$T/want" "$T/got"; then
+		fail "the view inside differs from Git's: $({ diff "$T/want" "$T/got" || true; } | cat -v)"
+	fi
+	assert_eq "$(wc -l <"$T/want")" "$(wc -l <"$T/got")" "visible file count"
+}
+
+# Spec 3.5: tracking an isolated-only file would leave the host index
+# naming a path the host does not have; Git's index-lock rename is refused
+# with EBUSY, git add fails, and nothing changes on the host.
+test_git_add_of_an_isolated_file_is_refused() {
+	make_repo
+	local before
+	before=$(git -C "$WS" ls-files --stage | sha256sum)
+	capture launch sh -c 'cd /workspace && echo x > z.log && git add -f z.log; echo "rc=$?"; cat z.log'
+	assert_contains "$OUT" "x" "the isolated file stays readable"
+	assert_not_contains "$OUT" "rc=0" "git add -f of an isolated-only file succeeded"
+	assert_contains "$OUT$ERR" "index" "git names the index it could not write"
+	assert_eq "$before" "$(git -C "$WS" ls-files --stage | sha256sum)" "the host index changed"
+	[ ! -e "$WS/.git/index.lock" ] || fail "an index.lock was left on the host"
+	[ ! -e "$WS/z.log" ] || fail "the isolated file reached the host"
+}
+
 t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
 t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
@@ -167,4 +230,6 @@ t_run "a .gitignore change inside moves the route without copying" test_gitignor
 t_run "isolate_ignored = false binds the workspace" test_isolation_off_binds_the_workspace
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
 t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm_install_lands_in_isolated_state
+t_run "the view inside matches Git's classification, byte for byte" test_the_view_inside_matches_git
+t_run "git add -f of an isolated-only file is refused (EBUSY), nothing changes" test_git_add_of_an_isolated_file_is_refused
 t_done
