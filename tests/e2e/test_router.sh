@@ -222,6 +222,62 @@ test_git_add_of_an_isolated_file_is_refused() {
 	[ ! -e "$WS/z.log" ] || fail "the isolated file reached the host"
 }
 
+# The operation contract (spec 3.5) inside a real sandbox: node runs
+# fixtures/router_corpus.js on /workspace, then the host checks where
+# every object landed.
+test_operation_corpus_inside_the_sandbox() {
+	git -C "$WS" init -q
+	printf '*.ign\niso/\n' >"$WS/.gitignore"
+	cp "$FIX/router_corpus.js" "$WS/corpus.js"
+	git -C "$WS" add .gitignore corpus.js
+	git -C "$WS" -c user.name=h -c user.email=h@h commit -q -m corpus
+	capture launch node /workspace/corpus.js
+	assert_eq 0 "$STATUS" "corpus inside: $OUT $ERR"
+	assert_contains "$OUT" "corpus: all passed"
+	local iso
+	iso=$(ignored_root)
+	assert_eq "host bytes" "$(cat "$WS/c-host.txt")" "host-routed file on the host"
+	assert_eq "isolated bytes" "$(cat "$iso/c-iso.ign")" "isolated file in ignored/"
+	[ ! -e "$WS/c-iso.ign" ] || fail "an isolated file reached the host"
+	[ ! -e "$iso/c-host.txt" ] || fail "a host file was written to ignored/"
+	[ -f "$iso/iso/deep/er/f" ] && [ ! -e "$WS/iso" ] || fail "the ignored directory is not isolated"
+	[ -f "$WS/dir/sub/g.txt" ] && [ -f "$iso/dir/sub/g.ign" ] && [ ! -e "$WS/dir/sub/g.ign" ] ||
+		fail "mixed directory split wrongly"
+	assert_eq stay "$(cat "$WS/x-host.txt")" "EXDEV rename left the host source"
+	assert_eq stay "$(cat "$iso/x-iso.ign")" "EXDEV rename left the isolated source"
+	[ ! -e "$iso/x-moved.ign" ] && [ ! -e "$WS/x-moved.txt" ] || fail "a cross-backing rename happened"
+	assert_eq /etc/hostname "$(readlink "$WS/s.txt")" "host symlink stored as written"
+	assert_eq target-does-not-exist "$(readlink "$iso/s.ign")" "isolated symlink stored as written"
+	assert_eq "copy me" "$(cat "$iso/cp.ign")"
+	[ ! -e "$WS/both" ] || fail "rmdir left the directory"
+}
+
+# Concurrent mutation: the host edits a tracked file while the sandbox
+# polls it, and reads what the sandbox writes while it runs.
+test_host_and_sandbox_mutate_concurrently() {
+	git -C "$WS" init -q
+	echo v1 >"$WS/live.txt"
+	git -C "$WS" add live.txt
+	git -C "$WS" -c user.name=h -c user.email=h@h commit -q -m live
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sh -c '
+		echo started > /workspace/from-sandbox.txt
+		i=0; while [ $i -lt 150 ]; do grep -q v2 /workspace/live.txt && { echo seen-v2; break; }; sleep 0.1; i=$((i+1)); done
+		echo done >> /workspace/from-sandbox.txt') >"$T/out" 2>"$T/err" &
+	local job=$! i
+	for i in $(seq 300); do
+		[ -s "$WS/from-sandbox.txt" ] && break
+		sleep 0.1
+	done
+	assert_eq started "$(cat "$WS/from-sandbox.txt")" "the host sees the sandbox's write while it runs"
+	echo v2 >"$WS/live.txt"
+	local st=0
+	wait "$job" || st=$?
+	assert_eq 0 "$st" "launch: $(cat "$T/err")"
+	assert_eq seen-v2 "$(cat "$T/out")" "the sandbox sees the host's edit"
+	assert_eq "started
+done" "$(cat "$WS/from-sandbox.txt")"
+}
+
 t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
 t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
@@ -232,4 +288,6 @@ t_run "router loss ends the generation and loses nothing" test_router_loss_ends_
 t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm_install_lands_in_isolated_state
 t_run "the view inside matches Git's classification, byte for byte" test_the_view_inside_matches_git
 t_run "git add -f of an isolated-only file is refused (EBUSY), nothing changes" test_git_add_of_an_isolated_file_is_refused
+t_run "the operation corpus inside a sandbox lands in the routed backings" test_operation_corpus_inside_the_sandbox
+t_run "host and sandbox mutate the workspace concurrently" test_host_and_sandbox_mutate_concurrently
 t_done
