@@ -1197,6 +1197,36 @@ static void test_parity__randomized(void **state)
 	assert_true(seeds < 12 || parity_total - before >= 500);
 }
 
+/* The global excludes file as the developer's Git finds it: the XDG
+ * default, core.excludesFile with "~/" expanded, and a relative value
+ * refused (it would name a file relative to wherever the HC runs). */
+static void test_global_excludes__resolution(void **state)
+{
+	struct fx *f = *state;
+	char buf[PATH_MAX], want[PATH_MAX], cfg[PATH_MAX];
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_ignoreclass_global_excludes(f->dir, NULL, buf, sizeof(buf), &err), 0);
+	FMT(want, "%s/.config/git/ignore", f->dir);
+	assert_string_equal(buf, want);
+	assert_int_equal(lz_ignoreclass_global_excludes(f->dir, "/xdg", buf, sizeof(buf), &err), 0);
+	assert_string_equal(buf, "/xdg/git/ignore");
+	FMT(cfg, "%s/.gitconfig", f->dir);
+	FILE *c = fopen(cfg, "a");
+	assert_non_null(c);
+	fputs("[core]\n\texcludesFile = ~/my-ignore\n", c);
+	assert_int_equal(fclose(c), 0);
+	assert_int_equal(lz_ignoreclass_global_excludes(f->dir, "/xdg", buf, sizeof(buf), &err), 0);
+	FMT(want, "%s/my-ignore", f->dir);
+	assert_string_equal(buf, want);
+	c = fopen(cfg, "a");
+	assert_non_null(c);
+	fputs("[core]\n\texcludesFile = relative/ignore\n", c);
+	assert_int_equal(fclose(c), 0);
+	assert_int_equal(lz_ignoreclass_global_excludes(f->dir, NULL, buf, sizeof(buf), &err), -EINVAL);
+	assert_string_equal(buf, "");
+	assert_non_null(strstr(err.msg, "absolute"));
+}
+
 int main(void)
 {
 	/* No host configuration for git or libgit2 (HOME is set per test). */
@@ -1231,6 +1261,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parity__randomized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_global_excludes__resolution, setup, teardown),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 	print_message("parity: %zu paths compared in total\n", parity_total);
