@@ -273,6 +273,27 @@ static void close_fuse_devices(void)
 	closedir(d);
 }
 
+/* The parent's side of a forked test child: reads what it reported on
+ * report_fd (rd), reaps it, and fails with its message or status. */
+static void await_child(pid_t pid, int rd)
+{
+	char msg[1024];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof(msg) - 1 &&
+	       ((r = read(rd, msg + n, sizeof(msg) - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+		if (r > 0)
+			n += (size_t)r;
+	msg[n] = '\0';
+	close(rd);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (n > 0)
+		fail_msg("%s", msg);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* Runs body with the router mounted on e->mnt: the forked child enters
  * the namespaces and serves; body runs in a grandchild, so that a failing
  * body exits (flushing its open files through the mount) while the
@@ -321,21 +342,7 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 		_exit(0);
 	}
 	close(p[1]);
-	char msg[1024];
-	size_t n = 0;
-	ssize_t r;
-	while (n < sizeof(msg) - 1 &&
-	       ((r = read(p[0], msg + n, sizeof(msg) - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-		if (r > 0)
-			n += (size_t)r;
-	msg[n] = '\0';
-	close(p[0]);
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (n > 0)
-		fail_msg("%s", msg);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	await_child(pid, p[0]);
 }
 
 static int setup(void **state)
@@ -958,16 +965,7 @@ static void test_router__loss_leaves_enotconn(void **state)
 		_exit(0);
 	}
 	close(p[1]);
-	char msg[1024];
-	ssize_t n = read(p[0], msg, sizeof(msg) - 1);
-	close(p[0]);
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (n > 0) {
-		msg[n] = '\0';
-		fail_msg("%s", msg);
-	}
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	await_child(pid, p[0]);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(test_##name, setup, teardown)
