@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -55,6 +56,12 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 		lz_router_options_default(&r->opt);
 	if (r->opt.max_threads == 0)
 		r->opt.max_threads = 8;
+	r->fd_budget = r->opt.max_cached_fds;
+	struct rlimit rl;
+	if (r->fd_budget == 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		r->fd_budget = rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : (size_t)(rl.rlim_cur / 2);
+	if (r->fd_budget < 16)
+		r->fd_budget = 16;
 	pthread_rwlockattr_t ra;
 	pthread_rwlockattr_init(&ra);
 	/* a publish must not starve behind a stream of pathname operations */

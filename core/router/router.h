@@ -65,6 +65,9 @@ struct lz_router_options {
 	bool allow_other;         /* mount option; the gofer may run as another ID */
 	bool default_permissions; /* the kernel checks modes and ACLs against the caller */
 	unsigned max_threads;     /* worker threads of the multithreaded loop; 0: 8 */
+	/* O_PATH descriptors kept open for inodes the kernel holds; others
+	 * are reopened by name on use. 0: half the RLIMIT_NOFILE soft limit. */
+	unsigned max_cached_fds;
 	bool debug;               /* libfuse's request trace on stderr */
 	bool handle_signals;      /* libfuse's SIGINT/SIGTERM/SIGHUP handlers end the loop */
 };

@@ -62,8 +62,11 @@ int rt_open_side_rd(struct lz_router *r, struct rt_inode *d, enum rt_backing b, 
 {
 	int fd;
 	if (d != NULL && d->backing == b) {
+		_cleanup_close_ int pfd = rt_inode_fd(r, d);
+		if (pfd < 0)
+			return pfd == -ESTALE ? -ENOENT : pfd;
 		char proc[32];
-		rt_procpath(proc, d->fd);
+		rt_procpath(proc, pfd);
 		fd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	} else if (len == 0)
 		fd = openat(r->root_fd[b], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -67,7 +67,8 @@ int rt_table_init(struct lz_router *r)
 	struct stat st;
 	if (fstat(r->root_fd[RT_HOST], &st) < 0)
 		return -errno;
-	r->root.fd = r->root_fd[RT_HOST];
+	r->root.fd = r->root_fd[RT_HOST]; /* never evicted: not on the list */
+	r->lru.lru_next = r->lru.lru_prev = &r->lru;
 	r->root.backing = RT_HOST;
 	r->root.dev = st.st_dev;
 	r->root.ino = st.st_ino;
@@ -77,9 +78,58 @@ int rt_table_init(struct lz_router *r)
 	return 0;
 }
 
-static void inode_free(struct rt_inode *i)
+static void lru_unlink(struct rt_inode *i)
 {
+	i->lru_prev->lru_next = i->lru_next;
+	i->lru_next->lru_prev = i->lru_prev;
+	i->lru_prev = i->lru_next = NULL;
+}
+
+static void lru_push(struct lz_router *r, struct rt_inode *i)
+{
+	i->lru_next = r->lru.lru_next;
+	i->lru_prev = &r->lru;
+	r->lru.lru_next->lru_prev = i;
+	r->lru.lru_next = i;
+}
+
+/* Closes i's cached descriptor. Caller holds table_lock. */
+static void fd_drop(struct lz_router *r, struct rt_inode *i)
+{
+	if (i->fd < 0)
+		return;
+	lru_unlink(i);
 	lz_close_fdp(&i->fd);
+	r->nfds--;
+}
+
+/* Closes least recently used descriptors (never keep's) until at most
+ * limit are cached. An unnamed inode cannot be reopened, so it keeps its
+ * descriptor; the kernel's references bound how many there are. Caller
+ * holds table_lock. */
+static void fd_evict(struct lz_router *r, size_t limit, const struct rt_inode *keep)
+{
+	struct rt_inode *i = r->lru.lru_prev;
+	while (r->nfds > limit && i != &r->lru) {
+		struct rt_inode *prev = i->lru_prev;
+		if (i != keep && i->name != NULL)
+			fd_drop(r, i);
+		i = prev;
+	}
+}
+
+/* Caches fd as i's descriptor (i has none). Caller holds table_lock. */
+static void fd_install(struct lz_router *r, struct rt_inode *i, int fd)
+{
+	i->fd = fd;
+	lru_push(r, i);
+	r->nfds++;
+	fd_evict(r, r->fd_budget, i);
+}
+
+static void inode_free(struct lz_router *r, struct rt_inode *i)
+{
+	fd_drop(r, i);
 	free(i->name);
 	free(i);
 }
@@ -91,7 +141,7 @@ void rt_table_destroy(struct lz_router *r)
 		for (; i != NULL; i = next) {
 			next = i->hnext;
 			if (i != &r->root)
-				inode_free(i);
+				inode_free(r, i);
 		}
 	}
 	free(r->buckets);
@@ -110,7 +160,7 @@ static void release_locked(struct lz_router *r, struct rt_inode *i)
 	while (i != NULL && i != &r->root && i->nlookup == 0 && i->nref == 0) {
 		struct rt_inode *parent = i->parent;
 		table_remove(r, i);
-		inode_free(i);
+		inode_free(r, i);
 		i = parent;
 		if (i != NULL)
 			i->nref--;
@@ -142,7 +192,7 @@ void rt_inode_unref(struct lz_router *r, struct rt_inode *i)
 
 int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *parent, const char *name)
 {
-	if (i == &r->root || !S_ISDIR(i->type))
+	if (i == &r->root)
 		return 0;
 	char *dup = strdup(name);
 	if (dup == NULL)
@@ -168,10 +218,9 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret)
 {
 	_cleanup_close_ int owned = fd;
-	bool dir = S_ISDIR(st->st_mode);
 	_cleanup_free_ struct rt_inode *fresh = calloc(1, sizeof(*fresh));
-	_cleanup_free_ char *dup = dir ? strdup(name) : NULL;
-	if (fresh == NULL || (dir && dup == NULL))
+	_cleanup_free_ char *dup = strdup(name);
+	if (fresh == NULL || dup == NULL)
 		return -ENOMEM;
 
 	pthread_mutex_lock(&r->table_lock);
@@ -186,25 +235,26 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 			return -ENFILE;
 		}
 		i = TAKE_PTR(fresh);
-		i->fd = TAKE_FD(owned);
+		i->fd = -EBADF;
 		i->backing = b;
 		i->dev = st->st_dev;
 		i->ino = st->st_ino;
 		i->type = st->st_mode & S_IFMT;
-		if (dir) {
-			i->parent = parent;
-			i->name = TAKE_PTR(dup);
-			parent->nref++;
-		}
+		i->parent = parent;
+		i->name = TAKE_PTR(dup);
+		parent->nref++;
 		table_insert(r, i);
 		if (r->ninodes > r->nbuckets)
 			table_grow(r);
-	} else if (dir && i != &r->root) {
-		/* Directories have one name; a lookup that finds one elsewhere
-		 * saw it moved by someone else: follow it. name and parent are
-		 * written only under table_lock, so reading them here is safe. */
-		moved = i->parent != parent || strcmp(i->name, name) != 0;
+	} else if (i != &r->root) {
+		/* Found at another name: moved by someone else, or another
+		 * hard link. The name it was found at is the one that works
+		 * now. name and parent are written only under table_lock, so
+		 * reading them here is safe. */
+		moved = i->parent != parent || i->name == NULL || strcmp(i->name, name) != 0;
 	}
+	if (i->fd < 0 && i != &r->root)
+		fd_install(r, i, TAKE_FD(owned));
 	if (count)
 		i->nlookup++;
 	else
@@ -214,6 +264,122 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 		(void)rt_inode_relink(r, i, parent, name);
 	*ret = i;
 	return 0;
+}
+
+void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *st,
+		     struct rt_inode *parent, const char *name)
+{
+	pthread_rwlock_wrlock(&r->tree_lock);
+	pthread_mutex_lock(&r->table_lock);
+	size_t k = hash_key(b, st->st_dev, st->st_ino) & (r->nbuckets - 1);
+	struct rt_inode *i = r->buckets[k];
+	while (i != NULL && !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino))
+		i = i->hnext;
+	char *old_name = NULL;
+	if (i != NULL && i != &r->root && i->parent == parent && i->name != NULL &&
+	    strcmp(i->name, name) == 0) {
+		old_name = i->name;
+		i->name = NULL;
+		i->parent = NULL;
+		parent->nref--;
+		release_locked(r, parent);
+	}
+	pthread_mutex_unlock(&r->table_lock);
+	pthread_rwlock_unlock(&r->tree_lock);
+	free(old_name);
+}
+
+/* Opens i's object again by its name; see "Descriptors" in router_int.h. */
+static int reopen(struct lz_router *r, struct rt_inode *i)
+{
+	int fd;
+	if (S_ISDIR(i->type)) {
+		char path[PATH_MAX];
+		size_t len;
+		int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+		if (rc < 0)
+			return rc;
+		if (len == 0)
+			return -ESTALE; /* only the root has the empty path */
+		fd = lz_openat2(r->root_fd[i->backing], path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+				LZ_RESOLVE_CONFINED);
+		fd = fd < 0 ? -errno : fd;
+	} else {
+		char name[NAME_MAX + 1];
+		pthread_rwlock_rdlock(&r->tree_lock);
+		struct rt_inode *parent = i->parent;
+		if (parent != NULL) {
+			snprintf(name, sizeof(name), "%s", i->name);
+			rt_inode_ref(r, parent);
+		}
+		pthread_rwlock_unlock(&r->tree_lock);
+		if (parent == NULL)
+			return -ESTALE;
+		fd = rt_side_dir(r, parent, i->backing, false);
+		if (fd >= 0) {
+			int dfd = fd;
+			fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			fd = fd < 0 ? -errno : fd;
+			close(dfd);
+		}
+		rt_inode_unref(r, parent);
+	}
+	if (fd < 0)
+		return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? fd : -ESTALE;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_dev != i->dev || st.st_ino != i->ino ||
+	    (st.st_mode & S_IFMT) != i->type) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/* A duplicate of i's cached descriptor, or -errno. Caller holds
+ * table_lock; i->fd is open. */
+static int fd_dup_locked(struct lz_router *r, struct rt_inode *i)
+{
+	int fd = fcntl(i->fd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		/* the sandbox's open files use descriptors too */
+		fd_evict(r, r->nfds / 2, i);
+		fd = fcntl(i->fd, F_DUPFD_CLOEXEC, 3);
+	}
+	if (fd < 0)
+		return -errno;
+	if (i != &r->root) {
+		lru_unlink(i);
+		lru_push(r, i);
+	}
+	return fd;
+}
+
+int rt_inode_fd(struct lz_router *r, struct rt_inode *i)
+{
+	pthread_mutex_lock(&r->table_lock);
+	if (i->fd >= 0) {
+		int fd = fd_dup_locked(r, i);
+		pthread_mutex_unlock(&r->table_lock);
+		return fd;
+	}
+	pthread_mutex_unlock(&r->table_lock);
+	int fd = reopen(r, i);
+	if (fd == -EMFILE || fd == -ENFILE) {
+		pthread_mutex_lock(&r->table_lock);
+		fd_evict(r, r->nfds / 2, NULL);
+		pthread_mutex_unlock(&r->table_lock);
+		fd = reopen(r, i);
+	}
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&r->table_lock);
+	if (i->fd < 0)
+		fd_install(r, i, fd);
+	else
+		close(fd); /* another thread reopened it meanwhile */
+	fd = fd_dup_locked(r, i);
+	pthread_mutex_unlock(&r->table_lock);
+	return fd;
 }
 
 int rt_check_name(const char *name)
@@ -322,22 +488,18 @@ static int make_dirs(struct lz_router *r, enum rt_backing b, const char *path)
 	return cur >= 0 ? TAKE_FD(cur) : -EINVAL;
 }
 
-int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create, int *ret_fd,
-		int *owned)
+int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create)
 {
-	*owned = -EBADF;
-	if (d->backing == b) {
-		*ret_fd = d->fd;
-		return 0;
-	}
+	if (d->backing == b)
+		return rt_inode_fd(r, d);
 	char path[PATH_MAX];
 	size_t len;
 	int rc = rt_dir_path(r, d, path, sizeof(path), &len);
 	if (rc < 0)
 		return rc;
 	if (len == 0) {
-		*ret_fd = r->root_fd[b];
-		return 0;
+		int fd = fcntl(r->root_fd[b], F_DUPFD_CLOEXEC, 3);
+		return fd < 0 ? -errno : fd;
 	}
 	int fd = lz_openat2(r->root_fd[b], path, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
 	if (fd < 0 && errno == ENOENT && create)
@@ -346,26 +508,21 @@ int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool
 		fd = -errno;
 	if (fd == -ELOOP || fd == -EXDEV)
 		fd = -ENOTDIR; /* a symlink (or a mount) where the directory would be */
-	if (fd < 0)
-		return fd;
-	*ret_fd = *owned = fd;
-	return 0;
+	return fd;
 }
 
 /* Opens name in backing b of directory d, O_PATH|O_NOFOLLOW. */
 static int open_in(struct lz_router *r, struct rt_inode *d, enum rt_backing b, const char *name,
 		   int *ret_fd, struct stat *st)
 {
-	int dfd;
-	_cleanup_close_ int owned = -EBADF;
-	int rc = rt_side_dir(r, d, b, false, &dfd, &owned);
-	if (rc < 0)
-		return rc == -ENOTDIR ? -ENOENT : rc;
+	_cleanup_close_ int dfd = rt_side_dir(r, d, b, false);
+	if (dfd < 0)
+		return dfd == -ENOTDIR ? -ENOENT : dfd;
 	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, st) < 0) {
-		rc = -errno;
+		int rc = -errno;
 		close(fd);
 		return rc;
 	}

@@ -2,17 +2,28 @@
  * (inode table, paths, routing) and router_ops.c (the FUSE operations).
  *
  * Inode table. One struct rt_inode per (backing, st_dev, st_ino): the
- * object a lookup found, with an O_PATH|O_NOFOLLOW descriptor opened from
- * its parent's descriptor by one component. Its address is the FUSE node
- * ID (FUSE_ROOT_ID maps to the root, the host backing's root). nlookup
- * counts the kernel's references (lookup/create/readdirplus +1, forget
- * -n); nref counts the router's own (a directory child's parent pointer,
- * a publish walk). An inode is freed when both reach zero.
+ * object a lookup found. Its address is the FUSE node ID (FUSE_ROOT_ID
+ * maps to the root, the host backing's root). nlookup counts the
+ * kernel's references (lookup/create/readdirplus +1, forget -n); nref
+ * counts the router's own (a child's parent pointer, a publish walk). An
+ * inode is freed when both reach zero.
+ *
+ * Descriptors. The kernel may hold far more inodes than the process may
+ * hold descriptors, so an inode's O_PATH|O_NOFOLLOW descriptor is a cache
+ * entry: at most fd_budget are open, the least recently used is closed
+ * first, and an evicted one is reopened by name (a directory by its path
+ * from its backing's root with openat2 confined, any other object by one
+ * component from its parent's directory) and accepted only when it is
+ * the same (st_dev, st_ino, type); otherwise the operation fails ESTALE.
+ * Users take an owned duplicate (rt_inode_fd), so eviction never closes
+ * a descriptor in use.
  *
  * Paths. Routing needs the workspace-relative path of a name, and a name
- * is always given relative to a directory, so only directory inodes carry
- * a path: parent (a counted reference) plus name. Directories have a
- * single name in a backing, so the chain is a tree; rename re-links it.
+ * is always given relative to a directory, so every inode carries its
+ * parent (a counted reference) plus name: the name it was last found,
+ * created, linked or renamed at (an unlinked name is dropped). Directories
+ * have a single name in a backing, so their chain is a tree; rename
+ * re-links it.
  * A directory's path is the same in both backings: the merged directory
  * at P is the object the route of P selects, and its children of the
  * other route live in the other backing at P as well (the "other side",
@@ -60,15 +71,16 @@ enum rt_backing { RT_HOST = 0, RT_ISOLATED = 1 };
 
 struct rt_inode {
 	struct rt_inode *hnext; /* hash chain; table_lock */
-	int fd;                 /* O_PATH|O_NOFOLLOW, owned; constant */
+	int fd;                 /* cached O_PATH|O_NOFOLLOW, owned, or -EBADF; table_lock */
+	struct rt_inode *lru_prev, *lru_next; /* while fd is cached; table_lock */
 	enum rt_backing backing;
 	dev_t dev;
 	ino_t ino;
 	mode_t type;       /* S_IFMT bits; constant */
 	uint64_t nlookup;  /* table_lock */
 	uint64_t nref;     /* table_lock */
-	struct rt_inode *parent; /* directories only; tree_lock (counted in parent->nref) */
-	char *name;              /* directories only; tree_lock */
+	struct rt_inode *parent; /* tree_lock (counted in parent->nref); NULL: unnamed */
+	char *name;              /* tree_lock; NULL for the root and an unlinked name */
 };
 
 struct rt_dirent {
@@ -106,6 +118,9 @@ struct lz_router {
 	struct rt_inode **buckets;
 	size_t nbuckets;
 	size_t ninodes;
+	struct rt_inode lru; /* list head: lru.lru_next most recent; table_lock */
+	size_t nfds;         /* cached descriptors; table_lock */
+	size_t fd_budget;
 
 	struct fuse_session *se; /* set while serving; se_lock */
 	char *mountpoint;        /* when mounted by lz_router_serve; se_lock */
@@ -121,31 +136,35 @@ static inline fuse_ino_t rt_nodeid(struct lz_router *r, struct rt_inode *i)
 {
 	return i == &r->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)i;
 }
-/* Finds or adds the inode for (b, st) taking over fd (closed when an
- * inode exists already), adds one kernel lookup (when count) or one
- * internal ref (when !count), and, for a directory, links it under
- * parent/name. */
+/* Finds or adds the inode for (b, st) taking over fd (cached, or closed
+ * when the inode has one already), adds one kernel lookup (when count)
+ * or one internal ref (when !count), and links it under parent/name. */
 int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret);
 void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n);
 void rt_inode_unref(struct lz_router *r, struct rt_inode *i);
 void rt_inode_ref(struct lz_router *r, struct rt_inode *i);
+/* An owned O_PATH descriptor of i's object (see "Descriptors"): -ESTALE
+ * when it was evicted and its name no longer holds it. */
+int rt_inode_fd(struct lz_router *r, struct rt_inode *i);
+/* The name parent/name of the object (b, st) was unlinked. */
+void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *st,
+		     struct rt_inode *parent, const char *name);
 /* Workspace-relative path of directory d ("" for the root) into buf. */
 int rt_dir_path(struct lz_router *r, struct rt_inode *d, char *buf, size_t cap, size_t *ret_len);
 /* path of d + "/" + name (name: one component). */
 int rt_child_path(struct lz_router *r, struct rt_inode *d, const char *name, char *buf, size_t cap,
 		  size_t *ret_len);
 int rt_check_name(const char *name);
-/* Re-links directory i under parent/name (rename). */
+/* Re-links i under parent/name (rename, another hard link). */
 int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *parent, const char *name);
 
 /* Routing (caller holds snap_lock for reading). */
 int rt_route(struct lz_router *r, const char *path, size_t len, bool is_dir, enum lz_route *ret);
-/* A directory descriptor of backing b for directory d: d's own fd
- * (*owned = -EBADF) or the other side opened by path (owned). With create,
- * missing directories are made. -ENOENT when absent. */
-int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create, int *ret_fd,
-		int *owned);
+/* An owned directory descriptor of backing b for directory d: d's own
+ * object or the other side opened by path. With create, missing
+ * directories are made. -ENOENT when absent. */
+int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create);
 /* Resolves name in directory d under the current route: the backing
  * whose entry is visible, an O_PATH fd of it and its stat. -ENOENT for a
  * hidden or absent entry, -EIO for an inconsistent one. */

@@ -99,24 +99,37 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 /* ---- attributes ---------------------------------------------------------- */
 
+/* The attributes of i's object: through the open file when there is
+ * one (an unlinked file's included), else its O_PATH descriptor. */
+static int stat_inode(struct lz_router *r, struct rt_inode *i, struct fuse_file_info *fi,
+		      struct stat *st)
+{
+	if (fi != NULL)
+		return fstat((int)fi->fh, st) < 0 ? -errno : 0;
+	_cleanup_close_ int fd = rt_inode_fd(r, i);
+	if (fd < 0)
+		return fd;
+	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)fi;
 	struct lz_router *r = rt_req_router(req);
 	struct stat st;
-	if (fstatat(rt_inode_get(r, ino)->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-		fuse_reply_err(req, errno);
+	int rc = stat_inode(r, rt_inode_get(r, ino), fi, &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_attr(req, &st, r->opt.attr_timeout);
 }
 
 /* chmod, chown (passed through: IDs the router's user namespace does not
  * map fail with the backing's EINVAL), truncate, and nanosecond times. */
-static int do_setattr(struct rt_inode *i, const struct stat *attr, int valid,
+static int do_setattr(struct rt_inode *i, int ifd, const struct stat *attr, int valid,
 		      struct fuse_file_info *fi)
 {
 	char proc[32];
-	rt_procpath(proc, i->fd);
+	rt_procpath(proc, ifd);
 	if (valid & FUSE_SET_ATTR_MODE) {
 		int rc = fi ? fchmod((int)fi->fh, attr->st_mode) : chmod(proc, attr->st_mode);
 		if (rc < 0)
@@ -125,7 +138,7 @@ static int do_setattr(struct rt_inode *i, const struct stat *attr, int valid,
 	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
-		if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		if (fchownat(ifd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
@@ -146,7 +159,7 @@ static int do_setattr(struct rt_inode *i, const struct stat *attr, int valid,
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
 		int rc = fi ? futimens((int)fi->fh, ts)
-			    : utimensat(i->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+			    : utimensat(ifd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
 		if (rc < 0)
 			return -errno;
 	}
@@ -158,9 +171,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 {
 	struct lz_router *r = rt_req_router(req);
 	struct rt_inode *i = rt_inode_get(r, ino);
-	int rc = do_setattr(i, attr, valid, fi);
+	_cleanup_close_ int ifd = rt_inode_fd(r, i);
+	int rc = ifd < 0 ? ifd : do_setattr(i, ifd, attr, valid, fi);
 	struct stat st;
-	if (rc == 0 && fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+	if (rc == 0 && fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -172,7 +186,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct lz_router *r = rt_req_router(req);
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(rt_inode_get(r, ino)->fd, "", buf, sizeof(buf));
+	_cleanup_close_ int fd = rt_inode_fd(r, rt_inode_get(r, ino));
+	ssize_t n = fd < 0 ? (errno = -fd, -1) : readlinkat(fd, "", buf, sizeof(buf));
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else if (n == (ssize_t)sizeof(buf))
@@ -228,12 +243,12 @@ static int child_backing(struct lz_router *r, struct rt_inode *d, const char *na
 /* The backing's directory for a new entry name of d with the given type:
  * routes, refuses an inconsistent path, makes the missing directories. */
 static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 enum rt_backing *ret_b, int *ret_dfd, int *owned)
+			 enum rt_backing *ret_b)
 {
 	if (!S_ISDIR(d->type))
 		return -ENOTDIR;
 	int rc = child_backing(r, d, name, is_dir, ret_b);
-	return rc < 0 ? rc : rt_side_dir(r, d, *ret_b, true, ret_dfd, owned);
+	return rc < 0 ? rc : rt_side_dir(r, d, *ret_b, true);
 }
 
 /* The entry just made (or linked) at dfd/name becomes an inode of d. */
@@ -263,10 +278,9 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct rt_inode *d = rt_inode_get(r, parent);
 	struct fuse_entry_param e;
 	enum rt_backing b;
-	int dfd;
-	_cleanup_close_ int owned = -EBADF;
 	rt_rdlock_snap(r);
-	int rc = new_entry_dir(r, d, name, a->kind == 1, &b, &dfd, &owned);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, &b);
+	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0)
 		rc = make_one(dfd, name, a);
 	if (rc == 0)
@@ -320,10 +334,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct rt_inode *d = rt_inode_get(r, parent);
 	struct fuse_entry_param e;
 	enum rt_backing b;
-	int dfd;
-	_cleanup_close_ int owned = -EBADF, fd = -EBADF;
+	_cleanup_close_ int fd = -EBADF;
 	rt_rdlock_snap(r);
-	int rc = new_entry_dir(r, d, name, false, &b, &dfd, &owned);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, &b);
+	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
 		 * followed into creating its target. */
@@ -360,9 +374,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 	struct lz_router *r = rt_req_router(req);
 	struct rt_inode *d = rt_inode_get(r, parent);
 	enum rt_backing b;
-	_cleanup_close_ int fd = -EBADF, owned = -EBADF;
+	_cleanup_close_ int fd = -EBADF, dfd = -EBADF;
 	struct stat st;
-	int dfd;
 	rt_rdlock_snap(r);
 	int rc = S_ISDIR(d->type) ? rt_resolve(r, d, name, &b, &fd, &st) : -ENOTDIR;
 	if (rc == 0 && dir && !S_ISDIR(st.st_mode))
@@ -381,10 +394,12 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 		if (rc == 0 && visible)
 			rc = -ENOTEMPTY;
 	}
-	if (rc == 0)
-		rc = rt_side_dir(r, d, b, false, &dfd, &owned);
+	if (rc == 0 && (dfd = rt_side_dir(r, d, b, false)) < 0)
+		rc = dfd;
 	if (rc == 0 && unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0) < 0)
 		rc = -errno;
+	if (rc == 0)
+		rt_inode_unname(r, b, &st, d, name);
 	rt_unlock_snap(r);
 	fuse_reply_err(req, -rc);
 }
@@ -420,9 +435,8 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		     const char *newname, unsigned flags)
 {
 	enum rt_backing sb, db, xb = RT_HOST;
-	_cleanup_close_ int sfd = -EBADF, xfd = -EBADF, sowned = -EBADF, downed = -EBADF;
+	_cleanup_close_ int sfd = -EBADF, xfd = -EBADF, sdfd = -EBADF, ddfd = -EBADF;
 	struct stat sst, xst;
-	int sdfd, ddfd;
 	if (!S_ISDIR(d->type) || !S_ISDIR(nd->type))
 		return -ENOTDIR;
 	int rc = rt_resolve(r, d, name, &sb, &sfd, &sst);
@@ -450,18 +464,18 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	    strcmp(name, "index.lock") == 0 && strcmp(newname, "index") == 0 &&
 	    (rc = rt_index_guard(r, d, sfd)) < 0)
 		return rc;
-	if ((rc = rt_side_dir(r, d, sb, false, &sdfd, &sowned)) < 0 ||
-	    (rc = rt_side_dir(r, nd, sb, true, &ddfd, &downed)) < 0)
-		return rc;
+	if ((sdfd = rt_side_dir(r, d, sb, false)) < 0)
+		return sdfd;
+	if ((ddfd = rt_side_dir(r, nd, sb, true)) < 0)
+		return ddfd;
 	if (renameat2(sdfd, name, ddfd, newname, flags) < 0)
 		return -errno;
-	/* Re-link moved directories in the path tree (obtain follows a
-	 * directory found under another parent or name). */
+	/* Re-link the moved objects (obtain follows an object found under
+	 * another parent or name). */
 	struct rt_inode *i;
-	if (S_ISDIR(sst.st_mode) && rt_inode_obtain(r, TAKE_FD(sfd), sb, &sst, nd, newname, false, &i) == 0)
+	if (rt_inode_obtain(r, TAKE_FD(sfd), sb, &sst, nd, newname, false, &i) == 0)
 		rt_inode_unref(r, i);
-	if ((flags & RENAME_EXCHANGE) && S_ISDIR(xst.st_mode) &&
-	    rt_inode_obtain(r, TAKE_FD(xfd), xb, &xst, d, name, false, &i) == 0)
+	if ((flags & RENAME_EXCHANGE) && rt_inode_obtain(r, TAKE_FD(xfd), xb, &xst, d, name, false, &i) == 0)
 		rt_inode_unref(r, i);
 	return 0;
 }
@@ -490,11 +504,12 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	struct rt_inode *i = rt_inode_get(r, ino), *nd = rt_inode_get(r, newparent);
 	struct fuse_entry_param e;
 	enum rt_backing b = RT_HOST;
-	int dfd;
-	_cleanup_close_ int owned = -EBADF;
+	_cleanup_close_ int dfd = -EBADF, ifd = -EBADF;
 	char proc[32];
-	rt_procpath(proc, i->fd);
 	int rc = S_ISDIR(i->type) ? -EPERM : 0;
+	if (rc == 0 && (ifd = rt_inode_fd(r, i)) < 0)
+		rc = ifd;
+	rt_procpath(proc, ifd);
 	rt_rdlock_snap(r);
 	if (rc == 0) {
 		char path[PATH_MAX];
@@ -508,8 +523,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 				rc = -EXDEV;
 		}
 	}
-	if (rc == 0)
-		rc = rt_side_dir(r, nd, b, true, &dfd, &owned);
+	if (rc == 0 && (dfd = rt_side_dir(r, nd, b, true)) < 0)
+		rc = dfd;
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
 	if (rc == 0)
@@ -528,8 +543,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
+	_cleanup_close_ int ifd = rt_inode_fd(r, i);
+	if (ifd < 0) {
+		fuse_reply_err(req, -ifd);
+		return;
+	}
 	char proc[32];
-	rt_procpath(proc, i->fd);
+	rt_procpath(proc, ifd);
 	/* The magic link names i's object itself; opening a symlink object
 	 * through it fails (ELOOP), it never reaches the link's target. */
 	int fd = open(proc, open_flags(r, fi->flags));
@@ -634,19 +654,34 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct lz_router *r = rt_req_router(req);
 	struct statvfs sv;
-	int fd = ino == 0 ? r->root.fd : rt_inode_get(r, ino)->fd;
-	if (fstatvfs(fd, &sv) < 0)
+	_cleanup_close_ int fd = rt_inode_fd(r, ino == 0 ? &r->root : rt_inode_get(r, ino));
+	if (fd < 0)
+		fuse_reply_err(req, -fd);
+	else if (fstatvfs(fd, &sv) < 0)
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_statfs(req, &sv);
 }
 
-static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+/* An owned O_PATH descriptor of ino's object and its /proc/self/fd
+ * name in proc; on failure replies the error and returns it. */
+static int inode_proc(fuse_req_t req, fuse_ino_t ino, char proc[32])
 {
 	struct lz_router *r = rt_req_router(req);
+	int fd = rt_inode_fd(r, rt_inode_get(r, ino));
+	if (fd < 0)
+		fuse_reply_err(req, -fd);
+	else
+		rt_procpath(proc, fd);
+	return fd;
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
 	char proc[32];
-	rt_procpath(proc, rt_inode_get(r, ino)->fd);
-	fuse_reply_err(req, faccessat(AT_FDCWD, proc, mask, AT_EACCESS) < 0 ? errno : 0);
+	_cleanup_close_ int fd = inode_proc(req, ino, proc);
+	if (fd >= 0)
+		fuse_reply_err(req, faccessat(AT_FDCWD, proc, mask, AT_EACCESS) < 0 ? errno : 0);
 }
 
 /* user.* and POSIX ACLs pass through; every other namespace (security.,
@@ -657,15 +692,23 @@ static bool xattr_allowed(const char *name)
 	       strcmp(name, "system.posix_acl_default") == 0;
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/* inode_proc for an operation on the attribute name: refuses a name
+ * outside xattr_allowed (EOPNOTSUPP). */
+static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, char proc[32])
 {
-	struct lz_router *r = rt_req_router(req);
 	if (!xattr_allowed(name)) {
 		fuse_reply_err(req, EOPNOTSUPP);
-		return;
+		return -EOPNOTSUPP;
 	}
+	return inode_proc(req, ino, proc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
 	char proc[32];
-	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, proc);
+	if (fd < 0)
+		return;
 	if (size == 0) {
 		ssize_t n = getxattr(proc, name, NULL, 0);
 		if (n < 0)
@@ -688,9 +731,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct lz_router *r = rt_req_router(req);
 	char proc[32];
-	rt_procpath(proc, rt_inode_get(r, ino)->fd);
+	_cleanup_close_ int fd = inode_proc(req, ino, proc);
+	if (fd < 0)
+		return;
 	_cleanup_free_ char *all = malloc(XATTR_LIST_MAX), *out = malloc(XATTR_LIST_MAX);
 	if (all == NULL || out == NULL) {
 		fuse_reply_err(req, ENOMEM);
@@ -721,26 +765,18 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	struct lz_router *r = rt_req_router(req);
-	if (!xattr_allowed(name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
 	char proc[32];
-	rt_procpath(proc, rt_inode_get(r, ino)->fd);
-	fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, proc);
+	if (fd >= 0)
+		fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct lz_router *r = rt_req_router(req);
-	if (!xattr_allowed(name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
 	char proc[32];
-	rt_procpath(proc, rt_inode_get(r, ino)->fd);
-	fuse_reply_err(req, removexattr(proc, name) < 0 ? errno : 0);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, proc);
+	if (fd >= 0)
+		fuse_reply_err(req, removexattr(proc, name) < 0 ? errno : 0);
 }
 
 /* ---- session ------------------------------------------------------------- */

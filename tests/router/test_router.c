@@ -34,6 +34,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -192,12 +193,18 @@ static void wait_mounted(const char *mnt)
 	CHECK(is_mounted(mnt), "router never mounted '%s'", mnt);
 }
 
+/* When nonzero, the router process runs with this RLIMIT_NOFILE and the
+ * default descriptor budget (half of it). */
+static rlim_t router_nofile;
+
 static struct lz_router_options test_options(void)
 {
 	struct lz_router_options o;
 	lz_router_options_default(&o);
 	o.entry_timeout = o.attr_timeout = o.negative_timeout = 60.0;
 	o.max_threads = 4;
+	/* every test runs with descriptors evicted and reopened by name */
+	o.max_cached_fds = router_nofile ? 0 : 16;
 	return o;
 }
 
@@ -311,6 +318,10 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 		enter_namespaces();
 		int ctl[2];
 		CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl));
+		if (router_nofile > 0) {
+			struct rlimit rl = { router_nofile, router_nofile };
+			CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
+		}
 		e->r = new_router(e);
 		struct serve_arg sa = { .e = e, .err = { 0, "" } };
 		pthread_t t, c;
@@ -931,6 +942,125 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 }
 RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
 
+/* ---- more inodes than descriptors ------------------------------------------- */
+
+static size_t count_fds(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	CHECK(d != NULL, "opendir %s: %s", path, strerror(errno));
+	size_t n = 0;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n - 2;
+}
+
+#define NOFILE_DIRS 30
+#define NOFILE_FILES 100
+
+/* The kernel holds (60 s entry timeouts) ten times more inodes than the
+ * router may open descriptors: every one still answers, through
+ * descriptors evicted and reopened by name, including objects moved,
+ * hard-linked and unlinked while their descriptors were evicted. */
+static void router__more_inodes_than_descriptors(struct env *e)
+{
+	char name[64], want[64];
+	for (int d = 0; d < NOFILE_DIRS; d++) {
+		snprintf(name, sizeof(name), "d%02d", d);
+		CHECK_OK(mkdir(P(e->mnt, name), 0755));
+		for (int f = 0; f < NOFILE_FILES; f++) {
+			snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+			snprintf(want, sizeof(want), "%d/%d", d, f);
+			write_text(P(e->mnt, name), want);
+		}
+	}
+	struct stat st;
+	for (int pass = 0; pass < 2; pass++)
+		for (int d = 0; d < NOFILE_DIRS; d++)
+			for (int f = 0; f < NOFILE_FILES; f++) {
+				snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+				snprintf(want, sizeof(want), "%d/%d", d, f);
+				CHECK(stat(P(e->mnt, name), &st) == 0, "stat %s: %s", name, strerror(errno));
+				CHECK(strcmp(read_text(P(e->mnt, name)), want) == 0, "content of %s", name);
+			}
+	CHECK(exists(P(e->iso, "d07/f003.ign")) && !exists(P(e->host, "d07/f003.ign")));
+	size_t n = count_fds(getppid());
+	CHECK(n < (size_t)router_nofile, "router holds %zu descriptors", n);
+
+	/* an open file unlinked, then its descriptor evicted by others */
+	int fd = open(P(e->mnt, "d00/f001"), O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0);
+	CHECK_OK(unlink(P(e->mnt, "d00/f001")));
+	for (int f = 2; f < NOFILE_FILES; f++) {
+		snprintf(name, sizeof(name), "d01/f%03d%s", f, f % 3 ? "" : ".ign");
+		CHECK_OK(stat(P(e->mnt, name), &st));
+	}
+	CHECK_OK(fstat(fd, &st));
+	CHECK(st.st_nlink == 0 && st.st_size == 3, "nlink %ju size %jd", (uintmax_t)st.st_nlink,
+	      (intmax_t)st.st_size);
+	CHECK(pwrite(fd, "X", 1, 0) == 1);
+	CHECK_OK(close(fd));
+
+	/* a directory renamed (with no isolated entries, which would make it
+	 * EXDEV): its files answer at the new path after eviction */
+	for (int f = 0; f < NOFILE_FILES; f += 3) {
+		snprintf(name, sizeof(name), "d02/f%03d.ign", f);
+		CHECK_OK(unlink(P(e->mnt, name)));
+	}
+	CHECK_OK(rename(P(e->mnt, "d02"), P(e->mnt, "moved")));
+	for (int d = 3; d < 6; d++)
+		for (int f = 0; f < NOFILE_FILES; f++) {
+			snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+			CHECK_OK(stat(P(e->mnt, name), &st));
+		}
+	CHECK(strcmp(read_text(P(e->mnt, "moved/f005")), "2/5") == 0);
+	CHECK_OK(chmod(P(e->mnt, "moved/f004"), 0600));
+	CHECK_OK(stat(P(e->host, "moved/f004"), &st));
+	CHECK((st.st_mode & 07777) == 0600);
+
+	/* a hard link, then the first name removed: the object answers by
+	 * the name that remains */
+	CHECK_OK(link(P(e->mnt, "d03/f001"), P(e->mnt, "d04/linked")));
+	CHECK_OK(unlink(P(e->mnt, "d03/f001")));
+	for (int f = 0; f < NOFILE_FILES; f++) {
+		snprintf(name, sizeof(name), "d05/f%03d%s", f, f % 3 ? "" : ".ign");
+		CHECK_OK(stat(P(e->mnt, name), &st));
+	}
+	CHECK_OK(chmod(P(e->mnt, "d04/linked"), 0640));
+	CHECK(strcmp(read_text(P(e->mnt, "d04/linked")), "3/1") == 0);
+
+	/* a file replaced behind the router's back is not confused with its
+	 * old inode: the name now holds another object */
+	CHECK_OK(stat(P(e->mnt, "d06/f001"), &st));
+	ino_t old = st.st_ino;
+	CHECK_OK(rename(P(e->host, "d06/f002"), P(e->host, "d06/f001")));
+	for (int f = 0; f < NOFILE_FILES; f++) {
+		snprintf(name, sizeof(name), "d07/f%03d%s", f, f % 3 ? "" : ".ign");
+		CHECK_OK(stat(P(e->mnt, name), &st));
+	}
+	fd = open(P(e->mnt, "d06/f001"), O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		/* the kernel looked the name up again: the new object */
+		CHECK_OK(fstat(fd, &st));
+		CHECK(st.st_ino != old);
+		char buf[8] = { 0 };
+		CHECK(read(fd, buf, sizeof(buf) - 1) == 3 && strcmp(buf, "6/2") == 0);
+		close(fd);
+	} else
+		CHECK(errno == ESTALE, "open: %s", strerror(errno));
+	n = count_fds(getppid());
+	CHECK(n < (size_t)router_nofile, "router holds %zu descriptors", n);
+}
+
+static void test_router__more_inodes_than_descriptors(void **state)
+{
+	router_nofile = 256;
+	with_router(*state, router__more_inodes_than_descriptors);
+	router_nofile = 0;
+}
+
 /* ---- router loss ----------------------------------------------------------------- */
 
 static void test_router__loss_leaves_enotconn(void **state)
@@ -990,6 +1120,7 @@ int main(void)
 		T(router__shared_mapping_writes_reach_the_backing),
 		T(router__open_handle_stays_pinned_across_a_publish),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
+		T(router__more_inodes_than_descriptors),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
