@@ -26,10 +26,13 @@
 /* No IN_DONT_FOLLOW: directories are watched through their descriptor's
  * /proc/self/fd magic link (opened confined), which must be followed. */
 #define DIR_MASK                                                                                   \
-	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE | IN_ONLYDIR | \
-	 IN_EXCL_UNLINK)
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | \
+	 IN_ONLYDIR | IN_EXCL_UNLINK)
+#define NAME_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)
 
-enum kind { K_TREE, K_GITDIR, K_GITINFO, K_GLOBAL };
+/* K_GITSUB: any other directory below a Git directory (objects/ab, refs/
+ * heads): no ignore input, watched for the router's caches. */
+enum kind { K_TREE, K_GITDIR, K_GITINFO, K_GITSUB, K_GLOBAL };
 
 /* One watched directory, indexed by its watch descriptor. The path is the
  * chain of parents (so a renamed directory keeps a correct path). */
@@ -38,6 +41,8 @@ struct watched {
 	uint8_t kind;
 	int parent; /* watch descriptor, -1 for the root and the global one */
 	char *name;
+	dev_t dev; /* the directory's identity, the router's key for it */
+	ino_t ino;
 };
 
 struct lz_ignorewatch {
@@ -51,6 +56,7 @@ struct lz_ignorewatch {
 	size_t cap;
 	size_t ndirs;
 	bool full_warned;
+	bool overflowed;
 	atomic_ulong published;
 	pthread_t thread;
 };
@@ -64,7 +70,8 @@ static void forget_wd(struct lz_ignorewatch *iw, int wd)
 	}
 }
 
-static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent, const char *name)
+static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent, const char *name,
+		     const struct stat *st)
 {
 	if ((size_t)wd >= iw->cap) {
 		size_t cap = iw->cap ? iw->cap : 64;
@@ -84,7 +91,8 @@ static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent,
 		free(iw->w[wd].name);
 		iw->ndirs--;
 	}
-	iw->w[wd] = (struct watched){ .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy };
+	iw->w[wd] = (struct watched){ .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy,
+				      .dev = st->st_dev, .ino = st->st_ino };
 	iw->ndirs++;
 	return 0;
 }
@@ -119,18 +127,28 @@ static int watch_fd(struct lz_ignorewatch *iw, int fd)
 
 static void warn_full(struct lz_ignorewatch *iw, int e)
 {
+	lz_router_host_watched(iw->router, false); /* host changes may go unseen now */
 	if (iw->full_warned)
 		return;
 	iw->full_warned = true;
 	fprintf(stderr,
 		"lazaret-router: watching %zu workspace directories, no more (%s): ignore-rule "
-		"changes in the others are seen at the next change elsewhere or the next launch\n",
+		"changes in the others are seen at the next change elsewhere or the next launch, "
+		"and host changes after the short cache timeouts\n",
 		iw->ndirs, e ? strerror(e) : "the router's limit");
 }
 
-/* Watches the directory at rel (kind k, child `name` of parent wd) and,
- * below it, every directory outside Git directories plus each Git
- * directory and its info/. Returns 1 when the subtree holds an ignore
+static enum kind child_kind(enum kind parent, const char *name)
+{
+	if (parent == K_TREE)
+		return strcmp(name, ".git") == 0 ? K_GITDIR : K_TREE;
+	return parent == K_GITDIR && strcmp(name, "info") == 0 ? K_GITINFO : K_GITSUB;
+}
+
+/* Watches the directory at rel (kind k, child `name` of parent wd) and
+ * every directory below it (K_TREE outside Git directories, K_GITDIR for
+ * each Git directory, K_GITINFO for its info/, K_GITSUB for the rest of
+ * it). Returns 1 when the subtree holds an ignore
  * input (.gitignore or a Git directory), 0 when not, -errno on a failure
  * that is not the tree's (memory). A directory that vanished or became a
  * symlink meanwhile is skipped. */
@@ -144,16 +162,19 @@ static int watch_tree(struct lz_ignorewatch *iw, const char *rel, enum kind k, i
 					    O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
 	if (fd < 0)
 		return 0;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return 0;
 	int wd = watch_fd(iw, fd);
 	if (wd < 0) {
 		if (errno == ENOSPC || errno == ENOMEM)
 			warn_full(iw, errno);
 		return 0;
 	}
-	int r = record_wd(iw, wd, k, parent, name);
+	int r = record_wd(iw, wd, k, parent, name, &st);
 	if (r < 0)
 		return r;
-	int found = k != K_TREE;
+	int found = k == K_GITDIR || k == K_GITINFO;
 	DIR *d = fdopendir(fd);
 	if (d == NULL)
 		return found;
@@ -172,13 +193,7 @@ static int watch_tree(struct lz_ignorewatch *iw, const char *rel, enum kind k, i
 		}
 		if (!is_dir)
 			continue;
-		enum kind ck;
-		if (k == K_TREE)
-			ck = strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE;
-		else if (k == K_GITDIR && strcmp(n, "info") == 0)
-			ck = K_GITINFO;
-		else
-			continue;
+		enum kind ck = child_kind(k, n);
 		char child[PATH_MAX];
 		if ((size_t)snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", n) >= sizeof(child))
 			continue;
@@ -216,8 +231,16 @@ static void relink(struct lz_ignorewatch *iw, int from_parent, const char *from_
 static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, uint32_t *cookie,
 		   int *from_wd, char *from_name)
 {
-	if (ev->mask & IN_Q_OVERFLOW)
+	if (ev->mask & IN_Q_OVERFLOW) {
+		/* Changes were lost, new directories perhaps unwatched: the
+		 * router's host caches fall back to their short timeouts. */
+		if (!iw->overflowed)
+			fprintf(stderr, "lazaret-router: the workspace watch overflowed; host changes "
+					"are now seen after the short cache timeouts\n");
+		iw->overflowed = true;
+		lz_router_host_watched(iw->router, false);
 		return true;
+	}
 	if (ev->mask & IN_IGNORED) {
 		forget_wd(iw, ev->wd);
 		return false;
@@ -227,22 +250,23 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 	const struct watched *x = &iw->w[ev->wd];
 	const char *n = ev->name;
 	bool dir = ev->mask & IN_ISDIR;
-	switch (x->kind) {
-	case K_GLOBAL:
+	if (x->kind == K_GLOBAL)
 		return strcmp(n, iw->global_base) == 0;
-	case K_GITINFO:
-		return strcmp(n, "exclude") == 0;
-	case K_GITDIR:
-		if (dir && strcmp(n, "info") == 0 && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
+	/* Every change under the host backing, the sandbox's own included,
+	 * drops what the kernel cached of that name. */
+	lz_router_host_changed(iw->router, x->dev, x->ino, n, !(ev->mask & NAME_EVENTS));
+	if (x->kind != K_TREE) {
+		bool input = x->kind == K_GITINFO ? strcmp(n, "exclude") == 0
+			   : x->kind == K_GITDIR  ? strcmp(n, "index") == 0 || strcmp(n, "info") == 0
+						  : false;
+		if (dir && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
 			char rel[PATH_MAX], child[PATH_MAX];
+			enum kind ck = child_kind(x->kind, n);
 			if (wd_path(iw, ev->wd, rel, sizeof(rel)) == 0 &&
-			    (size_t)snprintf(child, sizeof(child), "%s/info", rel) < sizeof(child))
-				(void)watch_tree(iw, child, K_GITINFO, ev->wd, "info");
-			return true;
+			    (size_t)snprintf(child, sizeof(child), "%s/%s", rel, n) < sizeof(child))
+				input |= watch_tree(iw, child, ck, ev->wd, n) > 0;
 		}
-		return strcmp(n, "index") == 0 || strcmp(n, "info") == 0;
-	default:
-		break;
+		return input;
 	}
 	if (strcmp(n, ".gitignore") == 0)
 		return true;
@@ -347,7 +371,8 @@ static void watch_global(struct lz_ignorewatch *iw)
 	int wd = inotify_add_watch(iw->ino_fd, iw->global_excludes[0] ? iw->global_excludes : "/",
 				   DIR_MASK);
 	*slash = '/';
-	if (wd >= 0 && record_wd(iw, wd, K_GLOBAL, -1, "") < 0)
+	struct stat none = { 0 }; /* outside the workspace: no router key */
+	if (wd >= 0 && record_wd(iw, wd, K_GLOBAL, -1, "", &none) < 0)
 		(void)inotify_rm_watch(iw->ino_fd, wd);
 }
 
@@ -377,6 +402,8 @@ int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, l
 	int rc = watch_tree(iw, "", K_TREE, -1, "");
 	if (rc >= 0 && iw->global_excludes)
 		watch_global(iw);
+	if (rc >= 0 && !iw->full_warned)
+		lz_router_host_watched(r, true);
 	if (rc < 0 || (rc = -pthread_create(&iw->thread, NULL, watch_main, iw)) < 0) {
 		watch_free(iw);
 		return lz_err_set(err, -rc, "ignore watch: %s", strerror(-rc));

@@ -3,8 +3,8 @@
  * the old one").
  *
  * A thread watches the canonical workspace with inotify: every directory
- * outside Git directories, each Git directory itself and its info/, and
- * the global excludes file's directory. Writes through the router land in
+ * (Git directories and everything in them included) and the global
+ * excludes file's directory. Writes through the router land in
  * the host backing too, so one watch sees the sandbox's and the
  * developer's changes alike. When a .gitignore, an index, an info/exclude
  * or the global excludes file changes (or inotify overflows), it waits for
@@ -12,10 +12,17 @@
  * a build that fails (an index caught mid-write) is retried, and the old
  * snapshot stays until one succeeds.
  *
+ * Every event under the host backing also goes to lz_router_host_changed,
+ * so the router can let the kernel cache host-backed entries long
+ * (lz_router_host_watched is on while every directory is watched,
+ * subdirectories of Git directories included).
+ *
  * Limits: directories past LZ_IGNOREWATCH_MAX_DIRS, or past the host's
  * inotify watch limit, are not watched (a message on stderr says so);
- * changes there are seen at the next change elsewhere or the next launch.
- * An ignored .gitignore living in the isolated backing is not watched. */
+ * ignore changes there are seen at the next change elsewhere or the next
+ * launch, and the router's host caches go back to short timeouts, as
+ * they do for good after an inotify queue overflow. An ignored .gitignore
+ * living in the isolated backing is not watched. */
 #ifndef LZ_ROUTER_IGNOREWATCH_H
 #define LZ_ROUTER_IGNOREWATCH_H
 

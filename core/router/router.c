@@ -21,7 +21,10 @@ void lz_router_options_default(struct lz_router_options *opt)
 		.entry_timeout = 1.0,
 		.attr_timeout = 1.0,
 		.negative_timeout = 1.0,
+		.isolated_timeout = 3600.0,
+		.watched_timeout = 60.0,
 		.keep_cache = true,
+		.kernel_open = true,
 		.writeback_cache = false,
 		.allow_other = false,
 		.default_permissions = true,
@@ -285,4 +288,77 @@ int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
 	cls_release(&old);
 	pthread_mutex_unlock(&r->publish_lock);
 	return 0;
+}
+
+/* ---- host changes ----------------------------------------------------------- */
+
+/* Every host-backed inode the kernel holds: its attributes, and the entry
+ * it was found at. Caller holds se_lock with a session. */
+static void invalidate_host(struct lz_router *r)
+{
+	pthread_mutex_lock(&r->table_lock);
+	size_t n = 0, cap = r->ninodes;
+	struct rt_inode **all = calloc(cap ? cap : 1, sizeof(*all));
+	for (size_t k = 0; all != NULL && k < r->nbuckets; k++)
+		for (struct rt_inode *i = r->buckets[k]; i != NULL; i = i->hnext)
+			if (i->backing == RT_HOST && n < cap) {
+				i->nref++;
+				all[n++] = i;
+			}
+	pthread_mutex_unlock(&r->table_lock);
+	if (all == NULL) {
+		fprintf(stderr, "lazaret-router: out of memory dropping the kernel's caches\n");
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct rt_inode *i = all[k], *parent;
+		char name[NAME_MAX + 1];
+		(void)fuse_lowlevel_notify_inval_inode(r->se, rt_nodeid(r, i), -1, 0);
+		pthread_rwlock_rdlock(&r->tree_lock);
+		parent = i->parent;
+		if (parent != NULL) {
+			snprintf(name, sizeof(name), "%s", i->name);
+			rt_inode_ref(r, parent);
+		}
+		pthread_rwlock_unlock(&r->tree_lock);
+		if (parent != NULL) {
+			(void)fuse_lowlevel_notify_inval_entry(r->se, rt_nodeid(r, parent), name, strlen(name));
+			rt_inode_unref(r, parent);
+		}
+		rt_inode_unref(r, i);
+	}
+	free(all);
+}
+
+void lz_router_host_watched(lz_router *r, bool complete)
+{
+	pthread_mutex_lock(&r->se_lock);
+	bool was = atomic_exchange(&r->host_watched, complete);
+	if (was && !complete && r->se != NULL)
+		invalidate_host(r);
+	pthread_mutex_unlock(&r->se_lock);
+}
+
+void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const char *name,
+			    bool attrs_only)
+{
+	struct stat dst = { .st_dev = dir_dev, .st_ino = dir_ino };
+	pthread_mutex_lock(&r->se_lock);
+	/* A directory the kernel holds no inode of has no cached entries. */
+	struct rt_inode *d = r->se != NULL ? rt_inode_find(r, RT_HOST, &dst) : NULL;
+	if (d != NULL) {
+		if (!attrs_only)
+			(void)fuse_lowlevel_notify_inval_entry(r->se, rt_nodeid(r, d), name, strlen(name));
+		_cleanup_close_ int dfd = rt_inode_fd(r, d);
+		struct stat st;
+		struct rt_inode *c = NULL;
+		if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			c = rt_inode_find(r, RT_HOST, &st);
+		if (c != NULL) {
+			(void)fuse_lowlevel_notify_inval_inode(r->se, rt_nodeid(r, c), -1, 0);
+			rt_inode_unref(r, c);
+		}
+		rt_inode_unref(r, d);
+	}
+	pthread_mutex_unlock(&r->se_lock);
 }

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "router/ignoreclass.h"
 #include "util/err.h"
@@ -55,9 +56,28 @@ struct lz_router_options {
 	double entry_timeout;
 	double attr_timeout;
 	double negative_timeout;
+	/* The same three for objects and names of the isolated backing. Only
+	 * this router changes that backing (the Domain lock admits one
+	 * coordinator, hence one router), so the kernel has seen every change
+	 * there, and publication invalidates every name whose route changes:
+	 * they can be long. */
+	double isolated_timeout;
+	/* The same for host-backed objects and entries while a watch reports
+	 * every change of the host backing (lz_router_host_watched): each
+	 * reported change invalidates what the kernel cached of that name,
+	 * so only a change the watch cannot see (through a hard link from
+	 * outside the workspace) stays unseen, for at most this long.
+	 * Negative entries of host-backed names keep negative_timeout. */
+	double watched_timeout;
 	/* Keep the page cache across opens (FOPEN_KEEP_CACHE) with
 	 * FUSE_CAP_AUTO_INVAL_DATA dropping it when mtime or size changes. */
 	bool keep_cache;
+	/* Let the kernel open regular files without asking
+	 * (FUSE_CAP_NO_OPEN_SUPPORT, where the kernel has it): I/O then
+	 * names only the inode and is served through the object's own
+	 * descriptor. Saves the OPEN and RELEASE round trips that runsc pays
+	 * for every file it looks up (it opens each one). */
+	bool kernel_open;
 	/* Kernel write-back caching. Off by default: with it the kernel
 	 * owns mtime and size, delays writes past close, and turns
 	 * O_APPEND and concurrent host writers into lost updates. */
@@ -98,6 +118,18 @@ int lz_router_serve(lz_router *r, const char *mountpoint, int fuse_fd, struct lz
  * keep the objects they were opened on. Callable from any thread other
  * than a request handler, while serving or not. */
 int lz_router_publish(lz_router *r, struct lz_router_classifier cls);
+
+/* Whether a watch reports every change under the host backing (the
+ * ignore watch does while it watches every directory). Turning it off
+ * invalidates every host-backed entry and attribute the kernel caches. */
+void lz_router_host_watched(lz_router *r, bool complete);
+
+/* A change the watch saw: the entry name of the host directory
+ * (dir_dev, dir_ino) was created, removed or renamed, or (attrs_only)
+ * the object at it was written or had its attributes changed. Drops
+ * what the kernel cached of it. */
+void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const char *name,
+			    bool attrs_only);
 
 /* Ends the session loop from another thread (the mount is left to the
  * caller, who unmounts it). */

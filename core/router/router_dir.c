@@ -310,25 +310,21 @@ static int plus_lookup(struct lz_router *r, struct rt_dir *d, const struct rt_di
 		rc = rt_route(r, path, len, e->dtype == DT_DIR, &route);
 	if (rc == 0 && (route == LZ_ROUTE_INCONSISTENT || rt_backing_of(route) != e->backing))
 		rc = -ENOENT;
-	int fd = -EBADF;
+	/* No descriptor: a listing names many objects the kernel never
+	 * uses; a new inode gets one when first used (by name, checked). */
 	struct stat st;
-	if (rc == 0) {
-		fd = openat(d->fd[e->backing], name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0)
-			rc = -errno;
-	}
+	if (rc == 0 && fstatat(d->fd[e->backing], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
 	/* the listing's type decided the route: a swapped entry is left out */
 	if (rc == 0 && (IFTODT(st.st_mode) == DT_DIR) != (e->dtype == DT_DIR))
 		rc = -ENOENT;
 	struct rt_inode *i;
 	if (rc == 0) {
-		rc = rt_inode_obtain(r, TAKE_FD(fd), (enum rt_backing)e->backing, &st, d->inode, name,
-				     true, &i);
+		rc = rt_inode_obtain(r, -EBADF, (enum rt_backing)e->backing, &st, d->inode, name, true,
+				     &i);
 		if (rc == 0)
 			rt_fill_entry(r, i, &st, ep);
 	}
-	if (fd >= 0)
-		close(fd);
 	rt_unlock_snap(r);
 	return rc;
 }

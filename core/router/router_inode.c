@@ -27,6 +27,16 @@ static void table_insert(struct lz_router *r, struct rt_inode *i)
 	r->ninodes++;
 }
 
+/* Caller holds table_lock. */
+static struct rt_inode *table_find(struct lz_router *r, enum rt_backing b, const struct stat *st)
+{
+	size_t k = hash_key(b, st->st_dev, st->st_ino) & (r->nbuckets - 1);
+	struct rt_inode *i = r->buckets[k];
+	while (i != NULL && !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino))
+		i = i->hnext;
+	return i;
+}
+
 static void table_grow(struct lz_router *r)
 {
 	size_t n = r->nbuckets * 2;
@@ -182,6 +192,16 @@ void rt_inode_ref(struct lz_router *r, struct rt_inode *i)
 	pthread_mutex_unlock(&r->table_lock);
 }
 
+struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st)
+{
+	pthread_mutex_lock(&r->table_lock);
+	struct rt_inode *i = table_find(r, b, st);
+	if (i != NULL)
+		i->nref++;
+	pthread_mutex_unlock(&r->table_lock);
+	return i;
+}
+
 void rt_inode_unref(struct lz_router *r, struct rt_inode *i)
 {
 	pthread_mutex_lock(&r->table_lock);
@@ -224,10 +244,7 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 		return -ENOMEM;
 
 	pthread_mutex_lock(&r->table_lock);
-	size_t k = hash_key(b, st->st_dev, st->st_ino) & (r->nbuckets - 1);
-	struct rt_inode *i = r->buckets[k];
-	while (i != NULL && !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino))
-		i = i->hnext;
+	struct rt_inode *i = table_find(r, b, st);
 	bool moved = false;
 	if (i == NULL) {
 		if (r->ninodes >= RT_MAX_INODES) {
@@ -253,7 +270,7 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 		 * reading them here is safe. */
 		moved = i->parent != parent || i->name == NULL || strcmp(i->name, name) != 0;
 	}
-	if (i->fd < 0 && i != &r->root)
+	if (i->fd < 0 && owned >= 0 && i != &r->root)
 		fd_install(r, i, TAKE_FD(owned));
 	if (count)
 		i->nlookup++;
@@ -267,17 +284,17 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 }
 
 void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *st,
-		     struct rt_inode *parent, const char *name)
+		     struct rt_inode *parent, const char *name, int fd)
 {
+	_cleanup_close_ int owned = fd;
 	pthread_rwlock_wrlock(&r->tree_lock);
 	pthread_mutex_lock(&r->table_lock);
-	size_t k = hash_key(b, st->st_dev, st->st_ino) & (r->nbuckets - 1);
-	struct rt_inode *i = r->buckets[k];
-	while (i != NULL && !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino))
-		i = i->hnext;
+	struct rt_inode *i = table_find(r, b, st);
 	char *old_name = NULL;
 	if (i != NULL && i != &r->root && i->parent == parent && i->name != NULL &&
 	    strcmp(i->name, name) == 0) {
+		if (i->fd < 0 && owned >= 0)
+			fd_install(r, i, TAKE_FD(owned));
 		old_name = i->name;
 		i->name = NULL;
 		i->parent = NULL;

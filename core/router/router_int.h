@@ -56,6 +56,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -122,6 +123,9 @@ struct lz_router {
 	size_t nfds;         /* cached descriptors; table_lock */
 	size_t fd_budget;
 
+	bool kernel_open; /* opt.kernel_open and the kernel has it; set at init */
+	atomic_bool host_watched; /* lz_router_host_watched */
+
 	struct fuse_session *se; /* set while serving; se_lock */
 	char *mountpoint;        /* when mounted by lz_router_serve; se_lock */
 	pthread_mutex_t se_lock; /* guards se for publish and stop; before all others */
@@ -137,19 +141,23 @@ static inline fuse_ino_t rt_nodeid(struct lz_router *r, struct rt_inode *i)
 	return i == &r->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)i;
 }
 /* Finds or adds the inode for (b, st) taking over fd (cached, or closed
- * when the inode has one already), adds one kernel lookup (when count)
+ * when the inode has one already; -EBADF: opened on first use), adds one kernel lookup (when count)
  * or one internal ref (when !count), and links it under parent/name. */
 int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret);
 void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n);
 void rt_inode_unref(struct lz_router *r, struct rt_inode *i);
 void rt_inode_ref(struct lz_router *r, struct rt_inode *i);
+/* The inode of (b, st's dev and ino) with one internal ref, or NULL. */
+struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st);
 /* An owned O_PATH descriptor of i's object (see "Descriptors"): -ESTALE
  * when it was evicted and its name no longer holds it. */
 int rt_inode_fd(struct lz_router *r, struct rt_inode *i);
-/* The name parent/name of the object (b, st) was unlinked. */
+/* The name parent/name of the object (b, st) was unlinked (or renamed
+ * over). fd (taken over) is an O_PATH descriptor of the object, cached
+ * when the inode has none: an unnamed inode cannot be reopened. */
 void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *st,
-		     struct rt_inode *parent, const char *name);
+		     struct rt_inode *parent, const char *name, int fd);
 /* Workspace-relative path of directory d ("" for the root) into buf. */
 int rt_dir_path(struct lz_router *r, struct rt_inode *d, char *buf, size_t cap, size_t *ret_len);
 /* path of d + "/" + name (name: one component). */

@@ -46,6 +46,7 @@
 
 #include <cmocka.h>
 
+#include "router/ignorewatch.h"
 #include "router/router.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -196,6 +197,12 @@ static void wait_mounted(const char *mnt)
 /* When nonzero, the router process runs with this RLIMIT_NOFILE and the
  * default descriptor budget (half of it). */
 static rlim_t router_nofile;
+/* When set, regular files are opened by OPEN requests (kernel_open off),
+ * the path for kernels without FUSE_CAP_NO_OPEN_SUPPORT. */
+static bool open_requests;
+/* When set, the router process also runs the ignore watch over e->host,
+ * which reports host changes to the router (its caches). */
+static bool router_watch;
 
 static struct lz_router_options test_options(void)
 {
@@ -205,6 +212,7 @@ static struct lz_router_options test_options(void)
 	o.max_threads = 4;
 	/* every test runs with descriptors evicted and reopened by name */
 	o.max_cached_fds = router_nofile ? 0 : 16;
+	o.kernel_open = !open_requests;
 	return o;
 }
 
@@ -323,6 +331,16 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 			CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
 		}
 		e->r = new_router(e);
+		lz_ignorewatch *watch = NULL;
+		if (router_watch) {
+			int h = open(e->host, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			struct lz_ignoreclass_inputs in = { .workspace_fd = h, .isolated_fd = i };
+			struct lz_err werr = { 0, "" };
+			CHECK(lz_ignorewatch_start(e->r, &in, &watch, &werr) == 0, "%s", werr.msg);
+			close(h);
+			close(i);
+		}
 		struct serve_arg sa = { .e = e, .err = { 0, "" } };
 		pthread_t t, c;
 		CHECK(pthread_create(&t, NULL, serve_thread, &sa) == 0, "pthread_create");
@@ -349,6 +367,7 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 			_exit(1); /* the body reported why */
 		CHECK(sa.rc == 0, "serve: %s", sa.err.msg);
+		lz_ignorewatch_stop(watch);
 		lz_router_free(e->r);
 		_exit(0);
 	}
@@ -396,6 +415,16 @@ static int teardown(void **state)
 		with_router(*state, body);         \
 	}
 
+/* RUN, and once more with OPEN requests (open handles of their own). */
+#define RUN_BOTH(body)                                     \
+	RUN(body)                                          \
+	static void test_##body##__open_requests(void **state) \
+	{                                                  \
+		open_requests = true;                      \
+		with_router(*state, body);                 \
+		open_requests = false;                     \
+	}
+
 /* ---- routing of new content ------------------------------------------------ */
 
 static void router__writes_land_in_the_routed_backing(struct env *e)
@@ -434,7 +463,7 @@ static void router__writes_land_in_the_routed_backing(struct env *e)
 	CHECK_OK(unlink(P(e->mnt, "a.txt")));
 	CHECK(!exists(P(e->host, "a.txt")));
 }
-RUN(router__writes_land_in_the_routed_backing)
+RUN_BOTH(router__writes_land_in_the_routed_backing)
 
 static void router__hides_the_entry_the_route_does_not_select(struct env *e)
 {
@@ -767,7 +796,7 @@ static void router__punch_hole_and_seek_hole(struct env *e)
 	CHECK_OK(stat(P(e->host, "alloc.txt"), &st));
 	CHECK(st.st_size == 4096);
 }
-RUN(router__punch_hole_and_seek_hole)
+RUN_BOTH(router__punch_hole_and_seek_hole)
 
 static void router__copy_file_range_same_backing_only(struct env *e)
 {
@@ -794,7 +823,7 @@ static void router__copy_file_range_same_backing_only(struct env *e)
 	if (n == 10)
 		CHECK(strcmp(read_text(P(e->iso, "dst.ign")), "0123456789") == 0);
 }
-RUN(router__copy_file_range_same_backing_only)
+RUN_BOTH(router__copy_file_range_same_backing_only)
 
 static void router__flock_and_posix_locks_conflict(struct env *e)
 {
@@ -828,7 +857,7 @@ static void router__flock_and_posix_locks_conflict(struct env *e)
 	close(a);
 	close(b);
 }
-RUN(router__flock_and_posix_locks_conflict)
+RUN_BOTH(router__flock_and_posix_locks_conflict)
 
 static void router__shared_mapping_writes_reach_the_backing(struct env *e)
 {
@@ -851,7 +880,7 @@ static void router__shared_mapping_writes_reach_the_backing(struct env *e)
 	close(fd);
 	CHECK(memcmp(read_text(P(e->iso, "map.ign")), "mapped", 6) == 0);
 }
-RUN(router__shared_mapping_writes_reach_the_backing)
+RUN_BOTH(router__shared_mapping_writes_reach_the_backing)
 
 /* ---- publication ------------------------------------------------------------ */
 
@@ -893,7 +922,7 @@ static void router__open_handle_stays_pinned_across_a_publish(struct env *e)
 	CHECK_OK(stat(P(e->mnt, "flipdir"), &st));
 	CHECK_ERRNO(stat(P(e->mnt, "flip2"), &st), ENOENT);
 }
-RUN(router__open_handle_stays_pinned_across_a_publish)
+RUN_BOTH(router__open_handle_stays_pinned_across_a_publish)
 
 /* ---- the index-lock guard ---------------------------------------------------- */
 
@@ -1042,11 +1071,17 @@ static void router__more_inodes_than_descriptors(struct env *e)
 	}
 	fd = open(P(e->mnt, "d06/f001"), O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		/* the kernel looked the name up again: the new object */
+		/* The kernel may still hold the old entry (60 s here) and open
+		 * without asking; then the old object answers from its cached
+		 * descriptor or not at all (ESTALE), never with the new one's
+		 * bytes, and a new lookup answers with the new object. */
 		CHECK_OK(fstat(fd, &st));
-		CHECK(st.st_ino != old);
 		char buf[8] = { 0 };
-		CHECK(read(fd, buf, sizeof(buf) - 1) == 3 && strcmp(buf, "6/2") == 0);
+		ssize_t got = read(fd, buf, sizeof(buf) - 1);
+		if (got < 0)
+			CHECK(errno == ESTALE, "read: %s", strerror(errno));
+		else
+			CHECK(strcmp(buf, st.st_ino == old ? "6/1" : "6/2") == 0, "read '%s'", buf);
 		close(fd);
 	} else
 		CHECK(errno == ESTALE, "open: %s", strerror(errno));
@@ -1059,6 +1094,69 @@ static void test_router__more_inodes_than_descriptors(void **state)
 	router_nofile = 256;
 	with_router(*state, router__more_inodes_than_descriptors);
 	router_nofile = 0;
+}
+
+/* ---- host changes through long caches ---------------------------------------- */
+
+/* Waits up to 3 s for stat(path) to succeed (want) or fail ENOENT
+ * (!want) with, when mode_or_size says so, that size. */
+static bool await_stat(const char *path, bool want, off_t size)
+{
+	for (int k = 0; k < 300; k++) {
+		struct stat st;
+		int rc = stat(path, &st);
+		if (want ? rc == 0 && (size < 0 || st.st_size == size) : rc < 0 && errno == ENOENT)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* The kernel caches every entry, negative ones included, for 60 s here;
+ * what the developer changes on the host shows inside at once anyway,
+ * because the watch reports it and the router invalidates the cache. */
+static void router__host_changes_show_through_long_caches(struct env *e)
+{
+	struct stat st;
+	write_text(P(e->mnt, "a.txt"), "one");
+	CHECK_OK(stat(P(e->mnt, "a.txt"), &st));
+	CHECK(st.st_size == 3);
+	CHECK_ERRNO(stat(P(e->mnt, "b.txt"), &st), ENOENT);
+
+	write_text(P(e->host, "a.txt"), "three33");
+	CHECK(await_stat(P(e->mnt, "a.txt"), true, 7), "a host write's size never showed");
+	CHECK(strcmp(read_text(P(e->mnt, "a.txt")), "three33") == 0);
+	CHECK_OK(chmod(P(e->host, "a.txt"), 0600));
+	bool seen = false;
+	for (int k = 0; k < 300 && !seen; k++, usleep(10000))
+		seen = stat(P(e->mnt, "a.txt"), &st) == 0 && (st.st_mode & 07777) == 0600;
+	CHECK(seen, "a host chmod never showed");
+
+	write_text(P(e->host, "b.txt"), "bee");
+	CHECK(await_stat(P(e->mnt, "b.txt"), true, 3), "a host create never showed");
+	CHECK_OK(unlink(P(e->host, "a.txt")));
+	CHECK(await_stat(P(e->mnt, "a.txt"), false, -1), "a host unlink never showed");
+	CHECK_OK(rename(P(e->host, "b.txt"), P(e->host, "c.txt")));
+	CHECK(await_stat(P(e->mnt, "b.txt"), false, -1) && await_stat(P(e->mnt, "c.txt"), true, 3),
+	      "a host rename never showed");
+
+	/* inside a Git directory: a new object directory and object */
+	CHECK_ERRNO(stat(P(e->mnt, ".git/objects/ab"), &st), ENOENT);
+	CHECK_OK(mkdir(P(e->host, ".git/objects/ab"), 0755));
+	CHECK(await_stat(P(e->mnt, ".git/objects/ab"), true, -1), "a new object directory never showed");
+	CHECK_ERRNO(stat(P(e->mnt, ".git/objects/ab/cdef"), &st), ENOENT);
+	write_text(P(e->host, ".git/objects/ab/cdef"), "object");
+	CHECK(await_stat(P(e->mnt, ".git/objects/ab/cdef"), true, 6), "a new object never showed");
+}
+
+static void test_router__host_changes_show_through_long_caches(void **state)
+{
+	struct env *e = *state;
+	assert_int_equal(mkdir(P(e->host, ".git"), 0755), 0);
+	assert_int_equal(mkdir(P(e->host, ".git/objects"), 0755), 0);
+	router_watch = true;
+	with_router(e, router__host_changes_show_through_long_caches);
+	router_watch = false;
 }
 
 /* ---- router loss ----------------------------------------------------------------- */
@@ -1104,6 +1202,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(router__writes_land_in_the_routed_backing),
+		T(router__writes_land_in_the_routed_backing__open_requests),
 		T(router__hides_the_entry_the_route_does_not_select),
 		T(router__readdir_merges_bytewise_with_stable_offsets),
 		T(router__cross_backing_rename_and_link_fail_exdev),
@@ -1115,12 +1214,18 @@ int main(void)
 		T(router__utimens_keeps_nanoseconds),
 		T(router__user_xattrs_pass_others_are_refused),
 		T(router__punch_hole_and_seek_hole),
+		T(router__punch_hole_and_seek_hole__open_requests),
 		T(router__copy_file_range_same_backing_only),
+		T(router__copy_file_range_same_backing_only__open_requests),
 		T(router__flock_and_posix_locks_conflict),
+		T(router__flock_and_posix_locks_conflict__open_requests),
 		T(router__shared_mapping_writes_reach_the_backing),
+		T(router__shared_mapping_writes_reach_the_backing__open_requests),
 		T(router__open_handle_stays_pinned_across_a_publish),
+		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__more_inodes_than_descriptors),
+		T(router__host_changes_show_through_long_caches),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
