@@ -31,7 +31,9 @@ runtime_pkgs=(uidmap slirp4netns fuse3 skopeo mmdebstrap iproute2 git ca-certifi
 build_pkgs=(build-essential cmake pkg-config liblua5.4-dev lua5.4 libssl-dev
 	libsqlite3-dev sqlite3 libfuse3-dev libnl-3-dev libnl-route-3-dev libgit2-dev
 	libarchive-dev libjansson-dev)
-test_pkgs=(libcmocka-dev lua-busted clang spin umoci tmux python3 busybox-static
+# tcc: the offline C build of bench/workspace (a compiler small enough to
+# put in the test image).
+test_pkgs=(libcmocka-dev lua-busted clang spin umoci tmux python3 busybox-static tcc
 	libclang-rt-14-dev)
 apt-get install -y --no-install-recommends "${runtime_pkgs[@]}" "${build_pkgs[@]}" "${test_pkgs[@]}"
 apt-get install -y --no-install-recommends -t bookworm-backports runsc

@@ -59,10 +59,11 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 		lz_router_options_default(&r->opt);
 	if (r->opt.max_threads == 0)
 		r->opt.max_threads = 8;
-	r->fd_budget = r->opt.max_cached_fds;
 	struct rlimit rl;
-	if (r->fd_budget == 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
-		r->fd_budget = rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : (size_t)(rl.rlim_cur / 2);
+	r->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) < 0 ? 1024
+		      : rl.rlim_cur == RLIM_INFINITY ? 1u << 20
+						      : (size_t)rl.rlim_cur;
+	r->fd_budget = r->opt.max_cached_fds ? r->opt.max_cached_fds : r->fd_limit / 4;
 	if (r->fd_budget < 16)
 		r->fd_budget = 16;
 	pthread_rwlockattr_t ra;

@@ -86,7 +86,8 @@ struct lz_router_options {
 	bool default_permissions; /* the kernel checks modes and ACLs against the caller */
 	unsigned max_threads;     /* worker threads of the multithreaded loop; 0: 8 */
 	/* O_PATH descriptors kept open for inodes the kernel holds; others
-	 * are reopened by name on use. 0: half the RLIMIT_NOFILE soft limit. */
+	 * are reopened by name on use. 0: a quarter of the RLIMIT_NOFILE soft
+	 * limit (runsc keeps a descriptor of ours open per file it caches). */
 	unsigned max_cached_fds;
 	bool debug;               /* libfuse's request trace on stderr */
 	bool handle_signals;      /* libfuse's SIGINT/SIGTERM/SIGHUP handlers end the loop */

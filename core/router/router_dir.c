@@ -67,9 +67,9 @@ int rt_open_side_rd(struct lz_router *r, struct rt_inode *d, enum rt_backing b, 
 			return pfd == -ESTALE ? -ENOENT : pfd;
 		char proc[32];
 		rt_procpath(proc, pfd);
-		fd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = rt_openat(r, AT_FDCWD, proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	} else if (len == 0)
-		fd = openat(r->root_fd[b], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = rt_openat(r, r->root_fd[b], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	else
 		fd = lz_openat2(r->root_fd[b], path, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 				LZ_RESOLVE_CONFINED);
@@ -256,6 +256,11 @@ static int list_dir(struct lz_router *r, struct rt_inode *di, struct rt_dir *d)
 	return 0;
 }
 
+static int dir_fds(const struct rt_dir *d)
+{
+	return (d->fd[0] >= 0) + (d->fd[1] >= 0);
+}
+
 static void dir_free(struct rt_dir *d)
 {
 	if (d == NULL)
@@ -289,8 +294,12 @@ void rt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
-	if (fuse_reply_open(req, fi) < 0)
+	int n = dir_fds(d);
+	rt_open_count(r, n);
+	if (fuse_reply_open(req, fi) < 0) {
+		rt_open_count(r, -n);
 		dir_free(d);
+	}
 }
 
 /* Looks entry e of stream d up for readdirplus: -ENOENT when it is gone or
@@ -391,7 +400,9 @@ void rt_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void rt_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	dir_free((struct rt_dir *)(uintptr_t)fi->fh);
+	struct rt_dir *d = (struct rt_dir *)(uintptr_t)fi->fh;
+	rt_open_count(rt_req_router(req), -dir_fds(d));
+	dir_free(d);
 	fuse_reply_err(req, 0);
 }
 

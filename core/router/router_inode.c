@@ -128,13 +128,37 @@ static void fd_evict(struct lz_router *r, size_t limit, const struct rt_inode *k
 	}
 }
 
+#define RT_FD_RESERVE 128 /* for the operations in flight (a few each) and the rest */
+
+/* How many descriptors the cache may hold now: its budget, less what the
+ * kernel's open files leave of the limit. */
+static size_t cache_cap(struct lz_router *r)
+{
+	size_t used = atomic_load(&r->nopen) + RT_FD_RESERVE;
+	size_t room = r->fd_limit > used ? r->fd_limit - used : 0;
+	size_t cap = room < r->fd_budget ? room : r->fd_budget;
+	return cap < 16 ? 16 : cap;
+}
+
 /* Caches fd as i's descriptor (i has none). Caller holds table_lock. */
 static void fd_install(struct lz_router *r, struct rt_inode *i, int fd)
 {
 	i->fd = fd;
 	lru_push(r, i);
 	r->nfds++;
-	fd_evict(r, r->fd_budget, i);
+	fd_evict(r, cache_cap(r), i);
+}
+
+void rt_open_count(struct lz_router *r, int n)
+{
+	if (n >= 0) {
+		atomic_fetch_add(&r->nopen, (size_t)n);
+		pthread_mutex_lock(&r->table_lock);
+		fd_evict(r, cache_cap(r), NULL);
+		pthread_mutex_unlock(&r->table_lock);
+	} else {
+		atomic_fetch_sub(&r->nopen, (size_t)-n);
+	}
 }
 
 static void inode_free(struct lz_router *r, struct rt_inode *i)
@@ -335,7 +359,7 @@ static int reopen(struct lz_router *r, struct rt_inode *i)
 		fd = rt_side_dir(r, parent, i->backing, false);
 		if (fd >= 0) {
 			int dfd = fd;
-			fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			fd = rt_openat(r, dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 			fd = fd < 0 ? -errno : fd;
 			close(dfd);
 		}
@@ -367,6 +391,18 @@ static int fd_dup_locked(struct lz_router *r, struct rt_inode *i)
 	if (i != &r->root) {
 		lru_unlink(i);
 		lru_push(r, i);
+	}
+	return fd;
+}
+
+int rt_openat(struct lz_router *r, int dfd, const char *path, int flags, mode_t mode)
+{
+	int fd = openat(dfd, path, flags, mode);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		pthread_mutex_lock(&r->table_lock);
+		fd_evict(r, r->nfds / 2, NULL);
+		pthread_mutex_unlock(&r->table_lock);
+		fd = openat(dfd, path, flags, mode);
 	}
 	return fd;
 }
@@ -535,7 +571,7 @@ static int open_in(struct lz_router *r, struct rt_inode *d, enum rt_backing b, c
 	_cleanup_close_ int dfd = rt_side_dir(r, d, b, false);
 	if (dfd < 0)
 		return dfd == -ENOTDIR ? -ENOENT : dfd;
-	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = rt_openat(r, dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, st) < 0) {

@@ -122,6 +122,8 @@ struct lz_router {
 	struct rt_inode lru; /* list head: lru.lru_next most recent; table_lock */
 	size_t nfds;         /* cached descriptors; table_lock */
 	size_t fd_budget;
+	size_t fd_limit;     /* RLIMIT_NOFILE's soft limit at start */
+	atomic_size_t nopen; /* descriptors of open files and directory streams */
 
 	bool kernel_open; /* opt.kernel_open and the kernel has it; set at init */
 	atomic_bool host_watched; /* lz_router_host_watched */
@@ -153,6 +155,13 @@ struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const str
 /* An owned O_PATH descriptor of i's object (see "Descriptors"): -ESTALE
  * when it was evicted and its name no longer holds it. */
 int rt_inode_fd(struct lz_router *r, struct rt_inode *i);
+/* openat(2) that, when the process is out of descriptors (the sandbox's
+ * open files count too), closes half the cached ones and tries once
+ * more. */
+int rt_openat(struct lz_router *r, int dfd, const char *path, int flags, mode_t mode);
+/* Counts descriptors held for the kernel's open files and directory
+ * streams (n < 0: released); the cache keeps out of their way. */
+void rt_open_count(struct lz_router *r, int n);
 /* The name parent/name of the object (b, st) was unlinked (or renamed
  * over). fd (taken over) is an O_PATH descriptor of the object, cached
  * when the inode has none: an unnamed inode cannot be reopened. */

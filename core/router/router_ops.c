@@ -54,7 +54,7 @@ static int io_fd(struct lz_router *r, fuse_ino_t ino, const struct fuse_file_inf
 		return pfd;
 	char proc[32];
 	rt_procpath(proc, pfd);
-	fd = open(proc, flags | O_CLOEXEC);
+	fd = rt_openat(r, AT_FDCWD, proc, flags | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	return *owned = fd;
@@ -196,19 +196,49 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* chmod, chown (passed through: IDs the router's user namespace does not
  * map fail with the backing's EINVAL), truncate, and nanosecond times. */
+/* Workspace policy for host-backed objects (spec 3.5; SR-13): the sandbox
+ * leaves no setuid or setgid bit (stripped: a host user running the file
+ * would get the developer's identity) and no owner but the developer
+ * (the router's user namespace maps 0 to the developer; other IDs are
+ * subordinate IDs, foreign on the host). The isolated backing is private
+ * to the Domain (0700) and keeps what the sandbox sets. */
+static mode_t policy_mode(enum rt_backing b, mode_t mode)
+{
+	return b == RT_HOST ? mode & ~(mode_t)(S_ISUID | S_ISGID) : mode;
+}
+
+/* chown of a host-backed object to anyone but the developer, or to
+ * other IDs than it has, is refused (EPERM). */
+static int policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid)
+{
+	if (i->backing != RT_HOST)
+		return 0;
+	struct stat st;
+	if (fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if ((uid != (uid_t)-1 && uid != 0 && uid != st.st_uid) ||
+	    (gid != (gid_t)-1 && gid != 0 && gid != st.st_gid))
+		return -EPERM;
+	return 0;
+}
+
 static int do_setattr(struct rt_inode *i, int ifd, const struct stat *attr, int valid,
 		      struct fuse_file_info *fi)
 {
 	char proc[32];
 	rt_procpath(proc, ifd);
 	if (valid & FUSE_SET_ATTR_MODE) {
-		int rc = fd_of(fi) >= 0 ? fchmod(fd_of(fi), attr->st_mode) : chmod(proc, attr->st_mode);
+		mode_t mode = policy_mode(i->backing, attr->st_mode);
+		int rc = fd_of(fi) >= 0 ? fchmod(fd_of(fi), mode) : chmod(proc, mode);
 		if (rc < 0)
 			return -errno;
 	}
 	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+		int rc = policy_owner(i, ifd, uid, gid);
+		if (rc < 0)
+			return rc;
 		if (fchownat(ifd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
@@ -326,7 +356,7 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 static int adopt_new(struct lz_router *r, struct rt_inode *d, enum rt_backing b, int dfd,
 		     const char *name, struct fuse_entry_param *e)
 {
-	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = rt_openat(r, dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	struct stat st;
@@ -352,8 +382,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rt_rdlock_snap(r);
 	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, &b);
 	int rc = dfd < 0 ? dfd : 0;
-	if (rc == 0)
-		rc = make_one(dfd, name, a);
+	if (rc == 0) {
+		struct make_args pa = *a;
+		pa.mode = policy_mode(b, a->mode);
+		rc = make_one(dfd, name, &pa);
+	}
 	if (rc == 0)
 		rc = adopt_new(r, d, b, dfd, name, &e);
 	rt_unlock_snap(r);
@@ -413,7 +446,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
 		 * followed into creating its target. */
 		int fl = open_flags(r, fi->flags) | O_CREAT | (fi->flags & O_EXCL) | O_NOFOLLOW;
-		fd = openat(dfd, name, fl, mode);
+		fd = rt_openat(r, dfd, name, fl, policy_mode(b, mode));
 		if (fd < 0)
 			rc = -errno;
 	}
@@ -434,8 +467,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 	fi->fh = fh_of(fd);
 	fi->keep_cache = r->opt.keep_cache;
+	rt_open_count(r, 1); /* before the reply: RELEASE may follow at once */
 	if (fuse_reply_create(req, &e, fi) == 0)
 		fd = -EBADF; /* the handle's now */
+	else
+		rt_open_count(r, -1);
 }
 
 /* ---- removing, renaming, linking -------------------------------------- */
@@ -544,7 +580,7 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	struct stat rst;
 	_cleanup_close_ int rfd = -EBADF;
 	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
-		rfd = openat(ddfd, newname, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		rfd = rt_openat(r, ddfd, newname, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 		if (rfd >= 0 && fstat(rfd, &rst) < 0)
 			lz_close_fdp(&rfd);
 	}
@@ -641,15 +677,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	rt_procpath(proc, ifd);
 	/* The magic link names i's object itself; opening a symlink object
 	 * through it fails (ELOOP), it never reaches the link's target. */
-	int fd = open(proc, open_flags(r, fi->flags));
+	int fd = rt_openat(r, AT_FDCWD, proc, open_flags(r, fi->flags), 0);
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
 	}
 	fi->fh = fh_of(fd);
 	fi->keep_cache = r->opt.keep_cache;
-	if (fuse_reply_open(req, fi) < 0)
+	rt_open_count(r, 1);
+	if (fuse_reply_open(req, fi) < 0) {
+		rt_open_count(r, -1);
 		close(fd);
+	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -697,8 +736,10 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	if (fd_of(fi) >= 0)
+	if (fd_of(fi) >= 0) {
 		close(fd_of(fi));
+		rt_open_count(rt_req_router(req), -1);
+	}
 	fuse_reply_err(req, 0);
 }
 

@@ -7,7 +7,9 @@
 
 # node and npm from the host, for DX-2's offline install.
 NPM_DIR=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
-IMAGE_EXTRA=(--with-tool="$(readlink -f "$(command -v node)")" --with-tree="$NPM_DIR")
+# coreutils' install for the setuid test (busybox here has no install).
+IMAGE_EXTRA=(--with-tool="$(readlink -f "$(command -v node)")" --with-tree="$NPM_DIR"
+	--with-tool="$(command -v install)")
 . "$(dirname "${BASH_SOURCE[0]}")/launch_lib.sh"
 
 # A repository with ignore rules, one tracked-but-ignored file and one
@@ -26,6 +28,34 @@ make_repo() {
 }
 
 ignored_root() { echo "$DATA"/domains/*/ignored; }
+
+# No setuid or setgid bit and no foreign owner on host-backed objects
+# (spec 3.5 router policy; SR-13): chmod, install -m, tar xpf and cp -a.
+test_host_objects_get_no_setid_bits_or_foreign_owners() {
+	make_repo
+	mkdir "$T/src"
+	echo payload >"$T/src/suid"
+	chmod 4755 "$T/src/suid"
+	tar cf "$WS/suid.tar" -C "$T/src" suid
+	# (runsc itself does not pass a chown to an ID outside its map on to
+	# the router; the router's EPERM is in the unit tests. What counts is
+	# the owner on the host.)
+	capture launch sh -c 'cd /workspace && echo x > a && chmod 4755 a && install -m 6755 a b &&
+		busybox tar xpf suid.tar && mkdir d && chmod 2775 d && echo y > /tmp/s && chmod 4755 /tmp/s &&
+		cp -a /tmp/s c && echo made; busybox chown 1000:1000 a b;
+		echo z > x.log && chmod 4755 x.log && stat -c %a x.log'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_contains "$OUT" made
+	local f mode
+	for f in a b suid d c; do
+		mode=$(stat -c %a "$WS/$f")
+		[ $((8#$mode & 8#6000)) = 0 ] || fail "host $f has mode $mode"
+		assert_eq "$(id -u)" "$(stat -c %u "$WS/$f")" "owner of host $f"
+	done
+	assert_eq 755 "$(stat -c %a "$WS/a")" "the other mode bits stay"
+	# the Domain's private isolated state keeps what the sandbox set
+	assert_contains "$OUT" 4755
+}
 
 test_ignored_paths_are_isolated_and_persist() {
 	make_repo
@@ -209,6 +239,40 @@ test_the_view_inside_matches_git() {
 # Spec 3.5: tracking an isolated-only file would leave the host index
 # naming a path the host does not have; Git's index-lock rename is refused
 # with EBUSY, git add fails, and nothing changes on the host.
+# The workspace is a linked worktree (its common directory and its
+# info/exclude live elsewhere) with core.ignoreCase=true: the view inside
+# still equals Git's, path by path.
+test_the_view_of_a_linked_worktree_matches_git() {
+	local main=$T/main
+	local g=(git -C "$main" -c user.name=h -c user.email=h@h)
+	mkdir "$main"
+	"${g[@]}" init -q
+	"${g[@]}" config core.ignoreCase true
+	printf '*.LOG\nBuild/\n' >"$main/.gitignore"
+	echo n >"$main/normal.txt"
+	"${g[@]}" add .gitignore normal.txt
+	"${g[@]}" commit -q -m main
+	printf 'from-common-exclude.txt\n' >"$main/.git/info/exclude"
+	rmdir "$WS"
+	"${g[@]}" worktree add -q "$WS"
+	mkdir -p "$WS/build" "$WS/sub"
+	local f
+	for f in a.log B.Log sub/c.LOG build/out.txt from-common-exclude.txt sub/keep.txt; do
+		echo "$f" >"$WS/$f"
+	done
+	(env HOME="$T/home" XDG_CONFIG_HOME= git -C "$WS" ls-files -z -o -i --exclude-standard |
+		tr '\0' '\n' | LC_ALL=C sort) >"$T/ignored"
+	[ "$(wc -l <"$T/ignored")" -ge 5 ] || fail "fixture: too few ignored files: $(cat "$T/ignored")"
+	(cd "$WS" && find . -name .git -prune -o -type f -print | sed 's,^\./,,' | LC_ALL=C sort) >"$T/all"
+	LC_ALL=C comm -23 "$T/all" "$T/ignored" >"$T/want"
+	capture launch sh -c 'cd /workspace && find . -name .git -prune -o -type f -print'
+	assert_eq 0 "$STATUS" "find inside (stderr: $ERR)"
+	printf '%s\n' "$OUT" | sed 's,^\./,,' | LC_ALL=C sort >"$T/got"
+	if ! cmp -s "$T/want" "$T/got"; then
+		fail "the view inside differs from Git's: $({ diff "$T/want" "$T/got" || true; } | cat -v)"
+	fi
+}
+
 test_git_add_of_an_isolated_file_is_refused() {
 	make_repo
 	local before
@@ -278,6 +342,7 @@ test_host_and_sandbox_mutate_concurrently() {
 done" "$(cat "$WS/from-sandbox.txt")"
 }
 
+t_run "host-backed objects get no setuid or setgid bit and no foreign owner" test_host_objects_get_no_setid_bits_or_foreign_owners
 t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
 t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
@@ -287,6 +352,7 @@ t_run "isolate_ignored = false binds the workspace" test_isolation_off_binds_the
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
 t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm_install_lands_in_isolated_state
 t_run "the view inside matches Git's classification, byte for byte" test_the_view_inside_matches_git
+t_run "the view of a linked worktree with core.ignoreCase matches Git's" test_the_view_of_a_linked_worktree_matches_git
 t_run "git add -f of an isolated-only file is refused (EBUSY), nothing changes" test_git_add_of_an_isolated_file_is_refused
 t_run "the operation corpus inside a sandbox lands in the routed backings" test_operation_corpus_inside_the_sandbox
 t_run "host and sandbox mutate the workspace concurrently" test_host_and_sandbox_mutate_concurrently

@@ -158,26 +158,58 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-static void write_id_map(const char *file, unsigned id)
+/* Whether ID 1000 is mapped too (the tests run as root): a chown to it
+ * then reaches the router's policy instead of failing unmapped. */
+static bool foreign_id_mapped;
+
+static void write_file(const char *file, const char *text)
 {
-	char line[64];
-	snprintf(line, sizeof(line), "0 %u 1\n", id);
 	int fd = open(file, O_WRONLY | O_CLOEXEC);
-	CHECK(fd >= 0 && write(fd, line, strlen(line)) == (ssize_t)strlen(line), "%s: %s", file,
+	CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "%s: %s", file,
 	      strerror(errno));
 	close(fd);
 }
 
+/* A user namespace where 0 is the caller. As root, a helper left in the
+ * parent namespace also maps 1000 (a map of more than one ID must be
+ * written from there). */
 static void enter_namespaces(void)
 {
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
-	CHECK_OK(unshare(CLONE_NEWUSER | CLONE_NEWNS));
-	int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
-	CHECK(fd >= 0 && write(fd, "deny", 4) == 4, "setgroups: %s", strerror(errno));
-	close(fd);
-	write_id_map("/proc/self/uid_map", uid);
-	write_id_map("/proc/self/gid_map", gid);
+	char line[64], path[64];
+	if (uid == 0 && gid == 0) {
+		int go[2];
+		CHECK_OK(pipe2(go, O_CLOEXEC));
+		pid_t self = getpid(), h = fork();
+		CHECK(h >= 0);
+		if (h == 0) {
+			char c;
+			close(go[1]);
+			if (read(go[0], &c, 1) != 1)
+				_exit(1);
+			snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)self);
+			write_file(path, "0 0 1\n1000 1000 1\n");
+			snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)self);
+			write_file(path, "0 0 1\n1000 1000 1\n");
+			_exit(0);
+		}
+		close(go[0]);
+		CHECK_OK(unshare(CLONE_NEWUSER | CLONE_NEWNS));
+		CHECK(write(go[1], "", 1) == 1);
+		close(go[1]);
+		int status = 0;
+		CHECK(waitpid(h, &status, 0) == h && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "id map helper failed");
+		foreign_id_mapped = true;
+	} else {
+		CHECK_OK(unshare(CLONE_NEWUSER | CLONE_NEWNS));
+		write_file("/proc/self/setgroups", "deny");
+		snprintf(line, sizeof(line), "0 %u 1\n", (unsigned)uid);
+		write_file("/proc/self/uid_map", line);
+		snprintf(line, sizeof(line), "0 %u 1\n", (unsigned)gid);
+		write_file("/proc/self/gid_map", line);
+	}
 	CHECK_OK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
 }
 
@@ -195,7 +227,7 @@ static void wait_mounted(const char *mnt)
 }
 
 /* When nonzero, the router process runs with this RLIMIT_NOFILE and the
- * default descriptor budget (half of it). */
+ * default descriptor budget (a quarter of it). */
 static rlim_t router_nofile;
 /* When set, regular files are opened by OPEN requests (kernel_open off),
  * the path for kernels without FUSE_CAP_NO_OPEN_SUPPORT. */
@@ -971,6 +1003,55 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 }
 RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
 
+/* ---- workspace policy ------------------------------------------------------ */
+
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+	CHECK(stat(path, &st) == 0, "stat %s: %s", path, strerror(errno));
+	return st.st_mode & 07777;
+}
+
+/* Host-backed objects get no setuid or setgid bit (stripped) and no
+ * foreign owner (refused); the Domain's private isolated backing keeps
+ * what the sandbox sets. */
+static void router__host_objects_get_no_setid_bits_or_foreign_owners(struct env *e)
+{
+	write_text(P(e->mnt, "tool"), "#!/bin/sh\n");
+	CHECK_OK(chmod(P(e->mnt, "tool"), 04755));
+	CHECK(mode_of(P(e->host, "tool")) == 0755, "host mode %o", mode_of(P(e->host, "tool")));
+	CHECK(mode_of(P(e->mnt, "tool")) == 0755, "seen mode %o", mode_of(P(e->mnt, "tool")));
+	CHECK_OK(chmod(P(e->mnt, "tool"), 02711));
+	CHECK(mode_of(P(e->host, "tool")) == 0711);
+	int fd = open(P(e->mnt, "made"), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 06755);
+	CHECK(fd >= 0, "create: %s", strerror(errno));
+	CHECK(fchmod(fd, 04700) == 0);
+	close(fd);
+	CHECK(mode_of(P(e->host, "made")) == 0700, "host mode %o", mode_of(P(e->host, "made")));
+	CHECK_OK(mkdir(P(e->mnt, "shared"), 02775));
+	CHECK((mode_of(P(e->host, "shared")) & 02000) == 0, "setgid directory");
+
+	/* isolated: kept */
+	write_text(P(e->mnt, "tool.ign"), "x");
+	CHECK_OK(chmod(P(e->mnt, "tool.ign"), 04755));
+	CHECK(mode_of(P(e->iso, "tool.ign")) == 04755);
+
+	/* owners: the developer (0 here) or unchanged, nothing else */
+	struct stat before, after;
+	CHECK_OK(stat(P(e->host, "tool"), &before));
+	CHECK_OK(chown(P(e->mnt, "tool"), 0, 0));
+	if (foreign_id_mapped) {
+		CHECK_ERRNO(chown(P(e->mnt, "tool"), 1000, -1), EPERM);
+		CHECK_ERRNO(chown(P(e->mnt, "tool"), -1, 1000), EPERM);
+		CHECK_OK(chown(P(e->mnt, "tool.ign"), 1000, 1000));
+	} else {
+		CHECK(chown(P(e->mnt, "tool"), 1000, -1) < 0);
+	}
+	CHECK_OK(stat(P(e->host, "tool"), &after));
+	CHECK(after.st_uid == before.st_uid && after.st_gid == before.st_gid);
+}
+RUN(router__host_objects_get_no_setid_bits_or_foreign_owners)
+
 /* ---- more inodes than descriptors ------------------------------------------- */
 
 static size_t count_fds(pid_t pid)
@@ -1087,6 +1168,23 @@ static void router__more_inodes_than_descriptors(struct env *e)
 		CHECK(errno == ESTALE, "open: %s", strerror(errno));
 	n = count_fds(getppid());
 	CHECK(n < (size_t)router_nofile, "router holds %zu descriptors", n);
+
+	/* The sandbox's open files take the router's descriptors too: with
+	 * 200 created files held open, the cache gives way to the rest. */
+	int held[200];
+	for (int k = 0; k < 200; k++) {
+		snprintf(name, sizeof(name), "d08/held%d", k);
+		held[k] = open(P(e->mnt, name), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		CHECK(held[k] >= 0, "create %s: %s", name, strerror(errno));
+	}
+	for (int d = 9; d < NOFILE_DIRS; d++)
+		for (int f = 0; f < NOFILE_FILES; f += 7) {
+			snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+			snprintf(want, sizeof(want), "%d/%d", d, f);
+			CHECK(strcmp(read_text(P(e->mnt, name)), want) == 0, "content of %s", name);
+		}
+	for (int k = 0; k < 200; k++)
+		CHECK(write(held[k], "h", 1) == 1 && close(held[k]) == 0);
 }
 
 static void test_router__more_inodes_than_descriptors(void **state)
@@ -1224,6 +1322,7 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish),
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
+		T(router__host_objects_get_no_setid_bits_or_foreign_owners),
 		T(router__more_inodes_than_descriptors),
 		T(router__host_changes_show_through_long_caches),
 		T(router__loss_leaves_enotconn),
