@@ -465,8 +465,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = fh_of(fd);
 	fi->keep_cache = r->opt.keep_cache;
+	if (r->kernel_open) {
+		/* The kernel sends no RELEASE for a file it has opened itself,
+		 * created ones included: hold nothing (fd closes here); I/O
+		 * goes through io_fd like every other kernel-opened file. */
+		fi->fh = 0;
+		(void)fuse_reply_create(req, &e, fi);
+		return;
+	}
+	fi->fh = fh_of(fd);
 	rt_open_count(r, 1); /* before the reply: RELEASE may follow at once */
 	if (fuse_reply_create(req, &e, fi) == 0)
 		fd = -EBADF; /* the handle's now */

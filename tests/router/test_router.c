@@ -1185,6 +1185,17 @@ static void router__more_inodes_than_descriptors(struct env *e)
 		}
 	for (int k = 0; k < 200; k++)
 		CHECK(write(held[k], "h", 1) == 1 && close(held[k]) == 0);
+
+	/* and a closed file gives its descriptor back */
+	usleep(100000);
+	size_t before = count_fds(getppid());
+	for (int k = 0; k < 100; k++) {
+		snprintf(name, sizeof(name), "d08/closed%d", k);
+		write_text(P(e->mnt, name), "c");
+	}
+	usleep(100000);
+	n = count_fds(getppid());
+	CHECK(n < before + 20, "router descriptors %zu after 100 closed creates, %zu before", n, before);
 }
 
 static void test_router__more_inodes_than_descriptors(void **state)
