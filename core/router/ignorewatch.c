@@ -43,6 +43,7 @@ struct watched {
 	char *name;
 	dev_t dev; /* the directory's identity, the router's key for it */
 	ino_t ino;
+	bool holds_global; /* the global excludes file's directory (any kind) */
 };
 
 struct lz_ignorewatch {
@@ -87,12 +88,19 @@ static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent,
 	char *copy = strdup(name);
 	if (copy == NULL)
 		return -ENOMEM;
+	bool holds_global = k == K_GLOBAL;
 	if (iw->w[wd].used) { /* the same directory reached twice (IN_MASK_CREATE is not used) */
+		if (k == K_GLOBAL) { /* a workspace directory: it stays one */
+			free(copy);
+			iw->w[wd].holds_global = true;
+			return 0;
+		}
+		holds_global |= iw->w[wd].holds_global;
 		free(iw->w[wd].name);
 		iw->ndirs--;
 	}
 	iw->w[wd] = (struct watched){ .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy,
-				      .dev = st->st_dev, .ino = st->st_ino };
+				      .dev = st->st_dev, .ino = st->st_ino, .holds_global = holds_global };
 	iw->ndirs++;
 	return 0;
 }
@@ -226,6 +234,14 @@ static void relink(struct lz_ignorewatch *iw, int from_parent, const char *from_
 	}
 }
 
+/* Whether one event names the global excludes file (its directory may
+ * be a workspace directory as well; handle sees the same event). */
+static bool global_event(const struct lz_ignorewatch *iw, const struct inotify_event *ev)
+{
+	return ev->wd >= 0 && (size_t)ev->wd < iw->cap && iw->w[ev->wd].used &&
+	       iw->w[ev->wd].holds_global && ev->len > 0 && strcmp(ev->name, iw->global_base) == 0;
+}
+
 /* Whether one event changes an ignore input; adds watches for new
  * directories. */
 static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, uint32_t *cookie,
@@ -251,7 +267,7 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 	const char *n = ev->name;
 	bool dir = ev->mask & IN_ISDIR;
 	if (x->kind == K_GLOBAL)
-		return strcmp(n, iw->global_base) == 0;
+		return false; /* global_event's */
 	/* Every change under the host backing, the sandbox's own included,
 	 * drops what the kernel cached of that name. */
 	lz_router_host_changed(iw->router, x->dev, x->ino, n, !(ev->mask & NAME_EVENTS));
@@ -340,6 +356,7 @@ static void *watch_main(void *arg)
 		ssize_t len = read(iw->ino_fd, buf, sizeof(buf));
 		for (ssize_t off = 0; len > 0 && off < len;) {
 			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
+			dirty |= global_event(iw, ev);
 			dirty |= handle(iw, ev, &cookie, &from_wd, from_name);
 			off += (ssize_t)(sizeof(*ev) + ev->len);
 		}

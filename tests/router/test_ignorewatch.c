@@ -211,6 +211,24 @@ static void test_global_excludes_publishes(void **state)
 	assert_int_equal(route_now(f, "x.swp", f->global), LZ_ROUTE_ISOLATED);
 }
 
+/* A global excludes file inside the workspace: its directory is both a
+ * workspace directory and the global file's, and stays both. */
+static void test_global_excludes_inside_the_workspace(void **state)
+{
+	struct fx *f = *state;
+	char global[192];
+	FMT(global, "%s/cfg/ignore", f->ws);
+	sh("mkdir -p '%s/cfg'", f->ws);
+	start(f, global);
+	put(f, "cfg/ignore", "*.swp\n");
+	assert_true(published_after(f, 0));
+	assert_int_equal(route_now(f, "x.swp", global), LZ_ROUTE_ISOLATED);
+	unsigned long before = lz_ignorewatch_published(f->watch);
+	put(f, "cfg/.gitignore", "*.tmp\n");
+	assert_true(published_after(f, before));
+	assert_int_equal(route_now(f, "cfg/x.tmp", global), LZ_ROUTE_ISOLATED);
+}
+
 static void test_renamed_directory_keeps_watching(void **state)
 {
 	struct fx *f = *state;
@@ -247,6 +265,7 @@ int main(void)
 		T(test_index_change_publishes),
 		T(test_info_exclude_publishes),
 		T(test_global_excludes_publishes),
+		T(test_global_excludes_inside_the_workspace),
 		T(test_renamed_directory_keeps_watching),
 		T(test_stop_without_changes),
 	};
