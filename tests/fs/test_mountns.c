@@ -91,21 +91,7 @@ static void in_private_ns(const char *dir, void (*body)(const char *dir))
 		_exit(0);
 	}
 	close(p[1]);
-	char msg[1024];
-	size_t n = 0;
-	ssize_t r;
-	while (n < sizeof(msg) - 1 && ((r = read(p[0], msg + n, sizeof(msg) - 1 - n)) > 0 ||
-				       (r < 0 && errno == EINTR)))
-		if (r > 0)
-			n += (size_t)r;
-	msg[n] = '\0';
-	close(p[0]);
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (n > 0)
-		fail_msg("%s", msg);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	await_child(pid, p[0]);
 	/* Nothing the child mounted is visible here. */
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	assert_non_null(f);

@@ -320,27 +320,6 @@ static void close_fuse_devices(void)
 	closedir(d);
 }
 
-/* The parent's side of a forked test child: reads what it reported on
- * report_fd (rd), reaps it, and fails with its message or status. */
-static void await_child(pid_t pid, int rd)
-{
-	char msg[1024];
-	size_t n = 0;
-	ssize_t r;
-	while (n < sizeof(msg) - 1 &&
-	       ((r = read(rd, msg + n, sizeof(msg) - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-		if (r > 0)
-			n += (size_t)r;
-	msg[n] = '\0';
-	close(rd);
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (n > 0)
-		fail_msg("%s", msg);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
-}
-
 /* Runs body with the router mounted on e->mnt: the forked child enters
  * the namespaces and serves; body runs in a grandchild, so that a failing
  * body exits (flushing its open files through the mount) while the
@@ -1070,6 +1049,23 @@ static size_t count_fds(pid_t pid)
 #define NOFILE_DIRS 30
 #define NOFILE_FILES 100
 
+/* File f of directory d of the fixture; every third one is isolated. */
+static const char *nofile_name(char buf[64], int d, int f)
+{
+	snprintf(buf, 64, "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+	return buf;
+}
+
+/* Stats files from.. of directory d: the kernel looks them up, and the
+ * router's descriptors of older inodes are evicted. */
+static void stat_files(struct env *e, int d, int from)
+{
+	char name[64];
+	struct stat st;
+	for (int f = from; f < NOFILE_FILES; f++)
+		CHECK_OK(stat(P(e->mnt, nofile_name(name, d, f)), &st));
+}
+
 /* The kernel holds (60 s entry timeouts) ten times more inodes than the
  * router may open descriptors: every one still answers, through
  * descriptors evicted and reopened by name, including objects moved,
@@ -1081,16 +1077,15 @@ static void router__more_inodes_than_descriptors(struct env *e)
 		snprintf(name, sizeof(name), "d%02d", d);
 		CHECK_OK(mkdir(P(e->mnt, name), 0755));
 		for (int f = 0; f < NOFILE_FILES; f++) {
-			snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
 			snprintf(want, sizeof(want), "%d/%d", d, f);
-			write_text(P(e->mnt, name), want);
+			write_text(P(e->mnt, nofile_name(name, d, f)), want);
 		}
 	}
 	struct stat st;
 	for (int pass = 0; pass < 2; pass++)
 		for (int d = 0; d < NOFILE_DIRS; d++)
 			for (int f = 0; f < NOFILE_FILES; f++) {
-				snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+				nofile_name(name, d, f);
 				snprintf(want, sizeof(want), "%d/%d", d, f);
 				CHECK(stat(P(e->mnt, name), &st) == 0, "stat %s: %s", name, strerror(errno));
 				CHECK(strcmp(read_text(P(e->mnt, name)), want) == 0, "content of %s", name);
@@ -1103,10 +1098,7 @@ static void router__more_inodes_than_descriptors(struct env *e)
 	int fd = open(P(e->mnt, "d00/f001"), O_RDWR | O_CLOEXEC);
 	CHECK(fd >= 0);
 	CHECK_OK(unlink(P(e->mnt, "d00/f001")));
-	for (int f = 2; f < NOFILE_FILES; f++) {
-		snprintf(name, sizeof(name), "d01/f%03d%s", f, f % 3 ? "" : ".ign");
-		CHECK_OK(stat(P(e->mnt, name), &st));
-	}
+	stat_files(e, 1, 2);
 	CHECK_OK(fstat(fd, &st));
 	CHECK(st.st_nlink == 0 && st.st_size == 3, "nlink %ju size %jd", (uintmax_t)st.st_nlink,
 	      (intmax_t)st.st_size);
@@ -1121,10 +1113,7 @@ static void router__more_inodes_than_descriptors(struct env *e)
 	}
 	CHECK_OK(rename(P(e->mnt, "d02"), P(e->mnt, "moved")));
 	for (int d = 3; d < 6; d++)
-		for (int f = 0; f < NOFILE_FILES; f++) {
-			snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
-			CHECK_OK(stat(P(e->mnt, name), &st));
-		}
+		stat_files(e, d, 0);
 	CHECK(strcmp(read_text(P(e->mnt, "moved/f005")), "2/5") == 0);
 	CHECK_OK(chmod(P(e->mnt, "moved/f004"), 0600));
 	CHECK_OK(stat(P(e->host, "moved/f004"), &st));
@@ -1134,10 +1123,7 @@ static void router__more_inodes_than_descriptors(struct env *e)
 	 * the name that remains */
 	CHECK_OK(link(P(e->mnt, "d03/f001"), P(e->mnt, "d04/linked")));
 	CHECK_OK(unlink(P(e->mnt, "d03/f001")));
-	for (int f = 0; f < NOFILE_FILES; f++) {
-		snprintf(name, sizeof(name), "d05/f%03d%s", f, f % 3 ? "" : ".ign");
-		CHECK_OK(stat(P(e->mnt, name), &st));
-	}
+	stat_files(e, 5, 0);
 	CHECK_OK(chmod(P(e->mnt, "d04/linked"), 0640));
 	CHECK(strcmp(read_text(P(e->mnt, "d04/linked")), "3/1") == 0);
 
@@ -1146,10 +1132,7 @@ static void router__more_inodes_than_descriptors(struct env *e)
 	CHECK_OK(stat(P(e->mnt, "d06/f001"), &st));
 	ino_t old = st.st_ino;
 	CHECK_OK(rename(P(e->host, "d06/f002"), P(e->host, "d06/f001")));
-	for (int f = 0; f < NOFILE_FILES; f++) {
-		snprintf(name, sizeof(name), "d07/f%03d%s", f, f % 3 ? "" : ".ign");
-		CHECK_OK(stat(P(e->mnt, name), &st));
-	}
+	stat_files(e, 7, 0);
 	fd = open(P(e->mnt, "d06/f001"), O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		/* The kernel may still hold the old entry (60 s here) and open
@@ -1179,7 +1162,7 @@ static void router__more_inodes_than_descriptors(struct env *e)
 	}
 	for (int d = 9; d < NOFILE_DIRS; d++)
 		for (int f = 0; f < NOFILE_FILES; f += 7) {
-			snprintf(name, sizeof(name), "d%02d/f%03d%s", d, f, f % 3 ? "" : ".ign");
+			nofile_name(name, d, f);
 			snprintf(want, sizeof(want), "%d/%d", d, f);
 			CHECK(strcmp(read_text(P(e->mnt, name)), want) == 0, "content of %s", name);
 		}
