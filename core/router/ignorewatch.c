@@ -234,12 +234,20 @@ static void relink(struct lz_ignorewatch *iw, int from_parent, const char *from_
 	}
 }
 
+/* The watched directory an event names an entry of, or NULL. */
+static const struct watched *event_dir(const struct lz_ignorewatch *iw, const struct inotify_event *ev)
+{
+	if (ev->wd < 0 || (size_t)ev->wd >= iw->cap || !iw->w[ev->wd].used || ev->len == 0)
+		return NULL;
+	return &iw->w[ev->wd];
+}
+
 /* Whether one event names the global excludes file (its directory may
  * be a workspace directory as well; handle sees the same event). */
 static bool global_event(const struct lz_ignorewatch *iw, const struct inotify_event *ev)
 {
-	return ev->wd >= 0 && (size_t)ev->wd < iw->cap && iw->w[ev->wd].used &&
-	       iw->w[ev->wd].holds_global && ev->len > 0 && strcmp(ev->name, iw->global_base) == 0;
+	const struct watched *x = event_dir(iw, ev);
+	return x != NULL && x->holds_global && strcmp(ev->name, iw->global_base) == 0;
 }
 
 /* Whether one event changes an ignore input; adds watches for new
@@ -261,9 +269,9 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 		forget_wd(iw, ev->wd);
 		return false;
 	}
-	if (ev->wd < 0 || (size_t)ev->wd >= iw->cap || !iw->w[ev->wd].used || ev->len == 0)
+	const struct watched *x = event_dir(iw, ev);
+	if (x == NULL)
 		return false;
-	const struct watched *x = &iw->w[ev->wd];
 	const char *n = ev->name;
 	bool dir = ev->mask & IN_ISDIR;
 	if (x->kind == K_GLOBAL)

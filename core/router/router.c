@@ -229,6 +229,11 @@ static int inval_one(void *arg, const char *name, unsigned char dtype, uint64_t 
 	return 0;
 }
 
+static bool is_dir(const struct rt_inode *i)
+{
+	return S_ISDIR(i->type);
+}
+
 /* For every directory the kernel holds an inode of, invalidates the
  * cached entries (positive or negative) whose route differs between the
  * two classifiers. Names in neither backing need nothing: they are
@@ -236,16 +241,8 @@ static int inval_one(void *arg, const char *name, unsigned char dtype, uint64_t 
 static void invalidate(struct lz_router *r, const struct lz_router_classifier *old,
 		       const struct lz_router_classifier *new)
 {
-	pthread_mutex_lock(&r->table_lock);
-	size_t n = 0, cap = r->ninodes;
-	struct rt_inode **dirs = calloc(cap ? cap : 1, sizeof(*dirs));
-	for (size_t k = 0; dirs != NULL && k < r->nbuckets; k++)
-		for (struct rt_inode *i = r->buckets[k]; i != NULL; i = i->hnext)
-			if (S_ISDIR(i->type) && n < cap) {
-				i->nref++;
-				dirs[n++] = i;
-			}
-	pthread_mutex_unlock(&r->table_lock);
+	size_t n;
+	struct rt_inode **dirs = rt_inode_collect(r, is_dir, &n);
 	if (dirs == NULL) {
 		/* cannot enumerate: drop the root's entries at least */
 		return;
@@ -293,35 +290,26 @@ int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
 
 /* ---- host changes ----------------------------------------------------------- */
 
+static bool is_host(const struct rt_inode *i)
+{
+	return i->backing == RT_HOST;
+}
+
 /* Every host-backed inode the kernel holds: its attributes, and the entry
  * it was found at. Caller holds se_lock with a session. */
 static void invalidate_host(struct lz_router *r)
 {
-	pthread_mutex_lock(&r->table_lock);
-	size_t n = 0, cap = r->ninodes;
-	struct rt_inode **all = calloc(cap ? cap : 1, sizeof(*all));
-	for (size_t k = 0; all != NULL && k < r->nbuckets; k++)
-		for (struct rt_inode *i = r->buckets[k]; i != NULL; i = i->hnext)
-			if (i->backing == RT_HOST && n < cap) {
-				i->nref++;
-				all[n++] = i;
-			}
-	pthread_mutex_unlock(&r->table_lock);
+	size_t n;
+	struct rt_inode **all = rt_inode_collect(r, is_host, &n);
 	if (all == NULL) {
 		fprintf(stderr, "lazaret-router: out of memory dropping the kernel's caches\n");
 		return;
 	}
 	for (size_t k = 0; k < n; k++) {
-		struct rt_inode *i = all[k], *parent;
+		struct rt_inode *i = all[k];
 		char name[NAME_MAX + 1];
 		(void)fuse_lowlevel_notify_inval_inode(r->se, rt_nodeid(r, i), -1, 0);
-		pthread_rwlock_rdlock(&r->tree_lock);
-		parent = i->parent;
-		if (parent != NULL) {
-			snprintf(name, sizeof(name), "%s", i->name);
-			rt_inode_ref(r, parent);
-		}
-		pthread_rwlock_unlock(&r->tree_lock);
+		struct rt_inode *parent = rt_inode_name(r, i, name);
 		if (parent != NULL) {
 			(void)fuse_lowlevel_notify_inval_entry(r->se, rt_nodeid(r, parent), name, strlen(name));
 			rt_inode_unref(r, parent);

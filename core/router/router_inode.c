@@ -128,6 +128,20 @@ static void fd_evict(struct lz_router *r, size_t limit, const struct rt_inode *k
 	}
 }
 
+/* Out of descriptors (the sandbox's open files use them too): closes
+ * half the cached ones, never keep's. Caller holds table_lock. */
+static void fd_shed_locked(struct lz_router *r, const struct rt_inode *keep)
+{
+	fd_evict(r, r->nfds / 2, keep);
+}
+
+static void fd_shed(struct lz_router *r)
+{
+	pthread_mutex_lock(&r->table_lock);
+	fd_shed_locked(r, NULL);
+	pthread_mutex_unlock(&r->table_lock);
+}
+
 #define RT_FD_RESERVE 128 /* for the operations in flight (a few each) and the rest */
 
 /* How many descriptors the cache may hold now: its budget, less what the
@@ -214,6 +228,23 @@ void rt_inode_ref(struct lz_router *r, struct rt_inode *i)
 	pthread_mutex_lock(&r->table_lock);
 	i->nref++;
 	pthread_mutex_unlock(&r->table_lock);
+}
+
+struct rt_inode **rt_inode_collect(struct lz_router *r, bool (*want)(const struct rt_inode *),
+				   size_t *ret_n)
+{
+	pthread_mutex_lock(&r->table_lock);
+	size_t n = 0, cap = r->ninodes;
+	struct rt_inode **all = calloc(cap ? cap : 1, sizeof(*all));
+	for (size_t k = 0; all != NULL && k < r->nbuckets; k++)
+		for (struct rt_inode *i = r->buckets[k]; i != NULL; i = i->hnext)
+			if (n < cap && want(i)) {
+				i->nref++;
+				all[n++] = i;
+			}
+	pthread_mutex_unlock(&r->table_lock);
+	*ret_n = n;
+	return all;
 }
 
 struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st)
@@ -330,6 +361,18 @@ void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *
 	free(old_name);
 }
 
+struct rt_inode *rt_inode_name(struct lz_router *r, struct rt_inode *i, char name[NAME_MAX + 1])
+{
+	pthread_rwlock_rdlock(&r->tree_lock);
+	struct rt_inode *parent = i->parent;
+	if (parent != NULL) {
+		snprintf(name, NAME_MAX + 1, "%s", i->name);
+		rt_inode_ref(r, parent);
+	}
+	pthread_rwlock_unlock(&r->tree_lock);
+	return parent;
+}
+
 /* Opens i's object again by its name; see "Descriptors" in router_int.h. */
 static int reopen(struct lz_router *r, struct rt_inode *i)
 {
@@ -347,13 +390,7 @@ static int reopen(struct lz_router *r, struct rt_inode *i)
 		fd = fd < 0 ? -errno : fd;
 	} else {
 		char name[NAME_MAX + 1];
-		pthread_rwlock_rdlock(&r->tree_lock);
-		struct rt_inode *parent = i->parent;
-		if (parent != NULL) {
-			snprintf(name, sizeof(name), "%s", i->name);
-			rt_inode_ref(r, parent);
-		}
-		pthread_rwlock_unlock(&r->tree_lock);
+		struct rt_inode *parent = rt_inode_name(r, i, name);
 		if (parent == NULL)
 			return -ESTALE;
 		fd = rt_side_dir(r, parent, i->backing, false);
@@ -382,8 +419,7 @@ static int fd_dup_locked(struct lz_router *r, struct rt_inode *i)
 {
 	int fd = fcntl(i->fd, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-		/* the sandbox's open files use descriptors too */
-		fd_evict(r, r->nfds / 2, i);
+		fd_shed_locked(r, i);
 		fd = fcntl(i->fd, F_DUPFD_CLOEXEC, 3);
 	}
 	if (fd < 0)
@@ -399,9 +435,7 @@ int rt_openat(struct lz_router *r, int dfd, const char *path, int flags, mode_t 
 {
 	int fd = openat(dfd, path, flags, mode);
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-		pthread_mutex_lock(&r->table_lock);
-		fd_evict(r, r->nfds / 2, NULL);
-		pthread_mutex_unlock(&r->table_lock);
+		fd_shed(r);
 		fd = openat(dfd, path, flags, mode);
 	}
 	return fd;
@@ -417,10 +451,8 @@ int rt_inode_fd(struct lz_router *r, struct rt_inode *i)
 	}
 	pthread_mutex_unlock(&r->table_lock);
 	int fd = reopen(r, i);
-	if (fd == -EMFILE || fd == -ENFILE) {
-		pthread_mutex_lock(&r->table_lock);
-		fd_evict(r, r->nfds / 2, NULL);
-		pthread_mutex_unlock(&r->table_lock);
+	if (fd == -EMFILE || fd == -ENFILE) { /* a directory's openat2, or a dup */
+		fd_shed(r);
 		fd = reopen(r, i);
 	}
 	if (fd < 0)

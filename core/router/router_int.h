@@ -150,6 +150,13 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n);
 void rt_inode_unref(struct lz_router *r, struct rt_inode *i);
 void rt_inode_ref(struct lz_router *r, struct rt_inode *i);
+/* Every inode want selects, each with one internal ref (the caller
+ * unrefs each and frees the array); NULL when out of memory. */
+struct rt_inode **rt_inode_collect(struct lz_router *r, bool (*want)(const struct rt_inode *),
+				   size_t *ret_n);
+/* i's name in name and its parent with one internal ref (NULL: the root
+ * or an unlinked name). */
+struct rt_inode *rt_inode_name(struct lz_router *r, struct rt_inode *i, char name[NAME_MAX + 1]);
 /* The inode of (b, st's dev and ino) with one internal ref, or NULL. */
 struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st);
 /* An owned O_PATH descriptor of i's object (see "Descriptors"): -ESTALE
