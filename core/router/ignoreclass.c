@@ -32,7 +32,9 @@
  *     paths is host-backed even when a pattern matches it;
  *   - a nested repository's own rules apply inside it; an unpopulated
  *     gitlink's contents are not Git's business (host-backed);
- *   - any ".git" component is host-backed unless an ancestor is ignored;
+ *   - a ".git" component is host-backed only below a repository root known
+ *     at build and not ignored (ignoreclass.h), and below it only known
+ *     submodule and worktree Git directories are;
  *   - pattern syntax and wildmatch semantics as in gitignore(5), including
  *     Git's quirks (literal-prefix splitting before "**", ASCII-only case
  *     folding, escaped characters not folded).
@@ -99,6 +101,8 @@ static int list_match(const lz_ignoreclass *s, uint32_t first, uint32_t n, const
 bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
 		    uint32_t comp, size_t end, bool is_dir)
 {
+	if (!s->is_repo && s->nodes[dir].repo == 0)
+		return false; /* outside every repository nothing is ignored */
 	const struct repo *r = &s->repos[s->nodes[dir].repo];
 	const uint8_t *base = path + starts[comp];
 	size_t base_len = end - starts[comp];
@@ -167,15 +171,15 @@ void ic_snap_free(lz_ignoreclass *s)
 	free(s->pats);
 	free(s->text);
 	free(s->repos);
+	free(s->guards);
 	free(s);
 }
 
 /* ---- query ------------------------------------------------------------------ */
 
-int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
-			 enum lz_route *ret)
+int ic_path_check(const char *path, size_t len)
 {
-	if (s == NULL || ret == NULL || (path == NULL && len != 0))
+	if (path == NULL && len != 0)
 		return -EINVAL;
 	if (len > LZ_PATH_MAX)
 		return -ENAMETOOLONG;
@@ -193,7 +197,19 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 			break;
 		i = e + 1;
 	}
-	if (len == 0 || !s->is_repo) {
+	return 0;
+}
+
+int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
+			 enum lz_route *ret)
+{
+	if (s == NULL || ret == NULL)
+		return -EINVAL;
+	int rc = ic_path_check(path, len);
+	if (rc < 0)
+		return rc;
+	const uint8_t *p = (const uint8_t *)path;
+	if (len == 0) {
 		*ret = LZ_ROUTE_HOST;
 		return 0;
 	}
@@ -209,7 +225,12 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 		starts[comp] = (uint16_t)i;
 		bool icase = s->repos[s->nodes[real].repo].icase;
 		if (is_dotgit(p + i, e - i, icase)) {
-			r = excluded ? LZ_ROUTE_ISOLATED : LZ_ROUTE_HOST;
+			/* Host-backed only where a repository root was known at
+			 * build (ignoreclass.h): a repository made inside stays
+			 * inside. */
+			bool known = !excluded && node != NONE &&
+				     (node == 0 ? s->is_repo : (s->nodes[node].flags & N_REPO_ROOT) != 0);
+			r = known && !ic_guard_isolates(s, p, len, e) ? LZ_ROUTE_HOST : LZ_ROUTE_ISOLATED;
 			break;
 		}
 		uint32_t child = node == NONE ? NONE : ic_lookup(s, node, p + i, e - i);

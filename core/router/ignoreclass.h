@@ -12,10 +12,21 @@
  *
  * Routes follow `git status` (spec 3.5): a path is ISOLATED when Git
  * would report it ignored and untracked; everything else, including every
- * tracked path, every directory that holds tracked paths, and a ".git"
- * component below a directory that is not ignored, is HOST. Nested repositories use their own index, .gitignore
- * files, info/exclude and core.ignoreCase inside them; an outer rule that
- * ignores the nested directory isolates all of it.
+ * tracked path and every directory that holds tracked paths, is HOST.
+ * Nested repositories use their own index, .gitignore files, info/exclude
+ * and core.ignoreCase inside them; an outer rule that ignores the nested
+ * directory isolates all of it.
+ *
+ * Repositories the sandbox makes stay in the sandbox (no implicit host
+ * authority: host Git must never open a repository whose configuration the
+ * sandbox wrote). A ".git" component is HOST only directly below a
+ * repository root known when the snapshot was built (the workspace's own,
+ * nested ones with their Git directories inside the workspace); anywhere
+ * else, and at the root of a workspace that is not a repository, it is
+ * ISOLATED, so `git init` inside works in sandbox-only storage. Below a
+ * known ".git", entries of `modules/` and `worktrees/` that are not known
+ * Git directories (or on the way to one) are ISOLATED too: a submodule
+ * cloned or a worktree added inside stays inside.
  *
  * LZ_ROUTE_INCONSISTENT (decided at build time, tracked paths only): the
  * index names the path, the host worktree has no object there (no entry,
@@ -37,6 +48,17 @@
 #include "util/err.h"
 
 typedef struct lz_ignoreclass lz_ignoreclass;
+
+enum lz_guard {
+	LZ_GUARD_NONE,
+	/* A directory holding Git control files (a known Git directory, or
+	 * on the way to one or to a control file): not renamed or removed,
+	 * so nothing protected moves to where the guard no longer sees it. */
+	LZ_GUARD_HOLDS,
+	/* A Git control file or inside a control tree: not created, written,
+	 * truncated, re-moded, renamed, linked or removed. */
+	LZ_GUARD_CONTROL,
+};
 
 enum lz_route {
 	LZ_ROUTE_HOST,         /* canonical workspace: tracked or not ignored, and .git */
@@ -60,8 +82,9 @@ struct lz_ignoreclass_inputs {
 
 /* Builds a snapshot from the worktree's index, .gitignore files,
  * info/exclude of the common directory and the global excludes file.
- * A workspace that is not a Git repository (no upward search) or is a bare
- * one classifies everything HOST. -EIO when libgit2 cannot read the
+ * In a workspace that is not a Git repository (no upward search) nothing
+ * outside nested repositories is ignored; a bare one classifies
+ * everything HOST. -EIO when libgit2 cannot read the
  * repository or its index, -EFBIG for an ignore file over 4 MiB, -E2BIG
  * past the snapshot's limits (4M nodes, 1M patterns), other -errno from
  * the file system; *ret untouched on failure. */
@@ -77,6 +100,24 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
  * component over 255 bytes. No allocation, no system call. */
 int lz_ignoreclass_route(const lz_ignoreclass *snap, const char *path, size_t len, bool is_dir,
 	enum lz_route *ret);
+
+/* The guard of a host-backed workspace path (same path rules as
+ * lz_ignoreclass_route; is_dir as there). Protected (docs/threat-model.md,
+ * "Git control files"), for every Git directory G known at build (each
+ * repository's Git and common directory inside the workspace, linked
+ * worktrees' administrative directories, submodules' Git directories, bare
+ * repositories found in the tree):
+ *   CONTROL  G/config, G/config.worktree, G/commondir, G/gitdir, all of G/hooks,
+ *            anything under G/modules or G/worktrees that is not a known Git
+ *            directory's, a repository root's `.git` file, the files named
+ *            by include.path / includeIf.*.path, the tree core.hooksPath
+ *            names, and the programs configuration runs when named by a
+ *            path inside the workspace (core.fsmonitor, filter drivers,
+ *            aliases, ...), as the configuration of each repository read;
+ *   HOLDS    G itself, and every directory above a protected path.
+ * No allocation, no system call. */
+int lz_ignoreclass_guard(const lz_ignoreclass *snap, const char *path, size_t len, bool is_dir,
+			 enum lz_guard *ret);
 
 /* The global excludes file as the developer's Git finds it outside any
  * repository: core.excludesFile of the system, XDG and global

@@ -18,7 +18,7 @@
 
 /* ---- node table ----------------------------------------------------------- */
 
-static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need, uint32_t max)
+int ic_grow(void **p, uint32_t *cap, size_t elem, uint32_t need, uint32_t max)
 {
 	if (need <= *cap)
 		return 0;
@@ -35,7 +35,7 @@ static int grow(void **p, uint32_t *cap, size_t elem, uint32_t need, uint32_t ma
 	return 0;
 }
 
-static int text_add(lz_ignoreclass *s, const uint8_t *b, size_t n, uint32_t *ret_off)
+int ic_text_add(lz_ignoreclass *s, const uint8_t *b, size_t n, uint32_t *ret_off)
 {
 	if (s->n_text + n > TEXT_MAX)
 		return -E2BIG;
@@ -86,11 +86,11 @@ static int node_add(lz_ignoreclass *s, uint32_t parent, const uint8_t *n, size_t
 {
 	if (len > NAME_MAX_BYTES || s->nodes[parent].depth >= COMP_MAX - 1)
 		return -ENAMETOOLONG;
-	int r = grow((void **)&s->nodes, &s->cap_nodes, sizeof(*s->nodes), s->n_nodes + 1, NODES_MAX);
+	int r = ic_grow((void **)&s->nodes, &s->cap_nodes, sizeof(*s->nodes), s->n_nodes + 1, NODES_MAX);
 	if (r < 0)
 		return r;
 	uint32_t off;
-	r = text_add(s, n, len, &off);
+	r = ic_text_add(s, n, len, &off);
 	if (r < 0)
 		return r;
 	uint32_t id = s->n_nodes++;
@@ -172,11 +172,11 @@ static int pattern_add(lz_ignoreclass *s, const uint8_t *b, size_t n)
 		if (i == n)
 			kind = K_SUFFIX;
 	}
-	int r = grow((void **)&s->pats, &s->cap_pats, sizeof(*s->pats), s->n_pats + 1, PATTERNS_MAX);
+	int r = ic_grow((void **)&s->pats, &s->cap_pats, sizeof(*s->pats), s->n_pats + 1, PATTERNS_MAX);
 	if (r < 0)
 		return r;
 	uint32_t off;
-	r = text_add(s, b, n, &off);
+	r = ic_text_add(s, b, n, &off);
 	if (r < 0)
 		return r;
 	s->pats[s->n_pats++] = (struct pat){ .off = off, .len = (uint32_t)n,
@@ -304,7 +304,7 @@ static bool index_path_ok(const char *p, size_t len)
 static int repo_load(struct build *b, git_repository *g, uint32_t root)
 {
 	lz_ignoreclass *s = b->s;
-	int r = grow((void **)&s->repos, &s->cap_repos, sizeof(*s->repos), s->n_repos + 1, REPOS_MAX);
+	int r = ic_grow((void **)&s->repos, &s->cap_repos, sizeof(*s->repos), s->n_repos + 1, REPOS_MAX);
 	if (r < 0)
 		return lz_err_set(b->err, -r, "ignoreclass: too many nested repositories");
 	uint32_t ri = s->n_repos++;
@@ -324,6 +324,10 @@ static int repo_load(struct build *b, git_repository *g, uint32_t root)
 	s->nodes[root].repo = ri;
 	if (root != 0)
 		s->nodes[root].flags |= N_REPO_ROOT;
+	if ((r = ic_guard_repo(s, g, b->ws_fd, b->ws_real, b->path, b->len)) < 0)
+		return r == -EIO ? git_fail(b->err, "read configuration of", git_repository_path(g))
+				 : lz_err_set(b->err, -r, "ignoreclass: guards of '%s'",
+					      git_repository_path(g));
 
 	git_index *idx = NULL;
 	if (git_repository_index(&idx, g) < 0)
@@ -428,7 +432,18 @@ static int walk_dir(struct build *b, uint32_t node, bool excluded)
 	if (r != 0)
 		return r > 0 ? 0 : lz_err_set(b->err, -r, "ignoreclass: open '%s'", b->path);
 
-	if (!excluded) {
+	/* A bare repository in the tree (HEAD, objects, refs): host Git opens
+	 * it from any directory inside, so its control files are guarded. */
+	struct stat hst, ost, rst;
+	if (b->len && fstatat(fd, "HEAD", &hst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(hst.st_mode) &&
+	    fstatat(fd, "objects", &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ost.st_mode) &&
+	    fstatat(fd, "refs", &rst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(rst.st_mode) &&
+	    (r = ic_guard_add(s, b->path, b->len, G_GITDIR)) < 0)
+		return lz_err_set(b->err, -r, "ignoreclass: '%s'", b->path);
+
+	/* Outside every repository (a workspace that is not one) no ignore
+	 * file applies; the walk only finds nested repositories. */
+	if (!excluded && (s->is_repo || s->nodes[node].repo != 0)) {
 		_cleanup_close_ int gfd = -EBADF;
 		r = open_confined(fd, ".gitignore", O_RDONLY | O_NOFOLLOW, &gfd);
 		if (r == 0)
@@ -478,7 +493,7 @@ static int walk_dir(struct build *b, uint32_t node, bool excluded)
 				names = q;
 				cap_names = nc;
 			}
-			if ((r = grow((void **)&ents, &cap_ents, sizeof(*ents), n_ents + 1, NODES_MAX)) < 0) {
+			if ((r = ic_grow((void **)&ents, &cap_ents, sizeof(*ents), n_ents + 1, NODES_MAX)) < 0) {
 				closedir(d);
 				return lz_err_set(b->err, -r, "ignoreclass: '%s' too large", b->path);
 			}
@@ -638,13 +653,11 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 	b->ws_real[k] = '\0';
 	_cleanup_(git_repository_freep) git_repository *g = NULL;
 	int r = git_repository_open_ext(&g, proc, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
-	if (r == GIT_ENOTFOUND)
-		return 0;
-	if (r < 0)
+	if (r < 0 && r != GIT_ENOTFOUND)
 		return git_fail(b->err, "open repository", proc);
-	if (git_repository_is_bare(g))
+	if (g != NULL && git_repository_is_bare(g))
 		return 0;
-	s->is_repo = true;
+	s->is_repo = g != NULL;
 
 	if (in->global_excludes != NULL) {
 		_cleanup_close_ int fd = open(in->global_excludes, O_RDONLY | O_CLOEXEC);
@@ -653,7 +666,9 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 		if (fd >= 0 && (r = patterns_read_fd(s, fd, &s->glob_first, &s->glob_n)) < 0)
 			return lz_err_set(b->err, -r, "ignoreclass: read '%s'", in->global_excludes);
 	}
-	if ((r = repo_load(b, g, 0)) < 0)
+	if (g == NULL)
+		s->n_repos = 1; /* the placeholder governs; nested ones come next */
+	else if ((r = repo_load(b, g, 0)) < 0)
 		return r;
 	git_repository_free(TAKE_PTR(g));
 	if ((r = walk_dir(b, 0, false)) < 0)
@@ -679,8 +694,8 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
 		return lz_err_set(err, ENOMEM, "ignoreclass: out of memory");
 	s->refs = 1;
 	/* The root node and the root repository's placeholder. */
-	int r = grow((void **)&s->nodes, &s->cap_nodes, sizeof(*s->nodes), 1, NODES_MAX);
-	if (r < 0 || (r = grow((void **)&s->repos, &s->cap_repos, sizeof(*s->repos), 1, REPOS_MAX)) < 0)
+	int r = ic_grow((void **)&s->nodes, &s->cap_nodes, sizeof(*s->nodes), 1, NODES_MAX);
+	if (r < 0 || (r = ic_grow((void **)&s->repos, &s->cap_repos, sizeof(*s->repos), 1, REPOS_MAX)) < 0)
 		return lz_err_set(err, -r, "ignoreclass: out of memory");
 	s->nodes[0] = (struct node){ .parent = NONE, .repo = 0 };
 	s->n_nodes = 1;

@@ -23,6 +23,7 @@
 #define IGNORE_FILE_MAX (4u << 20)
 #define TEXT_MAX (256u << 20)
 #define REPOS_MAX 4096u
+#define GUARDS_MAX 65536u
 /* Longer lines are dropped (a divergence no real ignore file meets): it
  * bounds wildmatch's recursion, one level per '*', on any thread's stack. */
 #define PATTERN_LEN_MAX LZ_PATH_MAX
@@ -62,6 +63,13 @@ struct repo {
 	bool icase;
 };
 
+/* A protected workspace path (lz_ignoreclass_guard). */
+enum { G_GITDIR, G_FILE, G_TREE };
+struct guard {
+	uint32_t off, len; /* into text: workspace-relative, no leading '/' */
+	uint8_t kind;
+};
+
 struct edge {
 	uint32_t id, tag;
 };
@@ -80,6 +88,8 @@ struct lz_ignoreclass {
 	struct repo *repos;
 	uint32_t n_repos, cap_repos;
 	uint32_t glob_first, glob_n; /* the global excludes file */
+	struct guard *guards;
+	uint32_t n_guards, cap_guards;
 };
 
 /* ---- byte helpers (ASCII-only folding, as Git's sane ctype) ------------- */
@@ -106,5 +116,25 @@ uint32_t ic_lookup(const lz_ignoreclass *s, uint32_t parent, const uint8_t *n, s
 bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
 		    uint32_t comp, size_t end, bool is_dir);
 void ic_snap_free(lz_ignoreclass *s);
+/* lz_ignoreclass_route's path rules: 0 or -EINVAL / -ENAMETOOLONG. */
+int ic_path_check(const char *path, size_t len);
+
+/* ignoreclass_guard.c */
+/* Whether path (a known ".git" ends at gitdir_end) lies in G/modules or
+ * G/worktrees away from every known Git directory there: ISOLATED. */
+bool ic_guard_isolates(const lz_ignoreclass *s, const uint8_t *path, size_t len, size_t gitdir_end);
+struct git_repository;
+/* Records the guards of repository g whose worktree root is the
+ * workspace-relative root (root_len bytes): its Git and common
+ * directories, the root's `.git` file, linked worktrees, and the paths its
+ * configuration names. ws_real: the workspace's host path with a final
+ * '/'; ws_fd: the workspace, for listing worktrees confined. */
+int ic_guard_repo(lz_ignoreclass *s, struct git_repository *g, int ws_fd, const char *ws_real,
+		  const char *root, size_t root_len);
+/* Records a workspace-relative path of the given kind (deduplicated). */
+int ic_guard_add(lz_ignoreclass *s, const char *path, size_t len, uint8_t kind);
+/* text_add and grow live in ignoreclass_build.c. */
+int ic_text_add(lz_ignoreclass *s, const uint8_t *b, size_t n, uint32_t *ret_off);
+int ic_grow(void **p, uint32_t *cap, size_t elem, uint32_t need, uint32_t max);
 
 #endif

@@ -76,6 +76,7 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 	pthread_mutex_init(&r->table_lock, NULL);
 	pthread_mutex_init(&r->se_lock, NULL);
 	pthread_mutex_init(&r->publish_lock, NULL);
+	pthread_mutex_init(&r->gitdir_lock, NULL);
 
 	const int in[2] = { host_fd, isolated_fd };
 	static const char *const label[2] = { "host", "isolated" };
@@ -110,6 +111,7 @@ void lz_router_free(lz_router *r)
 	pthread_mutex_destroy(&r->table_lock);
 	pthread_mutex_destroy(&r->se_lock);
 	pthread_mutex_destroy(&r->publish_lock);
+	pthread_mutex_destroy(&r->gitdir_lock);
 	free(r);
 }
 

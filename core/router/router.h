@@ -40,6 +40,9 @@ typedef struct lz_router lz_router;
  * operation can still be using it) or when the router is freed. */
 struct lz_router_classifier {
 	int (*route)(void *ctx, const char *path, size_t len, bool is_dir, enum lz_route *ret);
+	/* lz_ignoreclass_guard's contract, for host-backed paths; NULL:
+	 * nothing guarded. */
+	int (*guard)(void *ctx, const char *path, size_t len, bool is_dir, enum lz_guard *ret);
 	void (*release)(void *ctx);
 	void *ctx;
 };

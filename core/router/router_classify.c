@@ -11,6 +11,11 @@ static int ic_route(void *ctx, const char *path, size_t len, bool is_dir, enum l
 	return lz_ignoreclass_route(ctx, path, len, is_dir, ret);
 }
 
+static int ic_guard(void *ctx, const char *path, size_t len, bool is_dir, enum lz_guard *ret)
+{
+	return lz_ignoreclass_guard(ctx, path, len, is_dir, ret);
+}
+
 static void ic_release(void *ctx)
 {
 	lz_ignoreclass_unref(ctx);
@@ -18,5 +23,5 @@ static void ic_release(void *ctx)
 
 struct lz_router_classifier lz_router_classifier_ignoreclass(lz_ignoreclass *snap)
 {
-	return (struct lz_router_classifier){ .route = ic_route, .release = ic_release, .ctx = snap };
+	return (struct lz_router_classifier){ .route = ic_route, .guard = ic_guard, .release = ic_release, .ctx = snap };
 }

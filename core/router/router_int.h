@@ -46,6 +46,8 @@
  *                  lookup that finds a directory moved behind our back).
  *   3. table_lock  mutex. The hash table, nlookup, nref, freeing.
  *   4. rt_dir.lock mutex. One directory stream's listing.
+ *   5. gitdir_lock mutex. Making a Git directory marker name (taken with
+ *                  snap_lock held for reading, nothing after it).
  * The classifier is only called under snap_lock (read); no lock is held
  * while replying to the kernel except snap_lock (read) and rt_dir.lock. */
 #ifndef LZ_ROUTER_ROUTER_INT_H
@@ -131,6 +133,9 @@ struct lz_router {
 	struct fuse_session *se; /* set while serving; se_lock */
 	char *mountpoint;        /* when mounted by lz_router_serve; se_lock */
 	pthread_mutex_t se_lock; /* guards se for publish and stop; before all others */
+	/* Held around the check and the making of a Git directory's marker
+	 * name (rt_policy_new), so two makers cannot both pass the check. */
+	pthread_mutex_t gitdir_lock;
 	pthread_mutex_t publish_lock; /* one publish at a time; outermost */
 };
 
@@ -199,6 +204,23 @@ int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum r
  * lock_fd, O_PATH) over gitdir/index when the new index tracks a path
  * whose only object is isolated. Caller holds snap_lock for reading. */
 int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd);
+
+/* router_policy.c: the workspace policy for host-backed objects
+ * (no implicit host authority). All return 0 or -EPERM (or another
+ * -errno when the path cannot be computed); callers hold snap_lock for
+ * reading. */
+/* May a host-backed entry at path (of directory dfd, named name) be made?
+ * A symlink there is refused wherever the guard protects or holds.
+ * *locked: gitdir_lock was taken (the caller releases it with
+ * rt_policy_done after making the entry). */
+int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool symlink,
+		  int dfd, const char *name, bool *locked);
+void rt_policy_done(struct lz_router *r, bool locked);
+/* May the host-backed entry at path be removed or renamed away? */
+int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_dir);
+/* May host-backed inode i be written, truncated or re-moded? Takes
+ * snap_lock unless snap_held. */
+int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held);
 
 /* router_ops.c */
 extern const struct fuse_lowlevel_ops rt_ops;

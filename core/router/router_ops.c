@@ -44,9 +44,14 @@ static int io_fd(struct lz_router *r, fuse_ino_t ino, const struct fuse_file_inf
 {
 	*owned = -EBADF;
 	int fd = fd_of(fi);
+	struct rt_inode *i = rt_inode_get(r, ino);
+	/* Writes to a guarded file fail whoever opened it (a kernel-opened
+	 * file was never asked about). */
+	int rc = (flags & O_ACCMODE) != O_RDONLY ? rt_policy_inode(r, i, false) : 0;
+	if (rc < 0)
+		return rc;
 	if (fd >= 0)
 		return fd;
-	struct rt_inode *i = rt_inode_get(r, ino);
 	if (!S_ISREG(i->type))
 		return -EBADF;
 	_cleanup_close_ int pfd = rt_inode_fd(r, i);
@@ -273,7 +278,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	struct lz_router *r = rt_req_router(req);
 	struct rt_inode *i = rt_inode_get(r, ino);
 	_cleanup_close_ int ifd = rt_inode_fd(r, i);
-	int rc = ifd < 0 ? ifd : do_setattr(i, ifd, attr, valid, fi);
+	int rc = ifd < 0 ? ifd : 0;
+	if (rc == 0 && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+				 FUSE_SET_ATTR_GID)))
+		rc = rt_policy_inode(r, i, false);
+	if (rc == 0)
+		rc = do_setattr(i, ifd, attr, valid, fi);
 	struct stat st;
 	if (rc == 0 && fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
@@ -327,29 +337,42 @@ static int make_one(int dfd, const char *name, const struct make_args *a)
 /* The backing the current route gives name in directory d (an object of
  * the given type); -EIO for an inconsistent path. */
 static int child_backing(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 enum rt_backing *ret_b)
+			 enum rt_backing *ret_b, char path[PATH_MAX], size_t *ret_len)
 {
-	char path[PATH_MAX];
 	size_t len;
 	enum lz_route route;
-	int rc = rt_child_path(r, d, name, path, sizeof(path), &len);
+	int rc = rt_child_path(r, d, name, path, PATH_MAX, &len);
 	if (rc < 0 || (rc = rt_route(r, path, len, is_dir, &route)) < 0)
 		return rc;
 	if (route == LZ_ROUTE_INCONSISTENT)
 		return -EIO;
 	*ret_b = rt_backing_of(route);
+	*ret_len = len;
 	return 0;
 }
 
 /* The backing's directory for a new entry name of d with the given type:
- * routes, refuses an inconsistent path, makes the missing directories. */
+ * routes, refuses an inconsistent path, makes the missing directories,
+ * and applies the policy for host-backed entries (*locked: release with
+ * rt_policy_done once the entry is made). */
 static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 enum rt_backing *ret_b)
+			 bool symlink, enum rt_backing *ret_b, bool *locked)
 {
+	char path[PATH_MAX];
+	size_t len;
+	*locked = false;
 	if (!S_ISDIR(d->type))
 		return -ENOTDIR;
-	int rc = child_backing(r, d, name, is_dir, ret_b);
-	return rc < 0 ? rc : rt_side_dir(r, d, *ret_b, true);
+	int rc = child_backing(r, d, name, is_dir, ret_b, path, &len);
+	if (rc < 0)
+		return rc;
+	int dfd = rt_side_dir(r, d, *ret_b, true);
+	if (dfd >= 0 && *ret_b == RT_HOST &&
+	    (rc = rt_policy_new(r, path, len, is_dir, symlink, dfd, name, locked)) < 0) {
+		close(dfd);
+		return rc;
+	}
+	return dfd;
 }
 
 /* The entry just made (or linked) at dfd/name becomes an inode of d. */
@@ -379,14 +402,16 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct rt_inode *d = rt_inode_get(r, parent);
 	struct fuse_entry_param e;
 	enum rt_backing b;
+	bool locked;
 	rt_rdlock_snap(r);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, &b);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, a->kind == 2, &b, &locked);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		struct make_args pa = *a;
 		pa.mode = policy_mode(b, a->mode);
 		rc = make_one(dfd, name, &pa);
 	}
+	rt_policy_done(r, locked);
 	if (rc == 0)
 		rc = adopt_new(r, d, b, dfd, name, &e);
 	rt_unlock_snap(r);
@@ -439,8 +464,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	enum rt_backing b;
 	_cleanup_close_ int fd = -EBADF;
+	bool locked;
 	rt_rdlock_snap(r);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, &b);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, false, &b, &locked);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
@@ -450,6 +476,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		if (fd < 0)
 			rc = -errno;
 	}
+	rt_policy_done(r, locked);
 	if (rc == 0)
 		rc = adopt_new(r, d, b, dfd, name, &e);
 	if (rc == 0) {
@@ -497,15 +524,17 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 		rc = -ENOTDIR;
 	if (rc == 0 && !dir && S_ISDIR(st.st_mode))
 		rc = -EISDIR;
+	char path[PATH_MAX];
+	size_t len;
+	if (rc == 0)
+		rc = rt_child_path(r, d, name, path, sizeof(path), &len);
+	if (rc == 0 && b == RT_HOST)
+		rc = rt_policy_remove(r, path, len, dir);
 	if (rc == 0 && dir) {
 		/* Entries the other side shows make the merged directory
 		 * non-empty; hidden ones are retained and do not count. */
-		char path[PATH_MAX];
-		size_t len;
 		bool visible = false;
-		rc = rt_child_path(r, d, name, path, sizeof(path), &len);
-		if (rc == 0)
-			rc = rt_other_side_visible(r, b, path, len, &visible);
+		rc = rt_other_side_visible(r, b, path, len, &visible);
 		if (rc == 0 && visible)
 			rc = -ENOTEMPTY;
 	}
@@ -554,11 +583,14 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	struct stat sst, xst;
 	if (!S_ISDIR(d->type) || !S_ISDIR(nd->type))
 		return -ENOTDIR;
+	char spath[PATH_MAX], dpath[PATH_MAX];
+	size_t slen, dlen;
 	int rc = rt_resolve(r, d, name, &sb, &sfd, &sst);
 	if (rc < 0)
 		return rc;
+	bool sdir = S_ISDIR(sst.st_mode);
 	/* the destination's route, for the object that would be there */
-	if ((rc = child_backing(r, nd, newname, S_ISDIR(sst.st_mode), &db)) < 0)
+	if ((rc = child_backing(r, nd, newname, sdir, &db, dpath, &dlen)) < 0)
 		return rc;
 	if (db != sb)
 		return -EXDEV;
@@ -566,13 +598,24 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		rc = rt_resolve(r, nd, newname, &xb, &xfd, &xst);
 		if (rc < 0)
 			return rc;
-		if ((rc = child_backing(r, d, name, S_ISDIR(xst.st_mode), &db)) < 0)
+		if ((rc = child_backing(r, d, name, S_ISDIR(xst.st_mode), &db, spath, &slen)) < 0)
 			return rc;
 		if (xb != sb || db != sb)
 			return -EXDEV;
 		if ((rc = check_dir_move(r, nd, newname, xb, &xst)) < 0)
 			return rc;
+		/* the other object leaves the destination and arrives at the source */
+		if (sb == RT_HOST && ((rc = rt_policy_remove(r, dpath, dlen, S_ISDIR(xst.st_mode))) < 0 ||
+				      (rc = rt_policy_remove(r, spath, slen, S_ISDIR(xst.st_mode))) < 0))
+			return rc;
 	}
+	/* Nothing guarded leaves, and nothing arrives where the guard would
+	 * protect or hold (a directory brings its contents along). */
+	if (sb == RT_HOST &&
+	    ((rc = rt_child_path(r, d, name, spath, sizeof(spath), &slen)) < 0 ||
+	     (rc = rt_policy_remove(r, spath, slen, sdir)) < 0 ||
+	     (rc = rt_policy_remove(r, dpath, dlen, sdir)) < 0))
+		return rc;
 	if ((rc = check_dir_move(r, d, name, sb, &sst)) < 0)
 		return rc;
 	if (sb == RT_HOST && d == nd && !(flags & RENAME_EXCHANGE) && S_ISREG(sst.st_mode) &&
@@ -583,6 +626,9 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		return sdfd;
 	if ((ddfd = rt_side_dir(r, nd, sb, true)) < 0)
 		return ddfd;
+	bool locked = false;
+	if (sb == RT_HOST && (rc = rt_policy_new(r, dpath, dlen, sdir, false, ddfd, newname, &locked)) < 0)
+		return rc;
 	/* The object a plain rename replaces loses its name: held for
 	 * rt_inode_unname (the kernel may still have it open). */
 	struct stat rst;
@@ -592,8 +638,10 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		if (rfd >= 0 && fstat(rfd, &rst) < 0)
 			lz_close_fdp(&rfd);
 	}
-	if (renameat2(sdfd, name, ddfd, newname, flags) < 0)
-		return -errno;
+	rc = renameat2(sdfd, name, ddfd, newname, flags) < 0 ? -errno : 0;
+	rt_policy_done(r, locked);
+	if (rc < 0)
+		return rc;
 	if (rfd >= 0 && !(rst.st_dev == sst.st_dev && rst.st_ino == sst.st_ino))
 		rt_inode_unname(r, sb, &rst, nd, newname, TAKE_FD(rfd));
 	/* Re-link the moved objects (obtain follows an object found under
@@ -636,10 +684,10 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	if (rc == 0 && (ifd = rt_inode_fd(r, i)) < 0)
 		rc = ifd;
 	rt_procpath(proc, ifd);
+	char path[PATH_MAX];
+	size_t len;
 	rt_rdlock_snap(r);
 	if (rc == 0) {
-		char path[PATH_MAX];
-		size_t len;
 		enum lz_route route;
 		if ((rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
 		    (rc = rt_route(r, path, len, false, &route)) == 0) {
@@ -651,8 +699,14 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	}
 	if (rc == 0 && (dfd = rt_side_dir(r, nd, b, true)) < 0)
 		rc = dfd;
+	/* A second name for a guarded file would be an unguarded way in. */
+	bool locked = false;
+	if (rc == 0 && b == RT_HOST && (rc = rt_policy_inode(r, i, true)) == 0 &&
+	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0)
+		rc = rt_policy_new(r, path, len, false, false, dfd, newname, &locked);
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
+	rt_policy_done(r, locked);
 	if (rc == 0)
 		rc = adopt_new(r, nd, b, dfd, newname, &e);
 	rt_unlock_snap(r);
@@ -676,7 +730,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	_cleanup_close_ int ifd = rt_inode_fd(r, i);
+	int rc = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)
+			 ? rt_policy_inode(r, i, false)
+			 : 0;
+	_cleanup_close_ int ifd = rc < 0 ? rc : rt_inode_fd(r, i);
 	if (ifd < 0) {
 		fuse_reply_err(req, -ifd);
 		return;
@@ -945,6 +1002,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want |= conn->capable & (FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 	conn->want |= conn->capable & FUSE_CAP_PARALLEL_DIROPS;
 	r->kernel_open = r->opt.kernel_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+	/* With atomic O_TRUNC the kernel leaves truncation to OPEN, which a
+	 * kernel-opened file never sends: the truncation would be lost.
+	 * Without it, O_TRUNC arrives as a SETATTR of the size. */
+	if (r->kernel_open)
+		conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	if (r->opt.keep_cache)
 		conn->want |= conn->capable & FUSE_CAP_AUTO_INVAL_DATA;
 	if (r->opt.writeback_cache)

@@ -1027,6 +1027,159 @@ static void test_build__not_a_repository(void **state)
 	assert_int_equal(lz_ignoreclass_build(&in, &s, &err), -EINVAL);
 }
 
+/* ---- Git control files (no implicit host authority) ------------------------------ */
+
+static const char *guard_name(enum lz_guard g)
+{
+	return g == LZ_GUARD_CONTROL ? "CONTROL" : g == LZ_GUARD_HOLDS ? "HOLDS" : "NONE";
+}
+
+#define ASSERT_GUARD(s, path, is_dir, want)                                                   \
+	do {                                                                                  \
+		enum lz_guard g_ = LZ_GUARD_NONE;                                             \
+		assert_int_equal(lz_ignoreclass_guard((s), (path), strlen(path), (is_dir), &g_), 0); \
+		if (g_ != (want))                                                             \
+			fail_msg("guard of '%s'%s: %s, want %s", (path), (is_dir) ? " (dir)" : "", \
+				 guard_name(g_), guard_name(want));                           \
+	} while (0)
+
+/* A host repository with a populated submodule, a linked worktree of its
+ * own, a nested repository, a bare one and configuration that names
+ * workspace files. */
+static lz_ignoreclass *control_fixture(struct fx *f)
+{
+	repo(f, "src-sub");
+	put(f, "src-sub/s.txt", "s");
+	GIT(f, "src-sub", "add", ".");
+	GIT(f, "src-sub", "commit", "-q", "-m", "s");
+	repo(f, "ws");
+	put(f, "ws/f.txt", "f");
+	GIT(f, "ws", "add", ".");
+	GIT(f, "ws", "commit", "-q", "-m", "f");
+	char url[PATH_MAX];
+	FMT(url, "%s/src-sub", f->dir);
+	GIT(f, "ws", "-c", "protocol.file.allow=always", "submodule", "add", "-q", url, "mod");
+	GIT(f, "ws", "worktree", "add", "-q", "../wt");
+	repo(f, "ws/inner");
+	GIT(f, "ws", "init", "-q", "--bare", "fixtures/bare.git");
+	GIT(f, "ws", "config", "include.path", "../conf/extra.inc");
+	GIT(f, "ws", "config", "core.hooksPath", ".husky");
+	GIT(f, "ws", "config", "core.fsmonitor", "./tools/fsmon.sh");
+	GIT(f, "ws", "config", "alias.x", "!sh ./scripts/x.sh arg");
+	GIT(f, "ws", "config", "--add", "include.path", "~/outside.inc");
+	put(f, "ws/conf/extra.inc", "");
+	return snap_at(f, "ws", NULL, -1);
+}
+
+static void test_guard__git_control_files(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	lz_ignoreclass *s = control_fixture(f);
+	/* the top-level Git directory */
+	ASSERT_GUARD(s, ".git", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/config.worktree", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/commondir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/hooks", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/hooks/pre-commit", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/HEAD", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/index", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/index.lock", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/refs/heads/config", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/objects/ab", true, LZ_GUARD_NONE);
+	/* the submodule: its Git directory, and its .git file */
+	ASSERT_GUARD(s, ".git/modules", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/modules/mod", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/modules/mod/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/modules/mod/hooks/post-checkout", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/modules/mod/HEAD", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/modules/other", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "mod/.git", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "mod", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "mod/s.txt", false, LZ_GUARD_NONE);
+	/* the linked worktree's administrative directory */
+	ASSERT_GUARD(s, ".git/worktrees/wt", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/worktrees/wt/commondir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/worktrees/wt/gitdir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/worktrees/wt/HEAD", false, LZ_GUARD_NONE);
+	/* a nested repository and a bare one */
+	ASSERT_GUARD(s, "inner", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "inner/.git/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "inner/.git/hooks", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "inner/x.c", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "fixtures", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "fixtures/bare.git/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "fixtures/bare.git/hooks/update", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "fixtures/bare.git/objects/pack", true, LZ_GUARD_NONE);
+	/* what the configuration names */
+	ASSERT_GUARD(s, "conf/extra.inc", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "conf", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "conf/other", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".husky", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".husky/pre-commit", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "tools/fsmon.sh", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "tools", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "scripts/x.sh", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "arg", false, LZ_GUARD_NONE);
+	/* ordinary paths */
+	ASSERT_GUARD(s, "f.txt", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "src", true, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "config", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "hooks", true, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "", true, LZ_GUARD_HOLDS);
+	enum lz_guard g;
+	assert_int_equal(lz_ignoreclass_guard(s, "a//b", 4, false, &g), -EINVAL);
+	assert_int_equal(lz_ignoreclass_guard(s, ".git/../x", 9, false, &g), -EINVAL);
+	lz_ignoreclass_unref(s);
+}
+
+static void test_route__repositories_made_inside_stay_inside(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	lz_ignoreclass *s = control_fixture(f);
+	ASSERT_ROUTE(s, ".git", true, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".git/config", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "inner/.git", true, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "mod/.git", false, LZ_ROUTE_HOST);
+	/* new repositories, anywhere, as directories or .git files */
+	ASSERT_ROUTE(s, "scratch/.git", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "scratch/.git/config", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "scratch/.git", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "inner/deeper/.git", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "f.txt/.git", true, LZ_ROUTE_ISOLATED);
+	/* new submodule and worktree Git directories */
+	ASSERT_ROUTE(s, ".git/modules", true, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".git/modules/mod", true, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".git/modules/mod/config", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".git/modules/new", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".git/modules/new/config", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".git/worktrees/wt/HEAD", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".git/worktrees/wt2", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".git/worktrees", true, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+
+	/* A workspace that is not a repository: its own .git is made inside;
+	 * a nested repository keeps its .git and its ignore rules; the
+	 * workspace's .gitignore is nobody's. */
+	mkdirs(f, "plain");
+	put(f, "plain/.gitignore", "*.o\n");
+	repo(f, "plain/r");
+	put(f, "plain/r/.gitignore", "*.tmp\n");
+	s = snap_at(f, "plain", NULL, -1);
+	ASSERT_ROUTE(s, ".git", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".git/config", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "x.o", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "r/.git", true, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "r/a.tmp", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "r/a.o", false, LZ_ROUTE_HOST);
+	ASSERT_GUARD(s, "r/.git/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "r", true, LZ_GUARD_HOLDS);
+	lz_ignoreclass_unref(s);
+	parity(f, "plain/r", NULL, NULL);
+}
+
 /* ---- randomized parity ---------------------------------------------------------- */
 
 static uint64_t rng;
@@ -1260,6 +1413,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_route__inconsistent_tracked_isolated_only, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__repositories_made_inside_stay_inside,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parity__randomized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_global_excludes__resolution, setup, teardown),
 	};

@@ -107,11 +107,30 @@ static int tcls_route(void *ctx, const char *path, size_t len, bool is_dir, enum
 	return 0;
 }
 
+/* Guards as lz_ignoreclass_guard would give them for a repository whose
+ * configuration includes keep/ctl. */
+static int tcls_guard(void *ctx, const char *path, size_t len, bool is_dir, enum lz_guard *ret)
+{
+	(void)ctx;
+	static const char *const control[] = { ".git/config", ".git/hooks", "keep/ctl" };
+	static const char *const holds[] = { ".git", "keep" };
+	*ret = LZ_GUARD_NONE;
+	for (size_t k = 0; k < 3; k++) {
+		size_t n = strlen(control[k]);
+		if (len >= n && memcmp(path, control[k], n) == 0 && (len == n || path[n] == '/'))
+			*ret = LZ_GUARD_CONTROL;
+	}
+	for (size_t k = 0; k < 2 && *ret == LZ_GUARD_NONE && is_dir; k++)
+		if (len == strlen(holds[k]) && memcmp(path, holds[k], len) == 0)
+			*ret = LZ_GUARD_HOLDS;
+	return 0;
+}
+
 static struct tcls tcls_plain = { false }, tcls_flipped = { true };
 
 static struct lz_router_classifier test_classifier(struct tcls *c)
 {
-	return (struct lz_router_classifier){ .route = tcls_route, .ctx = c };
+	return (struct lz_router_classifier){ .route = tcls_route, .guard = tcls_guard, .ctx = c };
 }
 
 /* ---- harness -------------------------------------------------------------- */
@@ -388,6 +407,10 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 
 static int setup(void **state)
 {
+	/* a failed test leaves by longjmp, past the resets of RUN_BOTH and
+	 * the descriptor test */
+	open_requests = false;
+	router_nofile = 0;
 	struct env *e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -1;
@@ -1031,6 +1054,93 @@ static void router__host_objects_get_no_setid_bits_or_foreign_owners(struct env 
 }
 RUN(router__host_objects_get_no_setid_bits_or_foreign_owners)
 
+/* Git control files (the classifier's guard) cannot be written, made,
+ * moved, linked or removed, whoever opened them; a guarded directory
+ * cannot be moved, removed or replaced by a symlink; no host directory
+ * becomes a Git directory. The host bytes stay what they were. */
+static void router__git_control_files_are_refused(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/objects"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/refs"), 0755));
+	write_text(P(e->host, ".git/HEAD"), "ref: refs/heads/main\n");
+	write_text(P(e->host, ".git/config"), "[core]\n");
+	char cfg[512];
+	snprintf(cfg, sizeof(cfg), "%s", P(e->mnt, ".git/config"));
+
+	/* writing, whichever way it is opened */
+	int fd = open(cfg, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd >= 0) { /* the kernel opened it without asking: the write fails */
+		CHECK_ERRNO(write(fd, "\tfsmonitor = x\n", 15), EPERM);
+		close(fd);
+	} else {
+		CHECK(errno == EPERM, "open: %s", strerror(errno));
+	}
+	write_text(P(e->mnt, "plain"), "abcdef");
+	fd = open(P(e->mnt, "plain"), O_WRONLY | O_TRUNC | O_CLOEXEC);
+	CHECK(fd >= 0 && close(fd) == 0);
+	CHECK(strcmp(read_text(P(e->host, "plain")), "") == 0, "O_TRUNC did not truncate");
+	fd = open(cfg, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	CHECK(fd < 0 && errno == EPERM, "O_TRUNC of config: fd %d, %s", fd, strerror(errno));
+	CHECK_ERRNO(truncate(cfg, 0), EPERM);
+	CHECK_ERRNO(chmod(cfg, 0777), EPERM);
+	CHECK(strcmp(read_text(P(e->host, ".git/config")), "[core]\n") == 0, "config changed");
+	CHECK(strcmp(read_text(cfg), "[core]\n") == 0);
+
+	/* making, moving, linking, removing */
+	CHECK_ERRNO(mkdir(P(e->mnt, ".git/hooks"), 0755), EPERM);
+	CHECK(open(P(e->mnt, ".git/hooks"), O_WRONLY | O_CREAT | O_CLOEXEC, 0755) < 0 && errno == EPERM);
+	CHECK_ERRNO(symlink("/tmp", P(e->mnt, ".git/hooks")), EPERM);
+	write_text(P(e->mnt, "evil"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+	CHECK_ERRNO(rename(P(e->mnt, "evil"), cfg), EPERM);
+	CHECK(link(P(e->mnt, "evil"), cfg) < 0); /* EEXIST from the kernel, or EPERM */
+	CHECK_ERRNO(link(cfg, P(e->mnt, "cfg2")), EPERM);
+	CHECK_ERRNO(rename(cfg, P(e->mnt, "moved")), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "evil"), cfg, RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(unlink(cfg), EPERM);
+	CHECK_ERRNO(rename(P(e->mnt, ".git"), P(e->mnt, "g2")), EPERM);
+	CHECK_ERRNO(rmdir(P(e->mnt, ".git")), EPERM);
+	CHECK(!exists(P(e->host, ".git/hooks")) && !exists(P(e->host, "cfg2")));
+	CHECK(strcmp(read_text(P(e->host, ".git/config")), "[core]\n") == 0, "config changed");
+
+	/* a holding directory: made empty, then never moved, removed or replaced */
+	CHECK_ERRNO(symlink(".git", P(e->mnt, "keep")), EPERM);
+	CHECK_OK(mkdir(P(e->mnt, "scratch"), 0755));
+	write_text(P(e->mnt, "scratch/ctl"), "x");
+	CHECK_ERRNO(rename(P(e->mnt, "scratch"), P(e->mnt, "keep")), EPERM);
+	CHECK_OK(mkdir(P(e->mnt, "keep"), 0755));
+	CHECK(open(P(e->mnt, "keep/ctl"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EPERM);
+	CHECK_ERRNO(rename(P(e->mnt, "scratch/ctl"), P(e->mnt, "keep/ctl")), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "scratch"), P(e->mnt, "keep"), RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rmdir(P(e->mnt, "keep")), EPERM);
+	CHECK(!exists(P(e->host, "keep/ctl")));
+
+	/* ordinary Git work in the Git directory goes on */
+	write_text(P(e->mnt, ".git/HEAD.lock"), "ref: refs/heads/other\n");
+	CHECK_OK(rename(P(e->mnt, ".git/HEAD.lock"), P(e->mnt, ".git/HEAD")));
+	write_text(P(e->mnt, ".git/index"), "i");
+	CHECK_OK(mkdir(P(e->mnt, ".git/refs/heads"), 0755));
+
+	/* no new Git directory, in any order of its markers */
+	CHECK_OK(mkdir(P(e->mnt, "b1"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "b1/objects"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "b1/refs"), 0755));
+	CHECK(open(P(e->mnt, "b1/HEAD"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EPERM);
+	CHECK_ERRNO(rename(P(e->mnt, "evil"), P(e->mnt, "b1/HEAD")), EPERM);
+	CHECK_OK(mkdir(P(e->mnt, "b2"), 0755));
+	write_text(P(e->mnt, "b2/HEAD"), "ref: refs/heads/main\n");
+	CHECK_OK(mkdir(P(e->mnt, "b2/refs"), 0755));
+	CHECK_ERRNO(mkdir(P(e->mnt, "b2/objects"), 0755), EPERM);
+	CHECK_ERRNO(symlink("/tmp", P(e->mnt, "b2/commondir")), EPERM);
+	CHECK(!exists(P(e->host, "b1/HEAD")) && !exists(P(e->host, "b2/objects")));
+	/* the isolated backing is the sandbox's own */
+	CHECK_OK(mkdir(P(e->mnt, "node_modules"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "node_modules/objects"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "node_modules/refs"), 0755));
+	write_text(P(e->mnt, "node_modules/HEAD"), "ref: refs/heads/main\n");
+}
+RUN_BOTH(router__git_control_files_are_refused)
+
 /* ---- more inodes than descriptors ------------------------------------------- */
 
 static size_t count_fds(pid_t pid)
@@ -1317,6 +1427,8 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__host_objects_get_no_setid_bits_or_foreign_owners),
+	T(router__git_control_files_are_refused),
+	T(router__git_control_files_are_refused__open_requests),
 		T(router__more_inodes_than_descriptors),
 		T(router__host_changes_show_through_long_caches),
 		T(router__loss_leaves_enotconn),

@@ -1,0 +1,337 @@
+/* Git control files (no implicit host authority; rule in
+ * docs/threat-model.md "Git control files"): the workspace paths through
+ * which Git on the host would run a program or read a configuration the
+ * sandbox wrote, recorded per snapshot while building, queried per
+ * operation by the router (lz_ignoreclass_guard in ignoreclass.h).
+ *
+ * Why paths and not mounts: a read-only bind protects only what exists at
+ * launch; the sandbox can create an absent config, move a directory that
+ * holds one, or make a new repository. The router sees every operation,
+ * so the rule holds for objects created later too.
+ *
+ * Pointers in configuration (include.path, core.hooksPath, programs named
+ * by path) are resolved lexically, as Git joins them: "~/" is $HOME, a
+ * relative include is relative to the common directory, a relative
+ * program or hooks path to the repository's worktree root. A symlink on
+ * the way is not followed (its target is not protected); an include
+ * inside an included file with a relative path is not resolved. */
+#include "router/ignoreclass_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <git2.h>
+
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+/* Files (and the hooks tree) of a Git directory that run programs or
+ * redirect Git to another configuration. */
+static const char *const control_names[] = { "config", "config.worktree", "commondir", "gitdir",
+					     "hooks" };
+
+static bool comp_is(const uint8_t *p, size_t n, const char *name)
+{
+	return n == strlen(name) && memcmp(p, name, n) == 0;
+}
+
+/* b lies strictly below directory a ("" is the workspace root). */
+static bool below(const uint8_t *b, size_t blen, const uint8_t *a, size_t alen)
+{
+	if (alen == 0)
+		return blen > 0;
+	return blen > alen && b[alen] == '/' && memcmp(a, b, alen) == 0;
+}
+
+static size_t comp_end(const uint8_t *p, size_t len, size_t start)
+{
+	const uint8_t *sl = memchr(p + start, '/', len - start);
+	return sl ? (size_t)(sl - p) : len;
+}
+
+/* Whether path is, lies below or leads to a known Git directory that lies
+ * below the area p[0..area_len). */
+static bool near_known(const lz_ignoreclass *s, const uint8_t *p, size_t len, size_t area_len)
+{
+	for (uint32_t i = 0; i < s->n_guards; i++) {
+		const struct guard *g = &s->guards[i];
+		const uint8_t *gp = s->text + g->off;
+		if (g->kind != G_GITDIR || !below(gp, g->len, p, area_len))
+			continue;
+		if ((g->len == len && memcmp(gp, p, len) == 0) || below(p, len, gp, g->len) ||
+		    below(gp, g->len, p, len))
+			return true;
+	}
+	return false;
+}
+
+/* G/modules/<x> or G/worktrees/<x> ...: the area's end, or 0. */
+static size_t admin_area(const uint8_t *p, size_t len, size_t gitdir_len)
+{
+	if (len <= gitdir_len + 1)
+		return 0;
+	size_t s = gitdir_len + 1, e = comp_end(p, len, s);
+	if (e == len || !(comp_is(p + s, e - s, "modules") || comp_is(p + s, e - s, "worktrees")))
+		return 0;
+	return e;
+}
+
+bool ic_guard_isolates(const lz_ignoreclass *s, const uint8_t *path, size_t len, size_t gitdir_end)
+{
+	size_t area = admin_area(path, len, gitdir_end);
+	return area != 0 && !near_known(s, path, len, area);
+}
+
+/* The guard of path below Git directory gp (gl bytes). */
+static enum lz_guard below_gitdir(const lz_ignoreclass *s, const uint8_t *p, size_t len, size_t gl)
+{
+	size_t st = gl ? gl + 1 : 0, e = comp_end(p, len, st);
+	for (size_t k = 0; k < sizeof(control_names) / sizeof(control_names[0]); k++)
+		if (comp_is(p + st, e - st, control_names[k]))
+			return LZ_GUARD_CONTROL;
+	size_t area = admin_area(p, len, gl);
+	if (area == 0)
+		return LZ_GUARD_NONE;
+	/* Known Git directories there decide for themselves (and the way to
+	 * them HOLDS); nothing else there may be made or changed. */
+	return near_known(s, p, len, area) ? LZ_GUARD_NONE : LZ_GUARD_CONTROL;
+}
+
+int lz_ignoreclass_guard(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
+			 enum lz_guard *ret)
+{
+	if (s == NULL || ret == NULL)
+		return -EINVAL;
+	int rc = ic_path_check(path, len);
+	if (rc < 0)
+		return rc;
+	const uint8_t *p = (const uint8_t *)path;
+	enum lz_guard out = LZ_GUARD_NONE;
+	for (uint32_t i = 0; i < s->n_guards && out != LZ_GUARD_CONTROL; i++) {
+		const struct guard *g = &s->guards[i];
+		const uint8_t *gp = s->text + g->off;
+		enum lz_guard v = LZ_GUARD_NONE;
+		if (g->len == len && memcmp(gp, p, len) == 0)
+			v = g->kind == G_GITDIR ? LZ_GUARD_HOLDS : LZ_GUARD_CONTROL;
+		else if (below(p, len, gp, g->len))
+			v = g->kind == G_TREE	  ? LZ_GUARD_CONTROL
+			    : g->kind == G_GITDIR ? below_gitdir(s, p, len, g->len)
+						  : LZ_GUARD_NONE;
+		else if (is_dir && below(gp, g->len, p, len))
+			v = LZ_GUARD_HOLDS;
+		if (v > out)
+			out = v;
+	}
+	*ret = out;
+	return 0;
+}
+
+/* ---- build -------------------------------------------------------------- */
+
+int ic_guard_add(lz_ignoreclass *s, const char *path, size_t len, uint8_t kind)
+{
+	for (uint32_t i = 0; i < s->n_guards; i++) {
+		struct guard *g = &s->guards[i];
+		if (g->len == len && memcmp(s->text + g->off, path, len) == 0) {
+			if (kind == G_TREE || (kind == G_FILE && g->kind == G_GITDIR))
+				g->kind = kind; /* the stronger reading */
+			return 0;
+		}
+	}
+	int r = ic_grow((void **)&s->guards, &s->cap_guards, sizeof(*s->guards), s->n_guards + 1,
+			GUARDS_MAX);
+	uint32_t off = 0;
+	if (r == 0)
+		r = ic_text_add(s, (const uint8_t *)path, len, &off);
+	if (r < 0)
+		return r;
+	s->guards[s->n_guards++] = (struct guard){ .off = off, .len = (uint32_t)len, .kind = kind };
+	return 0;
+}
+
+/* Lexically normalizes the absolute path abs in place ("." and empty
+ * components vanish, ".." drops one). */
+static void normalize(char *abs)
+{
+	char *out = abs;
+	for (const char *in = abs; *in;) {
+		while (*in == '/')
+			in++;
+		const char *e = strchrnul(in, '/');
+		size_t n = (size_t)(e - in);
+		if (n == 0 || (n == 1 && in[0] == '.')) {
+		} else if (n == 2 && in[0] == '.' && in[1] == '.') {
+			while (out > abs && *--out != '/')
+				;
+		} else {
+			*out++ = '/';
+			memmove(out, in, n);
+			out += n;
+		}
+		in = e;
+	}
+	if (out == abs)
+		*out++ = '/';
+	*out = '\0';
+}
+
+struct cfgscan {
+	lz_ignoreclass *s;
+	const char *ws_real; /* with a final '/' */
+	const char *root_abs; /* worktree root, no final '/' */
+	const char *common_abs; /* common directory, no final '/' */
+	int rc;
+};
+
+/* Adds the workspace path that value (n bytes, as Git would join it to
+ * base) names, when inside the workspace. */
+static int add_named(struct cfgscan *c, const char *base, const char *v, size_t n, uint8_t kind)
+{
+	char abs[LZ_PATH_MAX * 2 + 4];
+	const char *home = getenv("HOME");
+	int k;
+	if (n >= 2 && v[0] == '~' && v[1] == '/')
+		k = home && home[0] == '/' ? snprintf(abs, sizeof(abs), "%s/%.*s", home, (int)(n - 2), v + 2)
+					   : -1;
+	else if (n >= 1 && v[0] == '/')
+		k = snprintf(abs, sizeof(abs), "%.*s", (int)n, v);
+	else
+		k = base ? snprintf(abs, sizeof(abs), "%s/%.*s", base, (int)n, v) : -1;
+	if (k < 0 || (size_t)k >= sizeof(abs))
+		return 0; /* nothing Git could open inside the workspace */
+	normalize(abs);
+	size_t wl = strlen(c->ws_real);
+	if (strncmp(abs, c->ws_real, wl) != 0)
+		return 0;
+	size_t rl = strlen(abs + wl);
+	return rl == 0 || rl > LZ_PATH_MAX ? 0 : ic_guard_add(c->s, abs + wl, rl, kind);
+}
+
+/* A command Git runs through the shell: every word with a '/' is a path
+ * Git may run (relative to the worktree root). */
+static int add_command_words(struct cfgscan *c, const char *v)
+{
+	while (*v) {
+		while (*v == ' ' || *v == '\t' || *v == '!' || *v == '"' || *v == '\'')
+			v++;
+		size_t n = strcspn(v, " \t\"'");
+		if (n && memchr(v, '/', n) != NULL) {
+			int r = add_named(c, c->root_abs, v, n, G_FILE);
+			if (r < 0)
+				return r;
+		}
+		v += n;
+	}
+	return 0;
+}
+
+static int cfg_entry(const git_config_entry *e, void *arg)
+{
+	struct cfgscan *c = arg;
+	const char *name = e->name, *v = e->value ? e->value : "";
+	size_t nl = strlen(name);
+	int r;
+	if (strncmp(name, "include", 7) == 0 && nl > 5 && strcmp(name + nl - 5, ".path") == 0) {
+		/* A relative include is relative to the including file: the
+		 * repository's config (common directory) at depth 0. */
+		const char *base = e->include_depth == 0 && e->level == GIT_CONFIG_LEVEL_LOCAL
+					   ? c->common_abs
+					   : NULL;
+		r = add_named(c, base, v, strlen(v), G_FILE);
+	} else if (strcmp(name, "core.hookspath") == 0 || strcmp(name, "init.templatedir") == 0) {
+		r = add_named(c, c->root_abs, v, strlen(v), G_TREE);
+	} else {
+		r = add_command_words(c, v);
+	}
+	if (r < 0) {
+		c->rc = r;
+		return 1;
+	}
+	return 0;
+}
+
+/* Configuration keys whose values Git runs or follows. */
+#define CONTROL_KEYS                                                                          \
+	"^(include\\.path|includeif\\..*\\.path|core\\.(hookspath|fsmonitor|sshcommand|editor|" \
+	"pager|askpass|gitproxy)|init\\.templatedir|sequence\\.editor|diff\\.external|"         \
+	"diff\\..*\\.(textconv|command)|filter\\..*\\.(clean|smudge|process)|"                  \
+	"merge\\..*\\.driver|credential\\.(.*\\.)?helper|gpg\\.(.*\\.)?program|alias\\..*)$"
+
+static int add_abs_dir(lz_ignoreclass *s, const char *ws_real, const char *abs, uint8_t kind,
+		       size_t *ret_len, const char **ret_rel)
+{
+	size_t wl = strlen(ws_real), al = strlen(abs);
+	*ret_len = 0;
+	*ret_rel = NULL;
+	if (strncmp(abs, ws_real, wl) != 0)
+		return 0;
+	while (al > wl && abs[al - 1] == '/')
+		al--;
+	if (al <= wl)
+		return 0;
+	*ret_rel = abs + wl;
+	*ret_len = al - wl;
+	return ic_guard_add(s, abs + wl, al - wl, kind);
+}
+
+int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *ws_real,
+		  const char *root, size_t root_len)
+{
+	const char *rel;
+	size_t rl;
+	int r = add_abs_dir(s, ws_real, git_repository_path(g), G_GITDIR, &rl, &rel);
+	if (r < 0 || (r = add_abs_dir(s, ws_real, git_repository_commondir(g), G_GITDIR, &rl, &rel)) < 0)
+		return r;
+
+	char p[LZ_PATH_MAX + 1];
+	struct stat st;
+	int k = snprintf(p, sizeof(p), "%.*s%s.git", (int)root_len, root, root_len ? "/" : "");
+	if (k > 0 && (size_t)k < sizeof(p) && fstatat(ws_fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !S_ISDIR(st.st_mode) && (r = ic_guard_add(s, p, (size_t)k, G_FILE)) < 0)
+		return r;
+
+	/* Linked worktrees' administrative directories (C/worktrees/<x>). */
+	if (rel != NULL && (k = snprintf(p, sizeof(p), "%.*s/worktrees", (int)rl, rel)) > 0 &&
+	    (size_t)k < sizeof(p)) {
+		int fd = lz_openat2(ws_fd, p, O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+		DIR *d = fd < 0 ? NULL : fdopendir(fd);
+		if (fd >= 0 && d == NULL)
+			close(fd);
+		struct dirent *de;
+		while (d != NULL && r >= 0 && (de = readdir(d)) != NULL) {
+			if (de->d_type != DT_DIR || de->d_name[0] == '.')
+				continue;
+			char w[LZ_PATH_MAX + 1];
+			int n = snprintf(w, sizeof(w), "%s/%s", p, de->d_name);
+			if (n > 0 && (size_t)n < sizeof(w))
+				r = ic_guard_add(s, w, (size_t)n, G_GITDIR);
+		}
+		if (d != NULL)
+			closedir(d);
+		if (r < 0)
+			return r;
+	}
+
+	/* What the repository's configuration (with the developer's global
+	 * one and its includes) runs or follows. */
+	git_config *cfg = NULL;
+	if (git_repository_config_snapshot(&cfg, g) < 0)
+		return -EIO;
+	char root_abs[LZ_PATH_MAX * 2 + 2], common_abs[LZ_PATH_MAX + 1];
+	snprintf(root_abs, sizeof(root_abs), "%s%.*s", ws_real, (int)root_len, root);
+	size_t ra = strlen(root_abs);
+	if (ra > 1 && root_abs[ra - 1] == '/')
+		root_abs[ra - 1] = '\0';
+	snprintf(common_abs, sizeof(common_abs), "%s", git_repository_commondir(g));
+	struct cfgscan c = { .s = s, .ws_real = ws_real, .root_abs = root_abs, .common_abs = common_abs };
+	r = git_config_foreach_match(cfg, CONTROL_KEYS, cfg_entry, &c);
+	git_config_free(cfg);
+	if (c.rc < 0)
+		return c.rc;
+	return r < 0 && r != 1 ? -EIO : 0;
+}

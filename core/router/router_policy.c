@@ -1,0 +1,105 @@
+/* Workspace policy for host-backed objects (spec 3.5, SR-13; no implicit
+ * host authority, docs/threat-model.md): what the sandbox may not leave in
+ * the canonical workspace for a host program to act on later.
+ *
+ * - Git control files: the classifier's guard names them (ignoreclass.h);
+ *   CONTROL paths are not made, written, truncated, re-moded, moved or
+ *   removed, HOLDS directories are not moved or removed, and no symlink
+ *   is made at either (host Git would follow it).
+ * - New Git directories: a host directory that would become one by this
+ *   operation (HEAD with objects and refs, or HEAD with commondir: what
+ *   Git's discovery accepts) is refused; host Git would open it, and run
+ *   what its config names, from any directory inside. Git directories
+ *   made inside the sandbox live in the isolated backing (".git" of an
+ *   unknown root routes there), so `git init` keeps working.
+ * - setuid/setgid bits are stripped and foreign owners refused (a host
+ *   user running the file would get the developer's identity). */
+#include "router/router_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int guard_of(struct lz_router *r, const char *path, size_t len, bool is_dir,
+		    enum lz_guard *ret)
+{
+	*ret = LZ_GUARD_NONE;
+	return r->cls.guard == NULL ? 0 : r->cls.guard(r->cls.ctx, path, len, is_dir, ret);
+}
+
+static bool present(int dfd, const char *name, const char *made)
+{
+	struct stat st;
+	return strcmp(name, made) == 0 || fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static bool is_gitdir(int dfd, const char *made)
+{
+	return present(dfd, "HEAD", made) &&
+	       (present(dfd, "commondir", made) ||
+		(present(dfd, "objects", made) && present(dfd, "refs", made)));
+}
+
+static bool gitdir_marker(const char *name)
+{
+	return strcmp(name, "HEAD") == 0 || strcmp(name, "objects") == 0 ||
+	       strcmp(name, "refs") == 0 || strcmp(name, "commondir") == 0;
+}
+
+int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool symlink,
+		  int dfd, const char *name, bool *locked)
+{
+	*locked = false;
+	enum lz_guard g;
+	/* host tools follow a symlink as the directory it stands for */
+	int rc = guard_of(r, path, len, is_dir || symlink, &g);
+	if (rc < 0)
+		return rc;
+	if (g == LZ_GUARD_CONTROL || (symlink && g != LZ_GUARD_NONE))
+		return -EPERM;
+	if (!gitdir_marker(name))
+		return 0;
+	pthread_mutex_lock(&r->gitdir_lock);
+	/* Already one (the workspace's own .git, a known one): Git renames
+	 * HEAD.lock over HEAD there all the time. */
+	if (!is_gitdir(dfd, "") && is_gitdir(dfd, name)) {
+		pthread_mutex_unlock(&r->gitdir_lock);
+		return -EPERM;
+	}
+	*locked = true;
+	return 0;
+}
+
+void rt_policy_done(struct lz_router *r, bool locked)
+{
+	if (locked)
+		pthread_mutex_unlock(&r->gitdir_lock);
+}
+
+int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_dir)
+{
+	enum lz_guard g;
+	int rc = guard_of(r, path, len, is_dir, &g);
+	return rc < 0 ? rc : g != LZ_GUARD_NONE ? -EPERM : 0;
+}
+
+int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
+{
+	if (i->backing != RT_HOST || r->cls.guard == NULL)
+		return 0;
+	char path[PATH_MAX];
+	size_t len;
+	enum lz_guard g = LZ_GUARD_NONE;
+	if (!snap_held)
+		rt_rdlock_snap(r);
+	/* An unnamed object (unlinked) is nobody's control file. */
+	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	if (rc == 0)
+		rc = guard_of(r, path, len, S_ISDIR(i->type), &g);
+	if (!snap_held)
+		rt_unlock_snap(r);
+	if (rc == -ESTALE)
+		return 0;
+	return rc < 0 ? rc : g == LZ_GUARD_CONTROL ? -EPERM : 0;
+}
