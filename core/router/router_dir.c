@@ -273,10 +273,36 @@ static void dir_free(struct rt_dir *d)
 	free(d);
 }
 
+/* (Re)takes d's listing under the current snapshot; caller holds d->lock.
+ * A stream read from its start again (rewinddir, lseek to 0) sees the
+ * directory as it is now, as on any local filesystem: gVisor rewinds the
+ * one descriptor it keeps per directory instead of reopening it, so a
+ * listing frozen at opendir would hide every name made since. */
+static int dir_relist(struct lz_router *r, struct rt_dir *d)
+{
+	rt_open_count(r, -dir_fds(d));
+	lz_close_fdp(&d->fd[0]);
+	lz_close_fdp(&d->fd[1]);
+	free(d->ents);
+	free(d->names);
+	d->ents = NULL;
+	d->names = NULL;
+	d->n = 0;
+	rt_rdlock_snap(r);
+	int rc = list_dir(r, d->inode, d);
+	rt_unlock_snap(r);
+	rt_open_count(r, dir_fds(d));
+	return rc;
+}
+
 void rt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct lz_router *r = rt_req_router(req);
 	struct rt_inode *di = rt_inode_get(r, ino);
+	if (!S_ISDIR(di->type)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
 	struct rt_dir *d = calloc(1, sizeof(*d));
 	if (d == NULL) {
 		fuse_reply_err(req, ENOMEM);
@@ -285,19 +311,19 @@ void rt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&d->lock, NULL);
 	d->fd[0] = d->fd[1] = -EBADF;
 	d->inode = di;
-	rt_rdlock_snap(r);
-	int rc = S_ISDIR(di->type) ? list_dir(r, di, d) : -ENOTDIR;
-	rt_unlock_snap(r);
+	/* Listed now so that a failure is the open's, and again by each read
+	 * from offset 0 after the first (dir_relist). */
+	int rc = dir_relist(r, d);
 	if (rc < 0) {
+		rt_open_count(r, -dir_fds(d));
 		dir_free(d);
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	d->fresh = true;
 	fi->fh = (uint64_t)(uintptr_t)d;
-	int n = dir_fds(d);
-	rt_open_count(r, n);
 	if (fuse_reply_open(req, fi) < 0) {
-		rt_open_count(r, -n);
+		rt_open_count(r, -dir_fds(d));
 		dir_free(d);
 	}
 }
@@ -349,6 +375,15 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	}
 	size_t used = 0;
 	pthread_mutex_lock(&d->lock);
+	if (off == 0 && !d->fresh) {
+		int rc = dir_relist(r, d);
+		if (rc < 0) {
+			pthread_mutex_unlock(&d->lock);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+	d->fresh = false;
 	for (size_t k = off < 0 ? 0 : (size_t)off; k < d->n + 2; k++) {
 		const char *name = k == 0 ? "." : k == 1 ? ".." : d->names + d->ents[k - 2].name_off;
 		struct fuse_entry_param e;
@@ -410,7 +445,9 @@ void rt_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 {
 	(void)ino;
 	struct rt_dir *d = (struct rt_dir *)(uintptr_t)fi->fh;
+	pthread_mutex_lock(&d->lock);
 	int fd = d->fd[d->inode->backing];
-	int rc = datasync ? fdatasync(fd) : fsync(fd);
+	int rc = fd < 0 ? (errno = EIO, -1) : datasync ? fdatasync(fd) : fsync(fd);
+	pthread_mutex_unlock(&d->lock);
 	fuse_reply_err(req, rc < 0 ? errno : 0);
 }

@@ -95,9 +95,10 @@ struct rt_dirent {
 };
 #define RT_INCONSISTENT_ENT 2
 
-/* One directory stream: the merged listing taken at opendir under one
- * snapshot, with stable offsets (index + 1), and the directories of both
- * sides it was read from (pinned; readdirplus stats relative to them). */
+/* One directory stream: the merged listing taken under one snapshot at
+ * opendir and again at each later read from offset 0, with stable offsets
+ * (index + 1) in between, and the directories of both sides it was read
+ * from (pinned; readdirplus stats relative to them). */
 struct rt_dir {
 	pthread_mutex_t lock;
 	struct rt_inode *inode;
@@ -105,6 +106,7 @@ struct rt_dir {
 	struct rt_dirent *ents;
 	size_t n;
 	char *names;
+	bool fresh;  /* taken by opendir and not read yet: offset 0 keeps it */
 };
 
 struct lz_router {
@@ -216,6 +218,9 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd);
 int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool symlink,
 		  int dfd, const char *name, bool *locked);
 void rt_policy_done(struct lz_router *r, bool locked);
+/* 1 when the regular file at src_fd (O_PATH) has exactly the bytes of
+ * the regular file ddfd/newname, else 0. */
+int rt_policy_unchanged(struct lz_router *r, int src_fd, int ddfd, const char *newname);
 /* May the host-backed entry at path be removed or renamed away? */
 int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_dir);
 /* May host-backed inode i be written, truncated or re-moded? Takes

@@ -613,9 +613,24 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	 * protect or hold (a directory brings its contents along). */
 	if (sb == RT_HOST &&
 	    ((rc = rt_child_path(r, d, name, spath, sizeof(spath), &slen)) < 0 ||
-	     (rc = rt_policy_remove(r, spath, slen, sdir)) < 0 ||
-	     (rc = rt_policy_remove(r, dpath, dlen, sdir)) < 0))
+	     (rc = rt_policy_remove(r, spath, slen, sdir)) < 0))
 		return rc;
+	if (sb == RT_HOST && (rc = rt_policy_remove(r, dpath, dlen, sdir)) < 0) {
+		/* Git rewrites a configuration through its lock file even when
+		 * nothing changes (submodule update re-sets core.worktree): a
+		 * plain rename that leaves the guarded file's bytes as they are
+		 * only removes the source. A write racing the comparison goes
+		 * to the removed file, never to the guarded one. */
+		if (rc != -EPERM || flags != 0 || !S_ISREG(sst.st_mode))
+			return rc;
+		if ((ddfd = rt_side_dir(r, nd, sb, false)) < 0 ||
+		    (sdfd = rt_side_dir(r, d, sb, false)) < 0 || !rt_policy_unchanged(r, sfd, ddfd, newname))
+			return rc;
+		if (unlinkat(sdfd, name, 0) < 0)
+			return -errno;
+		rt_inode_unname(r, sb, &sst, d, name, TAKE_FD(sfd));
+		return 0;
+	}
 	if ((rc = check_dir_move(r, d, name, sb, &sst)) < 0)
 		return rc;
 	if (sb == RT_HOST && d == nd && !(flags & RENAME_EXCHANGE) && S_ISREG(sst.st_mode) &&

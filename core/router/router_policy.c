@@ -18,8 +18,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
 
 static int guard_of(struct lz_router *r, const char *path, size_t len, bool is_dir,
 		    enum lz_guard *ret)
@@ -102,4 +106,39 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 	if (rc == -ESTALE)
 		return 0;
 	return rc < 0 ? rc : g == LZ_GUARD_CONTROL ? -EPERM : 0;
+}
+
+/* Reads all of fd (at most cap bytes; -EFBIG beyond). */
+static ssize_t read_all(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+	for (;;) {
+		ssize_t k = pread(fd, buf + n, cap - n, (off_t)n);
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return (ssize_t)n;
+		n += (size_t)k;
+		if (n == cap)
+			return -EFBIG;
+	}
+}
+
+#define UNCHANGED_MAX (1u << 20)
+
+int rt_policy_unchanged(struct lz_router *r, int src_fd, int ddfd, const char *newname)
+{
+	char proc[32];
+	rt_procpath(proc, src_fd);
+	_cleanup_close_ int a = rt_openat(r, AT_FDCWD, proc, O_RDONLY | O_CLOEXEC, 0);
+	_cleanup_close_ int b = rt_openat(r, ddfd, newname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	struct stat sa, sb;
+	if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sa.st_mode) ||
+	    !S_ISREG(sb.st_mode) || sa.st_size != sb.st_size || sa.st_size >= UNCHANGED_MAX)
+		return 0;
+	_cleanup_free_ char *x = malloc(UNCHANGED_MAX), *y = malloc(UNCHANGED_MAX);
+	if (x == NULL || y == NULL)
+		return 0;
+	ssize_t nx = read_all(a, x, UNCHANGED_MAX), ny = read_all(b, y, UNCHANGED_MAX);
+	return nx >= 0 && nx == ny && memcmp(x, y, (size_t)nx) == 0;
 }

@@ -591,6 +591,34 @@ static int rename2(const char *a, const char *b, unsigned flags)
 	return renameat2(AT_FDCWD, a, AT_FDCWD, b, flags);
 }
 
+/* A stream read again from its start lists the directory as it is now
+ * (gVisor rewinds the directory descriptor it keeps). */
+static void router__rewound_directory_shows_new_names(struct env *e)
+{
+	write_text(P(e->mnt, "first"), "1");
+	DIR *d = opendir(e->mnt);
+	CHECK(d != NULL);
+	struct dirent *de;
+	size_t n = 0;
+	while ((de = readdir(d)) != NULL)
+		n += strcmp(de->d_name, "later") == 0 || strcmp(de->d_name, "later.ign") == 0;
+	CHECK(n == 0);
+	write_text(P(e->mnt, "later"), "2");
+	write_text(P(e->mnt, "later.ign"), "3");
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL)
+		n += strcmp(de->d_name, "later") == 0 || strcmp(de->d_name, "later.ign") == 0;
+	CHECK(n == 2, "after rewinddir %zu of 2 new names", n);
+	CHECK_OK(unlink(P(e->mnt, "later")));
+	rewinddir(d);
+	n = 0;
+	while ((de = readdir(d)) != NULL)
+		n += strcmp(de->d_name, "later") == 0;
+	CHECK(n == 0, "a removed name is still listed");
+	closedir(d);
+}
+RUN_BOTH(router__rewound_directory_shows_new_names)
+
 static void router__cross_backing_rename_and_link_fail_exdev(struct env *e)
 {
 	write_text(P(e->mnt, "a.txt"), "A");
@@ -1115,6 +1143,14 @@ static void router__git_control_files_are_refused(struct env *e)
 	CHECK_ERRNO(rmdir(P(e->mnt, "keep")), EPERM);
 	CHECK(!exists(P(e->host, "keep/ctl")));
 
+	/* a rewrite that changes nothing (git config through config.lock) */
+	write_text(P(e->mnt, ".git/config.lock"), "[core]\n");
+	CHECK_OK(rename(P(e->mnt, ".git/config.lock"), cfg));
+	CHECK(!exists(P(e->host, ".git/config.lock")), "the lock file stays");
+	write_text(P(e->mnt, ".git/config.lock"), "[core]\n\tfsmonitor = x\n");
+	CHECK_ERRNO(rename(P(e->mnt, ".git/config.lock"), cfg), EPERM);
+	CHECK(strcmp(read_text(P(e->host, ".git/config")), "[core]\n") == 0, "config changed");
+
 	/* ordinary Git work in the Git directory goes on */
 	write_text(P(e->mnt, ".git/HEAD.lock"), "ref: refs/heads/other\n");
 	CHECK_OK(rename(P(e->mnt, ".git/HEAD.lock"), P(e->mnt, ".git/HEAD")));
@@ -1426,7 +1462,9 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish),
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
-		T(router__host_objects_get_no_setid_bits_or_foreign_owners),
+		T(router__rewound_directory_shows_new_names),
+	T(router__rewound_directory_shows_new_names__open_requests),
+	T(router__host_objects_get_no_setid_bits_or_foreign_owners),
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
 		T(router__more_inodes_than_descriptors),
