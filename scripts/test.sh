@@ -442,6 +442,12 @@ busted_suite
 readonly NET_NS=lztest-net NET_HOST_IF=lzt-host NET_NS_IF=lzt-ns
 readonly NET_HOST_ADDR=203.0.113.1 NET_NS_ADDR=203.0.113.2 NET_LINK=203.0.113.0/30
 readonly NET_DOC=198.51.100.10 NET_PRIV=10.250.0.10 NET_PORT=8080 NET_LOOPBACK_PORT=8081
+# One test host in each special range denied by default (link-local, CGNAT,
+# IETF protocol assignments, benchmarking); link-local is not the metadata
+# address, which a cloud host may route. NET_HOST_PORT: a server on the
+# host's 0.0.0.0 answering "host-service" (the sandbox must not reach the
+# host's own addresses).
+readonly NET_SPECIAL="169.254.10.10 100.64.0.10 192.0.0.10 198.18.0.10" NET_HOST_PORT=8082
 readonly NET_STATE=/run/lazaret-test-net
 
 # proc_start PID: the process's start time (field 22 of /proc/PID/stat).
@@ -468,10 +474,13 @@ net_fetch() {
 
 # net_check: every server answers with its body through the intended path.
 net_check() {
-	if ! net_routed "$NET_DOC" || ! net_routed "$NET_PRIV"; then return 1; fi
-	net_fetch "$NET_DOC" "$NET_PORT" | grep -qx "hello from $NET_DOC" &&
-		net_fetch "$NET_PRIV" "$NET_PORT" | grep -qx "hello from $NET_PRIV" &&
-		net_fetch 127.0.0.1 "$NET_LOOPBACK_PORT" | grep -qx host-loopback
+	local a
+	# shellcheck disable=SC2086 # NET_SPECIAL is a list
+	for a in "$NET_DOC" "$NET_PRIV" $NET_SPECIAL; do
+		net_routed "$a" && net_fetch "$a" "$NET_PORT" | grep -qx "hello from $a" || return 1
+	done
+	net_fetch 127.0.0.1 "$NET_LOOPBACK_PORT" | grep -qx host-loopback &&
+		net_fetch "$NET_HOST_ADDR" "$NET_HOST_PORT" | grep -qx host-service
 }
 
 # test_network_teardown: stops the servers (by their recorded PIDs, checked
@@ -496,7 +505,7 @@ test_network_teardown() {
 	net_env=()
 	ip netns list 2>/dev/null | grep -qw "$NET_NS" && left+=("namespace $NET_NS")
 	ip link show "$NET_HOST_IF" >/dev/null 2>&1 && left+=("link $NET_HOST_IF")
-	ip -4 route show 2>/dev/null | grep -qE "^($NET_DOC|$NET_PRIV) " && left+=("routes")
+	ip -4 route show 2>/dev/null | grep -qE "^($NET_DOC|$NET_PRIV|${NET_SPECIAL// /|}) " && left+=("routes")
 	pgrep -f "$NET_STATE/server.py" >/dev/null && left+=("server processes $(pgrep -f "$NET_STATE/server.py" | tr '\n' ' ')")
 	[ "${#left[@]}" -eq 0 ] || { echo "left behind: ${left[*]}"; return 1; }
 }
@@ -558,7 +567,8 @@ test_network_setup() {
 		echo "the host already has an address in $NET_LINK"
 		return 1
 	fi
-	for a in "$NET_DOC" "$NET_PRIV" "$NET_HOST_ADDR" "$NET_NS_ADDR"; do
+	# shellcheck disable=SC2086 # NET_SPECIAL is a list
+	for a in "$NET_DOC" "$NET_PRIV" $NET_SPECIAL "$NET_HOST_ADDR" "$NET_NS_ADDR"; do
 		if ip -4 route show match "$a" | grep -qv '^default '; then
 			echo "the host already routes $a: $(ip -4 route show match "$a" | grep -v '^default ' | head -n 1)"
 			return 1
@@ -586,6 +596,14 @@ test_network_setup() {
 		echo "could not build the namespace, veth or routes"
 		return 1
 	fi
+	# shellcheck disable=SC2086 # NET_SPECIAL is a list
+	for a in $NET_SPECIAL; do
+		if ! { ip -n "$NET_NS" addr add "$a/32" dev lo &&
+			ip route add "$a/32" via "$NET_NS_ADDR" dev "$NET_HOST_IF"; }; then
+			echo "could not add the test host $a"
+			return 1
+		fi
+	done
 	if ! net_routed "$NET_DOC" || ! net_routed "$NET_PRIV"; then
 		echo "the host does not route the test hosts over $NET_HOST_IF"
 		return 1
@@ -596,6 +614,9 @@ test_network_setup() {
 	echo $! >>"$NET_STATE/pids"
 	"$py" -I "$NET_STATE/server.py" 127.0.0.1 "$NET_LOOPBACK_PORT" host-loopback \
 		</dev/null >"$NET_STATE/loopback-server.log" 2>&1 &
+	echo $! >>"$NET_STATE/pids"
+	"$py" -I "$NET_STATE/server.py" 0.0.0.0 "$NET_HOST_PORT" host-service \
+		</dev/null >"$NET_STATE/host-server.log" 2>&1 &
 	echo $! >>"$NET_STATE/pids"
 	for _ in $(seq 50); do
 		net_check && break
@@ -608,8 +629,13 @@ test_network_setup() {
 		cat "$NET_STATE"/*-server.log 2>/dev/null | tail -n 20 | indent
 		return 1
 	fi
+	# the host's own non-loopback addresses, where the host service answers too
+	local own
+	own=$(ip -4 -o addr show | awk '$2 != "lo" { split($4, a, "/"); printf "%s ", a[1] }')
 	net_env=(LZ_TEST_NET=1 "LZ_TEST_HOST_DOC=$NET_DOC" "LZ_TEST_HOST_PRIV=$NET_PRIV"
-		"LZ_TEST_PORT=$NET_PORT" "LZ_TEST_LOOPBACK_PORT=$NET_LOOPBACK_PORT")
+		"LZ_TEST_PORT=$NET_PORT" "LZ_TEST_LOOPBACK_PORT=$NET_LOOPBACK_PORT"
+		"LZ_TEST_HOST_SPECIAL=$NET_SPECIAL" "LZ_TEST_HOST_PORT=$NET_HOST_PORT"
+		"LZ_TEST_HOST_OWN=${own% }")
 }
 
 # --- (f) end-to-end ------------------------------------------------------------------------

@@ -34,6 +34,21 @@ static const struct lz_netroute fixed_routes[] = {
 };
 _Static_assert(LZ_ARRAY_SIZE(fixed_routes) == LZ_NETPOLICY_FIXED_ROUTES, "fixed route count");
 
+/* Default denies beyond RFC 1918 (no implicit host authority): every IPv4
+ * range that is not globally routable and not a documentation range. An
+ * explicit allow that contains one leaves it out (a more specific allow
+ * wins by longest prefix anyway); the documentation ranges stay open. */
+static const struct lz_prefix special_denies[] = {
+	{ 0x00000000u, 8 },  /* 0.0.0.0/8 "this network" */
+	{ 0x64400000u, 10 }, /* 100.64.0.0/10 carrier-grade NAT */
+	{ 0xa9fe0000u, 16 }, /* 169.254.0.0/16 link-local, metadata endpoints */
+	{ 0xc0000000u, 24 }, /* 192.0.0.0/24 IETF protocol assignments */
+	{ 0xc6120000u, 15 }, /* 198.18.0.0/15 benchmarking */
+	{ 0xe0000000u, 4 },  /* 224.0.0.0/4 multicast */
+	{ 0xf0000000u, 4 },  /* 240.0.0.0/4 reserved, broadcast */
+};
+_Static_assert(LZ_ARRAY_SIZE(special_denies) == LZ_NETPOLICY_SPECIAL_DENIES, "special deny count");
+
 static bool prefix_normal(struct lz_prefix p)
 {
 	if (p.len > 32)
@@ -117,8 +132,17 @@ static int check_input(struct lz_prefix x, const char *what, struct lz_err *err)
 	return 0;
 }
 
+static bool covered(const struct lz_prefix *set, size_t n, struct lz_prefix x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lz_prefix_contains(set[i], x))
+			return true;
+	return false;
+}
+
 int lz_netpolicy_derive(const struct lz_prefix *allow, size_t n_allow, const struct lz_prefix *deny,
-			size_t n_deny, struct lz_netpolicy *ret, struct lz_err *err)
+			size_t n_deny, const uint32_t *host, size_t n_host, struct lz_netpolicy *ret,
+			struct lz_err *err)
 {
 	struct lz_netpolicy p = { .ipv4_default_allow = true, .ipv6_disabled = true };
 	char text[LZ_PREFIX_STR_MAX];
@@ -158,6 +182,25 @@ int lz_netpolicy_derive(const struct lz_prefix *allow, size_t n_allow, const str
 			continue;
 		}
 		if ((r = route_add(&p, (struct lz_netroute){ deny[i], LZ_NETROUTE_DENY }, err)) < 0)
+			return r;
+	}
+	/* The default denies an explicit allow does not cover; then the
+	 * host's own addresses (its services on them are host authority),
+	 * except loopback (the gateway never forwards to it), the reserved
+	 * topology, and addresses a deny already covers. */
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(special_denies); i++)
+		if (!covered(allow, n_allow, special_denies[i]) &&
+		    (r = route_add(&p, (struct lz_netroute){ special_denies[i], LZ_NETROUTE_DENY }, err)) < 0)
+			return r;
+	for (size_t i = 0; i < n_host; i++) {
+		struct lz_prefix h = { host[i], 32 };
+		bool denied = false;
+		for (size_t k = 0; k < p.n_routes && !denied; k++)
+			denied = p.routes[k].kind == LZ_NETROUTE_DENY && lz_prefix_contains(p.routes[k].prefix, h);
+		if (denied || (host[i] >> 24) == 127 || lz_prefix_intersects(h, LZ_TOPOLOGY_NET) ||
+		    covered(allow, n_allow, h))
+			continue;
+		if ((r = route_add(&p, (struct lz_netroute){ h, LZ_NETROUTE_DENY }, err)) < 0)
 			return r;
 	}
 	for (size_t i = 0; i < n_allow; i++)
@@ -222,6 +265,22 @@ int lz_netpolicy_validate(const struct lz_netpolicy *p, struct lz_err *err)
 	/* Prefixes are unique, so each fixed route matched at most once. */
 	if (n_fixed != LZ_ARRAY_SIZE(fixed_routes))
 		return lz_err_set(err, EINVAL, "network policy: a fixed topology or default route is missing");
+	/* Each special deny is there, or an allow route covers it. */
+	for (size_t k = 0; k < LZ_ARRAY_SIZE(special_denies); k++) {
+		bool ok = false;
+		for (size_t i = 0; i < p->n_routes && !ok; i++) {
+			const struct lz_netroute *rt = &p->routes[i];
+			ok = rt->kind == LZ_NETROUTE_DENY ? lz_prefix_equal(rt->prefix, special_denies[k])
+			     : rt->kind == LZ_NETROUTE_ALLOW ? lz_prefix_contains(rt->prefix, special_denies[k])
+							     : false;
+		}
+		if (!ok) {
+			lz_prefix_format(special_denies[k], text);
+			return lz_err_set(err, EINVAL,
+					  "network policy: the default deny '%s' is missing and no allow covers it",
+					  text);
+		}
+	}
 	return 0;
 }
 

@@ -47,6 +47,14 @@
  * Derivation rules:
  *   - the default denies 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 and the
  *     five fixed routes are always present;
+ *   - the special default denies (no implicit host authority: 0.0.0.0/8,
+ *     100.64.0.0/10, 169.254.0.0/16, 192.0.0.0/24, 198.18.0.0/15,
+ *     224.0.0.0/4, 240.0.0.0/4) are present unless a configured allow
+ *     contains one; the documentation ranges are not denied;
+ *   - each address the host holds at launch is a /32 DENY unless it is
+ *     loopback, in the reserved topology, under a DENY already, or a
+ *     configured allow contains it (then no route: it is an ordinary
+ *     deny, not distinguishable after encoding);
  *   - an allow intersecting 10.137.54.0/23, or a deny inside it at /23 or
  *     longer, is refused with -EINVAL (the config loader refuses them too;
  *     this is defence in depth). Broader denies stay valid;
@@ -101,6 +109,8 @@
 #define LZ_NETPOLICY_MAX_ROUTES 600
 /* Default denies (3), helpers (3), canary routes (2). */
 #define LZ_NETPOLICY_FIXED_ROUTES 8
+/* The special default denies (see "Derivation rules"). */
+#define LZ_NETPOLICY_SPECIAL_DENIES 7
 /* version 1 + flags 2 + count varint 2 + 600 routes of 6 bytes. */
 #define LZ_NETPOLICY_ENCODED_MAX (1 + 2 + 2 + LZ_NETPOLICY_MAX_ROUTES * 6)
 #define LZ_NETPOLICY_DIGEST_LEN 32
@@ -137,12 +147,14 @@ struct lz_netpolicy {
 	struct lz_netroute routes[LZ_NETPOLICY_MAX_ROUTES]; /* canonical order */
 };
 
-/* Derives the policy from a profile's configured prefixes (either array may
- * be NULL when its count is 0). -EINVAL for a refused or malformed prefix,
- * -E2BIG past LZ_NETPOLICY_MAX_ROUTES; err (optional) names the prefix.
- * *ret is untouched on failure. */
+/* Derives the policy from a profile's configured prefixes and the host's
+ * own IPv4 addresses (host byte order; any array may be NULL when its
+ * count is 0). -EINVAL for a refused or malformed prefix, -E2BIG past
+ * LZ_NETPOLICY_MAX_ROUTES; err (optional) names the prefix. *ret is
+ * untouched on failure. */
 int lz_netpolicy_derive(const struct lz_prefix *allow, size_t n_allow, const struct lz_prefix *deny,
-			size_t n_deny, struct lz_netpolicy *ret, struct lz_err *err);
+			size_t n_deny, const uint32_t *host, size_t n_host, struct lz_netpolicy *ret,
+			struct lz_err *err);
 
 /* 0 when p is a policy derivation can produce (the rules above), else
  * -EINVAL with err (optional) naming the first violation. */

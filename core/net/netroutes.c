@@ -223,6 +223,15 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 					  helper ? "on-link helper " : "", allow ? "allow via the gateway " : "",
 					  canary ? "canary allow on " LZ_NETROUTES_CANARY_DEV : "");
 
+		/* Linux makes no prefix route for a loopback address in
+		 * 0.0.0.0/8 or 224.0.0.0/4, so the address form cannot deny
+		 * them: they stay in the policy (and its digest) and are not
+		 * installed (docs/threat-model.md, "Limits"). */
+		if (deny && deny_as == LZ_NETROUTES_DENY_AS_ADDRESS &&
+		    (sorted[i].prefix.addr >> 24 == 0 || sorted[i].prefix.addr >> 28 == 0xe)) {
+			i = j;
+			continue;
+		}
 		struct lz_kroute *r = &out[m++];
 		memset(r, 0, sizeof(*r));
 		r->table = RT_TABLE_MAIN;

@@ -76,6 +76,10 @@
  * such a deny is "local P/len dev lo scope host table local"; the /32 local
  * route and the broadcast are address-derived and left out
  * (netroutes_observe.h).
+ * Linux makes no prefix route for a loopback address in 0.0.0.0/8 or
+ * 224.0.0.0/4: such denies have no address form either, are left out of
+ * the plan (so neither installed nor expected) and stay only in the
+ * derived policy and its digest.
  * A deny of 0.0.0.0/0 has no address form (it is netpolicy's default-allow
  * flag being false: leave the default route out) and is refused.
  *

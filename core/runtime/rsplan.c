@@ -1,8 +1,10 @@
 /* The Runtime Supervisor's plan; see rsplan.h. */
 #include "runtime/rsplan.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,11 +197,45 @@ static uint32_t plan_dcache(uint32_t configured)
 	return quarter < configured ? (uint32_t)quarter : configured;
 }
 
-/* Spec 3.7: the policy derived from the trusted configuration, as
- * canonical bytes in a write-sealed memfd with their digest. */
+#define HOST_ADDRS_MAX 256
+
+/* The IPv4 addresses the host holds now, on every interface of the
+ * coordinator's (the developer's) network namespace: the policy denies
+ * them (a service the host offers on them is host authority). */
+static int host_addrs(uint32_t out[HOST_ADDRS_MAX], size_t *ret_n, struct lz_err *err)
+{
+	struct ifaddrs *all = NULL;
+	if (getifaddrs(&all) < 0)
+		return lz_err_set(err, errno, "list the host's network addresses");
+	size_t n = 0;
+	int r = 0;
+	for (struct ifaddrs *i = all; i != NULL && r == 0; i = i->ifa_next) {
+		if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+			continue;
+		if (n == HOST_ADDRS_MAX) {
+			r = lz_err_set(err, E2BIG,
+				       "the host holds more than %d IPv4 addresses; the network policy "
+				       "denies each, and cannot hold more",
+				       HOST_ADDRS_MAX);
+			break;
+		}
+		struct sockaddr_in sin;
+		memcpy(&sin, i->ifa_addr, sizeof(sin));
+		out[n++] = ntohl(sin.sin_addr.s_addr);
+	}
+	freeifaddrs(all);
+	*ret_n = n;
+	return r;
+}
+
+/* Spec 3.7: the policy derived from the trusted configuration and the
+ * host's addresses, as canonical bytes in a write-sealed memfd with their
+ * digest. */
 static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *plan, struct lz_err *err)
 {
 	struct lz_prefix allow[LZ_CONFIG_LIST_MAX], deny[LZ_CONFIG_LIST_MAX];
+	uint32_t host[HOST_ADDRS_MAX];
+	size_t n_host = 0;
 	for (size_t i = 0; i < p->n_allow; i++)
 		allow[i] = p->allow[i].prefix;
 	for (size_t i = 0; i < p->n_deny; i++)
@@ -210,7 +246,8 @@ static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *pla
 	int r;
 	if (pol == NULL || bytes == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	if ((r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, pol, err)) < 0)
+	if ((r = host_addrs(host, &n_host, err)) < 0 ||
+	    (r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, host, n_host, pol, err)) < 0)
 		return r;
 	if ((r = lz_netpolicy_encode(pol, bytes, LZ_NETPOLICY_ENCODED_MAX, &len)) < 0)
 		return lz_err_set(err, -r, "encode the network policy: %s", strerror(-r));

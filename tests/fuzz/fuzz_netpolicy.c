@@ -102,7 +102,7 @@ static void fuzz_derive(const uint8_t *data, size_t size)
 			allow[na++] = x;
 	}
 	memset(&policy_b, 0x5a, sizeof(policy_b));
-	int r = lz_netpolicy_derive(allow, na, deny, nd, &policy_b, NULL);
+	int r = lz_netpolicy_derive(allow, na, deny, nd, NULL, 0, &policy_b, NULL);
 	if (r < 0) {
 		check(r == -EINVAL || r == -E2BIG);
 		memset(&sentinel, 0x5a, sizeof(sentinel));

@@ -8,21 +8,28 @@
  *   01            version: u32 varint 1
  *   01            ipv4_default_allow: bool true
  *   01            ipv6_disabled: bool true
- *   08            routes: Vec length 8 (varint)
+ *   0f            routes: Vec length 15 (varint)
  *   then per route addr [u8;4] big-endian, len u8, kind varint, sorted by
  *   address then length:
+ *   00000000 08 01   0.0.0.0/8        Deny
  *   0a000000 08 01   10.0.0.0/8       Deny
  *   0a893600 18 02   10.137.54.0/24   Helper
  *   0a893602 20 02   10.137.54.2/32   Helper
  *   0a893603 20 02   10.137.54.3/32   Helper
  *   0a893700 1d 04   10.137.55.0/29   CanaryDeny
  *   0a893702 20 03   10.137.55.2/32   CanaryAllow
+ *   64400000 0a 01   100.64.0.0/10    Deny
+ *   a9fe0000 10 01   169.254.0.0/16   Deny
  *   ac100000 0c 01   172.16.0.0/12    Deny
+ *   c0000000 18 01   192.0.0.0/24     Deny
  *   c0a80000 10 01   192.168.0.0/16   Deny
+ *   c6120000 0f 01   198.18.0.0/15    Deny
+ *   e0000000 04 01   224.0.0.0/4      Deny
+ *   f0000000 04 01   240.0.0.0/4      Deny
  * The allow 10.250.0.0/24 + deny 198.51.100.0/24 policy adds
  *   0afa0000 18 00   10.250.0.0/24    Allow    (after 10.137.55.2/32)
- *   c6336400 18 01   198.51.100.0/24  Deny     (last)
- * with the count 0a.
+ *   c6336400 18 01   198.51.100.0/24  Deny     (after 198.18.0.0/15)
+ * with the count 11.
  *
  * The digests were computed outside this code base with
  *   python3 -c 'import hashlib; b = bytes.fromhex("<bytes>");
@@ -58,16 +65,18 @@
 	((struct lz_prefix){ (uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d), (n) })
 
 #define DEFAULT_HEX                                                                           \
-	"01010108"                                                                            \
-	"0a0000000801" "0a8936001802" "0a8936022002" "0a8936032002" "0a8937001d04" "0a8937022003" \
-	"ac1000000c01" "c0a800001001"
-#define DEFAULT_DIGEST "444efa1ede14e46d94c67ce381c215bf6449989355da6f9dc1e7de40a11692ae"
+	"0101010f"                                                                            \
+	"000000000801" "0a0000000801" "0a8936001802" "0a8936022002" "0a8936032002" "0a8937001d04" \
+	"0a8937022003" "644000000a01" "a9fe00001001" "ac1000000c01" "c00000001801" "c0a800001001" \
+	"c61200000f01" "e00000000401" "f00000000401"
+#define DEFAULT_DIGEST "24bf69dc31395dea9f6bad7497b0e4c430297da0402dd4fdd966f16a496b19ca"
 
 #define ALLOWDENY_HEX                                                                         \
-	"0101010a"                                                                            \
-	"0a0000000801" "0a8936001802" "0a8936022002" "0a8936032002" "0a8937001d04" "0a8937022003" \
-	"0afa00001800" "ac1000000c01" "c0a800001001" "c63364001801"
-#define ALLOWDENY_DIGEST "f9f4c680ab01b36e614e7296e42d150e42682876f7943ddea4885d53cfc0d743"
+	"01010111"                                                                            \
+	"000000000801" "0a0000000801" "0a8936001802" "0a8936022002" "0a8936032002" "0a8937001d04" \
+	"0a8937022003" "0afa00001800" "644000000a01" "a9fe00001001" "ac1000000c01" "c00000001801" \
+	"c0a800001001" "c61200000f01" "c63364001801" "e00000000401" "f00000000401"
+#define ALLOWDENY_DIGEST "769ee3dc94c690e4cbd3fdef8ceefc3404b93f85126fd5d43faa24f07c3569b3"
 
 /* version 1, policy_matches, canaries_live, Some(300) = 01 ac02, Some(echo
  * 00..1f), then nine true bools. */
@@ -112,7 +121,7 @@ static struct lz_netpolicy *derive_ok(const struct lz_prefix *allow, size_t na,
 {
 	struct lz_netpolicy *p = policy_new();
 	struct lz_err err = { 0 };
-	if (lz_netpolicy_derive(allow, na, deny, nd, p, &err) != 0)
+	if (lz_netpolicy_derive(allow, na, deny, nd, NULL, 0, p, &err) != 0)
 		fail_msg("derive refused: %s", err.msg);
 	return p;
 }
@@ -150,12 +159,13 @@ static void test_lz_netpolicy_derive__default_matches_vector(void **state)
 	struct lz_netpolicy *p = derive_ok(NULL, 0, NULL, 0);
 	assert_true(p->ipv4_default_allow);
 	assert_true(p->ipv6_disabled);
-	assert_int_equal(p->n_routes, LZ_NETPOLICY_FIXED_ROUTES);
-	assert_int_equal(p->routes[0].prefix.addr, P(10, 0, 0, 0, 8).addr);
-	assert_int_equal(p->routes[0].kind, LZ_NETROUTE_DENY);
-	assert_int_equal(p->routes[1].kind, LZ_NETROUTE_HELPER);
-	assert_int_equal(p->routes[4].kind, LZ_NETROUTE_CANARY_DENY);
-	assert_int_equal(p->routes[5].kind, LZ_NETROUTE_CANARY_ALLOW);
+	assert_int_equal(p->n_routes, LZ_NETPOLICY_FIXED_ROUTES + LZ_NETPOLICY_SPECIAL_DENIES);
+	assert_int_equal(p->routes[0].prefix.addr, P(0, 0, 0, 0, 8).addr);
+	assert_int_equal(p->routes[1].prefix.addr, P(10, 0, 0, 0, 8).addr);
+	assert_int_equal(p->routes[1].kind, LZ_NETROUTE_DENY);
+	assert_int_equal(p->routes[2].kind, LZ_NETROUTE_HELPER);
+	assert_int_equal(p->routes[5].kind, LZ_NETROUTE_CANARY_DENY);
+	assert_int_equal(p->routes[6].kind, LZ_NETROUTE_CANARY_ALLOW);
 	assert_encodes_to(p, DEFAULT_HEX);
 	assert_digest(p, DEFAULT_DIGEST);
 	free(p);
@@ -167,10 +177,11 @@ static void test_lz_netpolicy_derive__allow_and_deny_match_vector(void **state)
 	struct lz_prefix allow[] = { P(10, 250, 0, 0, 24) };
 	struct lz_prefix deny[] = { P(198, 51, 100, 0, 24) };
 	struct lz_netpolicy *p = derive_ok(allow, 1, deny, 1);
-	assert_int_equal(p->n_routes, 10);
-	assert_int_equal(p->routes[6].prefix.addr, P(10, 250, 0, 0, 24).addr);
-	assert_int_equal(p->routes[6].kind, LZ_NETROUTE_ALLOW);
-	assert_int_equal(p->routes[9].kind, LZ_NETROUTE_DENY);
+	assert_int_equal(p->n_routes, 17);
+	assert_int_equal(p->routes[7].prefix.addr, P(10, 250, 0, 0, 24).addr);
+	assert_int_equal(p->routes[7].kind, LZ_NETROUTE_ALLOW);
+	assert_int_equal(p->routes[14].prefix.addr, P(198, 51, 100, 0, 24).addr);
+	assert_int_equal(p->routes[14].kind, LZ_NETROUTE_DENY);
 	assert_encodes_to(p, ALLOWDENY_HEX);
 	assert_digest(p, ALLOWDENY_DIGEST);
 	free(p);
@@ -213,10 +224,10 @@ static void test_lz_netpolicy_derive__broader_deny_keeps_helpers(void **state)
 	(void)state;
 	struct lz_prefix deny[] = { P(10, 137, 0, 0, 16), P(10, 136, 0, 0, 14) };
 	struct lz_netpolicy *p = derive_ok(NULL, 0, deny, 2);
-	assert_int_equal(p->n_routes, LZ_NETPOLICY_FIXED_ROUTES + 2);
-	assert_int_equal(p->routes[1].prefix.addr, P(10, 136, 0, 0, 14).addr);
-	assert_int_equal(p->routes[2].prefix.addr, P(10, 137, 0, 0, 16).addr);
-	assert_int_equal(p->routes[3].kind, LZ_NETROUTE_HELPER);
+	assert_int_equal(p->n_routes, LZ_NETPOLICY_FIXED_ROUTES + LZ_NETPOLICY_SPECIAL_DENIES + 2);
+	assert_int_equal(p->routes[2].prefix.addr, P(10, 136, 0, 0, 14).addr);
+	assert_int_equal(p->routes[3].prefix.addr, P(10, 137, 0, 0, 16).addr);
+	assert_int_equal(p->routes[4].kind, LZ_NETROUTE_HELPER);
 	assert_int_equal(lz_netpolicy_validate(p, NULL), 0);
 	free(p);
 }
@@ -228,11 +239,64 @@ static void test_lz_netpolicy_derive__deny_all_clears_default_allow(void **state
 	struct lz_prefix deny[] = { P(0, 0, 0, 0, 0) };
 	struct lz_netpolicy *p = derive_ok(NULL, 0, deny, 1);
 	assert_false(p->ipv4_default_allow);
-	assert_int_equal(p->n_routes, LZ_NETPOLICY_FIXED_ROUTES);
+	assert_int_equal(p->n_routes, LZ_NETPOLICY_FIXED_ROUTES + LZ_NETPOLICY_SPECIAL_DENIES);
 	uint8_t buf[LZ_NETPOLICY_ENCODED_MAX];
 	size_t len = encode_ok(p, buf);
-	assert_int_equal(len, 52);
+	assert_int_equal(len, 4 + 15 * 6);
 	assert_int_equal(buf[1], 0);
+	free(p);
+}
+
+/* No implicit host authority: the ranges that are not globally routable
+ * are denied unless an allow contains one (a more specific allow wins by
+ * longest prefix); the host's own addresses are /32 denies, except
+ * loopback, the topology, what a deny covers and what an allow contains. */
+static void test_lz_netpolicy_derive__special_ranges_and_host_addresses(void **state)
+{
+	(void)state;
+	struct lz_prefix allow[] = { P(100, 64, 0, 0, 10), P(169, 254, 169, 254, 32),
+				     P(203, 0, 113, 0, 24) };
+	const uint32_t host[] = { P(192, 0, 2, 15, 32).addr,  P(127, 0, 0, 1, 32).addr,
+				  P(10, 1, 2, 3, 32).addr,    P(10, 137, 54, 100, 32).addr,
+				  P(203, 0, 113, 5, 32).addr, P(192, 0, 2, 15, 32).addr };
+	struct lz_netpolicy *p = policy_new();
+	struct lz_err err = { 0 };
+	assert_int_equal(lz_netpolicy_derive(allow, 3, NULL, 0, host, 6, p, &err), 0);
+	bool cgnat_deny = false, link_deny = false, meta_allow = false, host_deny = false;
+	for (size_t i = 0; i < p->n_routes; i++) {
+		const struct lz_netroute *rt = &p->routes[i];
+		cgnat_deny |= lz_prefix_equal(rt->prefix, P(100, 64, 0, 0, 10)) && rt->kind == LZ_NETROUTE_DENY;
+		link_deny |= lz_prefix_equal(rt->prefix, P(169, 254, 0, 0, 16)) && rt->kind == LZ_NETROUTE_DENY;
+		meta_allow |= lz_prefix_equal(rt->prefix, P(169, 254, 169, 254, 32)) &&
+			      rt->kind == LZ_NETROUTE_ALLOW;
+		host_deny |= lz_prefix_equal(rt->prefix, P(192, 0, 2, 15, 32)) && rt->kind == LZ_NETROUTE_DENY;
+		assert_false(lz_prefix_equal(rt->prefix, P(127, 0, 0, 1, 32)));
+		assert_false(lz_prefix_equal(rt->prefix, P(10, 1, 2, 3, 32)));
+		assert_false(lz_prefix_equal(rt->prefix, P(203, 0, 113, 5, 32)));
+	}
+	assert_false(cgnat_deny); /* the allow contains it */
+	assert_true(link_deny && meta_allow && host_deny);
+	/* defaults 15 - 1 (CGNAT) + host 1 + allows 3 */
+	assert_int_equal(p->n_routes, 18);
+	assert_int_equal(lz_netpolicy_validate(p, NULL), 0);
+	uint8_t buf[LZ_NETPOLICY_ENCODED_MAX];
+	size_t len = encode_ok(p, buf);
+	struct lz_netpolicy *q = policy_new();
+	assert_int_equal(lz_netpolicy_decode(buf, len, q, NULL), 0);
+	assert_int_equal(q->n_routes, p->n_routes);
+	free(q);
+
+	/* Without the allow, the CGNAT deny must be there: a policy that
+	 * lacks it is not one derivation makes. */
+	for (size_t i = 0; i < p->n_routes; i++)
+		if (lz_prefix_equal(p->routes[i].prefix, P(100, 64, 0, 0, 10))) {
+			memmove(&p->routes[i], &p->routes[i + 1], (p->n_routes - i - 1) * sizeof(p->routes[0]));
+			p->n_routes--;
+			break;
+		}
+	err = (struct lz_err){ 0 };
+	assert_int_equal(lz_netpolicy_validate(p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "100.64.0.0/10"));
 	free(p);
 }
 
@@ -243,7 +307,7 @@ static void assert_derive_refused(const struct lz_prefix *allow, size_t na,
 	struct lz_netpolicy *p = policy_new();
 	struct lz_netpolicy *sentinel = policy_new();
 	struct lz_err err = { 0 };
-	assert_int_equal(lz_netpolicy_derive(allow, na, deny, nd, p, &err), -code);
+	assert_int_equal(lz_netpolicy_derive(allow, na, deny, nd, NULL, 0, p, &err), -code);
 	assert_int_equal(err.code, code);
 	if (msg_part && !strstr(err.msg, msg_part))
 		fail_msg("message '%s' lacks '%s'", err.msg, msg_part);
@@ -283,12 +347,12 @@ static void test_lz_netpolicy_derive__malformed_prefix_refused(void **state)
 	assert_derive_refused(&too_long, 1, NULL, 0, EINVAL, "not a network");
 }
 
-/* 592 distinct configured prefixes fill the 600 routes; one more is too
+/* 585 distinct configured prefixes fill the 600 routes; one more is too
  * many, but repeats and denies equal to defaults do not count. */
 static void test_lz_netpolicy_derive__too_many_routes_refused(void **state)
 {
 	(void)state;
-	enum { N = LZ_NETPOLICY_MAX_ROUTES - LZ_NETPOLICY_FIXED_ROUTES };
+	enum { N = LZ_NETPOLICY_MAX_ROUTES - LZ_NETPOLICY_FIXED_ROUTES - LZ_NETPOLICY_SPECIAL_DENIES };
 	struct lz_prefix *deny = calloc(N + 4, sizeof(*deny));
 	assert_non_null(deny);
 	for (size_t i = 0; i < N + 1; i++)
@@ -346,11 +410,11 @@ static void test_lz_netpolicy_encode__invalid_policy_refused(void **state)
 	assert_invalid(p);
 
 	memcpy(p, base, sizeof(*p));
-	p->routes[1].kind = LZ_NETROUTE_ALLOW; /* helper with the wrong kind */
+	p->routes[2].kind = LZ_NETROUTE_ALLOW; /* helper with the wrong kind */
 	assert_invalid(p);
 
 	memcpy(p, base, sizeof(*p));
-	p->routes[0].kind = LZ_NETROUTE_ALLOW; /* default deny turned allow */
+	p->routes[1].kind = LZ_NETROUTE_ALLOW; /* default deny turned allow */
 	assert_invalid(p);
 
 	memcpy(p, base, sizeof(*p));
@@ -358,7 +422,7 @@ static void test_lz_netpolicy_encode__invalid_policy_refused(void **state)
 	assert_invalid(p);
 
 	memcpy(p, base, sizeof(*p));
-	p->n_routes = 7; /* a default deny missing */
+	p->n_routes = 14; /* a special default deny (240.0.0.0/4) missing */
 	assert_invalid(p);
 
 	memcpy(p, base, sizeof(*p));
@@ -371,29 +435,31 @@ static void test_lz_netpolicy_encode__invalid_policy_refused(void **state)
 	p->routes[7] = t;
 	assert_invalid(p);
 
-	/* A non-fixed prefix with a fixed kind, a /0 route, host bits. */
+	/* A non-fixed prefix with a fixed kind, a /0 route, host bits
+	 * (198.51.100.0/24 sorts after 198.18.0.0/15, route 12). */
 	memcpy(p, base, sizeof(*p));
-	p->routes[8] = (struct lz_netroute){ P(198, 51, 100, 0, 24), LZ_NETROUTE_HELPER };
-	p->n_routes = 9;
+	memmove(&p->routes[14], &p->routes[13], 2 * sizeof(p->routes[0]));
+	p->routes[13] = (struct lz_netroute){ P(198, 51, 100, 0, 24), LZ_NETROUTE_HELPER };
+	p->n_routes = 16;
 	assert_invalid(p);
-	p->routes[8].kind = LZ_NETROUTE_DENY;
+	p->routes[13].kind = LZ_NETROUTE_DENY;
 	assert_int_equal(lz_netpolicy_validate(p, NULL), 0);
-	p->routes[8].prefix.addr |= 1;
+	p->routes[13].prefix.addr |= 1;
 	assert_invalid(p);
 
 	memcpy(p, base, sizeof(*p));
-	memmove(&p->routes[1], &p->routes[0], 8 * sizeof(p->routes[0]));
+	memmove(&p->routes[1], &p->routes[0], 15 * sizeof(p->routes[0]));
 	p->routes[0] = (struct lz_netroute){ P(0, 0, 0, 0, 0), LZ_NETROUTE_DENY };
-	p->n_routes = 9;
+	p->n_routes = 16;
 	assert_invalid(p);
 
-	/* Configured routes inside the topology. */
+	/* Configured routes inside the topology (after 10.0.0.0/8, route 1). */
 	memcpy(p, base, sizeof(*p));
-	memmove(&p->routes[2], &p->routes[1], 7 * sizeof(p->routes[0]));
-	p->routes[1] = (struct lz_netroute){ P(10, 137, 54, 0, 23), LZ_NETROUTE_DENY };
-	p->n_routes = 9;
+	memmove(&p->routes[3], &p->routes[2], 13 * sizeof(p->routes[0]));
+	p->routes[2] = (struct lz_netroute){ P(10, 137, 54, 0, 23), LZ_NETROUTE_DENY };
+	p->n_routes = 16;
 	assert_invalid(p);
-	p->routes[1].kind = LZ_NETROUTE_ALLOW;
+	p->routes[2].kind = LZ_NETROUTE_ALLOW;
 	assert_invalid(p);
 
 	free(p);
@@ -404,15 +470,15 @@ static void test_lz_netpolicy_encode__every_short_capacity_refused(void **state)
 {
 	(void)state;
 	struct lz_netpolicy *p = derive_ok(NULL, 0, NULL, 0);
-	uint8_t buf[64];
-	for (size_t cap = 0; cap < 52; cap++) {
+	uint8_t buf[128];
+	for (size_t cap = 0; cap < 94; cap++) {
 		size_t len = 777;
 		assert_int_equal(lz_netpolicy_encode(p, buf, cap, &len), -EMSGSIZE);
 		assert_int_equal(len, 777);
 	}
 	size_t len = 0;
-	assert_int_equal(lz_netpolicy_encode(p, buf, 52, &len), 0);
-	assert_int_equal(len, 52);
+	assert_int_equal(lz_netpolicy_encode(p, buf, 94, &len), 0);
+	assert_int_equal(len, 94);
 	free(p);
 }
 
@@ -1078,6 +1144,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_netpolicy_derive__default_matches_vector),
 		cmocka_unit_test(test_lz_netpolicy_derive__allow_and_deny_match_vector),
+		cmocka_unit_test(test_lz_netpolicy_derive__special_ranges_and_host_addresses),
 		cmocka_unit_test(test_lz_netpolicy_derive__canonical_regardless_of_input_order),
 		cmocka_unit_test(test_lz_netpolicy_derive__equal_prefix_resolves_to_deny),
 		cmocka_unit_test(test_lz_netpolicy_derive__broader_deny_keeps_helpers),
