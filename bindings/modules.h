@@ -17,6 +17,7 @@ int luaopen_lazaret_supervisor(lua_State *L);
 int luaopen_lazaret_session(lua_State *L);
 int luaopen_lazaret_scratch(lua_State *L);
 int luaopen_lazaret_script(lua_State *L);
+int luaopen_lazaret_text(lua_State *L);
 
 #define LZ_BINDING_MODULES                                  \
 	{ "lazaret.core.errno", luaopen_lazaret_errno },       \
@@ -30,6 +31,7 @@ int luaopen_lazaret_script(lua_State *L);
 	{ "lazaret.core.supervisor", luaopen_lazaret_supervisor }, \
 	{ "lazaret.core.session", luaopen_lazaret_session },   \
 	{ "lazaret.core.scratch", luaopen_lazaret_scratch },   \
-	{ "lazaret.core.script", luaopen_lazaret_script },
+	{ "lazaret.core.script", luaopen_lazaret_script },     \
+	{ "lazaret.core.text", luaopen_lazaret_text },
 
 #endif

@@ -451,6 +451,7 @@ static int decode_profile(struct decoder *d, const struct lz_toml_entry *pe,
 	bool have_persistent = false;
 	p->pos = pe->key_pos;
 	p->isolate_ignored = true; /* FR-9: isolation unless explicitly disabled */
+	p->hide_editor_config = true; /* spec 3.5: editor configuration hidden */
 	if (!lz_config_profile_name_valid(pe->key))
 		return fail(d, pe->key_pos, "profile name '%s' must match [a-z0-9][a-z0-9_-]{0,63}",
 			    pe->key);
@@ -474,6 +475,10 @@ static int decode_profile(struct decoder *d, const struct lz_toml_entry *pe,
 			if ((r = expect(d, e, LZ_TOML_BOOL, "")) < 0)
 				return r;
 			p->isolate_ignored = e->value->boolean;
+		} else if (strcmp(e->key, "hide_editor_config") == 0) {
+			if ((r = expect(d, e, LZ_TOML_BOOL, "")) < 0)
+				return r;
+			p->hide_editor_config = e->value->boolean;
 		} else if (strcmp(e->key, "env") == 0) {
 			r = decode_env(d, e, p);
 		} else if (strcmp(e->key, "volumes") == 0) {
@@ -484,7 +489,7 @@ static int decode_profile(struct decoder *d, const struct lz_toml_entry *pe,
 			r = decode_escalation(d, e, p);
 		} else {
 			return unknown_key(d, e, "a profile",
-					   "image, persistent_dirs, isolate_ignored, env, volumes, "
+					   "image, persistent_dirs, isolate_ignored, hide_editor_config, env, volumes, "
 					   "network, escalation");
 		}
 		if (r < 0)

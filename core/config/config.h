@@ -66,6 +66,9 @@ struct lz_config_profile {
 	char **persistent_dirs;
 	size_t n_persistent_dirs;
 	bool isolate_ignored;
+	/* Editor configuration in the workspace (.vscode, .idea, ...): tracked
+	 * files read-only, the rest sandbox-local (router only). */
+	bool hide_editor_config;
 	struct lz_config_env *env;
 	size_t n_env;
 	struct lz_config_volume *volumes;

@@ -363,6 +363,7 @@ static int fingerprint(lz_config *cfg, struct lz_err *err)
 	canon_str(&c, cfg->workspace.canonical);
 	canon_str(&c, p->image);
 	canon_u32(&c, p->isolate_ignored);
+	canon_u32(&c, p->hide_editor_config);
 	canon_u32(&c, (uint32_t)p->n_persistent_dirs);
 	for (size_t i = 0; i < p->n_persistent_dirs; i++)
 		canon_str(&c, p->persistent_dirs[i]);

@@ -19,6 +19,9 @@
 
 /* ---- child side: async-signal-safe only ------------------------------- */
 
+/* In a fn target's process: where its failure message goes (lz_broker_report_fd). */
+static int fn_report_fd = -1;
+
 static volatile int relay_pidfd = -1;
 
 static void relay_signal(int sig)
@@ -106,6 +109,7 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 		lz_spawn_exec_prepared(prep, report);
 
 	struct lz_err err = { 0, "" };
+	fn_report_fd = report;
 	int r = spec->fn(spec->arg, &err);
 	if (r < 0) {
 		if (err.msg[0] == '\0')
@@ -114,6 +118,11 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 		_exit(1);
 	}
 	_exit(0);
+}
+
+int lz_broker_report_fd(void)
+{
+	return fn_report_fd;
 }
 
 /* ---- parent side ------------------------------------------------------- */

@@ -65,6 +65,11 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 int lz_broker_wait(struct lz_broker_child *child, int timeout_ms, int *ret_status,
 		   struct lz_err *err);
 
+/* In a fn target: the descriptor its failure message goes back through,
+ * for a target that closes every other descriptor it inherited; -1
+ * elsewhere. */
+int lz_broker_report_fd(void);
+
 /* Signals the exact child through its pidfd. */
 int lz_broker_signal(const struct lz_broker_child *child, int sig);
 

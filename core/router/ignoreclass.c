@@ -175,6 +175,22 @@ void ic_snap_free(lz_ignoreclass *s)
 	free(s);
 }
 
+/* ---- editor configuration ----------------------------------------------------- */
+
+/* What host editors read, and may run commands from, on opening a folder
+ * (docs/threat-model.md, "Editor configuration"). */
+static const char *const editor_names[] = {
+	".vscode", ".idea", ".fleet", ".zed", ".helix", ".devcontainer", ".exrc", ".nvimrc", ".nvim.lua",
+};
+
+bool ic_editor_name(const uint8_t *n, size_t len)
+{
+	for (size_t k = 0; k < sizeof(editor_names) / sizeof(editor_names[0]); k++)
+		if (len == strlen(editor_names[k]) && memcmp(n, editor_names[k], len) == 0)
+			return true;
+	return false;
+}
+
 /* ---- query ------------------------------------------------------------------ */
 
 int ic_path_check(const char *path, size_t len)
@@ -216,7 +232,8 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 
 	uint16_t starts[COMP_MAX];
 	uint32_t node = 0, real = 0, comp = 0;
-	bool excluded = false;
+	bool excluded = false, editor = false;
+	uint16_t last_flags = 0; /* the named path's own node's */
 	enum lz_route r;
 	for (size_t i = 0;; comp++) {
 		const uint8_t *sl = memchr(p + i, '/', len - i);
@@ -233,9 +250,12 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 			r = known && !ic_guard_isolates(s, p, len, e) ? LZ_ROUTE_HOST : LZ_ROUTE_ISOLATED;
 			break;
 		}
+		editor |= s->hide_editor && ic_editor_name(p + i, e - i);
 		uint32_t child = node == NONE ? NONE : ic_lookup(s, node, p + i, e - i);
 		if (child != NONE) {
 			uint16_t f = s->nodes[child].flags;
+			if (last)
+				last_flags = f;
 			if ((f & N_TRACKED) && last) {
 				r = (f & N_INCONS) ? LZ_ROUTE_INCONSISTENT : LZ_ROUTE_HOST;
 				break;
@@ -278,6 +298,10 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 		}
 		i = e + 1;
 	}
+	/* Editor configuration Git does not track stays in the sandbox. */
+	if (editor && r == LZ_ROUTE_HOST && !(last_flags & N_TRACKED) &&
+	    !(is_dir && (last_flags & N_BELOW)))
+		r = LZ_ROUTE_ISOLATED;
 	*ret = r;
 	return 0;
 }

@@ -17,6 +17,11 @@
  * and core.ignoreCase inside them; an outer rule that ignores the nested
  * directory isolates all of it.
  *
+ * With hide_editor_config, editor configuration (.vscode, .idea, ...) that
+ * Git does not track is ISOLATED too: what a host editor would run on
+ * opening the workspace is never the sandbox's, and the developer's own
+ * untracked settings are not shown.
+ *
  * Repositories the sandbox makes stay in the sandbox (no implicit host
  * authority: host Git must never open a repository whose configuration the
  * sandbox wrote). A ".git" component is HOST only directly below a
@@ -78,6 +83,10 @@ struct lz_ignoreclass_inputs {
 	 * XDG default included), or NULL for none. It is read by path and
 	 * applies to nested repositories too. A missing file is no file. */
 	const char *global_excludes;
+	/* Editor configuration (EDITOR_NAMES in ignoreclass.c: .vscode,
+	 * .idea, ...) at any depth: untracked paths ISOLATED, tracked ones
+	 * HOST and guarded CONTROL (host editors run what these name). */
+	bool hide_editor_config;
 };
 
 /* Builds a snapshot from the worktree's index, .gitignore files,

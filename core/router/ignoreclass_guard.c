@@ -102,6 +102,26 @@ static enum lz_guard below_gitdir(const lz_ignoreclass *s, const uint8_t *p, siz
 	return near_known(s, p, len, area) ? LZ_GUARD_NONE : LZ_GUARD_CONTROL;
 }
 
+/* Tracked editor configuration (the rest is isolated, ignoreclass.c):
+ * CONTROL for a tracked file, HOLDS for a directory holding one. */
+static enum lz_guard editor_guard(const lz_ignoreclass *s, const uint8_t *p, size_t len, bool is_dir)
+{
+	if (!s->hide_editor || len == 0)
+		return LZ_GUARD_NONE;
+	bool editor = false;
+	uint32_t node = 0;
+	for (size_t i = 0; i < len && node != NONE;) {
+		size_t e = comp_end(p, len, i);
+		editor |= ic_editor_name(p + i, e - i);
+		node = ic_lookup(s, node, p + i, e - i);
+		i = e + 1;
+	}
+	if (!editor || node == NONE)
+		return LZ_GUARD_NONE;
+	uint16_t f = s->nodes[node].flags;
+	return (f & N_TRACKED) ? LZ_GUARD_CONTROL : (is_dir && (f & N_BELOW)) ? LZ_GUARD_HOLDS : LZ_GUARD_NONE;
+}
+
 int lz_ignoreclass_guard(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
 			 enum lz_guard *ret)
 {
@@ -111,7 +131,7 @@ int lz_ignoreclass_guard(const lz_ignoreclass *s, const char *path, size_t len, 
 	if (rc < 0)
 		return rc;
 	const uint8_t *p = (const uint8_t *)path;
-	enum lz_guard out = LZ_GUARD_NONE;
+	enum lz_guard out = editor_guard(s, p, len, is_dir);
 	for (uint32_t i = 0; i < s->n_guards && out != LZ_GUARD_CONTROL; i++) {
 		const struct guard *g = &s->guards[i];
 		const uint8_t *gp = s->text + g->off;

@@ -77,6 +77,7 @@ struct edge {
 struct lz_ignoreclass {
 	unsigned long refs;
 	bool is_repo;
+	bool hide_editor;
 	struct node *nodes;
 	uint32_t n_nodes, cap_nodes;
 	struct edge *edges;
@@ -116,6 +117,8 @@ uint32_t ic_lookup(const lz_ignoreclass *s, uint32_t parent, const uint8_t *n, s
 bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
 		    uint32_t comp, size_t end, bool is_dir);
 void ic_snap_free(lz_ignoreclass *s);
+/* Whether a component names editor configuration (ignoreclass.c). */
+bool ic_editor_name(const uint8_t *n, size_t len);
 /* lz_ignoreclass_route's path rules: 0 or -EINVAL / -ENAMETOOLONG. */
 int ic_path_check(const char *path, size_t len);
 

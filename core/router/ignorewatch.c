@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/escape.h"
 #include "util/sys.h"
 
 #define QUIET_MS 50        /* a burst of changes (git checkout) is one rebuild */
@@ -329,9 +330,12 @@ static void rebuild(struct lz_ignorewatch *iw)
 			return;
 		}
 		if (attempt == MAX_RETRIES - 1) {
+			/* the message names workspace paths the sandbox chose */
+			char why[LZ_ESCAPE_MAX(sizeof(err.msg)) + 1];
+			lz_escape(err.msg, strlen(err.msg), why, sizeof(why));
 			fprintf(stderr, "lazaret-router: the ignore rules changed but cannot be read (%s); "
 					"the previous classification stays\n",
-				err.msg);
+				why);
 			return;
 		}
 		struct pollfd pf = { .fd = iw->stop_fd, .events = POLLIN };

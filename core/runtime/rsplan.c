@@ -156,6 +156,7 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	struct lz_path ignored = LZ_PATH_INIT;
 	int r;
 	plan->isolate_ignored = lz_config_selected(in->cfg)->isolate_ignored;
+	plan->hide_editor_config = lz_config_selected(in->cfg)->hide_editor_config;
 	if (!plan->isolate_ignored)
 		return 0;
 	if (in->global_excludes && (r = label(plan->global_excludes, sizeof(plan->global_excludes),

@@ -79,6 +79,7 @@ struct lz_rs_plan {
 	 * and its backings: the canonical workspace and the Domain Root's
 	 * Ignored Workspace State (ignored/). */
 	bool isolate_ignored;
+	bool hide_editor_config; /* the profile's; the router's classification */
 	int router_target_fd;
 	int host_ws_fd;
 	int ignored_fd;

@@ -26,6 +26,7 @@ struct router_arg {
 	int isolated_fd;
 	int ready_fd; /* one byte once serving starts; closed unwritten on failure */
 	const char *global_excludes;
+	bool hide_editor_config;
 };
 
 /* The router process: it keeps the FUSE device, its two backings and
@@ -35,12 +36,14 @@ struct router_arg {
 static int router_main(void *argp, struct lz_err *err)
 {
 	const struct router_arg *a = argp;
-	int keep[] = { a->fuse_fd, a->host_fd, a->isolated_fd, a->ready_fd };
+	/* and the broker's report pipe: a failure says why */
+	int keep[] = { a->fuse_fd, a->host_fd, a->isolated_fd, a->ready_fd, lz_broker_report_fd() };
 	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
 	struct lz_ignoreclass_inputs in = {
 		.workspace_fd = a->host_fd,
 		.isolated_fd = a->isolated_fd,
 		.global_excludes = a->global_excludes[0] ? a->global_excludes : NULL,
+		.hide_editor_config = a->hide_editor_config,
 	};
 	lz_ignoreclass *snap = NULL;
 	int r = lz_ignoreclass_build(&in, &snap, err);
@@ -112,7 +115,8 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct 
 	ready_wr = ready[1];
 	if ((ret = lz_mountns_fuse_new(fuse, &mnt, err)) < 0)
 		return ret;
-	struct router_arg arg = { fuse, host, isolated, ready_wr, p->global_excludes };
+	struct router_arg arg = { fuse, host, isolated, ready_wr, p->global_excludes,
+				  p->hide_editor_config };
 	struct lz_broker_spec spec = { .label = "workspace router", .comm = "lazaret-router",
 				       .join_pidfd = -1, .fn = router_main, .arg = &arg };
 	if ((ret = lz_broker_spawn(&spec, &r->child, err)) < 0)

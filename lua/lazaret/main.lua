@@ -4,12 +4,14 @@ local M = {}
 
 local cli = require("lazaret.cli")
 local io_write, io_stderr = io.write, io.stderr
+local escape = require("lazaret.core.text").escape
 
 M.EXIT = { ok = 0, problem = 1, usage = 64, unavailable = 69, software = 70, config = 78 }
 local EXIT = M.EXIT
 
 local function err(msg)
-  io_stderr:write("lazaret: error: ", msg, "\n")
+  -- messages carry names from images, sandboxes and the network
+  io_stderr:write("lazaret: error: ", escape(msg), "\n")
 end
 
 -- The platform floor holds before anything is created (spec 3.3).

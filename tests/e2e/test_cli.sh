@@ -610,9 +610,35 @@ test_report_errors_and_usage() {
 	assert_contains "$ERR" "exclude each other"
 }
 
+# no_raw_controls TEXT: no ESC, BEL, 8-bit CSI, C1 or invalid UTF-8 byte.
+no_raw_controls() {
+	if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f\x9b\xff]' <<<"$1"; then
+		fail "raw control bytes reached the terminal: $(od -c <<<"$1" | head -5)"
+	fi
+}
+
+# Strings from outside reach the terminal escaped, in every message that
+# names them (no implicit host authority): a profile name, a report's
+# path and the message its error raises.
+test_messages_escape_terminal_controls() {
+	valid_config "$CFG"
+	local evil=$'x\e]52;c;cHduZWQ=\a\e[2J\xff'
+	capture lz config check --config "$CFG" --profile "$evil" --workspace "$WS"
+	assert_refused 78 'x\e]52;c;cHduZWQ=\x07\e[2J\xff'
+	no_raw_controls "$ERR"
+	printf 'error("boom \\27]52;c;eA==\\7 \\155")\n' >"$T/r.lua"
+	assert_status 65 lz diag --report "$T/r.lua"
+	assert_contains "$ERR" 'boom \e]52;c;eA==\x07 \x9b'
+	no_raw_controls "$ERR"
+	assert_status 66 lz diag --report "$T/$evil.lua"
+	assert_contains "$ERR" "$T/"'x\e]52;c;cHduZWQ=\x07\e[2J\xff.lua'
+	no_raw_controls "$ERR"
+}
+
 # --- run ---------------------------------------------------------------------
 
 t_run "--version prints the version" test_version
+t_run "messages escape control characters and invalid UTF-8" test_messages_escape_terminal_controls
 t_run "--help prints usage" test_help --help
 t_run "config --help prints usage" test_help config --help
 t_run "config check --help prints usage" test_help config check --help

@@ -178,6 +178,38 @@ test_included_and_named_files_are_refused() {
 	assert_nothing_ran
 }
 
+# Editor configuration (hide_editor_config, default on): tracked files are
+# read inside but not written; untracked ones are hidden, and what the
+# sandbox writes there stays in the sandbox. Off, the workspace is plain.
+test_editor_configuration_is_hidden() {
+	make_repo
+	mkdir "$WS/.vscode"
+	echo '{"tracked": 1}' >"$WS/.vscode/settings.json"
+	git -C "$WS" add .vscode/settings.json
+	hgit -C "$WS" commit -q -m editor
+	echo '{"secret": "host-only"}' >"$WS/.vscode/launch.json"
+	capture launch sh -c 'cd /workspace && cat .vscode/settings.json && ls -a .vscode &&
+		echo "{\"tasks\": [{\"runOn\": \"folderOpen\"}]}" > .vscode/tasks.json && mkdir -p .idea &&
+		echo x > .idea/workspace.xml && git status --porcelain && echo done'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_contains "$OUT" '"tracked": 1'
+	assert_not_contains "$OUT" launch.json "the host's untracked editor file is hidden"
+	assert_not_contains "$OUT" " D " "git inside sees no deletion"
+	assert_contains "$OUT" done
+	[ ! -e "$WS/.vscode/tasks.json" ] && [ ! -e "$WS/.idea" ] || fail "editor configuration reached the host"
+	capture launch sh -c 'echo "{}" > /workspace/.vscode/settings.json'
+	[ "$STATUS" != 0 ] || fail "writing a tracked editor file succeeded"
+	assert_eq '{"tracked": 1}' "$(cat "$WS/.vscode/settings.json")"
+	capture launch cat /workspace/.vscode/tasks.json
+	assert_contains "$OUT" folderOpen "the sandbox's own editor file persists inside"
+	EXTRA='hide_editor_config = false
+' write_profile
+	capture launch sh -c 'cat /workspace/.vscode/launch.json && echo mine > /workspace/.vscode/extensions.json'
+	assert_eq 0 "$STATUS" "with hide_editor_config = false (stderr: $ERR)"
+	assert_contains "$OUT" host-only
+	assert_eq mine "$(cat "$WS/.vscode/extensions.json")"
+}
+
 # status, add, commit, branch, merge, rebase, stash and a scratch
 # repository keep working inside; the host sees the history.
 test_normal_git_work_inside_keeps_working() {
@@ -206,5 +238,6 @@ t_run ".git/commondir redirection is refused" test_commondir_redirection_is_refu
 t_run "a submodule's config is refused; submodule update works" test_submodule_config_is_refused_and_update_works
 t_run "a linked worktree's commondir is refused" test_worktree_commondir_is_refused
 t_run "included files and core.hooksPath are refused" test_included_and_named_files_are_refused
+t_run "editor configuration is hidden unless switched off" test_editor_configuration_is_hidden
 t_run "normal Git work inside keeps working" test_normal_git_work_inside_keeps_working
 t_done

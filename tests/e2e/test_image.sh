@@ -182,6 +182,7 @@ setup_truncated_layer() {
 	truncate -s 100 "$BLOB"
 }
 setup_dotdot() { bad_layer dotdot; }
+setup_escapes() { bad_layer escapes; }
 setup_absolute() { bad_layer absolute; }
 setup_symlink_escape() { bad_layer symlink-escape; }
 setup_symlink_relative() { bad_layer symlink-relative; }
@@ -196,6 +197,16 @@ test_refuses_symlink_then_write() { refuse_image setup_symlink_escape "link"; }
 test_refuses_relative_symlink_then_write() { refuse_image setup_symlink_relative "up"; }
 test_refuses_hardlink_outside() { refuse_image setup_hardlink_outside "hl"; }
 test_refuses_hardlink_absolute() { refuse_image setup_hardlink_absolute "hl"; }
+
+# The refusal names the hostile entry, escaped: no raw ESC, BEL, 8-bit CSI
+# or invalid UTF-8 reaches the terminal (no implicit host authority).
+test_refusal_escapes_a_hostile_entry_name() {
+	refuse_image setup_escapes ".."
+	assert_contains "$ERR" '\e]52;c;cHduZWQ=\x07\e[2J\x9b31m\xffname' "the name, escaped"
+	if LC_ALL=C grep -q $'[\x1b\x07\x9b\xff]' <<<"$ERR"; then
+		fail "raw control bytes in the refusal: $(od -c <<<"$ERR" | head -5)"
+	fi
+}
 
 test_refuses_unknown_catalog_version() {
 	make_image "$T/img"
@@ -267,6 +278,7 @@ t_run "refuses a layer digest mismatch" test_refuses_layer_digest_mismatch
 t_run "refuses a truncated layer" test_refuses_truncated_layer
 t_run "refuses a ../ entry" test_refuses_dotdot_entry
 t_run "refuses an absolute-path entry" test_refuses_absolute_entry
+t_run "a refusal escapes the hostile entry's name" test_refusal_escapes_a_hostile_entry_name
 t_run "refuses a symlink-then-write escape" test_refuses_symlink_then_write
 t_run "refuses a relative symlink-then-write escape" test_refuses_relative_symlink_then_write
 t_run "refuses a hard link pointing outside" test_refuses_hardlink_outside

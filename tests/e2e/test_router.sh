@@ -57,6 +57,24 @@ test_host_objects_get_no_setid_bits_or_foreign_owners() {
 	assert_contains "$OUT" 4755
 }
 
+# A workspace name the sandbox could have made reaches the terminal and
+# hc.log escaped (no implicit host authority).
+test_messages_naming_workspace_paths_are_escaped() {
+	make_repo
+	local evil=$'d\e]52;c;cHduZWQ=\a\e[2J\xff'
+	mkdir "$WS/$evil"
+	head -c $((4 * 1024 * 1024 + 1)) /dev/zero | tr '\0' x >"$WS/$evil/.gitignore"
+	capture launch true
+	[ "$STATUS" != 0 ] || fail "a launch with an oversized ignore file succeeded"
+	local logs
+	logs=$(cat "$T"/run/lazaret/domains/*/hc.log 2>/dev/null)
+	assert_contains "$ERR
+$logs" 'd\e]52;c;cHduZWQ=\x07\e[2J\xff/.gitignore' "the path, escaped"
+	if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f\xff]' <<<"$ERR$logs"; then
+		fail "raw control bytes in the messages: $(LC_ALL=C grep -a $'[\x1b\x07\xff]' <<<"$ERR$logs" | od -c | head -5)"
+	fi
+}
+
 test_ignored_paths_are_isolated_and_persist() {
 	make_repo
 	capture launch sh -c 'mkdir -p /workspace/node_modules/pkg && echo dep > /workspace/node_modules/pkg/index.js && echo out > /workspace/build.log && echo kept > /workspace/keep.log'
@@ -344,6 +362,7 @@ done" "$(cat "$WS/from-sandbox.txt")"
 
 t_run "host-backed objects get no setuid or setgid bit and no foreign owner" test_host_objects_get_no_setid_bits_or_foreign_owners
 t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
+t_run "messages naming workspace paths are escaped" test_messages_naming_workspace_paths_are_escaped
 t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
 t_run "git works through the router" test_git_works_through_the_router

@@ -208,6 +208,8 @@ static void repo(const struct fx *f, const char *rel)
 
 /* ---- snapshots ------------------------------------------------------------------- */
 
+static bool snap_hide_editor; /* hide_editor_config of the next snap_at */
+
 static lz_ignoreclass *snap_at(const struct fx *f, const char *ws_rel, const char *global,
 			       int iso_fd)
 {
@@ -218,7 +220,8 @@ static lz_ignoreclass *snap_at(const struct fx *f, const char *ws_rel, const cha
 	if (global)
 		FMT(g, "%s/%s", f->dir, global);
 	struct lz_ignoreclass_inputs in = { .workspace_fd = wsfd, .isolated_fd = iso_fd,
-					    .global_excludes = global ? g : NULL };
+					    .global_excludes = global ? g : NULL,
+					    .hide_editor_config = snap_hide_editor };
 	struct lz_err err = { 0 };
 	lz_ignoreclass *s = NULL;
 	int r = lz_ignoreclass_build(&in, &s, &err);
@@ -1180,6 +1183,48 @@ static void test_route__repositories_made_inside_stay_inside(void **state)
 	parity(f, "plain/r", NULL, NULL);
 }
 
+/* Editor configuration: tracked files stay on the host, read-only; the
+ * rest is the sandbox's own; off, everything is as Git says. */
+static void test_route__editor_configuration(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	put(f, "ws/.vscode/settings.json", "{}");
+	put(f, "ws/.gitignore", "*.log\n");
+	GIT(f, "ws", "add", ".");
+	GIT(f, "ws", "commit", "-q", "-m", "init");
+	put(f, "ws/.vscode/launch.json", "secret");
+	put(f, "ws/.idea/workspace.xml", "");
+	snap_hide_editor = true;
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	snap_hide_editor = false;
+	ASSERT_ROUTE(s, ".vscode", true, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".vscode/settings.json", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".vscode/launch.json", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".vscode/tasks.json", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".vscode/sub", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".vscode", false, LZ_ROUTE_ISOLATED); /* not the tracked directory */
+	ASSERT_ROUTE(s, ".idea", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".idea/workspace.xml", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "pkg/.devcontainer/devcontainer.json", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".nvim.lua", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "src/main.c", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "x.log", false, LZ_ROUTE_ISOLATED);
+	ASSERT_GUARD(s, ".vscode/settings.json", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".vscode", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".vscode/launch.json", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "src/main.c", false, LZ_GUARD_NONE);
+	lz_ignoreclass_unref(s);
+
+	s = snap_at(f, "ws", NULL, -1);
+	ASSERT_ROUTE(s, ".vscode/launch.json", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".idea", true, LZ_ROUTE_HOST);
+	ASSERT_GUARD(s, ".vscode/settings.json", false, LZ_GUARD_NONE);
+	lz_ignoreclass_unref(s);
+	parity(f, "ws", NULL, NULL);
+}
+
 /* ---- randomized parity ---------------------------------------------------------- */
 
 static uint64_t rng;
@@ -1414,6 +1459,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__editor_configuration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__repositories_made_inside_stay_inside,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parity__randomized, setup, teardown),

@@ -4,11 +4,13 @@ local M = {}
 
 local report = require("lazaret.image.report")
 local io_write, io_stderr = io.write, io.stderr
+local escape = require("lazaret.core.text").escape
 
 local EXIT = { ok = 0, failed = 1, config = 78 }
 
 local function err(msg)
-  io_stderr:write("lazaret: error: ", msg, "\n")
+  -- a refusal names the hostile layer entry
+  io_stderr:write("lazaret: error: ", escape(msg), "\n")
 end
 
 local function load_config(cmd)

@@ -102,7 +102,8 @@ local function message(e)
 end
 
 local function fail(path, msg)
-  io.stderr:write("lazaret: error: report ", path, ": ", msg, "\n")
+  local escape = require("lazaret.core.text").escape
+  io.stderr:write("lazaret: error: report ", escape(path), ": ", escape(msg), "\n")
 end
 
 local RUN_OPTIONS = { probe = "table", version = "string" }

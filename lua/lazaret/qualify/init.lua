@@ -220,7 +220,8 @@ function M.main(cmd)
   for _, path in ipairs(cmd.suites or {}) do
     local s, msg = M.load_user_suite(path)
     if not s then
-      io.stderr:write("lazaret: error: suite ", path, ": ", msg, "\n")
+      local escape = require("lazaret.core.text").escape
+      io.stderr:write("lazaret: error: suite ", escape(path), ": ", escape(msg), "\n")
       return 66 -- EX_NOINPUT, as for a refused report file
     end
     user[#user + 1] = s

@@ -14,9 +14,12 @@ local io_stderr, string_format, os_date, error, pcall, type, ipairs =
   io.stderr, string.format, os.date, error, pcall, type, ipairs
 
 local errno = require("lazaret.core.errno")
+local escape = require("lazaret.core.text").escape
 
+-- One line per message: what a sandbox names cannot forge another line or
+-- reach the reader's terminal.
 local function log(msg)
-  io_stderr:write(os_date("!%Y-%m-%dT%H:%M:%SZ"), " ", msg, "\n")
+  io_stderr:write(os_date("!%Y-%m-%dT%H:%M:%SZ"), " ", escape(msg), "\n")
 end
 
 -- A step's binding result, or the failure raised as {step, msg, errno}.

@@ -1,0 +1,87 @@
+/* Escaping foreign text (escape.h). */
+#include "util/escape.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes) and its
+ * scalar value, or 0 (Unicode's Table 3-7: no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+static size_t utf8_seq(const uint8_t *s, size_t n, uint32_t *cp)
+{
+	uint8_t b = s[0];
+	size_t len;
+	uint32_t v, min;
+	if (b >= 0xc2 && b <= 0xdf)
+		len = 2, v = b & 0x1f, min = 0x80;
+	else if (b >= 0xe0 && b <= 0xef)
+		len = 3, v = b & 0x0f, min = 0x800;
+	else if (b >= 0xf0 && b <= 0xf4)
+		len = 4, v = b & 0x07, min = 0x10000;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return len;
+}
+
+static bool format_control(uint32_t c)
+{
+	return (c >= 0x80 && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
+	       c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+size_t lz_escape(const char *in, size_t n, char *out, size_t cap)
+{
+	const uint8_t *s = (const uint8_t *)in;
+	size_t w = 0;
+	if (cap == 0)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		char piece[16];
+		size_t plen, step = 1;
+		uint32_t cp;
+		uint8_t b = s[i];
+		if (b == '\\')
+			plen = (size_t)snprintf(piece, sizeof(piece), "\\\\");
+		else if (b == '\t' || b == '\n' || b == '\r' || b == 0x1b)
+			plen = (size_t)snprintf(piece, sizeof(piece), "\\%c",
+						b == '\t' ? 't' : b == '\n' ? 'n' : b == '\r' ? 'r' : 'e');
+		else if (b >= 0x20 && b < 0x7f)
+			piece[0] = (char)b, plen = 1;
+		else if (b >= 0x80 && (step = utf8_seq(s + i, n - i, &cp)) != 0) {
+			if (format_control(cp))
+				plen = (size_t)snprintf(piece, sizeof(piece), "\\u{%04X}", (unsigned)cp);
+			else
+				memcpy(piece, s + i, step), plen = step;
+		} else {
+			step = 1;
+			plen = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", b);
+		}
+		if (w + plen + 1 > cap) {
+			/* cut at a whole piece, and say so */
+			while (w > 0 && w + 4 > cap)
+				w--;
+			while (w > 0 && ((uint8_t)out[w] & 0xc0) == 0x80)
+				w--; /* not inside a UTF-8 sequence */
+			if (w + 4 <= cap)
+				memcpy(out + w, "...", 3), w += 3;
+			break;
+		}
+		memcpy(out + w, piece, plen);
+		w += plen;
+		i += step;
+	}
+	out[w] = '\0';
+	return w;
+}

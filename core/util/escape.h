@@ -1,0 +1,30 @@
+/* Escaping foreign text for terminals and logs (no implicit host
+ * authority: a name from an image, a sandbox or the network must not drive
+ * the developer's terminal or forge log lines).
+ *
+ * Output is printable ASCII and well-formed UTF-8 only. Kept as they are:
+ * printable ASCII but the backslash, and UTF-8 sequences of printable
+ * characters. Escaped: '\\' as "\\\\", tab, newline and carriage return as
+ * "\\t", "\\n", "\\r", ESC as "\\e", every other C0 control and DEL as
+ * "\\xNN", a byte that does not start a well-formed, shortest-form UTF-8
+ * sequence of a scalar value as "\\xNN", and the C1 controls (U+0080 to
+ * U+009F), the line and paragraph separators and the bidirectional
+ * controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069:
+ * text that reads differently from what it is) as "\\u{XXXX}". So an
+ * escape sequence (CSI, OSC, DCS; 7- or 8-bit) never reaches the reader
+ * whole, and one output line is one input string. */
+#ifndef LZ_UTIL_ESCAPE_H
+#define LZ_UTIL_ESCAPE_H
+
+#include <stddef.h>
+
+/* Longest output for n input bytes (every byte as "\\xNN"), without the
+ * terminating NUL. */
+#define LZ_ESCAPE_MAX(n) ((n) * 4)
+
+/* Escapes in[0..n) into out (cap bytes, NUL-terminated when cap > 0). An
+ * output that does not fit is cut at a whole escape or character and ends
+ * in "..." when cap allows. Returns the length written. */
+size_t lz_escape(const char *in, size_t n, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,88 @@
+/* lz_escape: foreign text made safe for terminals and logs (no implicit
+ * host authority; escape.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "util/escape.h"
+
+static void expect(const char *in, size_t n, const char *want)
+{
+	char out[256];
+	size_t w = lz_escape(in, n, out, sizeof(out));
+	if (strcmp(out, want) != 0)
+		fail_msg("escape: got '%s', want '%s'", out, want);
+	assert_int_equal(w, strlen(want));
+}
+#define EXPECT(lit, want) expect((lit), sizeof(lit) - 1, (want))
+
+/* Nothing but printable ASCII and well-formed UTF-8 comes out. */
+static void assert_safe(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		assert_true((*p >= 0x20 && *p < 0x7f) || *p >= 0x80);
+}
+
+static void test_escape__controls_and_sequences(void **state)
+{
+	(void)state;
+	EXPECT("plain name.txt", "plain name.txt");
+	EXPECT("a\\b", "a\\\\b");
+	EXPECT("tab\there\nline\rcr", "tab\\there\\nline\\rcr");
+	EXPECT("\x1b[2J\x1b]52;c;SGVsbG8=\x07", "\\e[2J\\e]52;c;SGVsbG8=\\x07");
+	EXPECT("bell\a del\x7f nul\0end", "bell\\x07 del\\x7f nul\\x00end");
+	EXPECT("\x9b" "31m 8-bit CSI", "\\x9b31m 8-bit CSI");
+	EXPECT("\xc2\x9b" "31m C1 as UTF-8", "\\u{009B}31m C1 as UTF-8");
+	EXPECT("\xc2\x9d" "0;title\xc2\x9c", "\\u{009D}0;title\\u{009C}");
+}
+
+static void test_escape__utf8(void **state)
+{
+	(void)state;
+	EXPECT("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80");
+	EXPECT("\xff\xfe", "\\xff\\xfe");
+	EXPECT("\xc0\x80", "\\xc0\\x80");           /* overlong NUL */
+	EXPECT("\xe0\x80\xaf", "\\xe0\\x80\\xaf");  /* overlong '/' */
+	EXPECT("\xed\xa0\x80", "\\xed\\xa0\\x80");  /* surrogate */
+	EXPECT("\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"); /* above U+10FFFF */
+	EXPECT("cut \xe2\x82", "cut \\xe2\\x82");
+	EXPECT("\xe2\x80\xae" "txt.exe", "\\u{202E}txt.exe"); /* right-to-left override */
+	EXPECT("a\xe2\x80\xa8" "b", "a\\u{2028}b");
+}
+
+static void test_escape__truncation_keeps_whole_pieces(void **state)
+{
+	(void)state;
+	char out[12];
+	size_t w = lz_escape("\x1b\x1b\x1b\x1b\x1b\x1b", 6, out, sizeof(out));
+	assert_true(w < sizeof(out));
+	assert_string_equal(out, "\\e\\e\\e\\e...");
+	w = lz_escape("\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 12, out, sizeof(out));
+	assert_string_equal(out, "\xe6\x97\xa5\xe6\x97\xa5...");
+	assert_int_equal(lz_escape("abc", 3, out, 0), 0);
+	assert_int_equal(lz_escape("abc", 3, out, 1), 0);
+	assert_string_equal(out, "");
+	/* every byte value alone, and a worst case fits LZ_ESCAPE_MAX */
+	char big[LZ_ESCAPE_MAX(256) + 1];
+	char all[256];
+	for (int b = 0; b < 256; b++)
+		all[b] = (char)b;
+	w = lz_escape(all, sizeof(all), big, sizeof(big));
+	assert_true(w <= LZ_ESCAPE_MAX(256));
+	assert_null(strstr(big, "..."));
+	assert_safe(big);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_escape__controls_and_sequences),
+		cmocka_unit_test(test_escape__utf8),
+		cmocka_unit_test(test_escape__truncation_keeps_whole_pieces),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
