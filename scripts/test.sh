@@ -121,6 +121,8 @@ home=
 runtime_dir=
 fuzz_targets=()
 net_owned=0 # 1 while this run owns the test network (see test_network_setup)
+small_fs=   # the small tmpfs of the disk-full tests, while mounted
+small_env=()
 net_env=()  # the test network's variables for the end-to-end tests
 
 # reap_user_processes SUITE: kills, one PID at a time, every process of the
@@ -149,6 +151,7 @@ reap_user_processes() {
 cleanup() {
 	reap_user_processes "" >/dev/null 2>&1
 	[ "$net_owned" -eq 0 ] || test_network_teardown >/dev/null 2>&1
+	[ -z "$small_fs" ] || { umount "$small_fs" && rmdir "$small_fs"; } >/dev/null 2>&1
 	local d
 	for d in "$work" "$e2e_stage" "$spec_stage"; do
 		[ -n "$d" ] && [ -d "$d" ] && rm -rf -- "$d"
@@ -678,7 +681,7 @@ e2e_suite() {
 			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" \
 			E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
 			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
-			"${net_env[@]}" \
+			"${net_env[@]}" "${small_env[@]}" \
 			bash "$e2e_stage/e2e/$f") </dev/null >"$log" 2>&1 || rc=$?
 		indent <"$log"
 		summary=$(grep -E '^# e2e: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
@@ -716,7 +719,20 @@ else
 	[ "$net_owned" -eq 0 ] || test_network_teardown 2>&1 | indent
 	net_owned=0 net_env=()
 fi
+# A 64 MiB file system the test user owns, for the disk-full test
+# (tests/e2e/test_launch.sh): a Storage Root that fills up.
+if [ -n "$uid" ] && small_fs=$(mktemp -d /tmp/lazaret-small.XXXXXX) &&
+	mount -t tmpfs -o "size=64m,mode=0700,uid=$uid,gid=$gid" lazaret-small "$small_fs"; then
+	small_env=("LZ_TEST_SMALL_FS=$small_fs")
+else
+	bad small-fs "could not mount the small tmpfs (the disk-full test will fail)"
+	[ -z "$small_fs" ] || rmdir "$small_fs" 2>/dev/null
+	small_fs=
+fi
 e2e_suite
+if [ -n "$small_fs" ]; then
+	umount "$small_fs" && rmdir "$small_fs" && small_fs= || bad small-fs "could not unmount $small_fs"
+fi
 
 # --- qualify on a host that is not ready (issue 10) -----------------------------------------
 # Needs root to arrange, so it is not an e2e file: a user without

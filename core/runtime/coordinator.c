@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -95,19 +96,44 @@ static int need_generation(const lz_hc *hc, struct lz_err *err)
 
 /* A generation left starting, published or stopping belongs to a lost
  * coordinator (we hold the Domain flock now): it is recorded failed, with
- * its evidence kept for recovery. */
-static void end_lost_generation(lz_hc *hc)
+ * its evidence kept for recovery. Not recording it refuses the launch. */
+static int end_lost_generation(lz_hc *hc, struct lz_err *err)
 {
 	_cleanup_free_ struct lz_dstore_generation *v = NULL;
 	size_t n = 0;
-	struct lz_err e = { 0, "" };
-	if (lz_dstore_generation_list(hc->store, 1, &v, &n, &e) < 0 || n == 0)
-		return;
-	if (v[0].state != LZ_DSTORE_GEN_STOPPED && v[0].state != LZ_DSTORE_GEN_FAILED) {
-		fprintf(stderr, "generation %llu was left by a lost coordinator; recording it failed\n",
-			(unsigned long long)v[0].generation);
-		(void)lz_dstore_generation_set_state(hc->store, v[0].generation, LZ_DSTORE_GEN_FAILED, &e);
-	}
+	int r = lz_dstore_generation_list(hc->store, 1, &v, &n, err);
+	if (r < 0 || n == 0)
+		return r;
+	if (v[0].state == LZ_DSTORE_GEN_STOPPED || v[0].state == LZ_DSTORE_GEN_FAILED)
+		return 0;
+	fprintf(stderr, "generation %llu was left by a lost coordinator; recording it as failed\n",
+		(unsigned long long)v[0].generation);
+	r = lz_dstore_generation_set_state(hc->store, v[0].generation, LZ_DSTORE_GEN_FAILED, err);
+	return r < 0 ? lz_err_prefix(err, r, "recording lost generation %llu as failed: ",
+				     (unsigned long long)v[0].generation)
+		     : 0;
+}
+
+/* Below this much free space on the Storage Root's or the runtime
+ * directory's file system, a launch is refused before it writes anything:
+ * recording its state could fail half-way (and the sandbox's own writes
+ * would fail at once). */
+#define MIN_FREE_BYTES (8ull << 20)
+
+static int check_space(const struct lz_path *where, const char *what, const char *advice,
+		       struct lz_err *err)
+{
+	struct statvfs sv;
+	if (fstatvfs(where->fd, &sv) < 0)
+		return lz_err_set(err, errno, "%s %s: %s", what, where->canonical, strerror(errno));
+	unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
+	if (avail >= MIN_FREE_BYTES && (sv.f_files == 0 || sv.f_favail > 64))
+		return 0;
+	return lz_err_set(err, ENOSPC,
+			  "%s %s is full (%llu KiB and %llu inodes free; a launch needs %llu MiB): %s, then "
+			  "launch again",
+			  what, where->canonical, avail >> 10, (unsigned long long)sv.f_favail,
+			  MIN_FREE_BYTES >> 20, advice);
 }
 
 static void hc_closep(lz_hc **hc)
@@ -141,9 +167,17 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0)
 		return r;
 	lz_rundir_remove_stale(hc->runtime_domain);
-	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
+	if ((r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
+			     "free space on that file system (`lazaret image gc` removes images no Domain "
+			     "uses; what the sandbox keeps is in the Domain's directory there)",
+			     err)) < 0 ||
+	    (r = check_space(hc->runtime_domain, "the runtime directory",
+			     "free space on that file system (it holds each running sandbox's /tmp)",
+			     err)) < 0)
 		return r;
-	end_lost_generation(hc);
+	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0 ||
+	    (r = end_lost_generation(hc, err)) < 0)
+		return r;
 	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0)
 		return lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
 	*ret = TAKE_PTR(hc);

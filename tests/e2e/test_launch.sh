@@ -197,6 +197,42 @@ destination = \"/root/.cache\"
 	assert_eq kept "$OUT" "profile directory volume persists"
 }
 
+# A full Storage Root (issue 16): the next launch is refused at once, saying
+# what is full and what to do, the log grows by a few lines, nothing
+# recorded is lost, and once space is freed the Domain launches again.
+# scripts/test.sh mounts the small tmpfs (LZ_TEST_SMALL_FS).
+test_a_full_storage_root_refuses_clearly() {
+	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
+		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
+	local small lines start
+	small=$(mktemp -d "$LZ_TEST_SMALL_FS/t.XXXXXX")
+	DATA=$small/data
+	write_profile
+	capture lz image prepare "oci:$IMG/img:latest"
+	assert_eq 0 "$STATUS" "prepare on the small file system (stderr: $ERR)"
+	capture launch sh -c 'dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; echo filled'
+	assert_contains "$OUT" filled
+	assert_no_processes # its coordinator has torn down (failing to record it)
+	lines=$(cat "$T"/run/lazaret/domains/*/hc.log | wc -l)
+	start=$SECONDS
+	capture launch true
+	assert_eq 69 "$STATUS" "launch on a full Storage Root (stderr: $ERR)"
+	[ $((SECONDS - start)) -lt 60 ] || fail "the refusal took $((SECONDS - start)) s"
+	assert_contains "$ERR" "$small/data/domains/"
+	assert_contains "$ERR" "is full"
+	assert_contains "$ERR" "free space on that file system"
+	[ $(($(cat "$T"/run/lazaret/domains/*/hc.log | wc -l) - lines)) -lt 5 ] ||
+		fail "hc.log grew by $(($(cat "$T"/run/lazaret/domains/*/hc.log | wc -l) - lines)) lines"
+	assert_eq ok "$(sqlite3 "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
+	assert_eq ok "$(sqlite3 "$DATA"/catalog.sqlite 'pragma integrity_check')" "Storage Catalog"
+	rm -f "$DATA"/domains/*/anchor/root/upper/fill
+	capture launch sh -c 'test ! -e /root/fill && echo launched'
+	assert_eq 0 "$STATUS" "launch after freeing space (stderr: $ERR)"
+	assert_eq launched "$OUT"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "recording it as failed"
+	in_ns rm -rf "$small"
+}
+
 test_failed_start_releases_the_lease() {
 	git -C "$WS" init -q
 	mv "$WS/.git/config" "$WS/real-config"
@@ -223,6 +259,7 @@ t_run "a changed configuration refuses to join" test_changed_configuration_refus
 t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
+t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly
 t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 rm -rf "$IMG"
 t_done
