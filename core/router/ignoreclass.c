@@ -101,8 +101,8 @@ static int list_match(const lz_ignoreclass *s, uint32_t first, uint32_t n, const
 bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
 		    uint32_t comp, size_t end, bool is_dir)
 {
-	if (!s->is_repo && s->nodes[dir].repo == 0)
-		return false; /* outside every repository nothing is ignored */
+	if (s->share_ignored || (!s->is_repo && s->nodes[dir].repo == 0))
+		return false; /* isolation off, or outside every repository */
 	const struct repo *r = &s->repos[s->nodes[dir].repo];
 	const uint8_t *base = path + starts[comp];
 	size_t base_len = end - starts[comp];
@@ -193,9 +193,9 @@ bool ic_editor_name(const uint8_t *n, size_t len)
 
 /* ---- query ------------------------------------------------------------------ */
 
-int ic_path_check(const char *path, size_t len)
+int ic_query_check(const lz_ignoreclass *s, const void *ret, const char *path, size_t len)
 {
-	if (path == NULL && len != 0)
+	if (s == NULL || ret == NULL || (path == NULL && len != 0))
 		return -EINVAL;
 	if (len > LZ_PATH_MAX)
 		return -ENAMETOOLONG;
@@ -219,9 +219,7 @@ int ic_path_check(const char *path, size_t len)
 int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
 			 enum lz_route *ret)
 {
-	if (s == NULL || ret == NULL)
-		return -EINVAL;
-	int rc = ic_path_check(path, len);
+	int rc = ic_query_check(s, ret, path, len);
 	if (rc < 0)
 		return rc;
 	const uint8_t *p = (const uint8_t *)path;

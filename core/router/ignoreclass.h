@@ -87,6 +87,9 @@ struct lz_ignoreclass_inputs {
 	 * .idea, ...) at any depth: untracked paths ISOLATED, tracked ones
 	 * HOST and guarded CONTROL (host editors run what these name). */
 	bool hide_editor_config;
+	/* isolate_ignored = false (FR-9): no ignore rule isolates anything;
+	 * the rules for .git and editor configuration above still apply. */
+	bool share_ignored;
 };
 
 /* Builds a snapshot from the worktree's index, .gitignore files,

@@ -694,6 +694,7 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
 		return lz_err_set(err, ENOMEM, "ignoreclass: out of memory");
 	s->refs = 1;
 	s->hide_editor = in->hide_editor_config;
+	s->share_ignored = in->share_ignored;
 	/* The root node and the root repository's placeholder. */
 	int r = ic_grow((void **)&s->nodes, &s->cap_nodes, sizeof(*s->nodes), 1, NODES_MAX);
 	if (r < 0 || (r = ic_grow((void **)&s->repos, &s->cap_repos, sizeof(*s->repos), 1, REPOS_MAX)) < 0)

@@ -125,9 +125,7 @@ static enum lz_guard editor_guard(const lz_ignoreclass *s, const uint8_t *p, siz
 int lz_ignoreclass_guard(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
 			 enum lz_guard *ret)
 {
-	if (s == NULL || ret == NULL)
-		return -EINVAL;
-	int rc = ic_path_check(path, len);
+	int rc = ic_query_check(s, ret, path, len);
 	if (rc < 0)
 		return rc;
 	const uint8_t *p = (const uint8_t *)path;

@@ -78,6 +78,7 @@ struct lz_ignoreclass {
 	unsigned long refs;
 	bool is_repo;
 	bool hide_editor;
+	bool share_ignored;
 	struct node *nodes;
 	uint32_t n_nodes, cap_nodes;
 	struct edge *edges;
@@ -119,8 +120,9 @@ bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, 
 void ic_snap_free(lz_ignoreclass *s);
 /* Whether a component names editor configuration (ignoreclass.c). */
 bool ic_editor_name(const uint8_t *n, size_t len);
-/* lz_ignoreclass_route's path rules: 0 or -EINVAL / -ENAMETOOLONG. */
-int ic_path_check(const char *path, size_t len);
+/* The arguments of a query (snapshot and result present, the path by
+ * lz_ignoreclass_route's rules): 0 or -EINVAL / -ENAMETOOLONG. */
+int ic_query_check(const lz_ignoreclass *s, const void *ret, const char *path, size_t len);
 
 /* ignoreclass_guard.c */
 /* Whether path (a known ".git" ends at gitdir_end) lies in G/modules or

@@ -13,6 +13,7 @@
 #include "session/guestcmd.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
+#include "util/testfault.h"
 
 #define LABEL_MAX 4200
 
@@ -61,11 +62,12 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 		if ((r = add_labelled(m, p->volumes[i].destination, "bind", p->volumes[i].read_only, "%s%s",
 				      lz_config_volume_source(cfg, i)->canonical, "", err)) < 0)
 			return r;
-	/* Spec 3.5: through the router's mount unless the profile turns
-	 * isolation off (FR-9); .git is then the router's too, so Git's index
-	 * replacement passes the router's checks. */
-	const char *ws_source = p->isolate_ignored ? gen : ws->canonical;
-	const char *ws_child = p->isolate_ignored ? "/workspace" : "";
+	/* Spec 3.5: through the router's mount, isolation on or off (FR-9
+	 * turns off only the ignore rules); .git is the router's too, so
+	 * Git's index replacement passes the router's checks. */
+	bool bind = lz_test_fault("bind-workspace"); /* bench/workspace's baseline */
+	const char *ws_source = bind ? ws->canonical : gen;
+	const char *ws_child = bind ? "" : "/workspace";
 	if ((r = add_labelled(m, "/workspace", "bind", false, "%s%s", ws_source, ws_child, err)) < 0)
 		return r;
 	/* SR-4: Git Sentry, after /workspace so it lies on top. */

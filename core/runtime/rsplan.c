@@ -157,9 +157,10 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	int r;
 	plan->isolate_ignored = lz_config_selected(in->cfg)->isolate_ignored;
 	plan->hide_editor_config = lz_config_selected(in->cfg)->hide_editor_config;
-	if (!plan->isolate_ignored)
-		return 0;
-	if (in->global_excludes && (r = label(plan->global_excludes, sizeof(plan->global_excludes),
+	/* With isolation off (FR-9) the router still serves the workspace:
+	 * nothing is ignored, but its policy (Git control files, setuid bits,
+	 * repositories and editor files made inside) holds all the same. */
+	if (plan->isolate_ignored && in->global_excludes && (r = label(plan->global_excludes, sizeof(plan->global_excludes),
 					      in->global_excludes, "", err)) < 0)
 		return r;
 	if ((plan->router_target_fd = fcntl(in->gen->workspace, F_DUPFD_CLOEXEC, 3)) < 0 ||

@@ -74,10 +74,10 @@ struct lz_rs_plan {
 	char slirp_path[64];
 	int slirp_log_fd;
 	uint8_t canary_key[LZ_CANARY_KEY_LEN]; /* the HC keeps a copy */
-	/* Spec 3.5, SR-13: the workspace router, unless the profile sets
-	 * isolate_ignored = false (FR-9). Its mount point in the generation,
-	 * and its backings: the canonical workspace and the Domain Root's
-	 * Ignored Workspace State (ignored/). */
+	/* Spec 3.5, SR-13: the workspace router (its ignore rules off when
+	 * the profile sets isolate_ignored = false, FR-9). Its mount point in
+	 * the generation, and its backings: the canonical workspace and the
+	 * Domain Root's Ignored Workspace State (ignored/). */
 	bool isolate_ignored;
 	bool hide_editor_config; /* the profile's; the router's classification */
 	int router_target_fd;

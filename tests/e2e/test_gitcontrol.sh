@@ -34,6 +34,12 @@ host_git_everywhere() {
 	done
 }
 
+# refused_inside WHAT SCRIPT: SCRIPT (sh) fails inside the sandbox.
+refused_inside() {
+	capture launch sh -c "$2"
+	[ "$STATUS" != 0 ] || fail "$1 succeeded"
+}
+
 assert_nothing_ran() {
 	local m
 	m=$(ls "$T" | grep '^pwned' || true)
@@ -75,11 +81,9 @@ test_a_workspace_without_git_gets_no_host_repository() {
 
 test_no_bare_repository_is_made_on_the_host() {
 	make_repo
-	capture launch sh -c "cd /workspace && git init -q --bare evil.git"
-	[ "$STATUS" != 0 ] || fail "git init --bare in the host workspace succeeded"
-	capture launch sh -c "cd /workspace && mkdir -p b/objects b/refs && printf '$(evil_cfg bare)' > b/config &&
+	refused_inside "git init --bare in the host workspace" "cd /workspace && git init -q --bare evil.git"
+	refused_inside "completing a bare repository" "cd /workspace && mkdir -p b/objects b/refs && printf '$(evil_cfg bare)' > b/config &&
 		git config -f b/config core.worktree /workspace && echo 'ref: refs/heads/main' > b/HEAD"
-	[ "$STATUS" != 0 ] || fail "completing a bare repository succeeded"
 	[ ! -e "$WS/b/HEAD" ] || fail "the host has b/HEAD"
 	host_git_everywhere "$WS" "$WS/b" "$WS/b/objects" "$WS/evil.git"
 	assert_nothing_ran
@@ -91,14 +95,10 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 	hgit -C "$WS/inner" commit -q --allow-empty -m inner
 	local before
 	before=$(cat "$WS/inner/.git/config")
-	capture launch sh -c "cd /workspace/inner && printf '$(evil_cfg inner)' >> .git/config"
-	[ "$STATUS" != 0 ] || fail "appending to inner/.git/config succeeded"
-	capture launch sh -c "cd /workspace/inner && printf '$(evil_hook inner-hook)' > .git/hooks/pre-commit"
-	[ "$STATUS" != 0 ] || fail "writing an inner hook succeeded"
-	capture launch sh -c "cd /workspace && mv inner/.git inner/g && mkdir inner/.git"
-	[ "$STATUS" != 0 ] || fail "moving inner/.git aside succeeded"
-	capture launch sh -c "cd /workspace && mv inner moved"
-	[ "$STATUS" != 0 ] || fail "moving the nested repository succeeded"
+	refused_inside "appending to inner/.git/config" "cd /workspace/inner && printf '$(evil_cfg inner)' >> .git/config"
+	refused_inside "writing an inner hook" "cd /workspace/inner && printf '$(evil_hook inner-hook)' > .git/hooks/pre-commit"
+	refused_inside "moving inner/.git aside" "cd /workspace && mv inner/.git inner/g && mkdir inner/.git"
+	refused_inside "moving the nested repository" "cd /workspace && mv inner moved"
 	assert_eq "$before" "$(cat "$WS/inner/.git/config")" "inner/.git/config changed"
 	[ ! -e "$WS/inner/.git/hooks/pre-commit" ] || fail "the inner hook reached the host"
 	# and Git inside the nested repository works
@@ -112,9 +112,8 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 
 test_commondir_redirection_is_refused() {
 	make_repo
-	capture launch sh -c "cd /workspace && mkdir fake && printf '$(evil_cfg commondir)' > fake/config &&
+	refused_inside "writing .git/commondir" "cd /workspace && mkdir fake && printf '$(evil_cfg commondir)' > fake/config &&
 		echo ../fake > .git/commondir"
-	[ "$STATUS" != 0 ] || fail "writing .git/commondir succeeded"
 	[ ! -e "$WS/.git/commondir" ] || fail "the host has .git/commondir"
 	host_git_everywhere "$WS"
 	assert_nothing_ran
@@ -134,10 +133,8 @@ test_submodule_config_is_refused_and_update_works() {
 	# behind the recorded commit, which is already in its object store
 	# (the sandbox cannot reach $T/src)
 	git -C "$WS/mod" checkout -q HEAD~1
-	capture launch sh -c "cd /workspace && printf '$(evil_cfg module)' >> .git/modules/mod/config"
-	[ "$STATUS" != 0 ] || fail "appending to .git/modules/mod/config succeeded"
-	capture launch sh -c "cd /workspace && printf '$(evil_hook module-hook)' > .git/modules/mod/hooks/post-checkout"
-	[ "$STATUS" != 0 ] || fail "writing a submodule hook succeeded"
+	refused_inside "appending to .git/modules/mod/config" "cd /workspace && printf '$(evil_cfg module)' >> .git/modules/mod/config"
+	refused_inside "writing a submodule hook" "cd /workspace && printf '$(evil_hook module-hook)' > .git/modules/mod/hooks/post-checkout"
 	capture launch sh -c "cd /workspace && git submodule update -q && cat mod/s.txt"
 	assert_eq 0 "$STATUS" "submodule update inside (stderr: $ERR)"
 	assert_eq s2 "$OUT"
@@ -148,11 +145,9 @@ test_submodule_config_is_refused_and_update_works() {
 test_worktree_commondir_is_refused() {
 	make_repo
 	hgit -C "$WS" worktree add -q "$T/wt"
-	capture launch sh -c "cd /workspace && mkdir fake && printf '$(evil_cfg worktree)' > fake/config &&
+	refused_inside "rewriting a linked worktree's commondir" "cd /workspace && mkdir fake && printf '$(evil_cfg worktree)' > fake/config &&
 		echo /workspace/fake > .git/worktrees/wt/commondir"
-	[ "$STATUS" != 0 ] || fail "rewriting a linked worktree's commondir succeeded"
-	capture launch sh -c "cd /workspace && printf '$(evil_cfg worktree-cfg)' > .git/worktrees/wt/config.worktree"
-	[ "$STATUS" != 0 ] || fail "writing a linked worktree's config.worktree succeeded"
+	refused_inside "writing a linked worktree's config.worktree" "cd /workspace && printf '$(evil_cfg worktree-cfg)' > .git/worktrees/wt/config.worktree"
 	host_git_everywhere "$WS" "$T/wt"
 	assert_nothing_ran
 }
@@ -163,15 +158,11 @@ test_included_and_named_files_are_refused() {
 	mkdir "$WS/.husky"
 	git -C "$WS" config include.path ../shared.gitconfig
 	git -C "$WS" config core.hooksPath .husky
-	capture launch sh -c "cd /workspace && printf '$(evil_cfg include)' >> shared.gitconfig"
-	[ "$STATUS" != 0 ] || fail "appending to the included file succeeded"
-	capture launch sh -c "cd /workspace && printf '$(evil_cfg include2)' > other && mv other shared.gitconfig"
-	[ "$STATUS" != 0 ] || fail "replacing the included file succeeded"
-	capture launch sh -c "cd /workspace && printf '$(evil_hook husky)' > .husky/pre-commit && chmod +x .husky/pre-commit"
-	[ "$STATUS" != 0 ] || fail "writing a hook under core.hooksPath succeeded"
-	capture launch sh -c "cd /workspace && mkdir h2 && printf '$(evil_hook husky2)' > h2/pre-commit &&
+	refused_inside "appending to the included file" "cd /workspace && printf '$(evil_cfg include)' >> shared.gitconfig"
+	refused_inside "replacing the included file" "cd /workspace && printf '$(evil_cfg include2)' > other && mv other shared.gitconfig"
+	refused_inside "writing a hook under core.hooksPath" "cd /workspace && printf '$(evil_hook husky)' > .husky/pre-commit && chmod +x .husky/pre-commit"
+	refused_inside "replacing the core.hooksPath directory" "cd /workspace && mkdir h2 && printf '$(evil_hook husky2)' > h2/pre-commit &&
 		chmod +x h2/pre-commit && rmdir .husky && mv h2 .husky"
-	[ "$STATUS" != 0 ] || fail "replacing the core.hooksPath directory succeeded"
 	assert_eq '[user]' "$(cat "$WS/shared.gitconfig")"
 	[ ! -e "$WS/.husky/pre-commit" ] || fail "a hook reached core.hooksPath"
 	host_git_everywhere "$WS"
@@ -197,8 +188,7 @@ test_editor_configuration_is_hidden() {
 	assert_not_contains "$OUT" " D " "git inside sees no deletion"
 	assert_contains "$OUT" done
 	[ ! -e "$WS/.vscode/tasks.json" ] && [ ! -e "$WS/.idea" ] || fail "editor configuration reached the host"
-	capture launch sh -c 'echo "{}" > /workspace/.vscode/settings.json'
-	[ "$STATUS" != 0 ] || fail "writing a tracked editor file succeeded"
+	refused_inside "writing a tracked editor file" 'echo "{}" > /workspace/.vscode/settings.json'
 	assert_eq '{"tracked": 1}' "$(cat "$WS/.vscode/settings.json")"
 	capture launch cat /workspace/.vscode/tasks.json
 	assert_contains "$OUT" folderOpen "the sandbox's own editor file persists inside"

@@ -142,14 +142,23 @@ guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated
 	assert_eq host-a "$OUT" "after the rule is removed the host file is back"
 }
 
-test_isolation_off_binds_the_workspace() {
+# FR-9 turns off the ignore rules only: ignored files are shared with the
+# host, while the router's policy (setuid bits, Git control files,
+# repositories made inside) holds all the same.
+test_isolation_off_shares_ignored_files_and_keeps_the_policy() {
 	make_repo
 	EXTRA='isolate_ignored = false
 ' write_profile
-	capture launch sh -c 'cat /workspace/secret.log; echo g > /workspace/built.log'
+	capture launch sh -c 'cd /workspace && cat secret.log; echo g > built.log; echo s > tool &&
+		chmod 4755 tool; echo "[x]" >> .git/config || echo config-refused;
+		git init -q scratch && echo scratch-made'
 	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
-	assert_eq host-secret "$OUT" "FR-9: the host's ignored file is visible"
+	assert_contains "$OUT" host-secret "FR-9: the host's ignored file is visible"
 	assert_eq g "$(cat "$WS/built.log")" "FR-9: ignored writes go to the host"
+	assert_eq 755 "$(stat -c %a "$WS/tool")" "no setuid bit on the host"
+	assert_contains "$OUT" config-refused
+	assert_contains "$OUT" scratch-made
+	[ ! -e "$WS/scratch/.git" ] || fail "the repository made inside reached the host"
 }
 
 test_router_loss_ends_the_generation() {
@@ -367,7 +376,7 @@ t_run "ignored host content is hidden from the sandbox" test_host_ignored_conten
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
 t_run "git works through the router" test_git_works_through_the_router
 t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
-t_run "isolate_ignored = false binds the workspace" test_isolation_off_binds_the_workspace
+t_run "isolate_ignored = false shares ignored files and keeps the policy" test_isolation_off_shares_ignored_files_and_keeps_the_policy
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
 t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm_install_lands_in_isolated_state
 t_run "the view inside matches Git's classification, byte for byte" test_the_view_inside_matches_git

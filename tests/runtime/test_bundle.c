@@ -178,8 +178,10 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 	json_decref(doc);
 }
 
-/* FR-9: isolate_ignored = false binds the canonical workspace itself. */
-static void test_lz_bundle_write__isolation_off_binds_the_workspace(void **state)
+/* FR-9: isolate_ignored = false turns off the ignore rules only: the
+ * workspace is still the router's mount (its policy holds), never the
+ * canonical workspace bound directly. */
+static void test_lz_bundle_write__isolation_off_still_goes_through_the_router(void **state)
 {
 	struct cfg_fx *f = *state;
 	char p[PATH_MAX + 128];
@@ -187,8 +189,9 @@ static void test_lz_bundle_write__isolation_off_binds_the_workspace(void **state
 	assert_int_equal(system(p), 0);
 	load(f, CFG_FX_BASE "persistent_dirs = []\nisolate_ignored = false\n");
 	json_t *doc = write_and_parse(f);
-	assert_bind(doc, "/workspace", f->ws, false, NULL);
-	snprintf(p, sizeof(p), "%s/.git", f->ws);
+	snprintf(p, sizeof(p), "%s/workspace", f->gen.dir.canonical);
+	assert_bind(doc, "/workspace", p, false, NULL);
+	snprintf(p, sizeof(p), "%s/workspace/.git", f->gen.dir.canonical);
 	assert_bind(doc, "/workspace/.git", p, false, NULL);
 	json_decref(doc);
 }
@@ -288,7 +291,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_bundle_write__fields_and_mount_order),
 		T(test_lz_bundle_write__git_sentry_on_top_of_the_workspace),
-		T(test_lz_bundle_write__isolation_off_binds_the_workspace),
+		T(test_lz_bundle_write__isolation_off_still_goes_through_the_router),
 		T(test_lz_bundle_write__refusals),
 		T(test_lz_bundle_guest_env__fixed_then_references),
 	};
