@@ -146,6 +146,13 @@ static bool kind_is_deny(enum lz_netroutes_kind k)
 	return k == LZ_NETROUTES_DENY || k == LZ_NETROUTES_CANARY_DENY;
 }
 
+bool lz_netroutes_unrouted_deny(const struct lz_netroutes_entry *e)
+{
+	uint32_t a = e->prefix.addr;
+	return kind_is_deny(e->kind) && e->prefix.len > 0 && e->prefix.len < 32 &&
+	       (a >> 24 == 0 || a >> 28 == 0xe);
+}
+
 static bool kind_is_allow(enum lz_netroutes_kind k)
 {
 	return k == LZ_NETROUTES_ALLOW;
@@ -224,11 +231,10 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 					  canary ? "canary allow on " LZ_NETROUTES_CANARY_DEV : "");
 
 		/* Linux makes no prefix route for a loopback address in
-		 * 0.0.0.0/8 or 224.0.0.0/4, so the address form cannot deny
-		 * them: they stay in the policy (and its digest) and are not
-		 * installed (docs/threat-model.md, "Limits"). */
-		if (deny && deny_as == LZ_NETROUTES_DENY_AS_ADDRESS &&
-		    (sorted[i].prefix.addr >> 24 == 0 || sorted[i].prefix.addr >> 28 == 0xe)) {
+		 * 0.0.0.0/8 or 224.0.0.0/4: nothing to expect in the tables
+		 * (install adds the address all the same, and
+		 * lz_netroutes_check_unrouted_denies checks it). */
+		if (deny && deny_as == LZ_NETROUTES_DENY_AS_ADDRESS && lz_netroutes_unrouted_deny(&sorted[i])) {
 			i = j;
 			continue;
 		}

@@ -77,9 +77,10 @@
  * route and the broadcast are address-derived and left out
  * (netroutes_observe.h).
  * Linux makes no prefix route for a loopback address in 0.0.0.0/8 or
- * 224.0.0.0/4: such denies have no address form either, are left out of
- * the plan (so neither installed nor expected) and stay only in the
- * derived policy and its digest.
+ * 224.0.0.0/4 (only the address's own /32 local route): such denies are
+ * left out of the plan, install adds their addresses after it, and
+ * lz_netroutes_check_unrouted_denies proves the addresses are there
+ * (runsc imports them and routes the whole prefix to lo: measured).
  * A deny of 0.0.0.0/0 has no address form (it is netpolicy's default-allow
  * flag being false: leave the default route out) and is refused.
  *
@@ -164,6 +165,10 @@ int lz_kroute_compare(const struct lz_kroute *a, const struct lz_kroute *b);
 /* ip-route-like text, e.g. "unicast 10.0.0.0/8 dev lo scope link table main". */
 #define LZ_KROUTE_STR_MAX 192
 void lz_kroute_format(const struct lz_kroute *r, char *out);
+
+/* A DENY or CANARY_DENY in 0.0.0.0/8 or 224.0.0.0/4 shorter than /32: in
+ * the address form, Linux makes no route of it (netroutes.h). */
+bool lz_netroutes_unrouted_deny(const struct lz_netroutes_entry *e);
 
 /* The projection install produces for routes (dev, gateway in host byte
  * order), with the conflict rules above applied, sorted by lz_kroute_compare.

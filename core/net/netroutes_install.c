@@ -212,7 +212,52 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 				return refuse_route(err, r, &nl, "installing", p);
 		}
 	}
+	/* Denies in 0.0.0.0/8 and 224.0.0.0/4 are not in the plan (Linux
+	 * makes no prefix route of their loopback address, netroutes.h), but
+	 * their addresses are what gVisor imports: they are added all the
+	 * same, and lz_netroutes_check_unrouted_denies checks them. */
+	for (size_t i = 0; deny_as == LZ_NETROUTES_DENY_AS_ADDRESS && i < n; i++) {
+		struct lz_prefix p = routes[i].prefix;
+		if (!lz_netroutes_unrouted_deny(&routes[i]))
+			continue;
+		if (!(lo_flags & IFF_UP))
+			return lz_err_set(err, ENETDOWN, "installing routes: device 'lo' is down");
+		if ((r = add_lo_deny(&nl, lo_index, p, err)) < 0)
+			return r;
+	}
 	return 0;
+}
+
+int lz_netroutes_check_unrouted_denies(const struct lz_netroutes_entry *routes, size_t n,
+				       struct lz_err *err)
+{
+	static const char op[] = "checking the loopback denies without a prefix route";
+	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
+	struct lz_rtnl_addrs addrs = { 0 };
+	int lo_index = 0;
+	int r = lz_rtnl_open(&nl, op, err);
+	if (r >= 0)
+		r = lo_up_index(&nl, op, &lo_index, err);
+	if (r >= 0 && (r = lz_rtnl_dump_addrs(&nl, AF_INET, &addrs)) < 0)
+		r = lz_err_set(err, r, "%s: listing addresses: %s", op, strerror(-r));
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		if (!lz_netroutes_unrouted_deny(&routes[i]))
+			continue;
+		uint32_t want = htonl(deny_address(routes[i].prefix));
+		bool found = false;
+		for (size_t k = 0; k < addrs.n && !found; k++) {
+			const struct lz_rtnl_addr *a = &addrs.v[k];
+			found = a->family == AF_INET && a->ifindex == lo_index &&
+				a->plen == routes[i].prefix.len && memcmp(a->local, &want, 4) == 0;
+		}
+		if (!found) {
+			char text[LZ_PREFIX_STR_MAX];
+			lz_prefix_format(routes[i].prefix, text);
+			r = lz_err_set(err, EPROTO, "the loopback deny of %s is not on lo", text);
+		}
+	}
+	lz_rtnl_addrs_free(&addrs);
+	return r < 0 ? r : 0;
 }
 
 int lz_netroutes_delete(const struct lz_kroute *route, struct lz_err *err)

@@ -56,6 +56,12 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
  * (EEXIST when the address is already there). Not transactional. */
 int lz_netroutes_install_loopback_denies(const struct lz_netroutes_entry *entries, size_t n, struct lz_err *err);
 
+/* Whether every deny of a prefix in 0.0.0.0/8 or 224.0.0.0/4 shorter than
+ * /32 (the ones no route in Linux stands for, netroutes.h) has its
+ * loopback address on lo: 0, or EPROTO naming the first missing. */
+int lz_netroutes_check_unrouted_denies(const struct lz_netroutes_entry *routes, size_t n,
+				       struct lz_err *err);
+
 /* Deletes the one route with exactly this projection (table, destination,
  * TOS, metric, type, scope, device, gateway); any protocol. -ESRCH when there
  * is none, -EINVAL for a projection with extra bits, -ENOTUNIQ when another

@@ -248,23 +248,71 @@ static int add_command_words(struct cfgscan *c, const char *v)
 	return 0;
 }
 
+static bool has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+static bool has_suffix(const char *s, const char *x)
+{
+	size_t n = strlen(s), k = strlen(x);
+	return n >= k && strcmp(s + n - k, x) == 0;
+}
+
+/* Configuration keys (libgit2's normalized names) whose values Git runs
+ * or follows: 1 a program or command, 2 an include, 3 a tree Git runs or
+ * copies hooks from; 0 anything else. Matched here rather than with
+ * git_config_foreach_match, whose regex matching leaks in libgit2 1.5. */
+static int control_key(const char *k)
+{
+	static const char *const programs[] = {
+		"core.fsmonitor", "core.sshcommand", "core.editor", "core.pager", "core.askpass",
+		"core.gitproxy", "sequence.editor", "diff.external", "credential.helper", "gpg.program",
+	};
+	if (has_prefix(k, "include.") || has_prefix(k, "includeif."))
+		return has_suffix(k, ".path") ? 2 : 0;
+	if (strcmp(k, "core.hookspath") == 0 || strcmp(k, "init.templatedir") == 0)
+		return 3;
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
+		if (strcmp(k, programs[i]) == 0)
+			return 1;
+	if (has_prefix(k, "alias."))
+		return 1;
+	if (has_prefix(k, "diff.") && (has_suffix(k, ".textconv") || has_suffix(k, ".command")))
+		return 1;
+	if (has_prefix(k, "filter.") &&
+	    (has_suffix(k, ".clean") || has_suffix(k, ".smudge") || has_suffix(k, ".process")))
+		return 1;
+	if ((has_prefix(k, "merge.") && has_suffix(k, ".driver")) ||
+	    (has_prefix(k, "credential.") && has_suffix(k, ".helper")) ||
+	    (has_prefix(k, "gpg.") && has_suffix(k, ".program")))
+		return 1;
+	return 0;
+}
+
 static int cfg_entry(const git_config_entry *e, void *arg)
 {
 	struct cfgscan *c = arg;
-	const char *name = e->name, *v = e->value ? e->value : "";
-	size_t nl = strlen(name);
-	int r;
-	if (strncmp(name, "include", 7) == 0 && nl > 5 && strcmp(name + nl - 5, ".path") == 0) {
+	const char *v = e->value ? e->value : "";
+	int r = 0;
+	switch (control_key(e->name)) {
+	case 2: {
 		/* A relative include is relative to the including file: the
 		 * repository's config (common directory) at depth 0. */
 		const char *base = e->include_depth == 0 && e->level == GIT_CONFIG_LEVEL_LOCAL
 					   ? c->common_abs
 					   : NULL;
 		r = add_named(c, base, v, strlen(v), G_FILE);
-	} else if (strcmp(name, "core.hookspath") == 0 || strcmp(name, "init.templatedir") == 0) {
+		break;
+	}
+	case 3:
 		r = add_named(c, c->root_abs, v, strlen(v), G_TREE);
-	} else {
+		break;
+	case 1:
 		r = add_command_words(c, v);
+		break;
+	default:
+		break;
 	}
 	if (r < 0) {
 		c->rc = r;
@@ -272,13 +320,6 @@ static int cfg_entry(const git_config_entry *e, void *arg)
 	}
 	return 0;
 }
-
-/* Configuration keys whose values Git runs or follows. */
-#define CONTROL_KEYS                                                                          \
-	"^(include\\.path|includeif\\..*\\.path|core\\.(hookspath|fsmonitor|sshcommand|editor|" \
-	"pager|askpass|gitproxy)|init\\.templatedir|sequence\\.editor|diff\\.external|"         \
-	"diff\\..*\\.(textconv|command)|filter\\..*\\.(clean|smudge|process)|"                  \
-	"merge\\..*\\.driver|credential\\.(.*\\.)?helper|gpg\\.(.*\\.)?program|alias\\..*)$"
 
 static int add_abs_dir(lz_ignoreclass *s, const char *ws_real, const char *abs, uint8_t kind,
 		       size_t *ret_len, const char **ret_rel)
@@ -347,7 +388,7 @@ int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *w
 		root_abs[ra - 1] = '\0';
 	snprintf(common_abs, sizeof(common_abs), "%s", git_repository_commondir(g));
 	struct cfgscan c = { .s = s, .ws_real = ws_real, .root_abs = root_abs, .common_abs = common_abs };
-	r = git_config_foreach_match(cfg, CONTROL_KEYS, cfg_entry, &c);
+	r = git_config_foreach(cfg, cfg_entry, &c);
 	git_config_free(cfg);
 	if (c.rc < 0)
 		return c.rc;

@@ -378,7 +378,8 @@ static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_er
 					 err)) < 0 ||
 	    (r = lz_netroutes_observe(&obs, &n_obs, err)) < 0 ||
 	    (r = lz_netroutes_match_as(obs, n_obs, e, n, "tap0", LZ_NET_GATEWAY,
-				       LZ_NETROUTES_DENY_AS_ADDRESS, err)) < 0)
+				       LZ_NETROUTES_DENY_AS_ADDRESS, err)) < 0 ||
+	    (r = lz_netroutes_check_unrouted_denies(e, n, err)) < 0)
 		goto out;
 	bool clean = false;
 	if (lz_test_fault("ipv6-on"))

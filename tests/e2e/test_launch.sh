@@ -233,6 +233,28 @@ test_a_full_storage_root_refuses_clearly() {
 	in_ns rm -rf "$small"
 }
 
+# The same for the runtime directory (each running sandbox's /tmp lives
+# there).
+test_a_full_runtime_directory_refuses_clearly() {
+	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
+		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
+	local run
+	run=$(mktemp -d "$LZ_TEST_SMALL_FS/run.XXXXXX")
+	chmod 0700 "$run"
+	LZ_ENV=("${LZ_ENV[@]/#XDG_RUNTIME_DIR=*/XDG_RUNTIME_DIR=$run}")
+	dd if=/dev/zero of="$run/fill" bs=1M 2>/dev/null || true
+	capture launch true
+	assert_eq 69 "$STATUS" "launch with a full runtime directory (stderr: $ERR)"
+	assert_contains "$ERR" "the runtime directory $run/lazaret/domains/"
+	assert_contains "$ERR" "is full"
+	rm -f "$run/fill"
+	capture launch sh -c 'echo launched'
+	assert_eq 0 "$STATUS" "launch after freeing space (stderr: $ERR)"
+	assert_eq launched "$OUT"
+	assert_no_processes
+	rm -rf "$run"
+}
+
 test_failed_start_releases_the_lease() {
 	git -C "$WS" init -q
 	mv "$WS/.git/config" "$WS/real-config"
@@ -260,6 +282,7 @@ t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_s
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
 t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly
+t_run "a full runtime directory refuses the launch at once, saying what to do" test_a_full_runtime_directory_refuses_clearly
 t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 rm -rf "$IMG"
 t_done

@@ -308,11 +308,16 @@ test_special_ranges_are_denied_by_default() {
 		assert_contains "$OUT" "hello from $a" "$a from the host namespace"
 		probes+="section s-$a http $a $PORT; "
 	done
-	probe "$probes section doc http $DOC $PORT"
+	probe "$probes section doc http $DOC $PORT; section route busybox ip -4 route"
 	for a in $SPECIAL; do
 		refused "s-$a" "hello from"
 	done
 	answers doc "$DOC"
+	# every default deny is in the sandbox's own routing, into lo
+	local p
+	for p in 0.0.0.0/8 100.64.0.0/10 169.254.0.0/16 192.0.0.0/24 198.18.0.0/15 224.0.0.0/4 240.0.0.0/4; do
+		assert_contains "$(section route)" "$p dev lo " "the sandbox's route of $p"
+	done
 }
 
 test_an_explicit_allow_opens_a_special_range() {
@@ -326,9 +331,8 @@ test_an_explicit_allow_opens_a_special_range() {
 	refused ietf "hello from"
 }
 
-# 0.0.0.0/8 and 224.0.0.0/4: in the policy, but runsc imports no loopback
-# address of theirs (docs/threat-model.md); what counts is that nothing
-# on the host answers through them.
+# 0.0.0.0/8, 224.0.0.0/4 and 240.0.0.0/4: no test host can live there;
+# nothing on the host answers through them.
 test_unroutable_ranges_reach_no_host_service() {
 	need_net
 	capture host_fetch 127.0.0.1 "$LOOPBACK_PORT"

@@ -975,6 +975,26 @@ static int lo_addresses(char *out, size_t size)
 	return 0;
 }
 
+/* "ip addr del ADDR dev lo" through libnl-route: 0 or a libnl error. */
+static int del_lo_address(const char *addr)
+{
+	struct nl_sock *sk = nl_open_route();
+	struct rtnl_addr *a = rtnl_addr_alloc();
+	struct nl_addr *local = NULL;
+	int r = sk ? nl_addr_parse(addr, AF_INET, &local) : -NLE_BAD_SOCK;
+	if (r >= 0) {
+		rtnl_addr_set_ifindex(a, ifindex_of(sk, "lo"));
+		r = rtnl_addr_set_local(a, local);
+	}
+	if (r >= 0)
+		r = rtnl_addr_delete(sk, a, 0);
+	nl_addr_put(local);
+	rtnl_addr_put(a);
+	if (sk)
+		nl_socket_free(sk);
+	return r;
+}
+
 static int body_lo_address_denies(void)
 {
 	char addrs[512];
@@ -986,10 +1006,10 @@ static int body_lo_address_denies(void)
 	/* network + 1 for /8, the address itself for /32; scope host, no
 	 * IFA_F_NOPREFIXROUTE. */
 	CHECK(strstr(addrs, "10.0.0.1/8 scope 254 ") && strstr(addrs, "198.51.100.7 scope 254 ") &&
-		      !strstr(addrs, ";0.0.0.1/") && strncmp(addrs, "0.0.0.1/", 8) != 0 &&
-		      !strstr(addrs, "224.0.0.1/") &&
+		      strstr(addrs, ";0.0.0.1/8 scope 254 ") && strstr(addrs, "224.0.0.1/4 scope 254 ") &&
 		      !strstr(addrs, "flags 0x2"),
 	      "lo addresses: %s", addrs);
+	CHECK_OK(lz_netroutes_check_unrouted_denies(lo_policy, N_LO_POLICY, E));
 	/* Denied: to lo (local in Linux); the allow wins by longest prefix; no
 	 * default route, so the rest is unreachable. */
 	if (expect_lookup_type(IP(10, 1, 2, 3), RTN_LOCAL, "lo", 0) < 0 ||
@@ -1025,7 +1045,7 @@ static int body_lo_second_install(void)
 	if (install_lo_policy() < 0)
 		return -1;
 	int r = lz_netroutes_install_loopback_denies(lo_policy, N_LO_POLICY, &e);
-	CHECK(r == -EEXIST && e.code == EEXIST && strstr(e.msg, "10.0.0.0/8") && strstr(e.msg, "File exists"),
+	CHECK(r == -EEXIST && e.code == EEXIST && strstr(e.msg, "0.0.0.0/8 (address 0.0.0.1/8") && strstr(e.msg, "File exists"),
 	      "second install = %d (%s)", r, e.msg);
 	r = lz_netroutes_install_as(lo_policy, N_LO_POLICY, "tap0", GW, LZ_NETROUTES_DENY_AS_ADDRESS, &e);
 	/* install_as adds on-link routes first: the gateway /32 is named. */
@@ -1071,23 +1091,8 @@ static int body_lo_address_removed(void)
 	struct lz_err e = { 0 };
 	if (install_lo_policy() < 0)
 		return -1;
-	/* "ip addr del 10.0.0.1/8 dev lo" through libnl-route. */
-	struct nl_sock *sk = nl_open_route();
-	struct rtnl_addr *a = rtnl_addr_alloc();
-	struct nl_addr *local = NULL;
-	int r = sk ? nl_addr_parse("10.0.0.1/8", AF_INET, &local) : -NLE_BAD_SOCK;
-	if (r >= 0) {
-		rtnl_addr_set_ifindex(a, ifindex_of(sk, "lo"));
-		r = rtnl_addr_set_local(a, local);
-	}
-	if (r >= 0)
-		r = rtnl_addr_delete(sk, a, 0);
-	nl_addr_put(local);
-	rtnl_addr_put(a);
-	if (sk)
-		nl_socket_free(sk);
-	CHECK(r >= 0, "address delete by hand: %s", nl_geterror(r));
-	r = observe_and_match_lo(lo_policy, N_LO_POLICY, &e);
+	CHECK(del_lo_address("10.0.0.1/8") >= 0, "address delete by hand");
+	int r = observe_and_match_lo(lo_policy, N_LO_POLICY, &e);
 	CHECK(r == -EPROTO && strstr(e.msg, "1 missing (first 'local 10.0.0.0/8 dev lo scope host table local')") &&
 		      strstr(e.msg, "0 unexpected"),
 	      "match = %d (%s)", r, e.msg);
@@ -1095,6 +1100,11 @@ static int body_lo_address_removed(void)
 	struct lz_kroute k;
 	r = lz_netroutes_lookup(IP(10, 1, 2, 3), &k, &e);
 	CHECK(r == -ENETUNREACH, "lookup 10.1.2.3 = %d (%s)", r, e.msg);
+	/* A deny no route stands for is checked by its address. */
+	CHECK_OK(lz_netroutes_check_unrouted_denies(lo_policy, N_LO_POLICY, E));
+	CHECK(del_lo_address("224.0.0.1/4") >= 0, "address delete by hand");
+	r = lz_netroutes_check_unrouted_denies(lo_policy, N_LO_POLICY, &e);
+	CHECK(r == -EPROTO && strstr(e.msg, "224.0.0.0/4 is not on lo"), "check = %d (%s)", r, e.msg);
 	return 0;
 }
 
