@@ -115,6 +115,7 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 {
 	const struct lz_path *rd = lz_config_runtime_domain(req->cfg);
 	int64_t deadline = lz_now_ms() + LZ_CLIENT_START_TIMEOUT_MS;
+	useconds_t pause = 50 * 1000; /* doubling to 1 s: a long wait asks rarely */
 	for (;;) {
 		int r = connect_hc(rd, ret);
 		if (r == 0)
@@ -128,8 +129,10 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 			return lz_err_set(err, ETIMEDOUT, "the Domain's Host Coordinator did not become "
 							  "ready; see %s/%s",
 					  rd->canonical, LZ_RUNDIR_LOG);
-		if (r == -EAGAIN)
-			usleep(100 * 1000);
+		if (r == -EAGAIN) {
+			usleep(pause);
+			pause = pause >= 500 * 1000 ? 1000 * 1000 : pause * 2;
+		}
 	}
 }
 

@@ -192,7 +192,8 @@ function M.main(cmd)
   local hc <close>, hmsg, herr = coordinator.open(cfg)
   if not hc then
     if herr == errno.EBUSY then -- another coordinator holds the Domain
-      log("not coordinating: " .. hmsg)
+      -- Not logged: a waiting CLI asks again and again (bounded by its
+      -- timeout), and each ask would add a line.
       coordinator.notify("busy\n")
       return 0
     end
