@@ -211,6 +211,12 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd);
  * (no implicit host authority). All return 0 or -EPERM (or another
  * -errno when the path cannot be computed); callers hold snap_lock for
  * reading. */
+/* The mode the sandbox's mode becomes in backing b (no setuid or setgid
+ * bit on the host). */
+mode_t rt_policy_mode(enum rt_backing b, mode_t mode);
+/* chown of host-backed i (ifd: its O_PATH descriptor) to anyone but the
+ * developer (0) or its current owner and group: -EPERM. */
+int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid);
 /* May a host-backed entry at path (of directory dfd, named name) be made?
  * A symlink there is refused wherever the guard protects or holds.
  * *locked: gitdir_lock was taken (the caller releases it with

@@ -201,39 +201,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* chmod, chown (passed through: IDs the router's user namespace does not
  * map fail with the backing's EINVAL), truncate, and nanosecond times. */
-/* Workspace policy for host-backed objects (spec 3.5; SR-13): the sandbox
- * leaves no setuid or setgid bit (stripped: a host user running the file
- * would get the developer's identity) and no owner but the developer
- * (the router's user namespace maps 0 to the developer; other IDs are
- * subordinate IDs, foreign on the host). The isolated backing is private
- * to the Domain (0700) and keeps what the sandbox sets. */
-static mode_t policy_mode(enum rt_backing b, mode_t mode)
-{
-	return b == RT_HOST ? mode & ~(mode_t)(S_ISUID | S_ISGID) : mode;
-}
-
-/* chown of a host-backed object to anyone but the developer, or to
- * other IDs than it has, is refused (EPERM). */
-static int policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid)
-{
-	if (i->backing != RT_HOST)
-		return 0;
-	struct stat st;
-	if (fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if ((uid != (uid_t)-1 && uid != 0 && uid != st.st_uid) ||
-	    (gid != (gid_t)-1 && gid != 0 && gid != st.st_gid))
-		return -EPERM;
-	return 0;
-}
-
 static int do_setattr(struct rt_inode *i, int ifd, const struct stat *attr, int valid,
 		      struct fuse_file_info *fi)
 {
 	char proc[32];
 	rt_procpath(proc, ifd);
 	if (valid & FUSE_SET_ATTR_MODE) {
-		mode_t mode = policy_mode(i->backing, attr->st_mode);
+		mode_t mode = rt_policy_mode(i->backing, attr->st_mode);
 		int rc = fd_of(fi) >= 0 ? fchmod(fd_of(fi), mode) : chmod(proc, mode);
 		if (rc < 0)
 			return -errno;
@@ -241,7 +215,7 @@ static int do_setattr(struct rt_inode *i, int ifd, const struct stat *attr, int 
 	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
-		int rc = policy_owner(i, ifd, uid, gid);
+		int rc = rt_policy_owner(i, ifd, uid, gid);
 		if (rc < 0)
 			return rc;
 		if (fchownat(ifd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
@@ -408,7 +382,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		struct make_args pa = *a;
-		pa.mode = policy_mode(b, a->mode);
+		pa.mode = rt_policy_mode(b, a->mode);
 		rc = make_one(dfd, name, &pa);
 	}
 	rt_policy_done(r, locked);
@@ -472,7 +446,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
 		 * followed into creating its target. */
 		int fl = open_flags(r, fi->flags) | O_CREAT | (fi->flags & O_EXCL) | O_NOFOLLOW;
-		fd = rt_openat(r, dfd, name, fl, policy_mode(b, mode));
+		fd = rt_openat(r, dfd, name, fl, rt_policy_mode(b, mode));
 		if (fd < 0)
 			rc = -errno;
 	}
@@ -612,7 +586,8 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	/* Nothing guarded leaves, and nothing arrives where the guard would
 	 * protect or hold (a directory brings its contents along). */
 	if (sb == RT_HOST &&
-	    ((rc = rt_child_path(r, d, name, spath, sizeof(spath), &slen)) < 0 ||
+	    ((!(flags & RENAME_EXCHANGE) && /* else child_backing made it */
+	      (rc = rt_child_path(r, d, name, spath, sizeof(spath), &slen)) < 0) ||
 	     (rc = rt_policy_remove(r, spath, slen, sdir)) < 0))
 		return rc;
 	if (sb == RT_HOST && (rc = rt_policy_remove(r, dpath, dlen, sdir)) < 0) {

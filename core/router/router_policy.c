@@ -25,6 +25,28 @@
 
 #include "util/cleanup.h"
 
+/* The isolated backing is private to the Domain (0700) and keeps what
+ * the sandbox sets; host-backed modes lose the setuid and setgid bits. */
+mode_t rt_policy_mode(enum rt_backing b, mode_t mode)
+{
+	return b == RT_HOST ? mode & ~(mode_t)(S_ISUID | S_ISGID) : mode;
+}
+
+/* The router's user namespace maps 0 to the developer; other IDs are
+ * subordinate IDs, foreign on the host. */
+int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid)
+{
+	if (i->backing != RT_HOST)
+		return 0;
+	struct stat st;
+	if (fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if ((uid != (uid_t)-1 && uid != 0 && uid != st.st_uid) ||
+	    (gid != (gid_t)-1 && gid != 0 && gid != st.st_gid))
+		return -EPERM;
+	return 0;
+}
+
 static int guard_of(struct lz_router *r, const char *path, size_t len, bool is_dir,
 		    enum lz_guard *ret)
 {

@@ -115,12 +115,12 @@ static int tcls_guard(void *ctx, const char *path, size_t len, bool is_dir, enum
 	static const char *const control[] = { ".git/config", ".git/hooks", "keep/ctl" };
 	static const char *const holds[] = { ".git", "keep" };
 	*ret = LZ_GUARD_NONE;
-	for (size_t k = 0; k < 3; k++) {
+	for (size_t k = 0; k < sizeof(control) / sizeof(control[0]); k++) {
 		size_t n = strlen(control[k]);
 		if (len >= n && memcmp(path, control[k], n) == 0 && (len == n || path[n] == '/'))
 			*ret = LZ_GUARD_CONTROL;
 	}
-	for (size_t k = 0; k < 2 && *ret == LZ_GUARD_NONE && is_dir; k++)
+	for (size_t k = 0; k < sizeof(holds) / sizeof(holds[0]) && *ret == LZ_GUARD_NONE && is_dir; k++)
 		if (len == strlen(holds[k]) && memcmp(path, holds[k], len) == 0)
 			*ret = LZ_GUARD_HOLDS;
 	return 0;
