@@ -54,15 +54,26 @@ int lz_canary_answer(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generation, 
 
 /* ---- rtnetlink ------------------------------------------------------------ */
 
+/* Both ends' interface indexes, each in a fresh namespace (lo and at most
+ * tap0 there). The kernel turns a veth end's carrier on at once only when
+ * its index differs from its peer's; with both ends at index 2 (the first
+ * after lo in each namespace) the link watcher holds the event back for up
+ * to a second, measured as a one-second launch (issue 15). The kernel
+ * takes the peer's index only when the first end's is given too. */
+#define CANARY_IFINDEX 8
+#define CANARY_PEER_IFINDEX 9
+
 static int newlink_veth(struct lz_rtnl *nl, int peer_netns_fd)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = CANARY_IFINDEX };
+	struct ifinfomsg peer_ifi = { .ifi_family = AF_UNSPEC, .ifi_index = CANARY_PEER_IFINDEX };
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
 	struct nlattr *info, *data, *peer;
 	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
 	    nla_put_string(msg, IFLA_IFNAME, LZ_CANARY_DEV) < 0 || !(info = nla_nest_start(msg, IFLA_LINKINFO)) ||
 	    nla_put_string(msg, IFLA_INFO_KIND, "veth") < 0 || !(data = nla_nest_start(msg, IFLA_INFO_DATA)) ||
-	    !(peer = nla_nest_start(msg, VETH_INFO_PEER)) || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
+	    !(peer = nla_nest_start(msg, VETH_INFO_PEER)) ||
+	    nlmsg_append(msg, &peer_ifi, sizeof(peer_ifi), NLMSG_ALIGNTO) < 0 ||
 	    nla_put_string(msg, IFLA_IFNAME, LZ_CANARY_PEER_DEV) < 0 ||
 	    nla_put_u32(msg, IFLA_NET_NS_FD, (uint32_t)peer_netns_fd) < 0) {
 		nlmsg_free(msg);
@@ -312,6 +323,16 @@ static int build(const uint8_t *key, uint64_t generation, struct lz_canary *c, i
 	    (r = add_addr(&nl, LZ_CANARY_DEV, LZ_NET_ENFORCEMENT, 32)) < 0 || (r = wait_running(LZ_CANARY_DEV)) < 0)
 		return lz_err_set(err, -r, "canary %s: %s%s%s", LZ_CANARY_DEV, strerror(-r), nl.kmsg[0] ? ": " : "",
 				  nl.kmsg);
+	/* The kernel turns each end's carrier on separately (the link
+	 * watcher may hold one back for up to a second): the answers leave
+	 * through the peer. */
+	if (setns(c->peer_netns_fd, CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "enter the canary peer namespace: %s", strerror(errno));
+	r = wait_running(LZ_CANARY_PEER_DEV);
+	if (setns(self, CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "return to the enforcement namespace: %s", strerror(errno));
+	if (r < 0)
+		return lz_err_set(err, -r, "canary %s: %s", LZ_CANARY_PEER_DEV, strerror(-r));
 	if ((r = read_shape(0, LZ_CANARY_DEV, &c->link)) < 0)
 		return lz_err_set(err, -r, "record the canary veth: %s", strerror(-r));
 	if (strcmp(c->link.kind, "veth") != 0 || c->link.peer_netnsid < 0)

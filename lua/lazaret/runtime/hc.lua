@@ -15,6 +15,8 @@ local io_stderr, string_format, os_date, error, pcall, type, ipairs =
 
 local errno = require("lazaret.core.errno")
 local escape = require("lazaret.core.text").escape
+local monotonic_ms = require("lazaret.core.platform").monotonic_ms
+local table_concat = table.concat
 
 -- One line per message: what a sandbox names cannot forge another line or
 -- reach the reader's terminal.
@@ -37,9 +39,27 @@ M.rs_roles = { "network", "connectivity_helper", "sandbox", "attached_runsc", "r
 M.intents = { "state_anchor", "runtime_supervisor", "attached_runsc", "sandbox",
               "connectivity_helper", "network" }
 
--- h = { hc = coordinator handle, store = dstore view, rs = rs view }
-function M.launch(h)
+-- What each launch phase cost, for hc.log (docs/performance.md): lap(name)
+-- ends a phase; summary() is the total in ms and the phases.
+function M.stopwatch()
+  local start = monotonic_ms()
+  local last, laps = start, {}
+  local function lap(name)
+    local t = monotonic_ms()
+    laps[#laps + 1] = name .. " " .. (t - last)
+    last = t
+  end
+  local function summary()
+    return monotonic_ms() - start, table_concat(laps, ", ")
+  end
+  return lap, summary
+end
+
+-- h = { hc = coordinator handle, store = dstore view, rs = rs view };
+-- lap (optional) is called at the end of each phase.
+function M.launch(h, lap)
   local hc, store, rs = h.hc, h.store, h.rs
+  lap = lap or function() end
   -- The HC is a participant of its own generation.
   must("host coordinator intent", store:intent("host_coordinator"))
   must("host coordinator enter", store:enter("host_coordinator"))
@@ -53,29 +73,35 @@ function M.launch(h)
   must("catalog lease", hc:lease_acquire())
   must("catalog lease record", store:record("lease"))
   must("prepared lower active", store:activate("prepared_lower"))
+  lap("lease")
 
   for _, role in ipairs(M.intents) do
     must(role .. " intent", store:intent(role))
   end
   -- The broker stages the RS in the store before it releases it.
   must("runtime supervisor", rs:spawn())
+  lap("supervisor")
 
   -- Spec 3.6 mount steps 5-6: the exact mount identities, then active.
   must("state anchor mounts", rs:expect("mounts"))
   must("state anchor record", store:record("mounts"))
   must("state anchor active", store:activate("state_anchor"))
+  lap("mounts and router")
 
   -- Spec 3.3 steps 5-7, twice: staged in the store, then acknowledged.
   must("slirp4netns staged", rs:expect("helper-staged"))
   must("slirp4netns stage", store:stage("connectivity_helper"))
   must("slirp4netns release", rs:ack("connectivity_helper"))
+  lap("network helper")
   must("runsc staged", rs:expect("staged"))
   must("runsc stage", store:stage("attached_runsc"))
   must("runsc release", rs:ack("attached_runsc"))
+  lap("canary and policy")
 
   -- Spec 3.7 MarkNetworkReady: the HC judges the RS's record.
   must("readiness report", rs:expect("ready"))
   must("network attestation", hc:attest_network())
+  lap("sandbox start")
 
   -- Spec 3.3 step 9: commit only after target readiness.
   must("runtime supervisor commit", store:commit("runtime_supervisor"))
@@ -93,6 +119,7 @@ function M.launch(h)
 
   -- Spec 3.4: sessions only for a published generation.
   must("publication", hc:publish())
+  lap("commit and publish")
 end
 
 -- Retires role from whatever phase it reached: release intent where the
@@ -209,7 +236,8 @@ function M.main(cmd)
   local h = M.views(hc)
   log("generation " .. hc:generation() .. " starting")
 
-  local launched, e = pcall(M.launch, h)
+  local lap, summary = M.stopwatch()
+  local launched, e = pcall(M.launch, h, lap)
   if not launched then
     if type(e) ~= "table" then e = { step = "launch", msg = e, errno = errno.EIO } end
     log(e.step .. " failed: " .. e.msg)
@@ -220,12 +248,15 @@ function M.main(cmd)
     return 1
   end
   coordinator.notify("ready\n")
-  log("generation " .. hc:generation() .. " published")
+  local total, laps = summary()
+  log(string_format("generation %d published in %d ms (%s)", hc:generation(), total, laps))
 
   local served, smsg = session.serve(hc)
   if not served then log("serve ended: " .. smsg) end
+  local stopping = monotonic_ms()
   local clean = M.teardown(h, served)
-  log("generation ended " .. ((served and clean) and "cleanly" or "with errors"))
+  log(string_format("generation ended %s (teardown %d ms)",
+                    (served and clean) and "cleanly" or "with errors", monotonic_ms() - stopping))
   return (served and clean) and 0 or 1
 end
 
