@@ -17,6 +17,11 @@
  *                             "failed" (publication is hc:publish)
  *   store:phase(role)         [-2, +1|3, e] -> "intent" | "acquiring" |
  *                             "active" | "release" | "clean" | false (no row)
+ *   store:batch(fn)           [-2, +1|3, e] runs fn() with its transitions
+ *                             in one transaction (lz_hc_batch_begin), then
+ *                             commits what succeeded; an error fn raises is
+ *                             raised again after the commit. The handle's
+ *                             actions refuse inside fn.
  * Role names: prepared_lower, state_anchor, sandbox, runtime_supervisor,
  * attached_runsc, host_coordinator, connectivity_helper, network. An
  * unknown name, or a closed coordinator, raises. */
@@ -113,6 +118,24 @@ static int store_phase(lua_State *L)
 	return 1;
 }
 
+static int store_batch(lua_State *L)
+{
+	lz_hc *hc = lz_l_view_hc(L, 1, STORE_MT);
+	luaL_checktype(L, 2, LUA_TFUNCTION);
+	struct lz_err err = { 0, "" };
+	int r = lz_hc_batch_begin(hc, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_settop(L, 2);
+	int status = lua_pcall(L, 0, 0, 0);
+	/* What fn's transitions did is committed either way: exactly the
+	 * document they would have left one transaction at a time. */
+	r = lz_hc_batch_end(hc, &err);
+	if (status != LUA_OK)
+		return lua_error(L);
+	return done(L, r, &err);
+}
+
 static int store_tostring(lua_State *L)
 {
 	luaL_checkudata(L, 1, STORE_MT);
@@ -144,6 +167,7 @@ int luaopen_lazaret_dstore(lua_State *L)
 		{ "anchor_unmounted", store_anchor_unmounted },
 		{ "generation", store_generation },
 		{ "phase", store_phase },
+		{ "batch", store_batch },
 		{ NULL, NULL },
 	};
 	static const luaL_Reg metamethods[] = {

@@ -92,6 +92,26 @@ static int need_generation(const lz_hc *hc, struct lz_err *err)
 	return hc->gen ? 0 : lz_err_set(err, EPROTO, "no generation has begun");
 }
 
+/* Spec 3.3: each store transition is durable before the action that
+ * follows it, so no action runs while a batch's transitions are pending. */
+static int no_batch(const lz_hc *hc, const char *action, struct lz_err *err)
+{
+	return lz_dstore_in_batch(hc->store)
+		       ? lz_err_set(err, EBUSY, "%s inside a Domain Store batch: its transitions are not "
+						"durable yet", action)
+		       : 0;
+}
+
+int lz_hc_batch_begin(lz_hc *hc, struct lz_err *err)
+{
+	return lz_dstore_batch_begin(hc->store, err);
+}
+
+int lz_hc_batch_end(lz_hc *hc, struct lz_err *err)
+{
+	return lz_dstore_batch_end(hc->store, err);
+}
+
 /* ---- ownership -------------------------------------------------------------- */
 
 /* A generation left starting, published or stopping belongs to a lost
@@ -186,6 +206,8 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 {
+	if (no_batch(hc, "begin a generation", err) < 0)
+		return -EBUSY;
 	int r;
 	if (hc->gen)
 		return lz_err_set(err, EPROTO, "generation %llu has begun already", (unsigned long long)hc->gen);
@@ -226,6 +248,8 @@ static int participant(lz_hc *hc, enum lz_dstore_role role, struct lz_dstore_par
 
 int lz_hc_lease_acquire(lz_hc *hc, struct lz_err *err)
 {
+	if (no_batch(hc, "acquire the catalog lease", err) < 0)
+		return -EBUSY;
 	struct lz_dstore_participant p;
 	int r;
 	if ((r = need_generation(hc, err)) < 0 || (r = participant(hc, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, err)) < 0)
@@ -259,6 +283,8 @@ static int lease_recheck(void *ctxp, struct lz_err *err)
 
 int lz_hc_lease_release(lz_hc *hc, struct lz_err *err)
 {
+	if (no_batch(hc, "release the catalog lease", err) < 0)
+		return -EBUSY;
 	if (!hc->lease_held)
 		return 0;
 	int r = lz_catalog_lease_release(lz_config_storage_root(hc->cfg)->fd, hc->artifact, hc->domain_hex, hc->gen,
@@ -308,6 +334,8 @@ static void plan_freep(struct lz_rs_plan **p)
 
 int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 {
+	if (no_batch(hc, "start the Runtime Supervisor", err) < 0)
+		return -EBUSY;
 	_cleanup_(plan_freep) struct lz_rs_plan *plan = NULL;
 	_cleanup_close_ int hc_fd = -EBADF;
 	struct lz_idmap map;
@@ -355,6 +383,8 @@ int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 
 int lz_hc_rs_expect(lz_hc *hc, enum lz_rs_msg_type type, struct lz_err *err)
 {
+	if (no_batch(hc, "wait for the Runtime Supervisor", err) < 0)
+		return -EBUSY;
 	struct lz_rs_msg *m = malloc(sizeof(*m));
 	if (m == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
@@ -416,6 +446,8 @@ static int held_identity(const lz_hc *hc, enum lz_dstore_role role, const struct
 
 int lz_hc_rs_ack(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
 {
+	if (no_batch(hc, "release a child", err) < 0)
+		return -EBUSY;
 	const struct lz_pidref *id = NULL;
 	struct lz_dstore_participant p;
 	int r;
@@ -479,6 +511,8 @@ int lz_hc_attest_network(lz_hc *hc, struct lz_err *err)
 
 int lz_hc_rs_stop(lz_hc *hc, struct lz_err *err)
 {
+	if (no_batch(hc, "stop the Runtime Supervisor", err) < 0)
+		return -EBUSY;
 	if (hc->rs_state != RS_RUNNING)
 		return 0;
 	struct lz_rs_msg *m = malloc(sizeof(*m));
@@ -700,6 +734,8 @@ int lz_hc_set_state(lz_hc *hc, enum lz_dstore_gen_state state, struct lz_err *er
 
 int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 {
+	if (no_batch(hc, "publish", err) < 0)
+		return -EBUSY;
 	struct sockaddr_un addr;
 	int r = need_generation(hc, err);
 	if (r < 0)
@@ -917,6 +953,8 @@ static void accept_client(lz_hc *hc)
 
 int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 {
+	if (no_batch(hc, "serve sessions", err) < 0)
+		return -EBUSY;
 	enum { FIXED = 3, MAX_FDS = FIXED + LZ_SESSION_POLLFDS * LZ_HC_MAX_SESSIONS };
 	struct pollfd pf[MAX_FDS];
 	struct lz_session *owner[MAX_FDS];

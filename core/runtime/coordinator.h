@@ -122,6 +122,15 @@ const char *lz_hc_readiness(const lz_hc *hc);
  * present. No RS: nothing to do. */
 int lz_hc_rs_stop(lz_hc *hc, struct lz_err *err);
 
+/* ---- store batches (spec 3.3) ------------------------------------------- */
+
+/* The store transitions between these commit as one transaction
+ * (lz_dstore_batch_begin). While a batch is open every action of the
+ * handle (begin, lease, the RS, publication, serving) refuses with
+ * -EBUSY: a transition is durable before the action that follows it. */
+int lz_hc_batch_begin(lz_hc *hc, struct lz_err *err);
+int lz_hc_batch_end(lz_hc *hc, struct lz_err *err);
+
 /* ---- publication and sessions ------------------------------------------- */
 
 /* Listens on the host-private socket (SR-10) and records the generation

@@ -34,6 +34,7 @@ struct lz_dstore {
 	sqlite3 *db;         /* open for the handle's lifetime */
 	struct stat db_st;   /* the validated domain.sqlite */
 	uint8_t boot_id[16]; /* current boot: identities from another are refused */
+	bool batch;          /* a batch's transaction is open */
 };
 
 /* ---- schema ------------------------------------------------------------- */
@@ -772,8 +773,34 @@ static int run(lz_dstore *h, lz_sqlstore_fn fn, void *ctx, struct lz_err *err)
 		return done(lz_err_set(err, EINVAL, "no Domain Store handle"), err);
 	int r = lz_sqlstore_recheck(h->root_fd, &dstore_def, &h->db_st, err);
 	if (r >= 0)
-		r = lz_sqlstore_transact(h->db, &dstore_def, false, fn, ctx, err);
+		r = h->batch ? lz_sqlstore_nested(h->db, fn, ctx, err)
+			     : lz_sqlstore_transact(h->db, &dstore_def, false, fn, ctx, err);
 	return done(r, err);
+}
+
+int lz_dstore_batch_begin(lz_dstore *h, struct lz_err *err)
+{
+	if (h == NULL)
+		return done(lz_err_set(err, EINVAL, "no Domain Store handle"), err);
+	if (h->batch)
+		return done(lz_err_set(err, EBUSY, "a batch is already open"), err);
+	int r = lz_sqlstore_recheck(h->root_fd, &dstore_def, &h->db_st, err);
+	if (r >= 0 && (r = lz_sqlstore_begin(h->db, &dstore_def, err)) >= 0)
+		h->batch = true;
+	return done(r, err);
+}
+
+int lz_dstore_batch_end(lz_dstore *h, struct lz_err *err)
+{
+	if (h == NULL || !h->batch)
+		return done(lz_err_set(err, EPROTO, "no batch is open"), err);
+	h->batch = false;
+	return done(lz_sqlstore_commit(h->db, err), err);
+}
+
+bool lz_dstore_in_batch(const lz_dstore *h)
+{
+	return h != NULL && h->batch;
 }
 
 /* The arguments of one call and what it hands back. */

@@ -20,7 +20,10 @@
  *
  * Every call is one sqlite transaction (BEGIN IMMEDIATE -> store identity
  * -> the operation -> COMMIT): an interrupted write leaves the last
- * committed document, never half a decision. Store identity
+ * committed document, never half a decision. Inside a batch
+ * (lz_dstore_batch_begin) a call is a savepoint of the batch's one
+ * transaction instead: a refused call still changes nothing, and the
+ * batch commits what the calls before and after it did. Store identity
  * ('lazaret-domain-store-v1', version 2) is accepted before any other row
  * is read: unversioned, unknown, older and newer databases refuse with
  * -EPROTO and are left byte for byte unchanged. Only an empty database, and
@@ -278,6 +281,18 @@ int lz_dstore_open(int domain_root_fd, lz_dstore **ret, struct lz_err *err);
 
 /* Accepts NULL. */
 void lz_dstore_close(lz_dstore *h);
+
+/* Spec 3.3 makes each transition durable before the action it announces;
+ * transitions with no action between them may become durable together.
+ * lz_dstore_batch_begin opens one transaction (-EBUSY when one is open)
+ * that every call joins until lz_dstore_batch_end commits it; a crash in
+ * between leaves the document as before the batch. The caller keeps every
+ * action out of a batch: the Host Coordinator refuses its actions while
+ * lz_dstore_in_batch (core/runtime/coordinator.c). Closing the handle in a
+ * batch rolls it back. */
+int lz_dstore_batch_begin(lz_dstore *h, struct lz_err *err);
+int lz_dstore_batch_end(lz_dstore *h, struct lz_err *err);
+bool lz_dstore_in_batch(const lz_dstore *h);
 
 /* ---- generations -------------------------------------------------------- */
 

@@ -677,23 +677,57 @@ static void rollback(sqlite3 *db)
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-int lz_sqlstore_transact(sqlite3 *db, const struct lz_sqlstore_def *def, bool may_create,
-			 lz_sqlstore_fn fn, void *ctx, struct lz_err *err)
+static int begin(sqlite3 *db, const struct lz_sqlstore_def *def, bool may_create, struct lz_err *err)
 {
 	int r = lz_sqlstore_exec(db, "BEGIN IMMEDIATE", err);
 	if (r < 0)
 		return r;
-	r = identity_check(db, def, may_create, err);
-	if (r >= 0 && fn != NULL)
-		r = fn(db, ctx, err);
-	if (r < 0) {
+	if ((r = identity_check(db, def, may_create, err)) < 0)
+		rollback(db);
+	return r;
+}
+
+int lz_sqlstore_commit(sqlite3 *db, struct lz_err *err)
+{
+	int r = lz_sqlstore_exec(db, "COMMIT", err);
+	if (r < 0)
+		rollback(db);
+	return r;
+}
+
+int lz_sqlstore_transact(sqlite3 *db, const struct lz_sqlstore_def *def, bool may_create,
+			 lz_sqlstore_fn fn, void *ctx, struct lz_err *err)
+{
+	int r = begin(db, def, may_create, err);
+	if (r < 0)
+		return r;
+	if (fn != NULL && (r = fn(db, ctx, err)) < 0) {
 		rollback(db);
 		return r;
 	}
-	int c = lz_sqlstore_exec(db, "COMMIT", err);
-	if (c < 0) {
-		rollback(db);
-		return c;
+	int c = lz_sqlstore_commit(db, err);
+	return c < 0 ? c : r;
+}
+
+int lz_sqlstore_begin(sqlite3 *db, const struct lz_sqlstore_def *def, struct lz_err *err)
+{
+	return begin(db, def, false, err);
+}
+
+int lz_sqlstore_nested(sqlite3 *db, lz_sqlstore_fn fn, void *ctx, struct lz_err *err)
+{
+	if (sqlite3_get_autocommit(db))
+		return lz_err_set(err, EPROTO, "no transaction is open");
+	int r = lz_sqlstore_exec(db, "SAVEPOINT op", err);
+	if (r < 0)
+		return r;
+	if ((r = fn(db, ctx, err)) >= 0) {
+		int c = lz_sqlstore_exec(db, "RELEASE op", err);
+		if (c == 0)
+			return r;
+		r = c;
 	}
+	/* Undo this operation's writes, keep the transaction. */
+	sqlite3_exec(db, "ROLLBACK TO op; RELEASE op", NULL, NULL, NULL);
 	return r;
 }

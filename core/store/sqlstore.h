@@ -125,6 +125,17 @@ typedef int (*lz_sqlstore_fn)(sqlite3 *db, void *ctx, struct lz_err *err);
 int lz_sqlstore_transact(sqlite3 *db, const struct lz_sqlstore_def *def, bool may_create,
 			 lz_sqlstore_fn fn, void *ctx, struct lz_err *err);
 
+/* A batch: several operations in one transaction, so one commit (and one
+ * set of syncs) instead of one each. lz_sqlstore_begin runs BEGIN
+ * IMMEDIATE and the identity check (rolled back on failure);
+ * lz_sqlstore_nested runs fn inside the open transaction under a
+ * savepoint, so a failing fn undoes only its own writes;
+ * lz_sqlstore_commit commits, rolling back when COMMIT fails (the
+ * connection is then outside a transaction). */
+int lz_sqlstore_begin(sqlite3 *db, const struct lz_sqlstore_def *def, struct lz_err *err);
+int lz_sqlstore_nested(sqlite3 *db, lz_sqlstore_fn fn, void *ctx, struct lz_err *err);
+int lz_sqlstore_commit(sqlite3 *db, struct lz_err *err);
+
 /* ---- statements --------------------------------------------------------- */
 
 /* Maps an sqlite result code to -errno with "<what>: <sqlite message>":

@@ -205,6 +205,49 @@ describe("lazaret.core.coordinator", function()
     end)
   end)
 
+  describe("store batches", function()
+    it("refuse every action inside and commit the transitions together", function()
+      local hc, store, r = begun()
+      local refused = {}
+      assert.is_true(store:batch(function()
+        assert.is_true(store:intent("host_coordinator"))
+        for name, f in pairs({
+          lease_acquire = function() return hc:lease_acquire() end,
+          lease_release = function() return hc:lease_release() end,
+          publish = function() return hc:publish() end,
+          spawn = function() return r:spawn() end,
+          expect = function() return r:expect("mounts") end,
+          ack = function() return r:ack("attached_runsc") end,
+          stop = function() return r:stop() end,
+        }) do
+          assert_refused(errno.EBUSY, "inside a Domain Store batch", f())
+          refused[#refused + 1] = name
+        end
+        assert_refused(errno.EBUSY, "already open", store:batch(function() end))
+        assert.is_true(store:intent("sandbox"))
+      end))
+      assert.are.equal(7, #refused)
+      assert.are.equal("intent", store:phase("host_coordinator"))
+      assert.are.equal("intent", store:phase("sandbox"))
+      -- Outside a batch the same action is judged on its own merits again.
+      assert.is_true(hc:lease_release())
+      hc:close()
+    end)
+
+    it("raise an error from inside after committing what came before it", function()
+      local hc, store = begun()
+      local ok, e = pcall(store.batch, store, function()
+        assert.is_true(store:intent("network"))
+        error("stop here", 0)
+      end)
+      assert.is_false(ok)
+      assert.are.equal("stop here", e)
+      assert.are.equal("intent", store:phase("network"))
+      assert.is_true(store:batch(function() assert.is_true(store:intent("sandbox")) end))
+      hc:close()
+    end)
+  end)
+
   describe("prepared lower", function()
     it("lower_lookup fails with a clear message when the image was never prepared", function()
       local hc = begun()

@@ -68,7 +68,32 @@ local function fakes(opts)
       end,
     })
   end
+  -- store:batch(f) runs f as the C binding does; `batches` lists the
+  -- calls of each batch. An action of hc or rs inside one fails the spec
+  -- (C refuses them: coordinator.c no_batch). opts.batch_fails: the store
+  -- refuses every batch without running f.
+  local batches, in_batch = {}, false
+  local actions_in_batch = { lower_lookup = true, attest_network = true }
+  local plain = call
+  call = function(obj, name, arg)
+    if in_batch then
+      assert(obj == "store" or actions_in_batch[name], obj .. ":" .. name .. " inside a store batch")
+      local b = batches[#batches]
+      b[#b + 1] = obj .. ":" .. name .. "(" .. (arg ~= nil and tostring(arg) or "") .. ")"
+    end
+    return plain(obj, name, arg)
+  end
   local store = fake("store", {
+    batch = function(self, f)
+      assert(type(self) == "table" and type(f) == "function" and not in_batch)
+      if opts.batch_fails then return nil, "batch refused", 16 end
+      in_batch = true
+      batches[#batches + 1] = {}
+      local ok, e = pcall(f)
+      in_batch = false
+      if not ok then error(e, 0) end
+      return true
+    end,
     phase = function(self, role)
       assert(type(self) == "table" and type(role) == "string")
       if opts.phase_fails and opts.phase_fails[role] then
@@ -77,7 +102,7 @@ local function fakes(opts)
       return phases[role] or false
     end,
   })
-  return { hc = fake("hc"), store = store, rs = fake("rs") }, log, phases
+  return { hc = fake("hc"), store = store, rs = fake("rs") }, log, phases, batches
 end
 
 local function prefix(list, k)
@@ -201,6 +226,23 @@ describe("lazaret.runtime.hc", function()
       assert.are.same({}, logged)
     end)
 
+    it("commits transitions with no action between them together, and no action inside a batch", function()
+      local h, log, _, batches = fakes()
+      hcm.launch(h)
+      assert.are.same(LAUNCH, log)
+      local function slice(i, j) return table.move(LAUNCH, i, j, 1, {}) end
+      assert.are.same({ slice(1, 6), slice(8, 15), slice(18, 19), slice(28, 39) }, batches)
+    end)
+
+    it("stops at a batch the store refuses", function()
+      local h, log = fakes({ batch_fails = true })
+      local ok, e = pcall(hcm.launch, h)
+      assert.is_false(ok)
+      assert.are.equal("store batch", e.step)
+      assert.are.equal("batch refused", e.msg)
+      assert.are.same({}, log)
+    end)
+
     it("publishes last and only once", function()
       local h, log = fakes()
       hcm.launch(h)
@@ -256,6 +298,22 @@ describe("lazaret.runtime.hc", function()
       assert.are.same(TEARDOWN_PUBLISHED, log)
       assert.are.same(phases_all("clean"), phases)
       assert.are.same({}, logged)
+    end)
+
+    it("commits its transitions in three batches around the actions", function()
+      local h, log, _, batches = fakes({ phases = phases_all("active") })
+      assert.is_true(hcm.teardown(h, true))
+      assert.are.same(TEARDOWN_PUBLISHED, log)
+      local function slice(i, j) return table.move(TEARDOWN_PUBLISHED, i, j, 1, {}) end
+      assert.are.same({ slice(1, 2), slice(4, 14), slice(16, 19) }, batches)
+    end)
+
+    it("runs the transitions one at a time when the store refuses batches", function()
+      local h, log, phases = fakes({ phases = phases_all("active"), batch_fails = true })
+      assert.is_true(hcm.teardown(h, true))
+      assert.are.same(TEARDOWN_PUBLISHED, log)
+      assert.are.same(phases_all("clean"), phases)
+      assert.is_true(contains(logged, "store batch failed %(batch refused%)"))
     end)
 
     it("ends an unhealthy generation failed after retiring everything", function()

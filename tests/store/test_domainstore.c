@@ -2562,6 +2562,43 @@ static void test_lz_dstore_role_name__names(void **state)
 	assert_null(lz_dstore_slot_name((enum lz_dstore_slot)3));
 }
 
+/* ---- batches ------------------------------------------------------------ */
+
+static void test_lz_dstore_batch__commits_together_and_a_refusal_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	OK(lz_dstore_batch_begin(f->h, &E));
+	assert_true(lz_dstore_in_batch(f->h));
+	OK(lz_dstore_participant_intent(f->h, g, HC, &E));
+	/* A refused move inside the batch undoes only itself. */
+	FAILS(ESTALE, "intent -> active", lz_dstore_participant_activate(f->h, g, HC, &E));
+	OK(lz_dstore_participant_intent(f->h, g, SB, &E));
+	FAILS(EBUSY, "already open", lz_dstore_batch_begin(f->h, &E));
+	OK(lz_dstore_batch_end(f->h, &E));
+	assert_false(lz_dstore_in_batch(f->h));
+	FAILS(EPROTO, "no batch is open", lz_dstore_batch_end(f->h, &E));
+	reopen(f);
+	assert_int_equal(phase(f, g, HC), LZ_DSTORE_PHASE_INTENT);
+	assert_int_equal(phase(f, g, SB), LZ_DSTORE_PHASE_INTENT);
+}
+
+/* A coordinator lost inside a batch leaves the document as before it. */
+static void test_lz_dstore_batch__closed_inside_rolls_back(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	OK(lz_dstore_participant_intent(f->h, g, HC, &E));
+	OK(lz_dstore_batch_begin(f->h, &E));
+	OK(lz_dstore_participant_intent(f->h, g, SB, &E));
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	reopen(f);
+	assert_int_equal(phase(f, g, HC), LZ_DSTORE_PHASE_INTENT);
+	struct lz_dstore_participant p;
+	FAILS(ENOENT, NULL, lz_dstore_participant_get(f->h, g, SB, &p, &E));
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STARTING);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define TB(name) cmocka_unit_test_setup_teardown(name, setup_bare, teardown)
 
@@ -2646,6 +2683,8 @@ int main(void)
 		T(test_lz_dstore_session_list__order_and_scope),
 		T(test_lz_dstore_open__reopen_shows_same_rows),
 		T(test_lz_dstore_close__null_and_null_handle),
+		T(test_lz_dstore_batch__commits_together_and_a_refusal_changes_nothing),
+		T(test_lz_dstore_batch__closed_inside_rolls_back),
 		cmocka_unit_test(test_lz_dstore_role_name__names),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);

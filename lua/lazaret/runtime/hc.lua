@@ -30,6 +30,12 @@ local function must(step, ok, msg, code)
   return ok
 end
 
+-- Runs f, whose store transitions commit as one transaction; a failure
+-- inside f is raised after what succeeded before it committed.
+local function batch(store, f)
+  must("store batch", store:batch(f))
+end
+
 -- The process roles the RS creates, in the order teardown retires them
 -- (spec 3.6 unmount step 3: gone with the RS's namespaces).
 M.rs_roles = { "network", "connectivity_helper", "sandbox", "attached_runsc", "runtime_supervisor" }
@@ -60,32 +66,39 @@ end
 function M.launch(h, lap)
   local hc, store, rs = h.hc, h.store, h.rs
   lap = lap or function() end
-  -- The HC is a participant of its own generation.
-  must("host coordinator intent", store:intent("host_coordinator"))
-  must("host coordinator enter", store:enter("host_coordinator"))
-  must("host coordinator active", store:activate("host_coordinator"))
-
-  -- Spec 3.6 lease acquisition: 1. intent naming the artifact, 2. the
-  -- catalog lease, 3. held.
-  must("prepared lower", hc:lower_lookup())
-  must("prepared lower intent", store:intent("prepared_lower"))
-  must("prepared lower artifact", store:record("artifact"))
+  -- The transitions in one batch commit together: no action lies between
+  -- them (spec 3.3; C refuses every action inside a batch).
+  batch(store, function()
+    -- The HC is a participant of its own generation.
+    must("host coordinator intent", store:intent("host_coordinator"))
+    must("host coordinator enter", store:enter("host_coordinator"))
+    must("host coordinator active", store:activate("host_coordinator"))
+    -- Spec 3.6 lease acquisition: 1. intent naming the artifact, 2. the
+    -- catalog lease, 3. held. (The lookup only reads the catalog.)
+    must("prepared lower", hc:lower_lookup())
+    must("prepared lower intent", store:intent("prepared_lower"))
+    must("prepared lower artifact", store:record("artifact"))
+  end)
   must("catalog lease", hc:lease_acquire())
-  must("catalog lease record", store:record("lease"))
-  must("prepared lower active", store:activate("prepared_lower"))
+  batch(store, function()
+    must("catalog lease record", store:record("lease"))
+    must("prepared lower active", store:activate("prepared_lower"))
+    for _, role in ipairs(M.intents) do
+      must(role .. " intent", store:intent(role))
+    end
+  end)
   lap("lease")
 
-  for _, role in ipairs(M.intents) do
-    must(role .. " intent", store:intent(role))
-  end
   -- The broker stages the RS in the store before it releases it.
   must("runtime supervisor", rs:spawn())
   lap("supervisor")
 
   -- Spec 3.6 mount steps 5-6: the exact mount identities, then active.
   must("state anchor mounts", rs:expect("mounts"))
-  must("state anchor record", store:record("mounts"))
-  must("state anchor active", store:activate("state_anchor"))
+  batch(store, function()
+    must("state anchor record", store:record("mounts"))
+    must("state anchor active", store:activate("state_anchor"))
+  end)
   lap("mounts and router")
 
   -- Spec 3.3 steps 5-7, twice: staged in the store, then acknowledged.
@@ -104,18 +117,20 @@ function M.launch(h, lap)
   lap("sandbox start")
 
   -- Spec 3.3 step 9: commit only after target readiness.
-  must("runtime supervisor commit", store:commit("runtime_supervisor"))
-  must("runtime supervisor active", store:activate("runtime_supervisor"))
-  must("slirp4netns commit", store:commit("connectivity_helper"))
-  must("slirp4netns active", store:activate("connectivity_helper"))
-  must("network enter", store:enter("network"))
-  must("network readiness record", store:record("readiness"))
-  must("network active", store:activate("network"))
-  must("runsc commit", store:commit("attached_runsc"))
-  must("runsc active", store:activate("attached_runsc"))
-  must("sandbox stage", store:stage("sandbox"))
-  must("sandbox commit", store:commit("sandbox"))
-  must("sandbox active", store:activate("sandbox"))
+  batch(store, function()
+    must("runtime supervisor commit", store:commit("runtime_supervisor"))
+    must("runtime supervisor active", store:activate("runtime_supervisor"))
+    must("slirp4netns commit", store:commit("connectivity_helper"))
+    must("slirp4netns active", store:activate("connectivity_helper"))
+    must("network enter", store:enter("network"))
+    must("network readiness record", store:record("readiness"))
+    must("network active", store:activate("network"))
+    must("runsc commit", store:commit("attached_runsc"))
+    must("runsc active", store:activate("attached_runsc"))
+    must("sandbox stage", store:stage("sandbox"))
+    must("sandbox commit", store:commit("sandbox"))
+    must("sandbox active", store:activate("sandbox"))
+  end)
 
   -- Spec 3.4: sessions only for a published generation.
   must("publication", hc:publish())
@@ -149,36 +164,54 @@ function M.teardown(h, healthy)
     end
     return done
   end
-  try("generation stopping", function() must("stopping", store:generation("stopping")) end)
-  -- 1. State Anchor release intent, keeping the exact mount identities.
-  local mounted = store:phase("state_anchor") == "active"
-  if mounted then try("state anchor release", function() must("release", store:release("state_anchor")) end) end
+  -- Transitions with no action between them commit together (spec 3.3).
+  -- A batch the store refuses, or whose commit fails (nothing of it
+  -- committed), is run again one transition at a time.
+  local function together(f)
+    local done, msg = store:batch(f)
+    if not done then
+      log("teardown: store batch failed (" .. msg .. "); one transition at a time")
+      f()
+    end
+  end
+  local mounted
+  together(function()
+    try("generation stopping", function() must("stopping", store:generation("stopping")) end)
+    -- 1. State Anchor release intent, keeping the exact mount identities.
+    mounted = store:phase("state_anchor") == "active"
+    if mounted then try("state anchor release", function() must("release", store:release("state_anchor")) end) end
+  end)
   -- 2. The RS unmounts exactly and proves absence (or its namespaces end).
   if not try("runtime supervisor stop", function() must("stop", rs:stop()) end) then
     -- Without absence proof nothing below may be cleaned.
     try("generation failed", function() must("failed", store:generation("failed")) end)
     return false
   end
-  for _, role in ipairs(M.rs_roles) do
-    try(role, function() retire(store, role) end)
-  end
-  -- 3. Anchor clean and prepared-lower release intent, atomically.
-  local lower = store:phase("prepared_lower")
-  if mounted then
-    try("state anchor unmounted", function() must("unmounted", store:anchor_unmounted()) end)
-  else
-    try("state anchor", function() retire(store, "state_anchor") end)
-    if lower == "acquiring" or lower == "active" then
-      try("prepared lower release", function() must("release", store:release("prepared_lower")) end)
+  together(function()
+    for _, role in ipairs(M.rs_roles) do
+      try(role, function() retire(store, role) end)
     end
-  end
+    -- 3. Anchor clean and prepared-lower release intent, atomically.
+    local lower = store:phase("prepared_lower")
+    if mounted then
+      try("state anchor unmounted", function() must("unmounted", store:anchor_unmounted()) end)
+    else
+      try("state anchor", function() retire(store, "state_anchor") end)
+      if lower == "acquiring" or lower == "active" then
+        try("prepared lower release", function() must("release", store:release("prepared_lower")) end)
+      end
+    end
+  end)
   -- 4. The exact lease, then the prepared lower clean.
-  if try("catalog lease release", function() must("lease", hc:lease_release()) end) then
-    try("prepared lower", function() retire(store, "prepared_lower") end)
-  end
-  try("host coordinator", function() retire(store, "host_coordinator") end)
-  local final = (ok and healthy) and "stopped" or "failed"
-  try("generation " .. final, function() must(final, store:generation(final)) end)
+  local released = try("catalog lease release", function() must("lease", hc:lease_release()) end)
+  together(function()
+    if released then
+      try("prepared lower", function() retire(store, "prepared_lower") end)
+    end
+    try("host coordinator", function() retire(store, "host_coordinator") end)
+    local final = (ok and healthy) and "stopped" or "failed"
+    try("generation " .. final, function() must(final, store:generation(final)) end)
+  end)
   return ok
 end
 
