@@ -45,6 +45,7 @@ usage() {
 
 		Environment: LZ_FUZZ_SECONDS (default 60) bounds each fuzz target;
 		LZ_E2E_FILES="test_a.sh test_b.sh" runs only those end-to-end files
+		(and LZ_E2E_ONLY=REGEX only their tests whose function matches)
 		(for development: the summary then counts only those).
 	EOF
 }
@@ -681,6 +682,7 @@ e2e_suite() {
 			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" \
 			E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
 			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
+			${LZ_E2E_ONLY:+"LZ_E2E_ONLY=$LZ_E2E_ONLY"} \
 			"${net_env[@]}" "${small_env[@]}" \
 			bash "$e2e_stage/e2e/$f") </dev/null >"$log" 2>&1 || rc=$?
 		indent <"$log"

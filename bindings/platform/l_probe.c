@@ -30,6 +30,11 @@
  *   probe.tool(name)      [-1, +(1|3), v]  {path=, version=} (first line of
  *                                          `<path> --version`), or nil, msg,
  *                                          errno
+ *   probe.descriptors()   [-0, +1, m]      {soft=, hard=, dcache_cap=}: this
+ *                                          process's RLIMIT_NOFILE (-1 for
+ *                                          unlimited) and the runsc dentry
+ *                                          cache a launch would allow under
+ *                                          the hard limit (rsplan.h)
  *   probe.tools           table            the allowed tool names, in order
  *   probe.trusted_dirs    table            the directories tools come from
  *   probe.errno           table            lazaret.core.errno (l_errno.c) */
@@ -37,9 +42,11 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "platform/hostprobe.h"
+#include "runtime/rsplan.h"
 #include "l_util.h"
 #include "modules.h"
 
@@ -233,6 +240,29 @@ static int l_tool(lua_State *L)
 	return 1;
 }
 
+static lua_Integer limit_value(rlim_t v)
+{
+	return v == RLIM_INFINITY || v > (rlim_t)LUA_MAXINTEGER ? -1 : (lua_Integer)v;
+}
+
+static int l_descriptors(lua_State *L)
+{
+	struct rlimit rl;
+	check_nargs(L, 0);
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		struct lz_err err = { 0 };
+		return lz_l_fail(L, lz_err_set(&err, errno, "getrlimit: %s", strerror(errno)), &err);
+	}
+	lua_createtable(L, 0, 3);
+	lua_pushinteger(L, limit_value(rl.rlim_cur));
+	lua_setfield(L, -2, "soft");
+	lua_pushinteger(L, limit_value(rl.rlim_max));
+	lua_setfield(L, -2, "hard");
+	lua_pushinteger(L, (lua_Integer)lz_rsplan_dcache_cap(rl.rlim_max));
+	lua_setfield(L, -2, "dcache_cap");
+	return 1;
+}
+
 static void push_string_list(lua_State *L, const char *const *list)
 {
 	lua_newtable(L);
@@ -253,6 +283,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "userns", l_userns },
 		{ "locate", l_locate },
 		{ "tool", l_tool },
+		{ "descriptors", l_descriptors },
 		{ NULL, NULL },
 	};
 

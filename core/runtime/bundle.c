@@ -125,16 +125,39 @@ int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
 	return lz_file_create(g->bundle, "config.json", json, strlen(json), 0600, LZ_RESOLVE_OWNED, err);
 }
 
+/* Issue 15: inside, workspace files have other inode and device numbers and
+ * owner 0, so Git's index stat data written on one side never matches the
+ * other's and each side re-hashes every file after the other wrote the
+ * index. Inside, Git compares what both sides see alike: mtime, size and
+ * mode (core.checkStat=minimal), not ctime (core.trustctime=false);
+ * docs/configuration.md tells the developer to set the same on the host.
+ * A profile that passes any GIT_CONFIG_* variable gets none of this. */
+static const char *const git_stat_env[] = {
+	"GIT_CONFIG_COUNT=2",		"GIT_CONFIG_KEY_0=core.checkStat", "GIT_CONFIG_VALUE_0=minimal",
+	"GIT_CONFIG_KEY_1=core.trustctime", "GIT_CONFIG_VALUE_1=false",
+};
+
+static bool profile_sets_git_config(const struct lz_config_profile *p)
+{
+	for (size_t i = 0; i < p->n_env; i++)
+		if (strncmp(p->env[i].name, "GIT_CONFIG_", 11) == 0)
+			return true;
+	return false;
+}
+
 char **lz_bundle_guest_env(const lz_config *cfg)
 {
 	const struct lz_config_profile *p = lz_config_selected(cfg);
-	char **env = calloc(3 + p->n_env + 1, sizeof(char *));
+	size_t n_git = profile_sets_git_config(p) ? 0 : LZ_ARRAY_SIZE(git_stat_env);
+	char **env = calloc(3 + n_git + p->n_env + 1, sizeof(char *));
 	if (env == NULL)
 		return NULL;
 	size_t k = 0;
 	env[k++] = strdup(LZ_BUNDLE_GUEST_PATH);
 	env[k++] = strdup("HOME=/root");
 	env[k++] = strdup("LANG=C.UTF-8");
+	for (size_t i = 0; i < n_git; i++)
+		env[k++] = strdup(git_stat_env[i]);
 	/* Profile environment references (spec 3.2), resolved by the loader. */
 	for (size_t i = 0; i < p->n_env; i++)
 		if (asprintf(&env[k++], "%s=%s", p->env[i].name, lz_config_env_value(cfg, i)) < 0)

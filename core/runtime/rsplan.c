@@ -185,6 +185,12 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
  * inherit from the HC. The soft limit is raised to the hard one and the
  * dentry cache kept to a quarter of it: a large workspace is then served,
  * not answered with EMFILE inside the sandbox (issue 11 benchmark). */
+uint32_t lz_rsplan_dcache_cap(uint64_t nofile)
+{
+	uint64_t quarter = nofile / 4;
+	return quarter < UINT32_MAX ? (uint32_t)quarter : UINT32_MAX;
+}
+
 static uint32_t plan_dcache(uint32_t configured)
 {
 	struct rlimit rl;
@@ -195,8 +201,8 @@ static uint32_t plan_dcache(uint32_t configured)
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 		(void)getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	rlim_t quarter = rl.rlim_cur / 4;
-	return quarter < configured ? (uint32_t)quarter : configured;
+	uint32_t cap = lz_rsplan_dcache_cap(rl.rlim_cur);
+	return cap < configured ? cap : configured;
 }
 
 #define HOST_ADDRS_MAX 256

@@ -111,6 +111,12 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 /* Closes what the plan owns and frees it; accepts NULL. */
 void lz_rsplan_free(struct lz_rs_plan *p);
 
+/* The largest runsc dentry cache (`--dcache`) a descriptor limit of nofile
+ * leaves room for: a quarter of it (rsplan.c says why). The plan uses the
+ * smaller of this and the profile's runsc_dcache; `lazaret diag` reports
+ * it. */
+uint32_t lz_rsplan_dcache_cap(uint64_t nofile);
+
 /* Every descriptor the RS keeps (the plan's own and prepared_fd) into
  * fds[0..cap); returns how many. */
 size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap);

@@ -35,6 +35,9 @@ local function fake_probe(over)
     userns = function()
       return true
     end,
+    descriptors = function()
+      return { soft = 1024, hard = 20000, dcache_cap = 5000 }
+    end,
   }
   for k, v in pairs(over or {}) do
     p[k] = v
@@ -148,7 +151,7 @@ describe("lazaret.platform.diag", function()
       assert.is_string(c.detail)
     end
     assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
-      "/dev/fuse", "/dev/net/tun", "userns" }, names)
+      "/dev/fuse", "/dev/net/tun", "userns", "descriptors" }, names)
   end)
 
   describe("kernel", function()
@@ -349,11 +352,40 @@ describe("lazaret.platform.diag", function()
     end)
   end)
 
+  describe("descriptors", function()
+    local function descriptors(d, msg)
+      return by_name(diag.collect(fake_probe({ descriptors = function() return d, msg, 1 end }))).descriptors
+    end
+
+    it("states the limit and the dentry cache it allows", function()
+      local c = descriptors({ soft = 1024, hard = 20000, dcache_cap = 5000 })
+      assert.are.equal("ok", c.status)
+      assert.are.equal("limit 20000 (hard; a launch raises the soft limit 1024 to it): runsc caches at "
+        .. "most 5000 workspace files, more are looked up again, never refused", c.detail)
+    end)
+
+    it("is a problem below 4096, with what to raise", function()
+      local c = descriptors({ soft = 1024, hard = 1024, dcache_cap = 256 })
+      assert.are.equal("problem", c.status)
+      assert.matches("runsc caches at most 256 workspace files", c.detail)
+      assert.matches("below 4096, large workspaces are slow$", c.detail)
+      assert.matches("ulimit %-Hn", c.fix)
+      assert.are.equal("ok", descriptors({ soft = 4096, hard = 4096, dcache_cap = 1024 }).status)
+    end)
+
+    it("accepts no limit and reports a failed probe", function()
+      assert.are.equal("ok", descriptors({ soft = -1, hard = -1, dcache_cap = 0 }).status)
+      local c = descriptors(nil, "getrlimit: Operation not permitted")
+      assert.are.equal("problem", c.status)
+      assert.are.equal("getrlimit: Operation not permitted", c.detail)
+    end)
+  end)
+
   describe("run", function()
     it("writes the text report and returns 0 when every check is ok", function()
       local status, out = run_captured({ json = false, probe = fake_probe() })
       assert.are.equal(0, status)
-      assert.matches("\n10 checks, 0 problems\n$", out)
+      assert.matches("\n11 checks, 0 problems\n$", out)
     end)
 
     it("writes JSON and returns 1 when a check is a problem", function()
@@ -362,7 +394,7 @@ describe("lazaret.platform.diag", function()
       }) })
       assert.are.equal(1, status)
       assert.matches('^{"checks":%[', out)
-      assert.matches('"summary":{"checks":10,"problems":1}}\n$', out)
+      assert.matches('"summary":{"checks":11,"problems":1}}\n$', out)
     end)
 
     it("raises on unknown options and wrong option types", function()

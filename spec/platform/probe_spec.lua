@@ -38,7 +38,7 @@ describe("lazaret.core.probe", function()
     end
     table.sort(names)
     assert.are.same({
-      "device_rw:function", "errno:userdata", "file:function", "identity:function",
+      "descriptors:function", "device_rw:function", "errno:userdata", "file:function", "identity:function",
       "kernel:function", "locate:function", "subids:function", "tool:function",
       "tools:table", "trusted_dirs:table", "userns:function",
     }, names)
@@ -191,6 +191,23 @@ describe("lazaret.core.probe", function()
         assert_failure(ok, msg, errno)
         assert.matches("^unshare 'CLONE_NEWUSER': ", msg)
       end
+    end)
+  end)
+
+  describe("descriptors", function()
+    it("returns this process's descriptor limits and the cache they allow", function()
+      local d = probe.descriptors()
+      -- The shell's own limits, read independently.
+      local function ulimit(flag)
+        local f = assert(io.popen("ulimit " .. flag .. "n"))
+        local v = f:read("l")
+        f:close()
+        return v == "unlimited" and -1 or tonumber(v)
+      end
+      assert.are.equal(ulimit("-S"), d.soft)
+      assert.are.equal(ulimit("-H"), d.hard)
+      if d.hard ~= -1 then assert.are.equal(d.hard // 4, d.dcache_cap) end
+      assert.has_error(function() probe.descriptors(1) end)
     end)
   end)
 

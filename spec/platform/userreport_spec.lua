@@ -27,6 +27,7 @@ local function fake_probe(calls)
     tool = function(name) return { path = "/usr/bin/" .. name, version = name .. " version 20240729" } end,
     device_rw = function() return true end,
     userns = function() return true end,
+    descriptors = function() return { soft = 20000, hard = 20000, dcache_cap = 5000 } end,
   }
 end
 

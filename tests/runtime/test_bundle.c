@@ -271,6 +271,11 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 	assert_string_equal(env[0], LZ_BUNDLE_GUEST_PATH);
 	assert_string_equal(env[1], "HOME=/root");
 	assert_string_equal(env[2], "LANG=C.UTF-8");
+	/* Git compares what both sides of the workspace see alike (issue 15). */
+	const char *git[] = { "GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=core.checkStat", "GIT_CONFIG_VALUE_0=minimal",
+			      "GIT_CONFIG_KEY_1=core.trustctime", "GIT_CONFIG_VALUE_1=false" };
+	for (size_t i = 0; i < 5; i++)
+		assert_string_equal(env[3 + i], git[i]);
 	/* The references, in the profile's order, with the resolved values. */
 	const struct lz_config_profile *p = lz_config_selected(f->cfg);
 	assert_int_equal(p->n_env, 2);
@@ -278,11 +283,24 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 		char want[64];
 		snprintf(want, sizeof(want), "%s=%s", p->env[i].name,
 			 strcmp(p->env[i].name, "TOKEN") == 0 ? "s3cret" : "");
-		assert_string_equal(env[3 + i], want);
+		assert_string_equal(env[8 + i], want);
 	}
-	assert_null(env[5]);
+	assert_null(env[10]);
 	lz_bundle_env_free(env);
 	lz_bundle_env_free(NULL);
+}
+
+/* A profile passing its own Git configuration gets none of ours. */
+static void test_lz_bundle_guest_env__profile_git_config_wins(void **state)
+{
+	struct cfg_fx *f = *state;
+	cfg_fx_setenv("LZ_TEST_COUNT", "1");
+	load(f, CFG_FX_BASE "[profiles.dev.env]\nGIT_CONFIG_COUNT = \"LZ_TEST_COUNT\"\n");
+	char **env = lz_bundle_guest_env(f->cfg);
+	assert_non_null(env);
+	assert_string_equal(env[3], "GIT_CONFIG_COUNT=1");
+	assert_null(env[4]);
+	lz_bundle_env_free(env);
 }
 
 int main(void)
@@ -294,6 +312,7 @@ int main(void)
 		T(test_lz_bundle_write__isolation_off_still_goes_through_the_router),
 		T(test_lz_bundle_write__refusals),
 		T(test_lz_bundle_guest_env__fixed_then_references),
+		T(test_lz_bundle_guest_env__profile_git_config_wins),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

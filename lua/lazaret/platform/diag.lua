@@ -177,6 +177,31 @@ local function check_userns(probe)
     .. "exists, kernel.apparmor_restrict_unprivileged_userns=0 (see docs/install.md)")
 end
 
+-- Issue 15: runsc holds a host descriptor per cached workspace file and a
+-- second once it has read it; a launch raises the soft limit to the hard
+-- one and caps runsc's dentry cache to fit (core/runtime/rsplan.c).
+M.MIN_DESCRIPTORS = 4096
+
+local function check_descriptors(probe)
+  local name = "descriptors"
+  local d, msg = probe.descriptors()
+  if not d then
+    return problem(name, msg, "see docs/install.md (descriptor limit)")
+  end
+  if d.hard == -1 then
+    return ok(name, "no limit; runsc caches as many workspace files as runsc_dcache allows")
+  end
+  local detail = format("limit %d (hard; a launch raises the soft limit %s to it): runsc caches at most "
+    .. "%d workspace files, more are looked up again, never refused", d.hard,
+    d.soft == -1 and "unlimited" or tostring(d.soft), d.dcache_cap)
+  if d.hard < M.MIN_DESCRIPTORS then
+    return problem(name, detail .. format("; below %d, large workspaces are slow", M.MIN_DESCRIPTORS),
+      format("raise the hard limit on open files to at least %d (ulimit -Hn; limits.conf nofile; "
+        .. "see docs/install.md)", M.MIN_DESCRIPTORS))
+  end
+  return ok(name, detail)
+end
+
 -- diag.collect([probe]) -> list of checks, in a fixed order. probe defaults
 -- to the lazaret.core.probe binding; specs pass a fake with the same shape.
 function M.collect(probe)
@@ -193,6 +218,7 @@ function M.collect(probe)
     check_device(probe, "/dev/fuse"),
     check_device(probe, "/dev/net/tun"),
     check_userns(probe),
+    check_descriptors(probe),
   }
 end
 

@@ -10,7 +10,8 @@
 --   lazaret.version       the lazaret version (string)
 --   lazaret.probe         the probes diag uses (lazaret.core.probe):
 --                         kernel(), identity(), subids(kind), file(path),
---                         device_rw(path), userns(), locate(name),
+--                         device_rw(path), userns(), descriptors(),
+--                         locate(name),
 --                         tool(name), and copies of tools, trusted_dirs,
 --                         errno
 --   lazaret.checks()      the checks as `lazaret diag` judges them: a new
