@@ -780,9 +780,16 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	char id[sizeof(s->id)];
 	memcpy(id, s->id, sizeof(id));
 	lz_session_reset(s); /* kills and reaps a remaining exec client first */
-	if (id[0]) {
+	if (!id[0])
+		return;
+	/* Nothing happens between the two: one commit. A batch that does not
+	 * commit committed nothing, so the moves are made again one by one. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		bool batch = attempt == 0 && lz_dstore_batch_begin(hc->store, &ignored) == 0;
 		(void)lz_dstore_session_release(hc->store, hc->gen, id, &ignored);
 		(void)lz_dstore_session_clean(hc->store, hc->gen, id, &ignored);
+		if (!batch || lz_dstore_batch_end(hc->store, &ignored) == 0)
+			return;
 	}
 }
 
