@@ -196,8 +196,11 @@ static bool pump(struct relay *rl)
 		ssize_t w = write(rl->to, rl->buf + rl->off, rl->len - rl->off);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0 && errno == EAGAIN && rl->input)
-			return true; /* the pipe is full: wait for POLLOUT */
+		/* Full: wait for POLLOUT. The developer's terminal may be
+		 * non-blocking too (another program on it set O_NONBLOCK): a
+		 * flood then waits for it, never ends the stream early. */
+		if (w < 0 && errno == EAGAIN)
+			return true;
 		if (w <= 0)
 			return false;
 		rl->off += (size_t)w;
@@ -266,6 +269,23 @@ static void window(uint16_t *rows, uint16_t *cols)
 	*cols = ws.ws_col;
 }
 
+/* Writes buf[*off..len) to fd until it would block: 0 (*off advanced, to
+ * len unless the fd is non-blocking and full) or -errno. */
+static int write_some(int fd, const uint8_t *buf, size_t len, size_t *off)
+{
+	while (*off < len) {
+		ssize_t w = write(fd, buf + *off, len - *off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return 0;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		*off += (size_t)w;
+	}
+	return 0;
+}
+
 static int send_simple(int sock, const struct lz_wire_msg *m)
 {
 	return lz_wire_send(sock, m, NULL, 0);
@@ -299,9 +319,16 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 		return e < 0 ? e : lz_err_set(err, -r, "send the command: %s", strerror(-r));
 	}
 
-	uint8_t *buf = malloc(LZ_WIRE_MAX);
-	if (buf == NULL)
+	/* pend: output not yet written to a terminal that said EAGAIN (it is
+	 * non-blocking and full); the socket is not read until it is, so the
+	 * coordinator, and the guest, wait for the terminal. */
+	uint8_t *buf = malloc(LZ_WIRE_MAX), *pend = malloc(LZ_WIRE_MAX_DATA);
+	size_t pend_len = 0, pend_off = 0;
+	if (buf == NULL || pend == NULL) {
+		free(buf);
+		free(pend);
 		return lz_err_set(err, ENOMEM, "out of memory");
+	}
 	catch_signals();
 	raw = saved;
 	cfmakeraw(&raw);
@@ -338,14 +365,17 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			got_winch = 1;
 			continue;
 		}
-		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
-					{ .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN } };
-		if (poll(pf, 2, -1) < 0) {
+		struct pollfd pf[3] = { { .fd = pend_off < pend_len ? -1 : sock, .events = POLLIN },
+					{ .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
+					{ .fd = pend_off < pend_len ? STDOUT_FILENO : -1, .events = POLLOUT } };
+		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
 			break;
 		}
+		if (pf[2].revents && write_some(STDOUT_FILENO, pend, pend_len, &pend_off) < 0)
+			pend_off = pend_len; /* the terminal is gone: drop it */
 		if (pf[1].revents) {
 			ssize_t n = read(STDIN_FILENO, buf, LZ_WIRE_MAX_DATA);
 			if (n > 0) {
@@ -380,7 +410,13 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			if (m.type == LZ_WIRE_WELCOME)
 				welcomed = true;
 			if (m.type == LZ_WIRE_OUTPUT) {
-				(void)lz_write_all(STDOUT_FILENO, m.output.ptr, m.output.len);
+				size_t off = 0;
+				if (write_some(STDOUT_FILENO, m.output.ptr, m.output.len, &off) == 0 &&
+				    off < m.output.len) {
+					pend_len = m.output.len - off;
+					pend_off = 0;
+					memcpy(pend, m.output.ptr + off, pend_len);
+				}
 			} else if (m.type == LZ_WIRE_SESSION_EXIT) {
 				*ret_status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value : 128 + m.exit.value;
 				done = true;
@@ -398,6 +434,7 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 	 * ours to put back. */
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
 	free(buf);
+	free(pend);
 	return r;
 }
 

@@ -55,6 +55,46 @@ test_stdin_and_stdout_are_byte_exact() {
 	cleanup_data
 }
 
+# Issue 15: a terminal another program left non-blocking (Node.js does
+# that to its terminal) answers a flood with EAGAIN when full. The whole
+# output still arrives, once the reader catches up, and the guest's status
+# is its own: with the terminal as standard output only (the CLI relays
+# the stream) and as a whole session (the coordinator's PTY).
+flood_to_nonblocking_terminal() { # relay|terminal
+	python3 - "$1" "$WS" env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- \
+		sh -c 'yes | head -c 4000000' <<'PY'
+import fcntl, os, pty, select, subprocess, sys, time, tty
+mode, ws, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+m, s = pty.openpty()
+tty.setraw(s)
+fcntl.fcntl(s, fcntl.F_SETFL, fcntl.fcntl(s, fcntl.F_GETFL) | os.O_NONBLOCK)
+p = subprocess.Popen(cmd, cwd=ws, stdin=s if mode == "terminal" else subprocess.DEVNULL, stdout=s,
+                     stderr=subprocess.DEVNULL)
+os.close(s)
+time.sleep(2)  # nobody reads: the terminal fills and says EAGAIN
+ys = 0
+while True:
+    if not select.select([m], [], [], 60)[0]:
+        break
+    try:
+        d = os.read(m, 65536)
+    except OSError:  # EIO: every slave descriptor is closed
+        break
+    if not d:
+        break
+    ys += d.count(b"y")
+print(ys, p.wait())
+PY
+}
+
+test_flood_to_a_nonblocking_terminal_arrives_whole() {
+	capture flood_to_nonblocking_terminal relay
+	assert_eq "2000000 0" "$OUT" "y lines and status, the CLI relaying standard output (stderr: $ERR)"
+	capture flood_to_nonblocking_terminal terminal
+	assert_eq "2000000 0" "$OUT" "y lines and status, a terminal session (stderr: $ERR)"
+	cleanup_data
+}
+
 test_persistent_dirs_survive_and_tmp_does_not() {
 	capture launch sh -c 'mkdir -p /usr/local/bin && echo tool > /usr/local/bin/mytool && echo gone > /tmp/x'
 	assert_eq 0 "$STATUS" "first launch (stderr: $ERR)"
@@ -271,6 +311,7 @@ test_failed_start_releases_the_lease() {
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
+t_run "a flood to a non-blocking terminal arrives whole" test_flood_to_a_nonblocking_terminal_arrives_whole
 t_run "output to a file keeps its offset" test_output_to_a_file_keeps_its_offset
 t_run "stdin and stdout are byte-exact for 100 MiB" test_stdin_and_stdout_are_byte_exact
 t_run "persistent directories survive, /tmp does not" test_persistent_dirs_survive_and_tmp_does_not

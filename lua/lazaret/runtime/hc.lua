@@ -233,6 +233,7 @@ function M.main(cmd)
   local coordinator = require("lazaret.core.coordinator")
   local config = require("lazaret.core.config")
   local session = require("lazaret.core.session")
+  local lap, summary = M.stopwatch()
   coordinator.detach()
   local cfg <close>, msg, code = config.load({
     config = cmd.config, profile = cmd.profile, workspace = cmd.workspace,
@@ -269,7 +270,7 @@ function M.main(cmd)
   local h = M.views(hc)
   log("generation " .. hc:generation() .. " starting")
 
-  local lap, summary = M.stopwatch()
+  lap("configuration and store")
   local launched, e = pcall(M.launch, h, lap)
   if not launched then
     if type(e) ~= "table" then e = { step = "launch", msg = e, errno = errno.EIO } end
