@@ -153,8 +153,9 @@ end
 -- launch reached. The generation ends stopped when everything was retired
 -- and it was healthy, else failed. Returns whether everything was retired
 -- (each failure logged; a failure stops only the steps that depend on it).
-function M.teardown(h, healthy)
+function M.teardown(h, healthy, lap)
   local hc, store, rs = h.hc, h.store, h.rs
+  lap = lap or function() end
   local ok = true
   local function try(step, f)
     local done, e = pcall(f)
@@ -181,8 +182,11 @@ function M.teardown(h, healthy)
     mounted = store:phase("state_anchor") == "active"
     if mounted then try("state anchor release", function() must("release", store:release("state_anchor")) end) end
   end)
+  lap("stopping")
   -- 2. The RS unmounts exactly and proves absence (or its namespaces end).
-  if not try("runtime supervisor stop", function() must("stop", rs:stop()) end) then
+  local stopped = try("runtime supervisor stop", function() must("stop", rs:stop()) end)
+  lap("supervisor stop")
+  if not stopped then
     -- Without absence proof nothing below may be cleaned.
     try("generation failed", function() must("failed", store:generation("failed")) end)
     return false
@@ -202,8 +206,10 @@ function M.teardown(h, healthy)
       end
     end
   end)
+  lap("retire")
   -- 4. The exact lease, then the prepared lower clean.
   local released = try("catalog lease release", function() must("lease", hc:lease_release()) end)
+  lap("lease")
   together(function()
     if released then
       try("prepared lower", function() retire(store, "prepared_lower") end)
@@ -212,6 +218,7 @@ function M.teardown(h, healthy)
     local final = (ok and healthy) and "stopped" or "failed"
     try("generation " .. final, function() must(final, store:generation(final)) end)
   end)
+  lap("ended")
   return ok
 end
 
@@ -287,10 +294,11 @@ function M.main(cmd)
 
   local served, smsg = session.serve(hc)
   if not served then log("serve ended: " .. smsg) end
-  local stopping = monotonic_ms()
-  local clean = M.teardown(h, served)
-  log(string_format("generation ended %s (teardown %d ms)",
-                    (served and clean) and "cleanly" or "with errors", monotonic_ms() - stopping))
+  local tlap, tsummary = M.stopwatch()
+  local clean = M.teardown(h, served, tlap)
+  local total, laps = tsummary()
+  log(string_format("generation ended %s (teardown %d ms: %s)",
+                    (served and clean) and "cleanly" or "with errors", total, laps))
   return (served and clean) and 0 or 1
 end
 
