@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,6 +136,13 @@ int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err 
 	if (fstatfs(pidfd, &sfs) < 0 || (uint32_t)sfs.f_type != LZ_PIDFS_MAGIC || fstat(pidfd, &st) < 0)
 		return lz_err_set(err, ENOTSUP, "pidfd of %u is not on pidfs", ref->pid);
 	*ret_alive = st.st_dev == ref->pidfs_dev && st.st_ino == ref->pidfs_ino;
+	/* A pidfd is readable once its process has exited: an unreaped zombie
+	 * (its parent died, and the host's init reaps late) holds no memory,
+	 * descriptor or namespace any more, and as the PID 1 of a namespace
+	 * it took every other process there with it. */
+	struct pollfd exited = { .fd = pidfd, .events = POLLIN };
+	if (*ret_alive && poll(&exited, 1, 0) > 0)
+		*ret_alive = false;
 	return 0;
 }
 

@@ -37,9 +37,11 @@ int lz_boot_id_parse(const char *text, uint8_t ret[16]);
 int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err);
 
 /* Exact pidfs recovery matching (spec 3.3): *ret_alive is true only when
- * the boot ID matches and a pidfd opened for ref->pid has exactly the
- * recorded pidfs device and inode. A different boot, ESRCH or an unequal
- * identity mean the recorded process is gone. Other errors refuse. */
+ * the boot ID matches, a pidfd opened for ref->pid has exactly the
+ * recorded pidfs device and inode, and that process has not exited. A
+ * different boot, ESRCH, an unequal identity or an exited process not yet
+ * reaped (a zombie) mean the recorded process is gone. Other errors
+ * refuse. */
 int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err *err);
 
 /* Parses field 22 (starttime) of /proc/<pid>/stat text. */

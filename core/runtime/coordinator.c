@@ -29,6 +29,7 @@
 #include "proc/userns.h"
 #include "router/ignoreclass.h"
 #include "runtime/bundle.h"
+#include "runtime/leaserecovery.h"
 #include "runtime/ocispec.h"
 #include "runtime/rundir.h"
 #include "session/guestcmd.h"
@@ -114,6 +115,12 @@ int lz_hc_batch_end(lz_hc *hc, struct lz_err *err)
 
 /* ---- ownership -------------------------------------------------------------- */
 
+static void log_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	fprintf(stderr, "%s\n", line);
+}
+
 /* A generation left starting, published or stopping belongs to a lost
  * coordinator (we hold the Domain flock now): it is recorded failed, with
  * its evidence kept for recovery. Not recording it refuses the launch. */
@@ -196,7 +203,9 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 			     err)) < 0)
 		return r;
 	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0 ||
-	    (r = end_lost_generation(hc, err)) < 0)
+	    (r = end_lost_generation(hc, err)) < 0 ||
+	    (r = lz_leaserecovery_run(hc->store, lz_config_storage_root(cfg)->fd, hc->domain_hex, log_line,
+				      NULL, NULL, err)) < 0)
 		return r;
 	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0)
 		return lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");

@@ -187,10 +187,19 @@ test_killing_the_coordinator_stops_the_sandbox() {
 		sleep 0.1
 	done
 	[ -n "$hc" ] || fail "no coordinator"
+	local rs
+	rs=$(ps -u "$(id -u)" -o pid=,ppid=,comm= | awk -v hc="$hc" '$2 == hc && $3 == "lz-supervisor" {print $1}')
+	[ -n "$rs" ] || fail "no supervisor under the coordinator"
 	kill -9 "$hc"
 	local st=0
 	wait "$cli" || st=$?
 	[ "$st" != 0 ] || fail "the CLI did not report the lost coordinator"
+	# The supervisor ends on its own (the lease-loss path); until it has
+	# exited (a zombie or gone), its lease is rightly kept.
+	for i in $(seq 300); do
+		[ -e "/proc/$rs" ] && [ "$(awk '{print $3}' "/proc/$rs/stat" 2>/dev/null)" != Z ] || break
+		sleep 0.1
+	done
 	# The supervisor, runsc and the sandbox die with the coordinator; its
 	# runtime directory waits for the next coordinator of the Domain.
 	assert_no_processes
@@ -198,6 +207,14 @@ test_killing_the_coordinator_stops_the_sandbox() {
 	assert_eq 0 "$STATUS" "a launch after the loss (stderr: $ERR)"
 	assert_eq again "$OUT"
 	assert_no_leftovers
+	# Issue 13: the lost generation's lease was released by the next
+	# coordinator (every process it recorded proved gone), so nothing
+	# keeps the image: each kill -9 used to leak one lease for good.
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
+		"released the catalog lease of lost generation 1 on artifact"
+	capture lz image gc --dry-run
+	assert_contains "$OUT" "would remove unleased artifact"
+	assert_not_contains "$OUT" "kept leased"
 	cleanup_data
 }
 

@@ -74,6 +74,50 @@ static void test_lz_pidref_from_pidfd__real_child(void **state)
 	close(pidfd);
 }
 
+/* Alive while it runs; gone once it exited, reaped or not (a zombie whose
+ * parent died holds nothing), and gone with another identity. */
+static void test_lz_pidref_alive__running_zombie_reaped(void **state)
+{
+	(void)state;
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		_exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+	}
+	close(go[0]);
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(pidfd >= 0);
+	struct lz_pidref ref, other;
+	struct lz_err err;
+	bool alive = false;
+	assert_int_equal(lz_pidref_from_pidfd(pidfd, pid, &ref, &err), 0);
+	assert_int_equal(lz_pidref_alive(&ref, &alive, &err), 0);
+	assert_true(alive);
+	other = ref;
+	other.pidfs_ino++;
+	assert_int_equal(lz_pidref_alive(&other, &alive, &err), 0);
+	assert_false(alive);
+	other = ref;
+	other.boot_id[0] ^= 1;
+	assert_int_equal(lz_pidref_alive(&other, &alive, &err), 0);
+	assert_false(alive);
+	/* Exited, not reaped: a zombie. */
+	assert_int_equal(write(go[1], "x", 1), 1);
+	siginfo_t si = { 0 };
+	assert_int_equal(waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOWAIT), 0);
+	assert_int_equal(lz_pidref_alive(&ref, &alive, &err), 0);
+	assert_false(alive);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(lz_pidref_alive(&ref, &alive, &err), 0);
+	assert_false(alive);
+	close(pidfd);
+	close(go[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -81,6 +125,7 @@ int main(void)
 		cmocka_unit_test(test_lz_boot_id_parse__malformed),
 		cmocka_unit_test(test_lz_proc_stat_start_time__comm_with_parens_and_spaces),
 		cmocka_unit_test(test_lz_pidref_from_pidfd__real_child),
+		cmocka_unit_test(test_lz_pidref_alive__running_zombie_reaped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

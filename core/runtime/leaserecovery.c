@@ -1,0 +1,109 @@
+/* Lost generations' catalog leases: see leaserecovery.h. */
+#include "runtime/leaserecovery.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc/pidref.h"
+#include "store/catalog.h"
+#include "util/cleanup.h"
+
+/* Leaves why empty when the recorded process is gone (or none was
+ * recorded); writes the reason when it is alive or cannot be checked. */
+static void judge_process(const char *what, const struct lz_dstore_process *p, char *why, size_t cap)
+{
+	if (why[0] || p->phase == LZ_DSTORE_SLOT_UNASSIGNED)
+		return;
+	bool alive = true;
+	struct lz_err e = { 0, "" };
+	if (lz_pidref_alive(&p->id, &alive, &e) < 0)
+		snprintf(why, cap, "cannot tell whether its %s (PID %u) is gone: %s", what, p->id.pid, e.msg);
+	else if (alive)
+		snprintf(why, cap, "its %s (PID %u) still runs", what, p->id.pid);
+}
+
+/* Why generation g may still use its prepared lower, or "" when every
+ * process it recorded is proved gone. */
+static void still_in_use(lz_dstore *store, uint64_t g, char *why, size_t cap)
+{
+	struct lz_err e = { 0, "" };
+	struct lz_dstore_generation gen;
+	why[0] = '\0';
+	int r = lz_dstore_generation_get(store, g, &gen, &e);
+	if (r == -ENOENT) {
+		snprintf(why, cap, "the Domain Store has no record of it");
+		return;
+	}
+	if (r < 0) {
+		snprintf(why, cap, "its record cannot be read: %s", e.msg);
+		return;
+	}
+	if (gen.state != LZ_DSTORE_GEN_STOPPED && gen.state != LZ_DSTORE_GEN_FAILED) {
+		snprintf(why, cap, "it is still %s", lz_dstore_gen_state_name(gen.state));
+		return;
+	}
+	static const enum lz_dstore_role roles[] = { LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,
+						     LZ_DSTORE_ROLE_ATTACHED_RUNSC,
+						     LZ_DSTORE_ROLE_CONNECTIVITY_HELPER };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(roles) && !why[0]; i++) {
+		struct lz_dstore_participant p;
+		r = lz_dstore_participant_get(store, g, roles[i], &p, &e);
+		if (r == -ENOENT)
+			continue; /* never had an intent: never started */
+		if (r < 0) {
+			snprintf(why, cap, "its %s record cannot be read: %s", lz_dstore_role_name(roles[i]), e.msg);
+			break;
+		}
+		judge_process(lz_dstore_role_name(roles[i]), &p.process, why, cap);
+		lz_dstore_participant_clear(&p);
+	}
+	if (why[0])
+		return;
+	_cleanup_free_ struct lz_dstore_session *v = NULL;
+	size_t n = 0;
+	if (lz_dstore_session_list(store, g, &v, &n, &e) < 0) {
+		snprintf(why, cap, "its sessions cannot be read: %s", e.msg);
+		return;
+	}
+	for (size_t i = 0; i < n && !why[0]; i++)
+		judge_process("session's exec client", &v[i].exec, why, cap);
+}
+
+int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex,
+			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
+			 struct lz_err *err)
+{
+	_cleanup_free_ struct lz_catalog_lease *v = NULL;
+	size_t n = 0, released = 0;
+	int r = lz_catalog_lease_list(storage_root_fd, NULL, &v, &n, err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "lease recovery: ");
+	for (size_t i = 0; i < n; i++) {
+		const struct lz_catalog_lease *l = &v[i];
+		if (strcmp(l->domain_id, domain_hex) != 0)
+			continue;
+		char why[400], line[600];
+		still_in_use(store, l->generation, why, sizeof(why));
+		if (why[0]) {
+			snprintf(line, sizeof(line), "kept the catalog lease of generation %llu on artifact %.12s: %s",
+				 (unsigned long long)l->generation, l->artifact_id, why);
+			report(ctx, line);
+			continue;
+		}
+		r = lz_catalog_lease_release(storage_root_fd, l->artifact_id, domain_hex, l->generation, NULL,
+					     NULL, err);
+		if (r < 0 && r != -ENOENT)
+			return lz_err_prefix(err, r, "lease recovery: ");
+		released++;
+		snprintf(line, sizeof(line),
+			 "released the catalog lease of lost generation %llu on artifact %.12s: every process "
+			 "it recorded is gone",
+			 (unsigned long long)l->generation, l->artifact_id);
+		report(ctx, line);
+	}
+	if (ret_released)
+		*ret_released = released;
+	return 0;
+}

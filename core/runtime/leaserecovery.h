@@ -1,0 +1,35 @@
+/* Bootstrap recovery of the catalog leases of lost generations (spec 3.6
+ * "bootstrap recovery" and the lease rules; issue 13).
+ *
+ * A Host Coordinator that died (kill -9, a crash) leaves its generation's
+ * exact lease (artifact, Domain, generation) in the Storage Catalog, and
+ * `lazaret image gc` keeps a leased artifact forever. The next coordinator
+ * of the Domain, holding the Domain flock and before it begins a
+ * generation, releases each lease of its Domain whose generation is proved
+ * dead from the Domain Store's evidence alone, by exact pidfs identity
+ * (lz_pidref_alive): every recorded process of the generation (the
+ * Runtime Supervisor, which is PID 1 of the namespaces every sandbox
+ * process and mount lived in, the attached runsc, slirp4netns, each
+ * session's exec client) is gone. Nothing is adopted; a lease whose
+ * generation is unknown to the store, still live, or has a process that is
+ * alive or cannot be checked is kept and reported. */
+#ifndef LZ_LEASERECOVERY_H
+#define LZ_LEASERECOVERY_H
+
+#include <stddef.h>
+
+#include "store/domainstore.h"
+#include "util/err.h"
+
+/* One line for the coordinator's log per lease released or kept. */
+typedef void lz_leaserecovery_report_fn(void *ctx, const char *line);
+
+/* Over the leases of domain_hex in the catalog beneath storage_root_fd;
+ * *ret_released (optional) counts the released ones. A lease that cannot
+ * be judged is kept and reported, not an error; -errno only when the
+ * catalog cannot be listed or a release fails. */
+int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex,
+			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
+			 struct lz_err *err);
+
+#endif

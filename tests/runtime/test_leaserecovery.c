@@ -1,0 +1,210 @@
+/* cmocka tests for core/runtime/leaserecovery.c: a real Storage Catalog and
+ * Domain Store in a temporary directory, and real processes whose pidfs
+ * identities are recorded, alive and then reaped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lz_test.h"
+#include "proc/pidref.h"
+#include "runtime/leaserecovery.h"
+#include "store/catalog.h"
+#include "store/domainstore.h"
+
+#define H64(c) c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c
+#define ART H64("a")
+#define DOM H64("d")
+#define OTHER_DOM H64("e")
+#define FP H64("f")
+#define OP H64("0")
+
+struct fx {
+	char dir[64];
+	int root;      /* the Storage Root: the catalog */
+	int domain;    /* the Domain Root: the Domain Store */
+	lz_dstore *h;
+	char lines[8][700];
+	size_t n_lines;
+};
+
+static void collect(void *ctx, const char *line)
+{
+	struct fx *f = ctx;
+	if (f->n_lines < 8)
+		snprintf(f->lines[f->n_lines++], sizeof(f->lines[0]), "%s", line);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct lz_err e = { 0, "" };
+	if (f == NULL)
+		return -1;
+	strcpy(f->dir, "/tmp/lz-test-leaserec-XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	char d[128];
+	snprintf(d, sizeof(d), "%s/domain", f->dir);
+	if (mkdir(d, 0700) < 0)
+		return -1;
+	f->root = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	f->domain = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (f->root < 0 || f->domain < 0 || lz_dstore_open(f->domain, &f->h, &e) < 0)
+		return -1;
+	struct lz_catalog_artifact_spec s = { .id = ART, .source_ref = "docker://debian:12",
+					       .manifest_digest = "sha256:" H64("1"),
+					       .config_digest = "sha256:" H64("2"), .size = 1 };
+	if (lz_catalog_prepare_intent_begin(f->root, OP, ART, "staging", &e) < 0 ||
+	    lz_catalog_artifact_publish(f->root, OP, &s, &e) < 0) {
+		fprintf(stderr, "catalog: %s\n", e.msg);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	lz_dstore_close(f->h);
+	close(f->root);
+	close(f->domain);
+	lz_test_rmtree(f->dir);
+	free(f);
+	return 0;
+}
+
+static struct lz_err E;
+
+#define OK(expr)                                                                                  \
+	do {                                                                                      \
+		lz_err_clear(&E);                                                                 \
+		if ((expr) < 0)                                                                   \
+			fail_msg("%s failed: %s", #expr, E.msg);                                  \
+	} while (0)
+
+static uint64_t leases(const struct fx *f)
+{
+	uint64_t n = 0;
+	OK(lz_catalog_lease_count(f->root, ART, &n, &E));
+	return n;
+}
+
+static size_t run(struct fx *f)
+{
+	size_t released = 99;
+	f->n_lines = 0;
+	OK(lz_leaserecovery_run(f->h, f->root, DOM, collect, f, &released, &E));
+	return released;
+}
+
+/* A child that waits until killed, and its pidfs identity. */
+static pid_t child(struct lz_pidref *id)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Gone with the test even when an assertion ends it early. */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		pause();
+		_exit(0);
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(pidfd >= 0);
+	OK(lz_pidref_from_pidfd(pidfd, pid, id, &E));
+	close(pidfd);
+	return pid;
+}
+
+/* Generation g with its Runtime Supervisor staged as id, leased, ended as
+ * state. */
+static uint64_t lost_generation(struct fx *f, const struct lz_pidref *id, enum lz_dstore_gen_state state)
+{
+	uint64_t g = 0;
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, &E));
+	if (id != NULL)
+		OK(lz_dstore_participant_stage_process(f->h, g, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id, &E));
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	if (state != LZ_DSTORE_GEN_STARTING)
+		OK(lz_dstore_generation_set_state(f->h, g, state, &E));
+	return g;
+}
+
+static void test_lz_leaserecovery__kept_while_the_supervisor_lives_released_once_gone(void **state)
+{
+	struct fx *f = *state;
+	struct lz_pidref id;
+	pid_t pid = child(&id);
+	lost_generation(f, &id, LZ_DSTORE_GEN_FAILED);
+	assert_int_equal(run(f), 0);
+	assert_int_equal(leases(f), 1);
+	assert_int_equal(f->n_lines, 1);
+	assert_non_null(strstr(f->lines[0], "kept the catalog lease of generation 1"));
+	assert_non_null(strstr(f->lines[0], "its runtime_supervisor"));
+	assert_non_null(strstr(f->lines[0], "still runs"));
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(run(f), 1);
+	assert_int_equal(leases(f), 0);
+	assert_non_null(strstr(f->lines[0], "released the catalog lease of lost generation 1"));
+	/* Nothing left to do: idempotent. */
+	assert_int_equal(run(f), 0);
+	assert_int_equal(f->n_lines, 0);
+}
+
+/* A generation that never started its supervisor has no process to wait for. */
+static void test_lz_leaserecovery__no_process_recorded_is_released(void **state)
+{
+	struct fx *f = *state;
+	lost_generation(f, NULL, LZ_DSTORE_GEN_FAILED);
+	assert_int_equal(run(f), 1);
+	assert_int_equal(leases(f), 0);
+}
+
+static void test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept(void **state)
+{
+	struct fx *f = *state;
+	/* Still starting: its coordinator may come back (refuse on ambiguity). */
+	lost_generation(f, NULL, LZ_DSTORE_GEN_STARTING);
+	/* A generation the store never recorded. */
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, 77, &E));
+	/* Another Domain's lease is not this coordinator's to judge. */
+	OK(lz_catalog_lease_acquire(f->root, ART, OTHER_DOM, 1, &E));
+	assert_int_equal(run(f), 0);
+	assert_int_equal(leases(f), 3);
+	assert_int_equal(f->n_lines, 2);
+	assert_non_null(strstr(f->lines[0], "generation 1") && strstr(f->lines[0], "it is still starting")
+				? f->lines[0]
+				: NULL);
+	assert_non_null(strstr(f->lines[1], "generation 77") &&
+					strstr(f->lines[1], "the Domain Store has no record of it")
+				? f->lines[1]
+				: NULL);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_lz_leaserecovery__kept_while_the_supervisor_lives_released_once_gone),
+		T(test_lz_leaserecovery__no_process_recorded_is_released),
+		T(test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
