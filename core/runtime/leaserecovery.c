@@ -84,7 +84,8 @@ int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *doma
 		const struct lz_catalog_lease *l = &v[i];
 		if (strcmp(l->domain_id, domain_hex) != 0)
 			continue;
-		char why[400], line[600];
+		/* Room for an lz_err message in why, and for why in line. */
+		char why[LZ_ERR_MSG_MAX + 256], line[LZ_ERR_MSG_MAX + 512];
 		still_in_use(store, l->generation, why, sizeof(why));
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the catalog lease of generation %llu on artifact %.12s: %s",
