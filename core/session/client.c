@@ -181,6 +181,25 @@ static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
 	return 1;
 }
 
+/* Writes buf[*off..len) to fd until it would block: 0 (*off advanced, to
+ * len unless fd is non-blocking and full: the caller waits for POLLOUT) or
+ * -errno. The developer's terminal may be non-blocking too (another program
+ * on it set O_NONBLOCK): a flood then waits for it, never ends early. */
+static int write_some(int fd, const void *buf, size_t len, size_t *off)
+{
+	while (*off < len) {
+		ssize_t w = write(fd, (const char *)buf + *off, len - *off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return 0;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		*off += (size_t)w;
+	}
+	return 0;
+}
+
 static bool pump(struct relay *rl)
 {
 	if (rl->off == rl->len) {
@@ -192,20 +211,7 @@ static bool pump(struct relay *rl)
 		rl->len = (size_t)n;
 		rl->off = 0;
 	}
-	while (rl->off < rl->len) {
-		ssize_t w = write(rl->to, rl->buf + rl->off, rl->len - rl->off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		/* Full: wait for POLLOUT. The developer's terminal may be
-		 * non-blocking too (another program on it set O_NONBLOCK): a
-		 * flood then waits for it, never ends the stream early. */
-		if (w < 0 && errno == EAGAIN)
-			return true;
-		if (w <= 0)
-			return false;
-		rl->off += (size_t)w;
-	}
-	return true;
+	return write_some(rl->to, rl->buf, rl->len, &rl->off) == 0;
 }
 
 /* After a failed send: the Refused the HC sent before closing, if any.
@@ -267,23 +273,6 @@ static void window(uint16_t *rows, uint16_t *cols)
 		ws = (struct winsize){ .ws_row = 24, .ws_col = 80 };
 	*rows = ws.ws_row;
 	*cols = ws.ws_col;
-}
-
-/* Writes buf[*off..len) to fd until it would block: 0 (*off advanced, to
- * len unless the fd is non-blocking and full) or -errno. */
-static int write_some(int fd, const uint8_t *buf, size_t len, size_t *off)
-{
-	while (*off < len) {
-		ssize_t w = write(fd, buf + *off, len - *off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN)
-			return 0;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		*off += (size_t)w;
-	}
-	return 0;
 }
 
 static int send_simple(int sock, const struct lz_wire_msg *m)
