@@ -254,7 +254,8 @@ build() {
 		return 1
 	fi
 	[ -d "$dir" ] && find "$dir" -maxdepth 1 -type f \
-		\( -name lazaret -o -name lazaret-faults -o -name lazaret_spec.so -o -name 'test_*' -o -name 'fuzz_*' \) -delete
+		\( -name lazaret -o -name lazaret-faults -o -name lazaret_spec.so -o -name 'test_*' -o -name 'fuzz_*' \
+		-o -name escforge -o -name lazaret-escalate -o -name lazaret-init \) -delete
 	if ! cmake -S "$repo" -B "$dir" "${args[@]}" >"$log" 2>&1; then
 		tail_of "$log"
 		bad build "$name: cmake configure failed"
@@ -669,6 +670,8 @@ e2e_suite() {
 	install -m 0755 "$repo/build/lazaret" "$e2e_stage/lazaret"
 	# The test-only build with the fault switch (CMakeLists.txt).
 	[ -x "$repo/build/lazaret-faults" ] && install -m 0755 "$repo/build/lazaret-faults" "$e2e_stage/lazaret-faults"
+	# The attacker inside the sandbox for test_escalation.sh (CMakeLists.txt).
+	[ -x "$repo/build/escforge" ] && install -m 0755 "$repo/build/escforge" "$e2e_stage/escforge"
 	cp -R "$repo/tests/e2e" "$e2e_stage/e2e"
 	if [ -d "$repo/examples" ]; then cp -R "$repo/examples" "$e2e_stage/examples"; else mkdir "$e2e_stage/examples"; fi
 	chown -R root:root "$e2e_stage"
@@ -679,7 +682,7 @@ e2e_suite() {
 		log=$work/e2e-$f.log
 		rc=0
 		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
-			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" \
+			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" LZ_ESCFORGE="$e2e_stage/escforge" \
 			E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
 			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
 			${LZ_E2E_ONLY:+"LZ_E2E_ONLY=$LZ_E2E_ONLY"} \

@@ -6,10 +6,14 @@
  *       argv there (core/session/client.h).
  *   session.interactive()           [-0, +1, -] -> boolean
  *       standard input and output are both terminals
- *   session.serve(hc)               [-1, +1|3, e] -> true | nil, msg, errno
+ *   session.serve(hc, route)        [-2, +1|3, e] -> true | nil, msg, errno
  *       The HC side: Client Sessions until the last one ended (or none
  *       came within the idle grace); EPIPE when the RS was lost
- *       (core/runtime/coordinator.h lz_hc_serve).
+ *       (core/runtime/coordinator.h lz_hc_serve). route(q) decides each
+ *       escalation request: q = {profile=, session=, terminal=,
+ *       prompt_busy=, rule= (1-based, or nil), argv={...}, cwd=, why=};
+ *       it returns "auto" | "prompt" | "deny" and the prompt's or the
+ *       denial's text. An error in route denies the request.
  *   session.capture(args, {terminal=, timeout_ms=, max_output=})
  *                                   [-2, +1|3, e]
  *       -> {status=, output=, timed_out=, truncated=} | nil, msg, errno
@@ -21,6 +25,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "l_util.h"
@@ -73,11 +79,58 @@ static int session_interactive(lua_State *L)
 	return 1;
 }
 
+/* Calls the Lua route function (at stack index 2 of the serve call)
+ * protected: a Lua error must not unwind through the serve loop. */
+static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz_hc_route *ret)
+{
+	lua_State *L = ctx;
+	int top = lua_gettop(L);
+	lua_pushvalue(L, 2);
+	lua_createtable(L, 0, 8);
+	lua_pushstring(L, q->profile);
+	lua_setfield(L, -2, "profile");
+	lua_pushstring(L, q->session_id);
+	lua_setfield(L, -2, "session");
+	lua_pushboolean(L, q->terminal);
+	lua_setfield(L, -2, "terminal");
+	lua_pushboolean(L, q->prompt_busy);
+	lua_setfield(L, -2, "prompt_busy");
+	if (q->rule >= 0) {
+		lua_pushinteger(L, q->rule + 1);
+		lua_setfield(L, -2, "rule");
+	}
+	lua_createtable(L, (int)q->argc, 0);
+	for (size_t i = 0; i < q->argc; i++) {
+		lua_pushstring(L, q->argv[i]);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "argv");
+	lua_pushstring(L, q->cwd);
+	lua_setfield(L, -2, "cwd");
+	lua_pushstring(L, q->why);
+	lua_setfield(L, -2, "why");
+	ret->action = LZ_HC_ROUTE_DENY;
+	if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
+		snprintf(ret->text, sizeof(ret->text), "the coordinator could not route the request");
+		fprintf(stderr, "escalation: route failed: %s\n", lua_tostring(L, -1));
+	} else {
+		const char *action = lua_tostring(L, -2);
+		const char *text = lua_tostring(L, -1);
+		if (action != NULL && strcmp(action, "auto") == 0)
+			ret->action = LZ_HC_ROUTE_AUTO;
+		else if (action != NULL && strcmp(action, "prompt") == 0)
+			ret->action = LZ_HC_ROUTE_PROMPT;
+		snprintf(ret->text, sizeof(ret->text), "%s", text ? text : "denied");
+	}
+	lua_settop(L, top);
+}
+
 static int session_serve(lua_State *L)
 {
 	lz_hc *hc = lz_l_check_hc(L, 1);
+	luaL_checktype(L, 2, LUA_TFUNCTION);
 	struct lz_err err = { 0, "" };
-	int r = lz_hc_serve(hc, &err);
+	int r = lz_hc_serve(hc, route_in_lua, L, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
 	lua_pushboolean(L, 1);

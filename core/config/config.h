@@ -141,6 +141,9 @@ const struct lz_path *lz_config_profile_dir(const lz_config *cfg);
 const struct lz_path *lz_config_storage_domain(const lz_config *cfg);
 const struct lz_path *lz_config_runtime_domain(const lz_config *cfg);
 const struct lz_path *lz_config_volume_source(const lz_config *cfg, size_t i);
+/* The opened executable of auto_approve rule i (canonical path and
+ * identity recorded at load). */
+const struct lz_path *lz_config_executable(const lz_config *cfg, size_t i);
 /* The resolved value of env reference i: runtime authority, never printed. */
 const char *lz_config_env_value(const lz_config *cfg, size_t i);
 uint32_t lz_config_dcache(const lz_config *cfg);

@@ -180,30 +180,6 @@ static int open_volumes(lz_config *cfg, struct lz_err *err)
 	return 0;
 }
 
-/* Spec 3.2: auto-approved executables are checked at load and again at
- * every approved execution (the escalation issue). */
-static int check_executable(const struct lz_path *x, struct lz_err *err)
-{
-	const char *c = x->canonical;
-	if (!S_ISREG(x->mode))
-		return lz_err_set(err, EINVAL, "auto-approve executable '%s' is not a regular file", c);
-	if (x->nlink != 1)
-		return lz_err_set(err, EPERM,
-				  "auto-approve executable '%s' has %lu hard links; exactly one hard "
-				  "link is required",
-				  c, (unsigned long)x->nlink);
-	if (x->uid != 0 && x->uid != getuid())
-		return lz_err_set(err, EPERM,
-				  "auto-approve executable '%s' must be owned by root or by you", c);
-	if (x->mode & (S_IWGRP | S_IWOTH))
-		return lz_err_set(err, EPERM,
-				  "auto-approve executable '%s' must not grant group or other write", c);
-	if (faccessat(x->fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0)
-		return lz_err_set(err, errno, "auto-approve executable '%s' is not executable by you: %s",
-				  c, strerror(errno));
-	return 0;
-}
-
 static int open_executables(lz_config *cfg, struct lz_err *err)
 {
 	const struct lz_config_profile *p = cfg->profile;
@@ -225,8 +201,8 @@ static int open_executables(lz_config *cfg, struct lz_err *err)
 					  strerror(errno));
 		if ((r = lz_path_open(canonical, x, err)) < 0)
 			return lz_err_prefix(err, r, "auto-approve executable: ");
-		if ((r = check_executable(x, err)) < 0)
-			return r;
+		if ((r = lz_path_check_executable(x, err)) < 0)
+			return lz_err_prefix(err, r, "auto-approve ");
 		/* Never inside a tree the sandbox can write or Lazaret controls. */
 		const struct lz_path *trees[] = { &cfg->workspace, &cfg->storage_root,
 						  &cfg->runtime_root };
@@ -572,6 +548,11 @@ const struct lz_path *lz_config_storage_domain(const lz_config *cfg)
 const struct lz_path *lz_config_runtime_domain(const lz_config *cfg)
 {
 	return cfg->profile ? &cfg->runtime_domain : NULL;
+}
+
+const struct lz_path *lz_config_executable(const lz_config *cfg, size_t i)
+{
+	return &cfg->executables[i];
 }
 
 const struct lz_path *lz_config_volume_source(const lz_config *cfg, size_t i)

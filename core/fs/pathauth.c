@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "util/cleanup.h"
 #include "util/sys.h"
@@ -305,4 +306,21 @@ void lz_path_release(struct lz_path *p)
 	lz_close_fdp(&p->fd);
 	free(p->canonical);
 	p->canonical = NULL;
+}
+
+int lz_path_check_executable(const struct lz_path *x, struct lz_err *err)
+{
+	const char *c = x->canonical;
+	if (!S_ISREG(x->mode))
+		return lz_err_set(err, EINVAL, "executable '%s' is not a regular file", c);
+	if (x->nlink != 1)
+		return lz_err_set(err, EPERM, "executable '%s' has %lu hard links; exactly one hard link is required",
+				  c, (unsigned long)x->nlink);
+	if (x->uid != 0 && x->uid != getuid())
+		return lz_err_set(err, EPERM, "executable '%s' must be owned by root or by you", c);
+	if (x->mode & (S_IWGRP | S_IWOTH))
+		return lz_err_set(err, EPERM, "executable '%s' must not grant group or other write", c);
+	if (faccessat(x->fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0)
+		return lz_err_set(err, errno, "executable '%s' is not executable by you: %s", c, strerror(errno));
+	return 0;
 }

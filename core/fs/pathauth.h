@@ -68,6 +68,12 @@ bool lz_path_overlaps(const char *a, const char *b);
 /* True when inner is a strict descendant of outer. */
 bool lz_path_is_beneath(const char *outer, const char *inner);
 
+/* Spec 3.2, 3.8: an executable the host runs for the sandbox is a regular
+ * file with one hard link, owned by root or the caller, not group- or
+ * other-writable, and executable by the caller (checked on the opened
+ * object, at configuration load and again before every execution). */
+int lz_path_check_executable(const struct lz_path *x, struct lz_err *err);
+
 /* Closes the fd and frees the label; accepts an initialized-but-empty path. */
 void lz_path_release(struct lz_path *p);
 

@@ -139,6 +139,9 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 		(void)setsid();
 	else
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Before the dup2s, which may reuse cwd_fd's number. */
+	if (spec->has_cwd && fchdir(spec->cwd_fd) < 0)
+		goto fail;
 	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
 	    dup2(p->fds[2], STDERR_FILENO) >= 0 &&
 	    (!spec->ctty || (setsid() >= 0 && ioctl(STDIN_FILENO, TIOCSCTTY, 0) == 0))) {
@@ -149,6 +152,7 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 		else
 			execve(spec->path, spec->argv, envp);
 	}
+fail:;
 	int e = errno;
 	(void)!write(status_fd, &e, sizeof(e));
 	_exit(127);

@@ -41,6 +41,8 @@ struct lz_spawn {
 	int stderr_fd;           /* -1: /dev/null */
 	bool detach;             /* own session, no parent-death signal (the HC) */
 	bool ctty;               /* own session, stdin becomes the controlling terminal */
+	bool has_cwd;            /* start in cwd_fd (else the caller's directory) */
+	int cwd_fd;
 };
 
 /* The parent-side preparation of a spec's standard streams and executable

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "escalation/mailbox.h"
+#include "escalation/sandbox.h"
 #include "fs/file.h"
 #include "fs/gitsentry.h"
 #include "runtime/ocispec.h"
@@ -91,6 +93,18 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 	}
 	if ((r = add_labelled(m, LZ_BUNDLE_INIT_PATH, "bind", true, "%s/%s", gen, "init", err)) < 0)
 		return r;
+	/* Spec 3.8: the Escalation Client and its mailbox; the sandbox writes
+	 * only the outbox. Spec 3.3: its credentials, read-only. */
+	if ((r = add_labelled(m, LZ_ESC_SANDBOX_CLIENT, "bind", true, "%s/%s", gen, LZ_GENDIR_ESCALATE, err)) < 0 ||
+	    (r = add_labelled(m, LZ_ESC_SANDBOX_OUTBOX, "bind", false, "%s/%s", gen, LZ_MAILBOX_DIR "/outbox",
+			      err)) < 0 ||
+	    (r = add_labelled(m, LZ_ESC_SANDBOX_INBOX, "bind", true, "%s/%s", gen, LZ_MAILBOX_DIR "/inbox", err)) <
+		    0 ||
+	    (r = add_labelled(m, LZ_ESC_SANDBOX_CREDENTIAL, "bind", true, "%s/%s", gen,
+			      LZ_MAILBOX_DIR "/credential", err)) < 0 ||
+	    (r = add_labelled(m, LZ_ESC_SANDBOX_KEY, "bind", true, "%s/%s", gen, LZ_MAILBOX_DIR "/key/request-key",
+			      err)) < 0)
+		return r;
 	/* Spec 3.7: the product's resolver configuration, read-only. */
 	return add_labelled(m, "/etc/resolv.conf", "bind", true, "%s/%s", gen, "resolv.conf", err);
 }
@@ -100,7 +114,7 @@ int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
 {
 	const struct lz_config_profile *p = lz_config_selected(cfg);
 	_cleanup_(mounts_free) struct mounts m = { .cap = p->n_persistent_dirs + p->n_volumes +
-							   LZ_GITSENTRY_MOUNTS_MAX + 4 };
+							   LZ_GITSENTRY_MOUNTS_MAX + 9 };
 	_cleanup_free_ char *json = NULL;
 	char root[LABEL_MAX], hex[2 * LZ_CANARY_CHALLENGE_LEN + 1];
 	int r;

@@ -8,7 +8,8 @@
  * /workspace, a read-write bind of the canonical workspace; .git pinned as
  * a mount point of its own, and Git Sentry's mounts on top of it
  * (gitsentry.h); the init at /run/lazaret/init and the product's
- * /etc/resolv.conf, both read-only. A workspace whose Git layout Git
+ * /etc/resolv.conf, both read-only; the Escalation Client, its mailbox
+ * and credentials (escalation/sandbox.h). A workspace whose Git layout Git
  * Sentry refuses refuses the bundle.
  *
  * The guest environment of a session: PATH, HOME=/root, LANG=C.UTF-8 and
@@ -25,7 +26,7 @@
 #include "util/err.h"
 
 #define LZ_BUNDLE_INIT_PATH "/run/lazaret/init"
-#define LZ_BUNDLE_GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define LZ_BUNDLE_GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/lazaret/bin"
 #define LZ_BUNDLE_RESOLV_CONF "nameserver 10.137.54.3\n" /* slirp4netns's synthetic DNS (spec 3.7) */
 
 /* Writes config.json into g's bundle directory; the init runs with

@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,9 @@
 #include <unistd.h>
 
 #include "config/domain.h"
+#include "escalation/escalate_blob.h"
+#include "escalation/escalation.h"
+#include "escalation/sandbox.h"
 #include "fs/file.h"
 #include "image/prepare.h"
 #include "init/sandbox_init_blob.h"
@@ -36,6 +41,7 @@
 #include "session/session.h"
 #include "store/catalog.h"
 #include "util/cleanup.h"
+#include "util/escape.h"
 #include "util/sys.h"
 
 #define GUEST_LEADER_TIMEOUT_MS 10000
@@ -76,6 +82,10 @@ struct lz_hc {
 	int listen_fd;
 	bool ever_served;
 	struct lz_session sessions[LZ_HC_MAX_SESSIONS];
+	/* Host Escalation (spec 3.8): the job each session's prompt is for. */
+	struct lz_escalation *esc;
+	int prompt_job[LZ_HC_MAX_SESSIONS]; /* -1: no prompt */
+	char **host_env;                    /* the host processes' environment */
 };
 
 uint64_t lz_hc_generation(const lz_hc *hc)
@@ -181,8 +191,10 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	hc->lock_fd = hc->rootfs_fd = hc->control_fd = hc->listen_fd = -EBADF;
 	hc->gendir = (struct lz_gendir)LZ_GENDIR_INIT;
 	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
-	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		lz_session_init(&hc->sessions[i]);
+		hc->prompt_job[i] = -1;
+	}
 	if (hc->profile == NULL || hc->runtime_domain == NULL)
 		return lz_err_set(err, EINVAL, "the Host Coordinator needs a resolved profile");
 	lz_config_summarize(cfg, &s);
@@ -226,8 +238,15 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	hc->gen = gen;
 	snprintf(hc->container_id, sizeof(hc->container_id), "lazaret-%.16s-%llu", hc->domain_hex,
 		 (unsigned long long)gen);
-	return lz_gendir_create(hc->runtime_domain, gen, lz_sandbox_init, lz_sandbox_init_len,
-				LZ_BUNDLE_RESOLV_CONF, &hc->gendir, err);
+	if ((r = lz_gendir_create(hc->runtime_domain, gen, lz_sandbox_init, lz_sandbox_init_len,
+				  LZ_BUNDLE_RESOLV_CONF, &hc->gendir, err)) < 0)
+		return r;
+	/* Spec 3.3, 3.8: the generation's keys and mailbox, and the client
+	 * the sandbox asks through. */
+	if ((r = lz_escalation_create(hc->gendir.dir.fd, hc->domain_id, gen, &hc->esc, err)) < 0)
+		return lz_err_prefix(err, r, "host escalation: ");
+	return lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
+			      LZ_RESOLVE_OWNED, err);
 }
 
 /* ---- prepared lower ---------------------------------------------------------- */
@@ -771,6 +790,8 @@ int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 		return r;
 	}
 	hc->listen_fd = TAKE_FD(fd);
+	/* Spec 3.3: the running sandbox holds its credential mount. */
+	lz_escalation_sandbox_started(hc->esc);
 	return 0;
 }
 
@@ -787,6 +808,11 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 {
 	struct lz_err ignored;
 	char id[sizeof(s->id)];
+	size_t slot = (size_t)(s - hc->sessions);
+	/* Spec 3.8: session loss ends its host commands first. */
+	if (hc->esc != NULL)
+		(void)lz_escalation_session_gone(hc->esc, (int)slot);
+	hc->prompt_job[slot] = -1;
 	memcpy(id, s->id, sizeof(id));
 	lz_session_reset(s); /* kills and reaps a remaining exec client first */
 	if (!id[0])
@@ -823,6 +849,34 @@ static void free_envp(char ***v)
 	lz_bundle_env_free(*v);
 }
 
+/* Spec 3.3: the session's Session Request Capability joins its guest
+ * environment, naming it to the escalation mailbox. */
+static int add_capability(lz_hc *hc, const struct lz_session *s, char ***env, struct lz_err *err)
+{
+	uint8_t session_id[LZ_ESC_ID_LEN];
+	size_t n = 0;
+	char *var = malloc(sizeof(LZ_ESC_CAPABILITY_ENV) + 1 + 2 * LZ_ESC_CAPABILITY_MAX + 1);
+	if (var == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	int r = lz_unhex(s->id, session_id, sizeof(session_id));
+	size_t prefix = sizeof(LZ_ESC_CAPABILITY_ENV); /* the name and '=' */
+	memcpy(var, LZ_ESC_CAPABILITY_ENV "=", prefix);
+	if (r >= 0)
+		r = lz_escalation_capability_hex(hc->esc, session_id, var + prefix, 2 * LZ_ESC_CAPABILITY_MAX + 1);
+	while ((*env)[n] != NULL)
+		n++;
+	char **grown = r < 0 ? NULL : realloc(*env, (n + 2) * sizeof(char *));
+	if (grown == NULL) {
+		free(var);
+		return lz_err_set(err, r < 0 ? -r : ENOMEM, "the session's request capability: %s",
+				  strerror(r < 0 ? -r : ENOMEM));
+	}
+	grown[n] = var;
+	grown[n + 1] = NULL;
+	*env = grown;
+	return 0;
+}
+
 /* Spec 3.4 session acquisition: intent, the exec client through the
  * broker (staged before release), the guest leader, one transaction that
  * commits the exec client and marks the session running, then Welcome. A
@@ -840,7 +894,8 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	int r;
 
 	if ((r = lz_guestcmd_build(run, lz_bundle_guest_env(hc->cfg), &argv, &env, err)) < 0 ||
-	    (r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0)
+	    (r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0 ||
+	    (r = add_capability(hc, s, &env, err)) < 0)
 		return r;
 	if (run->terminal && (r = lz_session_open_pty(s, run->rows, run->cols, &slave, err)) < 0)
 		return r;
@@ -967,11 +1022,142 @@ static void accept_client(lz_hc *hc)
 	close(fd);
 }
 
-int lz_hc_serve(lz_hc *hc, struct lz_err *err)
+/* ---- host escalation (spec 3.8) --------------------------------------------- */
+
+/* The host process's environment (docs/escalation.md): the developer's
+ * identity and home from the password database, a fixed PATH and locale,
+ * and the profile's environment references; nothing of the HC's own. */
+static char **host_env(const lz_config *cfg, const struct lz_config_profile *p)
+{
+	const struct passwd *pw = getpwuid(getuid());
+	size_t n = 0, cap = 6 + p->n_env;
+	char **env = calloc(cap, sizeof(char *));
+	if (env == NULL || pw == NULL)
+		goto fail;
+	if (asprintf(&env[n++], "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
+	    asprintf(&env[n++], "HOME=%s", pw->pw_dir) < 0 || asprintf(&env[n++], "USER=%s", pw->pw_name) < 0 ||
+	    asprintf(&env[n++], "LOGNAME=%s", pw->pw_name) < 0 || asprintf(&env[n++], "LANG=C.UTF-8") < 0)
+		goto fail;
+	for (size_t i = 0; i < p->n_env; i++)
+		if (asprintf(&env[n++], "%s=%s", p->env[i].name, lz_config_env_value(cfg, i)) < 0)
+			goto fail;
+	return env;
+fail:
+	if (env != NULL) {
+		env[n > 0 ? n - 1 : 0] = NULL; /* asprintf leaves a failed slot undefined */
+		lz_bundle_env_free(env);
+	}
+	return NULL;
+}
+
+static void notice(struct lz_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void notice(struct lz_session *s, const char *fmt, ...)
+{
+	char raw[LZ_ERR_MSG_MAX + 128], safe[LZ_ESCAPE_MAX(sizeof(raw)) + 8];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	va_end(ap);
+	size_t n = lz_escape(raw, strlen(raw), safe, sizeof(safe) - 4);
+	memcpy(safe + n, "\r\n", 3);
+	lz_session_notice(s, safe, n + 2);
+}
+
+static int find_session(lz_hc *hc, const uint8_t id[LZ_ESC_ID_LEN])
+{
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	lz_hex(id, LZ_ESC_ID_LEN, hex);
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+		const struct lz_session *s = &hc->sessions[i];
+		if (s->running && s->release == LZ_SESSION_LIVE && strcmp(s->id, hex) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+static void approve(lz_hc *hc, size_t job, int slot, uint32_t verdict, const struct lz_path *exe)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_session *s = &hc->sessions[slot];
+	if (hc->host_env == NULL && (hc->host_env = host_env(hc->cfg, hc->profile)) == NULL) {
+		lz_escalation_deny(hc->esc, job, "the coordinator could not build the host environment");
+		return;
+	}
+	if (lz_escalation_approve(hc->esc, job, verdict, exe, lz_config_workspace(hc->cfg)->fd, hc->host_env, slot,
+				  &err) < 0 && s->tty)
+		notice(s, "lazaret: the host command did not start: %s", err.msg);
+}
+
+/* Spec 3.8: each verified request to its route; the router decides, the
+ * checks here bound what it can decide. */
+static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
+{
+	struct lz_esc_route rq;
+	struct lz_esc_rule rules[64];
+	size_t n_rules = hc->profile->n_rules < 64 ? hc->profile->n_rules : 64;
+	for (size_t i = 0; i < n_rules; i++)
+		rules[i] = (struct lz_esc_rule){ .executable = lz_config_executable(hc->cfg, i)->canonical,
+						 .args = hc->profile->rules[i].args,
+						 .n_args = hc->profile->rules[i].n_args };
+	static struct lz_hc_route route;
+	while (lz_escalation_next_route(hc->esc, &rq)) {
+		int slot = find_session(hc, rq.session_id);
+		struct lz_session *s = slot >= 0 ? &hc->sessions[slot] : NULL;
+		struct lz_hc_route_query q = {
+			.profile = hc->profile->name, .session_id = s ? s->id : "", .terminal = s && s->tty,
+			.prompt_busy = s && hc->prompt_job[slot] >= 0,
+			.rule = lz_escalation_rule_match(rules, n_rules, rq.argv, rq.argc), .argv = rq.argv,
+			.argc = rq.argc, .cwd = rq.cwd, .why = rq.why,
+		};
+		route = (struct lz_hc_route){ .action = LZ_HC_ROUTE_DENY };
+		snprintf(route.text, sizeof(route.text), "denied");
+		router(ctx, &q, &route);
+		route.text[sizeof(route.text) - 1] = '\0';
+		if (s == NULL)
+			lz_escalation_deny(hc->esc, rq.job, "the requesting session has ended");
+		else if (route.action == LZ_HC_ROUTE_AUTO && q.rule >= 0)
+			approve(hc, rq.job, slot, LZ_ESC_AUTO_APPROVED, lz_config_executable(hc->cfg, (size_t)q.rule));
+		else if (route.action == LZ_HC_ROUTE_PROMPT && q.terminal && !q.prompt_busy &&
+			 lz_session_prompt(s, route.text, strlen(route.text)) == 0) {
+			lz_escalation_prompting(hc->esc, rq.job, slot);
+			hc->prompt_job[slot] = (int)rq.job;
+		} else
+			lz_escalation_deny(hc->esc, rq.job,
+					   route.action == LZ_HC_ROUTE_DENY ? route.text : "the request cannot be shown");
+	}
+}
+
+/* Prompts answered or withdrawn since the last turn. */
+static void settle_prompts(lz_hc *hc)
+{
+	size_t job;
+	int slot;
+	while ((slot = lz_escalation_next_withdrawn(hc->esc, &job)) >= 0) {
+		notice(&hc->sessions[slot], "lazaret: the request was cancelled in the sandbox");
+		hc->prompt_job[slot] = -1;
+	}
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+		struct lz_session *s = &hc->sessions[i];
+		int answer = hc->prompt_job[i] >= 0 ? lz_session_take_answer(s) : 0;
+		if (answer == 0)
+			continue;
+		job = (size_t)hc->prompt_job[i];
+		hc->prompt_job[i] = -1;
+		if (answer > 0) {
+			notice(s, "lazaret: approved");
+			approve(hc, job, (int)i, LZ_ESC_APPROVED, NULL);
+		} else {
+			notice(s, "lazaret: denied");
+			lz_escalation_deny(hc->esc, job, "denied by the developer");
+		}
+	}
+}
+
+int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 {
 	if (no_batch(hc, "serve sessions", err) < 0)
 		return -EBUSY;
-	enum { FIXED = 3, MAX_FDS = FIXED + LZ_SESSION_POLLFDS * LZ_HC_MAX_SESSIONS };
+	enum { FIXED = 3, MAX_FDS = FIXED + LZ_ESC_POLLFDS + LZ_SESSION_POLLFDS * LZ_HC_MAX_SESSIONS };
 	struct pollfd pf[MAX_FDS];
 	struct lz_session *owner[MAX_FDS];
 	_cleanup_free_ uint8_t *buf = malloc(LZ_WIRE_MAX);
@@ -989,6 +1175,9 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 		pf[n++] = (struct pollfd){ .fd = hc->listen_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->control_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->rs.pidfd, .events = POLLIN };
+		size_t n_esc = lz_escalation_pollfds(hc->esc, pf + n, &timeout);
+		n += n_esc;
+		size_t first_session = n;
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 			size_t k = lz_session_pollfds(&hc->sessions[i], pf + n, &timeout);
 			for (size_t j = 0; j < k; j++)
@@ -1005,7 +1194,8 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 			r = lz_err_set(err, EPIPE, "the Runtime Supervisor ended; the sandbox is gone");
 			break;
 		}
-		for (size_t i = FIXED; i < n; i++) {
+		lz_escalation_handle(hc->esc, pf + FIXED, n_esc);
+		for (size_t i = first_session; i < n; i++) {
 			struct lz_session *s = owner[i];
 			if (!pf[i].revents)
 				continue;
@@ -1024,6 +1214,8 @@ int lz_hc_serve(lz_hc *hc, struct lz_err *err)
 					lz_session_read_master(s);
 			}
 		}
+		route_requests(hc, router, ctx);
+		settle_prompts(hc);
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
 			lz_session_advance_release(&hc->sessions[i]);
 		if (pf[0].revents & POLLIN)
@@ -1065,6 +1257,8 @@ void lz_hc_close(lz_hc *hc)
 			lz_gendir_salvage_log(&hc->gendir, hc->gen, "slirp4netns.log", STDERR_FILENO);
 		}
 	}
+	lz_escalation_free(hc->esc); /* host processes reaped, keys wiped */
+	lz_bundle_env_free(hc->host_env);
 	lz_gendir_remove(&hc->gendir);
 	lz_close_fdp(&hc->rootfs_fd);
 	lz_dstore_close(hc->store);

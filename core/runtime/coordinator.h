@@ -137,10 +137,38 @@ int lz_hc_batch_end(lz_hc *hc, struct lz_err *err);
  * published (the store needs the network participant active). */
 int lz_hc_publish(lz_hc *hc, struct lz_err *err);
 
+/* Spec 3.8: the route of a verified escalation request. The router (the
+ * Lua sequence) decides; the coordinator enforces what it may decide:
+ * AUTO only when an auto_approve rule matched (rule >= 0), PROMPT only in
+ * the requesting session's own terminal, and anything else is a denial
+ * with text as its message. */
+enum lz_hc_route_action { LZ_HC_ROUTE_DENY, LZ_HC_ROUTE_PROMPT, LZ_HC_ROUTE_AUTO };
+
+#define LZ_HC_ROUTE_TEXT_MAX 16384
+
+struct lz_hc_route_query {
+	const char *profile;
+	const char *session_id; /* hex; "" when no live session holds the capability */
+	bool terminal;          /* that session has a terminal */
+	bool prompt_busy;       /* another prompt is up in it */
+	int rule;               /* the matching auto_approve rule, or -1 */
+	char *const *argv;      /* as requested: any byte but NUL */
+	size_t argc;
+	const char *cwd, *why;
+};
+
+struct lz_hc_route {
+	enum lz_hc_route_action action;
+	char text[LZ_HC_ROUTE_TEXT_MAX]; /* the prompt, or why it is denied */
+};
+
+typedef void lz_hc_router(void *ctx, const struct lz_hc_route_query *q, struct lz_hc_route *ret);
+
 /* Client Sessions (spec 3.4) until the last one ended (or none came within
  * LZ_HC_IDLE_GRACE_MS); -EPIPE when the RS was lost. The socket is closed
- * and every session ended before it returns. */
-int lz_hc_serve(lz_hc *hc, struct lz_err *err);
+ * and every session ended before it returns. Escalation requests are
+ * routed through router (ctx passed back). */
+int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err);
 
 /* ---- Domain Store transitions (domainstore.h; the rules above) ----------- */
 

@@ -14,6 +14,8 @@
  *       bundle/       config.json
  *       sessions/     runsc exec process documents and guest PID files
  *       init          lazaret-init (0555)
+ *       escalate      lazaret-escalate (0555)
+ *       escalation/   the Escalation Mailbox (escalation/mailbox.h)
  *       resolv.conf   the sandbox's resolver (0444)
  *       runsc.log, slirp4netns.log
  *
@@ -34,6 +36,7 @@
 #define LZ_RUNDIR_SOCKET "hc.sock"
 #define LZ_RUNDIR_LOCK "hc.lock"
 #define LZ_RUNDIR_LOG "hc.log"
+#define LZ_GENDIR_ESCALATE "escalate"
 #define LZ_RUNDIR_LOG_TAIL 16384 /* bytes of a failed generation's logs kept in hc.log */
 
 struct sockaddr_un;

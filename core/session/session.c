@@ -64,9 +64,10 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 		pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
 	/* Backpressure: no read while an Output is pending or nobody is there
 	 * to take it. */
+	bool paused = s->prompting || s->notice_off < s->notice_len;
 	if (s->master >= 0 && s->running)
 		pf[n++] = (struct pollfd){ .fd = s->master,
-					   .events = (short)((s->out_len == 0 && s->client >= 0 ? POLLIN : 0) |
+					   .events = (short)((s->out_len == 0 && s->client >= 0 && !paused ? POLLIN : 0) |
 							     (s->in_len > 0 ? POLLOUT : 0)) };
 	if (s->release != LZ_SESSION_LIVE && s->exec.pidfd >= 0) {
 		int left = lz_remaining_ms(s->release_at);
@@ -92,14 +93,86 @@ void lz_session_flush_input(struct lz_session *s)
 
 void lz_session_flush_output(struct lz_session *s)
 {
-	if (s->out_len == 0 || s->client < 0)
-		return;
-	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
-	int r = lz_wire_send(s->client, &m, NULL, 0);
-	if (r == 0)
-		s->out_len = 0;
-	else if (r != -EAGAIN)
-		lz_session_client_gone(s);
+	for (;;) {
+		/* The notice goes out in record-sized pieces, after the guest's
+		 * output already taken and before any more of it. */
+		if (s->out_len == 0 && s->notice_off < s->notice_len) {
+			size_t n = s->notice_len - s->notice_off;
+			if (n > sizeof(s->out))
+				n = sizeof(s->out);
+			memcpy(s->out, s->notice + s->notice_off, n);
+			s->notice_off += n;
+			s->out_len = n;
+		}
+		if (s->out_len == 0 || s->client < 0)
+			return;
+		struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
+		int r = lz_wire_send(s->client, &m, NULL, 0);
+		if (r == 0)
+			s->out_len = 0;
+		else if (r != -EAGAIN)
+			lz_session_client_gone(s);
+		if (r != 0 || s->notice_off == s->notice_len)
+			return;
+	}
+}
+
+static int set_notice(struct lz_session *s, const char *text, size_t len)
+{
+	char *copy = malloc(len ? len : 1);
+	if (copy == NULL)
+		return -ENOMEM;
+	memcpy(copy, text, len);
+	free(s->notice);
+	s->notice = copy;
+	s->notice_len = len;
+	s->notice_off = 0;
+	lz_session_flush_output(s);
+	return 0;
+}
+
+int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
+{
+	if (!s->tty || !s->running || s->release != LZ_SESSION_LIVE)
+		return -EINVAL;
+	if (s->prompting || s->notice_off < s->notice_len)
+		return -EBUSY;
+	int r = set_notice(s, text, len);
+	if (r == 0) {
+		s->prompting = true;
+		s->answer = 0;
+	}
+	return r;
+}
+
+int lz_session_take_answer(struct lz_session *s)
+{
+	int a = s->answer;
+	s->answer = 0;
+	return a;
+}
+
+void lz_session_notice(struct lz_session *s, const char *text, size_t len)
+{
+	s->prompting = false;
+	s->answer = 0;
+	if (s->tty && s->client >= 0)
+		(void)set_notice(s, text, len);
+}
+
+/* Input while a prompt waits: the first answer key decides; the rest of
+ * the record is dropped, never passed to the guest. */
+static void answer_from(struct lz_session *s, const uint8_t *in, size_t len)
+{
+	for (size_t i = 0; i < len && s->answer == 0; i++) {
+		uint8_t c = in[i];
+		if (c == 'y' || c == 'Y')
+			s->answer = 1;
+		else if (c == 'n' || c == 'N' || c == '\r' || c == '\n' || c == 0x03 || c == 0x04)
+			s->answer = -1;
+	}
+	if (s->answer != 0)
+		s->prompting = false;
 }
 
 void lz_session_read_master(struct lz_session *s)
@@ -157,7 +230,13 @@ enum lz_session_verdict lz_session_event(struct lz_session *s, const struct lz_w
 		(void)lz_broker_signal(&s->exec, sigs[m->sig]);
 		return LZ_SESSION_HANDLED;
 	case LZ_WIRE_INPUT:
-		if (!live || !s->tty || s->in_len > 0)
+		if (!live || !s->tty)
+			break;
+		if (s->prompting) {
+			answer_from(s, m->input.ptr, m->input.len);
+			return LZ_SESSION_HANDLED;
+		}
+		if (s->in_len > 0)
 			break;
 		memcpy(s->in, m->input.ptr, m->input.len);
 		s->in_len = m->input.len;
@@ -256,5 +335,6 @@ void lz_session_reset(struct lz_session *s)
 	lz_broker_kill(&s->exec);
 	lz_close_fdp(&s->client);
 	lz_close_fdp(&s->master);
+	free(s->notice);
 	lz_session_init(s);
 }

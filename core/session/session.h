@@ -59,6 +59,14 @@ struct lz_session {
 	size_t in_len, in_off; /* an Input not yet written to the master */
 	enum lz_session_release release;
 	int64_t release_at; /* CLOCK_MONOTONIC ms when the next stage is due */
+	/* Spec 3.4, 3.8: the coordinator's own text in this terminal (a host
+	 * escalation prompt and its outcome). While any is unsent or a prompt
+	 * waits for its answer, the master is not read: the guest blocks in
+	 * the kernel's PTY buffer, and its input goes to the prompt. */
+	char *notice; /* owned */
+	size_t notice_len, notice_off;
+	bool prompting;
+	int answer; /* 1 approve, -1 deny, 0 none yet */
 };
 
 /* A free slot. */
@@ -108,6 +116,19 @@ void lz_session_advance_release(struct lz_session *s);
  * sends one SessionExit with its status, and returns that status. The
  * session is then ready for lz_session_reset. */
 int lz_session_finish(struct lz_session *s);
+
+/* Shows text (the caller's, already escaped) in a running terminal
+ * session and takes the next y (approve) or n, Enter, ^C or ^D (deny)
+ * the developer types. -EBUSY while another notice or prompt is up,
+ * -EINVAL without a terminal, -ENOMEM. */
+int lz_session_prompt(struct lz_session *s, const char *text, size_t len);
+
+/* The prompt's answer once typed (1 approve, -1 deny), then 0. */
+int lz_session_take_answer(struct lz_session *s);
+
+/* Ends a prompt without an answer (or after one) and shows text; the
+ * guest's output resumes after it. Ignored without a terminal. */
+void lz_session_notice(struct lz_session *s, const char *text, size_t len);
 
 /* Sends Refused (code errno, message with non-printable bytes as '?') on fd
  * and ignores a failure: the connection is being dropped anyway. */

@@ -292,7 +292,7 @@ function M.main(cmd)
   local total, laps = summary()
   log(string_format("generation %d published in %d ms (%s)", hc:generation(), total, laps))
 
-  local served, smsg = session.serve(hc)
+  local served, smsg = session.serve(hc, require("lazaret.runtime.escalation").route)
   if not served then log("serve ended: " .. smsg) end
   local tlap, tsummary = M.stopwatch()
   local clean = M.teardown(h, served, tlap)

@@ -1,0 +1,642 @@
+/* Host Escalation on the Host Coordinator's side (escalation.h). */
+#include "escalation/escalation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config/domain.h"
+#include "fs/pathauth.h"
+#include "proc/spawn.h"
+#include "util/cleanup.h"
+#include "util/escape.h"
+
+enum job_state { JOB_FREE, JOB_ROUTING, JOB_PROMPT, JOB_RUNNING, JOB_ENDED };
+
+struct job {
+	enum job_state state;
+	uint8_t id[LZ_ESC_ID_LEN];
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t session_id[LZ_ESC_ID_LEN];
+	int session; /* the coordinator's slot once routed, else -1 */
+	char **argv; /* argc + 1, NULL-terminated; owned */
+	size_t argc;
+	char *cwd, *why;
+	int pidfd;
+	int pipes[2]; /* stdout, stderr read ends; -1 at end of file */
+	bool exited;
+	int status; /* waitid's si_code and si_status, once exited */
+	int code;
+	uint64_t sent, acked;
+	bool result_posted;
+	bool withdrawn; /* cancelled while its prompt was up */
+	int64_t deadline; /* acknowledgement timeout; 0: none */
+};
+
+struct lz_escalation {
+	struct lz_trust_anchor *ta;
+	struct lz_mailbox mb;
+	struct job jobs[LZ_ESC_MAX_JOBS];
+	uint8_t (*seen)[LZ_ESC_ID_LEN];
+	size_t n_seen;
+	uint8_t *buf;   /* one record, in or out */
+	uint8_t *chunk; /* one chunk's output bytes */
+};
+
+#define TAKE_PER_WAKE 32 /* mailbox entries per wake, so a flood cannot starve the rest */
+
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "escalation: %s\n", line);
+}
+
+static void job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->state = JOB_FREE;
+	j->session = -1;
+	j->pidfd = j->pipes[0] = j->pipes[1] = -EBADF;
+}
+
+static void strv_free(char **v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* ---- create and free ------------------------------------------------------- */
+
+int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LEN], uint64_t generation,
+			 struct lz_escalation **ret, struct lz_err *err)
+{
+	struct lz_escalation *e = calloc(1, sizeof(*e));
+	int r;
+	if (e == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	e->mb = (struct lz_mailbox)LZ_MAILBOX_INIT;
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+		job_init(&e->jobs[i]);
+	e->seen = calloc(LZ_ESC_SEEN_MAX, LZ_ESC_ID_LEN);
+	e->buf = malloc(LZ_ESC_RECORD_MAX);
+	e->chunk = malloc(LZ_ESC_CHUNK_MAX);
+	if (e->seen == NULL || e->buf == NULL || e->chunk == NULL) {
+		r = lz_err_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((r = lz_mailbox_create(gen_fd, &e->mb, err)) < 0 ||
+	    (r = lz_trust_anchor_create(domain_id, generation, &e->ta, err)) < 0 ||
+	    (r = lz_trust_anchor_write_credentials(e->ta, e->mb.credential, e->mb.key, err)) < 0)
+		goto fail;
+	*ret = e;
+	return 0;
+fail:
+	lz_escalation_free(e);
+	return r;
+}
+
+const struct lz_trust_anchor *lz_escalation_anchor(const struct lz_escalation *e)
+{
+	return e->ta;
+}
+
+void lz_escalation_sandbox_started(struct lz_escalation *e)
+{
+	lz_trust_anchor_drop_sandbox_key(e->ta, e->mb.key);
+}
+
+int lz_escalation_capability_hex(const struct lz_escalation *e, const uint8_t session_id[LZ_ESC_ID_LEN], char *out,
+				 size_t cap)
+{
+	uint8_t sealed[LZ_ESC_CAPABILITY_MAX];
+	size_t len;
+	int r = lz_trust_anchor_capability(e->ta, session_id, sealed, &len);
+	if (r < 0)
+		return r;
+	if (cap < 2 * len + 1)
+		return -ENAMETOOLONG;
+	lz_hex(sealed, len, out);
+	return 0;
+}
+
+/* ---- posting ------------------------------------------------------------------ */
+
+static void post(struct lz_escalation *e, struct job *j, const struct lz_esc_record *rec, const char *suffix)
+{
+	char name[LZ_MAILBOX_NAME_MAX];
+	size_t len;
+	struct lz_err err;
+	snprintf(name, sizeof(name), "%s.%s", j->hex, suffix);
+	if (lz_esc_seal(rec, e->ta->coordinator, e->buf, LZ_ESC_RECORD_MAX, &len) < 0)
+		log_line("request %s: sealing its %s failed", j->hex, suffix);
+	else if (lz_mailbox_post(&e->mb, name, e->buf, len, &err) < 0)
+		log_line("request %s: %s", j->hex, err.msg);
+}
+
+static void post_decision(struct lz_escalation *e, struct job *j, uint32_t verdict, const char *message)
+{
+	struct lz_esc_record rec = { .kind = LZ_ESC_DECISION, .scope = e->ta->scope };
+	memcpy(rec.decision.request_id, j->id, LZ_ESC_ID_LEN);
+	rec.decision.verdict = verdict;
+	rec.decision.message = (struct lz_esc_bytes){ (const uint8_t *)message, strlen(message) };
+	post(e, j, &rec, "decision");
+}
+
+static void arm_deadline(struct job *j)
+{
+	j->deadline = lz_now_ms() + LZ_ESC_ACK_TIMEOUT_MS;
+}
+
+/* The terminal result; the job then waits for the client's last
+ * acknowledgement. */
+static void post_result(struct lz_escalation *e, struct job *j, uint32_t outcome, int32_t value, const char *message)
+{
+	struct lz_esc_record rec = { .kind = LZ_ESC_TERMINAL_RESULT, .scope = e->ta->scope };
+	memcpy(rec.result.request_id, j->id, LZ_ESC_ID_LEN);
+	rec.result.chunks = j->sent;
+	rec.result.outcome = outcome;
+	rec.result.value = value;
+	rec.result.message = (struct lz_esc_bytes){ (const uint8_t *)message, strlen(message) };
+	post(e, j, &rec, "result");
+	j->result_posted = true;
+	j->state = JOB_ENDED;
+	arm_deadline(j);
+}
+
+/* ---- the host process ---------------------------------------------------------- */
+
+static void close_pipes(struct job *j)
+{
+	lz_close_fdp(&j->pipes[0]);
+	lz_close_fdp(&j->pipes[1]);
+}
+
+/* Kills the exact process and reaps it (spec 3.8: before its files go). */
+static void kill_and_reap(struct job *j)
+{
+	if (j->pidfd >= 0 && !j->exited) {
+		siginfo_t si;
+		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+		memset(&si, 0, sizeof(si));
+		while (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+			;
+		j->exited = true;
+	}
+	lz_close_fdp(&j->pidfd);
+	close_pipes(j);
+}
+
+/* Removes the job's files from the inbox and frees the slot. */
+static void job_end(struct lz_escalation *e, struct job *j)
+{
+	char name[LZ_MAILBOX_NAME_MAX];
+	kill_and_reap(j);
+	for (uint64_t s = j->acked + 1; s <= j->sent; s++) {
+		snprintf(name, sizeof(name), "%s.%llu", j->hex, (unsigned long long)s);
+		lz_mailbox_withdraw(&e->mb, name);
+	}
+	snprintf(name, sizeof(name), "%s.decision", j->hex);
+	lz_mailbox_withdraw(&e->mb, name);
+	snprintf(name, sizeof(name), "%s.result", j->hex);
+	lz_mailbox_withdraw(&e->mb, name);
+	strv_free(j->argv, j->argc);
+	free(j->cwd);
+	free(j->why);
+	job_init(j);
+}
+
+int lz_escalation_rule_match(const struct lz_esc_rule *rules, size_t n_rules, char *const *argv, size_t argc)
+{
+	for (size_t i = 0; i < n_rules; i++) {
+		const struct lz_esc_rule *r = &rules[i];
+		if (argc != r->n_args + 1 || strcmp(argv[0], r->executable) != 0)
+			continue;
+		size_t k = 0;
+		while (k < r->n_args && strcmp(argv[k + 1], r->args[k]) == 0)
+			k++;
+		if (k == r->n_args)
+			return (int)i;
+	}
+	return -1;
+}
+
+static int start_host_process(struct job *j, int exe_fd, int workspace_fd, char *const *env, struct lz_err *err)
+{
+	int out[2] = { -EBADF, -EBADF }, errp[2] = { -EBADF, -EBADF };
+	int r;
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
+		goto done;
+	}
+	struct lz_spawn spec = { .label = j->argv[0], .exe_fd = exe_fd, .argv = j->argv, .envp = env,
+				 .stdin_fd = -1, .stdout_fd = out[1], .stderr_fd = errp[1], .cwd_fd = workspace_fd,
+				 .has_cwd = true };
+	pid_t pid;
+	if ((r = lz_spawn(&spec, &j->pidfd, &pid, err)) < 0)
+		goto done;
+	j->pipes[0] = TAKE_FD(out[0]);
+	j->pipes[1] = TAKE_FD(errp[0]);
+	(void)fcntl(j->pipes[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(j->pipes[1], F_SETFL, O_NONBLOCK);
+	log_line("request %s: host process %d started", j->hex, (int)pid);
+done:
+	for (int i = 0; i < 2; i++) {
+		lz_close_fdp(&out[i]);
+		lz_close_fdp(&errp[i]);
+	}
+	return r;
+}
+
+int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict, const struct lz_path *rule_exe,
+			  int workspace_fd, char *const *env, int session, struct lz_err *err)
+{
+	struct job *j = &e->jobs[job];
+	struct lz_path opened = LZ_PATH_INIT;
+	int r;
+	j->session = session;
+	if (rule_exe != NULL) {
+		r = lz_path_revalidate(rule_exe, err);
+		if (r >= 0)
+			r = lz_path_check_executable(rule_exe, err);
+	} else {
+		r = lz_path_open(j->argv[0], &opened, err);
+		if (r >= 0)
+			r = lz_path_check_executable(&opened, err);
+	}
+	if (r >= 0) {
+		post_decision(e, j, verdict, verdict == LZ_ESC_AUTO_APPROVED ? "approved by an auto_approve rule"
+									    : "approved by the developer");
+		j->state = JOB_RUNNING;
+		r = start_host_process(j, rule_exe ? rule_exe->fd : opened.fd, workspace_fd, env, err);
+	}
+	lz_path_release(&opened);
+	if (r < 0) {
+		char why[LZ_ERR_MSG_MAX + 64];
+		if (j->state != JOB_RUNNING)
+			post_decision(e, j, LZ_ESC_DENIED, err->msg);
+		snprintf(why, sizeof(why), "the host command did not start: %s", err->msg);
+		log_line("request %s: %s", j->hex, why);
+		post_result(e, j, j->state == JOB_RUNNING ? LZ_ESC_FAILED : LZ_ESC_REFUSED, 0, why);
+	}
+	return r;
+}
+
+void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message)
+{
+	struct job *j = &e->jobs[job];
+	char safe[LZ_ESC_TEXT_MAX];
+	/* The message is the coordinator's; escaping keeps it UTF-8. */
+	lz_escape(message, strlen(message), safe, sizeof(safe));
+	log_line("request %s: denied (%s)", j->hex, safe);
+	post_decision(e, j, LZ_ESC_DENIED, safe);
+	post_result(e, j, LZ_ESC_REFUSED, 0, safe);
+}
+
+void lz_escalation_prompting(struct lz_escalation *e, size_t job, int session)
+{
+	e->jobs[job].state = JOB_PROMPT;
+	e->jobs[job].session = session;
+}
+
+size_t lz_escalation_session_gone(struct lz_escalation *e, int session)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
+		struct job *j = &e->jobs[i];
+		if (j->state == JOB_FREE || j->session != session)
+			continue;
+		log_line("request %s: its session ended; cancelled", j->hex);
+		job_end(e, j);
+		n++;
+	}
+	return n;
+}
+
+int lz_escalation_next_withdrawn(struct lz_escalation *e, size_t *ret_job)
+{
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
+		struct job *j = &e->jobs[i];
+		if (j->withdrawn) {
+			j->withdrawn = false;
+			*ret_job = i;
+			return j->session;
+		}
+	}
+	return -1;
+}
+
+bool lz_escalation_next_route(struct lz_escalation *e, struct lz_esc_route *ret)
+{
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
+		struct job *j = &e->jobs[i];
+		if (j->state != JOB_ROUTING || j->session != -1)
+			continue;
+		j->session = -2; /* handed out once */
+		*ret = (struct lz_esc_route){ .job = i, .argv = j->argv, .argc = j->argc, .cwd = j->cwd, .why = j->why };
+		memcpy(ret->session_id, j->session_id, LZ_ESC_ID_LEN);
+		return true;
+	}
+	return false;
+}
+
+/* ---- records from the sandbox ---------------------------------------------------- */
+
+static struct job *find_job(struct lz_escalation *e, const uint8_t id[LZ_ESC_ID_LEN])
+{
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+		if (e->jobs[i].state != JOB_FREE && memcmp(e->jobs[i].id, id, LZ_ESC_ID_LEN) == 0)
+			return &e->jobs[i];
+	return NULL;
+}
+
+static bool seen_before(struct lz_escalation *e, const uint8_t id[LZ_ESC_ID_LEN])
+{
+	for (size_t i = 0; i < e->n_seen; i++)
+		if (memcmp(e->seen[i], id, LZ_ESC_ID_LEN) == 0)
+			return true;
+	return false;
+}
+
+static char *dup_bytes(struct lz_esc_bytes b)
+{
+	char *s = malloc(b.n + 1);
+	if (s != NULL) {
+		memcpy(s, b.p, b.n);
+		s[b.n] = '\0';
+	}
+	return s;
+}
+
+static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
+{
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t session_id[LZ_ESC_ID_LEN];
+	lz_hex(q->request_id, LZ_ESC_ID_LEN, hex);
+	if (seen_before(e, q->request_id)) {
+		log_line("request %s refused: replayed", hex);
+		return; /* the original's files are its answer */
+	}
+	if (e->n_seen == LZ_ESC_SEEN_MAX) {
+		log_line("request %s refused: %d requests in this generation already", hex, LZ_ESC_SEEN_MAX);
+		return;
+	}
+	memcpy(e->seen[e->n_seen++], q->request_id, LZ_ESC_ID_LEN);
+	/* The justification is shown as a C string: a NUL would hide the
+	 * rest of it from the developer. */
+	if (memchr(q->why.p, '\0', q->why.n) != NULL) {
+		log_line("request %s refused: a NUL in its justification", hex);
+		return;
+	}
+	int r = lz_trust_anchor_check_capability(e->ta, q->capability.p, q->capability.n, session_id);
+	if (r < 0) {
+		log_line("request %s refused: its session capability %s", hex,
+			 r == -ESTALE ? "is of another Domain or generation" : "is not the coordinator's");
+		return;
+	}
+	struct job *j = NULL;
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS && j == NULL; i++)
+		if (e->jobs[i].state == JOB_FREE)
+			j = &e->jobs[i];
+	struct job over; /* answers a request there is no room for */
+	if (j == NULL) {
+		job_init(&over);
+		memcpy(over.id, q->request_id, LZ_ESC_ID_LEN);
+		memcpy(over.hex, hex, sizeof(hex));
+		post_decision(e, &over, LZ_ESC_DENIED, "too many host commands at once; try again");
+		post_result(e, &over, LZ_ESC_REFUSED, 0, "too many host commands at once");
+		log_line("request %s refused: %d requests at once already", hex, LZ_ESC_MAX_JOBS);
+		return;
+	}
+	memcpy(j->id, q->request_id, LZ_ESC_ID_LEN);
+	memcpy(j->hex, hex, sizeof(hex));
+	memcpy(j->session_id, session_id, LZ_ESC_ID_LEN);
+	j->argv = calloc(q->argc + 1, sizeof(char *));
+	bool ok = j->argv != NULL;
+	for (size_t i = 0; ok && i < q->argc; i++)
+		ok = (j->argv[i] = dup_bytes(q->argv[i])) != NULL;
+	j->argc = q->argc;
+	ok = ok && (j->cwd = dup_bytes(q->cwd)) != NULL && (j->why = dup_bytes(q->why)) != NULL;
+	j->state = JOB_ROUTING;
+	if (!ok) {
+		j->state = JOB_ENDED;
+		log_line("request %s refused: out of memory", hex);
+		post_result(e, j, LZ_ESC_FAILED, 0, "the coordinator ran out of memory");
+		return;
+	}
+	log_line("request %s received", hex);
+}
+
+static void on_cancellation(struct lz_escalation *e, struct job *j)
+{
+	if (j->state == JOB_ENDED)
+		return;
+	log_line("request %s: cancelled by the sandbox", j->hex);
+	if (j->state == JOB_PROMPT)
+		j->withdrawn = true;
+	if (j->state != JOB_RUNNING)
+		post_decision(e, j, LZ_ESC_DENIED, "cancelled");
+	kill_and_reap(j);
+	post_result(e, j, LZ_ESC_CANCELLED, 0, "cancelled");
+}
+
+/* Spec 3.8: the highest contiguous sequence the client took. Chunks are
+ * 1..sent; the terminal result counts as sent + 1, so only an
+ * acknowledgement of it (sent after the client read it) ends the job. */
+static void on_acknowledgement(struct lz_escalation *e, struct job *j, uint64_t seq)
+{
+	char name[LZ_MAILBOX_NAME_MAX];
+	if (j->result_posted && seq == j->sent + 1) {
+		job_end(e, j); /* the client has everything */
+		return;
+	}
+	if (seq > j->sent || seq < j->acked)
+		return;
+	for (uint64_t s = j->acked + 1; s <= seq; s++) {
+		snprintf(name, sizeof(name), "%s.%llu", j->hex, (unsigned long long)s);
+		lz_mailbox_withdraw(&e->mb, name);
+	}
+	j->acked = seq;
+	if (!j->result_posted)
+		j->deadline = j->sent > j->acked ? lz_now_ms() + LZ_ESC_ACK_TIMEOUT_MS : 0;
+}
+
+static void receive(struct lz_escalation *e)
+{
+	struct lz_err err;
+	size_t len;
+	for (int k = 0; k < TAKE_PER_WAKE; k++) {
+		int r = lz_mailbox_take(&e->mb, e->buf, &len, &err);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			log_line("%s; refused", err.msg);
+			continue;
+		}
+		struct lz_esc_record rec;
+		r = lz_esc_open(e->buf, len,
+				LZ_ESC_KIND_BIT(LZ_ESC_REQUEST) | LZ_ESC_KIND_BIT(LZ_ESC_CANCELLATION) |
+					LZ_ESC_KIND_BIT(LZ_ESC_ACKNOWLEDGEMENT),
+				e->ta->sandbox_public, &rec, NULL);
+		if (r < 0) {
+			log_line("a record of %zu bytes refused: %s", len,
+				 r == -EPERM	? "not signed by this generation's sandbox key"
+				 : r == -EPROTO ? "a kind the sandbox does not send"
+						: "malformed");
+			continue;
+		}
+		if (memcmp(rec.scope.domain_id, e->ta->scope.domain_id, LZ_ESC_DOMAIN_ID_LEN) != 0 ||
+		    rec.scope.generation != e->ta->scope.generation) {
+			log_line("a %s refused: of another Domain or generation", lz_esc_kind_name(rec.kind));
+			continue;
+		}
+		if (rec.kind == LZ_ESC_REQUEST) {
+			on_request(e, &rec.request);
+			continue;
+		}
+		const uint8_t *id = rec.kind == LZ_ESC_CANCELLATION ? rec.cancellation.request_id
+								    : rec.acknowledgement.request_id;
+		struct job *j = find_job(e, id);
+		if (j == NULL)
+			continue; /* a request already over */
+		if (rec.kind == LZ_ESC_CANCELLATION)
+			on_cancellation(e, j);
+		else
+			on_acknowledgement(e, j, rec.acknowledgement.sequence);
+	}
+}
+
+/* ---- polling ------------------------------------------------------------------------ */
+
+size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, int *timeout_ms)
+{
+	size_t n = 0;
+	pf[n++] = (struct pollfd){ .fd = e->mb.watch, .events = POLLIN };
+	int64_t now = lz_now_ms();
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
+		const struct job *j = &e->jobs[i];
+		if (j->state == JOB_RUNNING) {
+			if (j->pidfd >= 0 && !j->exited)
+				pf[n++] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
+			/* Spec 3.8: the pipes pause at the window. */
+			bool room = j->sent - j->acked < LZ_ESC_WINDOW;
+			for (int s = 0; s < 2; s++)
+				if (j->pipes[s] >= 0 && room)
+					pf[n++] = (struct pollfd){ .fd = j->pipes[s], .events = POLLIN };
+		}
+		if (j->deadline > 0) {
+			int left = j->deadline > now ? (int)(j->deadline - now) : 0;
+			if (*timeout_ms < 0 || left < *timeout_ms)
+				*timeout_ms = left;
+		}
+	}
+	return n;
+}
+
+/* One read of stream s into one chunk. */
+static void pump(struct lz_escalation *e, struct job *j, int s)
+{
+	uint8_t *data = e->chunk;
+	ssize_t n = read(j->pipes[s], data, LZ_ESC_CHUNK_MAX);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		lz_close_fdp(&j->pipes[s]);
+		return;
+	}
+	struct lz_esc_record rec = { .kind = LZ_ESC_CHUNK, .scope = e->ta->scope };
+	memcpy(rec.chunk.request_id, j->id, LZ_ESC_ID_LEN);
+	rec.chunk.sequence = ++j->sent;
+	rec.chunk.stream = s == 0 ? LZ_ESC_STDOUT : LZ_ESC_STDERR;
+	rec.chunk.data = (struct lz_esc_bytes){ data, (size_t)n };
+	char suffix[24];
+	snprintf(suffix, sizeof(suffix), "%llu", (unsigned long long)j->sent);
+	post(e, j, &rec, suffix);
+	if (j->deadline == 0)
+		arm_deadline(j);
+}
+
+static void reap(struct job *j)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+		return;
+	j->exited = true;
+	j->code = si.si_code;
+	j->status = si.si_status;
+}
+
+static void finish_if_done(struct lz_escalation *e, struct job *j)
+{
+	if (j->state != JOB_RUNNING || !j->exited || j->pipes[0] >= 0 || j->pipes[1] >= 0)
+		return;
+	lz_close_fdp(&j->pidfd);
+	if (j->code == CLD_EXITED) {
+		log_line("request %s: host process exited %d", j->hex, j->status);
+		post_result(e, j, LZ_ESC_EXITED, j->status, "");
+	} else {
+		log_line("request %s: host process killed by signal %d", j->hex, j->status);
+		post_result(e, j, LZ_ESC_SIGNALED, j->status, "");
+	}
+}
+
+void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size_t n)
+{
+	if (n > 0 && pf[0].revents) {
+		lz_mailbox_drain_watch(&e->mb);
+		receive(e);
+	}
+	for (size_t i = 1; i < n; i++) {
+		if (!pf[i].revents)
+			continue;
+		for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
+			struct job *j = &e->jobs[k];
+			if (j->state != JOB_RUNNING)
+				continue;
+			if (pf[i].fd == j->pidfd)
+				reap(j);
+			for (int s = 0; s < 2; s++)
+				if (pf[i].fd == j->pipes[s])
+					pump(e, j, s);
+		}
+	}
+	int64_t now = lz_now_ms();
+	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
+		struct job *j = &e->jobs[k];
+		finish_if_done(e, j);
+		if (j->deadline > 0 && j->deadline <= now) {
+			log_line("request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
+			job_end(e, j);
+		}
+	}
+}
+
+void lz_escalation_free(struct lz_escalation *e)
+{
+	if (e == NULL)
+		return;
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+		if (e->jobs[i].state != JOB_FREE)
+			job_end(e, &e->jobs[i]);
+	lz_mailbox_close(&e->mb);
+	lz_trust_anchor_free(e->ta);
+	free(e->seen);
+	free(e->buf);
+	free(e->chunk);
+	free(e);
+}

@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# End-to-end tests of Host Escalation (issue 12, spec 3.8): the agent asks
+# with lazaret-escalate inside a real sandbox, the developer answers in a
+# real terminal (tmux), the host runs exactly that argument vector as the
+# test user. escforge (tests/escalation/escforge.c) plays the compromised
+# sandbox: it holds the request key and writes what it likes.
+# Needs: LAZARET, LZ_ESCFORGE, E2E_ROOT, tmux, python3, umoci, unshare.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${LAZARET:?set LAZARET to the lazaret binary}"
+: "${LZ_ESCFORGE:?set LZ_ESCFORGE to the escforge test binary}"
+: "${E2E_ROOT:?set E2E_ROOT to the e2e directory}"
+FIX=$E2E_ROOT/fixtures
+
+IMG=$(mktemp -d "${TMPDIR:-/tmp}/lz-esc-img.XXXXXX")
+python3 "$FIX/make_test_image.py" "$IMG/img" latest --with-git >/dev/null || {
+	echo "Bail out! cannot build the test image"
+	exit 1
+}
+
+t_setup() {
+	mkdir -m 0700 "$T/home" "$T/run" "$T/runs"
+	mkdir "$T/ws"
+	WS=$(realpath "$T/ws")
+	RUNS=$T/runs # where auto-approved host commands leave their mark
+	DATA=$T/data
+	CFG=$T/config.toml
+	cat >"$CFG" <<-EOT
+		version = 1
+		[storage]
+		data_root = "$DATA"
+		[profiles.test]
+		image = "oci:$IMG/img:latest"
+		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/mktemp"
+		args = ["-p", "$RUNS"]
+		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/ls"
+		args = ["$T/absent"]
+		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/head"
+		args = ["-c", "10485760", "/dev/zero"]
+		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/sleep"
+		args = ["$((300 + RANDOM % 100))"]
+	EOT
+	chmod 0600 "$CFG"
+	SLEEP=$(sed -n 's/^args = \["\([0-9]*\)"\]$/\1/p' "$CFG")
+	cp "$LZ_ESCFORGE" "$WS/escforge"
+	ENVV=(env -i "HOME=$T/home" "USER=$(id -un)" "PATH=/usr/local/bin:/usr/bin:/bin"
+		"XDG_RUNTIME_DIR=$T/run" "TERM=screen")
+	[ -z "${LZ_TEST_RUN:-}" ] || ENVV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
+	capture "${ENVV[@]}" "$LAZARET" image prepare "oci:$IMG/img:latest" --config "$CFG"
+	[ "$STATUS" = 0 ] || fail "image prepare: $ERR"
+}
+
+t_teardown() {
+	[ -S "$T/tmux.sock" ] && tmux -S "$T/tmux.sock" kill-server 2>/dev/null
+	local i
+	for i in $(seq 150); do
+		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
+		sleep 0.1
+	done
+	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
+	in_ns rm -rf "$T/data" "$T/run" 2>/dev/null
+	return 0
+}
+
+# guest SCRIPT: runs sh -c SCRIPT in a session without a terminal.
+guest() {
+	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- sh -c "$1")
+}
+
+hclog() { cat "$T/run/lazaret/domains/"*/hc.log; }
+runs() { find "$RUNS" -type f | wc -l; }
+
+# Host processes of this test still running: their command lines name $T.
+assert_no_host_process() {
+	local i
+	for i in $(seq 50); do
+		pgrep -u "$(id -u)" -f "^/usr/bin/sleep $SLEEP\$" >/dev/null || return 0
+		sleep 0.1
+	done
+	fail "a host command outlived its request: $(pgrep -u "$(id -u)" -af "sleep $SLEEP")"
+}
+
+test_auto_approve_runs_exactly_the_rule() {
+	capture guest "lazaret-escalate --why 'make a file' -- /usr/bin/mktemp -p $RUNS; echo status=\$?"
+	assert_contains "$OUT" "status=0"
+	assert_eq 1 "$(runs)" "host runs"
+	# The host command's own stdout reached the guest: the host path it made.
+	assert_contains "$OUT" "$(find "$RUNS" -type f)"
+	# Its stderr and exit status too.
+	capture guest "lazaret-escalate -- /usr/bin/ls $T/absent; echo status=\$?"
+	assert_contains "$OUT" "status=2"
+	assert_contains "$ERR" "No such file or directory"
+	assert_contains "$(hclog)" "host process exited 2"
+}
+
+test_near_misses_are_not_auto_approved() {
+	local variant
+	mkdir "$T/links"
+	ln -s /usr/bin/mktemp "$T/links/mktemp"
+	for variant in "/usr/bin/mktemp -p $RUNS -u" "/usr/bin/mktemp -p $RUNS/" "/usr/bin/../bin/mktemp -p $RUNS" \
+		"/bin/mktemp -p $RUNS" "$T/links/mktemp -p $RUNS" "//usr/bin/mktemp -p $RUNS" "/usr/bin/mktemp"; do
+		capture guest "lazaret-escalate -- $variant; echo status=\$?"
+		assert_contains "$OUT" "status=77" "$variant"
+		assert_contains "$ERR" "no auto_approve rule matches the command exactly" "$variant"
+	done
+	assert_eq 0 "$(runs)" "host runs after near misses"
+}
+
+test_forged_and_malformed_records_are_refused() {
+	local mode
+	for mode in zero-sig wrong-key other-gen forged-cap trailing oversize; do
+		capture guest "/workspace/escforge $mode -- /usr/bin/mktemp -p $RUNS"
+		assert_eq "no answer" "$OUT" "$mode"
+	done
+	assert_eq 0 "$(runs)" "host runs after forgeries"
+	local log
+	log=$(hclog)
+	assert_contains "$log" "not signed by this generation's sandbox key"
+	assert_contains "$log" "of another Domain or generation"
+	assert_contains "$log" "its session capability is not the coordinator's"
+	assert_contains "$log" "malformed"
+	assert_contains "$log" "more than 65536"
+	# The same tool, signing honestly, is answered: the refusals above are
+	# the coordinator's checks, not a broken forger.
+	capture guest "/workspace/escforge genuine -- /usr/bin/mktemp -p $RUNS"
+	assert_contains "$OUT" "decision: auto-approved"
+	assert_eq 1 "$(runs)" "host runs after the genuine request"
+}
+
+test_a_replayed_request_runs_once() {
+	capture guest "/workspace/escforge replay -- /usr/bin/mktemp -p $RUNS"
+	assert_contains "$OUT" "decision: auto-approved"
+	assert_contains "$OUT" "replayed"
+	assert_eq 1 "$(runs)" "host runs after a replay"
+	assert_contains "$(hclog)" "refused: replayed"
+}
+
+test_junk_in_the_outbox_is_refused() {
+	local out=/run/lazaret/escalation/outbox
+	capture guest "ln -s /etc/passwd $out/symlink; mkfifo $out/fifo; echo x > $out/.h; ln $out/.h $out/hardlink;
+		mkdir $out/dir; head -c 70000 /dev/zero > $out/big; sleep 1;
+		lazaret-escalate -- /usr/bin/mktemp -p $RUNS >/dev/null; echo status=\$?"
+	assert_contains "$OUT" "status=0"
+	assert_eq 1 "$(runs)" "the genuine request after the junk"
+	local log
+	log=$(hclog)
+	assert_contains "$log" "escalation entry symlink: a symlink"
+	# gVisor keeps a FIFO made inside in its own memory: the host never
+	# sees it (tests/escalation/test_mailbox.c covers a host FIFO); it
+	# must not stall the mailbox either, which the request above shows.
+	assert_not_contains "$log" "escalation entry fifo"
+	assert_contains "$log" "escalation entry hardlink: has 2 links"
+	assert_contains "$log" "escalation entry dir: not a regular file"
+	assert_contains "$log" "escalation entry big: 70000 bytes"
+}
+
+# Peak resident memory of this test's coordinator, in kB.
+hc_hwm() {
+	local pid
+	pid=$(pgrep -u "$(id -u)" -f "__hc.*$CFG" | head -n 1)
+	[ -n "$pid" ] || pid=$(pgrep -u "$(id -u)" -x "$(basename "$LAZARET" | cut -c1-15)" | head -n 1)
+	awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status"
+}
+
+test_ten_mib_stream_with_bounded_coordinator_memory() {
+	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- \
+		sh -c "sleep 2; lazaret-escalate -- /usr/bin/head -c 10485760 /dev/zero | wc -c > /workspace/count; sleep 2") &
+	local cli=$! before after
+	sleep 1.5
+	before=$(hc_hwm)
+	sleep 2
+	for _ in $(seq 100); do [ -s "$WS/count" ] && break; sleep 0.1; done
+	after=$(hc_hwm)
+	wait "$cli" || fail "the session failed"
+	assert_eq 10485760 "$(tr -d ' ' <"$WS/count")" "bytes streamed"
+	echo "# coordinator peak RSS ${before} kB before, ${after} kB after 10 MiB"
+	[ -n "$before" ] && [ -n "$after" ] || fail "no coordinator RSS read"
+	# At most LZ_ESC_WINDOW chunks of 48 KiB are in flight; 10 MiB held
+	# anywhere in the coordinator would show here.
+	[ $((after - before)) -lt 4096 ] || fail "the coordinator grew by $((after - before)) kB streaming 10 MiB"
+}
+
+test_cancel_from_the_sandbox_kills_the_host_command() {
+	capture guest "lazaret-escalate -- /usr/bin/sleep $SLEEP & pid=\$!; sleep 2; kill -INT \$pid; wait \$pid; echo status=\$?"
+	assert_contains "$OUT" "status=130"
+	assert_contains "$ERR" "cancelled"
+	assert_no_host_process
+	assert_contains "$(hclog)" "cancelled by the sandbox"
+}
+
+test_session_loss_kills_the_host_command() {
+	(cd "$WS" && exec "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- lazaret-escalate -- /usr/bin/sleep "$SLEEP") &
+	local cli=$!
+	for _ in $(seq 100); do pgrep -u "$(id -u)" -f "^/usr/bin/sleep $SLEEP\$" >/dev/null && break; sleep 0.1; done
+	pgrep -u "$(id -u)" -f "^/usr/bin/sleep $SLEEP\$" >/dev/null || fail "the host command never started"
+	kill -KILL "$cli"
+	assert_no_host_process
+	for _ in $(seq 100); do pgrep -u "$(id -u)" -f "$T/" >/dev/null || break; sleep 0.1; done
+	assert_contains "$(hclog)" "its session ended; cancelled"
+	assert_eq "" "$(ls -A "$T/run/lazaret/domains/"*/ | grep -v -e '^hc.lock$' -e '^hc.log$')" "runtime files left"
+}
+
+# ---- in a terminal ------------------------------------------------------------------
+
+tmux_setup() {
+	SOCK=$T/tmux.sock
+	printf 'PS1="$ "\ncd %s\n' "$WS" >"$T/rc"
+	tmux -S "$SOCK" -f /dev/null new-session -d -s main -x 150 -y 40 "${ENVV[@]}" bash --rcfile "$T/rc" -i
+	tmux -S "$SOCK" set-option -g -t main remain-on-exit on >/dev/null
+}
+keys() { tmux -S "$SOCK" send-keys -t "${PANE:-main}" "$@"; }
+screen() { tmux -S "$SOCK" capture-pane -p -t "${PANE:-main}" -S -200; }
+wait_for() {
+	local i limit=$((${2:-20} * 10))
+	for i in $(seq "$limit"); do
+		screen | grep -qF -- "$1" && return 0
+		sleep 0.1
+	done
+	fail "the pane never showed [$1]:
+$(screen | grep -v "^$" | tail -n 20)"
+}
+# wait_count TEXT N: until the pane shows TEXT on N lines.
+wait_count() {
+	local i
+	for i in $(seq 200); do
+		[ "$(screen | grep -cF -- "$1")" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	fail "the pane never showed [$1] $2 times:
+$(screen | grep -v "^$" | tail -n 20)"
+}
+start_guest() {
+	keys "$LAZARET test --config $CFG" Enter
+	wait_for "bash-" 60
+	keys 'PS1="guest\$ "' Enter
+	wait_for 'guest$'
+}
+
+test_the_developer_approves_in_the_terminal() {
+	tmux_setup
+	start_guest
+	# An argument with an escape sequence: the prompt must show it escaped.
+	keys "lazaret-escalate --why 'needs the host' -- /usr/bin/touch $T/approved \$'\\e[31mred'; echo status=\$?" Enter
+	wait_for "Approve? [y/N]"
+	local s
+	s=$(screen)
+	assert_contains "$s" "argv[0]    /usr/bin/touch"
+	assert_contains "$s" "argv[1]    $T/approved"
+	assert_contains "$s" 'argv[2]    \e[31mred'
+	assert_contains "$s" "why        needs the host"
+	assert_contains "$s" "profile    test"
+	[ ! -e "$T/approved" ] || fail "the command ran before the answer"
+	keys y
+	wait_for "status=0"
+	[ -e "$T/approved" ] || fail "the approved command did not run"
+	[ -e "$WS/$(printf '\e[31mred')" ] || fail "the argument did not arrive byte for byte (touch runs in the workspace)"
+	assert_contains "$(screen)" "lazaret: approved"
+}
+
+test_the_developer_denies_in_the_terminal() {
+	tmux_setup
+	start_guest
+	keys "lazaret-escalate -- /usr/bin/touch $T/denied; echo status=\$?" Enter
+	wait_for "Approve? [y/N]"
+	keys n
+	wait_for "status=77"
+	[ ! -e "$T/denied" ] || fail "a denied command ran"
+	assert_contains "$(screen)" "denied by the developer"
+	# Ctrl-C at the prompt denies too, and the guest's shell is unharmed.
+	keys "lazaret-escalate -- /usr/bin/touch $T/denied; echo status=\$?" Enter
+	wait_count "Approve? [y/N]" 2
+	keys C-c
+	wait_count "status=77" 2
+	[ ! -e "$T/denied" ] || fail "a denied command ran"
+}
+
+test_a_prompt_touches_no_other_session() {
+	tmux_setup
+	tmux -S "$SOCK" split-window -h -t main "${ENVV[@]}" bash --rcfile "$T/rc" -i
+	sleep 0.5
+	PANE=main.0 start_guest
+	PANE=main.1 start_guest
+	PANE=main.1 keys 'i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo tick$i; sleep 0.2; done' Enter
+	PANE=main.0 keys "lazaret-escalate -- /usr/bin/touch $T/other; echo status=\$?" Enter
+	PANE=main.0 wait_for "Approve? [y/N]"
+	PANE=main.1 wait_for "tick40" 30
+	local right
+	right=$(PANE=main.1 screen)
+	assert_not_contains "$right" "Approve?"
+	assert_not_contains "$right" "lazaret: the sandbox asks"
+	PANE=main.0 keys n
+	PANE=main.0 wait_for "status=77"
+}
+
+test_cancelled_in_the_sandbox_while_the_prompt_is_up() {
+	tmux_setup
+	start_guest
+	keys "(sleep 3; kill -INT \$(pidof lazaret-escalate)) & lazaret-escalate -- /usr/bin/touch $T/never; echo status=\$?" Enter
+	wait_for "Approve? [y/N]"
+	wait_for "status=130" 20
+	assert_contains "$(screen)" "lazaret: the request was cancelled in the sandbox"
+	[ ! -e "$T/never" ] || fail "a cancelled request ran"
+	# Typing works again and reaches the guest, not a prompt.
+	keys "echo after=ok" Enter
+	wait_for "after=ok"
+}
+
+t_run "auto-approval runs exactly the rule; output and status come back" test_auto_approve_runs_exactly_the_rule
+t_run "near misses (extra argument, other spelling, symlinks) are not auto-approved" test_near_misses_are_not_auto_approved
+t_run "forged, foreign and malformed records are refused" test_forged_and_malformed_records_are_refused
+t_run "a replayed request runs once" test_a_replayed_request_runs_once
+t_run "symlinks, FIFOs, hard links, directories and oversize files in the outbox are refused" test_junk_in_the_outbox_is_refused
+t_run "10 MiB streams back with bounded coordinator memory" test_ten_mib_stream_with_bounded_coordinator_memory
+t_run "Ctrl-C in the sandbox cancels the host command" test_cancel_from_the_sandbox_kills_the_host_command
+t_run "losing the session kills the host command" test_session_loss_kills_the_host_command
+t_run "the developer approves at the prompt; argv shown escaped, run byte for byte" test_the_developer_approves_in_the_terminal
+t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
+t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
+t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up
+rm -rf "$IMG"
+t_done
