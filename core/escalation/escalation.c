@@ -37,6 +37,7 @@ struct job {
 	uint64_t sent, acked;
 	bool result_posted;
 	bool withdrawn; /* cancelled while its prompt was up */
+	bool recorded;  /* the hooks' launching accepted it */
 	int64_t deadline; /* acknowledgement timeout; 0: none */
 };
 
@@ -46,6 +47,7 @@ struct lz_escalation {
 	struct job jobs[LZ_ESC_MAX_JOBS];
 	uint8_t (*seen)[LZ_ESC_ID_LEN];
 	size_t n_seen;
+	struct lz_esc_hooks hooks;
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
 };
@@ -115,6 +117,46 @@ const struct lz_trust_anchor *lz_escalation_anchor(const struct lz_escalation *e
 	return e->ta;
 }
 
+void lz_escalation_set_hooks(struct lz_escalation *e, const struct lz_esc_hooks *hooks)
+{
+	e->hooks = *hooks;
+}
+
+static int argv_digest(const struct job *j, uint8_t out[32])
+{
+	size_t len = 0, off = 0;
+	for (size_t i = 0; i < j->argc; i++)
+		len += 4 + strlen(j->argv[i]);
+	_cleanup_free_ uint8_t *framed = malloc(len ? len : 1);
+	if (framed == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < j->argc; i++) {
+		uint32_t n = (uint32_t)strlen(j->argv[i]);
+		framed[off++] = (uint8_t)(n >> 24);
+		framed[off++] = (uint8_t)(n >> 16);
+		framed[off++] = (uint8_t)(n >> 8);
+		framed[off++] = (uint8_t)n;
+		memcpy(framed + off, j->argv[i], n);
+		off += n;
+	}
+	return lz_sha256(framed, len, out);
+}
+
+/* The durable record before the launch (spec 3.8). */
+static int record_launch(struct lz_escalation *e, struct job *j, bool automatic, struct lz_err *err)
+{
+	uint8_t digest[32];
+	char session[2 * LZ_ESC_ID_LEN + 1];
+	if (e->hooks.launching == NULL)
+		return 0;
+	if (argv_digest(j, digest) < 0)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	lz_hex(j->session_id, LZ_ESC_ID_LEN, session);
+	int r = e->hooks.launching(e->hooks.ctx, j->hex, session, digest, automatic, err);
+	j->recorded = r >= 0;
+	return r;
+}
+
 void lz_escalation_sandbox_started(struct lz_escalation *e)
 {
 	lz_trust_anchor_drop_sandbox_key(e->ta, e->mb.key);
@@ -164,8 +206,12 @@ static void arm_deadline(struct job *j)
 
 /* The terminal result; the job then waits for the client's last
  * acknowledgement. */
+static void record_end(struct lz_escalation *e, struct job *j);
+
 static void post_result(struct lz_escalation *e, struct job *j, uint32_t outcome, int32_t value, const char *message)
 {
+	if (j->pidfd < 0)
+		record_end(e, j); /* the process is gone (or never ran) */
 	struct lz_esc_record rec = { .kind = LZ_ESC_TERMINAL_RESULT, .scope = e->ta->scope };
 	memcpy(rec.result.request_id, j->id, LZ_ESC_ID_LEN);
 	rec.result.chunks = j->sent;
@@ -201,11 +247,20 @@ static void kill_and_reap(struct job *j)
 	close_pipes(j);
 }
 
+/* The record of a launched request ends with its process. */
+static void record_end(struct lz_escalation *e, struct job *j)
+{
+	if (j->recorded && e->hooks.ended != NULL)
+		e->hooks.ended(e->hooks.ctx, j->hex);
+	j->recorded = false;
+}
+
 /* Removes the job's files from the inbox and frees the slot. */
 static void job_end(struct lz_escalation *e, struct job *j)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
 	kill_and_reap(j);
+	record_end(e, j);
 	for (uint64_t s = j->acked + 1; s <= j->sent; s++) {
 		snprintf(name, sizeof(name), "%s.%llu", j->hex, (unsigned long long)s);
 		lz_mailbox_withdraw(&e->mb, name);
@@ -278,6 +333,8 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 		if (r >= 0)
 			r = lz_path_check_executable(&opened, err);
 	}
+	if (r >= 0)
+		r = record_launch(e, j, verdict == LZ_ESC_AUTO_APPROVED, err);
 	if (r >= 0) {
 		post_decision(e, j, verdict, verdict == LZ_ESC_AUTO_APPROVED ? "approved by an auto_approve rule"
 									    : "approved by the developer");
@@ -619,8 +676,15 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 		struct job *j = &e->jobs[k];
 		finish_if_done(e, j);
-		if (j->deadline > 0 && j->deadline <= now) {
-			log_line("request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
+		if (j->deadline == 0 || j->deadline > now)
+			continue;
+		log_line("request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
+		if (j->state == JOB_RUNNING) {
+			/* The client may only be stopped: it gets a result that
+			 * says so, after what it has not taken yet. */
+			kill_and_reap(j);
+			post_result(e, j, LZ_ESC_TIMED_OUT, 0, "no acknowledgement from the client");
+		} else {
 			job_end(e, j);
 		}
 	}

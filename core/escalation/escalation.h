@@ -66,6 +66,21 @@ int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LE
 
 const struct lz_trust_anchor *lz_escalation_anchor(const struct lz_escalation *e);
 
+/* Spec 3.8: the durable record of each host process. launching runs after
+ * every check and before the process starts (a failure refuses the
+ * start); ended once it was reaped. hex is the request ID, session the
+ * requesting session's ID (both 32 hex digits), digest the SHA-256 of
+ * the argument vector, each element preceded by its length as a 32-bit
+ * big-endian integer. */
+struct lz_esc_hooks {
+	int (*launching)(void *ctx, const char *hex, const char *session, const uint8_t digest[32], bool automatic,
+			 struct lz_err *err);
+	void (*ended)(void *ctx, const char *hex);
+	void *ctx;
+};
+
+void lz_escalation_set_hooks(struct lz_escalation *e, const struct lz_esc_hooks *hooks);
+
 /* The sandbox holds its credential mount: the key file goes, and with it
  * the private half (spec 3.3). */
 void lz_escalation_sandbox_started(struct lz_escalation *e);

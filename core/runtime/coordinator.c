@@ -225,6 +225,26 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	return 0;
 }
 
+/* Spec 3.8: each host command is in the Domain Store before it starts. */
+static int escalation_launching(void *ctx, const char *hex, const char *session, const uint8_t digest[32],
+				bool automatic, struct lz_err *err)
+{
+	lz_hc *hc = ctx;
+	char digest_hex[65];
+	lz_hex(digest, 32, digest_hex);
+	struct lz_dstore_escalation x = { .request_id = hex, .session_id = session, .argv_digest = digest_hex,
+					  .automatic = automatic };
+	return lz_dstore_escalation_launch(hc->store, hc->gen, &x, err);
+}
+
+static void escalation_ended(void *ctx, const char *hex)
+{
+	lz_hc *hc = ctx;
+	struct lz_err err;
+	if (lz_dstore_escalation_end(hc->store, hc->gen, hex, &err) < 0)
+		log_line(NULL, err.msg);
+}
+
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 {
 	if (no_batch(hc, "begin a generation", err) < 0)
@@ -245,6 +265,8 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	 * the sandbox asks through. */
 	if ((r = lz_escalation_create(hc->gendir.dir.fd, hc->domain_id, gen, &hc->esc, err)) < 0)
 		return lz_err_prefix(err, r, "host escalation: ");
+	lz_escalation_set_hooks(hc->esc, &(struct lz_esc_hooks){ .launching = escalation_launching,
+								  .ended = escalation_ended, .ctx = hc });
 	return lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
 			      LZ_RESOLVE_OWNED, err);
 }

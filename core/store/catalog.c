@@ -40,7 +40,7 @@ static const struct lz_sqlstore_table schema[] = {
 	  "size INTEGER NOT NULL, "
 	  "state TEXT NOT NULL CHECK (state IN ('published', 'quarantined')), "
 	  "created INTEGER NOT NULL"
-	  ") STRICT" },
+	  ") STRICT", 1 },
 	{ "prepare_ops",
 	  "CREATE TABLE prepare_ops ("
 	  "id TEXT PRIMARY KEY NOT NULL CHECK (" HEX64("id") "), "
@@ -57,14 +57,14 @@ static const struct lz_sqlstore_table schema[] = {
 	  "(worker_boot_id IS NULL) = (worker_pidfs_ino IS NULL) AND "
 	  "(worker_boot_id IS NULL) = (worker_pid IS NULL) AND "
 	  "(worker_boot_id IS NULL) = (worker_start_time IS NULL))"
-	  ") STRICT" },
+	  ") STRICT", 1 },
 	{ "leases",
 	  "CREATE TABLE leases ("
 	  "artifact_id TEXT NOT NULL REFERENCES artifacts (id), "
 	  "domain_id TEXT NOT NULL CHECK (" HEX64("domain_id") "), "
 	  "generation INTEGER NOT NULL, "
 	  "PRIMARY KEY (artifact_id, domain_id, generation)"
-	  ") STRICT, WITHOUT ROWID" },
+	  ") STRICT, WITHOUT ROWID", 1 },
 };
 
 static const struct lz_sqlstore_def catalog_def = {

@@ -74,7 +74,7 @@ static const struct lz_sqlstore_table schema[] = {
 	  "coordinator_id TEXT NOT NULL UNIQUE CHECK (" HEX("coordinator_id", 32) "), "
 	  "sidecar_id TEXT NOT NULL UNIQUE CHECK (" HEX("sidecar_id", 32) "), "
 	  "sandbox_id TEXT NOT NULL UNIQUE CHECK (" HEX("sandbox_id", 32) ")"
-	  ") STRICT" },
+	  ") STRICT", 1 },
 	{ "participants",
 	  "CREATE TABLE participants ("
 	  "generation INTEGER NOT NULL REFERENCES generations (generation), "
@@ -97,7 +97,7 @@ static const struct lz_sqlstore_table schema[] = {
 	  "(proc_slot = 'unassigned' AND artifact_id IS NULL AND lease_held = 0 AND "
 	  "network_ready IS NULL)), "
 	  "PRIMARY KEY (generation, role)"
-	  ") STRICT, WITHOUT ROWID" },
+	  ") STRICT, WITHOUT ROWID", 1 },
 	{ "participant_mounts",
 	  "CREATE TABLE participant_mounts ("
 	  "generation INTEGER NOT NULL, "
@@ -108,7 +108,7 @@ static const struct lz_sqlstore_table schema[] = {
 	  "ino INTEGER NOT NULL, "
 	  "PRIMARY KEY (generation, role, path), "
 	  "FOREIGN KEY (generation, role) REFERENCES participants (generation, role)"
-	  ") STRICT, WITHOUT ROWID" },
+	  ") STRICT, WITHOUT ROWID", 1 },
 	{ "sessions",
 	  "CREATE TABLE sessions ("
 	  "generation INTEGER NOT NULL REFERENCES generations (generation), "
@@ -126,7 +126,21 @@ static const struct lz_sqlstore_table schema[] = {
 	  "CHECK (state <> 'running' OR exec_slot = 'committed'), "
 	  "CHECK (state <> 'clean' OR (exec_slot = 'unassigned' AND guest_leader_pid IS NULL)), "
 	  "PRIMARY KEY (generation, session_id)"
-	  ") STRICT, WITHOUT ROWID" },
+	  ") STRICT, WITHOUT ROWID", 1 },
+	/* Spec 3.8: an approved escalation is recorded before its host
+	 * process starts, so a request ID runs at most once. */
+	{ "escalations",
+	  "CREATE TABLE escalations ("
+	  "generation INTEGER NOT NULL REFERENCES generations (generation), "
+	  "request_id TEXT NOT NULL CHECK (" HEX("request_id", 32) "), "
+	  "session_id TEXT NOT NULL CHECK (" HEX("session_id", 32) "), "
+	  "verdict TEXT NOT NULL CHECK (verdict IN ('approved', 'auto_approved')), "
+	  "argv_digest TEXT NOT NULL CHECK (" HEX("argv_digest", 64) "), "
+	  "state TEXT NOT NULL CHECK (state IN ('launching', 'ended')), "
+	  "created INTEGER NOT NULL, "
+	  "PRIMARY KEY (generation, request_id)"
+	  ") STRICT, WITHOUT ROWID",
+	  3 },
 };
 
 static const struct lz_sqlstore_def dstore_def = {
@@ -1941,4 +1955,79 @@ int lz_dstore_session_count_open(lz_dstore *h, uint64_t generation, uint64_t *re
 		return r;
 	*ret_n = o.out_n;
 	return 0;
+}
+
+/* ---- escalations (spec 3.8) --------------------------------------------- */
+
+static int escalation_launch_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct op *o = ctx;
+	const struct lz_dstore_escalation *x = o->v;
+	struct lz_dstore_generation g;
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = load_generation(db, o->gen, &g, err);
+	if (r < 0)
+		return r;
+	if (g.state != LZ_DSTORE_GEN_PUBLISHED && g.state != LZ_DSTORE_GEN_STOPPING)
+		return lz_err_set(err, ESTALE, "generation %" PRIu64 " is %s: no host command starts",
+				  o->gen, gen_state_str(g.state));
+	if ((r = lz_sqlstore_prepare(db, "SELECT 1 FROM escalations WHERE generation = ?1 AND request_id = ?2", &s,
+				     err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, x->request_id, err)) < 0 || (r = lz_sqlstore_step(db, s, err)) < 0)
+		return r;
+	if (r > 0)
+		return lz_err_set(err, EEXIST, "escalation %s was approved before: it runs at most once",
+				  x->request_id);
+	lz_sqlstore_stmt_finalizep(&s);
+	if ((r = lz_sqlstore_prepare(db,
+				     "INSERT INTO escalations (generation, request_id, session_id, verdict, "
+				     "argv_digest, state, created) VALUES (?1, ?2, ?3, ?4, ?5, 'launching', ?6)",
+				     &s, err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, x->request_id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 3, x->session_id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 4, x->automatic ? "auto_approved" : "approved", err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 5, x->argv_digest, err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 6, lz_sqlstore_now(), err)) < 0)
+		return r;
+	return lz_sqlstore_step_done(db, s, 1, err);
+}
+
+int lz_dstore_escalation_launch(lz_dstore *h, uint64_t generation, const struct lz_dstore_escalation *x,
+				struct lz_err *err)
+{
+	struct op o = { .h = h, .gen = generation, .v = (void *)x };
+	int r;
+	if ((r = check_hex("request ID", x->request_id, LZ_DSTORE_ID_HEX_LEN, err)) < 0 ||
+	    (r = check_hex("session ID", x->session_id, LZ_DSTORE_ID_HEX_LEN, err)) < 0 ||
+	    (r = check_hex("argv digest", x->argv_digest, 64, err)) < 0)
+		return done(r, err);
+	return run(h, escalation_launch_fn, &o, err);
+}
+
+static int escalation_end_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct op *o = ctx;
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r;
+	if ((r = lz_sqlstore_prepare(db,
+				     "UPDATE escalations SET state = 'ended' WHERE generation = ?1 AND "
+				     "request_id = ?2 AND state = 'launching'",
+				     &s, err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, o->text, err)) < 0)
+		return r;
+	if ((r = lz_sqlstore_step(db, s, err)) < 0)
+		return r;
+	return sqlite3_changes(db) == 1 ? 0
+					: lz_err_set(err, ENOENT, "no launched escalation %s in generation %" PRIu64,
+						     o->text, o->gen);
+}
+
+int lz_dstore_escalation_end(lz_dstore *h, uint64_t generation, const char *request_id, struct lz_err *err)
+{
+	struct op o = { .h = h, .gen = generation, .text = request_id };
+	int r = check_hex("request ID", request_id, LZ_DSTORE_ID_HEX_LEN, err);
+	return r < 0 ? done(r, err) : run(h, escalation_end_fn, &o, err);
 }

@@ -161,7 +161,7 @@
 #include "util/err.h"
 
 #define LZ_DSTORE_STORE_NAME "lazaret-domain-store-v1"
-#define LZ_DSTORE_STORE_VERSION 2 /* 2: network, connectivity_helper participants */
+#define LZ_DSTORE_STORE_VERSION 3 /* 2: network, connectivity_helper participants; 3: escalations */
 #define LZ_DSTORE_DB_NAME "domain.sqlite"
 
 #define LZ_DSTORE_HEX64_LEN 64    /* Domain ID, fingerprints, artifact ID */
@@ -392,6 +392,25 @@ int lz_dstore_participant_get(lz_dstore *h, uint64_t generation, enum lz_dstore_
 
 /* Frees p->mounts and resets it; accepts NULL. */
 void lz_dstore_participant_clear(struct lz_dstore_participant *p);
+
+/* ---- escalations (spec 3.8) ------------------------------------------------ */
+
+/* An approved host command, recorded before it starts. */
+struct lz_dstore_escalation {
+	const char *request_id;  /* 32 hex */
+	const char *session_id;  /* 32 hex */
+	const char *argv_digest; /* 64 hex: SHA-256 of the length-framed argv */
+	bool automatic;          /* by an auto_approve rule */
+};
+
+/* Records x as launching in a published (or stopping) generation; -EEXIST
+ * when that request ID was recorded before (a request runs at most once,
+ * spec 3.8), -ESTALE for any other generation state. */
+int lz_dstore_escalation_launch(lz_dstore *h, uint64_t generation, const struct lz_dstore_escalation *x,
+				struct lz_err *err);
+
+/* launching -> ended; -ENOENT when there is no such launching record. */
+int lz_dstore_escalation_end(lz_dstore *h, uint64_t generation, const char *request_id, struct lz_err *err);
 
 /* ---- sessions ----------------------------------------------------------- */
 

@@ -559,24 +559,31 @@ static int meta_row(sqlite3 *db, const struct lz_sqlstore_def *def, const char *
 	return 0;
 }
 
-/* The expected SQL of schema object `name`, or NULL when it is not ours. */
-static const char *expected_sql(const struct lz_sqlstore_def *def, const char *name, size_t *ret_i)
+/* Whether schema object i belongs to the schema of version v. */
+static bool in_version(const struct lz_sqlstore_table *t, int64_t v)
+{
+	return (t->since > 1 ? t->since : 1) <= v;
+}
+
+/* The expected SQL of schema object `name` in version v, or NULL when it
+ * is not ours. */
+static const char *expected_sql(const struct lz_sqlstore_def *def, int64_t v, const char *name, size_t *ret_i)
 {
 	if (strcmp(name, "meta") == 0) {
 		*ret_i = 0;
 		return LZ_SQLSTORE_META_SQL;
 	}
 	for (size_t i = 0; i < def->n_schema; i++)
-		if (strcmp(name, def->schema[i].name) == 0) {
+		if (in_version(&def->schema[i], v) && strcmp(name, def->schema[i].name) == 0) {
 			*ret_i = i + 1;
 			return def->schema[i].sql;
 		}
 	return NULL;
 }
 
-/* Every schema object with SQL must be one of v1's, verbatim, and each of
- * v1's must be there; sqlite's own autoindexes have no SQL. */
-static int schema_check(sqlite3 *db, const struct lz_sqlstore_def *def, struct lz_err *err)
+/* Every schema object with SQL must be one of version v's, verbatim, and
+ * each of v's must be there; sqlite's own autoindexes have no SQL. */
+static int schema_check(sqlite3 *db, const struct lz_sqlstore_def *def, int64_t v, struct lz_err *err)
 {
 	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
 	_cleanup_free_ bool *seen = calloc(def->n_schema + 1, sizeof(*seen));
@@ -592,28 +599,43 @@ static int schema_check(sqlite3 *db, const struct lz_sqlstore_def *def, struct l
 			if (type && name && strcmp((const char *)type, "index") == 0 &&
 			    strncmp((const char *)name, "sqlite_autoindex_", 17) == 0)
 				continue;
-			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: unexpected object '%s'",
-					  def->version,
+			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: unexpected object '%s'", v,
 					  lz_sqlstore_sanitize(name, sqlite3_column_bytes(s, 0), buf));
 		}
 		size_t i = 0;
-		const char *want = name ? expected_sql(def, (const char *)name, &i) : NULL;
+		const char *want = name ? expected_sql(def, v, (const char *)name, &i) : NULL;
 		if (want == NULL)
-			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: unexpected object '%s'",
-					  def->version,
+			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: unexpected object '%s'", v,
 					  lz_sqlstore_sanitize(name, sqlite3_column_bytes(s, 0), buf));
 		if (strcmp((const char *)sql, want) != 0)
-			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: table '%s' differs",
-					  def->version, (const char *)name);
+			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: table '%s' differs", v,
+					  (const char *)name);
 		seen[i] = true;
 	}
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i <= def->n_schema; i++)
-		if (!seen[i])
-			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: table '%s' is missing",
-					  def->version, i == 0 ? "meta" : def->schema[i - 1].name);
+		if (!seen[i] && (i == 0 || in_version(&def->schema[i - 1], v)))
+			return lz_err_set(err, EPROTO, "v%" PRId64 " schema mismatch: table '%s' is missing", v,
+					  i == 0 ? "meta" : def->schema[i - 1].name);
 	return 0;
+}
+
+/* A store of version v, checked: the later tables, then the version. */
+static int upgrade(sqlite3 *db, const struct lz_sqlstore_def *def, int64_t v, struct lz_err *err)
+{
+	int r = 0;
+	for (size_t i = 0; r >= 0 && i < def->n_schema; i++)
+		if (!in_version(&def->schema[i], v))
+			r = create_object(db, def->schema[i].name, def->schema[i].sql, err);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	if (r >= 0)
+		r = lz_sqlstore_prepare(db, "UPDATE meta SET value = ?1 WHERE key = 'version'", &s, err);
+	if (r >= 0)
+		r = lz_sqlstore_bind_i64(db, s, 1, def->version, err);
+	if (r >= 0)
+		r = lz_sqlstore_step(db, s, err);
+	return r < 0 ? lz_err_prefix(err, r, "upgrade the %s from version %" PRId64 ": ", def->noun, v) : 0;
 }
 
 /* Runs first in every transaction: an empty database gets the schema (when
@@ -661,12 +683,14 @@ static int identity_check(sqlite3 *db, const struct lz_sqlstore_def *def, bool m
 				  lz_sqlstore_sanitize(sqlite3_column_text(s, 0),
 						       sqlite3_column_bytes(s, 0), buf));
 	sqlite3_int64 v = sqlite3_column_int64(s, 0);
-	if (v != def->version)
+	if (v < 1 || v > def->version)
 		return lz_err_set(err, EPROTO, "%s version %lld is %s than supported %" PRId64,
 				  def->version_noun, (long long)v,
 				  v < def->version ? "older" : "newer", def->version);
 	lz_sqlstore_stmt_finalizep(&s);
-	return schema_check(db, def, err);
+	if ((r = schema_check(db, def, v, err)) < 0 || v == def->version)
+		return r;
+	return upgrade(db, def, v, err);
 }
 
 /* ---- transactions ------------------------------------------------------- */

@@ -29,6 +29,11 @@
  *    byte for byte unchanged. Only an empty database (no schema object),
  *    and only when the caller allows creation, gets the schema and the
  *    identity rows, in that same transaction.
+ *  - Upgrades. A store of an older version whose schema is exactly that
+ *    version's (the tables with `since` up to it) gets the later tables
+ *    and the current version in the same transaction, before the
+ *    caller's function runs; tables are only ever added. An older store
+ *    with any other schema refuses as above.
  *
  * Threat: a planted symlink, hard link, foreign-owned or group/world
  * accessible database or journal redirecting or exposing store writes; a
@@ -63,6 +68,7 @@
 struct lz_sqlstore_table {
 	const char *name;
 	const char *sql;
+	int64_t since; /* the store version that added it (0: the first) */
 };
 
 /* Describes one store. The words go into messages:

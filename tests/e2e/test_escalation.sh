@@ -21,7 +21,7 @@ python3 "$FIX/make_test_image.py" "$IMG/img" latest --with-git >/dev/null || {
 }
 
 t_setup() {
-	mkdir -m 0700 "$T/home" "$T/run" "$T/runs"
+	mkdir -m 0700 "$T/home" "$T/run" "$T/runs" "$T/runt"
 	mkdir "$T/ws"
 	WS=$(realpath "$T/ws")
 	RUNS=$T/runs # where auto-approved host commands leave their mark
@@ -36,6 +36,9 @@ t_setup() {
 		[[profiles.test.escalation.auto_approve]]
 		executable = "/usr/bin/mktemp"
 		args = ["-p", "$RUNS"]
+		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/mktemp"
+		args = ["-p", "$T/runt"]
 		[[profiles.test.escalation.auto_approve]]
 		executable = "/usr/bin/ls"
 		args = ["$T/absent"]
@@ -86,6 +89,37 @@ assert_no_host_process() {
 	fail "a host command outlived its request: $(pgrep -u "$(id -u)" -af "sleep $SLEEP")"
 }
 
+# Spec 3.3: the sandbox holds its request key through a file mount whose
+# host name is gone once it runs; credentials, inbox and client are
+# read-only; no other private key is there.
+test_the_sandbox_key_lives_only_in_the_sandbox() {
+	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- sh -c '
+		wc -c < /run/lazaret/credential/request-key > /workspace/keysize
+		ls /run/lazaret/credential > /workspace/credentials
+		for p in /run/lazaret/credential/x /run/lazaret/escalation/inbox/x /run/lazaret/credential/request-key; do
+			touch $p 2>/dev/null && echo "wrote $p"
+		done > /workspace/writes
+		rm -f /run/lazaret/bin/lazaret-escalate 2>/dev/null && echo removed >> /workspace/writes
+		touch /workspace/ready; sleep 3') &
+	local cli=$!
+	for _ in $(seq 100); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	[ -e "$WS/ready" ] || fail "the session never got ready"
+	local keydir
+	keydir=$(echo "$T/run/lazaret/domains/"*/gen-*/escalation/key)
+	[ -d "$keydir" ] || fail "no key directory at $keydir"
+	assert_eq "" "$(ls -A "$keydir")" "the key's host name after start"
+	wait "$cli" || fail "the session failed"
+	assert_eq 32 "$(tr -d ' ' <"$WS/keysize")" "key size inside"
+	assert_eq "coordinator
+request-key
+sandbox
+trust-manifest" "$(cat "$WS/credentials")"
+	assert_eq "" "$(cat "$WS/writes")" "writes to read-only escalation paths"
+	# Nothing of the generation's keys outlives it.
+	for _ in $(seq 100); do pgrep -u "$(id -u)" -f "$T/" >/dev/null || break; sleep 0.1; done
+	assert_eq "" "$(ls -d "$T/run/lazaret/domains/"*/gen-* 2>/dev/null)" "generation tree after the end"
+}
+
 test_auto_approve_runs_exactly_the_rule() {
 	capture guest "lazaret-escalate --why 'make a file' -- /usr/bin/mktemp -p $RUNS; echo status=\$?"
 	assert_contains "$OUT" "status=0"
@@ -97,6 +131,13 @@ test_auto_approve_runs_exactly_the_rule() {
 	assert_contains "$OUT" "status=2"
 	assert_contains "$ERR" "No such file or directory"
 	assert_contains "$(hclog)" "host process exited 2"
+	# Spec 3.8: each ran only after the Domain Store recorded it; both
+	# records ended with their processes.
+	local db
+	db=$(echo "$DATA"/domains/*/domain.sqlite)
+	assert_eq "auto_approved ended
+auto_approved ended" "$(sqlite3 -readonly "$db" 'SELECT verdict, state FROM escalations ORDER BY created' | tr '|' ' ')" \
+		"escalation records"
 }
 
 test_near_misses_are_not_auto_approved() {
@@ -139,6 +180,20 @@ test_a_replayed_request_runs_once() {
 	assert_contains "$OUT" "replayed"
 	assert_eq 1 "$(runs)" "host runs after a replay"
 	assert_contains "$(hclog)" "refused: replayed"
+	local db
+	db=$(echo "$DATA"/domains/*/domain.sqlite)
+	assert_eq 1 "$(sqlite3 -readonly "$db" 'SELECT count(*) FROM escalations')" "escalation records after a replay"
+}
+
+# The bytes the coordinator verifies are the bytes it acts on: a request
+# rewritten in place after its rename (through a descriptor the sandbox
+# kept) is either the genuine one or refused, never the rewritten one.
+test_a_request_rewritten_after_its_rename_never_runs_rewritten() {
+	capture guest "/workspace/escforge swap -- /usr/bin/mktemp -p $RUNS"
+	assert_eq "swapped 50" "$OUT"
+	assert_eq 0 "$(find "$T/runt" -type f | wc -l)" "rewritten requests that ran"
+	[ "$(runs)" -le 50 ] || fail "more runs than requests: $(runs)"
+	echo "# $(runs) of 50 read before the rewrite, the rest refused"
 }
 
 test_junk_in_the_outbox_is_refused() {
@@ -311,11 +366,13 @@ test_cancelled_in_the_sandbox_while_the_prompt_is_up() {
 	wait_for "after=ok"
 }
 
+t_run "the sandbox's key lives only in the sandbox; escalation paths are read-only" test_the_sandbox_key_lives_only_in_the_sandbox
 t_run "auto-approval runs exactly the rule; output and status come back" test_auto_approve_runs_exactly_the_rule
 t_run "near misses (extra argument, other spelling, symlinks) are not auto-approved" test_near_misses_are_not_auto_approved
 t_run "forged, foreign and malformed records are refused" test_forged_and_malformed_records_are_refused
 t_run "a replayed request runs once" test_a_replayed_request_runs_once
 t_run "symlinks, FIFOs, hard links, directories and oversize files in the outbox are refused" test_junk_in_the_outbox_is_refused
+t_run "a request rewritten in place after its rename never runs rewritten" test_a_request_rewritten_after_its_rename_never_runs_rewritten
 t_run "10 MiB streams back with bounded coordinator memory" test_ten_mib_stream_with_bounded_coordinator_memory
 t_run "Ctrl-C in the sandbox cancels the host command" test_cancel_from_the_sandbox_kills_the_host_command
 t_run "losing the session kills the host command" test_session_loss_kills_the_host_command

@@ -15,6 +15,10 @@
  *     forged-cap  a session capability signed by the sandbox key
  *     trailing    a genuine record with one byte more
  *     oversize    65,537 bytes
+ *     swap        50 genuine requests, each rewritten in place right after
+ *                 its rename with the last "runs" in it changed to "runt"
+ *                 (the signature then no longer matches those bytes);
+ *                 prints "swapped 50" and waits 3 s
  *
  * Then it waits up to 5 s for the request's decision and prints
  * "decision: VERDICT: MESSAGE" or "no answer". It never acknowledges. */
@@ -138,6 +142,35 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "oversize") == 0) {
 		memset(buf + len, 0, sizeof(buf) - len);
 		len = LZ_ESC_RECORD_MAX + 1;
+	}
+	if (strcmp(mode, "swap") == 0) {
+		for (int round = 0; round < 50; round++) {
+			char hx[2 * LZ_ESC_ID_LEN + 1], path[256], tmp[256];
+			getrandom(req.request.request_id, LZ_ESC_ID_LEN, 0);
+			if (lz_esc_seal(&req, signer, buf, LZ_ESC_RECORD_MAX, &len) < 0)
+				die("seal");
+			for (int i = 0; i < LZ_ESC_ID_LEN; i++)
+				sprintf(hx + 2 * i, "%02x", req.request.request_id[i]);
+			static uint8_t tampered[sizeof(buf)];
+			memcpy(tampered, buf, len);
+			uint8_t *at = NULL;
+			for (size_t i = 0; i + 4 <= len; i++)
+				if (memcmp(tampered + i, "runs", 4) == 0)
+					at = tampered + i;
+			if (at == NULL)
+				die("swap needs \"runs\" in the arguments");
+			at[3] = 't';
+			snprintf(path, sizeof(path), "%s/%s.request", LZ_ESC_SANDBOX_OUTBOX, hx);
+			snprintf(tmp, sizeof(tmp), "%s/.%s", LZ_ESC_SANDBOX_OUTBOX, hx);
+			int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (fd < 0 || write(fd, buf, len) != (ssize_t)len || rename(tmp, path) < 0 ||
+			    pwrite(fd, tampered, len, 0) != (ssize_t)len)
+				die("swap write");
+			close(fd);
+		}
+		printf("swapped 50\n");
+		poll(NULL, 0, 3000);
+		return 0;
 	}
 	char hex[2 * LZ_ESC_ID_LEN + 1];
 	for (int i = 0; i < LZ_ESC_ID_LEN; i++)

@@ -1,13 +1,20 @@
-/* Children through pidfds: exec errors, exit statuses, timeouts, streams. */
+/* Children through pidfds: exec errors, exit statuses, timeouts, streams,
+ * the working directory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "lz_test.h"
 
 #include "proc/spawn.h"
 
@@ -92,6 +99,141 @@ static void test_lz_spawn__exe_fd_is_used_not_path(void **state)
 	close(exe);
 }
 
+/* Runs /bin/pwd per spec (stdout to a pipe): what it printed, trailing
+ * newline included, into out[0..size), and lz_spawn's result (the caller
+ * asserts, so it can restore what it changed first). */
+static int run_pwd(struct lz_spawn *spec, char *out, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	static char *const argv[] = { "pwd", NULL };
+	spec->exe_fd = -1;
+	spec->path = "/bin/pwd";
+	spec->argv = argv;
+	spec->stdin_fd = -1;
+	spec->stdout_fd = p[1];
+	spec->stderr_fd = -1;
+	int pidfd = -1;
+	siginfo_t info;
+	out[0] = '\0';
+	int r = lz_spawn(spec, &pidfd, NULL, &err);
+	close(p[1]);
+	if (r < 0) {
+		close(p[0]);
+		snprintf(out, size, "lz_spawn: %s", err.msg);
+		return r;
+	}
+	size_t n = 0;
+	ssize_t k;
+	while (n < size - 1 && (k = read(p[0], out + n, size - 1 - n)) > 0)
+		n += (size_t)k;
+	out[n] = '\0';
+	close(p[0]);
+	r = lz_reap(pidfd, 5000, &info);
+	close(pidfd);
+	if (r < 0)
+		return r;
+	return info.si_code == CLD_EXITED && info.si_status == 0 ? 0 : -EIO;
+}
+
+/* A fresh directory under /tmp per test (its real path), removed by the
+ * teardown whether the test passed or not. */
+static int tmpdir_setup(void **state)
+{
+	char tmpl[] = "/tmp/lz-test-spawn-XXXXXX";
+	char *path = malloc(PATH_MAX);
+	if (path == NULL || mkdtemp(tmpl) == NULL || realpath(tmpl, path) == NULL) {
+		free(path);
+		return -1;
+	}
+	*state = path;
+	return 0;
+}
+
+static int tmpdir_teardown(void **state)
+{
+	lz_test_rmtree(*state);
+	free(*state);
+	return 0;
+}
+
+static void test_lz_spawn__has_cwd_starts_in_cwd_fd(void **state)
+{
+	const char *dir = *state;
+	char want[PATH_MAX + 2], got[PATH_MAX + 2], here[PATH_MAX];
+	assert_non_null(getcwd(here, sizeof(here)));
+	assert_string_not_equal(here, dir);
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd > 2);
+	struct lz_spawn spec = { .has_cwd = true, .cwd_fd = dfd };
+	assert_int_equal(run_pwd(&spec, got, sizeof(got)), 0);
+	snprintf(want, sizeof(want), "%s\n", dir);
+	assert_string_equal(got, want);
+	/* The caller's own directory is not changed. */
+	char after[PATH_MAX];
+	assert_non_null(getcwd(after, sizeof(after)));
+	assert_string_equal(after, here);
+	close(dfd);
+}
+
+static void test_lz_spawn__cwd_fd_numbered_0_is_used_before_the_dup2s(void **state)
+{
+	const char *dir = *state;
+	char want[PATH_MAX + 2], got[PATH_MAX + 2];
+	/* Park stdin, so the directory takes descriptor 0. */
+	int saved = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	assert_true(saved > 2);
+	close(STDIN_FILENO);
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct lz_spawn spec = { .has_cwd = true, .cwd_fd = dfd };
+	int r = dfd == 0 ? run_pwd(&spec, got, sizeof(got)) : -EBADF;
+	if (dfd >= 0)
+		close(dfd);
+	assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
+	close(saved);
+	assert_int_equal(dfd, 0);
+	if (r < 0)
+		fail_msg("%s (%s)", got, strerror(-r));
+	snprintf(want, sizeof(want), "%s\n", dir);
+	assert_string_equal(got, want);
+}
+
+static void test_lz_spawn__without_has_cwd_keeps_the_callers_directory(void **state)
+{
+	const char *dir = *state;
+	char here[PATH_MAX], want[PATH_MAX + 2], got[PATH_MAX + 2];
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	assert_non_null(getcwd(here, sizeof(here)));
+	/* cwd_fd names a directory, but has_cwd is false: ignored. */
+	struct lz_spawn spec = { .has_cwd = false, .cwd_fd = dfd };
+	assert_int_equal(run_pwd(&spec, got, sizeof(got)), 0);
+	snprintf(want, sizeof(want), "%s\n", here);
+	assert_string_equal(got, want);
+	/* And the zero-initialised spec (cwd_fd 0, has_cwd false) likewise. */
+	struct lz_spawn zero = { 0 };
+	assert_int_equal(run_pwd(&zero, got, sizeof(got)), 0);
+	assert_string_equal(got, want);
+	close(dfd);
+}
+
+static void test_lz_spawn__cwd_fd_not_a_directory_is_enotdir(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	int fd = open("/bin/true", O_PATH | O_CLOEXEC);
+	assert_true(fd >= 0);
+	char *const argv[] = { "true", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/true", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+				 .has_cwd = true, .cwd_fd = fd };
+	int pidfd = -1;
+	assert_int_equal(lz_spawn(&spec, &pidfd, NULL, &err), -ENOTDIR);
+	assert_non_null(strstr(err.msg, "exec 'true'"));
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -100,6 +242,13 @@ int main(void)
 		cmocka_unit_test(test_lz_spawn__environment_is_empty_and_argv_exact),
 		cmocka_unit_test(test_lz_reap__timeout_kills),
 		cmocka_unit_test(test_lz_spawn__exe_fd_is_used_not_path),
+		cmocka_unit_test_setup_teardown(test_lz_spawn__has_cwd_starts_in_cwd_fd,
+						tmpdir_setup, tmpdir_teardown),
+		cmocka_unit_test_setup_teardown(test_lz_spawn__cwd_fd_numbered_0_is_used_before_the_dup2s,
+						tmpdir_setup, tmpdir_teardown),
+		cmocka_unit_test_setup_teardown(test_lz_spawn__without_has_cwd_keeps_the_callers_directory,
+						tmpdir_setup, tmpdir_teardown),
+		cmocka_unit_test(test_lz_spawn__cwd_fd_not_a_directory_is_enotdir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -563,12 +563,105 @@ static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
 	lz_session_refuse(-1, EPERM, "nobody"); /* ignored */
 }
 
+
+/* ---- the coordinator's prompt (spec 3.4, 3.8) ------------------------------------ */
+
+/* Collects Output records into out until len bytes arrived. */
+static void expect_output(struct fx *f, const char *want)
+{
+	size_t want_len = strlen(want), got = 0;
+	char *buf = calloc(1, want_len + 1);
+	assert_non_null(buf);
+	while (got < want_len) {
+		struct lz_wire_msg m;
+		lz_session_flush_output(&f->s);
+		assert_int_equal(next(f, &m, 2000), 0);
+		assert_int_equal(m.type, LZ_WIRE_OUTPUT);
+		assert_true(got + m.output.len <= want_len);
+		memcpy(buf + got, m.output.ptr, m.output.len);
+		got += m.output.len;
+		lz_wire_msg_release(&m);
+	}
+	assert_string_equal(buf, want);
+	free(buf);
+}
+
+static void test_lz_session_prompt__pauses_the_guest_and_takes_the_answer(void **state)
+{
+	struct fx *f = *state;
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	open_pty(f);
+	/* Not running yet: no prompt. */
+	assert_int_equal(lz_session_prompt(&f->s, "q? ", 3), -EINVAL);
+	spawn_sh(f, "sleep 30", -1, -1);
+	/* The guest has output waiting in the PTY. */
+	assert_int_equal(write(f->slave, "guest", 5), 5);
+	assert_int_equal(lz_session_prompt(&f->s, "Approve? [y/N] ", 15), 0);
+	assert_int_equal(lz_session_prompt(&f->s, "again", 5), -EBUSY);
+	expect_output(f, "Approve? [y/N] ");
+	/* While it waits, the master is not read: the guest's bytes stay in
+	 * the kernel's buffer. */
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 3);
+	assert_int_equal(pf[2].fd, f->s.master);
+	assert_int_equal(pf[2].events & POLLIN, 0);
+	/* Typed input is the answer, never the guest's: other keys are
+	 * ignored, 'y' decides. */
+	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)"xqy\r", 4 } };
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_HANDLED);
+	assert_false(readable(f->slave, 100));
+	assert_false(f->s.prompting);
+	assert_int_equal(lz_session_take_answer(&f->s), 1);
+	assert_int_equal(lz_session_take_answer(&f->s), 0);
+	/* The outcome line, then the guest's output resumes in order. */
+	lz_session_notice(&f->s, "approved\r\n", 10);
+	expect_output(f, "approved\r\n");
+	assert_int_equal(lz_session_pollfds(&f->s, pf, &timeout), 3);
+	assert_int_equal(pf[2].events & POLLIN, POLLIN);
+	lz_session_read_master(&f->s);
+	expect_output(f, "guest");
+}
+
+static void test_lz_session_prompt__deny_keys_and_no_terminal(void **state)
+{
+	struct fx *f = *state;
+	static const char *const deny[] = { "n", "N", "\r", "\n", "\x03", "\x04" };
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	for (size_t i = 0; i < sizeof(deny) / sizeof(deny[0]); i++) {
+		assert_int_equal(lz_session_prompt(&f->s, "? ", 2), 0);
+		expect_output(f, "? ");
+		struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)deny[i], 1 } };
+		assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_HANDLED);
+		assert_int_equal(lz_session_take_answer(&f->s), -1);
+		lz_session_notice(&f->s, "", 0);
+	}
+	/* A long prompt goes out whole, in record-sized pieces. */
+	size_t big = 3 * LZ_WIRE_MAX_DATA + 7;
+	char *text = malloc(big + 1);
+	assert_non_null(text);
+	for (size_t i = 0; i < big; i++)
+		text[i] = (char)('a' + i % 26);
+	text[big] = '\0';
+	assert_int_equal(lz_session_prompt(&f->s, text, big), 0);
+	expect_output(f, text);
+	free(text);
+	lz_session_notice(&f->s, "", 0);
+	/* A session without a terminal is never prompted. */
+	struct fx g = { .peer = -1, .slave = -1 };
+	lz_session_init(&g.s);
+	g.s.running = true;
+	assert_int_equal(lz_session_prompt(&g.s, "? ", 2), -EINVAL);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_session_init__free_slot),
+		T(test_lz_session_prompt__pauses_the_guest_and_takes_the_answer),
+		T(test_lz_session_prompt__deny_keys_and_no_terminal),
 		T(test_lz_session_open_pty__pair_and_window),
 		T(test_lz_session_pollfds__backpressure),
 		T(test_lz_session_event__input_resize_and_refusals),

@@ -455,17 +455,18 @@ static void test_lz_dstore_open__creates_schema_and_identity(void **state)
 	assert_string_equal(sqlite3_column_text(s, 2), "text");
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	assert_string_equal(sqlite3_column_text(s, 0), "version");
-	assert_int_equal(sqlite3_column_int64(s, 1), 2);
+	assert_int_equal(sqlite3_column_int64(s, 1), 3);
 	assert_string_equal(sqlite3_column_text(s, 2), "integer");
 	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
 	sqlite3_finalize(s);
 	assert_int_equal(sqlite3_prepare_v2(db,
 					    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-					    "('generations', 'participants', 'participant_mounts', 'sessions')",
+					    "('generations', 'participants', 'participant_mounts', 'sessions', "
+					    "'escalations')",
 					    -1, &s, NULL),
 			 SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int64(s, 0), 4);
+	assert_int_equal(sqlite3_column_int64(s, 0), 5);
 	sqlite3_finalize(s);
 	/* readiness is a network participant field, not a generation one */
 	assert_int_equal(sqlite3_prepare_v2(db,
@@ -521,7 +522,7 @@ static void test_lz_dstore_open__version_0_refused(void **state)
 	struct fx *f = *state;
 	close_store(f);
 	raw_exec(f, "UPDATE meta SET value = 0 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 0 is older than supported 2");
+	assert_open_refused(f, EPROTO, "Domain Store version 0 is older than supported 3");
 }
 
 /* Version 1 had no network readiness column: its generations are not
@@ -532,15 +533,55 @@ static void test_lz_dstore_open__version_1_refused(void **state)
 	set_state(f, gen_new(f), LZ_DSTORE_GEN_FAILED);
 	close_store(f);
 	raw_exec(f, "UPDATE meta SET value = 1 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 1 is older than supported 2");
+	assert_open_refused(f, EPROTO, "v1 schema mismatch");
 }
 
-static void test_lz_dstore_open__version_3_refused(void **state)
+static void test_lz_dstore_open__version_4_refused(void **state)
 {
 	struct fx *f = *state;
 	close_store(f);
-	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 3 is newer than supported 2");
+	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "Domain Store version 4 is newer than supported 3");
+}
+
+/* A v2 store (no escalations table) is upgraded in its first
+ * transaction, keeping its rows; tables are only added. */
+static void test_lz_dstore_open__version_2_upgraded(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	close_store(f);
+	raw_exec(f, "DROP TABLE escalations");
+	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
+	reopen(f);
+	struct lz_dstore_generation x;
+	assert_int_equal(lz_dstore_generation_get(f->h, g, &x, &E), 0);
+	assert_int_equal(x.state, LZ_DSTORE_GEN_FAILED);
+	close_store(f);
+	/* Upgraded: a v3 store now, whose escalations table exists. */
+	raw_exec(f, "INSERT INTO escalations VALUES (1, '00000000000000000000000000000001', "
+		    "'00000000000000000000000000000002', 'approved', "
+		    "'0000000000000000000000000000000000000000000000000000000000000003', 'ended', 0)");
+	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "version 4 is newer than supported 3");
+}
+
+/* A v2 store that already has a later table is not a v2 store: refused,
+ * unchanged. */
+static void test_lz_dstore_open__version_2_with_later_table_refused(void **state)
+{
+	struct fx *f = *state;
+	close_store(f);
+	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
+	size_t n0, n1;
+	unsigned char *before = slurp(f, LZ_DSTORE_DB_NAME, &n0);
+	assert_open_refused(f, EPROTO, "v2 schema mismatch: unexpected object 'escalations'");
+	unsigned char *after = slurp(f, LZ_DSTORE_DB_NAME, &n1);
+	assert_int_equal(n0, n1);
+	assert_memory_equal(before, after, n0);
+	free(before);
+	free(after);
 }
 
 static void test_lz_dstore_open__version_as_text_refused(void **state)
@@ -622,7 +663,7 @@ static void test_lz_dstore_open__wal_database_refused(void **state)
 {
 	struct fx *f = *state;
 	make_foreign_db(f, "PRAGMA journal_mode = WAL; CREATE TABLE x (y)");
-	assert_open_refused(f, EPROTO, "a v2 Domain Store uses a rollback journal");
+	assert_open_refused(f, EPROTO, "a v3 Domain Store uses a rollback journal");
 	assert_false(exists(f, LZ_DSTORE_DB_NAME "-wal"));
 }
 
@@ -656,21 +697,21 @@ static void test_lz_dstore_generation_begin__identity_changed_under_handle_refus
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
 	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
+	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
 	size_t n0, n1;
 	unsigned char *before = slurp(f, LZ_DSTORE_DB_NAME, &n0);
 	uint64_t keep = 77;
-	FAILS(EPROTO, "domain store: Domain Store version 3 is newer",
+	FAILS(EPROTO, "domain store: Domain Store version 4 is newer",
 	      lz_dstore_generation_begin(f->h, DOM, FP, &keep, &E));
 	assert_int_equal(keep, 77);
 	struct lz_dstore_generation x;
-	FAILS(EPROTO, "version 3", lz_dstore_generation_get(f->h, g, &x, &E));
+	FAILS(EPROTO, "version 4", lz_dstore_generation_get(f->h, g, &x, &E));
 	unsigned char *after = slurp(f, LZ_DSTORE_DB_NAME, &n1);
 	assert_int_equal(n0, n1);
 	assert_memory_equal(before, after, n0);
 	free(before);
 	free(after);
-	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
+	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
 	assert_int_equal(gen_new(f), 2);
 }
 
@@ -2602,6 +2643,57 @@ static void test_lz_dstore_batch__closed_inside_rolls_back(void **state)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define TB(name) cmocka_unit_test_setup_teardown(name, setup_bare, teardown)
 
+
+/* ---- escalations (spec 3.8) ---------------------------------------------------- */
+
+#define REQ "0123456789abcdef0123456789abcdef"
+#define SID "fedcba9876543210fedcba9876543210"
+#define DIG "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+static void test_lz_dstore_escalation__recorded_once_then_ended(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = published(f);
+	struct lz_dstore_escalation x = { .request_id = REQ, .session_id = SID, .argv_digest = DIG, .automatic = true };
+	assert_int_equal(lz_dstore_escalation_launch(f->h, g, &x, &E), 0);
+	/* Spec 3.8: the same request ID never launches twice, approved by a
+	 * rule or by the developer. */
+	FAILS(EEXIST, "runs at most once", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	x.automatic = false;
+	FAILS(EEXIST, "runs at most once", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	assert_int_equal(lz_dstore_escalation_end(f->h, g, REQ, &E), 0);
+	FAILS(ENOENT, "no launched escalation", lz_dstore_escalation_end(f->h, g, REQ, &E));
+	FAILS(EEXIST, "runs at most once", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	FAILS(ENOENT, "no launched escalation",
+	      lz_dstore_escalation_end(f->h, g, "00000000000000000000000000000000", &E));
+}
+
+static void test_lz_dstore_escalation__needs_a_serving_generation(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	struct lz_dstore_escalation x = { .request_id = REQ, .session_id = SID, .argv_digest = DIG };
+	FAILS(ESTALE, "no host command starts", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	set_state(f, g, LZ_DSTORE_GEN_FAILED);
+	FAILS(ESTALE, "no host command starts", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	FAILS(ENOENT, "generation", lz_dstore_escalation_launch(f->h, g + 7, &x, &E));
+}
+
+static void test_lz_dstore_escalation__malformed_ids_refused(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = published(f);
+	struct lz_dstore_escalation x = { .request_id = "0123", .session_id = SID, .argv_digest = DIG };
+	FAILS(EINVAL, "request ID", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	x.request_id = REQ;
+	x.session_id = "FEDCBA9876543210FEDCBA9876543210";
+	FAILS(EINVAL, "session ID", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	x.session_id = SID;
+	x.argv_digest = REQ;
+	FAILS(EINVAL, "argv digest", lz_dstore_escalation_launch(f->h, g, &x, &E));
+	FAILS(EINVAL, "request ID", lz_dstore_escalation_end(f->h, g, "'; DROP TABLE x; --", &E));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2611,7 +2703,12 @@ int main(void)
 		TB(test_lz_dstore_open__storage_catalog_refused),
 		T(test_lz_dstore_open__version_0_refused),
 		T(test_lz_dstore_open__version_1_refused),
-		T(test_lz_dstore_open__version_3_refused),
+		T(test_lz_dstore_open__version_4_refused),
+		T(test_lz_dstore_escalation__recorded_once_then_ended),
+		T(test_lz_dstore_escalation__needs_a_serving_generation),
+		T(test_lz_dstore_escalation__malformed_ids_refused),
+		T(test_lz_dstore_open__version_2_upgraded),
+		T(test_lz_dstore_open__version_2_with_later_table_refused),
 		T(test_lz_dstore_open__version_as_text_refused),
 		T(test_lz_dstore_open__unversioned_refused),
 		T(test_lz_dstore_open__altered_meta_refused),

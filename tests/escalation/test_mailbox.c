@@ -1,0 +1,573 @@
+/* The Escalation Mailbox (core/escalation/mailbox.h; spec 3.8): what
+ * lz_mailbox_take accepts (a regular file with one link, at most
+ * LZ_ESC_RECORD_MAX bytes, a short name not starting with '.') and that
+ * every other entry is refused and leaves the outbox all the same (a
+ * symlink, a FIFO without blocking, a hard link, a directory moved aside,
+ * an oversized file, an overlong name), so no entry is seen twice and no
+ * call livelocks; posting by rename, withdrawal, the outbox watch, and
+ * closing.
+ *
+ * Each test gets its own mkdtemp directory under /tmp, opened O_PATH, as
+ * the generation directory; real files and real syscalls throughout. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lz_test.h"
+
+#include "escalation/mailbox.h"
+#include "escalation/record.h"
+
+struct fx {
+	char dir[64];
+	int gen;              /* the temporary directory, O_PATH */
+	struct lz_mailbox mb; /* created beneath gen */
+	uint8_t *buf;         /* LZ_ESC_RECORD_MAX bytes for lz_mailbox_take */
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	char tmpl[] = "/tmp/lz-test-mailbox-XXXXXX";
+	if (f == NULL || mkdtemp(tmpl) == NULL || realpath(tmpl, f->dir) == NULL)
+		return -1;
+	f->gen = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	f->buf = malloc(LZ_ESC_RECORD_MAX);
+	if (f->gen < 0 || f->buf == NULL)
+		return -1;
+	struct lz_mailbox init = LZ_MAILBOX_INIT;
+	f->mb = init;
+	struct lz_err err = { 0, "" };
+	if (lz_mailbox_create(f->gen, &f->mb, &err) < 0) {
+		fprintf(stderr, "lz_mailbox_create: %s\n", err.msg);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	lz_mailbox_close(&f->mb);
+	close(f->gen);
+	lz_test_rmtree(f->dir);
+	free(f->buf);
+	free(f);
+	return 0;
+}
+
+/* Creates dfd/name holding data[0..len) (mode 0600). */
+static void put(int dfd, const char *name, const void *data, size_t len)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		fail_msg("create %s: %s", name, strerror(errno));
+	const uint8_t *p = data;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n <= 0)
+			fail_msg("write %s: %s", name, strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+	close(fd);
+}
+
+static bool exists(int dfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Reads dfd/name whole into buf[0..size); the byte count. */
+static size_t read_at(int dfd, const char *name, void *buf, size_t size)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fail_msg("open %s: %s", name, strerror(errno));
+	size_t n = 0;
+	ssize_t r;
+	while (n < size && (r = read(fd, (uint8_t *)buf + n, size - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	return n;
+}
+
+/* How many entries dfd holds, . and .. aside; *dots counts the names
+ * starting with '.'. */
+static int count_entries(int dfd, int *dots)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	DIR *d = fdopendir(fd);
+	assert_non_null(d);
+	int n = 0;
+	*dots = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		n++;
+		if (e->d_name[0] == '.')
+			(*dots)++;
+	}
+	closedir(d);
+	return n;
+}
+
+static int take(struct fx *f, size_t *len, struct lz_err *err)
+{
+	return lz_mailbox_take(&f->mb, f->buf, len, err);
+}
+
+/* ---- lz_mailbox_create --------------------------------------------------- */
+
+static void test_lz_mailbox_create__makes_four_private_directories(void **state)
+{
+	struct fx *f = *state;
+	static const char *const names[] = { "outbox", "inbox", "credential", "key" };
+	struct stat st;
+	assert_int_equal(fstatat(f->gen, LZ_MAILBOX_DIR, &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_equal(fstatat(f->mb.dir, names[i], &st, AT_SYMLINK_NOFOLLOW), 0);
+		assert_true(S_ISDIR(st.st_mode));
+		assert_int_equal(st.st_mode & 07777, 0700);
+	}
+	assert_true(f->mb.outbox >= 0 && f->mb.inbox >= 0 && f->mb.credential >= 0 && f->mb.key >= 0);
+	assert_true(f->mb.watch >= 0);
+	assert_int_equal(f->mb.refused, 0);
+
+	/* Again over the existing tree: found, not refused. */
+	struct lz_mailbox again = LZ_MAILBOX_INIT;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_mailbox_create(f->gen, &again, &err), 0);
+	lz_mailbox_close(&again);
+}
+
+static void test_lz_mailbox_create__symlinked_escalation_refused_ret_untouched(void **state)
+{
+	struct fx *f = *state;
+	char sub[96];
+	snprintf(sub, sizeof(sub), "%s/other", f->dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	int other = open(sub, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(other >= 0);
+	assert_int_equal(mkdirat(other, "real", 0700), 0);
+	assert_int_equal(symlinkat("real", other, LZ_MAILBOX_DIR), 0);
+
+	struct lz_mailbox mb = LZ_MAILBOX_INIT;
+	mb.refused = 77; /* a marker: untouched on failure */
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_mailbox_create(other, &mb, &err), -ELOOP);
+	assert_int_equal(mb.refused, 77);
+	assert_int_equal(mb.dir, -EBADF);
+	assert_int_equal(mb.watch, -EBADF);
+	close(other);
+}
+
+/* ---- lz_mailbox_take: what is accepted ----------------------------------- */
+
+static void test_lz_mailbox_take__empty_outbox_returns_0(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	size_t len = 12345;
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_int_equal(len, 12345); /* untouched */
+}
+
+static void test_lz_mailbox_take__regular_file_exact_bytes_and_removed(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	static const uint8_t rec[] = { 0x00, 0x01, 'r', 'e', 'q', 0xff, 0x00, '\n' };
+	put(f->mb.outbox, "req-1", rec, sizeof(rec));
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 1);
+	assert_int_equal(len, sizeof(rec));
+	assert_memory_equal(f->buf, rec, sizeof(rec));
+	assert_false(exists(f->mb.outbox, "req-1"));
+	assert_int_equal(take(f, &len, &err), 0);
+}
+
+static void test_lz_mailbox_take__empty_file_is_taken_with_length_0(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	put(f->mb.outbox, "empty", "", 0);
+	size_t len = 99;
+	assert_int_equal(take(f, &len, &err), 1);
+	assert_int_equal(len, 0);
+	assert_false(exists(f->mb.outbox, "empty"));
+}
+
+static void test_lz_mailbox_take__dot_entry_ignored_and_kept(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	put(f->mb.outbox, ".req-1.tmp", "partial", 7);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_true(exists(f->mb.outbox, ".req-1.tmp"));
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_true(exists(f->mb.outbox, ".req-1.tmp"));
+}
+
+static void test_lz_mailbox_take__exactly_record_max_accepted(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	uint8_t *rec = malloc(LZ_ESC_RECORD_MAX);
+	assert_non_null(rec);
+	for (size_t i = 0; i < LZ_ESC_RECORD_MAX; i++)
+		rec[i] = (uint8_t)(i * 31 + 7);
+	put(f->mb.outbox, "big", rec, LZ_ESC_RECORD_MAX);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 1);
+	assert_int_equal(len, LZ_ESC_RECORD_MAX);
+	assert_int_equal(len, 65536);
+	assert_memory_equal(f->buf, rec, LZ_ESC_RECORD_MAX);
+	assert_false(exists(f->mb.outbox, "big"));
+	free(rec);
+}
+
+static void test_lz_mailbox_take__one_byte_over_record_max_is_e2big_and_removed(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	size_t n = LZ_ESC_RECORD_MAX + 1;
+	uint8_t *rec = calloc(1, n);
+	assert_non_null(rec);
+	put(f->mb.outbox, "huge", rec, n);
+	size_t len = 4242;
+	assert_int_equal(take(f, &len, &err), -E2BIG);
+	assert_int_equal(err.code, E2BIG);
+	assert_non_null(strstr(err.msg, "huge"));
+	assert_non_null(strstr(err.msg, "65537"));
+	assert_int_equal(len, 4242); /* untouched on failure */
+	assert_false(exists(f->mb.outbox, "huge"));
+	assert_int_equal(take(f, &len, &err), 0);
+	free(rec);
+}
+
+static void test_lz_mailbox_take__name_of_63_accepted_64_removed_unread(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	char name63[LZ_MAILBOX_NAME_MAX], name64[LZ_MAILBOX_NAME_MAX + 1];
+	memset(name63, 'a', sizeof(name63) - 1);
+	name63[sizeof(name63) - 1] = '\0';
+	memset(name64, 'b', sizeof(name64) - 1);
+	name64[sizeof(name64) - 1] = '\0';
+	assert_int_equal(strlen(name63), 63);
+	assert_int_equal(strlen(name64), 64);
+
+	put(f->mb.outbox, name64, "too-long", 8);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_false(exists(f->mb.outbox, name64));
+
+	/* Longer still, and a directory: moved aside, not looped on. */
+	char name100[101];
+	memset(name100, 'c', 100);
+	name100[100] = '\0';
+	assert_int_equal(mkdirat(f->mb.outbox, name100, 0700), 0);
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_false(exists(f->mb.outbox, name100));
+	assert_true(exists(f->mb.dir, "refused-0"));
+
+	put(f->mb.outbox, name63, "ok", 2);
+	assert_int_equal(take(f, &len, &err), 1);
+	assert_int_equal(len, 2);
+	assert_memory_equal(f->buf, "ok", 2);
+	assert_false(exists(f->mb.outbox, name63));
+}
+
+static void test_lz_mailbox_take__several_entries_one_per_call(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	static const char *const names[] = { "a", "b", "c", "d" };
+	enum { N = sizeof(names) / sizeof(names[0]) };
+	for (size_t i = 0; i < N; i++) {
+		char body[16];
+		int n = snprintf(body, sizeof(body), "body-%s", names[i]);
+		put(f->mb.outbox, names[i], body, (size_t)n);
+	}
+	put(f->mb.outbox, ".hidden", "x", 1);
+	bool seen[N] = { false };
+	for (size_t k = 0; k < N; k++) {
+		size_t len = 0;
+		assert_int_equal(take(f, &len, &err), 1);
+		assert_int_equal(len, 6);
+		assert_memory_equal(f->buf, "body-", 5);
+		size_t i = (size_t)(f->buf[5] - 'a');
+		assert_true(i < N);
+		assert_false(seen[i]);
+		seen[i] = true;
+		assert_false(exists(f->mb.outbox, names[i]));
+		int dots;
+		assert_int_equal(count_entries(f->mb.outbox, &dots), (int)(N - k - 1) + 1);
+		assert_int_equal(dots, 1);
+	}
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_true(exists(f->mb.outbox, ".hidden"));
+}
+
+/* ---- lz_mailbox_take: what is refused ------------------------------------ */
+
+static void test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	put(f->gen, "target", "secret", 6);
+	assert_int_equal(symlinkat("../../target", f->mb.outbox, "link"), 0);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), -ELOOP);
+	assert_int_equal(err.code, ELOOP);
+	assert_non_null(strstr(err.msg, "link"));
+	assert_non_null(strstr(err.msg, "symlink"));
+	assert_false(exists(f->mb.outbox, "link"));
+	char got[16];
+	assert_int_equal(read_at(f->gen, "target", got, sizeof(got)), 6);
+	assert_memory_equal(got, "secret", 6);
+	assert_int_equal(take(f, &len, &err), 0);
+}
+
+static void test_lz_mailbox_take__fifo_refused_without_blocking_and_removed(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(mkfifoat(f->mb.outbox, "fifo", 0600), 0);
+	/* A blocking open of a FIFO with no writer would never return: the
+	 * alarm's default action ends the suite rather than hanging it. */
+	alarm(10);
+	size_t len = 0;
+	int r = take(f, &len, &err);
+	alarm(0);
+	assert_int_equal(r, -EPERM);
+	assert_non_null(strstr(err.msg, "fifo"));
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_false(exists(f->mb.outbox, "fifo"));
+	assert_int_equal(take(f, &len, &err), 0);
+}
+
+static void test_lz_mailbox_take__hard_link_is_eperm_and_entry_removed(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	put(f->mb.outbox, "linked", "twice", 5);
+	assert_int_equal(linkat(f->mb.outbox, "linked", f->gen, "elsewhere", 0), 0);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "linked"));
+	assert_non_null(strstr(err.msg, "links"));
+	assert_false(exists(f->mb.outbox, "linked"));
+	/* The other name survives, and now has one link. */
+	struct stat st;
+	assert_int_equal(fstatat(f->gen, "elsewhere", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(st.st_nlink, 1);
+	char got[8];
+	assert_int_equal(read_at(f->gen, "elsewhere", got, sizeof(got)), 5);
+	assert_memory_equal(got, "twice", 5);
+	assert_int_equal(take(f, &len, &err), 0);
+}
+
+static void test_lz_mailbox_take__directory_moved_aside_no_livelock(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(mkdirat(f->mb.outbox, "dir", 0700), 0);
+	int sub = openat(f->mb.outbox, "dir", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(sub >= 0);
+	put(sub, "inside", "x", 1); /* not empty: neither unlink nor rmdir removes it */
+	close(sub);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "dir"));
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_false(exists(f->mb.outbox, "dir"));
+	assert_true(exists(f->mb.dir, "refused-0"));
+	assert_int_equal(f->mb.refused, 1);
+	assert_int_equal(take(f, &len, &err), 0);
+
+	/* A second one goes to the next name. */
+	assert_int_equal(mkdirat(f->mb.outbox, "dir2", 0700), 0);
+	assert_int_equal(take(f, &len, &err), -EPERM);
+	assert_true(exists(f->mb.dir, "refused-1"));
+	assert_false(exists(f->mb.outbox, "dir2"));
+	assert_int_equal(take(f, &len, &err), 0);
+}
+
+/* ---- lz_mailbox_post, lz_mailbox_withdraw -------------------------------- */
+
+static void test_lz_mailbox_post__creates_0444_by_rename_and_replaces(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	static const uint8_t first[] = { 1, 2, 3, 0, 4 };
+	static const uint8_t second[] = { 9, 8 };
+	assert_int_equal(lz_mailbox_post(&f->mb, "result-1", first, sizeof(first), &err), 0);
+	struct stat st;
+	assert_int_equal(fstatat(f->mb.inbox, "result-1", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0444);
+	uint8_t got[16];
+	assert_int_equal(read_at(f->mb.inbox, "result-1", got, sizeof(got)), sizeof(first));
+	assert_memory_equal(got, first, sizeof(first));
+	int dots;
+	assert_int_equal(count_entries(f->mb.inbox, &dots), 1);
+	assert_int_equal(dots, 0);
+
+	assert_int_equal(lz_mailbox_post(&f->mb, "result-1", second, sizeof(second), &err), 0);
+	assert_int_equal(read_at(f->mb.inbox, "result-1", got, sizeof(got)), sizeof(second));
+	assert_memory_equal(got, second, sizeof(second));
+	assert_int_equal(fstatat(f->mb.inbox, "result-1", &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(st.st_mode & 07777, 0444);
+	assert_int_equal(count_entries(f->mb.inbox, &dots), 1);
+	assert_int_equal(dots, 0);
+
+	/* A stale temporary of that name (an interrupted post) is replaced. */
+	put(f->mb.inbox, ".result-2", "stale", 5);
+	assert_int_equal(lz_mailbox_post(&f->mb, "result-2", second, sizeof(second), &err), 0);
+	assert_int_equal(read_at(f->mb.inbox, "result-2", got, sizeof(got)), sizeof(second));
+	assert_int_equal(count_entries(f->mb.inbox, &dots), 2);
+	assert_int_equal(dots, 0);
+}
+
+static void test_lz_mailbox_post__name_too_long_is_enametoolong(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	char name[LZ_MAILBOX_NAME_MAX + 1];
+	memset(name, 'n', LZ_MAILBOX_NAME_MAX);
+	name[LZ_MAILBOX_NAME_MAX] = '\0';
+	assert_int_equal(lz_mailbox_post(&f->mb, name, (const uint8_t *)"x", 1, &err), -ENAMETOOLONG);
+	int dots;
+	assert_int_equal(count_entries(f->mb.inbox, &dots), 0);
+	/* One shorter fits ('.' plus 63). */
+	name[LZ_MAILBOX_NAME_MAX - 1] = '\0';
+	assert_int_equal(lz_mailbox_post(&f->mb, name, (const uint8_t *)"x", 1, &err), 0);
+	assert_true(exists(f->mb.inbox, name));
+}
+
+static void test_lz_mailbox_withdraw__removes_and_tolerates_missing(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_mailbox_post(&f->mb, "decision-1", (const uint8_t *)"d", 1, &err), 0);
+	assert_int_equal(lz_mailbox_post(&f->mb, "decision-2", (const uint8_t *)"e", 1, &err), 0);
+	lz_mailbox_withdraw(&f->mb, "decision-1");
+	assert_false(exists(f->mb.inbox, "decision-1"));
+	assert_true(exists(f->mb.inbox, "decision-2"));
+	lz_mailbox_withdraw(&f->mb, "decision-1");
+	lz_mailbox_withdraw(&f->mb, "never-posted");
+	assert_true(exists(f->mb.inbox, "decision-2"));
+
+	struct lz_mailbox closed = LZ_MAILBOX_INIT;
+	lz_mailbox_withdraw(&closed, "decision-2");
+	assert_true(exists(f->mb.inbox, "decision-2"));
+}
+
+/* ---- The watch, closing -------------------------------------------------- */
+
+static int poll_now(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 0);
+}
+
+static void test_lz_mailbox_watch__readable_after_rename_into_outbox_drained(void **state)
+{
+	struct fx *f = *state;
+	assert_int_equal(poll_now(f->mb.watch), 0);
+	lz_mailbox_drain_watch(&f->mb); /* nothing to drain: returns at once */
+	assert_int_equal(poll_now(f->mb.watch), 0);
+
+	/* Written outside, renamed in: only IN_MOVED_TO can report it. */
+	put(f->gen, "staged", "req", 3);
+	assert_int_equal(poll_now(f->mb.watch), 0);
+	assert_int_equal(renameat(f->gen, "staged", f->mb.outbox, "req-1"), 0);
+	assert_int_equal(poll_now(f->mb.watch), 1);
+	lz_mailbox_drain_watch(&f->mb);
+	assert_int_equal(poll_now(f->mb.watch), 0);
+
+	/* A file closed after writing in place (IN_CLOSE_WRITE). */
+	put(f->mb.outbox, "req-2", "req", 3);
+	assert_int_equal(poll_now(f->mb.watch), 1);
+	lz_mailbox_drain_watch(&f->mb);
+	assert_int_equal(poll_now(f->mb.watch), 0);
+
+	/* Posting to the inbox is not watched. */
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_mailbox_post(&f->mb, "r", (const uint8_t *)"r", 1, &err), 0);
+	assert_int_equal(poll_now(f->mb.watch), 0);
+}
+
+static void test_lz_mailbox_close__safe_on_init_and_twice(void **state)
+{
+	struct fx *f = *state;
+	struct lz_mailbox mb = LZ_MAILBOX_INIT;
+	lz_mailbox_close(&mb);
+	lz_mailbox_close(&mb);
+	assert_int_equal(mb.dir, -EBADF);
+	assert_int_equal(mb.watch, -EBADF);
+
+	int outbox = f->mb.outbox;
+	lz_mailbox_close(&f->mb);
+	assert_int_equal(f->mb.dir, -EBADF);
+	assert_int_equal(f->mb.outbox, -EBADF);
+	assert_int_equal(f->mb.inbox, -EBADF);
+	assert_int_equal(f->mb.credential, -EBADF);
+	assert_int_equal(f->mb.key, -EBADF);
+	assert_int_equal(f->mb.watch, -EBADF);
+	assert_int_equal(fcntl(outbox, F_GETFD), -1); /* really closed */
+	assert_int_equal(errno, EBADF);
+	lz_mailbox_close(&f->mb); /* and teardown closes it once more */
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_lz_mailbox_create__makes_four_private_directories),
+		T(test_lz_mailbox_create__symlinked_escalation_refused_ret_untouched),
+		T(test_lz_mailbox_take__empty_outbox_returns_0),
+		T(test_lz_mailbox_take__regular_file_exact_bytes_and_removed),
+		T(test_lz_mailbox_take__empty_file_is_taken_with_length_0),
+		T(test_lz_mailbox_take__dot_entry_ignored_and_kept),
+		T(test_lz_mailbox_take__exactly_record_max_accepted),
+		T(test_lz_mailbox_take__one_byte_over_record_max_is_e2big_and_removed),
+		T(test_lz_mailbox_take__name_of_63_accepted_64_removed_unread),
+		T(test_lz_mailbox_take__several_entries_one_per_call),
+		T(test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched),
+		T(test_lz_mailbox_take__fifo_refused_without_blocking_and_removed),
+		T(test_lz_mailbox_take__hard_link_is_eperm_and_entry_removed),
+		T(test_lz_mailbox_take__directory_moved_aside_no_livelock),
+		T(test_lz_mailbox_post__creates_0444_by_rename_and_replaces),
+		T(test_lz_mailbox_post__name_too_long_is_enametoolong),
+		T(test_lz_mailbox_withdraw__removes_and_tolerates_missing),
+		T(test_lz_mailbox_watch__readable_after_rename_into_outbox_drained),
+		T(test_lz_mailbox_close__safe_on_init_and_twice),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
