@@ -18,6 +18,7 @@ int luaopen_lazaret_session(lua_State *L);
 int luaopen_lazaret_scratch(lua_State *L);
 int luaopen_lazaret_script(lua_State *L);
 int luaopen_lazaret_text(lua_State *L);
+int luaopen_lazaret_state(lua_State *L);
 
 #define LZ_BINDING_MODULES                                  \
 	{ "lazaret.core.errno", luaopen_lazaret_errno },       \
@@ -32,6 +33,7 @@ int luaopen_lazaret_text(lua_State *L);
 	{ "lazaret.core.session", luaopen_lazaret_session },   \
 	{ "lazaret.core.scratch", luaopen_lazaret_scratch },   \
 	{ "lazaret.core.script", luaopen_lazaret_script },     \
-	{ "lazaret.core.text", luaopen_lazaret_text },
+	{ "lazaret.core.text", luaopen_lazaret_text },         \
+	{ "lazaret.core.state", luaopen_lazaret_state },
 
 #endif

@@ -32,7 +32,8 @@ describe("lazaret.cli", function()
 
   it("launches a profile named like a command only through run --profile", function()
     local cmd, msg = parse("state")
-    assert.equal("state", cmd and cmd.action)
+    assert.is_nil(cmd)
+    assert.matches("unknown state command", msg)
     cmd, msg = parse("--config", "/c", "diag")
     assert.is_nil(cmd)
     assert.matches("run %-%-profile diag", msg)
@@ -92,9 +93,42 @@ describe("lazaret.cli", function()
     assert.equal("config check", parse("config", "check", "--help").topic)
     assert.equal("diag", parse("diag", "-h").topic)
     assert.equal("state", parse("state", "--help").topic)
-    for _, topic in ipairs({ "main", "run", "config", "config check", "diag", "state" }) do
+    for _, topic in ipairs({ "main", "run", "config", "config check", "diag", "state", "state list",
+      "state reset" }) do
       assert.matches("^Usage: lazaret", cli.help_text(topic))
     end
+  end)
+
+  describe("state", function()
+    it("parses list and reset", function()
+      assert.same({ action = "state-list", json = true, no_sizes = false, config = "/c" },
+        parse("state", "list", "--json", "--config", "/c"))
+      assert.same({ action = "state-list", json = false, no_sizes = true },
+        parse("state", "list", "--no-sizes"))
+      assert.same({ action = "state-reset", profile = "dev", all = true, yes = false, paths = {} },
+        parse("state", "reset", "--profile", "dev", "--all"))
+      assert.same({ action = "state-reset", profile = "dev", workspace = "/w", all = false, yes = true,
+        paths = { "/usr", "/etc" } },
+        parse("state", "reset", "--profile", "dev", "--workspace", "/w", "/usr", "/etc", "--yes"))
+      assert.equal("state reset", parse("state", "reset", "--help").topic)
+      assert.equal("state list", parse("state", "list", "--help").topic)
+    end)
+
+    it("refuses a reset without a profile, without a scope, or with both scopes", function()
+      local cases = {
+        { { "state", "reset", "--all" }, "needs %-%-profile" },
+        { { "state", "reset", "--profile", "dev" }, "or %-%-all" },
+        { { "state", "reset", "--profile", "dev", "--all", "/usr" }, "not both" },
+        { { "state", "list", "x" }, "takes no arguments" },
+        { { "state", "wipe" }, "unknown state command 'wipe'" },
+        { { "state", "list", "--", "x" }, "takes no command after" },
+      }
+      for _, c in ipairs(cases) do
+        local cmd, msg = parse(table.unpack(c[1]))
+        assert.is_nil(cmd, table.concat(c[1], " "))
+        assert.matches(c[2], msg)
+      end
+    end)
   end)
 
   describe("image and init", function()

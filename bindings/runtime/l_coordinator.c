@@ -18,6 +18,11 @@
  *   hc:attest_network()  hc:publish()
  *                                  [-0, +1|3, e] -> true | nil, msg, errno
  *   hc:readiness()                 [-0, +1, e] -> 64 hex | nil
+ *   hc:reset_plan({path...})       [-0, +1|3, e] -> {path...} | nil, msg, errno
+ *       The persistent directories a State Anchor reset of those paths
+ *       ({}: all) would discard (core/runtime/anchorreset.h).
+ *   hc:reset({path...})            [-0, +1|3, e] -> true | nil, msg, errno
+ *       Discards exactly those, as planned.
  *   hc:close()                     [-0, +0, -] idempotent; also __gc and
  *       __close: ends sessions, kills a remaining RS, records a live
  *       generation failed, removes the runtime tree, drops the flock.
@@ -26,6 +31,7 @@
 #include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -123,6 +129,57 @@ static int hc_readiness(lua_State *L)
 	return 1;
 }
 
+#define RESET_MAX 64
+
+/* The strings of table idx (at most RESET_MAX) into v; returns n. */
+static size_t string_list(lua_State *L, int idx, const char **v)
+{
+	luaL_checktype(L, idx, LUA_TTABLE);
+	lua_Integer n = luaL_len(L, idx);
+	luaL_argcheck(L, n >= 0 && n <= RESET_MAX, idx, "at most 64 paths");
+	for (lua_Integer i = 1; i <= n; i++) {
+		if (lua_geti(L, idx, i) != LUA_TSTRING)
+			luaL_error(L, "path %d must be a string", (int)i);
+		v[i - 1] = lua_tostring(L, -1);
+		lua_pop(L, 1); /* anchored by the table */
+	}
+	return (size_t)n;
+}
+
+static int hc_reset_plan(lua_State *L)
+{
+	lz_hc *hc = lz_l_check_hc(L, 1);
+	const char *paths[RESET_MAX];
+	size_t n = string_list(L, 2, paths);
+	char **v = NULL;
+	size_t k = 0;
+	struct lz_err err = { 0, "" };
+	int r = lz_hc_reset_plan(hc, paths, n, &v, &k, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, (int)k, 0);
+	for (size_t i = 0; i < k; i++) {
+		lua_pushstring(L, v[i]);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+		free(v[i]);
+	}
+	free(v);
+	return 1;
+}
+
+static int hc_reset(lua_State *L)
+{
+	lz_hc *hc = lz_l_check_hc(L, 1);
+	const char *paths[RESET_MAX];
+	size_t n = string_list(L, 2, paths);
+	struct lz_err err = { 0, "" };
+	int r = lz_hc_reset(hc, paths, n, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 static int coordinator_open(lua_State *L)
 {
 	const struct lz_config *cfg = lz_l_check_config(L, 1);
@@ -176,6 +233,8 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "lease_release", hc_lease_release },
 		{ "attest_network", hc_attest_network },
 		{ "readiness", hc_readiness },
+		{ "reset_plan", hc_reset_plan },
+		{ "reset", hc_reset },
 		{ "publish", hc_publish },
 		{ "close", hc_close },
 		{ NULL, NULL },

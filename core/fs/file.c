@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,5 +74,43 @@ int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct 
 			return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
 	}
 	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int lz_file_read_owned(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len, struct lz_err *err)
+{
+	_cleanup_close_ int fd =
+		lz_openat2(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	struct stat st;
+	if (fd < 0)
+		return lz_err_set(err, errno, "open %s: %s", name, errno == ELOOP ? "a symlink" : strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return lz_err_set(err, errno, "stat %s: %s", name, strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != getuid() || (st.st_mode & 077) != 0)
+		return lz_err_set(err, EPERM,
+				  "%s must be a regular file with one link, owned by you, without group or other "
+				  "access",
+				  name);
+	if ((size_t)st.st_size > max)
+		return lz_err_set(err, EFBIG, "%s: %jd bytes, more than %zu", name, (intmax_t)st.st_size, max);
+	_cleanup_free_ char *buf = malloc(max + 1);
+	if (buf == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, max + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return lz_err_set(err, errno, "read %s: %s", name, strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max)
+			return lz_err_set(err, EFBIG, "%s grew past %zu bytes", name, max);
+	}
+	buf[len] = '\0';
+	*ret = TAKE_PTR(buf);
+	*ret_len = len;
 	return 0;
 }

@@ -28,4 +28,12 @@ int lz_file_create(int dirfd, const char *name, const void *data, size_t len, un
  * the umask, set through the descriptor. *ret_fd untouched on failure. */
 int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err);
 
+/* Reads the regular file name beneath dirfd that Lazaret wrote: resolved
+ * with LZ_RESOLVE_OWNED, opened non-blocking without following a link,
+ * and refused unless it is a regular file with one link, owned by the
+ * caller, without group or other access, of at most max bytes; read once
+ * into a new NUL-terminated buffer (free() it). -ELOOP, -EPERM (type,
+ * links, owner, mode), -EFBIG, -ENOMEM, -errno. */
+int lz_file_read_owned(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len, struct lz_err *err);
+
 #endif

@@ -33,6 +33,7 @@
 #include "proc/broker.h"
 #include "proc/userns.h"
 #include "router/ignoreclass.h"
+#include "runtime/anchorreset.h"
 #include "runtime/bundle.h"
 #include "runtime/leaserecovery.h"
 #include "runtime/ocispec.h"
@@ -40,6 +41,7 @@
 #include "session/guestcmd.h"
 #include "session/session.h"
 #include "store/catalog.h"
+#include "store/identity.h"
 #include "util/cleanup.h"
 #include "util/escape.h"
 #include "util/sys.h"
@@ -214,7 +216,9 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 			     "free space on that file system (it holds each running sandbox's /tmp)",
 			     err)) < 0)
 		return r;
-	if ((r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0 ||
+	if ((r = lz_identity_ensure(lz_config_storage_domain(cfg)->fd, hc->profile->name,
+				    lz_config_workspace(cfg)->canonical, err)) < 0 ||
+	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0 ||
 	    (r = end_lost_generation(hc, err)) < 0 ||
 	    (r = lz_leaserecovery_run(hc->store, lz_config_storage_root(cfg)->fd, hc->domain_hex, log_line,
 				      NULL, NULL, err)) < 0)
@@ -1252,6 +1256,33 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			session_end(hc, &hc->sessions[i]);
 		}
 	return r;
+}
+
+/* ---- State Anchor reset (spec 3.9) ------------------------------------------------ */
+
+static struct lz_anchor_reset anchor_reset_of(const lz_hc *hc)
+{
+	return (struct lz_anchor_reset){ .storage_root = lz_config_storage_root(hc->cfg),
+					 .domain_root = lz_config_storage_domain(hc->cfg),
+					 .domain_hex = hc->domain_hex,
+					 .persistent = hc->profile->persistent_dirs,
+					 .n_persistent = hc->profile->n_persistent_dirs };
+}
+
+int lz_hc_reset_plan(lz_hc *hc, const char *const *paths, size_t n, char ***ret_v, size_t *ret_n,
+		     struct lz_err *err)
+{
+	struct lz_anchor_reset a = anchor_reset_of(hc);
+	return lz_anchor_reset_plan(&a, paths, n, ret_v, ret_n, err);
+}
+
+int lz_hc_reset(lz_hc *hc, const char *const *planned, size_t n, struct lz_err *err)
+{
+	/* The exclusive lifecycle lock, and no generation of ours running. */
+	if (hc->gen != 0)
+		return lz_err_set(err, EBUSY, "a reset needs the Domain idle; this coordinator began a generation");
+	struct lz_anchor_reset a = anchor_reset_of(hc);
+	return lz_anchor_reset_run(&a, planned, n, err);
 }
 
 /* ---- end ------------------------------------------------------------------------ */

@@ -137,6 +137,13 @@ int lz_hc_batch_end(lz_hc *hc, struct lz_err *err);
  * published (the store needs the network participant active). */
 int lz_hc_publish(lz_hc *hc, struct lz_err *err);
 
+/* Spec 3.9: the State Anchors a reset of paths (n == 0: all) would
+ * discard, and the reset itself, on a coordinator that holds the Domain
+ * (lz_hc_open) and began no generation (runtime/anchorreset.h). */
+int lz_hc_reset_plan(lz_hc *hc, const char *const *paths, size_t n, char ***ret_v, size_t *ret_n,
+		     struct lz_err *err);
+int lz_hc_reset(lz_hc *hc, const char *const *planned, size_t n, struct lz_err *err);
+
 /* Spec 3.8: the route of a verified escalation request. The router (the
  * Lua sequence) decides; the coordinator enforces what it may decide:
  * AUTO only when an auto_approve rule matched (rule >= 0), PROMPT only in

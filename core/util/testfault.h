@@ -1,8 +1,10 @@
 /* Test builds only: lazaret-faults (CMakeLists.txt) compiles the modules
  * that use this with LZ_TEST_FAULTS, and LAZARET_TEST_FAULT=<name> breaks
  * one step of network readiness on purpose so an end-to-end test can watch
- * the attestation refuse it by name, or (bind-workspace) binds the
- * workspace without the router, the baseline of bench/workspace. In the production build the switch
+ * the attestation refuse it by name, (bind-workspace) binds the
+ * workspace without the router, the baseline of bench/workspace, or
+ * (reset-before-rename, reset-after-rename) kills a State Anchor reset at
+ * that step. In the production build the switch
  * does not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H
 #define LZ_UTIL_TESTFAULT_H

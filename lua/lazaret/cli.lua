@@ -8,8 +8,9 @@
 --   lazaret image prepare IMAGE | list [--json] | gc [--dry-run]  [--config FILE]
 --   lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]
 --   lazaret --help | --version
--- `state` is reserved for State Anchor maintenance (spec 3.2); a profile
--- named like a command is launched with the explicit `run --profile` form.
+--   lazaret state list [--json] [--no-sizes] | reset --profile P (--all | DIR...) [--yes]
+-- A profile named like a command is launched with the explicit
+-- `run --profile` form.
 local M = {}
 
 local ipairs, type, table_concat, table_move = ipairs, type, table.concat, table.move
@@ -25,6 +26,9 @@ local options = {
   diag = { json = false, report = true, help = false },
   config = { help = false },
   state = { help = false },
+  ["state list"] = { config = true, json = false, ["no-sizes"] = false, help = false },
+  ["state reset"] = { config = true, profile = true, workspace = true, all = false, yes = false,
+    help = false },
   image = { help = false },
   ["image prepare"] = { config = true, help = false },
   ["image list"] = { config = true, json = false, help = false },
@@ -205,9 +209,33 @@ function M.parse(argv)
     if #pos > 0 or rest then return nil, "init takes no arguments" end
     return { action = "init", config = opts.config }
   elseif first == "state" then
-    local opts = scan(argv, 2, options.state)
-    if opts and opts.help then return { action = "help", topic = "state" } end
-    return { action = "state" }
+    local sub = argv[2]
+    local allowed = options["state " .. tostring(sub)]
+    if not allowed then
+      local opts = scan(argv, 2, options.state)
+      if opts and opts.help then return { action = "help", topic = "state" } end
+      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, reset)"
+    end
+    local opts, pos, rest = scan(argv, 3, allowed)
+    if not opts then return nil, pos end
+    if opts.help then return { action = "help", topic = "state " .. sub } end
+    if rest then return nil, "state " .. sub .. " takes no command after --" end
+    if sub == "list" then
+      if #pos > 0 then return nil, "state list takes no arguments" end
+      return { action = "state-list", json = opts.json == true, no_sizes = opts["no-sizes"] == true,
+        config = opts.config }
+    end
+    if not opts.profile then
+      return nil, "state reset needs --profile: the Domain is that profile in the workspace"
+    end
+    if opts.all and #pos > 0 then
+      return nil, "state reset: --all or persistent directories, not both"
+    end
+    if not opts.all and #pos == 0 then
+      return nil, "state reset needs the persistent directories to reset, or --all"
+    end
+    return { action = "state-reset", profile = opts.profile, workspace = opts.workspace,
+      config = opts.config, all = opts.all == true, yes = opts.yes == true, paths = pos }
   end
 
   -- lazaret [options] <profile> [-- command...]
@@ -246,7 +274,7 @@ M.help = {
     "  image    prepare, list and reclaim sandbox base images",
     "  init     write a first configuration using the default image",
     "  qualify  launch real sandboxes to check this host end to end",
-    "  state    reserved for State Anchor maintenance",
+    "  state    list or reset what the sandboxes kept (state list, state reset)",
     "",
     "Options:",
     "  --config FILE     configuration file (default: $XDG_CONFIG_HOME/lazaret/config.toml)",
@@ -339,9 +367,25 @@ M.help = {
     "Trees the catalog does not know are kept and reported.",
   }, "\n"),
   state = table_concat({
-    "Usage: lazaret state ...",
+    "Usage: lazaret state list [--json] [--no-sizes] [--config FILE]",
+    "       lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes]",
     "",
-    "Reserved for State Anchor inspection and reset (not built yet).",
+    "What the sandboxes kept (State Anchors, Ignored Workspace State), and resetting it.",
+  }, "\n"),
+  ["state list"] = table_concat({
+    "Usage: lazaret state list [--json] [--no-sizes] [--config FILE]",
+    "",
+    "Lists the Domains under the Storage Root: profile, workspace, whether one is in use,",
+    "when it was last used, its image leases and the size of each persistent directory's",
+    "kept state and of its Ignored Workspace State. Reads no file contents.",
+  }, "\n"),
+  ["state reset"] = table_concat({
+    "Usage: lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes] [--config FILE]",
+    "",
+    "Discards what the sandbox kept in the named persistent directories (or all of them)",
+    "of the Domain of profile P in the workspace, so the next launch sees the image's",
+    "content there again. Refused while the Domain is in use. Shows the Domain and the",
+    "exact scope, then asks; --yes answers the question, nothing else.",
   }, "\n"),
 }
 

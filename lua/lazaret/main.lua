@@ -89,10 +89,8 @@ local actions = {
   diag = function(cmd)
     return require("lazaret.platform.diag").run({ json = cmd.json, report = cmd.report })
   end,
-  state = function()
-    err("'state' is reserved for State Anchor maintenance, which is not built yet")
-    return EXIT.unavailable
-  end,
+  ["state-list"] = function(cmd) return with_platform(require("lazaret.state").list, cmd) end,
+  ["state-reset"] = function(cmd) return with_platform(require("lazaret.state").reset, cmd) end,
   launch = launch,
   qualify = function(cmd) return with_platform(require("lazaret.qualify").main, cmd) end,
   hc = function(cmd) return require("lazaret.runtime.hc").main(cmd) end,

@@ -230,6 +230,20 @@ _t_subid_start() {
 		sort -n | head -n 1
 }
 
+# end_domain: after a test that ran a Domain, its processes end (bounded,
+# then killed) and the trees with subordinate-owned files go through the ID
+# map. Always succeeds.
+end_domain() {
+	local _
+	for _ in $(seq 150); do
+		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
+		sleep 0.1
+	done
+	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
+	in_ns rm -rf "$T/data" "$T/run" 2>/dev/null
+	return 0
+}
+
 in_ns() {
 	unshare --map-root-user --map-users="$(_t_subid_start /etc/subuid),1,65536" \
 		--map-groups="$(_t_subid_start /etc/subgid),1,65536" "$@"

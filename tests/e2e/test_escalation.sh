@@ -8,6 +8,7 @@
 # shellcheck disable=SC2031,SC2317
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/tmux_lib.sh"
 
 : "${LAZARET:?set LAZARET to the lazaret binary}"
 : "${LZ_ESCFORGE:?set LZ_ESCFORGE to the escforge test binary}"
@@ -60,15 +61,8 @@ t_setup() {
 }
 
 t_teardown() {
-	[ -S "$T/tmux.sock" ] && tmux -S "$T/tmux.sock" kill-server 2>/dev/null
-	local i
-	for i in $(seq 150); do
-		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
-		sleep 0.1
-	done
-	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
-	in_ns rm -rf "$T/data" "$T/run" 2>/dev/null
-	return 0
+	tmux_stop
+	end_domain
 }
 
 # guest SCRIPT: runs sh -c SCRIPT in a session without a terminal.
@@ -81,8 +75,8 @@ runs() { find "$RUNS" -type f | wc -l; }
 
 # Host processes of this test still running: their command lines name $T.
 assert_no_host_process() {
-	local i
-	for i in $(seq 50); do
+	local _
+	for _ in $(seq 50); do
 		pgrep -u "$(id -u)" -f "^/usr/bin/sleep $SLEEP\$" >/dev/null || return 0
 		sleep 0.1
 	done
@@ -93,6 +87,7 @@ assert_no_host_process() {
 # host name is gone once it runs; credentials, inbox and client are
 # read-only; no other private key is there.
 test_the_sandbox_key_lives_only_in_the_sandbox() {
+	# shellcheck disable=SC2016 # expanded by the sandbox's shell
 	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- sh -c '
 		wc -c < /run/lazaret/credential/request-key > /workspace/keysize
 		ls /run/lazaret/credential > /workspace/credentials
@@ -235,7 +230,7 @@ test_ten_mib_stream_with_bounded_coordinator_memory() {
 	wait "$cli" || fail "the session failed"
 	assert_eq 10485760 "$(tr -d ' ' <"$WS/count")" "bytes streamed"
 	echo "# coordinator peak RSS ${before} kB before, ${after} kB after 10 MiB"
-	[ -n "$before" ] && [ -n "$after" ] || fail "no coordinator RSS read"
+	if [ -z "$before" ] || [ -z "$after" ]; then fail "no coordinator RSS read"; fi
 	# At most LZ_ESC_WINDOW chunks of 48 KiB are in flight; 10 MiB held
 	# anywhere in the coordinator would show here.
 	[ $((after - before)) -lt 4096 ] || fail "the coordinator grew by $((after - before)) kB streaming 10 MiB"
@@ -258,47 +253,17 @@ test_session_loss_kills_the_host_command() {
 	assert_no_host_process
 	for _ in $(seq 100); do pgrep -u "$(id -u)" -f "$T/" >/dev/null || break; sleep 0.1; done
 	assert_contains "$(hclog)" "its session ended; cancelled"
-	assert_eq "" "$(ls -A "$T/run/lazaret/domains/"*/ | grep -v -e '^hc.lock$' -e '^hc.log$')" "runtime files left"
+	local f left=()
+	for f in "$T/run/lazaret/domains/"*/*; do
+		case ${f##*/} in hc.lock | hc.log) ;; *) left+=("$f") ;; esac
+	done
+	assert_eq "" "${left[*]}" "runtime files left"
 }
 
 # ---- in a terminal ------------------------------------------------------------------
 
-tmux_setup() {
-	SOCK=$T/tmux.sock
-	printf 'PS1="$ "\ncd %s\n' "$WS" >"$T/rc"
-	tmux -S "$SOCK" -f /dev/null new-session -d -s main -x 150 -y 40 "${ENVV[@]}" bash --rcfile "$T/rc" -i
-	tmux -S "$SOCK" set-option -g -t main remain-on-exit on >/dev/null
-}
-keys() { tmux -S "$SOCK" send-keys -t "${PANE:-main}" "$@"; }
-screen() { tmux -S "$SOCK" capture-pane -p -t "${PANE:-main}" -S -200; }
-wait_for() {
-	local i limit=$((${2:-20} * 10))
-	for i in $(seq "$limit"); do
-		screen | grep -qF -- "$1" && return 0
-		sleep 0.1
-	done
-	fail "the pane never showed [$1]:
-$(screen | grep -v "^$" | tail -n 20)"
-}
-# wait_count TEXT N: until the pane shows TEXT on N lines.
-wait_count() {
-	local i
-	for i in $(seq 200); do
-		[ "$(screen | grep -cF -- "$1")" -ge "$2" ] && return 0
-		sleep 0.1
-	done
-	fail "the pane never showed [$1] $2 times:
-$(screen | grep -v "^$" | tail -n 20)"
-}
-start_guest() {
-	keys "$LAZARET test --config $CFG" Enter
-	wait_for "bash-" 60
-	keys 'PS1="guest\$ "' Enter
-	wait_for 'guest$'
-}
-
 test_the_developer_approves_in_the_terminal() {
-	tmux_setup
+	tmux_start 150 40
 	start_guest
 	# An argument with an escape sequence: the prompt must show it escaped.
 	keys "lazaret-escalate --why 'needs the host' -- /usr/bin/touch $T/approved \$'\\e[31mred'; echo status=\$?" Enter
@@ -319,7 +284,7 @@ test_the_developer_approves_in_the_terminal() {
 }
 
 test_the_developer_denies_in_the_terminal() {
-	tmux_setup
+	tmux_start 150 40
 	start_guest
 	keys "lazaret-escalate -- /usr/bin/touch $T/denied; echo status=\$?" Enter
 	wait_for "Approve? [y/N]"
@@ -336,11 +301,11 @@ test_the_developer_denies_in_the_terminal() {
 }
 
 test_a_prompt_touches_no_other_session() {
-	tmux_setup
-	tmux -S "$SOCK" split-window -h -t main "${ENVV[@]}" bash --rcfile "$T/rc" -i
-	sleep 0.5
+	tmux_start 150 40
+	tmux_split
 	PANE=main.0 start_guest
 	PANE=main.1 start_guest
+	# shellcheck disable=SC2016 # expanded by the guest's shell
 	PANE=main.1 keys 'i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo tick$i; sleep 0.2; done' Enter
 	PANE=main.0 keys "lazaret-escalate -- /usr/bin/touch $T/other; echo status=\$?" Enter
 	PANE=main.0 wait_for "Approve? [y/N]"
@@ -354,7 +319,7 @@ test_a_prompt_touches_no_other_session() {
 }
 
 test_cancelled_in_the_sandbox_while_the_prompt_is_up() {
-	tmux_setup
+	tmux_start 150 40
 	start_guest
 	keys "(sleep 3; kill -INT \$(pidof lazaret-escalate)) & lazaret-escalate -- /usr/bin/touch $T/never; echo status=\$?" Enter
 	wait_for "Approve? [y/N]"

@@ -221,14 +221,7 @@ assert_no_processes_or_mounts() {
 # After every test: the Domain's processes end (bounded), then the trees
 # with subordinate-owned files go through the ID map.
 t_teardown() {
-	local _
-	for _ in $(seq 150); do
-		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
-		sleep 0.1
-	done
-	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
-	in_ns rm -rf "$T/data" "$T/run" 2>/dev/null
-	return 0
+	end_domain
 }
 
 # --- policy ---------------------------------------------------------------------

@@ -6,6 +6,7 @@
 # shellcheck disable=SC2031,SC2317
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/tmux_lib.sh"
 
 : "${LAZARET:?set LAZARET to the lazaret binary}"
 : "${E2E_ROOT:?set E2E_ROOT to the e2e directory}"
@@ -32,46 +33,12 @@ t_setup() {
 	[ -z "${LZ_TEST_RUN:-}" ] || ENVV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
 	capture "${ENVV[@]}" "$LAZARET" image prepare "oci:$IMG/img:latest" --config "$CFG"
 	[ "$STATUS" = 0 ] || fail "image prepare: $ERR"
-	SOCK=$T/tmux.sock
-	# A shell in a 100x30 pane, in the workspace, with a known prompt.
-	printf 'PS1="$ "\ncd %s\n' "$WS" >"$T/rc"
-	tmux -S "$SOCK" -f /dev/null new-session -d -s main -x 100 -y 30 \
-		"${ENVV[@]}" bash --rcfile "$T/rc" -i
-	tmux -S "$SOCK" set-option -g -t main remain-on-exit on >/dev/null
+	tmux_start 100 30
 }
 
 t_teardown() {
-	tmux -S "$T/tmux.sock" kill-server 2>/dev/null
-	local i
-	for i in $(seq 150); do
-		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
-		sleep 0.1
-	done
-	pkill -9 -u "$(id -u)" -f "$T/" 2>/dev/null
-	in_ns rm -rf "$T/data" "$T/run" 2>/dev/null
-	return 0
-}
-
-keys() { tmux -S "$SOCK" send-keys -t "${PANE:-main}" "$@"; }
-screen() { tmux -S "$SOCK" capture-pane -p -t "${PANE:-main}" -S -200; }
-
-# wait_for TEXT [SECONDS]: until the pane shows TEXT.
-wait_for() {
-	local i limit=$((${2:-20} * 10))
-	for i in $(seq "$limit"); do
-		screen | grep -qF -- "$1" && return 0
-		sleep 0.1
-	done
-	fail "the pane never showed [$1]:
-$(screen | grep -v "^$" | tail -n 15)"
-}
-
-# Starts `lazaret test` in the pane and waits for the guest's bash.
-start_guest() {
-	keys "$LAZARET test --config $CFG" Enter
-	wait_for "bash-" 60
-	keys 'PS1="guest\$ "' Enter
-	wait_for 'guest$' # capture-pane drops trailing blanks
+	tmux_stop
+	end_domain
 }
 
 test_prompt_size_and_resize() {
@@ -193,8 +160,7 @@ test_killing_the_coordinator_restores_the_terminal() {
 }
 
 test_two_sessions_side_by_side() {
-	tmux -S "$SOCK" split-window -h -t main "${ENVV[@]}" bash --rcfile "$T/rc" -i
-	sleep 0.5
+	tmux_split
 	PANE=main.0 start_guest
 	PANE=main.1 start_guest
 	# The typed lines must not contain what the output is waited for.

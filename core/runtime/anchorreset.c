@@ -1,0 +1,223 @@
+/* Resetting State Anchors (anchorreset.h). */
+#include "runtime/anchorreset.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "config/domain.h"
+#include "fs/tree.h"
+#include "proc/userns.h"
+#include "runtime/rsplan.h"
+#include "store/catalog.h"
+#include "store/domainstate.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+#include "util/testfault.h"
+
+#define ASIDE_PREFIX ".reset-"
+
+void lz_anchor_reset_free(char **v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int push(char ***v, size_t *n, const char *s)
+{
+	char **grown = realloc(*v, (*n + 1) * sizeof(char *));
+	if (grown == NULL)
+		return -ENOMEM;
+	*v = grown;
+	if ((grown[*n] = strdup(s)) == NULL)
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int open_anchors(const struct lz_anchor_reset *a, struct lz_err *err)
+{
+	int fd = lz_openat2(a->domain_root->fd, "anchor", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			    LZ_RESOLVE_OWNED);
+	if (fd < 0 && errno != ENOENT)
+		return lz_err_set(err, errno, "%s/anchor: %s", a->domain_root->canonical,
+				  errno == ELOOP || errno == ENOTDIR ? "not a directory" : strerror(errno));
+	return fd < 0 ? -ENOENT : fd;
+}
+
+/* Whether anchor/ holds an entry for path. */
+static bool has_anchor(int anchors, const char *path)
+{
+	char name[NAME_MAX + 1];
+	return anchors >= 0 && lz_rsplan_anchor_name(path, name, sizeof(name)) == 0 &&
+	       faccessat(anchors, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static bool is_persistent(const struct lz_anchor_reset *a, const char *path)
+{
+	for (size_t i = 0; i < a->n_persistent; i++)
+		if (strcmp(a->persistent[i], path) == 0)
+			return true;
+	return false;
+}
+
+int lz_anchor_reset_plan(const struct lz_anchor_reset *a, const char *const *paths, size_t n, char ***ret_v,
+			 size_t *ret_n, struct lz_err *err)
+{
+	char **v = NULL;
+	size_t k = 0;
+	int r = 0;
+	_cleanup_close_ int anchors = open_anchors(a, err);
+	if (anchors < 0 && anchors != -ENOENT)
+		return anchors;
+	if (n > 0) {
+		for (size_t i = 0; r >= 0 && i < n; i++) {
+			char path[4096];
+			size_t len = strlen(paths[i]);
+			while (len > 1 && paths[i][len - 1] == '/')
+				len--; /* "/usr/local/" is "/usr/local" */
+			if (len >= sizeof(path)) {
+				r = lz_err_set(err, ENAMETOOLONG, "path too long");
+				break;
+			}
+			memcpy(path, paths[i], len);
+			path[len] = '\0';
+			if (!is_persistent(a, path))
+				r = lz_err_set(err, EINVAL,
+					       "%s is not a persistent directory of this profile (a reset takes one of "
+					       "its persistent_dirs, or --all)",
+					       path);
+			else if (has_anchor(anchors, path) && (r = push(&v, &k, path)) < 0)
+				r = lz_err_set(err, ENOMEM, "out of memory");
+		}
+	} else if (anchors >= 0) {
+		_cleanup_close_ int dfd = dup(anchors);
+		DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+		if (d == NULL)
+			return lz_err_set(err, errno, "read %s/anchor: %s", a->domain_root->canonical, strerror(errno));
+		dfd = -EBADF;
+		rewinddir(d);
+		struct dirent *e;
+		while (r >= 0 && (e = readdir(d)) != NULL) {
+			char path[4096];
+			if (lz_domain_anchor_path(e->d_name, path, sizeof(path)) == 0 && (r = push(&v, &k, path)) < 0)
+				r = lz_err_set(err, ENOMEM, "out of memory");
+		}
+		closedir(d);
+	}
+	if (r < 0) {
+		lz_anchor_reset_free(v, k);
+		return r;
+	}
+	for (size_t i = 1; i < k; i++)
+		for (size_t j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+			char *t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	*ret_v = v;
+	*ret_n = k;
+	return 0;
+}
+
+/* Spec 3.9: nothing may use the state. The caller's open coordinator
+ * released every lease of a generation proved dead; one left is a
+ * generation that may still run. */
+static int no_lease(const struct lz_anchor_reset *a, struct lz_err *err)
+{
+	struct lz_catalog_lease *v = NULL;
+	size_t n = 0, held = 0;
+	uint64_t gen = 0;
+	int r = lz_catalog_lease_list(a->storage_root->fd, NULL, &v, &n, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].domain_id, a->domain_hex) == 0) {
+			held++;
+			gen = v[i].generation;
+		}
+	free(v);
+	if (held > 0)
+		return lz_err_set(err, EBUSY,
+				  "generation %llu of this Domain may still be running (its image lease is held: "
+				  "a process of it could not be proved gone); nothing was reset",
+				  (unsigned long long)gen);
+	return 0;
+}
+
+/* Removes what an interrupted reset set aside. */
+static int remove_aside(int anchors, const struct lz_idmap *map, struct lz_err *err)
+{
+	_cleanup_close_ int dfd = dup(anchors);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (d == NULL)
+		return lz_err_set(err, errno, "read anchor/: %s", strerror(errno));
+	dfd = -EBADF;
+	rewinddir(d);
+	int r = 0;
+	struct dirent *e;
+	while (r >= 0 && (e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, ASIDE_PREFIX, strlen(ASIDE_PREFIX)) == 0)
+			r = lz_tree_remove_in_userns(map, anchors, e->d_name, err);
+	closedir(d);
+	return r;
+}
+
+int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *planned, size_t n, struct lz_err *err)
+{
+	struct lz_idmap map;
+	char names[64][NAME_MAX + 1];
+	int r;
+	if (n > 64)
+		return lz_err_set(err, E2BIG, "at most 64 State Anchors at once");
+	_cleanup_close_ int anchors = open_anchors(a, err);
+	if (anchors == -ENOENT)
+		return n == 0 ? 0 : lz_err_set(err, ENOENT, "the Domain has no State Anchors");
+	if (anchors < 0 || (r = no_lease(a, err)) < 0 || (r = lz_idmap_for_invoking_user(&map, err)) < 0)
+		return anchors < 0 ? anchors : r;
+	/* Every anchor is checked before any is touched: a refusal changes
+	 * nothing. */
+	for (size_t i = 0; i < n; i++) {
+		if (lz_rsplan_anchor_name(planned[i], names[i], sizeof(names[i])) < 0)
+			return lz_err_set(err, ENAMETOOLONG, "%s: name too long", planned[i]);
+		_cleanup_close_ int one = lz_openat2(anchors, names[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+						     LZ_RESOLVE_OWNED);
+		if (one < 0)
+			return lz_err_set(err, errno == ENOTDIR || errno == ELOOP ? EPERM : errno,
+					  "the State Anchor of %s is %s; nothing was reset", planned[i],
+					  errno == ENOTDIR || errno == ELOOP ? "not a directory (a symlink?)"
+									     : strerror(errno));
+	}
+	if ((r = remove_aside(anchors, &map, err)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t rnd[8];
+		char aside[sizeof(ASIDE_PREFIX) + 17];
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return lz_err_set(err, EIO, "getrandom: %s", strerror(errno));
+		memcpy(aside, ASIDE_PREFIX, strlen(ASIDE_PREFIX));
+		lz_hex(rnd, sizeof(rnd), aside + strlen(ASIDE_PREFIX));
+		if (lz_test_fault("reset-before-rename"))
+			raise(SIGKILL);
+		/* OR-5: the one step that changes what a launch sees. */
+		if (renameat(anchors, names[i], anchors, aside) < 0)
+			return lz_err_set(err, errno, "set aside the State Anchor of %s: %s", planned[i],
+					  strerror(errno));
+		if (lz_test_fault("reset-after-rename"))
+			raise(SIGKILL);
+		if ((r = lz_tree_remove_in_userns(&map, anchors, aside, err)) < 0)
+			return lz_err_prefix(err, r, "%s was reset; removing its old layer failed (the next reset "
+						     "removes it): ",
+					     planned[i]);
+	}
+	return 0;
+}

@@ -1,0 +1,62 @@
+/* What `lazaret state list` reports about the Domains under one Storage
+ * Root (spec 3.9, FR-11, DX-6): each Domain Root's recorded identity, whether
+ * a Host Coordinator holds it, when it was last used, its State Anchors'
+ * upper layers and its Ignored Workspace State with their sizes, and its
+ * image leases.
+ *
+ * Read-only, and safe beside a running Domain: no store is opened (its
+ * Host Coordinator owns it), the Domain flock is only tried and released
+ * at once, and the sizes are measured by a worker in a user namespace with
+ * the developer's map (treescan.h) that follows no link and crosses no
+ * mount. A Domain Root whose identity does not derive its own name is
+ * listed as foreign, with nothing else read from it. */
+#ifndef LZ_STORE_DOMAINSTATE_H
+#define LZ_STORE_DOMAINSTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/domain.h"
+#include "fs/pathauth.h"
+#include "fs/treescan.h"
+#include "store/identity.h"
+#include "util/err.h"
+
+#define LZ_DOMAINSTATE_MAX 4096 /* Domains listed */
+
+struct lz_domain_anchor {
+	char path[4096];            /* the persistent directory inside, "/usr/local" */
+	struct lz_tree_usage upper; /* its upper layer */
+	bool measured;
+};
+
+struct lz_domain_state {
+	char id[LZ_DOMAIN_ID_HEX_LEN + 1];
+	bool identity_ok;
+	struct lz_domain_identity identity;
+	char problem[256];  /* why the identity is not ok; "" otherwise */
+	bool active;        /* a Host Coordinator holds the Domain flock */
+	bool workspace_gone; /* the recorded workspace no longer exists */
+	int64_t last_use;   /* seconds since the epoch: the Domain Store's mtime; 0 unknown */
+	struct lz_domain_anchor *anchors;
+	size_t n_anchors;
+	struct lz_tree_usage ignored;
+	bool has_ignored;
+	uint64_t leases; /* catalog leases naming this Domain */
+};
+
+/* Every Domain Root beneath storage_root/domains, ordered by ID. runtime_root
+ * is the configured Runtime Root's path label (its Domain flocks decide
+ * "active"); sizes false skips the measuring. Free with
+ * lz_domain_state_free. */
+int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime_root, bool sizes,
+			 struct lz_domain_state **ret_v, size_t *ret_n, struct lz_err *err);
+
+void lz_domain_state_free(struct lz_domain_state *v, size_t n);
+
+/* Decodes a State Anchor directory name ("usr%2Flocal") into the
+ * persistent path ("/usr/local"); -EINVAL for a name Lazaret never makes. */
+int lz_domain_anchor_path(const char *name, char *out, size_t size);
+
+#endif

@@ -1,0 +1,95 @@
+-- `lazaret state list|reset` (spec 3.9, FR-11, DX-6, OR-5): the order of
+-- the steps; the checks and the mechanisms are in C (lazaret.core.state,
+-- lazaret.core.coordinator: its open takes the Domain's exclusive
+-- lifecycle lock and proves the last generation gone).
+local M = {}
+
+local report = require("lazaret.state.report")
+local io_write, io_stderr = io.write, io.stderr
+local escape = require("lazaret.core.text").escape
+local errno = require("lazaret.core.errno")
+
+M.EXIT = { ok = 0, failed = 1, usage = 64, config = 78 }
+M.BUSY_WAIT_MS = 3000
+local EXIT = M.EXIT
+
+local function err(msg)
+  io_stderr:write("lazaret: error: ", escape(msg), "\n")
+end
+
+function M.list(cmd)
+  local config = require("lazaret.core.config")
+  local cfg <close>, msg = config.load({ config = cmd.config })
+  if not cfg then
+    err(msg)
+    return EXIT.config
+  end
+  local domains, lmsg = require("lazaret.core.state").list(cfg, { sizes = not cmd.no_sizes })
+  if not domains then
+    err(lmsg)
+    return EXIT.failed
+  end
+  io_write(cmd.json and report.list_json(domains) or report.list_text(domains))
+  return EXIT.ok
+end
+
+-- Spec 3.9: the Domain is resolved from the configuration (profile and
+-- workspace), never from a path; the safety conditions hold whatever
+-- --yes says; the scope is shown before the question.
+function M.reset(cmd)
+  local config = require("lazaret.core.config")
+  local cfg <close>, msg = config.load({ config = cmd.config, profile = cmd.profile,
+    workspace = cmd.workspace })
+  if not cfg then
+    err(msg)
+    return EXIT.config
+  end
+  local summary = cfg:summary()
+  local platform = require("lazaret.core.platform")
+  local coordinator = require("lazaret.core.coordinator")
+  -- A Domain whose last session just ended is still tearing down for a
+  -- moment: wait for its coordinator to let go (bounded), then refuse.
+  local deadline = platform.monotonic_ms() + M.BUSY_WAIT_MS
+  local opened, hmsg, herr = coordinator.open(cfg)
+  while not opened and herr == errno.EBUSY and platform.monotonic_ms() < deadline do
+    platform.sleep_ms(100)
+    opened, hmsg, herr = coordinator.open(cfg)
+  end
+  local hc <close> = opened
+  if not hc then
+    if herr == errno.EBUSY then
+      err("the Domain is in use (profile " .. summary.profile .. " in " .. summary.workspace
+        .. "): end its sessions, then reset")
+    else
+      err(hmsg)
+    end
+    return EXIT.failed
+  end
+  local paths, pmsg = hc:reset_plan(cmd.all and {} or cmd.paths)
+  if not paths then
+    err(pmsg)
+    return EXIT.failed
+  end
+  io_stderr:write(report.reset_scope(summary, paths))
+  if #paths == 0 then return EXIT.ok end
+  if not cmd.yes then
+    local yes = require("lazaret.core.platform").confirm("Reset? [y/N] ")
+    if yes == nil then
+      err("not asked: standard input is not a terminal; confirm with --yes")
+      return EXIT.usage
+    end
+    if not yes then
+      io_stderr:write("nothing was reset\n")
+      return EXIT.failed
+    end
+  end
+  local ok, rmsg = hc:reset(paths)
+  if not ok then
+    err(rmsg)
+    return EXIT.failed
+  end
+  io_stderr:write(string.format("reset %d State Anchor%s\n", #paths, #paths == 1 and "" or "s"))
+  return EXIT.ok
+end
+
+return M

@@ -1,0 +1,101 @@
+-- Formatting for `lazaret state ...` (pure functions of data; spec 3.9,
+-- DX-6): human-readable text and a stable JSON document. Every string that
+-- came from disk (profile names, paths) is escaped for the terminal.
+local M = {}
+
+local json = require("lazaret.json")
+local escape = require("lazaret.core.text").escape
+local bytes = require("lazaret.image.report").bytes
+local ipairs, string_format, table_concat, os_date = ipairs, string.format, table.concat, os.date
+
+local function size(u)
+  if not u or u.bytes == nil then return "size unknown" end
+  local s = string_format("%s, %d file%s", bytes(u.bytes), u.files, u.files == 1 and "" or "s")
+  if u.incomplete then s = s .. " (at least: not all could be read)" end
+  return s
+end
+
+local function when(t)
+  if t == nil or t == 0 then return "unknown" end
+  return os_date("!%Y-%m-%d %H:%M UTC", t)
+end
+
+function M.list_text(domains)
+  if #domains == 0 then
+    return "no Domains yet (a Domain is made by the first launch of a profile in a workspace)\n"
+  end
+  local out = {}
+  for _, d in ipairs(domains) do
+    local head = "Domain " .. d.id
+    if d.active then head = head .. "  (in use)" end
+    out[#out + 1] = head
+    if d.profile then
+      out[#out + 1] = "  profile    " .. escape(d.profile)
+      out[#out + 1] = "  workspace  " .. escape(d.workspace) .. (d.workspace_gone and "  (gone)" or "")
+    end
+    if d.problem then
+      out[#out + 1] = "  problem    " .. escape(d.problem)
+    end
+    out[#out + 1] = "  last used  " .. when(d.last_use)
+    out[#out + 1] = string_format("  leases     %d", d.leases)
+    for _, a in ipairs(d.anchors) do
+      out[#out + 1] = string_format("  anchor     %-20s %s", escape(a.path), size(a))
+    end
+    if d.ignored then
+      out[#out + 1] = string_format("  ignored    %-20s %s", "(workspace)", size(d.ignored))
+    end
+    out[#out + 1] = ""
+  end
+  return table_concat(out, "\n")
+end
+
+local function usage_json(u)
+  if not u or u.bytes == nil then return json.null end
+  return { bytes = u.bytes, files = u.files, incomplete = u.incomplete }
+end
+
+function M.list_json(domains)
+  local v = {}
+  for i, d in ipairs(domains) do
+    local anchors = {}
+    for k, a in ipairs(d.anchors) do
+      anchors[k] = { path = escape(a.path), upper = usage_json(a) }
+    end
+    v[i] = {
+      id = d.id,
+      profile = d.profile and escape(d.profile) or json.null,
+      workspace = d.workspace and escape(d.workspace) or json.null,
+      problem = d.problem and escape(d.problem) or json.null,
+      active = d.active,
+      workspace_gone = d.workspace_gone,
+      last_use = d.last_use,
+      leases = d.leases,
+      anchors = anchors,
+      ignored = usage_json(d.ignored),
+    }
+  end
+  return json.encode({ domains = v }) .. "\n"
+end
+
+-- What a reset will discard, shown before the question (DX-6).
+function M.reset_scope(summary, paths)
+  local out = {
+    "State Anchor reset",
+    "  Domain     " .. summary.domain_id,
+    "  profile    " .. escape(summary.profile),
+    "  workspace  " .. escape(summary.workspace),
+  }
+  if #paths == 0 then
+    out[#out + 1] = "  nothing to reset: none of these persistent directories has kept state"
+  else
+    out[#out + 1] = "  discards what the sandbox kept in:"
+    for _, p in ipairs(paths) do
+      out[#out + 1] = "    " .. escape(p)
+    end
+    out[#out + 1] = "  The next launch sees the image's own content there again. The workspace, the"
+    out[#out + 1] = "  Ignored Workspace State and other persistent directories are not touched."
+  end
+  return table_concat(out, "\n") .. "\n"
+end
+
+return M

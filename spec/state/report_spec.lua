@@ -1,0 +1,88 @@
+-- busted spec for lua/lazaret/state/report.lua: what `lazaret state list`
+-- and `state reset` print (spec 3.9, DX-6). The real listing and reset of
+-- sandboxes' state run in tests/e2e/test_state.sh.
+require("lazaret_spec") -- the escaper is C
+
+local report = require("lazaret.state.report")
+
+local function domain(over)
+  local d = {
+    id = string.rep("ab", 32), profile = "dev", workspace = "/home/me/project", active = false,
+    workspace_gone = false, last_use = 1764693060, leases = 1,
+    anchors = {
+      { path = "/etc", bytes = 24576, files = 3, incomplete = false },
+      { path = "/usr", bytes = 117864243, files = 4210, incomplete = false },
+    },
+    ignored = { bytes = 2202009, files = 17, incomplete = false },
+  }
+  for k, v in pairs(over or {}) do d[k] = v end
+  return d
+end
+
+describe("state report", function()
+  it("lists each Domain with its identity, use, leases and sizes", function()
+    local t = report.list_text({ domain() })
+    assert.matches("Domain " .. string.rep("ab", 32) .. "\n", t, 1, true)
+    assert.matches("  profile    dev\n", t, 1, true)
+    assert.matches("  workspace  /home/me/project\n", t, 1, true)
+    assert.matches("  last used  2025-12-02 16:31 UTC\n", t, 1, true)
+    assert.matches("  leases     1\n", t, 1, true)
+    assert.matches("  anchor     /etc                 24.0 KiB, 3 files\n", t, 1, true)
+    assert.matches("  anchor     /usr                 112.4 MiB, 4210 files\n", t, 1, true)
+    assert.matches("  ignored    (workspace)          2.1 MiB, 17 files\n", t, 1, true)
+    assert.is_nil(t:find("in use", 1, true))
+  end)
+
+  it("marks use, a gone workspace, unknown and incomplete sizes", function()
+    local t = report.list_text({ domain({
+      active = true, workspace_gone = true, last_use = 0,
+      anchors = { { path = "/usr" }, { path = "/var", bytes = 1, files = 1, incomplete = true } },
+      ignored = false,
+    }) })
+    assert.matches("  (in use)\n", t, 1, true)
+    assert.matches("/home/me/project  (gone)\n", t, 1, true)
+    assert.matches("  last used  unknown\n", t, 1, true)
+    assert.matches("/usr                 size unknown\n", t, 1, true)
+    assert.matches("1 B, 1 file (at least: not all could be read)\n", t, 1, true)
+    assert.is_nil(t:find("ignored", 1, true))
+  end)
+
+  it("shows a foreign Domain's problem and no identity", function()
+    local t = report.list_text({ domain({ profile = false, workspace = false, anchors = {},
+      problem = "the Domain's identity file names another Domain" }) })
+    assert.matches("  problem    the Domain's identity file names another Domain\n", t, 1, true)
+    assert.is_nil(t:find("profile", 1, true))
+  end)
+
+  it("escapes what came from disk", function()
+    local t = report.list_text({ domain({ profile = "dev", workspace = "/w/\27]0;pwned\7x",
+      anchors = { { path = "/a\nb", bytes = 1, files = 1, incomplete = false } } }) })
+    assert.is_nil(t:find("\27", 1, true))
+    assert.matches("/w/\\e]0;pwned\\x07x", t, 1, true)
+    assert.matches("/a\\nb", t, 1, true)
+  end)
+
+  it("says so when there is no Domain", function()
+    assert.matches("no Domains yet", report.list_text({}))
+  end)
+
+  it("encodes JSON with nulls for what is unknown", function()
+    local j = report.list_json({ domain({ profile = false, workspace = false, problem = "x",
+      anchors = { { path = "/usr" } }, ignored = false }) })
+    assert.matches('"profile":null', j, 1, true)
+    assert.matches('"problem":"x"', j, 1, true)
+    assert.matches('"anchors":[{"path":"/usr","upper":null}]', j, 1, true)
+    assert.matches('"ignored":null', j, 1, true)
+    assert.equal("\n", j:sub(-1))
+  end)
+
+  it("shows the resolved Domain and the exact scope of a reset", function()
+    local t = report.reset_scope({ domain_id = string.rep("cd", 32), profile = "dev",
+      workspace = "/home/me/p" }, { "/etc", "/usr/local" })
+    assert.matches("  Domain     " .. string.rep("cd", 32) .. "\n", t, 1, true)
+    assert.matches("  profile    dev\n  workspace  /home/me/p\n", t, 1, true)
+    assert.matches("    /etc\n    /usr/local\n", t, 1, true)
+    local none = report.reset_scope({ domain_id = "x", profile = "dev", workspace = "/w" }, {})
+    assert.matches("nothing to reset", none, 1, true)
+  end)
+end)

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# End-to-end tests of `lazaret state list` and `lazaret state reset`
+# (issue 13, spec 3.9, FR-11, DX-6, OR-5): real sandboxes write into their
+# State Anchors, the CLI lists and resets them, and a reset killed midway
+# (lazaret-faults, LAZARET_TEST_FAULT=reset-after-rename) leaves either the
+# old state or a new empty one.
+# Needs: LAZARET, LAZARET_FAULTS, E2E_ROOT, python3, umoci, unshare.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/launch_lib.sh"
+
+# Marks in two persistent directories; returns once the Domain has ended.
+mark_state() {
+	capture launch sh -c 'mkdir -p /usr/local/lz && echo usr > /usr/local/lz/mark &&
+		echo etc > /etc/lz-mark && head -c 1048576 /dev/zero > /usr/local/lz/big'
+	assert_eq 0 "$STATUS" "writing state: $ERR"
+	assert_no_processes
+}
+
+marks() {
+	capture launch sh -c 'cat /usr/local/lz/mark /etc/lz-mark 2>/dev/null; true'
+	printf '%s' "$OUT"
+}
+
+domain_dir() { echo "$DATA"/domains/*; }
+capture_in_ws() { local here=$PWD; cd "$WS" && capture "$@"; cd "$here" || return; }
+
+test_list_shows_the_domain_and_its_sizes() {
+	capture lz state list
+	assert_eq 0 "$STATUS"
+	assert_contains "$OUT" "no Domains yet"
+	mark_state
+	capture lz state list
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$OUT" "Domain $(basename "$(domain_dir)")"
+	assert_contains "$OUT" "profile    test"
+	assert_contains "$OUT" "workspace  $WS"
+	assert_contains "$OUT" "leases     0"
+	assert_match "$OUT" "anchor +/usr +1\\.[0-9] MiB"
+	assert_match "$OUT" "anchor +/etc +[0-9.]+ (B|KiB)"
+	assert_not_contains "$OUT" "(in use)"
+	capture lz state list --json
+	assert_eq 0 "$STATUS"
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)["domains"][0]
+assert d["profile"] == "test", d
+usr = [a for a in d["anchors"] if a["path"] == "/usr"][0]
+assert usr["upper"]["bytes"] >= 1048576, usr
+assert d["active"] is False and d["leases"] == 0
+' <<<"$OUT" || fail "state list --json: $OUT"
+}
+
+test_list_marks_a_domain_in_use_and_a_foreign_one() {
+	mark_state
+	(launch sleep 6) &
+	local cli=$!
+	sleep 3
+	capture lz state list --no-sizes
+	assert_contains "$OUT" "(in use)"
+	assert_contains "$OUT" "leases     1"
+	wait "$cli"
+	# An identity that does not derive its Domain Root's name: listed as
+	# foreign, nothing else read from it.
+	local other=$DATA/domains/$(printf '%064d' 7)
+	mkdir -m 0700 "$other"
+	cp "$(domain_dir | tr ' ' '\n' | grep -v "$other" | head -n 1)/identity" "$other/identity"
+	capture lz state list --no-sizes
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$OUT" "Domain $(printf '%064d' 7)"
+	assert_contains "$OUT" "names another Domain"
+}
+
+test_reset_one_directory_keeps_the_others() {
+	mark_state
+	assert_eq "usr
+etc" "$(marks)"
+	capture lz state reset --profile test /usr --yes
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$ERR" "Domain     $(basename "$(domain_dir)")"
+	assert_contains "$ERR" "    /usr"
+	assert_not_contains "$ERR" "    /etc"
+	assert_contains "$ERR" "reset 1 State Anchor"
+	assert_eq "etc" "$(marks)"
+	assert_eq "" "$(ls -A "$(domain_dir)/anchor" | grep '^\.reset-')" "set-aside trees left"
+}
+
+test_reset_all() {
+	mark_state
+	capture lz state reset --profile test --all --yes
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$ERR" "    /etc"
+	assert_contains "$ERR" "    /usr"
+	assert_eq "" "$(marks)"
+}
+
+test_reset_refusals_change_nothing() {
+	mark_state
+	# Not a persistent directory of the profile.
+	capture lz state reset --profile test /srv --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "/srv is not a persistent directory of this profile"
+	# No terminal to ask and no --yes.
+	capture lz state reset --profile test /usr </dev/null
+	assert_eq 64 "$STATUS"
+	assert_contains "$ERR" "confirm with --yes"
+	# In use.
+	(launch sleep 6) &
+	local cli=$!
+	sleep 3
+	capture lz state reset --profile test --all --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "the Domain is in use"
+	wait "$cli"
+	assert_eq "usr
+etc" "$(marks)"
+	# A State Anchor replaced by a symlink to a tree outside: refused, and
+	# the tree it points to is untouched.
+	local anchor
+	anchor=$(domain_dir)/anchor/usr
+	mkdir "$T/outside"
+	echo keep >"$T/outside/file"
+	in_ns mv "$anchor" "$anchor.moved"
+	ln -s "$T/outside" "$anchor"
+	capture lz state reset --profile test /usr --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "not a directory"
+	assert_eq keep "$(cat "$T/outside/file")"
+	rm "$anchor"
+	in_ns mv "$anchor.moved" "$anchor"
+	assert_eq "usr
+etc" "$(marks)"
+}
+
+test_a_reset_killed_midway_leaves_new_empty_state() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	mark_state
+	# Killed before its rename: the state is as it was.
+	capture_in_ws env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=reset-before-rename \
+		"$LAZARET_FAULTS" state reset --profile test /usr --yes --config "$CFG"
+	assert_eq 137 "$STATUS" "the reset was not killed at the fault: $ERR"
+	assert_eq "usr
+etc" "$(marks)"
+	assert_no_processes
+	# Killed after it: the anchor is set aside whole.
+	capture_in_ws env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=reset-after-rename \
+		"$LAZARET_FAULTS" state reset --profile test /usr --yes --config "$CFG"
+	assert_eq 137 "$STATUS" "the reset was not killed at the fault: $ERR"
+	# OR-5: the anchor is gone, not half-removed; the next launch starts
+	# it empty.
+	[ -n "$(ls -A "$(domain_dir)/anchor" | grep '^\.reset-')" ] || fail "nothing was set aside"
+	assert_eq "etc" "$(marks)"
+	# The next reset removes what the killed one set aside.
+	capture lz state reset --profile test /etc --yes
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_eq "" "$(ls -A "$(domain_dir)/anchor" | grep '^\.reset-')" "set-aside trees left"
+	assert_eq "" "$(marks)"
+}
+
+t_run "state list shows the Domain, its identity and sizes (text and JSON)" test_list_shows_the_domain_and_its_sizes
+t_run "state list marks a Domain in use and a foreign identity" test_list_marks_a_domain_in_use_and_a_foreign_one
+t_run "state reset of one directory keeps the others" test_reset_one_directory_keeps_the_others
+t_run "state reset --all" test_reset_all
+t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing
+t_run "a reset killed before its rename changes nothing, after it leaves new empty state" test_a_reset_killed_midway_leaves_new_empty_state
+rm -rf "$IMG"
+t_done
