@@ -94,7 +94,7 @@ describe("lazaret.cli", function()
     assert.equal("diag", parse("diag", "-h").topic)
     assert.equal("state", parse("state", "--help").topic)
     for _, topic in ipairs({ "main", "run", "config", "config check", "diag", "state", "state list",
-      "state reset" }) do
+      "state inspect", "state reset" }) do
       assert.matches("^Usage: lazaret", cli.help_text(topic))
     end
   end)
@@ -110,6 +110,12 @@ describe("lazaret.cli", function()
       assert.same({ action = "state-reset", profile = "dev", workspace = "/w", all = false, yes = true,
         paths = { "/usr", "/etc" } },
         parse("state", "reset", "--profile", "dev", "--workspace", "/w", "/usr", "/etc", "--yes"))
+      assert.same({ action = "state-inspect", profile = "dev", json = true, max = 5, paths = { "/usr" } },
+        parse("state", "inspect", "--profile", "dev", "/usr", "--json", "--max", "5"))
+      assert.equal(200, parse("state", "inspect", "--profile", "dev").max)
+      local cmd, msg = parse("state", "inspect", "--profile", "dev", "--max", "x")
+      assert.is_nil(cmd)
+      assert.matches("whole number", msg)
       assert.equal("state reset", parse("state", "reset", "--help").topic)
       assert.equal("state list", parse("state", "list", "--help").topic)
     end)

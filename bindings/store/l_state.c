@@ -8,13 +8,24 @@
  *         anchors = { {path=, bytes=, files=, incomplete=}... },
  *         ignored = {bytes=, files=, incomplete=} | nil }
  *       bytes and files are nil when not measured (sizes=false).
+ *   state.inspect(cfg, {paths=, max=})  [-2, +1|3, e] -> result | nil, msg, errno
+ *       The changes each State Anchor of cfg's Domain holds over the
+ *       profile's prepared lower (paths: persistent directories, default
+ *       all of the profile's; max listed per anchor, default 200):
+ *       { artifact= (nil: the image is not prepared; all counts as added),
+ *         anchors = { {path=, has_lower=, total=, incomplete=,
+ *           changes = { {kind="added"|"changed"|"deleted"|"opaque",
+ *             path=, mode=, size=}... } }... } }
  */
 #include <lauxlib.h>
 #include <lua.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "l_util.h"
 #include "modules.h"
 #include "config/config.h"
+#include "image/prepare.h"
 #include "store/domainstate.h"
 
 static void push_usage(lua_State *L, const struct lz_tree_usage *u)
@@ -97,10 +108,99 @@ static int state_list(lua_State *L)
 	return 1;
 }
 
+#define INSPECT_PATHS_MAX 64
+
+static int state_inspect(lua_State *L)
+{
+	static const char *const keys[] = { "paths", "max", NULL };
+	static const char *const kinds[] = { [LZ_TREE_ADDED] = "added", [LZ_TREE_CHANGED] = "changed",
+					     [LZ_TREE_DELETED] = "deleted", [LZ_TREE_OPAQUE] = "opaque" };
+	const struct lz_config *cfg = lz_l_check_config(L, 1);
+	const struct lz_config_profile *p = lz_config_selected(cfg);
+	const char *paths[INSPECT_PATHS_MAX];
+	size_t n = 0;
+	lua_Integer max = 200;
+	if (p == NULL)
+		return luaL_error(L, "state.inspect needs a configuration with a profile");
+	if (!lua_isnoneornil(L, 2)) {
+		lz_l_check_options(L, 2, keys);
+		if (lua_getfield(L, 2, "max") != LUA_TNIL)
+			max = luaL_checkinteger(L, -1);
+		lua_pop(L, 1);
+		if (lua_getfield(L, 2, "paths") == LUA_TTABLE) {
+			lua_Integer k = luaL_len(L, -1);
+			luaL_argcheck(L, k >= 0 && k <= INSPECT_PATHS_MAX, 2, "at most 64 paths");
+			for (lua_Integer i = 1; i <= k; i++) {
+				if (lua_geti(L, -1, i) != LUA_TSTRING)
+					return luaL_error(L, "path %d must be a string", (int)i);
+				paths[n++] = lua_tostring(L, -1);
+				lua_pop(L, 1); /* anchored by the table */
+			}
+		}
+		lua_pop(L, 1);
+	}
+	luaL_argcheck(L, max >= 0 && max <= 100000, 2, "max must be 0 to 100000");
+	if (n == 0)
+		for (size_t i = 0; i < p->n_persistent_dirs && n < INSPECT_PATHS_MAX; i++)
+			paths[n++] = p->persistent_dirs[i];
+	char artifact[LZ_DOMAIN_ID_HEX_LEN + 1] = "";
+	int rootfs = -1;
+	struct lz_err err = { 0, "" };
+	int r = lz_prepare_lookup(lz_config_storage_root(cfg), p->image, artifact, &rootfs, &err);
+	if (r < 0 && r != -ENOENT)
+		return lz_l_fail(L, r, &err);
+	struct lz_anchor_changes *v = NULL;
+	size_t k = 0;
+	r = lz_domain_inspect(lz_config_storage_domain(cfg)->fd, r < 0 ? -1 : rootfs, paths, n, (size_t)max, &v,
+			      &k, &err);
+	if (rootfs >= 0)
+		close(rootfs);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 2);
+	if (artifact[0]) {
+		lua_pushstring(L, artifact);
+		lua_setfield(L, -2, "artifact");
+	}
+	lua_createtable(L, (int)k, 0);
+	for (size_t i = 0; i < k; i++) {
+		const struct lz_anchor_changes *c = &v[i];
+		lua_createtable(L, 0, 5);
+		lua_pushstring(L, c->path);
+		lua_setfield(L, -2, "path");
+		lua_pushboolean(L, c->has_lower);
+		lua_setfield(L, -2, "has_lower");
+		lua_pushinteger(L, (lua_Integer)c->count.total);
+		lua_setfield(L, -2, "total");
+		lua_pushboolean(L, c->count.incomplete);
+		lua_setfield(L, -2, "incomplete");
+		lua_createtable(L, (int)c->count.listed, 0);
+		for (size_t j = 0; j < c->count.listed; j++) {
+			const struct lz_tree_change *x = &c->v[j];
+			lua_createtable(L, 0, 4);
+			lua_pushstring(L, kinds[x->kind]);
+			lua_setfield(L, -2, "kind");
+			lua_pushstring(L, x->path);
+			lua_setfield(L, -2, "path");
+			lua_pushinteger(L, (lua_Integer)x->mode);
+			lua_setfield(L, -2, "mode");
+			lua_pushinteger(L, (lua_Integer)x->size);
+			lua_setfield(L, -2, "size");
+			lua_rawseti(L, -2, (lua_Integer)j + 1);
+		}
+		lua_setfield(L, -2, "changes");
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "anchors");
+	lz_anchor_changes_free(v, k);
+	return 1;
+}
+
 int luaopen_lazaret_state(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{ "list", state_list },
+		{ "inspect", state_inspect },
 		{ NULL, NULL },
 	};
 	luaL_newlib(L, fns);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "proc/userns.h"
+#include "runtime/rsplan.h"
 #include "store/catalog.h"
 #include "store/domainstore.h"
 #include "util/cleanup.h"
@@ -268,5 +270,88 @@ void lz_domain_state_free(struct lz_domain_state *v, size_t n)
 		return;
 	for (size_t i = 0; i < n; i++)
 		free(v[i].anchors);
+	free(v);
+}
+
+/* The lower of persistent directory path: its parent opened beneath the
+ * rootfs (no link, no other mount) and its last component. */
+static int open_lower(int rootfs_fd, const char *path, int *ret_parent, const char **ret_name)
+{
+	char parent[4096];
+	const char *slash = strrchr(path, '/');
+	size_t len = (size_t)(slash - path);
+	if (slash == NULL || len >= sizeof(parent) || slash[1] == '\0')
+		return -EINVAL;
+	if (len == 0) {
+		parent[0] = '.';
+		parent[1] = '\0';
+	} else {
+		memcpy(parent, path + 1, len - 1); /* without the leading '/' */
+		parent[len - 1] = '\0';
+	}
+	int fd = lz_openat2(rootfs_fd, parent, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return -errno;
+	*ret_parent = fd;
+	*ret_name = slash + 1;
+	return 0;
+}
+
+int lz_domain_inspect(int domain_root_fd, int lower_rootfs_fd, const char *const *paths, size_t n, size_t max,
+		      struct lz_anchor_changes **ret_v, size_t *ret_n, struct lz_err *err)
+{
+	struct lz_idmap map;
+	int r;
+	_cleanup_close_ int anchors =
+		lz_openat2(domain_root_fd, "anchor", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (anchors < 0 && errno != ENOENT)
+		return lz_err_set(err, errno, "anchor: %s", strerror(errno));
+	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0)
+		return r;
+	struct lz_anchor_changes *v = calloc(n ? n : 1, sizeof(*v));
+	size_t k = 0;
+	if (v == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; r >= 0 && anchors >= 0 && i < n; i++) {
+		char name[NAME_MAX + 1];
+		if (lz_rsplan_anchor_name(paths[i], name, sizeof(name)) < 0)
+			continue;
+		_cleanup_close_ int one =
+			lz_openat2(anchors, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+		if (one < 0)
+			continue; /* no state kept there */
+		struct lz_anchor_changes *c = &v[k];
+		snprintf(c->path, sizeof(c->path), "%s", paths[i]);
+		if (max > 0 && (c->v = calloc(max, sizeof(*c->v))) == NULL) {
+			r = lz_err_set(err, ENOMEM, "out of memory");
+			break;
+		}
+		_cleanup_close_ int lower_parent = -EBADF;
+		const char *lower_name = NULL;
+		c->has_lower = lower_rootfs_fd >= 0 && open_lower(lower_rootfs_fd, paths[i], &lower_parent, &lower_name) == 0;
+		/* A persistent directory the image lacks: its lower was empty. */
+		if (c->has_lower && faccessat(lower_parent, lower_name, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			c->has_lower = false;
+		r = lz_tree_changes_in_userns(&map, one, "upper", c->has_lower ? lower_parent : -1,
+					      c->has_lower ? lower_name : NULL, c->v, max, &c->count, err);
+		if (r < 0)
+			r = lz_err_prefix(err, r, "%s: ", paths[i]);
+		k++;
+	}
+	if (r < 0) {
+		lz_anchor_changes_free(v, k);
+		return r;
+	}
+	*ret_v = v;
+	*ret_n = k;
+	return 0;
+}
+
+void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i].v);
 	free(v);
 }

@@ -55,6 +55,24 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 
 void lz_domain_state_free(struct lz_domain_state *v, size_t n);
 
+/* What `lazaret state inspect` shows of one State Anchor: the changes its
+ * upper layer holds over the prepared lower (treescan.h), metadata only. */
+struct lz_anchor_changes {
+	char path[4096]; /* the persistent directory, "/usr/local" */
+	bool has_lower;  /* the lower was found in the prepared tree */
+	struct lz_tree_change *v;
+	struct lz_tree_changes_count count;
+};
+
+/* The changes of the anchors of paths (those that have one) beneath the
+ * Domain Root domain_root, against lower_rootfs_fd (the prepared lower's
+ * rootfs, -1: none, everything counts as added), at most max listed per
+ * anchor. Free with lz_anchor_changes_free. */
+int lz_domain_inspect(int domain_root_fd, int lower_rootfs_fd, const char *const *paths, size_t n, size_t max,
+		      struct lz_anchor_changes **ret_v, size_t *ret_n, struct lz_err *err);
+
+void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n);
+
 /* Decodes a State Anchor directory name ("usr%2Flocal") into the
  * persistent path ("/usr/local"); -EINVAL for a name Lazaret never makes. */
 int lz_domain_anchor_path(const char *name, char *out, size_t size);

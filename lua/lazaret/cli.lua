@@ -8,7 +8,8 @@
 --   lazaret image prepare IMAGE | list [--json] | gc [--dry-run]  [--config FILE]
 --   lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]
 --   lazaret --help | --version
---   lazaret state list [--json] [--no-sizes] | reset --profile P (--all | DIR...) [--yes]
+--   lazaret state list [--json] [--no-sizes] | inspect --profile P [DIR...] [--json]
+--     | reset --profile P (--all | DIR...) [--yes]
 -- A profile named like a command is launched with the explicit
 -- `run --profile` form.
 local M = {}
@@ -27,6 +28,8 @@ local options = {
   config = { help = false },
   state = { help = false },
   ["state list"] = { config = true, json = false, ["no-sizes"] = false, help = false },
+  ["state inspect"] = { config = true, profile = true, workspace = true, json = false, max = true,
+    help = false },
   ["state reset"] = { config = true, profile = true, workspace = true, all = false, yes = false,
     help = false },
   image = { help = false },
@@ -214,7 +217,7 @@ function M.parse(argv)
     if not allowed then
       local opts = scan(argv, 2, options.state)
       if opts and opts.help then return { action = "help", topic = "state" } end
-      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, reset)"
+      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, inspect, reset)"
     end
     local opts, pos, rest = scan(argv, 3, allowed)
     if not opts then return nil, pos end
@@ -226,7 +229,18 @@ function M.parse(argv)
         config = opts.config }
     end
     if not opts.profile then
-      return nil, "state reset needs --profile: the Domain is that profile in the workspace"
+      return nil, "state " .. sub .. " needs --profile: the Domain is that profile in the workspace"
+    end
+    if sub == "inspect" then
+      local max = 200
+      if opts.max then
+        max = tonumber(opts.max)
+        if not max or math.type(max) ~= "integer" or max < 0 or max > 100000 then
+          return nil, "state inspect: --max takes a whole number from 0 to 100000"
+        end
+      end
+      return { action = "state-inspect", profile = opts.profile, workspace = opts.workspace,
+        config = opts.config, json = opts.json == true, max = max, paths = pos }
     end
     if opts.all and #pos > 0 then
       return nil, "state reset: --all or persistent directories, not both"
@@ -368,6 +382,7 @@ M.help = {
   }, "\n"),
   state = table_concat({
     "Usage: lazaret state list [--json] [--no-sizes] [--config FILE]",
+    "       lazaret state inspect --profile P [DIR...] [--json] [--max N]",
     "       lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes]",
     "",
     "What the sandboxes kept (State Anchors, Ignored Workspace State), and resetting it.",
@@ -378,6 +393,14 @@ M.help = {
     "Lists the Domains under the Storage Root: profile, workspace, whether one is in use,",
     "when it was last used, its image leases and the size of each persistent directory's",
     "kept state and of its Ignored Workspace State. Reads no file contents.",
+  }, "\n"),
+  ["state inspect"] = table_concat({
+    "Usage: lazaret state inspect --profile P [DIR...] [--workspace DIR] [--json] [--max N] [--config FILE]",
+    "",
+    "Lists what the sandbox changed in the persistent directories (all, or the DIRs named)",
+    "of the Domain of profile P in the workspace, compared with the profile's prepared",
+    "image: added, changed, deleted and opaque entries, with sizes. No file contents.",
+    "At most N entries per directory (default 200).",
   }, "\n"),
   ["state reset"] = table_concat({
     "Usage: lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes] [--config FILE]",

@@ -90,6 +90,7 @@ local actions = {
     return require("lazaret.platform.diag").run({ json = cmd.json, report = cmd.report })
   end,
   ["state-list"] = function(cmd) return with_platform(require("lazaret.state").list, cmd) end,
+  ["state-inspect"] = function(cmd) return with_platform(require("lazaret.state").inspect, cmd) end,
   ["state-reset"] = function(cmd) return with_platform(require("lazaret.state").reset, cmd) end,
   launch = launch,
   qualify = function(cmd) return with_platform(require("lazaret.qualify").main, cmd) end,

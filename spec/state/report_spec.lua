@@ -76,6 +76,35 @@ describe("state report", function()
     assert.equal("\n", j:sub(-1))
   end)
 
+  it("shows each change of an inspection with its kind and size, escaped", function()
+    local summary = { domain_id = "d", profile = "dev", workspace = "/w" }
+    local t = report.inspect_text(summary, { artifact = "a1", anchors = {
+      { path = "/usr", total = 5, incomplete = false, changes = {
+        { kind = "added", path = "local", mode = 0x41ed, size = 4096 },
+        { kind = "added", path = "local/big", mode = 0x81a4, size = 1048576 },
+        { kind = "changed", path = "bin/l\27[2Js", mode = 0xa1ff, size = 7 },
+        { kind = "deleted", path = "share/x", mode = 0, size = 0 },
+      } },
+      { path = "/", total = 1, incomplete = true, changes = {
+        { kind = "opaque", path = "etc", mode = 0x41ed, size = 0 } } },
+    } })
+    assert.matches("compared with prepared image a1\n", t, 1, true)
+    assert.matches("/usr: 5 changes\n", t, 1, true)
+    assert.matches("  added    /usr/local  (directory)\n", t, 1, true)
+    assert.matches("  added    /usr/local/big  (1.0 MiB)\n", t, 1, true)
+    assert.matches("  changed  /usr/bin/l\\e[2Js  (symlink)\n", t, 1, true)
+    assert.matches("  deleted  /usr/share/x\n", t, 1, true)
+    assert.matches("  ... and 1 more (--max N lists more)\n", t, 1, true)
+    assert.matches("/: 1 change (at least: not all could be read)\n  opaque   /etc  (directory)\n", t, 1, true)
+    local none = report.inspect_text(summary, { anchors = {} })
+    assert.matches("the profile's image is not prepared", none, 1, true)
+    assert.matches("no kept state", none, 1, true)
+    local j = report.inspect_json(summary, { anchors = { { path = "/usr", total = 1, incomplete = false,
+      changes = { { kind = "deleted", path = "x", mode = 0, size = 0 } } } } })
+    assert.matches('"artifact":null', j, 1, true)
+    assert.matches('{"kind":"deleted","mode":0,"path":"/usr/x","size":0}', j, 1, true)
+  end)
+
   it("shows the resolved Domain and the exact scope of a reset", function()
     local t = report.reset_scope({ domain_id = string.rep("cd", 32), profile = "dev",
       workspace = "/home/me/p" }, { "/etc", "/usr/local" })

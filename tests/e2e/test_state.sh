@@ -71,6 +71,37 @@ test_list_marks_a_domain_in_use_and_a_foreign_one() {
 	assert_contains "$OUT" "names another Domain"
 }
 
+test_inspect_shows_changes_not_contents() {
+	capture lz state inspect --profile test
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$OUT" "no kept state"
+	capture launch sh -c 'mkdir -p /usr/local/lz && echo secret-content > /usr/local/lz/mark &&
+		echo more >> /etc/passwd && rm /etc/group && mkdir -p /opt/d && ln -s /etc/passwd /root/link'
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_no_processes
+	capture lz state inspect --profile test
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$OUT" "compared with prepared image"
+	assert_contains "$OUT" "  added    /usr/local/lz/mark  (15 B)"
+	assert_contains "$OUT" "  changed  /etc/passwd"
+	assert_contains "$OUT" "  deleted  /etc/group"
+	assert_contains "$OUT" "  added    /opt/d  (directory)"
+	assert_contains "$OUT" "  added    /root/link  (symlink)"
+	assert_not_contains "$OUT" "secret-content"
+	# One directory, bounded, as JSON.
+	capture lz state inspect --profile test /usr --max 1 --json
+	assert_eq 0 "$STATUS" "$ERR"
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+[a] = d["anchors"]
+assert a["path"] == "/usr" and a["total"] == 3 and len(a["changes"]) == 1, a
+assert a["changes"][0]["path"] == "/usr/local", a
+' <<<"$OUT" || fail "state inspect --json: $OUT"
+	capture lz state inspect --profile test /usr --max 1
+	assert_contains "$OUT" "... and 2 more"
+}
+
 test_reset_one_directory_keeps_the_others() {
 	mark_state
 	assert_eq "usr
@@ -159,6 +190,7 @@ etc" "$(marks)"
 
 t_run "state list shows the Domain, its identity and sizes (text and JSON)" test_list_shows_the_domain_and_its_sizes
 t_run "state list marks a Domain in use and a foreign identity" test_list_marks_a_domain_in_use_and_a_foreign_one
+t_run "state inspect shows added, changed and deleted entries, never contents" test_inspect_shows_changes_not_contents
 t_run "state reset of one directory keeps the others" test_reset_one_directory_keeps_the_others
 t_run "state reset --all" test_reset_all
 t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing

@@ -1,4 +1,4 @@
--- `lazaret state list|reset` (spec 3.9, FR-11, DX-6, OR-5): the order of
+-- `lazaret state list|inspect|reset` (spec 3.9, FR-11, DX-6, OR-5): the order of
 -- the steps; the checks and the mechanisms are in C (lazaret.core.state,
 -- lazaret.core.coordinator: its open takes the Domain's exclusive
 -- lifecycle lock and proves the last generation gone).
@@ -30,6 +30,27 @@ function M.list(cmd)
     return EXIT.failed
   end
   io_write(cmd.json and report.list_json(domains) or report.list_text(domains))
+  return EXIT.ok
+end
+
+-- Read-only: what the sandbox kept, compared with the profile's image.
+function M.inspect(cmd)
+  local config = require("lazaret.core.config")
+  local cfg <close>, msg = config.load({ config = cmd.config, profile = cmd.profile,
+    workspace = cmd.workspace })
+  if not cfg then
+    err(msg)
+    return EXIT.config
+  end
+  local result, imsg = require("lazaret.core.state").inspect(cfg, {
+    paths = #cmd.paths > 0 and cmd.paths or nil, max = cmd.max,
+  })
+  if not result then
+    err(imsg)
+    return EXIT.failed
+  end
+  local summary = cfg:summary()
+  io_write(cmd.json and report.inspect_json(summary, result) or report.inspect_text(summary, result))
   return EXIT.ok
 end
 

@@ -77,6 +77,58 @@ function M.list_json(domains)
   return json.encode({ domains = v }) .. "\n"
 end
 
+local S_IFMT, S_IFDIR, S_IFLNK = 0xF000, 0x4000, 0xA000
+
+local function full(anchor, rel)
+  return (anchor == "/" and "" or anchor) .. "/" .. rel
+end
+
+-- One line per change: what, where, and for a file its size (metadata
+-- only, DX-6).
+function M.inspect_text(summary, result)
+  local out = {
+    "Domain " .. summary.domain_id,
+    "  profile    " .. escape(summary.profile),
+    "  workspace  " .. escape(summary.workspace),
+    "  compared with " .. (result.artifact and ("prepared image " .. result.artifact)
+      or "nothing: the profile's image is not prepared, so everything counts as added"),
+  }
+  if #result.anchors == 0 then
+    out[#out + 1] = "  no kept state: the sandbox changed none of these persistent directories"
+  end
+  for _, a in ipairs(result.anchors) do
+    out[#out + 1] = ""
+    out[#out + 1] = string_format("%s: %d change%s%s", escape(a.path), a.total, a.total == 1 and "" or "s",
+      a.incomplete and " (at least: not all could be read)" or "")
+    for _, c in ipairs(a.changes) do
+      local kind = c.mode & S_IFMT
+      local what = kind == S_IFDIR and "directory" or kind == S_IFLNK and "symlink"
+        or (c.kind ~= "deleted" and bytes(c.size)) or ""
+      out[#out + 1] = string_format("  %-8s %s%s", c.kind, escape(full(a.path, c.path)),
+        what ~= "" and ("  (" .. what .. ")") or "")
+    end
+    if #a.changes < a.total then
+      out[#out + 1] = string_format("  ... and %d more (--max N lists more)", a.total - #a.changes)
+    end
+  end
+  return table_concat(out, "\n") .. "\n"
+end
+
+function M.inspect_json(summary, result)
+  local anchors = {}
+  for i, a in ipairs(result.anchors) do
+    local changes = {}
+    for k, c in ipairs(a.changes) do
+      changes[k] = { kind = c.kind, path = escape(full(a.path, c.path)), mode = c.mode, size = c.size }
+    end
+    anchors[i] = { path = escape(a.path), total = a.total, incomplete = a.incomplete, changes = changes }
+  end
+  return json.encode({
+    domain_id = summary.domain_id, profile = escape(summary.profile), workspace = escape(summary.workspace),
+    artifact = result.artifact or json.null, anchors = anchors,
+  }) .. "\n"
+end
+
 -- What a reset will discard, shown before the question (DX-6).
 function M.reset_scope(summary, paths)
   local out = {
