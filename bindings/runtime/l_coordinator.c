@@ -23,6 +23,8 @@
  *       ({}: all) would discard (core/runtime/anchorreset.h).
  *   hc:reset({path...})            [-0, +1|3, e] -> true | nil, msg, errno
  *       Discards exactly those, as planned.
+ *   hc:verify()                    [-0, +1|3, e] -> {{check=, ok=, detail=}...} | nil, msg, errno
+ *       Structural verification (core/runtime/domainverify.h).
  *   hc:close()                     [-0, +0, -] idempotent; also __gc and
  *       __close: ends sessions, kills a remaining RS, records a live
  *       generation failed, removes the runtime tree, drops the flock.
@@ -180,6 +182,30 @@ static int hc_reset(lua_State *L)
 	return 1;
 }
 
+static void verify_row(void *ctx, const char *check, bool ok, const char *detail)
+{
+	lua_State *L = ctx;
+	lua_createtable(L, 0, 3);
+	lua_pushstring(L, check);
+	lua_setfield(L, -2, "check");
+	lua_pushboolean(L, ok);
+	lua_setfield(L, -2, "ok");
+	lua_pushstring(L, detail);
+	lua_setfield(L, -2, "detail");
+	lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+static int hc_verify(lua_State *L)
+{
+	lz_hc *hc = lz_l_check_hc(L, 1);
+	struct lz_err err = { 0, "" };
+	lua_newtable(L);
+	int r = lz_hc_verify(hc, verify_row, L, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	return 1;
+}
+
 static int coordinator_open(lua_State *L)
 {
 	const struct lz_config *cfg = lz_l_check_config(L, 1);
@@ -235,6 +261,7 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "readiness", hc_readiness },
 		{ "reset_plan", hc_reset_plan },
 		{ "reset", hc_reset },
+		{ "verify", hc_verify },
 		{ "publish", hc_publish },
 		{ "close", hc_close },
 		{ NULL, NULL },

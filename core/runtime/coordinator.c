@@ -35,6 +35,7 @@
 #include "router/ignoreclass.h"
 #include "runtime/anchorreset.h"
 #include "runtime/bundle.h"
+#include "runtime/domainverify.h"
 #include "runtime/leaserecovery.h"
 #include "runtime/ocispec.h"
 #include "runtime/rundir.h"
@@ -1283,6 +1284,19 @@ int lz_hc_reset(lz_hc *hc, const char *const *planned, size_t n, struct lz_err *
 		return lz_err_set(err, EBUSY, "a reset needs the Domain idle; this coordinator began a generation");
 	struct lz_anchor_reset a = anchor_reset_of(hc);
 	return lz_anchor_reset_run(&a, planned, n, err);
+}
+
+int lz_hc_verify(lz_hc *hc, lz_domain_verify_report *report, void *ctx, struct lz_err *err)
+{
+	if (hc->gen != 0)
+		return lz_err_set(err, EBUSY, "verification needs the Domain idle; this coordinator began a generation");
+	struct lz_domain_verify v = { .storage_root = lz_config_storage_root(hc->cfg),
+				      .domain_root = lz_config_storage_domain(hc->cfg),
+				      .domain_hex = hc->domain_hex,
+				      .store = hc->store,
+				      .persistent = hc->profile->persistent_dirs,
+				      .n_persistent = hc->profile->n_persistent_dirs };
+	return lz_domain_verify(&v, report, ctx, err);
 }
 
 /* ---- end ------------------------------------------------------------------------ */

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "runtime/domainverify.h"
 #include "runtime/rsplan.h"
 #include "runtime/rsproto.h"
 #include "store/domainstore.h"
@@ -143,6 +144,10 @@ int lz_hc_publish(lz_hc *hc, struct lz_err *err);
 int lz_hc_reset_plan(lz_hc *hc, const char *const *paths, size_t n, char ***ret_v, size_t *ret_n,
 		     struct lz_err *err);
 int lz_hc_reset(lz_hc *hc, const char *const *planned, size_t n, struct lz_err *err);
+
+/* Spec 3.9: structural verification on the same terms
+ * (runtime/domainverify.h); returns how many checks failed. */
+int lz_hc_verify(lz_hc *hc, lz_domain_verify_report *report, void *ctx, struct lz_err *err);
 
 /* Spec 3.8: the route of a verified escalation request. The router (the
  * Lua sequence) decides; the coordinator enforces what it may decide:

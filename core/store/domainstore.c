@@ -2031,3 +2031,14 @@ int lz_dstore_escalation_end(lz_dstore *h, uint64_t generation, const char *requ
 	int r = check_hex("request ID", request_id, LZ_DSTORE_ID_HEX_LEN, err);
 	return r < 0 ? done(r, err) : run(h, escalation_end_fn, &o, err);
 }
+
+static int integrity_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	(void)ctx;
+	return lz_sqlstore_integrity(db, err);
+}
+
+int lz_dstore_integrity(lz_dstore *h, struct lz_err *err)
+{
+	return run(h, integrity_fn, NULL, err);
+}

@@ -393,6 +393,9 @@ int lz_dstore_participant_get(lz_dstore *h, uint64_t generation, enum lz_dstore_
 /* Frees p->mounts and resets it; accepts NULL. */
 void lz_dstore_participant_clear(struct lz_dstore_participant *p);
 
+/* sqlite's integrity check of the store (spec 3.9 verification). */
+int lz_dstore_integrity(lz_dstore *h, struct lz_err *err);
+
 /* ---- escalations (spec 3.8) ------------------------------------------------ */
 
 /* An approved host command, recorded before it starts. */

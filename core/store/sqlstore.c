@@ -755,3 +755,19 @@ int lz_sqlstore_nested(sqlite3 *db, lz_sqlstore_fn fn, void *ctx, struct lz_err 
 	sqlite3_exec(db, "ROLLBACK TO op; RELEASE op", NULL, NULL, NULL);
 	return r;
 }
+
+int lz_sqlstore_integrity(sqlite3 *db, struct lz_err *err)
+{
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	char buf[68];
+	int r = lz_sqlstore_prepare(db, "PRAGMA integrity_check(8)", &s, err);
+	if (r >= 0 && (r = lz_sqlstore_step(db, s, err)) == 0)
+		r = lz_err_set(err, EIO, "integrity_check returned nothing");
+	if (r < 0)
+		return r;
+	const unsigned char *first = sqlite3_column_text(s, 0);
+	if (first != NULL && strcmp((const char *)first, "ok") == 0)
+		return 0;
+	return lz_err_set(err, EBADMSG, "the database is damaged: %s",
+			  lz_sqlstore_sanitize(first, sqlite3_column_bytes(s, 0), buf));
+}

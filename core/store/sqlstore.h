@@ -152,6 +152,9 @@ int lz_sqlstore_err(sqlite3 *db, int rc, struct lz_err *err, const char *what);
 
 int lz_sqlstore_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret, struct lz_err *err);
 int lz_sqlstore_exec(sqlite3 *db, const char *sql, struct lz_err *err);
+/* PRAGMA integrity_check (in the caller's transaction): 0 when sqlite
+ * reports "ok", -EBADMSG with its first finding otherwise. */
+int lz_sqlstore_integrity(sqlite3 *db, struct lz_err *err);
 
 /* Parameter indexes from 1. NULL text binds SQL NULL. Text and blobs are
  * bound SQLITE_STATIC: they must outlive the statement's execution. */

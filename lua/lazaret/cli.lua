@@ -30,6 +30,7 @@ local options = {
   ["state list"] = { config = true, json = false, ["no-sizes"] = false, help = false },
   ["state inspect"] = { config = true, profile = true, workspace = true, json = false, max = true,
     help = false },
+  ["state verify"] = { config = true, profile = true, workspace = true, json = false, help = false },
   ["state reset"] = { config = true, profile = true, workspace = true, all = false, yes = false,
     help = false },
   image = { help = false },
@@ -217,7 +218,7 @@ function M.parse(argv)
     if not allowed then
       local opts = scan(argv, 2, options.state)
       if opts and opts.help then return { action = "help", topic = "state" } end
-      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, inspect, reset)"
+      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, inspect, verify, reset)"
     end
     local opts, pos, rest = scan(argv, 3, allowed)
     if not opts then return nil, pos end
@@ -230,6 +231,11 @@ function M.parse(argv)
     end
     if not opts.profile then
       return nil, "state " .. sub .. " needs --profile: the Domain is that profile in the workspace"
+    end
+    if sub == "verify" then
+      if #pos > 0 then return nil, "state verify takes no arguments" end
+      return { action = "state-verify", profile = opts.profile, workspace = opts.workspace,
+        config = opts.config, json = opts.json == true }
     end
     if sub == "inspect" then
       local max = 200
@@ -383,6 +389,7 @@ M.help = {
   state = table_concat({
     "Usage: lazaret state list [--json] [--no-sizes] [--config FILE]",
     "       lazaret state inspect --profile P [DIR...] [--json] [--max N]",
+    "       lazaret state verify --profile P [--json]",
     "       lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes]",
     "",
     "What the sandboxes kept (State Anchors, Ignored Workspace State), and resetting it.",
@@ -401,6 +408,13 @@ M.help = {
     "of the Domain of profile P in the workspace, compared with the profile's prepared",
     "image: added, changed, deleted and opaque entries, with sizes. No file contents.",
     "At most N entries per directory (default 200).",
+  }, "\n"),
+  ["state verify"] = table_concat({
+    "Usage: lazaret state verify --profile P [--workspace DIR] [--json] [--config FILE]",
+    "",
+    "Checks the structure of the Domain of profile P in the workspace while holding it",
+    "(refused while it is in use): its identity, its Domain Store, its leases, its State",
+    "Anchors and Ignored Workspace State. Changes nothing. Exit status 1 on a problem.",
   }, "\n"),
   ["state reset"] = table_concat({
     "Usage: lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes] [--config FILE]",

@@ -105,6 +105,24 @@ describe("state report", function()
     assert.matches('{"kind":"deleted","mode":0,"path":"/usr/x","size":0}', j, 1, true)
   end)
 
+  it("prints each verification check and the verdict", function()
+    local summary = { domain_id = "d", profile = "dev", workspace = "/w" }
+    local ok = report.verify_text(summary, {
+      { check = "identity", ok = true, detail = "profile dev, workspace /w" },
+      { check = "leases", ok = true, detail = "none held" },
+    })
+    assert.matches("  ok   identity      profile dev, workspace /w\n", ok, 1, true)
+    assert.matches("verified: no problem found\n", ok, 1, true)
+    local bad = report.verify_text(summary, {
+      { check = "anchor", ok = false, detail = "/usr: its upper layer is not a directory\27[0m" },
+      { check = "leftovers", ok = false, detail = "1 tree set aside" },
+    })
+    assert.matches("  FAIL anchor        /usr: its upper layer is not a directory\\e[0m\n", bad, 1, true)
+    assert.matches("verified: 2 problems\n", bad, 1, true)
+    local j = report.verify_json(summary, { { check = "leases", ok = false, detail = "x" } })
+    assert.matches('"checks":[{"check":"leases","detail":"x","ok":false}]', j, 1, true)
+  end)
+
   it("shows the resolved Domain and the exact scope of a reset", function()
     local t = report.reset_scope({ domain_id = string.rep("cd", 32), profile = "dev",
       workspace = "/home/me/p" }, { "/etc", "/usr/local" })

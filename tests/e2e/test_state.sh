@@ -102,6 +102,57 @@ assert a["changes"][0]["path"] == "/usr/local", a
 	assert_contains "$OUT" "... and 2 more"
 }
 
+test_verify_passes_then_finds_each_problem() {
+	mark_state
+	capture lz state verify --profile test
+	assert_eq 0 "$STATUS" "$OUT $ERR"
+	assert_contains "$OUT" "verified: no problem found"
+	assert_contains "$OUT" "ok   identity      profile test, workspace $WS"
+	assert_contains "$OUT" "ok   domain store  intact"
+	assert_contains "$OUT" "ok   leases        none held"
+	assert_match "$OUT" "ok   anchor +/usr: 2 files"
+	# In use: refused, not verified.
+	(launch sleep 6) &
+	local cli=$!
+	sleep 3
+	capture lz state verify --profile test
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "the Domain is in use"
+	wait "$cli"
+	assert_no_processes
+	# A symlinked upper layer, and a foreign identity: each found and named.
+	local dom upper
+	dom=$(domain_dir)
+	upper=$dom/anchor/usr/upper
+	in_ns mv "$upper" "$upper.moved"
+	ln -s /etc "$upper"
+	capture lz state verify --profile test --json
+	assert_eq 1 "$STATUS"
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+bad = [c for c in d["checks"] if not c["ok"]]
+assert len(bad) == 1 and bad[0]["check"] == "anchor" and "/usr: its upper layer is not a directory" in bad[0]["detail"], bad
+' <<<"$OUT" || fail "state verify --json: $OUT"
+	rm "$upper"
+	in_ns mv "$upper.moved" "$upper"
+	cp "$dom/identity" "$T/identity.saved"
+	python3 -c '
+import json, sys
+p = sys.argv[1]; d = json.load(open(p)); d["profile"] = "other"; open(p, "w").write(json.dumps(d))
+' "$dom/identity"
+	# The Domain refuses to be held at all (as a launch does).
+	capture lz state verify --profile test
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "names another Domain"
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "names another Domain"
+	cp "$T/identity.saved" "$dom/identity"
+	capture lz state verify --profile test
+	assert_eq 0 "$STATUS" "$OUT $ERR"
+}
+
 test_reset_one_directory_keeps_the_others() {
 	mark_state
 	assert_eq "usr
@@ -191,6 +242,7 @@ etc" "$(marks)"
 t_run "state list shows the Domain, its identity and sizes (text and JSON)" test_list_shows_the_domain_and_its_sizes
 t_run "state list marks a Domain in use and a foreign identity" test_list_marks_a_domain_in_use_and_a_foreign_one
 t_run "state inspect shows added, changed and deleted entries, never contents" test_inspect_shows_changes_not_contents
+t_run "state verify passes, refuses an active Domain, finds a symlinked upper and a foreign identity" test_verify_passes_then_finds_each_problem
 t_run "state reset of one directory keeps the others" test_reset_one_directory_keeps_the_others
 t_run "state reset --all" test_reset_all
 t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing

@@ -1,11 +1,11 @@
--- `lazaret state list|inspect|reset` (spec 3.9, FR-11, DX-6, OR-5): the order of
+-- `lazaret state list|inspect|verify|reset` (spec 3.9, FR-11, DX-6, OR-5): the order of
 -- the steps; the checks and the mechanisms are in C (lazaret.core.state,
 -- lazaret.core.coordinator: its open takes the Domain's exclusive
 -- lifecycle lock and proves the last generation gone).
 local M = {}
 
 local report = require("lazaret.state.report")
-local io_write, io_stderr = io.write, io.stderr
+local io_write, io_stderr, ipairs = io.write, io.stderr, ipairs
 local escape = require("lazaret.core.text").escape
 local errno = require("lazaret.core.errno")
 
@@ -30,6 +30,53 @@ function M.list(cmd)
     return EXIT.failed
   end
   io_write(cmd.json and report.list_json(domains) or report.list_text(domains))
+  return EXIT.ok
+end
+
+-- Spec 3.9: the Domain's exclusive lifecycle lock, as a Host Coordinator
+-- holds it (the lost generation recorded, the leases of dead generations
+-- released). A Domain whose last session just ended is still tearing down
+-- for a moment: wait for its coordinator to let go (bounded), then refuse.
+local function hold_domain(cfg, summary, what)
+  local platform = require("lazaret.core.platform")
+  local coordinator = require("lazaret.core.coordinator")
+  local deadline = platform.monotonic_ms() + M.BUSY_WAIT_MS
+  local hc, msg, code = coordinator.open(cfg)
+  while not hc and code == errno.EBUSY and platform.monotonic_ms() < deadline do
+    platform.sleep_ms(100)
+    hc, msg, code = coordinator.open(cfg)
+  end
+  if hc then return hc end
+  if code == errno.EBUSY then
+    err("the Domain is in use (profile " .. summary.profile .. " in " .. summary.workspace
+      .. "): end its sessions, then " .. what)
+  else
+    err(msg)
+  end
+  return nil
+end
+
+-- Structural verification with the Domain held (nothing writes meanwhile).
+function M.verify(cmd)
+  local config = require("lazaret.core.config")
+  local cfg <close>, msg = config.load({ config = cmd.config, profile = cmd.profile,
+    workspace = cmd.workspace })
+  if not cfg then
+    err(msg)
+    return EXIT.config
+  end
+  local summary = cfg:summary()
+  local hc <close> = hold_domain(cfg, summary, "verify")
+  if not hc then return EXIT.failed end
+  local rows, vmsg = hc:verify()
+  if not rows then
+    err(vmsg)
+    return EXIT.failed
+  end
+  io_write(cmd.json and report.verify_json(summary, rows) or report.verify_text(summary, rows))
+  for _, r in ipairs(rows) do
+    if not r.ok then return EXIT.failed end
+  end
   return EXIT.ok
 end
 
@@ -66,26 +113,8 @@ function M.reset(cmd)
     return EXIT.config
   end
   local summary = cfg:summary()
-  local platform = require("lazaret.core.platform")
-  local coordinator = require("lazaret.core.coordinator")
-  -- A Domain whose last session just ended is still tearing down for a
-  -- moment: wait for its coordinator to let go (bounded), then refuse.
-  local deadline = platform.monotonic_ms() + M.BUSY_WAIT_MS
-  local opened, hmsg, herr = coordinator.open(cfg)
-  while not opened and herr == errno.EBUSY and platform.monotonic_ms() < deadline do
-    platform.sleep_ms(100)
-    opened, hmsg, herr = coordinator.open(cfg)
-  end
-  local hc <close> = opened
-  if not hc then
-    if herr == errno.EBUSY then
-      err("the Domain is in use (profile " .. summary.profile .. " in " .. summary.workspace
-        .. "): end its sessions, then reset")
-    else
-      err(hmsg)
-    end
-    return EXIT.failed
-  end
+  local hc <close> = hold_domain(cfg, summary, "reset")
+  if not hc then return EXIT.failed end
   local paths, pmsg = hc:reset_plan(cmd.all and {} or cmd.paths)
   if not paths then
     err(pmsg)

@@ -129,6 +129,28 @@ function M.inspect_json(summary, result)
   }) .. "\n"
 end
 
+function M.verify_text(summary, rows)
+  local out = { "Domain " .. summary.domain_id, "  profile    " .. escape(summary.profile),
+    "  workspace  " .. escape(summary.workspace) }
+  local failed = 0
+  for _, r in ipairs(rows) do
+    if not r.ok then failed = failed + 1 end
+    out[#out + 1] = string_format("  %-4s %-13s %s", r.ok and "ok" or "FAIL", r.check, escape(r.detail))
+  end
+  out[#out + 1] = failed == 0 and "verified: no problem found"
+    or string_format("verified: %d problem%s", failed, failed == 1 and "" or "s")
+  return table_concat(out, "\n") .. "\n"
+end
+
+function M.verify_json(summary, rows)
+  local checks = {}
+  for i, r in ipairs(rows) do
+    checks[i] = { check = r.check, ok = r.ok, detail = escape(r.detail) }
+  end
+  return json.encode({ domain_id = summary.domain_id, profile = escape(summary.profile),
+    workspace = escape(summary.workspace), checks = checks }) .. "\n"
+end
+
 -- What a reset will discard, shown before the question (DX-6).
 function M.reset_scope(summary, paths)
   local out = {
