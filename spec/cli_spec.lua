@@ -94,7 +94,7 @@ describe("lazaret.cli", function()
     assert.equal("diag", parse("diag", "-h").topic)
     assert.equal("state", parse("state", "--help").topic)
     for _, topic in ipairs({ "main", "run", "config", "config check", "diag", "state", "state list",
-      "state inspect", "state reset" }) do
+      "state inspect", "state verify", "state rm", "state reset" }) do
       assert.matches("^Usage: lazaret", cli.help_text(topic))
     end
   end)
@@ -116,6 +116,11 @@ describe("lazaret.cli", function()
       local cmd, msg = parse("state", "inspect", "--profile", "dev", "--max", "x")
       assert.is_nil(cmd)
       assert.matches("whole number", msg)
+      assert.same({ action = "state-rm", id = "ab", yes = true }, parse("state", "rm", "ab", "--yes"))
+      assert.same({ action = "state-verify", profile = "dev", json = false }, parse("state", "verify", "--profile", "dev"))
+      cmd, msg = parse("state", "rm")
+      assert.is_nil(cmd)
+      assert.matches("exactly one DOMAIN%-ID", msg)
       assert.equal("state reset", parse("state", "reset", "--help").topic)
       assert.equal("state list", parse("state", "list", "--help").topic)
     end)

@@ -16,6 +16,9 @@
  *         anchors = { {path=, has_lower=, total=, incomplete=,
  *           changes = { {kind="added"|"changed"|"deleted"|"opaque",
  *             path=, mode=, size=}... } }... } }
+ *   state.remove_check(cfg, id)    [-2, +1|3, e] -> {profile=, workspace=} | nil, msg, errno
+ *   state.remove(cfg, id)          [-2, +1|3, e] -> true | nil, msg, errno
+ *       A Domain whose workspace is gone (core/runtime/domainremove.h).
  */
 #include <lauxlib.h>
 #include <lua.h>
@@ -26,6 +29,7 @@
 #include "modules.h"
 #include "config/config.h"
 #include "image/prepare.h"
+#include "runtime/domainremove.h"
 #include "store/domainstate.h"
 
 static void push_usage(lua_State *L, const struct lz_tree_usage *u)
@@ -196,11 +200,52 @@ static int state_inspect(lua_State *L)
 	return 1;
 }
 
+static struct lz_domain_remove remove_of(lua_State *L, struct lz_config_summary *s)
+{
+	const struct lz_config *cfg = lz_l_check_config(L, 1);
+	const char *id = luaL_checkstring(L, 2);
+	lz_config_summarize(cfg, s);
+	return (struct lz_domain_remove){ .storage_root = lz_config_storage_root(cfg),
+					  .runtime_root = s->runtime_root,
+					  .domain_hex = id };
+}
+
+static int state_remove_check(lua_State *L)
+{
+	struct lz_config_summary s;
+	struct lz_domain_remove r = remove_of(L, &s);
+	struct lz_domain_identity id;
+	struct lz_err err = { 0, "" };
+	int rc = lz_domain_remove_check(&r, &id, &err);
+	if (rc < 0)
+		return lz_l_fail(L, rc, &err);
+	lua_createtable(L, 0, 2);
+	lua_pushstring(L, id.profile);
+	lua_setfield(L, -2, "profile");
+	lua_pushstring(L, id.workspace);
+	lua_setfield(L, -2, "workspace");
+	return 1;
+}
+
+static int state_remove(lua_State *L)
+{
+	struct lz_config_summary s;
+	struct lz_domain_remove r = remove_of(L, &s);
+	struct lz_err err = { 0, "" };
+	int rc = lz_domain_remove_run(&r, &err);
+	if (rc < 0)
+		return lz_l_fail(L, rc, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 int luaopen_lazaret_state(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{ "list", state_list },
 		{ "inspect", state_inspect },
+		{ "remove_check", state_remove_check },
+		{ "remove", state_remove },
 		{ NULL, NULL },
 	};
 	luaL_newlib(L, fns);

@@ -31,6 +31,7 @@ local options = {
   ["state inspect"] = { config = true, profile = true, workspace = true, json = false, max = true,
     help = false },
   ["state verify"] = { config = true, profile = true, workspace = true, json = false, help = false },
+  ["state rm"] = { config = true, yes = false, help = false },
   ["state reset"] = { config = true, profile = true, workspace = true, all = false, yes = false,
     help = false },
   image = { help = false },
@@ -218,7 +219,7 @@ function M.parse(argv)
     if not allowed then
       local opts = scan(argv, 2, options.state)
       if opts and opts.help then return { action = "help", topic = "state" } end
-      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, inspect, verify, reset)"
+      return nil, "unknown state command '" .. tostring(sub or "") .. "' (expected: list, inspect, verify, reset, rm)"
     end
     local opts, pos, rest = scan(argv, 3, allowed)
     if not opts then return nil, pos end
@@ -228,6 +229,10 @@ function M.parse(argv)
       if #pos > 0 then return nil, "state list takes no arguments" end
       return { action = "state-list", json = opts.json == true, no_sizes = opts["no-sizes"] == true,
         config = opts.config }
+    end
+    if sub == "rm" then
+      if #pos ~= 1 then return nil, "state rm needs exactly one DOMAIN-ID (`lazaret state list` shows them)" end
+      return { action = "state-rm", id = pos[1], yes = opts.yes == true, config = opts.config }
     end
     if not opts.profile then
       return nil, "state " .. sub .. " needs --profile: the Domain is that profile in the workspace"
@@ -390,6 +395,7 @@ M.help = {
     "Usage: lazaret state list [--json] [--no-sizes] [--config FILE]",
     "       lazaret state inspect --profile P [DIR...] [--json] [--max N]",
     "       lazaret state verify --profile P [--json]",
+    "       lazaret state rm DOMAIN-ID [--yes]",
     "       lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes]",
     "",
     "What the sandboxes kept (State Anchors, Ignored Workspace State), and resetting it.",
@@ -415,6 +421,13 @@ M.help = {
     "Checks the structure of the Domain of profile P in the workspace while holding it",
     "(refused while it is in use): its identity, its Domain Store, its leases, its State",
     "Anchors and Ignored Workspace State. Changes nothing. Exit status 1 on a problem.",
+  }, "\n"),
+  ["state rm"] = table_concat({
+    "Usage: lazaret state rm DOMAIN-ID [--yes] [--config FILE]",
+    "",
+    "Removes a Domain whose workspace is gone (`lazaret state list` marks it): its State",
+    "Anchors, Ignored Workspace State and Domain Store. Refused while it is in use or holds",
+    "an image lease. Shows the Domain, then asks; --yes answers the question, nothing else.",
   }, "\n"),
   ["state reset"] = table_concat({
     "Usage: lazaret state reset --profile P (--all | DIR...) [--workspace DIR] [--yes] [--config FILE]",

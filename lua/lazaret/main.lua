@@ -93,6 +93,7 @@ local actions = {
   ["state-inspect"] = function(cmd) return with_platform(require("lazaret.state").inspect, cmd) end,
   ["state-reset"] = function(cmd) return with_platform(require("lazaret.state").reset, cmd) end,
   ["state-verify"] = function(cmd) return with_platform(require("lazaret.state").verify, cmd) end,
+  ["state-rm"] = function(cmd) return with_platform(require("lazaret.state").rm, cmd) end,
   launch = launch,
   qualify = function(cmd) return with_platform(require("lazaret.qualify").main, cmd) end,
   hc = function(cmd) return require("lazaret.runtime.hc").main(cmd) end,

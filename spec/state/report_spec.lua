@@ -123,6 +123,12 @@ describe("state report", function()
     assert.matches('"checks":[{"check":"leases","detail":"x","ok":false}]', j, 1, true)
   end)
 
+  it("shows the Domain a removal deletes", function()
+    local t = report.remove_scope("ab", { profile = "dev", workspace = "/gone/\27[1mx" })
+    assert.matches("  Domain     ab\n  profile    dev\n  workspace  /gone/\\e[1mx  (gone)\n", t, 1, true)
+    assert.matches("Prepared images stay", t, 1, true)
+  end)
+
   it("shows the resolved Domain and the exact scope of a reset", function()
     local t = report.reset_scope({ domain_id = string.rep("cd", 32), profile = "dev",
       workspace = "/home/me/p" }, { "/etc", "/usr/local" })

@@ -239,6 +239,42 @@ etc" "$(marks)"
 	assert_eq "" "$(marks)"
 }
 
+test_rm_removes_a_domain_whose_workspace_is_gone() {
+	mark_state
+	local id
+	id=$(basename "$(domain_dir)")
+	# The workspace still exists: refused.
+	capture lz state rm "$id" --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "still exists"
+	# Not an ID, and no such Domain.
+	capture lz state rm ../x --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "is not a Domain ID"
+	capture lz state rm "$(printf '%064d' 5)" --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "no such Domain"
+	# The workspace goes; without --yes and a terminal, nothing happens.
+	mv "$WS" "$T/ws.moved"
+	mkdir "$T/elsewhere"
+	local here=$PWD
+	cd "$T/elsewhere" || return
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --config "$CFG" </dev/null
+	assert_eq 64 "$STATUS"
+	assert_contains "$ERR" "workspace  $WS  (gone)"
+	[ -d "$DATA/domains/$id" ] || fail "removed without confirmation"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --yes --config "$CFG"
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$ERR" "removed Domain $id"
+	[ ! -e "$DATA/domains/$id" ] || fail "the Domain Root is still there"
+	assert_eq "" "$(ls -A "$DATA/domains")" "left in domains/"
+	[ ! -e "$T/run/lazaret/domains/$id" ] || fail "its runtime directory is still there"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state list --config "$CFG"
+	assert_contains "$OUT" "no Domains yet"
+	cd "$here" || return
+	mv "$T/ws.moved" "$WS"
+}
+
 t_run "state list shows the Domain, its identity and sizes (text and JSON)" test_list_shows_the_domain_and_its_sizes
 t_run "state list marks a Domain in use and a foreign identity" test_list_marks_a_domain_in_use_and_a_foreign_one
 t_run "state inspect shows added, changed and deleted entries, never contents" test_inspect_shows_changes_not_contents
@@ -247,5 +283,6 @@ t_run "state reset of one directory keeps the others" test_reset_one_directory_k
 t_run "state reset --all" test_reset_all
 t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing
 t_run "a reset killed before its rename changes nothing, after it leaves new empty state" test_a_reset_killed_midway_leaves_new_empty_state
+t_run "state rm removes a Domain whose workspace is gone, and refuses others" test_rm_removes_a_domain_whose_workspace_is_gone
 rm -rf "$IMG"
 t_done

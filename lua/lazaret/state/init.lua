@@ -142,4 +142,39 @@ function M.reset(cmd)
   return EXIT.ok
 end
 
+-- A Domain whose workspace is gone, by its ID (`state list` shows it).
+function M.rm(cmd)
+  local config = require("lazaret.core.config")
+  local cfg <close>, msg = config.load({ config = cmd.config })
+  if not cfg then
+    err(msg)
+    return EXIT.config
+  end
+  local state = require("lazaret.core.state")
+  local id, cmsg = state.remove_check(cfg, cmd.id)
+  if not id then
+    err(cmsg)
+    return EXIT.failed
+  end
+  io_stderr:write(report.remove_scope(cmd.id, id))
+  if not cmd.yes then
+    local yes = require("lazaret.core.platform").confirm("Remove? [y/N] ")
+    if yes == nil then
+      err("not asked: standard input is not a terminal; confirm with --yes")
+      return EXIT.usage
+    end
+    if not yes then
+      io_stderr:write("nothing was removed\n")
+      return EXIT.failed
+    end
+  end
+  local ok, rmsg = state.remove(cfg, cmd.id)
+  if not ok then
+    err(rmsg)
+    return EXIT.failed
+  end
+  io_stderr:write("removed Domain " .. cmd.id .. "\n")
+  return EXIT.ok
+end
+
 return M

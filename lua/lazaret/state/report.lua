@@ -151,6 +151,18 @@ function M.verify_json(summary, rows)
     workspace = escape(summary.workspace), checks = checks }) .. "\n"
 end
 
+-- What a removal will delete, shown before the question (DX-6).
+function M.remove_scope(id, identity)
+  return table_concat({
+    "Domain removal",
+    "  Domain     " .. id,
+    "  profile    " .. escape(identity.profile),
+    "  workspace  " .. escape(identity.workspace) .. "  (gone)",
+    "  deletes everything Lazaret kept for it: its State Anchors, its Ignored Workspace State",
+    "  and its Domain Store. Prepared images stay (`lazaret image gc` reclaims them).",
+  }, "\n") .. "\n"
+end
+
 -- What a reset will discard, shown before the question (DX-6).
 function M.reset_scope(summary, paths)
   local out = {

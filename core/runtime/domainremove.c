@@ -1,0 +1,187 @@
+/* Removing a Domain whose workspace is gone (domainremove.h). */
+#include "runtime/domainremove.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/tree.h"
+#include "proc/userns.h"
+#include "runtime/leaserecovery.h"
+#include "runtime/rundir.h"
+#include "store/catalog.h"
+#include "store/domainstore.h"
+#include "util/cleanup.h"
+#include "util/sys.h"
+
+#define ASIDE_PREFIX ".rm-"
+
+static bool is_domain_id(const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	return n == 64;
+}
+
+static int open_domains(const struct lz_domain_remove *r, struct lz_err *err)
+{
+	int fd = lz_openat2(r->storage_root->fd, "domains", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			    LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno == ENOENT ? ENOENT : errno, "%s/domains: %s", r->storage_root->canonical,
+				  strerror(errno));
+	return fd;
+}
+
+int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_identity *ret, struct lz_err *err)
+{
+	if (!is_domain_id(r->domain_hex))
+		return lz_err_set(err, EINVAL, "'%s' is not a Domain ID (64 lowercase hex digits; `lazaret state list` "
+					       "shows them)",
+				  r->domain_hex);
+	_cleanup_close_ int domains = open_domains(r, err);
+	if (domains < 0)
+		return domains;
+	_cleanup_close_ int dom =
+		lz_openat2(domains, r->domain_hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (dom < 0)
+		return lz_err_set(err, errno == ENOENT ? ENOENT : EPERM, "Domain %s: %s", r->domain_hex,
+				  errno == ENOENT ? "no such Domain" : "its Domain Root is not a directory");
+	struct lz_domain_identity id;
+	struct lz_err e = { 0, "" };
+	int rc = lz_identity_read(dom, r->domain_hex, &id, &e);
+	if (rc < 0)
+		return lz_err_set(err, EPROTO, "Domain %s is not removed: %s", r->domain_hex,
+				  rc == -ENOENT ? "it has no recorded identity (launch it once to record one)" : e.msg);
+	struct stat st;
+	if (fstatat(AT_FDCWD, id.workspace, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		return lz_err_set(err, EEXIST,
+				  "the workspace of Domain %s (%s) still exists: a Domain is removed only once its "
+				  "workspace is gone; `lazaret state reset --profile %s --all` in it discards its "
+				  "kept state",
+				  r->domain_hex, id.workspace, id.profile);
+	*ret = id;
+	return 0;
+}
+
+/* Spec 3.3: a generation left live is a lost coordinator's (we hold the
+ * flock). */
+static int end_lost(lz_dstore *store, struct lz_err *err)
+{
+	_cleanup_free_ struct lz_dstore_generation *v = NULL;
+	size_t n = 0;
+	int rc = lz_dstore_generation_list(store, 1, &v, &n, err);
+	if (rc < 0 || n == 0 || v[0].state == LZ_DSTORE_GEN_STOPPED || v[0].state == LZ_DSTORE_GEN_FAILED)
+		return rc;
+	return lz_dstore_generation_set_state(store, v[0].generation, LZ_DSTORE_GEN_FAILED, err);
+}
+
+static void report_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	fprintf(stderr, "%s\n", line);
+}
+
+static int no_lease(const struct lz_domain_remove *r, struct lz_err *err)
+{
+	struct lz_catalog_lease *v = NULL;
+	size_t n = 0, held = 0;
+	int rc = lz_catalog_lease_list(r->storage_root->fd, NULL, &v, &n, err);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		held += strcmp(v[i].domain_id, r->domain_hex) == 0;
+	free(v);
+	return held ? lz_err_set(err, EBUSY,
+				 "an image lease of Domain %s is held (a process of it could not be proved gone); "
+				 "nothing was removed",
+				 r->domain_hex)
+		    : 0;
+}
+
+static int remove_aside(int domains, const struct lz_idmap *map, struct lz_err *err)
+{
+	_cleanup_close_ int dfd = openat(domains, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (d == NULL)
+		return lz_err_set(err, errno, "read domains/: %s", strerror(errno));
+	dfd = -EBADF;
+	int rc = 0;
+	struct dirent *e;
+	while (rc >= 0 && (e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, ASIDE_PREFIX, strlen(ASIDE_PREFIX)) == 0)
+			rc = lz_tree_remove_in_userns(map, domains, e->d_name, err);
+	closedir(d);
+	return rc;
+}
+
+int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
+{
+	struct lz_domain_identity id;
+	struct lz_path runtime_root = LZ_PATH_INIT, runtime_domains = LZ_PATH_INIT, runtime_domain = LZ_PATH_INIT;
+	struct lz_idmap map;
+	lz_dstore *store = NULL;
+	_cleanup_close_ int lock = -EBADF, domains = -EBADF, dom = -EBADF;
+	char aside[sizeof(ASIDE_PREFIX) + 64];
+	int rc;
+	if ((rc = lz_domain_remove_check(r, &id, err)) < 0 || (rc = lz_idmap_for_invoking_user(&map, err)) < 0)
+		return rc;
+	/* The Domain flock, as a coordinator takes it. */
+	if ((rc = lz_path_open_owned_root(r->runtime_root, &runtime_root, err)) < 0 ||
+	    (rc = lz_path_owned_child(&runtime_root, "domains", true, &runtime_domains, err)) < 0 ||
+	    (rc = lz_path_owned_child(&runtime_domains, r->domain_hex, true, &runtime_domain, err)) < 0)
+		goto out;
+	if ((rc = lz_rundir_lock(&runtime_domain, &lock, err)) < 0) {
+		if (rc == -EBUSY)
+			rc = lz_err_set(err, EBUSY, "Domain %s is in use; nothing was removed", r->domain_hex);
+		goto out;
+	}
+	if ((domains = open_domains(r, err)) < 0) {
+		rc = domains;
+		goto out;
+	}
+	if ((dom = lz_openat2(domains, r->domain_hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			      LZ_RESOLVE_OWNED)) < 0) {
+		rc = lz_err_set(err, errno, "Domain %s: %s", r->domain_hex, strerror(errno));
+		goto out;
+	}
+	if ((rc = lz_dstore_open(dom, &store, err)) < 0 || (rc = end_lost(store, err)) < 0 ||
+	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, report_line, NULL, NULL, err)) <
+		    0 ||
+	    (rc = no_lease(r, err)) < 0)
+		goto out;
+	lz_dstore_close(store);
+	store = NULL;
+	lz_close_fdp(&dom);
+	if ((rc = remove_aside(domains, &map, err)) < 0)
+		goto out;
+	snprintf(aside, sizeof(aside), ASIDE_PREFIX "%s", r->domain_hex);
+	/* The one step after which the Domain is gone. */
+	if (renameat(domains, r->domain_hex, domains, aside) < 0) {
+		rc = lz_err_set(err, errno, "set Domain %s aside: %s", r->domain_hex, strerror(errno));
+		goto out;
+	}
+	if ((rc = lz_tree_remove_in_userns(&map, domains, aside, err)) < 0) {
+		rc = lz_err_prefix(err, rc, "Domain %s was removed; deleting its files failed (the next removal "
+					    "finishes): ",
+				   r->domain_hex);
+		goto out;
+	}
+	/* Its runtime directory: the lock and the log. */
+	lz_close_fdp(&lock);
+	(void)lz_tree_remove(runtime_domains.fd, r->domain_hex, err);
+	rc = 0;
+out:
+	lz_dstore_close(store);
+	lz_path_release(&runtime_domain);
+	lz_path_release(&runtime_domains);
+	lz_path_release(&runtime_root);
+	return rc;
+}
