@@ -5,7 +5,7 @@
  *       environment and the selected profile's env references; values of
  *       those references never cross into Lua.
  *   handle:summary()                            [-0, +1, e]
- *       -> { source, storage_root, runtime_root, runsc_dcache, profiles,
+ *       -> { source, storage_root, runtime_root, runsc_dcache, keep_unused_images, profiles,
  *            profile?, workspace?, domain_id?, fingerprint? }
  *   handle:close()                              [-0, +0, -]  idempotent
  *   config.profile_name_valid(name)             [-0, +1, e] -> boolean
@@ -101,6 +101,8 @@ static int config_summary(lua_State *L)
 	set_string(L, "fingerprint", s.fingerprint);
 	lua_pushinteger(L, s.runsc_dcache);
 	lua_setfield(L, -2, "runsc_dcache");
+	lua_pushinteger(L, s.keep_unused_images);
+	lua_setfield(L, -2, "keep_unused_images");
 	lua_pushinteger(L, (lua_Integer)s.n_profiles);
 	lua_setfield(L, -2, "profiles");
 	return 1;

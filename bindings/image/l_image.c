@@ -11,8 +11,11 @@
  *             state, created}, ... } | nil, msg, errno
  *   image.build_default(cfg)                  [-0, +1|3, e]
  *       -> "oci:<Storage Root>/images/default:latest" | nil, msg, errno
- *   image.gc(cfg, {dry_run=})                 [-0, +1|3, e]
+ *   image.gc(cfg, {dry_run=, keep=, spare=})  [-0, +1|3, e]
  *       -> { {action, where, name, leases}, ... } | nil, msg, errno
+ *       keep: the most recently prepared unleased artifacts kept (the
+ *       automatic policy, storage.keep_unused_images; default 0), and
+ *       spare, one artifact ID never reclaimed (the ending launch's).
  */
 #include <errno.h>
 #include <lauxlib.h>
@@ -161,23 +164,31 @@ static const char *const gc_actions[] = {
 	[LZ_GC_KEPT_PREPARING] = "kept-preparing",
 	[LZ_GC_REMOVED_STAGING] = "removed-abandoned",
 	[LZ_GC_WOULD_REMOVE_STAGING] = "would-remove-abandoned",
+	[LZ_GC_KEPT_POLICY] = "kept-policy",
 };
 
 static int image_gc(lua_State *L)
 {
-	static const char *const keys[] = { "dry_run", NULL };
+	static const char *const keys[] = { "dry_run", "keep", "spare", NULL };
+	const char *spare = NULL;
 	const struct lz_path *root = storage_root(L);
 	bool dry_run = false;
+	lua_Integer keep = 0;
 	if (!lua_isnoneornil(L, 2)) {
 		lz_l_check_options(L, 2, keys);
 		lua_getfield(L, 2, "dry_run");
 		dry_run = lua_toboolean(L, -1);
 		lua_pop(L, 1);
+		if (lua_getfield(L, 2, "keep") != LUA_TNIL)
+			keep = luaL_checkinteger(L, -1);
+		lua_pop(L, 1);
+		luaL_argcheck(L, keep >= 0 && keep <= LZ_KEEP_IMAGES_MAX, 2, "keep must be 0 to 1000");
+		spare = lz_l_opt_string(L, 2, "spare");
 	}
 	struct lz_gc_item *items = NULL;
 	size_t n = 0;
 	struct lz_err err = { 0, "" };
-	int r = lz_prepare_gc(root, dry_run, &items, &n, &err);
+	int r = lz_prepare_gc(root, dry_run, (size_t)keep, spare, &items, &n, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
 	lua_createtable(L, (int)n, 0);

@@ -18,6 +18,7 @@
  *   hc:attest_network()  hc:publish()
  *                                  [-0, +1|3, e] -> true | nil, msg, errno
  *   hc:readiness()                 [-0, +1, e] -> 64 hex | nil
+ *   hc:artifact()                  [-0, +1, e] -> the prepared lower's ID | nil
  *   hc:reset_plan({path...})       [-0, +1|3, e] -> {path...} | nil, msg, errno
  *       The persistent directories a State Anchor reset of those paths
  *       ({}: all) would discard (core/runtime/anchorreset.h).
@@ -118,6 +119,16 @@ STEP(hc_publish, lz_hc_publish)
 static int hc_generation(lua_State *L)
 {
 	lua_pushinteger(L, (lua_Integer)lz_hc_generation(lz_l_check_hc(L, 1)));
+	return 1;
+}
+
+static int hc_artifact(lua_State *L)
+{
+	const char *a = lz_hc_artifact(lz_l_check_hc(L, 1));
+	if (a)
+		lua_pushstring(L, a);
+	else
+		lua_pushnil(L);
 	return 1;
 }
 
@@ -259,6 +270,7 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "lease_release", hc_lease_release },
 		{ "attest_network", hc_attest_network },
 		{ "readiness", hc_readiness },
+		{ "artifact", hc_artifact },
 		{ "reset_plan", hc_reset_plan },
 		{ "reset", hc_reset },
 		{ "verify", hc_verify },

@@ -536,8 +536,18 @@ static int decode_document(struct decoder *d, const struct lz_toml_value *root,
 				return r;
 			for (size_t j = 0; j < e->value->table.len; j++) {
 				const struct lz_toml_entry *k = &e->value->table.entries[j];
+				if (strcmp(k->key, "keep_unused_images") == 0) {
+					/* OR-7: the automatic reclamation policy. */
+					if ((r = expect(d, k, LZ_TOML_INTEGER, "")) < 0)
+						return r;
+					if (k->value->integer < 1 || k->value->integer > LZ_KEEP_IMAGES_MAX)
+						return fail(d, k->value->pos, "keep_unused_images must be between 1 and %d",
+							    LZ_KEEP_IMAGES_MAX);
+					doc->keep_unused_images = (uint32_t)k->value->integer;
+					continue;
+				}
 				if (strcmp(k->key, "data_root") != 0)
-					return unknown_key(d, k, "[storage]", "data_root");
+					return unknown_key(d, k, "[storage]", "data_root, keep_unused_images");
 				if ((r = expect(d, k, LZ_TOML_STRING, "")) < 0 ||
 				    (r = dup_string(d, k->value, &doc->data_root)) < 0 ||
 				    (r = grammar_at(d, k->value->pos, "data_root", doc->data_root)) < 0)

@@ -79,9 +79,12 @@ struct lz_config_profile {
 	size_t n_rules;
 };
 
+#define LZ_KEEP_IMAGES_MAX 1000
+
 struct lz_config_doc {
 	char *label; /* source path, for diagnostics */
 	char *data_root;
+	uint32_t keep_unused_images; /* 0: no automatic reclamation (OR-7) */
 	uint32_t runsc_dcache;
 	struct lz_config_profile *profiles;
 	size_t n_profiles;
@@ -128,6 +131,7 @@ struct lz_config_summary {
 	const char *domain_id;
 	const char *fingerprint;
 	uint32_t runsc_dcache;
+	uint32_t keep_unused_images; /* 0: no automatic image reclamation */
 	size_t n_profiles;
 };
 void lz_config_summarize(const lz_config *cfg, struct lz_config_summary *ret);
@@ -147,6 +151,8 @@ const struct lz_path *lz_config_executable(const lz_config *cfg, size_t i);
 /* The resolved value of env reference i: runtime authority, never printed. */
 const char *lz_config_env_value(const lz_config *cfg, size_t i);
 uint32_t lz_config_dcache(const lz_config *cfg);
+/* storage.keep_unused_images, 0 when unset (no automatic reclamation). */
+uint32_t lz_config_keep_unused_images(const lz_config *cfg);
 
 /* Selected profile of a resolved configuration, or NULL. */
 const struct lz_config_profile *lz_config_selected(const lz_config *cfg);

@@ -516,6 +516,7 @@ void lz_config_summarize(const lz_config *cfg, struct lz_config_summary *ret)
 		.domain_id = sel ? cfg->domain_id : NULL,
 		.fingerprint = sel ? cfg->fingerprint : NULL,
 		.runsc_dcache = cfg->doc->runsc_dcache,
+		.keep_unused_images = cfg->doc->keep_unused_images,
 		.n_profiles = cfg->doc->n_profiles,
 	};
 }
@@ -563,6 +564,11 @@ const struct lz_path *lz_config_volume_source(const lz_config *cfg, size_t i)
 const char *lz_config_env_value(const lz_config *cfg, size_t i)
 {
 	return cfg->profile && i < cfg->profile->n_env ? cfg->env_values[i] : NULL;
+}
+
+uint32_t lz_config_keep_unused_images(const lz_config *cfg)
+{
+	return cfg->doc->keep_unused_images;
 }
 
 uint32_t lz_config_dcache(const lz_config *cfg)

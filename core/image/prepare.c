@@ -550,7 +550,21 @@ static bool in_names(char **names, size_t n, const char *name)
 	return false;
 }
 
-static int gc_run(const struct lz_path *root, bool dry_run, struct gc_list *out, struct lz_err *err)
+/* Whether unleased artifact i is among the keep newest unleased ones
+ * (created later, or as recent with a smaller ID). */
+static bool kept_by_policy(const struct lz_catalog_artifact *arts, size_t n, size_t i, size_t keep)
+{
+	size_t newer = 0;
+	for (size_t j = 0; j < n; j++)
+		if (j != i && arts[j].lease_count == 0 &&
+		    (arts[j].created > arts[i].created ||
+		     (arts[j].created == arts[i].created && strcmp(arts[j].id, arts[i].id) < 0)))
+			newer++;
+	return newer < keep;
+}
+
+static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const char *spare, struct gc_list *out,
+		  struct lz_err *err)
 {
 	struct lz_path prepared = LZ_PATH_INIT, staging = LZ_PATH_INIT, quarantine = LZ_PATH_INIT;
 	struct lz_catalog_artifact *arts = NULL;
@@ -576,6 +590,8 @@ static int gc_run(const struct lz_path *root, bool dry_run, struct gc_list *out,
 		const struct lz_catalog_artifact *a = &arts[i];
 		if (a->lease_count > 0)
 			r = gc_add(out, LZ_GC_KEPT_LEASED, "prepared", a->id, a->lease_count, err);
+		else if (kept_by_policy(arts, n_arts, i, keep) || (spare != NULL && strcmp(spare, a->id) == 0))
+			r = gc_add(out, LZ_GC_KEPT_POLICY, "prepared", a->id, 0, err);
 		else if (dry_run)
 			r = gc_add(out, LZ_GC_WOULD_REMOVE, "prepared", a->id, 0, err);
 		else if ((r = reclaim_artifact(&map, root, &prepared, &quarantine, a->id, err)) >= 0)
@@ -655,11 +671,11 @@ out:
 	return r;
 }
 
-int lz_prepare_gc(const struct lz_path *storage_root, bool dry_run, struct lz_gc_item **ret,
-		  size_t *ret_n, struct lz_err *err)
+int lz_prepare_gc(const struct lz_path *storage_root, bool dry_run, size_t keep, const char *spare,
+		  struct lz_gc_item **ret, size_t *ret_n, struct lz_err *err)
 {
 	struct gc_list out = { 0 };
-	int r = gc_run(storage_root, dry_run, &out, err);
+	int r = gc_run(storage_root, dry_run, keep, spare, &out, err);
 	if (r < 0) {
 		free(out.v);
 		return r;

@@ -81,6 +81,7 @@ enum lz_gc_action {
 	LZ_GC_KEPT_PREPARING,  /* prepare in progress (worker alive or unknown) */
 	LZ_GC_REMOVED_STAGING, /* abandoned prepare tree of ours, worker gone */
 	LZ_GC_WOULD_REMOVE_STAGING,
+	LZ_GC_KEPT_POLICY, /* unleased, among the newest the policy keeps */
 };
 
 struct lz_gc_item {
@@ -90,9 +91,12 @@ struct lz_gc_item {
 	uint64_t leases;
 };
 
-/* Reclaims unleased artifacts and abandoned prepare trees (OR-7). *ret is a
- * malloc'd array (free it) describing every decision. */
-int lz_prepare_gc(const struct lz_path *storage_root, bool dry_run, struct lz_gc_item **ret,
-		  size_t *ret_n, struct lz_err *err);
+/* Reclaims unleased artifacts and abandoned prepare trees (OR-7), keeping
+ * the keep most recently prepared unleased artifacts (0: keep none; the
+ * automatic policy, storage.keep_unused_images, passes its value) and the
+ * artifact spare (NULL: none; the policy spares the one the ending launch
+ * used). *ret is a malloc'd array (free it) describing every decision. */
+int lz_prepare_gc(const struct lz_path *storage_root, bool dry_run, size_t keep, const char *spare,
+		  struct lz_gc_item **ret, size_t *ret_n, struct lz_err *err);
 
 #endif

@@ -96,6 +96,11 @@ uint64_t lz_hc_generation(const lz_hc *hc)
 	return hc->gen;
 }
 
+const char *lz_hc_artifact(const lz_hc *hc)
+{
+	return hc->artifact[0] ? hc->artifact : NULL;
+}
+
 const char *lz_hc_readiness(const lz_hc *hc)
 {
 	return hc->attested ? hc->readiness : NULL;

@@ -69,6 +69,8 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err);
 int lz_hc_begin(lz_hc *hc, struct lz_err *err);
 
 /* 0 before lz_hc_begin. */
+/* The prepared lower's artifact ID once looked up, else NULL. */
+const char *lz_hc_artifact(const lz_hc *hc);
 uint64_t lz_hc_generation(const lz_hc *hc);
 
 /* ---- prepared lower (spec 3.6 lease acquisition and release) ------------- */

@@ -44,6 +44,7 @@ static void test_decode__minimal_profile_gets_defaults(void **state)
 	struct lz_config_doc *doc = decode_ok(MIN);
 	assert_int_equal(doc->n_profiles, 1);
 	assert_int_equal(doc->runsc_dcache, LZ_DCACHE_DEFAULT);
+	assert_int_equal(doc->keep_unused_images, 0); /* no automatic image gc */
 	assert_null(doc->data_root);
 	const struct lz_config_profile *p = lz_config_doc_profile(doc, "dev");
 	assert_non_null(p);
@@ -61,7 +62,7 @@ static void test_decode__full_document(void **state)
 {
 	(void)state;
 	const char *text = "version = 1\n"
-			   "[storage]\ndata_root = \"/srv/lazaret\"\n"
+			   "[storage]\ndata_root = \"/srv/lazaret\"\nkeep_unused_images = 3\n"
 			   "[runtime]\nrunsc_dcache = 0\n"
 			   "[profiles.dev]\nimage = \"docker://debian:12\"\n"
 			   "persistent_dirs = []\nisolate_ignored = false\n"
@@ -76,6 +77,7 @@ static void test_decode__full_document(void **state)
 	struct lz_config_doc *doc = decode_ok(text);
 	assert_string_equal(doc->data_root, "/srv/lazaret");
 	assert_int_equal(doc->runsc_dcache, 0);
+	assert_int_equal(doc->keep_unused_images, 3);
 	assert_int_equal(doc->n_profiles, 2);
 	const struct lz_config_profile *p = lz_config_doc_profile(doc, "dev");
 	assert_false(p->isolate_ignored);
@@ -141,6 +143,10 @@ static const struct refusal refusals[] = {
 	{ MIN "[profiles.dev.escalation]\nprompt = true\n", "unknown key 'prompt' in escalation" },
 	/* types and ranges */
 	{ "version = 1\n[runtime]\nrunsc_dcache = 262145\n", "between 0 and 262144" },
+	{ "version = 1\n[storage]\nkeep_unused_images = 0\n", "between 1 and 1000" },
+	{ "version = 1\n[storage]\nkeep_unused_images = 1001\n", "between 1 and 1000" },
+	{ "version = 1\n[storage]\nkeep_unused_images = \"3\"\n", "keep_unused_images" },
+	{ "version = 1\n[storage]\nkeep_images = 3\n", "expected data_root, keep_unused_images" },
 	{ "version = 1\n[runtime]\nrunsc_dcache = -1\n", "between 0 and 262144" },
 	{ "version = 1\nstorage = 1\n", "'storage' must be a table" },
 	{ MIN "isolate_ignored = \"no\"\n", "'isolate_ignored' must be a boolean" },

@@ -275,6 +275,35 @@ test_rm_removes_a_domain_whose_workspace_is_gone() {
 	mv "$T/ws.moved" "$WS"
 }
 
+# OR-7: with storage.keep_unused_images, a launch's end reclaims the
+# unleased prepared images beyond the newest N, never the one it used.
+test_automatic_image_gc_after_a_launch() {
+	local img=$T/img2 ids=() out
+	cp -R "$IMG/img" "$img"
+	for cmd in /bin/true /bin/false; do
+		assert_status 0 umoci config --image "$img:latest" --config.cmd "$cmd"
+		capture lz image prepare "oci:$img"
+		assert_eq 0 "$STATUS" "$ERR"
+		ids+=("$(sed -n 's/^artifact: *//p' <<<"$OUT")")
+		sleep 1 # distinct preparation times
+	done
+	[ -n "${ids[0]}" ] && [ -n "${ids[1]}" ] && [ "${ids[0]}" != "${ids[1]}" ] || fail "expected two artifacts: ${ids[*]}"
+	local used
+	used=$(ls "$DATA/prepared" | grep -v -e "${ids[0]}" -e "${ids[1]}")
+	printf 'version = 1\n[storage]\ndata_root = "%s"\nkeep_unused_images = 1\n[profiles.test]\nimage = "oci:%s/img:latest"\n' \
+		"$DATA" "$IMG" >"$CFG"
+	capture launch true
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_no_processes
+	out=$(cat "$T/run/lazaret/domains/"*/hc.log)
+	assert_contains "$out" "automatic image gc (storage.keep_unused_images = 1): removed prepared ${ids[0]}"
+	[ ! -e "$DATA/prepared/${ids[0]}" ] || fail "the oldest unused image was kept"
+	[ -d "$DATA/prepared/${ids[1]}" ] || fail "the newest unused image was reclaimed"
+	[ -d "$DATA/prepared/$used" ] || fail "the image the launch used was reclaimed"
+	capture launch true
+	assert_eq 0 "$STATUS" "the profile's image must still launch: $ERR"
+}
+
 t_run "state list shows the Domain, its identity and sizes (text and JSON)" test_list_shows_the_domain_and_its_sizes
 t_run "state list marks a Domain in use and a foreign identity" test_list_marks_a_domain_in_use_and_a_foreign_one
 t_run "state inspect shows added, changed and deleted entries, never contents" test_inspect_shows_changes_not_contents
@@ -283,6 +312,7 @@ t_run "state reset of one directory keeps the others" test_reset_one_directory_k
 t_run "state reset --all" test_reset_all
 t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing
 t_run "a reset killed before its rename changes nothing, after it leaves new empty state" test_a_reset_killed_midway_leaves_new_empty_state
+t_run "storage.keep_unused_images reclaims older unused images after a launch, never its own" test_automatic_image_gc_after_a_launch
 t_run "state rm removes a Domain whose workspace is gone, and refuses others" test_rm_removes_a_domain_whose_workspace_is_gone
 rm -rf "$IMG"
 t_done

@@ -24,6 +24,10 @@ function M.text(s)
     end
   end
   out[#out + 1] = string_format("%-14s%d", "runsc dcache:", s.runsc_dcache)
+  if s.keep_unused_images > 0 then
+    out[#out + 1] = string_format("%-14s%d unused images kept after each launch", "image gc:",
+      s.keep_unused_images)
+  end
   out[#out + 1] = string_format("%-14s%d", "profiles:", s.profiles)
   out[#out + 1] = "configuration is valid"
   return table_concat(out, "\n") .. "\n"

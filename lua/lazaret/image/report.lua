@@ -94,6 +94,7 @@ local verbs = {
   ["kept-preparing"] = "kept preparation in progress",
   ["removed-abandoned"] = "removed abandoned preparation",
   ["would-remove-abandoned"] = "would remove abandoned preparation",
+  ["kept-policy"] = "kept unleased artifact (among the newest storage.keep_unused_images keeps)",
 }
 
 function M.gc_text(items, dry_run)

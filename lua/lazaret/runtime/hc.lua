@@ -236,6 +236,23 @@ function M.views(hc)
   }
 end
 
+-- Reclaims the unleased prepared images beyond the keep most recently
+-- prepared, sparing the one this launch used (OR-7; `image gc` is the
+-- manual form). A failure is logged, never fatal: the generation has ended.
+function M.auto_gc(cfg, keep, spare)
+  local items, msg = require("lazaret.core.image").gc(cfg, { keep = keep, spare = spare })
+  if not items then
+    log("automatic image gc failed: " .. msg)
+    return
+  end
+  for _, it in ipairs(items) do
+    if it.action == "removed" or it.action == "removed-abandoned" then
+      log(string_format("automatic image gc (storage.keep_unused_images = %d): %s %s %s", keep, it.action,
+                        it.where, it.name))
+    end
+  end
+end
+
 function M.main(cmd)
   local coordinator = require("lazaret.core.coordinator")
   local config = require("lazaret.core.config")
@@ -299,6 +316,11 @@ function M.main(cmd)
   local total, laps = tsummary()
   log(string_format("generation ended %s (teardown %d ms: %s)",
                     (served and clean) and "cleanly" or "with errors", total, laps))
+  -- OR-7: the automatic policy, after the Domain is let go (a new launch
+  -- need not wait for it).
+  local artifact = hc:artifact()
+  hc:close()
+  if s.keep_unused_images > 0 then M.auto_gc(cfg, s.keep_unused_images, artifact) end
   return (served and clean) and 0 or 1
 end
 
