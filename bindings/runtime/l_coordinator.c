@@ -19,6 +19,12 @@
  *                                  [-0, +1|3, e] -> true | nil, msg, errno
  *   hc:readiness()                 [-0, +1, e] -> 64 hex | nil
  *   hc:artifact()                  [-0, +1, e] -> the prepared lower's ID | nil
+ *   hc:lost_generation()           [-0, +1|3, e] -> integer (0: none) | nil, msg, errno
+ *   hc:record_lost(gen)            [-1, +1|3, e] -> true | nil, msg, errno
+ *   hc:release_lost_leases()  hc:clean_runtime()
+ *                                  [-0, +1|3, e] -> {line...} | nil, msg, errno
+ *   hc:recovered()                 [-0, +1|3, e] -> true | nil, msg, errno
+ *       Bootstrap recovery's steps (core/runtime/coordinator.h).
  *   hc:reset_plan({path...})       [-0, +1|3, e] -> {path...} | nil, msg, errno
  *       The persistent directories a State Anchor reset of those paths
  *       ({}: all) would discard (core/runtime/anchorreset.h).
@@ -121,6 +127,53 @@ static int hc_generation(lua_State *L)
 	lua_pushinteger(L, (lua_Integer)lz_hc_generation(lz_l_check_hc(L, 1)));
 	return 1;
 }
+
+static int hc_lost_generation(lua_State *L)
+{
+	lz_hc *hc = lz_l_check_hc(L, 1);
+	struct lz_err err = { 0, "" };
+	uint64_t g = 0;
+	int r = lz_hc_lost_generation(hc, &g, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushinteger(L, (lua_Integer)g);
+	return 1;
+}
+
+static int hc_record_lost(lua_State *L)
+{
+	lz_hc *hc = lz_l_check_hc(L, 1);
+	lua_Integer g = luaL_checkinteger(L, 2);
+	struct lz_err err = { 0, "" };
+	int r = lz_hc_record_lost(hc, (uint64_t)g, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static void append_line(void *ctx, const char *line)
+{
+	lua_State *L = ctx;
+	lua_pushstring(L, line);
+	lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+#define REPORTING(name, fn)                                      \
+	static int name(lua_State *L)                            \
+	{                                                        \
+		lz_hc *hc = lz_l_check_hc(L, 1);                 \
+		struct lz_err err = { 0, "" };                   \
+		lua_newtable(L);                                 \
+		int r = fn(hc, append_line, L, &err);            \
+		if (r < 0)                                       \
+			return lz_l_fail(L, r, &err);            \
+		return 1;                                        \
+	}
+
+REPORTING(hc_release_lost_leases, lz_hc_release_lost_leases)
+REPORTING(hc_clean_runtime, lz_hc_clean_runtime)
+STEP(hc_recovered, lz_hc_recovered)
 
 static int hc_artifact(lua_State *L)
 {
@@ -271,6 +324,11 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "attest_network", hc_attest_network },
 		{ "readiness", hc_readiness },
 		{ "artifact", hc_artifact },
+		{ "lost_generation", hc_lost_generation },
+		{ "record_lost", hc_record_lost },
+		{ "release_lost_leases", hc_release_lost_leases },
+		{ "clean_runtime", hc_clean_runtime },
+		{ "recovered", hc_recovered },
 		{ "reset_plan", hc_reset_plan },
 		{ "reset", hc_reset },
 		{ "verify", hc_verify },

@@ -60,6 +60,7 @@ struct lz_hc {
 	int lock_fd;
 	lz_dstore *store;
 	uint64_t gen; /* 0 until lz_hc_begin */
+	bool recovered; /* lz_hc_recovered passed: a generation may begin */
 	struct lz_gendir gendir;
 	char runsc_path[LZ_HOSTPROBE_PATH_MAX];
 	char container_id[80];
@@ -139,24 +140,113 @@ static void log_line(void *ctx, const char *line)
 	fprintf(stderr, "%s\n", line);
 }
 
-/* A generation left starting, published or stopping belongs to a lost
- * coordinator (we hold the Domain flock now): it is recorded failed, with
- * its evidence kept for recovery. Not recording it refuses the launch. */
-static int end_lost_generation(lz_hc *hc, struct lz_err *err)
+/* ---- bootstrap recovery (spec 3.3, 3.6; ordered by runtime/recovery.lua) ---- */
+
+static int before_begin(const lz_hc *hc, const char *what, struct lz_err *err)
+{
+	return hc->gen ? lz_err_set(err, EPROTO, "%s: only before a generation begins", what) : 0;
+}
+
+int lz_hc_lost_generation(lz_hc *hc, uint64_t *ret, struct lz_err *err)
 {
 	_cleanup_free_ struct lz_dstore_generation *v = NULL;
 	size_t n = 0;
-	int r = lz_dstore_generation_list(hc->store, 1, &v, &n, err);
-	if (r < 0 || n == 0)
+	int r = before_begin(hc, "lost generation", err);
+	if (r < 0 || (r = lz_dstore_generation_list(hc->store, 1, &v, &n, err)) < 0)
 		return r;
-	if (v[0].state == LZ_DSTORE_GEN_STOPPED || v[0].state == LZ_DSTORE_GEN_FAILED)
-		return 0;
-	fprintf(stderr, "generation %llu was left by a lost coordinator; recording it as failed\n",
-		(unsigned long long)v[0].generation);
-	r = lz_dstore_generation_set_state(hc->store, v[0].generation, LZ_DSTORE_GEN_FAILED, err);
+	*ret = n > 0 && v[0].state != LZ_DSTORE_GEN_STOPPED && v[0].state != LZ_DSTORE_GEN_FAILED ? v[0].generation
+												   : 0;
+	return 0;
+}
+
+/* A generation left starting, published or stopping belongs to a lost
+ * coordinator (we hold the Domain flock): it is recorded failed, with its
+ * evidence kept for the steps after. */
+int lz_hc_record_lost(lz_hc *hc, uint64_t generation, struct lz_err *err)
+{
+	uint64_t lost = 0;
+	int r = lz_hc_lost_generation(hc, &lost, err);
+	if (r < 0)
+		return r;
+	if (lost == 0 || lost != generation)
+		return lz_err_set(err, EINVAL, "generation %llu is not the lost one", (unsigned long long)generation);
+	r = lz_dstore_generation_set_state(hc->store, generation, LZ_DSTORE_GEN_FAILED, err);
 	return r < 0 ? lz_err_prefix(err, r, "recording lost generation %llu as failed: ",
-				     (unsigned long long)v[0].generation)
+				     (unsigned long long)generation)
 		     : 0;
+}
+
+int lz_hc_release_lost_leases(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err)
+{
+	int r = before_begin(hc, "lease recovery", err);
+	if (r < 0)
+		return r;
+	return lz_leaserecovery_run(hc->store, lz_config_storage_root(hc->cfg)->fd, hc->domain_hex, report, ctx,
+				    NULL, err);
+}
+
+/* Spec 3.6 "Domain clean": a lost generation's runtime tree (its
+ * transient layer, its process documents) goes only once every process it
+ * recorded is proved gone; the Runtime Supervisor's death took its mount
+ * namespace, and with it every mount. */
+int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err)
+{
+	uint64_t gens[64];
+	char why[LZ_ERR_MSG_MAX + 256], line[LZ_ERR_MSG_MAX + 512];
+	int r = before_begin(hc, "runtime cleanup", err);
+	if (r < 0)
+		return r;
+	size_t n = lz_rundir_generations(hc->runtime_domain, gens, LZ_ARRAY_SIZE(gens));
+	for (size_t i = 0; i < n; i++) {
+		lz_leaserecovery_judge(hc->store, gens[i], why, sizeof(why));
+		if (why[0]) {
+			snprintf(line, sizeof(line), "kept the runtime tree of generation %llu: %s",
+				 (unsigned long long)gens[i], why);
+			report(ctx, line);
+			continue;
+		}
+		lz_rundir_remove_generation(hc->runtime_domain, gens[i]);
+		snprintf(line, sizeof(line),
+			 "removed the runtime tree of lost generation %llu: every process it recorded is gone",
+			 (unsigned long long)gens[i]);
+		report(ctx, line);
+	}
+	lz_rundir_remove_socket(hc->runtime_domain);
+	return 0;
+}
+
+/* Refuse on ambiguity (spec 3.3): a new generation begins only when no
+ * generation is left live, no image lease of the Domain is held and no
+ * runtime tree of an earlier generation is left. */
+int lz_hc_recovered(lz_hc *hc, struct lz_err *err)
+{
+	uint64_t lost = 0, gens[1];
+	struct lz_catalog_lease *v = NULL;
+	size_t n = 0;
+	int r = lz_hc_lost_generation(hc, &lost, err);
+	if (r < 0)
+		return r;
+	if (lost)
+		return lz_err_set(err, EBUSY, "generation %llu is not recorded ended", (unsigned long long)lost);
+	if ((r = lz_catalog_lease_list(lz_config_storage_root(hc->cfg)->fd, NULL, &v, &n, err)) < 0)
+		return r;
+	uint64_t held = 0;
+	for (size_t i = 0; i < n && !held; i++)
+		if (strcmp(v[i].domain_id, hc->domain_hex) == 0)
+			held = v[i].generation;
+	free(v);
+	if (held)
+		return lz_err_set(err, EBUSY,
+				  "generation %llu of this Domain may still be running (its image lease is kept: see "
+				  "hc.log); nothing was started",
+				  (unsigned long long)held);
+	if (lz_rundir_generations(hc->runtime_domain, gens, 1) > 0)
+		return lz_err_set(err, EBUSY,
+				  "generation %llu of this Domain may still be running (its runtime tree is kept: see "
+				  "hc.log); nothing was started",
+				  (unsigned long long)gens[0]);
+	hc->recovered = true;
+	return 0;
 }
 
 /* Below this much free space on the Storage Root's or the runtime
@@ -211,23 +301,14 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	if (lz_unhex(hc->domain_hex, hc->domain_id, 32) < 0 || lz_unhex(hc->fp_hex, hc->fingerprint, 32) < 0)
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
 
-	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0)
-		return r;
-	lz_rundir_remove_stale(hc->runtime_domain);
-	if ((r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
+	/* Nothing is written before there is room for it: the store's first
+	 * write is bootstrap recovery's. */
+	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0 ||
+	    (r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
 			     "free space on that file system (`lazaret image gc` removes images no Domain "
 			     "uses; what the sandbox keeps is in the Domain's directory there)",
 			     err)) < 0 ||
-	    (r = check_space(hc->runtime_domain, "the runtime directory",
-			     "free space on that file system (it holds each running sandbox's /tmp)",
-			     err)) < 0)
-		return r;
-	if ((r = lz_identity_ensure(lz_config_storage_domain(cfg)->fd, hc->profile->name,
-				    lz_config_workspace(cfg)->canonical, err)) < 0 ||
-	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0 ||
-	    (r = end_lost_generation(hc, err)) < 0 ||
-	    (r = lz_leaserecovery_run(hc->store, lz_config_storage_root(cfg)->fd, hc->domain_hex, log_line,
-				      NULL, NULL, err)) < 0)
+	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
 		return r;
 	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0)
 		return lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
@@ -262,6 +343,16 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	int r;
 	if (hc->gen)
 		return lz_err_set(err, EPROTO, "generation %llu has begun already", (unsigned long long)hc->gen);
+	if (!hc->recovered)
+		return lz_err_set(err, EPROTO, "a generation begins only after bootstrap recovery");
+	/* The runtime directory after recovery removed what a lost generation
+	 * left there (its transient layer). */
+	if ((r = check_space(hc->runtime_domain, "the runtime directory",
+			     "free space on that file system (it holds each running sandbox's /tmp)",
+			     err)) < 0 ||
+	    (r = lz_identity_ensure(lz_config_storage_domain(hc->cfg)->fd, hc->profile->name,
+				    lz_config_workspace(hc->cfg)->canonical, err)) < 0)
+		return r;
 	uint64_t gen;
 	if ((r = lz_dstore_generation_begin(hc->store, hc->domain_hex, hc->fp_hex, &gen, err)) < 0)
 		return r;

@@ -69,6 +69,20 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err);
 int lz_hc_begin(lz_hc *hc, struct lz_err *err);
 
 /* 0 before lz_hc_begin. */
+/* Bootstrap recovery (spec 3.3, 3.6, issue 13), before lz_hc_begin and
+ * ordered by lua/lazaret/runtime/recovery.lua: the lost generation (0:
+ * none) and recording it failed; releasing the image leases of
+ * generations proved dead (leaserecovery.h); removing their runtime trees
+ * on the same proof; then lz_hc_recovered, which refuses (-EBUSY) while
+ * anything of an earlier generation is kept, and without which
+ * lz_hc_begin refuses. report gets one line per decision. */
+typedef void lz_hc_report(void *ctx, const char *line);
+int lz_hc_lost_generation(lz_hc *hc, uint64_t *ret, struct lz_err *err);
+int lz_hc_record_lost(lz_hc *hc, uint64_t generation, struct lz_err *err);
+int lz_hc_release_lost_leases(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err);
+int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err);
+int lz_hc_recovered(lz_hc *hc, struct lz_err *err);
+
 /* The prepared lower's artifact ID once looked up, else NULL. */
 const char *lz_hc_artifact(const lz_hc *hc);
 uint64_t lz_hc_generation(const lz_hc *hc);

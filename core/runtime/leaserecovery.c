@@ -24,9 +24,7 @@ static void judge_process(const char *what, const struct lz_dstore_process *p, c
 		snprintf(why, cap, "its %s (PID %u) still runs", what, p->id.pid);
 }
 
-/* Why generation g may still use its prepared lower, or "" when every
- * process it recorded is proved gone. */
-static void still_in_use(lz_dstore *store, uint64_t g, char *why, size_t cap)
+void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, char *why, size_t cap)
 {
 	struct lz_err e = { 0, "" };
 	struct lz_dstore_generation gen;
@@ -86,7 +84,7 @@ int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *doma
 			continue;
 		/* Room for an lz_err message in why, and for why in line. */
 		char why[LZ_ERR_MSG_MAX + 256], line[LZ_ERR_MSG_MAX + 512];
-		still_in_use(store, l->generation, why, sizeof(why));
+		lz_leaserecovery_judge(store, l->generation, why, sizeof(why));
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the catalog lease of generation %llu on artifact %.12s: %s",
 				 (unsigned long long)l->generation, l->artifact_id, why);

@@ -21,6 +21,13 @@
 #include "store/domainstore.h"
 #include "util/err.h"
 
+/* Why generation may still be running, or "" (why[0] == 0) when it is
+ * stopped or failed and every process it recorded (the Runtime Supervisor,
+ * which is PID 1 of the namespaces every sandbox process and mount lived
+ * in, the attached runsc, slirp4netns, each session's exec client) is
+ * proved gone by exact pidfs identity. */
+void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, char *why, size_t cap);
+
 /* One line for the coordinator's log per lease released or kept. */
 typedef void lz_leaserecovery_report_fn(void *ctx, const char *line);
 

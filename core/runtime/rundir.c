@@ -2,6 +2,7 @@
 #include "runtime/rundir.h"
 
 #include <dirent.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -20,7 +21,6 @@
 #include "util/cleanup.h"
 #include "util/sys.h"
 
-#define STALE_MAX 64 /* gen-* trees removed per start; more wait for the next */
 
 int lz_rundir_socket_addr(const struct lz_path *runtime_domain, struct sockaddr_un *ret)
 {
@@ -154,25 +154,39 @@ void lz_gendir_remove(struct lz_gendir *g)
 	g->name[0] = '\0';
 }
 
-void lz_rundir_remove_stale(const struct lz_path *runtime_domain)
+size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max)
 {
 	int fd = lz_openat2(runtime_domain->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	if (fd < 0)
-		return;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
-		return;
-	}
-	char names[STALE_MAX][32];
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	size_t n = 0;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
 	struct dirent *de;
-	while ((de = readdir(d)) != NULL && n < STALE_MAX)
-		if (strncmp(de->d_name, "gen-", 4) == 0 && strlen(de->d_name) < sizeof(names[0]))
-			memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+	while ((de = readdir(d)) != NULL && n < max) {
+		char *end = NULL;
+		if (strncmp(de->d_name, "gen-", 4) != 0 || de->d_name[4] < '1' || de->d_name[4] > '9')
+			continue;
+		errno = 0;
+		unsigned long long g = strtoull(de->d_name + 4, &end, 10);
+		if (errno == 0 && end != NULL && *end == '\0')
+			ret[n++] = g;
+	}
 	closedir(d);
-	for (size_t i = 0; i < n; i++)
-		remove_tree(runtime_domain->fd, names[i]);
+	return n;
+}
+
+void lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "gen-%llu", (unsigned long long)generation);
+	remove_tree(runtime_domain->fd, name);
+}
+
+void lz_rundir_remove_socket(const struct lz_path *runtime_domain)
+{
 	(void)unlinkat(runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
 }
 

@@ -92,10 +92,16 @@ int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_
  * invoking user's map). Accepts an empty gendir; idempotent. */
 void lz_gendir_remove(struct lz_gendir *g);
 
-/* Removes every gen-* tree and the socket a dead coordinator left. Only
- * the holder of the Domain flock may call this: the flock proves that no
- * live HC owns them, and their RS (and mounts) ended with its PID
- * namespace. */
-void lz_rundir_remove_stale(const struct lz_path *runtime_domain);
+/* The generations whose gen-<N> trees a lost coordinator left beneath the
+ * runtime Domain directory (at most max, unordered); how many. Only the
+ * holder of the Domain flock asks: no live HC owns them. */
+size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max);
+
+/* Removes gen-<generation> as lz_gendir_remove does, once recovery proved
+ * every process of it gone (runtime/leaserecovery.h). */
+void lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation);
+
+/* Removes the socket a dead coordinator left (flock holder only). */
+void lz_rundir_remove_socket(const struct lz_path *runtime_domain);
 
 #endif

@@ -60,9 +60,12 @@ describe("lazaret.core.coordinator", function()
     return c
   end
 
+  -- An open coordinator past bootstrap recovery (runtime/recovery.lua),
+  -- so a generation may begin.
   local function open()
     local hc, msg, code = coordinator.open(cfg)
     assert(hc, "coordinator.open: " .. tostring(msg) .. " (errno " .. tostring(code) .. ")")
+    assert.is_true(hc:recovered())
     return hc
   end
 
@@ -165,6 +168,26 @@ describe("lazaret.core.coordinator", function()
     it("raises on notify without a string", function()
       assert.has_error(function() coordinator.notify() end)
       assert.has_error(function() coordinator.notify({}) end)
+    end)
+  end)
+
+  describe("bootstrap recovery", function()
+    it("must pass before a generation begins", function()
+      local hc = assert(coordinator.open(cfg))
+      assert_refused(errno.EPROTO, "only after bootstrap recovery", hc:begin())
+      assert.are.equal(0, hc:lost_generation())
+      assert.are.same({}, hc:release_lost_leases())
+      assert.are.same({}, hc:clean_runtime())
+      assert.is_true(hc:recovered())
+      assert.is_true(hc:begin())
+      -- Only before a generation begins; only the lost generation.
+      assert_refused(errno.EPROTO, "only before a generation begins", hc:lost_generation())
+      assert_refused(errno.EPROTO, "only before a generation begins", hc:clean_runtime())
+      hc:close()
+      hc = assert(coordinator.open(cfg))
+      assert_refused(errno.EINVAL, "is not the lost one", hc:record_lost(1))
+      assert.has_error(function() hc:record_lost("x") end)
+      hc:close()
     end)
   end)
 

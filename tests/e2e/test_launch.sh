@@ -212,10 +212,34 @@ test_killing_the_coordinator_stops_the_sandbox() {
 	# keeps the image: each kill -9 used to leak one lease for good.
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
 		"released the catalog lease of lost generation 1 on artifact"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
+		"removed the runtime tree of lost generation 1: every process it recorded is gone"
 	capture lz image gc --dry-run
 	assert_contains "$OUT" "would remove unleased artifact"
 	assert_not_contains "$OUT" "kept leased"
 	cleanup_data
+}
+
+# Refuse on ambiguity (issue 13): a runtime tree no recorded generation
+# accounts for is not proved ours and gone, so nothing is started beside
+# it, and nothing of it is touched.
+test_an_unaccounted_runtime_tree_refuses_the_launch() {
+	capture launch true
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_no_processes
+	local dom
+	dom=$(echo "$T"/run/lazaret/domains/*)
+	mkdir -m 0700 "$dom/gen-77"
+	echo keep >"$dom/gen-77/file"
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "generation 77 of this Domain may still be running"
+	assert_contains "$(cat "$dom/hc.log")" "kept the runtime tree of generation 77: the Domain Store has no record of it"
+	assert_eq keep "$(cat "$dom/gen-77/file")"
+	rm -r "$dom/gen-77"
+	capture launch echo again
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_eq again "$OUT"
 }
 
 test_unprepared_image_says_what_to_do() {
@@ -337,6 +361,7 @@ t_run "host paths outside the workspace are invisible" test_host_outside_workspa
 t_run "concurrent launches share one sandbox and leave nothing" test_concurrent_launches_share_one_sandbox
 t_run "a changed configuration refuses to join" test_changed_configuration_refuses_to_join
 t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
+t_run "a runtime tree no generation accounts for refuses the launch (refuse on ambiguity)" test_an_unaccounted_runtime_tree_refuses_the_launch
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
 t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly

@@ -141,10 +141,11 @@ assert len(bad) == 1 and bad[0]["check"] == "anchor" and "/usr: its upper layer 
 import json, sys
 p = sys.argv[1]; d = json.load(open(p)); d["profile"] = "other"; open(p, "w").write(json.dumps(d))
 ' "$dom/identity"
-	# The Domain refuses to be held at all (as a launch does).
+	# Verification names it; a launch refuses the Domain.
 	capture lz state verify --profile test
 	assert_eq 1 "$STATUS"
-	assert_contains "$ERR" "names another Domain"
+	assert_contains "$OUT" "FAIL identity"
+	assert_contains "$OUT" "names another Domain"
 	capture launch true
 	assert_eq 69 "$STATUS"
 	assert_contains "$ERR" "names another Domain"

@@ -449,13 +449,14 @@ static void test_lz_rundir_lock__symlink_refused(void **state)
 
 /* ---- stale trees ------------------------------------------------------------ */
 
-static void test_lz_rundir_remove_stale__generations_and_socket_only(void **state)
+static void test_lz_rundir_generations__lists_then_removes_one_at_a_time(void **state)
 {
 	struct fx *f = *state;
 	struct lz_err err = { 0, "" };
 	struct lz_gendir g1 = LZ_GENDIR_INIT, g2 = LZ_GENDIR_INIT;
+	uint64_t gens[8];
 	create_gen(f, 1, &g1);
-	create_gen(f, 2, &g2);
+	create_gen(f, 12, &g2);
 	/* What a dead coordinator left: open descriptors are dropped, the
 	 * trees stay (the gendirs forget them). */
 	assert_int_equal(lz_file_create(g2.anchor, "deep", "x", 1, 0400, 0, &err), 0);
@@ -467,15 +468,27 @@ static void test_lz_rundir_remove_stale__generations_and_socket_only(void **stat
 	put(f->domain.fd, LZ_RUNDIR_LOG, "kept\n");
 	put(f->domain.fd, LZ_RUNDIR_SOCKET, "");
 	assert_int_equal(mkdirat(f->domain.fd, "other", 0700), 0);
-	lz_rundir_remove_stale(&f->domain);
+	/* Names that are not a generation's are not listed. */
+	assert_int_equal(mkdirat(f->domain.fd, "gen-", 0700), 0);
+	assert_int_equal(mkdirat(f->domain.fd, "gen-01", 0700), 0);
+	assert_int_equal(mkdirat(f->domain.fd, "gen-3x", 0700), 0);
+	size_t n = lz_rundir_generations(&f->domain, gens, 8);
+	assert_int_equal(n, 2);
+	assert_true((gens[0] == 1 && gens[1] == 12) || (gens[0] == 12 && gens[1] == 1));
+	assert_int_equal(lz_rundir_generations(&f->domain, gens, 1), 1); /* bounded */
+	lz_rundir_remove_generation(&f->domain, 12);
+	assert_false(exists_at(f->domain.fd, "gen-12"));
+	assert_true(exists_at(f->domain.fd, "gen-1"));
+	lz_rundir_remove_generation(&f->domain, 1);
 	assert_false(exists_at(f->domain.fd, "gen-1"));
-	assert_false(exists_at(f->domain.fd, "gen-2"));
+	assert_int_equal(lz_rundir_generations(&f->domain, gens, 8), 0);
+	lz_rundir_remove_socket(&f->domain);
 	assert_false(exists_at(f->domain.fd, LZ_RUNDIR_SOCKET));
 	assert_true(exists_at(f->domain.fd, LZ_RUNDIR_LOCK));
 	assert_true(exists_at(f->domain.fd, LZ_RUNDIR_LOG));
 	assert_true(exists_at(f->domain.fd, "other"));
 	close(lock);
-	lz_rundir_remove_stale(&f->domain); /* nothing left: fine */
+	lz_rundir_remove_generation(&f->domain, 1); /* nothing left: fine */
 }
 
 int main(void)
@@ -493,7 +506,7 @@ int main(void)
 		T(test_lz_rundir_socket_addr__names_the_directory_descriptor),
 		T(test_lz_rundir_lock__one_holder),
 		T(test_lz_rundir_lock__symlink_refused),
-		T(test_lz_rundir_remove_stale__generations_and_socket_only),
+		T(test_lz_rundir_generations__lists_then_removes_one_at_a_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -285,6 +285,13 @@ function M.main(cmd)
     report_failure(coordinator, hmsg, herr)
     return 1
   end
+  local recovered, rmsg, rerr = require("lazaret.runtime.recovery").run(hc, log)
+  if not recovered then
+    log("bootstrap recovery refused the launch: " .. rmsg)
+    hc:close()
+    report_failure(coordinator, rmsg, rerr)
+    return 1
+  end
   local began, bmsg, berr = hc:begin()
   if not began then
     hc:close()

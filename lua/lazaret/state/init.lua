@@ -37,7 +37,7 @@ end
 -- holds it (the lost generation recorded, the leases of dead generations
 -- released). A Domain whose last session just ended is still tearing down
 -- for a moment: wait for its coordinator to let go (bounded), then refuse.
-local function hold_domain(cfg, summary, what)
+local function hold_domain(cfg, summary, what, strict)
   local platform = require("lazaret.core.platform")
   local coordinator = require("lazaret.core.coordinator")
   local deadline = platform.monotonic_ms() + M.BUSY_WAIT_MS
@@ -46,7 +46,18 @@ local function hold_domain(cfg, summary, what)
     platform.sleep_ms(100)
     hc, msg, code = coordinator.open(cfg)
   end
-  if hc then return hc end
+  if hc then
+    -- Bootstrap recovery first, as a launch does; a reset needs it to have
+    -- proved everything of an earlier generation gone, a verification
+    -- reports what it kept.
+    local ok, rmsg = require("lazaret.runtime.recovery").run(hc, function(line)
+      io_stderr:write("lazaret: ", escape(line), "\n")
+    end)
+    if ok or not strict then return hc end
+    hc:close()
+    err(rmsg)
+    return nil
+  end
   if code == errno.EBUSY then
     err("the Domain is in use (profile " .. summary.profile .. " in " .. summary.workspace
       .. "): end its sessions, then " .. what)
@@ -66,7 +77,7 @@ function M.verify(cmd)
     return EXIT.config
   end
   local summary = cfg:summary()
-  local hc <close> = hold_domain(cfg, summary, "verify")
+  local hc <close> = hold_domain(cfg, summary, "verify", false)
   if not hc then return EXIT.failed end
   local rows, vmsg = hc:verify()
   if not rows then
@@ -113,7 +124,7 @@ function M.reset(cmd)
     return EXIT.config
   end
   local summary = cfg:summary()
-  local hc <close> = hold_domain(cfg, summary, "reset")
+  local hc <close> = hold_domain(cfg, summary, "reset", true)
   if not hc then return EXIT.failed end
   local paths, pmsg = hc:reset_plan(cmd.all and {} or cmd.paths)
   if not paths then
