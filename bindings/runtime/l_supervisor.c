@@ -12,6 +12,7 @@
  *   rs:finish_network()  rs:report_ready()
  *                        [-1, +1|3, e] -> true | nil, msg, errno
  *   rs:serve()           [-1, +1|3, e] -> "stop" | "hc-lost" | "runsc-ended"
+ *                                            | "router-ended" | "network-helper-ended"
  *                                         | nil, msg, errno
  *   rs:stop()            [-1, +1|3, e] -> true | nil, msg, errno
  *   rs:abort(why)        [-2, +0, e]  the failure path (supervisor.h)
@@ -70,6 +71,7 @@ static int sup_serve(lua_State *L)
 {
 	static const char *const ends[] = { [LZ_RS_END_STOP] = "stop", [LZ_RS_END_HC_LOST] = "hc-lost",
 					    [LZ_RS_END_ROUTER] = "router-ended",
+					    [LZ_RS_END_HELPER] = "network-helper-ended",
 					    [LZ_RS_END_RUNSC] = "runsc-ended" };
 	lz_rs *rs = check_rs(L);
 	enum lz_rs_end end;

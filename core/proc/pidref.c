@@ -1,4 +1,5 @@
 #include "proc/pidref.h"
+#include "proc/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +114,11 @@ int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_
 
 int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err *err)
 {
+	return lz_pidref_await_gone(ref, 0, ret_alive, err);
+}
+
+int lz_pidref_await_gone(const struct lz_pidref *ref, int timeout_ms, bool *ret_alive, struct lz_err *err)
+{
 	uint8_t boot[16];
 	struct stat st;
 	struct statfs sfs;
@@ -141,8 +147,14 @@ int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err 
 	 * descriptor or namespace any more, and as the PID 1 of a namespace
 	 * it took every other process there with it. */
 	struct pollfd exited = { .fd = pidfd, .events = POLLIN };
-	if (*ret_alive && poll(&exited, 1, 0) > 0)
-		*ret_alive = false;
+	int64_t deadline = lz_now_ms() + timeout_ms;
+	while (*ret_alive) {
+		int n = poll(&exited, 1, lz_remaining_ms(deadline));
+		if (n > 0)
+			*ret_alive = false;
+		if (n == 0 || (n < 0 && errno != EINTR))
+			break;
+	}
 	return 0;
 }
 

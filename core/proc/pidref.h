@@ -44,6 +44,11 @@ int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_
  * refuse. */
 int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err *err);
 
+/* lz_pidref_alive, waiting up to timeout_ms for the exact process to
+ * finish exiting (a PID namespace's init ends only once every process in
+ * it is gone, which can take seconds). */
+int lz_pidref_await_gone(const struct lz_pidref *ref, int timeout_ms, bool *ret_alive, struct lz_err *err);
+
 /* Parses field 22 (starttime) of /proc/<pid>/stat text. */
 int lz_proc_stat_start_time(const char *text, uint64_t *ret);
 

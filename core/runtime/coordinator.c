@@ -46,6 +46,7 @@
 #include "util/cleanup.h"
 #include "util/escape.h"
 #include "util/sys.h"
+#include "util/testfault.h"
 
 #define GUEST_LEADER_TIMEOUT_MS 10000
 
@@ -105,6 +106,18 @@ const char *lz_hc_artifact(const lz_hc *hc)
 const char *lz_hc_readiness(const lz_hc *hc)
 {
 	return hc->attested ? hc->readiness : NULL;
+}
+
+/* Test builds (lazaret-faults): LAZARET_TEST_FAULT=hc-kill-<stage> kills
+ * the coordinator right after that step succeeded, for the recovery
+ * matrix (tests/e2e/test_recovery.sh). Constant false otherwise. */
+static int fault_after(const char *stage, int r)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "hc-kill-%s", stage);
+	if (r >= 0 && lz_test_fault(name))
+		raise(SIGKILL);
+	return r;
 }
 
 static int need_generation(const lz_hc *hc, struct lz_err *err)
@@ -368,8 +381,9 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 		return lz_err_prefix(err, r, "host escalation: ");
 	lz_escalation_set_hooks(hc->esc, &(struct lz_esc_hooks){ .launching = escalation_launching,
 								  .ended = escalation_ended, .ctx = hc });
-	return lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
-			      LZ_RESOLVE_OWNED, err);
+	r = lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
+			   LZ_RESOLVE_OWNED, err);
+	return fault_after("after-begin", r);
 }
 
 /* ---- prepared lower ---------------------------------------------------------- */
@@ -529,7 +543,7 @@ int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 		return r;
 	hc->rs_state = RS_RUNNING;
 	hc->control_fd = TAKE_FD(hc_fd);
-	return 0;
+	return fault_after("after-spawn", 0);
 }
 
 int lz_hc_rs_expect(lz_hc *hc, enum lz_rs_msg_type type, struct lz_err *err)
@@ -662,6 +676,7 @@ int lz_hc_attest_network(lz_hc *hc, struct lz_err *err)
 
 int lz_hc_rs_stop(lz_hc *hc, struct lz_err *err)
 {
+	(void)fault_after("in-teardown", 0);
 	if (no_batch(hc, "stop the Runtime Supervisor", err) < 0)
 		return -EBUSY;
 	if (hc->rs_state != RS_RUNNING)
@@ -715,7 +730,7 @@ int lz_hc_phase(lz_hc *hc, enum lz_dstore_role role, enum lz_dstore_phase *ret, 
 int lz_hc_intent(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
 {
 	int r = need_generation(hc, err);
-	return r < 0 ? r : lz_dstore_participant_intent(hc->store, hc->gen, role, err);
+	return fault_after("after-intent", r < 0 ? r : lz_dstore_participant_intent(hc->store, hc->gen, role, err));
 }
 
 int lz_hc_record(lz_hc *hc, enum lz_hc_evidence what, struct lz_err *err)
@@ -778,7 +793,7 @@ int lz_hc_stage(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
 		return lz_err_set(err, EINVAL, "the broker stages the Runtime Supervisor before its release");
 	if ((r = identity_for(hc, role, role == LZ_DSTORE_ROLE_SANDBOX, &id, err)) < 0)
 		return r;
-	return lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err);
+	return fault_after("after-stage", lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err));
 }
 
 int lz_hc_commit(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
@@ -787,7 +802,7 @@ int lz_hc_commit(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
 	int r = need_generation(hc, err);
 	if (r < 0 || (r = identity_for(hc, role, true, &id, err)) < 0)
 		return r;
-	return lz_dstore_participant_commit_process(hc->store, hc->gen, role, id, err);
+	return fault_after("after-commit", lz_dstore_participant_commit_process(hc->store, hc->gen, role, id, err));
 }
 
 int lz_hc_enter(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
@@ -915,7 +930,7 @@ int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 	hc->listen_fd = TAKE_FD(fd);
 	/* Spec 3.3: the running sandbox holds its credential mount. */
 	lz_escalation_sandbox_started(hc->esc);
-	return 0;
+	return fault_after("after-publish", 0);
 }
 
 static void withdraw(lz_hc *hc)

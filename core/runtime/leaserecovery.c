@@ -7,18 +7,20 @@
 #include <string.h>
 
 #include "proc/pidref.h"
+#include "proc/spawn.h"
 #include "store/catalog.h"
 #include "util/cleanup.h"
 
 /* Leaves why empty when the recorded process is gone (or none was
  * recorded); writes the reason when it is alive or cannot be checked. */
-static void judge_process(const char *what, const struct lz_dstore_process *p, char *why, size_t cap)
+static void judge_process(const char *what, const struct lz_dstore_process *p, int64_t deadline, char *why,
+			  size_t cap)
 {
 	if (why[0] || p->phase == LZ_DSTORE_SLOT_UNASSIGNED)
 		return;
 	bool alive = true;
 	struct lz_err e = { 0, "" };
-	if (lz_pidref_alive(&p->id, &alive, &e) < 0)
+	if (lz_pidref_await_gone(&p->id, lz_remaining_ms(deadline), &alive, &e) < 0)
 		snprintf(why, cap, "cannot tell whether its %s (PID %u) is gone: %s", what, p->id.pid, e.msg);
 	else if (alive)
 		snprintf(why, cap, "its %s (PID %u) still runs", what, p->id.pid);
@@ -26,6 +28,10 @@ static void judge_process(const char *what, const struct lz_dstore_process *p, c
 
 void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, char *why, size_t cap)
 {
+	/* A lost generation's processes may still be exiting (its Runtime
+	 * Supervisor waits for its whole PID namespace): they get a bounded
+	 * time to finish before they count as running. */
+	int64_t deadline = lz_now_ms() + LZ_RECOVERY_EXIT_WAIT_MS;
 	struct lz_err e = { 0, "" };
 	struct lz_dstore_generation gen;
 	why[0] = '\0';
@@ -54,7 +60,7 @@ void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, char *why, size_t cap)
 			snprintf(why, cap, "its %s record cannot be read: %s", lz_dstore_role_name(roles[i]), e.msg);
 			break;
 		}
-		judge_process(lz_dstore_role_name(roles[i]), &p.process, why, cap);
+		judge_process(lz_dstore_role_name(roles[i]), &p.process, deadline, why, cap);
 		lz_dstore_participant_clear(&p);
 	}
 	if (why[0])
@@ -66,7 +72,7 @@ void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, char *why, size_t cap)
 		return;
 	}
 	for (size_t i = 0; i < n && !why[0]; i++)
-		judge_process("session's exec client", &v[i].exec, why, cap);
+		judge_process("session's exec client", &v[i].exec, deadline, why, cap);
 }
 
 int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex,

@@ -28,6 +28,10 @@
  * proved gone by exact pidfs identity. */
 void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, char *why, size_t cap);
 
+/* How long the processes of one ended generation get to finish exiting
+ * before they count as running. */
+#define LZ_RECOVERY_EXIT_WAIT_MS 10000
+
 /* One line for the coordinator's log per lease released or kept. */
 typedef void lz_leaserecovery_report_fn(void *ctx, const char *line);
 

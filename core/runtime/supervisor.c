@@ -731,11 +731,12 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 	for (;;) {
 		/* Whatever else reaches the init's standard output goes to the
 		 * log, so no writer ever blocks on, or dies of, this pipe. */
-		struct pollfd pf[4] = { { .fd = p->control_fd, .events = POLLIN },
+		struct pollfd pf[5] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
 					{ .fd = rs->report[0], .events = POLLIN },
-					{ .fd = rs->router.child.pidfd, .events = POLLIN } };
-		if (poll(pf, 4, -1) < 0) {
+					{ .fd = rs->router.child.pidfd, .events = POLLIN },
+					{ .fd = rs->helper.pidfd, .events = POLLIN } };
+		if (poll(pf, 5, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
@@ -746,6 +747,12 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 		}
 		if (pf[3].revents) {
 			*ret = LZ_RS_END_ROUTER;
+			return 0;
+		}
+		/* The network participant is gone: a session joining now would
+		 * get a sandbox without its network path (spec 3.7). */
+		if (pf[4].revents) {
+			*ret = LZ_RS_END_HELPER;
 			return 0;
 		}
 		if (pf[2].revents) {

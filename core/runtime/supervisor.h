@@ -75,6 +75,7 @@ enum lz_rs_end {
 	LZ_RS_END_HC_LOST,    /* the control socket ended: lease loss (spec 3.6) */
 	LZ_RS_END_RUNSC,      /* runsc run ended */
 	LZ_RS_END_ROUTER,     /* the workspace router ended (spec 3.5 router loss) */
+	LZ_RS_END_HELPER,     /* slirp4netns ended: the sandbox has no network path */
 };
 
 /* Takes the plan (the broker's fn argument) in the freshly created RS:

@@ -110,6 +110,12 @@ describe("lazaret.runtime.supervisor", function()
     assert.are.same(concat(STEPS, { "serve", "abort(the workspace router ended)" }), log)
   end)
 
+  it("aborts when the network helper ends (spec 3.7), without stop", function()
+    local rs, log = fake({ serve_end = "network-helper-ended" })
+    assert.are.equal(1, sup.main(rs))
+    assert.are.same(concat(STEPS, { "serve", "abort(the network helper (slirp4netns) ended)" }), log)
+  end)
+
   it("aborts when serving fails and does not stop", function()
     local rs, log = fake({ fail = "serve" })
     assert.are.equal(1, sup.main(rs))

@@ -45,6 +45,12 @@ function M.main(rs)
     rs:abort("the workspace router ended")
     return 1
   end
+  -- Spec 3.7: without slirp4netns the sandbox has no network path; the
+  -- generation ends rather than serving new sessions without it.
+  if ended == "network-helper-ended" then
+    rs:abort("the network helper (slirp4netns) ended")
+    return 1
+  end
   -- Reports STOPPED, or FAILED with the reason, itself.
   return rs:stop() and 0 or 1
 end

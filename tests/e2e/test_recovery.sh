@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The fault-injection matrix of issue 13: real processes killed with
+# SIGKILL, then a new launch of the Domain must succeed, with no process
+# or runtime tree left behind, both stores passing PRAGMA integrity_check,
+# no image lease left (no generation is live) and `image gc` reclaiming
+# what is unleased.
+#   - each role while a session is served: the Host Coordinator, the
+#     Runtime Supervisor, the attached runsc, its gofer and sandbox,
+#     slirp4netns, the session's exec client (and its runsc exec), the
+#     workspace router;
+#   - the Host Coordinator at each step of a launch and in its teardown,
+#     through lazaret-faults (LAZARET_TEST_FAULT=hc-kill-<step>).
+# Needs: LAZARET, LAZARET_FAULTS, E2E_ROOT, python3, umoci, unshare.
+# shellcheck disable=SC2031,SC2317
+
+. "$(dirname "${BASH_SOURCE[0]}")/launch_lib.sh"
+
+# What every cell must leave: a Domain that launches again, cleanly.
+assert_recovered() {
+	assert_no_processes
+	capture launch echo again
+	assert_eq 0 "$STATUS" "the launch after the fault (stderr: $ERR; hc.log: $(tail -n 8 "$T"/run/lazaret/domains/*/hc.log | tr "\n" "|"))"
+	assert_eq again "$OUT"
+	assert_no_leftovers
+	assert_eq ok "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
+	assert_eq ok "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'pragma integrity_check')" "Storage Catalog"
+	assert_eq 0 "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "leases left"
+	capture lz image gc --dry-run
+	assert_contains "$OUT" "would remove unleased artifact"
+	assert_not_contains "$OUT" "kept leased"
+}
+
+# pid_of ROLE: the PID of that process of this test's Domain (empty if none).
+pid_of() {
+	local rs
+	rs=$(ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" '$2 == "lz-supervisor" && index($0, ws) {print $1; exit}')
+	case $1 in
+	hc) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" -v comm="$COMM" '$2 == comm && index($0, "__hc") && index($0, ws) {print $1; exit}' ;;
+	supervisor) echo "$rs" ;;
+	router) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" '$2 == "lazaret-router" && index($0, ws) {print $1; exit}' ;;
+	slirp4netns) [ -n "$rs" ] && ps -u "$(id -u)" -o pid=,ppid=,comm= | awk -v rs="$rs" '$2 == rs && $3 == "slirp4netns" {print $1; exit}' ;;
+	runsc) [ -n "$rs" ] && ps -ww -u "$(id -u)" -o pid=,ppid=,args= | awk -v rs="$rs" '$2 == rs && $3 == "runsc" && !index($0, " exec ") {print $1; exit}' ;;
+	gofer) ps -ww -u "$(id -u)" -o pid=,args= | awk -v t="$T/" '$2 == "runsc-gofer" && index($0, t) {print $1; exit}' ;;
+	sandbox) ps -ww -u "$(id -u)" -o pid=,args= | awk -v t="$T/" '$2 == "runsc-sandbox" && index($0, t) {print $1; exit}' ;;
+	exec-client) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" '$2 == "lz-exec-client" && index($0, ws) {print $1; exit}' ;;
+	runsc-exec) ps -ww -u "$(id -u)" -o pid=,args= | awk -v t="$T/" '$2 == "runsc" && index($0, " exec ") && index($0, t) {print $1; exit}' ;;
+	esac
+}
+
+kill_role_during_serve() {
+	local role=$1 cli pid="" i
+	(launch sleep 60 >/dev/null 2>&1) &
+	cli=$!
+	# Served: the session's runsc exec runs.
+	for i in $(seq 300); do
+		[ -n "$(pid_of runsc-exec)" ] && pid=$(pid_of "$role") && [ -n "$pid" ] && break
+		sleep 0.1
+	done
+	[ -n "$pid" ] || fail "no $role process while serving"
+	kill -9 "$pid"
+	for i in $(seq 300); do
+		kill -0 "$cli" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$cli" 2>/dev/null; then
+		kill -9 "$cli"
+		fail "the session outlived its $role by 30 s"
+	fi
+	wait "$cli" || true
+	assert_recovered
+}
+
+kill_hc_at() {
+	local step=$1
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
+		"LAZARET_TEST_FAULT=hc-kill-$step" "$LAZARET_FAULTS" test --config "$CFG" -- echo served
+	if [ "$step" != in-teardown ]; then
+		[ "$STATUS" != 0 ] || fail "the launch succeeded although its coordinator was killed after $step"
+		assert_not_contains "$OUT" "served"
+	fi
+	assert_recovered
+	# The next coordinator recorded the lost generation and proved it gone.
+	local log
+	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+	case $step in
+	after-begin | after-intent | after-spawn | after-stage | after-commit | after-publish)
+		assert_contains "$log" "was left by a lost coordinator; recording it as failed" ;;
+	esac
+}
+
+for role in hc supervisor runsc gofer sandbox slirp4netns exec-client runsc-exec router; do
+	eval "test_kill_${role//-/_}_during_serve() { kill_role_during_serve $role; }"
+	t_run "kill -9 of the $role while a session is served; the Domain recovers" "test_kill_${role//-/_}_during_serve"
+done
+for step in after-begin after-intent after-spawn after-stage after-commit after-publish in-teardown; do
+	eval "test_kill_hc_${step//-/_}() { kill_hc_at $step; }"
+	t_run "kill -9 of the coordinator $step; the Domain recovers" "test_kill_hc_${step//-/_}"
+done
+rm -rf "$IMG"
+t_done
