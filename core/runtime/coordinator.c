@@ -109,14 +109,22 @@ const char *lz_hc_readiness(const lz_hc *hc)
 }
 
 /* Test builds (lazaret-faults): LAZARET_TEST_FAULT=hc-kill-<stage> kills
- * the coordinator right after that step succeeded, for the recovery
- * matrix (tests/e2e/test_recovery.sh). Constant false otherwise. */
+ * the coordinator right after that step succeeded, hc-stop-<stage> stops
+ * it there (SIGSTOP) for a test to kill another process and continue it:
+ * the recovery matrix (tests/e2e/test_recovery.sh). Constant false
+ * otherwise. */
 static int fault_after(const char *stage, int r)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "hc-kill-%s", stage);
-	if (r >= 0 && lz_test_fault(name))
+	char kill_name[64], stop_name[64];
+	snprintf(kill_name, sizeof(kill_name), "hc-kill-%s", stage);
+	snprintf(stop_name, sizeof(stop_name), "hc-stop-%s", stage);
+	if (r >= 0 && lz_test_fault(kill_name))
 		raise(SIGKILL);
+	static bool stopped; /* once: the test continues it past the later ones */
+	if (r >= 0 && !stopped && lz_test_fault(stop_name)) {
+		stopped = true;
+		raise(SIGSTOP);
+	}
 	return r;
 }
 

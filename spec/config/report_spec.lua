@@ -10,6 +10,7 @@ local summary = {
   domain_id = string.rep("ab", 32),
   fingerprint = string.rep("cd", 32),
   runsc_dcache = 50000,
+  keep_unused_images = 0,
   profiles = 2,
 }
 
@@ -21,11 +22,16 @@ describe("lazaret.config.report", function()
     assert.matches("\ndomain id: +" .. string.rep("ab", 32) .. "\n", text)
     assert.matches("\nfingerprint: +" .. string.rep("cd", 32) .. "\n", text)
     assert.matches("configuration is valid\n$", text)
+    assert.is_nil(text:find("image gc", 1, true)) -- no automatic policy set
+    local with_gc = {}
+    for k, v in pairs(summary) do with_gc[k] = v end
+    with_gc.keep_unused_images = 3
+    assert.matches("\nimage gc: +3 unused images kept after each launch\n", report.text(with_gc))
   end)
 
   it("omits profile facts when no profile was selected", function()
     local s = { source = "/c", storage_root = "/s", runtime_root = "/r", runsc_dcache = 0,
-      profiles = 0 }
+      keep_unused_images = 0, profiles = 0 }
     local text = report.text(s)
     assert.is_nil(text:find("domain id", 1, true))
     assert.is_nil(text:find("fingerprint", 1, true))

@@ -35,7 +35,8 @@ pid_of() {
 	local rs
 	rs=$(ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" '$2 == "lz-supervisor" && index($0, ws) {print $1; exit}')
 	case $1 in
-	hc) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" -v comm="$COMM" '$2 == comm && index($0, "__hc") && index($0, ws) {print $1; exit}' ;;
+	hc) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" -v comm="$COMM" \
+		'($2 == comm || $2 == "lazaret-faults") && index($0, "__hc") && index($0, ws) {print $1; exit}' ;;
 	supervisor) echo "$rs" ;;
 	router) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" '$2 == "lazaret-router" && index($0, ws) {print $1; exit}' ;;
 	slirp4netns) [ -n "$rs" ] && ps -u "$(id -u)" -o pid=,ppid=,comm= | awk -v rs="$rs" '$2 == rs && $3 == "slirp4netns" {print $1; exit}' ;;
@@ -58,7 +59,7 @@ kill_role_during_serve() {
 	done
 	[ -n "$pid" ] || fail "no $role process while serving"
 	kill -9 "$pid"
-	for i in $(seq 300); do
+	for _ in $(seq 300); do
 		kill -0 "$cli" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -73,6 +74,7 @@ kill_role_during_serve() {
 kill_hc_at() {
 	local step=$1
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	# shellcheck disable=SC2016 # expanded by that bash
 	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
 		"LAZARET_TEST_FAULT=hc-kill-$step" "$LAZARET_FAULTS" test --config "$CFG" -- echo served
 	if [ "$step" != in-teardown ]; then
@@ -89,6 +91,52 @@ kill_hc_at() {
 	esac
 }
 
+# Another role killed while the coordinator is stopped right after a step
+# of its launch (or in its teardown); then the coordinator continues.
+kill_role_at() {
+	local role=$1 step=$2 cli hc="" pid="" i
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "LAZARET_TEST_FAULT=hc-stop-$step" "$LAZARET_FAULTS" test \
+		--config "$CFG" -- echo served >/dev/null 2>&1) &
+	cli=$!
+	for _ in $(seq 300); do
+		hc=$(pid_of hc)
+		[ -n "$hc" ] && [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" = T ] && break
+		sleep 0.1
+	done
+	if [ -z "$hc" ] || [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" != T ]; then
+		fail "the coordinator never stopped after $step"
+	fi
+	pid=$(pid_of "$role")
+	if [ -n "$pid" ]; then
+		kill -9 "$pid"
+	else
+		echo "# no $role after $step: the coordinator alone continues"
+	fi
+	kill -CONT "$hc"
+	# The CLI may start another coordinator after losing this one; it
+	# stops at the same step and is continued too.
+	for _ in $(seq 300); do
+		kill -0 "$cli" 2>/dev/null || break
+		ps -ww -u "$(id -u)" -o pid=,stat=,args= | awk -v ws="--workspace $WS" \
+			'$2 ~ /^T/ && index($0, "__hc") && index($0, ws) {print $1}' | xargs -r kill -CONT
+		sleep 0.1
+	done
+	if kill -0 "$cli" 2>/dev/null; then
+		kill -9 "$cli"
+		fail "the launch did not end after its $role was killed ($step)"
+	fi
+	wait "$cli" || true
+	assert_recovered
+}
+
+for step in after-spawn after-commit after-publish in-teardown; do
+	for role in supervisor runsc sandbox gofer slirp4netns router; do
+		eval "test_kill_${role}_${step//-/_}() { kill_role_at $role $step; }"
+		t_run "kill -9 of the $role with the coordinator stopped $step; the Domain recovers" \
+			"test_kill_${role}_${step//-/_}"
+	done
+done
 for role in hc supervisor runsc gofer sandbox slirp4netns exec-client runsc-exec router; do
 	eval "test_kill_${role//-/_}_during_serve() { kill_role_during_serve $role; }"
 	t_run "kill -9 of the $role while a session is served; the Domain recovers" "test_kill_${role//-/_}_during_serve"

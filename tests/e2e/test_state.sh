@@ -23,6 +23,8 @@ marks() {
 }
 
 domain_dir() { echo "$DATA"/domains/*; }
+# The trees an interrupted reset set aside in the Domain's anchor/.
+set_aside() { find "$(domain_dir)/anchor" -mindepth 1 -maxdepth 1 -name '.reset-*'; }
 capture_in_ws() { local here=$PWD; cd "$WS" && capture "$@"; cd "$here" || return; }
 
 test_list_shows_the_domain_and_its_sizes() {
@@ -62,7 +64,8 @@ test_list_marks_a_domain_in_use_and_a_foreign_one() {
 	wait "$cli"
 	# An identity that does not derive its Domain Root's name: listed as
 	# foreign, nothing else read from it.
-	local other=$DATA/domains/$(printf '%064d' 7)
+	local other
+	other=$DATA/domains/$(printf '%064d' 7)
 	mkdir -m 0700 "$other"
 	cp "$(domain_dir | tr ' ' '\n' | grep -v "$other" | head -n 1)/identity" "$other/identity"
 	capture lz state list --no-sizes
@@ -165,7 +168,7 @@ etc" "$(marks)"
 	assert_not_contains "$ERR" "    /etc"
 	assert_contains "$ERR" "reset 1 State Anchor"
 	assert_eq "etc" "$(marks)"
-	assert_eq "" "$(ls -A "$(domain_dir)/anchor" | grep '^\.reset-')" "set-aside trees left"
+	assert_eq "" "$(set_aside)" "set-aside trees left"
 }
 
 test_reset_all() {
@@ -231,12 +234,12 @@ etc" "$(marks)"
 	assert_eq 137 "$STATUS" "the reset was not killed at the fault: $ERR"
 	# OR-5: the anchor is gone, not half-removed; the next launch starts
 	# it empty.
-	[ -n "$(ls -A "$(domain_dir)/anchor" | grep '^\.reset-')" ] || fail "nothing was set aside"
+	[ -n "$(set_aside)" ] || fail "nothing was set aside"
 	assert_eq "etc" "$(marks)"
 	# The next reset removes what the killed one set aside.
 	capture lz state reset --profile test /etc --yes
 	assert_eq 0 "$STATUS" "$ERR"
-	assert_eq "" "$(ls -A "$(domain_dir)/anchor" | grep '^\.reset-')" "set-aside trees left"
+	assert_eq "" "$(set_aside)" "set-aside trees left"
 	assert_eq "" "$(marks)"
 }
 
