@@ -9,7 +9,10 @@
 #     slirp4netns, the session's exec client (and its runsc exec), the
 #     workspace router;
 #   - the Host Coordinator at each step of a launch and in its teardown,
-#     through lazaret-faults (LAZARET_TEST_FAULT=hc-kill-<step>).
+#     through lazaret-faults (LAZARET_TEST_FAULT=hc-kill-<step>);
+#   - each of those roles with the coordinator stopped right after a step
+#     (hc-stop-<step>), then continued. A role that does not exist yet at
+#     that step is noted and the coordinator alone continues.
 # Needs: LAZARET, LAZARET_FAULTS, E2E_ROOT, python3, umoci, unshare.
 # shellcheck disable=SC2031,SC2317
 
@@ -49,11 +52,11 @@ pid_of() {
 }
 
 kill_role_during_serve() {
-	local role=$1 cli pid="" i
+	local role=$1 cli pid=""
 	(launch sleep 60 >/dev/null 2>&1) &
 	cli=$!
 	# Served: the session's runsc exec runs.
-	for i in $(seq 300); do
+	for _ in $(seq 300); do
 		[ -n "$(pid_of runsc-exec)" ] && pid=$(pid_of "$role") && [ -n "$pid" ] && break
 		sleep 0.1
 	done
@@ -94,7 +97,7 @@ kill_hc_at() {
 # Another role killed while the coordinator is stopped right after a step
 # of its launch (or in its teardown); then the coordinator continues.
 kill_role_at() {
-	local role=$1 step=$2 cli hc="" pid="" i
+	local role=$1 step=$2 cli hc="" pid=""
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
 	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "LAZARET_TEST_FAULT=hc-stop-$step" "$LAZARET_FAULTS" test \
 		--config "$CFG" -- echo served >/dev/null 2>&1) &
@@ -130,7 +133,7 @@ kill_role_at() {
 	assert_recovered
 }
 
-for step in after-spawn after-commit after-publish in-teardown; do
+for step in after-intent after-spawn after-stage after-commit after-publish in-teardown; do
 	for role in supervisor runsc sandbox gofer slirp4netns router; do
 		eval "test_kill_${role}_${step//-/_}() { kill_role_at $role $step; }"
 		t_run "kill -9 of the $role with the coordinator stopped $step; the Domain recovers" \

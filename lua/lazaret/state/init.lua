@@ -17,13 +17,35 @@ local function err(msg)
   io_stderr:write("lazaret: error: ", escape(msg), "\n")
 end
 
-function M.list(cmd)
+-- The configuration, with the Domain's profile and workspace when
+-- with_profile is set; nil (reported) when it does not load.
+local function load_config(cmd, with_profile)
   local config = require("lazaret.core.config")
-  local cfg <close>, msg = config.load({ config = cmd.config })
-  if not cfg then
-    err(msg)
-    return EXIT.config
+  local cfg, msg = config.load({ config = cmd.config, profile = with_profile and cmd.profile or nil,
+    workspace = with_profile and cmd.workspace or nil })
+  if not cfg then err(msg) end
+  return cfg
+end
+
+-- DX-6: the question after the scope; --yes answers it, nothing else.
+-- nil to go on, or the exit status when not confirmed.
+local function confirmation(cmd, question, declined)
+  if cmd.yes then return nil end
+  local yes = require("lazaret.core.platform").confirm(question)
+  if yes == nil then
+    err("not asked: standard input is not a terminal; confirm with --yes")
+    return EXIT.usage
   end
+  if not yes then
+    io_stderr:write(declined, "\n")
+    return EXIT.failed
+  end
+  return nil
+end
+
+function M.list(cmd)
+  local cfg <close> = load_config(cmd, false)
+  if not cfg then return EXIT.config end
   local domains, lmsg = require("lazaret.core.state").list(cfg, { sizes = not cmd.no_sizes })
   if not domains then
     err(lmsg)
@@ -69,13 +91,8 @@ end
 
 -- Structural verification with the Domain held (nothing writes meanwhile).
 function M.verify(cmd)
-  local config = require("lazaret.core.config")
-  local cfg <close>, msg = config.load({ config = cmd.config, profile = cmd.profile,
-    workspace = cmd.workspace })
-  if not cfg then
-    err(msg)
-    return EXIT.config
-  end
+  local cfg <close> = load_config(cmd, true)
+  if not cfg then return EXIT.config end
   local summary = cfg:summary()
   local hc <close> = hold_domain(cfg, summary, "verify", false)
   if not hc then return EXIT.failed end
@@ -93,13 +110,8 @@ end
 
 -- Read-only: what the sandbox kept, compared with the profile's image.
 function M.inspect(cmd)
-  local config = require("lazaret.core.config")
-  local cfg <close>, msg = config.load({ config = cmd.config, profile = cmd.profile,
-    workspace = cmd.workspace })
-  if not cfg then
-    err(msg)
-    return EXIT.config
-  end
+  local cfg <close> = load_config(cmd, true)
+  if not cfg then return EXIT.config end
   local result, imsg = require("lazaret.core.state").inspect(cfg, {
     paths = #cmd.paths > 0 and cmd.paths or nil, max = cmd.max,
   })
@@ -116,13 +128,8 @@ end
 -- workspace), never from a path; the safety conditions hold whatever
 -- --yes says; the scope is shown before the question.
 function M.reset(cmd)
-  local config = require("lazaret.core.config")
-  local cfg <close>, msg = config.load({ config = cmd.config, profile = cmd.profile,
-    workspace = cmd.workspace })
-  if not cfg then
-    err(msg)
-    return EXIT.config
-  end
+  local cfg <close> = load_config(cmd, true)
+  if not cfg then return EXIT.config end
   local summary = cfg:summary()
   local hc <close> = hold_domain(cfg, summary, "reset", true)
   if not hc then return EXIT.failed end
@@ -133,17 +140,8 @@ function M.reset(cmd)
   end
   io_stderr:write(report.reset_scope(summary, paths))
   if #paths == 0 then return EXIT.ok end
-  if not cmd.yes then
-    local yes = require("lazaret.core.platform").confirm("Reset? [y/N] ")
-    if yes == nil then
-      err("not asked: standard input is not a terminal; confirm with --yes")
-      return EXIT.usage
-    end
-    if not yes then
-      io_stderr:write("nothing was reset\n")
-      return EXIT.failed
-    end
-  end
+  local declined = confirmation(cmd, "Reset? [y/N] ", "nothing was reset")
+  if declined then return declined end
   local ok, rmsg = hc:reset(paths)
   if not ok then
     err(rmsg)
@@ -155,12 +153,8 @@ end
 
 -- A Domain whose workspace is gone, by its ID (`state list` shows it).
 function M.rm(cmd)
-  local config = require("lazaret.core.config")
-  local cfg <close>, msg = config.load({ config = cmd.config })
-  if not cfg then
-    err(msg)
-    return EXIT.config
-  end
+  local cfg <close> = load_config(cmd, false)
+  if not cfg then return EXIT.config end
   local state = require("lazaret.core.state")
   local id, cmsg = state.remove_check(cfg, cmd.id)
   if not id then
@@ -168,17 +162,8 @@ function M.rm(cmd)
     return EXIT.failed
   end
   io_stderr:write(report.remove_scope(cmd.id, id))
-  if not cmd.yes then
-    local yes = require("lazaret.core.platform").confirm("Remove? [y/N] ")
-    if yes == nil then
-      err("not asked: standard input is not a terminal; confirm with --yes")
-      return EXIT.usage
-    end
-    if not yes then
-      io_stderr:write("nothing was removed\n")
-      return EXIT.failed
-    end
-  end
+  local declined = confirmation(cmd, "Remove? [y/N] ", "nothing was removed")
+  if declined then return declined end
   local ok, rmsg = state.remove(cfg, cmd.id)
   if not ok then
     err(rmsg)
