@@ -112,8 +112,13 @@ int lz_tree_remove_in_userns(const struct lz_idmap *map, int dirfd, const char *
 	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
 	struct lz_broker_spec spec = { .label = "removal worker", .clone_flags = CLONE_NEWUSER,
 				       .map = map, .join_pidfd = -1, .fn = worker_remove, .arg = &arg };
+	int status = 0;
 	int r = lz_broker_spawn(&spec, &child, err);
-	if (r < 0)
+	if (r < 0 || (r = lz_broker_wait(&child, -1, &status, err)) < 0)
 		return r;
-	return lz_broker_wait(&child, -1, NULL, err);
+	/* A worker killed before it could report has removed nothing for
+	 * sure: that is a failure, not a silent success. */
+	if (status != 0)
+		return lz_err_set(err, EIO, "the removal worker of %s ended with status %d", name, status);
+	return 0;
 }
