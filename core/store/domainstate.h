@@ -35,7 +35,7 @@ struct lz_domain_state {
 	char id[LZ_DOMAIN_ID_HEX_LEN + 1];
 	bool identity_ok;
 	struct lz_domain_identity identity;
-	char problem[256];  /* why the identity is not ok; "" otherwise */
+	char problem[LZ_ERR_MSG_MAX]; /* why the identity is not ok; "" otherwise */
 	bool active;        /* a Host Coordinator holds the Domain flock */
 	bool workspace_gone; /* the recorded workspace no longer exists */
 	int64_t last_use;   /* seconds since the epoch: the Domain Store's mtime; 0 unknown */

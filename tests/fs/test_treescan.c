@@ -310,7 +310,7 @@ struct call {
 
 struct out {
 	int rc; /* INT_MIN: the call did not happen (msg says why) */
-	char msg[LZ_ERR_MSG_MAX];
+	char msg[LZ_ERR_MSG_MAX + 64];
 	struct lz_tree_usage u;
 	int direct_rc; /* USAGE: lz_tree_usage as the user, outside any namespace */
 	struct lz_tree_usage direct;
