@@ -21,7 +21,7 @@
  *   hc:artifact()                  [-0, +1, e] -> the prepared lower's ID | nil
  *   hc:lost_generation()           [-0, +1|3, e] -> integer (0: none) | nil, msg, errno
  *   hc:record_lost(gen)            [-1, +1|3, e] -> true | nil, msg, errno
- *   hc:release_lost_leases()  hc:clean_runtime()
+ *   hc:release_lost_leases()  hc:clean_runtime()  hc:retire_lost()
  *                                  [-0, +1|3, e] -> {line...} | nil, msg, errno
  *   hc:recovered()                 [-0, +1|3, e] -> true | nil, msg, errno
  *       Bootstrap recovery's steps (core/runtime/coordinator.h).
@@ -173,6 +173,7 @@ static void append_line(void *ctx, const char *line)
 
 REPORTING(hc_release_lost_leases, lz_hc_release_lost_leases)
 REPORTING(hc_clean_runtime, lz_hc_clean_runtime)
+REPORTING(hc_retire_lost, lz_hc_retire_lost)
 STEP(hc_recovered, lz_hc_recovered)
 
 static int hc_artifact(lua_State *L)
@@ -328,6 +329,7 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "record_lost", hc_record_lost },
 		{ "release_lost_leases", hc_release_lost_leases },
 		{ "clean_runtime", hc_clean_runtime },
+		{ "retire_lost", hc_retire_lost },
 		{ "recovered", hc_recovered },
 		{ "reset_plan", hc_reset_plan },
 		{ "reset", hc_reset },

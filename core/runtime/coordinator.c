@@ -236,6 +236,69 @@ int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_er
 	return 0;
 }
 
+/* Spec 3.6 "Domain clean" of the store: a failed generation proved gone
+ * has its participants and sessions moved through release intent to
+ * clean, in teardown order, so its records say what recovery proved. A
+ * transition the store refuses keeps that record (reported). */
+static void retire_role(lz_hc *hc, uint64_t gen, enum lz_dstore_role role, lz_hc_report *report, void *ctx)
+{
+	struct lz_dstore_participant p;
+	struct lz_err e = { 0, "" };
+	char line[LZ_ERR_MSG_MAX + 128];
+	int r = lz_dstore_participant_get(hc->store, gen, role, &p, &e);
+	if (r == -ENOENT)
+		return;
+	enum lz_dstore_phase phase = r < 0 ? 0 : p.phase;
+	if (r >= 0)
+		lz_dstore_participant_clear(&p);
+	if (r >= 0 && phase == LZ_DSTORE_PHASE_CLEAN)
+		return;
+	if (r >= 0 && (phase == LZ_DSTORE_PHASE_ACQUIRING || phase == LZ_DSTORE_PHASE_ACTIVE))
+		r = lz_dstore_participant_release_intent(hc->store, gen, role, &e);
+	if (r >= 0)
+		r = lz_dstore_participant_clean(hc->store, gen, role, &e);
+	if (r < 0) {
+		snprintf(line, sizeof(line), "kept the %s record of generation %llu: %s", lz_dstore_role_name(role),
+			 (unsigned long long)gen, e.msg);
+		report(ctx, line);
+	}
+}
+
+int lz_hc_retire_lost(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err)
+{
+	static const enum lz_dstore_role order[] = {
+		LZ_DSTORE_ROLE_NETWORK,	       LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, LZ_DSTORE_ROLE_SANDBOX,
+		LZ_DSTORE_ROLE_ATTACHED_RUNSC,    LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR,  LZ_DSTORE_ROLE_STATE_ANCHOR,
+		LZ_DSTORE_ROLE_PREPARED_LOWER,    LZ_DSTORE_ROLE_HOST_COORDINATOR,
+	};
+	_cleanup_free_ struct lz_dstore_generation *v = NULL;
+	char why[LZ_ERR_MSG_MAX + 256];
+	size_t n = 0;
+	int r = before_begin(hc, "retiring lost generations", err);
+	if (r < 0 || (r = lz_dstore_generation_list(hc->store, 8, &v, &n, err)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t gen = v[i].generation;
+		if (v[i].state != LZ_DSTORE_GEN_FAILED)
+			continue;
+		lz_leaserecovery_judge(hc->store, gen, why, sizeof(why));
+		if (why[0])
+			continue; /* clean_runtime reported it */
+		_cleanup_free_ struct lz_dstore_session *s = NULL;
+		size_t k = 0;
+		struct lz_err e = { 0, "" };
+		if (lz_dstore_session_list(hc->store, gen, &s, &k, &e) >= 0)
+			for (size_t j = 0; j < k; j++) {
+				if (s[j].state == LZ_DSTORE_SESSION_INTENT || s[j].state == LZ_DSTORE_SESSION_RUNNING)
+					(void)lz_dstore_session_release(hc->store, gen, s[j].session_id, &e);
+				(void)lz_dstore_session_clean(hc->store, gen, s[j].session_id, &e);
+			}
+		for (size_t j = 0; j < LZ_ARRAY_SIZE(order); j++)
+			retire_role(hc, gen, order[j], report, ctx);
+	}
+	return 0;
+}
+
 /* Refuse on ambiguity (spec 3.3): a new generation begins only when no
  * generation is left live, no image lease of the Domain is held and no
  * runtime tree of an earlier generation is left. */

@@ -81,6 +81,9 @@ int lz_hc_lost_generation(lz_hc *hc, uint64_t *ret, struct lz_err *err);
 int lz_hc_record_lost(lz_hc *hc, uint64_t generation, struct lz_err *err);
 int lz_hc_release_lost_leases(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err);
 int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err);
+/* The store's Domain clean of failed generations proved gone: their
+ * participants and sessions through release intent to clean. */
+int lz_hc_retire_lost(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err);
 int lz_hc_recovered(lz_hc *hc, struct lz_err *err);
 
 /* The prepared lower's artifact ID once looked up, else NULL. */

@@ -28,6 +28,11 @@ assert_recovered() {
 	assert_eq ok "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
 	assert_eq ok "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'pragma integrity_check')" "Storage Catalog"
 	assert_eq 0 "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "leases left"
+	# Every generation's records say what recovery proved: clean.
+	assert_eq 0 "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select count(*) from participants where phase <> 'clean'")" "participant records not clean"
+	assert_eq 0 "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select count(*) from sessions where state <> 'clean'")" "session records not clean"
 	capture lz image gc --dry-run
 	assert_contains "$OUT" "would remove unleased artifact"
 	assert_not_contains "$OUT" "kept leased"

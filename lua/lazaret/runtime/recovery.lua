@@ -28,6 +28,10 @@ function M.run(hc, log)
   local trees, tmsg, tcode = hc:clean_runtime()
   if not trees then return nil, tmsg, tcode end
   for _, line in ipairs(trees) do log(line) end
+  -- Domain clean of the store: what was proved gone is recorded so.
+  local kept, kmsg, kcode = hc:retire_lost()
+  if not kept then return nil, kmsg, kcode end
+  for _, line in ipairs(kept) do log(line) end
   return hc:recovered()
 end
 
