@@ -134,18 +134,11 @@ int lz_anchor_reset_plan(const struct lz_anchor_reset *a, const char *const *pat
  * generation that may still run. */
 static int no_lease(const struct lz_anchor_reset *a, struct lz_err *err)
 {
-	struct lz_catalog_lease *v = NULL;
-	size_t n = 0, held = 0;
+	size_t held = 0;
 	uint64_t gen = 0;
-	int r = lz_catalog_lease_list(a->storage_root->fd, NULL, &v, &n, err);
+	int r = lz_catalog_domain_leases(a->storage_root->fd, a->domain_hex, &held, &gen, err);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(v[i].domain_id, a->domain_hex) == 0) {
-			held++;
-			gen = v[i].generation;
-		}
-	free(v);
 	if (held > 0)
 		return lz_err_set(err, EBUSY,
 				  "generation %llu of this Domain may still be running (its image lease is held: "

@@ -304,22 +304,16 @@ int lz_hc_retire_lost(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err 
  * runtime tree of an earlier generation is left. */
 int lz_hc_recovered(lz_hc *hc, struct lz_err *err)
 {
-	uint64_t lost = 0, gens[1];
-	struct lz_catalog_lease *v = NULL;
+	uint64_t lost = 0, gens[1], held = 0;
 	size_t n = 0;
 	int r = lz_hc_lost_generation(hc, &lost, err);
 	if (r < 0)
 		return r;
 	if (lost)
 		return lz_err_set(err, EBUSY, "generation %llu is not recorded ended", (unsigned long long)lost);
-	if ((r = lz_catalog_lease_list(lz_config_storage_root(hc->cfg)->fd, NULL, &v, &n, err)) < 0)
+	if ((r = lz_catalog_domain_leases(lz_config_storage_root(hc->cfg)->fd, hc->domain_hex, &n, &held, err)) < 0)
 		return r;
-	uint64_t held = 0;
-	for (size_t i = 0; i < n && !held; i++)
-		if (strcmp(v[i].domain_id, hc->domain_hex) == 0)
-			held = v[i].generation;
-	free(v);
-	if (held)
+	if (n > 0)
 		return lz_err_set(err, EBUSY,
 				  "generation %llu of this Domain may still be running (its image lease is kept: see "
 				  "hc.log); nothing was started",

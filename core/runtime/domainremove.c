@@ -15,20 +15,12 @@
 #include "runtime/leaserecovery.h"
 #include "runtime/rundir.h"
 #include "store/catalog.h"
+#include "store/domainstate.h"
 #include "store/domainstore.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
 #define ASIDE_PREFIX ".rm-"
-
-static bool is_domain_id(const char *s)
-{
-	size_t n = 0;
-	for (; s[n]; n++)
-		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-			return false;
-	return n == 64;
-}
 
 static int open_domains(const struct lz_domain_remove *r, struct lz_err *err)
 {
@@ -42,7 +34,7 @@ static int open_domains(const struct lz_domain_remove *r, struct lz_err *err)
 
 int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_identity *ret, struct lz_err *err)
 {
-	if (!is_domain_id(r->domain_hex))
+	if (!lz_domain_id_hex(r->domain_hex))
 		return lz_err_set(err, EINVAL, "'%s' is not a Domain ID (64 lowercase hex digits; `lazaret state list` "
 					       "shows them)",
 				  r->domain_hex);
@@ -91,14 +83,11 @@ static void report_line(void *ctx, const char *line)
 
 static int no_lease(const struct lz_domain_remove *r, struct lz_err *err)
 {
-	struct lz_catalog_lease *v = NULL;
-	size_t n = 0, held = 0;
-	int rc = lz_catalog_lease_list(r->storage_root->fd, NULL, &v, &n, err);
+	size_t held = 0;
+	uint64_t gen;
+	int rc = lz_catalog_domain_leases(r->storage_root->fd, r->domain_hex, &held, &gen, err);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < n; i++)
-		held += strcmp(v[i].domain_id, r->domain_hex) == 0;
-	free(v);
 	return held ? lz_err_set(err, EBUSY,
 				 "an image lease of Domain %s is held (a process of it could not be proved gone); "
 				 "nothing was removed",

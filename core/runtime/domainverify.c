@@ -71,20 +71,13 @@ static void check_store(const struct lz_domain_verify *v, struct run *x)
 
 static void check_leases(const struct lz_domain_verify *v, struct run *x)
 {
-	struct lz_catalog_lease *l = NULL;
-	size_t n = 0, held = 0;
+	size_t held = 0;
+	uint64_t gen = 0;
 	struct lz_err e = { 0, "" };
-	if (lz_catalog_lease_list(v->storage_root->fd, NULL, &l, &n, &e) < 0) {
+	if (lz_catalog_domain_leases(v->storage_root->fd, v->domain_hex, &held, &gen, &e) < 0) {
 		result(x, "leases", false, "%s", e.msg);
 		return;
 	}
-	uint64_t gen = 0;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(l[i].domain_id, v->domain_hex) == 0) {
-			held++;
-			gen = l[i].generation;
-		}
-	free(l);
 	if (held)
 		result(x, "leases", false,
 		       "%zu image lease%s held (generation %llu): a process of it could not be proved gone", held,

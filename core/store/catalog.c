@@ -973,3 +973,23 @@ void lz_catalog_artifact_list_free(struct lz_catalog_artifact *v, size_t n)
 		lz_catalog_artifact_clear(&v[i]);
 	free(v);
 }
+
+int lz_catalog_domain_leases(int root_fd, const char *domain_id, size_t *ret_n, uint64_t *ret_generation,
+			     struct lz_err *err)
+{
+	struct lz_catalog_lease *v = NULL;
+	size_t n = 0, held = 0;
+	uint64_t gen = 0;
+	int r = lz_catalog_lease_list(root_fd, NULL, &v, &n, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].domain_id, domain_id) == 0) {
+			held++;
+			gen = v[i].generation;
+		}
+	free(v);
+	*ret_n = held;
+	*ret_generation = gen;
+	return 0;
+}

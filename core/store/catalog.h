@@ -232,6 +232,11 @@ int lz_catalog_lease_count(int root_fd, const char *artifact_id, uint64_t *ret_c
 int lz_catalog_lease_list(int root_fd, const char *artifact_id, struct lz_catalog_lease **ret_v,
 			  size_t *ret_n, struct lz_err *err);
 
+/* How many leases name domain_id, and the generation of the last one
+ * listed (0 when none). */
+int lz_catalog_domain_leases(int root_fd, const char *domain_id, size_t *ret_n, uint64_t *ret_generation,
+			     struct lz_err *err);
+
 /* Frees the strings of *a and resets them to NULL; accepts NULL. */
 void lz_catalog_artifact_clear(struct lz_catalog_artifact *a);
 

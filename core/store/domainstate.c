@@ -44,7 +44,7 @@ int lz_domain_anchor_path(const char *name, char *out, size_t size)
 	return 0;
 }
 
-static bool is_domain_id(const char *s)
+bool lz_domain_id_hex(const char *s)
 {
 	if (strlen(s) != LZ_DOMAIN_ID_HEX_LEN)
 		return false;
@@ -235,7 +235,7 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 						 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
 	if (domains < 0 && errno != ENOENT)
 		return lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical, strerror(errno));
-	if (domains >= 0 && (r = names_of(domains, is_domain_id, &ids, &n, LZ_DOMAINSTATE_MAX, err)) < 0)
+	if (domains >= 0 && (r = names_of(domains, lz_domain_id_hex, &ids, &n, LZ_DOMAINSTATE_MAX, err)) < 0)
 		return r;
 	struct lz_err ignored;
 	if (runtime_root != NULL && lz_path_open(runtime_root, &runtime, &ignored) >= 0)

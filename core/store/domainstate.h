@@ -73,6 +73,9 @@ int lz_domain_inspect(int domain_root_fd, int lower_rootfs_fd, const char *const
 
 void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n);
 
+/* Whether s is a Domain ID as a Domain Root is named: 64 lowercase hex. */
+bool lz_domain_id_hex(const char *s);
+
 /* Decodes a State Anchor directory name ("usr%2Flocal") into the
  * persistent path ("/usr/local"); -EINVAL for a name Lazaret never makes. */
 int lz_domain_anchor_path(const char *name, char *out, size_t size);
