@@ -14,14 +14,23 @@
 
 #include "util/cleanup.h"
 
+/* Linux UAPI newer than Debian 12's headers (x86-64 numbers). */
+#define STATX_MNT_ID_UNIQUE_MASK 0x4000u
+#define SYS_STATMOUNT 457
+#define STATMOUNT_SB_BASIC_MASK 0x1u
+
 static int identify_fd(int fd, const char *label, struct lz_mount_id *ret, struct lz_err *err)
 {
 	struct statx stx;
 	/* DONT_SYNC: a FUSE mount is identified without asking its server,
 	 * which may be gone (router loss) when its mount is removed. */
 	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-		  STATX_BASIC_STATS | STATX_MNT_ID, &stx) < 0)
+		  STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE_MASK, &stx) < 0)
 		return lz_err_set(err, errno, "stat '%s': %s", label, strerror(errno));
+	/* Older kernels answer STATX_MNT_ID for STATX_BASIC_STATS alone. */
+	if (!(stx.stx_mask & (STATX_MNT_ID_UNIQUE_MASK | STATX_MNT_ID)) ||
+	    ((stx.stx_mask & STATX_MNT_ID_UNIQUE_MASK) && stx.stx_mnt_id < LZ_MOUNT_ID_UNIQUE_MIN))
+		return lz_err_set(err, EPROTO, "stat '%s': the kernel reported no usable mount ID", label);
 	ret->mnt_id = stx.stx_mnt_id;
 	ret->dev = ((uint64_t)stx.stx_dev_major << 32) | stx.stx_dev_minor;
 	ret->ino = stx.stx_ino;
@@ -120,6 +129,8 @@ int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_e
 
 int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err)
 {
+	if (mnt_id >= LZ_MOUNT_ID_UNIQUE_MIN)
+		return lz_mountns_present_in(0, mnt_id, ret, err);
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (f == NULL)
 		return lz_err_set(err, errno, "read mountinfo: %s", strerror(errno));
@@ -135,6 +146,34 @@ int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err)
 	fclose(f);
 	*ret = found;
 	return 0;
+}
+
+struct mnt_id_request {
+	uint32_t size;
+	uint32_t spare;
+	uint64_t mnt_id;
+	uint64_t param;
+	uint64_t mnt_ns_id;
+};
+
+int lz_mountns_present_in(uint64_t mntns_id, uint64_t mnt_id, bool *ret, struct lz_err *err)
+{
+	if (mnt_id < LZ_MOUNT_ID_UNIQUE_MIN)
+		return lz_err_set(err, EINVAL, "mount ID %llu is not unique", (unsigned long long)mnt_id);
+	struct mnt_id_request req = { .size = sizeof(req), .mnt_id = mnt_id, .param = STATMOUNT_SB_BASIC_MASK,
+				      .mnt_ns_id = mntns_id };
+	/* struct statmount: its 512 bytes of fixed fields hold
+	 * STATMOUNT_SB_BASIC. */
+	uint64_t buf[64];
+	if (syscall(SYS_STATMOUNT, &req, buf, sizeof(buf), 0) == 0) {
+		*ret = true;
+		return 0;
+	}
+	if (errno == ENOENT) {
+		*ret = false;
+		return 0;
+	}
+	return lz_err_set(err, errno, "statmount of mount %llu: %s", (unsigned long long)mnt_id, strerror(errno));
 }
 
 int lz_mountns_unmount_exact(const char *target, const struct lz_mount_id *id, struct lz_err *err)

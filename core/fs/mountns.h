@@ -13,7 +13,9 @@
 #include "util/err.h"
 
 struct lz_mount_id {
-	uint64_t mnt_id; /* statx STATX_MNT_ID */
+	/* statx STATX_MNT_ID_UNIQUE (Linux 6.8: never reused within a boot,
+	 * at least LZ_MOUNT_ID_UNIQUE_MIN), else STATX_MNT_ID (reused). */
+	uint64_t mnt_id;
 	uint64_t dev;
 	uint64_t ino;
 };
@@ -45,7 +47,17 @@ int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_e
  * (-ESTALE) and leaves the mount untouched. */
 int lz_mountns_unmount_exact(const char *target, const struct lz_mount_id *id, struct lz_err *err);
 
-/* Whether mount ID mnt_id is present in /proc/self/mountinfo. */
+/* The kernel numbers unique mount IDs from 2^31 and reusable ones below
+ * it, so a recorded ID says which kind it is. */
+#define LZ_MOUNT_ID_UNIQUE_MIN (UINT64_C(1) << 31)
+
+/* Whether mount mnt_id is in the caller's mount namespace: by statmount(2)
+ * for a unique ID, else in /proc/self/mountinfo. */
 int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err);
+
+/* Whether the mount with unique ID mnt_id is in the mount namespace with
+ * ID mntns_id (proc/nsident.h); a namespace that no longer exists has no
+ * mounts. -EINVAL for an ID that is not unique. */
+int lz_mountns_present_in(uint64_t mntns_id, uint64_t mnt_id, bool *ret, struct lz_err *err);
 
 #endif

@@ -123,8 +123,9 @@ struct record_worker_ctx {
 };
 
 /* Persists the worker's pidfs identity before it is released (spec 3.3). */
-static int record_worker(void *ctxp, const struct lz_pidref *ref, struct lz_err *err)
+static int record_worker(void *ctxp, const struct lz_pidref *ref, int pidfd, struct lz_err *err)
 {
+	(void)pidfd;
 	struct record_worker_ctx *ctx = ctxp;
 	struct lz_catalog_worker w = {
 		.pidfs_dev = ref->pidfs_dev,

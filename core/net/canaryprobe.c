@@ -92,6 +92,11 @@ int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge
 	uint8_t got[LZ_CANARY_CHALLENGE_LEN];
 	if (r == 0)
 		r = exchange(s, addr, challenge, got, deadline);
+	/* An abortive close (RST): no orphaned socket lingers in FIN-WAIT or
+	 * TIME-WAIT holding the enforcement namespace, whose end bootstrap
+	 * recovery waits for (spec 3.6). The answer is already read. */
+	struct linger abort_on_close = { .l_onoff = 1, .l_linger = 0 };
+	(void)setsockopt(s, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
 	close(s);
 	if (r == 0)
 		memcpy(answer, got, sizeof(got));

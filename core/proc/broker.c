@@ -202,7 +202,7 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 	if ((spec->clone_flags & CLONE_NEWUSER) &&
 	    (r = lz_idmap_write_and_verify(spec->map, pid, child.pidfd, err)) < 0)
 		goto kill;
-	if (spec->staged && (r = spec->staged(spec->ctx, &child.id, err)) < 0)
+	if (spec->staged && (r = spec->staged(spec->ctx, &child.id, child.pidfd, err)) < 0)
 		goto kill;
 	char c = BARRIER_RELEASE;
 	if (write(barrier[1], &c, 1) != 1) {

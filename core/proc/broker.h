@@ -40,8 +40,10 @@ struct lz_broker_spec {
 	const struct lz_spawn *exec;
 	int (*fn)(void *arg, struct lz_err *err); /* returns 0 or -errno */
 	void *arg;
-	/* Step 6; may be NULL. A failure kills the child before release. */
-	int (*staged)(void *ctx, const struct lz_pidref *id, struct lz_err *err);
+	/* Step 6; may be NULL. A failure kills the child before release.
+	 * pidfd is the child's, lent for the call (its namespaces can be
+	 * identified: the maps are written, nothing of the target ran). */
+	int (*staged)(void *ctx, const struct lz_pidref *id, int pidfd, struct lz_err *err);
 	void *ctx;
 };
 

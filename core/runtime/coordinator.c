@@ -31,6 +31,7 @@
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "proc/broker.h"
+#include "proc/nsident.h"
 #include "proc/userns.h"
 #include "router/ignoreclass.h"
 #include "runtime/anchorreset.h"
@@ -73,6 +74,10 @@ struct lz_hc {
 	bool have_mounts, have_slirp, have_runsc, have_ready, attested;
 	struct lz_rs_msg mounts, ready;
 	struct lz_pidref slirp_id, runsc_id;
+	/* The enforcement network namespace, read from the RS when it reports
+	 * slirp4netns staged and recorded with slirp4netns's staging. */
+	struct lz_nsident enforcement_net;
+	bool have_enforcement_net;
 	char readiness[2 * LZ_NETREADY_FP_LEN + 1];
 	uint8_t policy_digest[32];
 	uint8_t canary_key[LZ_CANARY_KEY_LEN];
@@ -228,7 +233,8 @@ int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_er
 		}
 		lz_rundir_remove_generation(hc->runtime_domain, gens[i]);
 		snprintf(line, sizeof(line),
-			 "removed the runtime tree of lost generation %llu: every process it recorded is gone",
+			 "removed the runtime tree of lost generation %llu: every process, mount and namespace it "
+			 "recorded is gone",
 			 (unsigned long long)gens[i]);
 		report(ctx, line);
 	}
@@ -527,10 +533,39 @@ int lz_hc_lease_release(lz_hc *hc, struct lz_err *err)
 
 /* ---- the Runtime Supervisor ------------------------------------------------- */
 
-static int rs_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+/* Spec 3.6: a namespace the process is about to populate is durable in
+ * the same transaction as the process's staging, so that bootstrap
+ * recovery can prove it gone on its own (nsident.h); without namespace
+ * IDs (a kernel before 6.18) the staging alone. */
+static int stage_with_namespace(lz_hc *hc, enum lz_dstore_role role, const struct lz_pidref *id,
+				enum lz_dstore_ns_kind kind, const struct lz_nsident *ns, struct lz_err *err)
+{
+	if (ns == NULL)
+		return lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err);
+	int r = lz_dstore_batch_begin(hc->store, err);
+	if (r < 0)
+		return r;
+	/* A refused call changes nothing. */
+	struct lz_dstore_ns record = { ns->id, ns->inum };
+	if ((r = lz_dstore_rs_namespace_record(hc->store, hc->gen, kind, &record, err)) >= 0)
+		r = lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err);
+	struct lz_err ignored = { 0, "" };
+	int end = lz_dstore_batch_end(hc->store, r < 0 ? &ignored : err);
+	return r < 0 ? r : end;
+}
+
+/* The RS's mount namespace, before it can mount anything there; a
+ * failure kills the RS unreleased. */
+static int rs_staged(void *ctxp, const struct lz_pidref *id, int pidfd, struct lz_err *err)
 {
 	lz_hc *hc = ctxp;
-	return lz_dstore_participant_stage_process(hc->store, hc->gen, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id, err);
+	struct lz_nsident mount;
+	bool known = lz_nsident_supported();
+	int r = known ? lz_nsident_of_pidfd(pidfd, CLONE_NEWNS, &mount, err) : 0;
+	if (r < 0)
+		return r;
+	return stage_with_namespace(hc, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id, LZ_DSTORE_NS_MOUNT,
+				    known ? &mount : NULL, err);
 }
 
 /* Spec 3.3 step 1 and 3.6 step 4: nothing physical before its intent. */
@@ -635,6 +670,11 @@ int lz_hc_rs_expect(lz_hc *hc, enum lz_rs_msg_type type, struct lz_err *err)
 	} else if (type == LZ_RS_HELPER_STAGED && !hc->have_slirp) {
 		hc->slirp_id = m->id;
 		hc->have_slirp = true;
+		/* The RS made the enforcement namespace before reporting and
+		 * waits for the acknowledgement in it (supervisor.c). */
+		if (lz_nsident_supported() &&
+		    (r = lz_nsident_of_pidfd(hc->rs.pidfd, CLONE_NEWNET, &hc->enforcement_net, err)) >= 0)
+			hc->have_enforcement_net = true;
 	} else if (type == LZ_RS_STAGED && !hc->have_runsc) {
 		hc->runsc_id = m->id;
 		hc->have_runsc = true;
@@ -858,6 +898,14 @@ int lz_hc_stage(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
 		return lz_err_set(err, EINVAL, "the broker stages the Runtime Supervisor before its release");
 	if ((r = identity_for(hc, role, role == LZ_DSTORE_ROLE_SANDBOX, &id, err)) < 0)
 		return r;
+	/* The enforcement namespace (and the canary veth in it) is durable
+	 * before slirp4netns, the first process beside the RS to enter it,
+	 * is released. */
+	if (role == LZ_DSTORE_ROLE_CONNECTIVITY_HELPER)
+		return fault_after("after-stage", stage_with_namespace(hc, role, id, LZ_DSTORE_NS_NETWORK,
+									hc->have_enforcement_net ? &hc->enforcement_net
+												 : NULL,
+									err));
 	return fault_after("after-stage", lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err));
 }
 
@@ -1036,10 +1084,11 @@ struct session_ctx {
 	const char *id;
 };
 
-static int exec_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+static int exec_staged(void *ctxp, const struct lz_pidref *id, int pidfd, struct lz_err *err)
 {
+	(void)pidfd;
 	struct session_ctx *c = ctxp;
-	return lz_dstore_session_stage_exec(c->hc->store, c->hc->gen, c->id, id, err);
+	return fault_after("session-stage", lz_dstore_session_stage_exec(c->hc->store, c->hc->gen, c->id, id, err));
 }
 
 static void free_vectorp(char ***v)
@@ -1097,7 +1146,7 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	int r;
 
 	if ((r = lz_guestcmd_build(run, lz_bundle_guest_env(hc->cfg), &argv, &env, err)) < 0 ||
-	    (r = lz_dstore_session_begin(hc->store, hc->gen, s->id, err)) < 0 ||
+	    (r = fault_after("session-intent", lz_dstore_session_begin(hc->store, hc->gen, s->id, err))) < 0 ||
 	    (r = add_capability(hc, s, &env, err)) < 0)
 		return r;
 	if (run->terminal && (r = lz_session_open_pty(s, run->rows, run->cols, &slave, err)) < 0)
@@ -1145,8 +1194,8 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 			return r;
 		guest.pgid = guest.leader_pid;
 	}
-	if ((r = lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &exec.id, s->tty ? &guest : NULL, err)) <
-	    0)
+	if ((r = fault_after("session-commit", lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &exec.id,
+										 s->tty ? &guest : NULL, err))) < 0)
 		return r;
 	lz_session_started(s, &exec);
 	hc->ever_served = true;

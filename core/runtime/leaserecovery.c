@@ -2,10 +2,13 @@
 #include "runtime/leaserecovery.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/mountns.h"
+#include "proc/nsident.h"
 #include "proc/pidref.h"
 #include "proc/spawn.h"
 #include "store/catalog.h"
@@ -24,6 +27,68 @@ static void judge_process(const char *what, const struct lz_dstore_process *p, i
 		snprintf(why, cap, "cannot tell whether its %s (PID %u) is gone: %s", what, p->id.pid, e.msg);
 	else if (alive)
 		snprintf(why, cap, "its %s (PID %u) still runs", what, p->id.pid);
+}
+
+/* Spec 3.6: the generation's mounts and namespaces, each inspected on its
+ * own rather than inferred from its processes (nsident.h): no recorded
+ * State Anchor mount in the host's mount namespace or in the RS's, then
+ * the RS's mount namespace and the enforcement network namespace (with
+ * the canary veth) freed. */
+static void judge_namespace(const char *what, enum lz_dstore_ns_kind kind, const struct lz_dstore_ns *ns,
+			    int64_t deadline, char *why, size_t cap)
+{
+	struct lz_err e = { 0, "" };
+	bool alive = true;
+	struct lz_nsident id = { .type = kind == LZ_DSTORE_NS_MOUNT ? CLONE_NEWNS : CLONE_NEWNET,
+				 .id = ns->id,
+				 .inum = ns->inum };
+	if (lz_nsident_await_gone(&id, lz_remaining_ms(deadline), &alive, &e) < 0)
+		snprintf(why, cap, "cannot tell whether its %s is gone: %s", what, e.msg);
+	else if (alive)
+		snprintf(why, cap,
+			 "its %s (namespace ID %llu) still exists: a process or descriptor outside the ones it "
+			 "recorded holds it",
+			 what, (unsigned long long)ns->id);
+}
+
+static void judge_namespaces(lz_dstore *store, const struct lz_dstore_generation *gen, int64_t deadline, char *why,
+			     size_t cap)
+{
+	struct lz_err e = { 0, "" };
+	uint8_t boot[16];
+	if (lz_boot_id(boot, &e) < 0) {
+		snprintf(why, cap, "cannot read this boot's ID: %s", e.msg);
+		return;
+	}
+	if (memcmp(boot, gen->boot_id, sizeof(boot)) != 0)
+		return; /* another boot: no namespace or mount of it survives */
+	struct lz_dstore_namespaces ns;
+	if (lz_dstore_rs_namespaces_get(store, gen->generation, &ns, &e) < 0) {
+		snprintf(why, cap, "its namespace records cannot be read: %s", e.msg);
+		return;
+	}
+	struct lz_dstore_participant anchor = { 0 };
+	int r = lz_dstore_participant_get(store, gen->generation, LZ_DSTORE_ROLE_STATE_ANCHOR, &anchor, &e);
+	if (r < 0 && r != -ENOENT) {
+		snprintf(why, cap, "its State Anchor record cannot be read: %s", e.msg);
+		return;
+	}
+	bool present = false;
+	for (size_t i = 0; i < anchor.n_mounts && !why[0]; i++) {
+		const struct lz_dstore_mount *m = &anchor.mounts[i];
+		if (lz_mountns_present(m->mnt_id, &present, &e) < 0 ||
+		    (!present && ns.have_mount && m->mnt_id >= LZ_MOUNT_ID_UNIQUE_MIN &&
+		     lz_mountns_present_in(ns.mount.id, m->mnt_id, &present, &e) < 0))
+			snprintf(why, cap, "cannot tell whether its mount of %.256s is gone: %s", m->path, e.msg);
+		else if (present)
+			snprintf(why, cap, "its mount of %.256s (mount ID %llu) still exists", m->path,
+				 (unsigned long long)m->mnt_id);
+	}
+	lz_dstore_participant_clear(&anchor);
+	if (!why[0] && ns.have_mount)
+		judge_namespace("mount namespace", LZ_DSTORE_NS_MOUNT, &ns.mount, deadline, why, cap);
+	if (!why[0] && ns.have_network)
+		judge_namespace("network namespace", LZ_DSTORE_NS_NETWORK, &ns.network, deadline, why, cap);
 }
 
 void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, char *why, size_t cap)
@@ -73,6 +138,8 @@ void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, char *why, size_t cap)
 	}
 	for (size_t i = 0; i < n && !why[0]; i++)
 		judge_process("session's exec client", &v[i].exec, deadline, why, cap);
+	if (!why[0])
+		judge_namespaces(store, &gen, deadline, why, cap);
 }
 
 int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex,
@@ -103,8 +170,8 @@ int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *doma
 			return lz_err_prefix(err, r, "lease recovery: ");
 		released++;
 		snprintf(line, sizeof(line),
-			 "released the catalog lease of lost generation %llu on artifact %.12s: every process "
-			 "it recorded is gone",
+			 "released the catalog lease of lost generation %llu on artifact %.12s: every process, "
+			 "mount and namespace it recorded is gone",
 			 (unsigned long long)l->generation, l->artifact_id);
 		report(ctx, line);
 	}

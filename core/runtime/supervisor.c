@@ -110,8 +110,9 @@ static int report_staged(const struct lz_rs_plan *p, uint32_t type, const char *
 	return 0;
 }
 
-static int runsc_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+static int runsc_staged(void *ctxp, const struct lz_pidref *id, int pidfd, struct lz_err *err)
 {
+	(void)pidfd;
 	return report_staged(((struct staged_ctx *)ctxp)->plan, LZ_RS_STAGED, "runsc", id, err);
 }
 
@@ -123,25 +124,26 @@ struct helper_ctx {
 };
 
 /* slirp4netns was cloned while the RS was still in the host network
- * namespace, which it keeps for its outbound sockets. Once its ownership
- * is staged, and before it is released to run, the RS moves itself into a
- * new enforcement namespace (owned by its user namespace), prepares it and
- * builds the canary: the helper then attaches to the RS (PID 1 here) and
- * finds IPv6 already off (spec 3.7: before helper and canary setup). The
- * canary comes first because building it steps the RS into the peer
- * namespace for a moment, and the helper must never attach then. */
-static int helper_staged(void *ctxp, const struct lz_pidref *id, struct lz_err *err)
+ * namespace, which it keeps for its outbound sockets. Before it is
+ * released to run, the RS moves itself into a new enforcement namespace
+ * (owned by its user namespace), prepares it and builds the canary, and
+ * only then reports slirp4netns staged: the HC records that namespace
+ * with its staging (spec 3.6) and the helper, attaching to the RS (PID 1
+ * here), finds IPv6 already off (spec 3.7: before helper and canary
+ * setup). The canary comes first because building it steps the RS into
+ * the peer namespace for a moment, and neither the helper nor the HC's
+ * reading may see it there. */
+static int helper_staged(void *ctxp, const struct lz_pidref *id, int pidfd, struct lz_err *err)
 {
+	(void)pidfd;
 	const struct helper_ctx *c = ctxp;
 	const struct lz_rs_plan *p = c->plan;
-	int r = report_staged(p, LZ_RS_HELPER_STAGED, "slirp4netns", id, err);
-	if (r < 0)
-		return r;
+	int r;
 	if (unshare(CLONE_NEWNET) < 0)
 		return lz_err_set(err, errno, "enforcement network namespace: %s", strerror(errno));
-	if ((r = net_prepare(err)) < 0)
+	if ((r = net_prepare(err)) < 0 || (r = lz_canary_create(p->canary_key, p->generation, c->canary, err)) < 0)
 		return r;
-	return lz_canary_create(p->canary_key, p->generation, c->canary, err);
+	return report_staged(p, LZ_RS_HELPER_STAGED, "slirp4netns", id, err);
 }
 
 /* FR-16: the connectivity helper, a supervised child of the RS; the

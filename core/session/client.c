@@ -275,6 +275,21 @@ static void window(uint16_t *rows, uint16_t *cols)
 	*cols = ws.ws_col;
 }
 
+/* The coordinator went away before Welcome. Spec 3.4 releases the exec
+ * client before Welcome, so the command may already have run unless the
+ * coordinator never read it: the kernel reports ECONNRESET when a peer
+ * closes with our records unread. Only then is trying again safe; a
+ * command is never run twice (issue 13). */
+static int lost_before_welcome(bool ours_unread, const struct lz_client_request *req, struct lz_err *err)
+{
+	if (ours_unread)
+		return -EAGAIN;
+	return lz_err_set(err, EPIPE,
+			  "lost the Host Coordinator after it took the command and before it confirmed the "
+			  "start: the command may have run, and is not run again; see %s/%s",
+			  lz_config_runtime_domain(req->cfg)->canonical, LZ_RUNDIR_LOG);
+}
+
 static int send_simple(int sock, const struct lz_wire_msg *m)
 {
 	return lz_wire_send(sock, m, NULL, 0);
@@ -322,23 +337,26 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 	raw = saved;
 	cfmakeraw(&raw);
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
-	bool stdin_open = true, welcomed = false;
+	bool stdin_open = true, welcomed = false, unread = false, sent_after_run = false;
 	r = 0;
 	for (;;) {
 		if (got_winch) {
 			got_winch = 0;
 			struct lz_wire_msg m = { .type = LZ_WIRE_RESIZE };
 			window(&m.resize.rows, &m.resize.cols);
+			sent_after_run = true;
 			(void)send_simple(sock, &m);
 		}
 		if (got_int || got_quit) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_SIGNAL,
 						 .sig = got_int ? LZ_WIRE_SIG_INTERRUPT : LZ_WIRE_SIG_QUIT };
 			got_int = got_quit = 0;
+			sent_after_run = true;
 			(void)send_simple(sock, &m);
 		}
 		if (got_end) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
+			sent_after_run = true;
 			(void)send_simple(sock, &m);
 			*ret_status = 128 + got_end;
 			break;
@@ -370,7 +388,8 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			if (n > 0) {
 				struct lz_wire_msg m = { .type = LZ_WIRE_INPUT,
 							 .input = { buf, (size_t)n } };
-				(void)send_simple(sock, &m);
+				sent_after_run = true;
+			(void)send_simple(sock, &m);
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				stdin_open = false;
 			}
@@ -380,19 +399,21 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			int rf[LZ_WIRE_MAX_FDS];
 			size_t nf = 0;
 			int k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
-			if (k == -ECONNRESET)
+			if (k == -ECONNRESET) {
+				unread = true;
 				k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+			}
 			for (size_t i = 0; i < nf; i++)
 				close(rf[i]);
 			if (k < 0) {
-				/* Before Welcome nothing ran: a coordinator that was
-				 * ending dropped us, and the caller tries again. */
+				/* Input sent after the command may be what was
+				 * unread: only the command alone proves it unread. */
 				r = welcomed ? lz_err_set(err, EPIPE,
 							  "lost the Host Coordinator; the session is "
 							  "gone (see %s/%s)",
 							  lz_config_runtime_domain(req->cfg)->canonical,
 							  LZ_RUNDIR_LOG)
-					     : -EAGAIN;
+					     : lost_before_welcome(unread && !sent_after_run, req, err);
 				break;
 			}
 			bool done = false;
@@ -483,7 +504,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 		r = lz_err_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	bool exited = false, welcomed = false;
+	bool exited = false, welcomed = false, unread = false;
 	int status = 0;
 	for (;;) {
 		struct pollfd pf[4];
@@ -515,8 +536,10 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 				r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
 				/* A peer that closed with our record unread reports
 				 * ECONNRESET once; what it sent before is still queued. */
-				if (r == -ECONNRESET)
+				if (r == -ECONNRESET) {
+					unread = true;
 					r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
+				}
 				for (size_t i = 0; i < nf; i++)
 					close(rf[i]);
 				if (r < 0) {
@@ -525,7 +548,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 								  "command finished; see %s/%s",
 								  lz_config_runtime_domain(req->cfg)->canonical,
 								  LZ_RUNDIR_LOG)
-						     : -EAGAIN;
+						     : lost_before_welcome(unread, req, err);
 					goto out;
 				}
 				if (m.type == LZ_WIRE_REFUSED) {

@@ -141,6 +141,15 @@ static const struct lz_sqlstore_table schema[] = {
 	  "PRIMARY KEY (generation, request_id)"
 	  ") STRICT, WITHOUT ROWID",
 	  3 },
+	{ "rs_namespaces",
+	  "CREATE TABLE rs_namespaces ("
+	  "generation INTEGER NOT NULL REFERENCES generations (generation), "
+	  "kind TEXT NOT NULL CHECK (kind IN ('mount', 'network')), "
+	  "ns_id INTEGER NOT NULL CHECK (ns_id <> 0), "
+	  "ns_inum INTEGER NOT NULL CHECK (ns_inum BETWEEN 1 AND 4294967295), "
+	  "PRIMARY KEY (generation, kind)"
+	  ") STRICT, WITHOUT ROWID",
+	  4 },
 };
 
 static const struct lz_sqlstore_def dstore_def = {
@@ -1955,6 +1964,113 @@ int lz_dstore_session_count_open(lz_dstore *h, uint64_t generation, uint64_t *re
 		return r;
 	*ret_n = o.out_n;
 	return 0;
+}
+
+/* ---- the generation's namespaces ------------------------------------------- */
+
+static const char *const ns_kind_names[] = { [LZ_DSTORE_NS_MOUNT] = "mount", [LZ_DSTORE_NS_NETWORK] = "network" };
+
+struct ns_op {
+	enum lz_dstore_ns_kind kind;
+	const struct lz_dstore_ns *ns;
+};
+
+static int rs_namespace_record_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct op *o = ctx;
+	const struct ns_op *n = o->v;
+	struct lz_dstore_generation g;
+	struct lz_dstore_participant p;
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = load_both(db, o, &g, &p, err);
+	if (r < 0)
+		return r;
+	if (g.state != LZ_DSTORE_GEN_STARTING || p.phase != LZ_DSTORE_PHASE_INTENT ||
+	    p.process.phase != LZ_DSTORE_SLOT_UNASSIGNED)
+		return REFUSE(err, &p, "its %s namespace is recorded only before its process is staged (phase %s, "
+			      "generation %s)", ns_kind_names[n->kind], phase_str(p.phase), gen_state_str(g.state));
+	if ((r = lz_sqlstore_prepare(db, "SELECT 1 FROM rs_namespaces WHERE generation = ?1 AND kind = ?2", &s,
+				     err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, ns_kind_names[n->kind], err)) < 0 ||
+	    (r = lz_sqlstore_step(db, s, err)) < 0)
+		return r;
+	if (r > 0)
+		return lz_err_set(err, EEXIST, "generation %" PRIu64 " has its %s namespace recorded (never replaced)",
+				  o->gen, ns_kind_names[n->kind]);
+	lz_sqlstore_stmt_finalizep(&s);
+	if ((r = lz_sqlstore_prepare(db, "INSERT INTO rs_namespaces (generation, kind, ns_id, ns_inum) "
+					 "VALUES (?1, ?2, ?3, ?4)",
+				     &s, err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, ns_kind_names[n->kind], err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 3, n->ns->id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 4, n->ns->inum, err)) < 0)
+		return r;
+	return lz_sqlstore_step_done(db, s, 1, err);
+}
+
+int lz_dstore_rs_namespace_record(lz_dstore *h, uint64_t generation, enum lz_dstore_ns_kind kind,
+				  const struct lz_dstore_ns *ns, struct lz_err *err)
+{
+	if ((unsigned)kind > LZ_DSTORE_NS_NETWORK)
+		return done(lz_err_set(err, EINVAL, "namespace kind %d is not recorded", (int)kind), err);
+	if (ns->id == 0 || ns->inum == 0)
+		return done(lz_err_set(err, EINVAL, "a namespace identity is zero"), err);
+	struct ns_op n = { kind, ns };
+	struct op o = { .h = h,
+			.gen = generation,
+			.role = kind == LZ_DSTORE_NS_MOUNT ? LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR
+							   : LZ_DSTORE_ROLE_CONNECTIVITY_HELPER,
+			.v = &n };
+	return run(h, rs_namespace_record_fn, &o, err);
+}
+
+static int rs_namespaces_get_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct op *o = ctx;
+	struct lz_dstore_namespaces *ret = o->v;
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r;
+	*ret = (struct lz_dstore_namespaces){ 0 };
+	if ((r = lz_sqlstore_prepare(db, "SELECT kind, ns_id, ns_inum FROM rs_namespaces WHERE generation = ?1", &s,
+				     err)) < 0 ||
+	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0)
+		return r;
+	while ((r = lz_sqlstore_step(db, s, err)) > 0) {
+		const unsigned char *kind = sqlite3_column_text(s, 0);
+		sqlite3_int64 inum = 0;
+		struct lz_dstore_ns ns;
+		if ((r = lz_sqlstore_col_u64(s, 1, "ns_id", &ns.id, err)) < 0 ||
+		    (r = lz_sqlstore_col_i64(s, 2, "ns_inum", &inum, err)) < 0)
+			return r;
+		if (kind == NULL || inum < 1 || inum > UINT32_MAX || ns.id == 0)
+			return lz_err_set(err, EPROTO, "generation %" PRIu64 ": a namespace record is malformed",
+					  o->gen);
+		ns.inum = (uint32_t)inum;
+		if (strcmp((const char *)kind, "mount") == 0) {
+			ret->mount = ns;
+			ret->have_mount = true;
+		} else if (strcmp((const char *)kind, "network") == 0) {
+			ret->network = ns;
+			ret->have_network = true;
+		} else {
+			return lz_err_set(err, EPROTO, "generation %" PRIu64 ": a namespace record of unknown kind",
+					  o->gen);
+		}
+	}
+	return r;
+}
+
+int lz_dstore_rs_namespaces_get(lz_dstore *h, uint64_t generation, struct lz_dstore_namespaces *ret,
+				struct lz_err *err)
+{
+	struct lz_dstore_namespaces ns;
+	struct op o = { .h = h, .gen = generation, .v = &ns };
+	int r = run(h, rs_namespaces_get_fn, &o, err);
+	if (r >= 0)
+		*ret = ns;
+	return r;
 }
 
 /* ---- escalations (spec 3.8) --------------------------------------------- */

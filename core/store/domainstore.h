@@ -161,7 +161,8 @@
 #include "util/err.h"
 
 #define LZ_DSTORE_STORE_NAME "lazaret-domain-store-v1"
-#define LZ_DSTORE_STORE_VERSION 3 /* 2: network, connectivity_helper participants; 3: escalations */
+#define LZ_DSTORE_STORE_VERSION 4 /* 2: network, connectivity_helper participants; 3: escalations;
+                                   * 4: rs_namespaces */
 #define LZ_DSTORE_DB_NAME "domain.sqlite"
 
 #define LZ_DSTORE_HEX64_LEN 64    /* Domain ID, fingerprints, artifact ID */
@@ -395,6 +396,42 @@ void lz_dstore_participant_clear(struct lz_dstore_participant *p);
 
 /* sqlite's integrity check of the store (spec 3.9 verification). */
 int lz_dstore_integrity(lz_dstore *h, struct lz_err *err);
+
+/* ---- the generation's namespaces (spec 3.6 bootstrap recovery) ---------- */
+
+/* The mount namespace the Runtime Supervisor was cloned into and the
+ * network namespace it made for enforcement (the canary veth's and the
+ * sandbox's), each by its Linux 6.18 namespace ID (never reused within
+ * the generation's boot) and nsfs inode (proc/nsident.h). A mount
+ * namespace gone takes its mounts with it, a network namespace its
+ * devices; a process that has exited holds neither, even unreaped. */
+enum lz_dstore_ns_kind {
+	LZ_DSTORE_NS_MOUNT,   /* recorded with the Runtime Supervisor's staging */
+	LZ_DSTORE_NS_NETWORK, /* recorded with the connectivity helper's */
+};
+
+struct lz_dstore_ns {
+	uint64_t id;
+	uint32_t inum;
+};
+
+struct lz_dstore_namespaces {
+	bool have_mount, have_network;
+	struct lz_dstore_ns mount, network;
+};
+
+/* Recorded once, before the process of its participant (Runtime
+ * Supervisor, connectivity helper) is staged: that participant in intent
+ * with no process, the generation starting; no namespace that process
+ * could populate is ever unrecorded. -ESTALE otherwise, -EEXIST when
+ * recorded before, -EINVAL for a zero ID or inode. */
+int lz_dstore_rs_namespace_record(lz_dstore *h, uint64_t generation, enum lz_dstore_ns_kind kind,
+				  const struct lz_dstore_ns *ns, struct lz_err *err);
+
+/* Those recorded (none on a kernel before 6.18, or for a generation that
+ * never staged its processes). */
+int lz_dstore_rs_namespaces_get(lz_dstore *h, uint64_t generation, struct lz_dstore_namespaces *ret,
+				struct lz_err *err);
 
 /* ---- escalations (spec 3.8) ------------------------------------------------ */
 

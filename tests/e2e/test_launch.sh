@@ -204,7 +204,7 @@ test_killing_the_coordinator_stops_the_sandbox() {
 	# runtime directory waits for the next coordinator of the Domain.
 	assert_no_processes
 	capture launch echo again
-	assert_eq 0 "$STATUS" "a launch after the loss (stderr: $ERR)"
+	assert_eq 0 "$STATUS" "a launch after the loss (stderr: $ERR; hc.log: $(tail -n 6 "$T"/run/lazaret/domains/*/hc.log | tr "\n" "|"))"
 	assert_eq again "$OUT"
 	assert_no_leftovers
 	# Issue 13: the lost generation's lease was released by the next
@@ -213,7 +213,7 @@ test_killing_the_coordinator_stops_the_sandbox() {
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
 		"released the catalog lease of lost generation 1 on artifact"
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
-		"removed the runtime tree of lost generation 1: every process it recorded is gone"
+		"removed the runtime tree of lost generation 1: every process, mount and namespace it recorded is gone"
 	capture lz image gc --dry-run
 	assert_contains "$OUT" "would remove unleased artifact"
 	assert_not_contains "$OUT" "kept leased"

@@ -8,11 +8,15 @@
 #     Runtime Supervisor, the attached runsc, its gofer and sandbox,
 #     slirp4netns, the session's exec client (and its runsc exec), the
 #     workspace router;
-#   - the Host Coordinator at each step of a launch and in its teardown,
+#   - the Host Coordinator at each step of a launch, of a session's
+#     acquisition (session-intent, -stage, -commit) and in its teardown,
 #     through lazaret-faults (LAZARET_TEST_FAULT=hc-kill-<step>);
 #   - each of those roles with the coordinator stopped right after a step
 #     (hc-stop-<step>), then continued. A role that does not exist yet at
-#     that step is noted and the coordinator alone continues.
+#     that step is noted and the coordinator alone continues;
+#   - a namespace of the lost generation held by a process it never
+#     recorded: the next launch refuses and keeps the lease until the
+#     holder lets go (spec 3.6: refuse on ambiguity, never adopt).
 # Needs: LAZARET, LAZARET_FAULTS, E2E_ROOT, python3, umoci, unshare.
 # shellcheck disable=SC2031,SC2317
 
@@ -85,16 +89,24 @@ kill_hc_at() {
 	# shellcheck disable=SC2016 # expanded by that bash
 	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
 		"LAZARET_TEST_FAULT=hc-kill-$step" "$LAZARET_FAULTS" test --config "$CFG" -- echo served
-	if [ "$step" != in-teardown ]; then
+	case $step in
+	in-teardown) ;;
+	session-*)
+		# The coordinator had read the command: it may have run, and the
+		# CLI says so rather than running it again.
 		[ "$STATUS" != 0 ] || fail "the launch succeeded although its coordinator was killed after $step"
-		assert_not_contains "$OUT" "served"
-	fi
+		assert_contains "$ERR" "the command may have run, and is not run again"
+		assert_eq 1 "$(grep -c "generation .* starting" "$T"/run/lazaret/domains/*/hc.log)" "generations started" ;;
+	*)
+		[ "$STATUS" != 0 ] || fail "the launch succeeded although its coordinator was killed after $step"
+		assert_not_contains "$OUT" "served" ;;
+	esac
 	assert_recovered
 	# The next coordinator recorded the lost generation and proved it gone.
 	local log
 	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
 	case $step in
-	after-begin | after-intent | after-spawn | after-stage | after-commit | after-publish)
+	after-begin | after-intent | after-spawn | after-stage | after-commit | after-publish | session-*)
 		assert_contains "$log" "was left by a lost coordinator; recording it as failed" ;;
 	esac
 }
@@ -138,6 +150,54 @@ kill_role_at() {
 	assert_recovered
 }
 
+# A process outside the generation holds a namespace of the RS (an open
+# /proc/PID/ns/NS) after the coordinator died: the launches that follow
+# refuse, saying so, and keep the lease; once it lets go they recover.
+# test_held_namespace_refuses_until_released NS EXPECTED-REASON
+test_held_namespace_refuses_until_released() {
+	local cli rs="" holder ready=""
+	(launch sleep 60 >/dev/null 2>&1) &
+	cli=$!
+	for _ in $(seq 300); do
+		[ -n "$(pid_of runsc-exec)" ] && rs=$(pid_of supervisor) && [ -n "$rs" ] && break
+		sleep 0.1
+	done
+	[ -n "$rs" ] || fail "no supervisor while serving"
+	python3 -c 'import os, sys, time
+fd = os.open("/proc/%s/ns/%s" % (sys.argv[1], sys.argv[2]), os.O_RDONLY)
+print("held", flush=True)
+time.sleep(600)' "$rs" "$1" >"$T/holder.out" 2>&1 &
+	holder=$!
+	t_cleanup "kill $holder"
+	for _ in $(seq 100); do
+		ready=$(cat "$T/holder.out") && [ -n "$ready" ] && break
+		sleep 0.1
+	done
+	[ "$ready" = held ] || { kill "$holder"; fail "the holder could not open the namespace: $ready"; }
+	kill -9 "$(pid_of hc)"
+	wait "$cli" || true
+	capture launch echo refused
+	kill "$holder"
+	wait "$holder" 2>/dev/null || true
+	[ "$STATUS" != 0 ] || fail "a launch succeeded while the lost generation's namespace was held: $OUT"
+	assert_not_contains "$OUT" "refused"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "$2"
+	assert_eq 1 "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "the held generation's lease"
+	assert_recovered
+}
+# The mount namespace keeps its mounts: the first one found is the reason.
+test_held_mount_namespace() { test_held_namespace_refuses_until_released mnt "its mount of / (mount ID "; }
+test_held_network_namespace() { test_held_namespace_refuses_until_released net "its network namespace (namespace ID "; }
+t_run "a mount namespace of a lost generation held outside it: refused until released" test_held_mount_namespace
+t_run "a network namespace of a lost generation held outside it: refused until released" test_held_network_namespace
+
+for step in session-intent session-stage session-commit; do
+	for role in exec-client runsc-exec supervisor; do
+		eval "test_kill_${role//-/_}_${step//-/_}() { kill_role_at $role $step; }"
+		t_run "kill -9 of the $role with the coordinator stopped at $step; the Domain recovers" \
+			"test_kill_${role//-/_}_${step//-/_}"
+	done
+done
 for step in after-intent after-spawn after-stage after-commit after-publish in-teardown; do
 	for role in supervisor runsc sandbox gofer slirp4netns router; do
 		eval "test_kill_${role}_${step//-/_}() { kill_role_at $role $step; }"
@@ -149,7 +209,8 @@ for role in hc supervisor runsc gofer sandbox slirp4netns exec-client runsc-exec
 	eval "test_kill_${role//-/_}_during_serve() { kill_role_during_serve $role; }"
 	t_run "kill -9 of the $role while a session is served; the Domain recovers" "test_kill_${role//-/_}_during_serve"
 done
-for step in after-begin after-intent after-spawn after-stage after-commit after-publish in-teardown; do
+for step in after-begin after-intent after-spawn after-stage after-commit after-publish session-intent \
+	session-stage session-commit in-teardown; do
 	eval "test_kill_hc_${step//-/_}() { kill_hc_at $step; }"
 	t_run "kill -9 of the coordinator $step; the Domain recovers" "test_kill_hc_${step//-/_}"
 done

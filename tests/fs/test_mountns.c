@@ -447,9 +447,30 @@ static void test_lz_mountns_present__root_yes_unknown_no(void **state)
 	assert_false(present);
 }
 
+/* Linux 6.18: mounts are named by their unique IDs, which statmount(2)
+ * answers for; the reusable ID of the same mount is no name for it. */
+static void test_lz_mountns_identify__unique_ids(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_mount_id root;
+	assert_int_equal(lz_mountns_identify("/", &root, &err), 0);
+	assert_true(root.mnt_id >= LZ_MOUNT_ID_UNIQUE_MIN);
+	bool present = false;
+	assert_int_equal(lz_mountns_present_in(0, root.mnt_id, &present, &err), 0);
+	assert_true(present);
+	struct statx sx;
+	assert_int_equal(statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &sx), 0);
+	assert_true(sx.stx_mnt_id < LZ_MOUNT_ID_UNIQUE_MIN);
+	assert_int_equal(lz_mountns_present_in(0, sx.stx_mnt_id, &present, &err), -EINVAL);
+	assert_int_equal(lz_mountns_present_in(0, LZ_MOUNT_ID_UNIQUE_MIN + 0xfffffffull, &present, &err), 0);
+	assert_false(present);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_mountns_identify__unique_ids),
 		cmocka_unit_test_setup_teardown(test_lz_mountns_overlay__merges_and_writes_to_upper, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_mountns_overlay__invalid_layers_fail, setup, teardown),

@@ -255,8 +255,9 @@ struct staged_obs {
 	int fail_with;          /* > 0: the hook refuses with this errno */
 };
 
-static int staged_hook(void *ctx, const struct lz_pidref *id, struct lz_err *err)
+static int staged_hook(void *ctx, const struct lz_pidref *id, int pidfd, struct lz_err *err)
 {
+	(void)pidfd;
 	struct staged_obs *o = ctx;
 	o->calls++;
 	o->id = *id;

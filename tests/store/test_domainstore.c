@@ -455,18 +455,18 @@ static void test_lz_dstore_open__creates_schema_and_identity(void **state)
 	assert_string_equal(sqlite3_column_text(s, 2), "text");
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	assert_string_equal(sqlite3_column_text(s, 0), "version");
-	assert_int_equal(sqlite3_column_int64(s, 1), 3);
+	assert_int_equal(sqlite3_column_int64(s, 1), 4);
 	assert_string_equal(sqlite3_column_text(s, 2), "integer");
 	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
 	sqlite3_finalize(s);
 	assert_int_equal(sqlite3_prepare_v2(db,
 					    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
 					    "('generations', 'participants', 'participant_mounts', 'sessions', "
-					    "'escalations')",
+					    "'escalations', 'rs_namespaces')",
 					    -1, &s, NULL),
 			 SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int64(s, 0), 5);
+	assert_int_equal(sqlite3_column_int64(s, 0), 6);
 	sqlite3_finalize(s);
 	/* readiness is a network participant field, not a generation one */
 	assert_int_equal(sqlite3_prepare_v2(db,
@@ -522,7 +522,7 @@ static void test_lz_dstore_open__version_0_refused(void **state)
 	struct fx *f = *state;
 	close_store(f);
 	raw_exec(f, "UPDATE meta SET value = 0 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 0 is older than supported 3");
+	assert_open_refused(f, EPROTO, "Domain Store version 0 is older than supported 4");
 }
 
 /* Version 1 had no network readiness column: its generations are not
@@ -536,12 +536,12 @@ static void test_lz_dstore_open__version_1_refused(void **state)
 	assert_open_refused(f, EPROTO, "v1 schema mismatch");
 }
 
-static void test_lz_dstore_open__version_4_refused(void **state)
+static void test_lz_dstore_open__version_5_refused(void **state)
 {
 	struct fx *f = *state;
 	close_store(f);
-	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "Domain Store version 4 is newer than supported 3");
+	raw_exec(f, "UPDATE meta SET value = 5 WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "Domain Store version 5 is newer than supported 4");
 }
 
 /* A v2 store (no escalations table) is upgraded in its first
@@ -553,18 +553,109 @@ static void test_lz_dstore_open__version_2_upgraded(void **state)
 	set_state(f, g, LZ_DSTORE_GEN_FAILED);
 	close_store(f);
 	raw_exec(f, "DROP TABLE escalations");
+	raw_exec(f, "DROP TABLE rs_namespaces");
 	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
 	reopen(f);
 	struct lz_dstore_generation x;
 	assert_int_equal(lz_dstore_generation_get(f->h, g, &x, &E), 0);
 	assert_int_equal(x.state, LZ_DSTORE_GEN_FAILED);
 	close_store(f);
-	/* Upgraded: a v3 store now, whose escalations table exists. */
+	/* Upgraded: a v4 store now, whose escalations and rs_namespaces
+	 * tables exist. */
 	raw_exec(f, "INSERT INTO escalations VALUES (1, '00000000000000000000000000000001', "
 		    "'00000000000000000000000000000002', 'approved', "
 		    "'0000000000000000000000000000000000000000000000000000000000000003', 'ended', 0)");
-	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
-	assert_open_refused(f, EPROTO, "version 4 is newer than supported 3");
+	raw_exec(f, "INSERT INTO rs_namespaces VALUES (1, 'mount', 7, 8)");
+	raw_exec(f, "UPDATE meta SET value = 5 WHERE key = 'version'");
+	assert_open_refused(f, EPROTO, "version 5 is newer than supported 4");
+}
+
+/* A v3 store (no rs_namespaces) gains the table and keeps its rows; its
+ * generations simply have no namespaces recorded. */
+static void test_lz_dstore_open__version_3_upgraded(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	close_store(f);
+	raw_exec(f, "DROP TABLE rs_namespaces");
+	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
+	reopen(f);
+	struct lz_dstore_namespaces got;
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_false(got.have_mount || got.have_network);
+	OK(lz_dstore_participant_intent(f->h, g, RS, &E));
+	struct lz_dstore_ns ns = { .id = 3, .inum = 4 };
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &ns, &E));
+}
+
+/* ---- the generation's namespaces ------------------------------------------ */
+
+/* Each kind once, with its participant's staging, never replaced; the
+ * full ranges of ID and inode read back. */
+static void test_lz_dstore_rs_namespace_record__before_staging_only_once(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	struct lz_dstore_ns mnt = { .id = UINT64_MAX, .inum = UINT32_MAX }, net = { .id = 1ull << 63, .inum = 1 };
+	struct lz_dstore_namespaces got;
+	FAILS(ENOENT, "", lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &mnt, &E));
+	OK(lz_dstore_participant_intent(f->h, g, RS, &E));
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &mnt, &E));
+	/* The network namespace goes with the connectivity helper's intent. */
+	FAILS(ENOENT, "", lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_NETWORK, &net, &E));
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_true(got.have_mount && !got.have_network);
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_NETWORK, &net, &E));
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_true(got.have_mount && got.mount.id == UINT64_MAX && got.mount.inum == UINT32_MAX);
+	assert_true(got.have_network && got.network.id == 1ull << 63 && got.network.inum == 1);
+	FAILS(EEXIST, "never replaced", lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &net, &E));
+	FAILS(EEXIST, "never replaced", lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_NETWORK, &mnt, &E));
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_true(got.mount.id == UINT64_MAX && got.network.id == 1ull << 63);
+}
+
+static void test_lz_dstore_rs_namespace_record__after_staging_refused(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	struct lz_pidref id = P(7), ch = P(CH_PID);
+	struct lz_dstore_ns ns = { .id = 3, .inum = 4 };
+	OK(lz_dstore_participant_intent(f->h, g, RS, &E));
+	OK(lz_dstore_participant_stage_process(f->h, g, RS, &id, &E));
+	FAILS(ESTALE, "recorded only before its process is staged",
+	      lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &ns, &E));
+	OK(lz_dstore_participant_intent(f->h, g, CH, &E));
+	OK(lz_dstore_participant_stage_process(f->h, g, CH, &ch, &E));
+	FAILS(ESTALE, "recorded only before its process is staged",
+	      lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_NETWORK, &ns, &E));
+	struct lz_dstore_namespaces got;
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_false(got.have_mount || got.have_network);
+	ns.id = 0;
+	FAILS(EINVAL, "a namespace identity is zero",
+	      lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &ns, &E));
+	ns = (struct lz_dstore_ns){ .id = 3, .inum = 4 };
+	FAILS(EINVAL, "is not recorded", lz_dstore_rs_namespace_record(f->h, g, (enum lz_dstore_ns_kind)7, &ns, &E));
+}
+
+/* Forged rows (an inode beyond 32 bits, an unknown kind) are refused. */
+static void test_lz_dstore_rs_namespaces_get__forged_row_refused(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	struct lz_dstore_namespaces got;
+	close_store(f);
+	raw_exec(f, "PRAGMA ignore_check_constraints = ON; "
+		    "INSERT INTO rs_namespaces VALUES (1, 'mount', 3, 4294967296)");
+	reopen(f);
+	FAILS(EPROTO, "malformed", lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	close_store(f);
+	raw_exec(f, "PRAGMA ignore_check_constraints = ON; DELETE FROM rs_namespaces; "
+		    "INSERT INTO rs_namespaces VALUES (1, 'user', 3, 4)");
+	reopen(f);
+	FAILS(EPROTO, "unknown kind", lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
 }
 
 /* A v2 store that already has a later table is not a v2 store: refused,
@@ -663,7 +754,7 @@ static void test_lz_dstore_open__wal_database_refused(void **state)
 {
 	struct fx *f = *state;
 	make_foreign_db(f, "PRAGMA journal_mode = WAL; CREATE TABLE x (y)");
-	assert_open_refused(f, EPROTO, "a v3 Domain Store uses a rollback journal");
+	assert_open_refused(f, EPROTO, "a v4 Domain Store uses a rollback journal");
 	assert_false(exists(f, LZ_DSTORE_DB_NAME "-wal"));
 }
 
@@ -697,21 +788,21 @@ static void test_lz_dstore_generation_begin__identity_changed_under_handle_refus
 	struct fx *f = *state;
 	uint64_t g = gen_new(f);
 	set_state(f, g, LZ_DSTORE_GEN_FAILED);
-	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
+	raw_exec(f, "UPDATE meta SET value = 5 WHERE key = 'version'");
 	size_t n0, n1;
 	unsigned char *before = slurp(f, LZ_DSTORE_DB_NAME, &n0);
 	uint64_t keep = 77;
-	FAILS(EPROTO, "domain store: Domain Store version 4 is newer",
+	FAILS(EPROTO, "domain store: Domain Store version 5 is newer",
 	      lz_dstore_generation_begin(f->h, DOM, FP, &keep, &E));
 	assert_int_equal(keep, 77);
 	struct lz_dstore_generation x;
-	FAILS(EPROTO, "version 4", lz_dstore_generation_get(f->h, g, &x, &E));
+	FAILS(EPROTO, "version 5", lz_dstore_generation_get(f->h, g, &x, &E));
 	unsigned char *after = slurp(f, LZ_DSTORE_DB_NAME, &n1);
 	assert_int_equal(n0, n1);
 	assert_memory_equal(before, after, n0);
 	free(before);
 	free(after);
-	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
+	raw_exec(f, "UPDATE meta SET value = 4 WHERE key = 'version'");
 	assert_int_equal(gen_new(f), 2);
 }
 
@@ -2703,11 +2794,15 @@ int main(void)
 		TB(test_lz_dstore_open__storage_catalog_refused),
 		T(test_lz_dstore_open__version_0_refused),
 		T(test_lz_dstore_open__version_1_refused),
-		T(test_lz_dstore_open__version_4_refused),
+		T(test_lz_dstore_open__version_5_refused),
 		T(test_lz_dstore_escalation__recorded_once_then_ended),
 		T(test_lz_dstore_escalation__needs_a_serving_generation),
 		T(test_lz_dstore_escalation__malformed_ids_refused),
 		T(test_lz_dstore_open__version_2_upgraded),
+		T(test_lz_dstore_open__version_3_upgraded),
+		T(test_lz_dstore_rs_namespace_record__before_staging_only_once),
+		T(test_lz_dstore_rs_namespace_record__after_staging_refused),
+		T(test_lz_dstore_rs_namespaces_get__forged_row_refused),
 		T(test_lz_dstore_open__version_2_with_later_table_refused),
 		T(test_lz_dstore_open__version_as_text_refused),
 		T(test_lz_dstore_open__unversioned_refused),

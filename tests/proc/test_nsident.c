@@ -1,0 +1,204 @@
+/* Namespace and mount identity (spec 3.6 bootstrap recovery): a real
+ * child's user and mount namespaces, a real mount in it, each proved
+ * present while it exists and gone once freed; a namespace held by a
+ * descriptor outlives the process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fs/mountns.h"
+#include "proc/nsident.h"
+
+#define MNT_ID_UNIQUE_MASK 0x4000u /* STATX_MNT_ID_UNIQUE */
+
+struct child {
+	pid_t pid;
+	int pidfd;
+	int go;           /* write end: the child exits on EOF */
+	uint64_t mnt_id; /* the tmpfs it mounted in its own namespace */
+};
+
+/* A child in new user, mount and network namespaces that mounts a tmpfs
+ * and reports its unique mount ID, then waits for EOF on go. */
+static struct child spawn_child(void)
+{
+	int up[2], down[2];
+	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(down, O_CLOEXEC), 0);
+	struct child c = { .pid = fork() };
+	assert_true(c.pid >= 0);
+	if (c.pid == 0) {
+		close(down[1]);
+		struct statx sx;
+		uint64_t id = 0;
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) == 0 &&
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+		    mount("tmpfs", "/tmp", "tmpfs", 0, "size=64k") == 0 &&
+		    statx(AT_FDCWD, "/tmp", 0, MNT_ID_UNIQUE_MASK, &sx) == 0)
+			id = sx.stx_mnt_id;
+		if (write(up[1], &id, sizeof(id)) != (ssize_t)sizeof(id))
+			_exit(1);
+		char b;
+		(void)read(down[0], &b, 1);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	assert_int_equal(read(up[0], &c.mnt_id, sizeof(c.mnt_id)), (ssize_t)sizeof(c.mnt_id));
+	close(up[0]);
+	assert_true(c.mnt_id != 0);
+	c.pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
+	assert_true(c.pidfd >= 0);
+	c.go = down[1];
+	return c;
+}
+
+static void end_child(struct child *c)
+{
+	int status = 0;
+	close(c->go);
+	assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(c->pidfd);
+}
+
+static void test_lz_nsident_supported__on_this_kernel(void **state)
+{
+	(void)state;
+	/* The recovery matrix relies on it; Linux 6.18 machines have it. */
+	assert_true(lz_nsident_supported());
+}
+
+static void test_lz_nsident__namespaces_and_mount_gone_with_the_process(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident mnt, net, own;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNS, &mnt, &e), 0);
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	assert_int_equal(lz_nsident_of_pidfd(self, CLONE_NEWNS, &own, &e), 0);
+	close(self);
+	assert_true(net.id != 0 && mnt.id != 0 && net.id != mnt.id && mnt.id != own.id);
+
+	bool alive = false, present = false;
+	assert_int_equal(lz_nsident_await_gone(&net, 0, &alive, &e), 0);
+	assert_true(alive);
+	assert_int_equal(lz_mountns_present_in(mnt.id, c.mnt_id, &present, &e), 0);
+	assert_true(present);
+	/* Not in the caller's own mount namespace. */
+	assert_int_equal(lz_mountns_present_in(0, c.mnt_id, &present, &e), 0);
+	assert_false(present);
+
+	end_child(&c);
+	assert_int_equal(lz_nsident_await_gone(&net, 5000, &alive, &e), 0);
+	assert_false(alive);
+	assert_int_equal(lz_nsident_await_gone(&mnt, 5000, &alive, &e), 0);
+	assert_false(alive);
+	assert_int_equal(lz_mountns_present_in(mnt.id, c.mnt_id, &present, &e), 0);
+	assert_false(present);
+}
+
+/* An exited child nobody reaps (a coordinator's child after the
+ * coordinator died, under an init that does not reap) holds no mount or
+ * network namespace, but its credentials keep its user namespace: that
+ * one is no evidence of a live generation. */
+static void test_lz_nsident__zombie_holds_only_its_user_namespace(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident user, mnt, net;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWUSER, &user, &e), 0);
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNS, &mnt, &e), 0);
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
+	close(c.go);
+	siginfo_t si = { 0 };
+	assert_int_equal(waitid(P_PID, (id_t)c.pid, &si, WEXITED | WNOWAIT), 0);
+	bool alive = true;
+	assert_int_equal(lz_nsident_await_gone(&mnt, 5000, &alive, &e), 0);
+	assert_false(alive);
+	assert_int_equal(lz_nsident_await_gone(&net, 5000, &alive, &e), 0);
+	assert_false(alive);
+	assert_int_equal(lz_nsident_await_gone(&user, 200, &alive, &e), 0);
+	assert_true(alive);
+	int status = 0;
+	assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+	close(c.pidfd);
+	assert_int_equal(lz_nsident_await_gone(&user, 5000, &alive, &e), 0);
+	assert_false(alive);
+}
+
+/* A descriptor of the network namespace keeps it (and its devices): the
+ * process alone is no proof. */
+static void test_lz_nsident_await_gone__held_by_a_descriptor(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident net;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)c.pid);
+	int held = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(held >= 0);
+	end_child(&c);
+	bool alive = false;
+	assert_int_equal(lz_nsident_await_gone(&net, 200, &alive, &e), 0);
+	assert_true(alive);
+	close(held);
+	assert_int_equal(lz_nsident_await_gone(&net, 5000, &alive, &e), 0);
+	assert_false(alive);
+}
+
+/* Matching is exact on (ID, type, inode): a record naming a live ID with
+ * another type or inode names no namespace that exists, and the wrong
+ * type of process namespace is refused. */
+static void test_lz_nsident_await_gone__matches_id_type_and_inode(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct lz_nsident own;
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	assert_int_equal(lz_nsident_of_pidfd(self, CLONE_NEWUSER, &own, &e), 0);
+	assert_int_equal(lz_nsident_of_pidfd(self, CLONE_NEWPID, &own, &e), -EINVAL);
+	close(self);
+	bool alive = false;
+	assert_int_equal(lz_nsident_await_gone(&own, 0, &alive, &e), 0);
+	assert_true(alive);
+	struct lz_nsident other_inode = own, other_type = own;
+	other_inode.inum++;
+	other_type.type = CLONE_NEWNS;
+	assert_int_equal(lz_nsident_await_gone(&other_inode, 0, &alive, &e), 0);
+	assert_false(alive);
+	alive = true;
+	assert_int_equal(lz_nsident_await_gone(&other_type, 0, &alive, &e), 0);
+	assert_false(alive);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_nsident_supported__on_this_kernel),
+		cmocka_unit_test(test_lz_nsident__namespaces_and_mount_gone_with_the_process),
+		cmocka_unit_test(test_lz_nsident__zombie_holds_only_its_user_namespace),
+		cmocka_unit_test(test_lz_nsident_await_gone__held_by_a_descriptor),
+		cmocka_unit_test(test_lz_nsident_await_gone__matches_id_type_and_inode),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
