@@ -56,6 +56,11 @@ int lz_sigkey_seed(const struct lz_sigkey *key, uint8_t out[LZ_SIGKEY_SEED_LEN])
 	return 0;
 }
 
+EVP_PKEY *lz_sigkey_evp(const struct lz_sigkey *key)
+{
+	return EVP_PKEY_up_ref(key->pkey) == 1 ? key->pkey : NULL;
+}
+
 void lz_sigkey_public(const struct lz_sigkey *key, uint8_t out[LZ_SIGKEY_PUBLIC_LEN])
 {
 	memcpy(out, key->public_key, LZ_SIGKEY_PUBLIC_LEN);

@@ -44,6 +44,12 @@ bool lz_sig_verify(const uint8_t pub[LZ_SIGKEY_PUBLIC_LEN], const void *msg, siz
 /* SHA-256 of data[0..len) (credential IDs, spec 3.3). -EIO. */
 int lz_sha256(const void *data, size_t len, uint8_t out[32]);
 
+/* OpenSSL's key object (EVP_PKEY), a new reference the caller releases
+ * with EVP_PKEY_free: for certificates and TLS (crypto/x509ca.h). NULL
+ * when OpenSSL fails. */
+struct evp_pkey_st;
+struct evp_pkey_st *lz_sigkey_evp(const struct lz_sigkey *key);
+
 /* Wipes and frees; accepts NULL. */
 void lz_sigkey_free(struct lz_sigkey *key);
 

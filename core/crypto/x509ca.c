@@ -35,16 +35,6 @@ static int ssl_fail(struct lz_err *err, const char *what)
 	return lz_err_set(err, EIO, "%s: OpenSSL failed", what);
 }
 
-static EVP_PKEY *evp_of(const struct lz_sigkey *key)
-{
-	uint8_t seed[LZ_SIGKEY_SEED_LEN];
-	if (lz_sigkey_seed(key, seed) < 0)
-		return NULL;
-	EVP_PKEY *p = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof(seed));
-	OPENSSL_cleanse(seed, sizeof(seed));
-	return p;
-}
-
 static void binding_uri(const uint8_t domain_id[32], uint64_t generation, const uint8_t *client_id, char *out,
 			size_t cap)
 {
@@ -107,7 +97,7 @@ static X509 *skeleton(const X509_NAME *issuer, const char *cn, EVP_PKEY *subject
 	return x;
 }
 
-static int to_der(X509 *x, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
+int lz_x509_der(X509 *x, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
 {
 	unsigned char *der = NULL;
 	int n = i2d_X509(x, &der);
@@ -134,7 +124,7 @@ int lz_x509ca_new(const struct lz_sigkey *ca_key, const uint8_t domain_id[32], u
 	ca->generation = generation;
 	char cn[64];
 	snprintf(cn, sizeof(cn), "Lazaret control CA, generation %" PRIu64, generation);
-	if ((ca->key = evp_of(ca_key)) == NULL || (ca->cert = skeleton(NULL, cn, ca->key, now, CA_SECONDS)) == NULL ||
+	if ((ca->key = lz_sigkey_evp(ca_key)) == NULL || (ca->cert = skeleton(NULL, cn, ca->key, now, CA_SECONDS)) == NULL ||
 	    !add_ext(ca->cert, NULL, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
 	    !add_ext(ca->cert, NULL, NID_key_usage, "critical,keyCertSign,cRLSign") ||
 	    !add_ext(ca->cert, NULL, NID_subject_key_identifier, "hash") || X509_sign(ca->cert, ca->key, NULL) <= 0) {
@@ -156,7 +146,7 @@ void lz_x509ca_free(struct lz_x509ca *ca)
 
 int lz_x509ca_cert(const struct lz_x509ca *ca, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
 {
-	return to_der(ca->cert, ret_der, ret_len, err);
+	return lz_x509_der(ca->cert, ret_der, ret_len, err);
 }
 
 static int sign_leaf(const struct lz_x509ca *ca, X509 *x, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
@@ -165,7 +155,7 @@ static int sign_leaf(const struct lz_x509ca *ca, X509 *x, uint8_t **ret_der, siz
 		X509_free(x);
 		return ssl_fail(err, "issue a certificate");
 	}
-	int r = to_der(x, ret_der, ret_len, err);
+	int r = lz_x509_der(x, ret_der, ret_len, err);
 	X509_free(x);
 	return r;
 }
@@ -173,7 +163,7 @@ static int sign_leaf(const struct lz_x509ca *ca, X509 *x, uint8_t **ret_der, siz
 int lz_x509ca_issue_server(const struct lz_x509ca *ca, const struct lz_sigkey *leaf_key, time_t now,
 			   uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
 {
-	EVP_PKEY *key = evp_of(leaf_key);
+	EVP_PKEY *key = lz_sigkey_evp(leaf_key);
 	if (key == NULL)
 		return ssl_fail(err, "the coordinator's TLS key");
 	X509 *x = skeleton(X509_get_subject_name(ca->cert), LZ_X509_SERVER_NAME, key, now, CA_SECONDS);

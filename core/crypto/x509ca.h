@@ -42,6 +42,10 @@ void lz_x509ca_free(struct lz_x509ca *ca);
  * frees *ret_der. */
 int lz_x509ca_cert(const struct lz_x509ca *ca, uint8_t **ret_der, size_t *ret_len, struct lz_err *err);
 
+/* Any certificate (X509) as DER; the caller frees *ret_der. */
+struct x509_st;
+int lz_x509_der(struct x509_st *cert, uint8_t **ret_der, size_t *ret_len, struct lz_err *err);
+
 /* The coordinator's leaf for leaf_key: serverAuth only, for
  * LZ_X509_SERVER_NAME, valid as long as the CA. */
 int lz_x509ca_issue_server(const struct lz_x509ca *ca, const struct lz_sigkey *leaf_key, time_t now,

@@ -52,16 +52,6 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return SSL_TLSEXT_ERR_OK;
 }
 
-static EVP_PKEY *evp_of(const struct lz_sigkey *key)
-{
-	uint8_t seed[LZ_SIGKEY_SEED_LEN];
-	if (lz_sigkey_seed(key, seed) < 0)
-		return NULL;
-	EVP_PKEY *p = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof(seed));
-	OPENSSL_cleanse(seed, sizeof(seed));
-	return p;
-}
-
 static bool configure(SSL_CTX *ctx, bool server, const struct lz_tlschan_cred *cred)
 {
 	const unsigned char *p = cred->ca_der;
@@ -84,7 +74,7 @@ static bool configure(SSL_CTX *ctx, bool server, const struct lz_tlschan_cred *c
 		SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
 	if (cred->cert_der == NULL)
 		return true;
-	EVP_PKEY *key = evp_of(cred->key);
+	EVP_PKEY *key = lz_sigkey_evp(cred->key);
 	ok = key != NULL && SSL_CTX_use_certificate_ASN1(ctx, (int)cred->cert_len, cred->cert_der) == 1 &&
 	     SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
 	EVP_PKEY_free(key);
@@ -272,21 +262,7 @@ int lz_tlschan_peer_cert(const struct lz_tlschan *ch, uint8_t **ret_der, size_t 
 	*ret_der = NULL;
 	*ret_len = 0;
 	X509 *x = SSL_get0_peer_certificate(ch->ssl);
-	if (x == NULL)
-		return 0;
-	unsigned char *der = NULL;
-	int n = i2d_X509(x, &der);
-	if (n <= 0)
-		return tls_fail(err, EIO, "the peer's certificate");
-	*ret_der = malloc((size_t)n);
-	if (*ret_der == NULL) {
-		OPENSSL_free(der);
-		return lz_err_set(err, ENOMEM, "out of memory");
-	}
-	memcpy(*ret_der, der, (size_t)n);
-	OPENSSL_free(der);
-	*ret_len = (size_t)n;
-	return 0;
+	return x == NULL ? 0 : lz_x509_der(x, ret_der, ret_len, err);
 }
 
 int lz_tlschan_send(struct lz_tlschan *ch, const void *buf, size_t len, const int *fds, size_t n_fds,
