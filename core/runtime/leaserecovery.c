@@ -76,9 +76,13 @@ static void judge_namespaces(lz_dstore *store, const struct lz_dstore_generation
 	bool present = false;
 	for (size_t i = 0; i < anchor.n_mounts && !why[0]; i++) {
 		const struct lz_dstore_mount *m = &anchor.mounts[i];
+		/* A reusable ID (recorded by an older build or kernel) names
+		 * nothing now: any host mount may carry it. Such a generation
+		 * rests on its processes, as it did then. */
+		if (m->mnt_id < LZ_MOUNT_ID_UNIQUE_MIN)
+			continue;
 		if (lz_mountns_present(m->mnt_id, &present, &e) < 0 ||
-		    (!present && ns.have_mount && m->mnt_id >= LZ_MOUNT_ID_UNIQUE_MIN &&
-		     lz_mountns_present_in(ns.mount.id, m->mnt_id, &present, &e) < 0))
+		    (!present && ns.have_mount && lz_mountns_present_in(ns.mount.id, m->mnt_id, &present, &e) < 0))
 			snprintf(why, cap, "cannot tell whether its mount of %.256s is gone: %s", m->path, e.msg);
 		else if (present)
 			snprintf(why, cap, "its mount of %.256s (mount ID %llu) still exists", m->path,

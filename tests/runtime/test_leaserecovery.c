@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -20,6 +22,8 @@
 #include <cmocka.h>
 
 #include "lz_test.h"
+#include "fs/mountns.h"
+#include "proc/nsident.h"
 #include "proc/pidref.h"
 #include "runtime/leaserecovery.h"
 #include "store/catalog.h"
@@ -177,6 +181,94 @@ static void test_lz_leaserecovery__no_process_recorded_is_released(void **state)
 	assert_int_equal(leases(f), 0);
 }
 
+
+/* A child in new user, mount and network namespaces, with a tmpfs of its
+ * own, that waits until killed: its namespaces and mount as a generation
+ * would record them. */
+static pid_t ns_child(struct lz_dstore_ns *mnt, struct lz_dstore_ns *net, uint64_t *mnt_id)
+{
+	int up[2];
+	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		struct lz_mount_id id = { 0 };
+		struct lz_err e = { 0, "" };
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) < 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("tmpfs", "/tmp", "tmpfs", 0, "size=64k") < 0 || lz_mountns_identify("/tmp", &id, &e) < 0)
+			id.mnt_id = 0;
+		if (write(up[1], &id.mnt_id, sizeof(id.mnt_id)) != (ssize_t)sizeof(id.mnt_id))
+			_exit(1);
+		alarm(60);
+		pause();
+		_exit(0);
+	}
+	close(up[1]);
+	assert_int_equal(read(up[0], mnt_id, sizeof(*mnt_id)), (ssize_t)sizeof(*mnt_id));
+	close(up[0]);
+	assert_true(*mnt_id >= LZ_MOUNT_ID_UNIQUE_MIN);
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct lz_nsident m, n;
+	OK(lz_nsident_of_pidfd(pidfd, CLONE_NEWNS, &m, &E));
+	OK(lz_nsident_of_pidfd(pidfd, CLONE_NEWNET, &n, &E));
+	close(pidfd);
+	*mnt = (struct lz_dstore_ns){ m.id, m.inum };
+	*net = (struct lz_dstore_ns){ n.id, n.inum };
+	return pid;
+}
+
+/* A generation with no process left but its mount namespace, then its
+ * network namespace, held by a descriptor outside it: kept, saying which;
+ * released once the holder lets go. A reusable mount ID that some host
+ * mount carries (an older build's record) is no evidence either way. */
+static void test_lz_leaserecovery__held_namespaces_keep_the_lease(void **state)
+{
+	struct fx *f = *state;
+	struct lz_dstore_ns mnt, net;
+	uint64_t mnt_id = 0;
+	pid_t pid = ns_child(&mnt, &net, &mnt_id);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	int held_mnt = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	int held_net = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(held_mnt >= 0 && held_net >= 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+
+	uint64_t g = 0;
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, &E));
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &mnt, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_CONNECTIVITY_HELPER, &E));
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_NETWORK, &net, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_set_artifact(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, ART, &E));
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	OK(lz_dstore_participant_set_lease_held(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_activate(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &E));
+	struct lz_dstore_mount tmp = { .path = "/tmp", .mnt_id = mnt_id, .dev = 1, .ino = 1 };
+	struct statx sx;
+	assert_int_equal(statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &sx), 0);
+	struct lz_dstore_mount reused = { .path = "/old", .mnt_id = sx.stx_mnt_id, .dev = 1, .ino = 1 };
+	OK(lz_dstore_participant_add_mount(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &reused, &E));
+	OK(lz_dstore_participant_add_mount(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &tmp, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+
+	assert_int_equal(run(f), 0);
+	assert_int_equal(leases(f), 1);
+	assert_non_null(strstr(f->lines[0], "its mount of /tmp (mount ID "));
+	close(held_mnt);
+	assert_int_equal(run(f), 0);
+	assert_non_null(strstr(f->lines[0], "its network namespace (namespace ID "));
+	close(held_net);
+	assert_int_equal(run(f), 1);
+	assert_int_equal(leases(f), 0);
+}
+
 static void test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept(void **state)
 {
 	struct fx *f = *state;
@@ -205,6 +297,7 @@ int main(void)
 		T(test_lz_leaserecovery__kept_while_the_supervisor_lives_released_once_gone),
 		T(test_lz_leaserecovery__no_process_recorded_is_released),
 		T(test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept),
+		T(test_lz_leaserecovery__held_namespaces_keep_the_lease),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
