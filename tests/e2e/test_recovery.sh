@@ -191,12 +191,14 @@ test_held_network_namespace() { test_held_namespace_refuses_until_released net "
 t_run "a mount namespace of a lost generation held outside it: refused until released" test_held_mount_namespace
 t_run "a network namespace of a lost generation held outside it: refused until released" test_held_network_namespace
 
-for step in session-intent session-stage session-commit; do
-	for role in exec-client runsc-exec supervisor; do
-		eval "test_kill_${role//-/_}_${step//-/_}() { kill_role_at $role $step; }"
-		t_run "kill -9 of the $role with the coordinator stopped at $step; the Domain recovers" \
-			"test_kill_${role//-/_}_${step//-/_}"
-	done
+# A session's own processes at the steps where they exist: the exec
+# client staged (not yet released) and committed, its runsc exec running.
+# (The other roles at these steps are the serving cells above.)
+for cell in exec-client:session-stage exec-client:session-commit runsc-exec:session-commit; do
+	role=${cell%%:*} step=${cell#*:}
+	eval "test_kill_${role//-/_}_${step//-/_}() { kill_role_at $role $step; }"
+	t_run "kill -9 of the $role with the coordinator stopped at $step; the Domain recovers" \
+		"test_kill_${role//-/_}_${step//-/_}"
 done
 for step in after-intent after-spawn after-stage after-commit after-publish in-teardown; do
 	for role in supervisor runsc sandbox gofer slirp4netns router; do
