@@ -184,7 +184,7 @@ static int flush(struct lz_tlschan *ch, const int *fds, size_t n_fds, int64_t de
 
 /* One datagram into OpenSSL; its descriptors to the caller (closed when
  * the caller takes none). */
-static int feed(struct lz_tlschan *ch, int *fds, size_t max_fds, size_t *n_fds, struct lz_err *err)
+static int feed(struct lz_tlschan *ch, bool dontwait, int *fds, size_t max_fds, size_t *n_fds, struct lz_err *err)
 {
 	union {
 		struct cmsghdr h;
@@ -192,7 +192,7 @@ static int feed(struct lz_tlschan *ch, int *fds, size_t max_fds, size_t *n_fds, 
 	} c;
 	struct iovec iov = { ch->dgram, DATAGRAM_MAX };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	ssize_t n = recvmsg(ch->fd, &msg, MSG_CMSG_CLOEXEC);
+	ssize_t n = recvmsg(ch->fd, &msg, MSG_CMSG_CLOEXEC | (dontwait ? MSG_DONTWAIT : 0));
 	if (n < 0)
 		return errno == EAGAIN ? -EAGAIN : lz_err_set(err, errno, "receive: %s", strerror(errno));
 	size_t got = 0;
@@ -223,12 +223,14 @@ static int feed(struct lz_tlschan *ch, int *fds, size_t max_fds, size_t *n_fds, 
 	return 0;
 }
 
-int lz_tlschan_handshake(struct lz_tlschan *ch, int timeout_ms, struct lz_err *err)
+/* A handshake flight is a few hundred bytes into an idle socket. */
+#define FLIGHT_SEND_MS 1000
+
+int lz_tlschan_handshake_step(struct lz_tlschan *ch, struct lz_err *err)
 {
-	int64_t deadline = lz_now_ms() + timeout_ms;
 	for (;;) {
 		int r = SSL_do_handshake(ch->ssl);
-		int f = flush(ch, NULL, 0, deadline, err); /* our flight, or our alert */
+		int f = flush(ch, NULL, 0, lz_now_ms() + FLIGHT_SEND_MS, err); /* our flight, or our alert */
 		if (r == 1) {
 			const unsigned char *alpn = NULL;
 			unsigned int alpn_len = 0;
@@ -237,7 +239,7 @@ int lz_tlschan_handshake(struct lz_tlschan *ch, int timeout_ms, struct lz_err *e
 				return f;
 			if (alpn_len != sizeof(LZ_TLSCHAN_ALPN) - 1 || memcmp(alpn, LZ_TLSCHAN_ALPN, alpn_len) != 0)
 				return lz_err_set(err, EPERM, "the peer did not agree to %s", LZ_TLSCHAN_ALPN);
-			return 0;
+			return 1;
 		}
 		int e = SSL_get_error(ch->ssl, r);
 		if (e != SSL_ERROR_WANT_READ) {
@@ -249,12 +251,22 @@ int lz_tlschan_handshake(struct lz_tlschan *ch, int timeout_ms, struct lz_err *e
 		}
 		if (f < 0)
 			return f;
-		if ((r = wait_fd(ch->fd, POLLIN, deadline)) < 0)
-			return lz_err_set(err, -r, "TLS handshake: %s", strerror(-r));
 		size_t none = 0;
-		if ((r = feed(ch, NULL, 0, &none, err)) < 0 && r != -EAGAIN)
+		if ((r = feed(ch, true, NULL, 0, &none, err)) == -EAGAIN)
+			return 0;
+		if (r < 0)
 			return r;
 	}
+}
+
+int lz_tlschan_handshake(struct lz_tlschan *ch, int timeout_ms, struct lz_err *err)
+{
+	int64_t deadline = lz_now_ms() + timeout_ms;
+	int r;
+	while ((r = lz_tlschan_handshake_step(ch, err)) == 0)
+		if ((r = wait_fd(ch->fd, POLLIN, deadline)) < 0)
+			return lz_err_set(err, -r, "TLS handshake: %s", strerror(-r));
+	return r < 0 ? r : 0;
 }
 
 int lz_tlschan_peer_cert(const struct lz_tlschan *ch, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
@@ -287,7 +299,7 @@ ssize_t lz_tlschan_recv(struct lz_tlschan *ch, void *buf, size_t cap, int *fds, 
 	for (;;) {
 		/* A datagram that held only TLS's own messages (a KeyUpdate)
 		 * yields nothing: take the next. */
-		int r = feed(ch, fds, max_fds, n_fds, err);
+		int r = feed(ch, false, fds, max_fds, n_fds, err);
 		if (r < 0)
 			return r;
 		size_t total = 0, got = 0;

@@ -49,6 +49,13 @@ void lz_tlschan_free(struct lz_tlschan *ch);
  * when authentication fails. */
 int lz_tlschan_handshake(struct lz_tlschan *ch, int timeout_ms, struct lz_err *err);
 
+/* As much of the handshake as the datagrams already waiting allow, never
+ * waiting for the peer: 1 when complete, 0 when it needs the peer's next
+ * flight (poll the socket for input, then step again), < 0 as above. A
+ * coordinator serving many connections steps each without stalling the
+ * others on a slow or silent client. */
+int lz_tlschan_handshake_step(struct lz_tlschan *ch, struct lz_err *err);
+
 /* The peer's leaf as DER (client certificate on the server; NULL when the
  * client presented none). The caller frees *ret_der. */
 int lz_tlschan_peer_cert(const struct lz_tlschan *ch, uint8_t **ret_der, size_t *ret_len, struct lz_err *err);

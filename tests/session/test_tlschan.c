@@ -294,6 +294,49 @@ static void test_lz_tlschan__plain_and_tls12_refused(void **state)
 	gen_free(&g);
 }
 
+
+/* Both handshakes stepped by one thread, as the coordinator's serve loop
+ * would: neither step ever waits for the peer, and a server whose client
+ * says nothing returns at once asking for input. */
+static void test_lz_tlschan_handshake_step__interleaved_without_waiting(void **state)
+{
+	(void)state;
+	struct gen g;
+	gen_make(&g);
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	struct lz_tlschan_cred sc = server_cred(&g), cc = client_cred(&g);
+	struct lz_tlschan *srv = NULL, *cli = NULL;
+	assert_int_equal(lz_tlschan_new(sv[0], true, &sc, &srv, &E), 0);
+	assert_int_equal(lz_tlschan_new(sv[1], false, &cc, &cli, &E), 0);
+	/* A silent client: the server does not block. */
+	assert_int_equal(lz_tlschan_handshake_step(srv, &E), 0);
+	int s = 0, c = 0, rounds = 0;
+	while ((s != 1 || c != 1) && rounds++ < 10) {
+		if (c != 1)
+			c = lz_tlschan_handshake_step(cli, &E);
+		assert_true(c >= 0);
+		if (s != 1)
+			s = lz_tlschan_handshake_step(srv, &E);
+		assert_true(s >= 0);
+	}
+	assert_int_equal(s, 1);
+	assert_int_equal(c, 1);
+	/* TLS 1.3 with a client certificate: two flights each way at most. */
+	assert_true(rounds <= 3);
+	uint8_t *in = malloc(LZ_TLSCHAN_RECORD_MAX);
+	size_t n_fds = 0;
+	assert_int_equal(lz_tlschan_send(cli, "hello", 5, NULL, 0, TIMEOUT_MS, &E), 0);
+	assert_int_equal(lz_tlschan_recv(srv, in, LZ_TLSCHAN_RECORD_MAX, NULL, 0, &n_fds, &E), 5);
+	assert_memory_equal(in, "hello", 5);
+	free(in);
+	lz_tlschan_free(srv);
+	lz_tlschan_free(cli);
+	close(sv[0]);
+	close(sv[1]);
+	gen_free(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -302,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_lz_tlschan__another_generation_refused),
 		cmocka_unit_test(test_lz_tlschan__server_leaf_as_client_refused),
 		cmocka_unit_test(test_lz_tlschan__plain_and_tls12_refused),
+		cmocka_unit_test(test_lz_tlschan_handshake_step__interleaved_without_waiting),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
