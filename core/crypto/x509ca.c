@@ -223,7 +223,9 @@ static bool client_only(X509 *x)
 	return ok;
 }
 
-/* The one URI name, which must be this Domain's and generation's. */
+/* The one URI name, which must be exactly the one this CA issues for
+ * some client: the client ID is read from its tail, the whole name
+ * rendered again from it and compared (lowercase hex, nothing more). */
 static bool bound_here(const struct lz_x509ca *ca, X509 *x, uint8_t client_id[LZ_X509_CLIENT_ID_LEN])
 {
 	int crit = 0;
@@ -231,18 +233,18 @@ static bool bound_here(const struct lz_x509ca *ca, X509 *x, uint8_t client_id[LZ
 	bool ok = names != NULL && sk_GENERAL_NAME_num(names) == 1;
 	const GENERAL_NAME *n = ok ? sk_GENERAL_NAME_value(names, 0) : NULL;
 	ok = ok && n->type == GEN_URI;
-	char want[URI_MAX];
-	uint8_t zero[LZ_X509_CLIENT_ID_LEN] = { 0 };
-	binding_uri(ca->domain_id, ca->generation, zero, want, sizeof(want));
-	size_t prefix = strlen(want) - 2 * LZ_X509_CLIENT_ID_LEN;
 	if (ok) {
 		const ASN1_IA5STRING *s = n->d.uniformResourceIdentifier;
 		const char *v = (const char *)ASN1_STRING_get0_data(s);
-		ok = (size_t)ASN1_STRING_length(s) == strlen(want) && memcmp(v, want, prefix) == 0 &&
-		     lz_unhex(v + prefix, client_id, LZ_X509_CLIENT_ID_LEN) == 0;
-		/* lz_unhex accepts either case; the issued form is lower. */
-		for (size_t i = prefix; ok && i < strlen(want); i++)
-			ok = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
+		size_t len = (size_t)ASN1_STRING_length(s);
+		char want[URI_MAX];
+		/* OpenSSL's strings end in a NUL after their length. */
+		ok = len > 2 * LZ_X509_CLIENT_ID_LEN &&
+		     lz_unhex(v + len - 2 * LZ_X509_CLIENT_ID_LEN, client_id, LZ_X509_CLIENT_ID_LEN) == 0;
+		if (ok) {
+			binding_uri(ca->domain_id, ca->generation, client_id, want, sizeof(want));
+			ok = strlen(want) == len && memcmp(v, want, len) == 0;
+		}
 	}
 	GENERAL_NAMES_free(names);
 	return ok;

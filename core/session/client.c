@@ -290,9 +290,29 @@ static int lost_before_welcome(bool ours_unread, const struct lz_client_request 
 			  lz_config_runtime_domain(req->cfg)->canonical, LZ_RUNDIR_LOG);
 }
 
-static int send_simple(int sock, const struct lz_wire_msg *m)
+/* A terminal session's record after its command; *sent remembers that one
+ * went, so that an ECONNRESET no longer proves the command unread. */
+static int send_after_run(int sock, const struct lz_wire_msg *m, bool *sent)
 {
+	*sent = true;
 	return lz_wire_send(sock, m, NULL, 0);
+}
+
+/* One record from the coordinator; descriptors are never expected and are
+ * closed. A peer that closed with our record unread reports ECONNRESET
+ * once, and what it sent before is still queued: *unread notes it. */
+static int recv_noting_unread(int sock, uint8_t *buf, struct lz_wire_msg *m, bool *unread)
+{
+	int fds[LZ_WIRE_MAX_FDS];
+	size_t nf = 0;
+	int r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, m, fds, LZ_WIRE_MAX_FDS, &nf);
+	if (r == -ECONNRESET) {
+		*unread = true;
+		r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, m, fds, LZ_WIRE_MAX_FDS, &nf);
+	}
+	for (size_t i = 0; i < nf; i++)
+		close(fds[i]);
+	return r;
 }
 
 static int run_terminal(int sock, const struct lz_client_request *req, int *ret_status,
@@ -344,20 +364,17 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			got_winch = 0;
 			struct lz_wire_msg m = { .type = LZ_WIRE_RESIZE };
 			window(&m.resize.rows, &m.resize.cols);
-			sent_after_run = true;
-			(void)send_simple(sock, &m);
+			(void)send_after_run(sock, &m, &sent_after_run);
 		}
 		if (got_int || got_quit) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_SIGNAL,
 						 .sig = got_int ? LZ_WIRE_SIG_INTERRUPT : LZ_WIRE_SIG_QUIT };
 			got_int = got_quit = 0;
-			sent_after_run = true;
-			(void)send_simple(sock, &m);
+			(void)send_after_run(sock, &m, &sent_after_run);
 		}
 		if (got_end) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
-			sent_after_run = true;
-			(void)send_simple(sock, &m);
+			(void)send_after_run(sock, &m, &sent_after_run);
 			*ret_status = 128 + got_end;
 			break;
 		}
@@ -388,23 +405,14 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			if (n > 0) {
 				struct lz_wire_msg m = { .type = LZ_WIRE_INPUT,
 							 .input = { buf, (size_t)n } };
-				sent_after_run = true;
-			(void)send_simple(sock, &m);
+				(void)send_after_run(sock, &m, &sent_after_run);
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				stdin_open = false;
 			}
 		}
 		if (pf[0].revents) {
 			struct lz_wire_msg m;
-			int rf[LZ_WIRE_MAX_FDS];
-			size_t nf = 0;
-			int k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
-			if (k == -ECONNRESET) {
-				unread = true;
-				k = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
-			}
-			for (size_t i = 0; i < nf; i++)
-				close(rf[i]);
+			int k = recv_noting_unread(sock, buf, &m, &unread);
 			if (k < 0) {
 				/* Input sent after the command may be what was
 				 * unread: only the command alone proves it unread. */
@@ -531,17 +539,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 				continue;
 			if (pf[k].fd == sock) {
 				struct lz_wire_msg m;
-				size_t nf = 0;
-				int rf[LZ_WIRE_MAX_FDS];
-				r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
-				/* A peer that closed with our record unread reports
-				 * ECONNRESET once; what it sent before is still queued. */
-				if (r == -ECONNRESET) {
-					unread = true;
-					r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, rf, LZ_WIRE_MAX_FDS, &nf);
-				}
-				for (size_t i = 0; i < nf; i++)
-					close(rf[i]);
+				r = recv_noting_unread(sock, buf, &m, &unread);
 				if (r < 0) {
 					r = welcomed ? lz_err_set(err, EPIPE,
 								  "lost the Host Coordinator before the "
