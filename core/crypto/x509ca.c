@@ -278,3 +278,62 @@ int lz_x509ca_check_client(const struct lz_x509ca *ca, const uint8_t *der, size_
 		memcpy(ret_client_id, id, sizeof(id));
 	return r;
 }
+
+int lz_x509_csr_new(const struct lz_sigkey *key, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
+{
+	EVP_PKEY *k = lz_sigkey_evp(key);
+	X509_REQ *req = X509_REQ_new();
+	unsigned char *der = NULL;
+	int n = -1;
+	if (k != NULL && req != NULL && X509_REQ_set_pubkey(req, k) == 1 && X509_REQ_sign(req, k, NULL) > 0)
+		n = i2d_X509_REQ(req, &der);
+	X509_REQ_free(req);
+	EVP_PKEY_free(k);
+	if (n <= 0 || n > LZ_X509_CSR_MAX) {
+		OPENSSL_free(der);
+		return ssl_fail(err, "make a certificate request");
+	}
+	*ret_der = malloc((size_t)n);
+	if (*ret_der == NULL) {
+		OPENSSL_free(der);
+		return lz_err_set(err, ENOMEM, "out of memory");
+	}
+	memcpy(*ret_der, der, (size_t)n);
+	OPENSSL_free(der);
+	*ret_len = (size_t)n;
+	return 0;
+}
+
+/* An Ed25519 key's 32 public bytes. */
+static int ed25519_public(EVP_PKEY *k, uint8_t out[LZ_SIGKEY_PUBLIC_LEN], const char *what, struct lz_err *err)
+{
+	size_t n = LZ_SIGKEY_PUBLIC_LEN;
+	if (k == NULL || EVP_PKEY_get_id(k) != EVP_PKEY_ED25519 || EVP_PKEY_get_raw_public_key(k, out, &n) != 1 ||
+	    n != LZ_SIGKEY_PUBLIC_LEN)
+		return lz_err_set(err, EPERM, "%s has no Ed25519 key", what);
+	return 0;
+}
+
+int lz_x509_csr_public(const uint8_t *csr, size_t len, uint8_t out[LZ_SIGKEY_PUBLIC_LEN], struct lz_err *err)
+{
+	if (len == 0 || len > LZ_X509_CSR_MAX)
+		return lz_err_set(err, EPERM, "a certificate request of %zu bytes (at most %d)", len, LZ_X509_CSR_MAX);
+	const unsigned char *p = csr;
+	X509_REQ *req = d2i_X509_REQ(NULL, &p, (long)len);
+	int r = req == NULL || p != csr + len ? lz_err_set(err, EPERM, "the certificate request is not one DER request")
+					       : ed25519_public(X509_REQ_get0_pubkey(req), out, "the certificate request", err);
+	X509_REQ_free(req);
+	return r;
+}
+
+int lz_x509_cert_public(const uint8_t *der, size_t len, uint8_t out[LZ_SIGKEY_PUBLIC_LEN], struct lz_err *err)
+{
+	if (len == 0 || len > LZ_X509_CERT_MAX)
+		return lz_err_set(err, EPERM, "a certificate of %zu bytes (at most %d)", len, LZ_X509_CERT_MAX);
+	const unsigned char *p = der;
+	X509 *x = d2i_X509(NULL, &p, (long)len);
+	int r = x == NULL || p != der + len ? lz_err_set(err, EPERM, "not one DER certificate")
+					     : ed25519_public(X509_get0_pubkey(x), out, "the certificate", err);
+	X509_free(x);
+	return r;
+}

@@ -65,4 +65,13 @@ int lz_x509ca_issue_client(const struct lz_x509ca *ca, const uint8_t *csr, size_
 int lz_x509ca_check_client(const struct lz_x509ca *ca, const uint8_t *der, size_t len, time_t now,
 			   uint8_t ret_client_id[LZ_X509_CLIENT_ID_LEN], struct lz_err *err);
 
+/* A Client CLI's certificate request for its key (Ed25519, signed by
+ * it); the caller frees *ret_der. */
+int lz_x509_csr_new(const struct lz_sigkey *key, uint8_t **ret_der, size_t *ret_len, struct lz_err *err);
+
+/* The Ed25519 public key of a DER certificate request (not verified:
+ * lz_x509ca_issue_client does that) or certificate. -EPERM otherwise. */
+int lz_x509_csr_public(const uint8_t *csr, size_t len, uint8_t out[LZ_SIGKEY_PUBLIC_LEN], struct lz_err *err);
+int lz_x509_cert_public(const uint8_t *der, size_t len, uint8_t out[LZ_SIGKEY_PUBLIC_LEN], struct lz_err *err);
+
 #endif

@@ -40,7 +40,9 @@
 #include "runtime/leaserecovery.h"
 #include "runtime/ocispec.h"
 #include "runtime/rundir.h"
+#include "session/admission.h"
 #include "session/guestcmd.h"
+#include "session/pin.h"
 #include "session/session.h"
 #include "store/catalog.h"
 #include "store/identity.h"
@@ -88,7 +90,8 @@ struct lz_hc {
 	struct lz_broker_child rs;
 	int control_fd;
 
-	/* Sessions (spec 3.4). */
+	/* Sessions (spec 3.4) and who may open them (spec 3.3). */
+	struct lz_admission *admission;
 	int listen_fd;
 	bool ever_served;
 	struct lz_session sessions[LZ_HC_MAX_SESSIONS];
@@ -452,6 +455,11 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 		return lz_err_prefix(err, r, "host escalation: ");
 	lz_escalation_set_hooks(hc->esc, &(struct lz_esc_hooks){ .launching = escalation_launching,
 								  .ended = escalation_ended, .ctx = hc });
+	/* Spec 3.3: the control socket's CA and the coordinator's leaf. */
+	const struct lz_trust_anchor *ta = lz_escalation_anchor(hc->esc);
+	if ((r = lz_admission_new(ta->tls_ca, hc->domain_id, hc->fingerprint, gen, ta->manifest, ta->manifest_len,
+				  &hc->admission, err)) < 0)
+		return lz_err_prefix(err, r, "control socket TLS: ");
 	r = lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
 			   LZ_RESOLVE_OWNED, err);
 	return fault_after("after-begin", r);
@@ -1028,16 +1036,23 @@ int lz_hc_publish(lz_hc *hc, struct lz_err *err)
 	if (fd < 0)
 		return lz_err_set(err, errno, "socket: %s", strerror(errno));
 	(void)unlinkat(hc->runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+	/* Spec 3.3: the pin is in place before anyone can connect. */
+	if ((r = lz_admission_pin(hc->admission, hc->runtime_domain->fd, err)) < 0)
+		return r;
 	mode_t old = umask(0077);
 	r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
 	umask(old);
-	if (r < 0 || listen(fd, 16) < 0)
-		return lz_err_set(err, errno, "listen on %s/%s: %s", hc->runtime_domain->canonical, LZ_RUNDIR_SOCKET,
-				  strerror(errno));
+	if (r < 0 || listen(fd, 16) < 0) {
+		r = lz_err_set(err, errno, "listen on %s/%s: %s", hc->runtime_domain->canonical, LZ_RUNDIR_SOCKET,
+			       strerror(errno));
+		lz_pin_remove(hc->runtime_domain->fd);
+		return r;
+	}
 	/* Sessions are admitted only by a published generation, and the store
 	 * publishes only with the network participant active. */
 	if ((r = lz_dstore_generation_set_state(hc->store, hc->gen, LZ_DSTORE_GEN_PUBLISHED, err)) < 0) {
 		(void)unlinkat(hc->runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+		lz_pin_remove(hc->runtime_domain->fd);
 		return r;
 	}
 	hc->listen_fd = TAKE_FD(fd);
@@ -1052,6 +1067,7 @@ static void withdraw(lz_hc *hc)
 		return;
 	lz_close_fdp(&hc->listen_fd);
 	(void)unlinkat(hc->runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);
+	lz_pin_remove(hc->runtime_domain->fd);
 }
 
 /* The store's view of a session ends with it: release, then clean. */
@@ -1202,17 +1218,65 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	struct lz_wire_msg welcome = { .type = LZ_WIRE_WELCOME,
 				       .welcome = { .protocol = LZ_WIRE_PROTOCOL, .generation = hc->gen } };
 	(void)lz_unhex(s->id, welcome.welcome.session_id, 16);
-	(void)lz_wire_send(s->client, &welcome, NULL, 0);
+	(void)lz_wire_send(s->tls, &welcome, NULL, 0, LZ_SESSION_DRAIN_MS, NULL);
 	return 0;
+}
+
+/* A control connection refused before it is a session (spec 3.3): the
+ * reason goes to hc.log, nothing else changes. */
+static void refuse_connection(lz_hc *hc, struct lz_session *s, const char *reason)
+{
+	char line[LZ_ERR_MSG_MAX + 64];
+	snprintf(line, sizeof(line), "control connection refused: %s", reason);
+	log_line(NULL, line);
+	session_end(hc, s);
+}
+
+/* The TLS handshake, then what the peer is (session/admission.h). */
+static void admission_step(lz_hc *hc, struct lz_session *s, uint8_t *buf)
+{
+	struct lz_err err = { 0, "" };
+	int r;
+	if (s->phase == LZ_SESSION_HANDSHAKE) {
+		if ((r = lz_tlschan_handshake_step(s->tls, &err)) == 0)
+			return;
+		if (r > 0 && (r = lz_admission_admit(hc->admission, s->tls, &err)) < 0) {
+			/* The peer speaks the wire protocol from here: tell it why. */
+			s->phase = LZ_SESSION_ADMITTED;
+			lz_session_refuse(s, -r, err.msg);
+		}
+		if (r < 0)
+			return refuse_connection(hc, s, err.msg);
+		s->phase = r == LZ_ADMISSION_CLIENT ? LZ_SESSION_ADMITTED : LZ_SESSION_ENROLLING;
+		return;
+	}
+	if (s->phase == LZ_SESSION_ENROLLING) {
+		if ((r = lz_admission_enroll(hc->admission, s->tls, buf, &err)) == -EAGAIN)
+			return;
+		if (r < 0)
+			return refuse_connection(hc, s, err.msg);
+		s->phase = LZ_SESSION_ENROLLED;
+		return;
+	}
+	/* Enrolled: the peer's end is all that may follow. */
+	size_t n_fds = 0;
+	ssize_t n = lz_tlschan_recv(s->tls, buf, LZ_WIRE_MAX, NULL, 0, &n_fds, &err);
+	if (n == -EAGAIN)
+		return;
+	if (n >= 0 || n != -EPIPE)
+		return refuse_connection(hc, s, n >= 0 ? "an operation on an enrollment connection" : err.msg);
+	session_end(hc, s);
 }
 
 static void client_message(lz_hc *hc, struct lz_session *s, uint8_t *buf)
 {
+	if (s->phase != LZ_SESSION_ADMITTED)
+		return admission_step(hc, s, buf);
 	struct lz_wire_msg m;
 	int fds[LZ_WIRE_MAX_FDS];
 	size_t n_fds = 0;
 	struct lz_err err = { 0, "" };
-	int r = lz_wire_recv(s->client, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &n_fds);
+	int r = lz_wire_recv(s->tls, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &n_fds, &err);
 	if (r == -EAGAIN)
 		return;
 	if (r < 0) {
@@ -1225,9 +1289,9 @@ static void client_message(lz_hc *hc, struct lz_session *s, uint8_t *buf)
 	if (!s->greeted) {
 		if (m.type != LZ_WIRE_HELLO || m.hello.protocol != LZ_WIRE_PROTOCOL ||
 		    memcmp(m.hello.domain_id, hc->domain_id, 32) != 0)
-			lz_session_refuse(s->client, EPROTO, "not a client of this Domain");
+			lz_session_refuse(s, EPROTO, "not a client of this Domain");
 		else if (memcmp(m.hello.fingerprint, hc->fingerprint, 32) != 0)
-			lz_session_refuse(s->client, ESTALE,
+			lz_session_refuse(s, ESTALE,
 					  "this Domain is running with a different configuration (Configuration "
 					  "Fingerprint differs); end its sessions, then launch again");
 		else
@@ -1236,14 +1300,14 @@ static void client_message(lz_hc *hc, struct lz_session *s, uint8_t *buf)
 			session_end(hc, s);
 	} else if (!s->running && s->exec.pidfd < 0 && m.type == LZ_WIRE_RUN_COMMAND) {
 		if (n_fds != (m.run.terminal ? 0 : LZ_WIRE_STDIO_FDS)) {
-			lz_session_refuse(s->client, EPROTO, "a command needs its three standard streams, or a terminal");
+			lz_session_refuse(s, EPROTO, "a command needs its three standard streams, or a terminal");
 			session_end(hc, s);
 		} else if ((r = session_start(hc, s, &m.run, fds, &err)) < 0) {
-			lz_session_refuse(s->client, -r, err.msg);
+			lz_session_refuse(s, -r, err.msg);
 			session_end(hc, s);
 		}
 	} else if (lz_session_event(s, &m) == LZ_SESSION_UNEXPECTED) {
-		lz_session_refuse(s->client, EPROTO, "unexpected message");
+		lz_session_refuse(s, EPROTO, "unexpected message");
 		if (s->running)
 			lz_session_client_gone(s);
 		else
@@ -1259,18 +1323,30 @@ static void accept_client(lz_hc *hc)
 	int fd = accept4(hc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
+	/* Spec 3.3: from the developer's UID beneath the host-private
+	 * directory; the identity is the TLS's, never the peer's PID. */
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+		log_line(NULL, "control connection refused: not from the developer's UID");
 		close(fd);
 		return;
 	}
-	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-		if (!lz_session_busy(&hc->sessions[i])) {
-			hc->sessions[i].client = fd;
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+		struct lz_session *s = &hc->sessions[i];
+		if (lz_session_busy(s))
+			continue;
+		struct lz_tlschan *tls = NULL;
+		struct lz_err err = { 0, "" };
+		if (lz_admission_channel(hc->admission, fd, &tls, &err) < 0) {
+			log_line(NULL, err.msg);
+			close(fd);
 			return;
 		}
-	lz_session_refuse(fd, EBUSY, "too many sessions in this Domain");
+		lz_session_connected(s, fd, tls);
+		return;
+	}
+	log_line(NULL, "control connection refused: too many sessions in this Domain");
 	close(fd);
 }
 
@@ -1478,7 +1554,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
 		if (lz_session_busy(&hc->sessions[i])) {
 			if (hc->sessions[i].client >= 0)
-				lz_session_refuse(hc->sessions[i].client, EPIPE, err->msg);
+				lz_session_refuse(&hc->sessions[i], EPIPE, err->msg);
 			session_end(hc, &hc->sessions[i]);
 		}
 	return r;
@@ -1550,6 +1626,7 @@ void lz_hc_close(lz_hc *hc)
 		}
 	}
 	lz_escalation_free(hc->esc); /* host processes reaped, keys wiped */
+	lz_admission_free(hc->admission); /* after withdraw: publication first (spec 3.3) */
 	lz_bundle_env_free(hc->host_env);
 	lz_gendir_remove(&hc->gendir);
 	lz_close_fdp(&hc->rootfs_fd);

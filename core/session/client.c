@@ -20,26 +20,10 @@
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
+#include "session/clientauth.h"
 #include "session/wire.h"
 
 extern char **environ;
-
-static int connect_hc(const struct lz_path *runtime_domain, int *ret)
-{
-	struct sockaddr_un addr;
-	if (lz_rundir_socket_addr(runtime_domain, &addr) < 0)
-		return -ENAMETOOLONG;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	*ret = fd;
-	return 0;
-}
 
 /* Starts `lazaret __hc` as its own session with the CLI's environment
  * (the HC resolves the same configuration, including env references) and
@@ -95,16 +79,25 @@ static int start_hc(const struct lz_client_request *req, struct lz_err *err)
 			  LZ_RUNDIR_LOG);
 }
 
-/* Greets the HC; a Refused answer comes back as its errno and message. */
-static int hello(int sock, const lz_config *cfg, struct lz_err *err)
+/* The Domain and configuration this CLI expects. */
+static int identity(const lz_config *cfg, uint8_t domain_id[32], uint8_t fingerprint[32], struct lz_err *err)
 {
 	struct lz_config_summary s;
 	lz_config_summarize(cfg, &s);
+	if (lz_unhex(s.domain_id, domain_id, 32) < 0 || lz_unhex(s.fingerprint, fingerprint, 32) < 0)
+		return lz_err_set(err, EINVAL, "malformed Domain identity");
+	return 0;
+}
+
+/* Greets the HC; a Refused answer comes back as its errno and message. */
+static int hello(struct lz_tlschan *ch, const uint8_t domain_id[32], const uint8_t fingerprint[32],
+		 struct lz_err *err)
+{
 	struct lz_wire_msg m = { .type = LZ_WIRE_HELLO,
 				 .hello = { .protocol = LZ_WIRE_PROTOCOL, .client_pid = (uint32_t)getpid() } };
-	if (lz_unhex(s.domain_id, m.hello.domain_id, 32) < 0 || lz_unhex(s.fingerprint, m.hello.fingerprint, 32) < 0)
-		return lz_err_set(err, EINVAL, "malformed Domain identity");
-	int r = lz_wire_send(sock, &m, NULL, 0);
+	memcpy(m.hello.domain_id, domain_id, 32);
+	memcpy(m.hello.fingerprint, fingerprint, 32);
+	int r = lz_wire_send(ch, &m, NULL, 0, LZ_TLSCHAN_FOREVER, NULL);
 	return r < 0 ? lz_err_set(err, -r, "greet the Host Coordinator: %s", strerror(-r)) : 0;
 }
 
@@ -117,7 +110,7 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 	int64_t deadline = lz_now_ms() + LZ_CLIENT_START_TIMEOUT_MS;
 	useconds_t pause = 50 * 1000; /* doubling to 1 s: a long wait asks rarely */
 	for (;;) {
-		int r = connect_hc(rd, ret);
+		int r = lz_clientauth_connect(rd, ret);
 		if (r == 0)
 			return 0;
 		if (r != -ENOENT && r != -ECONNREFUSED)
@@ -216,7 +209,7 @@ static bool pump(struct relay *rl)
 
 /* After a failed send: the Refused the HC sent before closing, if any.
  * Returns its -errno (message in err), or 0 when there is none. */
-static int refusal(int sock, struct lz_err *err)
+static int refusal(struct lz_tlschan *ch, struct lz_err *err)
 {
 	uint8_t *buf = malloc(LZ_WIRE_MAX);
 	if (buf == NULL)
@@ -226,11 +219,14 @@ static int refusal(int sock, struct lz_err *err)
 		struct lz_wire_msg m;
 		int fds[LZ_WIRE_MAX_FDS];
 		size_t nf = 0;
-		int r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &nf);
+		struct lz_err why = { 0, "" };
+		int r = lz_wire_recv(ch, buf, LZ_WIRE_MAX, &m, fds, LZ_WIRE_MAX_FDS, &nf, &why);
 		for (size_t i = 0; i < nf; i++)
 			close(fds[i]);
 		if (r == -ECONNRESET)
 			continue;
+		if (r == -EPERM) /* the coordinator refused our certificate */
+			code = -lz_err_set(err, EPERM, "%s", why.msg);
 		if (r < 0)
 			break;
 		if (m.type == LZ_WIRE_REFUSED)
@@ -292,30 +288,31 @@ static int lost_before_welcome(bool ours_unread, const struct lz_client_request 
 
 /* A terminal session's record after its command; *sent remembers that one
  * went, so that an ECONNRESET no longer proves the command unread. */
-static int send_after_run(int sock, const struct lz_wire_msg *m, bool *sent)
+static int send_after_run(struct lz_tlschan *ch, const struct lz_wire_msg *m, bool *sent)
 {
 	*sent = true;
-	return lz_wire_send(sock, m, NULL, 0);
+	return lz_wire_send(ch, m, NULL, 0, LZ_TLSCHAN_FOREVER, NULL);
 }
 
 /* One record from the coordinator; descriptors are never expected and are
  * closed. A peer that closed with our record unread reports ECONNRESET
  * once, and what it sent before is still queued: *unread notes it. */
-static int recv_noting_unread(int sock, uint8_t *buf, struct lz_wire_msg *m, bool *unread)
+static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wire_msg *m, bool *unread,
+			      struct lz_err *err)
 {
 	int fds[LZ_WIRE_MAX_FDS];
 	size_t nf = 0;
-	int r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, m, fds, LZ_WIRE_MAX_FDS, &nf);
+	int r = lz_wire_recv(ch, buf, LZ_WIRE_MAX, m, fds, LZ_WIRE_MAX_FDS, &nf, err);
 	if (r == -ECONNRESET) {
 		*unread = true;
-		r = lz_wire_recv(sock, buf, LZ_WIRE_MAX, m, fds, LZ_WIRE_MAX_FDS, &nf);
+		r = lz_wire_recv(ch, buf, LZ_WIRE_MAX, m, fds, LZ_WIRE_MAX_FDS, &nf, err);
 	}
 	for (size_t i = 0; i < nf; i++)
 		close(fds[i]);
 	return r;
 }
 
-static int run_terminal(int sock, const struct lz_client_request *req, int *ret_status,
+static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_request *req, int *ret_status,
 			struct lz_err *err)
 {
 	struct termios saved, raw;
@@ -336,10 +333,10 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 				   .run = { .argv = args, .argc = argc, .env = &env, .n_env = 1,
 					    .terminal = true } };
 	window(&run.run.rows, &run.run.cols);
-	int r = lz_wire_send(sock, &run, NULL, 0);
+	int r = lz_wire_send(ch, &run, NULL, 0, LZ_TLSCHAN_FOREVER, NULL);
 	free(args);
 	if (r < 0) {
-		int e = refusal(sock, err);
+		int e = refusal(ch, err);
 		return e < 0 ? e : lz_err_set(err, -r, "send the command: %s", strerror(-r));
 	}
 
@@ -364,17 +361,17 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			got_winch = 0;
 			struct lz_wire_msg m = { .type = LZ_WIRE_RESIZE };
 			window(&m.resize.rows, &m.resize.cols);
-			(void)send_after_run(sock, &m, &sent_after_run);
+			(void)send_after_run(ch, &m, &sent_after_run);
 		}
 		if (got_int || got_quit) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_SIGNAL,
 						 .sig = got_int ? LZ_WIRE_SIG_INTERRUPT : LZ_WIRE_SIG_QUIT };
 			got_int = got_quit = 0;
-			(void)send_after_run(sock, &m, &sent_after_run);
+			(void)send_after_run(ch, &m, &sent_after_run);
 		}
 		if (got_end) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
-			(void)send_after_run(sock, &m, &sent_after_run);
+			(void)send_after_run(ch, &m, &sent_after_run);
 			*ret_status = 128 + got_end;
 			break;
 		}
@@ -405,14 +402,19 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 			if (n > 0) {
 				struct lz_wire_msg m = { .type = LZ_WIRE_INPUT,
 							 .input = { buf, (size_t)n } };
-				(void)send_after_run(sock, &m, &sent_after_run);
+				(void)send_after_run(ch, &m, &sent_after_run);
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				stdin_open = false;
 			}
 		}
 		if (pf[0].revents) {
 			struct lz_wire_msg m;
-			int k = recv_noting_unread(sock, buf, &m, &unread);
+			struct lz_err why = { 0, "" };
+			int k = recv_noting_unread(ch, buf, &m, &unread, &why);
+			if (k == -EPERM) {
+				r = lz_err_set(err, EPERM, "%s", why.msg);
+				break;
+			}
 			if (k < 0) {
 				/* Input sent after the command may be what was
 				 * unread: only the command alone proves it unread. */
@@ -459,6 +461,9 @@ static int run_terminal(int sock, const struct lz_client_request *req, int *ret_
 static int client_attempt(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
 {
 	_cleanup_close_ int sock = -EBADF;
+	int first = -1;
+	struct lz_tlschan *ch = NULL;
+	uint8_t domain_id[32], fingerprint[32];
 	struct relay rl[3];
 	int fds[3] = { -1, -1, -1 };
 	bool made[3] = { false, false, false };
@@ -466,12 +471,18 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 	int r;
 
 	signal(SIGPIPE, SIG_IGN);
-	if ((r = reach_hc(req, &sock, err)) < 0)
+	if ((r = identity(req->cfg, domain_id, fingerprint, err)) < 0 || (r = reach_hc(req, &first, err)) < 0)
 		return r;
-	if ((r = hello(sock, req->cfg, err)) < 0)
+	/* Spec 3.3: enrolled on the first connection, then mutual TLS. */
+	if ((r = lz_clientauth_open(lz_config_runtime_domain(req->cfg), first, domain_id, fingerprint, &sock, &ch,
+				    err)) < 0)
 		return r;
-	if (req->terminal)
-		return run_terminal(sock, req, ret_status, err);
+	if ((r = hello(ch, domain_id, fingerprint, err)) < 0)
+		goto out_channel;
+	if (req->terminal) {
+		r = run_terminal(sock, ch, req, ret_status, err);
+		goto out_channel;
+	}
 	for (int i = 0; i < 3; i++) {
 		r = stream_for(i, i == 0, &rl[i], &fds[i]);
 		if (r < 0) {
@@ -492,11 +503,11 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 		args[i] = (struct lz_wire_bytes){ (const uint8_t *)req->argv[i], strlen(req->argv[i]) };
 	struct lz_wire_msg run = { .type = LZ_WIRE_RUN_COMMAND,
 				   .run = { .argv = args, .argc = argc, .terminal = false } };
-	r = lz_wire_send(sock, &run, fds, 3);
+	r = lz_wire_send(ch, &run, fds, 3, LZ_TLSCHAN_FOREVER, NULL);
 	free(args);
 	if (r < 0) {
 		/* A refusal of our Hello may already wait in the queue. */
-		int e = refusal(sock, err);
+		int e = refusal(ch, err);
 		if (e == 0)
 			lz_err_set(err, -r, "send the command: %s", strerror(-r));
 		r = e < 0 ? e : r;
@@ -539,7 +550,12 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 				continue;
 			if (pf[k].fd == sock) {
 				struct lz_wire_msg m;
-				r = recv_noting_unread(sock, buf, &m, &unread);
+				struct lz_err why = { 0, "" };
+				r = recv_noting_unread(ch, buf, &m, &unread, &why);
+				if (r == -EPERM) {
+					r = lz_err_set(err, EPERM, "%s", why.msg);
+					goto out;
+				}
 				if (r < 0) {
 					r = welcomed ? lz_err_set(err, EPIPE,
 								  "lost the Host Coordinator before the "
@@ -594,6 +610,8 @@ out:
 				close(rl[i].from);
 		}
 	free(buf);
+out_channel:
+	lz_tlschan_free(ch);
 	return r;
 }
 

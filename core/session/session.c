@@ -21,6 +21,22 @@ void lz_session_init(struct lz_session *s)
 	s->exec = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 }
 
+void lz_session_connected(struct lz_session *s, int fd, struct lz_tlschan *tls)
+{
+	s->client = fd;
+	s->tls = tls;
+	s->phase = LZ_SESSION_HANDSHAKE;
+}
+
+/* The connection goes: its channel, then its socket. */
+static void drop_client(struct lz_session *s)
+{
+	lz_tlschan_free(s->tls);
+	s->tls = NULL;
+	lz_close_fdp(&s->client);
+	s->client = -1;
+}
+
 bool lz_session_busy(const struct lz_session *s)
 {
 	return s->client >= 0 || s->exec.pidfd >= 0;
@@ -56,10 +72,11 @@ void lz_session_started(struct lz_session *s, const struct lz_broker_child *exec
 size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *timeout_ms)
 {
 	size_t n = 0;
-	if (s->client >= 0)
+	if (s->client >= 0) {
+		bool queued = s->out_len > 0 || (s->tls != NULL && lz_tlschan_pending(s->tls));
 		pf[n++] = (struct pollfd){ .fd = s->client,
-					   .events = (short)((s->in_len == 0 ? POLLIN : 0) |
-							     (s->out_len > 0 ? POLLOUT : 0)) };
+					   .events = (short)((s->in_len == 0 ? POLLIN : 0) | (queued ? POLLOUT : 0)) };
+	}
 	if (s->exec.pidfd >= 0)
 		pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
 	/* Backpressure: no read while an Output is pending or nobody is there
@@ -93,6 +110,15 @@ void lz_session_flush_input(struct lz_session *s)
 
 void lz_session_flush_output(struct lz_session *s)
 {
+	if (s->client >= 0 && lz_tlschan_pending(s->tls)) {
+		int r = lz_tlschan_flush(s->tls, 0, NULL);
+		if (r == -EAGAIN)
+			return;
+		if (r < 0) {
+			lz_session_client_gone(s);
+			return;
+		}
+	}
 	for (;;) {
 		/* The notice goes out in record-sized pieces, after the guest's
 		 * output already taken and before any more of it. */
@@ -107,7 +133,7 @@ void lz_session_flush_output(struct lz_session *s)
 		if (s->out_len == 0 || s->client < 0)
 			return;
 		struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
-		int r = lz_wire_send(s->client, &m, NULL, 0);
+		int r = lz_wire_send(s->tls, &m, NULL, 0, 0, NULL);
 		if (r == 0)
 			s->out_len = 0;
 		else if (r != -EAGAIN)
@@ -207,8 +233,7 @@ void lz_session_advance_release(struct lz_session *s)
 
 void lz_session_client_gone(struct lz_session *s)
 {
-	lz_close_fdp(&s->client);
-	s->client = -1;
+	drop_client(s);
 	if (s->tty)
 		lz_session_start_release(s);
 	else if (s->exec.pidfd >= 0)
@@ -270,17 +295,12 @@ enum lz_session_verdict lz_session_event(struct lz_session *s, const struct lz_w
 	return LZ_SESSION_UNEXPECTED;
 }
 
-/* Sends one record, waiting (bounded) while the client's socket is full. */
-static void send_bounded(int fd, const struct lz_wire_msg *m, int64_t deadline)
+/* Sends one record and what the channel holds, waiting (bounded) while
+ * the client's socket is full. */
+static void send_bounded(struct lz_session *s, const struct lz_wire_msg *m, int64_t deadline)
 {
-	for (;;) {
-		int r = lz_wire_send(fd, m, NULL, 0);
-		if (r != -EAGAIN)
-			return;
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		if (poll(&p, 1, lz_remaining_ms(deadline)) <= 0)
-			return;
-	}
+	if (lz_wire_send(s->tls, m, NULL, 0, lz_remaining_ms(deadline), NULL) == 0)
+		(void)lz_tlschan_flush(s->tls, lz_remaining_ms(deadline), NULL);
 }
 
 int lz_session_finish(struct lz_session *s)
@@ -293,7 +313,7 @@ int lz_session_finish(struct lz_session *s)
 		int64_t deadline = lz_now_ms() + LZ_SESSION_DRAIN_MS;
 		if (s->out_len > 0) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
-			send_bounded(s->client, &m, deadline);
+			send_bounded(s, &m, deadline);
 			s->out_len = 0;
 		}
 		for (;;) {
@@ -301,19 +321,24 @@ int lz_session_finish(struct lz_session *s)
 			if (n <= 0 || lz_remaining_ms(deadline) == 0)
 				break; /* EIO: no slave left; EAGAIN: drained */
 			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, (size_t)n } };
-			send_bounded(s->client, &m, deadline);
+			send_bounded(s, &m, deadline);
 		}
 	}
 	if (s->client >= 0) {
 		struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
 					 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)status } };
-		send_bounded(s->client, &m, lz_now_ms() + LZ_SESSION_DRAIN_MS);
+		send_bounded(s, &m, lz_now_ms() + LZ_SESSION_DRAIN_MS);
 	}
 	return status;
 }
 
-void lz_session_refuse(int fd, int code, const char *msg)
+/* A refusal is a small record into an idle socket. */
+#define REFUSE_MS 1000
+
+void lz_session_refuse(struct lz_session *s, int code, const char *msg)
 {
+	if (s->client < 0 || s->phase != LZ_SESSION_ADMITTED)
+		return;
 	char text[LZ_ERR_MSG_MAX];
 	size_t n = strnlen(msg, sizeof(text) - 1);
 	/* Refused carries UTF-8: a non-UTF-8 path in a message must not keep
@@ -327,13 +352,13 @@ void lz_session_refuse(int fd, int code, const char *msg)
 		code = EIO;
 	struct lz_wire_msg m = { .type = LZ_WIRE_REFUSED,
 				 .refused = { .code = (uint32_t)code, .message = text, .message_len = n } };
-	(void)lz_wire_send(fd, &m, NULL, 0);
+	send_bounded(s, &m, lz_now_ms() + REFUSE_MS);
 }
 
 void lz_session_reset(struct lz_session *s)
 {
 	lz_broker_kill(&s->exec);
-	lz_close_fdp(&s->client);
+	drop_client(s);
 	lz_close_fdp(&s->master);
 	free(s->notice);
 	lz_session_init(s);

@@ -5,7 +5,7 @@
  * The HC owns the PTY master; the slave, opened through the master with
  * TIOCGPTPEER (never by name), becomes the exec client's standard streams
  * and controlling terminal. A session holds at most one record in flight
- * each way: an Output the client has not taken stops reading the master
+ * each way (and one Output's ciphertext in its TLS channel): an Output the client has not taken stops reading the master
  * (the guest then blocks in the kernel's PTY buffer, never in HC memory),
  * and an Input not yet written to the master stops reading the client, so
  * one session can neither grow the HC nor delay another session's events.
@@ -45,8 +45,20 @@ enum lz_session_release {
 	LZ_SESSION_KILL_SENT = 3,
 };
 
+/* A connection's standing (session/admission.h): the TLS handshake,
+ * then either an enrollment (one record, then nothing) or an admitted
+ * client whose records are the wire protocol's. */
+enum lz_session_phase {
+	LZ_SESSION_HANDSHAKE = 0,
+	LZ_SESSION_ENROLLING = 1,
+	LZ_SESSION_ENROLLED = 2,
+	LZ_SESSION_ADMITTED = 3,
+};
+
 struct lz_session {
 	int client; /* owned; -1: no client (free slot, or the client left) */
+	struct lz_tlschan *tls; /* owned, on client; NULL without a client */
+	enum lz_session_phase phase;
 	bool greeted;
 	bool running; /* the exec client runs; terminal events are admitted */
 	bool tty;
@@ -130,9 +142,13 @@ int lz_session_take_answer(struct lz_session *s);
  * guest's output resumes after it. Ignored without a terminal. */
 void lz_session_notice(struct lz_session *s, const char *text, size_t len);
 
-/* Sends Refused (code errno, message with non-printable bytes as '?') on fd
- * and ignores a failure: the connection is being dropped anyway. */
-void lz_session_refuse(int fd, int code, const char *msg);
+/* A new connection: s takes fd and its TLS channel. */
+void lz_session_connected(struct lz_session *s, int fd, struct lz_tlschan *tls);
+
+/* Sends Refused (code errno, message with non-printable bytes as '?') to
+ * an admitted client and ignores a failure: the connection is being
+ * dropped anyway. */
+void lz_session_refuse(struct lz_session *s, int code, const char *msg);
 
 /* Kills a remaining exec client, closes the client and the master, and
  * returns the slot to free. */

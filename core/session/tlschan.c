@@ -14,6 +14,7 @@
 
 #include "crypto/x509ca.h"
 #include "proc/spawn.h"
+#include "session/packet.h"
 
 /* A datagram: one record's ciphertext (four TLS records of 16 KiB and
  * their overhead), or one handshake flight. */
@@ -24,7 +25,10 @@ struct lz_tlschan {
 	SSL_CTX *ctx;
 	SSL *ssl;
 	BIO *rbio, *wbio; /* owned by ssl */
-	uint8_t *dgram;
+	uint8_t *dgram; /* the datagram being received */
+	uint8_t *out;   /* ciphertext of one record or flight not yet sent */
+	size_t out_len;
+	bool broken; /* a record's ciphertext could not be sent */
 };
 
 static const unsigned char alpn_wire[] = "\x11" LZ_TLSCHAN_ALPN;
@@ -85,7 +89,9 @@ int lz_tlschan_new(int fd, bool server, const struct lz_tlschan_cred *cred, stru
 		   struct lz_err *err)
 {
 	struct lz_tlschan *ch = calloc(1, sizeof(*ch));
-	if (ch == NULL || (ch->dgram = malloc(DATAGRAM_MAX)) == NULL) {
+	if (ch == NULL || (ch->dgram = malloc(DATAGRAM_MAX)) == NULL || (ch->out = malloc(DATAGRAM_MAX)) == NULL) {
+		if (ch != NULL)
+			free(ch->dgram);
 		free(ch);
 		return lz_err_set(err, ENOMEM, "out of memory");
 	}
@@ -126,6 +132,7 @@ void lz_tlschan_free(struct lz_tlschan *ch)
 	SSL_free(ch->ssl); /* and its BIOs */
 	SSL_CTX_free(ch->ctx);
 	free(ch->dgram);
+	free(ch->out);
 	free(ch);
 }
 
@@ -143,83 +150,67 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	}
 }
 
+/* Sends the pending datagram (with fds), waiting for the socket until
+ * deadline: 0 sent, -EAGAIN still pending, < 0 failed (the channel is
+ * broken then: a record's ciphertext is lost). */
+static int send_out(struct lz_tlschan *ch, const int *fds, size_t n_fds, int64_t deadline, struct lz_err *err)
+{
+	for (;;) {
+		int r = lz_packet_send(ch->fd, ch->out, ch->out_len, fds, n_fds, 1);
+		if (r == 0) {
+			ch->out_len = 0;
+			return 0;
+		}
+		if (r == -EAGAIN && lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, EAGAIN, "the control socket is full");
+		if (r == -EAGAIN && (r = wait_fd(ch->fd, POLLOUT, deadline)) == -ETIMEDOUT)
+			continue;
+		if (r < 0) {
+			ch->broken = true;
+			return lz_err_set(err, -r, "send on the control socket: %s", strerror(-r));
+		}
+	}
+}
+
 /* Whatever OpenSSL wrote, as one datagram with the descriptors. */
 static int flush(struct lz_tlschan *ch, const int *fds, size_t n_fds, int64_t deadline, struct lz_err *err)
 {
 	size_t pending = BIO_ctrl_pending(ch->wbio);
 	if (pending == 0)
 		return 0;
-	if (pending > DATAGRAM_MAX)
+	if (pending > DATAGRAM_MAX) {
+		ch->broken = true;
 		return lz_err_set(err, EMSGSIZE, "a TLS flight of %zu bytes", pending);
-	int n = BIO_read(ch->wbio, ch->dgram, (int)pending);
-	if (n != (int)pending)
+	}
+	if (BIO_read(ch->wbio, ch->out, (int)pending) != (int)pending) {
+		ch->broken = true;
 		return tls_fail(err, EIO, "TLS output");
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int) * LZ_TLSCHAN_MAX_FDS)];
-	} c;
-	struct iovec iov = { ch->dgram, pending };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n_fds > 0) {
-		memset(&c, 0, sizeof(c));
-		msg.msg_control = c.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(h), fds, sizeof(int) * n_fds);
 	}
-	for (;;) {
-		if (sendmsg(ch->fd, &msg, MSG_NOSIGNAL) == (ssize_t)pending)
-			return 0;
-		int e = errno;
-		if (e != EAGAIN && e != EINTR)
-			return lz_err_set(err, e, "send on the control socket: %s", strerror(e));
-		int r = e == EAGAIN ? wait_fd(ch->fd, POLLOUT, deadline) : 0;
-		if (r < 0)
-			return lz_err_set(err, -r, "send on the control socket: %s", strerror(-r));
-	}
+	ch->out_len = pending;
+	return send_out(ch, fds, n_fds, deadline, err);
 }
 
-/* One datagram into OpenSSL; its descriptors to the caller (closed when
- * the caller takes none). */
+/* One datagram into OpenSSL; its descriptors to the caller. */
 static int feed(struct lz_tlschan *ch, bool dontwait, int *fds, size_t max_fds, size_t *n_fds, struct lz_err *err)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int) * LZ_TLSCHAN_MAX_FDS)];
-	} c;
-	struct iovec iov = { ch->dgram, DATAGRAM_MAX };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	ssize_t n = recvmsg(ch->fd, &msg, MSG_CMSG_CLOEXEC | (dontwait ? MSG_DONTWAIT : 0));
-	if (n < 0)
-		return errno == EAGAIN ? -EAGAIN : lz_err_set(err, errno, "receive: %s", strerror(errno));
 	size_t got = 0;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-			if (got < max_fds)
-				fds[got++] = fd;
-			else
-				close(fd);
-		}
-	}
-	if (n_fds)
-		*n_fds = got;
-	if (n == 0)
+	ssize_t n = lz_packet_recv(ch->fd, ch->dgram, DATAGRAM_MAX, fds, max_fds, &got, dontwait);
+	if (n == -EAGAIN)
+		return -EAGAIN;
+	if (n == -EPIPE)
 		return lz_err_set(err, EPIPE, "the peer closed the connection");
-	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+	if (n == -EBADMSG)
+		return lz_err_set(err, EBADMSG, "a malformed datagram on the control socket (oversized, or "
+						"unexpected descriptors or ancillary data)");
+	if (n < 0)
+		return lz_err_set(err, (int)-n, "receive on the control socket: %s", strerror((int)-n));
+	*n_fds = got;
+	if (BIO_write(ch->rbio, ch->dgram, (int)n) != (int)n) {
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);
-		return lz_err_set(err, EMSGSIZE, "an oversized datagram on the control socket");
-	}
-	if (BIO_write(ch->rbio, ch->dgram, (int)n) != (int)n)
+		*n_fds = 0;
 		return tls_fail(err, EIO, "TLS input");
+	}
 	return 0;
 }
 
@@ -231,6 +222,8 @@ int lz_tlschan_handshake_step(struct lz_tlschan *ch, struct lz_err *err)
 	for (;;) {
 		int r = SSL_do_handshake(ch->ssl);
 		int f = flush(ch, NULL, 0, lz_now_ms() + FLIGHT_SEND_MS, err); /* our flight, or our alert */
+		if (f == -EAGAIN)
+			f = lz_err_set(err, ETIMEDOUT, "TLS handshake: the peer does not take our flight");
 		if (r == 1) {
 			const unsigned char *alpn = NULL;
 			unsigned int alpn_len = 0;
@@ -282,12 +275,38 @@ int lz_tlschan_send(struct lz_tlschan *ch, const void *buf, size_t len, const in
 {
 	if (len == 0 || len > LZ_TLSCHAN_RECORD_MAX || n_fds > LZ_TLSCHAN_MAX_FDS)
 		return lz_err_set(err, EMSGSIZE, "a record of %zu bytes with %zu descriptors", len, n_fds);
-	if (BIO_ctrl_pending(ch->wbio) != 0)
-		return lz_err_set(err, EPROTO, "TLS output left from an earlier record");
+	if (ch->broken)
+		return lz_err_set(err, EPIPE, "the TLS connection is broken");
+	int64_t deadline = lz_now_ms() + timeout_ms;
+	int r;
+	if (ch->out_len > 0 && (r = send_out(ch, NULL, 0, deadline, err)) < 0)
+		return r; /* -EAGAIN: this record was not taken */
 	size_t written = 0;
-	if (SSL_write_ex(ch->ssl, buf, len, &written) != 1 || written != len)
+	if (SSL_write_ex(ch->ssl, buf, len, &written) != 1 || written != len) {
+		ch->broken = true;
 		return tls_fail(err, EIO, "TLS send");
-	return flush(ch, fds, n_fds, lz_now_ms() + timeout_ms, err);
+	}
+	r = flush(ch, fds, n_fds, deadline, err);
+	if (r == -EAGAIN && n_fds == 0)
+		return 0; /* taken: lz_tlschan_flush sends it */
+	if (r == -EAGAIN) {
+		/* Descriptors are not kept for later: the record is lost. */
+		ch->broken = true;
+		return lz_err_set(err, ETIMEDOUT, "the control socket stayed full");
+	}
+	return r;
+}
+
+bool lz_tlschan_pending(const struct lz_tlschan *ch)
+{
+	return ch->out_len > 0;
+}
+
+int lz_tlschan_flush(struct lz_tlschan *ch, int timeout_ms, struct lz_err *err)
+{
+	if (ch->out_len == 0)
+		return 0;
+	return send_out(ch, NULL, 0, lz_now_ms() + timeout_ms, err);
 }
 
 ssize_t lz_tlschan_recv(struct lz_tlschan *ch, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds,
@@ -314,6 +333,10 @@ ssize_t lz_tlschan_recv(struct lz_tlschan *ch, void *buf, size_t cap, int *fds, 
 			*n_fds = 0;
 			if (e == SSL_ERROR_ZERO_RETURN)
 				return lz_err_set(err, EPIPE, "the peer closed the TLS connection");
+			/* The peer's alert (a refused certificate) or a record
+			 * that fails authentication: never a reason to retry. */
+			if (e == SSL_ERROR_SSL)
+				return tls_fail(err, EPERM, "the TLS connection was refused");
 			return tls_fail(err, EPROTO, "TLS receive: not one whole record");
 		}
 		if (*n_fds > 0) {

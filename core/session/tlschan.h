@@ -1,6 +1,5 @@
 /* TLS 1.3 over the control socket's SOCK_SEQPACKET connection (spec 3.3
- * "Protocol cryptography refinement"; issue 14, not yet wired to the
- * socket).
+ * "Protocol cryptography refinement"; issue 14).
  *
  * One plaintext record is one SSL_write, and its ciphertext travels as
  * one datagram, so record boundaries survive and the descriptors a
@@ -29,6 +28,7 @@
 #define LZ_TLSCHAN_ALPN "lazaret-control/1"
 #define LZ_TLSCHAN_RECORD_MAX 65536u /* plaintext bytes of one record */
 #define LZ_TLSCHAN_MAX_FDS 8u
+#define LZ_TLSCHAN_FOREVER 0x7fffffff /* timeout_ms: as long as it takes */
 
 struct lz_tlschan;
 
@@ -61,10 +61,20 @@ int lz_tlschan_handshake_step(struct lz_tlschan *ch, struct lz_err *err);
 int lz_tlschan_peer_cert(const struct lz_tlschan *ch, uint8_t **ret_der, size_t *ret_len, struct lz_err *err);
 
 /* One record of len bytes (1..LZ_TLSCHAN_RECORD_MAX) with n_fds
- * descriptors, as one datagram; waits up to timeout_ms for the socket. */
+ * descriptors, as one datagram, waiting up to timeout_ms for the socket.
+ * A record without descriptors that does not fit the socket in time is
+ * still taken (0): its ciphertext waits in the channel, and
+ * lz_tlschan_flush sends it when the socket takes it; the next send first
+ * does, and answers -EAGAIN, taking nothing, while it cannot. A record
+ * with descriptors that does not fit in time breaks the channel
+ * (-ETIMEDOUT), as does any other failure after encryption. */
 int lz_tlschan_send(struct lz_tlschan *ch, const void *buf, size_t len, const int *fds, size_t n_fds,
 		    int timeout_ms, struct lz_err *err);
-
+/* Whether a taken record waits for the socket (poll it for POLLOUT). */
+bool lz_tlschan_pending(const struct lz_tlschan *ch);
+/* Sends what waits, waiting up to timeout_ms for the socket: 0 nothing
+ * left, -EAGAIN still waiting, < 0 the channel is broken. */
+int lz_tlschan_flush(struct lz_tlschan *ch, int timeout_ms, struct lz_err *err);
 /* One record into buf (cap bytes at least LZ_TLSCHAN_RECORD_MAX) and the
  * descriptors of its datagram (O_CLOEXEC); -EAGAIN when none is waiting
  * on a non-blocking socket, -EPIPE at the peer's end. */

@@ -12,16 +12,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "util/postcard.h"
 #include "util/cleanup.h"
 
-#ifndef SCM_PIDFD
-#define SCM_PIDFD 0x04 /* Linux 6.5; carries a pidfd the receiver must close */
-#endif
 
 bool lz_wire_from_client(enum lz_wire_type type)
 {
@@ -361,109 +356,40 @@ void lz_wire_msg_release(struct lz_wire_msg *m)
 	}
 }
 
-union lz_wire_cmsg {
-	struct cmsghdr align;
-	char buf[CMSG_SPACE(sizeof(int) * LZ_WIRE_MAX_FDS)];
-};
-
-int lz_wire_send(int sock, const struct lz_wire_msg *m, const int *fds, size_t n_fds)
+int lz_wire_send(struct lz_tlschan *ch, const struct lz_wire_msg *m, const int *fds, size_t n_fds, int timeout_ms,
+		 struct lz_err *err)
 {
 	if (n_fds > LZ_WIRE_MAX_FDS)
-		return -EINVAL;
+		return lz_err_set(err, EINVAL, "%zu descriptors with one record", n_fds);
 	for (size_t i = 0; i < n_fds; i++)
 		if (fds[i] < 0)
-			return -EBADF;
+			return lz_err_set(err, EBADF, "a record with a closed descriptor");
 	_cleanup_free_ uint8_t *buf = malloc(LZ_WIRE_MAX);
 	if (!buf)
-		return -ENOMEM;
+		return lz_err_set(err, ENOMEM, "out of memory");
 	size_t len;
 	int e = lz_wire_encode(m, buf, LZ_WIRE_MAX, &len);
 	if (e < 0)
-		return e;
-
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	union lz_wire_cmsg ctl;
-	if (n_fds > 0) {
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	}
-	ssize_t n;
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	/* A SOCK_SEQPACKET packet is sent whole or not at all. */
-	return (size_t)n == len ? 0 : -EIO;
+		return lz_err_set(err, -e, "a record that breaks the protocol's value rules");
+	return lz_tlschan_send(ch, buf, len, fds, n_fds, timeout_ms, err);
 }
 
-static void close_all(int *fds, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		lz_close_fdp(&fds[i]);
-}
-
-int lz_wire_recv(int sock, uint8_t *buf, size_t cap, struct lz_wire_msg *ret, int *fds, size_t max_fds,
-		 size_t *ret_n_fds)
+int lz_wire_recv(struct lz_tlschan *ch, uint8_t *buf, size_t cap, struct lz_wire_msg *ret, int *fds, size_t max_fds,
+		 size_t *ret_n_fds, struct lz_err *err)
 {
 	if (max_fds > LZ_WIRE_MAX_FDS)
-		return -EINVAL;
-	union lz_wire_cmsg ctl;
-	struct iovec iov = { .iov_base = buf, .iov_len = cap };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	ssize_t n;
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-
-	/* Take every descriptor the kernel installed before judging the packet,
-	 * so that each failure path below closes all of them. */
+		return lz_err_set(err, EINVAL, "more than %u descriptors", LZ_WIRE_MAX_FDS);
 	int got[LZ_WIRE_MAX_FDS];
 	size_t n_got = 0;
-	bool bad = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		bool rights = c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS;
-		bool pidfd = c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_PIDFD;
-		if (!rights)
-			bad = true;
-		if ((!rights && !pidfd) || c->cmsg_len < CMSG_LEN(0))
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			if (rights && n_got < LZ_WIRE_MAX_FDS) {
-				got[n_got++] = fd;
-			} else {
-				lz_close_fdp(&fd);
-				bad = true;
-			}
-		}
-	}
-	if (n_got > max_fds)
-		bad = true;
-	if (bad) {
-		close_all(got, n_got);
-		return -EBADMSG;
-	}
-	if (n == 0 && n_got == 0)
-		return -EPIPE;
-
+	ssize_t n = lz_tlschan_recv(ch, buf, cap, got, max_fds, &n_got, err);
+	if (n < 0)
+		return (int)n;
 	struct lz_wire_msg m;
 	int e = lz_wire_decode(buf, (size_t)n, &m);
 	if (e < 0) {
-		close_all(got, n_got);
-		return e;
+		for (size_t i = 0; i < n_got; i++)
+			lz_close_fdp(&got[i]);
+		return lz_err_set(err, -e, "a malformed record");
 	}
 	if (n_got > 0)
 		memcpy(fds, got, n_got * sizeof(int));

@@ -4,8 +4,9 @@
  *
  * A record is a Postcard enum (core/postcard.h): the message type as a varint
  * discriminant, then its payload; a whole record is at most LZ_WIRE_MAX bytes.
- * Transport is one record per SOCK_SEQPACKET packet; file descriptors travel
- * as SCM_RIGHTS ancillary data beside the record, never inside it.
+ * Transport is one record per TLS datagram of the control connection
+ * (session/tlschan.h, spec 3.3); file descriptors travel as SCM_RIGHTS
+ * ancillary data beside the record, never inside it.
  *
  *   type  record           direction      payload
  *   0     Hello            client -> HC   protocol u32, domain_id [u8;32],
@@ -59,6 +60,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "session/tlschan.h"
+#include "util/err.h"
 
 #define LZ_WIRE_PROTOCOL 1u
 #define LZ_WIRE_MAX 65536u         /* whole record */
@@ -193,28 +197,25 @@ int lz_wire_decode(const uint8_t *buf, size_t len, struct lz_wire_msg *ret);
  * idempotent. The RunCommand arrays are gone afterwards. */
 void lz_wire_msg_release(struct lz_wire_msg *m);
 
-/* Sends m as one packet on a SOCK_SEQPACKET socket with fds[0..n_fds) as
- * SCM_RIGHTS (MSG_NOSIGNAL; retried on EINTR). The fds stay the caller's.
- * Returns 0; -EINVAL/-EMSGSIZE from encoding, -EINVAL for n_fds >
- * LZ_WIRE_MAX_FDS, -EBADF for a negative fd, -EPIPE when the peer is gone,
- * -EAGAIN on a full non-blocking socket, other -errno from sendmsg. */
-int lz_wire_send(int sock, const struct lz_wire_msg *m, const int *fds, size_t n_fds);
-
-/* Receives one packet into buf[0..cap) (cap should be LZ_WIRE_MAX) and
- * decodes it into *ret, which borrows buf (release it as above). Received fds
- * are O_CLOEXEC (MSG_CMSG_CLOEXEC) and move to the caller in fds[0..
- * *ret_n_fds) only on success; on every failure each received fd is closed.
- * Returns 0;
- *   -EPIPE   orderly EOF: the peer closed (an empty packet, which no valid
- *            peer sends, reads the same);
- *   -EBADMSG a truncated packet (MSG_TRUNC: larger than cap), truncated or
- *            unexpected ancillary data (MSG_CTRUNC, anything but
- *            SCM_RIGHTS), more than max_fds fds, or an undecodable record;
+/* Sends m as one record inside the control connection's TLS
+ * (session/tlschan.h) with fds[0..n_fds) beside it, which stay the
+ * caller's. Returns 0 (taken: see lz_tlschan_send for a full socket);
+ * -EINVAL/-EMSGSIZE from encoding, -EINVAL for n_fds > LZ_WIRE_MAX_FDS,
+ * -EBADF for a negative fd, -EAGAIN when an earlier record still waits for
+ * the socket (nothing taken), other -errno from the channel. */
+int lz_wire_send(struct lz_tlschan *ch, const struct lz_wire_msg *m, const int *fds, size_t n_fds, int timeout_ms,
+		 struct lz_err *err);
+/* Receives one record into buf[0..cap) (cap at least LZ_WIRE_MAX) and
+ * decodes it into *ret, which borrows buf (release it as above). Received
+ * fds are O_CLOEXEC and move to the caller in fds[0..*ret_n_fds) only on
+ * success; on every failure each received fd is closed. Returns 0;
+ *   -EPIPE   the peer closed;
+ *   -EBADMSG a malformed datagram (session/packet.h) or record;
  *   -EINVAL  max_fds > LZ_WIRE_MAX_FDS;
- *   -ENOMEM, -EAGAIN (non-blocking socket), other -errno from recvmsg.
- * buf is overwritten even on failure; *ret, fds and *ret_n_fds are untouched
- * on failure. */
-int lz_wire_recv(int sock, uint8_t *buf, size_t cap, struct lz_wire_msg *ret, int *fds, size_t max_fds,
-		 size_t *ret_n_fds);
-
+ *   -ECONNRESET the peer closed with our records unread (once; what it
+ *            sent before is still queued);
+ *   -EAGAIN (non-blocking socket), other -errno from the channel.
+ * *ret, fds and *ret_n_fds are untouched on failure. */
+int lz_wire_recv(struct lz_tlschan *ch, uint8_t *buf, size_t cap, struct lz_wire_msg *ret, int *fds, size_t max_fds,
+		 size_t *ret_n_fds, struct lz_err *err);
 #endif

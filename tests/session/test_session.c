@@ -26,10 +26,13 @@
 #include "proc/spawn.h"
 #include "session/session.h"
 #include "session/wire.h"
+#include "tls_pair.h"
 
 struct fx {
 	struct lz_session s;
+	struct gen g;
 	int peer;  /* the client's end of the session's socket */
+	struct lz_tlschan *peer_tls;
 	int slave; /* the PTY slave, or -1 */
 	uint8_t buf[LZ_WIRE_MAX];
 };
@@ -38,10 +41,14 @@ static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	int sv[2];
-	if (f == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+	struct lz_tlschan *srv = NULL;
+	if (f == NULL)
 		return -1;
+	gen_make(&f->g);
+	tls_pair_connect(&f->g, SOCK_NONBLOCK, sv, &srv, &f->peer_tls);
 	lz_session_init(&f->s);
-	f->s.client = sv[0];
+	lz_session_connected(&f->s, sv[0], srv);
+	f->s.phase = LZ_SESSION_ADMITTED;
 	f->peer = sv[1];
 	f->slave = -1;
 	*state = f;
@@ -52,6 +59,8 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	lz_session_reset(&f->s);
+	lz_tlschan_free(f->peer_tls);
+	gen_free(&f->g);
 	if (f->peer >= 0)
 		close(f->peer);
 	if (f->slave >= 0)
@@ -92,7 +101,7 @@ static int next(struct fx *f, struct lz_wire_msg *m, int ms)
 	if (poll(&p, 1, ms) <= 0)
 		return -ETIMEDOUT;
 	size_t n_fds = 0;
-	return lz_wire_recv(f->peer, f->buf, sizeof(f->buf), m, NULL, 0, &n_fds);
+	return lz_wire_recv(f->peer_tls, f->buf, sizeof(f->buf), m, NULL, 0, &n_fds, NULL);
 }
 
 static bool readable(int fd, int ms)
@@ -336,7 +345,7 @@ static void test_lz_session_read_master__full_client_keeps_one_pending(void **st
 	memset(fill, 'f', sizeof(fill));
 	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { fill, sizeof(fill) } };
 	int n = 0;
-	while (lz_wire_send(f->s.client, &m, NULL, 0) == 0)
+	while (lz_wire_send(f->s.tls, &m, NULL, 0, 0, NULL) == 0)
 		assert_true(++n < 100000);
 	assert_int_equal(write(f->slave, "pending", 7), 7);
 	assert_true(readable(f->s.master, 1000));
@@ -348,14 +357,20 @@ static void test_lz_session_read_master__full_client_keeps_one_pending(void **st
 	lz_session_read_master(&f->s);
 	assert_int_equal(f->s.out_len, 7);
 	assert_memory_equal(f->s.out, "pending", 7);
-	/* The client drains: the pending record goes, in order. */
+	/* The last fill record the channel took waits in it, not in the
+	 * socket: one record's ciphertext, the bound of the TLS channel. */
+	assert_true(lz_tlschan_pending(f->s.tls));
+	/* The client drains: the waiting records go, in order. */
 	struct lz_wire_msg r;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n - 1; i++) {
 		assert_int_equal(next(f, &r, 1000), 0);
 		lz_wire_msg_release(&r);
 	}
 	lz_session_flush_output(&f->s);
 	assert_int_equal(f->s.out_len, 0);
+	assert_int_equal(next(f, &r, 1000), 0);
+	assert_int_equal(r.output.len, sizeof(fill));
+	lz_wire_msg_release(&r);
 	assert_int_equal(next(f, &r, 1000), 0);
 	assert_int_equal(r.type, LZ_WIRE_OUTPUT);
 	assert_int_equal(r.output.len, 7);
@@ -538,7 +553,7 @@ static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
 {
 	struct fx *f = *state;
 	struct lz_wire_msg m;
-	lz_session_refuse(f->s.client, ENOENT, "bad \xff path\n");
+	lz_session_refuse(&f->s, ENOENT, "bad \xff path\n");
 	assert_int_equal(next(f, &m, 1000), 0);
 	assert_int_equal(m.type, LZ_WIRE_REFUSED);
 	assert_int_equal(m.refused.code, ENOENT);
@@ -547,7 +562,7 @@ static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
 	lz_wire_msg_release(&m);
 	const int codes[] = { 0, -1, (int)LZ_WIRE_MAX_ERRNO + 1 };
 	for (size_t i = 0; i < 3; i++) {
-		lz_session_refuse(f->s.client, codes[i], "x");
+		lz_session_refuse(&f->s, codes[i], "x");
 		assert_int_equal(next(f, &m, 1000), 0);
 		assert_int_equal(m.refused.code, EIO);
 		lz_wire_msg_release(&m);
@@ -556,11 +571,13 @@ static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
 	char big[2 * LZ_ERR_MSG_MAX];
 	memset(big, 'm', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	lz_session_refuse(f->s.client, EPERM, big);
+	lz_session_refuse(&f->s, EPERM, big);
 	assert_int_equal(next(f, &m, 1000), 0);
 	assert_int_equal(m.refused.message_len, LZ_ERR_MSG_MAX - 1);
 	lz_wire_msg_release(&m);
-	lz_session_refuse(-1, EPERM, "nobody"); /* ignored */
+	struct lz_session nobody;
+	lz_session_init(&nobody);
+	lz_session_refuse(&nobody, EPERM, "nobody"); /* ignored */
 }
 
 

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "session/wire.h"
+#include "tls_pair.h"
 
 #define BYTES(s) ((struct lz_wire_bytes){ .ptr = (const uint8_t *)(s), .len = sizeof(s) - 1 })
 
@@ -703,7 +704,7 @@ static void test_lz_wire_from_client__directions(void **state)
 	assert_int_equal(lz_wire_expected_fds(&m), 0);
 }
 
-/* ---- Socket helpers --------------------------------------------------- */
+/* ---- Inside the control connection's TLS ------------------------------ */
 
 static int count_fds(void)
 {
@@ -718,66 +719,55 @@ static int count_fds(void)
 	return n - 1; /* the directory's own fd */
 }
 
-static void seqpacket_pair(int sv[2])
+struct pair {
+	struct gen g;
+	int sv[2];
+	struct lz_tlschan *srv, *cli;
+};
+
+static void pair_open(struct pair *p, int flags)
 {
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	gen_make(&p->g);
+	(void)tls_pair_connect(&p->g, flags, p->sv, &p->srv, &p->cli);
 }
 
-/* Sends raw bytes with fds, bypassing the encoder. */
-static void send_raw(int sock, const void *p, size_t len, const int *fds, size_t n_fds)
+static void pair_close(struct pair *p)
 {
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int) * 16)];
-	} ctl;
-	struct iovec iov = { .iov_base = (void *)p, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n_fds) {
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.b;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	}
-	assert_int_equal(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
+	lz_tlschan_free(p->srv);
+	lz_tlschan_free(p->cli);
+	if (p->sv[0] >= 0)
+		close(p->sv[0]);
+	close(p->sv[1]);
+	gen_free(&p->g);
 }
 
-static void test_lz_wire_send__two_fds_with_a_record(void **state)
+static void test_lz_wire_send__records_and_fds_inside_tls(void **state)
 {
 	(void)state;
-	int sv[2], p[2];
-	seqpacket_pair(sv);
+	struct pair t;
+	int p[2];
+	pair_open(&t, 0);
 	assert_int_equal(pipe(p), 0); /* deliberately without O_CLOEXEC */
 	int before = count_fds();
 
 	struct lz_wire_msg m = hello_msg();
-	assert_int_equal(lz_wire_send(sv[0], &m, p, 2), 0);
-
+	assert_int_equal(lz_wire_send(t.cli, &m, p, 2, 1000, NULL), 0);
 	uint8_t *buf = malloc(LZ_WIRE_MAX);
 	assert_non_null(buf);
 	struct lz_wire_msg got;
 	int fds[LZ_WIRE_MAX_FDS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
 	size_t n_fds = 99;
-	assert_int_equal(lz_wire_recv(sv[1], buf, LZ_WIRE_MAX, &got, fds, 4, &n_fds), 0);
+	assert_int_equal(lz_wire_recv(t.srv, buf, LZ_WIRE_MAX, &got, fds, 4, &n_fds, NULL), 0);
 	assert_msg_equal(&got, &m);
 	assert_int_equal(n_fds, 2);
 	assert_int_equal(fds[2], -1);
 	assert_int_equal(count_fds(), before + 2);
-	for (int i = 0; i < 2; i++) {
-		assert_true(fds[i] >= 0 && fds[i] != p[0] && fds[i] != p[1]);
+	for (int i = 0; i < 2; i++)
 		assert_true(fcntl(fds[i], F_GETFD) & FD_CLOEXEC);
-	}
-	/* The received fds are the pipe's ends. */
 	assert_int_equal(write(fds[1], "z", 1), 1);
 	char c = 0;
 	assert_int_equal(read(p[0], &c, 1), 1);
 	assert_int_equal(c, 'z');
-	assert_int_equal(write(p[1], "y", 1), 1);
-	assert_int_equal(read(fds[0], &c, 1), 1);
-	assert_int_equal(c, 'y');
 	close(fds[0]);
 	close(fds[1]);
 
@@ -786,165 +776,108 @@ static void test_lz_wire_send__two_fds_with_a_record(void **state)
 	m = run_tty_msg();
 	m.run.terminal = false;
 	m.run.rows = m.run.cols = 0;
-	assert_int_equal(lz_wire_send(sv[0], &m, stdio, lz_wire_expected_fds(&m)), 0);
-	assert_int_equal(lz_wire_recv(sv[1], buf, LZ_WIRE_MAX, &got, fds, LZ_WIRE_MAX_FDS, &n_fds), 0);
+	assert_int_equal(lz_wire_send(t.cli, &m, stdio, lz_wire_expected_fds(&m), 1000, NULL), 0);
+	assert_int_equal(lz_wire_recv(t.srv, buf, LZ_WIRE_MAX, &got, fds, LZ_WIRE_MAX_FDS, &n_fds, NULL), 0);
 	assert_msg_equal(&got, &m);
-	assert_int_equal(n_fds, 3);
 	assert_int_equal(n_fds, lz_wire_expected_fds(&got));
 	lz_wire_msg_release(&got);
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 
 	m = (struct lz_wire_msg){ .type = LZ_WIRE_OUTPUT, .output = BYTES("out") };
-	assert_int_equal(lz_wire_send(sv[1], &m, NULL, 0), 0);
-	assert_int_equal(lz_wire_recv(sv[0], buf, LZ_WIRE_MAX, &got, NULL, 0, &n_fds), 0);
+	assert_int_equal(lz_wire_send(t.srv, &m, NULL, 0, 1000, NULL), 0);
+	assert_int_equal(lz_wire_recv(t.cli, buf, LZ_WIRE_MAX, &got, NULL, 0, &n_fds, NULL), 0);
 	assert_msg_equal(&got, &m);
 	assert_int_equal(n_fds, 0);
-	assert_ptr_equal(got.output.ptr, buf + 2);
+	assert_ptr_equal(got.output.ptr, buf + 2); /* borrowed from the caller's buffer */
 	assert_int_equal(count_fds(), before);
 
+	/* Argument checks, before anything is sent. */
+	struct lz_wire_msg d = { .type = LZ_WIRE_DETACH }, bad = { .type = LZ_WIRE_RESIZE };
+	int many[LZ_WIRE_MAX_FDS + 1] = { 0 };
+	const int negative[2] = { p[0], -1 };
+	assert_int_equal(lz_wire_recv(t.srv, buf, LZ_WIRE_MAX, &got, fds, LZ_WIRE_MAX_FDS + 1, &n_fds, NULL), -EINVAL);
+	assert_int_equal(lz_wire_send(t.cli, &d, many, LZ_WIRE_MAX_FDS + 1, 1000, NULL), -EINVAL);
+	assert_int_equal(lz_wire_send(t.cli, &d, negative, 2, 1000, NULL), -EBADF);
+	assert_int_equal(lz_wire_send(t.cli, &bad, NULL, 0, 1000, NULL), -EINVAL);
 	free(buf);
 	close(p[0]);
 	close(p[1]);
-	close(sv[0]);
-	close(sv[1]);
+	pair_close(&t);
 }
 
-static void test_lz_wire_recv__eof_is_epipe(void **state)
+static void test_lz_wire_recv__peer_end_is_epipe(void **state)
 {
 	(void)state;
-	int sv[2];
-	seqpacket_pair(sv);
-	close(sv[0]);
-	uint8_t buf[64];
+	struct pair t;
+	pair_open(&t, 0);
+	lz_tlschan_free(t.srv);
+	t.srv = NULL;
+	close(t.sv[0]);
+	t.sv[0] = -1;
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
 	struct lz_wire_msg m;
 	size_t n = 7;
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &m, NULL, 0, &n), -EPIPE);
+	assert_int_equal(lz_wire_recv(t.cli, buf, LZ_WIRE_MAX, &m, NULL, 0, &n, NULL), -EPIPE);
 	assert_int_equal(n, 7);
 	/* Sending to a closed peer is -EPIPE, without SIGPIPE. */
 	struct lz_wire_msg d = { .type = LZ_WIRE_DETACH };
-	assert_int_equal(lz_wire_send(sv[1], &d, NULL, 0), -EPIPE);
-	close(sv[1]);
+	assert_int_equal(lz_wire_send(t.cli, &d, NULL, 0, 1000, NULL), -EPIPE);
+	free(buf);
+	pair_close(&t);
 }
 
-static void test_lz_wire_recv__truncated_packet_closes_fds(void **state)
+static void test_lz_wire_recv__surplus_or_malformed_closes_fds(void **state)
 {
 	(void)state;
-	int sv[2], p[2];
-	seqpacket_pair(sv);
+	struct pair t;
+	int p[2];
+	pair_open(&t, 0);
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	int before = count_fds();
-	struct lz_wire_msg m = hello_msg();
-	assert_int_equal(lz_wire_send(sv[0], &m, p, 2), 0);
-	uint8_t buf[sizeof(HELLO) - 1];
-	struct lz_wire_msg got;
-	int fds[4] = { -1, -1, -1, -1 };
-	size_t n = 7;
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, 4, &n), -EBADMSG);
-	assert_int_equal(n, 7);
-	assert_int_equal(fds[0], -1);
-	assert_int_equal(count_fds(), before);
-	/* The rest of the packet is gone: the next one reads whole. */
-	m = (struct lz_wire_msg){ .type = LZ_WIRE_CLOSE_INPUT };
-	assert_int_equal(lz_wire_send(sv[0], &m, NULL, 0), 0);
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, 4, &n), 0);
-	assert_int_equal(got.type, LZ_WIRE_CLOSE_INPUT);
-	close(p[0]);
-	close(p[1]);
-	close(sv[0]);
-	close(sv[1]);
-}
-
-static void test_lz_wire_recv__too_many_fds_closed(void **state)
-{
-	(void)state;
-	int sv[2], p[2];
-	seqpacket_pair(sv);
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	int before = count_fds();
-	uint8_t buf[128];
-	struct lz_wire_msg got;
-	int fds[LZ_WIRE_MAX_FDS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
-	size_t n = 7;
-	struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
-
-	/* Three fds where the caller takes two. */
-	const int three[3] = { p[0], p[1], p[0] };
-	assert_int_equal(lz_wire_send(sv[0], &m, three, 3), 0);
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, 2, &n), -EBADMSG);
-	assert_int_equal(count_fds(), before);
-	/* Fds where the caller takes none. */
-	assert_int_equal(lz_wire_send(sv[0], &m, p, 1), 0);
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, NULL, 0, &n), -EBADMSG);
-	assert_int_equal(count_fds(), before);
-	/* More than LZ_WIRE_MAX_FDS, sent raw: the kernel truncates the control
-	 * data (MSG_CTRUNC); whatever it installed is closed. */
-	int many[12];
-	for (int i = 0; i < 12; i++)
-		many[i] = p[i % 2];
-	send_raw(sv[0], "\x06", 1, many, 12);
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, LZ_WIRE_MAX_FDS, &n), -EBADMSG);
-	assert_int_equal(count_fds(), before);
-	assert_int_equal(n, 7);
-	assert_int_equal(fds[0], -1);
-
-	/* Argument checks. */
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, LZ_WIRE_MAX_FDS + 1, &n), -EINVAL);
-	assert_int_equal(lz_wire_send(sv[0], &m, many, LZ_WIRE_MAX_FDS + 1), -EINVAL);
-	const int negative[2] = { p[0], -1 };
-	assert_int_equal(lz_wire_send(sv[0], &m, negative, 2), -EBADF);
-	struct lz_wire_msg bad = { .type = LZ_WIRE_RESIZE };
-	assert_int_equal(lz_wire_send(sv[0], &bad, NULL, 0), -EINVAL);
-	close(p[0]);
-	close(p[1]);
-	close(sv[0]);
-	close(sv[1]);
-}
-
-static void test_lz_wire_recv__malformed_record_closes_fds(void **state)
-{
-	(void)state;
-	int sv[2], p[2];
-	seqpacket_pair(sv);
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	int before = count_fds();
-	uint8_t buf[128];
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
 	struct lz_wire_msg got, sentinel;
 	memset(&got, 0x5a, sizeof(got));
 	memcpy(&sentinel, &got, sizeof(got));
 	int fds[4] = { -1, -1, -1, -1 };
 	size_t n = 7;
-	send_raw(sv[0], "\x0b", 1, p, 2);              /* unknown type */
-	send_raw(sv[0], "\x03\x00\x50", 3, p, 2);      /* zero rows */
-	send_raw(sv[0], "", 0, p, 2);                  /* empty packet with fds */
-	send_raw(sv[0], "\x05\x00", 2, NULL, 0);       /* trailing byte */
-	for (int i = 0; i < 4; i++) {
-		assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, 4, &n), -EBADMSG);
+	/* Records the encoder never makes, with fds beside them. */
+	static const struct {
+		const char *bytes;
+		size_t len;
+	} bad[] = { { "\x0b", 1 }, { "\x03\x00\x50", 3 }, { "\x05\x00", 2 } };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(lz_tlschan_send(t.cli, bad[i].bytes, bad[i].len, p, 2, 1000, NULL), 0);
+		assert_int_equal(lz_wire_recv(t.srv, buf, LZ_WIRE_MAX, &got, fds, 4, &n, NULL), -EBADMSG);
 		assert_int_equal(count_fds(), before);
 	}
+	/* Three fds where the caller takes two: the datagram is refused
+	 * whole, and with it the TLS record: the channel is done. */
+	struct lz_wire_msg d = { .type = LZ_WIRE_DETACH };
+	const int three[3] = { p[0], p[1], p[0] };
+	assert_int_equal(lz_wire_send(t.cli, &d, three, 3, 1000, NULL), 0);
+	assert_int_equal(lz_wire_recv(t.srv, buf, LZ_WIRE_MAX, &got, fds, 2, &n, NULL), -EBADMSG);
+	assert_int_equal(count_fds(), before);
 	assert_memory_equal(&got, &sentinel, sizeof(got));
 	assert_int_equal(n, 7);
 	assert_int_equal(fds[0], -1);
-	/* An empty packet without fds reads as EOF. */
-	send_raw(sv[0], "", 0, NULL, 0);
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &got, fds, 4, &n), -EPIPE);
+	free(buf);
 	close(p[0]);
 	close(p[1]);
-	close(sv[0]);
-	close(sv[1]);
+	pair_close(&t);
 }
 
 static void test_lz_wire_recv__nonblocking_empty_is_eagain(void **state)
 {
 	(void)state;
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-	uint8_t buf[16];
+	struct pair t;
+	pair_open(&t, SOCK_NONBLOCK);
+	uint8_t *buf = malloc(LZ_WIRE_MAX);
 	struct lz_wire_msg m;
 	size_t n;
-	assert_int_equal(lz_wire_recv(sv[1], buf, sizeof(buf), &m, NULL, 0, &n), -EAGAIN);
-	close(sv[0]);
-	close(sv[1]);
+	assert_int_equal(lz_wire_recv(t.srv, buf, LZ_WIRE_MAX, &m, NULL, 0, &n, NULL), -EAGAIN);
+	free(buf);
+	pair_close(&t);
 }
 
 int main(void)
@@ -964,11 +897,9 @@ int main(void)
 		cmocka_unit_test(test_lz_wire_encode__too_small_at_every_capacity),
 		cmocka_unit_test(test_lz_wire_encode__record_over_max),
 		cmocka_unit_test(test_lz_wire_from_client__directions),
-		cmocka_unit_test(test_lz_wire_send__two_fds_with_a_record),
-		cmocka_unit_test(test_lz_wire_recv__eof_is_epipe),
-		cmocka_unit_test(test_lz_wire_recv__truncated_packet_closes_fds),
-		cmocka_unit_test(test_lz_wire_recv__too_many_fds_closed),
-		cmocka_unit_test(test_lz_wire_recv__malformed_record_closes_fds),
+		cmocka_unit_test(test_lz_wire_send__records_and_fds_inside_tls),
+		cmocka_unit_test(test_lz_wire_recv__peer_end_is_epipe),
+		cmocka_unit_test(test_lz_wire_recv__surplus_or_malformed_closes_fds),
 		cmocka_unit_test(test_lz_wire_recv__nonblocking_empty_is_eagain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
