@@ -255,7 +255,7 @@ build() {
 	fi
 	[ -d "$dir" ] && find "$dir" -maxdepth 1 -type f \
 		\( -name lazaret -o -name lazaret-faults -o -name lazaret_spec.so -o -name 'test_*' -o -name 'fuzz_*' \
-		-o -name escforge -o -name lazaret-escalate -o -name lazaret-init \) -delete
+		-o -name escforge -o -name ctlforge -o -name lazaret-escalate -o -name lazaret-init \) -delete
 	if ! cmake -S "$repo" -B "$dir" "${args[@]}" >"$log" 2>&1; then
 		tail_of "$log"
 		bad build "$name: cmake configure failed"
@@ -672,6 +672,8 @@ e2e_suite() {
 	[ -x "$repo/build/lazaret-faults" ] && install -m 0755 "$repo/build/lazaret-faults" "$e2e_stage/lazaret-faults"
 	# The attacker inside the sandbox for test_escalation.sh (CMakeLists.txt).
 	[ -x "$repo/build/escforge" ] && install -m 0755 "$repo/build/escforge" "$e2e_stage/escforge"
+	# The attacker at the control socket for test_control.sh (CMakeLists.txt).
+	[ -x "$repo/build/ctlforge" ] && install -m 0755 "$repo/build/ctlforge" "$e2e_stage/ctlforge"
 	cp -R "$repo/tests/e2e" "$e2e_stage/e2e"
 	if [ -d "$repo/examples" ]; then cp -R "$repo/examples" "$e2e_stage/examples"; else mkdir "$e2e_stage/examples"; fi
 	chown -R root:root "$e2e_stage"
@@ -683,6 +685,7 @@ e2e_suite() {
 		rc=0
 		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
 			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" LZ_ESCFORGE="$e2e_stage/escforge" \
+			LZ_CTLFORGE="$e2e_stage/ctlforge" \
 			E2E_ROOT="$e2e_stage/e2e" EXAMPLES="$e2e_stage/examples" \
 			${LAZARET_TEST_NETWORK_IMAGE:+"LAZARET_TEST_NETWORK_IMAGE=$LAZARET_TEST_NETWORK_IMAGE"} \
 			${LZ_E2E_ONLY:+"LZ_E2E_ONLY=$LZ_E2E_ONLY"} \

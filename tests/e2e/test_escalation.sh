@@ -131,7 +131,7 @@ test_auto_approve_runs_exactly_the_rule() {
 	local db
 	db=$(echo "$DATA"/domains/*/domain.sqlite)
 	assert_eq "auto_approved ended
-auto_approved ended" "$(sqlite3 -readonly "$db" 'SELECT verdict, state FROM escalations ORDER BY created' | tr '|' ' ')" \
+auto_approved ended" "$(sqlite3 -readonly -cmd '.timeout 5000' "$db" 'SELECT verdict, state FROM escalations ORDER BY created' | tr '|' ' ')" \
 		"escalation records"
 }
 
@@ -177,7 +177,7 @@ test_a_replayed_request_runs_once() {
 	assert_contains "$(hclog)" "refused: replayed"
 	local db
 	db=$(echo "$DATA"/domains/*/domain.sqlite)
-	assert_eq 1 "$(sqlite3 -readonly "$db" 'SELECT count(*) FROM escalations')" "escalation records after a replay"
+	assert_eq 1 "$(sqlite3 -readonly -cmd '.timeout 5000' "$db" 'SELECT count(*) FROM escalations')" "escalation records after a replay"
 }
 
 # The bytes the coordinator verifies are the bytes it acts on: a request

@@ -3,7 +3,10 @@
  * from inside the input and re-encodes to exactly the input (canonical);
  * a refused one is -EMSGSIZE (only over LZ_ENROLL_MAX) or -EBADMSG; the
  * CSR of an accepted record, given to a real CA, is issued or refused with
- * -EPERM, nothing else. Any violation abort()s. */
+ * -EPERM, nothing else. The same bytes also go to the two decoders of
+ * what a Client CLI reads from the coordinator, the enrollment answer and
+ * the publication pin (core/session/pin.c): accepted only canonical and
+ * within their limits. Any violation abort()s. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include "crypto/sigkey.h"
 #include "crypto/x509ca.h"
 #include "session/enroll.h"
+#include "session/pin.h"
 
 static void check(bool ok)
 {
@@ -35,8 +39,28 @@ static struct lz_x509ca *the_ca(void)
 	return ca;
 }
 
+/* The answer and the pin: canonical when accepted. */
+static void client_side(const uint8_t *data, size_t size)
+{
+	static uint8_t again[LZ_PIN_MAX + LZ_X509_CERT_MAX];
+	size_t len = 0;
+	struct lz_enroll_answer a;
+	if (lz_enroll_answer_decode(data, size, &a) == 0) {
+		check(a.issued ? a.cert_len > 0 && a.cert_len <= LZ_X509_CERT_MAX
+			       : a.code > 0 && a.code <= 4095 && a.message_len <= LZ_ENROLL_MESSAGE_MAX);
+		check(lz_enroll_answer_encode(&a, again, sizeof(again), &len) == 0 && len == size &&
+		      memcmp(again, data, size) == 0);
+	}
+	struct lz_pin p;
+	if (lz_pin_decode(data, size, &p) == 0) {
+		check(size <= LZ_PIN_MAX && p.ca_len > 0 && p.leaf_len > 0 && p.manifest_len > 0);
+		check(lz_pin_encode(&p, again, sizeof(again), &len) == 0 && len == size && memcmp(again, data, size) == 0);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	client_side(data, size);
 	struct lz_enroll e;
 	memset(&e, 0xa5, sizeof(e));
 	int r = lz_enroll_decode(data, size, &e);

@@ -77,11 +77,53 @@ static void test_lz_enroll_decode__bounds_and_malformed(void **state)
 	assert_int_equal(lz_enroll_encode(&e, buf, 70, &len), -EMSGSIZE);
 }
 
+static void test_lz_enroll_answer__round_trip_and_refusals(void **state)
+{
+	(void)state;
+	uint8_t cert[200], buf[LZ_X509_CERT_MAX + 64], again[sizeof(buf)];
+	for (size_t i = 0; i < sizeof(cert); i++)
+		cert[i] = (uint8_t)(i * 7);
+	struct lz_enroll_answer a = { .issued = true, .cert = cert, .cert_len = sizeof(cert) }, got;
+	size_t len = 0, len2 = 0;
+	assert_int_equal(lz_enroll_answer_encode(&a, buf, sizeof(buf), &len), 0);
+	assert_int_equal(len, 1 + 2 + sizeof(cert));
+	assert_int_equal(lz_enroll_answer_decode(buf, len, &got), 0);
+	assert_true(got.issued);
+	assert_int_equal(got.cert_len, sizeof(cert));
+	assert_memory_equal(got.cert, cert, sizeof(cert));
+	/* A refusal. */
+	a = (struct lz_enroll_answer){ .code = 1, .message = "replayed", .message_len = 8 };
+	assert_int_equal(lz_enroll_answer_encode(&a, buf, sizeof(buf), &len), 0);
+	assert_int_equal(lz_enroll_answer_decode(buf, len, &got), 0);
+	assert_false(got.issued);
+	assert_int_equal(got.code, 1);
+	assert_int_equal(got.message_len, 8);
+	assert_memory_equal(got.message, "replayed", 8);
+	assert_int_equal(lz_enroll_answer_encode(&got, again, sizeof(again), &len2), 0);
+	assert_int_equal(len2, len);
+	assert_memory_equal(again, buf, len);
+	/* Values outside the rules: refused by both sides. */
+	struct lz_enroll_answer bad[] = {
+		{ .issued = true, .cert = cert, .cert_len = 0 },
+		{ .issued = true, .cert = cert, .cert_len = LZ_X509_CERT_MAX + 1 },
+		{ .code = 0, .message = "x", .message_len = 1 },
+		{ .code = 4096, .message = "x", .message_len = 1 },
+		{ .code = 5, .message = "\xff", .message_len = 1 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(lz_enroll_answer_encode(&bad[i], buf, sizeof(buf), &len), -EINVAL);
+	static const uint8_t wire[][8] = { { 2 }, { 0, 0 }, { 1, 0, 0 }, { 1, 0x80, 0x20, 0, 0 }, { 1, 5, 1, 'x', 0 } };
+	static const size_t wire_len[] = { 1, 2, 3, 5, 5 };
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(lz_enroll_answer_decode(wire[i], wire_len[i], &got), -EBADMSG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_enroll__round_trip),
 		cmocka_unit_test(test_lz_enroll_decode__bounds_and_malformed),
+		cmocka_unit_test(test_lz_enroll_answer__round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
