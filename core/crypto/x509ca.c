@@ -97,12 +97,9 @@ static X509 *skeleton(const X509_NAME *issuer, const char *cn, EVP_PKEY *subject
 	return x;
 }
 
-int lz_x509_der(X509 *x, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
+/* OpenSSL's encoding (n bytes, freed here) as the caller's malloc()ed copy. */
+static int take_der(unsigned char *der, int n, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
 {
-	unsigned char *der = NULL;
-	int n = i2d_X509(x, &der);
-	if (n <= 0)
-		return ssl_fail(err, "encode a certificate");
 	*ret_der = malloc((size_t)n);
 	if (*ret_der == NULL) {
 		OPENSSL_free(der);
@@ -112,6 +109,15 @@ int lz_x509_der(X509 *x, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
 	OPENSSL_free(der);
 	*ret_len = (size_t)n;
 	return 0;
+}
+
+int lz_x509_der(X509 *x, uint8_t **ret_der, size_t *ret_len, struct lz_err *err)
+{
+	unsigned char *der = NULL;
+	int n = i2d_X509(x, &der);
+	if (n <= 0)
+		return ssl_fail(err, "encode a certificate");
+	return take_der(der, n, ret_der, ret_len, err);
 }
 
 int lz_x509ca_new(const struct lz_sigkey *ca_key, const uint8_t domain_id[32], uint64_t generation, time_t now,
@@ -293,15 +299,7 @@ int lz_x509_csr_new(const struct lz_sigkey *key, uint8_t **ret_der, size_t *ret_
 		OPENSSL_free(der);
 		return ssl_fail(err, "make a certificate request");
 	}
-	*ret_der = malloc((size_t)n);
-	if (*ret_der == NULL) {
-		OPENSSL_free(der);
-		return lz_err_set(err, ENOMEM, "out of memory");
-	}
-	memcpy(*ret_der, der, (size_t)n);
-	OPENSSL_free(der);
-	*ret_len = (size_t)n;
-	return 0;
+	return take_der(der, n, ret_der, ret_len, err);
 }
 
 /* An Ed25519 key's 32 public bytes. */

@@ -1544,8 +1544,11 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 		}
 		route_requests(hc, router, ctx);
 		settle_prompts(hc);
-		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 			lz_session_advance_release(&hc->sessions[i]);
+			if (lz_session_admission_overdue(&hc->sessions[i]))
+				refuse_connection(hc, &hc->sessions[i], "not admitted within " LZ_SESSION_ADMIT_TEXT);
+		}
 		if (pf[0].revents & POLLIN)
 			accept_client(hc);
 	}

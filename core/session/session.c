@@ -26,6 +26,12 @@ void lz_session_connected(struct lz_session *s, int fd, struct lz_tlschan *tls)
 	s->client = fd;
 	s->tls = tls;
 	s->phase = LZ_SESSION_HANDSHAKE;
+	s->admit_by = lz_now_ms() + LZ_SESSION_ADMIT_MS;
+}
+
+bool lz_session_admission_overdue(const struct lz_session *s)
+{
+	return s->client >= 0 && s->phase != LZ_SESSION_ADMITTED && lz_remaining_ms(s->admit_by) == 0;
 }
 
 /* The connection goes: its channel, then its socket. */
@@ -86,6 +92,11 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 		pf[n++] = (struct pollfd){ .fd = s->master,
 					   .events = (short)((s->out_len == 0 && s->client >= 0 && !paused ? POLLIN : 0) |
 							     (s->in_len > 0 ? POLLOUT : 0)) };
+	if (s->client >= 0 && s->phase != LZ_SESSION_ADMITTED) {
+		int left = lz_remaining_ms(s->admit_by);
+		if (*timeout_ms < 0 || left < *timeout_ms)
+			*timeout_ms = left;
+	}
 	if (s->release != LZ_SESSION_LIVE && s->exec.pidfd >= 0) {
 		int left = lz_remaining_ms(s->release_at);
 		if (*timeout_ms < 0 || left < *timeout_ms)

@@ -37,6 +37,8 @@
 #define LZ_SESSION_GRACE_MS 2000
 #define LZ_SESSION_DRAIN_MS 2000
 #define LZ_SESSION_POLLFDS 3 /* client, exec pidfd, master */
+#define LZ_SESSION_ADMIT_MS 5000 /* handshake and enrollment, from connect */
+#define LZ_SESSION_ADMIT_TEXT "5 s"
 
 enum lz_session_release {
 	LZ_SESSION_LIVE = 0,
@@ -59,6 +61,7 @@ struct lz_session {
 	int client; /* owned; -1: no client (free slot, or the client left) */
 	struct lz_tlschan *tls; /* owned, on client; NULL without a client */
 	enum lz_session_phase phase;
+	int64_t admit_by; /* CLOCK_MONOTONIC ms: admitted, or dropped, by then */
 	bool greeted;
 	bool running; /* the exec client runs; terminal events are admitted */
 	bool tty;
@@ -142,8 +145,12 @@ int lz_session_take_answer(struct lz_session *s);
  * guest's output resumes after it. Ignored without a terminal. */
 void lz_session_notice(struct lz_session *s, const char *text, size_t len);
 
-/* A new connection: s takes fd and its TLS channel. */
+/* A new connection: s takes fd and its TLS channel. Until it is admitted
+ * it has LZ_SESSION_ADMIT_MS (a silent peer cannot hold a slot). */
 void lz_session_connected(struct lz_session *s, int fd, struct lz_tlschan *tls);
+
+/* Whether a connection still not admitted ran out of time. */
+bool lz_session_admission_overdue(const struct lz_session *s);
 
 /* Sends Refused (code errno, message with non-printable bytes as '?') to
  * an admitted client and ignores a failure: the connection is being

@@ -101,6 +101,7 @@ test_enrolled_admitted_and_forgeries_refused() {
 	assert_eq issued "$OUT"
 	forge use "$T/cred"
 	assert_eq admitted "$OUT" "an enrolled client's leaf"
+	forge_refused "not admitted within" silent
 	forge_refused "TLS handshake" plain
 	forge_refused "TLS handshake" tls12
 	forge_refused "certificate" wrong-ca
@@ -136,6 +137,6 @@ test_expired_leaf_refused() {
 	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
 }
 
-t_run "an enrolled client is admitted; plain, TLS 1.2, another CA, a replayed, an oversized (8,193-byte) enrollment, an operation on an enrollment connection and another generation's leaf are refused" test_enrolled_admitted_and_forgeries_refused
+t_run "an enrolled client is admitted; a silent connection, plain, TLS 1.2, another CA, a replayed, an oversized (8,193-byte) enrollment, an operation on an enrollment connection and another generation's leaf are refused" test_enrolled_admitted_and_forgeries_refused
 t_run "an expired leaf is refused" test_expired_leaf_refused
 t_done

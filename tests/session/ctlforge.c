@@ -4,6 +4,7 @@
  * the outcome the test asserts on:
  *
  *   ctlforge RUNDIR DOMAIN FINGERPRINT CASE [FILE]
+ *     silent         a connection that never starts its handshake
  *     plain          a datagram that is not TLS
  *     tls12          a TLS 1.2-only ClientHello
  *     wrong-ca       a client leaf of another CA, bound as this Domain's
@@ -244,7 +245,9 @@ int main(int argc, char **argv)
 	const char *c = argv[4], *file = argc > 5 ? argv[5] : NULL;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int fd = dial();
-	if (strcmp(c, "plain") == 0) {
+	if (strcmp(c, "silent") == 0) {
+		expect_end(fd);
+	} else if (strcmp(c, "plain") == 0) {
 		if (send(fd, "HELLO lazaret\n", 14, MSG_NOSIGNAL) != 14)
 			die("plain", strerror(errno));
 		expect_end(fd);

@@ -547,6 +547,30 @@ static void test_lz_session_reset__kills_a_running_exec_client(void **state)
 	assert_true(f->s.exec.pidfd < 0);
 }
 
+/* ---- admission deadline ---------------------------------------------------------- */
+
+static void test_lz_session_admission_overdue__only_before_admission(void **state)
+{
+	struct fx *f = *state;
+	f->s.phase = LZ_SESSION_HANDSHAKE;
+	f->s.admit_by = lz_now_ms() + 60000;
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	(void)lz_session_pollfds(&f->s, pf, &timeout);
+	assert_true(timeout > 50000 && timeout <= 60000); /* the poll wakes for it */
+	assert_false(lz_session_admission_overdue(&f->s));
+	f->s.admit_by = lz_now_ms() - 1;
+	assert_true(lz_session_admission_overdue(&f->s));
+	f->s.phase = LZ_SESSION_ENROLLED;
+	assert_true(lz_session_admission_overdue(&f->s));
+	/* Admitted: no deadline any more. */
+	f->s.phase = LZ_SESSION_ADMITTED;
+	assert_false(lz_session_admission_overdue(&f->s));
+	timeout = -1;
+	(void)lz_session_pollfds(&f->s, pf, &timeout);
+	assert_int_equal(timeout, -1);
+}
+
 /* ---- refusal ----------------------------------------------------------------------- */
 
 static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
@@ -676,6 +700,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_lz_session_admission_overdue__only_before_admission),
 		cmocka_unit_test(test_lz_session_init__free_slot),
 		T(test_lz_session_prompt__pauses_the_guest_and_takes_the_answer),
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
