@@ -863,27 +863,78 @@ fuzz_suite() {
 }
 [ "$quick" -eq 1 ] || fuzz_suite
 
-# Lifecycle models (protocol/*.pml): exhaustive safety search with spin.
+# Protocol models (protocol/*.pml): spin's exhaustive safety search
+# (assertions, invalid end states) and each named ltl property under weak
+# fairness; every deliberately broken variant (protocol/broken/*.pml) must
+# be rejected by one of those runs, or its model can no longer fail.
+# spin_model MODEL DIR: runs them in DIR; prints one line per run
+# ("safety" or the property, errors, states stored, depth reached).
+spin_model() {
+	local model=$1 dir=$2 prop out
+	mkdir -p "$dir"
+	(cd "$dir" && spin -a "$model" >spin.log 2>&1 && cc -w -O0 -DNOCLAIM -o safety pan.c >>spin.log 2>&1 &&
+		cc -w -O0 -DNFAIR=8 -o live pan.c >>spin.log 2>&1) || return 1
+	out=$(cd "$dir" && ./safety -m2000000 2>&1)
+	printf '%s\n' "$out" >>"$dir/runs.log"
+	printf 'safety %s %s %s\n' "$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' <<<"$out")" \
+		"$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' <<<"$out" | head -n 1)" \
+		"$(sed -nE 's/.*depth reached ([0-9]+).*/\1/p' <<<"$out")"
+	for prop in $(sed -nE 's/^ltl ([A-Za-z0-9_]+):.*/\1/p' "$dir/spin.log"); do
+		out=$(cd "$dir" && ./live -m2000000 -a -f -N "$prop" 2>&1)
+		printf '%s\n' "$out" >>"$dir/runs.log"
+		printf '%s %s %s %s\n' "$prop" "$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' <<<"$out")" \
+			"$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' <<<"$out" | head -n 1)" \
+			"$(sed -nE 's/.*depth reached ([0-9]+).*/\1/p' <<<"$out")"
+	done
+}
+
 protocol_suite() {
-	local model name dir
+	local model name dir runs summary
 	say "protocol models (spin)"
 	for model in "$repo"/protocol/*.pml; do
 		[ -e "$model" ] || { bad protocol "no models in protocol/"; return; }
 		name=$(basename "$model" .pml)
 		dir=$work/spin-$name
-		mkdir -p "$dir"
-		if ! (cd "$dir" && spin -a "$model" >log 2>&1 && cc -O2 -o pan pan.c >>log 2>&1 &&
-			./pan -m1000000 >>log 2>&1); then
-			tail_of "$dir/log" 30
+		if ! runs=$(spin_model "$model" "$dir"); then
+			tail_of "$dir/spin.log" 30
 			bad protocol "$name: spin could not check the model"
-		elif grep -q 'errors: 0' "$dir/log"; then
-			pass protocol "$name: $(grep -E 'states, stored' "$dir/log" | head -n 1 | sed 's/^ *//')"
+			continue
+		fi
+		summary=$(awk '{ printf "%s%s: %s states, depth %s", (NR > 1 ? "; " : ""), $1, $3, $4 }' <<<"$runs")
+		if [ -n "$runs" ] && awk '$2 != "0" || $2 == "" { bad = 1 } END { exit bad }' <<<"$runs"; then
+			pass protocol "$name: $summary"
 		else
-			tail_of "$dir/log" 30
-			bad protocol "$name: a property is violated"
+			tail_of "$dir/runs.log" 30
+			bad protocol "$name: a property is violated ($summary)"
+		fi
+	done
+	for model in "$repo"/protocol/broken/*.pml; do
+		[ -e "$model" ] || { bad protocol "no broken variants in protocol/broken/"; return; }
+		name=broken/$(basename "$model" .pml)
+		dir=$work/spin-${name//\//-}
+		if ! runs=$(spin_model "$model" "$dir"); then
+			tail_of "$dir/spin.log" 30
+			bad protocol "$name: spin could not check the model"
+		elif awk '$2 != "0" && $2 != "" { found = 1 } END { exit !found }' <<<"$runs"; then
+			pass protocol "$name: rejected ($(awk '$2 != "0" { printf "%s%s", (n++ ? ", " : ""), $1 }' <<<"$runs"))"
+		else
+			bad protocol "$name: spin found no violation: its model can no longer fail"
 		fi
 	done
 }
 protocol_suite
+
+# docs/requirements.md names, for every requirement, tests that exist.
+requirements_suite() {
+	local log=$work/requirements.log
+	say "requirements (docs/requirements.md)"
+	if python3 "$repo/scripts/check_requirements.py" >"$log" 2>&1; then
+		pass requirements "$(tail -n 1 "$log")"
+	else
+		tail_of "$log" 40
+		bad requirements "$(tail -n 1 "$log")"
+	fi
+}
+requirements_suite
 
 finish

@@ -241,6 +241,56 @@ const char *lz_dstore_slot_name(enum lz_dstore_slot s)
 	return NAME(slot_names, s);
 }
 
+/* ---- moves (core/store/moves.h) ---------------------------------------------- */
+
+static const struct {
+	const char *kind, *from, *to;
+} moves[] = {
+#define LZ_MOVE(k, f, t) { #k, #f, #t },
+#include "store/moves.h"
+#undef LZ_MOVE
+};
+
+bool lz_dstore_move_listed(const char *kind, const char *from, const char *to)
+{
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(moves); i++)
+		if (strcmp(moves[i].kind, kind) == 0 && strcmp(moves[i].from, from) == 0 &&
+		    strcmp(moves[i].to, to) == 0)
+			return true;
+	return false;
+}
+
+/* A row of kind moving from -> to (equal: its evidence changes, it does
+ * not move). The transition checks of each function come on top. */
+static int check_move(const char *kind, const char *from, const char *to, struct lz_err *err)
+{
+	if (strcmp(from, to) == 0 || lz_dstore_move_listed(kind, from, to))
+		return 0;
+	return lz_err_set(err, EPROTO, "%s %s -> %s is not a move of the protocol model (core/store/moves.h)", kind,
+			  from, to);
+}
+
+/* The current value of a row's state column (sql: one text column, bound
+ * ?1 generation and ?2 key), for check_move. */
+static int current_state(sqlite3 *db, const char *sql, uint64_t gen, const char *key, char *out, size_t n,
+			 struct lz_err *err)
+{
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, sql, &s, err);
+	if (r >= 0)
+		r = lz_sqlstore_bind_u64(db, s, 1, gen, err);
+	if (r >= 0)
+		r = lz_sqlstore_bind_text(db, s, 2, key, err);
+	if (r >= 0)
+		r = lz_sqlstore_step(db, s, err);
+	if (r == 0)
+		return lz_err_set(err, ENOENT, "generation %" PRIu64 " has no row %s", gen, key);
+	const char *v = NULL;
+	if (r > 0 && (r = lz_sqlstore_col_text(s, 0, 1, n - 1, "state", &v, err)) >= 0)
+		snprintf(out, n, "%s", v);
+	return r;
+}
+
 /* For messages: never NULL. */
 static const char *gen_state_str(enum lz_dstore_gen_state s)
 {
@@ -579,7 +629,12 @@ static int write_participant(sqlite3 *db, const struct lz_dstore_participant *p,
 			     struct lz_err *err)
 {
 	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	int r = lz_sqlstore_prepare(db,
+	char was[16];
+	int r = current_state(db, "SELECT phase FROM participants WHERE generation = ?1 AND role = ?2", p->generation,
+			      role_names[p->role], was, sizeof(was), err);
+	if (r < 0 || (r = check_move("participant", was, phase_names[p->phase], err)) < 0)
+		return r;
+	r = lz_sqlstore_prepare(db,
 				    "UPDATE participants SET phase = ?3, proc_slot = ?4, "
 				    "proc_boot_id = ?5, proc_pidfs_dev = ?6, proc_pidfs_ino = ?7, "
 				    "proc_pid = ?8, proc_start_time = ?9, artifact_id = ?10, "
@@ -724,7 +779,12 @@ static int load_session(sqlite3 *db, uint64_t gen, const char *id, struct lz_dst
 static int write_session(sqlite3 *db, const struct lz_dstore_session *x, struct lz_err *err)
 {
 	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	int r = lz_sqlstore_prepare(db,
+	char was[16];
+	int r = current_state(db, "SELECT state FROM sessions WHERE generation = ?1 AND session_id = ?2",
+			      x->generation, x->session_id, was, sizeof(was), err);
+	if (r < 0 || (r = check_move("session", was, session_state_names[x->state], err)) < 0)
+		return r;
+	r = lz_sqlstore_prepare(db,
 				    "UPDATE sessions SET state = ?3, exec_slot = ?4, exec_boot_id = ?5, "
 				    "exec_pidfs_dev = ?6, exec_pidfs_ino = ?7, exec_pid = ?8, "
 				    "exec_start_time = ?9, guest_leader_pid = ?10, "
@@ -1048,7 +1108,8 @@ static int set_state_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 			return r;
 	}
 	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	if ((r = lz_sqlstore_prepare(db, "UPDATE generations SET state = ?2 WHERE generation = ?1", &s,
+	if ((r = check_move("generation", gen_state_names[g.state], gen_state_names[o->state], err)) < 0 ||
+	    (r = lz_sqlstore_prepare(db, "UPDATE generations SET state = ?2 WHERE generation = ?1", &s,
 				     err)) < 0 ||
 	    (r = lz_sqlstore_bind_u64(db, s, 1, o->gen, err)) < 0 ||
 	    (r = lz_sqlstore_bind_text(db, s, 2, gen_state_names[o->state], err)) < 0)

@@ -500,4 +500,9 @@ const char *lz_dstore_phase_name(enum lz_dstore_phase p);
 const char *lz_dstore_session_state_name(enum lz_dstore_session_state s);
 const char *lz_dstore_slot_name(enum lz_dstore_slot s);
 
+/* Whether kind ("generation", "participant", "session") may move from ->
+ * to by the protocol models' table (core/store/moves.h, issue 17); every
+ * write of the store checks it. */
+bool lz_dstore_move_listed(const char *kind, const char *from, const char *to);
+
 #endif
