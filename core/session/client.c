@@ -79,6 +79,8 @@ static int start_hc(const struct lz_client_request *req, struct lz_err *err)
 			  LZ_RUNDIR_LOG);
 }
 
+static int refusal(struct lz_tlschan *ch, struct lz_err *err);
+
 /* The Domain and configuration this CLI expects. */
 static int identity(const lz_config *cfg, uint8_t domain_id[32], uint8_t fingerprint[32], struct lz_err *err)
 {
@@ -98,7 +100,12 @@ static int hello(struct lz_tlschan *ch, const uint8_t domain_id[32], const uint8
 	memcpy(m.hello.domain_id, domain_id, 32);
 	memcpy(m.hello.fingerprint, fingerprint, 32);
 	int r = lz_wire_send(ch, &m, NULL, 0, LZ_TLSCHAN_FOREVER, NULL);
-	return r < 0 ? lz_err_set(err, -r, "greet the Host Coordinator: %s", strerror(-r)) : 0;
+	if (r == 0)
+		return 0;
+	/* The coordinator may have refused us already (a TLS alert over our
+	 * certificate, or a Refused): say what it said. */
+	int e = refusal(ch, err);
+	return e < 0 ? e : lz_err_set(err, -r, "greet the Host Coordinator: %s", strerror(-r));
 }
 
 /* Connects, starting the HC when nobody answers. A coordinator that is
