@@ -683,7 +683,7 @@ e2e_suite() {
 		echo "--- $f"
 		log=$work/e2e-$f.log
 		rc=0
-		started=$SECONDS
+		file_started=$SECONDS
 		(cd "$e2e_stage" && timeout -k 15 "$E2E_TIMEOUT" "${as_user[@]}" \
 			LAZARET="$e2e_stage/lazaret" LAZARET_FAULTS="$e2e_stage/lazaret-faults" LZ_ESCFORGE="$e2e_stage/escforge" \
 			LZ_CTLFORGE="$e2e_stage/ctlforge" \
@@ -710,9 +710,9 @@ e2e_suite() {
 		fi
 		record e2e "$p" "$fl" "$k"
 		if [ "$fl" -gt 0 ]; then
-			echo "FAIL [e2e] $f: $p passed, $fl failed$(skipped "$k") ($((SECONDS - started)) s)"
+			echo "FAIL [e2e] $f: $p passed, $fl failed$(skipped "$k") ($((SECONDS - file_started)) s)"
 		else
-			echo "PASS [e2e] $f: $p passed$(skipped "$k") ($((SECONDS - started)) s)"
+			echo "PASS [e2e] $f: $p passed$(skipped "$k") ($((SECONDS - file_started)) s)"
 		fi
 		reap_user_processes e2e
 	done
