@@ -14,6 +14,7 @@
 #include <openssl/x509v3.h>
 
 #include "config/domain.h"
+#include "util/testfault.h"
 
 /* The CA and the coordinator's leaf outlive any generation's serving. */
 #define CA_SECONDS (366L * 24 * 3600)
@@ -210,7 +211,10 @@ int lz_x509ca_issue_client(const struct lz_x509ca *ca, const uint8_t *csr, size_
 	snprintf(san, sizeof(san), "URI:%s", uri);
 	X509 *x = skeleton(X509_get_subject_name(ca->cert), "Lazaret Client CLI", key, now, LZ_X509_CLIENT_SECONDS);
 	EVP_PKEY_free(key);
-	if (x != NULL && !leaf_extensions(x, ca->cert, "critical,clientAuth", san)) {
+	/* Test builds (lazaret-faults, util/testfault.h): a client leaf for the
+	 * server purpose only, which the coordinator must refuse. */
+	const char *purpose = lz_test_fault("enroll-server-purpose") ? "critical,serverAuth" : "critical,clientAuth";
+	if (x != NULL && !leaf_extensions(x, ca->cert, purpose, san)) {
 		X509_free(x);
 		x = NULL;
 	}

@@ -137,6 +137,21 @@ test_expired_leaf_refused() {
 	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
 }
 
+test_server_purpose_leaf_refused() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	domain_ids
+	# This coordinator's CA issues client leaves for the server purpose
+	# only: the CLI presents one and is refused, with the reason.
+	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
+		LAZARET_TEST_FAULT=enroll-server-purpose timeout -k 5 120 "$LAZARET_FAULTS" test --config "$CFG" -- echo ran
+	[ "$STATUS" != 0 ] || fail "a launch with a serverAuth-only client leaf succeeded"
+	assert_not_contains "$OUT" "ran"
+	assert_contains "$ERR" "refused"
+	assert_match "$(grep 'control connection refused:' "$RD/hc.log")" "purpose"
+	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
+}
+
 t_run "an enrolled client is admitted; a silent connection, plain, TLS 1.2, another CA, a replayed, an oversized (8,193-byte) enrollment, an operation on an enrollment connection and another generation's leaf are refused" test_enrolled_admitted_and_forgeries_refused
 t_run "an expired leaf is refused" test_expired_leaf_refused
+t_run "a client leaf for the server purpose only is refused" test_server_purpose_leaf_refused
 t_done
