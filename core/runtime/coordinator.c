@@ -1263,7 +1263,7 @@ static void admission_step(lz_hc *hc, struct lz_session *s, uint8_t *buf)
 	ssize_t n = lz_tlschan_recv(s->tls, buf, LZ_WIRE_MAX, NULL, 0, &n_fds, &err);
 	if (n == -EAGAIN)
 		return;
-	if (n >= 0 || n != -EPIPE)
+	if (n != -EPIPE)
 		return refuse_connection(hc, s, n >= 0 ? "an operation on an enrollment connection" : err.msg);
 	session_end(hc, s);
 }

@@ -204,7 +204,7 @@ int lz_admission_enroll(struct lz_admission *a, struct lz_tlschan *ch, uint8_t *
 		r = issue(a, &e, &der, &der_len, err);
 	struct lz_enroll_answer ans = { .issued = r == 0, .cert = der, .cert_len = der_len };
 	if (r < 0) {
-		ans.code = (uint32_t)(-r > 0 && -r <= 4095 ? -r : EIO);
+		ans.code = -r <= (int)LZ_ENROLL_MAX_ERRNO ? (uint32_t)-r : EIO;
 		ans.message = err->msg;
 		ans.message_len = strnlen(err->msg, sizeof(err->msg));
 	}

@@ -303,7 +303,8 @@ static int send_after_run(struct lz_tlschan *ch, const struct lz_wire_msg *m, bo
 
 /* One record from the coordinator; descriptors are never expected and are
  * closed. A peer that closed with our record unread reports ECONNRESET
- * once, and what it sent before is still queued: *unread notes it. */
+ * once, and what it sent before is still queued: *unread notes it. A
+ * failure's reason is in err (-EPERM: the coordinator's TLS alert). */
 static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wire_msg *m, bool *unread,
 			      struct lz_err *err)
 {
@@ -416,10 +417,9 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 		}
 		if (pf[0].revents) {
 			struct lz_wire_msg m;
-			struct lz_err why = { 0, "" };
-			int k = recv_noting_unread(ch, buf, &m, &unread, &why);
-			if (k == -EPERM) {
-				r = lz_err_set(err, EPERM, "%s", why.msg);
+			int k = recv_noting_unread(ch, buf, &m, &unread, err);
+			if (k == -EPERM) { /* the coordinator refused our certificate */
+				r = k;
 				break;
 			}
 			if (k < 0) {
@@ -557,12 +557,9 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 				continue;
 			if (pf[k].fd == sock) {
 				struct lz_wire_msg m;
-				struct lz_err why = { 0, "" };
-				r = recv_noting_unread(ch, buf, &m, &unread, &why);
-				if (r == -EPERM) {
-					r = lz_err_set(err, EPERM, "%s", why.msg);
+				r = recv_noting_unread(ch, buf, &m, &unread, err);
+				if (r == -EPERM) /* the coordinator refused our certificate */
 					goto out;
-				}
 				if (r < 0) {
 					r = welcomed ? lz_err_set(err, EPIPE,
 								  "lost the Host Coordinator before the "

@@ -43,7 +43,7 @@ static bool answer_valid(const struct lz_enroll_answer *a)
 {
 	if (a->issued)
 		return a->cert_len > 0 && a->cert_len <= LZ_X509_CERT_MAX;
-	return a->code > 0 && a->code <= 4095 && a->message_len <= LZ_ENROLL_MESSAGE_MAX;
+	return a->code > 0 && a->code <= LZ_ENROLL_MAX_ERRNO && a->message_len <= LZ_ENROLL_MESSAGE_MAX;
 }
 
 int lz_enroll_answer_encode(const struct lz_enroll_answer *a, uint8_t *buf, size_t cap, size_t *ret_len)

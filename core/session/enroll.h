@@ -13,7 +13,7 @@
  *
  *   EnrollAnswer: enum { Issued(certificate: bytes, 1..=LZ_X509_CERT_MAX,
  *                        DER),
- *                        Refused(code: u32, 1..=4095 errno,
+ *                        Refused(code: u32, 1..=LZ_ENROLL_MAX_ERRNO,
  *                                message: string, at most
  *                                LZ_ENROLL_MESSAGE_MAX bytes) }
  *
@@ -28,6 +28,7 @@
 
 #define LZ_ENROLL_MAX 8192u
 #define LZ_ENROLL_MESSAGE_MAX 1024u
+#define LZ_ENROLL_MAX_ERRNO 4095u /* a Refused answer's code */
 
 struct lz_enroll {
 	uint8_t domain_id[32];

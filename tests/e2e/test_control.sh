@@ -122,33 +122,31 @@ test_enrolled_admitted_and_forgeries_refused() {
 	forge_refused "certificate" use "$T/cred"
 }
 
-test_expired_leaf_refused() {
+# refused_with_fault FAULT CLI_SAYS LOG_SAYS: a launch through
+# lazaret-faults whose coordinator has LAZARET_TEST_FAULT=FAULT fails: the
+# CLI says CLI_SAYS, hc.log's refusal says LOG_SAYS, the command did not
+# run and no session is recorded.
+refused_with_fault() {
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
 	domain_ids
-	# This coordinator issues leaves that ended an hour ago: the CLI's own
-	# leaf is refused, with the reason, and no session is recorded.
 	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
-		LAZARET_TEST_FAULT=enroll-expired timeout -k 5 120 "$LAZARET_FAULTS" test --config "$CFG" -- echo ran
-	[ "$STATUS" != 0 ] || fail "a launch with an expired leaf succeeded"
+		LAZARET_TEST_FAULT="$1" timeout -k 5 120 "$LAZARET_FAULTS" test --config "$CFG" -- echo ran
+	[ "$STATUS" != 0 ] || fail "a launch with fault $1 succeeded"
 	assert_not_contains "$OUT" "ran"
-	assert_contains "$ERR" "expired"
+	assert_contains "$ERR" "$2"
 	assert_contains "$(cat "$RD/hc.log")" "control connection refused:"
-	assert_match "$(grep 'control connection refused:' "$RD/hc.log")" "expired"
+	assert_match "$(grep 'control connection refused:' "$RD/hc.log")" "$3"
 	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
 }
 
+# This coordinator issues leaves that ended an hour ago.
+test_expired_leaf_refused() {
+	refused_with_fault enroll-expired expired expired
+}
+
+# This coordinator's CA issues client leaves for the server purpose only.
 test_server_purpose_leaf_refused() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
-	domain_ids
-	# This coordinator's CA issues client leaves for the server purpose
-	# only: the CLI presents one and is refused, with the reason.
-	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
-		LAZARET_TEST_FAULT=enroll-server-purpose timeout -k 5 120 "$LAZARET_FAULTS" test --config "$CFG" -- echo ran
-	[ "$STATUS" != 0 ] || fail "a launch with a serverAuth-only client leaf succeeded"
-	assert_not_contains "$OUT" "ran"
-	assert_contains "$ERR" "refused"
-	assert_match "$(grep 'control connection refused:' "$RD/hc.log")" "purpose"
-	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
+	refused_with_fault enroll-server-purpose refused purpose
 }
 
 t_run "an enrolled client is admitted; a silent connection, plain, TLS 1.2, another CA, a replayed, an oversized (8,193-byte) enrollment, an operation on an enrollment connection and another generation's leaf are refused" test_enrolled_admitted_and_forgeries_refused

@@ -47,7 +47,7 @@ static void client_side(const uint8_t *data, size_t size)
 	struct lz_enroll_answer a;
 	if (lz_enroll_answer_decode(data, size, &a) == 0) {
 		check(a.issued ? a.cert_len > 0 && a.cert_len <= LZ_X509_CERT_MAX
-			       : a.code > 0 && a.code <= 4095 && a.message_len <= LZ_ENROLL_MESSAGE_MAX);
+			       : a.code > 0 && a.code <= LZ_ENROLL_MAX_ERRNO && a.message_len <= LZ_ENROLL_MESSAGE_MAX);
 		check(lz_enroll_answer_encode(&a, again, sizeof(again), &len) == 0 && len == size &&
 		      memcmp(again, data, size) == 0);
 	}
