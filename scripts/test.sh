@@ -454,6 +454,10 @@ readonly NET_DOC=198.51.100.10 NET_PRIV=10.250.0.10 NET_PORT=8080 NET_LOOPBACK_P
 # host's own addresses).
 readonly NET_SPECIAL="169.254.10.10 100.64.0.10 192.0.0.10 198.18.0.10" NET_HOST_PORT=8082
 readonly NET_STATE=/run/lazaret-test-net
+# Egress by name (tests/e2e/test_egress.sh): a DNS server on NET_DOC:53 in
+# the namespace for the names of *.lazaret.test (net_dns_script), and a
+# server on NET_BANNER_PORT that speaks first (a protocol that is not HTTP).
+readonly NET_BANNER_PORT=2525
 
 # proc_start PID: the process's start time (field 22 of /proc/PID/stat).
 proc_start() {
@@ -496,7 +500,7 @@ test_network_teardown() {
 	if [ -f "$NET_STATE/pids" ]; then
 		while read -r pid; do
 			case $pid in '' | *[!0-9]*) continue ;; esac
-			tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$NET_STATE/server.py" || continue
+			tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$NET_STATE/server" || continue
 			kill -TERM "$pid" 2>/dev/null
 			for _ in $(seq 20); do proc_alive "$pid" || break; sleep 0.1; done
 			kill -KILL "$pid" 2>/dev/null
@@ -511,7 +515,7 @@ test_network_teardown() {
 	ip netns list 2>/dev/null | grep -qw "$NET_NS" && left+=("namespace $NET_NS")
 	ip link show "$NET_HOST_IF" >/dev/null 2>&1 && left+=("link $NET_HOST_IF")
 	ip -4 route show 2>/dev/null | grep -qE "^($NET_DOC|$NET_PRIV|${NET_SPECIAL// /|}) " && left+=("routes")
-	pgrep -f "$NET_STATE/server.py" >/dev/null && left+=("server processes $(pgrep -f "$NET_STATE/server.py" | tr '\n' ' ')")
+	pgrep -f "$NET_STATE/server" >/dev/null && left+=("server processes $(pgrep -f "$NET_STATE/server" | tr '\n' ' ')")
 	[ "${#left[@]}" -eq 0 ] || { echo "left behind: ${left[*]}"; return 1; }
 }
 
@@ -543,6 +547,60 @@ net_server_script() {
 		    allow_reuse_address = True
 		    daemon_threads = True
 		Server((ADDR, PORT), Handler).serve_forever()
+	PY
+}
+
+net_dns_script() {
+	cat <<-'PY'
+		# test.sh's resolver for test_egress.sh: A records of *.lazaret.test.
+		# rebind-*: the first answer for a name is DOC, every later one PRIV.
+		import socket, struct, sys
+		ADDR, DOC, PRIV = sys.argv[1], sys.argv[2], sys.argv[3]
+		FIXED = {"allowed.lazaret.test": DOC, "other.lazaret.test": DOC,
+		         "api.wild.lazaret.test": DOC, "private.lazaret.test": PRIV}
+		seen = set()
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+		s.bind((ADDR, 53))
+		while True:
+		    q, peer = s.recvfrom(512)
+		    if len(q) < 12:
+		        continue
+		    qid, flags, qd = struct.unpack(">HHH", q[:6])
+		    i, labels = 12, []
+		    while i < len(q) and q[i] != 0:
+		        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace").lower())
+		        i += 1 + q[i]
+		    question = q[12:i + 5]
+		    name = ".".join(labels)
+		    addr = FIXED.get(name)
+		    if name.startswith("rebind-") and name.endswith(".lazaret.test"):
+		        addr = PRIV if name in seen else DOC
+		        seen.add(name)
+		    if addr is None:
+		        s.sendto(struct.pack(">HHHHHH", qid, 0x8183, 1, 0, 0, 0) + question, peer)
+		        continue
+		    rr = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(addr)
+		    s.sendto(struct.pack(">HHHHHH", qid, 0x8180, 1, 1, 0, 0) + question + rr, peer)
+	PY
+}
+
+net_banner_script() {
+	cat <<-'PY'
+		# test.sh's speak-first server: a banner, then one line echoed.
+		import socketserver, sys
+		class Handler(socketserver.StreamRequestHandler):
+		    def handle(self):
+		        self.request.settimeout(5)
+		        try:
+		            self.wfile.write(b"220 lazaret-test banner\r\n")
+		            line = self.rfile.readline(512)
+		            self.wfile.write(b"250 " + line)
+		        except OSError:
+		            pass
+		class Server(socketserver.ThreadingTCPServer):
+		    allow_reuse_address = True
+		    daemon_threads = True
+		Server((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()
 	PY
 }
 
@@ -583,6 +641,8 @@ test_network_setup() {
 	echo "$$ $(proc_start $$)" >"$NET_STATE/owner"
 	net_owned=1
 	net_server_script >"$NET_STATE/server.py" || return 1
+	net_dns_script >"$NET_STATE/server-dns.py" || return 1
+	net_banner_script >"$NET_STATE/server-banner.py" || return 1
 	: >"$NET_STATE/pids"
 	if ! { ip netns add "$NET_NS" &&
 		ip link add "$NET_HOST_IF" type veth peer name "$NET_NS_IF" &&
@@ -617,6 +677,12 @@ test_network_setup() {
 	ip netns exec "$NET_NS" "$py" -I "$NET_STATE/server.py" 0.0.0.0 "$NET_PORT" "" \
 		</dev/null >"$NET_STATE/ns-server.log" 2>&1 &
 	echo $! >>"$NET_STATE/pids"
+	ip netns exec "$NET_NS" "$py" -I "$NET_STATE/server-dns.py" "$NET_DOC" "$NET_DOC" "$NET_PRIV" \
+		</dev/null >"$NET_STATE/dns-server.log" 2>&1 &
+	echo $! >>"$NET_STATE/pids"
+	ip netns exec "$NET_NS" "$py" -I "$NET_STATE/server-banner.py" 0.0.0.0 "$NET_BANNER_PORT" \
+		</dev/null >"$NET_STATE/banner-server.log" 2>&1 &
+	echo $! >>"$NET_STATE/pids"
 	"$py" -I "$NET_STATE/server.py" 127.0.0.1 "$NET_LOOPBACK_PORT" host-loopback \
 		</dev/null >"$NET_STATE/loopback-server.log" 2>&1 &
 	echo $! >>"$NET_STATE/pids"
@@ -640,7 +706,7 @@ test_network_setup() {
 	net_env=(LZ_TEST_NET=1 "LZ_TEST_HOST_DOC=$NET_DOC" "LZ_TEST_HOST_PRIV=$NET_PRIV"
 		"LZ_TEST_PORT=$NET_PORT" "LZ_TEST_LOOPBACK_PORT=$NET_LOOPBACK_PORT"
 		"LZ_TEST_HOST_SPECIAL=$NET_SPECIAL" "LZ_TEST_HOST_PORT=$NET_HOST_PORT"
-		"LZ_TEST_HOST_OWN=${own% }")
+		"LZ_TEST_HOST_OWN=${own% }" "LZ_TEST_DNS=$NET_DOC" "LZ_TEST_BANNER_PORT=$NET_BANNER_PORT")
 }
 
 # --- (f) end-to-end ------------------------------------------------------------------------

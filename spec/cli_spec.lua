@@ -174,6 +174,20 @@ describe("lazaret.cli", function()
       assert.same({ action = "init" }, assert(parse("init")))
     end)
 
+    it("parses init --agent NAME for each known agent, with or without =", function()
+      assert.same({ action = "init", agent = "claude" }, assert(parse("init", "--agent", "claude")))
+      assert.same({ action = "init", agent = "codex", config = "/c" },
+        assert(parse("init", "--config", "/c", "--agent=codex")))
+    end)
+
+    it("refuses an unknown agent, listing the known ones", function()
+      for _, name in ipairs({ "gemini", "Claude", "claude ", "default" }) do
+        local cmd, msg = parse("init", "--agent", name)
+        assert.is_nil(cmd, name)
+        assert.equal("init --agent: unknown agent '" .. name .. "' (known: claude, codex)", msg)
+      end
+    end)
+
     it("refuses a missing or extra IMAGE, extra arguments and unknown subcommands", function()
       local cases = {
         { { "image", "prepare" }, "image prepare needs exactly one IMAGE" },
@@ -197,6 +211,10 @@ describe("lazaret.cli", function()
         { { "init", "--", "x" }, "init takes no arguments" },
         { { "init", "--profile", "p" }, "unknown option '%-%-profile'" },
         { { "init", "--config" }, "needs a value" },
+        { { "init", "--agent" }, "option '%-%-agent' needs a value" },
+        { { "init", "--agent=" }, "option '%-%-agent' needs a non%-empty value" },
+        { { "init", "--agent", "claude", "--agent", "codex" }, "option '%-%-agent' given twice" },
+        { { "init", "--agent", "claude", "extra" }, "init takes no arguments" },
       }
       for _, case in ipairs(cases) do
         local cmd, msg = cli.parse(case[1])
@@ -238,6 +256,8 @@ describe("lazaret.cli", function()
         cli.help_text("image"))
       assert.matches("mmdebstrap", cli.help_text("image build-default"))
       assert.matches("Never replaces a file", cli.help_text("init"))
+      assert.matches("%-%-agent NAME", cli.help_text("init"))
+      assert.matches("claude, codex", cli.help_text("init"))
       local main = cli.help_text("main")
       assert.matches("\n  image ", main)
       assert.matches("\n  init ", main)

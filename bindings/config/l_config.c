@@ -9,9 +9,15 @@
  *            profile?, workspace?, domain_id?, fingerprint? }
  *   handle:close()                              [-0, +0, -]  idempotent
  *   config.profile_name_valid(name)             [-0, +1, e] -> boolean
- *   config.init{config=}                        [-0, +1|3, e]
- *       -> path written | nil, msg, errno: the first configuration, whose
- *       profile `default` uses the default image (defaultimage.h)
+ *   config.init{config=, text=}                 [-0, +1|3, e]
+ *       -> path written | nil, msg, errno: the first configuration; text is
+ *       its content (at most LZ_DEFAULT_CONFIG_TEXT_MAX bytes, no NUL), else
+ *       the built-in one whose profile `default` uses the default image
+ *       (defaultimage.h)
+ *   config.default_image()                      [-0, +1|3, e]
+ *       -> "oci:<Storage Root>/images/default:latest" | nil, msg, errno:
+ *       the image `init` names, for the Storage Root HOME and XDG_DATA_HOME
+ *       select
  *
  * The handle owns the resolved configuration and its retained directory
  * descriptors; __gc and __close release them. */
@@ -19,6 +25,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -148,15 +155,24 @@ static int profile_name_valid(lua_State *L)
 
 static int config_init(lua_State *L)
 {
-	static const char *const keys[] = { "config", NULL };
+	static const char *const keys[] = { "config", "text", NULL };
 	lz_l_check_options(L, 1, keys);
 	const char *explicit_path = lz_l_opt_string(L, 1, "config");
+	const char *text = lz_l_opt_string(L, 1, "text");
+	if (text) {
+		lua_getfield(L, 1, "text");
+		size_t len = lua_rawlen(L, -1);
+		lua_pop(L, 1);
+		if (len != strlen(text) || len > LZ_DEFAULT_CONFIG_TEXT_MAX)
+			return luaL_error(L, "option 'text' must be at most %d bytes without NUL",
+					  LZ_DEFAULT_CONFIG_TEXT_MAX);
+	}
 	struct lz_host_env env;
 	struct lz_err err = { 0, "" };
 	char *path = NULL;
 	lz_host_env_from_process(&env);
 	char *cwd = getcwd(NULL, 0);
-	int r = lz_default_config_write(&env, explicit_path, cwd, &path, &err);
+	int r = lz_default_config_write(&env, explicit_path, cwd, text, &path, &err);
 	free(cwd);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
@@ -165,9 +181,24 @@ static int config_init(lua_State *L)
 	return 1;
 }
 
+static int config_default_image(lua_State *L)
+{
+	struct lz_host_env env;
+	struct lz_err err = { 0, "" };
+	char *ref = NULL;
+	lz_host_env_from_process(&env);
+	int r = lz_default_image_ref_for_env(&env, &ref, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_pushstring(L, ref);
+	free(ref);
+	return 1;
+}
+
 static const luaL_Reg functions[] = {
 	{ "load", config_load },
 	{ "init", config_init },
+	{ "default_image", config_default_image },
 	{ "profile_name_valid", profile_name_valid },
 	{ NULL, NULL },
 };

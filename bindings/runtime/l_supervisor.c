@@ -7,12 +7,14 @@
  * require("lazaret.runtime.supervisor").main(rs). Lua cannot make another
  * handle, and each step refuses to run out of order (supervisor.h).
  *
- *   rs:mount()  rs:start_router()  rs:start_helper()  rs:prove_canary()  rs:install_policy()
+ *   rs:mount()  rs:start_router()  rs:start_egress()  rs:start_helper()  rs:prove_canary()
+ *   rs:attach_egress()  rs:install_policy()
  *   rs:start_runsc()  rs:await_running()  rs:read_init_report()
  *   rs:finish_network()  rs:report_ready()
  *                        [-1, +1|3, e] -> true | nil, msg, errno
  *   rs:serve()           [-1, +1|3, e] -> "stop" | "hc-lost" | "runsc-ended"
  *                                            | "router-ended" | "network-helper-ended"
+ *                                            | "egress-proxy-ended"
  *                                         | nil, msg, errno
  *   rs:stop()            [-1, +1|3, e] -> true | nil, msg, errno
  *   rs:abort(why)        [-2, +0, e]  the failure path (supervisor.h)
@@ -57,8 +59,10 @@ static lz_rs *check_rs(lua_State *L)
 
 RS_STEP(sup_mount, lz_rs_mount)
 RS_STEP(sup_start_router, lz_rs_start_router)
+RS_STEP(sup_start_egress, lz_rs_start_egress)
 RS_STEP(sup_start_helper, lz_rs_start_helper)
 RS_STEP(sup_prove_canary, lz_rs_prove_canary)
+RS_STEP(sup_attach_egress, lz_rs_attach_egress)
 RS_STEP(sup_install_policy, lz_rs_install_policy)
 RS_STEP(sup_start_runsc, lz_rs_start_runsc)
 RS_STEP(sup_await_running, lz_rs_await_running)
@@ -72,6 +76,7 @@ static int sup_serve(lua_State *L)
 	static const char *const ends[] = { [LZ_RS_END_STOP] = "stop", [LZ_RS_END_HC_LOST] = "hc-lost",
 					    [LZ_RS_END_ROUTER] = "router-ended",
 					    [LZ_RS_END_HELPER] = "network-helper-ended",
+					    [LZ_RS_END_EGRESS] = "egress-proxy-ended",
 					    [LZ_RS_END_RUNSC] = "runsc-ended" };
 	lz_rs *rs = check_rs(L);
 	enum lz_rs_end end;
@@ -93,7 +98,8 @@ static int sup_abort(lua_State *L)
 static int sup_reached(lua_State *L)
 {
 	static const char *const names[] = {
-		"none", "mount", "start_router", "start_helper", "prove_canary", "install_policy",
+		"none", "mount", "start_router", "start_egress", "start_helper", "prove_canary", "attach_egress",
+		"install_policy",
 		"start_runsc", "await_running", "read_init_report", "finish_network", "report_ready",
 	};
 	lua_pushstring(L, names[lz_rs_reached(check_rs(L))]);
@@ -112,8 +118,10 @@ int luaopen_lazaret_supervisor(lua_State *L)
 	static const luaL_Reg methods[] = {
 		{ "mount", sup_mount },
 		{ "start_router", sup_start_router },
+		{ "start_egress", sup_start_egress },
 		{ "start_helper", sup_start_helper },
 		{ "prove_canary", sup_prove_canary },
+		{ "attach_egress", sup_attach_egress },
 		{ "install_policy", sup_install_policy },
 		{ "start_runsc", sup_start_runsc },
 		{ "await_running", sup_await_running },

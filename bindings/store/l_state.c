@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "net/egressproxy.h"
 #include "l_util.h"
 #include "modules.h"
 #include "config/config.h"
@@ -197,6 +198,19 @@ static int state_inspect(lua_State *L)
 	}
 	lua_setfield(L, -2, "anchors");
 	lz_anchor_changes_free(v, k);
+	/* Egress by name: the last launch's proxy counters (egressproxy.h). */
+	uint64_t allowed, refused;
+	r = lz_egress_stats_read(lz_config_storage_domain(cfg)->fd, &allowed, &refused, &err);
+	if (r < 0 && r != -ENOENT)
+		return lz_l_fail(L, r, &err);
+	if (r == 0) {
+		lua_createtable(L, 0, 2);
+		lua_pushinteger(L, (lua_Integer)allowed);
+		lua_setfield(L, -2, "allowed");
+		lua_pushinteger(L, (lua_Integer)refused);
+		lua_setfield(L, -2, "refused");
+		lua_setfield(L, -2, "egress");
+	}
 	return 1;
 }
 

@@ -9,6 +9,8 @@
 
 #include "image/imageref.h"
 #include "fs/pathauth.h"
+#include "net/egressname.h"
+#include "net/netpolicy.h"
 #include "util/cleanup.h"
 
 struct decoder {
@@ -365,6 +367,72 @@ static int check_network(struct decoder *d, struct lz_config_profile *p)
 	return 0;
 }
 
+static void free_strv(char **v, size_t n);
+
+static int decode_domains(struct decoder *d, const struct lz_toml_entry *e, char ***ret, size_t *ret_n)
+{
+	int r = decode_string_list(d, e, ret, ret_n);
+	if (r < 0)
+		return r;
+	if (*ret_n > LZ_NETPOLICY_MAX_NAMES)
+		return fail(d, e->value->pos, "'%s' has more than %d names", e->key, LZ_NETPOLICY_MAX_NAMES);
+	for (size_t i = 0; i < *ret_n; i++) {
+		struct lz_toml_pos pos = e->value->array.items[i]->pos;
+		struct lz_err why;
+		if (lz_egress_pattern_check((*ret)[i], &why) < 0)
+			return fail(d, pos, "'%s' in '%s' is not a host name or '*.' and a domain in lower "
+					    "case (%s)", (*ret)[i], e->key, why.msg);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp((*ret)[i], (*ret)[j]) == 0)
+				return fail(d, pos, "duplicate name '%s' in '%s'", (*ret)[i], e->key);
+	}
+	return 0;
+}
+
+static int decode_resolvers(struct decoder *d, const struct lz_toml_entry *e, struct lz_config_profile *p)
+{
+	char **list = NULL;
+	size_t n = 0;
+	int r = decode_string_list(d, e, &list, &n);
+	if (r >= 0 && n > LZ_NETPOLICY_MAX_RESOLVERS)
+		r = fail(d, e->value->pos, "'resolvers' has more than %d addresses", LZ_NETPOLICY_MAX_RESOLVERS);
+	if (r >= 0 && n > 0 && (p->resolvers = calloc(n, sizeof(*p->resolvers))) == NULL)
+		r = lz_err_set(d->err, ENOMEM, "out of memory");
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct lz_toml_pos pos = e->value->array.items[i]->pos;
+		char text[LZ_IPV4_STR_MAX + 3];
+		struct lz_prefix a;
+		bool host_bits;
+		int w = snprintf(text, sizeof(text), "%s/32", list[i]);
+		if (w < 0 || (size_t)w >= sizeof(text) || lz_prefix_parse(text, (size_t)w, &a, &host_bits) < 0 ||
+		    a.addr >> 24 == 0 || a.addr >> 28 >= 0xe)
+			r = fail(d, pos, "resolver '%s' is not a unicast IPv4 address like \"192.0.2.53\"",
+				 list[i]);
+		for (size_t j = 0; r >= 0 && j < i; j++)
+			if (p->resolvers[j] == a.addr)
+				r = fail(d, pos, "duplicate resolver '%s'", list[i]);
+		if (r >= 0)
+			p->resolvers[p->n_resolvers++] = a.addr;
+	}
+	free_strv(list, n);
+	return r;
+}
+
+/* Egress by name: a deny list or resolvers mean nothing without names to
+ * allow, and a name both allowed and denied is a mistake to say aloud. */
+static int check_domains(struct decoder *d, const struct lz_toml_entry *e, const struct lz_config_profile *p)
+{
+	if (p->n_allow_domains == 0 && (p->n_deny_domains > 0 || p->n_resolvers > 0))
+		return fail(d, e->value->pos, "'deny_domains' and 'resolvers' need 'allow_domains' (without it "
+					      "egress is by address only)");
+	for (size_t i = 0; i < p->n_deny_domains; i++)
+		for (size_t j = 0; j < p->n_allow_domains; j++)
+			if (strcmp(p->deny_domains[i], p->allow_domains[j]) == 0)
+				return fail(d, e->value->pos, "'%s' is both in allow_domains and deny_domains",
+					    p->deny_domains[i]);
+	return 0;
+}
+
 static int decode_network(struct decoder *d, const struct lz_toml_entry *e,
 			  struct lz_config_profile *p)
 {
@@ -377,12 +445,19 @@ static int decode_network(struct decoder *d, const struct lz_toml_entry *e,
 			r = decode_prefixes(d, k, &p->allow, &p->n_allow);
 		else if (strcmp(k->key, "deny") == 0)
 			r = decode_prefixes(d, k, &p->deny, &p->n_deny);
+		else if (strcmp(k->key, "allow_domains") == 0)
+			r = decode_domains(d, k, &p->allow_domains, &p->n_allow_domains);
+		else if (strcmp(k->key, "deny_domains") == 0)
+			r = decode_domains(d, k, &p->deny_domains, &p->n_deny_domains);
+		else if (strcmp(k->key, "resolvers") == 0)
+			r = decode_resolvers(d, k, p);
 		else
-			r = unknown_key(d, k, "network", "allow, deny");
+			r = unknown_key(d, k, "network", "allow, deny, allow_domains, deny_domains, resolvers");
 		if (r < 0)
 			return r;
 	}
-	return check_network(d, p);
+	int r2 = check_domains(d, e, p);
+	return r2 < 0 ? r2 : check_network(d, p);
 }
 
 static int decode_rule(struct decoder *d, const struct lz_toml_value *t, struct lz_config_rule *rule)
@@ -645,6 +720,9 @@ static void profile_free(struct lz_config_profile *p)
 	free(p->volumes);
 	free(p->allow);
 	free(p->deny);
+	free_strv(p->allow_domains, p->n_allow_domains);
+	free_strv(p->deny_domains, p->n_deny_domains);
+	free(p->resolvers);
 	for (size_t i = 0; i < p->n_rules; i++) {
 		free(p->rules[i].executable);
 		free_strv(p->rules[i].args, p->rules[i].n_args);

@@ -75,6 +75,12 @@ struct lz_config_profile {
 	size_t n_volumes;
 	struct lz_config_prefix *allow, *deny;
 	size_t n_allow, n_deny;
+	/* Egress by name (network.allow_domains, deny_domains, resolvers):
+	 * patterns as written (egressname.h), resolvers in host byte order. */
+	char **allow_domains, **deny_domains;
+	size_t n_allow_domains, n_deny_domains;
+	uint32_t *resolvers;
+	size_t n_resolvers;
 	struct lz_config_rule *rules;
 	size_t n_rules;
 };

@@ -321,6 +321,23 @@ static void canon_prefixes(struct canon *c, const struct lz_config_prefix *v, si
 	}
 }
 
+static int strp_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void canon_strs_sorted(struct canon *c, char *const *v, size_t n)
+{
+	const char *sorted[LZ_CONFIG_LIST_MAX];
+	for (size_t i = 0; i < n && i < LZ_CONFIG_LIST_MAX; i++)
+		sorted[i] = v[i];
+	n = n < LZ_CONFIG_LIST_MAX ? n : LZ_CONFIG_LIST_MAX;
+	qsort(sorted, n, sizeof(*sorted), strp_cmp);
+	canon_u32(c, (uint32_t)n);
+	for (size_t i = 0; i < n; i++)
+		canon_str(c, sorted[i]);
+}
+
 static int fingerprint(lz_config *cfg, struct lz_err *err)
 {
 	const struct lz_config_profile *p = cfg->profile;
@@ -363,6 +380,16 @@ static int fingerprint(lz_config *cfg, struct lz_err *err)
 		canon_u32(&c, (uint32_t)p->rules[i].n_args);
 		for (size_t j = 0; j < p->rules[i].n_args; j++)
 			canon_str(&c, p->rules[i].args[j]);
+	}
+	/* Egress by name, after everything else and only when set, so that
+	 * a profile without it keeps the fingerprint it had. */
+	if (p->n_allow_domains > 0) {
+		canon_str(&c, "network.domains");
+		canon_strs_sorted(&c, p->allow_domains, p->n_allow_domains);
+		canon_strs_sorted(&c, p->deny_domains, p->n_deny_domains);
+		canon_u32(&c, (uint32_t)p->n_resolvers);
+		for (size_t i = 0; i < p->n_resolvers; i++)
+			canon_u32(&c, p->resolvers[i]);
 	}
 	c.ok = c.ok && EVP_DigestFinal_ex(c.ctx, digest, &n) == 1 && n == sizeof(digest);
 	EVP_MD_CTX_free(c.ctx);

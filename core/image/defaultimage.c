@@ -122,11 +122,25 @@ out:
 	return r;
 }
 
-int lz_default_config_write(const struct lz_host_env *env, const char *explicit_path,
-			    const char *cwd, char **ret_path, struct lz_err *err)
+int lz_default_image_ref_for_env(const struct lz_host_env *env, char **ret_ref,
+				 struct lz_err *err)
 {
-	_cleanup_free_ char *path = NULL, *storage = NULL, *ref = NULL, *dir = NULL;
+	_cleanup_free_ char *storage = NULL;
+	int r = lz_cfgsource_storage_root(env, NULL, &storage, err);
+	if (r < 0)
+		return r;
+	return lz_default_image_ref(storage, ret_ref, err);
+}
+
+int lz_default_config_write(const struct lz_host_env *env, const char *explicit_path,
+			    const char *cwd, const char *text, char **ret_path,
+			    struct lz_err *err)
+{
+	_cleanup_free_ char *path = NULL, *ref = NULL, *dir = NULL, *body = NULL;
 	int r;
+	if (text && strlen(text) > LZ_DEFAULT_CONFIG_TEXT_MAX)
+		return lz_err_set(err, E2BIG, "configuration text over %d bytes",
+				  LZ_DEFAULT_CONFIG_TEXT_MAX);
 	if (explicit_path) {
 		if (explicit_path[0] == '/')
 			path = strdup(explicit_path);
@@ -145,9 +159,20 @@ int lz_default_config_write(const struct lz_host_env *env, const char *explicit_
 		return lz_err_set(err, ENOMEM, "out of memory");
 	if ((r = lz_path_grammar(path, strlen(path), err)) < 0)
 		return lz_err_prefix(err, r, "'%s': ", path);
-	if ((r = lz_cfgsource_storage_root(env, NULL, &storage, err)) < 0 ||
-	    (r = lz_default_image_ref(storage, &ref, err)) < 0)
+	/* Computed for the caller's text too: the same refusals (no HOME, no
+	 * XDG_DATA_HOME) hold for every form of init. */
+	if ((r = lz_default_image_ref_for_env(env, &ref, err)) < 0)
 		return r;
+	if (text == NULL) {
+		if (asprintf(&body,
+			     "# Lazaret configuration, v1 (docs/configuration.md).\n"
+			     "# Written by `lazaret init`. Build the default Debian 12 image with\n"
+			     "# `lazaret image build-default`; then `lazaret default` opens a shell.\n"
+			     "version = 1\n\n[profiles.default]\nimage = \"%s\"\n",
+			     ref) < 0)
+			return lz_err_set(err, ENOMEM, "out of memory");
+		text = body;
+	}
 
 	/* The directory holding the file: created 0700 where missing. */
 	dir = strdup(path);
@@ -175,15 +200,9 @@ int lz_default_config_write(const struct lz_host_env *env, const char *explicit_
 		return lz_err_set(err, e, "create '%s': %s%s", path, strerror(e),
 				  e == EEXIST ? " (it already exists; Lazaret does not replace a "
 						"configuration)" : "");
-	char text[LZ_PATH_MAX * 2];
-	int n = snprintf(text, sizeof(text),
-			 "# Lazaret configuration, v1 (docs/configuration.md).\n"
-			 "# Written by `lazaret init`. Build the default Debian 12 image with\n"
-			 "# `lazaret image build-default`; then `lazaret default` opens a shell.\n"
-			 "version = 1\n\n[profiles.default]\nimage = \"%s\"\n",
-			 ref);
-	bool ok = fchmod(fd, 0600) == 0 && n > 0 && (size_t)n < sizeof(text) &&
-		  write(fd, text, (size_t)n) == n && fsync(fd) == 0;
+	size_t n = strlen(text);
+	errno = 0; /* a short write sets none: reported as EIO */
+	bool ok = fchmod(fd, 0600) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
 	e = errno;
 	close(fd);
 	if (!ok)

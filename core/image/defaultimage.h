@@ -22,10 +22,22 @@ int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, s
 /* The image reference the first configuration uses for a Storage Root. */
 int lz_default_image_ref(const char *storage_root, char **ret_ref, struct lz_err *err);
 
+/* The most a caller-supplied first configuration may hold: far below the
+ * loader's 1 MiB, since it is a template, not a user's file. */
+#define LZ_DEFAULT_CONFIG_TEXT_MAX (64 * 1024)
+
 /* Writes the first configuration file (the XDG config location, or
- * explicit_path) with profile `default`; refuses to replace an existing
- * file. *ret_path receives the path written (malloc'd). */
+ * explicit_path); refuses to replace an existing file. text is the file's
+ * content (at most LZ_DEFAULT_CONFIG_TEXT_MAX bytes; `lazaret init --agent`
+ * renders it in lua/lazaret/config/agents.lua), or NULL for the built-in one
+ * with profile `default`. *ret_path receives the path written (malloc'd). */
 int lz_default_config_write(const struct lz_host_env *env, const char *explicit_path,
-			    const char *cwd, char **ret_path, struct lz_err *err);
+			    const char *cwd, const char *text, char **ret_path,
+			    struct lz_err *err);
+
+/* The image reference the first configuration names, for the Storage Root
+ * the host environment selects (no configuration file is read). */
+int lz_default_image_ref_for_env(const struct lz_host_env *env, char **ret_ref,
+				 struct lz_err *err);
 
 #endif

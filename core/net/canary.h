@@ -32,33 +32,21 @@
 #ifndef LZ_CANARY_H
 #define LZ_CANARY_H
 
-#include <net/if.h>
 #include <stdint.h>
 
 #include "net/canaryprobe.h"
+#include "net/peerlink.h"
 #include "net/netroutes.h"
 #include "util/err.h"
 
 #define LZ_CANARY_KEY_LEN 32
 #define LZ_CANARY_DEV LZ_NETROUTES_CANARY_DEV
 #define LZ_CANARY_PEER_DEV "lzcanary1"
-#define LZ_CANARY_LINK_VERSION 1u
-
-/* The versioned creation record of lzcanary0. */
-struct lz_canary_link {
-	uint32_t version; /* LZ_CANARY_LINK_VERSION */
-	int ifindex;
-	char name[IF_NAMESIZE];
-	char kind[16];      /* "veth" */
-	uint8_t hwaddr[6];
-	int peer_ifindex;   /* IFLA_LINK */
-	int32_t peer_netnsid; /* IFLA_LINK_NETNSID */
-};
 
 struct lz_canary {
 	int peer_netns_fd;   /* the peer namespace */
 	int responder_pidfd; /* the responder child */
-	struct lz_canary_link link;
+	struct lz_peerlink_shape link; /* lzcanary0 */
 };
 
 #define LZ_CANARY_INIT ((struct lz_canary){ .peer_netns_fd = -EBADF, .responder_pidfd = -EBADF })

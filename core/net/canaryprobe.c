@@ -32,9 +32,10 @@ static int wait_for(int fd, short events, int64_t deadline)
 	}
 }
 
-static int exchange(int s, uint32_t addr, const uint8_t *challenge, uint8_t *answer, int64_t deadline)
+static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challenge, uint8_t *answer,
+		    int64_t deadline)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(LZ_CANARY_PORT),
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(addr) };
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (errno != EINPROGRESS)
@@ -82,6 +83,13 @@ static int exchange(int s, uint32_t addr, const uint8_t *challenge, uint8_t *ans
 int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN],
 		    uint8_t answer[LZ_CANARY_CHALLENGE_LEN], int timeout_ms)
 {
+	return lz_canary_probe_port(addr, LZ_CANARY_PORT, bind_dev, challenge, answer, timeout_ms);
+}
+
+int lz_canary_probe_port(uint32_t addr, uint16_t port, const char *bind_dev,
+			 const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], uint8_t answer[LZ_CANARY_CHALLENGE_LEN],
+			 int timeout_ms)
+{
 	int64_t deadline = now_ms() + timeout_ms;
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s < 0)
@@ -91,7 +99,7 @@ int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge
 		r = -errno;
 	uint8_t got[LZ_CANARY_CHALLENGE_LEN];
 	if (r == 0)
-		r = exchange(s, addr, challenge, got, deadline);
+		r = exchange(s, addr, port, challenge, got, deadline);
 	/* An abortive close (RST): no orphaned socket lingers in FIN-WAIT or
 	 * TIME-WAIT holding the enforcement namespace, whose end bootstrap
 	 * recovery waits for (spec 3.6). The answer is already read. */

@@ -25,4 +25,9 @@
 int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN],
 		    uint8_t answer[LZ_CANARY_CHALLENGE_LEN], int timeout_ms);
 
+/* The same exchange on another port (the egress proxy's, egress.h). */
+int lz_canary_probe_port(uint32_t addr, uint16_t port, const char *bind_dev,
+			 const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], uint8_t answer[LZ_CANARY_CHALLENGE_LEN],
+			 int timeout_ms);
+
 #endif

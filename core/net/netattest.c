@@ -48,6 +48,7 @@ int lz_netattest_encode(const struct lz_netattest *a, uint8_t *buf, size_t cap, 
 	lz_pc_put_bool(&w, a->tap0_present_after);
 	lz_pc_put_bool(&w, a->ipv6_unchanged_after);
 	lz_pc_put_bool(&w, a->rs_netadmin_dropped);
+	lz_pc_put_bool(&w, a->egress_proxy_live);
 	return lz_pc_writer_finish(&w, ret_len);
 }
 
@@ -78,14 +79,15 @@ int lz_netattest_decode(const uint8_t *buf, size_t len, struct lz_netattest *ret
 	    lz_pc_get_bool(&r, &a.allowed_canary_unreachable_after) < 0 ||
 	    lz_pc_get_bool(&r, &a.tap0_present_after) < 0 ||
 	    lz_pc_get_bool(&r, &a.ipv6_unchanged_after) < 0 ||
-	    lz_pc_get_bool(&r, &a.rs_netadmin_dropped) < 0 || lz_pc_reader_end(&r) < 0)
+	    lz_pc_get_bool(&r, &a.rs_netadmin_dropped) < 0 ||
+	    lz_pc_get_bool(&r, &a.egress_proxy_live) < 0 || lz_pc_reader_end(&r) < 0)
 		return -EBADMSG;
 	*ret = a;
 	return 0;
 }
 
 int lz_netattest_check(const struct lz_netattest *a,
-		       const uint8_t expected_answer[LZ_NETATTEST_CHALLENGE_LEN],
+		       const uint8_t expected_answer[LZ_NETATTEST_CHALLENGE_LEN], bool egress_expected,
 		       struct lz_err *err)
 {
 	/* Spec 3.7 evidence table order. */
@@ -108,6 +110,7 @@ int lz_netattest_check(const struct lz_netattest *a,
 		{ a->tap0_present_after, "tap0 present after cleanup" },
 		{ a->ipv6_unchanged_after, "IPv6 disposition unchanged" },
 		{ a->rs_netadmin_dropped, "RS capability dropped" },
+		{ a->egress_proxy_live == egress_expected, "egress proxy live" },
 	};
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(preds); i++)
 		if (!preds[i].ok)

@@ -22,6 +22,7 @@
  *       tap0_present_after: bool,
  *       ipv6_unchanged_after: bool,
  *       rs_netadmin_dropped: bool,
+ *       egress_proxy_live: bool,
  *   }
  */
 #ifndef LZ_NETATTEST_H
@@ -35,8 +36,8 @@
 
 #define LZ_NETATTEST_VERSION 1u
 #define LZ_NETATTEST_CHALLENGE_LEN 32
-/* version 1 + 11 bools + Option<u32> 6 + Option<[u8;32]> 33. */
-#define LZ_NETATTEST_ENCODED_MAX 51
+/* version 1 + 12 bools + Option<u32> 6 + Option<[u8;32]> 33. */
+#define LZ_NETATTEST_ENCODED_MAX 52
 
 /* One observation per predicate, in the order lz_netattest_check tests them
  * (the predicate names are in quotes). */
@@ -66,6 +67,10 @@ struct lz_netattest {
 	bool ipv6_unchanged_after;             /* "IPv6 disposition unchanged" */
 	/* Authority drop (RS). */
 	bool rs_netadmin_dropped; /* "RS capability dropped" */
+	/* Egress by name (RS): the generation's proxy answered its keyed
+	 * challenge over the policy's digest; false when the policy has no
+	 * name policy (there is no proxy). "egress proxy live" */
+	bool egress_proxy_live;
 };
 
 /* -EINVAL when tap0_present/tap0_ifindex or allowed_answered/allowed_echo
@@ -77,11 +82,12 @@ int lz_netattest_encode(const struct lz_netattest *a, uint8_t *buf, size_t cap, 
  * != 1, Some(0) ifindex). *ret untouched on failure. */
 int lz_netattest_decode(const uint8_t *buf, size_t len, struct lz_netattest *ret);
 
-/* 0 when every predicate holds and the answer equals expected_answer (the
+/* 0 when every predicate holds, egress_proxy_live equals egress_expected
+ * (the policy has a name policy), and the answer equals expected_answer (the
  * keyed answer the allowed canary must have given, canary.h); otherwise -EPERM and err (optional) reads
  * "predicate '<name>' failed" for the first failing one. */
 int lz_netattest_check(const struct lz_netattest *a,
-		       const uint8_t expected_answer[LZ_NETATTEST_CHALLENGE_LEN],
+		       const uint8_t expected_answer[LZ_NETATTEST_CHALLENGE_LEN], bool egress_expected,
 		       struct lz_err *err);
 
 #endif

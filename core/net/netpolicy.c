@@ -11,11 +11,13 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "net/egressname.h"
 #include "util/postcard.h"
 #include "util/cleanup.h"
 
@@ -59,8 +61,11 @@ static bool prefix_normal(struct lz_prefix p)
 
 static bool kind_known(uint32_t k)
 {
-	return k <= LZ_NETROUTE_CANARY_DENY;
+	return k <= LZ_NETROUTE_EGRESS;
 }
+
+/* The one EGRESS route: the proxy's address (a name policy's only). */
+#define EGRESS_ROUTE ((struct lz_netroute){ { LZ_NET_EGRESS_PROXY, 32 }, LZ_NETROUTE_EGRESS })
 
 static const struct lz_netroute *fixed_route_of(struct lz_prefix p)
 {
@@ -214,11 +219,131 @@ int lz_netpolicy_derive(const struct lz_prefix *allow, size_t n_allow, const str
 	return 0;
 }
 
+/* ---- the name policy ------------------------------------------------------ */
+
+static int names_check(char names[][LZ_NETPOLICY_NAME_MAX + 1], size_t n, const char *what,
+		       struct lz_err *err)
+{
+	if (n > LZ_NETPOLICY_MAX_NAMES)
+		return lz_err_set(err, E2BIG, "network policy: more than %d %s names", LZ_NETPOLICY_MAX_NAMES,
+				  what);
+	for (size_t i = 0; i < n; i++) {
+		if (memchr(names[i], '\0', LZ_NETPOLICY_NAME_MAX + 1) == NULL)
+			return lz_err_set(err, EINVAL, "network policy: %s name %zu is too long", what, i);
+		int r = lz_egress_pattern_check(names[i], err);
+		if (r < 0)
+			return lz_err_prefix(err, r, "network policy: %s name: ", what);
+		if (i > 0 && strcmp(names[i - 1], names[i]) >= 0)
+			return lz_err_set(err, EINVAL, "network policy: %s name '%s' is out of order or repeated",
+					  what, names[i]);
+	}
+	return 0;
+}
+
+static bool resolver_usable(uint32_t a)
+{
+	return a >> 24 != 0 && a >> 28 < 0xe;
+}
+
+static int names_validate(const struct lz_netpolicy_names *nm, struct lz_err *err)
+{
+	int r;
+	if ((r = names_check((char (*)[LZ_NETPOLICY_NAME_MAX + 1])nm->allow, nm->n_allow, "allow", err)) < 0 ||
+	    (r = names_check((char (*)[LZ_NETPOLICY_NAME_MAX + 1])nm->deny, nm->n_deny, "deny", err)) < 0)
+		return r;
+	if (nm->n_allow == 0 && (nm->n_deny > 0 || nm->n_resolvers > 0))
+		return lz_err_set(err, EINVAL, "network policy: deny names or resolvers without allow names");
+	if (nm->n_resolvers > LZ_NETPOLICY_MAX_RESOLVERS)
+		return lz_err_set(err, E2BIG, "network policy: more than %d resolvers", LZ_NETPOLICY_MAX_RESOLVERS);
+	for (size_t i = 0; i < nm->n_resolvers; i++) {
+		char text[LZ_IPV4_STR_MAX];
+		lz_ipv4_format(nm->resolvers[i], text);
+		if (!resolver_usable(nm->resolvers[i]))
+			return lz_err_set(err, EINVAL, "network policy: resolver %s is not a unicast address", text);
+		for (size_t k = 0; k < i; k++)
+			if (nm->resolvers[k] == nm->resolvers[i])
+				return lz_err_set(err, EINVAL, "network policy: resolver %s is repeated", text);
+	}
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static int names_copy(char out[][LZ_NETPOLICY_NAME_MAX + 1], const char *const *in, size_t n, const char *what,
+		      struct lz_err *err)
+{
+	if (n > LZ_NETPOLICY_MAX_NAMES)
+		return lz_err_set(err, E2BIG, "network policy: more than %d %s names", LZ_NETPOLICY_MAX_NAMES,
+				  what);
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(in[i]) > LZ_NETPOLICY_NAME_MAX)
+			return lz_err_set(err, EINVAL, "network policy: %s name %zu is too long", what, i);
+		strcpy(out[i], in[i]);
+	}
+	qsort(out, n, sizeof(out[0]), name_cmp);
+	return 0;
+}
+
+int lz_netpolicy_set_names(struct lz_netpolicy *p, const char *const *allow, size_t n_allow,
+			   const char *const *deny, size_t n_deny, const uint32_t *resolvers,
+			   size_t n_resolvers, struct lz_err *err)
+{
+	if (n_allow == 0 && n_deny == 0 && n_resolvers == 0)
+		return 0;
+	if (p->names.n_allow > 0)
+		return lz_err_set(err, EEXIST, "network policy: it has a name policy already");
+	if (n_resolvers > LZ_NETPOLICY_MAX_RESOLVERS)
+		return lz_err_set(err, E2BIG, "network policy: more than %d resolvers", LZ_NETPOLICY_MAX_RESOLVERS);
+	_cleanup_free_ struct lz_netpolicy *q = malloc(sizeof(*q));
+	if (q == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	memcpy(q, p, sizeof(*q));
+	int r;
+	if ((r = names_copy(q->names.allow, allow, n_allow, "allow", err)) < 0 ||
+	    (r = names_copy(q->names.deny, deny, n_deny, "deny", err)) < 0)
+		return r;
+	q->names.n_allow = n_allow;
+	q->names.n_deny = n_deny;
+	q->names.n_resolvers = n_resolvers;
+	if (n_resolvers > 0)
+		memcpy(q->names.resolvers, resolvers, n_resolvers * sizeof(*resolvers));
+	if (n_allow > 0 && (r = route_add(q, EGRESS_ROUTE, err)) < 0)
+		return r;
+	if ((r = lz_netpolicy_validate(q, err)) < 0)
+		return r;
+	memcpy(p, q, sizeof(*p));
+	return 0;
+}
+
+bool lz_netpolicy_direct_default(const struct lz_netpolicy *p)
+{
+	return p->ipv4_default_allow && p->names.n_allow == 0;
+}
+
+bool lz_netpolicy_admits(const struct lz_netpolicy *p, uint32_t addr)
+{
+	struct lz_prefix host = { addr, 32 };
+	if (addr >> 24 == 127 || lz_prefix_contains(LZ_TOPOLOGY_NET, host))
+		return false;
+	const struct lz_netroute *best = NULL;
+	for (size_t i = 0; i < p->n_routes; i++)
+		if (lz_prefix_contains(p->routes[i].prefix, host) &&
+		    (best == NULL || p->routes[i].prefix.len > best->prefix.len))
+			best = &p->routes[i];
+	return best == NULL ? p->ipv4_default_allow : best->kind == LZ_NETROUTE_ALLOW;
+}
+
 int lz_netpolicy_validate(const struct lz_netpolicy *p, struct lz_err *err)
 {
 	char text[LZ_PREFIX_STR_MAX];
-	size_t n_fixed = 0;
+	size_t n_fixed = 0, n_egress = 0;
+	int r;
 
+	if ((r = names_validate(&p->names, err)) < 0)
+		return r;
 	if (p->n_routes > LZ_NETPOLICY_MAX_ROUTES)
 		return lz_err_set(err, EINVAL, "network policy: %zu routes, at most %d", p->n_routes,
 				  LZ_NETPOLICY_MAX_ROUTES);
@@ -243,6 +368,15 @@ int lz_netpolicy_validate(const struct lz_netpolicy *p, struct lz_err *err)
 			n_fixed++;
 			continue;
 		}
+		if (rt->kind == LZ_NETROUTE_EGRESS) {
+			if (!lz_prefix_equal(rt->prefix, EGRESS_ROUTE.prefix) || p->names.n_allow == 0)
+				return lz_err_set(err, EINVAL,
+						  "network policy: egress route '%s' without a name policy or "
+						  "at another address",
+						  text);
+			n_egress++;
+			continue;
+		}
 		switch (rt->kind) {
 		case LZ_NETROUTE_ALLOW:
 			if (allow_refused(rt->prefix))
@@ -262,6 +396,9 @@ int lz_netpolicy_validate(const struct lz_netpolicy *p, struct lz_err *err)
 					  text);
 		}
 	}
+	if (n_egress != (p->names.n_allow > 0))
+		return lz_err_set(err, EINVAL, "network policy: the egress route and the name policy "
+					       "come together");
 	/* Prefixes are unique, so each fixed route matched at most once. */
 	if (n_fixed != LZ_ARRAY_SIZE(fixed_routes))
 		return lz_err_set(err, EINVAL, "network policy: a fixed topology or default route is missing");
@@ -292,7 +429,8 @@ int lz_netpolicy_encode(const struct lz_netpolicy *p, uint8_t *buf, size_t cap, 
 		return -EINVAL;
 	struct lz_pc_writer w;
 	lz_pc_writer_init(&w, buf, cap);
-	lz_pc_put_u32(&w, LZ_NETPOLICY_VERSION);
+	bool named = p->names.n_allow > 0;
+	lz_pc_put_u32(&w, named ? LZ_NETPOLICY_VERSION_NAMES : LZ_NETPOLICY_VERSION);
 	lz_pc_put_bool(&w, p->ipv4_default_allow);
 	lz_pc_put_bool(&w, p->ipv6_disabled);
 	lz_pc_put_seq_len(&w, p->n_routes);
@@ -303,6 +441,20 @@ int lz_netpolicy_encode(const struct lz_netpolicy *p, uint8_t *buf, size_t cap, 
 		lz_pc_put_u8(&w, p->routes[i].prefix.len);
 		lz_pc_put_discriminant(&w, (uint32_t)p->routes[i].kind);
 	}
+	if (named) {
+		lz_pc_put_seq_len(&w, p->names.n_allow);
+		for (size_t i = 0; i < p->names.n_allow; i++)
+			lz_pc_put_str(&w, p->names.allow[i], strlen(p->names.allow[i]));
+		lz_pc_put_seq_len(&w, p->names.n_deny);
+		for (size_t i = 0; i < p->names.n_deny; i++)
+			lz_pc_put_str(&w, p->names.deny[i], strlen(p->names.deny[i]));
+		lz_pc_put_seq_len(&w, p->names.n_resolvers);
+		for (size_t i = 0; i < p->names.n_resolvers; i++) {
+			uint32_t a = p->names.resolvers[i];
+			uint8_t be[4] = { (uint8_t)(a >> 24), (uint8_t)(a >> 16), (uint8_t)(a >> 8), (uint8_t)a };
+			lz_pc_put_fixed(&w, be, sizeof(be));
+		}
+	}
 	return lz_pc_writer_finish(&w, ret_len);
 }
 
@@ -311,10 +463,47 @@ static int bad(struct lz_err *err, size_t pos, const char *what)
 	return lz_err_set(err, EBADMSG, "network policy byte %zu: %s", pos, what);
 }
 
+static int get_names(struct lz_pc_reader *r, char out[][LZ_NETPOLICY_NAME_MAX + 1], size_t *ret_n)
+{
+	size_t n;
+	if (lz_pc_get_seq_len(r, LZ_NETPOLICY_MAX_NAMES, &n) < 0)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++) {
+		const char *s;
+		size_t len;
+		if (lz_pc_get_str(r, LZ_NETPOLICY_NAME_MAX, &s, &len) < 0 || memchr(s, '\0', len) != NULL)
+			return -EBADMSG;
+		memcpy(out[i], s, len);
+		out[i][len] = '\0';
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int decode_names(struct lz_pc_reader *r, struct lz_netpolicy_names *nm)
+{
+	size_t n;
+	if (get_names(r, nm->allow, &nm->n_allow) < 0 || get_names(r, nm->deny, &nm->n_deny) < 0 ||
+	    lz_pc_get_seq_len(r, LZ_NETPOLICY_MAX_RESOLVERS, &n) < 0)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t be[4];
+		if (lz_pc_get_fixed(r, be, sizeof(be)) < 0)
+			return -EBADMSG;
+		nm->resolvers[i] = (uint32_t)be[0] << 24 | (uint32_t)be[1] << 16 | (uint32_t)be[2] << 8 | be[3];
+	}
+	nm->n_resolvers = n;
+	/* Version 2 means a name policy: an empty allow list is not canonical. */
+	return nm->n_allow > 0 ? 0 : -EBADMSG;
+}
+
 int lz_netpolicy_decode(const uint8_t *buf, size_t len, struct lz_netpolicy *ret,
 			struct lz_err *err)
 {
-	struct lz_netpolicy p = { 0 };
+	_cleanup_free_ struct lz_netpolicy *pp = calloc(1, sizeof(*pp));
+	if (pp == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	struct lz_netpolicy *q = pp;
 	struct lz_pc_reader r;
 	uint32_t version;
 	size_t n;
@@ -325,10 +514,10 @@ int lz_netpolicy_decode(const uint8_t *buf, size_t len, struct lz_netpolicy *ret
 	lz_pc_reader_init(&r, buf, len);
 	if (lz_pc_get_u32(&r, &version) < 0)
 		return bad(err, r.pos, "truncated or malformed version");
-	if (version != LZ_NETPOLICY_VERSION)
-		return lz_err_set(err, EBADMSG, "network policy: version %u, want %u", version,
-				  LZ_NETPOLICY_VERSION);
-	if (lz_pc_get_bool(&r, &p.ipv4_default_allow) < 0 || lz_pc_get_bool(&r, &p.ipv6_disabled) < 0)
+	if (version != LZ_NETPOLICY_VERSION && version != LZ_NETPOLICY_VERSION_NAMES)
+		return lz_err_set(err, EBADMSG, "network policy: version %u, want %u or %u", version,
+				  LZ_NETPOLICY_VERSION, LZ_NETPOLICY_VERSION_NAMES);
+	if (lz_pc_get_bool(&r, &q->ipv4_default_allow) < 0 || lz_pc_get_bool(&r, &q->ipv6_disabled) < 0)
 		return bad(err, r.pos, "truncated or malformed flag");
 	if (lz_pc_get_seq_len(&r, LZ_NETPOLICY_MAX_ROUTES, &n) < 0)
 		return bad(err, r.pos, "truncated, malformed or excessive route count");
@@ -340,21 +529,23 @@ int lz_netpolicy_decode(const uint8_t *buf, size_t len, struct lz_netpolicy *ret
 			return bad(err, r.pos, "truncated or malformed route");
 		if (!kind_known(kind))
 			return bad(err, r.pos, "unknown route kind");
-		p.routes[i] = (struct lz_netroute){
+		q->routes[i] = (struct lz_netroute){
 			{ (uint32_t)be[0] << 24 | (uint32_t)be[1] << 16 | (uint32_t)be[2] << 8 | be[3], plen },
 			(enum lz_netroute_kind)kind,
 		};
 	}
-	p.n_routes = n;
+	q->n_routes = n;
+	if (version == LZ_NETPOLICY_VERSION_NAMES && decode_names(&r, &q->names) < 0)
+		return bad(err, r.pos, "truncated or malformed name policy");
 	if (lz_pc_reader_end(&r) < 0)
 		return bad(err, r.pos, "trailing bytes");
-	int e = lz_netpolicy_validate(&p, err);
+	int e = lz_netpolicy_validate(q, err);
 	if (e < 0) {
 		if (err)
 			err->code = EBADMSG;
 		return -EBADMSG;
 	}
-	memcpy(ret, &p, sizeof(p));
+	memcpy(ret, q, sizeof(*q));
 	return 0;
 }
 

@@ -83,7 +83,20 @@
  *   }
  *   enum RouteKind { Allow = 0, Deny = 1, Helper = 2, CanaryAllow = 3,
  *                    CanaryDeny = 4 }
+ * With a name policy (allow_domains, spec 3.7 as extended by issue 18) the
+ * version is 2 and three sequences follow the routes:
+ *       allow_names: Vec<String>,  // patterns (egressname.h), sorted, unique
+ *       deny_names: Vec<String>,   // likewise; empty unless allow_names is not
+ *       resolvers: Vec<[u8; 4]>,   // the proxy's DNS servers, in order; empty:
+ *                                  // the host's resolv.conf at launch
+ * A version-2 policy has at least one allow name and the fixed EGRESS route
+ * 10.137.55.10/32 (the proxy, egresslink.h); a version-1 policy has neither.
  * Digest: SHA-256("lazaret-netpolicy-v1" || encoding), the tag unframed.
+ *
+ * With a name policy the sandbox has no default route, whatever
+ * ipv4_default_allow says: its one way to a public name is the proxy, and
+ * ipv4_default_allow is then the disposition the proxy applies to a
+ * resolved address (lz_netpolicy_admits).
  *
  * ---- Network readiness fingerprint ---------------------------------------
  *   SHA-256( "lazaret-network-readiness-v1"       (28 bytes, unframed)
@@ -106,13 +119,21 @@
 #include "util/err.h"
 
 #define LZ_NETPOLICY_VERSION 1u
+#define LZ_NETPOLICY_VERSION_NAMES 2u
 #define LZ_NETPOLICY_MAX_ROUTES 600
+#define LZ_NETPOLICY_MAX_NAMES 64
+#define LZ_NETPOLICY_NAME_MAX 253
+#define LZ_NETPOLICY_MAX_RESOLVERS 4
 /* Default denies (3), helpers (3), canary routes (2). */
 #define LZ_NETPOLICY_FIXED_ROUTES 8
 /* The special default denies (see "Derivation rules"). */
 #define LZ_NETPOLICY_SPECIAL_DENIES 7
-/* version 1 + flags 2 + count varint 2 + 600 routes of 6 bytes. */
-#define LZ_NETPOLICY_ENCODED_MAX (1 + 2 + 2 + LZ_NETPOLICY_MAX_ROUTES * 6)
+/* version 1 + flags 2 + count varint 2 + 600 routes of 6 bytes; then two
+ * name lists (count 1, each name 2 + 253) and the resolvers (1 + 4 * 4). */
+#define LZ_NETPOLICY_ROUTES_ENCODED_MAX (1 + 2 + 2 + LZ_NETPOLICY_MAX_ROUTES * 6)
+#define LZ_NETPOLICY_ENCODED_MAX                                                                  \
+	(LZ_NETPOLICY_ROUTES_ENCODED_MAX + 2 * (1 + LZ_NETPOLICY_MAX_NAMES * (2 + LZ_NETPOLICY_NAME_MAX)) + \
+	 1 + LZ_NETPOLICY_MAX_RESOLVERS * 4)
 #define LZ_NETPOLICY_DIGEST_LEN 32
 
 /* Topology addresses (host byte order). */
@@ -124,6 +145,9 @@
 #define LZ_NET_ENFORCEMENT 0x0a893701u                                /* 10.137.55.1 */
 #define LZ_NET_CANARY_ALLOWED 0x0a893702u                             /* 10.137.55.2 */
 #define LZ_NET_CANARY_DENIED 0x0a893703u                              /* 10.137.55.3 */
+#define LZ_NET_EGRESS_LOCAL 0x0a893709u                               /* 10.137.55.9 */
+#define LZ_NET_EGRESS_PROXY 0x0a89370au                               /* 10.137.55.10 */
+#define LZ_NET_EGRESS_PORT 3128
 
 /* Discriminants are part of the v1 encoding: never renumber. */
 enum lz_netroute_kind {
@@ -132,6 +156,7 @@ enum lz_netroute_kind {
 	LZ_NETROUTE_HELPER = 2,
 	LZ_NETROUTE_CANARY_ALLOW = 3,
 	LZ_NETROUTE_CANARY_DENY = 4,
+	LZ_NETROUTE_EGRESS = 5,
 };
 
 struct lz_netroute {
@@ -139,12 +164,21 @@ struct lz_netroute {
 	enum lz_netroute_kind kind;
 };
 
-/* Plain value, no owned memory (about 7 KiB). */
+/* The name policy (egress by name); n_allow == 0: none. */
+struct lz_netpolicy_names {
+	size_t n_allow, n_deny, n_resolvers;
+	char allow[LZ_NETPOLICY_MAX_NAMES][LZ_NETPOLICY_NAME_MAX + 1]; /* sorted */
+	char deny[LZ_NETPOLICY_MAX_NAMES][LZ_NETPOLICY_NAME_MAX + 1];  /* sorted */
+	uint32_t resolvers[LZ_NETPOLICY_MAX_RESOLVERS];                /* host order */
+};
+
+/* Plain value, no owned memory (about 40 KiB: allocate it). */
 struct lz_netpolicy {
 	bool ipv4_default_allow;
 	bool ipv6_disabled;
 	size_t n_routes;
 	struct lz_netroute routes[LZ_NETPOLICY_MAX_ROUTES]; /* canonical order */
+	struct lz_netpolicy_names names;
 };
 
 /* Derives the policy from a profile's configured prefixes and the host's
@@ -155,6 +189,26 @@ struct lz_netpolicy {
 int lz_netpolicy_derive(const struct lz_prefix *allow, size_t n_allow, const struct lz_prefix *deny,
 			size_t n_deny, const uint32_t *host, size_t n_host, struct lz_netpolicy *ret,
 			struct lz_err *err);
+
+/* Adds a name policy to a derived one (no name policy yet): patterns
+ * checked (egressname.h), sorted, duplicates refused, a deny list only with
+ * an allow list, resolvers neither in 0.0.0.0/8 nor multicast or reserved nor
+ * repeated; adds the EGRESS route. -EINVAL or -E2BIG naming the entry; p
+ * untouched on failure. Empty allow: nothing changes. */
+int lz_netpolicy_set_names(struct lz_netpolicy *p, const char *const *allow, size_t n_allow,
+			   const char *const *deny, size_t n_deny, const uint32_t *resolvers,
+			   size_t n_resolvers, struct lz_err *err);
+
+/* Whether the sandbox gets a default route: ipv4_default_allow and no name
+ * policy. */
+bool lz_netpolicy_direct_default(const struct lz_netpolicy *p);
+
+/* The address policy's verdict on one destination (host byte order), as
+ * the egress proxy applies it to each address a name resolves to: the
+ * longest matching route decides (ALLOW admits; DENY and every topology
+ * kind refuse), no match falls to ipv4_default_allow; loopback and the
+ * reserved topology never pass. */
+bool lz_netpolicy_admits(const struct lz_netpolicy *p, uint32_t addr);
 
 /* 0 when p is a policy derivation can produce (the rules above), else
  * -EINVAL with err (optional) naming the first violation. */

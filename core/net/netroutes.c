@@ -193,7 +193,8 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 		if (routes[i].prefix.len > 32 || (routes[i].prefix.addr & ~lz_prefix_mask(routes[i].prefix.len)))
 			return lz_err_set(err, EINVAL, "route plan: prefix %s has host bits set", text);
 		if (!kind_is_deny(routes[i].kind) && !kind_is_allow(routes[i].kind) &&
-		    routes[i].kind != LZ_NETROUTES_HELPER && routes[i].kind != LZ_NETROUTES_CANARY_ALLOW)
+		    routes[i].kind != LZ_NETROUTES_HELPER && routes[i].kind != LZ_NETROUTES_CANARY_ALLOW &&
+		    routes[i].kind != LZ_NETROUTES_EGRESS)
 			return lz_err_set(err, EINVAL, "route plan: unknown kind %d for %s", (int)routes[i].kind,
 					  text);
 		if (deny_as == LZ_NETROUTES_DENY_AS_ADDRESS && kind_is_deny(routes[i].kind) &&
@@ -217,18 +218,20 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
-		bool deny = false, allow = false, helper = false, canary = false;
+		bool deny = false, allow = false, helper = false, canary = false, egress = false;
 		for (; j < n && lz_prefix_equal(sorted[j].prefix, sorted[i].prefix); j++) {
 			deny |= kind_is_deny(sorted[j].kind);
 			allow |= kind_is_allow(sorted[j].kind);
 			helper |= sorted[j].kind == LZ_NETROUTES_HELPER;
 			canary |= sorted[j].kind == LZ_NETROUTES_CANARY_ALLOW;
+			egress |= sorted[j].kind == LZ_NETROUTES_EGRESS;
 		}
 		lz_prefix_format(sorted[i].prefix, text);
-		if (!deny && allow + helper + canary > 1)
+		if (!deny && allow + helper + canary + egress > 1)
 			return lz_err_set(err, EINVAL, "route plan: %s has two next hops (%s%s%s)", text,
 					  helper ? "on-link helper " : "", allow ? "allow via the gateway " : "",
-					  canary ? "canary allow on " LZ_NETROUTES_CANARY_DEV : "");
+					  canary ? "canary allow on " LZ_NETROUTES_CANARY_DEV
+					  : egress ? "egress proxy on " LZ_NETROUTES_EGRESS_DEV : "");
 
 		/* Linux makes no prefix route for a loopback address in
 		 * 0.0.0.0/8 or 224.0.0.0/4: nothing to expect in the tables
@@ -258,9 +261,9 @@ int lz_netroutes_plan_as(const struct lz_netroutes_entry *routes, size_t n, cons
 		} else if (helper) {
 			r->scope = RT_SCOPE_LINK;
 			strcpy(r->dev, dev);
-		} else if (canary) {
+		} else if (canary || egress) {
 			r->scope = RT_SCOPE_LINK;
-			strcpy(r->dev, LZ_NETROUTES_CANARY_DEV);
+			strcpy(r->dev, canary ? LZ_NETROUTES_CANARY_DEV : LZ_NETROUTES_EGRESS_DEV);
 		} else {
 			r->scope = RT_SCOPE_UNIVERSE;
 			strcpy(r->dev, dev);

@@ -25,6 +25,9 @@
  *   CANARY_ALLOW         unicast <prefix> dev lzcanary0 scope link: on-link
  *                        through the attestation veth (canary.h), which
  *                        must exist; the route goes with it at cleanup
+ *   EGRESS               unicast <prefix> dev lzegress0 scope link: on-link
+ *                        to the egress proxy's link (egresslink.h), present
+ *                        only in a policy with allow_domains
  *   HELPER               unicast <prefix> dev <dev> scope link (on-link: the
  *                        slirp4netns /24 and the gateway and DNS /32s)
  * (That is the route representation, LZ_NETROUTES_DENY_AS_ROUTE. With
@@ -100,6 +103,8 @@
 
 /* The enforcement side of the canary veth (spec 3.7 "Known-live control"). */
 #define LZ_NETROUTES_CANARY_DEV "lzcanary0"
+/* The enforcement side of the egress proxy's veth (egresslink.h). */
+#define LZ_NETROUTES_EGRESS_DEV "lzegress0"
 
 /* Hard limit on routes in a policy, and on routes, links and addresses read
  * back from the kernel (rtnl.h's LZ_RTNL_DUMP_MAX is the same number). */
@@ -116,6 +121,7 @@ enum lz_netroutes_kind {
 	LZ_NETROUTES_HELPER = 2,
 	LZ_NETROUTES_CANARY_ALLOW = 3,
 	LZ_NETROUTES_CANARY_DENY = 4,
+	LZ_NETROUTES_EGRESS = 5,
 };
 
 /* One entry of the derived policy (names distinct from netpolicy.h's, so

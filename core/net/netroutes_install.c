@@ -167,8 +167,9 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 	const struct lz_rtnl_link *dl = lz_rtnl_link_by_name(&links, dev);
 	const struct lz_rtnl_link *lo = lz_rtnl_link_by_name(&links, "lo");
 	const struct lz_rtnl_link *cl = lz_rtnl_link_by_name(&links, LZ_NETROUTES_CANARY_DEV);
+	const struct lz_rtnl_link *el = lz_rtnl_link_by_name(&links, LZ_NETROUTES_EGRESS_DEV);
 	int dev_index = dl ? dl->ifindex : 0, lo_index = lo ? lo->ifindex : 0;
-	int canary_index = cl ? cl->ifindex : 0;
+	int canary_index = cl ? cl->ifindex : 0, egress_index = el ? el->ifindex : 0;
 	unsigned lo_flags = lo ? lo->flags : 0;
 	lz_rtnl_links_free(&links);
 	if (!dev_index)
@@ -201,6 +202,8 @@ int lz_netroutes_install_as(const struct lz_netroutes_entry *routes, size_t n, c
 			int oif = pass == 1 ? lo_index : dev_index;
 			if (strcmp(p->dev, LZ_NETROUTES_CANARY_DEV) == 0)
 				oif = canary_index;
+			else if (strcmp(p->dev, LZ_NETROUTES_EGRESS_DEV) == 0)
+				oif = egress_index;
 			if (!oif)
 				return lz_err_set(err, ENODEV, "installing routes: device '%s' not found", p->dev);
 			struct nl_msg *msg = NULL;

@@ -159,11 +159,21 @@ static bool profile_sets_git_config(const struct lz_config_profile *p)
 	return false;
 }
 
+/* Egress by name: the proxy is the sandbox's one way to a name
+ * (net/egressproxy.h); both spellings, since tools read one or the other,
+ * and Node's own fetch reads them only when told to. */
+#define PROXY_URL "http://10.137.55.10:3128"
+static const char *const proxy_env[] = {
+	"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL, "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL,
+	"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1", "NODE_USE_ENV_PROXY=1",
+};
+
 char **lz_bundle_guest_env(const lz_config *cfg)
 {
 	const struct lz_config_profile *p = lz_config_selected(cfg);
 	size_t n_git = profile_sets_git_config(p) ? 0 : LZ_ARRAY_SIZE(git_stat_env);
-	char **env = calloc(3 + n_git + p->n_env + 1, sizeof(char *));
+	size_t n_proxy = p->n_allow_domains > 0 ? LZ_ARRAY_SIZE(proxy_env) : 0;
+	char **env = calloc(3 + n_git + n_proxy + p->n_env + 1, sizeof(char *));
 	if (env == NULL)
 		return NULL;
 	size_t k = 0;
@@ -172,6 +182,8 @@ char **lz_bundle_guest_env(const lz_config *cfg)
 	env[k++] = strdup("LANG=C.UTF-8");
 	for (size_t i = 0; i < n_git; i++)
 		env[k++] = strdup(git_stat_env[i]);
+	for (size_t i = 0; i < n_proxy; i++)
+		env[k++] = strdup(proxy_env[i]);
 	/* Profile environment references (spec 3.2), resolved by the loader. */
 	for (size_t i = 0; i < p->n_env; i++)
 		if (asprintf(&env[k++], "%s=%s", p->env[i].name, lz_config_env_value(cfg, i)) < 0)

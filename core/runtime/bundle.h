@@ -12,9 +12,10 @@
  * and credentials (escalation/sandbox.h). A workspace whose Git layout Git
  * Sentry refuses refuses the bundle.
  *
- * The guest environment of a session: PATH, HOME=/root, LANG=C.UTF-8 and
- * the profile's environment references (values the loader resolved, spec
- * 3.2); nothing else of the host's. */
+ * The guest environment of a session: PATH, HOME=/root, LANG=C.UTF-8, with
+ * network.allow_domains the proxy variables (HTTP_PROXY and kin, naming
+ * the egress proxy), and the profile's environment references (values the
+ * loader resolved, spec 3.2); nothing else of the host's. */
 #ifndef LZ_BUNDLE_H
 #define LZ_BUNDLE_H
 

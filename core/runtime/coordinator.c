@@ -775,7 +775,10 @@ int lz_hc_attest_network(lz_hc *hc, struct lz_err *err)
 	/* Only this generation's responder, holding the key, forms the answer. */
 	if (lz_canary_answer(hc->canary_key, hc->gen, LZ_NET_CANARY_ALLOWED, hc->init_challenge, want) < 0)
 		return lz_err_set(err, EIO, "network readiness: OpenSSL failed");
-	if ((r = lz_netattest_check(&att, want, err)) < 0)
+	/* Egress by name: the proxy must be live exactly when the profile
+	 * names domains (the policy the RS verified carries the same list). */
+	bool egress = lz_config_selected(hc->cfg)->n_allow_domains > 0;
+	if ((r = lz_netattest_check(&att, want, egress, err)) < 0)
 		return lz_err_prefix(err, r, "network readiness refused: ");
 	if ((r = rs_netns(hc, &ns, err)) < 0 || (r = lz_dstore_generation_get(hc->store, hc->gen, &g, err)) < 0)
 		return r;

@@ -12,8 +12,10 @@
 #include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs/file.h"
+#include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "util/cleanup.h"
@@ -55,7 +57,7 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 		return;
 	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
 		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd,
-		       &p->host_ws_fd,	  &p->ignored_fd };
+		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_log_fd, &p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
 	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
@@ -73,7 +75,8 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 	size_t n = 0;
 	const int own[] = { p->control_fd,    p->log_fd,	 p->prepared_fd, p->root_target_fd,
 			    p->root_upper_fd, p->root_work_fd,	 p->policy_fd,	 p->slirp_log_fd,
-			    p->router_target_fd, p->host_ws_fd, p->ignored_fd };
+			    p->router_target_fd, p->host_ws_fd, p->ignored_fd, p->egress_log_fd,
+			    p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
 		if (own[i] >= 0)
 			fds[n++] = own[i];
@@ -255,13 +258,33 @@ static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *pla
 	if (pol == NULL || bytes == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	if ((r = host_addrs(host, &n_host, err)) < 0 ||
-	    (r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, host, n_host, pol, err)) < 0)
+	    (r = lz_netpolicy_derive(allow, p->n_allow, deny, p->n_deny, host, n_host, pol, err)) < 0 ||
+	    (r = lz_netpolicy_set_names(pol, (const char *const *)p->allow_domains, p->n_allow_domains,
+					(const char *const *)p->deny_domains, p->n_deny_domains, p->resolvers,
+					p->n_resolvers, err)) < 0)
 		return r;
 	if ((r = lz_netpolicy_encode(pol, bytes, LZ_NETPOLICY_ENCODED_MAX, &len)) < 0)
 		return lz_err_set(err, -r, "encode the network policy: %s", strerror(-r));
 	if ((r = lz_netpolicy_digest_bytes(bytes, len, plan->policy_digest)) < 0)
 		return lz_err_set(err, -r, "digest the network policy: %s", strerror(-r));
 	return lz_netpolicy_to_memfd(bytes, len, &plan->policy_fd, err);
+}
+
+/* Egress by name: the proxy's refusals go to the HC's standard error
+ * (hc.log) and its counters to the Domain Root's egress.stats, replaced
+ * at each launch (state inspect reads it). */
+static int plan_egress(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
+{
+	if (lz_config_selected(in->cfg)->n_allow_domains == 0)
+		return 0;
+	plan->egress = true;
+	if ((plan->egress_log_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
+		return lz_err_set(err, errno, "dup the log: %s", strerror(errno));
+	plan->egress_stats_fd = lz_openat2_create(lz_config_storage_domain(in->cfg)->fd, LZ_EGRESS_STATS,
+						  O_RDWR | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
+	if (plan->egress_stats_fd < 0)
+		return lz_err_set(err, errno, "create %s in the Domain Root: %s", LZ_EGRESS_STATS, strerror(errno));
+	return 0;
 }
 
 int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, int *ret_hc_fd,
@@ -276,7 +299,8 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 		return lz_err_set(err, ENOMEM, "out of memory");
 	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
 		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd,
-		       &plan->router_target_fd, &plan->host_ws_fd, &plan->ignored_fd };
+		       &plan->router_target_fd, &plan->host_ws_fd, &plan->ignored_fd, &plan->egress_log_fd,
+		       &plan->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;
 	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
@@ -324,7 +348,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	if ((r = plan_router(in, plan, err)) < 0)
 		return r;
 	if ((r = lz_gendir_open_log(in->gen, "runsc.log", &plan->log_fd, err)) < 0 ||
-	    (r = plan_policy(p, plan, err)) < 0)
+	    (r = plan_policy(p, plan, err)) < 0 || (r = plan_egress(in, plan, err)) < 0)
 		return r;
 	/* FR-16: slirp4netns from the system directories, named before
 	 * anything starts when its package is missing. */

@@ -74,6 +74,12 @@ struct lz_rs_plan {
 	char slirp_path[64];
 	int slirp_log_fd;
 	uint8_t canary_key[LZ_CANARY_KEY_LEN]; /* the HC keeps a copy */
+	/* Egress by name (network.allow_domains, net/egress.h): the proxy's
+	 * refusals go to hc.log, its counters to the Domain Root's
+	 * egress.stats (state inspect reads it). */
+	bool egress;
+	int egress_log_fd;
+	int egress_stats_fd;
 	/* Spec 3.5, SR-13: the workspace router (its ignore rules off when
 	 * the profile sets isolate_ignored = false, FR-9). Its mount point in
 	 * the generation, and its backings: the canonical workspace and the

@@ -22,6 +22,7 @@
 
 #include "proc/broker.h"
 #include "net/canary.h"
+#include "net/egress.h"
 #include "net/netpolicy.h"
 #include "net/netroutes.h"
 #include "net/netroutes_install.h"
@@ -152,7 +153,13 @@ static int start_helper(const struct lz_rs_plan *p, struct lz_canary *canary, st
 			struct lz_err *err)
 {
 	char *argv[] = { "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-			 "--cidr=10.137.54.0/24", "--enable-sandbox", "--enable-seccomp", "1", "tap0", NULL };
+			 "--cidr=10.137.54.0/24", "--enable-sandbox", "--enable-seccomp", "1", "tap0", NULL, NULL };
+	/* Egress by name: the sandbox's own DNS would be a way out past the
+	 * proxy (names as queries); the proxy resolves for it. */
+	if (p->egress) {
+		memmove(&argv[2], &argv[1], 8 * sizeof(argv[0]));
+		argv[1] = "--disable-dns";
+	}
 	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = p->slirp_path, .argv = argv,
 				 .stdin_fd = -1, .stdout_fd = p->slirp_log_fd, .stderr_fd = p->slirp_log_fd };
 	struct helper_ctx hctx = { p, canary };
@@ -343,7 +350,8 @@ static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_er
 			kind = LZ_NETROUTES_CANARY_ALLOW;
 		e[n++] = (struct lz_netroutes_entry){ pol->routes[i].prefix, kind };
 	}
-	if (pol->ipv4_default_allow)
+	/* With a name policy the proxy is the one way out (egress.h). */
+	if (lz_netpolicy_direct_default(pol))
 		e[n++] = (struct lz_netroutes_entry){ { 0, 0 }, LZ_NETROUTES_ALLOW };
 	/* Allows and helpers first, then the deny pieces. */
 	struct lz_netroutes_entry *split = calloc(LZ_NETROUTES_MAX, sizeof(*split));
@@ -511,6 +519,7 @@ struct lz_rs {
 	struct lz_broker_child runsc, helper;
 	struct lz_rsrouter router;
 	struct lz_canary canary;
+	struct lz_egress egress;
 	struct lz_netattest att;
 	int report[2]; /* the init's standard output */
 	bool hc_alive;
@@ -536,6 +545,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 	rs->runsc = rs->helper = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 	rs->router = (struct lz_rsrouter)LZ_RSROUTER_INIT;
 	rs->canary = LZ_CANARY_INIT;
+	rs->egress = LZ_EGRESS_INIT;
 	rs->report[0] = rs->report[1] = -EBADF;
 	rs->hc_alive = true;
 	msg_init(&rs->mounts, plan, LZ_RS_MOUNTS);
@@ -550,6 +560,7 @@ void lz_rs_free(lz_rs *rs)
 	lz_broker_kill(&rs->runsc);
 	lz_broker_kill(&rs->helper);
 	lz_broker_kill(&rs->router.child);
+	lz_egress_stop(&rs->egress);
 	lz_close_fdp(&rs->report[0]);
 	lz_close_fdp(&rs->report[1]);
 	free(rs);
@@ -562,8 +573,9 @@ enum lz_rs_step lz_rs_reached(const lz_rs *rs)
 
 static const char *const step_names[] = {
 	[LZ_RS_STEP_NONE] = "start",	     [LZ_RS_STEP_MOUNTED] = "mount",
-	[LZ_RS_STEP_ROUTER] = "start_router",
+	[LZ_RS_STEP_ROUTER] = "start_router",	     [LZ_RS_STEP_EGRESS_STARTED] = "start_egress",
 	[LZ_RS_STEP_HELPER] = "start_helper",	     [LZ_RS_STEP_CANARY_LIVE] = "prove_canary",
+	[LZ_RS_STEP_EGRESS_LIVE] = "attach_egress",
 	[LZ_RS_STEP_POLICY] = "install_policy",    [LZ_RS_STEP_RUNSC] = "start_runsc",
 	[LZ_RS_STEP_RUNNING] = "await_running",    [LZ_RS_STEP_INIT_REPORTED] = "read_init_report",
 	[LZ_RS_STEP_NET_FINISHED] = "finish_network", [LZ_RS_STEP_READY] = "report_ready",
@@ -598,9 +610,28 @@ int lz_rs_start_router(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+/* Egress by name (egress.h): forked here, while the RS is still in the
+ * host's network namespace, where the proxy's outbound sockets belong. */
+int lz_rs_start_egress(lz_rs *rs, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = rs->p;
+	int r = enter(rs, LZ_RS_STEP_ROUTER, "start_egress", err);
+	if (r < 0)
+		return r;
+	if (p->egress) {
+		const struct lz_egress_params prm = { .policy_fd = p->policy_fd, .policy_digest = p->policy_digest,
+						      .key = p->canary_key, .generation = p->generation,
+						      .log_fd = p->egress_log_fd, .stats_fd = p->egress_stats_fd };
+		if ((r = lz_egress_start(&prm, &rs->egress, err)) < 0)
+			return r;
+	}
+	rs->step = LZ_RS_STEP_EGRESS_STARTED;
+	return 0;
+}
+
 int lz_rs_start_helper(lz_rs *rs, struct lz_err *err)
 {
-	int r = enter(rs, LZ_RS_STEP_ROUTER, "start_helper", err);
+	int r = enter(rs, LZ_RS_STEP_EGRESS_STARTED, "start_helper", err);
 	if (r < 0 || (r = start_helper(rs->p, &rs->canary, &rs->helper, err)) < 0)
 		return r;
 	rs->step = LZ_RS_STEP_HELPER;
@@ -617,9 +648,29 @@ int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+/* The proxy's link, before any policy route (the EGRESS route needs the
+ * link), and its keyed answer. */
+int lz_rs_attach_egress(lz_rs *rs, struct lz_err *err)
+{
+	const struct lz_rs_plan *p = rs->p;
+	int r = enter(rs, LZ_RS_STEP_CANARY_LIVE, "attach_egress", err);
+	if (r < 0)
+		return r;
+	if (p->egress) {
+		if ((r = lz_egress_attach(&rs->egress, err)) < 0 ||
+		    (r = lz_egress_prove_live(p->canary_key, p->generation, p->policy_digest, err)) < 0)
+			return r;
+		/* The fault reports the proxy unproved: only the HC's check
+		 * can then stop the launch. */
+		rs->att.egress_proxy_live = !lz_test_fault("egress-unproved");
+	}
+	rs->step = LZ_RS_STEP_EGRESS_LIVE;
+	return 0;
+}
+
 int lz_rs_install_policy(lz_rs *rs, struct lz_err *err)
 {
-	int r = enter(rs, LZ_RS_STEP_CANARY_LIVE, "install_policy", err);
+	int r = enter(rs, LZ_RS_STEP_EGRESS_LIVE, "install_policy", err);
 	if (r < 0 || (r = net_policy(rs->p, rs->helper.pidfd, err)) < 0)
 		return r;
 	rs->att.policy_matches = true;
@@ -733,12 +784,13 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 	for (;;) {
 		/* Whatever else reaches the init's standard output goes to the
 		 * log, so no writer ever blocks on, or dies of, this pipe. */
-		struct pollfd pf[5] = { { .fd = p->control_fd, .events = POLLIN },
+		struct pollfd pf[6] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
 					{ .fd = rs->report[0], .events = POLLIN },
 					{ .fd = rs->router.child.pidfd, .events = POLLIN },
-					{ .fd = rs->helper.pidfd, .events = POLLIN } };
-		if (poll(pf, 5, -1) < 0) {
+					{ .fd = rs->helper.pidfd, .events = POLLIN },
+					{ .fd = rs->egress.pidfd, .events = POLLIN } };
+		if (poll(pf, 6, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
@@ -755,6 +807,10 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 		 * get a sandbox without its network path (spec 3.7). */
 		if (pf[4].revents) {
 			*ret = LZ_RS_END_HELPER;
+			return 0;
+		}
+		if (pf[5].revents) {
+			*ret = LZ_RS_END_EGRESS;
 			return 0;
 		}
 		if (pf[2].revents) {
@@ -791,6 +847,7 @@ static int release(lz_rs *rs, struct lz_err *err)
 		stop_runsc(rs->p, &rs->runsc);
 	lz_broker_kill(&rs->runsc);
 	lz_broker_kill(&rs->helper);
+	lz_egress_stop(&rs->egress);
 	lz_close_fdp(&rs->report[0]);
 	lz_close_fdp(&rs->report[1]);
 	/* Spec 3.5: the workspace mount goes first, and with it the router. */

@@ -56,10 +56,14 @@ enum lz_rs_step {
 	LZ_RS_STEP_MOUNTED,       /* 1. root and State Anchor overlays, MOUNTS sent */
 	LZ_RS_STEP_ROUTER,        /* 1. the workspace router serves its mount
 				   *    (spec 3.5; nothing when isolation is off) */
+	LZ_RS_STEP_EGRESS_STARTED, /* 1. the egress proxy forked in the host's network
+				   *    namespace (nothing without allow_domains) */
 	LZ_RS_STEP_HELPER,        /* 2. slirp4netns staged and acknowledged; the
 				   *    enforcement namespace and canary built;
 				   *    the helper released */
 	LZ_RS_STEP_CANARY_LIVE,   /* 3. both canary endpoints answered */
+	LZ_RS_STEP_EGRESS_LIVE,   /* 3. the egress proxy's link built and its keyed
+				   *    answer checked (nothing without allow_domains) */
 	LZ_RS_STEP_POLICY,        /* 3. tap0 configured, exactly the derived policy
 				   *    installed and observed, IPv6 clean */
 	LZ_RS_STEP_RUNSC,         /* 4. runsc run staged, acknowledged, released */
@@ -76,6 +80,7 @@ enum lz_rs_end {
 	LZ_RS_END_RUNSC,      /* runsc run ended */
 	LZ_RS_END_ROUTER,     /* the workspace router ended (spec 3.5 router loss) */
 	LZ_RS_END_HELPER,     /* slirp4netns ended: the sandbox has no network path */
+	LZ_RS_END_EGRESS,     /* the egress proxy ended: no way to a name */
 };
 
 /* Takes the plan (the broker's fn argument) in the freshly created RS:
@@ -86,8 +91,10 @@ void lz_rs_free(lz_rs *rs);
 
 int lz_rs_mount(lz_rs *rs, struct lz_err *err);
 int lz_rs_start_router(lz_rs *rs, struct lz_err *err);
+int lz_rs_start_egress(lz_rs *rs, struct lz_err *err);
 int lz_rs_start_helper(lz_rs *rs, struct lz_err *err);
 int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err);
+int lz_rs_attach_egress(lz_rs *rs, struct lz_err *err);
 int lz_rs_install_policy(lz_rs *rs, struct lz_err *err);
 int lz_rs_start_runsc(lz_rs *rs, struct lz_err *err);
 int lz_rs_await_running(lz_rs *rs, struct lz_err *err);

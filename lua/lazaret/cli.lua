@@ -7,6 +7,7 @@
 --   lazaret diag [--json | --report FILE.lua]
 --   lazaret image prepare IMAGE | list [--json] | gc [--dry-run]  [--config FILE]
 --   lazaret qualify [--json] [--profile P] [--config FILE] [SUITE.lua ...]
+--   lazaret init [--agent NAME] [--config FILE]
 --   lazaret --help | --version
 --   lazaret state list [--json] [--no-sizes] | inspect --profile P [DIR...] [--json]
 --     | reset --profile P (--all | DIR...) [--yes]
@@ -15,6 +16,7 @@
 local M = {}
 
 local ipairs, type, table_concat, table_move = ipairs, type, table.concat, table.move
+local agents = require("lazaret.config.agents")
 
 M.commands = { run = true, config = true, diag = true, state = true, help = true, image = true,
   init = true, qualify = true }
@@ -39,7 +41,7 @@ local options = {
   ["image list"] = { config = true, json = false, help = false },
   ["image gc"] = { config = true, ["dry-run"] = false, help = false },
   ["image build-default"] = { config = true, help = false },
-  init = { config = true, help = false },
+  init = { config = true, agent = true, help = false },
   qualify = { profile = true, config = true, json = false, help = false },
   __hc = { config = true, profile = true, workspace = true, ["expect-domain"] = true,
     ["expect-fingerprint"] = true },
@@ -212,7 +214,11 @@ function M.parse(argv)
     if not opts then return nil, pos end
     if opts.help then return { action = "help", topic = "init" } end
     if #pos > 0 or rest then return nil, "init takes no arguments" end
-    return { action = "init", config = opts.config }
+    if opts.agent then
+      local ok, msg = agents.get(opts.agent)
+      if not ok then return nil, "init --agent: " .. msg end
+    end
+    return { action = "init", config = opts.config, agent = opts.agent }
   elseif first == "state" then
     local sub = argv[2]
     local allowed = options["state " .. tostring(sub)]
@@ -297,7 +303,8 @@ M.help = {
     "  config   check the trusted configuration",
     "  diag     report whether this host is ready to run sandboxes",
     "  image    prepare, list and reclaim sandbox base images",
-    "  init     write a first configuration using the default image",
+    "  init     write a first configuration using the default image (--agent NAME:",
+    "           a profile for a coding agent)",
     "  qualify  launch real sandboxes to check this host end to end",
     "  state    list or reset what the sandboxes kept (state list, state reset)",
     "",
@@ -375,10 +382,17 @@ M.help = {
     "check failed, 1 otherwise, 78 when a suite file is refused.",
   }, "\n"),
   init = table_concat({
-    "Usage: lazaret init [--config FILE]",
+    "Usage: lazaret init [--agent NAME] [--config FILE]",
     "",
     "Writes a first configuration (default: ~/.config/lazaret/config.toml) with a",
     "profile 'default' that uses the default image. Never replaces a file.",
+    "",
+    "  --agent NAME   instead, one profile NAME for a coding agent ("
+      .. table_concat(agents.names(), ", ") .. "):",
+    "                 the default image, how to install the agent inside, its",
+    "                 API key variable by name (commented out), the directories",
+    "                 it keeps, and network.allow_domains for its hosts",
+    "                 (docs/agents.md)",
   }, "\n"),
   ["image list"] = table_concat({
     "Usage: lazaret image list [--json] [--config FILE]",

@@ -104,12 +104,24 @@ local actions = {
     return with_platform(require("lazaret.image").build_default, cmd)
   end,
   init = function(cmd)
-    local path, msg = require("lazaret.core.config").init({ config = cmd.config })
+    local config = require("lazaret.core.config")
+    local text, next_steps = nil, "next: lazaret image build-default, then lazaret default\n"
+    if cmd.agent then
+      -- The same image plain init names; its refusals are init's own.
+      local agents = require("lazaret.config.agents")
+      local image, imsg = config.default_image()
+      if not image then
+        err(imsg)
+        return EXIT.config
+      end
+      text, next_steps = agents.render(cmd.agent, image), agents.next_steps(cmd.agent)
+    end
+    local path, msg = config.init({ config = cmd.config, text = text })
     if not path then
       err(msg)
       return EXIT.config
     end
-    io_write("wrote ", path, "\n", "next: lazaret image build-default, then lazaret default\n")
+    io_write("wrote ", path, "\n", next_steps)
     return EXIT.ok
   end,
 }

@@ -94,6 +94,37 @@ describe("lazaret.core.config", function()
     assert.is_false(getmetatable(cfg))
   end)
 
+  it("init writes the given text once, 0600, and never replaces it", function()
+    local path = dir .. "/init.toml"
+    assert.equal(path, assert(config.init({ config = path, text = "version = 1\n# mine\n" })))
+    local f = assert(io.open(path))
+    assert.equal("version = 1\n# mine\n", f:read("a"))
+    f:close()
+    local p = assert(io.popen("stat -c %a " .. path))
+    assert.equal("600", p:read("l"))
+    p:close()
+    local ok, msg, errno = config.init({ config = path, text = "version = 1\n" })
+    assert.is_nil(ok)
+    assert.matches("already exists", msg)
+    assert.equal(17, errno) -- EEXIST
+  end)
+
+  it("init refuses text that is not a string, holds a NUL or is too long", function()
+    local path = dir .. "/init.toml"
+    assert.has_error(function() config.init({ config = path, text = 1 }) end)
+    assert.has_error(function() config.init({ config = path, text = "a\0b" }) end,
+      "option 'text' must be at most 65536 bytes without NUL")
+    assert.has_error(function() config.init({ config = path, text = string.rep("#", 65537) }) end,
+      "option 'text' must be at most 65536 bytes without NUL")
+    assert.has_error(function() config.init({ config = path, txt = "" }) end)
+    assert.is_nil(io.open(path))
+  end)
+
+  it("default_image names images/default under the Storage Root", function()
+    local ref = assert(config.default_image())
+    assert.matches("^oci:/.+/lazaret/images/default:latest$", ref)
+  end)
+
   it("validates profile names", function()
     assert.is_true(config.profile_name_valid("dev"))
     assert.is_false(config.profile_name_valid("../x"))

@@ -214,6 +214,22 @@ static const struct refusal refusals[] = {
 	{ MIN "[profiles.dev.network]\nallow = [\"10.250.0.0/24\"]\ndeny = [\"10.250.0.9/24\"]\n",
 	  "both allowed and denied" },
 	{ MIN "[profiles.dev.network]\ndeny = [\"1.2.3.0/24\", \"1.2.3.4/24\"]\n", "duplicate prefix" },
+	/* egress by name */
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"*.com\"]\n", "is not a host name" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"A.example\"]\n", "is not a host name" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"1.2.3.4\"]\n", "is not a host name" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"a.example\", \"a.example\"]\n", "duplicate name" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [1]\n", "entries must be strings" },
+	{ MIN "[profiles.dev.network]\ndeny_domains = [\"a.example\"]\n", "need 'allow_domains'" },
+	{ MIN "[profiles.dev.network]\nresolvers = [\"192.0.2.53\"]\n", "need 'allow_domains'" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"a.example\"]\ndeny_domains = [\"a.example\"]\n",
+	  "both in allow_domains and deny_domains" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"a.example\"]\nresolvers = [\"224.0.0.1\"]\n",
+	  "is not a unicast IPv4 address" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"a.example\"]\nresolvers = [\"192.0.2.053\"]\n",
+	  "is not a unicast IPv4 address" },
+	{ MIN "[profiles.dev.network]\nallow_domains = [\"a.example\"]\nresolvers = [\"1.1.1.1\", \"1.1.1.1\"]\n",
+	  "duplicate resolver" },
 	/* auto-approval rules */
 	{ MIN "[[profiles.dev.escalation.auto_approve]]\nargs = []\n", "needs 'executable'" },
 	{ MIN "[[profiles.dev.escalation.auto_approve]]\nexecutable = \"/bin/true\"\n", "needs 'args'" },
@@ -230,6 +246,23 @@ static void test_decode__refusals(void **state)
 		print_message("refusal %zu: %s\n", i, refusals[i].expect);
 		assert_refused(refusals[i].text, refusals[i].expect);
 	}
+}
+
+static void test_decode__egress_by_name(void **state)
+{
+	(void)state;
+	struct lz_config_doc *doc = decode_ok(MIN "[profiles.dev.network]\n"
+						  "allow_domains = [\"registry.npmjs.org\", \"*.example.com\"]\n"
+						  "deny_domains = [\"bad.example.com\"]\n"
+						  "resolvers = [\"192.0.2.53\", \"127.0.0.53\"]\n");
+	const struct lz_config_profile *p = lz_config_doc_profile(doc, "dev");
+	assert_int_equal(p->n_allow_domains, 2);
+	assert_string_equal(p->allow_domains[1], "*.example.com");
+	assert_int_equal(p->n_deny_domains, 1);
+	assert_int_equal(p->n_resolvers, 2);
+	assert_int_equal(p->resolvers[0], 0xc0000235u);
+	assert_int_equal(p->resolvers[1], 0x7f000035u);
+	lz_config_doc_free(doc);
 }
 
 static void test_decode__deny_containing_topology_is_accepted(void **state)
@@ -293,6 +326,7 @@ int main(void)
 		cmocka_unit_test(test_decode__example_file_is_accepted),
 		cmocka_unit_test(test_decode__refusals),
 		cmocka_unit_test(test_decode__deny_containing_topology_is_accepted),
+		cmocka_unit_test(test_decode__egress_by_name),
 		cmocka_unit_test(test_decode__list_limit),
 		cmocka_unit_test(test_decode__every_profile_is_checked),
 		cmocka_unit_test(test_destination_protected),

@@ -184,6 +184,141 @@ test_init_refuses_extra_arguments() {
 	assert_eq "" "$(find "$T" -name config.toml)" "files written"
 }
 
+# --- init --agent NAME (issue 18, docs/agents.md) ----------------------------------
+
+# without_network FILE OUT: FILE without its [profiles.*.network] table, 0600.
+without_network() {
+	sed '/^\[profiles\.[a-z0-9_-]*\.network\]$/,/^\]$/d' "$1" >"$2"
+	chmod 0600 "$2"
+}
+
+# check_agent_profile NAME FILE: `config check` of profile NAME in FILE for $WS.
+check_agent_profile() {
+	lz config check --profile "$1" --workspace "$WS" --config "$2"
+}
+
+# test_init_agent_writes NAME VARIABLE PACKAGE DOMAIN...: the file for agent
+# NAME, with VARIABLE set to a secret in init's environment.
+test_init_agent_writes() {
+	local name=$1 var=$2 package=$3 text d
+	shift 3
+	env_set "$var=secret-value"
+	assert_status 0 lz init --agent "$name" --config "$T/c.toml"
+	assert_contains "$OUT" "wrote $T/c.toml"
+	assert_contains "$OUT" "lazaret image build-default"
+	assert_contains "$OUT" "lazaret $name"
+	assert_contains "$OUT" "npm install -g $package"
+	assert_contains "$OUT" "$var"
+	[ -f "$T/c.toml" ] || fail "no file at $T/c.toml"
+	assert_eq 600 "$(stat -c %a "$T/c.toml")" "mode"
+	assert_eq "$(id -u)" "$(stat -c %u "$T/c.toml")" "owner"
+	assert_eq 1 "$(stat -c %h "$T/c.toml")" "link count"
+	text=$(cat "$T/c.toml")
+	assert_contains "$text" "version = 1"
+	assert_eq 1 "$(grep -c '^\[profiles\.[a-z0-9_-]*\]$' "$T/c.toml")" "profiles in the file"
+	assert_match "$text" "^\\[profiles\\.$name\\]$"
+	assert_match "$text" "^\\[profiles\\.$name\\.network\\]$"
+	assert_match "$text" "^allow_domains = \\[$"
+	for d; do assert_match "$text" "^  \"$d\", +# [a-z]" "domain $d with its reason"; done
+	assert_eq "oci:$T/home/.local/share/lazaret/images/default:latest" "$(image_of "$T/c.toml")" \
+		"image (the default image, as plain init writes)"
+	assert_contains "$text" "npm install -g $package"
+	# The variable by name only, and commented out: an unset one would refuse
+	# every launch of the profile.
+	assert_match "$text" "^# $var = \"$var\"$"
+	assert_not_contains "$text" "secret-value" "the file (a variable's value)"
+	assert_not_contains "$OUT$ERR" "secret-value" "init's output"
+}
+
+# test_init_agent_config_checks NAME: config check accepts the file; the
+# network table is checked only where network.allow_domains is known, the
+# rest always.
+test_init_agent_config_checks() {
+	local name=$1
+	assert_status 0 lz init --agent "$name" --config "$T/c.toml"
+	without_network "$T/c.toml" "$T/n.toml"
+	assert_not_contains "$(cat "$T/n.toml")" "allow_domains" "the file without its network table"
+	assert_status 0 check_agent_profile "$name" "$T/n.toml"
+	assert_eq "$name" "$(lz config check --json --profile "$name" --workspace "$WS" \
+		--config "$T/n.toml" | python3 -c 'import json, sys; print(json.load(sys.stdin)["profile"])')" \
+		"profile"
+	capture check_agent_profile "$name" "$T/c.toml"
+	if [ "$STATUS" -ne 0 ] && [[ "$ERR" == *allow_domains* ]]; then
+		fail "network.allow_domains not implemented yet: $ERR"
+	fi
+	assert_eq 0 "$STATUS" "config check of the whole file (stderr: $ERR)"
+	assert_contains "$OUT" "configuration is valid"
+}
+
+test_init_agent_env_lines_work_uncommented() {
+	assert_status 0 lz init --agent claude --config "$T/c.toml"
+	without_network "$T/c.toml" "$T/n.toml"
+	sed -i -e 's/^# \(\[profiles\.claude\.env\]\)$/\1/' \
+		-e 's/^# \(ANTHROPIC_API_KEY = "ANTHROPIC_API_KEY"\)$/\1/' "$T/n.toml"
+	assert_match "$(cat "$T/n.toml")" '^ANTHROPIC_API_KEY = "ANTHROPIC_API_KEY"$'
+	env_unset ANTHROPIC_API_KEY
+	capture check_agent_profile claude "$T/n.toml"
+	assert_refused 78 "ANTHROPIC_API_KEY" "is not set"
+	env_set "ANTHROPIC_API_KEY=secret-value"
+	assert_status 0 check_agent_profile claude "$T/n.toml"
+	assert_not_contains "$OUT$ERR" "secret-value" "config check's output"
+}
+
+test_init_agent_uses_xdg_config_home() {
+	env_set "XDG_CONFIG_HOME=$T/xdg"
+	assert_status 0 lz init --agent=codex
+	assert_contains "$OUT" "wrote $T/xdg/lazaret/config.toml"
+	assert_eq 700 "$(stat -c %a "$T/xdg/lazaret")" "mode of the lazaret directory"
+	assert_eq 600 "$(stat -c %a "$T/xdg/lazaret/config.toml")" "mode of the file"
+	assert_contains "$(cat "$T/xdg/lazaret/config.toml")" "[profiles.codex]"
+}
+
+test_init_agent_refuses_without_home() {
+	env_unset HOME
+	env_unset XDG_CONFIG_HOME
+	capture lz init --agent claude
+	assert_refused 78 "HOME is not set"
+	assert_eq "" "$OUT" "stdout"
+	assert_eq "" "$(find "$T" -name config.toml)" "files written"
+}
+
+test_init_refuses_an_unknown_agent() {
+	capture lz init --agent gemini --config "$T/c.toml"
+	assert_refused 64 "unknown agent 'gemini'" "known: claude, codex"
+	assert_eq "" "$OUT" "stdout"
+	[ ! -e "$T/c.toml" ] || fail "a file was written for an unknown agent"
+	capture lz init --agent Claude
+	assert_refused 64 "unknown agent 'Claude'" "known: claude, codex"
+	assert_eq "" "$(find "$T" -name '*.toml')" "files written"
+}
+
+test_init_agent_needs_a_value() {
+	capture lz init --config "$T/c.toml" --agent
+	assert_refused 64 "option '--agent' needs a value"
+	capture lz init --agent= --config "$T/c.toml"
+	assert_refused 64 "option '--agent' needs a non-empty value"
+	capture lz init --agent claude --agent codex --config "$T/c.toml"
+	assert_refused 64 "option '--agent' given twice"
+	assert_eq "" "$(find "$T" -name '*.toml')" "files written"
+}
+
+test_init_agent_keeps_an_existing_file() {
+	assert_status 0 lz init --config "$T/c.toml"
+	local before
+	before=$(sha256sum <"$T/c.toml")
+	capture lz init --agent claude --config "$T/c.toml"
+	assert_refused 78 "already exists" "$T/c.toml"
+	assert_eq "" "$OUT" "stdout"
+	assert_eq "$before" "$(sha256sum <"$T/c.toml")" "file content"
+	assert_eq 600 "$(stat -c %a "$T/c.toml")" "mode"
+	# and a file of its own kind
+	assert_status 0 lz init --agent codex --config "$T/a.toml"
+	before=$(sha256sum <"$T/a.toml")
+	capture lz init --agent codex --config "$T/a.toml"
+	assert_refused 78 "already exists"
+	assert_eq "$before" "$(sha256sum <"$T/a.toml")" "file content"
+}
+
 t_run "init writes a 0600 config that config check accepts" test_init_writes_a_config_that_checks
 t_run "init names the default image under XDG_DATA_HOME" test_init_image_follows_xdg_data_home
 t_run "init --config takes a relative path from the working directory" test_init_relative_config_from_cwd
@@ -195,4 +330,21 @@ t_run "init creates a missing XDG_CONFIG_HOME 0700" test_init_creates_missing_xd
 t_run "init without XDG_CONFIG_HOME writes \$HOME/.config/lazaret/config.toml" test_init_uses_home_config_when_xdg_unset
 t_run "init with HOME unset and no --config refuses" test_init_refuses_without_home
 t_run "init refuses extra arguments" test_init_refuses_extra_arguments
+t_run "init --agent claude writes a 0600 profile with its domains and no secret" \
+	test_init_agent_writes claude ANTHROPIC_API_KEY @anthropic-ai/claude-code \
+	api.anthropic.com platform.claude.com claude.ai registry.npmjs.org
+t_run "init --agent codex writes a 0600 profile with its domains and no secret" \
+	test_init_agent_writes codex OPENAI_API_KEY @openai/codex \
+	api.openai.com chatgpt.com auth.openai.com registry.npmjs.org
+t_run "config check accepts the file init --agent claude writes" test_init_agent_config_checks claude
+t_run "config check accepts the file init --agent codex writes" test_init_agent_config_checks codex
+t_run "the commented env lines of init --agent work once uncommented" \
+	test_init_agent_env_lines_work_uncommented
+t_run "init --agent without --config writes \$XDG_CONFIG_HOME/lazaret/config.toml" \
+	test_init_agent_uses_xdg_config_home
+t_run "init --agent with HOME unset and no --config refuses" test_init_agent_refuses_without_home
+t_run "init refuses an unknown agent with the known ones and writes nothing" \
+	test_init_refuses_an_unknown_agent
+t_run "init refuses --agent without a value" test_init_agent_needs_a_value
+t_run "init --agent refuses and keeps an existing file" test_init_agent_keeps_an_existing_file
 t_done

@@ -69,7 +69,7 @@ static void fuzz_attest(const uint8_t *data, size_t size)
 	check(lz_netattest_decode(buf, len, &b) == 0);
 	uint8_t challenge[32] = { 0 };
 	struct lz_err e1 = { 0 }, e2 = { 0 };
-	int c1 = lz_netattest_check(&a, challenge, &e1), c2 = lz_netattest_check(&b, challenge, &e2);
+	int c1 = lz_netattest_check(&a, challenge, false, &e1), c2 = lz_netattest_check(&b, challenge, false, &e2);
 	check(c1 == c2 && (c1 == 0 || c1 == -EPERM) && strcmp(e1.msg, e2.msg) == 0);
 }
 

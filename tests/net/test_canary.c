@@ -195,7 +195,7 @@ static int body_twice(void)
 	struct lz_err err = { 0, "" };
 	CHECK(lz_canary_create(key, 5, &c, &err) == 0, "create: %s", err.msg);
 	int r = lz_canary_create(key, 5, &d, &err);
-	CHECK(r == -EEXIST && strstr(err.msg, "create the canary veth"), "second create: %d %s", r, err.msg);
+	CHECK(r == -EEXIST && strstr(err.msg, "create the veth lzcanary0"), "second create: %d %s", r, err.msg);
 	CHECK(d.responder_pidfd < 0 && d.peer_netns_fd < 0, "the failed create left descriptors");
 	CHECK(lz_canary_prove_live(key, 5, &err) == 0, "the first canary broke: %s", err.msg);
 	CHECK(lz_canary_remove(&c, &err) == 0, "remove: %s", err.msg);

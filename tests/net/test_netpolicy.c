@@ -79,11 +79,11 @@
 #define ALLOWDENY_DIGEST "769ee3dc94c690e4cbd3fdef8ceefc3404b93f85126fd5d43faa24f07c3569b3"
 
 /* version 1, policy_matches, canaries_live, Some(300) = 01 ac02, Some(echo
- * 00..1f), then nine true bools. */
+ * 00..1f), then nine true bools and egress_proxy_live false. */
 #define ATTEST_HEX                                                                   \
 	"01" "01" "01" "01ac02"                                                      \
 	"01000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"         \
-	"010101010101010101"
+	"010101010101010101" "00"
 
 #define READY_FP "c78b809b6ba122ee3ef9937f56432ed5b611b6738473a2aa417f7d08126e6ad9"
 
@@ -363,9 +363,9 @@ static void test_lz_netpolicy_derive__too_many_routes_refused(void **state)
 	struct lz_netpolicy *p = derive_ok(NULL, 0, deny, N);
 	assert_int_equal(p->n_routes, LZ_NETPOLICY_MAX_ROUTES);
 	uint8_t buf[LZ_NETPOLICY_ENCODED_MAX];
-	assert_int_equal(encode_ok(p, buf), LZ_NETPOLICY_ENCODED_MAX);
+	assert_int_equal(encode_ok(p, buf), LZ_NETPOLICY_ROUTES_ENCODED_MAX);
 	struct lz_netpolicy *q = policy_new();
-	assert_int_equal(lz_netpolicy_decode(buf, LZ_NETPOLICY_ENCODED_MAX, q, NULL), 0);
+	assert_int_equal(lz_netpolicy_decode(buf, LZ_NETPOLICY_ROUTES_ENCODED_MAX, q, NULL), 0);
 	assert_int_equal(q->n_routes, p->n_routes);
 	for (size_t i = 0; i < p->n_routes; i++) {
 		assert_true(lz_prefix_equal(q->routes[i].prefix, p->routes[i].prefix));
@@ -864,7 +864,7 @@ static void test_lz_netattest_encode__matches_vector(void **state)
 	struct lz_netattest b;
 	memset(&b, 0x5a, sizeof(b));
 	assert_int_equal(lz_netattest_decode(buf, len, &b), 0);
-	assert_int_equal(lz_netattest_check(&b, challenge, NULL), 0);
+	assert_int_equal(lz_netattest_check(&b, challenge, false, NULL), 0);
 	assert_int_equal(b.tap0_ifindex, 300);
 	assert_memory_equal(b.allowed_echo, challenge, 32);
 
@@ -879,7 +879,7 @@ static void test_lz_netattest_encode__matches_vector(void **state)
 	}
 }
 
-/* Absent options: "01 00 00 00 00" then nine false bools, eleven bytes of
+/* Absent options: "01 00 00 00 00" then ten false bools, twelve bytes of
  * zeros after the version. */
 static void test_lz_netattest_encode__all_failed_record(void **state)
 {
@@ -890,7 +890,7 @@ static void test_lz_netattest_encode__all_failed_record(void **state)
 	size_t len = 0;
 	assert_int_equal(lz_netattest_encode(&a, buf, sizeof(buf), &len), 0);
 	tohex(buf, len, hex);
-	assert_string_equal(hex, "01" "0000" "00" "00" "000000000000000000");
+	assert_string_equal(hex, "01" "0000" "00" "00" "000000000000000000" "00");
 	assert_int_equal(lz_netattest_decode(buf, len, &b), 0);
 	assert_false(b.policy_matches || b.tap0_present || b.allowed_answered || b.rs_netadmin_dropped);
 	assert_int_equal(b.tap0_ifindex, 0);
@@ -945,7 +945,8 @@ static void test_lz_netattest_decode__malformed_refused(void **state)
 		{ 1, 0x02 },              /* bool */
 		{ 3, 0x02 },              /* option tag */
 		{ 6, 0x02 },              /* echo option tag */
-		{ 47, 0x02 },             /* last bool */
+		{ 47, 0x02 },             /* a bool */
+		{ 48, 0x02 },             /* last bool */
 	};
 	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
 		memcpy(bad, in, n);
@@ -953,11 +954,11 @@ static void test_lz_netattest_decode__malformed_refused(void **state)
 		assert_attest_refused(bad, n);
 	}
 	/* Some(0) ifindex; an overlong ifindex varint (80 00 would be 0; 81 00). */
-	size_t m = unhex("01" "0101" "0100" "00" "000000000000000000", bad, sizeof(bad));
+	size_t m = unhex("01" "0101" "0100" "00" "000000000000000000" "00", bad, sizeof(bad));
 	assert_attest_refused(bad, m);
-	m = unhex("01" "0101" "018100" "00" "000000000000000000", bad, sizeof(bad));
+	m = unhex("01" "0101" "018100" "00" "000000000000000000" "00", bad, sizeof(bad));
 	assert_attest_refused(bad, m);
-	m = unhex("01" "0101" "0101" "00" "000000000000000000", bad, sizeof(bad));
+	m = unhex("01" "0101" "0101" "00" "000000000000000000" "00", bad, sizeof(bad));
 	struct lz_netattest a;
 	assert_int_equal(lz_netattest_decode(bad, m, &a), 0);
 	assert_int_equal(a.tap0_ifindex, 1);
@@ -1021,7 +1022,7 @@ static void test_lz_netattest_check__each_predicate_named(void **state)
 		struct lz_err err = { 0 };
 		char want[LZ_ERR_MSG_MAX];
 		snprintf(want, sizeof(want), "predicate '%s' failed", cases[i].name);
-		assert_int_equal(lz_netattest_check(&a, challenge, &err), -EPERM);
+		assert_int_equal(lz_netattest_check(&a, challenge, false, &err), -EPERM);
 		assert_int_equal(err.code, EPERM);
 		assert_string_equal(err.msg, want);
 		/* The same verdict after a round trip through the encoding. */
@@ -1030,9 +1031,160 @@ static void test_lz_netattest_check__each_predicate_named(void **state)
 		struct lz_netattest b;
 		if (lz_netattest_encode(&a, buf, sizeof(buf), &len) == 0) {
 			assert_int_equal(lz_netattest_decode(buf, len, &b), 0);
-			assert_int_equal(lz_netattest_check(&b, challenge, NULL), -EPERM);
+			assert_int_equal(lz_netattest_check(&b, challenge, false, NULL), -EPERM);
 		}
 	}
+}
+
+/* ---- the name policy (egress by name, issue 18) -------------------------- */
+
+static struct lz_netpolicy *named_ok(void)
+{
+	static const char *const allow[] = { "registry.npmjs.org", "*.example.com", "api.anthropic.com" };
+	static const char *const deny[] = { "bad.example.com" };
+	static const uint32_t resolvers[] = { 0xc6336435u /* 198.51.100.53 */ };
+	struct lz_netpolicy *p = derive_ok(NULL, 0, NULL, 0);
+	struct lz_err err = { 0 };
+	if (lz_netpolicy_set_names(p, allow, 3, deny, 1, resolvers, 1, &err) != 0)
+		fail_msg("set_names refused: %s", err.msg);
+	return p;
+}
+
+static void test_lz_netpolicy_set_names__sorted_with_the_egress_route(void **state)
+{
+	(void)state;
+	struct lz_netpolicy *p = named_ok();
+	assert_int_equal(p->names.n_allow, 3);
+	assert_string_equal(p->names.allow[0], "*.example.com");
+	assert_string_equal(p->names.allow[1], "api.anthropic.com");
+	assert_string_equal(p->names.allow[2], "registry.npmjs.org");
+	assert_int_equal(p->names.n_deny, 1);
+	assert_int_equal(p->names.resolvers[0], 0xc6336435u);
+	bool egress = false;
+	for (size_t i = 0; i < p->n_routes; i++)
+		egress |= p->routes[i].kind == LZ_NETROUTE_EGRESS && p->routes[i].prefix.addr == LZ_NET_EGRESS_PROXY &&
+			  p->routes[i].prefix.len == 32;
+	assert_true(egress);
+	assert_true(p->ipv4_default_allow);
+	assert_false(lz_netpolicy_direct_default(p));
+	struct lz_netpolicy *plain = derive_ok(NULL, 0, NULL, 0);
+	assert_true(lz_netpolicy_direct_default(plain));
+	/* Nothing to add: nothing changes. */
+	assert_int_equal(lz_netpolicy_set_names(plain, NULL, 0, NULL, 0, NULL, 0, NULL), 0);
+	assert_int_equal(plain->names.n_allow, 0);
+	free(plain);
+	free(p);
+}
+
+static void test_lz_netpolicy_set_names__round_trip_version_2(void **state)
+{
+	(void)state;
+	struct lz_netpolicy *p = named_ok();
+	uint8_t buf[LZ_NETPOLICY_ENCODED_MAX], again[LZ_NETPOLICY_ENCODED_MAX];
+	size_t len = encode_ok(p, buf);
+	assert_int_equal(buf[0], LZ_NETPOLICY_VERSION_NAMES);
+	struct lz_netpolicy *q = policy_new();
+	assert_int_equal(lz_netpolicy_decode(buf, len, q, NULL), 0);
+	assert_int_equal(q->names.n_allow, 3);
+	assert_string_equal(q->names.allow[1], "api.anthropic.com");
+	assert_string_equal(q->names.deny[0], "bad.example.com");
+	assert_int_equal(q->names.n_resolvers, 1);
+	assert_int_equal(encode_ok(q, again), len);
+	assert_memory_equal(buf, again, len);
+	/* The digest covers the names: another list, another digest. */
+	uint8_t d1[32], d2[32];
+	assert_int_equal(lz_netpolicy_digest(p, d1), 0);
+	strcpy(q->names.deny[0], "bad2.example.com");
+	assert_int_equal(lz_netpolicy_digest(q, d2), 0);
+	assert_memory_not_equal(d1, d2, 32);
+	/* Every truncation, and a version-1 header over the same bytes. */
+	for (size_t n = 0; n < len; n++)
+		assert_int_equal(lz_netpolicy_decode(buf, n, q, NULL), -EBADMSG);
+	buf[0] = LZ_NETPOLICY_VERSION;
+	assert_int_equal(lz_netpolicy_decode(buf, len, q, NULL), -EBADMSG);
+	free(q);
+	free(p);
+}
+
+static void test_lz_netpolicy_set_names__refusals_leave_the_policy(void **state)
+{
+	(void)state;
+	static const char *const bad_names[] = { "*.com", "Upper.example", "a..b", "10.1.2.3", "*", "a.*.b", "" };
+	static const char *const one[] = { "a.example" }, *const twice[] = { "a.example", "a.example" };
+	static const uint32_t zero[] = { 0x00000001u }, multicast[] = { 0xe0000001u },
+			      repeated[] = { 0x01010101u, 0x01010101u };
+	struct lz_netpolicy *p = derive_ok(NULL, 0, NULL, 0), *before = policy_new();
+	memcpy(before, p, sizeof(*p));
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		struct lz_err err = { 0 };
+		if (lz_netpolicy_set_names(p, &bad_names[i], 1, NULL, 0, NULL, 0, &err) != -EINVAL)
+			fail_msg("'%s' accepted", bad_names[i]);
+		assert_memory_equal(p, before, sizeof(*p));
+	}
+	assert_int_equal(lz_netpolicy_set_names(p, twice, 2, NULL, 0, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(lz_netpolicy_set_names(p, NULL, 0, one, 1, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(lz_netpolicy_set_names(p, one, 1, NULL, 0, zero, 1, NULL), -EINVAL);
+	assert_int_equal(lz_netpolicy_set_names(p, one, 1, NULL, 0, multicast, 1, NULL), -EINVAL);
+	assert_int_equal(lz_netpolicy_set_names(p, one, 1, NULL, 0, repeated, 2, NULL), -EINVAL);
+	assert_memory_equal(p, before, sizeof(*p));
+	/* A second name policy is refused too. */
+	assert_int_equal(lz_netpolicy_set_names(p, one, 1, NULL, 0, NULL, 0, NULL), 0);
+	assert_int_equal(lz_netpolicy_set_names(p, one, 1, NULL, 0, NULL, 0, NULL), -EEXIST);
+	/* An egress route without names does not validate. */
+	p->names.n_allow = 0;
+	assert_int_equal(lz_netpolicy_validate(p, NULL), -EINVAL);
+	free(before);
+	free(p);
+}
+
+static void test_lz_netpolicy_admits__the_address_policy(void **state)
+{
+	(void)state;
+	const struct lz_prefix allow[] = { P(10, 250, 0, 0, 24) }, deny[] = { P(198, 51, 100, 0, 24) };
+	const struct lz_prefix all[] = { P(0, 0, 0, 0, 0) };
+	struct lz_netpolicy *p = named_ok();
+	assert_true(lz_netpolicy_admits(p, 0xcb007105u));  /* 203.0.113.5: public */
+	assert_false(lz_netpolicy_admits(p, 0x0afa000au)); /* 10.250.0.10: RFC 1918 */
+	assert_false(lz_netpolicy_admits(p, 0x7f000001u)); /* the host's loopback */
+	assert_false(lz_netpolicy_admits(p, LZ_NET_EGRESS_PROXY));
+	assert_false(lz_netpolicy_admits(p, LZ_NET_GATEWAY));
+	assert_false(lz_netpolicy_admits(p, 0xa9fea9feu)); /* metadata */
+	assert_false(lz_netpolicy_admits(p, 0xe0000001u)); /* multicast */
+	free(p);
+	p = derive_ok(allow, 1, deny, 1);
+	assert_true(lz_netpolicy_admits(p, 0x0afa000au));
+	assert_false(lz_netpolicy_admits(p, 0xc633640au));
+	free(p);
+	/* Host addresses are denied unless allowed. */
+	uint32_t host[] = { 0xcb007105u };
+	p = policy_new();
+	assert_int_equal(lz_netpolicy_derive(NULL, 0, NULL, 0, host, 1, p, NULL), 0);
+	assert_false(lz_netpolicy_admits(p, 0xcb007105u));
+	free(p);
+	p = derive_ok(NULL, 0, all, 1);
+	assert_false(lz_netpolicy_admits(p, 0xcb007105u));
+	free(p);
+}
+
+/* Egress by name: the proxy is live exactly when the policy names domains. */
+static void test_lz_netattest_check__egress_proxy_matches_the_policy(void **state)
+{
+	(void)state;
+	struct lz_netattest a = attest_good();
+	struct lz_err err = { 0 };
+	assert_int_equal(lz_netattest_check(&a, challenge, true, &err), -EPERM);
+	assert_string_equal(err.msg, "predicate 'egress proxy live' failed");
+	a.egress_proxy_live = true;
+	assert_int_equal(lz_netattest_check(&a, challenge, true, NULL), 0);
+	assert_int_equal(lz_netattest_check(&a, challenge, false, &err), -EPERM);
+	assert_string_equal(err.msg, "predicate 'egress proxy live' failed");
+	uint8_t buf[LZ_NETATTEST_ENCODED_MAX];
+	size_t len;
+	struct lz_netattest b;
+	assert_int_equal(lz_netattest_encode(&a, buf, sizeof(buf), &len), 0);
+	assert_int_equal(lz_netattest_decode(buf, len, &b), 0);
+	assert_true(b.egress_proxy_live);
+	assert_int_equal(lz_netattest_decode(buf, len - 1, &b), -EBADMSG);
 }
 
 /* The first failing predicate is the one named; another challenge fails the
@@ -1044,16 +1196,16 @@ static void test_lz_netattest_check__first_failure_named(void **state)
 	struct lz_err err = { 0 };
 	a.denied_canary_unreachable = false;
 	a.rs_netadmin_dropped = false;
-	assert_int_equal(lz_netattest_check(&a, challenge, &err), -EPERM);
+	assert_int_equal(lz_netattest_check(&a, challenge, false, &err), -EPERM);
 	assert_string_equal(err.msg, "predicate 'denied canary unreachable' failed");
 
 	a = attest_good();
 	uint8_t other[32];
 	memcpy(other, challenge, 32);
 	other[0] ^= 1;
-	assert_int_equal(lz_netattest_check(&a, other, &err), -EPERM);
+	assert_int_equal(lz_netattest_check(&a, other, false, &err), -EPERM);
 	assert_string_equal(err.msg, "predicate 'allowed canary answered' failed");
-	assert_int_equal(lz_netattest_check(&a, challenge, NULL), 0);
+	assert_int_equal(lz_netattest_check(&a, challenge, false, NULL), 0);
 }
 
 /* ---- readiness fingerprint ------------------------------------------------ */
@@ -1175,6 +1327,11 @@ int main(void)
 		cmocka_unit_test(test_lz_netattest_decode__malformed_refused),
 		cmocka_unit_test(test_lz_netattest_check__each_predicate_named),
 		cmocka_unit_test(test_lz_netattest_check__first_failure_named),
+		cmocka_unit_test(test_lz_netattest_check__egress_proxy_matches_the_policy),
+		cmocka_unit_test(test_lz_netpolicy_set_names__sorted_with_the_egress_route),
+		cmocka_unit_test(test_lz_netpolicy_set_names__round_trip_version_2),
+		cmocka_unit_test(test_lz_netpolicy_set_names__refusals_leave_the_policy),
+		cmocka_unit_test(test_lz_netpolicy_admits__the_address_policy),
 		cmocka_unit_test(test_lz_netready_fingerprint__matches_vector),
 		cmocka_unit_test(test_lz_netready_fingerprint__every_field_bound),
 		cmocka_unit_test(test_lz_netready_fingerprint__bad_sidecar_refused),

@@ -1224,13 +1224,13 @@ static void test_lz_netroutes_plan__invalid_input_einval(void **state)
 	static const struct lz_netroutes_entry ok[] = { { P(10, 0, 0, 0, 8), DENY } };
 	static const struct lz_netroutes_entry host_bits[] = { { { IP(10, 0, 0, 1), 8 }, DENY } };
 	static const struct lz_netroutes_entry too_long[] = { { { 0, 33 }, DENY } };
-	static const struct lz_netroutes_entry next_kind[] = { { P(10, 0, 0, 0, 8), 5 } };
+	static const struct lz_netroutes_entry next_kind[] = { { P(10, 0, 0, 0, 8), 6 } };
 	static const struct lz_netroutes_entry bad_kind[] = { { P(10, 0, 0, 0, 8), 99 } };
 	static const struct lz_netroutes_entry neg_kind[] = { { P(10, 0, 0, 0, 8), -1 } };
 
 	assert_plan_refused(host_bits, 1, "tap0", GW, EINVAL, "10.0.0.1/8 has host bits");
 	assert_plan_refused(too_long, 1, "tap0", GW, EINVAL, "host bits");
-	assert_plan_refused(next_kind, 1, "tap0", GW, EINVAL, "unknown kind 5");
+	assert_plan_refused(next_kind, 1, "tap0", GW, EINVAL, "unknown kind 6");
 	assert_plan_refused(bad_kind, 1, "tap0", GW, EINVAL, "unknown kind 99");
 	assert_plan_refused(neg_kind, 1, "tap0", GW, EINVAL, "unknown kind -1");
 	assert_plan_refused(ok, 1, "", GW, EINVAL, "device name");

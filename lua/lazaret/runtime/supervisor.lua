@@ -9,8 +9,10 @@ local error, pcall, type, ipairs = error, pcall, type, ipairs
 M.steps = {
   "mount",            -- 1. root and State Anchor overlays; MOUNTS
   "start_router",     -- 1. workspace router serving its mount (spec 3.5)
+  "start_egress",     -- 1. egress proxy forked in the host's netns (allow_domains)
   "start_helper",     -- 2. slirp4netns staged, acknowledged; enforcement netns
   "prove_canary",     -- 3. both canary endpoints answer
+  "attach_egress",    -- 3. the proxy's link, listener and keyed answer
   "install_policy",   -- 3. tap0, exactly the derived policy, observed
   "start_runsc",      -- 4. runsc run staged, acknowledged, released
   "await_running",    -- 4. the container runs
@@ -49,6 +51,11 @@ function M.main(rs)
   -- generation ends rather than serving new sessions without it.
   if ended == "network-helper-ended" then
     rs:abort("the network helper (slirp4netns) ended")
+    return 1
+  end
+  -- Egress by name: without its proxy the sandbox has no way to a name.
+  if ended == "egress-proxy-ended" then
+    rs:abort("the egress proxy ended")
     return 1
   end
   -- Reports STOPPED, or FAILED with the reason, itself.

@@ -93,6 +93,10 @@ function M.inspect_text(summary, result)
     "  compared with " .. (result.artifact and ("prepared image " .. result.artifact)
       or "nothing: the profile's image is not prepared, so everything counts as added"),
   }
+  if result.egress then
+    out[#out + 1] = string_format("  egress by name (the last launch with allow_domains): %d allowed, %d refused",
+      result.egress.allowed, result.egress.refused)
+  end
   if #result.anchors == 0 then
     out[#out + 1] = "  no kept state: the sandbox changed none of these persistent directories"
   end
@@ -126,6 +130,7 @@ function M.inspect_json(summary, result)
   return json.encode({
     domain_id = summary.domain_id, profile = escape(summary.profile), workspace = escape(summary.workspace),
     artifact = result.artifact or json.null, anchors = anchors,
+    egress = result.egress and { allowed = result.egress.allowed, refused = result.egress.refused } or json.null,
   }) .. "\n"
 end
 

@@ -1,0 +1,341 @@
+#include "net/dnsquery.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "net/egressname.h"
+#include "net/netprefix.h"
+#include "util/cleanup.h"
+
+#define HEADER_LEN 12
+#define WIRE_NAME_MAX 255 /* RFC 1035 3.1, labels and the root byte */
+#define JUMPS_MAX 32
+#define CNAME_LINKS_MAX 8
+#define TYPE_A 1
+#define TYPE_CNAME 5
+#define CLASS_IN 1
+#define RCODE_NXDOMAIN 3
+#define ANSWER_BUF 4096 /* no EDNS: a server may send 512 bytes */
+
+struct wire_name {
+	uint8_t b[WIRE_NAME_MAX];
+	size_t n;
+};
+
+struct rr {
+	struct wire_name owner;
+	unsigned type, class;
+	size_t rdata, rdlen;
+};
+
+static unsigned be16(const uint8_t *p)
+{
+	return (unsigned)p[0] << 8 | p[1];
+}
+
+/* The wire form of a name lz_egress_name_normalize accepts. */
+static int encode_name(const char *name, struct wire_name *ret)
+{
+	char norm[LZ_EGRESS_NAME_MAX + 1];
+	if (lz_egress_name_normalize(name, strlen(name), norm, NULL) < 0)
+		return -EINVAL;
+	size_t n = 0;
+	for (const char *label = norm;;) {
+		size_t l = strcspn(label, ".");
+		ret->b[n++] = (uint8_t)l;
+		memcpy(ret->b + n, label, l);
+		n += l;
+		if (label[l] == '\0')
+			break;
+		label += l + 1;
+	}
+	ret->b[n++] = 0;
+	ret->n = n;
+	return 0;
+}
+
+static bool name_equal(const struct wire_name *a, const struct wire_name *b)
+{
+	if (a->n != b->n)
+		return false;
+	/* Length bytes are < 64, so folding them is harmless. */
+	for (size_t i = 0; i < a->n; i++) {
+		uint8_t x = a->b[i], y = b->b[i];
+		x = x >= 'A' && x <= 'Z' ? (uint8_t)(x + 32) : x;
+		y = y >= 'A' && y <= 'Z' ? (uint8_t)(y + 32) : y;
+		if (x != y)
+			return false;
+	}
+	return true;
+}
+
+/* Reads the (possibly compressed) name at *off; *off moves past it. */
+static int read_name(const uint8_t *msg, size_t len, size_t *off, struct wire_name *ret)
+{
+	size_t p = *off, n = 0, end = 0;
+	unsigned jumps = 0;
+	for (;;) {
+		if (p >= len)
+			return -EBADMSG;
+		uint8_t c = msg[p];
+		if ((c & 0xc0) == 0xc0) {
+			if (p + 1 >= len)
+				return -EBADMSG;
+			size_t target = (size_t)(c & 0x3f) << 8 | msg[p + 1];
+			/* Strictly backwards: no loop, every jump shrinks p. */
+			if (target >= p || ++jumps > JUMPS_MAX)
+				return -EBADMSG;
+			if (end == 0)
+				end = p + 2;
+			p = target;
+			continue;
+		}
+		if (c & 0xc0)
+			return -EBADMSG;
+		if (n + 1 + c > WIRE_NAME_MAX || c >= len - p)
+			return -EBADMSG;
+		ret->b[n] = c;
+		memcpy(ret->b + n + 1, msg + p + 1, c);
+		n += 1 + (size_t)c;
+		p += 1 + (size_t)c;
+		if (c == 0)
+			break;
+	}
+	ret->n = n;
+	*off = end ? end : p;
+	return 0;
+}
+
+static int read_rr(const uint8_t *msg, size_t len, size_t *off, struct rr *ret)
+{
+	size_t p = *off;
+	if (read_name(msg, len, &p, &ret->owner) < 0 || len - p < 10)
+		return -EBADMSG;
+	ret->type = be16(msg + p);
+	ret->class = be16(msg + p + 2);
+	ret->rdlen = be16(msg + p + 8);
+	ret->rdata = p + 10;
+	if (ret->rdlen > len - ret->rdata)
+		return -EBADMSG;
+	*off = ret->rdata + ret->rdlen;
+	return 0;
+}
+
+int lz_dns_build_query(uint16_t id, const char *name, uint8_t *buf, size_t cap, size_t *ret_len)
+{
+	struct wire_name q;
+	if (encode_name(name, &q) < 0)
+		return -EINVAL;
+	size_t n = HEADER_LEN + q.n + 4;
+	if (n > cap)
+		return -EMSGSIZE;
+	static const uint8_t rd_one_question[10] = { 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
+	buf[0] = (uint8_t)(id >> 8);
+	buf[1] = (uint8_t)id;
+	memcpy(buf + 2, rd_one_question, sizeof(rd_one_question));
+	memcpy(buf + HEADER_LEN, q.b, q.n);
+	static const uint8_t a_in[4] = { 0, TYPE_A, 0, CLASS_IN };
+	memcpy(buf + HEADER_LEN + q.n, a_in, 4);
+	*ret_len = n;
+	return 0;
+}
+
+static bool in_chain(const struct wire_name *chain, size_t n, const struct wire_name *x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (name_equal(&chain[i], x))
+			return true;
+	return false;
+}
+
+int lz_dns_parse_answer(const uint8_t *buf, size_t len, uint16_t id, const char *name, uint32_t *addrs, size_t cap,
+			size_t *ret_n, struct lz_err *err)
+{
+	struct wire_name chain[CNAME_LINKS_MAX + 1], qname;
+	uint32_t found[LZ_DNS_MAX_ADDRS];
+	size_t links = 0, n = 0;
+	struct rr rr;
+
+	if (cap == 0 || encode_name(name, &chain[0]) < 0)
+		return lz_err_set(err, EINVAL, "DNS answer: bad name or no room for addresses");
+	if (len < HEADER_LEN)
+		return lz_err_set(err, EBADMSG, "DNS answer shorter than its header");
+	if (!(buf[2] & 0x80) || be16(buf) != id || (buf[2] >> 3 & 0xf) != 0 || be16(buf + 4) != 1)
+		return lz_err_set(err, EBADMSG, "DNS message is not the answer to query %u", id);
+	size_t off = HEADER_LEN;
+	if (read_name(buf, len, &off, &qname) < 0 || len - off < 4)
+		return lz_err_set(err, EBADMSG, "DNS answer: malformed question");
+	if (!name_equal(&qname, &chain[0]) || be16(buf + off) != TYPE_A || be16(buf + off + 2) != CLASS_IN)
+		return lz_err_set(err, EBADMSG, "DNS answer is for another question");
+	off += 4;
+	if (buf[2] & 0x02)
+		return lz_err_set(err, EMSGSIZE, "DNS answer for %s truncated", name);
+	unsigned rcode = buf[3] & 0xf;
+	if (rcode == RCODE_NXDOMAIN)
+		return lz_err_set(err, ENOENT, "%s: no such domain", name);
+	if (rcode != 0)
+		return lz_err_set(err, EIO, "DNS server answered RCODE %u for %s", rcode, name);
+	const size_t answers = off;
+	const unsigned an = be16(buf + 6);
+
+	/* The CNAME chain from name: one scan per link. */
+	for (;;) {
+		struct wire_name target = { .n = 0 };
+		bool linked = false;
+		off = answers;
+		for (unsigned i = 0; i < an; i++) {
+			if (read_rr(buf, len, &off, &rr) < 0)
+				return lz_err_set(err, EBADMSG, "DNS answer: malformed record %u", i);
+			if (rr.type != TYPE_CNAME || rr.class != CLASS_IN || !name_equal(&rr.owner, &chain[links]))
+				continue;
+			size_t p = rr.rdata;
+			if (linked)
+				return lz_err_set(err, EBADMSG, "DNS answer: two CNAMEs for one name");
+			if (read_name(buf, len, &p, &target) < 0 || p != rr.rdata + rr.rdlen)
+				return lz_err_set(err, EBADMSG, "DNS answer: malformed CNAME");
+			linked = true;
+		}
+		if (!linked)
+			break;
+		if (links == CNAME_LINKS_MAX)
+			return lz_err_set(err, EBADMSG, "DNS answer: CNAME chain longer than %d", CNAME_LINKS_MAX);
+		if (in_chain(chain, links + 1, &target))
+			return lz_err_set(err, EBADMSG, "DNS answer: CNAME loop");
+		chain[++links] = target;
+	}
+
+	off = answers;
+	size_t limit = cap < LZ_DNS_MAX_ADDRS ? cap : LZ_DNS_MAX_ADDRS;
+	for (unsigned i = 0; i < an; i++) {
+		(void)read_rr(buf, len, &off, &rr); /* all checked by the scans above */
+		if (rr.type != TYPE_A || rr.class != CLASS_IN || !in_chain(chain, links + 1, &rr.owner))
+			continue;
+		if (rr.rdlen != 4)
+			return lz_err_set(err, EBADMSG, "DNS answer: A record of %zu bytes", rr.rdlen);
+		if (n < limit)
+			found[n++] = (uint32_t)be16(buf + rr.rdata) << 16 | be16(buf + rr.rdata + 2);
+	}
+	if (n == 0)
+		return lz_err_set(err, ENOENT, "%s: no A record", name);
+	memcpy(addrs, found, n * sizeof(found[0]));
+	*ret_n = n;
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One server: 0 or -ENOENT (final), -ETIMEDOUT, or another -errno. */
+static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms, uint32_t *addrs, size_t cap,
+	       size_t *ret_n, struct lz_err *err)
+{
+	uint8_t query[HEADER_LEN + WIRE_NAME_MAX + 4], answer[ANSWER_BUF];
+	size_t qlen;
+	uint16_t id;
+	_cleanup_close_ int fd = -EBADF;
+
+	if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
+		return lz_err_set(err, errno ? errno : EIO, "getrandom failed");
+	if (lz_dns_build_query(id, name, query, sizeof(query), &qlen) < 0)
+		return lz_err_set(err, EINVAL, "'%s' is not a host name", name);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return lz_err_set(err, errno, "socket: %s", strerror(errno));
+	/* Port 0 bind is implicit: the kernel picks a random source port. */
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(server) };
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || send(fd, query, qlen, 0) != (ssize_t)qlen)
+		return lz_err_set(err, errno ? errno : EIO, "DNS query to server: %s", strerror(errno));
+	int64_t deadline = now_ms() + timeout_ms;
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return lz_err_set(err, ETIMEDOUT, "DNS server did not answer for %s", name);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno != EINTR)
+			return lz_err_set(err, errno, "poll: %s", strerror(errno));
+		if (r <= 0)
+			continue;
+		ssize_t got = recv(fd, answer, sizeof(answer), MSG_TRUNC);
+		if (got < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return lz_err_set(err, errno, "DNS answer: %s", strerror(errno));
+		}
+		if ((size_t)got > sizeof(answer))
+			continue; /* larger than any answer to our query without EDNS */
+		r = lz_dns_parse_answer(answer, (size_t)got, id, name, addrs, cap, ret_n, err);
+		if (r != -EBADMSG)
+			return r;
+	}
+}
+
+int lz_dns_resolve(const uint32_t *servers, size_t n_servers, uint16_t port, const char *name, int timeout_ms,
+		   uint32_t *addrs, size_t cap, size_t *ret_n, struct lz_err *err)
+{
+	int last = -ETIMEDOUT;
+	if (n_servers == 0 || timeout_ms <= 0 || cap == 0)
+		return lz_err_set(err, EINVAL, "DNS: no server, no timeout or no room for addresses");
+	for (size_t i = 0; i < n_servers; i++) {
+		char ip[LZ_IPV4_STR_MAX];
+		int r = ask(servers[i], port, name, timeout_ms, addrs, cap, ret_n, err);
+		if (r == -EIO || r == -EMSGSIZE)
+			last = r;
+		else if (r != -ETIMEDOUT && r != -ECONNREFUSED && r != -ENETUNREACH && r != -EHOSTUNREACH)
+			return r; /* an answer, or a local failure no other server cures */
+		lz_ipv4_format(servers[i], ip);
+		(void)lz_err_prefix(err, r, "DNS server %s: ", ip);
+	}
+	if (last == -ETIMEDOUT)
+		return lz_err_set(err, ETIMEDOUT, "no DNS server answered for %s", name);
+	return lz_err_set(err, -last, "no DNS server gave addresses for %s (%s)", name,
+			  last == -EIO ? "server failure" : "answer truncated");
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+int lz_resolvconf_nameservers(const char *text, size_t len, uint32_t *out, size_t cap, size_t *ret_n)
+{
+	static const char kw[] = "nameserver";
+	const size_t kwlen = sizeof(kw) - 1;
+	size_t n = 0;
+	for (size_t p = 0; p < len && n < cap;) {
+		const char *nl = memchr(text + p, '\n', len - p);
+		size_t end = nl ? (size_t)(nl - text) : len, i = p;
+		p = end + 1;
+		while (i < end && is_blank(text[i]))
+			i++;
+		if (end - i <= kwlen || memcmp(text + i, kw, kwlen) != 0 || !is_blank(text[i + kwlen]))
+			continue;
+		i += kwlen;
+		while (i < end && is_blank(text[i]))
+			i++;
+		size_t a = i;
+		while (i < end && !is_blank(text[i]) && text[i] != '#' && text[i] != ';')
+			i++;
+		char prefix[LZ_PREFIX_STR_MAX];
+		struct lz_prefix pfx;
+		if (i - a == 0 || i - a > LZ_IPV4_STR_MAX - 1)
+			continue;
+		memcpy(prefix, text + a, i - a);
+		memcpy(prefix + (i - a), "/32", 3);
+		if (lz_prefix_parse(prefix, i - a + 3, &pfx, NULL) == 0)
+			out[n++] = pfx.addr;
+	}
+	*ret_n = n;
+	return 0;
+}

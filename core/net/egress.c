@@ -1,0 +1,310 @@
+/* The egress proxy's process and link (egress.h). */
+#include "net/egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "net/dnsquery.h"
+#include "net/egressproxy.h"
+#include "net/netpolicy.h"
+#include "proc/spawn.h"
+#include "util/cleanup.h"
+
+#define ANSWER_TAG "lazaret-egress-v1"
+/* Distinct from the canary's indexes (canary.c) and from each other. */
+#define EGRESS_IFINDEX 10
+#define EGRESS_PEER_IFINDEX 11
+#define RESOLV_CONF_MAX 65536
+
+int lz_egress_answer(const uint8_t key[LZ_EGRESS_KEY_LEN], uint64_t generation, const uint8_t digest[32],
+		     const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], uint8_t out[LZ_CANARY_CHALLENGE_LEN])
+{
+	uint8_t msg[sizeof(ANSWER_TAG) - 1 + 8 + 32 + LZ_CANARY_CHALLENGE_LEN], *p = msg;
+	memcpy(p, ANSWER_TAG, sizeof(ANSWER_TAG) - 1);
+	p += sizeof(ANSWER_TAG) - 1;
+	for (int i = 7; i >= 0; i--)
+		*p++ = (uint8_t)(generation >> (8 * i));
+	memcpy(p, digest, 32);
+	memcpy(p + 32, challenge, LZ_CANARY_CHALLENGE_LEN);
+	unsigned len = 0;
+	if (!HMAC(EVP_sha256(), key, LZ_EGRESS_KEY_LEN, msg, sizeof(msg), out, &len) || len != LZ_CANARY_CHALLENGE_LEN)
+		return -EIO;
+	return 0;
+}
+
+/* ---- the proxy process ---------------------------------------------------------- */
+
+/* Every capability the child holds in the RS's user namespace goes: it
+ * needs none to open sockets in the host's namespace, as the developer. */
+static int drop_all_caps(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = { 0 };
+	for (int c = 0; c <= CAP_LAST_CAP; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 || syscall(SYS_capset, &h, d) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The host's nameservers: this process is in the host's network and
+ * mount view of them, before anything of the sandbox exists. */
+static int host_resolvers(uint32_t *out, size_t cap, size_t *ret_n, struct lz_err *err)
+{
+	_cleanup_close_ int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *text = malloc(RESOLV_CONF_MAX);
+	size_t len = 0;
+	ssize_t n;
+	if (fd < 0)
+		return lz_err_set(err, errno, "read /etc/resolv.conf: %s (set network.resolvers)", strerror(errno));
+	if (text == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	while (len < RESOLV_CONF_MAX && (n = read(fd, text + len, RESOLV_CONF_MAX - len)) > 0)
+		len += (size_t)n;
+	(void)lz_resolvconf_nameservers(text, len, out, cap, ret_n);
+	if (*ret_n == 0)
+		return lz_err_set(err, ENOENT, "/etc/resolv.conf names no IPv4 nameserver (set network.resolvers)");
+	return 0;
+}
+
+static void child_fail(int ctl, const struct lz_err *err)
+{
+	char msg[1 + LZ_ERR_MSG_MAX];
+	int n = snprintf(msg, sizeof(msg), "E%s", err->msg);
+	(void)!send(ctl, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1, MSG_NOSIGNAL);
+	_exit(1);
+}
+
+static int recv_listener(int ctl, int *ret)
+{
+	char byte;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	ssize_t n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	if (n != 1 || c == NULL || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EPROTO;
+	memcpy(ret, CMSG_DATA(c), sizeof(int));
+	return 0;
+}
+
+/* The first connection is the RS's probe (egress.h, step 3). */
+static int answer_probe(int listener, const uint8_t *key, uint64_t generation, const uint8_t *digest)
+{
+	struct pollfd pf = { .fd = listener, .events = POLLIN };
+	if (poll(&pf, 1, LZ_EGRESS_START_MS) != 1)
+		return -ETIMEDOUT;
+	_cleanup_close_ int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], answer[LZ_CANARY_CHALLENGE_LEN];
+	size_t got = 0;
+	if (c < 0)
+		return -errno;
+	struct timeval tv = { .tv_sec = LZ_CANARY_PROBE_MS / 1000 };
+	(void)setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (got < sizeof(challenge)) {
+		ssize_t n = recv(c, challenge + got, sizeof(challenge) - got, 0);
+		if (n <= 0)
+			return -EPROTO;
+		got += (size_t)n;
+	}
+	if (lz_egress_answer(key, generation, digest, challenge, answer) < 0)
+		return -EIO;
+	return send(c, answer, sizeof(answer), MSG_NOSIGNAL) == (ssize_t)sizeof(answer) ? 0 : -EPROTO;
+}
+
+static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pid_t parent)
+{
+	struct lz_err err = { 0, "" };
+	uint8_t key[LZ_EGRESS_KEY_LEN], digest[32];
+	struct lz_egress_config cfg = { .dns_port = 53, .generation = prm->generation };
+	struct lz_netpolicy *pol = malloc(sizeof(*pol));
+	int listener = -1;
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	memcpy(key, prm->key, sizeof(key));
+	memcpy(digest, prm->policy_digest, sizeof(digest));
+	/* Only what it needs: the socketpair, the policy, the log, the record. */
+	if (dup2(ctl, 3) < 0 || dup2(prm->policy_fd, 4) < 0 || dup2(prm->log_fd, 5) < 0 ||
+	    (prm->stats_fd >= 0 && dup2(prm->stats_fd, 6) < 0))
+		_exit(1);
+	(void)syscall(SYS_close_range, prm->stats_fd >= 0 ? 7 : 6, ~0u, 0);
+	ctl = 3;
+	cfg.log_fd = 5;
+	cfg.stats_fd = prm->stats_fd >= 0 ? 6 : -1;
+	if (pol == NULL)
+		child_fail(ctl, &(struct lz_err){ ENOMEM, "out of memory" });
+	if (lz_netpolicy_from_memfd(4, digest, pol, &err) < 0)
+		child_fail(ctl, &err);
+	close(4);
+	if (pol->names.n_allow == 0)
+		child_fail(ctl, &(struct lz_err){ EINVAL, "the policy has no name policy" });
+	cfg.policy = pol;
+	if (pol->names.n_resolvers > 0) {
+		memcpy(cfg.resolvers, pol->names.resolvers, pol->names.n_resolvers * sizeof(uint32_t));
+		cfg.n_resolvers = pol->names.n_resolvers;
+	} else if (host_resolvers(cfg.resolvers, LZ_NETPOLICY_MAX_RESOLVERS, &cfg.n_resolvers, &err) < 0) {
+		child_fail(ctl, &err);
+	}
+	if (drop_all_caps() < 0)
+		child_fail(ctl, &(struct lz_err){ EPERM, "the egress proxy could not drop its capabilities" });
+	if (recv_listener(ctl, &listener) < 0)
+		_exit(1);
+	if (send(ctl, "R", 1, MSG_NOSIGNAL) != 1)
+		_exit(1);
+	close(ctl);
+	if (answer_probe(listener, key, prm->generation, digest) < 0)
+		_exit(1);
+	explicit_bzero(key, sizeof(key));
+	(void)lz_egress_serve(listener, &cfg);
+	_exit(1);
+}
+
+int lz_egress_start(const struct lz_egress_params *prm, struct lz_egress *e, struct lz_err *err)
+{
+	int sv[2];
+	*e = LZ_EGRESS_INIT;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return lz_err_set(err, errno, "egress proxy socketpair: %s", strerror(errno));
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		int en = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return lz_err_set(err, en, "fork the egress proxy: %s", strerror(en));
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		proxy_main(prm, sv[1], parent);
+	}
+	close(sv[1]);
+	e->ctl_fd = sv[0];
+	if ((e->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		int en = errno;
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		lz_egress_stop(e);
+		return lz_err_set(err, en, "egress proxy pidfd: %s", strerror(en));
+	}
+	return 0;
+}
+
+/* ---- the link ------------------------------------------------------------------- */
+
+static int make_listener(void *ctx, struct lz_err *err)
+{
+	int *ret = ctx;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(LZ_NET_EGRESS_PORT),
+				  .sin_addr.s_addr = htonl(LZ_NET_EGRESS_PROXY) };
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 128) < 0) {
+		int en = errno;
+		if (s >= 0)
+			close(s);
+		return lz_err_set(err, en, "egress proxy listener: %s", strerror(en));
+	}
+	*ret = s;
+	return 0;
+}
+
+static int send_listener(int ctl, int fd)
+{
+	char byte = 'L';
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u = { 0 };
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(ctl, &mh, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+int lz_egress_attach(struct lz_egress *e, struct lz_err *err)
+{
+	_cleanup_close_ int listener = -EBADF;
+	const struct lz_peerlink_spec spec = {
+		.dev = LZ_EGRESS_DEV, .peer_dev = LZ_EGRESS_PEER_DEV,
+		.ifindex = EGRESS_IFINDEX, .peer_ifindex = EGRESS_PEER_IFINDEX,
+		.local_addr = LZ_NET_EGRESS_LOCAL,
+		.peer_addrs = { LZ_NET_EGRESS_PROXY }, .n_peer_addrs = 1, .peer_plen = 29,
+		.in_peer = make_listener, .ctx = &listener,
+	};
+	char msg[1 + LZ_ERR_MSG_MAX];
+	int r = lz_peerlink_build(&spec, &e->peer_netns_fd, &e->link, err);
+	if (r < 0)
+		return r;
+	/* The proxy refuses before it takes the listener when it cannot
+	 * enforce (its policy, its resolvers): that message comes first. */
+	struct pollfd pf = { .fd = e->ctl_fd, .events = POLLIN };
+	bool early = poll(&pf, 1, 0) > 0;
+	if (!early && (r = send_listener(e->ctl_fd, listener)) < 0 && r != -EPIPE && r != -ECONNRESET)
+		return lz_err_set(err, -r, "hand the listener to the egress proxy: %s", strerror(-r));
+	pf.revents = 0;
+	if (poll(&pf, 1, LZ_EGRESS_START_MS) != 1)
+		return lz_err_set(err, ETIMEDOUT, "the egress proxy did not start");
+	ssize_t n = recv(e->ctl_fd, msg, sizeof(msg) - 1, 0);
+	if (n == 1 && msg[0] == 'R')
+		return 0;
+	if (n > 1 && msg[0] == 'E') {
+		msg[n] = '\0';
+		return lz_err_set(err, EPERM, "the egress proxy refused to start: %s", msg + 1);
+	}
+	return lz_err_set(err, EPROTO, "the egress proxy ended during its start");
+}
+
+int lz_egress_prove_live(const uint8_t key[LZ_EGRESS_KEY_LEN], uint64_t generation, const uint8_t digest[32],
+			 struct lz_err *err)
+{
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], got[LZ_CANARY_CHALLENGE_LEN], want[LZ_CANARY_CHALLENGE_LEN];
+	if (getrandom(challenge, sizeof(challenge), 0) != (ssize_t)sizeof(challenge))
+		return lz_err_set(err, EIO, "egress challenge: %s", strerror(errno));
+	int r = lz_canary_probe_port(LZ_NET_EGRESS_PROXY, LZ_NET_EGRESS_PORT, LZ_EGRESS_DEV, challenge, got,
+				     LZ_CANARY_PROBE_MS);
+	if (r < 0)
+		return lz_err_set(err, EPERM, "the egress proxy did not answer: %s", strerror(-r));
+	if (lz_egress_answer(key, generation, digest, challenge, want) < 0)
+		return lz_err_set(err, EIO, "egress answer: OpenSSL failed");
+	if (CRYPTO_memcmp(got, want, sizeof(want)) != 0)
+		return lz_err_set(err, EPERM, "the egress proxy gave a wrong answer");
+	return 0;
+}
+
+void lz_egress_stop(struct lz_egress *e)
+{
+	if (e->pidfd >= 0) {
+		(void)syscall(SYS_pidfd_send_signal, e->pidfd, SIGKILL, NULL, 0);
+		siginfo_t info;
+		(void)waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED);
+	}
+	lz_close_fdp(&e->pidfd);
+	lz_close_fdp(&e->ctl_fd);
+	lz_close_fdp(&e->peer_netns_fd);
+}

@@ -1,0 +1,76 @@
+/* The egress proxy: egress by name (spec 3.7 as extended by issue 18,
+ * network.allow_domains).
+ *
+ * The sandbox's only way to a public name is this HTTP proxy at
+ * 10.137.55.10:3128 (egress.h builds its link and process). It admits
+ *   CONNECT host:port            by the name, then, when the client speaks
+ *                                first and speaks TLS, by the ClientHello's
+ *                                server name, which must be the same name;
+ *   METHOD http://host[:port]/   plain HTTP by the name (a Host header must
+ *                                agree), forwarded in origin form with
+ *                                "Connection: close";
+ * and nothing else: an address instead of a name, a name outside
+ * allow_domains or inside deny_domains, a name that does not resolve, or
+ * one whose resolved addresses include any address the address policy
+ * denies (lz_netpolicy_admits) is refused with an HTTP error status, which
+ * clients report as a failed connection. The proxy resolves each name
+ * itself, once, with its own resolvers (never the sandbox's DNS), and
+ * connects to an address it checked: a second answer cannot move the
+ * connection (DNS rebinding). Bytes inside an admitted CONNECT that are not
+ * TLS (or a server that speaks first) are relayed as they are: the name and
+ * the address were checked, the protocol is the client's.
+ *
+ * Every refusal is counted, and the first refusal of each destination is
+ * one line in hc.log. The proxy is hostile input's first reader: every
+ * request head is bounded (LZ_HTTP_HEAD_MAX), every wait has a deadline,
+ * and at most LZ_EGRESS_MAX_CONNECTIONS connections are served at once. */
+#ifndef LZ_EGRESSPROXY_H
+#define LZ_EGRESSPROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/httphead.h"
+#include "net/netpolicy.h"
+#include "util/err.h"
+
+#define LZ_EGRESS_MAX_CONNECTIONS 256
+#define LZ_EGRESS_HEAD_MS 30000    /* the client's request head */
+#define LZ_EGRESS_DNS_MS 3000      /* each resolver */
+#define LZ_EGRESS_CONNECT_MS 10000 /* each upstream address */
+
+struct lz_egress_config {
+	const struct lz_netpolicy *policy; /* with a name policy */
+	uint32_t resolvers[LZ_NETPOLICY_MAX_RESOLVERS];
+	size_t n_resolvers;
+	uint16_t dns_port; /* 53 */
+	int log_fd;        /* hc.log, or -1 */
+	int stats_fd;      /* the counters record (egress.h), or -1 */
+	uint64_t generation;
+};
+
+/* The name check of one request: 0 to go on, -EACCES with why naming the
+ * reason (an address instead of a name, not in allow_domains, in
+ * deny_domains). */
+int lz_egress_check_name(const struct lz_netpolicy *p, const struct lz_http_request *req, struct lz_err *why);
+
+/* The address check of a resolved name: 0 when every address passes the
+ * address policy, -EACCES naming the first that does not. */
+int lz_egress_check_addrs(const struct lz_netpolicy *p, const uint32_t *addrs, size_t n, struct lz_err *why);
+
+/* The counters record (the Domain Root's egress.stats): exactly
+ * "allowed %20llu\nrefused %20llu\n", replaced whole by one pwrite. */
+#define LZ_EGRESS_STATS "egress.stats"
+#define LZ_EGRESS_STATS_LEN 58
+void lz_egress_stats_format(uint64_t allowed, uint64_t refused, char out[LZ_EGRESS_STATS_LEN + 1]);
+
+/* Reads the record beneath domain_root_fd: -ENOENT when there is none (no
+ * launch with allow_domains yet), -EBADMSG for anything but the exact
+ * form. Outputs untouched on failure. */
+int lz_egress_stats_read(int domain_root_fd, uint64_t *ret_allowed, uint64_t *ret_refused, struct lz_err *err);
+
+/* Serves connections accepted on listener, each on a thread of its own,
+ * until accept fails for good; returns that error. cfg must outlive it. */
+int lz_egress_serve(int listener, const struct lz_egress_config *cfg);
+
+#endif

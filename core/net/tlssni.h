@@ -1,0 +1,31 @@
+/* The server name a sandbox's TLS ClientHello asks for (spec 3.7).
+ *
+ * The egress proxy reads the first bytes of a CONNECT tunnel before it
+ * opens the upstream connection, so the name the allowlist checks is the
+ * name the TLS handshake will present. The bytes are the sandbox's: every
+ * length is checked against its container, the handshake may be spread
+ * over several records (none empty, none of another type), and the whole
+ * ClientHello must lie within the first LZ_TLS_HELLO_MAX bytes of the
+ * stream, so the caller needs no larger buffer. Nothing here reads beyond
+ * len. */
+#ifndef LZ_TLSSNI_H
+#define LZ_TLSSNI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/egressname.h"
+#include "util/err.h"
+
+#define LZ_TLS_HELLO_MAX (5 + 16384)
+
+/* The normalized host_name of the server_name extension into out.
+ * -ENOTSUP: not a TLS handshake record (byte 0 != 0x16 or major version !=
+ * 3); -EAGAIN: incomplete and len < LZ_TLS_HELLO_MAX; -E2BIG: not complete
+ * within LZ_TLS_HELLO_MAX bytes; -EBADMSG: malformed, not a ClientHello,
+ * server_name twice, two host_names, or a host_name that is not a valid
+ * name; -ENOENT: no server_name (or one without a host_name). out
+ * untouched on failure. */
+int lz_tls_client_hello_sni(const uint8_t *buf, size_t len, char out[LZ_EGRESS_NAME_MAX + 1], struct lz_err *err);
+
+#endif
