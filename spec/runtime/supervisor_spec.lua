@@ -5,12 +5,13 @@
 require("lazaret_spec")
 local sup = require("lazaret.runtime.supervisor")
 
--- The RS's order: mounts first (MOUNTS), the workspace router,
--- slirp4netns, the canary, the policy, runsc and its container, the init's
--- report, the network finished, READY.
+-- The RS's order: mounts first (MOUNTS), the workspace router, the egress
+-- proxy (in the host's netns), slirp4netns, the canary, the proxy's link,
+-- the policy, runsc and its container, the init's report, the network
+-- finished, READY.
 local STEPS = {
-  "mount", "start_router", "start_helper", "prove_canary", "install_policy", "start_runsc", "await_running",
-  "read_init_report", "finish_network", "report_ready",
+  "mount", "start_router", "start_egress", "start_helper", "prove_canary", "attach_egress", "install_policy",
+  "start_runsc", "await_running", "read_init_report", "finish_network", "report_ready",
 }
 
 -- A fake lazaret.core.supervisor handle: every call is logged by name
@@ -98,10 +99,10 @@ describe("lazaret.runtime.supervisor", function()
   it("aborts when a step raises, with the error as the reason", function()
     local rs, log = fake({ raise = "install_policy" })
     assert.are.equal(1, sup.main(rs))
-    assert.are.same({ "mount", "start_router", "start_helper", "prove_canary", "install_policy" },
-      table.move(log, 1, 5, 1, {}))
-    assert.are.equal(6, #log)
-    assert.matches("^abort%(.*raised in install_policy%)$", log[6])
+    assert.are.same({ "mount", "start_router", "start_egress", "start_helper", "prove_canary", "attach_egress",
+      "install_policy" }, table.move(log, 1, 7, 1, {}))
+    assert.are.equal(8, #log)
+    assert.matches("^abort%(.*raised in install_policy%)$", log[8])
   end)
 
   it("aborts when the workspace router ends (spec 3.5 router loss), without stop", function()
@@ -114,6 +115,12 @@ describe("lazaret.runtime.supervisor", function()
     local rs, log = fake({ serve_end = "network-helper-ended" })
     assert.are.equal(1, sup.main(rs))
     assert.are.same(concat(STEPS, { "serve", "abort(the network helper (slirp4netns) ended)" }), log)
+  end)
+
+  it("aborts when the egress proxy ends, without stop", function()
+    local rs, log = fake({ serve_end = "egress-proxy-ended" })
+    assert.are.equal(1, sup.main(rs))
+    assert.are.same(concat(STEPS, { "serve", "abort(the egress proxy ended)" }), log)
   end)
 
   it("aborts when serving fails and does not stop", function()

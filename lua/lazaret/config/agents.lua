@@ -48,6 +48,7 @@ M.agents = {
       { name = "claude.ai", why = "features of a Claude subscription login" },
       { name = "registry.npmjs.org", why = "npm: installing and updating Claude Code" },
       { name = "deb.debian.org", why = "apt: Node.js and npm, which the default image lacks" },
+      { name = "security.debian.org", why = "apt: security updates (the image names it)" },
     },
     left_out = {
       { name = "o1158394.ingest.us.sentry.io", why = "error reports" },
@@ -75,6 +76,7 @@ M.agents = {
       { name = "auth.openai.com", why = "login and token refresh" },
       { name = "registry.npmjs.org", why = "npm: installing and updating Codex" },
       { name = "deb.debian.org", why = "apt: Node.js and npm, which the default image lacks" },
+      { name = "security.debian.org", why = "apt: security updates (the image names it)" },
     },
     left_out = {
       { name = "ab.chatgpt.com", why = "usage metrics" },
