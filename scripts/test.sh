@@ -888,9 +888,22 @@ fi
 
 # --- (e) fuzz -------------------------------------------------------------------------------
 
+# fuzz_one NAME DIR: one target for fuzz_seconds in DIR (its corpus and
+# artifacts there); its exit status goes to DIR/rc.
+fuzz_one() {
+	local rc=0
+	(cd "$2" && timeout -k 10 $((fuzz_seconds + 120)) "$repo/build-fuzz/$1" \
+		-max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=2048 \
+		-artifact_prefix="$2/artifacts/" -print_final_stats=1 corpus) \
+		</dev/null >"$2/log" 2>&1 || rc=$?
+	echo "$rc" >"$2/rc"
+}
+
 fuzz_suite() {
-	local name dir corpus_src rc log crashes
-	say "fuzz (${fuzz_seconds}s per target)"
+	local name dir corpus_src rc log crashes ran=() pids=()
+	# Two targets at a time: one per core of these machines, and nothing
+	# else runs during this suite.
+	say "fuzz (${fuzz_seconds}s per target, two at a time)"
 	if [ "${#fuzz_targets[@]}" -eq 0 ]; then
 		bad fuzz "no fuzz targets found (tests/fuzz/fuzz_*.c)"
 		return
@@ -908,12 +921,18 @@ fuzz_suite() {
 		else
 			echo "    note: no seed corpus at tests/fuzz/corpus/${name#fuzz_}/"
 		fi
+		# Only this suite's own jobs are waited for (the shell may hold
+		# others, such as the test network's servers).
+		[ "${#pids[@]}" -lt 2 ] || { wait "${pids[0]}"; pids=("${pids[@]:1}"); }
+		fuzz_one "$name" "$dir" &
+		pids+=("$!")
+		ran+=("$name")
+	done
+	for rc in "${pids[@]}"; do wait "$rc"; done
+	for name in "${ran[@]}"; do
+		dir=$work/fuzz-$name
 		log=$dir/log
-		rc=0
-		(cd "$dir" && timeout -k 10 $((fuzz_seconds + 120)) "$repo/build-fuzz/$name" \
-			-max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=2048 \
-			-artifact_prefix="$dir/artifacts/" -print_final_stats=1 corpus) \
-			</dev/null >"$log" 2>&1 || rc=$?
+		rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
 		if [ "$rc" -eq 0 ]; then
 			pass fuzz "$name: $(grep -E '^Done [0-9]+ runs' "$log" | tail -n 1)"
 			continue

@@ -236,11 +236,7 @@ static void close_pipes(struct job *j)
 static void kill_and_reap(struct job *j)
 {
 	if (j->pidfd >= 0 && !j->exited) {
-		siginfo_t si;
-		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-		memset(&si, 0, sizeof(si));
-		while (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED) < 0 && errno == EINTR)
-			;
+		lz_kill_reap(&j->pidfd);
 		j->exited = true;
 	}
 	lz_close_fdp(&j->pidfd);

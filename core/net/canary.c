@@ -134,16 +134,11 @@ static int build(const uint8_t *key, uint64_t generation, struct lz_canary *c, s
 	};
 	int r = lz_peerlink_build(&spec, &c->peer_netns_fd, &c->link, err);
 	if (r >= 0) {
-		pid_t pid = fork();
+		pid_t pid = lz_clone_pidfd(0, &c->responder_pidfd);
 		if (pid < 0)
-			r = lz_err_set(err, errno, "fork the canary responder: %s", strerror(errno));
+			r = lz_err_set(err, -pid, "fork the canary responder: %s", strerror(-pid));
 		else if (pid == 0)
 			responder(l.l2, l.l3, key, generation);
-		else if ((c->responder_pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
-			r = lz_err_set(err, errno, "canary responder pidfd: %s", strerror(errno));
-			kill(pid, SIGKILL);
-			(void)waitpid(pid, NULL, 0);
-		}
 	}
 	lz_close_fdp(&l.l2);
 	lz_close_fdp(&l.l3);
@@ -195,11 +190,6 @@ int lz_canary_remove(struct lz_canary *c, struct lz_err *err)
 
 void lz_canary_abandon(struct lz_canary *c)
 {
-	if (c->responder_pidfd >= 0) {
-		(void)syscall(SYS_pidfd_send_signal, c->responder_pidfd, SIGKILL, NULL, 0);
-		siginfo_t info;
-		(void)waitid(P_PIDFD, (id_t)c->responder_pidfd, &info, WEXITED);
-	}
-	lz_close_fdp(&c->responder_pidfd);
+	lz_kill_reap(&c->responder_pidfd);
 	lz_close_fdp(&c->peer_netns_fd);
 }

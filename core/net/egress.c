@@ -189,12 +189,11 @@ int lz_egress_start(const struct lz_egress_params *prm, struct lz_egress *e, str
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return lz_err_set(err, errno, "egress proxy socketpair: %s", strerror(errno));
 	pid_t parent = getpid();
-	pid_t pid = fork();
+	pid_t pid = lz_clone_pidfd(0, &e->pidfd);
 	if (pid < 0) {
-		int en = errno;
 		close(sv[0]);
 		close(sv[1]);
-		return lz_err_set(err, en, "fork the egress proxy: %s", strerror(en));
+		return lz_err_set(err, -pid, "fork the egress proxy: %s", strerror(-pid));
 	}
 	if (pid == 0) {
 		close(sv[0]);
@@ -202,13 +201,6 @@ int lz_egress_start(const struct lz_egress_params *prm, struct lz_egress *e, str
 	}
 	close(sv[1]);
 	e->ctl_fd = sv[0];
-	if ((e->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
-		int en = errno;
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, NULL, 0);
-		lz_egress_stop(e);
-		return lz_err_set(err, en, "egress proxy pidfd: %s", strerror(en));
-	}
 	return 0;
 }
 
@@ -299,12 +291,7 @@ int lz_egress_prove_live(const uint8_t key[LZ_EGRESS_KEY_LEN], uint64_t generati
 
 void lz_egress_stop(struct lz_egress *e)
 {
-	if (e->pidfd >= 0) {
-		(void)syscall(SYS_pidfd_send_signal, e->pidfd, SIGKILL, NULL, 0);
-		siginfo_t info;
-		(void)waitid(P_PIDFD, (id_t)e->pidfd, &info, WEXITED);
-	}
-	lz_close_fdp(&e->pidfd);
+	lz_kill_reap(&e->pidfd);
 	lz_close_fdp(&e->ctl_fd);
 	lz_close_fdp(&e->peer_netns_fd);
 }

@@ -61,6 +61,7 @@ int lz_egress_check_addrs(const struct lz_netpolicy *p, const uint32_t *addrs, s
 static struct {
 	pthread_mutex_t lock;
 	size_t n_logged;
+	bool log_full;
 	char logged[LOGGED_MAX][LZ_EGRESS_NAME_MAX + 8];
 	atomic_ullong allowed, refused;
 	atomic_int connections;
@@ -106,19 +107,35 @@ static void write_stats(const struct lz_egress_config *cfg)
 }
 
 /* One line per destination (its first refusal) in hc.log; every refusal
- * counted. dest holds only name bytes (LDH), digits, '.' and ':'. */
-static void note_refusal(const struct lz_egress_config *cfg, const char *dest, const char *why)
+ * counted. dest holds only name bytes (LDH), digits, '.' and ':'; why is
+ * made printable all the same: hc.log reaches a terminal. */
+static void note_refusal(const struct lz_egress_config *cfg, const char *dest, const char *why_in)
 {
-	bool first = true;
+	char why[LZ_ERR_MSG_MAX];
+	size_t k = 0;
+	for (; why_in[k] != '\0' && k + 1 < sizeof(why); k++)
+		why[k] = why_in[k] >= 0x20 && why_in[k] < 0x7f ? why_in[k] : '?';
+	why[k] = '\0';
+	bool first = true, full = false;
 	atomic_fetch_add(&proxy.refused, 1);
 	pthread_mutex_lock(&proxy.lock);
 	for (size_t i = 0; i < proxy.n_logged && first; i++)
 		first = strcmp(proxy.logged[i], dest) != 0;
-	if (first && proxy.n_logged < LOGGED_MAX)
+	/* A bounded log: past LOGGED_MAX destinations, one line says so and
+	 * the rest are counted only (a flood of names cannot fill hc.log). */
+	if (first && proxy.n_logged < LOGGED_MAX) {
 		snprintf(proxy.logged[proxy.n_logged++], sizeof(proxy.logged[0]), "%s", dest);
+	} else if (first) {
+		full = !proxy.log_full;
+		proxy.log_full = true;
+		first = false;
+	}
 	write_stats(cfg);
 	pthread_mutex_unlock(&proxy.lock);
-	if (first && cfg->log_fd >= 0)
+	if (full && cfg->log_fd >= 0)
+		dprintf(cfg->log_fd, "lazaret: egress refused more than %d destinations; the rest are counted, not "
+				     "logged (generation %llu)\n", LOGGED_MAX, (unsigned long long)cfg->generation);
+	else if (first && cfg->log_fd >= 0)
 		dprintf(cfg->log_fd, "lazaret: egress refused %s: %s (generation %llu)\n", dest, why,
 			(unsigned long long)cfg->generation);
 }

@@ -32,6 +32,17 @@ pid_t lz_clone_pidfd(uint64_t extra_flags, int *ret_pidfd)
 	return (pid_t)pid;
 }
 
+void lz_kill_reap(int *pidfd)
+{
+	if (*pidfd < 0)
+		return;
+	siginfo_t info;
+	(void)syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
+	while (waitid(P_PIDFD, (id_t)*pidfd, &info, WEXITED) < 0 && errno == EINTR)
+		;
+	lz_close_fdp(pidfd);
+}
+
 int64_t lz_now_ms(void)
 {
 	struct timespec ts;

@@ -26,6 +26,10 @@ pid_t lz_clone_pidfd(uint64_t extra_flags, int *ret_pidfd);
  * when it exited in time, -ETIMEDOUT when it had to be killed. */
 int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret);
 
+/* Kills the child behind *pidfd (SIGKILL through the pidfd), reaps it and
+ * closes the pidfd; nothing for a closed one. */
+void lz_kill_reap(int *pidfd);
+
 /* Monotonic milliseconds, and what is left until deadline (>= 0). */
 int64_t lz_now_ms(void);
 int lz_remaining_ms(int64_t deadline);
