@@ -361,8 +361,13 @@ static void serve(struct conn *c)
 	uint32_t addrs[LZ_DNS_MAX_ADDRS];
 	size_t n = 0;
 	struct lz_err derr = { 0, "" };
-	r = lz_dns_resolve(cfg->resolvers, cfg->n_resolvers, cfg->dns_port, h.req.host, LZ_EGRESS_DNS_MS, addrs,
-			   LZ_DNS_MAX_ADDRS, &n, &derr);
+	/* A lost datagram is not an answer: the resolvers get a second round. */
+	for (int round = 0; round < LZ_EGRESS_DNS_ROUNDS; round++) {
+		r = lz_dns_resolve(cfg->resolvers, cfg->n_resolvers, cfg->dns_port, h.req.host, LZ_EGRESS_DNS_MS,
+				   addrs, LZ_DNS_MAX_ADDRS, &n, &derr);
+		if (r != -ETIMEDOUT)
+			break;
+	}
 	if (r < 0) {
 		lz_err_set(&why, EACCES, "does not resolve (%s)", derr.msg[0] ? derr.msg : strerror(-r));
 		note_refusal(cfg, dest, why.msg);

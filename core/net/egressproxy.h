@@ -36,7 +36,8 @@
 
 #define LZ_EGRESS_MAX_CONNECTIONS 256
 #define LZ_EGRESS_HEAD_MS 30000    /* the client's request head */
-#define LZ_EGRESS_DNS_MS 3000      /* each resolver */
+#define LZ_EGRESS_DNS_MS 2000      /* each resolver, */
+#define LZ_EGRESS_DNS_ROUNDS 2     /* each of them twice when none answers */
 #define LZ_EGRESS_CONNECT_MS 10000 /* each upstream address */
 
 struct lz_egress_config {
