@@ -146,11 +146,17 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 		_exit(1);
 	memcpy(key, prm->key, sizeof(key));
 	memcpy(digest, prm->policy_digest, sizeof(digest));
-	/* Only what it needs: the socketpair, the policy, the log, the record. */
-	if (dup2(ctl, 3) < 0 || dup2(prm->policy_fd, 4) < 0 || dup2(prm->log_fd, 5) < 0 ||
-	    (prm->stats_fd >= 0 && dup2(prm->stats_fd, 6) < 0))
-		_exit(1);
-	(void)syscall(SYS_close_range, prm->stats_fd >= 0 ? 7 : 6, ~0u, 0);
+	/* Only what it needs, at 3..6: the socketpair, the policy, the log,
+	 * the record. Each goes above 6 first, so no dup2 lands on one of
+	 * the others before it moved. */
+	int keep[4] = { ctl, prm->policy_fd, prm->log_fd, prm->stats_fd };
+	for (int i = 0; i < 4; i++)
+		if (keep[i] >= 0 && (keep[i] = fcntl(keep[i], F_DUPFD, 7)) < 0)
+			_exit(1);
+	for (int i = 0; i < 4; i++)
+		if (keep[i] >= 0 && dup2(keep[i], 3 + i) < 0)
+			_exit(1);
+	(void)syscall(SYS_close_range, keep[3] >= 0 ? 7 : 6, ~0u, 0);
 	ctl = 3;
 	cfg.log_fd = 5;
 	cfg.stats_fd = prm->stats_fd >= 0 ? 6 : -1;
