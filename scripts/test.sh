@@ -13,7 +13,7 @@
 # Suites: build (build, build-asan, build-release, build-minsizerel,
 # build-fuzz; all with warnings as errors), root refusal, cmocka (normal and
 # ASan+UBSan builds), busted (spec/), e2e (tests/e2e/test_*.sh), fuzz (each
-# libFuzzer target for LZ_FUZZ_SECONDS, default 40). --quick skips the ASan,
+# libFuzzer target for LZ_FUZZ_SECONDS, default 30). --quick skips the ASan,
 # Release and MinSizeRel builds and the fuzzers. Around the e2e suite it builds, and then
 # removes, the test network of tests/e2e/test_network.sh (namespace
 # lztest-net; see "the test network" below).
@@ -43,7 +43,7 @@ usage() {
 		  --quick   skip the ASan+UBSan build and the fuzzers
 		  --help    show this help
 
-		Environment: LZ_FUZZ_SECONDS (default 40) bounds each fuzz target;
+		Environment: LZ_FUZZ_SECONDS (default 30) bounds each fuzz target;
 		LZ_E2E_FILES="test_a.sh test_b.sh" runs only those end-to-end files
 		(and LZ_E2E_ONLY=REGEX only their tests whose function matches)
 		(for development: the summary then counts only those).
@@ -59,7 +59,7 @@ for arg in "$@"; do
 	esac
 done
 
-fuzz_seconds=${LZ_FUZZ_SECONDS:-40}
+fuzz_seconds=${LZ_FUZZ_SECONDS:-30}
 case $fuzz_seconds in '' | *[!0-9]*) echo "test.sh: LZ_FUZZ_SECONDS must be a number" >&2; exit 64 ;; esac
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
