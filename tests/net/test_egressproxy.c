@@ -1,8 +1,18 @@
-/* The egress proxy's decisions and its counters record (issue 18). The
- * proxy's serving, against real runsc and a real resolver, is
+/* The egress proxy's decisions, its counters record, and its serving of
+ * hostile clients over real sockets on 127.0.0.1 with a resolver the test
+ * runs (refusals only: the address policy never admits a loopback
+ * upstream). Admitted traffic, through real runsc, is
  * tests/e2e/test_egress.sh. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -112,12 +122,243 @@ static void test_lz_egress_stats__format_and_strict_read(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- serving ---------------------------------------------------------------- */
+
+/* A resolver on 127.0.0.1 (an ephemeral port): nxdomain.example is
+ * NXDOMAIN, every other name 10.0.0.5. */
+static _Noreturn void resolver(int s)
+{
+	for (;;) {
+		uint8_t q[512], a[600];
+		struct sockaddr_in peer;
+		socklen_t pl = sizeof(peer);
+		ssize_t n = recvfrom(s, q, sizeof(q), 0, (struct sockaddr *)&peer, &pl);
+		if (n < 17)
+			continue;
+		size_t i = 12;
+		while (i < (size_t)n && q[i] != 0)
+			i += 1u + q[i];
+		size_t qend = i + 5;
+		if (qend > (size_t)n)
+			continue;
+		bool nx = memmem(q + 12, qend - 12, "\x08nxdomain", 9) != NULL;
+		memcpy(a, q, qend);
+		a[2] = 0x81;
+		a[3] = nx ? 0x83 : 0x80;
+		a[6] = 0;
+		a[7] = nx ? 0 : 1;
+		size_t m = qend;
+		if (!nx) {
+			static const uint8_t rr[] = { 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 10, 0, 0, 5 };
+			memcpy(a + m, rr, sizeof(rr));
+			m += sizeof(rr);
+		}
+		(void)sendto(s, a, m, 0, (struct sockaddr *)&peer, pl);
+	}
+}
+
+static int bound(int type, uint16_t *ret_port)
+{
+	int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001u) };
+	socklen_t l = sizeof(sa);
+	assert_true(s >= 0);
+	assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&sa, &l), 0);
+	*ret_port = ntohs(sa.sin_port);
+	return s;
+}
+
+struct served {
+	pid_t proxy, dns;
+	uint16_t port;
+	char dir[64];
+	int dfd;
+};
+
+static int serve_start(void **state)
+{
+	static const char *const allow[] = { "ok.example", "nxdomain.example" };
+	struct served *v = calloc(1, sizeof(*v));
+	assert_non_null(v);
+	snprintf(v->dir, sizeof(v->dir), "/tmp/lz-egress-serve.XXXXXX");
+	assert_non_null(mkdtemp(v->dir));
+	v->dfd = open(v->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	uint16_t dns_port;
+	int u = bound(SOCK_DGRAM, &dns_port), l = bound(SOCK_STREAM, &v->port);
+	assert_int_equal(listen(l, 512), 0);
+	/* The children die with the test, whatever fails. */
+	if ((v->dns = fork()) == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		resolver(u);
+	}
+	close(u);
+	struct lz_netpolicy *p = calloc(1, sizeof(*p));
+	assert_int_equal(lz_netpolicy_derive(NULL, 0, NULL, 0, NULL, 0, p, NULL), 0);
+	assert_int_equal(lz_netpolicy_set_names(p, allow, 2, NULL, 0, NULL, 0, NULL), 0);
+	struct lz_egress_config cfg = { .policy = p, .resolvers = { 0x7f000001u }, .n_resolvers = 1,
+					.dns_port = dns_port, .generation = 7 };
+	cfg.log_fd = openat(v->dfd, "hc.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	cfg.stats_fd = openat(v->dfd, LZ_EGRESS_STATS, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(cfg.log_fd >= 0 && cfg.stats_fd >= 0);
+	if ((v->proxy = fork()) == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(-lz_egress_serve(l, &cfg));
+	}
+	close(l);
+	close(cfg.log_fd);
+	close(cfg.stats_fd);
+	free(p);
+	*state = v;
+	return 0;
+}
+
+static int serve_stop(void **state)
+{
+	struct served *v = *state;
+	int st;
+	kill(v->proxy, SIGKILL);
+	kill(v->dns, SIGKILL);
+	(void)waitpid(v->proxy, &st, 0);
+	(void)waitpid(v->dns, NULL, 0);
+	unlinkat(v->dfd, "hc.log", 0);
+	unlinkat(v->dfd, LZ_EGRESS_STATS, 0);
+	close(v->dfd);
+	rmdir(v->dir);
+	free(v);
+	return 0;
+}
+
+static int dial(const struct served *v)
+{
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(v->port),
+				  .sin_addr.s_addr = htonl(0x7f000001u) };
+	assert_true(c >= 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return c;
+}
+
+/* Sends req (len bytes) and returns everything the proxy answers before it
+ * closes (at most cap - 1 bytes, NUL-terminated), within 10 s. */
+static char *ask(const struct served *v, const char *req, size_t len, char *out, size_t cap)
+{
+	int c = dial(v);
+	size_t got = 0;
+	assert_int_equal(send(c, req, len, MSG_NOSIGNAL), (ssize_t)len);
+	for (;;) {
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+		assert_int_equal(poll(&pf, 1, 10000), 1);
+		ssize_t n = recv(c, out + got, cap - 1 - got, 0);
+		if (n <= 0 || (got += (size_t)n) == cap - 1)
+			break;
+	}
+	close(c);
+	out[got] = '\0';
+	return out;
+}
+
+static void expect(const struct served *v, const char *req, const char *status, const char *text)
+{
+	char out[4096];
+	ask(v, req, strlen(req), out, sizeof(out));
+	if (strncmp(out, status, strlen(status)) != 0 || strstr(out, text) == NULL)
+		fail_msg("for %s: got '%s', want '%s' and '%s'", req, out, status, text);
+}
+
+static char *read_log(const struct served *v, char *buf, size_t cap)
+{
+	int fd = openat(v->dfd, "hc.log", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? 0 : read(fd, buf, cap - 1);
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+static void test_lz_egress_serve__refusals_over_sockets(void **state)
+{
+	const struct served *v = *state;
+	expect(v, "GET / HTTP/1.1\r\nHost: ok.example\r\n\r\n", "HTTP/1.1 501 ", "lazaret:");
+	expect(v, "CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n", "HTTP/1.1 403 ", "an address, not a name");
+	expect(v, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n", "HTTP/1.1 403 ", "not in allow_domains");
+	expect(v, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n", "HTTP/1.1 403 ", "not in allow_domains");
+	expect(v, "GET http://nxdomain.example/ HTTP/1.1\r\n\r\n", "HTTP/1.1 502 ", "does not resolve");
+	expect(v, "CONNECT ok.example:443 HTTP/1.1\r\n\r\n", "HTTP/1.1 403 ",
+	       "resolves to 10.0.0.5, which the address policy denies");
+	expect(v, "GET http://ok.example/ HTTP/1.1\r\nHost: evil.example\r\n\r\n", "HTTP/1.1 400 ", "Host");
+	expect(v, "CONNECT ok.example:443 HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+	       "HTTP/1.1 400 ", "lazaret:");
+	/* A head that never ends within 16 KiB. */
+	size_t big = LZ_HTTP_HEAD_MAX + 100;
+	char *req = malloc(big), *out = malloc(4096);
+	memcpy(req, "CONNECT ok.example:443 HTTP/1.1\r\nX: ", 37);
+	memset(req + 37, 'a', big - 37);
+	ask(v, req, big, out, 4096);
+	assert_true(strncmp(out, "HTTP/1.1 400 ", 13) == 0);
+	free(req);
+	free(out);
+
+	/* One hc.log line per destination; every refusal counted. */
+	char log[8192];
+	read_log(v, log, sizeof(log));
+	assert_int_equal(count(log, "egress refused evil.example:443: not in allow_domains (generation 7)\n"), 1);
+	assert_int_equal(count(log, "egress refused 10.0.0.1:443: an address, not a name"), 1);
+	assert_int_equal(count(log, "egress refused ok.example:443: resolves to 10.0.0.5"), 1);
+	assert_int_equal(count(log, "egress refused nxdomain.example:80: does not resolve"), 1);
+	uint64_t allowed = 9, refused = 9;
+	assert_int_equal(lz_egress_stats_read(v->dfd, &allowed, &refused, NULL), 0);
+	assert_int_equal(allowed, 0);
+	assert_int_equal(refused, 9);
+}
+
+/* Idle clients take no more than LZ_EGRESS_MAX_CONNECTIONS slots; the next
+ * is told, and a slot comes back when one leaves. */
+static void test_lz_egress_serve__connection_limit(void **state)
+{
+	const struct served *v = *state;
+	int idle[LZ_EGRESS_MAX_CONNECTIONS];
+	for (int i = 0; i < LZ_EGRESS_MAX_CONNECTIONS; i++)
+		idle[i] = dial(v);
+	/* Every idle client has a thread before the next one is judged. */
+	char out[512];
+	for (int tries = 0;; tries++) {
+		ask(v, "x", 1, out, sizeof(out));
+		if (strstr(out, "503 Service Unavailable") != NULL)
+			break;
+		assert_true(tries < 50);
+		usleep(100 * 1000);
+	}
+	assert_non_null(strstr(out, "too many connections"));
+	close(idle[0]);
+	for (int tries = 0;; tries++) {
+		usleep(100 * 1000);
+		ask(v, "CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n", 33, out, sizeof(out));
+		if (strstr(out, "403 Forbidden") != NULL)
+			break;
+		assert_true(tries < 50);
+	}
+	for (int i = 1; i < LZ_EGRESS_MAX_CONNECTIONS; i++)
+		close(idle[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_egress_check_name__allow_deny_and_addresses),
 		cmocka_unit_test(test_lz_egress_check_addrs__any_denied_address_refuses),
 		cmocka_unit_test(test_lz_egress_stats__format_and_strict_read),
+		cmocka_unit_test_setup_teardown(test_lz_egress_serve__refusals_over_sockets, serve_start,
+						serve_stop),
+		cmocka_unit_test_setup_teardown(test_lz_egress_serve__connection_limit, serve_start, serve_stop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
