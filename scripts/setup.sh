@@ -30,7 +30,7 @@ apt-get update || echo "setup.sh: apt-get update reported errors; continuing" >&
 runtime_pkgs=(uidmap slirp4netns fuse3 skopeo mmdebstrap iproute2 git ca-certificates)
 build_pkgs=(build-essential cmake pkg-config liblua5.4-dev lua5.4 libssl-dev
 	libsqlite3-dev sqlite3 libfuse3-dev libnl-3-dev libnl-route-3-dev libgit2-dev
-	libarchive-dev libjansson-dev)
+	libarchive-dev libzstd-dev zlib1g-dev libjansson-dev)
 # tcc: the offline C build of bench/workspace (a compiler small enough to
 # put in the test image).
 test_pkgs=(libcmocka-dev lua-busted clang spin umoci tmux python3 busybox-static tcc
