@@ -84,21 +84,6 @@ static _Noreturn void responder(int l2, int l3, const uint8_t *key, uint64_t gen
 	}
 }
 
-static int listen_on(uint32_t addr, int *ret)
-{
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(LZ_CANARY_PORT),
-				  .sin_addr.s_addr = htonl(addr) };
-	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 8) < 0) {
-		int e = errno;
-		if (s >= 0)
-			close(s);
-		return -e;
-	}
-	*ret = s;
-	return 0;
-}
-
 /* ---- create, prove, remove ------------------------------------------------ */
 
 /* Both ends' interface indexes, each in a fresh namespace (lo and at most
@@ -115,7 +100,7 @@ static int make_listeners(void *ctx, struct lz_err *err)
 {
 	struct listeners *l = ctx;
 	int r;
-	if ((r = listen_on(LZ_NET_CANARY_ALLOWED, &l->l2)) < 0 || (r = listen_on(LZ_NET_CANARY_DENIED, &l->l3)) < 0)
+	if ((r = lz_peerlink_listen(LZ_NET_CANARY_ALLOWED, LZ_CANARY_PORT, 8, &l->l2)) < 0 || (r = lz_peerlink_listen(LZ_NET_CANARY_DENIED, LZ_CANARY_PORT, 8, &l->l3)) < 0)
 		return lz_err_set(err, -r, "canary listener: %s", strerror(-r));
 	return 0;
 }

@@ -214,18 +214,8 @@ int lz_egress_start(const struct lz_egress_params *prm, struct lz_egress *e, str
 
 static int make_listener(void *ctx, struct lz_err *err)
 {
-	int *ret = ctx;
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(LZ_NET_EGRESS_PORT),
-				  .sin_addr.s_addr = htonl(LZ_NET_EGRESS_PROXY) };
-	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 128) < 0) {
-		int en = errno;
-		if (s >= 0)
-			close(s);
-		return lz_err_set(err, en, "egress proxy listener: %s", strerror(en));
-	}
-	*ret = s;
-	return 0;
+	int r = lz_peerlink_listen(LZ_NET_EGRESS_PROXY, LZ_NET_EGRESS_PORT, 128, ctx);
+	return r < 0 ? lz_err_set(err, -r, "egress proxy listener: %s", strerror(-r)) : 0;
 }
 
 static int send_listener(int ctl, int fd)

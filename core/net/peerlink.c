@@ -6,6 +6,7 @@
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -243,6 +244,20 @@ int lz_peerlink_build(const struct lz_peerlink_spec *s, int *ret_peer_netns_fd, 
 		return r;
 	}
 	*ret_peer_netns_fd = peer;
+	return 0;
+}
+
+int lz_peerlink_listen(uint32_t addr, uint16_t port, int backlog, int *ret)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(addr) };
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, backlog) < 0) {
+		int e = errno;
+		if (s >= 0)
+			close(s);
+		return -e;
+	}
+	*ret = s;
 	return 0;
 }
 

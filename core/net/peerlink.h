@@ -62,6 +62,10 @@ struct lz_peerlink_spec {
 int lz_peerlink_build(const struct lz_peerlink_spec *s, int *ret_peer_netns_fd, struct lz_peerlink_shape *ret_shape,
 		      struct lz_err *err);
 
+/* A listening TCP socket on addr:port (host byte order) in the calling
+ * thread's network namespace, where it stays: for in_peer. -errno. */
+int lz_peerlink_listen(uint32_t addr, uint16_t port, int backlog, int *ret);
+
 /* Exact cleanup: -ESTALE (and nothing deleted) when the link's current
  * shape differs from the record; otherwise deletes it and checks it is
  * gone (-EEXIST if not). */
