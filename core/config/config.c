@@ -400,19 +400,15 @@ static int decode_resolvers(struct decoder *d, const struct lz_toml_entry *e, st
 		r = lz_err_set(d->err, ENOMEM, "out of memory");
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		struct lz_toml_pos pos = e->value->array.items[i]->pos;
-		char text[LZ_IPV4_STR_MAX + 3];
-		struct lz_prefix a;
-		bool host_bits;
-		int w = snprintf(text, sizeof(text), "%s/32", list[i]);
-		if (w < 0 || (size_t)w >= sizeof(text) || lz_prefix_parse(text, (size_t)w, &a, &host_bits) < 0 ||
-		    a.addr >> 24 == 0 || a.addr >> 28 >= 0xe)
+		uint32_t a = 0;
+		if (lz_ipv4_parse(list[i], strlen(list[i]), &a) < 0 || !lz_netpolicy_resolver_usable(a))
 			r = fail(d, pos, "resolver '%s' is not a unicast IPv4 address like \"192.0.2.53\"",
 				 list[i]);
 		for (size_t j = 0; r >= 0 && j < i; j++)
-			if (p->resolvers[j] == a.addr)
+			if (p->resolvers[j] == a)
 				r = fail(d, pos, "duplicate resolver '%s'", list[i]);
 		if (r >= 0)
-			p->resolvers[p->n_resolvers++] = a.addr;
+			p->resolvers[p->n_resolvers++] = a;
 	}
 	free_strv(list, n);
 	return r;

@@ -327,14 +327,8 @@ int lz_resolvconf_nameservers(const char *text, size_t len, uint32_t *out, size_
 		size_t a = i;
 		while (i < end && !is_blank(text[i]) && text[i] != '#' && text[i] != ';')
 			i++;
-		char prefix[LZ_PREFIX_STR_MAX];
-		struct lz_prefix pfx;
-		if (i - a == 0 || i - a > LZ_IPV4_STR_MAX - 1)
-			continue;
-		memcpy(prefix, text + a, i - a);
-		memcpy(prefix + (i - a), "/32", 3);
-		if (lz_prefix_parse(prefix, i - a + 3, &pfx, NULL) == 0)
-			out[n++] = pfx.addr;
+		if (lz_ipv4_parse(text + a, i - a, &out[n]) == 0)
+			n++;
 	}
 	*ret_n = n;
 	return 0;

@@ -45,16 +45,7 @@ static bool has_byte(const uint8_t *s, size_t n, uint8_t c)
 /* Strict dotted quad through the network policy's own parser. */
 static bool parse_ipv4(const uint8_t *s, size_t n, uint32_t *ret)
 {
-	char text[LZ_PREFIX_STR_MAX];
-	struct lz_prefix p;
-	if (n == 0 || n > LZ_IPV4_STR_MAX - 1)
-		return false;
-	memcpy(text, s, n);
-	memcpy(text + n, "/32", 3);
-	if (lz_prefix_parse(text, n + 3, &p, NULL) < 0)
-		return false;
-	*ret = p.addr;
-	return true;
+	return lz_ipv4_parse((const char *)s, n, ret) == 0;
 }
 
 /* Decimal 1..65535 without leading zeros. */

@@ -240,7 +240,7 @@ static int names_check(char names[][LZ_NETPOLICY_NAME_MAX + 1], size_t n, const 
 	return 0;
 }
 
-static bool resolver_usable(uint32_t a)
+bool lz_netpolicy_resolver_usable(uint32_t a)
 {
 	return a >> 24 != 0 && a >> 28 < 0xe;
 }
@@ -258,7 +258,7 @@ static int names_validate(const struct lz_netpolicy_names *nm, struct lz_err *er
 	for (size_t i = 0; i < nm->n_resolvers; i++) {
 		char text[LZ_IPV4_STR_MAX];
 		lz_ipv4_format(nm->resolvers[i], text);
-		if (!resolver_usable(nm->resolvers[i]))
+		if (!lz_netpolicy_resolver_usable(nm->resolvers[i]))
 			return lz_err_set(err, EINVAL, "network policy: resolver %s is not a unicast address", text);
 		for (size_t k = 0; k < i; k++)
 			if (nm->resolvers[k] == nm->resolvers[i])

@@ -148,6 +148,7 @@
 #define LZ_NET_EGRESS_LOCAL 0x0a893709u                               /* 10.137.55.9 */
 #define LZ_NET_EGRESS_PROXY 0x0a89370au                               /* 10.137.55.10 */
 #define LZ_NET_EGRESS_PORT 3128
+#define LZ_NET_EGRESS_URL "http://10.137.55.10:3128" /* the two above, for clients */
 
 /* Discriminants are part of the v1 encoding: never renumber. */
 enum lz_netroute_kind {
@@ -198,6 +199,10 @@ int lz_netpolicy_derive(const struct lz_prefix *allow, size_t n_allow, const str
 int lz_netpolicy_set_names(struct lz_netpolicy *p, const char *const *allow, size_t n_allow,
 			   const char *const *deny, size_t n_deny, const uint32_t *resolvers,
 			   size_t n_resolvers, struct lz_err *err);
+
+/* Whether addr (host byte order) may be a resolver: not in 0.0.0.0/8, not
+ * multicast or reserved. */
+bool lz_netpolicy_resolver_usable(uint32_t addr);
 
 /* Whether the sandbox gets a default route: ipv4_default_allow and no name
  * policy. */

@@ -1,5 +1,7 @@
 #include "net/netprefix.h"
 
+#include <string.h>
+
 #include <errno.h>
 #include <stdio.h>
 
@@ -22,6 +24,20 @@ static int parse_decimal(const char *s, size_t len, size_t *i, unsigned max, uns
 	if (*i == start || (s[start] == '0' && *i - start > 1) || v > max)
 		return -EINVAL;
 	*ret = v;
+	return 0;
+}
+
+int lz_ipv4_parse(const char *text, size_t len, uint32_t *ret)
+{
+	char prefix[LZ_PREFIX_STR_MAX];
+	struct lz_prefix p;
+	if (len == 0 || len > LZ_IPV4_STR_MAX - 1)
+		return -EINVAL;
+	memcpy(prefix, text, len);
+	memcpy(prefix + len, "/32", 3);
+	if (lz_prefix_parse(prefix, len + 3, &p, NULL) < 0)
+		return -EINVAL;
+	*ret = p.addr;
 	return 0;
 }
 

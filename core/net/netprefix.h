@@ -27,6 +27,10 @@ int lz_prefix_parse(const char *text, size_t len, struct lz_prefix *ret, bool *r
 #define LZ_PREFIX_STR_MAX 20
 void lz_prefix_format(struct lz_prefix p, char *out);
 
+/* A strict dotted-quad address "a.b.c.d" (the same octet rules) into *ret,
+ * host byte order; -EINVAL otherwise, *ret untouched. */
+int lz_ipv4_parse(const char *text, size_t len, uint32_t *ret);
+
 /* "a.b.c.d" of addr (host byte order) into out (at least LZ_IPV4_STR_MAX
  * bytes). */
 #define LZ_IPV4_STR_MAX 16

@@ -11,6 +11,7 @@
 #include "escalation/sandbox.h"
 #include "fs/file.h"
 #include "fs/gitsentry.h"
+#include "net/netpolicy.h"
 #include "runtime/ocispec.h"
 #include "session/guestcmd.h"
 #include "util/cleanup.h"
@@ -162,9 +163,9 @@ static bool profile_sets_git_config(const struct lz_config_profile *p)
 /* Egress by name: the proxy is the sandbox's one way to a name
  * (net/egressproxy.h); both spellings, since tools read one or the other,
  * and Node's own fetch reads them only when told to. */
-#define PROXY_URL "http://10.137.55.10:3128"
 static const char *const proxy_env[] = {
-	"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL, "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL,
+	"HTTP_PROXY=" LZ_NET_EGRESS_URL, "HTTPS_PROXY=" LZ_NET_EGRESS_URL, "http_proxy=" LZ_NET_EGRESS_URL,
+	"https_proxy=" LZ_NET_EGRESS_URL,
 	"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1", "NODE_USE_ENV_PROXY=1",
 };
 

@@ -36,6 +36,22 @@ static void assert_refused(const char *text, size_t len)
 	assert_true(had);
 }
 
+static void test_lz_ipv4_parse__strict(void **state)
+{
+	(void)state;
+	uint32_t a = 7;
+	assert_int_equal(lz_ipv4_parse("192.0.2.53", 10, &a), 0);
+	assert_int_equal(a, 0xc0000235u);
+	static const char *const bad[] = { "", "192.0.2", "192.0.2.053", "192.0.2.256", "0x1.2.3.4",
+					   "1.2.3.4/32", "1.2.3.4 ", "255.255.255.2555" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		a = 7;
+		if (lz_ipv4_parse(bad[i], strlen(bad[i]), &a) != -EINVAL)
+			fail_msg("'%s' accepted", bad[i]);
+		assert_int_equal(a, 7);
+	}
+}
+
 static void test_lz_prefix_parse__valid(void **state)
 {
 	(void)state;
@@ -354,6 +370,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_prefix_parse__valid),
+		cmocka_unit_test(test_lz_ipv4_parse__strict),
 		cmocka_unit_test(test_lz_prefix_parse__host_bits_normalized_and_flagged),
 		cmocka_unit_test(test_lz_prefix_parse__host_bits_flag_optional),
 		cmocka_unit_test(test_lz_prefix_parse__length_zero),
