@@ -131,6 +131,17 @@ int lz_ignoreclass_route(const lz_ignoreclass *snap, const char *path, size_t le
 int lz_ignoreclass_guard(const lz_ignoreclass *snap, const char *path, size_t len, bool is_dir,
 			 enum lz_guard *ret);
 
+/* The worktree root whose paths the index in Git directory gitdir
+ * governs (both workspace-relative, no leading '/', "" is the root), as
+ * the build opened it: a repository's own Git directory, a linked
+ * worktree's administrative directory, a submodule's directory under
+ * modules/. The root is copied into root (cap bytes, NUL-terminated) and
+ * its length into *ret_len. -ENOENT when no repository known at build
+ * keeps its index there, -ENAMETOOLONG when root does not fit. No
+ * allocation, no system call. */
+int lz_ignoreclass_index_root(const lz_ignoreclass *snap, const char *gitdir, size_t len, char *root,
+			      size_t cap, size_t *ret_len);
+
 /* The global excludes file as the developer's Git finds it outside any
  * repository: core.excludesFile of the system, XDG and global
  * configuration ("~/" expanded), else $XDG_CONFIG_HOME/git/ignore or

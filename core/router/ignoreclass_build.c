@@ -309,6 +309,18 @@ static int repo_load(struct build *b, git_repository *g, uint32_t root)
 		return lz_err_set(b->err, -r, "ignoreclass: too many nested repositories");
 	uint32_t ri = s->n_repos++;
 	s->repos[ri] = (struct repo){ .root = root };
+	/* Which worktree the repository's index governs (the index-lock
+	 * guard, lz_ignoreclass_index_root). */
+	const char *rel;
+	size_t rl;
+	if (ic_ws_relative(b->ws_real, git_repository_path(g), &rel, &rl)) {
+		struct repo *rp = &s->repos[ri];
+		if ((r = ic_text_add(s, (const uint8_t *)rel, rl, &rp->gitdir_off)) < 0 ||
+		    (r = ic_text_add(s, (const uint8_t *)b->path, b->len, &rp->root_off)) < 0)
+			return lz_err_set(b->err, -r, "ignoreclass: repository paths: %s", strerror(-r));
+		rp->gitdir_len = (uint32_t)rl;
+		rp->root_len = (uint32_t)b->len;
+	}
 
 	git_config *cfg = NULL;
 	int icase = 0;

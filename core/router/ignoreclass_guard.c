@@ -149,6 +149,23 @@ int lz_ignoreclass_guard(const lz_ignoreclass *s, const char *path, size_t len, 
 	return 0;
 }
 
+int lz_ignoreclass_index_root(const lz_ignoreclass *s, const char *gitdir, size_t len, char *root,
+			      size_t cap, size_t *ret_len)
+{
+	for (uint32_t i = 0; i < s->n_repos; i++) {
+		const struct repo *rp = &s->repos[i];
+		if (rp->gitdir_len == 0 || rp->gitdir_len != len || memcmp(s->text + rp->gitdir_off, gitdir, len) != 0)
+			continue;
+		if (rp->root_len >= cap)
+			return -ENAMETOOLONG;
+		memcpy(root, s->text + rp->root_off, rp->root_len);
+		root[rp->root_len] = '\0';
+		*ret_len = rp->root_len;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* ---- build -------------------------------------------------------------- */
 
 int ic_guard_add(lz_ignoreclass *s, const char *path, size_t len, uint8_t kind)
@@ -321,21 +338,28 @@ static int cfg_entry(const git_config_entry *e, void *arg)
 	return 0;
 }
 
-static int add_abs_dir(lz_ignoreclass *s, const char *ws_real, const char *abs, uint8_t kind,
-		       size_t *ret_len, const char **ret_rel)
+bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, size_t *ret_len)
 {
 	size_t wl = strlen(ws_real), al = strlen(abs);
-	*ret_len = 0;
-	*ret_rel = NULL;
 	if (strncmp(abs, ws_real, wl) != 0)
-		return 0;
+		return false;
 	while (al > wl && abs[al - 1] == '/')
 		al--;
 	if (al <= wl)
-		return 0;
+		return false;
 	*ret_rel = abs + wl;
 	*ret_len = al - wl;
-	return ic_guard_add(s, abs + wl, al - wl, kind);
+	return true;
+}
+
+static int add_abs_dir(lz_ignoreclass *s, const char *ws_real, const char *abs, uint8_t kind,
+		       size_t *ret_len, const char **ret_rel)
+{
+	*ret_len = 0;
+	*ret_rel = NULL;
+	if (!ic_ws_relative(ws_real, abs, ret_rel, ret_len))
+		return 0;
+	return ic_guard_add(s, *ret_rel, *ret_len, kind);
 }
 
 int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *ws_real,

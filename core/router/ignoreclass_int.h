@@ -60,6 +60,10 @@ struct pat {
 struct repo {
 	uint32_t root;
 	uint32_t info_first, info_n; /* info/exclude of the common directory */
+	/* Into text, workspace-relative: the Git directory holding the index
+	 * (gitdir_len 0: outside the workspace) and the worktree root the
+	 * index governs ("" is the workspace root). */
+	uint32_t gitdir_off, gitdir_len, root_off, root_len;
 	bool icase;
 };
 
@@ -128,6 +132,10 @@ int ic_query_check(const lz_ignoreclass *s, const void *ret, const char *path, s
 /* Whether path (a known ".git" ends at gitdir_end) lies in G/modules or
  * G/worktrees away from every known Git directory there: ISOLATED. */
 bool ic_guard_isolates(const lz_ignoreclass *s, const uint8_t *path, size_t len, size_t gitdir_end);
+/* The part of abs (a path libgit2 gives, beneath ws_real, which ends in
+ * '/') inside the workspace, without trailing '/': false when abs lies
+ * outside or is the workspace itself. */
+bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, size_t *ret_len);
 struct git_repository;
 /* Records the guards of repository g whose worktree root is the
  * workspace-relative root (root_len bytes): its Git and common

@@ -43,6 +43,9 @@ struct lz_router_classifier {
 	/* lz_ignoreclass_guard's contract, for host-backed paths; NULL:
 	 * nothing guarded. */
 	int (*guard)(void *ctx, const char *path, size_t len, bool is_dir, enum lz_guard *ret);
+	/* lz_ignoreclass_index_root's contract; NULL: a worktree's own
+	 * ".git" directory governs its parent, nothing else is known. */
+	int (*index_root)(void *ctx, const char *gitdir, size_t len, char *root, size_t cap, size_t *ret_len);
 	void (*release)(void *ctx);
 	void *ctx;
 };

@@ -16,6 +16,11 @@ static int ic_guard(void *ctx, const char *path, size_t len, bool is_dir, enum l
 	return lz_ignoreclass_guard(ctx, path, len, is_dir, ret);
 }
 
+static int ic_index_root(void *ctx, const char *gitdir, size_t len, char *root, size_t cap, size_t *ret_len)
+{
+	return lz_ignoreclass_index_root(ctx, gitdir, len, root, cap, ret_len);
+}
+
 static void ic_release(void *ctx)
 {
 	lz_ignoreclass_unref(ctx);
@@ -23,5 +28,9 @@ static void ic_release(void *ctx)
 
 struct lz_router_classifier lz_router_classifier_ignoreclass(lz_ignoreclass *snap)
 {
-	return (struct lz_router_classifier){ .route = ic_route, .guard = ic_guard, .release = ic_release, .ctx = snap };
+	return (struct lz_router_classifier){ .route = ic_route,
+					      .guard = ic_guard,
+					      .index_root = ic_index_root,
+					      .release = ic_release,
+					      .ctx = snap };
 }

@@ -27,15 +27,26 @@ static bool present(struct lz_router *r, enum rt_backing b, const char *path)
 
 int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 {
-	char dir[PATH_MAX], path[PATH_MAX], proc[32];
-	size_t dlen;
+	char dir[PATH_MAX], root[PATH_MAX], path[PATH_MAX], proc[32];
+	size_t dlen, wlen = 0;
 	int rc = rt_dir_path(r, gitdir, dir, sizeof(dir), &dlen);
 	if (rc < 0)
 		return rc;
-	/* A worktree's own Git directory: "<worktree>/.git". */
-	if (dlen < 4 || memcmp(dir + dlen - 4, ".git", 4) != 0 || (dlen > 4 && dir[dlen - 5] != '/'))
-		return 0;
-	size_t wlen = dlen == 4 ? 0 : dlen - 5;
+	/* The worktree this index governs, as the snapshot opened its
+	 * repository (a linked worktree's administrative directory, a
+	 * submodule's under modules/); else a repository made since, in
+	 * "<worktree>/.git". An index of no worktree inside governs nothing
+	 * here. */
+	rc = r->cls.index_root ? r->cls.index_root(r->cls.ctx, dir, dlen, root, sizeof(root), &wlen) : -ENOENT;
+	if (rc == -ENOENT) {
+		if (dlen < 4 || memcmp(dir + dlen - 4, ".git", 4) != 0 || (dlen > 4 && dir[dlen - 5] != '/'))
+			return 0;
+		wlen = dlen == 4 ? 0 : dlen - 5;
+		memcpy(root, dir, wlen);
+	} else if (rc < 0) {
+		return -EIO;
+	}
+	rc = 0;
 	rt_procpath(proc, lock_fd);
 	if (git_libgit2_init() < 0)
 		return 0;
@@ -49,7 +60,7 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 		const git_index_entry *e = git_index_get_byindex(idx, i);
 		if (e == NULL || (e->mode & 0170000) == 0160000) /* gitlinks are directories */
 			continue;
-		int len = snprintf(path, sizeof(path), "%.*s%s%s", (int)wlen, dir, wlen ? "/" : "", e->path);
+		int len = snprintf(path, sizeof(path), "%.*s%s%s", (int)wlen, root, wlen ? "/" : "", e->path);
 		if (len < 0 || (size_t)len >= sizeof(path))
 			continue;
 		enum lz_route route;

@@ -373,6 +373,41 @@ test_git_add_of_an_isolated_file_is_refused() {
 	[ ! -e "$WS/z.log" ] || fail "the isolated file reached the host"
 }
 
+# The same refusal for the indexes of a linked worktree inside the
+# workspace (.git/worktrees/<name>/index) and of a submodule
+# (.git/modules/<name>/index): each governs its own worktree's paths.
+test_git_add_in_a_linked_worktree_or_submodule_is_refused() {
+	make_repo
+	local g=(git -C "$WS" -c user.name=h -c user.email=h@h)
+	mkdir "$T/src-sub"
+	git -C "$T/src-sub" init -q
+	echo s >"$T/src-sub/s.txt"
+	echo '*.log' >"$T/src-sub/.gitignore"
+	git -C "$T/src-sub" add s.txt .gitignore
+	git -C "$T/src-sub" -c user.name=h -c user.email=h@h commit -q -m s
+	"${g[@]}" -c protocol.file.allow=always submodule add -q "$T/src-sub" mod
+	"${g[@]}" commit -q -m mod
+	"${g[@]}" worktree add -q lw
+	local wt_before sub_before
+	wt_before=$(sha256sum <"$WS/.git/worktrees/lw/index")
+	sub_before=$(sha256sum <"$WS/.git/modules/mod/index")
+	# The worktree's .git file names its host path; Git inside is told
+	# its Git directory instead, as a process in the sandbox may be.
+	capture launch sh -c 'cd /workspace/lw && echo x > z.log &&
+		git --git-dir=/workspace/.git/worktrees/lw --work-tree=/workspace/lw add -f z.log; echo "wt=$?"
+		cd /workspace/mod && echo y > z.log && git add -f z.log; echo "sub=$?"
+		cat /workspace/lw/z.log /workspace/mod/z.log'
+	assert_contains "$OUT" "wt=" "the worktree step ran (stderr: $ERR)"
+	assert_not_contains "$OUT" "wt=0" "git add -f in the linked worktree succeeded"
+	assert_contains "$OUT" "sub=" "the submodule step ran (stderr: $ERR)"
+	assert_not_contains "$OUT" "sub=0" "git add -f in the submodule succeeded"
+	assert_eq "$wt_before" "$(sha256sum <"$WS/.git/worktrees/lw/index")" "the worktree's index changed"
+	assert_eq "$sub_before" "$(sha256sum <"$WS/.git/modules/mod/index")" "the submodule's index changed"
+	[ ! -e "$WS/.git/worktrees/lw/index.lock" ] || fail "an index.lock was left in the worktree's Git directory"
+	[ ! -e "$WS/.git/modules/mod/index.lock" ] || fail "an index.lock was left in the submodule's Git directory"
+	[ ! -e "$WS/lw/z.log" ] && [ ! -e "$WS/mod/z.log" ] || fail "an isolated file reached the host"
+}
+
 # The operation contract (spec 3.5) inside a real sandbox: node runs
 # fixtures/router_corpus.js on /workspace, then the host checks where
 # every object landed.
@@ -444,6 +479,7 @@ t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm
 t_run "the view inside matches Git's classification, byte for byte" test_the_view_inside_matches_git
 t_run "the view of a linked worktree with core.ignoreCase matches Git's" test_the_view_of_a_linked_worktree_matches_git
 t_run "git add -f of an isolated-only file is refused (EBUSY), nothing changes" test_git_add_of_an_isolated_file_is_refused
+t_run "git add -f in a linked worktree or a submodule is refused the same way" test_git_add_in_a_linked_worktree_or_submodule_is_refused
 t_run "the operation corpus inside a sandbox lands in the routed backings" test_operation_corpus_inside_the_sandbox
 t_run "host and sandbox mutate the workspace concurrently" test_host_and_sandbox_mutate_concurrently
 t_done

@@ -1185,6 +1185,52 @@ static void test_route__repositories_made_inside_stay_inside(void **state)
 
 /* Editor configuration: tracked files stay on the host, read-only; the
  * rest is the sandbox's own; off, everything is as Git says. */
+/* The worktree each index governs (lz_ignoreclass_index_root): the
+ * repository's own, a linked worktree's inside the workspace, a
+ * submodule's, a nested repository's; none for a worktree outside. */
+#define ASSERT_INDEX_ROOT(s, gitdir, want)                                                       \
+	do {                                                                                     \
+		char root_[PATH_MAX];                                                            \
+		size_t n_ = 99;                                                                  \
+		int r_ = lz_ignoreclass_index_root((s), (gitdir), strlen(gitdir), root_, sizeof(root_), &n_); \
+		if (r_ != 0 || n_ != strlen(want) || strcmp(root_, (want)) != 0)                \
+			fail_msg("index root of '%s': %d '%s', want '%s'", (gitdir), r_, r_ ? "" : root_, (want)); \
+	} while (0)
+
+static void test_index_root__the_worktree_each_index_governs(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "src-sub");
+	put(f, "src-sub/s.txt", "s");
+	GIT(f, "src-sub", "add", ".");
+	GIT(f, "src-sub", "commit", "-q", "-m", "s");
+	repo(f, "ws");
+	put(f, "ws/f.txt", "f");
+	GIT(f, "ws", "add", ".");
+	GIT(f, "ws", "commit", "-q", "-m", "f");
+	char url[PATH_MAX];
+	FMT(url, "%s/src-sub", f->dir);
+	GIT(f, "ws", "-c", "protocol.file.allow=always", "submodule", "add", "-q", url, "mod");
+	GIT(f, "ws", "worktree", "add", "-q", "lw/in");
+	GIT(f, "ws", "worktree", "add", "-q", "../out");
+	repo(f, "ws/inner");
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	ASSERT_INDEX_ROOT(s, ".git", "");
+	ASSERT_INDEX_ROOT(s, ".git/worktrees/in", "lw/in");
+	ASSERT_INDEX_ROOT(s, ".git/modules/mod", "mod");
+	ASSERT_INDEX_ROOT(s, "inner/.git", "inner");
+	char root[PATH_MAX];
+	size_t n = 0;
+	static const char *const none[] = { ".git/worktrees/out", "lw/in/.git", ".git/worktrees", "mod/.git", "f.txt" };
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+		if (lz_ignoreclass_index_root(s, none[i], strlen(none[i]), root, sizeof(root), &n) != -ENOENT)
+			fail_msg("'%s' governs a worktree", none[i]);
+	assert_int_equal(lz_ignoreclass_index_root(s, ".git/worktrees/in", 17, root, 5, &n), -ENAMETOOLONG);
+	assert_int_equal(lz_ignoreclass_index_root(s, ".git/worktrees/in", 17, root, 6, &n), 0);
+	lz_ignoreclass_unref(s);
+}
+
 static void test_route__editor_configuration(void **state)
 {
 	struct fx *f = *state;
@@ -1459,6 +1505,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_index_root__the_worktree_each_index_governs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__editor_configuration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__repositories_made_inside_stay_inside,
 						setup, teardown),
