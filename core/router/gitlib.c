@@ -1,70 +1,19 @@
-/* libgit2, loaded when first used (issue 15, docs/performance.md "CLI
- * start").
- *
- * Only the workspace router's classification and the bundle's Git checks
- * use libgit2, yet linking it made every lazaret process, the CLI of each
- * join among them, map and relocate its tree: Kerberos, libssh2, mbedTLS,
- * PCRE2, http-parser, fourteen shared libraries. So lazaret does not link
- * it: the functions below have libgit2's own names and signatures (from
- * git2.h, so a mismatch does not compile) and forward to the library that
- * the first call opens by its soname (LZ_LIBGIT2_SONAME, read off the
- * library at build time). A library that cannot be opened ends the process
- * with the loader's reason, as a missing DT_NEEDED library would. Any
- * other libgit2 function is not here, and is not linked: add it here. */
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-
+/* libgit2, opened when first used (util/lazylib.h): only the workspace
+ * router's classification and the bundle's Git checks use it, and its
+ * tree is fourteen shared libraries (Kerberos, libssh2, mbedTLS, PCRE2,
+ * http-parser). Any other libgit2 function is not here, and is not
+ * linked: add it here. */
 #include <git2.h>
+
+#include "util/lazylib.h"
 
 #ifndef LZ_LIBGIT2_SONAME
 #error "LZ_LIBGIT2_SONAME: CMakeLists.txt reads it off libgit2"
 #endif
 
-static void *lib;
-static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
-
-static void lib_open(void)
-{
-	lib = dlopen(LZ_LIBGIT2_SONAME, RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		dprintf(STDERR_FILENO, "lazaret: cannot load libgit2 (%s): %s\n", LZ_LIBGIT2_SONAME, dlerror());
-		_exit(127);
-	}
-}
-
-static void *sym(const char *name)
-{
-	pthread_once(&lib_once, lib_open);
-	void *f = dlsym(lib, name);
-	if (f == NULL) {
-		dprintf(STDERR_FILENO, "lazaret: %s has no %s\n", LZ_LIBGIT2_SONAME, name);
-		_exit(127);
-	}
-	return f;
-}
-
-/* RET NAME(PARAMS) { return real(ARGS); } with the real function looked up
- * once; the pointer is written once per thread race, always to the same
- * value. */
-#define FORWARD(ret, name, params, args)                                       \
-	ret name params                                                        \
-	{                                                                      \
-		static ret(*_Atomic real) params;                              \
-		if (real == NULL)                                              \
-			real = (ret(*) params)sym(#name);                      \
-		return real args;                                              \
-	}
-#define FORWARD_VOID(name, params, args)                                       \
-	void name params                                                       \
-	{                                                                      \
-		static void(*_Atomic real) params;                             \
-		if (real == NULL)                                              \
-			real = (void(*) params)sym(#name);                     \
-		real args;                                                     \
-	}
+LZ_LAZYLIB(libgit2, LZ_LIBGIT2_SONAME)
+#define FORWARD(ret, name, params, args) LZ_LAZY_FORWARD(libgit2_sym, ret, name, params, args)
+#define FORWARD_VOID(name, params, args) LZ_LAZY_FORWARD_VOID(libgit2_sym, name, params, args)
 
 FORWARD(int, git_libgit2_init, (void), ())
 FORWARD(int, git_libgit2_shutdown, (void), ())
