@@ -2,6 +2,8 @@
  * preparation reads layers, and its tree (libxml2, ICU, nettle, liblzma,
  * lz4, bzip2, libacl, libstdc++) is eleven shared libraries. Any other
  * libarchive function is not here, and is not linked: add it here. */
+#include "image/archivelib.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -13,6 +15,11 @@
 
 LZ_LAZYLIB(libarchive, LZ_LIBARCHIVE_SONAME)
 #define FORWARD(ret, name, params, args) LZ_LAZY_FORWARD(libarchive_sym, ret, name, params, args)
+
+int lz_archivelib_load(struct lz_err *err)
+{
+	return libarchive_load(err);
+}
 
 typedef struct archive A;
 typedef struct archive_entry E;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config/domain.h"
+#include "image/archivelib.h"
 #include "image/imageref.h"
 #include "image/layer.h"
 #include "image/oci.h"
@@ -268,8 +269,9 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 	int root = req->storage_root->fd;
 	int r;
 
-	/* Unknown catalog versions refuse before anything is read or made. */
-	if ((r = lz_catalog_check(root, err)) < 0 ||
+	/* Unknown catalog versions and a missing libarchive refuse before
+	 * anything is read or made. */
+	if ((r = lz_archivelib_load(err)) < 0 || (r = lz_catalog_check(root, err)) < 0 ||
 	    (r = lz_oci_open(req->layout_fd, req->tag, &image, err)) < 0)
 		goto fail;
 	snprintf(res.manifest_digest, sizeof(res.manifest_digest), "%s", image->manifest_digest);

@@ -3,6 +3,8 @@
  * tree is fourteen shared libraries (Kerberos, libssh2, mbedTLS, PCRE2,
  * http-parser). Any other libgit2 function is not here, and is not
  * linked: add it here. */
+#include "router/gitlib.h"
+
 #include <git2.h>
 
 #include "util/lazylib.h"
@@ -14,6 +16,11 @@
 LZ_LAZYLIB(libgit2, LZ_LIBGIT2_SONAME)
 #define FORWARD(ret, name, params, args) LZ_LAZY_FORWARD(libgit2_sym, ret, name, params, args)
 #define FORWARD_VOID(name, params, args) LZ_LAZY_FORWARD_VOID(libgit2_sym, name, params, args)
+
+int lz_gitlib_load(struct lz_err *err)
+{
+	return libgit2_load(err);
+}
 
 FORWARD(int, git_libgit2_init, (void), ())
 FORWARD(int, git_libgit2_shutdown, (void), ())

@@ -33,6 +33,7 @@
 #include "proc/broker.h"
 #include "proc/nsident.h"
 #include "proc/userns.h"
+#include "router/gitlib.h"
 #include "router/ignoreclass.h"
 #include "runtime/anchorreset.h"
 #include "runtime/bundle.h"
@@ -388,6 +389,10 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	if (lz_unhex(hc->domain_hex, hc->domain_id, 32) < 0 || lz_unhex(hc->fp_hex, hc->fingerprint, 32) < 0)
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
 
+	/* The router's libgit2, before anything is held: a missing library
+	 * refuses the launch here, not halfway through it. */
+	if ((r = lz_gitlib_load(err)) < 0)
+		return r;
 	/* Nothing is written before there is room for it: the store's first
 	 * write is bootstrap recovery's. */
 	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0 ||
