@@ -35,6 +35,10 @@
  *                                          unlimited) and the runsc dentry
  *                                          cache a launch would allow under
  *                                          the hard limit (rsplan.h)
+ *   probe.library(name)   [-1, +(1|3), v]  name "libgit2"|"libarchive": loads
+ *                                          the library Lazaret opens when first
+ *                                          used (util/lazylib.h): {soname=}, or
+ *                                          nil, msg, errno
  *   probe.tools           table            the allowed tool names, in order
  *   probe.trusted_dirs    table            the directories tools come from
  *   probe.errno           table            lazaret.core.errno (l_errno.c) */
@@ -45,7 +49,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "image/archivelib.h"
 #include "platform/hostprobe.h"
+#include "router/gitlib.h"
 #include "runtime/rsplan.h"
 #include "l_util.h"
 #include "modules.h"
@@ -263,6 +269,21 @@ static int l_descriptors(lua_State *L)
 	return 1;
 }
 
+static int l_library(lua_State *L)
+{
+	static const char *const names[] = { "libgit2", "libarchive", NULL };
+	int which = luaL_checkoption(L, 1, NULL, names);
+	check_nargs(L, 1);
+	struct lz_err err = { 0, "" };
+	int r = which == 0 ? lz_gitlib_load(&err) : lz_archivelib_load(&err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 1);
+	lua_pushstring(L, which == 0 ? lz_gitlib_soname : lz_archivelib_soname);
+	lua_setfield(L, -2, "soname");
+	return 1;
+}
+
 static void push_string_list(lua_State *L, const char *const *list)
 {
 	lua_newtable(L);
@@ -284,6 +305,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "locate", l_locate },
 		{ "tool", l_tool },
 		{ "descriptors", l_descriptors },
+		{ "library", l_library },
 		{ NULL, NULL },
 	};
 

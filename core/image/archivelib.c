@@ -16,6 +16,8 @@
 LZ_LAZYLIB(libarchive, LZ_LIBARCHIVE_SONAME)
 #define FORWARD(ret, name, params, args) LZ_LAZY_FORWARD(libarchive_sym, ret, name, params, args)
 
+const char lz_archivelib_soname[] = LZ_LIBARCHIVE_SONAME;
+
 int lz_archivelib_load(struct lz_err *err)
 {
 	return libarchive_load(err);

@@ -9,4 +9,7 @@
  * missing library then ends the process. */
 int lz_archivelib_load(struct lz_err *err);
 
+/* The soname it opens, read off libarchive at build time. */
+extern const char lz_archivelib_soname[];
+
 #endif

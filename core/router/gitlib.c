@@ -17,6 +17,8 @@ LZ_LAZYLIB(libgit2, LZ_LIBGIT2_SONAME)
 #define FORWARD(ret, name, params, args) LZ_LAZY_FORWARD(libgit2_sym, ret, name, params, args)
 #define FORWARD_VOID(name, params, args) LZ_LAZY_FORWARD_VOID(libgit2_sym, name, params, args)
 
+const char lz_gitlib_soname[] = LZ_LIBGIT2_SONAME;
+
 int lz_gitlib_load(struct lz_err *err)
 {
 	return libgit2_load(err);

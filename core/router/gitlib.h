@@ -9,4 +9,7 @@
  * library then ends the process. */
 int lz_gitlib_load(struct lz_err *err);
 
+/* The soname it opens, read off libgit2 at build time. */
+extern const char lz_gitlib_soname[];
+
 #endif

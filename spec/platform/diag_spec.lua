@@ -38,6 +38,9 @@ local function fake_probe(over)
     descriptors = function()
       return { soft = 1024, hard = 20000, dcache_cap = 5000 }
     end,
+    library = function(name)
+      return { soname = ({ libgit2 = "libgit2.so.1.5", libarchive = "libarchive.so.13" })[name] }
+    end,
   }
   for k, v in pairs(over or {}) do
     p[k] = v
@@ -151,7 +154,7 @@ describe("lazaret.platform.diag", function()
       assert.is_string(c.detail)
     end
     assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
-      "/dev/fuse", "/dev/net/tun", "userns", "descriptors" }, names)
+      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "libgit2", "libarchive" }, names)
   end)
 
   describe("kernel", function()
@@ -381,11 +384,32 @@ describe("lazaret.platform.diag", function()
     end)
   end)
 
+  describe("libraries", function()
+    it("names the soname each library loads by", function()
+      local c = by_name(diag.collect(fake_probe()))
+      assert.are.equal("libgit2.so.1.5 loads", c.libgit2.detail)
+      assert.are.equal("libarchive.so.13 loads", c.libarchive.detail)
+    end)
+
+    it("reports a library that cannot be loaded with the package to install", function()
+      local c = by_name(diag.collect(fake_probe({
+        library = function(name)
+          if name == "libarchive" then return nil, "cannot load libarchive.so.13 (not found)", 2 end
+          return { soname = "libgit2.so.1.5" }
+        end,
+      })))
+      assert.are.equal("ok", c.libgit2.status)
+      assert.are.equal("problem", c.libarchive.status)
+      assert.are.equal("cannot load libarchive.so.13 (not found)", c.libarchive.detail)
+      assert.matches("apt install libarchive13", c.libarchive.fix, 1, true)
+    end)
+  end)
+
   describe("run", function()
     it("writes the text report and returns 0 when every check is ok", function()
       local status, out = run_captured({ json = false, probe = fake_probe() })
       assert.are.equal(0, status)
-      assert.matches("\n11 checks, 0 problems\n$", out)
+      assert.matches("\n13 checks, 0 problems\n$", out)
     end)
 
     it("writes JSON and returns 1 when a check is a problem", function()
@@ -394,7 +418,7 @@ describe("lazaret.platform.diag", function()
       }) })
       assert.are.equal(1, status)
       assert.matches('^{"checks":%[', out)
-      assert.matches('"summary":{"checks":11,"problems":1}}\n$', out)
+      assert.matches('"summary":{"checks":13,"problems":1}}\n$', out)
     end)
 
     it("raises on unknown options and wrong option types", function()

@@ -39,7 +39,7 @@ describe("lazaret.core.probe", function()
     table.sort(names)
     assert.are.same({
       "descriptors:function", "device_rw:function", "errno:userdata", "file:function", "identity:function",
-      "kernel:function", "locate:function", "subids:function", "tool:function",
+      "kernel:function", "library:function", "locate:function", "subids:function", "tool:function",
       "tools:table", "trusted_dirs:table", "userns:function",
     }, names)
     assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap", "skopeo", "mmdebstrap" },
@@ -208,6 +208,19 @@ describe("lazaret.core.probe", function()
       assert.are.equal(ulimit("-H"), d.hard)
       if d.hard ~= -1 then assert.are.equal(d.hard // 4, d.dcache_cap) end
       assert.has_error(function() probe.descriptors(1) end)
+    end)
+  end)
+
+  describe("library", function()
+    it("loads libgit2 and libarchive and names their sonames", function()
+      assert.matches("^libgit2%.so%.", probe.library("libgit2").soname)
+      assert.matches("^libarchive%.so%.", probe.library("libarchive").soname)
+    end)
+
+    it("raises for any other name or extra arguments", function()
+      assert.has_error(function() probe.library("libc") end)
+      assert.has_error(function() probe.library() end)
+      assert.has_error(function() probe.library("libgit2", 1) end)
     end)
   end)
 

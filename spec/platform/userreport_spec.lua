@@ -28,6 +28,7 @@ local function fake_probe(calls)
     device_rw = function() return true end,
     userns = function() return true end,
     descriptors = function() return { soft = 20000, hard = 20000, dcache_cap = 5000 } end,
+    library = function(name) return { soname = name .. ".so" } end,
   }
 end
 

@@ -202,6 +202,20 @@ local function check_descriptors(probe)
   return ok(name, detail)
 end
 
+-- Libraries Lazaret opens when first used (core/util/lazylib.h): a launch
+-- needs libgit2 (the workspace router), `image prepare` libarchive. Loading
+-- them here tells before either refuses.
+local LIBRARY_PACKAGE = { libgit2 = "libgit2-1.5", libarchive = "libarchive13" }
+
+local function check_library(probe, name)
+  local l, msg = probe.library(name)
+  if not l then
+    return problem(name, msg, format("install the package that provides it (Debian 12: apt install %s)",
+      LIBRARY_PACKAGE[name]))
+  end
+  return ok(name, l.soname .. " loads")
+end
+
 -- diag.collect([probe]) -> list of checks, in a fixed order. probe defaults
 -- to the lazaret.core.probe binding; specs pass a fake with the same shape.
 function M.collect(probe)
@@ -219,6 +233,8 @@ function M.collect(probe)
     check_device(probe, "/dev/net/tun"),
     check_userns(probe),
     check_descriptors(probe),
+    check_library(probe, "libgit2"),
+    check_library(probe, "libarchive"),
   }
 end
 

@@ -10,7 +10,7 @@
 --   lazaret.version       the lazaret version (string)
 --   lazaret.probe         the probes diag uses (lazaret.core.probe):
 --                         kernel(), identity(), subids(kind), file(path),
---                         device_rw(path), userns(), descriptors(),
+--                         device_rw(path), userns(), descriptors(), library(name),
 --                         locate(name),
 --                         tool(name), and copies of tools, trusted_dirs,
 --                         errno
