@@ -1049,7 +1049,8 @@ static const char *guard_name(enum lz_guard g)
 /* A host repository with a populated submodule, a linked worktree of its
  * own, a nested repository, a bare one and configuration that names
  * workspace files. */
-static lz_ignoreclass *control_fixture(struct fx *f)
+/* ws: a repository with one commit and a populated submodule "mod". */
+static void repo_with_submodule(struct fx *f)
 {
 	repo(f, "src-sub");
 	put(f, "src-sub/s.txt", "s");
@@ -1062,6 +1063,11 @@ static lz_ignoreclass *control_fixture(struct fx *f)
 	char url[PATH_MAX];
 	FMT(url, "%s/src-sub", f->dir);
 	GIT(f, "ws", "-c", "protocol.file.allow=always", "submodule", "add", "-q", url, "mod");
+}
+
+static lz_ignoreclass *control_fixture(struct fx *f)
+{
+	repo_with_submodule(f);
 	GIT(f, "ws", "worktree", "add", "-q", "../wt");
 	repo(f, "ws/inner");
 	GIT(f, "ws", "init", "-q", "--bare", "fixtures/bare.git");
@@ -1201,17 +1207,7 @@ static void test_index_root__the_worktree_each_index_governs(void **state)
 {
 	struct fx *f = *state;
 	need_git();
-	repo(f, "src-sub");
-	put(f, "src-sub/s.txt", "s");
-	GIT(f, "src-sub", "add", ".");
-	GIT(f, "src-sub", "commit", "-q", "-m", "s");
-	repo(f, "ws");
-	put(f, "ws/f.txt", "f");
-	GIT(f, "ws", "add", ".");
-	GIT(f, "ws", "commit", "-q", "-m", "f");
-	char url[PATH_MAX];
-	FMT(url, "%s/src-sub", f->dir);
-	GIT(f, "ws", "-c", "protocol.file.allow=always", "submodule", "add", "-q", url, "mod");
+	repo_with_submodule(f);
 	GIT(f, "ws", "worktree", "add", "-q", "lw/in");
 	GIT(f, "ws", "worktree", "add", "-q", "../out");
 	repo(f, "ws/inner");
