@@ -389,10 +389,6 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	if (lz_unhex(hc->domain_hex, hc->domain_id, 32) < 0 || lz_unhex(hc->fp_hex, hc->fingerprint, 32) < 0)
 		return lz_err_set(err, EINVAL, "malformed Domain identity");
 
-	/* The router's libgit2, before anything is held: a missing library
-	 * refuses the launch here, not halfway through it. */
-	if ((r = lz_gitlib_load(err)) < 0)
-		return r;
 	/* Nothing is written before there is room for it: the store's first
 	 * write is bootstrap recovery's. */
 	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0 ||
@@ -437,6 +433,11 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 		return lz_err_set(err, EPROTO, "generation %llu has begun already", (unsigned long long)hc->gen);
 	if (!hc->recovered)
 		return lz_err_set(err, EPROTO, "a generation begins only after bootstrap recovery");
+	/* The router's libgit2, before the generation exists: a missing
+	 * library refuses the launch here, not halfway through it (and the
+	 * state commands, which open no generation, do not need it). */
+	if ((r = lz_gitlib_load(err)) < 0)
+		return r;
 	/* The runtime directory after recovery removed what a lost generation
 	 * left there (its transient layer). */
 	if ((r = check_space(hc->runtime_domain, "the runtime directory",
