@@ -100,7 +100,8 @@ static int make_listeners(void *ctx, struct lz_err *err)
 {
 	struct listeners *l = ctx;
 	int r;
-	if ((r = lz_peerlink_listen(LZ_NET_CANARY_ALLOWED, LZ_CANARY_PORT, 8, &l->l2)) < 0 || (r = lz_peerlink_listen(LZ_NET_CANARY_DENIED, LZ_CANARY_PORT, 8, &l->l3)) < 0)
+	if ((r = lz_peerlink_listen(LZ_NET_CANARY_ALLOWED, LZ_CANARY_PORT, 8, &l->l2)) < 0 ||
+	    (r = lz_peerlink_listen(LZ_NET_CANARY_DENIED, LZ_CANARY_PORT, 8, &l->l3)) < 0)
 		return lz_err_set(err, -r, "canary listener: %s", strerror(-r));
 	return 0;
 }

@@ -1,9 +1,8 @@
 #include "net/netprefix.h"
 
-#include <string.h>
-
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 uint32_t lz_prefix_mask(uint8_t len)
 {
