@@ -12,6 +12,9 @@
  *   rs:ack(role)       [-2, +1|3, e] role: "connectivity_helper" or
  *       "attached_runsc"; refused unless the store holds that identity
  *       staged.
+ *   rs:steps()         [-1, +1, -] -> what the RS's launch steps took, as
+ *       its READY record says ("mount 4.1, start_router 12.0, ..." in ms),
+ *       or nil before READY.
  *   rs:stop()          [-1, +1|3, e] STOP, then the exact unmount's proof
  *       or the RS's reaping; no RS: true. */
 #include <lauxlib.h>
@@ -60,6 +63,16 @@ static int rs_ack(lua_State *L)
 	return done(L, lz_hc_rs_ack(hc, roles[i], &err), &err);
 }
 
+static int rs_steps(lua_State *L)
+{
+	const char *steps = lz_hc_rs_steps(lz_l_view_hc(L, 1, RS_MT));
+	if (steps == NULL)
+		lua_pushnil(L);
+	else
+		lua_pushstring(L, steps);
+	return 1;
+}
+
 static int rs_stop(lua_State *L)
 {
 	lz_hc *hc = lz_l_view_hc(L, 1, RS_MT);
@@ -90,6 +103,7 @@ int luaopen_lazaret_rs(lua_State *L)
 		{ "spawn", rs_spawn },
 		{ "expect", rs_expect },
 		{ "ack", rs_ack },
+		{ "steps", rs_steps },
 		{ "stop", rs_stop },
 		{ NULL, NULL },
 	};

@@ -30,8 +30,10 @@ int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret);
  * closes the pidfd; nothing for a closed one. */
 void lz_kill_reap(int *pidfd);
 
-/* Monotonic milliseconds, and what is left until deadline (>= 0). */
+/* Monotonic milli- and microseconds, and what is left until deadline
+ * (>= 0). */
 int64_t lz_now_ms(void);
+int64_t lz_now_us(void);
 int lz_remaining_ms(int64_t deadline);
 
 struct lz_spawn {

@@ -117,6 +117,11 @@ const char *lz_hc_readiness(const lz_hc *hc)
 	return hc->attested ? hc->readiness : NULL;
 }
 
+const char *lz_hc_rs_steps(const lz_hc *hc)
+{
+	return hc->have_ready ? hc->ready.text : NULL;
+}
+
 /* Test builds (lazaret-faults): LAZARET_TEST_FAULT=hc-kill-<stage> kills
  * the coordinator right after that step succeeded, hc-stop-<stage> stops
  * it there (SIGSTOP) for a test to kill another process and continue it:

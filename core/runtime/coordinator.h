@@ -135,6 +135,10 @@ int lz_hc_attest_network(lz_hc *hc, struct lz_err *err);
 /* The judged readiness fingerprint (64 hex), or NULL. */
 const char *lz_hc_readiness(const lz_hc *hc);
 
+/* What the RS's launch steps took, as its READY record says ("mount 4.1,
+ * start_router 12.0, ..." in ms; for the log only), or NULL before READY. */
+const char *lz_hc_rs_steps(const lz_hc *hc);
+
 /* Spec 3.6 unmount steps 2: STOP, then the RS's exact unmount and absence
  * proof (STOPPED), or, when it could not report, its reaping (its mount
  * namespace ended with it). The RS is reaped either way, at most

@@ -50,6 +50,8 @@ struct lz_rs_msg {
 	char domain_id[65];
 	struct lz_pidref id;
 	struct lz_mount_id mounts[LZ_RS_MAX_ANCHORS + 1]; /* [0] is the root */
+	/* LZ_RS_FAILED: why; LZ_RS_READY: what each step took (only for the
+	 * log, never judged). */
 	char text[LZ_RS_TEXT_MAX];
 	/* LZ_RS_READY: the attestation record (spec 3.7), encoded. */
 	uint32_t attest_len;

@@ -18,6 +18,18 @@ test_runs_command_and_returns_status() {
 	cleanup_data
 }
 
+# docs/performance.md: hc.log accounts for every launch phase and every
+# step the Runtime Supervisor ran, each with a time.
+test_hc_log_names_what_each_launch_step_took() {
+	capture launch true
+	assert_eq 0 "$STATUS" "exit status (stderr: $ERR)"
+	local log n='[0-9]+' f='[0-9]+[.][0-9]'
+	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+	assert_match "$log" "generation $n published in $n ms \\(configuration and store $n, lease $n, supervisor $n, mounts and router $n, network helper $n, canary and policy $n, sandbox start $n, commit and publish $n\\)$" "the phases"
+	assert_match "$log" "generation $n supervisor steps \\(ms\\): mount $f, start_router $f, start_egress $f, start_helper $f, prove_canary $f, attach_egress $f, install_policy $f, start_runsc $f, await_running $f, read_init_report $f, finish_network $f$" "the supervisor's steps"
+	cleanup_data
+}
+
 test_exact_argv_and_streams() {
 	capture launch sh -c 'printf "[%s]" "$@"; echo err >&2' x 'a b' '*' '$HOME' ''
 	assert_eq 0 "$STATUS" "exit status (stderr: $ERR)"
@@ -350,6 +362,7 @@ test_failed_start_releases_the_lease() {
 }
 
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
+t_run "hc.log names what each launch phase and supervisor step took" test_hc_log_names_what_each_launch_step_took
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
 t_run "a flood to a non-blocking terminal arrives whole" test_flood_to_a_nonblocking_terminal_arrives_whole

@@ -315,6 +315,9 @@ function M.main(cmd)
   coordinator.notify("ready\n")
   local total, laps = summary()
   log(string_format("generation %d published in %d ms (%s)", hc:generation(), total, laps))
+  -- Inside "supervisor" to "sandbox start": the RS's own steps.
+  local steps = h.rs:steps()
+  if steps then log(string_format("generation %d supervisor steps (ms): %s", hc:generation(), steps)) end
 
   local served, smsg = session.serve(hc, require("lazaret.runtime.escalation").route)
   if not served then log("serve ended: " .. smsg) end
