@@ -13,14 +13,22 @@
  * record. Standard output then becomes standard error, so the pipe is not
  * held by the init.
  *
+ * With "--workspace-alias <absolute path>" after that (bundle.c) it first
+ * makes that path, the workspace's path on the host, a symbolic link to
+ * /workspace, so the absolute paths Git writes for a linked worktree
+ * resolve inside too (spec 3.5's Git contract). Only inside the sandbox;
+ * whatever is already there stays, and a failure costs only that.
+ *
  * Built statically (no ELF interpreter, no dynamic section) so nothing from
  * the sandbox image's root filesystem is loaded into it, and it reads no
  * environment, file or inherited signal state: the disposition of every
  * signal it handles and its signal mask are set explicitly here. It prints
  * nothing unless setup itself fails. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +74,38 @@ static int fail(const char *what)
 	say(msg);
 	say("\n");
 	return 1;
+}
+
+/* Absolute, and no empty, "." or ".." component: the path names one
+ * place, as the host's canonical path does. */
+static int alias_valid(const char *path)
+{
+	if (path[0] != '/' || strlen(path) >= PATH_MAX)
+		return 0;
+	for (const char *c = path + 1;; c++) {
+		size_t len = strcspn(c, "/");
+		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		c += len;
+		if (*c == '\0')
+			return 1;
+	}
+}
+
+static void make_alias(const char *path)
+{
+	char buf[PATH_MAX];
+	memcpy(buf, path, strlen(path) + 1);
+	for (char *s = strchr(buf + 1, '/'); s != NULL; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+			fail("workspace alias");
+			return;
+		}
+		*s = '/';
+	}
+	if (symlink("/workspace", buf) < 0 && errno != EEXIST)
+		fail("workspace alias");
 }
 
 static int hexval(char c)
@@ -119,7 +159,14 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		if (sigaction(ignored[i], &ign, NULL) < 0)
 			return fail("sigaction");
-	if (argc == 3 && strcmp(argv[1], "--attest") == 0) {
+	if ((argc == 3 || argc == 5) && strcmp(argv[1], "--attest") == 0) {
+		if (argc == 5) {
+			if (strcmp(argv[3], "--workspace-alias") != 0 || !alias_valid(argv[4])) {
+				errno = EINVAL;
+				return fail("--workspace-alias");
+			}
+			make_alias(argv[4]);
+		}
 		if (attest(argv[2]) != 0)
 			return 1;
 	} else if (argc != 1) {

@@ -10,6 +10,7 @@
 #include "escalation/mailbox.h"
 #include "escalation/sandbox.h"
 #include "fs/file.h"
+#include "fs/pathauth.h"
 #include "fs/gitsentry.h"
 #include "net/netpolicy.h"
 #include "runtime/ocispec.h"
@@ -110,6 +111,23 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 	return add_labelled(m, "/etc/resolv.conf", "bind", true, "%s/%s", gen, "resolv.conf", err);
 }
 
+/* The init makes the workspace's host path a symbolic link to /workspace
+ * (sandbox_init.c), so the absolute paths Git writes for a linked
+ * worktree resolve inside too (spec 3.5's Git contract). Not where it
+ * would lie on, above or beneath a mount (a State Anchor or a volume
+ * would keep it) or in the kernel's file systems. */
+static bool alias_fits(const char *ws, const struct mounts *m)
+{
+	static const char *const kernel[] = { "/proc", "/sys", "/dev" };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(kernel); i++)
+		if (lz_path_overlaps(ws, kernel[i]))
+			return false;
+	for (size_t i = 0; i < m->n; i++)
+		if (lz_path_overlaps(ws, m->v[i].destination))
+			return false;
+	return true;
+}
+
 int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
 		    const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], struct lz_err *err)
 {
@@ -128,7 +146,10 @@ int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
 	if (lz_gendir_label(g, "root", root, sizeof(root)) < 0)
 		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
 	lz_hex(challenge, LZ_CANARY_CHALLENGE_LEN, hex);
-	char *const argv[] = { LZ_BUNDLE_INIT_PATH, "--attest", hex, NULL };
+	char ws[LABEL_MAX];
+	snprintf(ws, sizeof(ws), "%s", lz_config_workspace(cfg)->canonical);
+	char *const argv[] = { LZ_BUNDLE_INIT_PATH, "--attest", hex,
+			       alias_fits(ws, &m) ? "--workspace-alias" : NULL, ws, NULL };
 	char *const env[] = { LZ_BUNDLE_GUEST_PATH, NULL };
 	struct lz_oci_process init = { .argv = argv, .env = env, .cwd = "/" };
 	/* The network namespace is the RS's, by path (C-REFINEMENT fact 3):

@@ -391,12 +391,13 @@ test_git_add_in_a_linked_worktree_or_submodule_is_refused() {
 	local wt_before sub_before
 	wt_before=$(sha256sum <"$WS/.git/worktrees/lw/index")
 	sub_before=$(sha256sum <"$WS/.git/modules/mod/index")
-	# The worktree's .git file names its host path; Git inside is told
-	# its Git directory instead, as a process in the sandbox may be.
-	capture launch sh -c 'cd /workspace/lw && echo x > z.log &&
-		git --git-dir=/workspace/.git/worktrees/lw --work-tree=/workspace/lw add -f z.log; echo "wt=$?"
+	# The worktree's .git file names its host path, which leads to
+	# /workspace inside (the init's link).
+	capture launch sh -c 'cd /workspace/lw && git rev-parse --git-dir && echo x > z.log &&
+		git add -f z.log; echo "wt=$?"
 		cd /workspace/mod && echo y > z.log && git add -f z.log; echo "sub=$?"
 		cat /workspace/lw/z.log /workspace/mod/z.log'
+	assert_contains "$OUT" "/workspace/.git/worktrees/lw" "Git inside found the worktree's Git directory (stderr: $ERR)"
 	assert_contains "$OUT" "wt=" "the worktree step ran (stderr: $ERR)"
 	assert_not_contains "$OUT" "wt=0" "git add -f in the linked worktree succeeded"
 	assert_contains "$OUT" "sub=" "the submodule step ran (stderr: $ERR)"
@@ -406,6 +407,21 @@ test_git_add_in_a_linked_worktree_or_submodule_is_refused() {
 	[ ! -e "$WS/.git/worktrees/lw/index.lock" ] || fail "an index.lock was left in the worktree's Git directory"
 	[ ! -e "$WS/.git/modules/mod/index.lock" ] || fail "an index.lock was left in the submodule's Git directory"
 	[ ! -e "$WS/lw/z.log" ] && [ ! -e "$WS/mod/z.log" ] || fail "an isolated file reached the host"
+}
+
+# Spec 3.5's Git contract: a linked worktree made on the host works inside
+# (its .git file names the host path, which the init links to /workspace),
+# and what is committed there is the host's.
+test_git_works_in_a_linked_worktree() {
+	make_repo
+	git -C "$WS" worktree add -q lw
+	capture launch sh -c 'readlink "$1" && cd /workspace/lw && echo wt >wt.txt && git add wt.txt &&
+		git -c user.name=s -c user.email=s@s commit -q -m in-worktree && git status --porcelain &&
+		echo "rc=$?"' sh "$WS"
+	assert_contains "$OUT" "rc=0" "Git in the linked worktree (stderr: $ERR)"
+	assert_eq "/workspace" "$(head -n 1 <<<"$OUT")" "the workspace's host path inside"
+	assert_eq "in-worktree" "$(git -C "$WS/lw" log -1 --format=%s)" "the worktree's commit on the host"
+	assert_eq "" "$(git -C "$WS/lw" status --porcelain)" "the worktree's status on the host"
 }
 
 # The operation contract (spec 3.5) inside a real sandbox: node runs
@@ -480,6 +496,7 @@ t_run "the view inside matches Git's classification, byte for byte" test_the_vie
 t_run "the view of a linked worktree with core.ignoreCase matches Git's" test_the_view_of_a_linked_worktree_matches_git
 t_run "git add -f of an isolated-only file is refused (EBUSY), nothing changes" test_git_add_of_an_isolated_file_is_refused
 t_run "git add -f in a linked worktree or a submodule is refused the same way" test_git_add_in_a_linked_worktree_or_submodule_is_refused
+t_run "Git works in a linked worktree made on the host" test_git_works_in_a_linked_worktree
 t_run "the operation corpus inside a sandbox lands in the routed backings" test_operation_corpus_inside_the_sandbox
 t_run "host and sandbox mutate the workspace concurrently" test_host_and_sandbox_mutate_concurrently
 t_done

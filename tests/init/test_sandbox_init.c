@@ -268,8 +268,9 @@ static void pidns_helper(int report)
 	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
 }
 
-/* Anything but no argument or "--attest <64 hex digits>" is refused at once,
- * before any observation or reaping. */
+/* Anything but no argument or "--attest <64 hex digits>" (then optionally
+ * "--workspace-alias <path>") is refused at once, before any observation
+ * or reaping. */
 static int run_with_args(char *const argv[], char *msg, size_t cap)
 {
 	int out[2];
@@ -308,6 +309,22 @@ static void test_lz_sandbox_init__bad_arguments_refused(void **state)
 	status = run_with_args(upper_hex, msg, sizeof(msg));
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
 	assert_non_null(strstr(msg, "--attest"));
+	/* The workspace alias names one absolute place, or nothing is made. */
+	static const char *const bad_alias[][2] = {
+		{ "--workspace-alias", "rel/ws" },   { "--workspace-alias", "/a/../ws" },
+		{ "--workspace-alias", "/a//ws" },   { "--workspace-alias", "/a/ws/" },
+		{ "--workspace-alias", "/" },	     { "--workspace-alias", "/a/./ws" },
+		{ "--workspace-alias", "" },	     { "--alias", "/a/ws" },
+	};
+	for (size_t i = 0; i < sizeof(bad_alias) / sizeof(bad_alias[0]); i++) {
+		char *const argv[] = { "lazaret-init", "--attest",
+				       "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
+				       (char *)bad_alias[i][0], (char *)bad_alias[i][1], NULL };
+		status = run_with_args(argv, msg, sizeof(msg));
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+		if (strstr(msg, "lazaret-init: --workspace-alias: Invalid argument") == NULL)
+			fail_msg("%s %s: %s", bad_alias[i][0], bad_alias[i][1], msg);
+	}
 }
 
 static void test_lz_sandbox_init__reaps_orphans_as_pid1(void **state)

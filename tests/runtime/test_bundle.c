@@ -134,13 +134,16 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 	/* The init: its path, --attest and the challenge in lowercase hex. */
 	json_t *proc = json_object_get(doc, "process");
 	json_t *args = json_object_get(proc, "args");
-	assert_int_equal(json_array_size(args), 3);
+	assert_int_equal(json_array_size(args), 5);
 	assert_string_equal(json_string_value(json_array_get(args, 0)), LZ_BUNDLE_INIT_PATH);
 	assert_string_equal(json_string_value(json_array_get(args, 1)), "--attest");
 	char hex[2 * LZ_CANARY_CHALLENGE_LEN + 1] = "0001abff";
 	memset(hex + 8, '0', sizeof(hex) - 9);
 	hex[sizeof(hex) - 1] = '\0';
 	assert_string_equal(json_string_value(json_array_get(args, 2)), hex);
+	/* The workspace's host path, for the init's link to /workspace. */
+	assert_string_equal(json_string_value(json_array_get(args, 3)), "--workspace-alias");
+	assert_string_equal(json_string_value(json_array_get(args, 4)), f->ws);
 	json_t *env = json_object_get(proc, "env");
 	assert_int_equal(json_array_size(env), 1);
 	assert_string_equal(json_string_value(json_array_get(env, 0)), LZ_BUNDLE_GUEST_PATH);
@@ -181,6 +184,25 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 /* FR-9: isolate_ignored = false turns off the ignore rules only: the
  * workspace is still the router's mount (its policy holds), never the
  * canonical workspace bound directly. */
+/* No link where a mount lies on its way: the init would write into the
+ * volume (or State Anchor) that holds it. */
+static void test_lz_bundle_write__no_workspace_alias_beneath_a_mount(void **state)
+{
+	struct cfg_fx *f = *state;
+	char vol[PATH_MAX], cfg[3 * PATH_MAX];
+	assert_int_equal(mkdir(cfg_fx_path(f, "vol", vol), 0755), 0);
+	snprintf(cfg, sizeof(cfg),
+		 CFG_FX_BASE "persistent_dirs = []\n[[profiles.dev.volumes]]\nsource = \"@/vol\"\n"
+			     "destination = \"%s\"\n",
+		 f->dir);
+	load(f, cfg);
+	json_t *doc = write_and_parse(f);
+	json_t *args = json_object_get(json_object_get(doc, "process"), "args");
+	assert_int_equal(json_array_size(args), 3);
+	assert_string_equal(json_string_value(json_array_get(args, 1)), "--attest");
+	json_decref(doc);
+}
+
 static void test_lz_bundle_write__isolation_off_still_goes_through_the_router(void **state)
 {
 	struct cfg_fx *f = *state;
@@ -309,6 +331,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_bundle_write__fields_and_mount_order),
 		T(test_lz_bundle_write__git_sentry_on_top_of_the_workspace),
+		T(test_lz_bundle_write__no_workspace_alias_beneath_a_mount),
 		T(test_lz_bundle_write__isolation_off_still_goes_through_the_router),
 		T(test_lz_bundle_write__refusals),
 		T(test_lz_bundle_guest_env__fixed_then_references),
