@@ -5,6 +5,9 @@
  * linked: add it here. */
 #include "router/gitlib.h"
 
+#include <errno.h>
+#include <stdbool.h>
+
 #include <git2.h>
 
 #include "util/lazylib.h"
@@ -19,9 +22,22 @@ LZ_LAZYLIB(libgit2, LZ_LIBGIT2_SONAME)
 
 const char lz_gitlib_soname[] = LZ_LIBGIT2_SONAME;
 
+/* Debian's libgit2 parses the system's whole CA bundle for its HTTPS
+ * transport (mbedTLS) each time its count of initialisations rises from
+ * zero: about 8 ms, in every classification and index check. One held
+ * for the process's life leaves the later pairs a count, and the RS and
+ * the router, forked from the coordinator, inherit it. Nothing here uses
+ * libgit2's network transports (nor the random state forked with it). */
 int lz_gitlib_load(struct lz_err *err)
 {
-	return libgit2_load(err);
+	static bool held;
+	int r = libgit2_load(err);
+	if (r < 0 || held)
+		return r;
+	if (git_libgit2_init() < 0)
+		return lz_err_set(err, EIO, "libgit2: initialisation failed");
+	held = true;
+	return 0;
 }
 
 FORWARD(int, git_libgit2_init, (void), ())

@@ -31,6 +31,9 @@
 #include <cmocka.h>
 
 #include "lz_test.h"
+#include <git2.h>
+
+#include "router/gitlib.h"
 #include "router/ignoreclass.h"
 #include "util/cleanup.h"
 
@@ -1467,6 +1470,27 @@ static void test_global_excludes__resolution(void **state)
 	assert_non_null(strstr(err.msg, "absolute"));
 }
 
+/* lz_gitlib_load holds one initialisation for the process: a later
+ * init/shutdown pair is a count, never the whole setup again. In a child:
+ * the held one keeps the HOME it saw, and the other tests set their own. */
+static void test_gitlib_load__holds_one_initialisation(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct lz_err err = { 0, "" };
+		if (lz_gitlib_load(&err) != 0 || lz_gitlib_load(&err) != 0)
+			_exit(10);
+		int up = git_libgit2_init(), down = git_libgit2_shutdown();
+		_exit(up == 2 && down == 1 ? 0 : 11);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	/* No host configuration for git or libgit2 (HOME is set per test). */
@@ -1502,6 +1526,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_root__the_worktree_each_index_governs, setup, teardown),
+		cmocka_unit_test(test_gitlib_load__holds_one_initialisation),
 		cmocka_unit_test_setup_teardown(test_route__editor_configuration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__repositories_made_inside_stay_inside,
 						setup, teardown),
