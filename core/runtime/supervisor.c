@@ -585,8 +585,8 @@ static const char *const step_names[] = {
 	[LZ_RS_STEP_NET_FINISHED] = "finish_network", [LZ_RS_STEP_READY] = "report_ready",
 };
 
-/* The one order: a step runs only right after the one before it. */
-/* A step begins: the one before it (want_done) ended now. */
+/* The one order: a step runs only right after the one before it
+ * (want_done), which ends now. */
 static int enter(lz_rs *rs, enum lz_rs_step want_done, const char *step, struct lz_err *err)
 {
 	if (rs->released || rs->step != want_done)
