@@ -254,6 +254,32 @@ test_an_unaccounted_runtime_tree_refuses_the_launch() {
 	assert_eq again "$OUT"
 }
 
+# libgit2 is opened when used (docs/performance.md): without it, diag
+# names it and a launch refuses before its generation exists, saying what
+# to install. An unloadable file of its name first on the loader's path
+# stands in for the missing package.
+test_a_missing_libgit2_refuses_the_launch_naming_it() {
+	local f
+	mkdir "$T/nolib"
+	for f in /usr/lib/*/libgit2.so.*; do : >"$T/nolib/${f##*/}"; done
+	LZ_ENV+=("LD_LIBRARY_PATH=$T/nolib")
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" diag
+	assert_match "$OUT" "^problem +libgit2 +cannot load libgit2" "diag's libgit2 check (stderr: $ERR)"
+	assert_contains "$OUT" "apt install libgit2"
+	capture launch true
+	assert_eq 69 "$STATUS" "exit status (stderr: $ERR)"
+	assert_contains "$ERR" "cannot load libgit2"
+	assert_contains "$ERR" "install the distribution's package"
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "starting" "a generation began"
+	assert_no_leftovers
+	# With the library back, the same Domain launches.
+	unset 'LZ_ENV[-1]'
+	capture launch true
+	assert_eq 0 "$STATUS" "a launch with libgit2 (stderr: $ERR)"
+	assert_no_leftovers
+	cleanup_data
+}
+
 test_unprepared_image_says_what_to_do() {
 	printf 'version = 1\n[storage]\ndata_root = "%s"\n[profiles.test]\nimage = "oci:%s/none"\n' \
 		"$DATA" "$T" >"$CFG"
@@ -376,6 +402,7 @@ t_run "a changed configuration refuses to join" test_changed_configuration_refus
 t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
 t_run "a runtime tree no generation accounts for refuses the launch (refuse on ambiguity)" test_an_unaccounted_runtime_tree_refuses_the_launch
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
+t_run "a missing libgit2 refuses the launch, naming it" test_a_missing_libgit2_refuses_the_launch_naming_it
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
 t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly
 t_run "a full runtime directory refuses the launch at once, saying what to do" test_a_full_runtime_directory_refuses_clearly
