@@ -114,14 +114,12 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 /* The init makes the workspace's host path a symbolic link to /workspace
  * (sandbox_init.c), so the absolute paths Git writes for a linked
  * worktree resolve inside too (spec 3.5's Git contract). Not where it
- * would lie on, above or beneath a mount (a State Anchor or a volume
- * would keep it) or in the kernel's file systems. */
+ * would lie on, above or beneath a mount: a State Anchor or a volume
+ * would keep it, and the default mounts are the sentry's own. */
 static bool alias_fits(const char *ws, const struct mounts *m)
 {
-	static const char *const kernel[] = { "/proc", "/sys", "/dev" };
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(kernel); i++)
-		if (lz_path_overlaps(ws, kernel[i]))
-			return false;
+	if (lz_ocispec_meets_default_mount(ws))
+		return false;
 	for (size_t i = 0; i < m->n; i++)
 		if (lz_path_overlaps(ws, m->v[i].destination))
 			return false;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/pathauth.h"
 #include "util/cleanup.h"
 #include "util/testfault.h"
 
@@ -135,6 +136,14 @@ static bool path_within(const char *p, const char *tree)
 {
 	size_t n = strlen(tree);
 	return strncmp(p, tree, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+bool lz_ocispec_meets_default_mount(const char *path)
+{
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(default_mounts); i++)
+		if (lz_path_overlaps(path, default_mounts[i].destination))
+			return true;
+	return false;
 }
 
 static int check_hostname(const char *h, struct lz_err *err)

@@ -58,6 +58,10 @@ struct lz_ocispec {
  * "/" or each other. */
 int lz_ocispec_config_json(const struct lz_ocispec *spec, char **ret_json, struct lz_err *err);
 
+/* Whether path is a default mount's destination, or lies above or beneath
+ * one (an absolute path without "." or ".." components). */
+bool lz_ocispec_meets_default_mount(const char *path);
+
 /* Builds the process JSON for `runsc exec --process`. */
 int lz_ocispec_process_json(const struct lz_oci_process *p, char **ret_json, struct lz_err *err);
 

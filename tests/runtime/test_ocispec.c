@@ -560,6 +560,19 @@ static void test_lz_ocispec__out_of_memory(void **state)
 	json_set_alloc_funcs(malloc, free);
 }
 
+static void test_lz_ocispec_meets_default_mount(void **state)
+{
+	(void)state;
+	static const char *const meets[] = { "/proc", "/proc/x", "/sys/fs", "/dev", "/dev/pts/0", "/dev/shm", "/" };
+	static const char *const clear[] = { "/home/u/ws", "/devices", "/process", "/system", "/tmp/dev" };
+	for (size_t i = 0; i < sizeof(meets) / sizeof(meets[0]); i++)
+		if (!lz_ocispec_meets_default_mount(meets[i]))
+			fail_msg("%s should meet a default mount", meets[i]);
+	for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++)
+		if (lz_ocispec_meets_default_mount(clear[i]))
+			fail_msg("%s should meet none", clear[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_lz_ocispec_process_json__limits),
 		cmocka_unit_test(test_lz_ocispec_process_json__fields),
 		cmocka_unit_test(test_lz_ocispec__out_of_memory),
+		cmocka_unit_test(test_lz_ocispec_meets_default_mount),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
