@@ -12,6 +12,8 @@
  *       standard output, then points standard output at /dev/null.
  *   coordinator.detach()           [-0, +1, -] -> true
  *       The HC's own session, so it outlives the terminal.
+ *   coordinator.usage()            [-0, +2, -] -> page faults, CPU ms
+ *       This process's so far (getrusage): hc.log's account of a launch.
  *   hc:begin()                     [-0, +1|3, e] -> true | nil, msg, errno
  *   hc:generation()                [-0, +1, e] -> integer (0 before begin)
  *   hc:lower_lookup()  hc:lease_acquire()  hc:lease_release()
@@ -42,6 +44,7 @@
 #include <lua.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "l_util.h"
@@ -301,6 +304,16 @@ static int coordinator_notify(lua_State *L)
 	return 0;
 }
 
+static int coordinator_usage(lua_State *L)
+{
+	struct rusage ru = { 0 };
+	(void)getrusage(RUSAGE_SELF, &ru);
+	lua_pushinteger(L, (lua_Integer)ru.ru_minflt + ru.ru_majflt);
+	lua_pushnumber(L, (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+				  (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3);
+	return 2;
+}
+
 static int coordinator_detach(lua_State *L)
 {
 	(void)setsid();
@@ -314,6 +327,7 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "open", coordinator_open },
 		{ "notify", coordinator_notify },
 		{ "detach", coordinator_detach },
+		{ "usage", coordinator_usage },
 		{ NULL, NULL },
 	};
 	static const luaL_Reg methods[] = {

@@ -22,12 +22,17 @@ LZ_LAZYLIB(libgit2, LZ_LIBGIT2_SONAME)
 
 const char lz_gitlib_soname[] = LZ_LIBGIT2_SONAME;
 
+int lz_gitlib_open(struct lz_err *err)
+{
+	return libgit2_load(err);
+}
+
 /* Debian's libgit2 parses the system's whole CA bundle for its HTTPS
  * transport (mbedTLS) each time its count of initialisations rises from
  * zero: about 8 ms, in every classification and index check. One held
- * for the process's life leaves the later pairs a count, and the RS and
- * the router, forked from the coordinator, inherit it. Nothing here uses
- * libgit2's network transports (nor the random state forked with it). */
+ * for the process's life leaves the later pairs a count (the router's
+ * own is taken without the bundle: runtime/rsrouter.c). Nothing here
+ * uses libgit2's network transports. */
 int lz_gitlib_load(struct lz_err *err)
 {
 	static bool held;

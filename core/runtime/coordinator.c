@@ -34,7 +34,6 @@
 #include "proc/nsident.h"
 #include "proc/userns.h"
 #include "router/gitlib.h"
-#include "router/ignoreclass.h"
 #include "runtime/anchorreset.h"
 #include "runtime/bundle.h"
 #include "runtime/domainverify.h"
@@ -440,8 +439,9 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 		return lz_err_set(err, EPROTO, "a generation begins only after bootstrap recovery");
 	/* The router's libgit2, before the generation exists: a missing
 	 * library refuses the launch here, not halfway through it (and the
-	 * state commands, which open no generation, do not need it). */
-	if ((r = lz_gitlib_load(err)) < 0)
+	 * state commands, which open no generation, do not need it). Loaded,
+	 * not initialised: only the router, a fork, calls it. */
+	if ((r = lz_gitlib_open(err)) < 0)
 		return r;
 	/* The runtime directory after recovery removed what a lost generation
 	 * left there (its transient layer). */
@@ -630,17 +630,10 @@ int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 	if (getrandom(hc->canary_key, sizeof(hc->canary_key), 0) != (ssize_t)sizeof(hc->canary_key) ||
 	    getrandom(hc->init_challenge, sizeof(hc->init_challenge), 0) != (ssize_t)sizeof(hc->init_challenge))
 		return lz_err_set(err, EIO, "canary key: %s", strerror(errno));
-	/* Spec 3.5: the router reads the developer's global excludes file. */
-	char excludes[4096] = "";
-	if (lz_config_selected(hc->cfg)->isolate_ignored &&
-	    (r = lz_ignoreclass_global_excludes(getenv("HOME"), getenv("XDG_CONFIG_HOME"), excludes,
-						sizeof(excludes), err)) < 0)
-		return r;
 	struct lz_rsplan_input in = { .cfg = hc->cfg, .gen = &hc->gendir, .generation = hc->gen,
 				      .domain_id = hc->domain_hex, .artifact = hc->artifact,
 				      .rootfs_fd = hc->rootfs_fd, .runsc_path = hc->runsc_path,
-				      .container_id = hc->container_id, .canary_key = hc->canary_key,
-				      .global_excludes = excludes[0] ? excludes : NULL };
+				      .container_id = hc->container_id, .canary_key = hc->canary_key };
 	if ((r = lz_rsplan_build(&in, &plan, &hc_fd, err)) < 0 ||
 	    (r = lz_bundle_write(hc->cfg, &hc->gendir, hc->init_challenge, err)) < 0)
 		return r;

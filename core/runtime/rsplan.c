@@ -60,7 +60,7 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_log_fd, &p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
-	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
+	for (size_t i = 0; i < p->n_anchors; i++)
 		anchor_close(&p->anchors[i]);
 	free(p);
 }
@@ -163,9 +163,6 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	/* With isolation off (FR-9) the router still serves the workspace:
 	 * nothing is ignored, but its policy (Git control files, setuid bits,
 	 * repositories and editor files made inside) holds all the same. */
-	if (plan->isolate_ignored && in->global_excludes && (r = label(plan->global_excludes, sizeof(plan->global_excludes),
-					      in->global_excludes, "", err)) < 0)
-		return r;
 	if ((plan->router_target_fd = fcntl(in->gen->workspace, F_DUPFD_CLOEXEC, 3)) < 0 ||
 	    (plan->host_ws_fd = fcntl(ws->fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		return lz_err_set(err, errno, "dup: %s", strerror(errno));
@@ -303,8 +300,6 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 		       &plan->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;
-	for (size_t i = 0; i < LZ_RS_MAX_ANCHORS; i++)
-		anchor_init(&plan->anchors[i]);
 	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS)
 		return lz_err_set(err, E2BIG, "more than %d persistent directories", LZ_RS_MAX_ANCHORS);
 
@@ -339,7 +334,10 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	if (lz_gendir_label(in->gen, "runsc", plan->runsc_root, sizeof(plan->runsc_root)) < 0 ||
 	    lz_gendir_label(in->gen, "bundle", plan->bundle, sizeof(plan->bundle)) < 0)
 		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
+	/* Only the anchors in use are written: the 64 slots are 1 MB, and
+	 * each page written is a page fault here (issue 15). */
 	for (size_t i = 0; i < p->n_persistent_dirs; i++) {
+		anchor_init(&plan->anchors[i]);
 		plan->n_anchors = i + 1; /* closed by lz_rsplan_free on failure */
 		if ((r = plan_anchor(in, i, &plan->anchors[i], err)) < 0)
 			return r;

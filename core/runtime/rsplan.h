@@ -92,7 +92,6 @@ struct lz_rs_plan {
 	char router_target[4096];
 	char host_ws[4096];
 	char ignored[4096];
-	char global_excludes[4096]; /* core.excludesFile as the host's Git resolves it; "" for none */
 };
 
 struct lz_rsplan_input {
@@ -105,7 +104,6 @@ struct lz_rsplan_input {
 	const char *runsc_path;
 	const char *container_id;
 	const uint8_t *canary_key; /* LZ_CANARY_KEY_LEN bytes */
-	const char *global_excludes; /* NULL or an absolute path (see the plan) */
 };
 
 /* Builds the plan and the HC <-> RS socketpair: *ret_hc_fd is the HC's end.

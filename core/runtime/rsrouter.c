@@ -3,11 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include "router/gitlib.h"
 #include "router/ignorewatch.h"
 #include "router/router.h"
 #include "util/cleanup.h"
@@ -26,10 +30,33 @@ struct router_arg {
 	int host_fd;
 	int isolated_fd;
 	int ready_fd; /* one byte once serving starts; closed unwritten on failure */
-	const char *global_excludes;
 	bool hide_editor_config;
 	bool isolate_ignored;
 };
+
+/* Where Debian's libgit2 (mbedTLS) looks for the system's CA bundle. */
+#define LIBGIT2_CA_DIR "/etc/ssl/certs"
+
+/* libgit2 parses the whole CA bundle when it is initialised (about 7 ms
+ * here), for HTTPS the router never speaks. The router initialises it in
+ * a mount namespace of its own where that directory is an empty tmpfs,
+ * then returns to the generation's (issue 15). Without the directory, or
+ * where it cannot be covered, the initialisation just reads it. */
+static int gitlib_init_without_cas(struct lz_err *err)
+{
+	_cleanup_close_ int home = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return lz_err_set(err, errno, "router: its mount namespace: %s", strerror(errno));
+	if (unshare(CLONE_NEWNS) < 0)
+		return lz_err_set(err, errno, "router: a mount namespace for libgit2: %s", strerror(errno));
+	(void)mount("none", LIBGIT2_CA_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    "size=4k,nr_inodes=1,mode=0555");
+	int r = lz_gitlib_load(err);
+	if (setns(home, CLONE_NEWNS) < 0)
+		return lz_err_set(err, errno, "router: back to the generation's mount namespace: %s",
+				  strerror(errno));
+	return r;
+}
 
 /* The router process: it keeps the FUSE device, its two backings and
  * the ready pipe only (not the HC's control socket, nor anything else of
@@ -41,15 +68,23 @@ static int router_main(void *argp, struct lz_err *err)
 	/* and the broker's report pipe: a failure says why */
 	int keep[] = { a->fuse_fd, a->host_fd, a->isolated_fd, a->ready_fd, lz_broker_report_fd() };
 	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	/* Spec 3.5: the developer's global excludes file, as the host's Git
+	 * resolves it (from the coordinator's environment, inherited). */
+	char excludes[4096] = "";
+	int r = gitlib_init_without_cas(err);
+	if (r < 0 || (a->isolate_ignored && (r = lz_ignoreclass_global_excludes(getenv("HOME"),
+										    getenv("XDG_CONFIG_HOME"), excludes,
+										    sizeof(excludes), err)) < 0))
+		return r;
 	struct lz_ignoreclass_inputs in = {
 		.workspace_fd = a->host_fd,
 		.isolated_fd = a->isolated_fd,
-		.global_excludes = a->global_excludes[0] ? a->global_excludes : NULL,
+		.global_excludes = excludes[0] ? excludes : NULL,
 		.hide_editor_config = a->hide_editor_config,
 		.share_ignored = !a->isolate_ignored,
 	};
 	lz_ignoreclass *snap = NULL;
-	int r = lz_ignoreclass_build(&in, &snap, err);
+	r = lz_ignoreclass_build(&in, &snap, err);
 	if (r < 0)
 		return lz_err_prefix(err, r, "classifying the workspace");
 	struct lz_router_options opt;
@@ -118,8 +153,7 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct 
 	ready_wr = ready[1];
 	if ((ret = lz_mountns_fuse_new(fuse, &mnt, err)) < 0)
 		return ret;
-	struct router_arg arg = { fuse, host, isolated, ready_wr, p->global_excludes,
-				  p->hide_editor_config, p->isolate_ignored };
+	struct router_arg arg = { fuse, host, isolated, ready_wr, p->hide_editor_config, p->isolate_ignored };
 	struct lz_broker_spec spec = { .label = "workspace router", .comm = "lazaret-router",
 				       .join_pidfd = -1, .fn = router_main, .arg = &arg };
 	if ((ret = lz_broker_spawn(&spec, &r->child, err)) < 0)

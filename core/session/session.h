@@ -68,10 +68,8 @@ struct lz_session {
 	int master; /* owned PTY master, non-blocking; -1 without a terminal */
 	struct lz_broker_child exec;
 	char id[LZ_SESSION_ID_HEX + 1]; /* "" until the store minted one */
-	uint8_t out[LZ_WIRE_MAX_DATA];
-	size_t out_len; /* an Output not yet sent */
-	uint8_t in[LZ_WIRE_MAX_DATA];
-	size_t in_len, in_off; /* an Input not yet written to the master */
+	size_t out_len; /* an Output not yet sent (in out, below) */
+	size_t in_len, in_off; /* an Input not yet written to the master (in in) */
 	enum lz_session_release release;
 	int64_t release_at; /* CLOCK_MONOTONIC ms when the next stage is due */
 	/* Spec 3.4, 3.8: the coordinator's own text in this terminal (a host
@@ -82,6 +80,11 @@ struct lz_session {
 	size_t notice_len, notice_off;
 	bool prompting;
 	int answer; /* 1 approve, -1 deny, 0 none yet */
+	/* The relay buffers stay last: lz_session_init clears what comes
+	 * before them only (their bytes count up to out_len and in_len), so
+	 * a free slot costs no memory written (issue 15). */
+	uint8_t out[LZ_WIRE_MAX_DATA];
+	uint8_t in[LZ_WIRE_MAX_DATA];
 };
 
 /* A free slot. */

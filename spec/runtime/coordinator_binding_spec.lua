@@ -95,6 +95,18 @@ describe("lazaret.core.coordinator", function()
     runtime_domain = nil
   end)
 
+  it("usage counts this process's page faults and CPU time", function()
+    local faults, cpu = coordinator.usage()
+    assert.is_true(math.type(faults) == "integer" and faults > 0)
+    assert.is_true(type(cpu) == "number" and cpu > 0)
+    -- Touching fresh memory adds faults; the count only grows.
+    local t = {}
+    for i = 1, 20000 do t[i] = string.rep("x", 64) .. i end
+    local more, more_cpu = coordinator.usage()
+    assert.is_true(more > faults, "faults " .. faults .. " then " .. more)
+    assert.is_true(more_cpu >= cpu)
+  end)
+
   it("needs XDG_RUNTIME_DIR from the harness", function()
     assert.is_string(os.getenv("XDG_RUNTIME_DIR"))
   end)
@@ -105,7 +117,7 @@ describe("lazaret.core.coordinator", function()
       names[#names + 1] = k .. ":" .. type(v)
     end
     table.sort(names)
-    assert.are.same({ "detach:function", "notify:function", "open:function" }, names)
+    assert.are.same({ "detach:function", "notify:function", "open:function", "usage:function" }, names)
     names = {}
     for k, v in pairs(dstore) do
       names[#names + 1] = k .. ":" .. type(v)

@@ -19,13 +19,15 @@ test_runs_command_and_returns_status() {
 }
 
 # docs/performance.md: hc.log accounts for every launch phase and every
-# step the Runtime Supervisor ran, each with a time.
+# step the Runtime Supervisor ran, each with a time, and for what the
+# coordinator itself cost.
 test_hc_log_names_what_each_launch_step_took() {
 	capture launch true
 	assert_eq 0 "$STATUS" "exit status (stderr: $ERR)"
 	local log n='[0-9]+' f='[0-9]+[.][0-9]'
 	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
-	assert_match "$log" "generation $n published in $n ms \\(configuration and store $n, lease $n, supervisor $n, mounts and router $n, network helper $n, canary and policy $n, sandbox start $n, commit and publish $n\\)$" "the phases"
+	assert_match "$log" "generation $n published in $n ms \\(configuration $n, store $n, recovery $n, generation begun $n, lease $n, supervisor $n, mounts and router $n, network helper $n, canary and policy $n, sandbox start $n, commit and publish $n\\)$" "the phases"
+	assert_match "$log" "generation $n coordinator at publication: page faults $n, CPU $f$" "the coordinator's own cost"
 	assert_match "$log" "generation $n supervisor steps \\(ms\\): mount $f, start_router $f, start_egress $f, start_helper $f, prove_canary $f, attach_egress $f, install_policy $f, start_runsc $f, await_running $f, read_init_report $f, finish_network $f$" "the supervisor's steps"
 	cleanup_data
 }

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +47,43 @@ static void test_lz_spawn__exec_errno_is_reported(void **state)
 	assert_non_null(strstr(err.msg, "exec 'nothing'"));
 	spec.path = "relative";
 	assert_int_equal(lz_spawn(&spec, &pidfd, NULL, &err), -EINVAL);
+}
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_minflt;
+}
+
+/* lz_spawn shares the caller's memory until the exec (issue 15): a fork
+ * would leave every page the caller had written write-protected, and each
+ * one it writes next a page fault. ASan builds fork (spawn.c says why). */
+static void test_lz_spawn__leaves_the_callers_pages_writable(void **state)
+{
+	(void)state;
+	enum { PAGES = 512 };
+	long page = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, PAGES * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(mem != MAP_FAILED);
+	for (size_t i = 0; i < PAGES; i++)
+		mem[i * (size_t)page] = 1;
+	struct lz_err err = { 0, "" };
+	char *const argv[] = { "true", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/true", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	assert_int_equal(lz_spawn_run(&spec, "true", 5000, &err), 0);
+	long before = minor_faults();
+	for (size_t i = 0; i < PAGES; i++)
+		mem[i * (size_t)page] = 2;
+	long faults = minor_faults() - before;
+#if defined(__SANITIZE_ADDRESS__)
+	assert_true(faults >= PAGES);
+#else
+	if (faults >= PAGES / 4)
+		fail_msg("%ld page faults rewriting %d pages after a spawn", faults, PAGES);
+#endif
+	munmap(mem, PAGES * (size_t)page);
 }
 
 static void test_lz_spawn__environment_is_empty_and_argv_exact(void **state)
@@ -249,6 +288,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_spawn__without_has_cwd_keeps_the_callers_directory,
 						tmpdir_setup, tmpdir_teardown),
 		cmocka_unit_test(test_lz_spawn__cwd_fd_not_a_directory_is_enotdir),
+		cmocka_unit_test(test_lz_spawn__leaves_the_callers_pages_writable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
