@@ -85,6 +85,11 @@ static bool configure(SSL_CTX *ctx, bool server, const struct lz_tlschan_cred *c
 	return ok;
 }
 
+void lz_tlschan_warm(bool server)
+{
+	SSL_CTX_free(SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()));
+}
+
 int lz_tlschan_new(int fd, bool server, const struct lz_tlschan_cred *cred, struct lz_tlschan **ret,
 		   struct lz_err *err)
 {
