@@ -8,7 +8,5 @@
 
 extern const unsigned char lz_escalate_client[];
 extern const size_t lz_escalate_client_len;
-/* The SHA-256 of those bytes, lowercase hex (scripts/embed_sha256.cmake). */
-extern const char lz_escalate_client_sha256[65];
 
 #endif

@@ -30,16 +30,6 @@ int lz_write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-int lz_file_fill(int fd, const char *name, const void *data, size_t len, unsigned mode, struct lz_err *err)
-{
-	int r = lz_write_all(fd, data, len);
-	if (r < 0)
-		return lz_err_set(err, -r, "write %s: %s", name, strerror(-r));
-	if (fchmod(fd, mode) < 0)
-		return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
-	return 0;
-}
-
 int lz_file_create(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
 		   unsigned long long resolve, struct lz_err *err)
 {
@@ -47,7 +37,12 @@ int lz_file_create(int dirfd, const char *name, const void *data, size_t len, un
 		lz_openat2_create(dirfd, name, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode, resolve);
 	if (fd < 0)
 		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
-	return lz_file_fill(fd, name, data, len, mode, err);
+	int r = lz_write_all(fd, data, len);
+	if (r < 0)
+		return lz_err_set(err, -r, "write %s: %s", name, strerror(-r));
+	if (fchmod(fd, mode) < 0)
+		return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
+	return 0;
 }
 
 int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err)

@@ -13,10 +13,6 @@
  * returns 0). */
 int lz_write_all(int fd, const void *buf, size_t n);
 
-/* Writes data[0..len) to fd, a file just made (name is for messages), and
- * sets its mode whatever the umask. */
-int lz_file_fill(int fd, const char *name, const void *data, size_t len, unsigned mode, struct lz_err *err);
-
 /* Creates the new regular file name beneath dirfd (O_EXCL, no symlink
  * followed, resolved with openat2 `resolve`), writes data[0..len) and sets
  * mode whatever the umask. An existing name refuses (-EEXIST); a failure

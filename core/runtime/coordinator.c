@@ -471,8 +471,8 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	if ((r = lz_admission_new(ta->tls_ca, hc->domain_id, hc->fingerprint, gen, ta->manifest, ta->manifest_len,
 				  &hc->admission, err)) < 0)
 		return lz_err_prefix(err, r, "control socket TLS: ");
-	r = lz_gendir_link_shared(&hc->gendir, LZ_GENDIR_ESCALATE, lz_escalate_client_sha256, lz_escalate_client,
-				  lz_escalate_client_len, 0555, err);
+	r = lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
+			   LZ_RESOLVE_OWNED, err);
 	return fault_after("after-begin", r);
 }
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -153,84 +152,6 @@ void lz_gendir_remove(struct lz_gendir *g)
 		remove_tree(g->parent->fd, g->name);
 	g->parent = NULL;
 	g->name[0] = '\0';
-}
-
-/* Older copies of name ("<name>-" and 64 hex digits) other than keep. */
-static void remove_older_copies(int dir, const char *name, const char *keep)
-{
-	int fd = lz_openat2(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	size_t n = strlen(name);
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		const char *id = de->d_name + n + 1;
-		if (strncmp(de->d_name, name, n) != 0 || de->d_name[n] != '-' || strlen(id) != 64 ||
-		    strspn(id, "0123456789abcdef") != 64 || strcmp(de->d_name, keep) == 0)
-			continue;
-		(void)unlinkat(dir, de->d_name, 0);
-	}
-	closedir(d);
-}
-
-/* Writes the shared copy: an unnamed file, filled and moded, then named
- * (nobody ever sees it partial). *ret_fd is its descriptor. */
-static int write_shared(int dir, const char *cache, const void *bytes, size_t len, unsigned mode, int *ret_fd,
-			struct lz_err *err)
-{
-	_cleanup_close_ int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return lz_err_set(err, errno, "create %s: %s", cache, strerror(errno));
-	int r = lz_file_fill(fd, cache, bytes, len, mode, err);
-	if (r < 0)
-		return r;
-	char self[32];
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	if (linkat(AT_FDCWD, self, dir, cache, AT_SYMLINK_FOLLOW) < 0)
-		return lz_err_set(err, errno, "name %s: %s", cache, strerror(errno));
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
-int lz_gendir_link_shared(const struct lz_gendir *g, const char *name, const char *content_id, const void *bytes,
-			  size_t len, unsigned mode, struct lz_err *err)
-{
-	char cache[NAME_MAX + 1];
-	int dir = g->parent->fd, r;
-	if ((size_t)snprintf(cache, sizeof(cache), "%s-%s", name, content_id) >= sizeof(cache))
-		return lz_err_set(err, ENAMETOOLONG, "%s-%s: name too long", name, content_id);
-	_cleanup_close_ int fd = lz_openat2(dir, cache, O_PATH | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	struct stat st;
-	if (fd < 0 && errno != ENOENT)
-		return lz_err_set(err, errno, "open %s in the runtime directory: %s", cache, strerror(errno));
-	if (fd >= 0) {
-		if (fstat(fd, &st) < 0)
-			return lz_err_set(err, errno, "stat %s: %s", cache, strerror(errno));
-		if (S_ISLNK(st.st_mode))
-			return lz_err_set(err, ELOOP, "%s in the runtime directory is a symlink; remove it", cache);
-		if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
-			return lz_err_set(err, EPERM, "%s in the runtime directory is not a file of yours; remove it",
-					  cache);
-		if ((st.st_mode & 07777) != mode || (size_t)st.st_size != len) {
-			lz_close_fdp(&fd);
-			if (unlinkat(dir, cache, 0) < 0)
-				return lz_err_set(err, errno, "remove %s: %s", cache, strerror(errno));
-		}
-	}
-	if (fd < 0) {
-		if ((r = write_shared(dir, cache, bytes, len, mode, &fd, err)) < 0)
-			return r;
-		remove_older_copies(dir, name, cache);
-	}
-	char self[32];
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	if (linkat(AT_FDCWD, self, g->dir.fd, name, AT_SYMLINK_FOLLOW) < 0)
-		return lz_err_set(err, errno, "link %s into %s: %s", cache, g->name, strerror(errno));
-	return 0;
 }
 
 size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max)

@@ -5,7 +5,6 @@
  *     hc.lock      the Domain flock (kept)
  *     hc.sock      the HC's socket, from publication to the end of serve
  *     hc.log       the HC's standard error, appended (kept)
- *     escalate-<SHA-256>  the escalation client every generation links (kept)
  *     gen-<N>/     one generation's tree, removed when it ends:
  *       root/ root-upper/ root-work/  the root overlay's mount point and
  *                                     transient layer
@@ -15,7 +14,7 @@
  *       bundle/       config.json
  *       sessions/     runsc exec process documents and guest PID files
  *       init          lazaret-init (0555)
- *       escalate      lazaret-escalate (0555), a link of escalate-<SHA-256>
+ *       escalate      lazaret-escalate (0555)
  *       escalation/   the Escalation Mailbox (escalation/mailbox.h)
  *       resolv.conf   the sandbox's resolver (0444)
  *       runsc.log, slirp4netns.log
@@ -66,18 +65,6 @@ struct lz_gendir {
  * An existing gen-<N> is refused (a stale one is removed first, below). */
 int lz_gendir_create(const struct lz_path *runtime_domain, uint64_t generation, const void *init,
 		     size_t init_len, const char *resolv_conf, struct lz_gendir *ret, struct lz_err *err);
-
-/* A read-only file every generation shares, hard-linked into gen-N as
- * name from "<name>-<content_id>" in the runtime Domain directory, which
- * is written (through an O_TMPFILE, mode exactly mode) only when absent,
- * or when what is there is a file of ours of another size or mode (a copy
- * cut short); content_id names bytes[0..len) exactly (its SHA-256, taken
- * at build time), and older copies of name are removed when a new one is
- * written. Anything else at that name refuses (-ELOOP, -EPERM), changing
- * nothing. Writing the 4.3 MB escalation client cost each launch 3.7 ms
- * (issue 15). */
-int lz_gendir_link_shared(const struct lz_gendir *g, const char *name, const char *content_id, const void *bytes,
-			  size_t len, unsigned mode, struct lz_err *err);
 
 /* "<gen-N label>/<child>" into out; -ENAMETOOLONG. */
 int lz_gendir_label(const struct lz_gendir *g, const char *child, char *out, size_t size);

@@ -32,7 +32,6 @@
 #include "fs/pathauth.h"
 #include "proc/spawn.h"
 #include "runtime/rundir.h"
-#include "util/sys.h"
 
 #define INIT_BYTES "\x7f" "ELF-not-really"
 #define RESOLV "nameserver 10.137.54.3\n"
@@ -214,91 +213,6 @@ static void test_lz_gendir_create__unwritable_directory_refused(void **state)
 }
 
 /* ---- logs ----------------------------------------------------------------- */
-
-#define SHARED_ID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-#define SHARED_OLD "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
-#define SHARED "escalate-" SHARED_ID
-
-static void make_gen(struct fx *f, uint64_t gen, struct lz_gendir *g)
-{
-	struct lz_err err = { 0, "" };
-	if (lz_gendir_create(&f->domain, gen, INIT_BYTES, sizeof(INIT_BYTES) - 1, RESOLV, g, &err) < 0)
-		fail_msg("%s", err.msg);
-}
-
-static ino_t ino_of(int dirfd, const char *name)
-{
-	struct stat st;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		fail_msg("stat %s: %s", name, strerror(errno));
-	return st.st_ino;
-}
-
-/* Every generation links the one copy; it is written only once, and a
- * new copy replaces older ones. */
-static void test_lz_gendir_link_shared__one_copy_for_every_generation(void **state)
-{
-	struct fx *f = *state;
-	struct lz_err err = { 0, "" };
-	struct lz_gendir a = LZ_GENDIR_INIT, b = LZ_GENDIR_INIT;
-	static const char bytes[] = "#!client bytes";
-	assert_int_equal(lz_file_create(f->domain.fd, "escalate-" SHARED_OLD, "old", 3, 0555, LZ_RESOLVE_OWNED, &err),
-			 0);
-	make_gen(f, 1, &a);
-	make_gen(f, 2, &b);
-	umask(0777); /* exact modes whatever the umask */
-	assert_int_equal(lz_gendir_link_shared(&a, "escalate", SHARED_ID, bytes, sizeof(bytes), 0555, &err), 0);
-	ino_t first = ino_of(f->domain.fd, SHARED);
-	assert_int_equal(lz_gendir_link_shared(&b, "escalate", SHARED_ID, bytes, sizeof(bytes), 0555, &err), 0);
-	umask(022);
-	assert_mode(f->domain.fd, SHARED, S_IFREG, 0555);
-	assert_true(ino_of(a.dir.fd, "escalate") == first);
-	assert_true(ino_of(b.dir.fd, "escalate") == first);
-	assert_true(ino_of(f->domain.fd, SHARED) == first); /* not written again */
-	char got[sizeof(bytes)] = "";
-	int fd = openat(b.dir.fd, "escalate", O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(read(fd, got, sizeof(got)), (ssize_t)sizeof(bytes));
-	close(fd);
-	assert_memory_equal(got, bytes, sizeof(bytes));
-	struct stat st;
-	assert_int_equal(fstatat(f->domain.fd, "escalate-" SHARED_OLD, &st, AT_SYMLINK_NOFOLLOW), -1);
-	assert_int_equal(errno, ENOENT); /* the older copy went */
-	lz_gendir_remove(&a);
-	lz_gendir_remove(&b);
-	assert_int_equal(fstatat(f->domain.fd, SHARED, &st, AT_SYMLINK_NOFOLLOW), 0); /* kept */
-}
-
-/* A copy of ours cut short is made again; a symlink or a directory at the
- * name refuses, changing nothing. */
-static void test_lz_gendir_link_shared__short_copy_remade_others_refused(void **state)
-{
-	struct fx *f = *state;
-	struct lz_err err = { 0, "" };
-	struct lz_gendir g = LZ_GENDIR_INIT;
-	static const char bytes[] = "#!client bytes";
-	make_gen(f, 3, &g);
-	assert_int_equal(lz_file_create(f->domain.fd, SHARED, "#!cli", 5, 0555, LZ_RESOLVE_OWNED, &err), 0);
-	assert_int_equal(lz_gendir_link_shared(&g, "escalate", SHARED_ID, bytes, sizeof(bytes), 0555, &err), 0);
-	struct stat st;
-	assert_int_equal(fstatat(g.dir.fd, "escalate", &st, AT_SYMLINK_NOFOLLOW), 0);
-	assert_int_equal(st.st_size, sizeof(bytes));
-	assert_int_equal(unlinkat(g.dir.fd, "escalate", 0), 0);
-	assert_int_equal(unlinkat(f->domain.fd, SHARED, 0), 0);
-
-	assert_int_equal(symlinkat("/etc/passwd", f->domain.fd, SHARED), 0);
-	assert_int_equal(lz_gendir_link_shared(&g, "escalate", SHARED_ID, bytes, sizeof(bytes), 0555, &err), -ELOOP);
-	assert_non_null(strstr(err.msg, "remove it"));
-	assert_mode(f->domain.fd, SHARED, S_IFLNK, 0777);
-	assert_int_equal(fstatat(g.dir.fd, "escalate", &st, AT_SYMLINK_NOFOLLOW), -1);
-	assert_int_equal(unlinkat(f->domain.fd, SHARED, 0), 0);
-
-	assert_int_equal(mkdirat(f->domain.fd, SHARED, 0700), 0);
-	assert_int_equal(lz_gendir_link_shared(&g, "escalate", SHARED_ID, bytes, sizeof(bytes), 0555, &err), -EPERM);
-	assert_mode(f->domain.fd, SHARED, S_IFDIR, 0700);
-	assert_int_equal(fstatat(g.dir.fd, "escalate", &st, AT_SYMLINK_NOFOLLOW), -1);
-	lz_gendir_remove(&g);
-}
 
 static void test_lz_gendir_open_log__appends_0600_and_refuses_symlinks(void **state)
 {
@@ -582,8 +496,6 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_gendir_create__layout_and_exact_modes_whatever_the_umask),
-		T(test_lz_gendir_link_shared__one_copy_for_every_generation),
-		T(test_lz_gendir_link_shared__short_copy_remade_others_refused),
 		T(test_lz_gendir_create__existing_generation_refused),
 		T(test_lz_gendir_create__unwritable_directory_refused),
 		T(test_lz_gendir_open_log__appends_0600_and_refuses_symlinks),
