@@ -2,13 +2,13 @@
  * expose only the entry selected by the current snapshot").
  *
  * opendir reads both sides of the directory (its own backing object and
- * the other backing's directory at the same path, if any), keeps each
- * name only from the side its route selects, sorts bytewise, and
- * deduplicates (a directory-only pattern can select a directory in one
- * backing and a non-directory of the same name in the other: the
- * directory wins, as in lookup). The listing is the stream's: offsets are
- * indexes into it, stable for the stream's lifetime, and it is not
- * re-read after a publish (the stream is pinned to its snapshot).
+ * the other backing's directory at the same path, if any); each read from
+ * offset 0 lists them: keeps each name only from the side its route
+ * selects, sorts bytewise, and deduplicates (a directory-only pattern can
+ * select a directory in one backing and a non-directory of the same name
+ * in the other: the directory wins, as in lookup). Offsets are indexes
+ * into that listing, stable until the stream is read from 0 again, and it
+ * is not re-read after a publish (the stream is pinned to its snapshot).
  * readdirplus looks entries up relative to the two directories the
  * listing came from, and only while the current route still selects the
  * side the entry came from; otherwise the name is listed without
@@ -221,7 +221,8 @@ static int cmp_ent(const void *a, const void *b)
 	return (y->dtype == DT_DIR) - (x->dtype == DT_DIR); /* directory first */
 }
 
-static int list_dir(struct lz_router *r, struct rt_inode *di, struct rt_dir *d)
+/* Opens d's sides and, when names, lists them. */
+static int list_dir(struct lz_router *r, struct rt_inode *di, struct rt_dir *d, bool names)
 {
 	char path[PATH_MAX];
 	size_t len;
@@ -234,7 +235,7 @@ static int list_dir(struct lz_router *r, struct rt_inode *di, struct rt_dir *d)
 		if (fd < 0 && (b == (int)di->backing || fd != -ENOENT))
 			return fd;
 		d->fd[b] = fd < 0 ? -EBADF : fd;
-		if (fd < 0)
+		if (fd < 0 || !names)
 			continue;
 		s.side = (enum rt_backing)b;
 		s.fd = fd;
@@ -273,12 +274,13 @@ static void dir_free(struct rt_dir *d)
 	free(d);
 }
 
-/* (Re)takes d's listing under the current snapshot; caller holds d->lock.
- * A stream read from its start again (rewinddir, lseek to 0) sees the
- * directory as it is now, as on any local filesystem: gVisor rewinds the
- * one descriptor it keeps per directory instead of reopening it, so a
- * listing frozen at opendir would hide every name made since. */
-static int dir_relist(struct lz_router *r, struct rt_dir *d)
+/* (Re)opens d's sides and, when names, lists them under the current
+ * snapshot; caller holds d->lock (or owns d). Every read from offset 0
+ * sees the directory as it is then, as on any local filesystem: gVisor
+ * opens one descriptor per directory when a program first opens it (tar
+ * -C, cd) and rewinds it for every later listing (ls, find, rm -r), so a
+ * listing taken at opendir would hide every name made since. */
+static int dir_relist(struct lz_router *r, struct rt_dir *d, bool names)
 {
 	rt_open_count(r, -dir_fds(d));
 	lz_close_fdp(&d->fd[0]);
@@ -289,7 +291,7 @@ static int dir_relist(struct lz_router *r, struct rt_dir *d)
 	d->names = NULL;
 	d->n = 0;
 	rt_rdlock_snap(r);
-	int rc = list_dir(r, d->inode, d);
+	int rc = list_dir(r, d->inode, d, names);
 	rt_unlock_snap(r);
 	rt_open_count(r, dir_fds(d));
 	return rc;
@@ -311,16 +313,15 @@ void rt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&d->lock, NULL);
 	d->fd[0] = d->fd[1] = -EBADF;
 	d->inode = di;
-	/* Listed now so that a failure is the open's, and again by each read
-	 * from offset 0 after the first (dir_relist). */
-	int rc = dir_relist(r, d);
+	/* The sides opened now, so that a failure is the open's; listed by
+	 * each read from offset 0. */
+	int rc = dir_relist(r, d, false);
 	if (rc < 0) {
 		rt_open_count(r, -dir_fds(d));
 		dir_free(d);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	d->fresh = true;
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi) < 0) {
 		rt_open_count(r, -dir_fds(d));
@@ -375,15 +376,15 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	}
 	size_t used = 0;
 	pthread_mutex_lock(&d->lock);
-	if (off == 0 && !d->fresh) {
-		int rc = dir_relist(r, d);
+	if (off == 0 || !d->listed) {
+		int rc = dir_relist(r, d, true);
 		if (rc < 0) {
 			pthread_mutex_unlock(&d->lock);
 			fuse_reply_err(req, -rc);
 			return;
 		}
 	}
-	d->fresh = false;
+	d->listed = true;
 	for (size_t k = off < 0 ? 0 : (size_t)off; k < d->n + 2; k++) {
 		const char *name = k == 0 ? "." : k == 1 ? ".." : d->names + d->ents[k - 2].name_off;
 		struct fuse_entry_param e;

@@ -95,8 +95,8 @@ struct rt_dirent {
 };
 #define RT_INCONSISTENT_ENT 2
 
-/* One directory stream: the merged listing taken under one snapshot at
- * opendir and again at each later read from offset 0, with stable offsets
+/* One directory stream: the merged listing taken under one snapshot by
+ * its first read and by each read from offset 0, with stable offsets
  * (index + 1) in between, and the directories of both sides it was read
  * from (pinned; readdirplus stats relative to them). */
 struct rt_dir {
@@ -106,7 +106,7 @@ struct rt_dir {
 	struct rt_dirent *ents;
 	size_t n;
 	char *names;
-	bool fresh;  /* taken by opendir and not read yet: offset 0 keeps it */
+	bool listed; /* read since opendir: ents is the listing */
 };
 
 struct lz_router {

@@ -105,6 +105,27 @@ tar=0
 14.99" "$OUT" "git status of a clean tree and tar x of 1,500 files"
 }
 
+# A directory a program holds open while another fills it lists the new
+# names: gVisor reads a directory through the one descriptor it opened
+# first (here by the shell's redirection), rewound for each listing.
+test_a_directory_held_open_lists_what_was_made_in_it() {
+	make_repo
+	mkdir -p "$WS/src/many"
+	for i in 0 1 2; do echo "$i" >"$WS/src/many/f$i"; done
+	tar cf "$WS/small.tar" -C "$WS/src" many
+	rm -r "$WS/src"
+	capture launch sh -c 'cd /workspace && for d in node_modules/held held; do
+		mkdir -p $d && exec 3<$d && tar xf small.tar -C $d && echo "$d: $(ls $d) $(ls $d/many | wc -l)" &&
+		exec 3<&- && rm -r $d && echo removed; done'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_eq "node_modules/held: many 3
+removed
+held: many 3
+removed" "$OUT" "names made under a held-open directory, in both backings"
+	[ ! -e "$WS/held" ] && [ ! -e "$(ignored_root)/node_modules/held" ] ||
+		fail "rm -r left the directory behind"
+}
+
 # Issue 15: Git inside and on the host agree on the index's stat data, so
 # neither re-hashes the tree after the other wrote the index: a status
 # inside leaves the host's index as it was, and after an add inside, a
@@ -483,6 +504,7 @@ done" "$(cat "$WS/from-sandbox.txt")"
 t_run "host-backed objects get no setuid or setgid bit and no foreign owner" test_host_objects_get_no_setid_bits_or_foreign_owners
 t_run "more files than descriptors are answered right" test_more_files_than_descriptors_are_answered_right
 t_run "git status does not re-hash across the boundary" test_git_status_does_not_rehash_across_the_boundary
+t_run "a directory held open lists what was made in it, and rm -r empties it" test_a_directory_held_open_lists_what_was_made_in_it
 t_run "ignored paths are isolated and persist across launches" test_ignored_paths_are_isolated_and_persist
 t_run "messages naming workspace paths are escaped" test_messages_naming_workspace_paths_are_escaped
 t_run "ignored host content is hidden from the sandbox" test_host_ignored_content_is_hidden

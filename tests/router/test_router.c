@@ -619,6 +619,33 @@ static void router__rewound_directory_shows_new_names(struct env *e)
 }
 RUN_BOTH(router__rewound_directory_shows_new_names)
 
+/* A stream opened before names were made, and read only after, lists them:
+ * gVisor opens a directory's descriptor when a program first opens it
+ * (tar -C, a shell's cd) and reads it much later (ls, find, rm -r). */
+static void router__directory_opened_before_changes_lists_them(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, "d"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "d.ign"), 0755));
+	DIR *d = opendir(P(e->mnt, "d"));
+	DIR *di = opendir(P(e->mnt, "d.ign"));
+	CHECK(d != NULL && di != NULL);
+	write_text(P(e->mnt, "d/new"), "1");
+	write_text(P(e->mnt, "d.ign/new"), "2");
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		n += strcmp(de->d_name, "new") == 0;
+	while ((de = readdir(di)) != NULL)
+		n += strcmp(de->d_name, "new") == 0;
+	CHECK(n == 2, "%zu of 2 names made after opendir listed", n);
+	closedir(d);
+	closedir(di);
+	/* and rm -r, which lists before each rmdir, empties what it lists */
+	CHECK_OK(unlink(P(e->mnt, "d/new")));
+	CHECK_OK(rmdir(P(e->mnt, "d")));
+}
+RUN_BOTH(router__directory_opened_before_changes_lists_them)
+
 static void router__cross_backing_rename_and_link_fail_exdev(struct env *e)
 {
 	write_text(P(e->mnt, "a.txt"), "A");
@@ -1464,6 +1491,8 @@ int main(void)
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__rewound_directory_shows_new_names),
 	T(router__rewound_directory_shows_new_names__open_requests),
+		T(router__directory_opened_before_changes_lists_them),
+		T(router__directory_opened_before_changes_lists_them__open_requests),
 	T(router__host_objects_get_no_setid_bits_or_foreign_owners),
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
