@@ -16,7 +16,9 @@
  *       its READY record says ("mount 4.1, start_router 12.0, ..." in ms),
  *       or nil before READY.
  *   rs:stop()          [-1, +1|3, e] STOP, then the exact unmount's proof
- *       or the RS's reaping; no RS: true. */
+ *       or the RS's reaping; no RS: true.
+ *   rs:failure()       [-1, +1, -] -> the reason the RS gave when it failed
+ *       while serving or stopping, or nil. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <string.h>
@@ -73,6 +75,16 @@ static int rs_steps(lua_State *L)
 	return 1;
 }
 
+static int rs_failure(lua_State *L)
+{
+	const char *why = lz_hc_rs_failure(lz_l_view_hc(L, 1, RS_MT));
+	if (why == NULL)
+		lua_pushnil(L);
+	else
+		lua_pushstring(L, why);
+	return 1;
+}
+
 static int rs_stop(lua_State *L)
 {
 	lz_hc *hc = lz_l_view_hc(L, 1, RS_MT);
@@ -105,6 +117,7 @@ int luaopen_lazaret_rs(lua_State *L)
 		{ "ack", rs_ack },
 		{ "steps", rs_steps },
 		{ "stop", rs_stop },
+		{ "failure", rs_failure },
 		{ NULL, NULL },
 	};
 	static const luaL_Reg metamethods[] = {

@@ -89,6 +89,7 @@ struct lz_hc {
 	enum rs_state rs_state;
 	struct lz_broker_child rs;
 	int control_fd;
+	char rs_failure[LZ_RS_TEXT_MAX]; /* why the RS failed, as it said; "" */
 
 	/* Sessions (spec 3.4) and who may open them (spec 3.3). */
 	struct lz_admission *admission;
@@ -119,6 +120,18 @@ const char *lz_hc_readiness(const lz_hc *hc)
 const char *lz_hc_rs_steps(const lz_hc *hc)
 {
 	return hc->have_ready ? hc->ready.text : NULL;
+}
+
+const char *lz_hc_rs_failure(const lz_hc *hc)
+{
+	return hc->rs_failure[0] ? hc->rs_failure : NULL;
+}
+
+/* Keeps the first reason the RS gave for failing. */
+static void note_rs_failure(lz_hc *hc, const struct lz_rs_msg *m)
+{
+	if (m->type == LZ_RS_FAILED && !hc->rs_failure[0] && lz_rs_msg_for(m, hc->gen, hc->domain_hex))
+		snprintf(hc->rs_failure, sizeof(hc->rs_failure), "%s", m->text[0] ? m->text : "no reason given");
 }
 
 /* Test builds (lazaret-faults): LAZARET_TEST_FAULT=hc-kill-<stage> kills
@@ -815,6 +828,7 @@ int lz_hc_rs_stop(lz_hc *hc, struct lz_err *err)
 		}
 		if (m->type == LZ_RS_FAILED) {
 			snprintf(why, sizeof(why), "%s", m->text);
+			note_rs_failure(hc, m);
 			break;
 		}
 	}
@@ -1526,7 +1540,12 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			break;
 		}
 		if (pf[1].revents || pf[2].revents) {
-			r = lz_err_set(err, EPIPE, "the Runtime Supervisor ended; the sandbox is gone");
+			/* Unasked, the RS writes only FAILED, with its reason. */
+			_cleanup_free_ struct lz_rs_msg *m = pf[1].revents ? malloc(sizeof(*m)) : NULL;
+			if (m != NULL && lz_rs_recv(hc->control_fd, m, 0) == 0)
+				note_rs_failure(hc, m);
+			r = hc->rs_failure[0] ? lz_err_set(err, EPIPE, "the sandbox is gone: %s", hc->rs_failure)
+					      : lz_err_set(err, EPIPE, "the Runtime Supervisor ended; the sandbox is gone");
 			break;
 		}
 		lz_escalation_handle(hc->esc, pf + FIXED, n_esc);

@@ -139,6 +139,10 @@ const char *lz_hc_readiness(const lz_hc *hc);
  * start_router 12.0, ..." in ms; for the log only), or NULL before READY. */
 const char *lz_hc_rs_steps(const lz_hc *hc);
 
+/* The reason the RS gave when it failed (its FAILED record: a lost
+ * workspace router, network helper or sandbox), or NULL. */
+const char *lz_hc_rs_failure(const lz_hc *hc);
+
 /* Spec 3.6 unmount steps 2: STOP, then the RS's exact unmount and absence
  * proof (STOPPED), or, when it could not report, its reaping (its mount
  * namespace ended with it). The RS is reaped either way, at most

@@ -102,7 +102,15 @@ local function fakes(opts)
       return phases[role] or false
     end,
   })
-  return { hc = fake("hc"), store = store, rs = fake("rs") }, log, phases, batches
+  -- rs:failure() answers opts.rs_failure (the reason the RS reported)
+  -- and, like store:phase, is not logged.
+  local rs = fake("rs", {
+    failure = function(self)
+      assert(type(self) == "table")
+      return opts.rs_failure
+    end,
+  })
+  return { hc = fake("hc"), store = store, rs = rs }, log, phases, batches
 end
 
 local function prefix(list, k)
@@ -323,6 +331,18 @@ describe("lazaret.runtime.hc", function()
       h, log = fakes({ phases = phases_all("active") })
       assert.is_true(hcm.teardown(h, nil))
       assert.are.equal("store:generation(failed)", log[#log])
+    end)
+
+    it("ends a generation failed, saying why, when its RS reported a loss", function()
+      local h, log, phases = fakes({ phases = phases_all("active"), rs_failure = "the sandbox ended" })
+      local retired, healthy = hcm.teardown(h, true)
+      assert.is_true(retired)
+      assert.is_false(healthy)
+      assert.are.same(with_last(TEARDOWN_PUBLISHED, "store:generation(failed)"), log)
+      assert.are.same(phases_all("clean"), phases)
+      assert.is_true(contains(logged, "the Runtime Supervisor failed: the sandbox ended"))
+      local _, ok = hcm.teardown(fakes({ phases = phases_all("active") }), true)
+      assert.is_true(ok)
     end)
 
     it("cleans nothing without the RS's absence proof and records the generation failed", function()

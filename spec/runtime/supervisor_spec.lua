@@ -78,8 +78,8 @@ describe("lazaret.runtime.supervisor", function()
     assert.are.same(concat(STEPS, { "serve", "stop" }), log)
   end)
 
-  it("stops after every way serving ends", function()
-    for _, ending in ipairs({ "stop", "hc-lost", "runsc-ended" }) do
+  it("stops after STOP and after the loss of the HC", function()
+    for _, ending in ipairs({ "stop", "hc-lost" }) do
       local rs, log = fake({ serve_end = ending })
       assert.are.equal(0, sup.main(rs), ending)
       assert.are.same(concat(STEPS, { "serve", "stop" }), log, ending)
@@ -109,6 +109,13 @@ describe("lazaret.runtime.supervisor", function()
     local rs, log = fake({ serve_end = "router-ended" })
     assert.are.equal(1, sup.main(rs))
     assert.are.same(concat(STEPS, { "serve", "abort(the workspace router ended)" }), log)
+  end)
+
+  it("aborts when the sandbox ends on its own, without stop", function()
+    local rs, log = fake({ serve_end = "runsc-ended" })
+    assert.are.equal(1, sup.main(rs))
+    assert.are.same(concat(STEPS, { "serve",
+      "abort(the sandbox ended on its own (its runsc run client exited); runsc's log is in hc.log)" }), log)
   end)
 
   it("aborts when the network helper ends (spec 3.7), without stop", function()

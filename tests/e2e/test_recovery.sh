@@ -80,6 +80,26 @@ kill_role_during_serve() {
 		fail "the session outlived its $role by 30 s"
 	fi
 	wait "$cli" || true
+	# A loss of the generation's own processes ends it failed, and hc.log
+	# says which (a lost session process ends only its session).
+	local why=""
+	case $role in
+	runsc | gofer | sandbox) why="the Runtime Supervisor failed: the sandbox ended on its own" ;;
+	router) why="the Runtime Supervisor failed: the workspace router ended" ;;
+	slirp4netns) why="the Runtime Supervisor failed: the network helper (slirp4netns) ended" ;;
+	supervisor) why="the Runtime Supervisor ended" ;;
+	esac
+	if [ -n "$why" ]; then
+		for _ in $(seq 300); do
+			grep -q "generation ended" "$T"/run/lazaret/domains/*/hc.log 2>/dev/null && break
+			sleep 0.1
+		done
+		local log
+		log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+		assert_contains "$log" "$why"
+		assert_contains "$log" "generation ended with errors"
+		assert_not_contains "$log" "generation ended cleanly"
+	fi
 	assert_recovered
 }
 

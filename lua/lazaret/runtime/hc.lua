@@ -151,8 +151,9 @@ end
 
 -- Teardown in reverse (spec 3.6 unmount and lease release), from any point
 -- launch reached. The generation ends stopped when everything was retired
--- and it was healthy, else failed. Returns whether everything was retired
--- (each failure logged; a failure stops only the steps that depend on it).
+-- and it was healthy (and its RS reported no loss), else failed. Returns
+-- whether everything was retired (each failure logged; a failure stops
+-- only the steps that depend on it) and whether the generation was healthy.
 function M.teardown(h, healthy, lap)
   local hc, store, rs = h.hc, h.store, h.rs
   lap = lap or function() end
@@ -186,10 +187,17 @@ function M.teardown(h, healthy, lap)
   -- 2. The RS unmounts exactly and proves absence (or its namespaces end).
   local stopped = try("runtime supervisor stop", function() must("stop", rs:stop()) end)
   lap("supervisor stop")
+  -- A loss the RS reported (sandbox, router, network helper) fails the
+  -- generation even when its sessions had ended first.
+  local lost = rs:failure()
+  if lost then
+    log("the Runtime Supervisor failed: " .. lost)
+    healthy = false
+  end
   if not stopped then
     -- Without absence proof nothing below may be cleaned.
     try("generation failed", function() must("failed", store:generation("failed")) end)
-    return false
+    return false, healthy
   end
   together(function()
     for _, role in ipairs(M.rs_roles) do
@@ -219,7 +227,7 @@ function M.teardown(h, healthy, lap)
     try("generation " .. final, function() must(final, store:generation(final)) end)
   end)
   lap("ended")
-  return ok
+  return ok, healthy
 end
 
 -- One CLI waits on our standard output for "ready" or the reason we failed.
@@ -329,16 +337,17 @@ function M.main(cmd)
   local served, smsg = session.serve(hc, require("lazaret.runtime.escalation").route)
   if not served then log("serve ended: " .. smsg) end
   local tlap, tsummary = M.stopwatch()
-  local clean = M.teardown(h, served, tlap)
+  local clean, healthy = M.teardown(h, served, tlap)
+  clean = clean and healthy
   local total, laps = tsummary()
-  log(string_format("generation ended %s (teardown %d ms: %s)",
-                    (served and clean) and "cleanly" or "with errors", total, laps))
+  log(string_format("generation ended %s (teardown %d ms: %s)", clean and "cleanly" or "with errors",
+                    total, laps))
   -- OR-7: the automatic policy, after the Domain is let go (a new launch
   -- need not wait for it).
   local artifact = hc:artifact()
   hc:close()
   if s.keep_unused_images > 0 then M.auto_gc(cfg, s.keep_unused_images, artifact) end
-  return (served and clean) and 0 or 1
+  return clean and 0 or 1
 end
 
 return M

@@ -35,7 +35,8 @@ function M.main(rs)
     rs:abort(type(e) == "string" and e or "the supervisor failed")
     return 1
   end
-  -- Ends on STOP, loss of the HC (the lease-loss path) or runsc's end.
+  -- Ends on STOP, loss of the HC (the lease-loss path), or the loss of
+  -- runsc, the router, the network helper or the egress proxy.
   local ended, smsg = rs:serve()
   if not ended then
     rs:abort("serve: " .. smsg)
@@ -56,6 +57,12 @@ function M.main(rs)
   -- Egress by name: without its proxy the sandbox has no way to a name.
   if ended == "egress-proxy-ended" then
     rs:abort("the egress proxy ended")
+    return 1
+  end
+  -- The sandbox ends only when stopped: on its own it was lost (killed,
+  -- or runsc failed); the generation ends failed, saying so.
+  if ended == "runsc-ended" then
+    rs:abort("the sandbox ended on its own (its runsc run client exited); runsc's log is in hc.log")
     return 1
   end
   -- Reports STOPPED, or FAILED with the reason, itself.
