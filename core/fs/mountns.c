@@ -19,13 +19,11 @@
 #define SYS_STATMOUNT 457
 #define STATMOUNT_SB_BASIC_MASK 0x1u
 
-static int identify_fd(int fd, const char *label, struct lz_mount_id *ret, struct lz_err *err)
+static int identify_fd_as(int fd, int sync, const char *label, struct lz_mount_id *ret, struct lz_err *err)
 {
 	struct statx stx;
-	/* DONT_SYNC: a FUSE mount is identified without asking its server,
-	 * which may be gone (router loss) when its mount is removed. */
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-		  STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE_MASK, &stx) < 0)
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | sync, STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE_MASK,
+		  &stx) < 0)
 		return lz_err_set(err, errno, "stat '%s': %s", label, strerror(errno));
 	/* Older kernels answer STATX_MNT_ID for STATX_BASIC_STATS alone. */
 	if (!(stx.stx_mask & (STATX_MNT_ID_UNIQUE_MASK | STATX_MNT_ID)) ||
@@ -35,6 +33,13 @@ static int identify_fd(int fd, const char *label, struct lz_mount_id *ret, struc
 	ret->dev = ((uint64_t)stx.stx_dev_major << 32) | stx.stx_dev_minor;
 	ret->ino = stx.stx_ino;
 	return 0;
+}
+
+/* DONT_SYNC: a FUSE mount is identified without asking its server, which
+ * may be gone (router loss) when its mount is removed. */
+static int identify_fd(int fd, const char *label, struct lz_mount_id *ret, struct lz_err *err)
+{
+	return identify_fd_as(fd, AT_STATX_DONT_SYNC, label, ret, err);
 }
 
 int lz_mountns_prepare(struct lz_err *err)
@@ -116,7 +121,15 @@ int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err)
 
 int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz_err *err)
 {
-	return attach(mnt, target_fd, ret, "workspace FUSE mount", err);
+	int r = attach(mnt, target_fd, ret, "workspace FUSE mount", err);
+	/* A FUSE root's inode number is its server's answer, which replaces
+	 * the kernel's placeholder (1) at the first attribute fetch: fetched
+	 * now, while the server serves, so that the identity recorded is the
+	 * one every later (cached) look at the mount sees. Without this, each
+	 * exact unmount of the workspace found "not the recorded one". */
+	if (r == 0)
+		r = identify_fd_as(mnt, AT_STATX_FORCE_SYNC, "workspace FUSE mount", ret, err);
+	return r;
 }
 
 int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err)

@@ -36,7 +36,8 @@ int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
  * only once its server runs: the first access waits for the server. */
 int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err);
 
-/* Attaches a detached mount (from lz_mountns_fuse_new) onto target_fd. */
+/* Attaches a detached mount (from lz_mountns_fuse_new) onto target_fd; its
+ * server must be serving (the identity takes the root's attributes). */
 int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz_err *err);
 
 /* Identity of the mount whose root is target (an absolute path). */

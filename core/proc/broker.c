@@ -274,6 +274,17 @@ int lz_broker_wait(struct lz_broker_child *child, int timeout_ms, int *ret_statu
 	return 0;
 }
 
+int lz_broker_exited(const struct lz_broker_child *child, int *ret_status)
+{
+	siginfo_t info = { 0 };
+	if (waitid(P_PIDFD, (id_t)child->pidfd, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return -errno;
+	if (info.si_pid == 0)
+		return 0;
+	*ret_status = info.si_code == CLD_EXITED ? info.si_status : 128 + (info.si_status & 0x7f);
+	return info.si_code == CLD_EXITED;
+}
+
 int lz_broker_signal(const struct lz_broker_child *child, int sig)
 {
 	if (child->pidfd < 0)

@@ -67,6 +67,11 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 int lz_broker_wait(struct lz_broker_child *child, int timeout_ms, int *ret_status,
 		   struct lz_err *err);
 
+/* Whether the child has exited, without reaping it (lz_broker_wait still
+ * does): 1 with *ret_status its exit code (CLD_EXITED only; a signal's end
+ * is 0 and *ret_status 128 + signal), 0 while it runs, -errno. */
+int lz_broker_exited(const struct lz_broker_child *child, int *ret_status);
+
 /* In a fn target: the descriptor its failure message goes back through,
  * for a target that closes every other descriptor it inherited; -1
  * elsewhere. */

@@ -1502,6 +1502,31 @@ static void settle_prompts(lz_hc *hc)
 	}
 }
 
+/* The RS is gone or going: the reason it reported (its FAILED record, which
+ * is all it writes unasked), else that it ended. */
+static int rs_ended(lz_hc *hc, struct lz_err *err)
+{
+	_cleanup_free_ struct lz_rs_msg *m = malloc(sizeof(*m));
+	if (m != NULL && lz_rs_recv(hc->control_fd, m, 0) == 0)
+		note_rs_failure(hc, m);
+	if (hc->rs_failure[0])
+		return lz_err_set(err, EPIPE, "the sandbox is gone: %s", hc->rs_failure);
+	return lz_err_set(err, EPIPE, "the Runtime Supervisor ended; the sandbox is gone");
+}
+
+/* runsc's own fatal errors exit 128. A runsc exec that lost its sandbox
+ * fails so a moment before the RS reports the loss: such an exit is held
+ * up to RS_LOSS_GRACE_MS (the other sessions served meanwhile), so that
+ * the client hears why rather than runsc's message alone. */
+#define RUNSC_FATAL_STATUS 128
+#define RS_LOSS_GRACE_MS 500
+
+static bool exec_failed_in_runsc(const struct lz_session *s)
+{
+	int status;
+	return lz_broker_exited(&s->exec, &status) == 1 && status == RUNSC_FATAL_STATUS;
+}
+
 int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 {
 	if (no_batch(hc, "serve sessions", err) < 0)
@@ -1540,12 +1565,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			break;
 		}
 		if (pf[1].revents || pf[2].revents) {
-			/* Unasked, the RS writes only FAILED, with its reason. */
-			_cleanup_free_ struct lz_rs_msg *m = pf[1].revents ? malloc(sizeof(*m)) : NULL;
-			if (m != NULL && lz_rs_recv(hc->control_fd, m, 0) == 0)
-				note_rs_failure(hc, m);
-			r = hc->rs_failure[0] ? lz_err_set(err, EPIPE, "the sandbox is gone: %s", hc->rs_failure)
-					      : lz_err_set(err, EPIPE, "the Runtime Supervisor ended; the sandbox is gone");
+			r = rs_ended(hc, err);
 			break;
 		}
 		lz_escalation_handle(hc->esc, pf + FIXED, n_esc);
@@ -1554,6 +1574,10 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			if (!pf[i].revents)
 				continue;
 			if (pf[i].fd == s->exec.pidfd) {
+				if (exec_failed_in_runsc(s)) {
+					lz_session_hold_exit(s, RS_LOSS_GRACE_MS);
+					continue;
+				}
 				(void)lz_session_finish(s);
 				session_end(hc, s);
 			} else if (pf[i].fd == s->client) {
@@ -1568,6 +1592,11 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 					lz_session_read_master(s);
 			}
 		}
+		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+			if (lz_session_exit_due(&hc->sessions[i])) {
+				(void)lz_session_finish(&hc->sessions[i]);
+				session_end(hc, &hc->sessions[i]);
+			}
 		route_requests(hc, router, ctx);
 		settle_prompts(hc);
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {

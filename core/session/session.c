@@ -91,7 +91,7 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 		pf[n++] = (struct pollfd){ .fd = s->client,
 					   .events = (short)((s->in_len == 0 ? POLLIN : 0) | (queued ? POLLOUT : 0)) };
 	}
-	if (s->exec.pidfd >= 0)
+	if (s->exec.pidfd >= 0 && !s->exit_held_until)
 		pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
 	/* Backpressure: no read while an Output is pending or nobody is there
 	 * to take it. */
@@ -110,7 +110,27 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 		if (*timeout_ms < 0 || left < *timeout_ms)
 			*timeout_ms = left;
 	}
+	if (s->exit_held_until) {
+		int left = lz_remaining_ms(s->exit_held_until);
+		if (*timeout_ms < 0 || left < *timeout_ms)
+			*timeout_ms = left;
+	}
 	return n;
+}
+
+void lz_session_hold_exit(struct lz_session *s, int ms)
+{
+	s->exit_held_until = lz_now_ms() + (ms > 0 ? ms : 1);
+}
+
+bool lz_session_exit_held(const struct lz_session *s)
+{
+	return s->exit_held_until != 0;
+}
+
+bool lz_session_exit_due(const struct lz_session *s)
+{
+	return s->exit_held_until != 0 && lz_remaining_ms(s->exit_held_until) == 0;
 }
 
 void lz_session_flush_input(struct lz_session *s)

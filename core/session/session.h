@@ -72,6 +72,7 @@ struct lz_session {
 	size_t in_len, in_off; /* an Input not yet written to the master (in in) */
 	enum lz_session_release release;
 	int64_t release_at; /* CLOCK_MONOTONIC ms when the next stage is due */
+	int64_t exit_held_until; /* CLOCK_MONOTONIC ms; 0: an exit is handled at once */
 	/* Spec 3.4, 3.8: the coordinator's own text in this terminal (a host
 	 * escalation prompt and its outcome). While any is unsent or a prompt
 	 * waits for its answer, the master is not read: the guest blocks in
@@ -129,6 +130,16 @@ void lz_session_client_gone(struct lz_session *s);
  * stages from lz_session_advance_release. Idempotent. */
 void lz_session_start_release(struct lz_session *s);
 void lz_session_advance_release(struct lz_session *s);
+
+/* The exec client ended and its owner waits up to ms for word of why
+ * before lz_session_finish (its exit stays unreaped and out of
+ * lz_session_pollfds, whose timeout it lowers; the rest is served). */
+void lz_session_hold_exit(struct lz_session *s, int ms);
+
+/* Whether an exit is held (lz_session_hold_exit), and whether its time
+ * ran out. */
+bool lz_session_exit_held(const struct lz_session *s);
+bool lz_session_exit_due(const struct lz_session *s);
 
 /* The exec client ended: reaps it, drains the master in order (bounded),
  * sends one SessionExit with its status, and returns that status. The

@@ -14,6 +14,7 @@
 #include <pwd.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -148,6 +149,44 @@ static void test_lz_broker_wait__exec_exit_status(void **state)
 	/* A non-zero exec status is a status, not an error. */
 	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
 	assert_int_equal(status, 3);
+}
+
+/* lz_broker_exited sees an exit without reaping it; a signal is no exit. */
+static void test_lz_broker_exited__peeks_without_reaping(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char *const argv[] = { "sh", "-c", "read x; exit 128", NULL };
+	int in[2];
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .stdin_fd = in[0],
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .join_pidfd = -1, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	close(in[0]);
+	int status = -1;
+	assert_int_equal(lz_broker_exited(&child, &status), 0); /* waits on its stdin */
+	close(in[1]);
+	struct pollfd pf = { .fd = child.pidfd, .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_int_equal(lz_broker_exited(&child, &status), 1);
+	assert_int_equal(status, 128);
+	assert_int_equal(lz_broker_exited(&child, &status), 1); /* still not reaped */
+	status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), 0);
+	assert_int_equal(status, 128);
+
+	char *const sleeper[] = { "sleep", "30", NULL };
+	exec = (struct lz_spawn){ .exe_fd = -1, .path = "/bin/sleep", .argv = sleeper, .stdin_fd = -1,
+				  .stdout_fd = -1, .stderr_fd = -1 };
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	assert_int_equal(lz_broker_signal(&child, SIGKILL), 0);
+	pf.fd = child.pidfd;
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_int_equal(lz_broker_exited(&child, &status), 0);
+	assert_int_equal(status, 128 + SIGKILL);
+	lz_broker_kill(&child);
 }
 
 static void test_lz_broker_spawn__exec_missing_file_is_enoent(void **state)
@@ -690,6 +729,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_broker_spawn__exec_argv_env_and_streams_are_exact),
 		cmocka_unit_test(test_lz_broker_wait__exec_exit_status),
+		cmocka_unit_test(test_lz_broker_exited__peeks_without_reaping),
 		cmocka_unit_test(test_lz_broker_spawn__exec_missing_file_is_enoent),
 		cmocka_unit_test(test_lz_broker_spawn__spec_misuse_is_einval),
 		cmocka_unit_test(test_lz_broker_wait__fn_error_message_is_eio),

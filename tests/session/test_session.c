@@ -209,6 +209,29 @@ static void test_lz_session_pollfds__backpressure(void **state)
 	assert_int_equal(timeout, 5); /* an earlier one is kept */
 }
 
+/* A held exit: the exec pidfd is left out, the timeout lowered until it
+ * is due, and the exit stays unreaped for lz_session_finish. */
+static void test_lz_session_hold_exit__pidfd_left_out_until_due(void **state)
+{
+	struct fx *f = *state;
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	spawn_sh(f, "exit 128", -1, -1);
+	wait_ended(f);
+	assert_false(lz_session_exit_held(&f->s));
+	assert_false(lz_session_exit_due(&f->s));
+	lz_session_hold_exit(&f->s, 200);
+	assert_true(lz_session_exit_held(&f->s));
+	assert_false(lz_session_exit_due(&f->s));
+	size_t n = lz_session_pollfds(&f->s, pf, &timeout);
+	for (size_t i = 0; i < n; i++)
+		assert_int_not_equal(pf[i].fd, f->s.exec.pidfd);
+	assert_true(timeout > 0 && timeout <= 200);
+	assert_int_equal(poll(NULL, 0, timeout + 5), 0);
+	assert_true(lz_session_exit_due(&f->s));
+	assert_int_equal(lz_session_finish(&f->s), 128);
+}
+
 /* ---- events -------------------------------------------------------------------- */
 
 static void test_lz_session_event__input_resize_and_refusals(void **state)
@@ -706,6 +729,7 @@ int main(void)
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
 		T(test_lz_session_open_pty__pair_and_window),
 		T(test_lz_session_pollfds__backpressure),
+		T(test_lz_session_hold_exit__pidfd_left_out_until_due),
 		T(test_lz_session_event__input_resize_and_refusals),
 		T(test_lz_session_event__input_without_terminal_refused),
 		T(test_lz_session_event__signals_reach_the_exec_client),
