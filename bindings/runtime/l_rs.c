@@ -65,24 +65,25 @@ static int rs_ack(lua_State *L)
 	return done(L, lz_hc_rs_ack(hc, roles[i], &err), &err);
 }
 
-static int rs_steps(lua_State *L)
+/* The text the hc holds (NULL: none), or nil. */
+static int text_or_nil(lua_State *L, const char *(*get)(const lz_hc *))
 {
-	const char *steps = lz_hc_rs_steps(lz_l_view_hc(L, 1, RS_MT));
-	if (steps == NULL)
+	const char *text = get(lz_l_view_hc(L, 1, RS_MT));
+	if (text == NULL)
 		lua_pushnil(L);
 	else
-		lua_pushstring(L, steps);
+		lua_pushstring(L, text);
 	return 1;
+}
+
+static int rs_steps(lua_State *L)
+{
+	return text_or_nil(L, lz_hc_rs_steps);
 }
 
 static int rs_failure(lua_State *L)
 {
-	const char *why = lz_hc_rs_failure(lz_l_view_hc(L, 1, RS_MT));
-	if (why == NULL)
-		lua_pushnil(L);
-	else
-		lua_pushstring(L, why);
-	return 1;
+	return text_or_nil(L, lz_hc_rs_failure);
 }
 
 static int rs_stop(lua_State *L)
