@@ -56,7 +56,7 @@ static int start_hc(const struct lz_client_request *req, struct lz_err *err)
 		return r;
 	}
 	close(pidfd); /* not ours to wait for: it outlives this CLI */
-	lz_tlschan_warm(false); /* while the coordinator launches (issue 15) */
+	lz_tlschan_warm_client(); /* while the coordinator launches (issue 15) */
 	char line[LZ_ERR_MSG_MAX + 32] = "";
 	size_t used = 0;
 	ssize_t n;

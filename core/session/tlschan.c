@@ -85,9 +85,9 @@ static bool configure(SSL_CTX *ctx, bool server, const struct lz_tlschan_cred *c
 	return ok;
 }
 
-void lz_tlschan_warm(bool server)
+void lz_tlschan_warm_client(void)
 {
-	SSL_CTX_free(SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()));
+	SSL_CTX_free(SSL_CTX_new(TLS_client_method()));
 }
 
 int lz_tlschan_new(int fd, bool server, const struct lz_tlschan_cred *cred, struct lz_tlschan **ret,

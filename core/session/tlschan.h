@@ -41,10 +41,10 @@ struct lz_tlschan_cred {
 };
 
 /* OpenSSL 3 fetches every algorithm its TLS stack may use on a process's
- * first SSL_CTX_new (2 to 3 ms here) and keeps them: a process that will
+ * first SSL_CTX_new (2 to 3 ms here) and keeps them: a client that will
  * open a channel and has time to spare (the CLI while its coordinator
  * starts) pays it then. Nothing else changes. */
-void lz_tlschan_warm(bool server);
+void lz_tlschan_warm_client(void);
 
 /* A channel on the connected SOCK_SEQPACKET socket fd (not owned). */
 int lz_tlschan_new(int fd, bool server, const struct lz_tlschan_cred *cred, struct lz_tlschan **ret,
