@@ -51,7 +51,8 @@ int lz_mountns_prepare(struct lz_err *err)
 	return 0;
 }
 
-static int attach(int mnt, int target_fd, struct lz_mount_id *ret, const char *what,
+/* sync: the AT_STATX_ flag the identity is taken with (identify_fd). */
+static int attach(int mnt, int target_fd, int sync, struct lz_mount_id *ret, const char *what,
 		  struct lz_err *err)
 {
 	if (syscall(SYS_move_mount, mnt, "", target_fd, "",
@@ -59,7 +60,7 @@ static int attach(int mnt, int target_fd, struct lz_mount_id *ret, const char *w
 		return lz_err_set(err, errno, "attach %s: %s", what, strerror(errno));
 	/* The mount now sits on the target: identify it through the
 	 * attached tree's own root. */
-	return identify_fd(mnt, what, ret, err);
+	return identify_fd_as(mnt, sync, what, ret, err);
 }
 
 int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struct lz_err *err)
@@ -71,7 +72,7 @@ int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struc
 	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
 	if (syscall(SYS_mount_setattr, mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return lz_err_set(err, errno, "make the prepared root read-only: %s", strerror(errno));
-	return attach(mnt, target_fd, ret, "read-only root", err);
+	return attach(mnt, target_fd, AT_STATX_DONT_SYNC, ret, "read-only root", err);
 }
 
 int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
@@ -90,7 +91,7 @@ int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
 	_cleanup_close_ int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
 	if (mnt < 0)
 		return lz_err_set(err, errno, "create overlay mount: %s", strerror(errno));
-	return attach(mnt, target_fd, ret, "overlay", err);
+	return attach(mnt, target_fd, AT_STATX_DONT_SYNC, ret, "overlay", err);
 }
 
 int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err)
@@ -121,15 +122,12 @@ int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err)
 
 int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz_err *err)
 {
-	int r = attach(mnt, target_fd, ret, "workspace FUSE mount", err);
 	/* A FUSE root's inode number is its server's answer, which replaces
 	 * the kernel's placeholder (1) at the first attribute fetch: fetched
 	 * now, while the server serves, so that the identity recorded is the
 	 * one every later (cached) look at the mount sees. Without this, each
 	 * exact unmount of the workspace found "not the recorded one". */
-	if (r == 0)
-		r = identify_fd_as(mnt, AT_STATX_FORCE_SYNC, "workspace FUSE mount", ret, err);
-	return r;
+	return attach(mnt, target_fd, AT_STATX_FORCE_SYNC, ret, "workspace FUSE mount", err);
 }
 
 int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err)

@@ -36,6 +36,12 @@ static _Noreturn void child_fail(int report, int e)
 	_exit(125);
 }
 
+/* A child's end as a shell reports it: its exit code, or 128 + signal. */
+static int exit_status(const siginfo_t *info)
+{
+	return info->si_code == CLD_EXITED ? info->si_status : 128 + (info->si_status & 0x7f);
+}
+
 /* After joining a PID namespace only children enter it: fork the target
  * and relay signals and the exit status (the HC sees this wrapper as the
  * exec client; the target dies with it through its parent-death signal). */
@@ -66,9 +72,7 @@ static void fork_into_pidns(int report)
 		if (errno != EINTR)
 			_exit(125);
 	}
-	if (info.si_code == CLD_EXITED)
-		_exit(info.si_status);
-	_exit(128 + (info.si_status & 0x7f));
+	_exit(exit_status(&info));
 }
 
 static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier, int report,
@@ -266,7 +270,7 @@ int lz_broker_wait(struct lz_broker_child *child, int timeout_ms, int *ret_statu
 	release(child);
 	if (r < 0)
 		return lz_err_set(err, -r, "wait: %s", r == -ETIMEDOUT ? "timed out; killed" : strerror(-r));
-	int status = info.si_code == CLD_EXITED ? info.si_status : 128 + (info.si_status & 0x7f);
+	int status = exit_status(&info);
 	if (ret_status)
 		*ret_status = status;
 	if (used > 0)
@@ -281,7 +285,7 @@ int lz_broker_exited(const struct lz_broker_child *child, int *ret_status)
 		return -errno;
 	if (info.si_pid == 0)
 		return 0;
-	*ret_status = info.si_code == CLD_EXITED ? info.si_status : 128 + (info.si_status & 0x7f);
+	*ret_status = exit_status(&info);
 	return info.si_code == CLD_EXITED;
 }
 

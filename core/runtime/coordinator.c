@@ -1592,14 +1592,14 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 					lz_session_read_master(s);
 			}
 		}
-		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
-			if (lz_session_exit_due(&hc->sessions[i])) {
-				(void)lz_session_finish(&hc->sessions[i]);
-				session_end(hc, &hc->sessions[i]);
-			}
 		route_requests(hc, router, ctx);
 		settle_prompts(hc);
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+			if (lz_session_exit_due(&hc->sessions[i])) {
+				(void)lz_session_finish(&hc->sessions[i]);
+				session_end(hc, &hc->sessions[i]);
+				continue;
+			}
 			lz_session_advance_release(&hc->sessions[i]);
 			if (lz_session_admission_overdue(&hc->sessions[i]))
 				refuse_connection(hc, &hc->sessions[i], "not admitted within " LZ_SESSION_ADMIT_TEXT);

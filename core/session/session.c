@@ -123,11 +123,6 @@ void lz_session_hold_exit(struct lz_session *s, int ms)
 	s->exit_held_until = lz_now_ms() + (ms > 0 ? ms : 1);
 }
 
-bool lz_session_exit_held(const struct lz_session *s)
-{
-	return s->exit_held_until != 0;
-}
-
 bool lz_session_exit_due(const struct lz_session *s)
 {
 	return s->exit_held_until != 0 && lz_remaining_ms(s->exit_held_until) == 0;

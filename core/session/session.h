@@ -136,9 +136,7 @@ void lz_session_advance_release(struct lz_session *s);
  * lz_session_pollfds, whose timeout it lowers; the rest is served). */
 void lz_session_hold_exit(struct lz_session *s, int ms);
 
-/* Whether an exit is held (lz_session_hold_exit), and whether its time
- * ran out. */
-bool lz_session_exit_held(const struct lz_session *s);
+/* Whether a held exit's time ran out (lz_session_hold_exit). */
 bool lz_session_exit_due(const struct lz_session *s);
 
 /* The exec client ended: reaps it, drains the master in order (bounded),
