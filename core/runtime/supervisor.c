@@ -294,6 +294,32 @@ static int split_deny(struct lz_prefix d, const struct lz_netroutes_entry *e, si
 	return r < 0 ? r : split_deny(hi, e, n, out, n_out, cap, kind);
 }
 
+/* Waits until slirp4netns's tap0 is in this namespace (configured: its
+ * default route too; a lookup sends no packet). slirp4netns joins the
+ * namespace of PID 1 (the RS) when it gets to it: until its tap0 is here
+ * the RS must not step into another namespace, or the helper follows it
+ * there (seen under load: tap0 configured in the egress link's peer). */
+static int wait_helper(int helper_pidfd, bool configured, struct lz_err *err)
+{
+	int64_t deadline = lz_now_ms() + LZ_RS_TAP_TIMEOUT_MS;
+	for (;;) {
+		struct lz_kroute gw;
+		struct lz_err ignored;
+		if (configured ? lz_netroutes_lookup(0xc0000201u /* 192.0.2.1 */, &gw, &ignored) == 0 &&
+					 strcmp(gw.dev, "tap0") == 0 && gw.gateway == LZ_NET_GATEWAY
+			       : if_nametoindex("tap0") != 0)
+			return 0;
+		struct pollfd hp = { .fd = helper_pidfd, .events = POLLIN };
+		if (poll(&hp, 1, 0) > 0)
+			return lz_err_set(err, EIO, "slirp4netns exited before %s tap0 (its log follows in hc.log)",
+					  configured ? "configuring" : "creating");
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, ETIMEDOUT, "slirp4netns did not %s tap0",
+					  configured ? "configure" : "create");
+		usleep(2 * 1000);
+	}
+}
+
 /* Waits for slirp4netns's tap0 (the gateway reachable through it), then
  * installs exactly the derived policy and compares what the kernel holds. */
 static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_err *err)
@@ -307,27 +333,10 @@ static int net_policy(const struct lz_rs_plan *p, int helper_pidfd, struct lz_er
 		return lz_err_set(err, ENOMEM, "out of memory");
 	if ((r = lz_netpolicy_from_memfd(p->policy_fd, p->policy_digest, pol, err)) < 0)
 		goto out;
-	int64_t deadline = lz_now_ms() + LZ_RS_TAP_TIMEOUT_MS;
 	/* slirp4netns --configure adds the default route last: until a lookup
-	 * (no packet is sent) takes it, it may still be adding it. */
-	for (;;) {
-		struct lz_kroute gw;
-		struct lz_err ignored;
-		if (lz_netroutes_lookup(0xc0000201u /* 192.0.2.1 */, &gw, &ignored) == 0 &&
-		    strcmp(gw.dev, "tap0") == 0 && gw.gateway == LZ_NET_GATEWAY)
-			break;
-		struct pollfd hp = { .fd = helper_pidfd, .events = POLLIN };
-		if (poll(&hp, 1, 0) > 0) {
-			r = lz_err_set(err, EIO, "slirp4netns exited before configuring tap0 (its log "
-						 "follows in hc.log)");
-			goto out;
-		}
-		if (lz_remaining_ms(deadline) == 0) {
-			r = lz_err_set(err, ETIMEDOUT, "slirp4netns did not configure tap0");
-			goto out;
-		}
-		usleep(2 * 1000);
-	}
+	 * takes it, it may still be adding it. */
+	if ((r = wait_helper(helper_pidfd, true, err)) < 0)
+		goto out;
 	/* slirp4netns --configure adds its own default route; the policy
 	 * decides that one like every other. */
 	if ((r = lz_netroutes_observe(&obs, &n_obs, err)) < 0)
@@ -660,6 +669,10 @@ int lz_rs_start_helper(lz_rs *rs, struct lz_err *err)
 	int r = enter(rs, LZ_RS_STEP_EGRESS_STARTED, "start_helper", err);
 	if (r < 0 || (r = start_helper(rs->p, &rs->canary, &rs->helper, err)) < 0)
 		return r;
+	/* The fault stands in for a helper slow to start (a loaded host):
+	 * held until the RS waits for it. */
+	if (lz_test_fault("helper-joins-late"))
+		(void)lz_broker_signal(&rs->helper, SIGSTOP);
 	rs->step = LZ_RS_STEP_HELPER;
 	return 0;
 }
@@ -674,6 +687,22 @@ int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+/* Test builds only (helper-joins-late): the RS steps into a throwaway
+ * namespace for a while, as building the egress link does for moments; a
+ * helper still on its way would join that one. */
+static int netns_detour(struct lz_err *err)
+{
+	if (!lz_test_fault("helper-joins-late"))
+		return 0;
+	_cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0 || unshare(CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "detour namespace: %s", strerror(errno));
+	usleep(500 * 1000);
+	if (setns(self, CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "return from the detour namespace: %s", strerror(errno));
+	return 0;
+}
+
 /* The proxy's link, before any policy route (the EGRESS route needs the
  * link), and its keyed answer. */
 int lz_rs_attach_egress(lz_rs *rs, struct lz_err *err)
@@ -681,6 +710,12 @@ int lz_rs_attach_egress(lz_rs *rs, struct lz_err *err)
 	const struct lz_rs_plan *p = rs->p;
 	int r = enter(rs, LZ_RS_STEP_CANARY_LIVE, "attach_egress", err);
 	if (r < 0)
+		return r;
+	if (lz_test_fault("helper-joins-late"))
+		(void)lz_broker_signal(&rs->helper, SIGCONT);
+	/* The egress link is built by stepping into other namespaces: the
+	 * helper must have joined this one first (wait_helper). */
+	if ((r = wait_helper(rs->helper.pidfd, false, err)) < 0 || (r = netns_detour(err)) < 0)
 		return r;
 	if (p->egress) {
 		if ((r = lz_egress_attach(&rs->egress, err)) < 0 ||

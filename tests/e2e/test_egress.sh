@@ -203,6 +203,19 @@ test_unproved_proxy_refuses_readiness() {
 	assert_not_contains "$(ip -o link 2>&1)" "lzegress" "egress links in the host namespace"
 }
 
+# The helper (slirp4netns) joins the RS's namespace when it gets to it; the
+# RS steps into other namespaces to build the proxy's link. The fault holds
+# the helper until the RS waits for it and then detours the RS through a
+# throwaway namespace: a launch that did not wait configures tap0 there
+# and fails "slirp4netns did not configure tap0" (seen under load).
+test_a_helper_slow_to_start_is_waited_for() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	egress_profile '"allowed.lazaret.test"'
+	capture faulty_launch helper-joins-late
+	assert_eq 0 "$STATUS" "status with a late helper (stderr: $ERR)"
+}
+
 test_bad_name_configuration_is_refused() {
 	local case
 	for case in '"*.com"' '"Allowed.lazaret.test"' '"a..b"' '"10.1.2.3"' '"*"' '"a.*.test"'; do
@@ -231,6 +244,7 @@ t_run "CONNECT to an allowed name with another TLS server name is refused" \
 	test_tls_naming_another_server_is_refused
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
 t_run "an unproved proxy refuses readiness and leaves nothing" test_unproved_proxy_refuses_readiness
+t_run "a helper slow to start is waited for before the RS leaves its namespace" test_a_helper_slow_to_start_is_waited_for
 t_run "malformed name configuration is refused before anything starts" test_bad_name_configuration_is_refused
 rm -rf "$IMG"
 t_done
