@@ -217,17 +217,34 @@ static int unmount_all(const struct lz_rs_plan *p, const struct lz_rs_msg *mount
 	return first;
 }
 
-static void stop_runsc(const struct lz_rs_plan *p, struct lz_broker_child *runsc)
+/* Stops the sandbox: the init exits 0 on SIGTERM, and runsc run with it.
+ * Anything else means the sandbox was lost before the stop reached it
+ * (a lost gofer ends the guest, and with it the session that led the HC
+ * to stop, before runsc run ends): the stop reports that, not a clean end. */
+static int stop_runsc(const struct lz_rs_plan *p, struct lz_broker_child *runsc, struct lz_err *err)
 {
 	char out[256];
-	struct lz_err ignored;
-	int status;
+	struct lz_err kerr = { 0, "" }, ignored;
+	int status = 0, r;
 	if (runsc->pidfd < 0)
-		return;
-	/* The sandbox init exits on SIGTERM; runsc run then returns. */
-	(void)runsc_query(p, "kill", "TERM", out, sizeof(out), &ignored);
-	if (lz_broker_wait(runsc, LZ_RS_STOP_TIMEOUT_MS, &status, &ignored) == -ETIMEDOUT)
-		return; /* killed; the PID namespace takes the rest */
+		return 0;
+	if ((r = lz_broker_exited(runsc, &status)) != 0) {
+		(void)lz_broker_wait(runsc, 0, &status, &ignored);
+		return lz_err_set(err, EIO, "the sandbox ended on its own (runsc run exited with status %d before the "
+					    "stop); runsc's log is in hc.log", status);
+	}
+	int kr = runsc_query(p, "kill", "TERM", out, sizeof(out), &kerr);
+	r = lz_broker_wait(runsc, LZ_RS_STOP_TIMEOUT_MS, &status, &ignored);
+	if (r == -ETIMEDOUT)
+		return lz_err_set(err, ETIMEDOUT, "the sandbox did not stop within %d ms; killed",
+				  LZ_RS_STOP_TIMEOUT_MS);
+	if (kr < 0)
+		return lz_err_set(err, EIO, "the sandbox ended on its own (%s; runsc run exited with status %d); "
+					    "runsc's log is in hc.log", kerr.msg, status);
+	if (status != 0)
+		return lz_err_set(err, EIO, "the sandbox did not stop cleanly (runsc run exited with status %d); "
+					    "runsc's log is in hc.log", status);
+	return 0;
 }
 
 /* ---- the enforcement network namespace (spec 3.7) ------------------------ */
@@ -905,8 +922,8 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 static int release(lz_rs *rs, struct lz_err *err)
 {
 	rs->released = true;
-	if (rs->runsc.pidfd >= 0)
-		stop_runsc(rs->p, &rs->runsc);
+	struct lz_err serr = { 0, "" };
+	int sr = stop_runsc(rs->p, &rs->runsc, &serr);
 	lz_broker_kill(&rs->runsc);
 	lz_broker_kill(&rs->helper);
 	lz_egress_stop(&rs->egress);
@@ -920,7 +937,13 @@ static int release(lz_rs *rs, struct lz_err *err)
 		r = lz_err_set(err, -rr, "%s", rerr.msg);
 	if (r >= 0)
 		discard_transient(rs->p);
-	return r;
+	/* The sandbox's loss is what ended the generation: said first. */
+	if (sr < 0 && r < 0) {
+		char also[LZ_ERR_MSG_MAX];
+		snprintf(also, sizeof(also), "%s", err->msg);
+		return lz_err_set(err, -sr, "%s; %s", serr.msg, also);
+	}
+	return sr < 0 ? lz_err_set(err, -sr, "%s", serr.msg) : r;
 }
 
 int lz_rs_stop(lz_rs *rs, struct lz_err *err)
