@@ -330,6 +330,20 @@ void lz_router_host_watched(lz_router *r, bool complete)
 	pthread_mutex_unlock(&r->se_lock);
 }
 
+/* An object the host renamed (or linked) to d/name, known here by another
+ * name: that name is renamed too, so its descriptor, once evicted, is
+ * reopened where the object now is (a file the sandbox holds open would
+ * otherwise fail ESTALE). Caller holds se_lock. */
+static void relink_if_moved(struct lz_router *r, struct rt_inode *c, struct rt_inode *d, const char *name)
+{
+	char was[NAME_MAX + 1];
+	struct rt_inode *parent = rt_inode_name(r, c, was);
+	if (parent != d || strcmp(was, name) != 0)
+		(void)rt_inode_relink(r, c, d, name);
+	if (parent != NULL)
+		rt_inode_unref(r, parent);
+}
+
 void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const char *name,
 			    bool attrs_only)
 {
@@ -347,6 +361,8 @@ void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const ch
 			c = rt_inode_find(r, RT_HOST, &st);
 		if (c != NULL) {
 			(void)fuse_lowlevel_notify_inval_inode(r->se, rt_nodeid(r, c), -1, 0);
+			if (!attrs_only)
+				relink_if_moved(r, c, d, name);
 			rt_inode_unref(r, c);
 		}
 		rt_inode_unref(r, d);

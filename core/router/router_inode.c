@@ -113,8 +113,21 @@ static void fd_drop(struct lz_router *r, struct rt_inode *i)
 	r->nfds--;
 }
 
+/* Whether i's object can be reopened by its name once evicted: not when
+ * unnamed, nor when the host removed its last name (a file the sandbox
+ * holds open, deleted on the host). Caller holds table_lock. */
+static bool reopenable(struct rt_inode *i)
+{
+	struct stat st;
+	if (i->name == NULL || i->unlinked)
+		return false;
+	if (fstat(i->fd, &st) == 0 && st.st_nlink == 0)
+		i->unlinked = true;
+	return !i->unlinked;
+}
+
 /* Closes least recently used descriptors (never keep's) until at most
- * limit are cached. An unnamed inode cannot be reopened, so it keeps its
+ * limit are cached. An object that cannot be reopened keeps its
  * descriptor; the kernel's references bound how many there are. Caller
  * holds table_lock. */
 static void fd_evict(struct lz_router *r, size_t limit, const struct rt_inode *keep)
@@ -122,7 +135,7 @@ static void fd_evict(struct lz_router *r, size_t limit, const struct rt_inode *k
 	struct rt_inode *i = r->lru.lru_prev;
 	while (r->nfds > limit && i != &r->lru) {
 		struct rt_inode *prev = i->lru_prev;
-		if (i != keep && i->name != NULL)
+		if (i != keep && reopenable(i))
 			fd_drop(r, i);
 		i = prev;
 	}

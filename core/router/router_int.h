@@ -15,6 +15,10 @@
  * from its backing's root with openat2 confined, any other object by one
  * component from its parent's directory) and accepted only when it is
  * the same (st_dev, st_ino, type); otherwise the operation fails ESTALE.
+ * An object with no name left (unlinked by the router, or by the host:
+ * link count 0 when its turn to be evicted comes) cannot be reopened, so
+ * it keeps its descriptor until the kernel forgets it; one the host
+ * renamed is renamed here too when the watch reports it.
  * Users take an owned duplicate (rt_inode_fd), so eviction never closes
  * a descriptor in use.
  *
@@ -82,6 +86,7 @@ struct rt_inode {
 	mode_t type;       /* S_IFMT bits; constant */
 	uint64_t nlookup;  /* table_lock */
 	uint64_t nref;     /* table_lock */
+	bool unlinked;     /* its object has no name left (link count 0); table_lock */
 	struct rt_inode *parent; /* tree_lock (counted in parent->nref); NULL: unnamed */
 	char *name;              /* tree_lock; NULL for the root and an unlinked name */
 };

@@ -1424,6 +1424,59 @@ static void test_router__host_changes_show_through_long_caches(void **state)
 	router_watch = false;
 }
 
+/* A file the sandbox holds open stays readable and writable when the host
+ * removes or renames it and other lookups then evict the router's
+ * descriptor of it, as it would on a bind mount: a removed object keeps
+ * its descriptor (no name to reopen it by), a renamed one is reopened at
+ * the name the watch reported. */
+static void router__open_files_survive_host_removal_and_rename(struct env *e)
+{
+	char name[64], want[64];
+	for (int d = 0; d < 4; d++) {
+		snprintf(name, sizeof(name), "d%02d", d);
+		CHECK_OK(mkdir(P(e->mnt, name), 0755));
+		for (int f = 0; f < NOFILE_FILES; f++) {
+			snprintf(want, sizeof(want), "%d/%d", d, f);
+			write_text(P(e->mnt, nofile_name(name, d, f)), want);
+		}
+	}
+	int removed = open(P(e->mnt, "d00/f001"), O_RDWR | O_CLOEXEC);
+	int moved = open(P(e->mnt, "d00/f002"), O_RDWR | O_CLOEXEC);
+	CHECK(removed >= 0 && moved >= 0, "open: %s", strerror(errno));
+	struct stat st;
+	CHECK_ERRNO(stat(P(e->mnt, "d03/sentinel"), &st), ENOENT);
+	CHECK_OK(unlink(P(e->host, "d00/f001")));
+	CHECK_OK(rename(P(e->host, "d00/f002"), P(e->host, "d01/renamed")));
+	/* Not looked up inside (a lookup would find it renamed): the watch
+	 * reports in order, so once the sentinel shows, the rename was seen. */
+	write_text(P(e->host, "d03/sentinel"), "s");
+	CHECK(await_stat(P(e->mnt, "d03/sentinel"), true, 1), "the host change never showed");
+	for (int d = 1; d < 4; d++)
+		stat_files(e, d, 0);
+	char buf[8] = { 0 };
+	CHECK(pread(removed, buf, sizeof(buf) - 1, 0) == 3, "read of the removed file: %s", strerror(errno));
+	CHECK(strcmp(buf, "0/1") == 0, "removed file reads '%s'", buf);
+	CHECK(pwrite(removed, "X", 1, 0) == 1, "write to the removed file: %s", strerror(errno));
+	memset(buf, 0, sizeof(buf));
+	CHECK(pread(moved, buf, sizeof(buf) - 1, 0) == 3, "read of the renamed file: %s", strerror(errno));
+	CHECK(strcmp(buf, "0/2") == 0, "renamed file reads '%s'", buf);
+	CHECK(pwrite(moved, "Y", 1, 0) == 1, "write to the renamed file: %s", strerror(errno));
+	CHECK_OK(close(removed));
+	CHECK_OK(close(moved));
+	CHECK(strcmp(read_text(P(e->host, "d01/renamed")), "Y/2") == 0, "the write reached the renamed file");
+	size_t n = count_fds(getppid());
+	CHECK(n < (size_t)router_nofile, "router holds %zu descriptors", n);
+}
+
+static void test_router__open_files_survive_host_removal_and_rename(void **state)
+{
+	router_nofile = 256;
+	router_watch = true;
+	with_router(*state, router__open_files_survive_host_removal_and_rename);
+	router_watch = false;
+	router_nofile = 0;
+}
+
 /* ---- router loss ----------------------------------------------------------------- */
 
 static void test_router__loss_leaves_enotconn(void **state)
@@ -1498,6 +1551,7 @@ int main(void)
 	T(router__git_control_files_are_refused__open_requests),
 		T(router__more_inodes_than_descriptors),
 		T(router__host_changes_show_through_long_caches),
+		T(router__open_files_survive_host_removal_and_rename),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
