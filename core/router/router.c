@@ -361,7 +361,9 @@ void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const ch
 			c = rt_inode_find(r, RT_HOST, &st);
 		if (c != NULL) {
 			(void)fuse_lowlevel_notify_inval_inode(r->se, rt_nodeid(r, c), -1, 0);
-			if (!attrs_only)
+			/* Not a directory: one has children, and a chain of
+			 * names taken from events that arrive late could loop. */
+			if (!attrs_only && !S_ISDIR(c->type))
 				relink_if_moved(r, c, d, name);
 			rt_inode_unref(r, c);
 		}

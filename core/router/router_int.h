@@ -17,7 +17,7 @@
  * the same (st_dev, st_ino, type); otherwise the operation fails ESTALE.
  * An object with no name left (unlinked by the router, or by the host:
  * link count 0 when its turn to be evicted comes) cannot be reopened, so
- * it keeps its descriptor until the kernel forgets it; one the host
+ * it keeps its descriptor until the kernel forgets it; a file the host
  * renamed is renamed here too when the watch reports it.
  * Users take an owned duplicate (rt_inode_fd), so eviction never closes
  * a descriptor in use.
