@@ -1,10 +1,12 @@
 /* Namespace and mount identity: see nsident.h. */
 #include "proc/nsident.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -78,19 +80,106 @@ int lz_nsident_of_pidfd(int pidfd, int type, struct lz_nsident *ret, struct lz_e
 	return identify(nsfd, type, ret, err);
 }
 
+/* Whether the nsfs object `link` names (a /proc link under dirfd) is
+ * ns: its link text first, then its ID, opened through the link. An
+ * object that matches by text but cannot be opened counts as ns: a
+ * recycled inode number then refuses, never proves. */
+static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, const char *want)
+{
+	char text[64];
+	ssize_t n = readlinkat(dirfd, link, text, sizeof(text) - 1);
+	if (n < 0)
+		return false;
+	text[n] = '\0';
+	if (strcmp(text, want) != 0)
+		return false;
+	_cleanup_close_ int fd = openat(dirfd, link, O_RDONLY | O_CLOEXEC);
+	uint64_t id = 0;
+	return fd < 0 || ioctl(fd, NS_GET_ID_IOCTL, &id) < 0 || id == ns->id;
+}
+
+/* Whether a thread of /proc/<pid> is in ns, or the process holds a
+ * descriptor of it. */
+static bool process_holds(int procfd, const char *pid, const struct lz_nsident *ns, const char *nsname,
+			  const char *want)
+{
+	_cleanup_close_ int piddir = openat(procfd, pid, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (piddir < 0)
+		return false; /* ended meanwhile */
+	char path[64];
+	_cleanup_close_ int taskfd = openat(piddir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *tasks = taskfd >= 0 ? fdopendir(taskfd) : NULL;
+	bool held = false;
+	if (tasks != NULL) {
+		taskfd = -EBADF; /* the stream owns it */
+		for (struct dirent *t; !held && (t = readdir(tasks)) != NULL;)
+			if (t->d_name[0] != '.' &&
+			    (size_t)snprintf(path, sizeof(path), "%.20s/ns/%s", t->d_name, nsname) < sizeof(path))
+				held = names_ns(dirfd(tasks), path, ns, want);
+		closedir(tasks);
+	}
+	_cleanup_close_ int fdsfd = openat(piddir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *fds = !held && fdsfd >= 0 ? fdopendir(fdsfd) : NULL;
+	if (fds != NULL) {
+		fdsfd = -EBADF;
+		for (struct dirent *f; !held && (f = readdir(fds)) != NULL;)
+			if (f->d_name[0] != '.')
+				held = names_ns(dirfd(fds), f->d_name, ns, want);
+		closedir(fds);
+	}
+	return held;
+}
+
+int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct lz_err *err)
+{
+	const char *nsname = ns->type == CLONE_NEWNET ? "net" : ns->type == CLONE_NEWNS ? "mnt"
+			   : ns->type == CLONE_NEWUSER ? "user" : NULL;
+	if (nsname == NULL)
+		return lz_err_set(err, EINVAL, "namespace type %#x is not recorded", (unsigned)ns->type);
+	char want[64];
+	snprintf(want, sizeof(want), "%s:[%u]", nsname, ns->inum);
+	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *procs = procfd >= 0 ? fdopendir(procfd) : NULL;
+	if (procs == NULL)
+		return lz_err_set(err, errno, "/proc: %s", strerror(errno));
+	procfd = -EBADF;
+	int found = 0;
+	for (struct dirent *d; !found && (d = readdir(procs)) != NULL;) {
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		if (process_holds(dirfd(procs), d->d_name, ns, nsname, want)) {
+			*ret_pid = (pid_t)strtol(d->d_name, NULL, 10);
+			found = 1;
+		}
+	}
+	closedir(procs);
+	return found;
+}
+
 int lz_nsident_await_gone(const struct lz_nsident *ns, int timeout_ms, bool *ret_alive, struct lz_err *err)
 {
 	int64_t deadline = lz_now_ms() + timeout_ms;
 	for (;;) {
 		int fd = open_by_id(ns);
-		if (fd < 0 && errno == ESTALE) {
-			*ret_alive = false;
-			return 0;
-		}
-		if (fd < 0)
+		if (fd < 0 && errno != ESTALE)
 			return lz_err_set(err, errno, "namespace %llu: %s", (unsigned long long)ns->id,
 					  strerror(errno));
-		close(fd);
+		if (fd >= 0) {
+			close(fd);
+		} else {
+			/* ESTALE is no proof for an unprivileged caller: Linux
+			 * 6.18.44 answers it for a namespace the caller is not
+			 * in, live or freed (measured); what this user's
+			 * processes hold is looked up in /proc (nsident.h). */
+			pid_t holder = 0;
+			int h = lz_nsident_find_holder(ns, &holder, err);
+			if (h < 0)
+				return h;
+			if (h == 0) {
+				*ret_alive = false;
+				return 0;
+			}
+		}
 		if (lz_remaining_ms(deadline) <= 0) {
 			*ret_alive = true;
 			return 0;

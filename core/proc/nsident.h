@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -32,10 +33,17 @@ bool lz_nsident_supported(void);
  * in (PIDFD_GET_*_NAMESPACE). */
 int lz_nsident_of_pidfd(int pidfd, int type, struct lz_nsident *ret, struct lz_err *err);
 
-/* *ret_alive is false only when the kernel says the namespace is gone
- * (ESTALE); waits up to timeout_ms for it to be freed (namespaces are
- * torn down asynchronously after their last process). Other errors
- * refuse. */
+/* Whether a process this caller can inspect in /proc has a thread in ns
+ * or holds a descriptor of it: 1 and *ret_pid (its PID), 0, or -errno.
+ * Processes /proc does not show to this user (another user's, one that
+ * made itself non-dumpable) are not seen; nor are sockets of the
+ * namespace, or bind mounts of it in other mount namespaces. */
+int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct lz_err *err);
+
+/* *ret_alive is false only when the kernel does not open the namespace
+ * by its ID (ESTALE) and lz_nsident_find_holder finds no holder; waits up
+ * to timeout_ms for it to be freed (namespaces are torn down
+ * asynchronously after their last process). Other errors refuse. */
 int lz_nsident_await_gone(const struct lz_nsident *ns, int timeout_ms, bool *ret_alive, struct lz_err *err);
 
 #endif

@@ -166,6 +166,35 @@ static void test_lz_nsident_await_gone__held_by_a_descriptor(void **state)
 	assert_false(alive);
 }
 
+/* The /proc lookup that stands in where the kernel does not open a
+ * namespace by its ID for this caller (an unprivileged HC): a thread in
+ * the namespace, then only a descriptor of it, each found with its PID;
+ * nothing once both are gone. */
+static void test_lz_nsident_find_holder__thread_then_descriptor(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident net;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
+	pid_t holder = 0;
+	assert_int_equal(lz_nsident_find_holder(&net, &holder, &e), 1);
+	assert_int_equal(holder, c.pid);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)c.pid);
+	int held = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(held >= 0);
+	end_child(&c);
+	holder = 0;
+	assert_int_equal(lz_nsident_find_holder(&net, &holder, &e), 1);
+	assert_int_equal(holder, getpid());
+	close(held);
+	assert_int_equal(lz_nsident_find_holder(&net, &holder, &e), 0);
+	struct lz_nsident bad = net;
+	bad.type = CLONE_NEWPID;
+	assert_int_equal(lz_nsident_find_holder(&bad, &holder, &e), -EINVAL);
+}
+
 /* Matching is exact on (ID, type, inode): a record naming a live ID with
  * another type or inode names no namespace that exists, and the wrong
  * type of process namespace is refused. */
@@ -198,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_lz_nsident__namespaces_and_mount_gone_with_the_process),
 		cmocka_unit_test(test_lz_nsident__zombie_holds_only_its_user_namespace),
 		cmocka_unit_test(test_lz_nsident_await_gone__held_by_a_descriptor),
+		cmocka_unit_test(test_lz_nsident_find_holder__thread_then_descriptor),
 		cmocka_unit_test(test_lz_nsident_await_gone__matches_id_type_and_inode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
