@@ -81,10 +81,12 @@ int lz_nsident_of_pidfd(int pidfd, int type, struct lz_nsident *ret, struct lz_e
 }
 
 /* Whether the nsfs object `link` names (a /proc link under dirfd) is
- * ns: its link text first, then its ID, opened through the link. An
- * object that matches by text but cannot be opened counts as ns: a
- * recycled inode number then refuses, never proves. */
-static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, const char *want)
+ * ns: its link text first, then, on the object itself (taken O_PATH, so
+ * a descriptor swapped for a FIFO or a device meanwhile is never opened),
+ * nsfs's device, its inode and its ID. A match by text whose object
+ * cannot be examined counts as ns: a recycled inode number then refuses,
+ * never proves. */
+static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, const char *want, dev_t nsfs)
 {
 	char text[64];
 	ssize_t n = readlinkat(dirfd, link, text, sizeof(text) - 1);
@@ -93,7 +95,15 @@ static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, c
 	text[n] = '\0';
 	if (strcmp(text, want) != 0)
 		return false;
-	_cleanup_close_ int fd = openat(dirfd, link, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int obj = openat(dirfd, link, O_PATH | O_CLOEXEC);
+	struct stat st;
+	if (obj < 0 || fstat(obj, &st) < 0)
+		return true;
+	if (st.st_dev != nsfs || st.st_ino != ns->inum)
+		return false;
+	char self[32];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", obj);
+	_cleanup_close_ int fd = open(self, O_RDONLY | O_CLOEXEC);
 	uint64_t id = 0;
 	return fd < 0 || ioctl(fd, NS_GET_ID_IOCTL, &id) < 0 || id == ns->id;
 }
@@ -101,7 +111,7 @@ static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, c
 /* Whether a thread of /proc/<pid> is in ns, or the process holds a
  * descriptor of it. */
 static bool process_holds(int procfd, const char *pid, const struct lz_nsident *ns, const char *nsname,
-			  const char *want)
+			  const char *want, dev_t nsfs)
 {
 	_cleanup_close_ int piddir = openat(procfd, pid, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (piddir < 0)
@@ -115,7 +125,7 @@ static bool process_holds(int procfd, const char *pid, const struct lz_nsident *
 		for (struct dirent *t; !held && (t = readdir(tasks)) != NULL;)
 			if (t->d_name[0] != '.' &&
 			    (size_t)snprintf(path, sizeof(path), "%.20s/ns/%s", t->d_name, nsname) < sizeof(path))
-				held = names_ns(dirfd(tasks), path, ns, want);
+				held = names_ns(dirfd(tasks), path, ns, want, nsfs);
 		closedir(tasks);
 	}
 	_cleanup_close_ int fdsfd = openat(piddir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -124,7 +134,7 @@ static bool process_holds(int procfd, const char *pid, const struct lz_nsident *
 		fdsfd = -EBADF;
 		for (struct dirent *f; !held && (f = readdir(fds)) != NULL;)
 			if (f->d_name[0] != '.')
-				held = names_ns(dirfd(fds), f->d_name, ns, want);
+				held = names_ns(dirfd(fds), f->d_name, ns, want, nsfs);
 		closedir(fds);
 	}
 	return held;
@@ -138,6 +148,9 @@ int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct l
 		return lz_err_set(err, EINVAL, "namespace type %#x is not recorded", (unsigned)ns->type);
 	char want[64];
 	snprintf(want, sizeof(want), "%s:[%u]", nsname, ns->inum);
+	struct stat own;
+	if (stat("/proc/self/ns/net", &own) < 0)
+		return lz_err_set(err, errno, "/proc/self/ns/net: %s", strerror(errno));
 	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *procs = procfd >= 0 ? fdopendir(procfd) : NULL;
 	if (procs == NULL)
@@ -147,7 +160,7 @@ int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct l
 	for (struct dirent *d; !found && (d = readdir(procs)) != NULL;) {
 		if (d->d_name[0] < '1' || d->d_name[0] > '9')
 			continue;
-		if (process_holds(dirfd(procs), d->d_name, ns, nsname, want)) {
+		if (process_holds(dirfd(procs), d->d_name, ns, nsname, want, own.st_dev)) {
 			*ret_pid = (pid_t)strtol(d->d_name, NULL, 10);
 			found = 1;
 		}
