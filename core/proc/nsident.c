@@ -108,35 +108,25 @@ static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, c
 	return fd < 0 || ioctl(fd, NS_GET_ID_IOCTL, &id) < 0 || id == ns->id;
 }
 
-/* Whether a thread of /proc/<pid> is in ns, or the process holds a
- * descriptor of it. */
-static bool process_holds(int procfd, const char *pid, const struct lz_nsident *ns, const char *nsname,
-			  const char *want, dev_t nsfs)
+/* Whether an entry of the directory sub of a /proc/<pid> (its tasks, its
+ * descriptors) is, followed by suffix, a link to ns. */
+static bool dir_holds(int piddir, const char *sub, const char *suffix, const struct lz_nsident *ns,
+		      const char *want, dev_t nsfs)
 {
-	_cleanup_close_ int piddir = openat(procfd, pid, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (piddir < 0)
-		return false; /* ended meanwhile */
-	char path[64];
-	_cleanup_close_ int taskfd = openat(piddir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *tasks = taskfd >= 0 ? fdopendir(taskfd) : NULL;
+	int fd = openat(piddir, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (dir == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
 	bool held = false;
-	if (tasks != NULL) {
-		taskfd = -EBADF; /* the stream owns it */
-		for (struct dirent *t; !held && (t = readdir(tasks)) != NULL;)
-			if (t->d_name[0] != '.' &&
-			    (size_t)snprintf(path, sizeof(path), "%.20s/ns/%s", t->d_name, nsname) < sizeof(path))
-				held = names_ns(dirfd(tasks), path, ns, want, nsfs);
-		closedir(tasks);
-	}
-	_cleanup_close_ int fdsfd = openat(piddir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *fds = !held && fdsfd >= 0 ? fdopendir(fdsfd) : NULL;
-	if (fds != NULL) {
-		fdsfd = -EBADF;
-		for (struct dirent *f; !held && (f = readdir(fds)) != NULL;)
-			if (f->d_name[0] != '.')
-				held = names_ns(dirfd(fds), f->d_name, ns, want, nsfs);
-		closedir(fds);
-	}
+	char link[64];
+	for (struct dirent *e; !held && (e = readdir(dir)) != NULL;)
+		if (e->d_name[0] != '.' &&
+		    (size_t)snprintf(link, sizeof(link), "%.20s%s", e->d_name, suffix) < sizeof(link))
+			held = names_ns(dirfd(dir), link, ns, want, nsfs);
+	closedir(dir);
 	return held;
 }
 
@@ -146,10 +136,12 @@ int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct l
 			   : ns->type == CLONE_NEWUSER ? "user" : NULL;
 	if (nsname == NULL)
 		return lz_err_set(err, EINVAL, "namespace type %#x is not recorded", (unsigned)ns->type);
-	char want[64];
+	char want[64], task_link[16];
 	snprintf(want, sizeof(want), "%s:[%u]", nsname, ns->inum);
-	struct stat own;
-	if (stat("/proc/self/ns/net", &own) < 0)
+	snprintf(task_link, sizeof(task_link), "/ns/%s", nsname);
+	/* One nsfs device holds every namespace: this process's tells it. */
+	struct stat nsfs;
+	if (stat("/proc/self/ns/net", &nsfs) < 0)
 		return lz_err_set(err, errno, "/proc/self/ns/net: %s", strerror(errno));
 	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *procs = procfd >= 0 ? fdopendir(procfd) : NULL;
@@ -160,7 +152,10 @@ int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct l
 	for (struct dirent *d; !found && (d = readdir(procs)) != NULL;) {
 		if (d->d_name[0] < '1' || d->d_name[0] > '9')
 			continue;
-		if (process_holds(dirfd(procs), d->d_name, ns, nsname, want, own.st_dev)) {
+		/* A thread in ns, or a descriptor of it. */
+		_cleanup_close_ int piddir = openat(dirfd(procs), d->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (piddir >= 0 && (dir_holds(piddir, "task", task_link, ns, want, nsfs.st_dev) ||
+				    dir_holds(piddir, "fd", "", ns, want, nsfs.st_dev))) {
 			*ret_pid = (pid_t)strtol(d->d_name, NULL, 10);
 			found = 1;
 		}

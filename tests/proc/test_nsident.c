@@ -76,6 +76,16 @@ static void end_child(struct child *c)
 	close(c->pidfd);
 }
 
+/* A descriptor of pid's network namespace. */
+static int hold_net(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
 static void test_lz_nsident_supported__on_this_kernel(void **state)
 {
 	(void)state;
@@ -153,10 +163,7 @@ static void test_lz_nsident_await_gone__held_by_a_descriptor(void **state)
 	struct child c = spawn_child();
 	struct lz_nsident net;
 	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)c.pid);
-	int held = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(held >= 0);
+	int held = hold_net(c.pid);
 	end_child(&c);
 	bool alive = false;
 	assert_int_equal(lz_nsident_await_gone(&net, 200, &alive, &e), 0);
@@ -180,10 +187,7 @@ static void test_lz_nsident_find_holder__thread_then_descriptor(void **state)
 	pid_t holder = 0;
 	assert_int_equal(lz_nsident_find_holder(&net, &holder, &e), 1);
 	assert_int_equal(holder, c.pid);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)c.pid);
-	int held = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(held >= 0);
+	int held = hold_net(c.pid);
 	end_child(&c);
 	holder = 0;
 	assert_int_equal(lz_nsident_find_holder(&net, &holder, &e), 1);
