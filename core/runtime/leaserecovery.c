@@ -2,10 +2,12 @@
 #include "runtime/leaserecovery.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs/mountns.h"
 #include "proc/nsident.h"
@@ -13,6 +15,7 @@
 #include "proc/spawn.h"
 #include "store/catalog.h"
 #include "util/cleanup.h"
+#include "util/escape.h"
 
 /* Leaves why empty when the recorded process is gone (or none was
  * recorded); writes the reason when it is alive or cannot be checked. */
@@ -29,6 +32,22 @@ static void judge_process(const char *what, const struct lz_dstore_process *p, i
 		snprintf(why, cap, "its %s (PID %u) still runs", what, p->id.pid);
 }
 
+/* The holder's name for the developer, escaped: any process may set its
+ * own (PR_SET_NAME), and hc.log reaches a terminal. */
+static const char *process_name(pid_t pid, char *out, size_t cap)
+{
+	char path[32], comm[17];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, comm, sizeof(comm) - 1) : -1;
+	if (n <= 0)
+		return "its name unreadable";
+	if (comm[n - 1] == '\n')
+		n--;
+	lz_escape(comm, (size_t)n, out, cap);
+	return out;
+}
+
 /* Spec 3.6: the generation's mounts and namespaces, each inspected on its
  * own rather than inferred from its processes (nsident.h): no recorded
  * State Anchor mount in the host's mount namespace or in the RS's, then
@@ -42,8 +61,15 @@ static void judge_namespace(const char *what, enum lz_dstore_ns_kind kind, const
 	struct lz_nsident id = { .type = kind == LZ_DSTORE_NS_MOUNT ? CLONE_NEWNS : CLONE_NEWNET,
 				 .id = ns->id,
 				 .inum = ns->inum };
+	pid_t holder = 0;
+	char name[LZ_ESCAPE_MAX(16) + 1];
 	if (lz_nsident_await_gone(&id, lz_remaining_ms(deadline), &alive, &e) < 0)
 		snprintf(why, cap, "cannot tell whether its %s is gone: %s", what, e.msg);
+	else if (alive && lz_nsident_find_holder(&id, &holder, &e) == 1)
+		snprintf(why, cap,
+			 "its %s (namespace ID %llu) still exists: process %d (%s) holds it (a thread in it or a "
+			 "descriptor of it)",
+			 what, (unsigned long long)ns->id, (int)holder, process_name(holder, name, sizeof(name)));
 	else if (alive)
 		snprintf(why, cap,
 			 "its %s (namespace ID %llu) still exists: a process or descriptor outside the ones it "

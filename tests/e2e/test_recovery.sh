@@ -211,6 +211,9 @@ time.sleep(600)' "$rs" "$1" >"$T/holder.out" 2>&1 &
 	[ "$STATUS" != 0 ] || fail "a launch succeeded while the lost generation's namespace was held: $OUT"
 	assert_not_contains "$OUT" "refused"
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "$2"
+	# The network namespace's holder is named (the mount namespace's
+	# mount is found first).
+	[ "$1" != net ] || assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "process $holder (python3) holds it"
 	assert_eq 1 "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "the held generation's lease"
 	assert_recovered
 }
