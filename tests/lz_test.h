@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,6 +29,17 @@ static inline void lz_test_rmtree(const char *path)
 		return;
 	(void)lz_tree_remove(dfd, slash + 1, NULL);
 	close(dfd);
+}
+
+/* A file of the source tree: under $LZ_TEST_SOURCE_DIR when set (the test
+ * command runs the suites as the test user from a copy: the checkout may
+ * be unreadable to that user), else where the build found it. */
+static inline const char *lz_test_source(const char *rel)
+{
+	static char path[PATH_MAX];
+	const char *root = getenv("LZ_TEST_SOURCE_DIR");
+	snprintf(path, sizeof(path), "%s/%s", root != NULL && root[0] ? root : LZ_SOURCE_DIR, rel);
+	return path;
 }
 
 #endif

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
+
 #include "config/config.h"
 
 static struct lz_config_doc *decode_ok(const char *text)
@@ -102,7 +104,7 @@ static void test_decode__full_document(void **state)
 static void test_decode__example_file_is_accepted(void **state)
 {
 	(void)state;
-	FILE *f = fopen(LZ_SOURCE_DIR "/examples/config.toml", "r");
+	FILE *f = fopen(lz_test_source("examples/config.toml"), "r");
 	assert_non_null(f);
 	char buf[65536];
 	size_t n = fread(buf, 1, sizeof(buf), f);

@@ -317,7 +317,7 @@ static void expected_domain_id(const char *profile, const char *ws, char out[65]
 
 static void copy_example(const struct fx *f)
 {
-	FILE *in = fopen(LZ_SOURCE_DIR "/examples/config.toml", "r");
+	FILE *in = fopen(lz_test_source("examples/config.toml"), "r");
 	assert_non_null(in);
 	static char buf[65536];
 	size_t n = fread(buf, 1, sizeof(buf), in);

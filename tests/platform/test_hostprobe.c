@@ -27,6 +27,8 @@
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
 
+#include "lz_test.h"
+
 #include "platform/hostprobe.c"
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -515,7 +517,7 @@ static void test_lz_hostprobe_device_rw__not_a_character_device(void **state)
 {
 	(void)state;
 	struct lz_err err = { 0 };
-	assert_int_equal(lz_hostprobe_device_rw(LZ_SOURCE_DIR "/CMakeLists.txt", &err), -ENODEV);
+	assert_int_equal(lz_hostprobe_device_rw(lz_test_source("CMakeLists.txt"), &err), -ENODEV);
 	assert_non_null(strstr(err.msg, "CMakeLists.txt': not a character device"));
 	assert_int_equal(lz_hostprobe_device_rw("/tmp", &err), -ENODEV);
 }
@@ -802,7 +804,7 @@ static void test_run_capture__exec_failure_reports_errno(void **state)
 	char buf[64];
 	size_t len = 99;
 	struct lz_err err = { 0 };
-	int exe = open_path(LZ_SOURCE_DIR "/CMakeLists.txt"); /* no execute bit */
+	int exe = open_path(lz_test_source("CMakeLists.txt")); /* no execute bit */
 	char *argv[] = { (char *)"CMakeLists.txt", NULL };
 	assert_int_equal(run_capture(exe, "cml", argv, 5000, &err, buf, sizeof(buf), &len), -EACCES);
 	assert_string_equal(err.msg, "exec 'cml': Permission denied");
