@@ -77,6 +77,7 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 	pthread_mutex_init(&r->se_lock, NULL);
 	pthread_mutex_init(&r->publish_lock, NULL);
 	pthread_mutex_init(&r->gitdir_lock, NULL);
+	pthread_mutex_init(&r->made_lock, NULL);
 
 	const int in[2] = { host_fd, isolated_fd };
 	static const char *const label[2] = { "host", "isolated" };
@@ -112,6 +113,7 @@ void lz_router_free(lz_router *r)
 	pthread_mutex_destroy(&r->se_lock);
 	pthread_mutex_destroy(&r->publish_lock);
 	pthread_mutex_destroy(&r->gitdir_lock);
+	pthread_mutex_destroy(&r->made_lock);
 	free(r);
 }
 
@@ -350,7 +352,7 @@ void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const ch
 	struct stat dst = { .st_dev = dir_dev, .st_ino = dir_ino };
 	pthread_mutex_lock(&r->se_lock);
 	/* A directory the kernel holds no inode of has no cached entries. */
-	struct rt_inode *d = r->se != NULL ? rt_inode_find(r, RT_HOST, &dst) : NULL;
+	struct rt_inode *d = r->se != NULL ? rt_inode_find(r, RT_HOST, &dst, 0) : NULL;
 	if (d != NULL) {
 		if (!attrs_only)
 			(void)fuse_lowlevel_notify_inval_entry(r->se, rt_nodeid(r, d), name, strlen(name));
@@ -358,7 +360,7 @@ void lz_router_host_changed(lz_router *r, dev_t dir_dev, ino_t dir_ino, const ch
 		struct stat st;
 		struct rt_inode *c = NULL;
 		if (dfd >= 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			c = rt_inode_find(r, RT_HOST, &st);
+			c = rt_inode_find(r, RT_HOST, &st, rt_object_gen(dfd, name));
 		if (c != NULL) {
 			(void)fuse_lowlevel_notify_inval_inode(r->se, rt_nodeid(r, c), -1, 0);
 			/* Not a directory: one has children, and a chain of

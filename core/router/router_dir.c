@@ -356,8 +356,8 @@ static int plus_lookup(struct lz_router *r, struct rt_dir *d, const struct rt_di
 		rc = -ENOENT;
 	struct rt_inode *i;
 	if (rc == 0) {
-		rc = rt_inode_obtain(r, -EBADF, (enum rt_backing)e->backing, &st, d->inode, name, true,
-				     &i);
+		rc = rt_inode_obtain(r, -EBADF, d->fd[e->backing], (enum rt_backing)e->backing, &st, d->inode,
+				     name, true, &i);
 		if (rc == 0)
 			rt_fill_entry(r, i, &st, ep);
 	}

@@ -2,6 +2,7 @@
  * and the lock order are in router_int.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,12 @@
 #include "util/sys.h"
 
 #define RT_MAX_DEPTH 2048 /* directory depth a path walk accepts */
+
+#ifndef AT_HANDLE_FID
+#define LZ_AT_HANDLE_FID 0x200 /* AT_HANDLE_FID, Linux 6.5 */
+#else
+#define LZ_AT_HANDLE_FID AT_HANDLE_FID
+#endif
 
 static size_t hash_key(enum rt_backing b, dev_t dev, ino_t ino)
 {
@@ -32,9 +39,50 @@ static struct rt_inode *table_find(struct lz_router *r, enum rt_backing b, const
 {
 	size_t k = hash_key(b, st->st_dev, st->st_ino) & (r->nbuckets - 1);
 	struct rt_inode *i = r->buckets[k];
-	while (i != NULL && !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino))
+	while (i != NULL && (i->stale || !(i->backing == b && i->dev == st->st_dev && i->ino == st->st_ino)))
 		i = i->hnext;
 	return i;
+}
+
+static bool same_object(const struct rt_inode *i, mode_t type, uint64_t gen)
+{
+	return (type == 0 || i->type == type) && (gen == 0 || i->gen == 0 || i->gen == gen);
+}
+
+/* table_find for the object of that type (0: any) and generation (0:
+ * unknown). An inode holding a descriptor holds its object, so its number
+ * is not reused; one without that is not the object is stale: no longer
+ * found (the kernel's references keep it until forgotten, and its reopen
+ * fails ESTALE). Caller holds table_lock. */
+static struct rt_inode *table_find_object(struct lz_router *r, enum rt_backing b, const struct stat *st,
+					  uint64_t gen)
+{
+	struct rt_inode *i = table_find(r, b, st);
+	if (i == NULL || i == &r->root || i->fd >= 0 || same_object(i, st->st_mode & S_IFMT, gen))
+		return i;
+	i->stale = true;
+	return NULL;
+}
+
+uint64_t rt_object_gen(int dfd, const char *name)
+{
+	union {
+		struct file_handle fh;
+		unsigned char raw[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} h;
+	int mount_id;
+	int flags = name[0] == '\0' ? AT_EMPTY_PATH : 0;
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	/* A file handle only to compare (AT_HANDLE_FID, Linux 6.5) is
+	 * given by more filesystems than an openable one. */
+	if (name_to_handle_at(dfd, name, &h.fh, &mount_id, flags | LZ_AT_HANDLE_FID) < 0 &&
+	    (errno != EINVAL || name_to_handle_at(dfd, name, &h.fh, &mount_id, flags) < 0))
+		return 0;
+	const unsigned char *bytes = h.raw + offsetof(struct file_handle, f_handle);
+	uint64_t x = 0xcbf29ce484222325ull ^ (uint32_t)h.fh.handle_type; /* FNV-1a */
+	for (unsigned k = 0; k < h.fh.handle_bytes && k < MAX_HANDLE_SZ; k++)
+		x = (x ^ bytes[k]) * 0x100000001b3ull;
+	return x == 0 ? 1 : x;
 }
 
 static void table_grow(struct lz_router *r)
@@ -260,10 +308,10 @@ struct rt_inode **rt_inode_collect(struct lz_router *r, bool (*want)(const struc
 	return all;
 }
 
-struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st)
+struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st, uint64_t gen)
 {
 	pthread_mutex_lock(&r->table_lock);
-	struct rt_inode *i = table_find(r, b, st);
+	struct rt_inode *i = table_find_object(r, b, st, gen);
 	if (i != NULL)
 		i->nref++;
 	pthread_mutex_unlock(&r->table_lock);
@@ -286,6 +334,15 @@ int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *pa
 	if (dup == NULL)
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&r->tree_lock);
+	/* A directory's chain is a tree: moves seen out of order (a lookup
+	 * through a held descriptor after the host moved a directory into
+	 * its own former child) must not make it a loop. */
+	for (struct rt_inode *a = parent; S_ISDIR(i->type) && a != NULL; a = a->parent)
+		if (a == i) {
+			pthread_rwlock_unlock(&r->tree_lock);
+			free(dup);
+			return -ELOOP;
+		}
 	pthread_mutex_lock(&r->table_lock);
 	struct rt_inode *old = i->parent;
 	char *old_name = i->name;
@@ -302,7 +359,7 @@ int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *pa
 	return 0;
 }
 
-int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct stat *st,
+int rt_inode_obtain(struct lz_router *r, int fd, int dfd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret)
 {
 	_cleanup_close_ int owned = fd;
@@ -310,9 +367,10 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 	_cleanup_free_ char *dup = strdup(name);
 	if (fresh == NULL || dup == NULL)
 		return -ENOMEM;
+	uint64_t gen = owned >= 0 ? rt_object_gen(owned, "") : rt_object_gen(dfd, name);
 
 	pthread_mutex_lock(&r->table_lock);
-	struct rt_inode *i = table_find(r, b, st);
+	struct rt_inode *i = table_find_object(r, b, st, gen);
 	bool moved = false;
 	if (i == NULL) {
 		if (r->ninodes >= RT_MAX_INODES) {
@@ -325,6 +383,7 @@ int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct
 		i->dev = st->st_dev;
 		i->ino = st->st_ino;
 		i->type = st->st_mode & S_IFMT;
+		i->gen = gen;
 		i->parent = parent;
 		i->name = TAKE_PTR(dup);
 		parent->nref++;
@@ -355,9 +414,10 @@ void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *
 		     struct rt_inode *parent, const char *name, int fd)
 {
 	_cleanup_close_ int owned = fd;
+	uint64_t gen = owned >= 0 ? rt_object_gen(owned, "") : 0;
 	pthread_rwlock_wrlock(&r->tree_lock);
 	pthread_mutex_lock(&r->table_lock);
-	struct rt_inode *i = table_find(r, b, st);
+	struct rt_inode *i = table_find_object(r, b, st, gen);
 	char *old_name = NULL;
 	if (i != NULL && i != &r->root && i->parent == parent && i->name != NULL &&
 	    strcmp(i->name, name) == 0) {
@@ -419,7 +479,7 @@ static int reopen(struct lz_router *r, struct rt_inode *i)
 		return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? fd : -ESTALE;
 	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_dev != i->dev || st.st_ino != i->ino ||
-	    (st.st_mode & S_IFMT) != i->type) {
+	    !same_object(i, st.st_mode & S_IFMT, rt_object_gen(fd, ""))) {
 		close(fd);
 		return -ESTALE;
 	}

@@ -14,7 +14,12 @@
  * first, and an evicted one is reopened by name (a directory by its path
  * from its backing's root with openat2 confined, any other object by one
  * component from its parent's directory) and accepted only when it is
- * the same (st_dev, st_ino, type); otherwise the operation fails ESTALE.
+ * the same (st_dev, st_ino, type, generation); otherwise the operation
+ * fails ESTALE. The generation (a hash of the object's file handle, which
+ * carries the filesystem's inode generation) tells an object from a
+ * later one that reuses its inode number once it is gone, which only an
+ * inode without a descriptor can meet: such an inode found at that
+ * number is stale, is found no more, and the new object gets its own.
  * An object with no name left (unlinked by the router, or by the host:
  * link count 0 when its turn to be evicted comes) cannot be reopened, so
  * it keeps its descriptor until the kernel forgets it; a file the host
@@ -75,6 +80,7 @@ enum rt_backing { RT_HOST = 0, RT_ISOLATED = 1 };
 #define RT_MAX_INODES (1u << 22)   /* live inodes; lookup fails ENFILE beyond */
 #define RT_MAX_DIRENTS (1u << 20)  /* entries of one merged directory listing */
 #define RT_MAX_DIRNAMES (64u << 20) /* name bytes of one listing */
+#define RT_MADE_LOCKS 64            /* the sandbox's own control-file locks remembered */
 
 struct rt_inode {
 	struct rt_inode *hnext; /* hash chain; table_lock */
@@ -84,9 +90,11 @@ struct rt_inode {
 	dev_t dev;
 	ino_t ino;
 	mode_t type;       /* S_IFMT bits; constant */
+	uint64_t gen;      /* rt_object_gen of its object, 0 unknown; constant */
 	uint64_t nlookup;  /* table_lock */
 	uint64_t nref;     /* table_lock */
 	bool unlinked;     /* its object has no name left (link count 0); table_lock */
+	bool stale;        /* another object has its inode number now; table_lock */
 	struct rt_inode *parent; /* tree_lock (counted in parent->nref); NULL: unnamed */
 	char *name;              /* tree_lock; NULL for the root and an unlinked name */
 };
@@ -143,6 +151,15 @@ struct lz_router {
 	/* Held around the check and the making of a Git directory's marker
 	 * name (rt_policy_new), so two makers cannot both pass the check. */
 	pthread_mutex_t gitdir_lock;
+	/* The lock files of control files the sandbox made (rt_policy_lock_*),
+	 * the oldest replaced first; made_lock is taken with nothing after it. */
+	pthread_mutex_t made_lock;
+	struct rt_made {
+		dev_t dev;
+		ino_t ino;
+		uint64_t gen;
+	} made[RT_MADE_LOCKS];
+	unsigned made_next;
 	pthread_mutex_t publish_lock; /* one publish at a time; outermost */
 };
 
@@ -154,10 +171,15 @@ static inline fuse_ino_t rt_nodeid(struct lz_router *r, struct rt_inode *i)
 {
 	return i == &r->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)i;
 }
+/* A hash of the file handle of the object at dfd/name (name "": dfd's
+ * own object, not followed), its inode generation included; 0 when the
+ * filesystem gives none. */
+uint64_t rt_object_gen(int dfd, const char *name);
 /* Finds or adds the inode for (b, st) taking over fd (cached, or closed
- * when the inode has one already; -EBADF: opened on first use), adds one kernel lookup (when count)
- * or one internal ref (when !count), and links it under parent/name. */
-int rt_inode_obtain(struct lz_router *r, int fd, enum rt_backing b, const struct stat *st,
+ * when the inode has one already; -EBADF: opened on first use, and the
+ * object is the one at dfd/name), adds one kernel lookup (when count) or
+ * one internal ref (when !count), and links it under parent/name. */
+int rt_inode_obtain(struct lz_router *r, int fd, int dfd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret);
 void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n);
 void rt_inode_unref(struct lz_router *r, struct rt_inode *i);
@@ -169,8 +191,9 @@ struct rt_inode **rt_inode_collect(struct lz_router *r, bool (*want)(const struc
 /* i's name in name and its parent with one internal ref (NULL: the root
  * or an unlinked name). */
 struct rt_inode *rt_inode_name(struct lz_router *r, struct rt_inode *i, char name[NAME_MAX + 1]);
-/* The inode of (b, st's dev and ino) with one internal ref, or NULL. */
-struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st);
+/* The inode of the object (b, st's dev, ino and type; type 0: any) of
+ * generation gen (0: unknown), with one internal ref, or NULL. */
+struct rt_inode *rt_inode_find(struct lz_router *r, enum rt_backing b, const struct stat *st, uint64_t gen);
 /* An owned O_PATH descriptor of i's object (see "Descriptors"): -ESTALE
  * when it was evicted and its name no longer holds it. */
 int rt_inode_fd(struct lz_router *r, struct rt_inode *i);
@@ -192,7 +215,9 @@ int rt_dir_path(struct lz_router *r, struct rt_inode *d, char *buf, size_t cap, 
 int rt_child_path(struct lz_router *r, struct rt_inode *d, const char *name, char *buf, size_t cap,
 		  size_t *ret_len);
 int rt_check_name(const char *name);
-/* Re-links i under parent/name (rename, another hard link). */
+/* Re-links i under parent/name (rename, another hard link); -ELOOP,
+ * changing nothing, when i is a directory on parent's own chain (moves
+ * seen out of order). */
 int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *parent, const char *name);
 
 /* Routing (caller holds snap_lock for reading). */
@@ -234,9 +259,18 @@ void rt_policy_done(struct lz_router *r, bool locked);
 int rt_policy_unchanged(struct lz_router *r, int src_fd, int ddfd, const char *newname);
 /* May the host-backed entry at path be removed or renamed away? */
 int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_dir);
-/* May host-backed inode i be written, truncated or re-moded? Takes
- * snap_lock unless snap_held. */
+/* May host-backed inode i be written, truncated or re-moded (or linked
+ * elsewhere)? Takes snap_lock unless snap_held. */
 int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held);
+/* Git's lock file of a control file (path is <control>.lock, which Git
+ * writes and then renames over the control file): 1, 0 or -errno. */
+int rt_policy_is_lock(struct lz_router *r, const char *path, size_t len);
+/* Records the object at fd (O_PATH) as a lock file the sandbox made. */
+void rt_policy_lock_made(struct lz_router *r, int fd);
+/* -EPERM when path is a control file's lock and the object at fd is not
+ * one the sandbox made (host Git's, between its write and its rename):
+ * it is not written, truncated, removed, replaced, moved or linked. */
+int rt_policy_lock_owned(struct lz_router *r, const char *path, size_t len, int fd);
 
 /* router_ops.c */
 extern const struct fuse_lowlevel_ops rt_ops;

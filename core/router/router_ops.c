@@ -115,7 +115,7 @@ static int do_lookup(struct lz_router *r, struct rt_inode *d, const char *name,
 	if (rc < 0)
 		return rc;
 	struct rt_inode *i;
-	rc = rt_inode_obtain(r, fd, b, &st, d, name, true, &i);
+	rc = rt_inode_obtain(r, fd, -EBADF, b, &st, d, name, true, &i);
 	if (rc < 0)
 		return rc;
 	rt_fill_entry(r, i, &st, e);
@@ -328,13 +328,15 @@ static int child_backing(struct lz_router *r, struct rt_inode *d, const char *na
 /* The backing's directory for a new entry name of d with the given type:
  * routes, refuses an inconsistent path, makes the missing directories,
  * and applies the policy for host-backed entries (*locked: release with
- * rt_policy_done once the entry is made). */
+ * rt_policy_done once the entry is made; *ret_lock: the name is a
+ * control file's lock, see rt_policy_lock_owned). */
 static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 bool symlink, enum rt_backing *ret_b, bool *locked)
+			 bool symlink, enum rt_backing *ret_b, bool *locked, bool *ret_lock)
 {
 	char path[PATH_MAX];
 	size_t len;
 	*locked = false;
+	*ret_lock = false;
 	if (!S_ISDIR(d->type))
 		return -ENOTDIR;
 	int rc = child_backing(r, d, name, is_dir, ret_b, path, &len);
@@ -342,20 +344,24 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 		return rc;
 	int dfd = rt_side_dir(r, d, *ret_b, true);
 	if (dfd >= 0 && *ret_b == RT_HOST &&
-	    (rc = rt_policy_new(r, path, len, is_dir, symlink, dfd, name, locked)) < 0) {
+	    ((rc = rt_policy_is_lock(r, path, len)) < 0 ||
+	     (*ret_lock = rc == 1, rc = rt_policy_new(r, path, len, is_dir, symlink, dfd, name, locked)) < 0)) {
 		close(dfd);
 		return rc;
 	}
 	return dfd;
 }
 
-/* The entry just made (or linked) at dfd/name becomes an inode of d. */
+/* The entry just made (or linked) at dfd/name becomes an inode of d
+ * (made_lock: a control file's lock the sandbox made, remembered). */
 static int adopt_new(struct lz_router *r, struct rt_inode *d, enum rt_backing b, int dfd,
-		     const char *name, struct fuse_entry_param *e)
+		     const char *name, bool made_lock, struct fuse_entry_param *e)
 {
 	int fd = rt_openat(r, dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	if (made_lock)
+		rt_policy_lock_made(r, fd);
 	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		int rc = -errno;
@@ -363,7 +369,7 @@ static int adopt_new(struct lz_router *r, struct rt_inode *d, enum rt_backing b,
 		return rc;
 	}
 	struct rt_inode *i;
-	int rc = rt_inode_obtain(r, fd, b, &st, d, name, true, &i);
+	int rc = rt_inode_obtain(r, fd, -EBADF, b, &st, d, name, true, &i);
 	if (rc == 0)
 		rt_fill_entry(r, i, &st, e);
 	return rc;
@@ -376,9 +382,9 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct rt_inode *d = rt_inode_get(r, parent);
 	struct fuse_entry_param e;
 	enum rt_backing b;
-	bool locked;
+	bool locked, lock;
 	rt_rdlock_snap(r);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, a->kind == 2, &b, &locked);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, a->kind == 2, &b, &locked, &lock);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		struct make_args pa = *a;
@@ -387,7 +393,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	rt_policy_done(r, locked);
 	if (rc == 0)
-		rc = adopt_new(r, d, b, dfd, name, &e);
+		rc = adopt_new(r, d, b, dfd, name, lock && a->kind == 0, &e);
 	rt_unlock_snap(r);
 	reply_entry_or_err(req, rc, &e);
 }
@@ -438,21 +444,24 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	enum rt_backing b;
 	_cleanup_close_ int fd = -EBADF;
-	bool locked;
+	bool locked, lock;
 	rt_rdlock_snap(r);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, false, &b, &locked);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, false, &b, &locked, &lock);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
-		 * followed into creating its target. */
-		int fl = open_flags(r, fi->flags) | O_CREAT | (fi->flags & O_EXCL) | O_NOFOLLOW;
+		 * followed into creating its target. A control file's lock is
+		 * made, never opened: one that appeared since the kernel's
+		 * lookup is host Git's. */
+		int fl = open_flags(r, fi->flags) | O_CREAT | (fi->flags & O_EXCL) | O_NOFOLLOW |
+			 (lock ? O_EXCL : 0);
 		fd = rt_openat(r, dfd, name, fl, rt_policy_mode(b, mode));
 		if (fd < 0)
-			rc = -errno;
+			rc = errno == EEXIST && lock && !(fi->flags & O_EXCL) ? -EPERM : -errno;
 	}
 	rt_policy_done(r, locked);
 	if (rc == 0)
-		rc = adopt_new(r, d, b, dfd, name, &e);
+		rc = adopt_new(r, d, b, dfd, name, lock, &e);
 	if (rc == 0) {
 		struct stat a;
 		/* the object opened is the object adopted (no swap between) */
@@ -504,6 +513,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 		rc = rt_child_path(r, d, name, path, sizeof(path), &len);
 	if (rc == 0 && b == RT_HOST)
 		rc = rt_policy_remove(r, path, len, dir);
+	if (rc == 0 && b == RT_HOST && !dir)
+		rc = rt_policy_lock_owned(r, path, len, fd);
 	if (rc == 0 && dir) {
 		/* Entries the other side shows make the merged directory
 		 * non-empty; hidden ones are retained and do not count. */
@@ -580,7 +591,8 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 			return rc;
 		/* the other object leaves the destination and arrives at the source */
 		if (sb == RT_HOST && ((rc = rt_policy_remove(r, dpath, dlen, S_ISDIR(xst.st_mode))) < 0 ||
-				      (rc = rt_policy_remove(r, spath, slen, S_ISDIR(xst.st_mode))) < 0))
+				      (rc = rt_policy_remove(r, spath, slen, S_ISDIR(xst.st_mode))) < 0 ||
+				      (rc = rt_policy_lock_owned(r, dpath, dlen, xfd)) < 0))
 			return rc;
 	}
 	/* Nothing guarded leaves, and nothing arrives where the guard would
@@ -588,7 +600,8 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	if (sb == RT_HOST &&
 	    ((!(flags & RENAME_EXCHANGE) && /* else child_backing made it */
 	      (rc = rt_child_path(r, d, name, spath, sizeof(spath), &slen)) < 0) ||
-	     (rc = rt_policy_remove(r, spath, slen, sdir)) < 0))
+	     (rc = rt_policy_remove(r, spath, slen, sdir)) < 0 ||
+	     (rc = rt_policy_lock_owned(r, spath, slen, sfd)) < 0))
 		return rc;
 	if (sb == RT_HOST && (rc = rt_policy_remove(r, dpath, dlen, sdir)) < 0) {
 		/* Git rewrites a configuration through its lock file even when
@@ -628,18 +641,31 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		if (rfd >= 0 && fstat(rfd, &rst) < 0)
 			lz_close_fdp(&rfd);
 	}
+	/* host Git's lock is not replaced; what arrives at a lock name is
+	 * the sandbox's */
+	int dlock = 0, slock = 0;
+	if (sb == RT_HOST && ((rfd >= 0 && (rc = rt_policy_lock_owned(r, dpath, dlen, rfd)) < 0) ||
+			      (rc = dlock = rt_policy_is_lock(r, dpath, dlen)) < 0 ||
+			      ((flags & RENAME_EXCHANGE) && (rc = slock = rt_policy_is_lock(r, spath, slen)) < 0))) {
+		rt_policy_done(r, locked);
+		return rc;
+	}
 	rc = renameat2(sdfd, name, ddfd, newname, flags) < 0 ? -errno : 0;
 	rt_policy_done(r, locked);
 	if (rc < 0)
 		return rc;
+	if (dlock == 1)
+		rt_policy_lock_made(r, sfd);
+	if (slock == 1)
+		rt_policy_lock_made(r, xfd);
 	if (rfd >= 0 && !(rst.st_dev == sst.st_dev && rst.st_ino == sst.st_ino))
 		rt_inode_unname(r, sb, &rst, nd, newname, TAKE_FD(rfd));
 	/* Re-link the moved objects (obtain follows an object found under
 	 * another parent or name). */
 	struct rt_inode *i;
-	if (rt_inode_obtain(r, TAKE_FD(sfd), sb, &sst, nd, newname, false, &i) == 0)
+	if (rt_inode_obtain(r, TAKE_FD(sfd), -EBADF, sb, &sst, nd, newname, false, &i) == 0)
 		rt_inode_unref(r, i);
-	if ((flags & RENAME_EXCHANGE) && rt_inode_obtain(r, TAKE_FD(xfd), xb, &xst, d, name, false, &i) == 0)
+	if ((flags & RENAME_EXCHANGE) && rt_inode_obtain(r, TAKE_FD(xfd), -EBADF, xb, &xst, d, name, false, &i) == 0)
 		rt_inode_unref(r, i);
 	return 0;
 }
@@ -691,14 +717,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		rc = dfd;
 	/* A second name for a guarded file would be an unguarded way in. */
 	bool locked = false;
+	int lock = 0;
 	if (rc == 0 && b == RT_HOST && (rc = rt_policy_inode(r, i, true)) == 0 &&
-	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0)
+	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
+	    (rc = lock = rt_policy_is_lock(r, path, len)) >= 0)
 		rc = rt_policy_new(r, path, len, false, false, dfd, newname, &locked);
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
 	rt_policy_done(r, locked);
 	if (rc == 0)
-		rc = adopt_new(r, nd, b, dfd, newname, &e);
+		rc = adopt_new(r, nd, b, dfd, newname, lock == 1, &e);
 	rt_unlock_snap(r);
 	reply_entry_or_err(req, rc, &e);
 }

@@ -12,6 +12,13 @@
  *   what its config names, from any directory inside. Git directories
  *   made inside the sandbox live in the isolated backing (".git" of an
  *   unknown root routes there), so `git init` keeps working.
+ * - Git's lock files of control files (config.lock and the like): host
+ *   Git writes one and renames it over the control file, so one the
+ *   sandbox did not make itself is not written, truncated, removed,
+ *   replaced, moved or linked (its bytes, or the object at its name,
+ *   would become the control file). The sandbox's own are remembered by
+ *   identity (device, inode, generation); Git refuses to lock while one
+ *   exists, so host Git never renames a lock the sandbox made.
  * - setuid/setgid bits are stripped and foreign owners refused (a host
  *   user running the file would get the developer's identity). */
 #include "router/router_int.h"
@@ -110,6 +117,55 @@ int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_
 	return rc < 0 ? rc : g != LZ_GUARD_NONE ? -EPERM : 0;
 }
 
+int rt_policy_is_lock(struct lz_router *r, const char *path, size_t len)
+{
+	static const char suffix[] = ".lock";
+	size_t n = sizeof(suffix) - 1;
+	if (len <= n || memcmp(path + len - n, suffix, n) != 0 || path[len - n - 1] == '/')
+		return 0;
+	enum lz_guard g;
+	int rc = guard_of(r, path, len - n, false, &g);
+	return rc < 0 ? rc : g == LZ_GUARD_CONTROL;
+}
+
+static bool lock_made(struct lz_router *r, dev_t dev, ino_t ino, uint64_t gen)
+{
+	bool found = false;
+	pthread_mutex_lock(&r->made_lock);
+	for (unsigned k = 0; k < RT_MADE_LOCKS && !found; k++)
+		found = r->made[k].ino == ino && r->made[k].dev == dev && r->made[k].gen == gen && ino != 0;
+	pthread_mutex_unlock(&r->made_lock);
+	return found;
+}
+
+void rt_policy_lock_made(struct lz_router *r, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return; /* not remembered: its writes are refused, the safe side */
+	uint64_t gen = rt_object_gen(fd, "");
+	if (lock_made(r, st.st_dev, st.st_ino, gen))
+		return;
+	pthread_mutex_lock(&r->made_lock);
+	r->made[r->made_next] = (struct rt_made){ st.st_dev, st.st_ino, gen };
+	r->made_next = (r->made_next + 1) % RT_MADE_LOCKS;
+	pthread_mutex_unlock(&r->made_lock);
+}
+
+static int lock_owned(struct lz_router *r, const char *path, size_t len, dev_t dev, ino_t ino, uint64_t gen)
+{
+	int rc = rt_policy_is_lock(r, path, len);
+	return rc < 0 ? rc : rc == 1 && !lock_made(r, dev, ino, gen) ? -EPERM : 0;
+}
+
+int rt_policy_lock_owned(struct lz_router *r, const char *path, size_t len, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	return lock_owned(r, path, len, st.st_dev, st.st_ino, rt_object_gen(fd, ""));
+}
+
 int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 {
 	if (i->backing != RT_HOST || r->cls.guard == NULL)
@@ -123,6 +179,8 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
 	if (rc == 0)
 		rc = guard_of(r, path, len, S_ISDIR(i->type), &g);
+	if (rc == 0 && g != LZ_GUARD_CONTROL && S_ISREG(i->type))
+		rc = lock_owned(r, path, len, i->dev, i->ino, i->gen);
 	if (!snap_held)
 		rt_unlock_snap(r);
 	if (rc == -ESTALE)

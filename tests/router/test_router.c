@@ -1204,6 +1204,92 @@ static void router__git_control_files_are_refused(struct env *e)
 }
 RUN_BOTH(router__git_control_files_are_refused)
 
+/* Host Git's lock of a control file (config.lock, written, then renamed
+ * over config): the sandbox cannot write, truncate, remove, replace,
+ * move or link it, before the host's rename or after it through a handle
+ * it already held; its own lock files work as before. */
+static void router__host_git_lock_files_are_not_the_sandboxs(struct env *e)
+{
+	char lock[512];
+	snprintf(lock, sizeof(lock), "%s", P(e->mnt, ".git/config.lock"));
+	const char *host_bytes = "[core]\n\tbare = false\n";
+	CHECK(strcmp(read_text(lock), host_bytes) == 0, "the host's lock is readable inside");
+	int held = open(lock, O_WRONLY | O_CLOEXEC);
+	if (held >= 0)
+		CHECK_ERRNO(pwrite(held, "[core]\n\tfsmonitor = evil\n", 26, 0), EPERM);
+	else
+		CHECK(errno == EPERM, "open: %s", strerror(errno));
+	int fd = open(lock, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	CHECK(fd < 0 && errno == EPERM, "O_TRUNC of the host's lock: fd %d, %s", fd, strerror(errno));
+	fd = open(lock, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		CHECK_ERRNO(write(fd, "x", 1), EPERM);
+		close(fd);
+	} else {
+		CHECK(errno == EPERM, "open O_CREAT: %s", strerror(errno));
+	}
+	CHECK_ERRNO(truncate(lock, 0), EPERM);
+	CHECK_ERRNO(unlink(lock), EPERM);
+	CHECK_ERRNO(rename(lock, P(e->mnt, "moved")), EPERM);
+	CHECK_ERRNO(link(lock, P(e->mnt, "lock2")), EPERM);
+	write_text(P(e->mnt, "evil"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+	CHECK_ERRNO(rename(P(e->mnt, "evil"), lock), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "evil"), lock, RENAME_EXCHANGE), EPERM);
+	CHECK(strcmp(read_text(P(e->host, ".git/config.lock")), host_bytes) == 0, "the host's lock changed");
+	CHECK(!exists(P(e->host, "moved")) && !exists(P(e->host, "lock2")));
+
+	/* host Git renames its lock over config: the handle held on it
+	 * writes nothing there either */
+	CHECK_OK(rename(P(e->host, ".git/config.lock"), P(e->host, ".git/config")));
+	if (held >= 0) {
+		CHECK_ERRNO(pwrite(held, "EVIL", 4, 0), EPERM);
+		close(held);
+	}
+	CHECK(strcmp(read_text(P(e->host, ".git/config")), host_bytes) == 0, "config changed");
+
+	/* the sandbox's own lock: written, removed, renamed when unchanged */
+	fd = open(lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create the sandbox's lock: %s", strerror(errno));
+	CHECK(write(fd, host_bytes, strlen(host_bytes)) == (ssize_t)strlen(host_bytes), "write: %s",
+	      strerror(errno));
+	CHECK_OK(close(fd));
+	CHECK_OK(rename(lock, P(e->mnt, ".git/config")));
+	CHECK(!exists(P(e->host, ".git/config.lock")), "the sandbox's unchanged lock stays");
+	write_text(lock, "mine");
+	CHECK_OK(truncate(lock, 1));
+	CHECK_OK(unlink(lock));
+	write_text(P(e->mnt, "mine"), "also mine");
+	CHECK_OK(rename(P(e->mnt, "mine"), lock));
+	write_text(lock, "rewritten");
+	CHECK_OK(unlink(lock));
+	/* other lock files are ordinary files */
+	write_text(P(e->host, ".git/HEAD.lock"), "host");
+	write_text(P(e->mnt, ".git/HEAD.lock"), "ref: refs/heads/x\n");
+	CHECK_OK(unlink(P(e->mnt, ".git/HEAD.lock")));
+}
+
+static void test_router__host_git_lock_files_are_not_the_sandboxs(void **state)
+{
+	struct env *e = *state;
+	assert_int_equal(mkdir(P(e->host, ".git"), 0755), 0);
+	FILE *f = fopen(P(e->host, ".git/config"), "w");
+	assert_non_null(f);
+	fputs("[core]\n", f);
+	fclose(f);
+	f = fopen(P(e->host, ".git/config.lock"), "w");
+	assert_non_null(f);
+	fputs("[core]\n\tbare = false\n", f);
+	fclose(f);
+	with_router(e, router__host_git_lock_files_are_not_the_sandboxs);
+}
+
+static void test_router__host_git_lock_files_are_not_the_sandboxs__open_requests(void **state)
+{
+	open_requests = true;
+	test_router__host_git_lock_files_are_not_the_sandboxs(state);
+	open_requests = false;
+}
+
 /* ---- more inodes than descriptors ------------------------------------------- */
 
 static size_t count_fds(pid_t pid)
@@ -1477,6 +1563,113 @@ static void test_router__open_files_survive_host_removal_and_rename(void **state
 	router_nofile = 0;
 }
 
+/* Fills the router's descriptor cache (16) with other objects. */
+static void evict_cached(struct env *e, const char *tag)
+{
+	char name[64];
+	struct stat st;
+	for (int k = 0; k < 40; k++) {
+		snprintf(name, sizeof(name), "fill-%s-%d", tag, k);
+		write_text(P(e->mnt, name), "f");
+		CHECK_OK(stat(P(e->mnt, name), &st));
+	}
+}
+
+/* Makes host objects (files, or directories when dir) named
+ * <prefix>NN until one gets inode number ino; its name in out. */
+static void host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefix, char *out, size_t cap)
+{
+	struct stat st;
+	for (int k = 0; k < 64; k++) {
+		snprintf(out, cap, "%s%02d", prefix, k);
+		if (dir)
+			CHECK_OK(mkdir(P(e->host, out), 0755));
+		else
+			write_text(P(e->host, out), "BBBBBBBB");
+		CHECK_OK(stat(P(e->host, out), &st));
+		if (st.st_ino == ino)
+			return;
+	}
+	CHECK(false, "the filesystem of %s never reused inode number %ju", e->host, (uintmax_t)ino);
+}
+
+/* A file the sandbox holds open, whose descriptor was evicted and which
+ * the host then removed: a new host object that reuses its inode number
+ * (ext4 does so at once) is another object, whether the sandbox looks it
+ * up or the watch reports it. Writes through the old handle fail ESTALE
+ * instead of landing in the new file; a directory reusing a file's
+ * number is a directory. */
+static bool reuse_by_watch;
+static void router__a_reused_inode_number_is_another_object(struct env *e)
+{
+	char reused[32];
+	struct stat st;
+	write_text(P(e->mnt, "a.txt"), "AAAA");
+	int fd = open(P(e->mnt, "a.txt"), O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0, "open: %s", strerror(errno));
+	CHECK_OK(fstat(fd, &st));
+	evict_cached(e, "a");
+	CHECK_OK(unlink(P(e->host, "a.txt")));
+	host_reuse_ino(e, st.st_ino, false, "b", reused, sizeof(reused));
+	if (reuse_by_watch)
+		CHECK(await_stat(P(e->mnt, reused), true, 8), "the host create never showed");
+	else
+		CHECK_OK(stat(P(e->mnt, reused), &st));
+	CHECK_ERRNO(pwrite(fd, "XX", 2, 0), ESTALE);
+	CHECK_OK(close(fd));
+	CHECK(strcmp(read_text(P(e->host, reused)), "BBBBBBBB") == 0, "%s now reads '%s'", reused,
+	      read_text(P(e->host, reused)));
+
+	write_text(P(e->mnt, "foo"), "F");
+	CHECK_OK(stat(P(e->mnt, "foo"), &st));
+	evict_cached(e, "foo");
+	CHECK_OK(unlink(P(e->host, "foo")));
+	host_reuse_ino(e, st.st_ino, true, "dir", reused, sizeof(reused));
+	CHECK_OK(stat(P(e->mnt, reused), &st));
+	CHECK(S_ISDIR(st.st_mode), "%s is not a directory inside", reused);
+	char sub[64];
+	snprintf(sub, sizeof(sub), "%s/sub", reused);
+	CHECK_OK(mkdir(P(e->mnt, sub), 0755));
+	CHECK(exists(P(e->host, sub)), "mkdir inside the reused directory never reached the host");
+}
+
+static void test_router__a_reused_inode_number_is_another_object(void **state)
+{
+	with_router(*state, router__a_reused_inode_number_is_another_object);
+}
+
+static void test_router__a_reused_inode_number_is_another_object__watched(void **state)
+{
+	reuse_by_watch = true;
+	router_watch = true;
+	with_router(*state, router__a_reused_inode_number_is_another_object);
+	router_watch = false;
+	reuse_by_watch = false;
+}
+
+/* The host moves a directory the sandbox holds into what was its own
+ * child (D/E to E2, then D to E2/D), and the sandbox looks D up through
+ * its descriptor of E: the router's chain stays a tree, and E still
+ * takes new entries. */
+static void router__host_moves_never_loop_the_directory_chain(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, "D"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "D/E"), 0755));
+	int efd = open(P(e->mnt, "D/E"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(efd >= 0, "open D/E: %s", strerror(errno));
+	CHECK_OK(rename(P(e->host, "D/E"), P(e->host, "E2")));
+	CHECK_OK(rename(P(e->host, "D"), P(e->host, "E2/D")));
+	struct stat st;
+	(void)fstatat(efd, "D", &st, AT_SYMLINK_NOFOLLOW); /* the kernel may refuse: ELOOP */
+	CHECK_OK(mkdirat(efd, "x", 0755));
+	int fd = openat(efd, "newfile", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create in E: %s", strerror(errno));
+	CHECK_OK(close(fd));
+	CHECK(exists(P(e->host, "E2/x")) && exists(P(e->host, "E2/newfile")), "E's new entries are not in E2");
+	CHECK_OK(close(efd));
+}
+RUN(router__host_moves_never_loop_the_directory_chain)
+
 /* ---- router loss ----------------------------------------------------------------- */
 
 static void test_router__loss_leaves_enotconn(void **state)
@@ -1549,9 +1742,14 @@ int main(void)
 	T(router__host_objects_get_no_setid_bits_or_foreign_owners),
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
+	T(router__host_git_lock_files_are_not_the_sandboxs),
+	T(router__host_git_lock_files_are_not_the_sandboxs__open_requests),
 		T(router__more_inodes_than_descriptors),
 		T(router__host_changes_show_through_long_caches),
 		T(router__open_files_survive_host_removal_and_rename),
+		T(router__a_reused_inode_number_is_another_object),
+		T(router__a_reused_inode_number_is_another_object__watched),
+		T(router__host_moves_never_loop_the_directory_chain),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
