@@ -17,6 +17,8 @@
 /* Linux UAPI newer than Debian 12's headers (x86-64 numbers). */
 #define STATX_MNT_ID_UNIQUE_MASK 0x4000u
 #define SYS_STATMOUNT 457
+#define SYS_LISTMOUNT 458
+#define LSMT_ROOT UINT64_MAX
 #define STATMOUNT_SB_BASIC_MASK 0x1u
 
 static int identify_fd_as(int fd, int sync, const char *label, struct lz_mount_id *ret, struct lz_err *err)
@@ -185,6 +187,22 @@ int lz_mountns_present_in(uint64_t mntns_id, uint64_t mnt_id, bool *ret, struct 
 		return 0;
 	}
 	return lz_err_set(err, errno, "statmount of mount %llu: %s", (unsigned long long)mnt_id, strerror(errno));
+}
+
+int lz_mountns_ns_exists(uint64_t mntns_id, bool *ret, struct lz_err *err)
+{
+	struct mnt_id_request req = { .size = sizeof(req), .mnt_id = LSMT_ROOT, .mnt_ns_id = mntns_id };
+	uint64_t ids[1];
+	if (syscall(SYS_LISTMOUNT, &req, ids, 1, 0) >= 0) {
+		*ret = true;
+		return 0;
+	}
+	if (errno == ENOENT) {
+		*ret = false;
+		return 0;
+	}
+	return lz_err_set(err, errno, "listmount in mount namespace %llu: %s", (unsigned long long)mntns_id,
+			  strerror(errno));
 }
 
 int lz_mountns_unmount_exact(const char *target, const struct lz_mount_id *id, struct lz_err *err)

@@ -61,4 +61,10 @@ int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err);
  * mounts. -EINVAL for an ID that is not unique. */
 int lz_mountns_present_in(uint64_t mntns_id, uint64_t mnt_id, bool *ret, struct lz_err *err);
 
+/* Whether the mount namespace with ID mntns_id exists, by listmount(2)
+ * (Linux 6.8 with namespace IDs): exact whoever holds it, for a caller
+ * with CAP_SYS_ADMIN over its user namespace (its owner included).
+ * -EPERM, -EINVAL or -ENOSYS where the kernel cannot tell this caller. */
+int lz_mountns_ns_exists(uint64_t mntns_id, bool *ret, struct lz_err *err);
+
 #endif

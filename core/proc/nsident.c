@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -96,10 +97,12 @@ static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, c
 	if (strcmp(text, want) != 0)
 		return false;
 	_cleanup_close_ int obj = openat(dirfd, link, O_PATH | O_CLOEXEC);
-	struct stat st;
-	if (obj < 0 || fstat(obj, &st) < 0)
+	struct statx stx;
+	/* DONT_SYNC: a descriptor swapped for a file of a hung FUSE server
+	 * meanwhile does not make the scan wait on that server. */
+	if (obj < 0 || statx(obj, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO, &stx) < 0)
 		return true;
-	if (st.st_dev != nsfs || st.st_ino != ns->inum)
+	if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != nsfs || stx.stx_ino != ns->inum)
 		return false;
 	char self[32];
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", obj);
@@ -130,6 +133,41 @@ static bool dir_holds(int piddir, const char *sub, const char *suffix, const str
 	return held;
 }
 
+/* Whether /proc/<pid> is a thread-group leader that has exited while
+ * other threads of it run: its own fd directory then lists nothing, the
+ * descriptor table is seen through a live thread's. */
+static bool leader_exited(int piddir)
+{
+	char text[512];
+	_cleanup_close_ int fd = openat(piddir, "stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	const char *end = strrchr(text, ')');
+	return end != NULL && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+static bool threads_hold(int piddir, const struct lz_nsident *ns, const char *want, dev_t nsfs)
+{
+	int fd = openat(piddir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (dir == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	bool held = false;
+	for (struct dirent *e; !held && (e = readdir(dir)) != NULL;) {
+		if (e->d_name[0] == '.')
+			continue;
+		_cleanup_close_ int task = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		held = task >= 0 && dir_holds(task, "fd", "", ns, want, nsfs);
+	}
+	closedir(dir);
+	return held;
+}
+
 int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct lz_err *err)
 {
 	const char *nsname = ns->type == CLONE_NEWNET ? "net" : ns->type == CLONE_NEWNS ? "mnt"
@@ -155,7 +193,8 @@ int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct l
 		/* A thread in ns, or a descriptor of it. */
 		_cleanup_close_ int piddir = openat(dirfd(procs), d->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (piddir >= 0 && (dir_holds(piddir, "task", task_link, ns, want, nsfs.st_dev) ||
-				    dir_holds(piddir, "fd", "", ns, want, nsfs.st_dev))) {
+				    dir_holds(piddir, "fd", "", ns, want, nsfs.st_dev) ||
+				    (leader_exited(piddir) && threads_hold(piddir, ns, want, nsfs.st_dev)))) {
 			*ret_pid = (pid_t)strtol(d->d_name, NULL, 10);
 			found = 1;
 		}

@@ -133,7 +133,10 @@ int lz_pidref_await_gone(const struct lz_pidref *ref, int timeout_ms, bool *ret_
 		return lz_err_set(err, EINVAL, "recorded PID %u is not a host PID", ref->pid);
 	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)ref->pid, 0);
 	if (pidfd < 0) {
-		if (errno == ESRCH) {
+		/* ENOENT: the PID is a thread of another process now; a
+		 * recorded process, a thread-group leader, keeps its PID while
+		 * any thread of it lives. */
+		if (errno == ESRCH || errno == ENOENT) {
 			*ret_alive = false;
 			return 0;
 		}

@@ -53,6 +53,19 @@ static const char *process_name(pid_t pid, char *out, size_t cap)
  * State Anchor mount in the host's mount namespace or in the RS's, then
  * the RS's mount namespace and the enforcement network namespace (with
  * the canary veth) freed. */
+/* A mount namespace is asked for by listmount, which answers whoever
+ * holds it (a descriptor passed on, a bind mount, a process /proc does
+ * not show); -errno where this kernel cannot tell this caller. */
+static int await_mountns_gone(uint64_t id, int64_t deadline, bool *ret_alive, struct lz_err *err)
+{
+	for (;;) {
+		int rc = lz_mountns_ns_exists(id, ret_alive, err);
+		if (rc < 0 || !*ret_alive || lz_remaining_ms(deadline) <= 0)
+			return rc;
+		usleep(20 * 1000);
+	}
+}
+
 static void judge_namespace(const char *what, enum lz_dstore_ns_kind kind, const struct lz_dstore_ns *ns,
 			    int64_t deadline, char *why, size_t cap)
 {
@@ -61,9 +74,14 @@ static void judge_namespace(const char *what, enum lz_dstore_ns_kind kind, const
 	struct lz_nsident id = { .type = kind == LZ_DSTORE_NS_MOUNT ? CLONE_NEWNS : CLONE_NEWNET,
 				 .id = ns->id,
 				 .inum = ns->inum };
+	int rc = kind == LZ_DSTORE_NS_MOUNT ? await_mountns_gone(ns->id, deadline, &alive, &e) : -ENOSYS;
+	if (rc < 0) {
+		e = (struct lz_err){ 0, "" };
+		rc = lz_nsident_await_gone(&id, lz_remaining_ms(deadline), &alive, &e);
+	}
 	pid_t holder = 0;
 	char name[LZ_ESCAPE_MAX(16) + 1];
-	if (lz_nsident_await_gone(&id, lz_remaining_ms(deadline), &alive, &e) < 0)
+	if (rc < 0)
 		snprintf(why, cap, "cannot tell whether its %s is gone: %s", what, e.msg);
 	else if (alive && lz_nsident_find_holder(&id, &holder, &e) == 1)
 		snprintf(why, cap,

@@ -4,14 +4,17 @@
  * descriptor outlives the process. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <signal.h>
@@ -199,6 +202,107 @@ static void test_lz_nsident_find_holder__thread_then_descriptor(void **state)
 	assert_int_equal(lz_nsident_find_holder(&bad, &holder, &e), -EINVAL);
 }
 
+/* A process holding a descriptor of c's namespace ns ("net", "mnt"),
+ * optionally non-dumpable, and optionally with its main thread exited (a
+ * zombie leader: its fd directory lists nothing, its live thread's
+ * does). Ends when *ret_go closes. */
+static int held_fd;
+static void *await_eof(void *arg)
+{
+	char b;
+	(void)read(*(int *)arg, &b, 1);
+	_exit(0);
+	return NULL;
+}
+
+static pid_t spawn_holder(const struct child *c, const char *ns, bool leader_exits, bool non_dumpable,
+			  int *ret_go)
+{
+	int up[2], down[2];
+	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(down, O_CLOEXEC), 0);
+	pid_t h = fork();
+	assert_true(h >= 0);
+	if (h == 0) {
+		close(down[1]);
+		close(c->go); /* c ends when the test closes it */
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)c->pid, ns);
+		held_fd = open(path, O_RDONLY | O_CLOEXEC);
+		char ok = held_fd >= 0 && (!non_dumpable || prctl(PR_SET_DUMPABLE, 0) == 0);
+		pthread_t t;
+		if (ok && pthread_create(&t, NULL, await_eof, &down[0]) != 0)
+			ok = 0;
+		if (write(up[1], &ok, 1) != 1 || !ok)
+			_exit(1);
+		if (leader_exits)
+			syscall(SYS_exit, 0); /* this thread only */
+		await_eof(&down[0]);
+	}
+	close(up[1]);
+	close(down[0]);
+	char ok = 0;
+	assert_int_equal(read(up[0], &ok, 1), 1);
+	assert_true(ok);
+	close(up[0]);
+	*ret_go = down[1];
+	return h;
+}
+
+static void end_holder(pid_t h, int go)
+{
+	int status = 0;
+	close(go);
+	assert_int_equal(waitpid(h, &status, 0), h);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_lz_nsident_find_holder__a_thread_whose_leader_exited(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident net;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
+	int go;
+	pid_t h = spawn_holder(&c, "net", true, false, &go);
+	end_child(&c);
+	pid_t holder = 0;
+	for (int k = 0; k < 100 && holder != h; k++) { /* the leader's exit is asynchronous */
+		assert_true(lz_nsident_find_holder(&net, &holder, &e) >= 0);
+		usleep(10 * 1000);
+	}
+	assert_int_equal(holder, h);
+	end_holder(h, go);
+	assert_int_equal(lz_nsident_find_holder(&net, &holder, &e), 0);
+}
+
+/* A mount namespace's existence is asked for by its ID (listmount):
+ * exact whoever holds it, even a process /proc does not show to this
+ * user (non-dumpable), and no longer once it lets go. */
+static void test_lz_mountns_ns_exists__whoever_holds_it(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident mnt;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNS, &mnt, &e), 0);
+	bool exists = false;
+	assert_int_equal(lz_mountns_ns_exists(mnt.id, &exists, &e), 0);
+	assert_true(exists);
+	int go;
+	pid_t h = spawn_holder(&c, "mnt", false, true, &go);
+	end_child(&c);
+	assert_int_equal(lz_mountns_ns_exists(mnt.id, &exists, &e), 0);
+	assert_true(exists);
+	end_holder(h, go);
+	for (int k = 0; k < 500 && exists; k++) {
+		assert_int_equal(lz_mountns_ns_exists(mnt.id, &exists, &e), 0);
+		usleep(10 * 1000);
+	}
+	assert_false(exists);
+}
+
 /* Matching is exact on (ID, type, inode): a record naming a live ID with
  * another type or inode names no namespace that exists, and the wrong
  * type of process namespace is refused. */
@@ -232,6 +336,8 @@ int main(void)
 		cmocka_unit_test(test_lz_nsident__zombie_holds_only_its_user_namespace),
 		cmocka_unit_test(test_lz_nsident_await_gone__held_by_a_descriptor),
 		cmocka_unit_test(test_lz_nsident_find_holder__thread_then_descriptor),
+		cmocka_unit_test(test_lz_nsident_find_holder__a_thread_whose_leader_exited),
+		cmocka_unit_test(test_lz_mountns_ns_exists__whoever_holds_it),
 		cmocka_unit_test(test_lz_nsident_await_gone__matches_id_type_and_inode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,9 +1,11 @@
 /* pidfs process identity (spec 3.3): parsers and a real child's identity. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -118,6 +120,39 @@ static void test_lz_pidref_alive__running_zombie_reaped(void **state)
 	close(go[1]);
 }
 
+/* A recorded PID now used by a thread of another process (not a
+ * thread-group leader, which a recorded process is): the process is
+ * gone, not "cannot tell" (that would refuse every launch until the
+ * unrelated thread ends). */
+static void *park(void *arg)
+{
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	pause();
+	return NULL;
+}
+
+static void test_lz_pidref_alive__pid_of_another_process_thread(void **state)
+{
+	(void)state;
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	assert_true(self >= 0);
+	struct lz_pidref ref;
+	struct lz_err err;
+	assert_int_equal(lz_pidref_from_pidfd(self, getpid(), &ref, &err), 0);
+	close(self);
+	volatile pid_t tid = 0;
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, park, (void *)&tid), 0);
+	while (tid == 0)
+		usleep(1000);
+	ref.pid = (uint32_t)tid;
+	bool alive = true;
+	assert_int_equal(lz_pidref_alive(&ref, &alive, &err), 0);
+	assert_false(alive);
+	assert_int_equal(pthread_cancel(t), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -126,6 +161,7 @@ int main(void)
 		cmocka_unit_test(test_lz_proc_stat_start_time__comm_with_parens_and_spaces),
 		cmocka_unit_test(test_lz_pidref_from_pidfd__real_child),
 		cmocka_unit_test(test_lz_pidref_alive__running_zombie_reaped),
+		cmocka_unit_test(test_lz_pidref_alive__pid_of_another_process_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
