@@ -120,7 +120,16 @@ static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz
 			ret->action = LZ_HC_ROUTE_AUTO;
 		else if (action != NULL && strcmp(action, "prompt") == 0)
 			ret->action = LZ_HC_ROUTE_PROMPT;
-		snprintf(ret->text, sizeof(ret->text), "%s", text ? text : "denied");
+		/* A prompt is shown whole or not at all: a cut one would hide
+		 * arguments that still run. */
+		if (snprintf(ret->text, sizeof(ret->text), "%s", text ? text : "denied") >= (int)sizeof(ret->text) &&
+		    ret->action == LZ_HC_ROUTE_PROMPT) {
+			ret->action = LZ_HC_ROUTE_DENY;
+			snprintf(ret->text, sizeof(ret->text),
+				 "the request is too long to show the developer in full (%zu bytes of prompt, at "
+				 "most %zu)",
+				 strlen(text), sizeof(ret->text) - 1);
+		}
 	}
 	lua_settop(L, top);
 }

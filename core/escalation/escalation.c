@@ -36,7 +36,6 @@ struct job {
 	int code;
 	uint64_t sent, acked;
 	bool result_posted;
-	bool withdrawn; /* cancelled while its prompt was up */
 	bool recorded;  /* the hooks' launching accepted it */
 	int64_t deadline; /* acknowledgement timeout; 0: none */
 };
@@ -48,6 +47,7 @@ struct lz_escalation {
 	uint8_t (*seen)[LZ_ESC_ID_LEN];
 	size_t n_seen;
 	struct lz_esc_hooks hooks;
+	uint64_t withdrawn; /* bit per session slot: a prompt there was cancelled */
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
 };
@@ -319,6 +319,11 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 	struct job *j = &e->jobs[job];
 	struct lz_path opened = LZ_PATH_INIT;
 	int r;
+	/* Only the request that waits for this decision: an auto_approve
+	 * one being routed, or the one whose prompt the developer answered. */
+	if (job >= LZ_ESC_MAX_JOBS || j->state != (rule_exe != NULL ? JOB_ROUTING : JOB_PROMPT) ||
+	    j->argv == NULL)
+		return lz_err_set(err, ESTALE, "no request waits for this decision");
 	j->session = session;
 	if (rule_exe != NULL) {
 		r = lz_path_revalidate(rule_exe, err);
@@ -352,6 +357,8 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message)
 {
 	struct job *j = &e->jobs[job];
+	if (job >= LZ_ESC_MAX_JOBS || (j->state != JOB_ROUTING && j->state != JOB_PROMPT))
+		return; /* decided already (cancelled, or ended) */
 	char safe[LZ_ESC_TEXT_MAX];
 	/* The message is the coordinator's; escaping keeps it UTF-8. */
 	lz_escape(message, strlen(message), safe, sizeof(safe));
@@ -380,17 +387,18 @@ size_t lz_escalation_session_gone(struct lz_escalation *e, int session)
 	return n;
 }
 
-int lz_escalation_next_withdrawn(struct lz_escalation *e, size_t *ret_job)
+int lz_escalation_next_withdrawn(struct lz_escalation *e)
 {
-	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
-		struct job *j = &e->jobs[i];
-		if (j->withdrawn) {
-			j->withdrawn = false;
-			*ret_job = i;
-			return j->session;
-		}
-	}
-	return -1;
+	if (e->withdrawn == 0)
+		return -1;
+	int session = __builtin_ctzll(e->withdrawn);
+	e->withdrawn &= e->withdrawn - 1;
+	return session;
+}
+
+bool lz_escalation_prompt_is(const struct lz_escalation *e, size_t job, int session)
+{
+	return job < LZ_ESC_MAX_JOBS && e->jobs[job].state == JOB_PROMPT && e->jobs[job].session == session;
 }
 
 bool lz_escalation_next_route(struct lz_escalation *e, struct lz_esc_route *ret)
@@ -499,10 +507,15 @@ static void on_cancellation(struct lz_escalation *e, struct job *j)
 	if (j->state == JOB_ENDED)
 		return;
 	log_line("request %s: cancelled by the sandbox", j->hex);
-	if (j->state == JOB_PROMPT)
-		j->withdrawn = true;
-	if (j->state != JOB_RUNNING)
+	/* Its prompt goes down at the coordinator's next turn; kept apart
+	 * from the job, which may end (and its slot serve another request)
+	 * before then. A cancelled request is never approved. */
+	if (j->state == JOB_PROMPT && j->session >= 0 && j->session < 64)
+		e->withdrawn |= UINT64_C(1) << j->session;
+	if (j->state != JOB_RUNNING) {
 		post_decision(e, j, LZ_ESC_DENIED, "cancelled");
+		j->state = JOB_ENDED;
+	}
 	kill_and_reap(j);
 	post_result(e, j, LZ_ESC_CANCELLED, 0, "cancelled");
 }

@@ -115,11 +115,13 @@ int lz_escalation_rule_match(const struct lz_esc_rule *rules, size_t n_rules, ch
  * number the coordinator gives back to lz_escalation_session_gone). */
 void lz_escalation_prompting(struct lz_escalation *e, size_t job, int session);
 
-/* Approves the job: verdict LZ_ESC_APPROVED (the developer) or
- * LZ_ESC_AUTO_APPROVED with the rule's executable (an O_PATH descriptor
- * the configuration holds, revalidated by the caller). Posts the decision
- * and starts the host process in workspace_fd with env. A failure to
- * start ends the job with a FAILED result saying why (and returns it). */
+/* Approves the job: verdict LZ_ESC_APPROVED (the developer; the job is
+ * in PROMPT) or LZ_ESC_AUTO_APPROVED with the rule's executable (an
+ * O_PATH descriptor the configuration holds, revalidated by the caller;
+ * the job is being routed); -ESTALE, changing nothing, for a job in
+ * another state. Posts the decision and starts the host process in
+ * workspace_fd with env. A failure to start ends the job with a FAILED
+ * result saying why (and returns it). */
 int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict, const struct lz_path *rule_exe,
 			  int workspace_fd, char *const *env, int session, struct lz_err *err);
 
@@ -130,9 +132,13 @@ void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message
  * killed and reaped, files removed). Returns how many. */
 size_t lz_escalation_session_gone(struct lz_escalation *e, int session);
 
-/* A job in PROMPT whose request was cancelled: its session's slot, for
- * the coordinator to take the prompt down; -1 when none. */
-int lz_escalation_next_withdrawn(struct lz_escalation *e, size_t *ret_job);
+/* A session slot whose prompt's request was cancelled, for the
+ * coordinator to take the prompt down; -1 when none. */
+int lz_escalation_next_withdrawn(struct lz_escalation *e);
+
+/* Whether job is the request whose prompt session shows (it waits in
+ * PROMPT for that session's answer). An answer applies only then. */
+bool lz_escalation_prompt_is(const struct lz_escalation *e, size_t job, int session);
 
 /* Kills and reaps every host process, removes the mailbox's files
  * (not its directories), drops every key. Accepts NULL. */

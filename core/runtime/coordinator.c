@@ -1481,7 +1481,7 @@ static void settle_prompts(lz_hc *hc)
 {
 	size_t job;
 	int slot;
-	while ((slot = lz_escalation_next_withdrawn(hc->esc, &job)) >= 0) {
+	while ((slot = lz_escalation_next_withdrawn(hc->esc)) >= 0) {
 		notice(&hc->sessions[slot], "lazaret: the request was cancelled in the sandbox");
 		hc->prompt_job[slot] = -1;
 	}
@@ -1492,7 +1492,9 @@ static void settle_prompts(lz_hc *hc)
 			continue;
 		job = (size_t)hc->prompt_job[i];
 		hc->prompt_job[i] = -1;
-		if (answer > 0) {
+		if (!lz_escalation_prompt_is(hc->esc, job, (int)i))
+			notice(s, "lazaret: that request is no longer waiting; nothing was run");
+		else if (answer > 0) {
 			notice(s, "lazaret: approved");
 			approve(hc, job, (int)i, LZ_ESC_APPROVED, NULL);
 		} else {

@@ -197,10 +197,18 @@ int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 		return -EINVAL;
 	if (s->prompting || s->notice_off < s->notice_len)
 		return -EBUSY;
-	int r = set_notice(s, text, len);
+	static const char reset[] = LZ_SESSION_PROMPT_RESET;
+	size_t n = sizeof(reset) - 1;
+	_cleanup_free_ char *shown = malloc(n + len);
+	if (shown == NULL)
+		return -ENOMEM;
+	memcpy(shown, reset, n);
+	memcpy(shown + n, text, len);
+	int r = set_notice(s, shown, n + len);
 	if (r == 0) {
 		s->prompting = true;
 		s->answer = 0;
+		s->answer_after = lz_now_ms() + LZ_SESSION_PROMPT_SETTLE_MS;
 	}
 	return r;
 }
@@ -224,6 +232,8 @@ void lz_session_notice(struct lz_session *s, const char *text, size_t len)
  * the record is dropped, never passed to the guest. */
 static void answer_from(struct lz_session *s, const uint8_t *in, size_t len)
 {
+	if (lz_now_ms() < s->answer_after)
+		return; /* typed before the prompt could be read */
 	for (size_t i = 0; i < len && s->answer == 0; i++) {
 		uint8_t c = in[i];
 		if (c == 'y' || c == 'Y')

@@ -81,6 +81,7 @@ struct lz_session {
 	size_t notice_len, notice_off;
 	bool prompting;
 	int answer; /* 1 approve, -1 deny, 0 none yet */
+	int64_t answer_after; /* CLOCK_MONOTONIC ms; keys before it are dropped */
 	/* The relay buffers stay last: lz_session_init clears what comes
 	 * before them only (their bytes count up to out_len and in_len), so
 	 * a free slot costs no memory written (issue 15). */
@@ -144,10 +145,19 @@ bool lz_session_exit_due(const struct lz_session *s);
  * session is then ready for lz_session_reset. */
 int lz_session_finish(struct lz_session *s);
 
-/* Shows text (the caller's, already escaped) in a running terminal
- * session and takes the next y (approve) or n, Enter, ^C or ^D (deny)
- * the developer types. -EBUSY while another notice or prompt is up,
- * -EINVAL without a terminal, -ENOMEM. */
+/* Before a prompt: cancels a control string or sequence the guest left
+ * open (CAN, ST) and resets text attributes (SGR 0), so the guest's
+ * output cannot conceal or recolour the prompt. */
+#define LZ_SESSION_PROMPT_RESET "\x18\x1b\\\x1b[0m"
+/* Keys typed this soon after a prompt appears are dropped: they answer
+ * what the guest printed before it, not the prompt. */
+#define LZ_SESSION_PROMPT_SETTLE_MS 500
+
+/* Shows text (the caller's, already escaped) after LZ_SESSION_PROMPT_RESET
+ * in a running terminal session and takes the next y (approve) or n,
+ * Enter, ^C or ^D (deny) the developer types after
+ * LZ_SESSION_PROMPT_SETTLE_MS. -EBUSY while another notice or prompt is
+ * up, -EINVAL without a terminal, -ENOMEM. */
 int lz_session_prompt(struct lz_session *s, const char *text, size_t len);
 
 /* The prompt's answer once typed (1 approve, -1 deny), then 0. */

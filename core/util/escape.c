@@ -35,10 +35,26 @@ static size_t utf8_seq(const uint8_t *s, size_t n, uint32_t *cp)
 	return len;
 }
 
+/* Default-ignorable and blank-rendering code points (Unicode's
+ * Default_Ignorable_Code_Point, and the Hangul fillers): soft hyphen,
+ * zero-width space and joiners, word joiner and invisible operators,
+ * variation selectors, the byte order mark, tags. */
+static bool invisible(uint32_t c)
+{
+	return c == 0x00ad || c == 0x034f || c == 0x115f || c == 0x1160 || c == 0x17b4 || c == 0x17b5 ||
+	       (c >= 0x180b && c <= 0x180f) || (c >= 0x200b && c <= 0x200d) || (c >= 0x2060 && c <= 0x2064) ||
+	       (c >= 0x206a && c <= 0x206f) || c == 0x3164 || (c >= 0xfe00 && c <= 0xfe0f) || c == 0xfeff ||
+	       c == 0xffa0 || (c >= 0xfff0 && c <= 0xfffb) || (c >= 0x1bca0 && c <= 0x1bca3) ||
+	       (c >= 0x1d173 && c <= 0x1d17a) || (c >= 0xe0000 && c <= 0xe0fff);
+}
+
+/* Controls, text that reads in another order, and characters that show
+ * nothing (the developer must see every byte that will run). */
 static bool format_control(uint32_t c)
 {
 	return (c >= 0x80 && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
-	       c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+	       c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
+	       invisible(c);
 }
 
 size_t lz_escape(const char *in, size_t n, char *out, size_t cap)

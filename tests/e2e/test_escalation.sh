@@ -262,12 +262,19 @@ test_session_loss_kills_the_host_command() {
 
 # ---- in a terminal ------------------------------------------------------------------
 
+# answer KEYS...: types at a prompt once keys count there (keys typed in
+# its first LZ_SESSION_PROMPT_SETTLE_MS are dropped).
+answer() {
+	sleep 0.7
+	keys "$@"
+}
+
 test_the_developer_approves_in_the_terminal() {
 	tmux_start 150 40
 	start_guest
 	# An argument with an escape sequence: the prompt must show it escaped.
 	keys "lazaret-escalate --why 'needs the host' -- /usr/bin/touch $T/approved \$'\\e[31mred'; echo status=\$?" Enter
-	wait_for "Approve? [y/N]"
+	wait_for "? [y/N]"
 	local s
 	s=$(screen)
 	assert_contains "$s" "argv[0]    /usr/bin/touch"
@@ -276,7 +283,7 @@ test_the_developer_approves_in_the_terminal() {
 	assert_contains "$s" "why        needs the host"
 	assert_contains "$s" "profile    test"
 	[ ! -e "$T/approved" ] || fail "the command ran before the answer"
-	keys y
+	answer y
 	wait_for "status=0"
 	[ -e "$T/approved" ] || fail "the approved command did not run"
 	[ -e "$WS/$(printf '\e[31mred')" ] || fail "the argument did not arrive byte for byte (touch runs in the workspace)"
@@ -287,15 +294,15 @@ test_the_developer_denies_in_the_terminal() {
 	tmux_start 150 40
 	start_guest
 	keys "lazaret-escalate -- /usr/bin/touch $T/denied; echo status=\$?" Enter
-	wait_for "Approve? [y/N]"
-	keys n
+	wait_for "? [y/N]"
+	answer n
 	wait_for "status=77"
 	[ ! -e "$T/denied" ] || fail "a denied command ran"
 	assert_contains "$(screen)" "denied by the developer"
 	# Ctrl-C at the prompt denies too, and the guest's shell is unharmed.
 	keys "lazaret-escalate -- /usr/bin/touch $T/denied; echo status=\$?" Enter
-	wait_count "Approve? [y/N]" 2
-	keys C-c
+	wait_count "? [y/N]" 2
+	answer C-c
 	wait_count "status=77" 2
 	[ ! -e "$T/denied" ] || fail "a denied command ran"
 }
@@ -308,21 +315,33 @@ test_a_prompt_touches_no_other_session() {
 	# shellcheck disable=SC2016 # expanded by the guest's shell
 	PANE=main.1 keys 'i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo tick$i; sleep 0.2; done' Enter
 	PANE=main.0 keys "lazaret-escalate -- /usr/bin/touch $T/other; echo status=\$?" Enter
-	PANE=main.0 wait_for "Approve? [y/N]"
+	PANE=main.0 wait_for "? [y/N]"
 	PANE=main.1 wait_for "tick40" 30
 	local right
 	right=$(PANE=main.1 screen)
-	assert_not_contains "$right" "Approve?"
+	assert_not_contains "$right" "Approve running"
 	assert_not_contains "$right" "lazaret: the sandbox asks"
-	PANE=main.0 keys n
+	PANE=main.0 answer n
 	PANE=main.0 wait_for "status=77"
+}
+
+# Arguments past what a prompt shows would run unseen: such a request
+# is denied before any prompt.
+test_a_prompt_too_long_is_denied() {
+	tmux_start 150 40
+	start_guest
+	keys "lazaret-escalate -- /usr/bin/touch $T/long \$(head -c 17000 /dev/zero | tr '\\0' a); echo status=\$?" Enter
+	wait_for "status=77" 20
+	assert_contains "$(screen)" "too long to show the developer in full"
+	assert_not_contains "$(screen)" "? [y/N]"
+	[ ! -e "$T/long" ] || fail "a request too long to show ran"
 }
 
 test_cancelled_in_the_sandbox_while_the_prompt_is_up() {
 	tmux_start 150 40
 	start_guest
 	keys "(sleep 3; kill -INT \$(pidof lazaret-escalate)) & lazaret-escalate -- /usr/bin/touch $T/never; echo status=\$?" Enter
-	wait_for "Approve? [y/N]"
+	wait_for "? [y/N]"
 	wait_for "status=130" 20
 	assert_contains "$(screen)" "lazaret: the request was cancelled in the sandbox"
 	[ ! -e "$T/never" ] || fail "a cancelled request ran"
@@ -345,5 +364,6 @@ t_run "the developer approves at the prompt; argv shown escaped, run byte for by
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
 t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
 t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up
+t_run "a request too long to show whole is denied, never shown cut" test_a_prompt_too_long_is_denied
 rm -rf "$IMG"
 t_done

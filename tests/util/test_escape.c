@@ -52,6 +52,12 @@ static void test_escape__utf8(void **state)
 	EXPECT("cut \xe2\x82", "cut \\xe2\\x82");
 	EXPECT("\xe2\x80\xae" "txt.exe", "\\u{202E}txt.exe"); /* right-to-left override */
 	EXPECT("a\xe2\x80\xa8" "b", "a\\u{2028}b");
+	/* characters that show nothing: padding the developer cannot see */
+	EXPECT("a\xe2\x80\x8b" "b", "a\\u{200B}b");          /* zero-width space */
+	EXPECT("\xc2\xad" "\xef\xbb\xbf", "\\u{00AD}\\u{FEFF}"); /* soft hyphen, BOM */
+	EXPECT("x\xe2\x81\xa0" "y", "x\\u{2060}y");          /* word joiner */
+	EXPECT("\xf3\xa0\x80\x81", "\\u{E0001}");            /* language tag */
+	EXPECT("\xe3\x85\xa4", "\\u{3164}");                  /* Hangul filler */
 }
 
 static void test_escape__truncation_keeps_whole_pieces(void **state)

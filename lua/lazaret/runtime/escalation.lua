@@ -31,7 +31,10 @@ function M.prompt_text(q)
   if q.why ~= "" then
     lines[#lines + 1] = string_format("  why        %s", escape(q.why))
   end
-  lines[#lines + 1] = "Approve? [y/N] "
+  -- The answer line names the executable and the count again: a long
+  -- vector scrolls its first lines off the screen.
+  lines[#lines + 1] = string_format("Approve running %s with %d argument%s? [y/N] ", escape(q.argv[1] or ""),
+    #q.argv - 1, #q.argv == 2 and "" or "s")
   return table_concat(lines, "\r\n")
 end
 

@@ -1,0 +1,216 @@
+/* Host Escalation jobs (spec 3.8) through a real mailbox and real signed
+ * records: the developer's answer applies only to the request its prompt
+ * shows. A cancellation and the acknowledgement that ends the request
+ * may arrive in one batch, and the freed slot may take another request
+ * before the coordinator's next turn. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lz_test.h"
+
+#include "escalation/escalation.h"
+#include "escalation/record.h"
+#include "escalation/trustanchor.h"
+
+struct fx {
+	char dir[64];
+	int dir_fd;
+	struct lz_escalation *esc;
+	const struct lz_trust_anchor *ta;
+	uint8_t cap[LZ_ESC_CAPABILITY_MAX];
+	size_t cap_len;
+	char marker[128]; /* made by the host command the sandbox wants run */
+};
+
+static const uint8_t session_id[LZ_ESC_ID_LEN] = { 0x5e, 0x55 };
+
+static void put(struct fx *f, const char *name, const struct lz_esc_record *rec)
+{
+	static uint8_t buf[LZ_ESC_RECORD_MAX];
+	size_t len;
+	assert_int_equal(lz_esc_seal(rec, f->ta->sandbox, buf, sizeof(buf), &len), 0);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/escalation/outbox/%s", f->dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+static void put_request(struct fx *f, const char *name, uint8_t id, char *const *argv, size_t argc)
+{
+	struct lz_esc_record rec = { .kind = LZ_ESC_REQUEST, .scope = f->ta->scope };
+	rec.request.request_id[0] = id;
+	rec.request.capability = (struct lz_esc_bytes){ f->cap, f->cap_len };
+	rec.request.argc = argc;
+	for (size_t i = 0; i < argc; i++)
+		rec.request.argv[i] = (struct lz_esc_bytes){ (const uint8_t *)argv[i], strlen(argv[i]) };
+	rec.request.cwd = (struct lz_esc_bytes){ (const uint8_t *)"/workspace", 10 };
+	put(f, name, &rec);
+}
+
+/* The sandbox cancels request id and acknowledges its terminal result
+ * (sequence 1: no chunks), all in one batch; several acknowledgements,
+ * so that one follows the cancellation whatever the directory's order. */
+static void cancel_and_ack(struct fx *f, uint8_t id)
+{
+	static const char *const names[] = { "a1", "a2", "c", "z9" };
+	for (size_t i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%s-%02x", names[i], id);
+		struct lz_esc_record rec = { .scope = f->ta->scope };
+		if (names[i][0] == 'c') {
+			rec.kind = LZ_ESC_CANCELLATION;
+			rec.cancellation.request_id[0] = id;
+		} else {
+			rec.kind = LZ_ESC_ACKNOWLEDGEMENT;
+			rec.acknowledgement.request_id[0] = id;
+			rec.acknowledgement.sequence = 1;
+		}
+		put(f, name, &rec);
+	}
+}
+
+/* One wake of the coordinator's loop for the mailbox: one batch. */
+static void wake(struct fx *f)
+{
+	struct pollfd pf[LZ_ESC_POLLFDS];
+	int timeout = -1;
+	size_t n = lz_escalation_pollfds(f->esc, pf, &timeout);
+	for (size_t i = 0; i < n; i++)
+		pf[i].revents = 0;
+	pf[0].revents = POLLIN;
+	lz_escalation_handle(f->esc, pf, n);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/lz-test-esc.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	f->dir_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(f->dir_fd >= 0);
+	uint8_t domain[LZ_ESC_DOMAIN_ID_LEN] = { 1 };
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_escalation_create(f->dir_fd, domain, 7, &f->esc, &err), 0);
+	f->ta = lz_escalation_anchor(f->esc);
+	assert_int_equal(lz_trust_anchor_capability(f->ta, session_id, f->cap, &f->cap_len), 0);
+	snprintf(f->marker, sizeof(f->marker), "%s/ran", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	lz_escalation_free(f->esc);
+	close(f->dir_fd);
+	lz_test_rmtree(f->dir);
+	free(f);
+	return 0;
+}
+
+static int approve(struct fx *f, size_t job)
+{
+	char *env[] = { "PATH=/usr/bin:/bin", NULL };
+	struct lz_err err = { 0, "" };
+	return lz_escalation_approve(f->esc, job, LZ_ESC_APPROVED, NULL, f->dir_fd, env, 0, &err);
+}
+
+/* The prompt of a request the sandbox cancels goes down even when its
+ * job ended in the same batch, and an answer to it approves nothing: not
+ * the request that took its slot since. */
+static void test_lz_escalation__an_answer_applies_only_to_the_request_shown(void **state)
+{
+	struct fx *f = *state;
+	struct lz_esc_route rq;
+	char *shown_argv[] = { "/usr/bin/true", "status" };
+	put_request(f, "r1", 0xa1, shown_argv, 2);
+	wake(f);
+	assert_true(lz_escalation_next_route(f->esc, &rq));
+	size_t shown = rq.job;
+	lz_escalation_prompting(f->esc, shown, 0);
+	assert_true(lz_escalation_prompt_is(f->esc, shown, 0));
+	assert_false(lz_escalation_prompt_is(f->esc, shown, 1));
+	assert_int_equal(lz_escalation_next_withdrawn(f->esc), -1);
+
+	cancel_and_ack(f, 0xa1);
+	wake(f);
+	assert_int_equal(lz_escalation_next_withdrawn(f->esc), 0);
+	assert_int_equal(lz_escalation_next_withdrawn(f->esc), -1);
+	assert_false(lz_escalation_prompt_is(f->esc, shown, 0));
+
+	char *other_argv[] = { "/usr/bin/touch", f->marker };
+	put_request(f, "r2", 0xb2, other_argv, 2);
+	wake(f);
+	assert_true(lz_escalation_next_route(f->esc, &rq));
+	assert_int_equal(rq.job, shown); /* the freed slot */
+	assert_false(lz_escalation_prompt_is(f->esc, shown, 0));
+	assert_int_equal(approve(f, shown), -ESTALE);
+	usleep(100 * 1000);
+	assert_int_equal(access(f->marker, F_OK), -1);
+	lz_escalation_deny(f->esc, rq.job, "another request of this session is waiting");
+	assert_int_equal(approve(f, rq.job), -ESTALE);
+}
+
+/* An answer that comes after the request ended and nothing took its
+ * slot is refused, not run from an empty slot. */
+static void test_lz_escalation__an_answer_to_an_ended_request_runs_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct lz_esc_route rq;
+	char *argv[] = { "/usr/bin/touch", f->marker };
+	put_request(f, "r3", 0xc3, argv, 2);
+	wake(f);
+	assert_true(lz_escalation_next_route(f->esc, &rq));
+	lz_escalation_prompting(f->esc, rq.job, 3);
+	cancel_and_ack(f, 0xc3);
+	wake(f);
+	assert_int_equal(lz_escalation_next_withdrawn(f->esc), 3);
+	assert_int_equal(approve(f, rq.job), -ESTALE);
+	lz_escalation_deny(f->esc, rq.job, "late"); /* a no-op */
+	usleep(100 * 1000);
+	assert_int_equal(access(f->marker, F_OK), -1);
+}
+
+/* The request shown, answered: it runs. */
+static void test_lz_escalation__the_request_shown_runs_when_approved(void **state)
+{
+	struct fx *f = *state;
+	struct lz_esc_route rq;
+	char *argv[] = { "/usr/bin/touch", f->marker };
+	put_request(f, "r4", 0xd4, argv, 2);
+	wake(f);
+	assert_true(lz_escalation_next_route(f->esc, &rq));
+	lz_escalation_prompting(f->esc, rq.job, 0);
+	assert_true(lz_escalation_prompt_is(f->esc, rq.job, 0));
+	assert_int_equal(approve(f, rq.job), 0);
+	for (int i = 0; i < 300 && access(f->marker, F_OK) != 0; i++)
+		usleep(10 * 1000);
+	assert_int_equal(access(f->marker, F_OK), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lz_escalation__an_answer_applies_only_to_the_request_shown, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__an_answer_to_an_ended_request_runs_nothing, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__the_request_shown_runs_when_approved, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
