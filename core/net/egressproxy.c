@@ -299,20 +299,26 @@ struct conn {
 	const struct lz_egress_config *cfg;
 };
 
-/* The first bytes of an admitted CONNECT: a client that speaks TLS first
- * must name the same host; a server that speaks first is not TLS. Returns
- * the bytes read so far in *got (to be sent upstream), or -EACCES. */
+/* The first bytes of an admitted CONNECT (*got of them already in buf,
+ * sent with the head): a client that speaks TLS first must name the same
+ * host; a server that speaks first is not TLS. A tunnel where nobody
+ * speaks within LZ_EGRESS_HEAD_MS is closed: the client's late bytes
+ * would otherwise pass unchecked. Returns the bytes read so far in *got
+ * (to be sent upstream), -EACCES, or -ETIMEDOUT/-ECONNRESET. */
 static int check_first_bytes(int client, int upstream, const char *host, uint8_t *buf, size_t *got,
 			     struct lz_err *why)
 {
 	struct pollfd pf[2] = { { .fd = client, .events = POLLIN }, { .fd = upstream, .events = POLLIN } };
 	int64_t deadline = lz_now_ms() + LZ_EGRESS_HEAD_MS;
-	int pr;
-	do
-		pr = poll(pf, 2, lz_remaining_ms(deadline));
-	while (pr < 0 && errno == EINTR);
-	if (pr <= 0 || !(pf[0].revents & POLLIN))
-		return 0; /* the server speaks first, or nobody: not TLS from the client */
+	int pr = 1;
+	while (*got == 0 && (pr = poll(pf, 2, lz_remaining_ms(deadline))) < 0 && errno == EINTR)
+		;
+	if (pr < 0)
+		return -errno;
+	if (pr == 0)
+		return -ETIMEDOUT;
+	if (*got == 0 && !(pf[0].revents & POLLIN))
+		return 0; /* the server speaks first: not TLS from the client */
 	struct hello_parse h = { .err = { 0, "" } };
 	int r = read_until(client, buf, LZ_TLS_HELLO_MAX, got, deadline, parse_hello, &h);
 	if (r == -ENOTSUP)

@@ -326,7 +326,9 @@ bool lz_netpolicy_direct_default(const struct lz_netpolicy *p)
 bool lz_netpolicy_admits(const struct lz_netpolicy *p, uint32_t addr)
 {
 	struct lz_prefix host = { addr, 32 };
-	if (addr >> 24 == 127 || lz_prefix_contains(LZ_TOPOLOGY_NET, host))
+	/* Never, whatever an allow says: the host's loopback (0.0.0.0/8 as a
+	 * destination reaches it too) and the sandbox's own network. */
+	if (addr >> 24 == 127 || addr >> 24 == 0 || lz_prefix_contains(LZ_TOPOLOGY_NET, host))
 		return false;
 	const struct lz_netroute *best = NULL;
 	for (size_t i = 0; i < p->n_routes; i++)

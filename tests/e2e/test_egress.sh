@@ -44,6 +44,11 @@ write_proxy_probe() {
 			{ printf 'CONNECT %s HTTP/1.1\r\n\r\n' "\$1"; sleep 0.5; cat "\$2"; sleep 2; } |
 				busybox timeout 8 nc -w 5 $PROXY 3128
 		}
+		# FILE holds the CONNECT head and the first bytes, sent in one
+		# write; waits past the proxy's 30 s for first bytes.
+		at_once() {
+			{ cat "\$1"; sleep 2; } | busybox timeout 40 nc -w 36 $PROXY 3128
+		}
 	EOF
 }
 
@@ -179,6 +184,22 @@ test_tls_naming_another_server_is_refused() {
 	assert_eq "1 1" "$(egress_counts)" "the counters"
 }
 
+# A ClientHello that arrives with the CONNECT head (one write) is the
+# client's first bytes too: checked at once, never waved through after
+# the proxy waited for more.
+test_tls_sent_with_the_connect_head_is_checked() {
+	need_net
+	egress_profile '"allowed.lazaret.test"'
+	write_proxy_probe
+	client_hello other.lazaret.test "$WS/hello-other.bin"
+	{ printf 'CONNECT allowed.lazaret.test:%s HTTP/1.1\r\n\r\n' "$PORT"; cat "$WS/hello-other.bin"; } \
+		>"$WS/at-once.bin"
+	probe "section other at_once /workspace/at-once.bin"
+	assert_not_contains "$(section other)" "hello from" "a ClientHello for another server"
+	assert_contains "$(hc_log)" \
+		"egress refused allowed.lazaret.test:$PORT: TLS names another server, 'other.lazaret.test'" "hc.log"
+}
+
 test_a_server_that_speaks_first_is_relayed() {
 	need_net
 	egress_profile '"allowed.lazaret.test"'
@@ -242,6 +263,7 @@ t_run "a name resolving into RFC 1918 is refused" test_a_name_resolving_into_a_d
 t_run "DNS rebinding between check and connect is refused" test_rebinding_between_check_and_connect_is_refused
 t_run "CONNECT to an allowed name with another TLS server name is refused" \
 	test_tls_naming_another_server_is_refused
+t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_the_connect_head_is_checked
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
 t_run "an unproved proxy refuses readiness and leaves nothing" test_unproved_proxy_refuses_readiness
 t_run "a helper slow to start is waited for before the RS leaves its namespace" test_a_helper_slow_to_start_is_waited_for

@@ -1155,6 +1155,14 @@ static void test_lz_netpolicy_admits__the_address_policy(void **state)
 	assert_true(lz_netpolicy_admits(p, 0x0afa000au));
 	assert_false(lz_netpolicy_admits(p, 0xc633640au));
 	free(p);
+	/* An allow covering 0.0.0.0/8 still never admits it: the kernel
+	 * delivers a connection there to the host's loopback. */
+	const struct lz_prefix low[] = { P(0, 0, 0, 0, 5) };
+	p = derive_ok(low, 1, NULL, 0);
+	assert_true(lz_netpolicy_admits(p, 0x01020304u));
+	assert_false(lz_netpolicy_admits(p, 0x00000000u));
+	assert_false(lz_netpolicy_admits(p, 0x00000001u));
+	free(p);
 	/* Host addresses are denied unless allowed. */
 	uint32_t host[] = { 0xcb007105u };
 	p = policy_new();
