@@ -154,6 +154,11 @@ const struct lz_path *lz_config_volume_source(const lz_config *cfg, size_t i);
 /* The opened executable of auto_approve rule i (canonical path and
  * identity recorded at load). */
 const struct lz_path *lz_config_executable(const lz_config *cfg, size_t i);
+/* -EPERM when canonical (an absolute path without symlinks) lies inside
+ * the workspace, the storage or runtime root, or a volume source: a host
+ * command there is the sandbox's to write (auto_approve rules, prompted
+ * requests). */
+int lz_config_host_executable_allowed(const lz_config *cfg, const char *canonical, struct lz_err *err);
 /* The resolved value of env reference i: runtime authority, never printed. */
 const char *lz_config_env_value(const lz_config *cfg, size_t i);
 uint32_t lz_config_dcache(const lz_config *cfg);

@@ -203,22 +203,27 @@ static int open_executables(lz_config *cfg, struct lz_err *err)
 			return lz_err_prefix(err, r, "auto-approve executable: ");
 		if ((r = lz_path_check_executable(x, err)) < 0)
 			return lz_err_prefix(err, r, "auto-approve ");
-		/* Never inside a tree the sandbox can write or Lazaret controls. */
-		const struct lz_path *trees[] = { &cfg->workspace, &cfg->storage_root,
-						  &cfg->runtime_root };
-		for (size_t t = 0; t < LZ_ARRAY_SIZE(trees); t++)
-			if (lz_path_overlaps(canonical, trees[t]->canonical))
-				return lz_err_set(err, EPERM,
-						  "auto-approve executable '%s' lies inside '%s', which "
-						  "the sandbox can write or Lazaret controls",
-						  canonical, trees[t]->canonical);
-		for (size_t v = 0; v < p->n_volumes; v++)
-			if (lz_path_overlaps(canonical, cfg->volume_sources[v].canonical))
-				return lz_err_set(err, EPERM,
-						  "auto-approve executable '%s' lies inside volume source "
-						  "'%s'",
-						  canonical, cfg->volume_sources[v].canonical);
+		if ((r = lz_config_host_executable_allowed(cfg, canonical, err)) < 0)
+			return lz_err_prefix(err, r, "auto-approve ");
 	}
+	return 0;
+}
+
+int lz_config_host_executable_allowed(const lz_config *cfg, const char *canonical, struct lz_err *err)
+{
+	/* Never inside a tree the sandbox can write or Lazaret controls: its
+	 * bytes would be the sandbox's, whoever approved the path. */
+	const struct lz_path *trees[] = { &cfg->workspace, &cfg->storage_root, &cfg->runtime_root };
+	for (size_t t = 0; t < LZ_ARRAY_SIZE(trees); t++)
+		if (trees[t]->canonical != NULL && lz_path_overlaps(canonical, trees[t]->canonical))
+			return lz_err_set(err, EPERM,
+					  "executable '%s' lies inside '%s', which the sandbox can write or Lazaret "
+					  "controls",
+					  canonical, trees[t]->canonical);
+	for (size_t v = 0; cfg->profile != NULL && v < cfg->profile->n_volumes; v++)
+		if (lz_path_overlaps(canonical, cfg->volume_sources[v].canonical))
+			return lz_err_set(err, EPERM, "executable '%s' lies inside volume source '%s'", canonical,
+					  cfg->volume_sources[v].canonical);
 	return 0;
 }
 

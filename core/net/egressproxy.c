@@ -446,9 +446,14 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 	for (;;) {
 		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE ||
-			    errno == ENOBUFS || errno == ENOMEM) {
-				if (errno != EINTR && errno != ECONNABORTED)
+			/* accept(2): a TCP connection's pending network error
+			 * (EPROTO, ENETDOWN, ...) is that connection's, to retry. */
+			bool transient = errno == EPROTO || errno == ENETDOWN || errno == ENOPROTOOPT ||
+					 errno == EHOSTDOWN || errno == ENONET || errno == EHOSTUNREACH ||
+					 errno == EOPNOTSUPP || errno == ENETUNREACH;
+			if (transient || errno == EINTR || errno == ECONNABORTED || errno == EMFILE ||
+			    errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				if (errno != EINTR && errno != ECONNABORTED && !transient)
 					usleep(10 * 1000); /* a host limit: refuse by not accepting for a moment */
 				continue;
 			}

@@ -1462,6 +1462,15 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		snprintf(route.text, sizeof(route.text), "denied");
 		router(ctx, &q, &route);
 		route.text[sizeof(route.text) - 1] = '\0';
+		/* A prompted executable the sandbox could have written would run
+		 * the sandbox's bytes with the developer's authority, whatever
+		 * path they approved (rules are held to this at load). */
+		_cleanup_free_ char *exe = route.action == LZ_HC_ROUTE_PROMPT ? realpath(rq.argv[0], NULL) : NULL;
+		struct lz_err why = { 0, "" };
+		if (exe != NULL && lz_config_host_executable_allowed(hc->cfg, exe, &why) < 0) {
+			route.action = LZ_HC_ROUTE_DENY;
+			snprintf(route.text, sizeof(route.text), "%s", why.msg);
+		}
 		if (s == NULL)
 			lz_escalation_deny(hc->esc, rq.job, "the requesting session has ended");
 		else if (route.action == LZ_HC_ROUTE_AUTO && q.rule >= 0)

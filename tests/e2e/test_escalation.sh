@@ -325,6 +325,20 @@ test_a_prompt_touches_no_other_session() {
 	PANE=main.0 wait_for "status=77"
 }
 
+# An executable in the workspace holds the sandbox's bytes: approving its
+# path would run them as the developer. Denied before any prompt.
+test_a_workspace_executable_is_never_prompted() {
+	printf '#!/bin/sh\ntouch %s/ran\n' "$T" >"$WS/tool.sh"
+	chmod 0755 "$WS/tool.sh"
+	tmux_start 150 40
+	start_guest
+	keys "lazaret-escalate -- $WS/tool.sh; echo status=\$?" Enter
+	wait_for "status=77" 20
+	assert_contains "$(screen)" "which the sandbox can write"
+	assert_not_contains "$(screen)" "? [y/N]"
+	[ ! -e "$T/ran" ] || fail "a workspace executable ran"
+}
+
 # Arguments past what a prompt shows would run unseen: such a request
 # is denied before any prompt.
 test_a_prompt_too_long_is_denied() {
@@ -365,5 +379,6 @@ t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies
 t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
 t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up
 t_run "a request too long to show whole is denied, never shown cut" test_a_prompt_too_long_is_denied
+t_run "an executable in the workspace is denied, never prompted" test_a_workspace_executable_is_never_prompted
 rm -rf "$IMG"
 t_done
