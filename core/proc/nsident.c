@@ -111,18 +111,24 @@ static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, c
 	return fd < 0 || ioctl(fd, NS_GET_ID_IOCTL, &id) < 0 || id == ns->id;
 }
 
+/* The directory sub of dirfd as a stream, or NULL. */
+static DIR *open_dir(int dirfd, const char *sub)
+{
+	int fd = openat(dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (dir == NULL && fd >= 0)
+		close(fd);
+	return dir;
+}
+
 /* Whether an entry of the directory sub of a /proc/<pid> (its tasks, its
  * descriptors) is, followed by suffix, a link to ns. */
 static bool dir_holds(int piddir, const char *sub, const char *suffix, const struct lz_nsident *ns,
 		      const char *want, dev_t nsfs)
 {
-	int fd = openat(piddir, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	if (dir == NULL) {
-		if (fd >= 0)
-			close(fd);
+	DIR *dir = open_dir(piddir, sub);
+	if (dir == NULL)
 		return false;
-	}
 	bool held = false;
 	char link[64];
 	for (struct dirent *e; !held && (e = readdir(dir)) != NULL;)
@@ -150,13 +156,9 @@ static bool leader_exited(int piddir)
 
 static bool threads_hold(int piddir, const struct lz_nsident *ns, const char *want, dev_t nsfs)
 {
-	int fd = openat(piddir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	if (dir == NULL) {
-		if (fd >= 0)
-			close(fd);
+	DIR *dir = open_dir(piddir, "task");
+	if (dir == NULL)
 		return false;
-	}
 	bool held = false;
 	for (struct dirent *e; !held && (e = readdir(dir)) != NULL;) {
 		if (e->d_name[0] == '.')

@@ -122,6 +122,17 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A request of argv, routed and shown to session slot: its job. */
+static size_t prompted(struct fx *f, const char *name, uint8_t id, char *const *argv, size_t argc, int slot)
+{
+	struct lz_esc_route rq;
+	put_request(f, name, id, argv, argc);
+	wake(f);
+	assert_true(lz_escalation_next_route(f->esc, &rq));
+	lz_escalation_prompting(f->esc, rq.job, slot);
+	return rq.job;
+}
+
 static int approve(struct fx *f, size_t job)
 {
 	char *env[] = { "PATH=/usr/bin:/bin", NULL };
@@ -137,11 +148,7 @@ static void test_lz_escalation__an_answer_applies_only_to_the_request_shown(void
 	struct fx *f = *state;
 	struct lz_esc_route rq;
 	char *shown_argv[] = { "/usr/bin/true", "status" };
-	put_request(f, "r1", 0xa1, shown_argv, 2);
-	wake(f);
-	assert_true(lz_escalation_next_route(f->esc, &rq));
-	size_t shown = rq.job;
-	lz_escalation_prompting(f->esc, shown, 0);
+	size_t shown = prompted(f, "r1", 0xa1, shown_argv, 2, 0);
 	assert_true(lz_escalation_prompt_is(f->esc, shown, 0));
 	assert_false(lz_escalation_prompt_is(f->esc, shown, 1));
 	assert_int_equal(lz_escalation_next_withdrawn(f->esc), -1);
@@ -170,17 +177,13 @@ static void test_lz_escalation__an_answer_applies_only_to_the_request_shown(void
 static void test_lz_escalation__an_answer_to_an_ended_request_runs_nothing(void **state)
 {
 	struct fx *f = *state;
-	struct lz_esc_route rq;
 	char *argv[] = { "/usr/bin/touch", f->marker };
-	put_request(f, "r3", 0xc3, argv, 2);
-	wake(f);
-	assert_true(lz_escalation_next_route(f->esc, &rq));
-	lz_escalation_prompting(f->esc, rq.job, 3);
+	size_t job = prompted(f, "r3", 0xc3, argv, 2, 3);
 	cancel_and_ack(f, 0xc3);
 	wake(f);
 	assert_int_equal(lz_escalation_next_withdrawn(f->esc), 3);
-	assert_int_equal(approve(f, rq.job), -ESTALE);
-	lz_escalation_deny(f->esc, rq.job, "late"); /* a no-op */
+	assert_int_equal(approve(f, job), -ESTALE);
+	lz_escalation_deny(f->esc, job, "late"); /* a no-op */
 	usleep(100 * 1000);
 	assert_int_equal(access(f->marker, F_OK), -1);
 }
@@ -189,14 +192,10 @@ static void test_lz_escalation__an_answer_to_an_ended_request_runs_nothing(void 
 static void test_lz_escalation__the_request_shown_runs_when_approved(void **state)
 {
 	struct fx *f = *state;
-	struct lz_esc_route rq;
 	char *argv[] = { "/usr/bin/touch", f->marker };
-	put_request(f, "r4", 0xd4, argv, 2);
-	wake(f);
-	assert_true(lz_escalation_next_route(f->esc, &rq));
-	lz_escalation_prompting(f->esc, rq.job, 0);
-	assert_true(lz_escalation_prompt_is(f->esc, rq.job, 0));
-	assert_int_equal(approve(f, rq.job), 0);
+	size_t job = prompted(f, "r4", 0xd4, argv, 2, 0);
+	assert_true(lz_escalation_prompt_is(f->esc, job, 0));
+	assert_int_equal(approve(f, job), 0);
 	for (int i = 0; i < 300 && access(f->marker, F_OK) != 0; i++)
 		usleep(10 * 1000);
 	assert_int_equal(access(f->marker, F_OK), 0);
