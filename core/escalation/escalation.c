@@ -316,14 +316,14 @@ done:
 int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict, const struct lz_path *rule_exe,
 			  int workspace_fd, char *const *env, int session, struct lz_err *err)
 {
+	/* Only the request that waits for this decision: an auto_approve
+	 * one being routed, or the one whose prompt the developer answered. */
+	if (job >= LZ_ESC_MAX_JOBS || e->jobs[job].state != (rule_exe != NULL ? JOB_ROUTING : JOB_PROMPT) ||
+	    e->jobs[job].argv == NULL)
+		return lz_err_set(err, ESTALE, "no request waits for this decision");
 	struct job *j = &e->jobs[job];
 	struct lz_path opened = LZ_PATH_INIT;
 	int r;
-	/* Only the request that waits for this decision: an auto_approve
-	 * one being routed, or the one whose prompt the developer answered. */
-	if (job >= LZ_ESC_MAX_JOBS || j->state != (rule_exe != NULL ? JOB_ROUTING : JOB_PROMPT) ||
-	    j->argv == NULL)
-		return lz_err_set(err, ESTALE, "no request waits for this decision");
 	j->session = session;
 	if (rule_exe != NULL) {
 		r = lz_path_revalidate(rule_exe, err);
@@ -356,9 +356,9 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 
 void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message)
 {
-	struct job *j = &e->jobs[job];
-	if (job >= LZ_ESC_MAX_JOBS || (j->state != JOB_ROUTING && j->state != JOB_PROMPT))
+	if (job >= LZ_ESC_MAX_JOBS || (e->jobs[job].state != JOB_ROUTING && e->jobs[job].state != JOB_PROMPT))
 		return; /* decided already (cancelled, or ended) */
+	struct job *j = &e->jobs[job];
 	char safe[LZ_ESC_TEXT_MAX];
 	/* The message is the coordinator's; escaping keeps it UTF-8. */
 	lz_escape(message, strlen(message), safe, sizeof(safe));

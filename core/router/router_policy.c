@@ -128,12 +128,19 @@ int rt_policy_is_lock(struct lz_router *r, const char *path, size_t len)
 	return rc < 0 ? rc : g == LZ_GUARD_CONTROL;
 }
 
+/* Caller holds made_lock. */
+static bool lock_made_locked(struct lz_router *r, dev_t dev, ino_t ino, uint64_t gen)
+{
+	for (unsigned k = 0; k < RT_MADE_LOCKS; k++)
+		if (r->made[k].ino == ino && r->made[k].dev == dev && r->made[k].gen == gen && ino != 0)
+			return true;
+	return false;
+}
+
 static bool lock_made(struct lz_router *r, dev_t dev, ino_t ino, uint64_t gen)
 {
-	bool found = false;
 	pthread_mutex_lock(&r->made_lock);
-	for (unsigned k = 0; k < RT_MADE_LOCKS && !found; k++)
-		found = r->made[k].ino == ino && r->made[k].dev == dev && r->made[k].gen == gen && ino != 0;
+	bool found = lock_made_locked(r, dev, ino, gen);
 	pthread_mutex_unlock(&r->made_lock);
 	return found;
 }
@@ -144,11 +151,11 @@ void rt_policy_lock_made(struct lz_router *r, int fd)
 	if (fstat(fd, &st) < 0)
 		return; /* not remembered: its writes are refused, the safe side */
 	uint64_t gen = rt_object_gen(fd, "");
-	if (lock_made(r, st.st_dev, st.st_ino, gen))
-		return;
 	pthread_mutex_lock(&r->made_lock);
-	r->made[r->made_next] = (struct rt_made){ st.st_dev, st.st_ino, gen };
-	r->made_next = (r->made_next + 1) % RT_MADE_LOCKS;
+	if (!lock_made_locked(r, st.st_dev, st.st_ino, gen)) {
+		r->made[r->made_next] = (struct rt_made){ st.st_dev, st.st_ino, gen };
+		r->made_next = (r->made_next + 1) % RT_MADE_LOCKS;
+	}
 	pthread_mutex_unlock(&r->made_lock);
 }
 
@@ -160,10 +167,15 @@ static int lock_owned(struct lz_router *r, const char *path, size_t len, dev_t d
 
 int rt_policy_lock_owned(struct lz_router *r, const char *path, size_t len, int fd)
 {
+	/* The name first: the object's identity costs two system calls on
+	 * every unlink and rename, and only a lock's matters. */
+	int rc = rt_policy_is_lock(r, path, len);
+	if (rc <= 0)
+		return rc;
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	return lock_owned(r, path, len, st.st_dev, st.st_ino, rt_object_gen(fd, ""));
+	return lock_made(r, st.st_dev, st.st_ino, rt_object_gen(fd, "")) ? 0 : -EPERM;
 }
 
 int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)

@@ -48,11 +48,6 @@ static const char *process_name(pid_t pid, char *out, size_t cap)
 	return out;
 }
 
-/* Spec 3.6: the generation's mounts and namespaces, each inspected on its
- * own rather than inferred from its processes (nsident.h): no recorded
- * State Anchor mount in the host's mount namespace or in the RS's, then
- * the RS's mount namespace and the enforcement network namespace (with
- * the canary veth) freed. */
 /* A mount namespace is asked for by listmount, which answers whoever
  * holds it (a descriptor passed on, a bind mount, a process /proc does
  * not show); -errno where this kernel cannot tell this caller. */
@@ -65,6 +60,12 @@ static int await_mountns_gone(uint64_t id, int64_t deadline, bool *ret_alive, st
 		usleep(20 * 1000);
 	}
 }
+
+/* Spec 3.6: the generation's mounts and namespaces, each inspected on its
+ * own rather than inferred from its processes (nsident.h): no recorded
+ * State Anchor mount in the host's mount namespace or in the RS's, then
+ * the RS's mount namespace and the enforcement network namespace (with
+ * the canary veth) freed. */
 
 static void judge_namespace(const char *what, enum lz_dstore_ns_kind kind, const struct lz_dstore_ns *ns,
 			    int64_t deadline, char *why, size_t cap)

@@ -177,15 +177,18 @@ void lz_session_flush_output(struct lz_session *s)
 	}
 }
 
-static int set_notice(struct lz_session *s, const char *text, size_t len)
+/* The notice is prefix (a C string) then text. */
+static int set_notice(struct lz_session *s, const char *prefix, const char *text, size_t len)
 {
-	char *copy = malloc(len ? len : 1);
+	size_t n = strlen(prefix);
+	char *copy = malloc(n + len ? n + len : 1);
 	if (copy == NULL)
 		return -ENOMEM;
-	memcpy(copy, text, len);
+	memcpy(copy, prefix, n);
+	memcpy(copy + n, text, len);
 	free(s->notice);
 	s->notice = copy;
-	s->notice_len = len;
+	s->notice_len = n + len;
 	s->notice_off = 0;
 	lz_session_flush_output(s);
 	return 0;
@@ -197,14 +200,7 @@ int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 		return -EINVAL;
 	if (s->prompting || s->notice_off < s->notice_len)
 		return -EBUSY;
-	static const char reset[] = LZ_SESSION_PROMPT_RESET;
-	size_t n = sizeof(reset) - 1;
-	_cleanup_free_ char *shown = malloc(n + len);
-	if (shown == NULL)
-		return -ENOMEM;
-	memcpy(shown, reset, n);
-	memcpy(shown + n, text, len);
-	int r = set_notice(s, shown, n + len);
+	int r = set_notice(s, LZ_SESSION_PROMPT_RESET, text, len);
 	if (r == 0) {
 		s->prompting = true;
 		s->answer = 0;
@@ -225,7 +221,7 @@ void lz_session_notice(struct lz_session *s, const char *text, size_t len)
 	s->prompting = false;
 	s->answer = 0;
 	if (s->tty && s->client >= 0)
-		(void)set_notice(s, text, len);
+		(void)set_notice(s, "", text, len);
 }
 
 /* Input while a prompt waits: the first answer key decides; the rest of
