@@ -154,7 +154,8 @@ kill_role_at() {
 		sleep 0.1
 	done
 	if [ -z "$hc" ] || [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" != T ]; then
-		fail "the coordinator never stopped after $step"
+		fail "the coordinator never stopped after $step (processes: $(ps -ww -u "$(id -u)" -o pid=,stat=,comm=,args= |
+			cut -c1-160 | tr "\n" "|"); hc.log: $(tail -n 12 "$T"/run/lazaret/domains/*/hc.log 2>&1 | tr "\n" "|"))"
 	fi
 	pid=$(pid_of "$role")
 	if [ -n "$pid" ]; then

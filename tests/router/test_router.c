@@ -1575,13 +1575,37 @@ static void evict_cached(struct env *e, const char *tag)
 	}
 }
 
+/* How many descriptors of process pid name an object that was removed
+ * (links ending " (deleted)"): what keeps a removed inode alive. */
+static size_t count_deleted_fds(pid_t pid)
+{
+	char path[64], target[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return 0;
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		ssize_t len = readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+		if (len > 10 && memcmp(target + len - 10, " (deleted)", 10) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 /* Makes host objects (files, or directories when dir) named
- * <prefix>NN until one gets inode number ino; its name in out. */
+ * <prefix>NNNN until one gets inode number ino; its name in out. ext4
+ * gives a new object the lowest free number of the first group with a
+ * free one, so holes that other removals left below ino are filled
+ * first: the misses are kept (a removed miss would be the next hole),
+ * and there may be many of them. */
 static void host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefix, char *out, size_t cap)
 {
 	struct stat st;
-	for (int k = 0; k < 64; k++) {
-		snprintf(out, cap, "%s%02d", prefix, k);
+	for (int k = 0; k < 4096; k++) {
+		snprintf(out, cap, "%s%04d", prefix, k);
 		if (dir)
 			CHECK_OK(mkdir(P(e->host, out), 0755));
 		else
@@ -1590,7 +1614,8 @@ static void host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefi
 		if (st.st_ino == ino)
 			return;
 	}
-	CHECK(false, "the filesystem of %s never reused inode number %ju", e->host, (uintmax_t)ino);
+	CHECK(false, "the filesystem of %s never reused inode number %ju (the router holds %zu descriptors of removed objects)",
+	      e->host, (uintmax_t)ino, count_deleted_fds(getppid()));
 }
 
 /* A file the sandbox holds open, whose descriptor was evicted and which
