@@ -88,7 +88,7 @@ pass() { record "$1" 1 0; echo "PASS [$1] $2"; }
 bad() { record "$1" 0 1; echo "FAIL [$1] $2"; }
 
 skipped() { [ "$1" -eq 0 ] || printf ', %d skipped' "$1"; }
-say() { printf '\n==> %s\n' "$*"; }
+say() { printf '\n==> %s (at %ds)\n' "$*" "$SECONDS"; }
 indent() { sed 's/^/    /'; }
 # Last lines of a log, indented, for a failure.
 tail_of() { tail -n "${2:-60}" -- "$1" | indent; }
