@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,9 +13,25 @@
 #include "util/cleanup.h"
 #include "util/sys.h"
 
-static int remove_at(int dirfd, const char *name, dev_t dev, int depth, struct lz_err *err);
+/* A tree removal holds two descriptors per level it has entered and goes
+ * at most HOIST_DEPTH levels below its top: a directory deeper than that
+ * is moved (renamed, never followed) into the top directory under a fresh
+ * name and emptied from there in a later pass. A sandbox can nest
+ * directories thousands deep; such a tree is removed with bounded
+ * descriptors and stack, and anything left by an interrupted removal lies
+ * inside the tree, where the next one finds it. */
+#define HOIST_DEPTH 64
+#define IDLE_PASSES 3 /* passes that moved nothing up, before giving up */
 
-static int empty_dir(int fd, dev_t dev, int depth, struct lz_err *err)
+struct removal {
+	int top;         /* the directory being removed, once open */
+	dev_t dev;       /* its filesystem: nothing on another is entered */
+	unsigned long hoisted, serial;
+};
+
+static int remove_at(struct removal *rm, int dirfd, const char *name, int depth, struct lz_err *err);
+
+static int empty_dir(struct removal *rm, int fd, int depth, struct lz_err *err)
 {
 	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (dup < 0)
@@ -38,18 +55,34 @@ static int empty_dir(int fd, dev_t dev, int depth, struct lz_err *err)
 		}
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if ((r = remove_at(fd, de->d_name, dev, depth + 1, err)) < 0)
+		if ((r = remove_at(rm, fd, de->d_name, depth + 1, err)) < 0)
 			break;
 	}
 	closedir(d);
 	return r;
 }
 
-static int remove_at(int dirfd, const char *name, dev_t dev, int depth, struct lz_err *err)
+/* Moves the directory dirfd/name into the top directory. Moving a
+ * directory to another parent rewrites its "..": it must be writable. */
+static int hoist(struct removal *rm, int dirfd, const char *name, const struct stat *st, struct lz_err *err)
+{
+	if ((st->st_mode & 0700) != 0700 && fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) < 0)
+		return lz_err_set(err, errno, "chmod '%s': %s", name, strerror(errno));
+	for (;;) {
+		char fresh[40];
+		snprintf(fresh, sizeof(fresh), ".lz-deep-%lu", rm->serial++);
+		if (renameat2(dirfd, name, rm->top, fresh, RENAME_NOREPLACE) == 0) {
+			rm->hoisted++;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return lz_err_set(err, errno, "move '%s' up: %s", name, strerror(errno));
+	}
+}
+
+static int remove_at(struct removal *rm, int dirfd, const char *name, int depth, struct lz_err *err)
 {
 	struct stat st;
-	if (depth > LZ_TREE_MAX_DEPTH)
-		return lz_err_set(err, ELOOP, "tree deeper than %d levels", LZ_TREE_MAX_DEPTH);
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : lz_err_set(err, errno, "stat '%s': %s", name, strerror(errno));
 	if (!S_ISDIR(st.st_mode)) {
@@ -57,8 +90,10 @@ static int remove_at(int dirfd, const char *name, dev_t dev, int depth, struct l
 			return lz_err_set(err, errno, "unlink '%s': %s", name, strerror(errno));
 		return 0;
 	}
-	if (dev != 0 && st.st_dev != dev)
+	if (depth > 0 && st.st_dev != rm->dev)
 		return lz_err_set(err, EXDEV, "'%s' is on another filesystem; not removing it", name);
+	if (depth > HOIST_DEPTH)
+		return hoist(rm, dirfd, name, &st, err);
 	_cleanup_close_ int fd = lz_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
 					    LZ_RESOLVE_OWNED);
 	if (fd < 0 && errno == EACCES) {
@@ -73,16 +108,23 @@ static int remove_at(int dirfd, const char *name, dev_t dev, int depth, struct l
 		return lz_err_set(err, errno, "open '%s': %s", name, strerror(errno));
 	if ((st.st_mode & 0700) != 0700 && fchmod(fd, 0700) < 0)
 		return lz_err_set(err, errno, "chmod '%s': %s", name, strerror(errno));
-	/* Unlinking while reading a directory stream may skip entries; a
-	 * second pass picks up what the first one missed. */
-	for (int pass = 0; pass < 3; pass++) {
-		int r = empty_dir(fd, st.st_dev, depth, err);
+	if (depth == 0) {
+		rm->top = fd;
+		rm->dev = st.st_dev;
+	}
+	/* Unlinking while reading a directory stream may skip entries, and
+	 * directories moved up land in the top: passes go on while they
+	 * move something up, and a few more pick up what one missed. */
+	for (int idle = 0; idle < IDLE_PASSES;) {
+		unsigned long hoisted = rm->hoisted;
+		int r = empty_dir(rm, fd, depth, err);
 		if (r < 0)
 			return lz_err_prefix(err, r, "%s/", name);
 		if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
 			return 0;
 		if (errno != ENOTEMPTY)
 			break;
+		idle = rm->hoisted != hoisted ? 0 : idle + 1;
 	}
 	return lz_err_set(err, errno, "rmdir '%s': %s", name, strerror(errno));
 }
@@ -91,7 +133,8 @@ int lz_tree_remove(int dirfd, const char *name, struct lz_err *err)
 {
 	if (name[0] == '\0' || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return lz_err_set(err, EINVAL, "invalid name '%s'", name);
-	return remove_at(dirfd, name, 0, 0, err);
+	struct removal rm = { .top = -EBADF };
+	return remove_at(&rm, dirfd, name, 0, err);
 }
 
 struct remove_arg {

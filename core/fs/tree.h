@@ -11,11 +11,13 @@
 
 #include "util/err.h"
 
+/* The depth tree scans (treescan.h) go to. */
 #define LZ_TREE_MAX_DEPTH 1024
 
-/* Removes dirfd/name (any type), recursively for directories. ENOENT is
- * success. Directories are made writable and searchable by their owner
- * first (image trees may contain 0500 directories). */
+/* Removes dirfd/name (any type), recursively for directories, at any
+ * depth with a bounded number of descriptors. ENOENT is success.
+ * Directories are made writable and searchable by their owner first
+ * (image trees may contain 0500 directories). */
 int lz_tree_remove(int dirfd, const char *name, struct lz_err *err);
 
 struct lz_idmap;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,6 +132,97 @@ static void test_lz_tree_remove__top_symlink_removes_only_link(void **state)
 	assert_true(exists(target));
 }
 
+/* rel/d/d/... levels directories deep below rel (made here), each
+ * level with a file; the deepest directories get mode, the rest 0755.
+ * Walks by descriptor: the path is longer than PATH_MAX. */
+static void chain(const char *rel, int levels, mode_t deep_mode, int deep_from)
+{
+	mk(rel, 0755);
+	int fd = openat(basefd, rel, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < levels; i++) {
+		int f = openat(fd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		assert_true(f >= 0);
+		close(f);
+		assert_int_equal(mkdirat(fd, "d", 0755), 0);
+		int next = openat(fd, "d", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(next >= 0);
+		close(fd);
+		fd = next;
+	}
+	/* modes last, deepest first: a 0500 directory takes no new entry */
+	close(fd);
+	for (int level = levels; level > deep_from; level--) {
+		fd = openat(basefd, rel, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		for (int i = 0; i < level - 1 && fd >= 0; i++) {
+			int next = openat(fd, "d", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			close(fd);
+			fd = next;
+		}
+		assert_true(fd >= 0);
+		assert_int_equal(fchmodat(fd, "d", deep_mode, 0), 0);
+		close(fd);
+	}
+}
+
+static void assert_gone(const char *rel)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", base, rel);
+	assert_false(exists(p));
+}
+
+/* A sandbox nests directories thousands deep (mkdir d; cd d): the tree
+ * is removed whole, even where its deep directories are read-only. */
+static void test_lz_tree_remove__any_depth(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	chain("deep", 3000, 0755, 3000);
+	if (lz_tree_remove(basefd, "deep", &err) < 0)
+		fail_msg("remove: %s", err.msg);
+	assert_gone("deep");
+	chain("ro", 400, 0500, 100);
+	if (lz_tree_remove(basefd, "ro", &err) < 0)
+		fail_msg("remove: %s", err.msg);
+	assert_gone("ro");
+}
+
+/* Descriptors are bounded whatever the depth: a tree deeper than the
+ * descriptor limit is removed under it. */
+static void test_lz_tree_remove__deep_tree_under_a_low_descriptor_limit(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	chain("deep", 1200, 0755, 1200);
+	struct rlimit old, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 256;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	int r = lz_tree_remove(basefd, "deep", &err);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	if (r < 0)
+		fail_msg("remove: %s", err.msg);
+	assert_gone("deep");
+}
+
+/* Names the removal moves deep directories to may be taken already (the
+ * sandbox chose every name in the tree): another one is used, and what
+ * held the name is removed too. */
+static void test_lz_tree_remove__taken_names_at_the_top(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	chain("deep", 700, 0755, 700);
+	put("deep/.lz-deep-0", "taken");
+	mk("deep/.lz-deep-1", 0755);
+	put("deep/.lz-deep-1/x", "taken");
+	if (lz_tree_remove(basefd, "deep", &err) < 0)
+		fail_msg("remove: %s", err.msg);
+	assert_gone("deep");
+}
+
 static void test_lz_tree_remove__missing_is_success(void **state)
 {
 	(void)state;
@@ -155,6 +247,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__many_entries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__symlink_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__top_symlink_removes_only_link, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_tree_remove__any_depth, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_tree_remove__deep_tree_under_a_low_descriptor_limit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_tree_remove__taken_names_at_the_top, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__missing_is_success, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__bad_names, setup, teardown),
 	};
