@@ -89,7 +89,8 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 	if (s->client >= 0) {
 		bool queued = s->out_len > 0 || (s->tls != NULL && lz_tlschan_pending(s->tls));
 		pf[n++] = (struct pollfd){ .fd = s->client,
-					   .events = (short)((s->in_len == 0 ? POLLIN : 0) | (queued ? POLLOUT : 0)) };
+					   .events = (short)((s->in_len == 0 || s->prompting ? POLLIN : 0) |
+							     (queued ? POLLOUT : 0)) };
 	}
 	if (s->exec.pidfd >= 0 && !s->exit_held_until)
 		pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
@@ -204,6 +205,7 @@ int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 	if (r == 0) {
 		s->prompting = true;
 		s->answer = 0;
+		s->answer_seq = 0;
 		s->answer_after = lz_now_ms() + LZ_SESSION_PROMPT_SETTLE_MS;
 	}
 	return r;
@@ -224,17 +226,71 @@ void lz_session_notice(struct lz_session *s, const char *text, size_t len)
 		(void)set_notice(s, "", text, len);
 }
 
+/* Where the answer's reader is in a control sequence (ECMA-48). */
+enum { SEQ_NONE, SEQ_ESC, SEQ_ESC_INTER, SEQ_CSI, SEQ_SS3, SEQ_STRING, SEQ_STRING_ESC };
+
+/* One byte of input while a prompt waits: the state after it; *key is
+ * set when the byte is a key typed on its own (outside any sequence). */
+static uint8_t answer_seq_step(uint8_t seq, uint8_t c, bool *key)
+{
+	*key = false;
+	if (c == 0x18 || c == 0x1a)
+		return SEQ_NONE; /* CAN, SUB: end any sequence */
+	switch (seq) {
+	case SEQ_ESC:
+	case SEQ_ESC_INTER:
+		if (c == '[')
+			return seq == SEQ_ESC ? SEQ_CSI : SEQ_NONE;
+		if (seq == SEQ_ESC && (c == 'P' || c == ']' || c == 'X' || c == '^' || c == '_'))
+			return SEQ_STRING;
+		if (seq == SEQ_ESC && c == 'O')
+			return SEQ_SS3;
+		if (c >= 0x20 && c <= 0x2f)
+			return SEQ_ESC_INTER;
+		return c == 0x1b ? SEQ_ESC : SEQ_NONE; /* the final byte (Alt+key too) */
+	case SEQ_CSI:
+		if (c == 0x1b)
+			return SEQ_ESC;
+		return c >= 0x40 && c <= 0x7e ? SEQ_NONE : SEQ_CSI;
+	case SEQ_SS3:
+		return SEQ_NONE;
+	case SEQ_STRING:
+		if (c == 0x07 || c == 0x9c)
+			return SEQ_NONE; /* BEL, ST */
+		return c == 0x1b ? SEQ_STRING_ESC : SEQ_STRING;
+	case SEQ_STRING_ESC:
+		return c == '\\' ? SEQ_NONE : c == 0x1b ? SEQ_STRING_ESC : SEQ_STRING;
+	default:
+		break;
+	}
+	if (c == 0x1b)
+		return SEQ_ESC;
+	if (c == 0x9b)
+		return SEQ_CSI; /* 8-bit replies (S8C1T) */
+	if (c == 0x8f)
+		return SEQ_SS3;
+	if (c == 0x90 || c == 0x9d || c == 0x98 || c == 0x9e || c == 0x9f)
+		return SEQ_STRING;
+	*key = true;
+	return SEQ_NONE;
+}
+
 /* Input while a prompt waits: the first answer key decides; the rest of
  * the record is dropped, never passed to the guest. */
 static void answer_from(struct lz_session *s, const uint8_t *in, size_t len)
 {
-	if (lz_now_ms() < s->answer_after)
-		return; /* typed before the prompt could be read */
+	bool settled = lz_now_ms() >= s->answer_after; /* else typed before the prompt could be read */
 	for (size_t i = 0; i < len && s->answer == 0; i++) {
 		uint8_t c = in[i];
-		if (c == 'y' || c == 'Y')
+		bool key;
+		s->answer_seq = answer_seq_step(s->answer_seq, c, &key);
+		if (!settled)
+			continue;
+		if (c == 0x03 || c == 0x04)
+			s->answer = -1; /* ^C, ^D: deny, whatever came before */
+		else if (key && (c == 'y' || c == 'Y'))
 			s->answer = 1;
-		else if (c == 'n' || c == 'N' || c == '\r' || c == '\n' || c == 0x03 || c == 0x04)
+		else if (key && (c == 'n' || c == 'N' || c == '\r' || c == '\n'))
 			s->answer = -1;
 	}
 	if (s->answer != 0)

@@ -80,6 +80,7 @@ struct lz_session {
 	char *notice; /* owned */
 	size_t notice_len, notice_off;
 	bool prompting;
+	uint8_t answer_seq; /* where answer_from is in a control sequence */
 	int answer; /* 1 approve, -1 deny, 0 none yet */
 	int64_t answer_after; /* CLOCK_MONOTONIC ms; keys before it are dropped */
 	/* The relay buffers stay last: lz_session_init clears what comes
@@ -146,17 +147,28 @@ bool lz_session_exit_due(const struct lz_session *s);
 int lz_session_finish(struct lz_session *s);
 
 /* Before a prompt: cancels a control string or sequence the guest left
- * open (CAN, ST) and resets text attributes (SGR 0), so the guest's
- * output cannot conceal or recolour the prompt. */
-#define LZ_SESSION_PROMPT_RESET "\x18\x1b\\\x1b[0m"
-/* Keys typed this soon after a prompt appears are dropped: they answer
- * what the guest printed before it, not the prompt. */
+ * open (CAN, ST), and undoes what the guest may have set to hide or
+ * rewrite it: character sets (SI, G0 ASCII), 8-bit replies (S7C1T), modes
+ * by soft reset (DECSTR), then scroll region, left/right margins, origin
+ * and insert mode off, autowrap on (a long argument wraps, never runs off
+ * the edge), a visible cursor, the palette and default colours, text
+ * attributes (SGR 0). */
+#define LZ_SESSION_PROMPT_RESET                                                                               \
+	"\x18\x1b\\\x0f\x1b(B\x1b F\x1b[!p\x1b[r\x1b[?69l\x1b[?6l\x1b[4l\x1b[?7h\x1b[?25h\x1b]104\x1b\\"          \
+	"\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
+/* Keys read this soon after a prompt appears are dropped: they answer
+ * what the guest printed before it, not the prompt. While the prompt is
+ * up the client is read whatever the guest left unread, so keys and
+ * terminal reports held back before it are read (and dropped) in this
+ * time, not taken for an answer after it. */
 #define LZ_SESSION_PROMPT_SETTLE_MS 500
 
 /* Shows text (the caller's, already escaped) after LZ_SESSION_PROMPT_RESET
  * in a running terminal session and takes the next y (approve) or n,
  * Enter, ^C or ^D (deny) the developer types after
- * LZ_SESSION_PROMPT_SETTLE_MS. -EBUSY while another notice or prompt is
+ * LZ_SESSION_PROMPT_SETTLE_MS. Bytes inside control sequences (a
+ * terminal's reports, function keys: CSI, SS3, DCS, OSC, SOS, PM, APC, in
+ * 7- or 8-bit form) never answer; ^C and ^D deny anywhere. -EBUSY while another notice or prompt is
  * up, -EINVAL without a terminal, -ENOMEM. */
 int lz_session_prompt(struct lz_session *s, const char *text, size_t len);
 

@@ -695,6 +695,78 @@ static void test_lz_session_prompt__pauses_the_guest_and_takes_the_answer(void *
 	expect_output(f, "guest");
 }
 
+static int answer_to(struct fx *f, const char *bytes, size_t len)
+{
+	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)bytes, len } };
+	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_HANDLED);
+	return lz_session_take_answer(&f->s);
+}
+
+/* A terminal's reports (the guest asks for them: DECRQM's reply ends in
+ * 'y') and function keys are control sequences: no byte of one answers,
+ * in 7- or 8-bit form, split across records or not. ^C denies inside
+ * one. */
+static void test_lz_session_prompt__control_sequences_never_answer(void **state)
+{
+	struct fx *f = *state;
+	static const char *const reports[] = {
+		"\x1b[?2004;2$y",	       /* DECRPM */
+		"\x9b?1;2$y",		       /* the same, 8-bit */
+		"\x1bP1$ry\x1b\\",	       /* DECRPSS */
+		"\x1b]11;rgb:yyyy/0000/0000\x07", /* OSC colour */
+		"\x9d" "11;y\x9c",	       /* OSC, 8-bit */
+		"\x1bOy",		       /* SS3 (keypad) */
+		"\x1by",		       /* Alt+y */
+		"\x1b#y",		       /* ESC with an intermediate */
+	};
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	assert_int_equal(lz_session_prompt(&f->s, "? ", 2), 0);
+	expect_output(f, LZ_SESSION_PROMPT_RESET "? ");
+	f->s.answer_after = 0; /* as if the settle time had passed */
+	for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++)
+		if (answer_to(f, reports[i], strlen(reports[i])) != 0)
+			fail_msg("report %zu answered the prompt", i);
+	/* split: the sequence goes on in the next record */
+	assert_int_equal(answer_to(f, "\x1b[?20", 7), 0);
+	assert_int_equal(answer_to(f, "04;2$y", 6), 0);
+	assert_true(f->s.prompting);
+	assert_int_equal(answer_to(f, "y", 1), 1);
+	lz_session_notice(&f->s, "", 0);
+	/* ^C inside an unterminated string still denies. */
+	assert_int_equal(lz_session_prompt(&f->s, "? ", 2), 0);
+	expect_output(f, LZ_SESSION_PROMPT_RESET "? ");
+	f->s.answer_after = 0;
+	assert_int_equal(answer_to(f, "\x1b]0;y", 6), 0);
+	assert_int_equal(answer_to(f, "\x03", 1), -1);
+	lz_session_notice(&f->s, "", 0);
+}
+
+/* The guest stops reading its terminal, so one Input waits for the
+ * master: without a prompt the client is not read (backpressure), but
+ * with one it is, so the keys and reports held back before the prompt
+ * are read in its settle time and dropped, never taken after it. */
+static void test_lz_session_prompt__held_input_is_read_and_dropped(void **state)
+{
+	struct fx *f = *state;
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	f->s.in_len = 1; /* an Input the master has not taken */
+	assert_true(lz_session_pollfds(&f->s, pf, &timeout) >= 1);
+	assert_int_equal(pf[0].fd, f->s.client);
+	assert_int_equal(pf[0].events & POLLIN, 0);
+	assert_int_equal(lz_session_prompt(&f->s, "? ", 2), 0);
+	expect_output(f, LZ_SESSION_PROMPT_RESET "? ");
+	assert_true(lz_session_pollfds(&f->s, pf, &timeout) >= 1);
+	assert_int_equal(pf[0].events & POLLIN, POLLIN);
+	assert_int_equal(answer_to(f, "yyy", 3), 0);
+	assert_true(f->s.prompting);
+	f->s.in_len = 0;
+	lz_session_notice(&f->s, "", 0);
+}
+
 static void test_lz_session_prompt__deny_keys_and_no_terminal(void **state)
 {
 	struct fx *f = *state;
@@ -738,6 +810,8 @@ int main(void)
 		cmocka_unit_test(test_lz_session_init__free_slot),
 		T(test_lz_session_prompt__pauses_the_guest_and_takes_the_answer),
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
+		T(test_lz_session_prompt__control_sequences_never_answer),
+		T(test_lz_session_prompt__held_input_is_read_and_dropped),
 		T(test_lz_session_open_pty__pair_and_window),
 		T(test_lz_session_pollfds__backpressure),
 		T(test_lz_session_hold_exit__pidfd_left_out_until_due),
