@@ -13,6 +13,7 @@
 #include "escalation/record.h"
 #include "fs/file.h"
 #include "util/cleanup.h"
+#include "util/escape.h"
 #include "util/sys.h"
 
 int lz_mailbox_create(int gen_fd, struct lz_mailbox *ret, struct lz_err *err)
@@ -87,23 +88,26 @@ static bool next_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
 	return found;
 }
 
-/* Reads the entry name once into buf. */
+/* Reads the entry name once into buf. The name is the sandbox's: shown
+ * escaped (it reaches hc.log). */
 static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_len, struct lz_err *err)
 {
+	char shown[LZ_ESCAPE_MAX(LZ_MAILBOX_NAME_MAX) + 1];
+	lz_escape(name, strlen(name), shown, sizeof(shown));
 	_cleanup_close_ int fd = lz_openat2(outbox, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
 					    LZ_RESOLVE_OWNED);
 	struct stat st;
 	if (fd < 0)
-		return lz_err_set(err, errno, "escalation entry %s: %s", name,
+		return lz_err_set(err, errno, "escalation entry %s: %s", shown,
 				  errno == ELOOP ? "a symlink" : strerror(errno));
 	if (fstat(fd, &st) < 0)
-		return lz_err_set(err, errno, "escalation entry %s: %s", name, strerror(errno));
+		return lz_err_set(err, errno, "escalation entry %s: %s", shown, strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return lz_err_set(err, EPERM, "escalation entry %s: not a regular file", name);
+		return lz_err_set(err, EPERM, "escalation entry %s: not a regular file", shown);
 	if (st.st_nlink != 1)
-		return lz_err_set(err, EPERM, "escalation entry %s: has %ju links", name, (uintmax_t)st.st_nlink);
+		return lz_err_set(err, EPERM, "escalation entry %s: has %ju links", shown, (uintmax_t)st.st_nlink);
 	if (st.st_size > (off_t)LZ_ESC_RECORD_MAX)
-		return lz_err_set(err, E2BIG, "escalation entry %s: %jd bytes, more than %u", name,
+		return lz_err_set(err, E2BIG, "escalation entry %s: %jd bytes, more than %u", shown,
 				  (intmax_t)st.st_size, LZ_ESC_RECORD_MAX);
 	/* Read once, to the end: the size could still change after fstat,
 	 * so one byte past the bound tells a file that grew. */
@@ -116,11 +120,11 @@ static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_le
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return lz_err_set(err, errno, "escalation entry %s: %s", name, strerror(errno));
+			return lz_err_set(err, errno, "escalation entry %s: %s", shown, strerror(errno));
 		if (n == 0)
 			break;
 		if (at == &extra)
-			return lz_err_set(err, E2BIG, "escalation entry %s: more than %u bytes", name,
+			return lz_err_set(err, E2BIG, "escalation entry %s: more than %u bytes", shown,
 					  LZ_ESC_RECORD_MAX);
 		len += (size_t)n;
 	}

@@ -337,6 +337,18 @@ test_a_workspace_executable_is_never_prompted() {
 	assert_contains "$(screen)" "lies inside"
 	assert_not_contains "$(screen)" "? [y/N]"
 	[ ! -e "$T/ran" ] || fail "a workspace executable ran"
+	# One that does not exist yet (the sandbox would write it while the
+	# prompt is up), and one reached through a workspace symlink to
+	# /usr/bin (swapped for a directory of its own while the prompt is
+	# up): both denied, never prompted.
+	keys "clear; lazaret-escalate -- $WS/later.sh; echo missing=\$?" Enter
+	wait_for "missing=77" 20
+	assert_contains "$(screen)" "cannot be found"
+	keys "clear; ln -s /usr/bin $WS/bin && lazaret-escalate -- $WS/bin/touch $T/ran; echo linked=\$?" Enter
+	wait_for "linked=77" 20
+	assert_contains "$(screen)" "lies inside"
+	assert_not_contains "$(screen)" "? [y/N]"
+	[ ! -e "$T/ran" ] || fail "an executable through a workspace symlink ran"
 }
 
 # Arguments past what a prompt shows would run unseen: such a request

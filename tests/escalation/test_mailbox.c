@@ -370,6 +370,23 @@ static void test_lz_mailbox_take__fifo_refused_without_blocking_and_removed(void
 	assert_int_equal(take(f, &len, &err), 0);
 }
 
+/* An entry's name is the sandbox's: a refusal that names it reaches
+ * hc.log escaped, one line that drives no terminal. */
+static void test_lz_mailbox_take__refused_name_is_escaped(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	static const char name[] = "a\nescalation: forged\x1b]52;c;eA==\x07";
+	assert_int_equal(mkfifoat(f->mb.outbox, name, 0600), 0);
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), -EPERM);
+	assert_null(strchr(err.msg, '\n'));
+	assert_null(strchr(err.msg, '\x1b'));
+	assert_null(strchr(err.msg, '\x07'));
+	assert_non_null(strstr(err.msg, "a\\nescalation: forged\\e]52;c;eA==\\x07"));
+	assert_false(exists(f->mb.outbox, name));
+}
+
 static void test_lz_mailbox_take__hard_link_is_eperm_and_entry_removed(void **state)
 {
 	struct fx *f = *state;
@@ -561,6 +578,7 @@ int main(void)
 		T(test_lz_mailbox_take__several_entries_one_per_call),
 		T(test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched),
 		T(test_lz_mailbox_take__fifo_refused_without_blocking_and_removed),
+		T(test_lz_mailbox_take__refused_name_is_escaped),
 		T(test_lz_mailbox_take__hard_link_is_eperm_and_entry_removed),
 		T(test_lz_mailbox_take__directory_moved_aside_no_livelock),
 		T(test_lz_mailbox_post__creates_0444_by_rename_and_replaces),
