@@ -199,6 +199,20 @@ describe("lazaret.qualify", function()
         .. '{"ms":0,"name":"terminal","reason":"blocked","status":"skip"}],"name":"sandbox"}]}\n',
         qualify.json(runs))
     end)
+
+    it("escapes what an image printed (controls, C1, bidi, a cut character)", function()
+      local said = "status 1, output '\27]52;c;eA==\7 \194\155" .. "2J \226\128\174 \195'"
+      local bad = { { name = "image \27[31mcheck", results = {
+        { name = "cat \27]0;t\7", status = "fail", reason = said, ms = 3 } } } }
+      local line = qualify.line(bad[1].results[1])
+      assert.is_nil(line:find("[\0-\8\11-\31\127]"))
+      assert.is_nil(line:find("\194[\128-\159]"))
+      assert.is_nil(line:find("\226\128\174", 1, true))
+      assert.truthy(line:find("\\e]52;c;eA==\\x07", 1, true))
+      local json = qualify.json(bad)
+      assert.is_nil(json:find("\27", 1, true))
+      assert.truthy(json:find("\\u{202E}", 1, true) or json:find("\\u{202e}", 1, true))
+    end)
   end)
 
   describe("user suites (lazaret.userenv, lazaret.core.script)", function()

@@ -32,7 +32,8 @@ local function sh(t, script, opts)
   return t:run({ "/bin/sh", "-c", script }, opts)
 end
 
--- What the run printed, for a failure's reason (one line, bounded).
+-- What the run printed, for a failure's reason (one line, bounded;
+-- escaped where it is shown).
 local function said(r)
   local out = r.output:gsub("[%c]+", " "):sub(1, 300)
   return format("status %s, output '%s'", tostring(r.status), out)

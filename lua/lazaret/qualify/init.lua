@@ -146,8 +146,15 @@ end
 
 local MARK = { pass = "ok  ", fail = "FAIL", skip = "skip" }
 
+-- Names and reasons carry what an image's commands printed: escaped
+-- where they are shown, so they drive no terminal and stay UTF-8.
+local function shown(s)
+  return s and require("lazaret.core.text").escape(s)
+end
+
 function M.line(r)
-  return format("  %s %s%s (%d ms)", MARK[r.status], r.name, r.reason and (": " .. r.reason) or "", r.ms)
+  return format("  %s %s%s (%d ms)", MARK[r.status], shown(r.name), r.reason and (": " .. shown(r.reason)) or "",
+                r.ms)
 end
 
 function M.summary(runs)
@@ -172,7 +179,7 @@ function M.json(runs)
   for i, run in ipairs(runs) do
     local checks = {}
     for j, r in ipairs(run.results) do
-      checks[j] = { name = r.name, status = r.status, reason = r.reason or json.null, ms = r.ms }
+      checks[j] = { name = shown(r.name), status = r.status, reason = shown(r.reason) or json.null, ms = r.ms }
     end
     suites[i] = { name = run.name, checks = checks }
   end
