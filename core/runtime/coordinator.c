@@ -252,11 +252,17 @@ int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_er
 			report(ctx, line);
 			continue;
 		}
-		lz_rundir_remove_generation(hc->runtime_domain, gens[i]);
-		snprintf(line, sizeof(line),
-			 "removed the runtime tree of lost generation %llu: every process, mount and namespace it "
-			 "recorded is gone",
-			 (unsigned long long)gens[i]);
+		struct lz_err rm = { 0, "" };
+		if (lz_rundir_remove_generation(hc->runtime_domain, gens[i], &rm) < 0)
+			snprintf(line, sizeof(line),
+				 "could not remove the runtime tree of lost generation %llu (every process, mount and "
+				 "namespace it recorded is gone): %s",
+				 (unsigned long long)gens[i], rm.msg);
+		else
+			snprintf(line, sizeof(line),
+				 "removed the runtime tree of lost generation %llu: every process, mount and namespace "
+				 "it recorded is gone",
+				 (unsigned long long)gens[i]);
 		report(ctx, line);
 	}
 	lz_rundir_remove_socket(hc->runtime_domain);

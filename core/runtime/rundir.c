@@ -137,19 +137,21 @@ void lz_gendir_salvage_log(const struct lz_gendir *g, uint64_t generation, const
 
 /* A tree a lost RS left holds files owned by namespace IDs: removed from
  * inside a user namespace with our map when a plain removal fails. */
-static void remove_tree(int dirfd, const char *name)
+static int remove_tree(int dirfd, const char *name, struct lz_err *err)
 {
-	struct lz_err ignored;
 	struct lz_idmap map;
-	if (lz_tree_remove(dirfd, name, &ignored) < 0 && lz_idmap_for_invoking_user(&map, &ignored) >= 0)
-		(void)lz_tree_remove_in_userns(&map, dirfd, name, &ignored);
+	int r = lz_tree_remove(dirfd, name, err);
+	if (r < 0 && (r = lz_idmap_for_invoking_user(&map, err)) >= 0)
+		r = lz_tree_remove_in_userns(&map, dirfd, name, err);
+	return r;
 }
 
 void lz_gendir_remove(struct lz_gendir *g)
 {
 	gendir_close(g);
+	struct lz_err ignored; /* the next coordinator's recovery reports what is left */
 	if (g->parent != NULL && g->name[0] != '\0')
-		remove_tree(g->parent->fd, g->name);
+		(void)remove_tree(g->parent->fd, g->name, &ignored);
 	g->parent = NULL;
 	g->name[0] = '\0';
 }
@@ -178,11 +180,11 @@ size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret
 	return n;
 }
 
-void lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation)
+int lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation, struct lz_err *err)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "gen-%llu", (unsigned long long)generation);
-	remove_tree(runtime_domain->fd, name);
+	return remove_tree(runtime_domain->fd, name, err);
 }
 
 void lz_rundir_remove_socket(const struct lz_path *runtime_domain)

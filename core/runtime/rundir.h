@@ -98,8 +98,9 @@ void lz_gendir_remove(struct lz_gendir *g);
 size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max);
 
 /* Removes gen-<generation> as lz_gendir_remove does, once recovery proved
- * every process of it gone (runtime/leaserecovery.h). */
-void lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation);
+ * every process of it gone (runtime/leaserecovery.h); err says what
+ * stopped it. */
+int lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation, struct lz_err *err);
 
 /* Removes the socket a dead coordinator left (flock holder only). */
 void lz_rundir_remove_socket(const struct lz_path *runtime_domain);

@@ -476,10 +476,10 @@ static void test_lz_rundir_generations__lists_then_removes_one_at_a_time(void **
 	assert_int_equal(n, 2);
 	assert_true((gens[0] == 1 && gens[1] == 12) || (gens[0] == 12 && gens[1] == 1));
 	assert_int_equal(lz_rundir_generations(&f->domain, gens, 1), 1); /* bounded */
-	lz_rundir_remove_generation(&f->domain, 12);
+	assert_int_equal(lz_rundir_remove_generation(&f->domain, 12, &err), 0);
 	assert_false(exists_at(f->domain.fd, "gen-12"));
 	assert_true(exists_at(f->domain.fd, "gen-1"));
-	lz_rundir_remove_generation(&f->domain, 1);
+	assert_int_equal(lz_rundir_remove_generation(&f->domain, 1, &err), 0);
 	assert_false(exists_at(f->domain.fd, "gen-1"));
 	assert_int_equal(lz_rundir_generations(&f->domain, gens, 8), 0);
 	lz_rundir_remove_socket(&f->domain);
@@ -488,7 +488,7 @@ static void test_lz_rundir_generations__lists_then_removes_one_at_a_time(void **
 	assert_true(exists_at(f->domain.fd, LZ_RUNDIR_LOG));
 	assert_true(exists_at(f->domain.fd, "other"));
 	close(lock);
-	lz_rundir_remove_generation(&f->domain, 1); /* nothing left: fine */
+	assert_int_equal(lz_rundir_remove_generation(&f->domain, 1, &err), 0); /* nothing left: fine */
 }
 
 int main(void)
