@@ -294,13 +294,20 @@ static int lost_before_welcome(bool ours_unread, const struct lz_client_request 
 			  lz_config_runtime_domain(req->cfg)->canonical, LZ_RUNDIR_LOG);
 }
 
-/* A terminal session's record after its command; *sent remembers that one
- * went, so that an ECONNRESET no longer proves the command unread. */
-static int send_after_run(struct lz_tlschan *ch, const struct lz_wire_msg *m, bool *sent)
+/* A terminal session's record after its command, waiting at most
+ * timeout_ms for the socket (a record that does not fit waits in the
+ * channel: lz_tlschan_send); *sent remembers that one went, so that an
+ * ECONNRESET no longer proves the command unread. */
+static int send_after_run(struct lz_tlschan *ch, const struct lz_wire_msg *m, bool *sent, int timeout_ms)
 {
 	*sent = true;
-	return lz_wire_send(ch, m, NULL, 0, LZ_TLSCHAN_FOREVER, NULL);
+	return lz_wire_send(ch, m, NULL, 0, timeout_ms, NULL);
 }
+
+/* How long a CLI told to end (SIGTERM, SIGHUP) tries to tell the
+ * coordinator: one that stopped reading cannot keep it, or the terminal
+ * raw. */
+#define DETACH_MS 1000
 
 /* One record from the coordinator; descriptors are never expected and are
  * closed. A peer that closed with our record unread reports ECONNRESET
@@ -365,24 +372,31 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
 	bool stdin_open = true, welcomed = false, unread = false, sent_after_run = false;
 	r = 0;
+	/* Never blocked on the coordinator: what it has not taken waits in the
+	 * channel (backlog), the developer's keys wait in the terminal until
+	 * it has, and signals stay noted until a record can carry them. */
 	for (;;) {
-		if (got_winch) {
+		bool backlog = lz_tlschan_pending(ch);
+		if (got_end) {
+			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
+			if (lz_tlschan_flush(ch, DETACH_MS, NULL) == 0)
+				(void)send_after_run(ch, &m, &sent_after_run, DETACH_MS);
+			*ret_status = 128 + got_end;
+			break;
+		}
+		if (got_winch && !backlog) {
 			got_winch = 0;
 			struct lz_wire_msg m = { .type = LZ_WIRE_RESIZE };
 			window(&m.resize.rows, &m.resize.cols);
-			(void)send_after_run(ch, &m, &sent_after_run);
+			(void)send_after_run(ch, &m, &sent_after_run, 0);
+			backlog = lz_tlschan_pending(ch);
 		}
-		if (got_int || got_quit) {
+		if ((got_int || got_quit) && !backlog) {
 			struct lz_wire_msg m = { .type = LZ_WIRE_SIGNAL,
 						 .sig = got_int ? LZ_WIRE_SIG_INTERRUPT : LZ_WIRE_SIG_QUIT };
 			got_int = got_quit = 0;
-			(void)send_after_run(ch, &m, &sent_after_run);
-		}
-		if (got_end) {
-			struct lz_wire_msg m = { .type = LZ_WIRE_DETACH };
-			(void)send_after_run(ch, &m, &sent_after_run);
-			*ret_status = 128 + got_end;
-			break;
+			(void)send_after_run(ch, &m, &sent_after_run, 0);
+			backlog = lz_tlschan_pending(ch);
 		}
 		if (got_tstp) {
 			/* Local suspension: restore, stop, and come back raw. */
@@ -395,9 +409,11 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 			got_winch = 1;
 			continue;
 		}
-		struct pollfd pf[3] = { { .fd = pend_off < pend_len ? -1 : sock, .events = POLLIN },
-					{ .fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN },
-					{ .fd = pend_off < pend_len ? STDOUT_FILENO : -1, .events = POLLOUT } };
+		/* Output the terminal has not taken holds the socket, both ways. */
+		bool out_held = pend_off < pend_len;
+		struct pollfd pf[3] = { { .fd = out_held ? -1 : sock, .events = (short)(POLLIN | (backlog ? POLLOUT : 0)) },
+					{ .fd = stdin_open && !backlog ? STDIN_FILENO : -1, .events = POLLIN },
+					{ .fd = out_held ? STDOUT_FILENO : -1, .events = POLLOUT } };
 		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -406,17 +422,19 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 		}
 		if (pf[2].revents && write_some(STDOUT_FILENO, pend, pend_len, &pend_off) < 0)
 			pend_off = pend_len; /* the terminal is gone: drop it */
+		if (backlog && (pf[0].revents & POLLOUT))
+			(void)lz_tlschan_flush(ch, 0, NULL); /* a broken channel shows on the next read */
 		if (pf[1].revents) {
 			ssize_t n = read(STDIN_FILENO, buf, LZ_WIRE_MAX_DATA);
 			if (n > 0) {
 				struct lz_wire_msg m = { .type = LZ_WIRE_INPUT,
 							 .input = { buf, (size_t)n } };
-				(void)send_after_run(ch, &m, &sent_after_run);
+				(void)send_after_run(ch, &m, &sent_after_run, 0);
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				stdin_open = false;
 			}
 		}
-		if (pf[0].revents) {
+		if (pf[0].revents & ~POLLOUT) {
 			struct lz_wire_msg m;
 			int k = recv_noting_unread(ch, buf, &m, &unread, err);
 			if (k == -EPERM) { /* the coordinator refused our certificate */

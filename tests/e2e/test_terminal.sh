@@ -287,6 +287,21 @@ test_sigterm_to_the_cli_closes_the_session() {
 	fi
 }
 
+# The guest reads nothing, so the coordinator stops taking the CLI's
+# input and the CLI's records back up: SIGTERM still ends the CLI at
+# once, with its terminal mode restored (a blocked send used to hold it).
+test_sigterm_ends_a_cli_whose_coordinator_stopped_reading() {
+	local res ms
+	res=$(cd "$WS" && "${ENVV[@]}" python3 "$FIX/pty_stalled_end.py" lz-guest-ready "$LAZARET" test \
+		--config "$CFG" -- sh -c 'stty raw -echo; echo lz-guest-ready; sleep 300')
+	echo "# $res"
+	assert_contains "$res" "status=143" "the CLI's end by SIGTERM"
+	assert_contains "$res" "restored=yes" "the terminal mode after it"
+	ms=$(sed -n 's/.* ms=\([0-9]*\) .*/\1/p' <<<"$res")
+	[ "${ms:-99999}" -lt 3000 ] || fail "the CLI took ${ms} ms to end"
+	guest_gone 10 || fail "the guest outlived the closed session: $(pgrep -u "$(id -u)" -af "$T/")"
+}
+
 t_run "bash prompt in /workspace, size and resize" test_prompt_size_and_resize
 t_run "Ctrl-C, Ctrl-D, vi and the exit status; terminal restored" test_ctrl_c_ctrl_d_vi_and_exit_status
 t_run "killing the CLI ends the guest command" test_killing_the_cli_ends_the_guest
@@ -296,5 +311,6 @@ t_run "an output flood stays bounded and Ctrl-C stops it" test_output_flood_is_b
 t_run "SIGINT and SIGQUIT to the CLI interrupt the guest command" test_sigint_and_sigquit_to_the_cli_reach_the_guest
 t_run "SIGTSTP suspends the CLI locally; fg resumes with the new size" test_sigtstp_suspends_the_cli_locally
 t_run "SIGTERM to the CLI closes the session and restores the terminal" test_sigterm_to_the_cli_closes_the_session
+t_run "SIGTERM ends a CLI whose coordinator stopped reading it" test_sigterm_ends_a_cli_whose_coordinator_stopped_reading
 rm -rf "$IMG"
 t_done
