@@ -22,6 +22,7 @@
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
+#include "util/testfault.h"
 
 #define RELAY_BUF 65536
 #define LOGGED_MAX 1024 /* destinations whose refusal was logged */
@@ -309,7 +310,8 @@ static int check_first_bytes(int client, int upstream, const char *host, uint8_t
 			     struct lz_err *why)
 {
 	struct pollfd pf[2] = { { .fd = client, .events = POLLIN }, { .fd = upstream, .events = POLLIN } };
-	int64_t deadline = lz_now_ms() + LZ_EGRESS_HEAD_MS;
+	/* lazaret-faults: a 2 s silence, for tests/e2e/test_egress.sh */
+	int64_t deadline = lz_now_ms() + (lz_test_fault("egress-silence-2s") ? 2000 : LZ_EGRESS_HEAD_MS);
 	int pr = 1;
 	while (*got == 0 && (pr = poll(pf, 2, lz_remaining_ms(deadline))) < 0 && errno == EINTR)
 		;

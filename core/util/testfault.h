@@ -5,8 +5,10 @@
  * workspace without the router, the baseline of bench/workspace, or
  * (reset-before-rename, reset-after-rename) kills a State Anchor reset at
  * that step, or (helper-joins-late) holds slirp4netns until the RS waits
- * for it and then steps the RS into a throwaway network namespace. In the production build the switch
- * does not exist: lz_test_fault is constant false and reads nothing. */
+ * for it and then steps the RS into a throwaway network namespace, or
+ * (egress-silence-2s) ends the egress proxy's wait for a tunnel's first
+ * bytes after 2 s instead of 30. In the production build the switch does
+ * not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H
 #define LZ_UTIL_TESTFAULT_H
 

@@ -203,11 +203,15 @@ t_teardown() {
 	end_domain
 }
 
-# faulty_launch FAULT: `lazaret test -- true` with the test-only build
-# (lazaret-faults, CMakeLists.txt) and its fault switch set to FAULT.
+# faulty_launch FAULT [ARGS...]: `lazaret test -- ARGS` (default `true`) with
+# the test-only build (lazaret-faults, CMakeLists.txt) and its fault switch
+# set to FAULT.
 faulty_launch() {
-	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT="$1" "$LAZARET_FAULTS" test \
-		--config "$CFG" -- true)
+	local fault=$1
+	shift
+	[ $# -gt 0 ] || set -- true
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT="$fault" "$LAZARET_FAULTS" test \
+		--config "$CFG" -- "$@")
 }
 
 # generation_row: "state|network phase|readiness fingerprint" of the Domain's

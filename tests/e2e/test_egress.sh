@@ -44,6 +44,11 @@ write_proxy_probe() {
 			{ printf 'CONNECT %s HTTP/1.1\r\n\r\n' "\$1"; sleep 0.5; cat "\$2"; sleep 2; } |
 				busybox timeout 8 nc -w 5 $PROXY 3128
 		}
+		# The CONNECT head, 4 s of silence, then FILE's bytes.
+		late_tunnel() {
+			{ printf 'CONNECT %s HTTP/1.1\r\n\r\n' "\$1"; sleep 4; cat "\$2"; sleep 2; } |
+				busybox timeout 12 nc -w 8 $PROXY 3128
+		}
 		# FILE holds the CONNECT head and the first bytes, sent in one
 		# write; waits past the proxy's 30 s for first bytes.
 		at_once() {
@@ -200,6 +205,25 @@ test_tls_sent_with_the_connect_head_is_checked() {
 		"egress refused allowed.lazaret.test:$PORT: TLS names another server, 'other.lazaret.test'" "hc.log"
 }
 
+# A tunnel where nobody speaks is closed when the proxy's wait for first
+# bytes ends (30 s; 2 s with the fault): a ClientHello sent later would
+# otherwise pass unchecked. The same bytes sent at once are answered.
+test_a_silent_tunnel_is_closed() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	need_net
+	egress_profile '"allowed.lazaret.test"'
+	write_proxy_probe
+	client_hello allowed.lazaret.test "$WS/hello-same.bin"
+	capture faulty_launch egress-silence-2s bash -c ". /workspace/probe.sh;
+		section prompt tunnel allowed.lazaret.test:$PORT /workspace/hello-same.bin;
+		section late late_tunnel allowed.lazaret.test:$PORT /workspace/hello-same.bin"
+	assert_eq 0 "$STATUS" "the probe launch's status (stderr: $ERR)"
+	answers prompt "$DOC"
+	assert_contains "$(section late)" "200 Connection established" "the tunnel was announced"
+	assert_not_contains "$(section late)" "hello from" "bytes sent after the silence"
+}
+
 test_a_server_that_speaks_first_is_relayed() {
 	need_net
 	egress_profile '"allowed.lazaret.test"'
@@ -264,6 +288,7 @@ t_run "DNS rebinding between check and connect is refused" test_rebinding_betwee
 t_run "CONNECT to an allowed name with another TLS server name is refused" \
 	test_tls_naming_another_server_is_refused
 t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_the_connect_head_is_checked
+t_run "a tunnel where nobody speaks is closed, never relayed unchecked later" test_a_silent_tunnel_is_closed
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
 t_run "an unproved proxy refuses readiness and leaves nothing" test_unproved_proxy_refuses_readiness
 t_run "a helper slow to start is waited for before the RS leaves its namespace" test_a_helper_slow_to_start_is_waited_for
