@@ -148,14 +148,16 @@ int lz_session_finish(struct lz_session *s);
 
 /* Before a prompt: cancels a control string or sequence the guest left
  * open (CAN, ST), and undoes what the guest may have set to hide or
- * rewrite it: character sets (SI, G0 ASCII), 8-bit replies (S7C1T), modes
- * by soft reset (DECSTR), then scroll region, left/right margins, origin
- * and insert mode off, autowrap on (a long argument wraps, never runs off
- * the edge), a visible cursor, the palette and default colours, text
- * attributes (SGR 0). */
+ * rewrite it: character sets (SI, G0 ASCII), 8-bit replies (S7C1T),
+ * left/right margins, origin mode and the scroll region (which home the
+ * cursor), insert mode off, autowrap on (a long argument wraps, never runs
+ * off the edge), a visible cursor, the palette and default colours, text
+ * attributes (SGR 0); then a fresh last line, so the prompt scrolls the
+ * guest's screen up and never overwrites it. Not DECSTR: some terminals
+ * (tmux) clear the screen on it. */
 #define LZ_SESSION_PROMPT_RESET                                                                               \
-	"\x18\x1b\\\x0f\x1b(B\x1b F\x1b[!p\x1b[r\x1b[?69l\x1b[?6l\x1b[4l\x1b[?7h\x1b[?25h\x1b]104\x1b\\"          \
-	"\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
+	"\x18\x1b\\\x0f\x1b(B\x1b F\x1b[?69l\x1b[?6l\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b]104\x1b\\\x1b]110\x1b\\"  \
+	"\x1b]111\x1b\\\x1b[0m\x1b[999;1H\n"
 /* Keys read this soon after a prompt appears are dropped: they answer
  * what the guest printed before it, not the prompt. While the prompt is
  * up the client is read whatever the guest left unread, so keys and
