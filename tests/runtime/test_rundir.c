@@ -263,7 +263,7 @@ static void test_lz_gendir_salvage_log__last_bytes_between_markers(void **state)
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	lz_gendir_salvage_log(&g, 4, "runsc.log", p[1]);
 	close(p[1]);
-	char buf[LZ_RUNDIR_LOG_TAIL + 512];
+	static char buf[5 * LZ_RUNDIR_LOG_TAIL]; /* escaped and marked, it grows */
 	assert_int_equal(read(p[0], buf, sizeof(buf)), 0);
 	close(p[0]);
 	/* A log longer than the tail: its last LZ_RUNDIR_LOG_TAIL bytes. */
@@ -284,11 +284,32 @@ static void test_lz_gendir_salvage_log__last_bytes_between_markers(void **state)
 	char head[128];
 	snprintf(head, sizeof(head), "--- runsc.log of generation 4 (last %d bytes) ---\n", LZ_RUNDIR_LOG_TAIL);
 	assert_int_equal(strncmp(buf, head, strlen(head)), 0);
-	const char *tail = "line 02999\n--- end of runsc.log ---\n";
+	const char *tail = "runsc.log| line 02999\n--- end of runsc.log ---\n";
 	assert_string_equal(buf + n - strlen(tail), tail);
-	assert_int_equal((size_t)n, strlen(head) + LZ_RUNDIR_LOG_TAIL + strlen("--- end of runsc.log ---\n"));
-	/* 33000 - 16384 = 16616 = 11 * 1510 + 6: starts mid-line. */
-	assert_memory_equal(buf + strlen(head), "1510\nline 01511\n", 16);
+	/* 33000 - 16384 = 16616 = 11 * 1510 + 6: starts mid-line; each line
+	 * is marked as the log's. */
+	assert_memory_equal(buf + strlen(head), "runsc.log| 1510\nrunsc.log| line 01511\n", 38);
+	assert_int_equal((size_t)n, strlen(head) + LZ_RUNDIR_LOG_TAIL + 1490 * strlen("runsc.log| ") +
+					    strlen("--- end of runsc.log ---\n"));
+	/* What the sandbox wrote there drives no terminal and forges no line
+	 * of the coordinator's. */
+	assert_int_equal(lz_gendir_open_log(&g, "runsc.log", &fd, &err), 0);
+	dprintf(fd, "evil \x1b]52;c;eA==\x07\r\x9b" "2J\n--- end of runsc.log ---\nlazaret: forged\n");
+	close(fd);
+	outfd = open(path, O_RDWR | O_TRUNC | O_CLOEXEC);
+	assert_true(outfd >= 0);
+	lz_gendir_salvage_log(&g, 4, "runsc.log", outfd);
+	n = pread(outfd, buf, sizeof(buf) - 1, 0);
+	close(outfd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	assert_null(memchr(buf, 0x1b, (size_t)n));
+	assert_null(memchr(buf, 0x07, (size_t)n));
+	assert_null(memchr(buf, '\r', (size_t)n));
+	assert_null(memchr(buf, 0x9b, (size_t)n));
+	assert_non_null(strstr(buf, "\nrunsc.log| evil \\e]52;c;eA==\\x07\\r\\x9b2J\n"));
+	assert_non_null(strstr(buf, "\nrunsc.log| --- end of runsc.log ---\nrunsc.log| lazaret: forged\n"));
+	assert_null(strstr(buf, "\nlazaret: forged"));
 	/* An empty gendir: nothing, no crash. */
 	struct lz_gendir none = LZ_GENDIR_INIT;
 	lz_gendir_salvage_log(&none, 4, "runsc.log", STDERR_FILENO);
