@@ -695,9 +695,9 @@ static void test_lz_session_prompt__pauses_the_guest_and_takes_the_answer(void *
 	expect_output(f, "guest");
 }
 
-static int answer_to(struct fx *f, const char *bytes, size_t len)
+static int answer_to(struct fx *f, const char *bytes)
 {
-	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)bytes, len } };
+	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)bytes, strlen(bytes) } };
 	assert_int_equal(lz_session_event(&f->s, &in), LZ_SESSION_HANDLED);
 	return lz_session_take_answer(&f->s);
 }
@@ -725,20 +725,20 @@ static void test_lz_session_prompt__control_sequences_never_answer(void **state)
 	expect_output(f, LZ_SESSION_PROMPT_RESET "? ");
 	f->s.answer_after = 0; /* as if the settle time had passed */
 	for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++)
-		if (answer_to(f, reports[i], strlen(reports[i])) != 0)
+		if (answer_to(f, reports[i]) != 0)
 			fail_msg("report %zu answered the prompt", i);
 	/* split: the sequence goes on in the next record */
-	assert_int_equal(answer_to(f, "\x1b[?20", 7), 0);
-	assert_int_equal(answer_to(f, "04;2$y", 6), 0);
+	assert_int_equal(answer_to(f, "\x1b[?20"), 0);
+	assert_int_equal(answer_to(f, "04;2$y"), 0);
 	assert_true(f->s.prompting);
-	assert_int_equal(answer_to(f, "y", 1), 1);
+	assert_int_equal(answer_to(f, "y"), 1);
 	lz_session_notice(&f->s, "", 0);
 	/* ^C inside an unterminated string still denies. */
 	assert_int_equal(lz_session_prompt(&f->s, "? ", 2), 0);
 	expect_output(f, LZ_SESSION_PROMPT_RESET "? ");
 	f->s.answer_after = 0;
-	assert_int_equal(answer_to(f, "\x1b]0;y", 6), 0);
-	assert_int_equal(answer_to(f, "\x03", 1), -1);
+	assert_int_equal(answer_to(f, "\x1b]0;y"), 0);
+	assert_int_equal(answer_to(f, "\x03"), -1);
 	lz_session_notice(&f->s, "", 0);
 }
 
@@ -761,7 +761,7 @@ static void test_lz_session_prompt__held_input_is_read_and_dropped(void **state)
 	expect_output(f, LZ_SESSION_PROMPT_RESET "? ");
 	assert_true(lz_session_pollfds(&f->s, pf, &timeout) >= 1);
 	assert_int_equal(pf[0].events & POLLIN, POLLIN);
-	assert_int_equal(answer_to(f, "yyy", 3), 0);
+	assert_int_equal(answer_to(f, "yyy"), 0);
 	assert_true(f->s.prompting);
 	f->s.in_len = 0;
 	lz_session_notice(&f->s, "", 0);
