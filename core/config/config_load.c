@@ -148,6 +148,13 @@ static int open_volumes(lz_config *cfg, struct lz_err *err)
 			if (canonical == NULL)
 				return lz_err_set(err, errno, "volume source '%s': %s", v->source,
 						  strerror(errno));
+			/* A link on the way would be another's to aim: a sandbox of
+			 * another Domain may write where a source lies. */
+			if (strcmp(canonical, v->source) != 0)
+				return lz_err_set(err, EINVAL,
+						  "volume source '%s' resolves through a symbolic link to '%s'; "
+						  "name '%s' itself",
+						  v->source, canonical, canonical);
 			if ((r = lz_path_open(canonical, out, err)) < 0)
 				return lz_err_prefix(err, r, "volume source: ");
 			if (!S_ISDIR(out->mode) && !S_ISREG(out->mode))

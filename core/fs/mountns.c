@@ -77,6 +77,21 @@ int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struc
 	return attach(mnt, target_fd, AT_STATX_DONT_SYNC, ret, "read-only root", err);
 }
 
+int lz_mountns_bind_tree(int src_fd, int target_fd, bool read_only, struct lz_err *err)
+{
+	_cleanup_close_ int mnt = (int)syscall(SYS_open_tree, src_fd, "",
+					       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+	if (mnt < 0)
+		return lz_err_set(err, errno, "clone the tree: %s", strerror(errno));
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+					       (read_only ? MOUNT_ATTR_RDONLY : 0) };
+	if (syscall(SYS_mount_setattr, mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		return lz_err_set(err, errno, "set the clone's attributes: %s", strerror(errno));
+	if (syscall(SYS_move_mount, mnt, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return lz_err_set(err, errno, "attach the clone: %s", strerror(errno));
+	return 0;
+}
+
 int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
 		       struct lz_mount_id *ret, struct lz_err *err)
 {

@@ -27,6 +27,11 @@ int lz_mountns_prepare(struct lz_err *err);
 /* Clones the tree at src_fd read-only onto the directory target_fd. */
 int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struct lz_err *err);
 
+/* Clones the tree at src_fd with its submounts (read-only when asked,
+ * nosuid, nodev) onto target_fd, a directory or file of the same type:
+ * the object the descriptor holds, whatever its path names now. */
+int lz_mountns_bind_tree(int src_fd, int target_fd, bool read_only, struct lz_err *err);
+
 /* Overlay (lowerdir+ lower_fd, upperdir, workdir, userxattr) onto target_fd. */
 int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
 		       struct lz_mount_id *ret, struct lz_err *err);

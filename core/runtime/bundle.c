@@ -62,10 +62,15 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 		if ((r = add_labelled(m, p->persistent_dirs[i], "bind", false, "%s/anchor/%s", gen, idx, err)) < 0)
 			return r;
 	}
-	for (size_t i = 0; i < p->n_volumes; i++)
-		if ((r = add_labelled(m, p->volumes[i].destination, "bind", p->volumes[i].read_only, "%s%s",
-				      lz_config_volume_source(cfg, i)->canonical, "", err)) < 0)
+	/* Volumes: where the RS bound the configuration's objects (rsplan.h),
+	 * never the source path, which another Domain's sandbox may write. */
+	for (size_t i = 0; i < p->n_volumes; i++) {
+		char idx[24];
+		snprintf(idx, sizeof(idx), "%zu", i);
+		if ((r = add_labelled(m, p->volumes[i].destination, "bind", p->volumes[i].read_only, "%s/volume/%s",
+				      gen, idx, err)) < 0)
 			return r;
+	}
 	/* Spec 3.5: through the router's mount, isolation on or off (FR-9
 	 * turns off only the ignore rules); .git is the router's too, so
 	 * Git's index replacement passes the router's checks. */

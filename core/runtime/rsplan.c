@@ -62,6 +62,11 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 		lz_close_fdp(fds[i]);
 	for (size_t i = 0; i < p->n_anchors; i++)
 		anchor_close(&p->anchors[i]);
+	for (size_t i = 0; i < p->n_volumes; i++) {
+		lz_close_fdp(&p->volumes[i].source_fd);
+		lz_close_fdp(&p->volumes[i].target_fd);
+	}
+	free(p->volumes);
 	free(p);
 }
 
@@ -85,6 +90,10 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 		const int one[] = { a->lower_fd, a->upper_fd, a->work_fd, a->target_fd };
 		for (size_t j = 0; j < LZ_ARRAY_SIZE(one) && n < cap; j++)
 			fds[n++] = one[j];
+	}
+	for (size_t i = 0; i < p->n_volumes && n + 2 <= cap; i++) {
+		fds[n++] = p->volumes[i].source_fd;
+		fds[n++] = p->volumes[i].target_fd;
 	}
 	return n;
 }
@@ -147,6 +156,50 @@ static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_
 		r = lz_dir_ensure(one.fd, "work", 0700, &a->work_fd, err);
 	lz_path_release(&anchors);
 	lz_path_release(&one);
+	return r;
+}
+
+/* Volume i: the configuration's descriptor of its source, and its mount
+ * point <gen>/volume/<i>, a directory or an empty file like the source. */
+static int plan_volume(const struct lz_rsplan_input *in, int volume_dir, size_t i, struct lz_rs_volume *v,
+		       struct lz_err *err)
+{
+	const struct lz_path *src = lz_config_volume_source(in->cfg, i);
+	char idx[24], rel[40];
+	snprintf(idx, sizeof(idx), "%zu", i);
+	snprintf(rel, sizeof(rel), "volume/%s", idx);
+	v->read_only = lz_config_selected(in->cfg)->volumes[i].read_only;
+	if ((v->source_fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return lz_err_set(err, errno, "dup: %s", strerror(errno));
+	if (lz_gendir_label(in->gen, rel, v->target, sizeof(v->target)) < 0)
+		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
+	int r = label(v->source, sizeof(v->source), src->canonical, "", err);
+	if (r < 0)
+		return r;
+	if (S_ISDIR(src->mode))
+		return lz_dir_ensure(volume_dir, idx, 0755, &v->target_fd, err);
+	_cleanup_close_ int made = openat(volume_dir, idx, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (made < 0 || (v->target_fd = openat(volume_dir, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return lz_err_set(err, errno, "volume mount point %s: %s", rel, strerror(errno));
+	return 0;
+}
+
+static int plan_volumes(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
+{
+	size_t n = lz_config_selected(in->cfg)->n_volumes;
+	if (n == 0)
+		return 0;
+	if (n > LZ_RS_MAX_VOLUMES)
+		return lz_err_set(err, E2BIG, "more than %d volumes", LZ_RS_MAX_VOLUMES);
+	if ((plan->volumes = calloc(n, sizeof(*plan->volumes))) == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	_cleanup_close_ int dir = -EBADF;
+	int r = lz_dir_ensure(in->gen->dir.fd, "volume", 0755, &dir, err);
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		plan->volumes[i] = (struct lz_rs_volume){ .source_fd = -EBADF, .target_fd = -EBADF };
+		plan->n_volumes = i + 1; /* closed by lz_rsplan_free on failure */
+		r = plan_volume(in, dir, i, &plan->volumes[i], err);
+	}
 	return r;
 }
 
@@ -343,7 +396,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 			return r;
 	}
 	plan->n_anchors = p->n_persistent_dirs;
-	if ((r = plan_router(in, plan, err)) < 0)
+	if ((r = plan_volumes(in, plan, err)) < 0 || (r = plan_router(in, plan, err)) < 0)
 		return r;
 	if ((r = lz_gendir_open_log(in->gen, "runsc.log", &plan->log_fd, err)) < 0 ||
 	    (r = plan_policy(p, plan, err)) < 0 || (r = plan_egress(in, plan, err)) < 0)
@@ -366,7 +419,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 int lz_rsplan_reopen(const char *label, int inherited, int *ret, struct lz_err *err)
 {
 	struct stat want, got;
-	int fd = open(label, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(label, O_PATH | O_NOFOLLOW | O_CLOEXEC); /* the identity below decides */
 	if (fd < 0)
 		return lz_err_set(err, errno, "reopen '%s': %s", label, strerror(errno));
 	if (fstat(inherited, &want) < 0 || fstat(fd, &got) < 0 || want.st_dev != got.st_dev ||

@@ -22,7 +22,15 @@
  * key.
  *
  * Workspace (spec 3.5): the router's mount point and both backings, also
- * reopened by label and checked in the RS. */
+ * reopened by label and checked in the RS.
+ *
+ * Volumes: each source is reopened by label in the RS and must be the
+ * object the configuration opened (its descriptor is inherited), then
+ * bound by the RS onto <gen>/volume/<i>; the OCI spec names that path,
+ * which only Lazaret writes, so a source path swapped after the
+ * configuration was loaded (a sandbox of another Domain can write where a
+ * volume source lies) refuses the start instead of reaching another
+ * object. */
 #ifndef LZ_RSPLAN_H
 #define LZ_RSPLAN_H
 
@@ -47,6 +55,16 @@ struct lz_rs_anchor {
 	char work[4096];
 };
 
+#define LZ_RS_MAX_VOLUMES 64
+
+struct lz_rs_volume {
+	int source_fd; /* the configuration's, duplicated */
+	int target_fd; /* <gen>/volume/<i>, of the source's type */
+	bool read_only;
+	char source[4096]; /* labels, reopened in the RS */
+	char target[4096];
+};
+
 struct lz_rs_plan {
 	int control_fd; /* SOCK_SEQPACKET to the HC */
 	int log_fd;     /* runsc's stdout/stderr */
@@ -64,6 +82,8 @@ struct lz_rs_plan {
 	char root_work[4096];
 	struct lz_rs_anchor anchors[LZ_RS_MAX_ANCHORS];
 	size_t n_anchors;
+	struct lz_rs_volume *volumes; /* owned */
+	size_t n_volumes;
 	char runsc_path[64];
 	char runsc_root[4096]; /* --root */
 	char bundle[4096];
@@ -125,7 +145,7 @@ uint32_t lz_rsplan_dcache_cap(uint64_t nofile);
  * fds[0..cap); returns how many. */
 size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap);
 
-/* In the RS's mount namespace: opens label (a directory, O_PATH) and
+/* In the RS's mount namespace: opens label (O_PATH, not followed) and
  * refuses (-ESTALE) unless it is the object of the inherited descriptor
  * (device and inode): labels are never authority on their own. */
 int lz_rsplan_reopen(const char *label, int inherited, int *ret, struct lz_err *err);

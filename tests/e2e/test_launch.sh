@@ -328,6 +328,40 @@ destination = \"/root/.cache\"
 	assert_eq kept "$OUT" "profile directory volume persists"
 }
 
+# A volume source replaced by a symlink after the configuration was
+# loaded (a sandbox of another Domain may write where a source lies): the
+# start refuses, and the sandbox never sees what the link names. The
+# coordinator is held right after it began (lazaret-faults) for the swap.
+test_a_volume_source_swapped_after_loading_is_refused() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	local cli hc="" status=0
+	mkdir "$T/vol" "$T/secret"
+	echo volume >"$T/vol/in"
+	echo secret >"$T/secret/in"
+	EXTRA="[[profiles.test.volumes]]
+source = \"$T/vol\"
+destination = \"/data\"
+" write_profile
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=hc-stop-after-begin "$LAZARET_FAULTS" test \
+		--config "$CFG" -- cat /data/in >"$T/swap.out" 2>"$T/swap.err") &
+	cli=$!
+	for _ in $(seq 300); do
+		hc=$(ps -ww -u "$(id -u)" -o pid=,stat=,args= | awk -v ws="--workspace $WS" \
+			'$2 ~ /^T/ && index($0, "__hc") && index($0, ws) {print $1; exit}')
+		[ -n "$hc" ] && break
+		sleep 0.1
+	done
+	[ -n "$hc" ] || fail "the coordinator never stopped after it began"
+	mv "$T/vol" "$T/vol.orig"
+	ln -s "$T/secret" "$T/vol"
+	kill -CONT "$hc"
+	wait "$cli" || status=$?
+	assert_not_contains "$(cat "$T/swap.out")" secret "what the sandbox read"
+	[ "$status" != 0 ] || fail "the launch ran with a swapped volume source"
+	assert_contains "$(cat "$T/swap.err")" "changed identity" "the refusal"
+	assert_no_processes
+}
+
 # A full Storage Root (issue 16): the next launch is refused at once, saying
 # what is full and what to do, the log grows by a few lines, nothing
 # recorded is lost, and once space is freed the Domain launches again.
@@ -419,5 +453,6 @@ t_run "a failed start releases the image lease" test_failed_start_releases_the_l
 t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly
 t_run "a full runtime directory refuses the launch at once, saying what to do" test_a_full_runtime_directory_refuses_clearly
 t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
+t_run "a volume source swapped after loading is refused, never mounted" test_a_volume_source_swapped_after_loading_is_refused
 rm -rf "$IMG"
 t_done

@@ -166,7 +166,14 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 	assert_bind(doc, "/root", p, false, &a0);
 	snprintf(p, sizeof(p), "%s/anchor/1", gen);
 	assert_bind(doc, "/usr/local", p, false, &a1);
-	assert_bind(doc, "/data", vol, true, &v);
+	/* A volume: where the RS bound the configuration's object, never its
+	 * source path (rsplan.h). */
+	snprintf(p, sizeof(p), "%s/volume/0", gen);
+	assert_bind(doc, "/data", p, true, &v);
+	char *text = json_dumps(doc, 0);
+	assert_non_null(text);
+	assert_null(strstr(text, vol));
+	free(text);
 	/* Spec 3.5: the router's mount point in the generation. */
 	snprintf(p, sizeof(p), "%s/workspace", gen);
 	assert_bind(doc, "/workspace", p, false, &w);
