@@ -1098,6 +1098,18 @@ static void withdraw(lz_hc *hc)
 }
 
 /* The store's view of a session ends with it: release, then clean. */
+/* A session's process document holds its environment values (spec 3.3:
+ * ephemeral): gone once runsc exec has read it, and at the session's end
+ * with its PID file. */
+static void remove_session_files(lz_hc *hc, const char *id)
+{
+	char name[LZ_SESSION_ID_HEX + 8];
+	snprintf(name, sizeof(name), "%s.json", id);
+	(void)unlinkat(hc->gendir.sessions, name, 0);
+	snprintf(name, sizeof(name), "%s.pid", id);
+	(void)unlinkat(hc->gendir.sessions, name, 0);
+}
+
 static void session_end(lz_hc *hc, struct lz_session *s)
 {
 	struct lz_err ignored;
@@ -1111,6 +1123,7 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	lz_session_reset(s); /* kills and reaps a remaining exec client first */
 	if (!id[0])
 		return;
+	remove_session_files(hc, id);
 	/* Nothing happens between the two: one commit. A batch that does not
 	 * commit committed nothing, so the moves are made again one by one. */
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -1236,6 +1249,7 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 						 err)) < 0)
 			return r;
 		guest.pgid = guest.leader_pid;
+		(void)unlinkat(hc->gendir.sessions, file, 0); /* read: the guest runs */
 	}
 	if ((r = fault_after("session-commit", lz_dstore_session_commit_running(hc->store, hc->gen, s->id, &exec.id,
 										 s->tty ? &guest : NULL, err))) < 0)

@@ -44,6 +44,13 @@ t_teardown() {
 test_prompt_size_and_resize() {
 	keys 'stty -a > '"$T"'/stty.before' Enter
 	start_guest
+	# The session's process document (its environment values) is gone
+	# once the guest runs.
+	local sdir
+	sdir=$(echo "$T"/run/lazaret/domains/*/gen-*/sessions)
+	[ -d "$sdir" ] || fail "no sessions directory at $sdir"
+	assert_eq 1 "$(ls "$sdir" | grep -c '\.pid$')" "the session's PID file"
+	assert_eq 0 "$(ls "$sdir" | grep -c '\.json$')" "process documents left while the session runs"
 	keys 'echo "cwd=$(pwd) size=$(tput cols)x$(tput lines)"' Enter
 	wait_for "cwd=/workspace size=100x30"
 	tmux -S "$SOCK" resize-window -t main -x 120 -y 40
