@@ -216,6 +216,19 @@ int ic_query_check(const lz_ignoreclass *s, const void *ret, const char *path, s
 	return 0;
 }
 
+/* Whether a component of p[from..len) is .git. */
+static bool dotgit_below(const uint8_t *p, size_t len, size_t from, bool icase)
+{
+	for (size_t i = from; i < len;) {
+		const uint8_t *sl = memchr(p + i, '/', len - i);
+		size_t e = sl ? (size_t)(sl - p) : len;
+		if (is_dotgit(p + i, e - i, icase))
+			return true;
+		i = e + 1;
+	}
+	return false;
+}
+
 int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, bool is_dir,
 			 enum lz_route *ret)
 {
@@ -262,7 +275,10 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 				node = real = child;
 				excluded = false;
 			} else if (!last && (f & (N_TRACKED | N_GITLINK)) == (N_TRACKED | N_GITLINK)) {
-				r = LZ_ROUTE_HOST; /* an unpopulated submodule: Git looks away */
+				/* An unpopulated submodule: Git looks away, but a .git
+				 * in it would make it a repository host Git enters
+				 * (with a configuration the sandbox wrote). */
+				r = dotgit_below(p, len, e + 1, icase) ? LZ_ROUTE_ISOLATED : LZ_ROUTE_HOST;
 				break;
 			} else if (excluded || (f & (dir ? N_EX_DIR : N_EX_FILE))) {
 				if (!(f & N_BELOW)) {

@@ -56,6 +56,11 @@ typedef struct lz_ignoreclass lz_ignoreclass;
 
 enum lz_guard {
 	LZ_GUARD_NONE,
+	/* Inside a known Git directory (refs, logs, the index, objects...):
+	 * written and removed as usual, but never made a symlink or a
+	 * special file, which host Git would follow or block on (a reflog
+	 * linked to ~/.bashrc gets Git's next line appended there). */
+	LZ_GUARD_GITDATA,
 	/* A directory holding Git control files (a known Git directory, or
 	 * on the way to one or to a control file): not renamed or removed,
 	 * so nothing protected moves to where the guard no longer sees it. */

@@ -96,7 +96,7 @@ static enum lz_guard below_gitdir(const lz_ignoreclass *s, const uint8_t *p, siz
 			return LZ_GUARD_CONTROL;
 	size_t area = admin_area(p, len, gl);
 	if (area == 0)
-		return LZ_GUARD_NONE;
+		return LZ_GUARD_GITDATA;
 	/* Known Git directories there decide for themselves (and the way to
 	 * them HOLDS); nothing else there may be made or changed. */
 	return near_known(s, p, len, area) ? LZ_GUARD_NONE : LZ_GUARD_CONTROL;

@@ -248,10 +248,11 @@ mode_t rt_policy_mode(enum rt_backing b, mode_t mode);
  * developer (0) or its current owner and group: -EPERM. */
 int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid);
 /* May a host-backed entry at path (of directory dfd, named name) be made?
- * A symlink there is refused wherever the guard protects or holds.
+ * A special entry (a symlink, FIFO, socket or device) is refused wherever
+ * the guard protects, holds, or lies inside a known Git directory.
  * *locked: gitdir_lock was taken (the caller releases it with
  * rt_policy_done after making the entry). */
-int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool symlink,
+int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool special,
 		  int dfd, const char *name, bool *locked);
 void rt_policy_done(struct lz_router *r, bool locked);
 /* 1 when the regular file at src_fd (O_PATH) has exactly the bytes of
@@ -259,6 +260,10 @@ void rt_policy_done(struct lz_router *r, bool locked);
 int rt_policy_unchanged(struct lz_router *r, int src_fd, int ddfd, const char *newname);
 /* May the host-backed entry at path be removed or renamed away? */
 int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_dir);
+/* May the host object of type mode now at from be renamed to to? Into a
+ * known Git directory, never a special object, nor a directory from
+ * outside one (it could bring one along). */
+int rt_policy_move_in(struct lz_router *r, const char *from, size_t flen, const char *to, size_t tlen, mode_t mode);
 /* May host-backed inode i be written, truncated or re-moded (or linked
  * elsewhere)? Takes snap_lock unless snap_held. */
 int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held);

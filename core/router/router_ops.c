@@ -331,7 +331,7 @@ static int child_backing(struct lz_router *r, struct rt_inode *d, const char *na
  * rt_policy_done once the entry is made; *ret_lock: the name is a
  * control file's lock, see rt_policy_lock_owned). */
 static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 bool symlink, enum rt_backing *ret_b, bool *locked, bool *ret_lock)
+			 bool special, enum rt_backing *ret_b, bool *locked, bool *ret_lock)
 {
 	char path[PATH_MAX];
 	size_t len;
@@ -345,7 +345,7 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 	int dfd = rt_side_dir(r, d, *ret_b, true);
 	if (dfd >= 0 && *ret_b == RT_HOST &&
 	    ((rc = rt_policy_is_lock(r, path, len)) < 0 ||
-	     (*ret_lock = rc == 1, rc = rt_policy_new(r, path, len, is_dir, symlink, dfd, name, locked)) < 0)) {
+	     (*ret_lock = rc == 1, rc = rt_policy_new(r, path, len, is_dir, special, dfd, name, locked)) < 0)) {
 		close(dfd);
 		return rc;
 	}
@@ -384,7 +384,9 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	enum rt_backing b;
 	bool locked, lock;
 	rt_rdlock_snap(r);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, a->kind == 2, &b, &locked, &lock);
+	/* special: a symlink, or a node other than a regular file */
+	bool special = a->kind == 2 || (a->kind == 0 && !S_ISREG(a->mode) && (a->mode & S_IFMT) != 0);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, special, &b, &locked, &lock);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		struct make_args pa = *a;
@@ -592,6 +594,7 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		/* the other object leaves the destination and arrives at the source */
 		if (sb == RT_HOST && ((rc = rt_policy_remove(r, dpath, dlen, S_ISDIR(xst.st_mode))) < 0 ||
 				      (rc = rt_policy_remove(r, spath, slen, S_ISDIR(xst.st_mode))) < 0 ||
+				      (rc = rt_policy_move_in(r, dpath, dlen, spath, slen, xst.st_mode)) < 0 ||
 				      (rc = rt_policy_lock_owned(r, dpath, dlen, xfd)) < 0))
 			return rc;
 	}
@@ -630,7 +633,9 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	if ((ddfd = rt_side_dir(r, nd, sb, true)) < 0)
 		return ddfd;
 	bool locked = false;
-	if (sb == RT_HOST && (rc = rt_policy_new(r, dpath, dlen, sdir, false, ddfd, newname, &locked)) < 0)
+	if (sb == RT_HOST && ((rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
+			      (rc = rt_policy_new(r, dpath, dlen, sdir, !sdir && !S_ISREG(sst.st_mode), ddfd, newname,
+						  &locked)) < 0))
 		return rc;
 	/* The object a plain rename replaces loses its name: held for
 	 * rt_inode_unname (the kernel may still have it open). */
@@ -721,7 +726,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	if (rc == 0 && b == RT_HOST && (rc = rt_policy_inode(r, i, true)) == 0 &&
 	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
 	    (rc = lock = rt_policy_is_lock(r, path, len)) >= 0)
-		rc = rt_policy_new(r, path, len, false, false, dfd, newname, &locked);
+		rc = rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked);
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
 	rt_policy_done(r, locked);

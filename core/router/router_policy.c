@@ -80,16 +80,16 @@ static bool gitdir_marker(const char *name)
 	       strcmp(name, "refs") == 0 || strcmp(name, "commondir") == 0;
 }
 
-int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool symlink,
+int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool special,
 		  int dfd, const char *name, bool *locked)
 {
 	*locked = false;
 	enum lz_guard g;
 	/* host tools follow a symlink as the directory it stands for */
-	int rc = guard_of(r, path, len, is_dir || symlink, &g);
+	int rc = guard_of(r, path, len, is_dir || special, &g);
 	if (rc < 0)
 		return rc;
-	if (g == LZ_GUARD_CONTROL || (symlink && g != LZ_GUARD_NONE))
+	if (g == LZ_GUARD_CONTROL || (special && g != LZ_GUARD_NONE))
 		return -EPERM;
 	if (!gitdir_marker(name))
 		return 0;
@@ -114,7 +114,22 @@ int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_
 {
 	enum lz_guard g;
 	int rc = guard_of(r, path, len, is_dir, &g);
-	return rc < 0 ? rc : g != LZ_GUARD_NONE ? -EPERM : 0;
+	return rc < 0 ? rc : g >= LZ_GUARD_HOLDS ? -EPERM : 0;
+}
+
+int rt_policy_move_in(struct lz_router *r, const char *from, size_t flen, const char *to, size_t tlen, mode_t mode)
+{
+	enum lz_guard gt, gf;
+	bool dir = S_ISDIR(mode);
+	int rc = guard_of(r, to, tlen, dir, &gt);
+	if (rc < 0 || gt == LZ_GUARD_NONE)
+		return rc < 0 ? rc : 0;
+	if (!dir)
+		return S_ISREG(mode) ? 0 : -EPERM;
+	/* a directory from outside could bring a symlink along */
+	if ((rc = guard_of(r, from, flen, true, &gf)) < 0)
+		return rc;
+	return gf == LZ_GUARD_NONE ? -EPERM : 0;
 }
 
 int rt_policy_is_lock(struct lz_router *r, const char *path, size_t len)

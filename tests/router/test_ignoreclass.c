@@ -814,6 +814,25 @@ static void test_route__nested_repository(void **state)
 	parity(f, "ws", (const char *const[]){ "inner", "sub", NULL }, NULL);
 }
 
+/* A gitlink with nothing checked out (an unpopulated submodule): Git
+ * looks away from its paths, so they are host-backed, but never a .git
+ * in them, which would make it a repository host Git enters with a
+ * configuration the sandbox wrote. */
+static void test_route__unpopulated_gitlink_has_no_host_dotgit(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	GIT(f, "ws", "update-index", "--add", "--cacheinfo", "160000,1111111111111111111111111111111111111111,gl");
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	ASSERT_ROUTE(s, "gl/file", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "gl/.git", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "gl/.git", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "gl/x/.git", true, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "gl/x/.git/config", false, LZ_ROUTE_ISOLATED);
+	lz_ignoreclass_unref(s);
+}
+
 /* A nested .git file that points outside the workspace is not followed
  * (a documented divergence from Git): the directory is an ordinary one. */
 static void test_route__nested_repository_outside_workspace_not_read(void **state)
@@ -1095,17 +1114,20 @@ static void test_guard__git_control_files(void **state)
 	ASSERT_GUARD(s, ".git/commondir", false, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, ".git/hooks", true, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, ".git/hooks/pre-commit", false, LZ_GUARD_CONTROL);
-	ASSERT_GUARD(s, ".git/HEAD", false, LZ_GUARD_NONE);
-	ASSERT_GUARD(s, ".git/index", false, LZ_GUARD_NONE);
-	ASSERT_GUARD(s, ".git/index.lock", false, LZ_GUARD_NONE);
-	ASSERT_GUARD(s, ".git/refs/heads/config", false, LZ_GUARD_NONE);
-	ASSERT_GUARD(s, ".git/objects/ab", true, LZ_GUARD_NONE);
+	/* the rest of a Git directory: written as usual, never a link */
+	ASSERT_GUARD(s, ".git/HEAD", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/logs/HEAD", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/COMMIT_EDITMSG", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/index", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/index.lock", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/refs/heads/config", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/objects/ab", true, LZ_GUARD_GITDATA);
 	/* the submodule: its Git directory, and its .git file */
 	ASSERT_GUARD(s, ".git/modules", true, LZ_GUARD_HOLDS);
 	ASSERT_GUARD(s, ".git/modules/mod", true, LZ_GUARD_HOLDS);
 	ASSERT_GUARD(s, ".git/modules/mod/config", false, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, ".git/modules/mod/hooks/post-checkout", false, LZ_GUARD_CONTROL);
-	ASSERT_GUARD(s, ".git/modules/mod/HEAD", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/modules/mod/HEAD", false, LZ_GUARD_GITDATA);
 	ASSERT_GUARD(s, ".git/modules/other", true, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, "mod/.git", false, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, "mod", true, LZ_GUARD_HOLDS);
@@ -1114,7 +1136,7 @@ static void test_guard__git_control_files(void **state)
 	ASSERT_GUARD(s, ".git/worktrees/wt", true, LZ_GUARD_HOLDS);
 	ASSERT_GUARD(s, ".git/worktrees/wt/commondir", false, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, ".git/worktrees/wt/gitdir", false, LZ_GUARD_CONTROL);
-	ASSERT_GUARD(s, ".git/worktrees/wt/HEAD", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, ".git/worktrees/wt/HEAD", false, LZ_GUARD_GITDATA);
 	/* a nested repository and a bare one */
 	ASSERT_GUARD(s, "inner", true, LZ_GUARD_HOLDS);
 	ASSERT_GUARD(s, "inner/.git/config", false, LZ_GUARD_CONTROL);
@@ -1123,7 +1145,7 @@ static void test_guard__git_control_files(void **state)
 	ASSERT_GUARD(s, "fixtures", true, LZ_GUARD_HOLDS);
 	ASSERT_GUARD(s, "fixtures/bare.git/config", false, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, "fixtures/bare.git/hooks/update", false, LZ_GUARD_CONTROL);
-	ASSERT_GUARD(s, "fixtures/bare.git/objects/pack", true, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "fixtures/bare.git/objects/pack", true, LZ_GUARD_GITDATA);
 	/* what the configuration names */
 	ASSERT_GUARD(s, "conf/extra.inc", false, LZ_GUARD_CONTROL);
 	ASSERT_GUARD(s, "conf", true, LZ_GUARD_HOLDS);
@@ -1514,6 +1536,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_route__tracked_never_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__linked_worktree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__nested_repository, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__unpopulated_gitlink_has_no_host_dotgit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__nested_repository_outside_workspace_not_read,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__ignore_case, setup, teardown),

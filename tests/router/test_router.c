@@ -123,6 +123,8 @@ static int tcls_guard(void *ctx, const char *path, size_t len, bool is_dir, enum
 	for (size_t k = 0; k < sizeof(holds) / sizeof(holds[0]) && *ret == LZ_GUARD_NONE && is_dir; k++)
 		if (len == strlen(holds[k]) && memcmp(path, holds[k], len) == 0)
 			*ret = LZ_GUARD_HOLDS;
+	if (*ret == LZ_GUARD_NONE && len > 5 && memcmp(path, ".git/", 5) == 0)
+		*ret = LZ_GUARD_GITDATA;
 	return 0;
 }
 
@@ -1204,6 +1206,56 @@ static void router__git_control_files_are_refused(struct env *e)
 }
 RUN_BOTH(router__git_control_files_are_refused)
 
+/* Inside a known Git directory nothing is made a symlink or a special
+ * file, by any way in: host Git follows a symlinked reflog, index, commit
+ * message or ref directory out of the repository (a reflog linked to
+ * ~/.bashrc gets Git's next line appended there) and blocks on a FIFO.
+ * Git's own work there goes on. */
+static void router__no_links_or_special_files_in_a_git_directory(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/objects"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/refs"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/logs"), 0755));
+	write_text(P(e->host, ".git/HEAD"), "ref: refs/heads/main\n");
+	write_text(P(e->host, ".git/config"), "[core]\n");
+	static const char *const names[] = { ".git/logs/HEAD", ".git/index", ".git/COMMIT_EDITMSG",
+					     ".git/packed-refs", ".git/refs/heads", ".git/objects/info" };
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		CHECK_ERRNO(symlink("../../../.bashrc", P(e->mnt, names[k])), EPERM);
+		CHECK_ERRNO(mkfifo(P(e->mnt, names[k]), 0644), EPERM);
+		CHECK(!exists(P(e->host, names[k])), "%s was made", names[k]);
+	}
+	/* brought in: a link moved or linked there, a directory holding one */
+	CHECK_OK(symlink("../../.bashrc", P(e->mnt, "ln")));
+	CHECK_ERRNO(rename(P(e->mnt, "ln"), P(e->mnt, ".git/logs/HEAD")), EPERM);
+	CHECK_ERRNO(link(P(e->mnt, "ln"), P(e->mnt, ".git/index")), EPERM);
+	CHECK_OK(mkdir(P(e->mnt, "refs-heads"), 0755));
+	CHECK_OK(symlink("../../../.bashrc", P(e->mnt, "refs-heads/main")));
+	CHECK_ERRNO(rename(P(e->mnt, "refs-heads"), P(e->mnt, ".git/refs/heads")), EPERM);
+	write_text(P(e->mnt, "plain"), "p");
+	CHECK_OK(mkdir(P(e->mnt, ".git/logs/refs"), 0755));
+	CHECK_ERRNO(rename2(P(e->mnt, "ln"), P(e->mnt, ".git/logs/refs"), RENAME_EXCHANGE), EPERM);
+	CHECK(!exists(P(e->host, ".git/logs/HEAD")) && !exists(P(e->host, ".git/index")) &&
+	      !exists(P(e->host, ".git/refs/heads")), "a link came in");
+	/* Git's own work: files made, written, renamed over, removed;
+	 * directories made and moved within */
+	write_text(P(e->mnt, ".git/index.lock"), "i");
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+	write_text(P(e->mnt, ".git/logs/HEAD"), "0 1 x\n");
+	CHECK_OK(mkdir(P(e->mnt, ".git/refs/heads"), 0755));
+	write_text(P(e->mnt, ".git/refs/heads/main"), "0\n");
+	CHECK_OK(mkdir(P(e->mnt, ".git/rebase-merge"), 0755));
+	CHECK_OK(rename(P(e->mnt, ".git/rebase-merge"), P(e->mnt, ".git/rebase-apply")));
+	CHECK_OK(rmdir(P(e->mnt, ".git/rebase-apply")));
+	CHECK_OK(unlink(P(e->mnt, ".git/logs/HEAD")));
+	CHECK_OK(rename(P(e->mnt, "plain"), P(e->mnt, ".git/COMMIT_EDITMSG")));
+	CHECK(strcmp(read_text(P(e->host, ".git/index")), "i") == 0, "the index");
+	/* outside a Git directory, links are the sandbox's as before */
+	CHECK_OK(symlink("/tmp", P(e->mnt, "elsewhere")));
+}
+RUN_BOTH(router__no_links_or_special_files_in_a_git_directory)
+
 /* Host Git's lock of a control file (config.lock, written, then renamed
  * over config): the sandbox cannot write, truncate, remove, replace,
  * move or link it, before the host's rename or after it through a handle
@@ -1767,6 +1819,8 @@ int main(void)
 	T(router__host_objects_get_no_setid_bits_or_foreign_owners),
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
+	T(router__no_links_or_special_files_in_a_git_directory),
+	T(router__no_links_or_special_files_in_a_git_directory__open_requests),
 	T(router__host_git_lock_files_are_not_the_sandboxs),
 	T(router__host_git_lock_files_are_not_the_sandboxs__open_requests),
 		T(router__more_inodes_than_descriptors),
