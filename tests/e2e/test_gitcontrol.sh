@@ -99,6 +99,15 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 	refused_inside "writing an inner hook" "cd /workspace/inner && printf '$(evil_hook inner-hook)' > .git/hooks/pre-commit"
 	refused_inside "moving inner/.git aside" "cd /workspace && mv inner/.git inner/g && mkdir inner/.git"
 	refused_inside "moving the nested repository" "cd /workspace && mv inner moved"
+	# Nothing in a Git directory becomes a link host Git would follow out
+	# of the repository (a reflog linked to a shell's startup file), nor a
+	# FIFO it would block on.
+	refused_inside "linking the reflog" "cd /workspace && mkdir -p .git/logs && ln -sf ../../../.bashrc .git/logs/HEAD"
+	refused_inside "linking the inner index" "cd /workspace/inner && rm -f .git/index && ln -s /etc/x .git/index"
+	# (gVisor may keep a FIFO to itself: what counts is the host's side)
+	capture launch sh -c "cd /workspace && rm -f .git/COMMIT_EDITMSG; mkfifo .git/COMMIT_EDITMSG"
+	[ ! -L "$WS/.git/logs/HEAD" ] && [ ! -L "$WS/inner/.git/index" ] && [ ! -p "$WS/.git/COMMIT_EDITMSG" ] ||
+		fail "a link or FIFO reached a host Git directory"
 	assert_eq "$before" "$(cat "$WS/inner/.git/config")" "inner/.git/config changed"
 	[ ! -e "$WS/inner/.git/hooks/pre-commit" ] || fail "the inner hook reached the host"
 	# and Git inside the nested repository works
