@@ -60,9 +60,12 @@ static void skip_xattr(struct lz_layer_report *rep, const char *path, const char
 	lz_layermeta_sample(rep->skipped_xattr_samples, rep->skipped_xattrs, path, name);
 }
 
+/* Not user.overlay.*: the prepared tree is an overlay's lower layer
+ * (userxattr), and overlayfs would read those as its own metadata
+ * (opaque, redirect, whiteout) written by the image. */
 static bool xattr_allowed(const char *name)
 {
-	return (strncmp(name, "user.", 5) == 0 && name[5] != '\0') ||
+	return (strncmp(name, "user.", 5) == 0 && name[5] != '\0' && strncmp(name, "user.overlay.", 13) != 0) ||
 	       strcmp(name, "security.capability") == 0;
 }
 

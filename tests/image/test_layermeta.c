@@ -168,23 +168,26 @@ static void test_lz_layermeta_xattrs__allow_list_and_duplicates(void **state)
 	set_xattrs(f, XATTRS({ "user.a", "first" }, { "trusted.t", "evil" },
 			     { "user.a", "second" }, /* a second pax spelling: ignored */
 			     { "user.", "empty suffix" },
-			     { "security.selinux", "system_u:object_r:shadow_t:s0" }));
+			     { "security.selinux", "system_u:object_r:shadow_t:s0" },
+			     { "user.overlay.opaque", "y" })); /* overlayfs's own metadata */
 	assert_int_equal(lz_layermeta_xattrs(f->e, fd, "f", &f->rep, &f->err), 0);
 
 	char buf[64];
 	ssize_t n = fgetxattr(fd, "user.a", buf, sizeof(buf));
 	if (n < 0) { /* filesystem without user xattrs: reported instead */
-		assert_int_equal(f->rep.skipped_xattrs, 4);
+		assert_int_equal(f->rep.skipped_xattrs, 5);
 		assert_string_equal(f->rep.skipped_xattr_samples[0], "f user.a");
 	} else {
 		assert_int_equal(n, 5);
 		assert_memory_equal(buf, "first", 5);
-		assert_int_equal(f->rep.skipped_xattrs, 3);
+		assert_int_equal(f->rep.skipped_xattrs, 4);
 		assert_string_equal(f->rep.skipped_xattr_samples[0], "f trusted.t");
 		assert_string_equal(f->rep.skipped_xattr_samples[1], "f user.");
 		assert_string_equal(f->rep.skipped_xattr_samples[2], "f security.selinux");
+		assert_string_equal(f->rep.skipped_xattr_samples[3], "f user.overlay.opaque");
 	}
 	assert_true(fgetxattr(fd, "trusted.t", buf, sizeof(buf)) < 0);
+	assert_true(fgetxattr(fd, "user.overlay.opaque", buf, sizeof(buf)) < 0);
 	close(fd);
 }
 
