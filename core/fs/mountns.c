@@ -65,31 +65,37 @@ static int attach(int mnt, int target_fd, int sync, struct lz_mount_id *ret, con
 	return identify_fd_as(mnt, sync, what, ret, err);
 }
 
+/* A detached clone of the tree at src_fd (with its submounts when
+ * recursive) carrying attr, in *ret. */
+static int clone_tree(int src_fd, bool recursive, uint64_t attr, int *ret, const char *what, struct lz_err *err)
+{
+	unsigned rec = recursive ? AT_RECURSIVE : 0;
+	_cleanup_close_ int mnt = (int)syscall(SYS_open_tree, src_fd, "",
+					       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec);
+	if (mnt < 0)
+		return lz_err_set(err, errno, "clone %s: %s", what, strerror(errno));
+	struct mount_attr ma = { .attr_set = attr };
+	if (syscall(SYS_mount_setattr, mnt, "", AT_EMPTY_PATH | rec, &ma, sizeof(ma)) < 0)
+		return lz_err_set(err, errno, "set the attributes of %s: %s", what, strerror(errno));
+	*ret = TAKE_FD(mnt);
+	return 0;
+}
+
 int lz_mountns_bind_ro(int src_fd, int target_fd, struct lz_mount_id *ret, struct lz_err *err)
 {
-	_cleanup_close_ int mnt = (int)syscall(SYS_open_tree, src_fd, "",
-					       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (mnt < 0)
-		return lz_err_set(err, errno, "clone the prepared root: %s", strerror(errno));
-	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
-	if (syscall(SYS_mount_setattr, mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return lz_err_set(err, errno, "make the prepared root read-only: %s", strerror(errno));
-	return attach(mnt, target_fd, AT_STATX_DONT_SYNC, ret, "read-only root", err);
+	_cleanup_close_ int mnt = -EBADF;
+	int r = clone_tree(src_fd, false, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &mnt,
+			   "the prepared root", err);
+	return r < 0 ? r : attach(mnt, target_fd, AT_STATX_DONT_SYNC, ret, "read-only root", err);
 }
 
 int lz_mountns_bind_tree(int src_fd, int target_fd, bool read_only, struct lz_err *err)
 {
-	_cleanup_close_ int mnt = (int)syscall(SYS_open_tree, src_fd, "",
-					       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-	if (mnt < 0)
-		return lz_err_set(err, errno, "clone the tree: %s", strerror(errno));
-	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-					       (read_only ? MOUNT_ATTR_RDONLY : 0) };
-	if (syscall(SYS_mount_setattr, mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
-		return lz_err_set(err, errno, "set the clone's attributes: %s", strerror(errno));
-	if (syscall(SYS_move_mount, mnt, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		return lz_err_set(err, errno, "attach the clone: %s", strerror(errno));
-	return 0;
+	_cleanup_close_ int mnt = -EBADF;
+	struct lz_mount_id id;
+	int r = clone_tree(src_fd, true, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0),
+			   &mnt, "the tree", err);
+	return r < 0 ? r : attach(mnt, target_fd, AT_STATX_DONT_SYNC, &id, "the clone", err);
 }
 
 int lz_mountns_overlay(int lower_fd, int upper_fd, int work_fd, int target_fd,
