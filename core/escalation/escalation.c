@@ -20,6 +20,16 @@
 
 enum job_state { JOB_FREE, JOB_ROUTING, JOB_PROMPT, JOB_RUNNING, JOB_ENDED };
 
+/* A sealed record the inbox did not take (its file system full): kept, in
+ * order, and posted again; the client reads a request's records in
+ * sequence, so a later one waits behind it. */
+struct unposted {
+	struct unposted *next;
+	char name[LZ_MAILBOX_NAME_MAX];
+	size_t len;
+	uint8_t rec[];
+};
+
 struct job {
 	enum job_state state;
 	uint8_t id[LZ_ESC_ID_LEN];
@@ -38,6 +48,8 @@ struct job {
 	bool result_posted;
 	bool recorded;  /* the hooks' launching accepted it */
 	int64_t deadline; /* acknowledgement timeout; 0: none */
+	struct unposted *unposted, **unposted_tail;
+	bool no_retry; /* an answer to a request there is no room for */
 };
 
 struct lz_escalation {
@@ -50,9 +62,16 @@ struct lz_escalation {
 	uint64_t withdrawn; /* bit per session slot: a prompt there was cancelled */
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
+	bool more;      /* the outbox was not emptied at the last wake */
+	uint64_t refusals;
 };
 
 #define TAKE_PER_WAKE 32 /* mailbox entries per wake, so a flood cannot starve the rest */
+#define RETRY_MS 250     /* a record the inbox did not take is posted again */
+/* What the sandbox sends that is refused is logged up to this many times
+ * a generation, then counted: hc.log lies in the runtime directory, which
+ * every launch needs room in. */
+#define LOGGED_REFUSALS 64
 
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void log_line(const char *fmt, ...)
@@ -65,12 +84,28 @@ static void log_line(const char *fmt, ...)
 	fprintf(stderr, "escalation: %s\n", line);
 }
 
+static void refused(struct lz_escalation *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refused(struct lz_escalation *e, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (++e->refusals > LOGGED_REFUSALS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_line("%s%s", line,
+		 e->refusals == LOGGED_REFUSALS ? " (further refusals of sandbox records are counted, not logged)"
+						: "");
+}
+
 static void job_init(struct job *j)
 {
 	memset(j, 0, sizeof(*j));
 	j->state = JOB_FREE;
 	j->session = -1;
 	j->pidfd = j->pipes[0] = j->pipes[1] = -EBADF;
+	j->unposted_tail = &j->unposted;
 }
 
 static void strv_free(char **v, size_t n)
@@ -178,16 +213,57 @@ int lz_escalation_capability_hex(const struct lz_escalation *e, const uint8_t se
 
 /* ---- posting ------------------------------------------------------------------ */
 
+/* Posts what the inbox did not take before, in order; true when none is
+ * left. */
+static bool flush_unposted(struct lz_escalation *e, struct job *j)
+{
+	struct lz_err err;
+	while (j->unposted != NULL) {
+		struct unposted *u = j->unposted;
+		if (lz_mailbox_post(&e->mb, u->name, u->rec, u->len, &err) < 0)
+			return false;
+		if ((j->unposted = u->next) == NULL)
+			j->unposted_tail = &j->unposted;
+		free(u);
+	}
+	return true;
+}
+
+static void drop_unposted(struct job *j)
+{
+	while (j->unposted != NULL) {
+		struct unposted *u = j->unposted;
+		j->unposted = u->next;
+		free(u);
+	}
+	j->unposted_tail = &j->unposted;
+}
+
 static void post(struct lz_escalation *e, struct job *j, const struct lz_esc_record *rec, const char *suffix)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
 	size_t len;
 	struct lz_err err;
 	snprintf(name, sizeof(name), "%s.%s", j->hex, suffix);
-	if (lz_esc_seal(rec, e->ta->coordinator, e->buf, LZ_ESC_RECORD_MAX, &len) < 0)
+	if (lz_esc_seal(rec, e->ta->coordinator, e->buf, LZ_ESC_RECORD_MAX, &len) < 0) {
 		log_line("request %s: sealing its %s failed", j->hex, suffix);
-	else if (lz_mailbox_post(&e->mb, name, e->buf, len, &err) < 0)
-		log_line("request %s: %s", j->hex, err.msg);
+		return;
+	}
+	bool behind = j->unposted != NULL;
+	if (!behind && lz_mailbox_post(&e->mb, name, e->buf, len, &err) == 0)
+		return;
+	struct unposted *u = j->no_retry ? NULL : malloc(sizeof(*u) + len);
+	if (!behind)
+		log_line("request %s: %s%s", j->hex, err.msg,
+			 u != NULL ? "; kept and posted again when there is room" : "; dropped");
+	if (u == NULL)
+		return;
+	snprintf(u->name, sizeof(u->name), "%s", name);
+	u->len = len;
+	memcpy(u->rec, e->buf, len);
+	u->next = NULL;
+	*j->unposted_tail = u;
+	j->unposted_tail = &u->next;
 }
 
 static void post_decision(struct lz_escalation *e, struct job *j, uint32_t verdict, const char *message)
@@ -265,6 +341,7 @@ static void job_end(struct lz_escalation *e, struct job *j)
 	lz_mailbox_withdraw(&e->mb, name);
 	snprintf(name, sizeof(name), "%s.result", j->hex);
 	lz_mailbox_withdraw(&e->mb, name);
+	drop_unposted(j);
 	strv_free(j->argv, j->argc);
 	free(j->cwd);
 	free(j->why);
@@ -449,23 +526,23 @@ static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
 	uint8_t session_id[LZ_ESC_ID_LEN];
 	lz_hex(q->request_id, LZ_ESC_ID_LEN, hex);
 	if (seen_before(e, q->request_id)) {
-		log_line("request %s refused: replayed", hex);
+		refused(e, "request %s refused: replayed", hex);
 		return; /* the original's files are its answer */
 	}
 	if (e->n_seen == LZ_ESC_SEEN_MAX) {
-		log_line("request %s refused: %d requests in this generation already", hex, LZ_ESC_SEEN_MAX);
+		refused(e, "request %s refused: %d requests in this generation already", hex, LZ_ESC_SEEN_MAX);
 		return;
 	}
 	memcpy(e->seen[e->n_seen++], q->request_id, LZ_ESC_ID_LEN);
 	/* The justification is shown as a C string: a NUL would hide the
 	 * rest of it from the developer. */
 	if (memchr(q->why.p, '\0', q->why.n) != NULL) {
-		log_line("request %s refused: a NUL in its justification", hex);
+		refused(e, "request %s refused: a NUL in its justification", hex);
 		return;
 	}
 	int r = lz_trust_anchor_check_capability(e->ta, q->capability.p, q->capability.n, session_id);
 	if (r < 0) {
-		log_line("request %s refused: its session capability %s", hex,
+		refused(e, "request %s refused: its session capability %s", hex,
 			 r == -ESTALE ? "is of another Domain or generation" : "is not the coordinator's");
 		return;
 	}
@@ -476,11 +553,12 @@ static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
 	struct job over; /* answers a request there is no room for */
 	if (j == NULL) {
 		job_init(&over);
+		over.no_retry = true;
 		memcpy(over.id, q->request_id, LZ_ESC_ID_LEN);
 		memcpy(over.hex, hex, sizeof(hex));
 		post_decision(e, &over, LZ_ESC_DENIED, "too many host commands at once; try again");
 		post_result(e, &over, LZ_ESC_REFUSED, 0, "too many host commands at once");
-		log_line("request %s refused: %d requests at once already", hex, LZ_ESC_MAX_JOBS);
+		refused(e, "request %s refused: %d requests at once already", hex, LZ_ESC_MAX_JOBS);
 		return;
 	}
 	memcpy(j->id, q->request_id, LZ_ESC_ID_LEN);
@@ -545,12 +623,15 @@ static void receive(struct lz_escalation *e)
 {
 	struct lz_err err;
 	size_t len;
+	e->more = true; /* unless the outbox is emptied below */
 	for (int k = 0; k < TAKE_PER_WAKE; k++) {
 		int r = lz_mailbox_take(&e->mb, e->buf, &len, &err);
-		if (r == 0)
+		if (r == 0) {
+			e->more = false;
 			return;
+		}
 		if (r < 0) {
-			log_line("%s; refused", err.msg);
+			refused(e, "%s; refused", err.msg);
 			continue;
 		}
 		struct lz_esc_record rec;
@@ -559,7 +640,7 @@ static void receive(struct lz_escalation *e)
 					LZ_ESC_KIND_BIT(LZ_ESC_ACKNOWLEDGEMENT),
 				e->ta->sandbox_public, &rec, NULL);
 		if (r < 0) {
-			log_line("a record of %zu bytes refused: %s", len,
+			refused(e, "a record of %zu bytes refused: %s", len,
 				 r == -EPERM	? "not signed by this generation's sandbox key"
 				 : r == -EPROTO ? "a kind the sandbox does not send"
 						: "malformed");
@@ -567,7 +648,7 @@ static void receive(struct lz_escalation *e)
 		}
 		if (memcmp(rec.scope.domain_id, e->ta->scope.domain_id, LZ_ESC_DOMAIN_ID_LEN) != 0 ||
 		    rec.scope.generation != e->ta->scope.generation) {
-			log_line("a %s refused: of another Domain or generation", lz_esc_kind_name(rec.kind));
+			refused(e, "a %s refused: of another Domain or generation", lz_esc_kind_name(rec.kind));
 			continue;
 		}
 		if (rec.kind == LZ_ESC_REQUEST) {
@@ -592,14 +673,19 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 {
 	size_t n = 0;
 	pf[n++] = (struct pollfd){ .fd = e->mb.watch, .events = POLLIN };
+	if (e->more) /* the rest of the outbox, at once */
+		*timeout_ms = 0;
 	int64_t now = lz_now_ms();
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
 		const struct job *j = &e->jobs[i];
+		if (j->unposted != NULL && (*timeout_ms < 0 || *timeout_ms > RETRY_MS))
+			*timeout_ms = RETRY_MS;
 		if (j->state == JOB_RUNNING) {
 			if (j->pidfd >= 0 && !j->exited)
 				pf[n++] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
-			/* Spec 3.8: the pipes pause at the window. */
-			bool room = j->sent - j->acked < LZ_ESC_WINDOW;
+			/* Spec 3.8: the pipes pause at the window, and while the
+			 * inbox takes nothing. */
+			bool room = j->sent - j->acked < LZ_ESC_WINDOW && j->unposted == NULL;
 			for (int s = 0; s < 2; s++)
 				if (j->pipes[s] >= 0 && room)
 					pf[n++] = (struct pollfd){ .fd = j->pipes[s], .events = POLLIN };
@@ -663,10 +749,13 @@ static void finish_if_done(struct lz_escalation *e, struct job *j)
 
 void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size_t n)
 {
-	if (n > 0 && pf[0].revents) {
-		lz_mailbox_drain_watch(&e->mb);
+	if (n > 0 && (pf[0].revents || e->more)) {
+		if (pf[0].revents)
+			lz_mailbox_drain_watch(&e->mb);
 		receive(e);
 	}
+	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++)
+		(void)flush_unposted(e, &e->jobs[k]);
 	for (size_t i = 1; i < n; i++) {
 		if (!pf[i].revents)
 			continue;
@@ -706,6 +795,8 @@ void lz_escalation_free(struct lz_escalation *e)
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
 		if (e->jobs[i].state != JOB_FREE)
 			job_end(e, &e->jobs[i]);
+	if (e->refusals > LOGGED_REFUSALS)
+		log_line("%llu records from the sandbox refused in all", (unsigned long long)e->refusals);
 	lz_mailbox_close(&e->mb);
 	lz_trust_anchor_free(e->ta);
 	free(e->seen);

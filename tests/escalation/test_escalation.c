@@ -22,6 +22,7 @@
 #include "escalation/escalation.h"
 #include "escalation/record.h"
 #include "escalation/trustanchor.h"
+#include "config/domain.h"
 
 struct fx {
 	char dir[64];
@@ -201,6 +202,109 @@ static void test_lz_escalation__the_request_shown_runs_when_approved(void **stat
 	assert_int_equal(access(f->marker, F_OK), 0);
 }
 
+/* The coordinator's loop, for ms milliseconds. */
+static void spin(struct fx *f, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 10) {
+		struct pollfd pf[LZ_ESC_POLLFDS];
+		int timeout = -1;
+		size_t n = lz_escalation_pollfds(f->esc, pf, &timeout);
+		(void)poll(pf, n, timeout < 0 || timeout > 10 ? 10 : timeout);
+		lz_escalation_handle(f->esc, pf, n);
+	}
+}
+
+static void inbox_path(const struct fx *f, char *out, size_t cap, const char *name)
+{
+	assert_true((size_t)snprintf(out, cap, "%s/escalation/inbox/%s", f->dir, name) < cap);
+}
+
+/* A record the inbox does not take (its file system full; here a
+ * directory where the posting's temporary file goes) is kept and posted
+ * again: the client reads a request's records in sequence, so nothing
+ * after it is posted first, and the output is not lost. */
+static void test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/echo", "hello" };
+	size_t job = prompted(f, "r5", 0xe5, argv, 2, 0);
+	char hex[2 * LZ_ESC_ID_LEN + 1], name[160], blocker[256], p[256];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xe5 };
+	lz_hex(id, sizeof(id), hex);
+	snprintf(name, sizeof(name), ".%s.1", hex);
+	inbox_path(f, blocker, sizeof(blocker), name);
+	assert_int_equal(mkdir(blocker, 0700), 0);
+	assert_int_equal(approve(f, job), 0);
+	spin(f, 1000);
+	inbox_path(f, p, sizeof(p), name + 1);
+	assert_int_equal(access(p, F_OK), -1);
+	snprintf(name, sizeof(name), "%s.result", hex);
+	inbox_path(f, p, sizeof(p), name);
+	if (access(p, F_OK) == 0)
+		fail_msg("the result was posted before the chunk it counts");
+	assert_int_equal(rmdir(blocker), 0);
+	spin(f, 1000);
+	assert_int_equal(access(p, F_OK), 0);
+	snprintf(name, sizeof(name), "%s.1", hex);
+	inbox_path(f, p, sizeof(p), name);
+	static uint8_t buf[LZ_ESC_RECORD_MAX];
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	ssize_t len = read(fd, buf, sizeof(buf));
+	close(fd);
+	assert_true(len > 0);
+	struct lz_esc_record rec;
+	assert_int_equal(lz_esc_open(buf, (size_t)len, LZ_ESC_KIND_BIT(LZ_ESC_CHUNK), f->ta->coordinator_public,
+				     &rec, NULL),
+			 0);
+	assert_int_equal(rec.chunk.sequence, 1);
+	assert_int_equal(rec.chunk.data.n, 6);
+	assert_memory_equal(rec.chunk.data.p, "hello\n", 6);
+}
+
+/* An outbox holding more than one wake takes is read to its end without
+ * another write to it (a request behind 2,000 junk entries is routed),
+ * and what is refused is logged a bounded number of times: hc.log lies
+ * in the runtime directory every launch needs room in. */
+static void test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_in_bounds(void **state)
+{
+	struct fx *f = *state;
+	char p[256], log[128];
+	for (int i = 0; i < 2000; i++) {
+		snprintf(p, sizeof(p), "%s/escalation/outbox/junk%04d", f->dir, i);
+		int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, "x", 1), 1);
+		close(fd);
+	}
+	char *argv[] = { "/usr/bin/true" };
+	put_request(f, "request", 0xf6, argv, 1);
+	snprintf(log, sizeof(log), "%s/stderr", f->dir);
+	fflush(stderr);
+	int saved = dup(2), out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(saved >= 0 && out >= 0);
+	assert_int_equal(dup2(out, 2), 2);
+	close(out);
+	wake(f);
+	struct lz_esc_route rq;
+	bool routed = false;
+	for (int i = 0; i < 300 && !(routed = lz_escalation_next_route(f->esc, &rq)); i++)
+		spin(f, 10);
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	assert_true(routed);
+	FILE *in = fopen(log, "r");
+	assert_non_null(in);
+	char line[1200];
+	int refused = 0;
+	while (fgets(line, sizeof(line), in) != NULL)
+		refused += strstr(line, "refused") != NULL;
+	fclose(in);
+	if (refused < 1 || refused > 64)
+		fail_msg("%d refusal lines for 2,000 junk entries", refused);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -210,6 +314,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__the_request_shown_runs_when_approved, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_in_bounds, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
