@@ -154,23 +154,65 @@ static enum kind child_kind(enum kind parent, const char *name)
 	return parent == K_GITDIR && strcmp(name, "info") == 0 ? K_GITINFO : K_GITSUB;
 }
 
-/* Watches the directory at rel (kind k, child `name` of parent wd) and
- * every directory below it (K_TREE outside Git directories, K_GITDIR for
- * each Git directory, K_GITINFO for its info/, K_GITSUB for the rest of
- * it). Returns 1 when the subtree holds an ignore
- * input (.gitignore or a Git directory), 0 when not, -errno on a failure
- * that is not the tree's (memory). A directory that vanished or became a
- * symlink meanwhile is skipped. */
-static int watch_tree(struct lz_ignorewatch *iw, const char *rel, enum kind k, int parent, const char *name)
+/* A directory found, not yet watched: entry `name` of watched directory
+ * parent (-1 and "" for the workspace's root). */
+struct pending {
+	int parent;
+	enum kind kind;
+	char *name;
+};
+
+struct pending_list {
+	struct pending *v;
+	size_t n, cap;
+};
+
+static int pending_push(struct pending_list *l, int parent, enum kind k, const char *name)
 {
-	if (iw->ndirs >= LZ_IGNOREWATCH_MAX_DIRS) {
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct pending *v = realloc(l->v, cap * sizeof(*v));
+		if (v == NULL)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	char *copy = strdup(name);
+	if (copy == NULL)
+		return -ENOMEM;
+	l->v[l->n++] = (struct pending){ .parent = parent, .kind = k, .name = copy };
+	return 0;
+}
+
+/* Watches one pending directory and lists its subdirectories in l.
+ * Returns 1 when it holds an ignore input (.gitignore, or it is a Git
+ * directory or its info/), 0 when not, -errno on a failure that is not
+ * the tree's (memory). One that vanished or became a symlink meanwhile is
+ * skipped; one that cannot be opened for another reason (descriptors) is
+ * left unwatched, as past the limit. */
+static int watch_one(struct lz_ignorewatch *iw, const struct pending *p, struct pending_list *l)
+{
+	if (iw->ndirs + l->n >= LZ_IGNOREWATCH_MAX_DIRS) {
 		warn_full(iw, 0);
 		return 0;
 	}
-	_cleanup_close_ int fd = lz_openat2(iw->host_fd, rel[0] ? rel : ".",
-					    O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
-	if (fd < 0)
+	char rel[PATH_MAX];
+	if (p->parent < 0)
+		rel[0] = '\0';
+	else if (wd_path(iw, p->parent, rel, sizeof(rel)) < 0 ||
+		 strlen(rel) + 1 + strlen(p->name) + 1 > sizeof(rel))
+		return 0; /* deeper than a path: the router refuses such names */
+	else if (rel[0] != '\0')
+		strcat(strcat(rel, "/"), p->name);
+	else
+		strcpy(rel, p->name);
+	_cleanup_close_ int fd = lz_openat2(iw->host_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+					    LZ_RESOLVE_CONFINED);
+	if (fd < 0) {
+		if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != EXDEV)
+			warn_full(iw, errno);
 		return 0;
+	}
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return 0;
@@ -180,41 +222,54 @@ static int watch_tree(struct lz_ignorewatch *iw, const char *rel, enum kind k, i
 			warn_full(iw, errno);
 		return 0;
 	}
-	int r = record_wd(iw, wd, k, parent, name, &st);
+	int r = record_wd(iw, wd, p->kind, p->parent, p->name, &st);
 	if (r < 0)
 		return r;
-	int found = k == K_GITDIR || k == K_GITINFO;
+	int found = p->kind == K_GITDIR || p->kind == K_GITINFO;
 	DIR *d = fdopendir(fd);
 	if (d == NULL)
 		return found;
 	fd = -EBADF; /* owned by d */
 	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
+	while (r >= 0 && (de = readdir(d)) != NULL) {
 		const char *n = de->d_name;
 		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
 			continue;
-		if (k == K_TREE && strcmp(n, ".gitignore") == 0)
+		if (p->kind == K_TREE && strcmp(n, ".gitignore") == 0)
 			found = 1;
 		bool is_dir = de->d_type == DT_DIR;
 		if (de->d_type == DT_UNKNOWN) {
-			struct stat st;
-			is_dir = fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+			struct stat cst;
+			is_dir = fstatat(dirfd(d), n, &cst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cst.st_mode);
 		}
-		if (!is_dir)
-			continue;
-		enum kind ck = child_kind(k, n);
-		char child[PATH_MAX];
-		if ((size_t)snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", n) >= sizeof(child))
-			continue;
-		int c = watch_tree(iw, child, ck, wd, n);
-		if (c < 0) {
-			closedir(d);
-			return c;
-		}
-		found |= c;
+		if (is_dir)
+			r = pending_push(l, wd, child_kind(p->kind, n), n);
 	}
 	closedir(d);
-	return found;
+	return r < 0 ? r : found;
+}
+
+/* Watches directory `name` (kind k) of watched directory parent and every
+ * directory below it (K_TREE outside Git directories, K_GITDIR for each
+ * Git directory, K_GITINFO for its info/, K_GITSUB for the rest of it).
+ * Returns 1 when the subtree holds an ignore input, 0 when not, -errno on
+ * a failure that is not the tree's (memory). Iterative: a chain of
+ * directories as deep as the router allows costs a list on the heap,
+ * never the thread's stack. */
+static int watch_tree(struct lz_ignorewatch *iw, enum kind k, int parent, const char *name)
+{
+	struct pending_list l = { 0 };
+	int found = 0, r = pending_push(&l, parent, k, name);
+	while (r >= 0 && l.n > 0) {
+		struct pending p = l.v[--l.n];
+		r = watch_one(iw, &p, &l);
+		free(p.name);
+		found |= r > 0;
+	}
+	for (size_t i = 0; i < l.n; i++)
+		free(l.v[i].name);
+	free(l.v);
+	return r < 0 ? r : found;
 }
 
 /* A directory moved within the workspace keeps its watch: re-link it. */
@@ -284,13 +339,8 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 		bool input = x->kind == K_GITINFO ? strcmp(n, "exclude") == 0
 			   : x->kind == K_GITDIR  ? strcmp(n, "index") == 0 || strcmp(n, "info") == 0
 						  : false;
-		if (dir && (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
-			char rel[PATH_MAX], child[PATH_MAX];
-			enum kind ck = child_kind(x->kind, n);
-			if (wd_path(iw, ev->wd, rel, sizeof(rel)) == 0 &&
-			    (size_t)snprintf(child, sizeof(child), "%s/%s", rel, n) < sizeof(child))
-				input |= watch_tree(iw, child, ck, ev->wd, n) > 0;
-		}
+		if (dir && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+			input |= watch_tree(iw, child_kind(x->kind, n), ev->wd, n) > 0;
 		return input;
 	}
 	if (strcmp(n, ".gitignore") == 0)
@@ -308,14 +358,8 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 		*cookie = 0;
 		return true;
 	}
-	if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-		char rel[PATH_MAX], child[PATH_MAX];
-		if (wd_path(iw, ev->wd, rel, sizeof(rel)) < 0 ||
-		    (size_t)snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", n) >= sizeof(child))
-			return false;
-		int found = watch_tree(iw, child, strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE, ev->wd, n);
-		return found != 0;
-	}
+	if (ev->mask & (IN_CREATE | IN_MOVED_TO))
+		return watch_tree(iw, strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE, ev->wd, n) != 0;
 	return (ev->mask & IN_DELETE) != 0; /* a removed directory took its ignore files */
 }
 
@@ -428,7 +472,7 @@ int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, l
 	iw->in = (struct lz_ignoreclass_inputs){ .workspace_fd = iw->host_fd,
 						 .isolated_fd = iw->isolated_fd,
 						 .global_excludes = iw->global_excludes };
-	int rc = watch_tree(iw, "", K_TREE, -1, "");
+	int rc = watch_tree(iw, K_TREE, -1, "");
 	if (rc >= 0 && iw->global_excludes)
 		watch_global(iw);
 	if (rc >= 0 && !iw->full_warned)

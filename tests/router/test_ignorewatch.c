@@ -244,6 +244,62 @@ static void test_renamed_directory_keeps_watching(void **state)
 	assert_true(published_after(f, before));
 }
 
+/* A chain of directories `depth` levels deep below top/name, with a
+ * .gitignore at its bottom; returns a descriptor of the bottom. */
+static int make_chain(const char *top, const char *name, int depth)
+{
+	int fd = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < depth; i++) {
+		const char *n = i == 0 ? name : "a";
+		assert_int_equal(mkdirat(fd, n, 0755), 0);
+		int next = openat(fd, n, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(next >= 0);
+		close(fd);
+		fd = next;
+	}
+	int g = openat(fd, ".gitignore", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(g >= 0);
+	assert_int_equal(write(g, "gen/\n", 5), 5);
+	close(g);
+	return fd;
+}
+
+/* As deep as a workspace path may be (the router refuses longer ones):
+ * the watch walks it without using the thread's stack per level (a
+ * sandbox's `mkdir a; cd a` loop once crashed the router, at start and
+ * when the chain was moved in whole). */
+#define CHAIN_DEPTH 2030
+
+static void test_a_chain_as_deep_as_paths_allow_at_start(void **state)
+{
+	struct fx *f = *state;
+	int bottom = make_chain(f->ws, "deep", CHAIN_DEPTH);
+	start(f, NULL);
+	/* The bottom is watched: its .gitignore edited publishes. */
+	int g = openat(bottom, ".gitignore", O_WRONLY | O_TRUNC | O_CLOEXEC);
+	assert_true(g >= 0);
+	assert_int_equal(write(g, "out/\n", 5), 5);
+	close(g);
+	close(bottom);
+	assert_true(published_after(f, 0));
+}
+
+static void test_a_chain_as_deep_as_paths_allow_moved_in(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	char staged[160];
+	FMT(staged, "%s/staged", f->dir);
+	assert_int_equal(mkdir(staged, 0755), 0);
+	close(make_chain(staged, "deep", CHAIN_DEPTH));
+	char from[200], to[200];
+	FMT(from, "%s/deep", staged);
+	FMT(to, "%s/deep", f->ws);
+	assert_int_equal(rename(from, to), 0);
+	assert_true(published_after(f, 0));
+}
+
 static void test_stop_without_changes(void **state)
 {
 	struct fx *f = *state;
@@ -267,6 +323,8 @@ int main(void)
 		T(test_global_excludes_publishes),
 		T(test_global_excludes_inside_the_workspace),
 		T(test_renamed_directory_keeps_watching),
+		T(test_a_chain_as_deep_as_paths_allow_at_start),
+		T(test_a_chain_as_deep_as_paths_allow_moved_in),
 		T(test_stop_without_changes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
