@@ -15,14 +15,24 @@
 #include "router_int.h"
 #include "util/sys.h"
 
-/* Whether the backing root b holds an object at the workspace path. */
-static bool present(struct lz_router *r, enum rt_backing b, const char *path)
+/* Whether the backing root b holds an object at the workspace path: 1
+ * or 0, -errno when that cannot be told (descriptors, memory). */
+static int present(struct lz_router *r, enum rt_backing b, const char *path)
 {
 	int fd = lz_openat2(r->root_fd[b], path, O_PATH | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_CONFINED);
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -errno;
+}
+
+/* Whether libgit2's last failure was the host's (descriptors, memory),
+ * not the file's. */
+static bool host_failure(void)
+{
+	const git_error *e = git_error_last();
+	return e != NULL && (e->klass == GIT_ERROR_OS || e->klass == GIT_ERROR_NOMEMORY);
 }
 
 int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
@@ -48,12 +58,15 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	}
 	rc = 0;
 	rt_procpath(proc, lock_fd);
+	/* Fails closed when the check cannot be made: Git's rename fails and
+	 * Git says so; an index Git cannot read, Git will refuse as well. */
 	if (git_libgit2_init() < 0)
-		return 0;
+		return -EIO;
 	git_index *idx = NULL;
-	if (git_index_open(&idx, proc) < 0) { /* not an index Git can read: Git will say so */
+	if (git_index_open(&idx, proc) < 0) {
+		rc = host_failure() ? -EIO : 0;
 		git_libgit2_shutdown();
-		return 0;
+		return rc;
 	}
 	size_t n = git_index_entrycount(idx);
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -64,8 +77,12 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 		if (len < 0 || (size_t)len >= sizeof(path))
 			continue;
 		enum lz_route route;
-		if (rt_route(r, path, (size_t)len, false, &route) == 0 && route == LZ_ROUTE_ISOLATED &&
-		    present(r, RT_ISOLATED, path) && !present(r, RT_HOST, path))
+		if (rt_route(r, path, (size_t)len, false, &route) < 0 || route != LZ_ROUTE_ISOLATED)
+			continue;
+		int isolated = present(r, RT_ISOLATED, path), host = isolated > 0 ? present(r, RT_HOST, path) : 0;
+		if (isolated < 0 || host < 0)
+			rc = -EIO;
+		else if (isolated && !host)
 			rc = -EBUSY;
 	}
 	git_index_free(idx);

@@ -688,6 +688,12 @@ static int open_in(struct lz_router *r, struct rt_inode *d, enum rt_backing b, c
 	return 0;
 }
 
+/* What open_in answers when the backing holds no object there. */
+static bool absent(int rc)
+{
+	return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP;
+}
+
 int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum rt_backing *ret_b,
 	       int *ret_fd, struct stat *ret_st)
 {
@@ -713,24 +719,38 @@ int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum r
 		return 0;
 	}
 	/* A directory-only pattern: the entry is the directory of the
-	 * directory route, else the non-directory of the other route. */
-	if (rd != LZ_ROUTE_INCONSISTENT && open_in(r, d, rt_backing_of(rd), name, &fd, &st) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			*ret_b = rt_backing_of(rd);
-			*ret_fd = fd;
-			*ret_st = st;
-			return 0;
+	 * directory route, else the non-directory of the other route. A
+	 * failure that is not absence (descriptors, memory) is the answer:
+	 * never "no such entry", which the kernel caches and Git reads as a
+	 * deletion. */
+	int failed = 0;
+	if (rd != LZ_ROUTE_INCONSISTENT) {
+		if ((rc = open_in(r, d, rt_backing_of(rd), name, &fd, &st)) == 0) {
+			if (S_ISDIR(st.st_mode)) {
+				*ret_b = rt_backing_of(rd);
+				*ret_fd = fd;
+				*ret_st = st;
+				return 0;
+			}
+			close(fd);
+		} else if (!absent(rc)) {
+			failed = rc;
 		}
-		close(fd);
 	}
-	if (rf != LZ_ROUTE_INCONSISTENT && open_in(r, d, rt_backing_of(rf), name, &fd, &st) == 0) {
-		if (!S_ISDIR(st.st_mode)) {
-			*ret_b = rt_backing_of(rf);
-			*ret_fd = fd;
-			*ret_st = st;
-			return 0;
+	if (rf != LZ_ROUTE_INCONSISTENT) {
+		if ((rc = open_in(r, d, rt_backing_of(rf), name, &fd, &st)) == 0) {
+			if (!S_ISDIR(st.st_mode)) {
+				*ret_b = rt_backing_of(rf);
+				*ret_fd = fd;
+				*ret_st = st;
+				return 0;
+			}
+			close(fd);
+		} else if (!absent(rc) && failed == 0) {
+			failed = rc;
 		}
-		close(fd);
 	}
+	if (failed < 0)
+		return failed;
 	return rf == LZ_ROUTE_INCONSISTENT || rd == LZ_ROUTE_INCONSISTENT ? -EIO : -ENOENT;
 }

@@ -1499,6 +1499,43 @@ static void test_router__more_inodes_than_descriptors(void **state)
 	router_nofile = 0;
 }
 
+/* A router out of descriptors (every one pinned by a directory the
+ * sandbox holds open) answers a lookup under a directory-only pattern
+ * with that failure, never "no such entry": the kernel would cache the
+ * absence and Git read it as a deletion. Once the directories are closed
+ * the entry is there at once. */
+static void router__out_of_descriptors_is_not_absence(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->iso, "out"), 0755)); /* a directory named out routes ISOLATED */
+	char name[64];
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "h%03d", i);
+		CHECK_OK(mkdir(P(e->host, name), 0755));
+	}
+	int held[200], n = 0;
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "h%03d", i);
+		int fd = open(P(e->mnt, name), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		held[n++] = fd;
+	}
+	CHECK(n < 200, "the router never ran out of descriptors (%d directories open)", n);
+	struct stat st;
+	int rc = stat(P(e->mnt, "out"), &st);
+	CHECK(rc < 0 && errno != ENOENT, "stat out with no descriptor left: %s", rc == 0 ? "found" : strerror(errno));
+	for (int i = 0; i < n; i++)
+		close(held[i]);
+	CHECK(stat(P(e->mnt, "out"), &st) == 0 && S_ISDIR(st.st_mode), "out after the close: %s", strerror(errno));
+}
+
+static void test_router__out_of_descriptors_is_not_absence(void **state)
+{
+	router_nofile = 64;
+	with_router(*state, router__out_of_descriptors_is_not_absence);
+	router_nofile = 0;
+}
+
 /* ---- host changes through long caches ---------------------------------------- */
 
 /* Waits up to 3 s for stat(path) to succeed (want) or fail ENOENT
@@ -1824,6 +1861,7 @@ int main(void)
 	T(router__host_git_lock_files_are_not_the_sandboxs),
 	T(router__host_git_lock_files_are_not_the_sandboxs__open_requests),
 		T(router__more_inodes_than_descriptors),
+		T(router__out_of_descriptors_is_not_absence),
 		T(router__host_changes_show_through_long_caches),
 		T(router__open_files_survive_host_removal_and_rename),
 		T(router__a_reused_inode_number_is_another_object),
