@@ -190,7 +190,8 @@ static int open_protected_file(const struct planner *p, const char *rel, struct 
 	return TAKE_FD(fd);
 }
 
-static int add(struct planner *p, enum lz_gitsentry_kind kind, const char *rel)
+/* Adds rel; a file to bind keeps a duplicate of fd, its checked object. */
+static int add(struct planner *p, enum lz_gitsentry_kind kind, const char *rel, int fd)
 {
 	/* The plan has a fixed shape (at most six entries); more is a bug. */
 	assert(p->n < LZ_GITSENTRY_MOUNTS_MAX);
@@ -198,6 +199,9 @@ static int add(struct planner *p, enum lz_gitsentry_kind kind, const char *rel)
 	if (join(e->host_path, p->ws, rel) < 0 || join(e->sandbox_path, SANDBOX_WORKSPACE, rel) < 0)
 		return lz_err_set(p->err, ENAMETOOLONG, "'%s': path longer than %d bytes",
 				  host_label(p, rel).s, LZ_PATH_MAX);
+	e->fd = -EBADF;
+	if (kind == LZ_GITSENTRY_READONLY_FILE && (e->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return lz_err_set(p->err, errno, "dup: %s", strerror(errno));
 	e->kind = kind;
 	p->n++;
 	return 0;
@@ -350,7 +354,7 @@ static int protect_if_present(struct planner *p, const char *dir, const char *na
 		return 0;
 	if (fd < 0)
 		return fd;
-	return add(p, LZ_GITSENTRY_READONLY_FILE, rel);
+	return add(p, LZ_GITSENTRY_READONLY_FILE, rel, fd);
 }
 
 /* Reads pointer file rel (already opened and checked), binds it read-only
@@ -365,7 +369,7 @@ static int follow_pointer(struct planner *p, int fd, const struct stat *st, cons
 	int r;
 	if ((r = read_pointer(p, fd, st, rel, buf, &len)) < 0 ||
 	    (r = parse_pointer(p, buf, len, prefix, rel, &value)) < 0 ||
-	    (r = add(p, LZ_GITSENTRY_READONLY_FILE, rel)) < 0)
+	    (r = add(p, LZ_GITSENTRY_READONLY_FILE, rel, fd)) < 0)
 		return r;
 	return resolve_pointer(p, base_rel, value, rel, ret_inside, ret_target);
 }
@@ -431,7 +435,42 @@ static int plan_gitdir(struct planner *p, const char *gitdir)
 	if (hfd < 0 && hfd != -ENOENT)
 		return open_failed(p, hfd, rel);
 	/* Planned even when absent: the runtime creates the mount point. */
-	return add(p, LZ_GITSENTRY_TRANSIENT_DIR, rel);
+	return add(p, LZ_GITSENTRY_TRANSIENT_DIR, rel, -EBADF);
+}
+
+/* The plan for the workspace's top-level `.git` entry. */
+static int plan_workspace(struct planner *p)
+{
+	int r;
+	struct stat st;
+	_cleanup_close_ int fd = open_rel(p, ".git", &st);
+	if (fd == -ENOENT)
+		return 0; /* not a repository root: nothing to protect */
+	if (fd < 0)
+		return open_failed(p, fd, ".git");
+
+	if (S_ISLNK(st.st_mode))
+		return lz_err_set(p->err, EPERM,
+				  "'%s' is a symlink; Git Sentry cannot protect a repository "
+				  "reached through it",
+				  host_label(p, ".git").s);
+	if (S_ISDIR(st.st_mode)) {
+		r = plan_gitdir(p, ".git");
+	} else if (S_ISREG(st.st_mode)) {
+		char gitdir[LZ_PATH_MAX + 1];
+		bool inside;
+		if ((r = check_protected(p, ".git", &st)) < 0)
+			return r;
+		r = follow_pointer(p, fd, &st, ".git", "gitdir: ", "", &inside, gitdir);
+		if (r >= 0 && inside)
+			r = plan_gitdir(p, gitdir);
+	} else {
+		return lz_err_set(p->err, EPERM,
+				  "'%s' is neither a directory nor a regular file; Git Sentry "
+				  "refuses it",
+				  host_label(p, ".git").s);
+	}
+	return r;
 }
 
 int lz_gitsentry_plan(int workspace_fd, const char *workspace_canonical,
@@ -443,47 +482,25 @@ int lz_gitsentry_plan(int workspace_fd, const char *workspace_canonical,
 	if (r < 0)
 		return lz_err_prefix(err, r, "workspace '%s': ", workspace_canonical);
 
-	_cleanup_free_ struct lz_gitsentry_mount *m = calloc(LZ_GITSENTRY_MOUNTS_MAX, sizeof(*m));
+	struct lz_gitsentry_mount *m = calloc(LZ_GITSENTRY_MOUNTS_MAX, sizeof(*m));
 	if (m == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	struct planner p = { .ws_fd = workspace_fd, .ws = workspace_canonical, .m = m, .err = err };
-
-	struct stat st;
-	_cleanup_close_ int fd = open_rel(&p, ".git", &st);
-	if (fd == -ENOENT) {
-		/* Not a repository root: nothing to protect. */
-		*ret = NULL;
-		*ret_n = 0;
-		return 0;
-	}
-	if (fd < 0)
-		return open_failed(&p, fd, ".git");
-
-	if (S_ISLNK(st.st_mode))
-		return lz_err_set(err, EPERM,
-				  "'%s' is a symlink; Git Sentry cannot protect a repository "
-				  "reached through it",
-				  host_label(&p, ".git").s);
-	if (S_ISDIR(st.st_mode)) {
-		r = plan_gitdir(&p, ".git");
-	} else if (S_ISREG(st.st_mode)) {
-		char gitdir[LZ_PATH_MAX + 1];
-		bool inside;
-		if ((r = check_protected(&p, ".git", &st)) < 0)
-			return r;
-		r = follow_pointer(&p, fd, &st, ".git", "gitdir: ", "", &inside, gitdir);
-		if (r >= 0 && inside)
-			r = plan_gitdir(&p, gitdir);
-	} else {
-		return lz_err_set(err, EPERM,
-				  "'%s' is neither a directory nor a regular file; Git Sentry "
-				  "refuses it",
-				  host_label(&p, ".git").s);
+	r = plan_workspace(&p);
+	if (r < 0 || p.n == 0) {
+		lz_gitsentry_free(m, p.n);
+		m = NULL;
 	}
 	if (r < 0)
 		return r;
-
 	*ret_n = p.n;
-	*ret = p.n > 0 ? TAKE_PTR(m) : NULL;
+	*ret = m;
 	return 0;
+}
+
+void lz_gitsentry_free(struct lz_gitsentry_mount *m, size_t n)
+{
+	for (size_t i = 0; m != NULL && i < n; i++)
+		lz_close_fdp(&m[i].fd);
+	free(m);
 }

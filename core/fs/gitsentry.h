@@ -9,8 +9,10 @@
  * This module only plans: it examines the workspace's top-level `.git`
  * entry descriptor-relative beneath a retained workspace descriptor
  * (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
- * RESOLVE_NO_XDEV) and returns the mounts to add. The caller revalidates
- * the workspace and hands the host paths to the runtime as bind sources.
+ * RESOLVE_NO_XDEV) and returns the mounts to add, each file with a
+ * descriptor of the object it checked: the runtime binds that object
+ * (runtime/rsplan.h), never the host path, which another Domain's
+ * sandbox may be able to replace after the plan.
  *
  * Threat: a sandbox that writes `core.fsmonitor`, `core.hooksPath` or a hook
  * into the host repository, or redirects the host's Git to a configuration
@@ -42,6 +44,8 @@ enum lz_gitsentry_kind {
 
 struct lz_gitsentry_mount {
 	enum lz_gitsentry_kind kind;
+	/* READONLY_FILE: O_PATH of the object checked (owned); else -EBADF. */
+	int fd;
 	/* workspace_canonical "/" relative path: a label for the bind source,
 	 * never reopened here. */
 	char host_path[LZ_PATH_MAX + 1];
@@ -52,7 +56,8 @@ struct lz_gitsentry_mount {
 /* Plans the Git Sentry mounts for the workspace open at workspace_fd (a
  * directory descriptor, O_PATH is enough) whose canonical host path is
  * workspace_canonical. On success *ret is an array of *ret_n entries, to be
- * released with free(); with no `.git` entry it is NULL and *ret_n is 0.
+ * released with lz_gitsentry_free(); with no `.git` entry it is NULL and
+ * *ret_n is 0.
  * Returns -EPERM for a layout that cannot be protected (symlinks, hard
  * links, special files), -EINVAL or -EFBIG for a malformed pointer file,
  * -ENOENT when a pointer names a missing directory inside the workspace,
@@ -60,5 +65,8 @@ struct lz_gitsentry_mount {
  * and *ret_n are untouched on failure. */
 int lz_gitsentry_plan(int workspace_fd, const char *workspace_canonical,
 		      struct lz_gitsentry_mount **ret, size_t *ret_n, struct lz_err *err);
+
+/* Closes the plan's descriptors and frees it; accepts NULL. */
+void lz_gitsentry_free(struct lz_gitsentry_mount *m, size_t n);
 
 #endif

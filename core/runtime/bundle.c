@@ -14,6 +14,7 @@
 #include "fs/pathauth.h"
 #include "net/netpolicy.h"
 #include "runtime/ocispec.h"
+#include "runtime/rsplan.h"
 #include "session/guestcmd.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
@@ -25,15 +26,12 @@ struct mounts {
 	struct lz_oci_mount *v;
 	char (*labels)[LABEL_MAX];
 	size_t n, cap;
-	struct lz_gitsentry_mount *git;
-	size_t n_git;
 };
 
 static void mounts_free(struct mounts *m)
 {
 	free(m->v);
 	free(m->labels);
-	free(m->git);
 }
 
 /* A mount whose host source is a label built here (kept in m). */
@@ -50,7 +48,8 @@ static int add_labelled(struct mounts *m, const char *dest, const char *type, bo
 	return 0;
 }
 
-static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct mounts *m, struct lz_err *err)
+static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, const struct lz_bundle_git *git,
+			struct mounts *m, struct lz_err *err)
 {
 	const struct lz_config_profile *p = lz_config_selected(cfg);
 	const struct lz_path *ws = lz_config_workspace(cfg);
@@ -79,24 +78,27 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, struct 
 	const char *ws_child = bind ? "" : "/workspace";
 	if ((r = add_labelled(m, "/workspace", "bind", false, "%s%s", ws_source, ws_child, err)) < 0)
 		return r;
-	/* SR-4: Git Sentry, after /workspace so it lies on top. */
-	if ((r = lz_gitsentry_plan(ws->fd, ws->canonical, &m->git, &m->n_git, err)) < 0)
-		return lz_err_prefix(err, r, "Git Sentry: ");
-	/* Pin .git as a mount point of its own: a mount point cannot be
-	 * renamed, so `mv .git x` cannot slip the protected files aside. */
+	/* SR-4: Git Sentry, after /workspace so it lies on top. Pin .git as
+	 * a mount point of its own: a mount point cannot be renamed, so
+	 * `mv .git x` cannot slip the protected files aside. */
 	struct stat st;
-	if (m->n_git > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	if (git->n > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
 	    (r = add_labelled(m, "/workspace/.git", "bind", false, "%s%s/.git", ws_source, ws_child, err)) < 0)
 		return r;
-	for (size_t i = 0; i < m->n_git; i++) {
-		const struct lz_gitsentry_mount *gm = &m->git[i];
-		bool file = gm->kind == LZ_GITSENTRY_READONLY_FILE;
-		if (m->n == m->cap)
+	/* Each file from where the RS bound the object the sentry checked
+	 * (rsplan.h), never its workspace path. */
+	for (size_t i = 0; i < git->n; i++) {
+		const struct lz_gitsentry_mount *gm = &git->v[i];
+		char rel[40];
+		snprintf(rel, sizeof(rel), "/" LZ_RS_SENTRY_DIR "/%zu", i);
+		if (gm->kind == LZ_GITSENTRY_READONLY_FILE) {
+			if ((r = add_labelled(m, gm->sandbox_path, "bind", true, "%s%s", gen, rel, err)) < 0)
+				return r;
+		} else if (m->n == m->cap) {
 			return lz_err_set(err, E2BIG, "too many sandbox mounts");
-		m->v[m->n++] = (struct lz_oci_mount){ .destination = gm->sandbox_path,
-						      .type = file ? "bind" : "tmpfs",
-						      .source = file ? gm->host_path : NULL,
-						      .read_only = file };
+		} else {
+			m->v[m->n++] = (struct lz_oci_mount){ .destination = gm->sandbox_path, .type = "tmpfs" };
+		}
 	}
 	if ((r = add_labelled(m, LZ_BUNDLE_INIT_PATH, "bind", true, "%s/%s", gen, "init", err)) < 0)
 		return r;
@@ -131,7 +133,7 @@ static bool alias_fits(const char *ws, const struct mounts *m)
 	return true;
 }
 
-int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
+int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g, const struct lz_bundle_git *git,
 		    const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], struct lz_err *err)
 {
 	const struct lz_config_profile *p = lz_config_selected(cfg);
@@ -144,7 +146,7 @@ int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
 	m.labels = calloc(m.cap, sizeof(*m.labels));
 	if (m.v == NULL || m.labels == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	if ((r = build_mounts(cfg, g, &m, err)) < 0)
+	if ((r = build_mounts(cfg, g, git, &m, err)) < 0)
 		return r;
 	if (lz_gendir_label(g, "root", root, sizeof(root)) < 0)
 		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");

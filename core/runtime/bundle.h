@@ -7,10 +7,10 @@
  * persistent directory; the volumes (read-only where configured);
  * /workspace, a read-write bind of the canonical workspace; .git pinned as
  * a mount point of its own, and Git Sentry's mounts on top of it
- * (gitsentry.h); the init at /run/lazaret/init and the product's
+ * (gitsentry.h; its files from where the RS bound them, rsplan.h); the init at /run/lazaret/init and the product's
  * /etc/resolv.conf, both read-only; the Escalation Client, its mailbox
  * and credentials (escalation/sandbox.h). A workspace whose Git layout Git
- * Sentry refuses refuses the bundle.
+ * Sentry refuses refuses the plan, before the bundle.
  *
  * The guest environment of a session: PATH, HOME=/root, LANG=C.UTF-8, with
  * network.allow_domains the proxy variables (HTTP_PROXY and kin, naming
@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "fs/gitsentry.h"
 #include "net/canary.h"
 #include "runtime/rundir.h"
 #include "util/err.h"
@@ -30,9 +31,16 @@
 #define LZ_BUNDLE_GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/lazaret/bin"
 #define LZ_BUNDLE_RESOLV_CONF "nameserver 10.137.54.3\n" /* slirp4netns's synthetic DNS (spec 3.7) */
 
+/* Git Sentry's plan for the generation (the RS plan's: its files are
+ * bound under <gen>/sentry/ by index). */
+struct lz_bundle_git {
+	const struct lz_gitsentry_mount *v;
+	size_t n;
+};
+
 /* Writes config.json into g's bundle directory; the init runs with
  * `--attest <challenge in hex>` (spec 3.7). */
-int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g,
+int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g, const struct lz_bundle_git *git,
 		    const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], struct lz_err *err);
 
 /* The guest environment, NULL-terminated; free with lz_bundle_env_free,

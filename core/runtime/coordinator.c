@@ -654,7 +654,9 @@ int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 				      .rootfs_fd = hc->rootfs_fd, .runsc_path = hc->runsc_path,
 				      .container_id = hc->container_id, .canary_key = hc->canary_key };
 	if ((r = lz_rsplan_build(&in, &plan, &hc_fd, err)) < 0 ||
-	    (r = lz_bundle_write(hc->cfg, &hc->gendir, hc->init_challenge, err)) < 0)
+	    (r = lz_bundle_write(hc->cfg, &hc->gendir, &(struct lz_bundle_git){ plan->git, plan->n_git },
+				 hc->init_challenge, err)) < 0 ||
+	    (r = fault_after("after-plan", 0)) < 0)
 		return r;
 	memcpy(hc->policy_digest, plan->policy_digest, sizeof(hc->policy_digest));
 	struct lz_broker_spec spec = {

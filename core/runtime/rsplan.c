@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fs/file.h"
+#include "fs/gitsentry.h"
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
@@ -67,6 +68,7 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 		lz_close_fdp(&p->volumes[i].target_fd);
 	}
 	free(p->volumes);
+	lz_gitsentry_free(p->git, p->n_git);
 	free(p);
 }
 
@@ -159,48 +161,72 @@ static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_
 	return r;
 }
 
-/* Volume i: the configuration's descriptor of its source, and its mount
- * point <gen>/volume/<i>, a directory or an empty file like the source. */
-static int plan_volume(const struct lz_rsplan_input *in, int volume_dir, size_t i, struct lz_rs_volume *v,
-		       struct lz_err *err)
+/* A bind of the object source_fd (labelled source) onto a mount point
+ * <gen>/<dir>/<idx>, a directory or an empty file like the source. */
+static int plan_bind(const struct lz_rsplan_input *in, int dir_fd, const char *dir, size_t idx,
+		     int source_fd, const char *source, mode_t mode, struct lz_rs_volume *v, struct lz_err *err)
 {
-	const struct lz_path *src = lz_config_volume_source(in->cfg, i);
-	char idx[24], rel[40];
-	snprintf(idx, sizeof(idx), "%zu", i);
-	snprintf(rel, sizeof(rel), "volume/%s", idx);
-	v->read_only = lz_config_selected(in->cfg)->volumes[i].read_only;
-	if ((v->source_fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3)) < 0)
+	char name[24], rel[40];
+	snprintf(name, sizeof(name), "%zu", idx);
+	snprintf(rel, sizeof(rel), "%s/%s", dir, name);
+	if ((v->source_fd = fcntl(source_fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		return lz_err_set(err, errno, "dup: %s", strerror(errno));
 	if (lz_gendir_label(in->gen, rel, v->target, sizeof(v->target)) < 0)
 		return lz_err_set(err, ENAMETOOLONG, "runtime directory path too long");
-	int r = label(v->source, sizeof(v->source), src->canonical, "", err);
+	int r = label(v->source, sizeof(v->source), source, "", err);
 	if (r < 0)
 		return r;
-	if (S_ISDIR(src->mode))
-		return lz_dir_ensure(volume_dir, idx, 0755, &v->target_fd, err);
-	_cleanup_close_ int made = openat(volume_dir, idx, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (made < 0 || (v->target_fd = openat(volume_dir, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return lz_err_set(err, errno, "volume mount point %s: %s", rel, strerror(errno));
+	if (S_ISDIR(mode))
+		return lz_dir_ensure(dir_fd, name, 0755, &v->target_fd, err);
+	_cleanup_close_ int made = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (made < 0 || (v->target_fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return lz_err_set(err, errno, "mount point %s: %s", rel, strerror(errno));
 	return 0;
 }
 
-static int plan_volumes(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
+/* The binds the RS makes: each volume, the configuration's object, onto
+ * <gen>/volume/<i>; then each of Git Sentry's files (SR-4), the object the
+ * sentry checked, read-only onto <gen>/sentry/<i> (LZ_RS_SENTRY_DIR). */
+static int plan_binds(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
 {
-	size_t n = lz_config_selected(in->cfg)->n_volumes;
-	if (n == 0)
-		return 0;
+	const struct lz_config_profile *p = lz_config_selected(in->cfg);
+	const struct lz_path *ws = lz_config_workspace(in->cfg);
+	size_t n = p->n_volumes, n_files = 0;
 	if (n > LZ_RS_MAX_VOLUMES)
 		return lz_err_set(err, E2BIG, "more than %d volumes", LZ_RS_MAX_VOLUMES);
-	if ((plan->volumes = calloc(n, sizeof(*plan->volumes))) == NULL)
+	int r = lz_gitsentry_plan(ws->fd, ws->canonical, &plan->git, &plan->n_git, err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "Git Sentry: ");
+	for (size_t i = 0; i < plan->n_git; i++)
+		n_files += plan->git[i].kind == LZ_GITSENTRY_READONLY_FILE;
+	if (n + n_files == 0)
+		return 0;
+	if ((plan->volumes = calloc(n + n_files, sizeof(*plan->volumes))) == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	_cleanup_close_ int dir = -EBADF;
-	int r = lz_dir_ensure(in->gen->dir.fd, "volume", 0755, &dir, err);
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		plan->volumes[i] = (struct lz_rs_volume){ .source_fd = -EBADF, .target_fd = -EBADF };
+	_cleanup_close_ int volume_dir = -EBADF, sentry_dir = -EBADF;
+	if ((n > 0 && (r = lz_dir_ensure(in->gen->dir.fd, "volume", 0755, &volume_dir, err)) < 0) ||
+	    (n_files > 0 && (r = lz_dir_ensure(in->gen->dir.fd, LZ_RS_SENTRY_DIR, 0755, &sentry_dir, err)) < 0))
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		const struct lz_path *src = lz_config_volume_source(in->cfg, i);
+		struct lz_rs_volume *v = &plan->volumes[i];
+		*v = (struct lz_rs_volume){ .source_fd = -EBADF, .target_fd = -EBADF, .read_only = p->volumes[i].read_only };
 		plan->n_volumes = i + 1; /* closed by lz_rsplan_free on failure */
-		r = plan_volume(in, dir, i, &plan->volumes[i], err);
+		if ((r = plan_bind(in, volume_dir, "volume", i, src->fd, src->canonical, src->mode, v, err)) < 0)
+			return r;
 	}
-	return r;
+	for (size_t i = 0; i < plan->n_git; i++) {
+		const struct lz_gitsentry_mount *gm = &plan->git[i];
+		if (gm->kind != LZ_GITSENTRY_READONLY_FILE)
+			continue;
+		struct lz_rs_volume *v = &plan->volumes[plan->n_volumes++];
+		*v = (struct lz_rs_volume){ .source_fd = -EBADF, .target_fd = -EBADF, .read_only = true,
+					    .git_sentry = true };
+		if ((r = plan_bind(in, sentry_dir, LZ_RS_SENTRY_DIR, i, gm->fd, gm->host_path, S_IFREG, v, err)) <
+		    0)
+			return r;
+	}
+	return 0;
 }
 
 /* Spec 3.5: the router's mount point in the generation, the canonical
@@ -396,7 +422,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 			return r;
 	}
 	plan->n_anchors = p->n_persistent_dirs;
-	if ((r = plan_volumes(in, plan, err)) < 0 || (r = plan_router(in, plan, err)) < 0)
+	if ((r = plan_binds(in, plan, err)) < 0 || (r = plan_router(in, plan, err)) < 0)
 		return r;
 	if ((r = lz_gendir_open_log(in->gen, "runsc.log", &plan->log_fd, err)) < 0 ||
 	    (r = plan_policy(p, plan, err)) < 0 || (r = plan_egress(in, plan, err)) < 0)

@@ -30,7 +30,9 @@
  * which only Lazaret writes, so a source path swapped after the
  * configuration was loaded (a sandbox of another Domain can write where a
  * volume source lies) refuses the start instead of reaching another
- * object. */
+ * object. Git Sentry's files (fs/gitsentry.h) the same way: the plan keeps
+ * the sentry's plan, and each file it checked is bound read-only onto
+ * <gen>/sentry/<i> (i its index in that plan), which the bundle names. */
 #ifndef LZ_RSPLAN_H
 #define LZ_RSPLAN_H
 
@@ -39,6 +41,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "fs/gitsentry.h"
 #include "net/canary.h"
 #include "runtime/rsproto.h"
 #include "runtime/rundir.h"
@@ -56,11 +59,13 @@ struct lz_rs_anchor {
 };
 
 #define LZ_RS_MAX_VOLUMES 64
+#define LZ_RS_SENTRY_DIR "sentry"
 
 struct lz_rs_volume {
-	int source_fd; /* the configuration's, duplicated */
-	int target_fd; /* <gen>/volume/<i>, of the source's type */
+	int source_fd; /* the configuration's (or Git Sentry's), duplicated */
+	int target_fd; /* <gen>/volume/<i> (<gen>/sentry/<i>), of the source's type */
 	bool read_only;
+	bool git_sentry;
 	char source[4096]; /* labels, reopened in the RS */
 	char target[4096];
 };
@@ -82,8 +87,10 @@ struct lz_rs_plan {
 	char root_work[4096];
 	struct lz_rs_anchor anchors[LZ_RS_MAX_ANCHORS];
 	size_t n_anchors;
-	struct lz_rs_volume *volumes; /* owned */
+	struct lz_rs_volume *volumes; /* owned: the volumes, then Git Sentry's files */
 	size_t n_volumes;
+	struct lz_gitsentry_mount *git; /* owned: the bundle's Git Sentry mounts */
+	size_t n_git;
 	char runsc_path[64];
 	char runsc_root[4096]; /* --root */
 	char bundle[4096];

@@ -197,15 +197,16 @@ static int mount_all(const struct lz_rs_plan *p, struct lz_rs_msg *mounts, struc
 			return lz_err_prefix(err, r, "State Anchor %zu: ", i);
 		mounts->n_mounts++;
 	}
-	/* Volumes: the configuration's objects, bound where runsc looks;
-	 * they end with this namespace. */
+	/* Volumes and Git Sentry's files: the objects the HC checked, bound
+	 * where runsc looks; they end with this namespace. */
 	for (size_t i = 0; i < p->n_volumes; i++) {
 		const struct lz_rs_volume *v = &p->volumes[i];
 		_cleanup_close_ int source = -EBADF, target = -EBADF;
 		if ((r = lz_rsplan_reopen(v->source, v->source_fd, &source, err)) < 0 ||
 		    (r = lz_rsplan_reopen(v->target, v->target_fd, &target, err)) < 0 ||
 		    (r = lz_mountns_bind_tree(source, target, v->read_only, err)) < 0)
-			return lz_err_prefix(err, r, "volume %zu: ", i);
+			return v->git_sentry ? lz_err_prefix(err, r, "Git Sentry: ")
+					     : lz_err_prefix(err, r, "volume %zu: ", i);
 	}
 	return 0;
 }
@@ -572,7 +573,7 @@ struct lz_rs {
  * end of the control socket (whose EOF is the HC-loss signal). */
 static void keep_only_plan(const struct lz_rs_plan *p)
 {
-	int keep[16 + 4 * LZ_RS_MAX_ANCHORS + 2 * LZ_RS_MAX_VOLUMES];
+	int keep[16 + 4 * LZ_RS_MAX_ANCHORS + 2 * (LZ_RS_MAX_VOLUMES + LZ_GITSENTRY_MOUNTS_MAX)];
 	lz_fds_keep_only(keep, lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep)));
 }
 

@@ -328,13 +328,45 @@ destination = \"/root/.cache\"
 	assert_eq kept "$OUT" "profile directory volume persists"
 }
 
+# Starts the test-only build (lazaret-faults) with LAZARET_TEST_FAULT set
+# to $1 and the command in the rest, in the background (its CLI's PID in
+# HELD_CLI, its streams in $T/held.out and $T/held.err), and waits until
+# its coordinator stopped at that point (its PID in HELD_HC).
+launch_held() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	local fault=$1 _
+	shift
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT="$fault" "$LAZARET_FAULTS" test \
+		--config "$CFG" -- "$@" >"$T/held.out" 2>"$T/held.err") &
+	HELD_CLI=$!
+	HELD_HC=""
+	for _ in $(seq 300); do
+		HELD_HC=$(ps -ww -u "$(id -u)" -o pid=,stat=,args= | awk -v ws="--workspace $WS" \
+			'$2 ~ /^T/ && index($0, "__hc") && index($0, ws) {print $1; exit}')
+		[ -n "$HELD_HC" ] && return 0
+		sleep 0.1
+	done
+	fail "the coordinator never stopped at $fault"
+}
+
+# Continues the held coordinator after a swap ($1 names what was swapped):
+# the start must refuse on the changed identity, the sandbox must never
+# have read the secret, and nothing may be left running.
+expect_swap_refused() {
+	local status=0
+	kill -CONT "$HELD_HC"
+	wait "$HELD_CLI" || status=$?
+	assert_not_contains "$(cat "$T/held.out")" secret "what the sandbox read"
+	[ "$status" != 0 ] || fail "the launch ran with a swapped $1"
+	assert_contains "$(cat "$T/held.err")" "changed identity" "the refusal"
+	assert_no_processes
+}
+
 # A volume source replaced by a symlink after the configuration was
 # loaded (a sandbox of another Domain may write where a source lies): the
 # start refuses, and the sandbox never sees what the link names. The
-# coordinator is held right after it began (lazaret-faults) for the swap.
+# coordinator is held right after it began for the swap.
 test_a_volume_source_swapped_after_loading_is_refused() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
-	local cli hc="" status=0
 	mkdir "$T/vol" "$T/secret"
 	echo volume >"$T/vol/in"
 	echo secret >"$T/secret/in"
@@ -342,24 +374,29 @@ test_a_volume_source_swapped_after_loading_is_refused() {
 source = \"$T/vol\"
 destination = \"/data\"
 " write_profile
-	(cd "$WS" && exec env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=hc-stop-after-begin "$LAZARET_FAULTS" test \
-		--config "$CFG" -- cat /data/in >"$T/swap.out" 2>"$T/swap.err") &
-	cli=$!
-	for _ in $(seq 300); do
-		hc=$(ps -ww -u "$(id -u)" -o pid=,stat=,args= | awk -v ws="--workspace $WS" \
-			'$2 ~ /^T/ && index($0, "__hc") && index($0, ws) {print $1; exit}')
-		[ -n "$hc" ] && break
-		sleep 0.1
-	done
-	[ -n "$hc" ] || fail "the coordinator never stopped after it began"
+	launch_held hc-stop-after-begin cat /data/in
 	mv "$T/vol" "$T/vol.orig"
 	ln -s "$T/secret" "$T/vol"
-	kill -CONT "$hc"
-	wait "$cli" || status=$?
-	assert_not_contains "$(cat "$T/swap.out")" secret "what the sandbox read"
-	[ "$status" != 0 ] || fail "the launch ran with a swapped volume source"
-	assert_contains "$(cat "$T/swap.err")" "changed identity" "the refusal"
-	assert_no_processes
+	expect_swap_refused "volume source"
+}
+
+# The same for Git Sentry's read-only files (SR-4): .git/config replaced
+# by a symlink after the sentry checked it (the coordinator is held once
+# the plan and the bundle are written). The sandbox never reads what the
+# link names; once restored, the Domain launches again.
+test_a_git_sentry_file_swapped_after_planning_is_refused() {
+	git -C "$WS" init -q
+	echo secret >"$T/secret"
+	launch_held hc-stop-after-plan cat /workspace/.git/config
+	mv "$WS/.git/config" "$T/config.orig"
+	ln -s "$T/secret" "$WS/.git/config"
+	expect_swap_refused .git/config
+	rm "$WS/.git/config"
+	mv "$T/config.orig" "$WS/.git/config"
+	capture launch cat /workspace/.git/config
+	assert_eq 0 "$STATUS" "the launch after the restore (stderr: $ERR)"
+	assert_contains "$OUT" "[core]"
+	cleanup_data
 }
 
 # A full Storage Root (issue 16): the next launch is refused at once, saying
@@ -454,5 +491,6 @@ t_run "a full Storage Root refuses the launch at once, saying what to do" test_a
 t_run "a full runtime directory refuses the launch at once, saying what to do" test_a_full_runtime_directory_refuses_clearly
 t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 t_run "a volume source swapped after loading is refused, never mounted" test_a_volume_source_swapped_after_loading_is_refused
+t_run "a Git Sentry file swapped after planning is refused, never mounted" test_a_git_sentry_file_swapped_after_planning_is_refused
 rm -rf "$IMG"
 t_done

@@ -152,6 +152,16 @@ static void assert_mount(const struct fx *f, const struct lz_gitsentry_mount *m,
 	assert_int_equal(m->kind, kind);
 	assert_string_equal(m->host_path, host);
 	assert_string_equal(m->sandbox_path, sandbox);
+	if (kind != LZ_GITSENTRY_READONLY_FILE) {
+		assert_true(m->fd < 0);
+		return;
+	}
+	/* The runtime binds this descriptor's object, never the path. */
+	struct stat want, got;
+	assert_int_equal(fstatat(f->wsfd, rel, &want, AT_SYMLINK_NOFOLLOW), 0);
+	assert_true(m->fd >= 0);
+	assert_int_equal(fstat(m->fd, &got), 0);
+	assert_true(want.st_dev == got.st_dev && want.st_ino == got.st_ino);
 }
 
 /* Expects a refusal with code and a message containing needle; checks the
@@ -208,7 +218,7 @@ static void test_lz_gitsentry_plan__git_init_protects_config_and_hooks(void **st
 	assert_int_equal(n, 2);
 	assert_mount(f, &m[0], RO, ".git/config");
 	assert_mount(f, &m[1], TRANSIENT, ".git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__missing_hooks_still_planned(void **state)
@@ -224,7 +234,7 @@ static void test_lz_gitsentry_plan__missing_hooks_still_planned(void **state)
 	assert_int_equal(n, 2);
 	assert_mount(f, &m[0], RO, ".git/config");
 	assert_mount(f, &m[1], TRANSIENT, ".git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__missing_config_plans_hooks_only(void **state)
@@ -239,7 +249,7 @@ static void test_lz_gitsentry_plan__missing_config_plans_hooks_only(void **state
 	assert_int_equal(plan(f, &m, &n, &err), 0);
 	assert_int_equal(n, 1);
 	assert_mount(f, &m[0], TRANSIENT, ".git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__config_worktree_protected(void **state)
@@ -257,7 +267,7 @@ static void test_lz_gitsentry_plan__config_worktree_protected(void **state)
 	assert_mount(f, &m[0], RO, ".git/config");
 	assert_mount(f, &m[1], RO, ".git/config.worktree");
 	assert_mount(f, &m[2], TRANSIENT, ".git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__nested_repository_ignored(void **state)
@@ -273,7 +283,7 @@ static void test_lz_gitsentry_plan__nested_repository_ignored(void **state)
 	assert_int_equal(n, 2);
 	assert_mount(f, &m[0], RO, ".git/config");
 	assert_mount(f, &m[1], TRANSIENT, ".git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 /* ---- pointer files: linked worktrees, separate git directories ---------- */
@@ -297,7 +307,7 @@ static void test_lz_gitsentry_plan__linked_worktree_inside_maps_to_common_dir(vo
 	assert_mount(f, &m[1], RO, "main/.git/worktrees/wt0/commondir");
 	assert_mount(f, &m[2], RO, "main/.git/config");
 	assert_mount(f, &m[3], TRANSIENT, "main/.git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__linked_worktree_config_worktree_protected(void **state)
@@ -320,7 +330,7 @@ static void test_lz_gitsentry_plan__linked_worktree_config_worktree_protected(vo
 	assert_mount(f, &m[3], RO, "main/.git/config.worktree");
 	assert_mount(f, &m[4], RO, "main/.git/worktrees/wt0/config.worktree");
 	assert_mount(f, &m[5], TRANSIENT, "main/.git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__relative_pointer_normalized(void **state)
@@ -338,7 +348,7 @@ static void test_lz_gitsentry_plan__relative_pointer_normalized(void **state)
 	assert_mount(f, &m[1], RO, "main/.git/worktrees/wt0/commondir");
 	assert_mount(f, &m[2], RO, "main/.git/config");
 	assert_mount(f, &m[3], TRANSIENT, "main/.git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__separate_git_dir_inside(void **state)
@@ -354,7 +364,7 @@ static void test_lz_gitsentry_plan__separate_git_dir_inside(void **state)
 	assert_mount(f, &m[0], RO, ".git");
 	assert_mount(f, &m[1], RO, "gd/config");
 	assert_mount(f, &m[2], TRANSIENT, "gd/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__pointer_with_crlf_accepted(void **state)
@@ -369,7 +379,7 @@ static void test_lz_gitsentry_plan__pointer_with_crlf_accepted(void **state)
 	assert_int_equal(plan(f, &m, &n, &err), 0);
 	assert_int_equal(n, 3);
 	assert_mount(f, &m[1], RO, "gd/config");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 /* The sandbox cannot see the git directory, so only the pointer (which it
@@ -387,7 +397,7 @@ static void test_lz_gitsentry_plan__main_repository_outside_pointer_only(void **
 	assert_int_equal(plan(f, &m, &n, &err), 0);
 	assert_int_equal(n, 1);
 	assert_mount(f, &m[0], RO, ".git");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__gitdir_dotdot_escape_not_followed(void **state)
@@ -409,7 +419,7 @@ static void test_lz_gitsentry_plan__gitdir_dotdot_escape_not_followed(void **sta
 		assert_int_equal(plan(f, &m, &n, &err), 0);
 		assert_int_equal(n, 1);
 		assert_mount(f, &m[0], RO, ".git");
-		free(m);
+		lz_gitsentry_free(m, n);
 	}
 }
 
@@ -427,7 +437,7 @@ static void test_lz_gitsentry_plan__absolute_pointer_leaving_and_reentering(void
 	assert_int_equal(plan(f, &m, &n, &err), 0);
 	assert_int_equal(n, 3);
 	assert_mount(f, &m[1], RO, "gd/config");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 /* Git honours commondir in a plain .git directory too; the plan follows. */
@@ -451,7 +461,7 @@ static void test_lz_gitsentry_plan__commondir_in_main_git_dir_followed(void **st
 	assert_mount(f, &m[0], RO, ".git/commondir");
 	assert_mount(f, &m[1], RO, "other/.git/config");
 	assert_mount(f, &m[2], TRANSIENT, "other/.git/hooks");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 static void test_lz_gitsentry_plan__commondir_outside_pointers_only(void **state)
@@ -467,7 +477,7 @@ static void test_lz_gitsentry_plan__commondir_outside_pointers_only(void **state
 	assert_int_equal(n, 2);
 	assert_mount(f, &m[0], RO, ".git");
 	assert_mount(f, &m[1], RO, "gd/commondir");
-	free(m);
+	lz_gitsentry_free(m, n);
 }
 
 /* ---- refusals ----------------------------------------------------------- */

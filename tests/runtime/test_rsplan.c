@@ -339,6 +339,70 @@ static void test_lz_rsplan_build__persistent_dir_must_be_a_directory(void **stat
 	}
 }
 
+/* Git Sentry's files are bound by the RS from the objects the sentry
+ * checked, onto <gen>/sentry/<i> (the bundle names that path): the
+ * workspace path, which another Domain's sandbox may replace, is only a
+ * label. A layout the sentry refuses refuses the plan, leaking nothing. */
+static void test_lz_rsplan_build__git_sentry_files_bound_by_descriptor(void **state)
+{
+	struct fx *f = *state;
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof(p), "%s/.git", f->c->ws);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/.git/config", f->c->ws);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	load(f, CFG_FX_BASE "persistent_dirs = []\n", 1);
+	struct lz_rs_plan *plan = NULL;
+	int hc = -1;
+	struct lz_err err = { 0, "" };
+	if (lz_rsplan_build(&f->in, &plan, &hc, &err) != 0)
+		fail_msg("build: %s", err.msg);
+	/* config (read-only) and hooks (transient): one bind, for config. */
+	assert_int_equal(plan->n_git, 2);
+	assert_int_equal(plan->n_volumes, 1);
+	const struct lz_rs_volume *v = &plan->volumes[0];
+	size_t i = plan->git[0].kind == LZ_GITSENTRY_READONLY_FILE ? 0 : 1;
+	assert_int_equal(plan->git[i].kind, LZ_GITSENTRY_READONLY_FILE);
+	assert_true(v->git_sentry && v->read_only);
+	assert_string_equal(v->source, p);
+	int wsfd = open(f->c->ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(wsfd >= 0);
+	assert_same(v->source_fd, wsfd, ".git/config");
+	close(wsfd);
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "%s/sentry/%zu", f->c->gen.dir.canonical, i);
+	assert_string_equal(v->target, want);
+	int sentry = openat(f->c->gen.dir.fd, "sentry", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(sentry >= 0);
+	snprintf(want, sizeof(want), "%zu", i);
+	assert_same(v->target_fd, sentry, want);
+	assert_int_equal(mode_of(sentry, want), 0600);
+	close(sentry);
+	int fds[64];
+	size_t n = lz_rsplan_fds(plan, fds, 64);
+	assert_int_equal(fds[n - 2], v->source_fd);
+	assert_int_equal(fds[n - 1], v->target_fd);
+	close(hc);
+	lz_rsplan_free(plan);
+
+	/* A config that is a symlink refuses the plan. */
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink("/etc/hostname", p), 0);
+	lz_gendir_remove(&f->c->gen);
+	assert_int_equal(cfg_fx_gen(f->c, 2), 0);
+	f->in.generation = 2;
+	size_t before = open_fds();
+	plan = NULL;
+	hc = 4242;
+	assert_int_equal(lz_rsplan_build(&f->in, &plan, &hc, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "Git Sentry: "));
+	assert_null(plan);
+	assert_int_equal(hc, 4242);
+	assert_int_equal(open_fds(), before);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -347,6 +411,7 @@ int main(void)
 		T(test_lz_rsplan_build__plan_contents),
 		T(test_lz_rsplan_build__next_generation_reuses_anchors),
 		T(test_lz_rsplan_build__persistent_dir_must_be_a_directory),
+		T(test_lz_rsplan_build__git_sentry_files_bound_by_descriptor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
