@@ -1689,8 +1689,9 @@ static size_t count_deleted_fds(pid_t pid)
  * gives a new object the lowest free number of the first group with a
  * free one, so holes that other removals left below ino are filled
  * first: the misses are kept (a removed miss would be the next hole),
- * and there may be many of them. */
-static void host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefix, char *out, size_t cap)
+ * and there may be many of them. False when 4,096 objects missed (other
+ * processes on the file system took the number). */
+static bool host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefix, char *out, size_t cap)
 {
 	struct stat st;
 	for (int k = 0; k < 4096; k++) {
@@ -1701,10 +1702,44 @@ static void host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefi
 			write_text(P(e->host, out), "BBBBBBBB");
 		CHECK_OK(stat(P(e->host, out), &st));
 		if (st.st_ino == ino)
-			return;
+			return true;
 	}
-	CHECK(false, "the filesystem of %s never reused inode number %ju (the router holds %zu descriptors of removed objects)",
-	      e->host, (uintmax_t)ino, count_deleted_fds(getppid()));
+	return false;
+}
+
+/* Makes an object through the router (a file held open in *ret_fd, or a
+ * directory when dir), evicts the router's descriptor of it, removes it
+ * on the host and makes host objects until one reuses its inode number:
+ * its name in reused. Tried four times, each with an object of its own. */
+static void removed_then_reused(struct env *e, bool dir, int *ret_fd, char *reused, size_t cap)
+{
+	char name[16], prefix[16];
+	struct stat st;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		snprintf(name, sizeof(name), "%s%d", dir ? "foo" : "a.txt", attempt);
+		write_text(P(e->mnt, name), "AAAA");
+		int fd = -1;
+		if (dir) {
+			CHECK_OK(stat(P(e->mnt, name), &st));
+		} else {
+			fd = open(P(e->mnt, name), O_RDWR | O_CLOEXEC);
+			CHECK(fd >= 0, "open: %s", strerror(errno));
+			CHECK_OK(fstat(fd, &st));
+		}
+		evict_cached(e, name);
+		CHECK_OK(unlink(P(e->host, name)));
+		snprintf(prefix, sizeof(prefix), "%s%d-", dir ? "dir" : "b", attempt);
+		if (host_reuse_ino(e, st.st_ino, dir, prefix, reused, cap)) {
+			if (ret_fd != NULL)
+				*ret_fd = fd;
+			return;
+		}
+		if (fd >= 0)
+			CHECK_OK(close(fd));
+	}
+	CHECK(false, "the filesystem of %s never reused a removed inode number in 4 tries of 4,096 objects (the "
+		     "router holds %zu descriptors of removed objects)",
+	      e->host, count_deleted_fds(getppid()));
 }
 
 /* A file the sandbox holds open, whose descriptor was evicted and which
@@ -1716,15 +1751,10 @@ static void host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefi
 static bool reuse_by_watch;
 static void router__a_reused_inode_number_is_another_object(struct env *e)
 {
-	char reused[32];
+	char reused[48];
 	struct stat st;
-	write_text(P(e->mnt, "a.txt"), "AAAA");
-	int fd = open(P(e->mnt, "a.txt"), O_RDWR | O_CLOEXEC);
-	CHECK(fd >= 0, "open: %s", strerror(errno));
-	CHECK_OK(fstat(fd, &st));
-	evict_cached(e, "a");
-	CHECK_OK(unlink(P(e->host, "a.txt")));
-	host_reuse_ino(e, st.st_ino, false, "b", reused, sizeof(reused));
+	int fd = -1;
+	removed_then_reused(e, false, &fd, reused, sizeof(reused));
 	if (reuse_by_watch)
 		CHECK(await_stat(P(e->mnt, reused), true, 8), "the host create never showed");
 	else
@@ -1734,11 +1764,7 @@ static void router__a_reused_inode_number_is_another_object(struct env *e)
 	CHECK(strcmp(read_text(P(e->host, reused)), "BBBBBBBB") == 0, "%s now reads '%s'", reused,
 	      read_text(P(e->host, reused)));
 
-	write_text(P(e->mnt, "foo"), "F");
-	CHECK_OK(stat(P(e->mnt, "foo"), &st));
-	evict_cached(e, "foo");
-	CHECK_OK(unlink(P(e->host, "foo")));
-	host_reuse_ino(e, st.st_ino, true, "dir", reused, sizeof(reused));
+	removed_then_reused(e, true, NULL, reused, sizeof(reused));
 	CHECK_OK(stat(P(e->mnt, reused), &st));
 	CHECK(S_ISDIR(st.st_mode), "%s is not a directory inside", reused);
 	char sub[64];
