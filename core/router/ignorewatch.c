@@ -56,7 +56,7 @@ struct lz_ignorewatch {
 	int ino_fd, stop_fd;
 	struct watched *w;
 	size_t cap;
-	size_t ndirs;
+	size_t ndirs, max_dirs;
 	bool full_warned;
 	bool overflowed;
 	atomic_ulong published;
@@ -144,7 +144,7 @@ static void warn_full(struct lz_ignorewatch *iw, int e)
 		"lazaret-router: watching %zu workspace directories, no more (%s): ignore-rule "
 		"changes in the others are seen at the next change elsewhere or the next launch, "
 		"and host changes after the short cache timeouts\n",
-		iw->ndirs, e ? strerror(e) : "the router's limit");
+		iw->ndirs, e ? strerror(e) : "a quarter of the user's inotify watches, at most 65,536");
 }
 
 static enum kind child_kind(enum kind parent, const char *name)
@@ -192,7 +192,7 @@ static int pending_push(struct pending_list *l, int parent, enum kind k, const c
  * left unwatched, as past the limit. */
 static int watch_one(struct lz_ignorewatch *iw, const struct pending *p, struct pending_list *l)
 {
-	if (iw->ndirs + l->n >= LZ_IGNOREWATCH_MAX_DIRS) {
+	if (iw->ndirs + l->n >= iw->max_dirs) {
 		warn_full(iw, 0);
 		return 0;
 	}
@@ -449,13 +449,22 @@ static void watch_global(struct lz_ignorewatch *iw)
 		(void)inotify_rm_watch(iw->ino_fd, wd);
 }
 
-int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, lz_ignorewatch **ret,
-			 struct lz_err *err)
+size_t lz_ignorewatch_budget(unsigned long max_user_watches)
+{
+	unsigned long quarter = max_user_watches / 4;
+	if (quarter == 0)
+		return 1;
+	return quarter < LZ_IGNOREWATCH_MAX_DIRS ? (size_t)quarter : LZ_IGNOREWATCH_MAX_DIRS;
+}
+
+int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, size_t max_dirs,
+			 lz_ignorewatch **ret, struct lz_err *err)
 {
 	struct lz_ignorewatch *iw = calloc(1, sizeof(*iw));
 	if (iw == NULL)
 		return lz_err_set(err, ENOMEM, "ignore watch: out of memory");
 	iw->router = r;
+	iw->max_dirs = max_dirs > 0 && max_dirs < LZ_IGNOREWATCH_MAX_DIRS ? max_dirs : LZ_IGNOREWATCH_MAX_DIRS;
 	iw->ino_fd = iw->stop_fd = iw->host_fd = iw->isolated_fd = -EBADF;
 	if ((iw->host_fd = fcntl(in->workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
 	    (in->isolated_fd >= 0 && (iw->isolated_fd = fcntl(in->isolated_fd, F_DUPFD_CLOEXEC, 3)) < 0) ||

@@ -17,8 +17,9 @@
  * (lz_router_host_watched is on while every directory is watched,
  * subdirectories of Git directories included).
  *
- * Limits: directories past LZ_IGNOREWATCH_MAX_DIRS, or past the host's
- * inotify watch limit, are not watched (a message on stderr says so);
+ * Limits: directories past the watch's budget (lz_ignorewatch_budget), or
+ * past the host's inotify watch limit, are not watched (a message on
+ * stderr says so);
  * ignore changes there are seen at the next change elsewhere or the next
  * launch, and the router's host caches go back to short timeouts, as
  * they do for good after an inotify queue overflow. An ignored .gitignore
@@ -34,10 +35,20 @@
 
 typedef struct lz_ignorewatch lz_ignorewatch;
 
-/* Starts watching; in's descriptors are duplicated and its path copied.
- * r must outlive the watch. */
-int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, lz_ignorewatch **ret,
-			 struct lz_err *err);
+/* The most directories one watch takes when the developer's inotify
+ * budget is max_user_watches (fs.inotify.max_user_watches, read in the
+ * initial user namespace: a namespace of the developer's own reports no
+ * limit but is charged to it): a quarter of it, at most
+ * LZ_IGNOREWATCH_MAX_DIRS. The watches are shared with other Domains'
+ * routers and the developer's editors, which a sandbox making directories
+ * must not starve. */
+size_t lz_ignorewatch_budget(unsigned long max_user_watches);
+
+/* Starts watching at most max_dirs directories (0: LZ_IGNOREWATCH_MAX_DIRS);
+ * in's descriptors are duplicated and its path copied. r must outlive the
+ * watch. */
+int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, size_t max_dirs,
+			 lz_ignorewatch **ret, struct lz_err *err);
 
 /* How many snapshots the watch has published so far (tests). */
 unsigned long lz_ignorewatch_published(const lz_ignorewatch *w);

@@ -19,6 +19,7 @@
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
+#include "router/ignorewatch.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -229,6 +230,18 @@ static int plan_binds(const struct lz_rsplan_input *in, struct lz_rs_plan *plan,
 	return 0;
 }
 
+/* The developer's inotify budget, as the initial user namespace counts
+ * it (ignorewatch.h); unreadable, the watch's own limit. */
+static size_t watch_budget(void)
+{
+	char buf[32] = "";
+	_cleanup_close_ int fd = open("/proc/sys/fs/inotify/max_user_watches", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	char *end = NULL;
+	unsigned long v = n > 0 ? strtoul(buf, &end, 10) : 0;
+	return v > 0 && end != buf ? lz_ignorewatch_budget(v) : LZ_IGNOREWATCH_MAX_DIRS;
+}
+
 /* Spec 3.5: the router's mount point in the generation, the canonical
  * workspace and the Domain's Ignored Workspace State (created 0700 on the
  * first launch that isolates; kept across generations, FR-4, DX-2). */
@@ -239,6 +252,7 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	int r;
 	plan->isolate_ignored = lz_config_selected(in->cfg)->isolate_ignored;
 	plan->hide_editor_config = lz_config_selected(in->cfg)->hide_editor_config;
+	plan->watch_dirs = watch_budget();
 	/* With isolation off (FR-9) the router still serves the workspace:
 	 * nothing is ignored, but its policy (Git control files, setuid bits,
 	 * repositories and editor files made inside) holds all the same. */

@@ -113,6 +113,7 @@ struct lz_rs_plan {
 	 * Domain Root's Ignored Workspace State (ignored/). */
 	bool isolate_ignored;
 	bool hide_editor_config; /* the profile's; the router's classification */
+	size_t watch_dirs;	 /* the router's watch budget (router/ignorewatch.h) */
 	int router_target_fd;
 	int host_ws_fd;
 	int ignored_fd;

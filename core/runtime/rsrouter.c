@@ -32,6 +32,7 @@ struct router_arg {
 	int ready_fd; /* one byte once serving starts; closed unwritten on failure */
 	bool hide_editor_config;
 	bool isolate_ignored;
+	size_t watch_dirs;
 };
 
 /* Where Debian's libgit2 (mbedTLS) looks for the system's CA bundle. */
@@ -95,7 +96,7 @@ static int router_main(void *argp, struct lz_err *err)
 			       &router, err)) < 0)
 		return r;
 	lz_ignorewatch *watch = NULL;
-	if ((r = lz_ignorewatch_start(router, &in, &watch, err)) < 0) {
+	if ((r = lz_ignorewatch_start(router, &in, a->watch_dirs, &watch, err)) < 0) {
 		lz_router_free(router);
 		return r;
 	}
@@ -153,7 +154,8 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct 
 	ready_wr = ready[1];
 	if ((ret = lz_mountns_fuse_new(fuse, &mnt, err)) < 0)
 		return ret;
-	struct router_arg arg = { fuse, host, isolated, ready_wr, p->hide_editor_config, p->isolate_ignored };
+	struct router_arg arg = { fuse, host, isolated, ready_wr, p->hide_editor_config, p->isolate_ignored,
+				  p->watch_dirs };
 	struct lz_broker_spec spec = { .label = "workspace router", .comm = "lazaret-router",
 				       .join_pidfd = -1, .fn = router_main, .arg = &arg };
 	if ((ret = lz_broker_spawn(&spec, &r->child, err)) < 0)

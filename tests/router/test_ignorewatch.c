@@ -98,7 +98,7 @@ static void start(struct fx *f, const char *global)
 	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
 				       &f->router, &err),
 			 0);
-	if (lz_ignorewatch_start(f->router, &in, &f->watch, &err) < 0)
+	if (lz_ignorewatch_start(f->router, &in, 0, &f->watch, &err) < 0)
 		fail_msg("%s", err.msg);
 }
 
@@ -300,6 +300,39 @@ static void test_a_chain_as_deep_as_paths_allow_moved_in(void **state)
 	assert_true(published_after(f, 0));
 }
 
+/* A quarter of the developer's inotify watches, at most 65,536: the rest
+ * stays for other routers and the host's editors. */
+static void test_budget_is_a_quarter_of_the_users_watches(void **state)
+{
+	(void)state;
+	assert_int_equal(lz_ignorewatch_budget(192543), 48135);
+	assert_int_equal(lz_ignorewatch_budget(8192), 2048);
+	assert_int_equal(lz_ignorewatch_budget(1u << 20), LZ_IGNOREWATCH_MAX_DIRS);
+	assert_int_equal(lz_ignorewatch_budget(3), 1);
+}
+
+/* Past its budget the watch stops taking directories: a .gitignore made
+ * in one it did not take publishes nothing (the documented fallback). */
+static void test_watch_stops_at_its_budget(void **state)
+{
+	struct fx *f = *state;
+	sh("mkdir -p '%s/a' '%s/b' '%s/c'", f->ws, f->ws, f->ws);
+	struct lz_ignoreclass_inputs in = { .workspace_fd = f->ws_fd, .isolated_fd = f->iso_fd };
+	lz_ignoreclass *snap = NULL;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_ignoreclass_build(&in, &snap, &err), 0);
+	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
+				       &f->router, &err),
+			 0);
+	/* the root only */
+	assert_int_equal(lz_ignorewatch_start(f->router, &in, 1, &f->watch, &err), 0);
+	put(f, "a/.gitignore", "x\n");
+	put(f, "b/.gitignore", "x\n");
+	put(f, "c/.gitignore", "x\n");
+	sleep_ms(400);
+	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
+}
+
 static void test_stop_without_changes(void **state)
 {
 	struct fx *f = *state;
@@ -325,6 +358,8 @@ int main(void)
 		T(test_renamed_directory_keeps_watching),
 		T(test_a_chain_as_deep_as_paths_allow_at_start),
 		T(test_a_chain_as_deep_as_paths_allow_moved_in),
+		T(test_watch_stops_at_its_budget),
+		cmocka_unit_test(test_budget_is_a_quarter_of_the_users_watches),
 		T(test_stop_without_changes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

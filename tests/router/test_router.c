@@ -369,7 +369,7 @@ static void with_router(struct env *e, void (*body)(struct env *e))
 			int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
 			struct lz_ignoreclass_inputs in = { .workspace_fd = h, .isolated_fd = i };
 			struct lz_err werr = { 0, "" };
-			CHECK(lz_ignorewatch_start(e->r, &in, &watch, &werr) == 0, "%s", werr.msg);
+			CHECK(lz_ignorewatch_start(e->r, &in, 0, &watch, &werr) == 0, "%s", werr.msg);
 			close(h);
 			close(i);
 		}

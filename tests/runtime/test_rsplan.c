@@ -25,6 +25,7 @@
 
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
+#include "router/ignorewatch.h"
 #include "runtime/rsplan.h"
 #include "runtime/rsproto.h"
 
@@ -255,6 +256,14 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(mode_of(dom->fd, "ignored"), 0700);
 	snprintf(want, sizeof(want), "%s/ignored", dom->canonical);
 	assert_string_equal(plan->ignored, want);
+	/* The router's watch budget: a quarter of the developer's inotify
+	 * watches (router/ignorewatch.h). */
+	FILE *w = fopen("/proc/sys/fs/inotify/max_user_watches", "r");
+	unsigned long watches = 0;
+	assert_non_null(w);
+	assert_int_equal(fscanf(w, "%lu", &watches), 1);
+	fclose(w);
+	assert_int_equal(plan->watch_dirs, lz_ignorewatch_budget(watches));
 	/* Every descriptor the RS keeps. */
 	int fds[64];
 	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 11 + 4 * 2);
