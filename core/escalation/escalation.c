@@ -213,8 +213,10 @@ int lz_escalation_capability_hex(const struct lz_escalation *e, const uint8_t se
 
 /* ---- posting ------------------------------------------------------------------ */
 
+static void arm_deadline(struct job *j);
+
 /* Posts what the inbox did not take before, in order; true when none is
- * left. */
+ * left. The client's time to acknowledge runs from the delivery. */
 static bool flush_unposted(struct lz_escalation *e, struct job *j)
 {
 	struct lz_err err;
@@ -225,6 +227,7 @@ static bool flush_unposted(struct lz_escalation *e, struct job *j)
 		if ((j->unposted = u->next) == NULL)
 			j->unposted_tail = &j->unposted;
 		free(u);
+		arm_deadline(j);
 	}
 	return true;
 }
@@ -774,7 +777,9 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 		struct job *j = &e->jobs[k];
 		finish_if_done(e, j);
-		if (j->deadline == 0 || j->deadline > now)
+		/* A record still waiting for the inbox has not reached the
+		 * client: its time has not begun. */
+		if (j->deadline == 0 || j->deadline > now || j->unposted != NULL)
 			continue;
 		log_line("request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
 		if (j->state == JOB_RUNNING) {

@@ -48,6 +48,7 @@ int lz_gitlib_load(struct lz_err *err)
 FORWARD(int, git_libgit2_init, (void), ())
 FORWARD(int, git_libgit2_shutdown, (void), ())
 FORWARD(const git_error *, git_error_last, (void), ())
+FORWARD_VOID(git_error_clear, (void), ())
 FORWARD_VOID(git_buf_dispose, (git_buf * buffer), (buffer))
 FORWARD(int, git_config_open_default, (git_config * *out), (out))
 FORWARD(int, git_config_foreach, (const git_config *cfg, git_config_foreach_cb callback, void *payload),

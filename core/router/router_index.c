@@ -58,13 +58,15 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	}
 	rc = 0;
 	rt_procpath(proc, lock_fd);
-	/* Fails closed when the check cannot be made: Git's rename fails and
-	 * Git says so; an index Git cannot read, Git will refuse as well. */
+	/* Fails closed when the check cannot be made, and Git says its rename
+	 * failed: an index libgit2 cannot read (a split or sparse index, which
+	 * Git reads) could track anything. */
 	if (git_libgit2_init() < 0)
 		return -EIO;
 	git_index *idx = NULL;
+	git_error_clear();
 	if (git_index_open(&idx, proc) < 0) {
-		rc = host_failure() ? -EIO : 0;
+		rc = host_failure() ? -EIO : -EBUSY;
 		git_libgit2_shutdown();
 		return rc;
 	}

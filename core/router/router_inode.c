@@ -723,7 +723,6 @@ int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum r
 	 * failure that is not absence (descriptors, memory) is the answer:
 	 * never "no such entry", which the kernel caches and Git reads as a
 	 * deletion. */
-	int failed = 0;
 	if (rd != LZ_ROUTE_INCONSISTENT) {
 		if ((rc = open_in(r, d, rt_backing_of(rd), name, &fd, &st)) == 0) {
 			if (S_ISDIR(st.st_mode)) {
@@ -734,7 +733,7 @@ int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum r
 			}
 			close(fd);
 		} else if (!absent(rc)) {
-			failed = rc;
+			return rc; /* not the other route's file instead */
 		}
 	}
 	if (rf != LZ_ROUTE_INCONSISTENT) {
@@ -746,11 +745,9 @@ int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum r
 				return 0;
 			}
 			close(fd);
-		} else if (!absent(rc) && failed == 0) {
-			failed = rc;
+		} else if (!absent(rc)) {
+			return rc;
 		}
 	}
-	if (failed < 0)
-		return failed;
 	return rf == LZ_ROUTE_INCONSISTENT || rd == LZ_ROUTE_INCONSISTENT ? -EIO : -ENOENT;
 }

@@ -219,37 +219,16 @@ static void inbox_path(const struct fx *f, char *out, size_t cap, const char *na
 	assert_true((size_t)snprintf(out, cap, "%s/escalation/inbox/%s", f->dir, name) < cap);
 }
 
-/* A record the inbox does not take (its file system full; here a
- * directory where the posting's temporary file goes) is kept and posted
- * again: the client reads a request's records in sequence, so nothing
- * after it is posted first, and the output is not lost. */
-static void test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again(void **state)
+/* Opens inbox/<hex>.<suffix> as a chunk and checks its sequence and bytes. */
+static void assert_chunk(struct fx *f, const char *hex, uint64_t seq, const char *data)
 {
-	struct fx *f = *state;
-	char *argv[] = { "/usr/bin/echo", "hello" };
-	size_t job = prompted(f, "r5", 0xe5, argv, 2, 0);
-	char hex[2 * LZ_ESC_ID_LEN + 1], name[160], blocker[256], p[256];
-	uint8_t id[LZ_ESC_ID_LEN] = { 0xe5 };
-	lz_hex(id, sizeof(id), hex);
-	snprintf(name, sizeof(name), ".%s.1", hex);
-	inbox_path(f, blocker, sizeof(blocker), name);
-	assert_int_equal(mkdir(blocker, 0700), 0);
-	assert_int_equal(approve(f, job), 0);
-	spin(f, 1000);
-	inbox_path(f, p, sizeof(p), name + 1);
-	assert_int_equal(access(p, F_OK), -1);
-	snprintf(name, sizeof(name), "%s.result", hex);
-	inbox_path(f, p, sizeof(p), name);
-	if (access(p, F_OK) == 0)
-		fail_msg("the result was posted before the chunk it counts");
-	assert_int_equal(rmdir(blocker), 0);
-	spin(f, 1000);
-	assert_int_equal(access(p, F_OK), 0);
-	snprintf(name, sizeof(name), "%s.1", hex);
-	inbox_path(f, p, sizeof(p), name);
+	char name[160], p[256];
 	static uint8_t buf[LZ_ESC_RECORD_MAX];
+	snprintf(name, sizeof(name), "%s.%llu", hex, (unsigned long long)seq);
+	inbox_path(f, p, sizeof(p), name);
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
+	if (fd < 0)
+		fail_msg("no %s", name);
 	ssize_t len = read(fd, buf, sizeof(buf));
 	close(fd);
 	assert_true(len > 0);
@@ -257,9 +236,73 @@ static void test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again
 	assert_int_equal(lz_esc_open(buf, (size_t)len, LZ_ESC_KIND_BIT(LZ_ESC_CHUNK), f->ta->coordinator_public,
 				     &rec, NULL),
 			 0);
-	assert_int_equal(rec.chunk.sequence, 1);
-	assert_int_equal(rec.chunk.data.n, 6);
-	assert_memory_equal(rec.chunk.data.p, "hello\n", 6);
+	assert_int_equal(rec.chunk.sequence, seq);
+	assert_int_equal(rec.chunk.data.n, strlen(data));
+	assert_memory_equal(rec.chunk.data.p, data, strlen(data));
+}
+
+static bool in_inbox(struct fx *f, const char *hex, const char *suffix)
+{
+	char name[160], p[256];
+	snprintf(name, sizeof(name), "%s.%s", hex, suffix);
+	inbox_path(f, p, sizeof(p), name);
+	return access(p, F_OK) == 0;
+}
+
+/* A record the inbox does not take (its file system full; here a
+ * directory where the posting's temporary file goes) is kept and posted
+ * again: the client reads a request's records in sequence, so nothing
+ * after it is posted first (the command goes on writing meanwhile), and
+ * no output is lost. */
+static void test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/dash", "-c", "echo a; sleep 0.3; echo b" };
+	size_t job = prompted(f, "r5", 0xe5, argv, 3, 0);
+	char hex[2 * LZ_ESC_ID_LEN + 1], name[160], blocker[256];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xe5 };
+	lz_hex(id, sizeof(id), hex);
+	snprintf(name, sizeof(name), ".%s.1", hex);
+	inbox_path(f, blocker, sizeof(blocker), name);
+	assert_int_equal(mkdir(blocker, 0700), 0);
+	assert_int_equal(approve(f, job), 0);
+	spin(f, 1000);
+	assert_false(in_inbox(f, hex, "1"));
+	if (in_inbox(f, hex, "2") || in_inbox(f, hex, "result"))
+		fail_msg("a record was posted before the chunk it follows");
+	assert_int_equal(rmdir(blocker), 0);
+	spin(f, 1000);
+	assert_chunk(f, hex, 1, "a\n");
+	assert_chunk(f, hex, 2, "b\n");
+	assert_true(in_inbox(f, hex, "result"));
+}
+
+/* The sandbox cancels while a chunk waits for the inbox: the result
+ * "cancelled" goes behind it, never before. */
+static void test_lz_escalation__a_result_waits_behind_a_record_the_inbox_did_not_take(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/dash", "-c", "echo a; sleep 5" };
+	size_t job = prompted(f, "r7", 0xe7, argv, 3, 0);
+	char hex[2 * LZ_ESC_ID_LEN + 1], name[160], blocker[256];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xe7 };
+	lz_hex(id, sizeof(id), hex);
+	snprintf(name, sizeof(name), ".%s.1", hex);
+	inbox_path(f, blocker, sizeof(blocker), name);
+	assert_int_equal(mkdir(blocker, 0700), 0);
+	assert_int_equal(approve(f, job), 0);
+	spin(f, 500);
+	struct lz_esc_record rec = { .kind = LZ_ESC_CANCELLATION, .scope = f->ta->scope };
+	rec.cancellation.request_id[0] = 0xe7;
+	put(f, "cancel", &rec);
+	wake(f);
+	spin(f, 300);
+	if (in_inbox(f, hex, "result"))
+		fail_msg("the result was posted before the chunk it follows");
+	assert_int_equal(rmdir(blocker), 0);
+	spin(f, 500);
+	assert_chunk(f, hex, 1, "a\n");
+	assert_true(in_inbox(f, hex, "result"));
 }
 
 /* An outbox holding more than one wake takes is read to its end without
@@ -316,6 +359,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__a_result_waits_behind_a_record_the_inbox_did_not_take, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_in_bounds, setup, teardown),
 	};

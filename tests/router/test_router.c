@@ -1019,14 +1019,17 @@ RUN_BOTH(router__open_handle_stays_pinned_across_a_publish)
 
 /* Copies the index of a scratch repository that tracks sub/x.ign and
  * tracked.txt to the workspace's .git/index.lock (through the mount). */
-static void plant_index_lock(struct env *e)
+/* Writes .git/index.lock through the router: an index tracking
+ * tracked.txt and sub/x.ign, split (a `link` extension, which libgit2
+ * cannot read) when split. */
+static void plant_index_lock(struct env *e, bool split)
 {
-	char cmd[512];
+	char cmd[640];
 	snprintf(cmd, sizeof(cmd),
 		 "cd '%s' && mkdir -p gitsrc/sub && cd gitsrc && echo t > tracked.txt && echo x > sub/x.ign &&"
 		 " GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q && GIT_CONFIG_NOSYSTEM=1"
-		 " HOME=/nonexistent git add -f tracked.txt sub/x.ign",
-		 e->dir);
+		 " HOME=/nonexistent git add -f tracked.txt sub/x.ign%s",
+		 e->dir, split ? " && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git update-index --split-index" : "");
 	CHECK(system(cmd) == 0, "git: %s", cmd);
 	char src[160];
 	snprintf(src, sizeof(src), "%s/gitsrc/.git/index", e->dir);
@@ -1049,7 +1052,7 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 	CHECK_OK(mkdir(P(e->mnt, "sub"), 0755));
 	write_text(P(e->mnt, "sub/x.ign"), "isolated only");
 	CHECK(exists(P(e->iso, "sub/x.ign")) && !exists(P(e->host, "sub/x.ign")));
-	plant_index_lock(e);
+	plant_index_lock(e, false);
 	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
 	CHECK(exists(P(e->host, ".git/index.lock")) && !exists(P(e->host, ".git/index")));
 	/* With a host object at the path the index is consistent: allowed. */
@@ -1061,6 +1064,20 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 	CHECK_OK(rename(P(e->mnt, ".git/other"), P(e->mnt, ".git/index")));
 }
 RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
+
+/* An index the guard cannot read (a split index; Git reads it) is refused
+ * too: what it cannot check, it does not allow. */
+static void router__index_lock_the_guard_cannot_read_is_ebusy(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	CHECK_OK(mkdir(P(e->mnt, "sub"), 0755));
+	write_text(P(e->mnt, "sub/x.ign"), "isolated only");
+	plant_index_lock(e, true);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(!exists(P(e->host, ".git/index")));
+}
+RUN(router__index_lock_the_guard_cannot_read_is_ebusy)
 
 /* ---- workspace policy ------------------------------------------------------ */
 
@@ -1211,6 +1228,18 @@ RUN_BOTH(router__git_control_files_are_refused)
  * message or ref directory out of the repository (a reflog linked to
  * ~/.bashrc gets Git's next line appended there) and blocks on a FIFO.
  * Git's own work there goes on. */
+/* An index of no entries, as Git writes it (version 2, SHA-1): the
+ * index-lock guard refuses what it cannot read. */
+static void write_empty_index(const char *path)
+{
+	static const char index[] = "DIRC\x00\x00\x00\x02\x00\x00\x00\x00\x39\xd8\x90\x13\x9e\xe5\x35\x6c"
+				    "\x7e\xf5\x72\x21\x6c\xeb\xcd\x27\xaa\x41\xf9\xdf";
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create %s: %s", path, strerror(errno));
+	CHECK(write(fd, index, sizeof(index) - 1) == (ssize_t)sizeof(index) - 1);
+	CHECK_OK(close(fd));
+}
+
 static void router__no_links_or_special_files_in_a_git_directory(struct env *e)
 {
 	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
@@ -1240,7 +1269,7 @@ static void router__no_links_or_special_files_in_a_git_directory(struct env *e)
 	      !exists(P(e->host, ".git/refs/heads")), "a link came in");
 	/* Git's own work: files made, written, renamed over, removed;
 	 * directories made and moved within */
-	write_text(P(e->mnt, ".git/index.lock"), "i");
+	write_empty_index(P(e->mnt, ".git/index.lock"));
 	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
 	write_text(P(e->mnt, ".git/logs/HEAD"), "0 1 x\n");
 	CHECK_OK(mkdir(P(e->mnt, ".git/refs/heads"), 0755));
@@ -1250,7 +1279,7 @@ static void router__no_links_or_special_files_in_a_git_directory(struct env *e)
 	CHECK_OK(rmdir(P(e->mnt, ".git/rebase-apply")));
 	CHECK_OK(unlink(P(e->mnt, ".git/logs/HEAD")));
 	CHECK_OK(rename(P(e->mnt, "plain"), P(e->mnt, ".git/COMMIT_EDITMSG")));
-	CHECK(strcmp(read_text(P(e->host, ".git/index")), "i") == 0, "the index");
+	CHECK(strncmp(read_text(P(e->host, ".git/index")), "DIRC", 4) == 0, "the index");
 	/* outside a Git directory, links are the sandbox's as before */
 	CHECK_OK(symlink("/tmp", P(e->mnt, "elsewhere")));
 }
@@ -1875,6 +1904,7 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish),
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
+		T(router__index_lock_the_guard_cannot_read_is_ebusy),
 		T(router__rewound_directory_shows_new_names),
 	T(router__rewound_directory_shows_new_names__open_requests),
 		T(router__directory_opened_before_changes_lists_them),
