@@ -11,7 +11,8 @@
  *       came within the idle grace); EPIPE when the RS was lost
  *       (core/runtime/coordinator.h lz_hc_serve). route(q) decides each
  *       escalation request: q = {profile=, session=, terminal=,
- *       prompt_busy=, rule= (1-based, or nil), argv={...}, cwd=, why=};
+ *       prompt_busy=, rows=, cols= (the developer's terminal), rule=
+ *       (1-based, or nil), argv={...}, cwd=, why=};
  *       it returns "auto" | "prompt" | "deny" and the prompt's or the
  *       denial's text. An error in route denies the request.
  *   session.capture(args, {terminal=, timeout_ms=, max_output=})
@@ -95,6 +96,10 @@ static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz
 	lua_setfield(L, -2, "terminal");
 	lua_pushboolean(L, q->prompt_busy);
 	lua_setfield(L, -2, "prompt_busy");
+	lua_pushinteger(L, q->rows);
+	lua_setfield(L, -2, "rows");
+	lua_pushinteger(L, q->cols);
+	lua_setfield(L, -2, "cols");
 	if (q->rule >= 0) {
 		lua_pushinteger(L, q->rule + 1);
 		lua_setfield(L, -2, "rule");

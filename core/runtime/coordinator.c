@@ -1493,11 +1493,12 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		struct lz_session *s = slot >= 0 ? &hc->sessions[slot] : NULL;
 		struct lz_hc_route_query q = {
 			.profile = hc->profile->name, .session_id = s ? s->id : "", .terminal = s && s->tty,
-			.prompt_busy = s && hc->prompt_job[slot] >= 0,
+			.prompt_busy = s && hc->prompt_job[slot] >= 0, .rows = s ? s->rows : 0, .cols = s ? s->cols : 0,
 			.rule = lz_escalation_rule_match(rules, n_rules, rq.argv, rq.argc), .argv = rq.argv,
 			.argc = rq.argc, .cwd = rq.cwd, .why = rq.why,
 		};
 		route = (struct lz_hc_route){ .action = LZ_HC_ROUTE_DENY };
+		int shown = 0;
 		snprintf(route.text, sizeof(route.text), "denied");
 		router(ctx, &q, &route);
 		route.text[sizeof(route.text) - 1] = '\0';
@@ -1515,12 +1516,16 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		else if (route.action == LZ_HC_ROUTE_AUTO && q.rule >= 0)
 			approve(hc, rq.job, slot, LZ_ESC_AUTO_APPROVED, lz_config_executable(hc->cfg, (size_t)q.rule));
 		else if (route.action == LZ_HC_ROUTE_PROMPT && q.terminal && !q.prompt_busy &&
-			 lz_session_prompt(s, route.text, strlen(route.text)) == 0) {
+			 (shown = lz_session_prompt(s, route.text, strlen(route.text))) == 0) {
 			lz_escalation_prompting(hc->esc, rq.job, slot);
 			hc->prompt_job[slot] = (int)rq.job;
 		} else
 			lz_escalation_deny(hc->esc, rq.job,
-					   route.action == LZ_HC_ROUTE_DENY ? route.text : "the request cannot be shown");
+					   route.action == LZ_HC_ROUTE_DENY ? route.text
+					   : shown == -E2BIG
+						   ? "the request does not fit the developer's terminal whole (too wide "
+						     "or too many lines); a larger terminal, or an auto_approve rule"
+						   : "the request cannot be shown");
 	}
 }
 

@@ -190,6 +190,7 @@ struct lz_hc_route_query {
 	const char *session_id; /* hex; "" when no live session holds the capability */
 	bool terminal;          /* that session has a terminal */
 	bool prompt_busy;       /* another prompt is up in it */
+	uint16_t rows, cols;    /* its terminal, as the developer's client reported it */
 	int rule;               /* the matching auto_approve rule, or -1 */
 	char *const *argv;      /* as requested: any byte but NUL */
 	size_t argc;

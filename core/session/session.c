@@ -73,6 +73,8 @@ int lz_session_open_pty(struct lz_session *s, uint16_t rows, uint16_t cols, int 
 		return lz_err_set(err, errno, "open the PTY's slave: %s", strerror(errno));
 	s->master = TAKE_FD(master);
 	s->tty = true;
+	s->rows = rows;
+	s->cols = cols;
 	*ret_slave = slave;
 	return 0;
 }
@@ -195,12 +197,39 @@ static int set_notice(struct lz_session *s, const char *prefix, const char *text
 	return 0;
 }
 
+/* Spec 3.8: the developer sees the whole prompt at once. No line as wide
+ * as the terminal (a line that wraps could draw rows that start like the
+ * prompt's own), no more lines than it has rows (the first ones would
+ * scroll away), and no control character but the line ends (CR LF). A
+ * character beyond ASCII counts as two columns, the most a terminal
+ * gives one. */
+static bool prompt_fits(const char *text, size_t len, uint16_t rows, uint16_t cols)
+{
+	size_t lines = 1, width = 0;
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = (uint8_t)text[i];
+		if (c == '\r' && i + 1 < len && text[i + 1] == '\n') {
+			lines++;
+			width = 0;
+			i++;
+			continue;
+		}
+		if (c < 0x20 || c == 0x7f)
+			return false;
+		if ((c & 0xc0) != 0x80 && (width += c < 0x80 ? 1 : 2) >= cols)
+			return false;
+	}
+	return lines <= rows;
+}
+
 int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 {
 	if (!s->tty || !s->running || s->release != LZ_SESSION_LIVE)
 		return -EINVAL;
 	if (s->prompting || s->notice_off < s->notice_len)
 		return -EBUSY;
+	if (!prompt_fits(text, len, s->rows, s->cols))
+		return -E2BIG;
 	int r = set_notice(s, LZ_SESSION_PROMPT_RESET, text, len);
 	if (r == 0) {
 		s->prompting = true;
@@ -371,6 +400,10 @@ enum lz_session_verdict lz_session_event(struct lz_session *s, const struct lz_w
 		 * exec), which forwards it to the guest's. */
 		struct winsize ws = { .ws_row = m->resize.rows, .ws_col = m->resize.cols };
 		(void)ioctl(s->master, TIOCSWINSZ, &ws);
+		if (m->resize.rows > 0 && m->resize.cols > 0) {
+			s->rows = m->resize.rows;
+			s->cols = m->resize.cols;
+		}
 		return LZ_SESSION_HANDLED;
 	}
 	case LZ_WIRE_DETACH:

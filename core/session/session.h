@@ -66,6 +66,9 @@ struct lz_session {
 	bool running; /* the exec client runs; terminal events are admitted */
 	bool tty;
 	int master; /* owned PTY master, non-blocking; -1 without a terminal */
+	/* The developer's terminal as its client reported it (never the PTY's,
+	 * which the guest can set): what a prompt must fit in. */
+	uint16_t rows, cols;
 	struct lz_broker_child exec;
 	char id[LZ_SESSION_ID_HEX + 1]; /* "" until the store minted one */
 	size_t out_len; /* an Output not yet sent (in out, below) */
@@ -170,8 +173,10 @@ int lz_session_finish(struct lz_session *s);
  * Enter, ^C or ^D (deny) the developer types after
  * LZ_SESSION_PROMPT_SETTLE_MS. Bytes inside control sequences (a
  * terminal's reports, function keys: CSI, SS3, DCS, OSC, SOS, PM, APC, in
- * 7- or 8-bit form) never answer; ^C and ^D deny anywhere. -EBUSY while another notice or prompt is
- * up, -EINVAL without a terminal, -ENOMEM. */
+ * 7- or 8-bit form) never answer; ^C and ^D deny anywhere. -EBUSY while
+ * another notice or prompt is up, -EINVAL without a terminal, -E2BIG when
+ * the text does not fit the developer's terminal whole (a line as wide as
+ * it, more lines than its rows, a control character but CR LF), -ENOMEM. */
 int lz_session_prompt(struct lz_session *s, const char *text, size_t len);
 
 /* The prompt's answer once typed (1 approve, -1 deny), then 0. */

@@ -48,13 +48,22 @@ static bool invisible(uint32_t c)
 	       (c >= 0x1d173 && c <= 0x1d17a) || (c >= 0xe0000 && c <= 0xe0fff);
 }
 
+/* Blanks other than the ASCII space: no-break and typographic spaces, the
+ * ideographic space, the blank braille pattern (padding that looks like
+ * nothing can push real lines away and draw others). */
+static bool blank(uint32_t c)
+{
+	return c == 0x00a0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x202f || c == 0x205f ||
+	       c == 0x2800 || c == 0x3000;
+}
+
 /* Controls, text that reads in another order, and characters that show
  * nothing (the developer must see every byte that will run). */
 static bool format_control(uint32_t c)
 {
 	return (c >= 0x80 && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
 	       c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
-	       invisible(c);
+	       invisible(c) || blank(c);
 }
 
 size_t lz_escape(const char *in, size_t n, char *out, size_t cap)

@@ -12,8 +12,9 @@
  * controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069:
  * text that reads differently from what it is) and the characters that
  * show nothing (soft hyphen, zero-width space and joiners, word joiner,
- * variation selectors, byte order mark, tags, Hangul fillers) as
- * "\\u{XXXX}". So an
+ * variation selectors, byte order mark, tags, Hangul fillers) and the
+ * blanks other than the ASCII space (no-break, typographic and ideographic
+ * spaces, the blank braille pattern) as "\\u{XXXX}". So an
  * escape sequence (CSI, OSC, DCS; 7- or 8-bit) never reaches the reader
  * whole, and one output line is one input string. */
 #ifndef LZ_UTIL_ESCAPE_H

@@ -72,7 +72,7 @@ describe("escalation.prompt_text", function()
     assert.is_nil(t:find("\u{202E}", 1, true))
     assert.matches("argv[1]    \\e[2J\\e]0;title\\x07", t, 1, true)
     -- A newline in an argument cannot forge another argument's line.
-    assert.matches("argv[2]    a\\nargv[9]    /bin/sh", t, 1, true)
+    assert.matches("argv[2]    a\\nargv[9]\\x20\\x20\\x20\\x20/bin/sh", t, 1, true)
     assert.equal(1, select(2, t:gsub("argv%[2%]", "")))
     assert.matches("argv[3]    \\xff\\xfe", t, 1, true)
     assert.matches("(asked from /w\\r\\e[31m)", t, 1, true)
@@ -81,5 +81,52 @@ describe("escalation.prompt_text", function()
 
   it("leaves out an empty justification", function()
     assert.is_nil(esc.prompt_text(query({ why = "" })):find("why", 1, true))
+  end)
+
+  -- Each row of the prompt as the terminal shows it, and its columns as
+  -- the coordinator counts them (a character beyond ASCII is two).
+  local function rows_of(t)
+    local rows = {}
+    for row in (t .. "\r\n"):gmatch("(.-)\r\n") do rows[#rows + 1] = row end
+    return rows
+  end
+  local function columns(row)
+    local w = 0
+    for _, c in utf8.codes(row) do w = w + (c < 0x80 and 1 or 2) end
+    return w
+  end
+
+  it("folds a field wider than the terminal onto marked rows: no sandbox text starts a row", function()
+    local pad = ("x"):rep(30) .. ("\u{4E00}"):rep(40) .. "argv[2]    make test"
+    local t = esc.prompt_text(query({ cols = 40, rows = 50, argv = { "/bin/sh", "-c", pad }, why = "" }))
+    local rows = rows_of(t)
+    for _, row in ipairs(rows) do
+      assert.is_true(columns(row) < 40, row)
+      -- every row is the prompt's own, or a continuation that says so
+      assert.is_true(row == "" or row:find("^lazaret: ") ~= nil or row:find("^  %a") ~= nil
+        or row:find("^Approve ") ~= nil or row:find("^           | ") ~= nil, row)
+    end
+    assert.is_nil(t:find("\r\nargv[2]", 1, true))
+    assert.matches("%[y/N%] $", rows[#rows])
+  end)
+
+  it("shows the spaces that would not show: runs, and one at either end", function()
+    local t = esc.prompt_text(query({ argv = { "/usr/bin/git", " a", "b  c", "d " }, why = "" }))
+    assert.matches("argv[1]    \\x20a\r\n", t, 1, true)
+    assert.matches("argv[2]    b\\x20\\x20c\r\n", t, 1, true)
+    assert.matches("argv[3]    d\\x20\r\n", t, 1, true)
+    assert.matches("\\u{3000}", esc.prompt_text(query({ why = "\u{3000}" })), 1, true)
+  end)
+
+  it("denies a prompt that does not fit the screen at once, or a terminal too narrow", function()
+    local argv = { "/usr/bin/git" }
+    for i = 1, 30 do argv[#argv + 1] = "arg" .. i end
+    local action, why = esc.route(query({ argv = argv, rows = 24, cols = 80 }))
+    assert.equal("deny", action)
+    assert.matches("has 24 rows", why, 1, true)
+    assert.equal("prompt", (esc.route(query({ argv = argv, rows = 50, cols = 80 }))))
+    action, why = esc.route(query({ rows = 24, cols = 20 }))
+    assert.equal("deny", action)
+    assert.matches("too narrow (20 columns)", why, 1, true)
   end)
 end)

@@ -359,9 +359,35 @@ test_a_prompt_too_long_is_denied() {
 	# Five arguments of 4,000 bytes (the client's limit is 4,096 each).
 	keys "a=\$(head -c 4000 /dev/zero | tr '\\0' a); lazaret-escalate -- /usr/bin/touch $T/long \$a \$a \$a \$a \$a; echo status=\$?" Enter
 	wait_for "status=77" 20
-	assert_contains "$(screen)" "too long to show the developer in full"
+	assert_contains "$(screen)" "cannot be shown whole"
 	assert_not_contains "$(screen)" "? [y/N]"
 	[ ! -e "$T/long" ] || fail "a request too long to show ran"
+}
+
+# A justification padded with blanks to the terminal's width, to push the
+# real lines away and draw a harmless-looking request of its own: the
+# prompt wraps nothing (each row is the prompt's own or a continuation
+# marked "| "), shows the blanks, and one taller than the terminal is
+# denied.
+test_a_padded_prompt_draws_no_lines_of_its_own() {
+	tmux_start 80 24
+	start_guest
+	# "  why        x" and 146 blanks fill two rows of 80: wrapped, the
+	# fake line would start the third.
+	keys "p=\$(printf '%*s' 146 ''); lazaret-escalate --why \"x\${p}  argv[1]    $T/harmless\" -- /usr/bin/touch $T/padded; echo status=\$?" Enter
+	wait_for "? [y/N]"
+	if screen | grep -q "^  argv\[1\]    $T/harmless"; then
+		fail "the sandbox drew a line of the prompt"
+	fi
+	assert_contains "$(screen)" '           | '
+	assert_contains "$(screen)" 'x\x20\x20'
+	sleep 0.7 # keys typed in the prompt's first half second are dropped
+	keys n
+	wait_for "status=77" 20
+	keys "clear; p=\$(printf '%*s' 900 ''); lazaret-escalate --why \"x\${p}y\" -- /usr/bin/touch $T/padded; echo taller=\$?" Enter
+	wait_for "taller=77" 20
+	assert_contains "$(screen)" "cannot be shown whole"
+	[ ! -e "$T/padded" ] || fail "a padded request ran"
 }
 
 test_cancelled_in_the_sandbox_while_the_prompt_is_up() {
@@ -392,6 +418,7 @@ t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies
 t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
 t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up
 t_run "a request too long to show whole is denied, never shown cut" test_a_prompt_too_long_is_denied
+t_run "a prompt padded with blanks draws no lines of its own" test_a_padded_prompt_draws_no_lines_of_its_own
 t_run "an executable in the workspace is denied, never prompted" test_a_workspace_executable_is_never_prompted
 rm -rf "$IMG"
 t_done

@@ -695,6 +695,44 @@ static void test_lz_session_prompt__pauses_the_guest_and_takes_the_answer(void *
 	expect_output(f, "guest");
 }
 
+/* A prompt is shown whole or not at all, in the terminal the developer's
+ * client reported (24 x 80 here, then resized), never the size the guest
+ * gave its PTY: no line as wide as it, no more lines than its rows, no
+ * control character but CR LF (a bare CR would let a field overwrite the
+ * prompt's own line). A character beyond ASCII counts as two columns. */
+static void test_lz_session_prompt__only_what_fits_the_developers_terminal(void **state)
+{
+	struct fx *f = *state;
+	char text[4096];
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	/* The guest sets its own PTY far wider: it changes nothing. */
+	struct winsize wide = { .ws_row = 500, .ws_col = 1000 };
+	assert_int_equal(ioctl(f->slave, TIOCSWINSZ, &wide), 0);
+	memset(text, 'x', 80);
+	assert_int_equal(lz_session_prompt(&f->s, text, 80), -E2BIG);
+	assert_int_equal(lz_session_prompt(&f->s, text, 79), 0);
+	char want[sizeof(LZ_SESSION_PROMPT_RESET) + 80];
+	snprintf(want, sizeof(want), "%s%.79s", LZ_SESSION_PROMPT_RESET, text);
+	expect_output(f, want);
+	lz_session_notice(&f->s, "", 0);
+	/* 40 two-byte characters count as 80 columns. */
+	for (int i = 0; i < 40; i++)
+		memcpy(text + 2 * i, "\xc3\xa9", 2);
+	assert_int_equal(lz_session_prompt(&f->s, text, 80), -E2BIG);
+	/* 25 lines in 24 rows; a bare CR; an escape. */
+	size_t n = 0;
+	for (int i = 0; i < 25; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "%sl%d", i ? "\r\n" : "", i);
+	assert_int_equal(lz_session_prompt(&f->s, text, n), -E2BIG);
+	assert_int_equal(lz_session_prompt(&f->s, "a\rb", 3), -E2BIG);
+	assert_int_equal(lz_session_prompt(&f->s, "a\x1b[2Jb", 6), -E2BIG);
+	/* The developer's terminal grew: the 25 lines fit. */
+	struct lz_wire_msg grow = { .type = LZ_WIRE_RESIZE, .resize = { .rows = 30, .cols = 100 } };
+	assert_int_equal(lz_session_event(&f->s, &grow), LZ_SESSION_HANDLED);
+	assert_int_equal(lz_session_prompt(&f->s, text, n), 0);
+}
+
 static int answer_to(struct fx *f, const char *bytes)
 {
 	struct lz_wire_msg in = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)bytes, strlen(bytes) } };
@@ -782,13 +820,16 @@ static void test_lz_session_prompt__deny_keys_and_no_terminal(void **state)
 		assert_int_equal(lz_session_take_answer(&f->s), -1);
 		lz_session_notice(&f->s, "", 0);
 	}
-	/* A long prompt goes out whole, in record-sized pieces. */
+	/* A long prompt goes out whole, in record-sized pieces (lines of 60
+	 * columns, in a terminal tall enough for all of them). */
+	struct lz_wire_msg tall = { .type = LZ_WIRE_RESIZE, .resize = { .rows = 4000, .cols = 100 } };
+	assert_int_equal(lz_session_event(&f->s, &tall), LZ_SESSION_HANDLED);
 	size_t big = 3 * LZ_WIRE_MAX_DATA + 7, reset = sizeof(LZ_SESSION_PROMPT_RESET) - 1;
 	char *text = malloc(reset + big + 1);
 	assert_non_null(text);
 	memcpy(text, LZ_SESSION_PROMPT_RESET, reset);
 	for (size_t i = 0; i < big; i++)
-		text[reset + i] = (char)('a' + i % 26);
+		text[reset + i] = i % 62 == 60 ? '\r' : i % 62 == 61 ? '\n' : (char)('a' + i % 26);
 	text[reset + big] = '\0';
 	assert_int_equal(lz_session_prompt(&f->s, text + reset, big), 0);
 	expect_output(f, text);
@@ -809,6 +850,7 @@ int main(void)
 		T(test_lz_session_admission_overdue__only_before_admission),
 		cmocka_unit_test(test_lz_session_init__free_slot),
 		T(test_lz_session_prompt__pauses_the_guest_and_takes_the_answer),
+		T(test_lz_session_prompt__only_what_fits_the_developers_terminal),
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
 		T(test_lz_session_prompt__control_sequences_never_answer),
 		T(test_lz_session_prompt__held_input_is_read_and_dropped),

@@ -58,6 +58,11 @@ static void test_escape__utf8(void **state)
 	EXPECT("x\xe2\x81\xa0" "y", "x\\u{2060}y");          /* word joiner */
 	EXPECT("\xf3\xa0\x80\x81", "\\u{E0001}");            /* language tag */
 	EXPECT("\xe3\x85\xa4", "\\u{3164}");                  /* Hangul filler */
+	/* blanks other than the ASCII space: padding that looks like spaces */
+	EXPECT("a\xc2\xa0" "b", "a\\u{00A0}b");                /* no-break space */
+	EXPECT("\xe2\x80\x83\xe3\x80\x80", "\\u{2003}\\u{3000}"); /* em space, ideographic space */
+	EXPECT("\xe2\xa0\x80", "\\u{2800}");                  /* blank braille pattern */
+	EXPECT("a b", "a b");
 }
 
 static void test_escape__truncation_keeps_whole_pieces(void **state)

@@ -12,30 +12,77 @@ local M = {}
 local escape = require("lazaret.core.text").escape
 local string_format, ipairs, table_concat = string.format, ipairs, table.concat
 
--- The prompt, for a terminal in raw mode (hence "\r\n"). Every string from
--- the sandbox is escaped (control characters, escape sequences, invalid
--- UTF-8, bidirectional controls) and each argument is shown on its own
--- numbered line, so what the developer reads is exactly the vector the
--- host will run.
+-- What the developer is shown of a string from the sandbox: escaped
+-- (control characters, escape sequences, invalid UTF-8, bidirectional
+-- controls, blanks other than the space), and the spaces that would not
+-- show (runs of them, one at either end) as "\x20".
+local function shown(s)
+  s = escape(s):gsub("  +", function(run) return ("\\x20"):rep(#run) end)
+  return (s:gsub("^ ", "\\x20"):gsub(" $", "\\x20"))
+end
+
+-- Columns a line takes at most: a character beyond ASCII counts as two, as
+-- the coordinator counts (core/session/session.h, lz_session_prompt).
+local function columns(c)
+  return c < 0x80 and 1 or 2
+end
+
+-- A continued row starts with this mark, never with sandbox text.
+local MARK = "           | "
+
+-- Appends line to out in rows narrower than the terminal (max columns):
+-- wrapping by the terminal would let a long field draw rows that start
+-- like the prompt's own lines.
+local function fold(out, line, max)
+  local row, w, limit, first = {}, 0, max, true
+  for _, c in utf8.codes(line) do
+    if w + columns(c) > limit then
+      out[#out + 1] = (first and "" or MARK) .. table_concat(row)
+      row, w, limit, first = {}, 0, max - #MARK, false
+    end
+    row[#row + 1] = utf8.char(c)
+    w = w + columns(c)
+  end
+  out[#out + 1] = (first and "" or MARK) .. table_concat(row)
+end
+
+-- The prompt, for a terminal in raw mode (hence "\r\n") of q.rows x
+-- q.cols: every string from the sandbox shown (above), each argument on
+-- its own numbered line, so what the developer reads is exactly the
+-- vector the host will run; a line wider than the terminal continues on
+-- marked rows. Nil and the reason when the whole prompt does not fit on
+-- the screen at once (the coordinator checks the same).
 function M.prompt_text(q)
+  local cols, rows = q.cols or 80, q.rows or 24
   local lines = {
     "",
     "lazaret: the sandbox asks to run a command on the host, as you",
-    string_format("  profile    %s", escape(q.profile)),
-    string_format("  session    %s", escape(q.session)),
+    string_format("  profile    %s", shown(q.profile)),
+    string_format("  session    %s", shown(q.session)),
   }
   for i, arg in ipairs(q.argv) do
-    lines[#lines + 1] = string_format("  argv[%d]    %s", i - 1, escape(arg))
+    lines[#lines + 1] = string_format("  argv[%d]    %s", i - 1, shown(arg))
   end
-  lines[#lines + 1] = string_format("  runs in    the workspace on the host (asked from %s)", escape(q.cwd))
+  lines[#lines + 1] = string_format("  runs in    the workspace on the host (asked from %s)", shown(q.cwd))
   if q.why ~= "" then
-    lines[#lines + 1] = string_format("  why        %s", escape(q.why))
+    lines[#lines + 1] = string_format("  why        %s", shown(q.why))
   end
-  -- The answer line names the executable and the count again: a long
-  -- vector scrolls its first lines off the screen.
-  lines[#lines + 1] = string_format("Approve running %s with %d argument%s? [y/N] ", escape(q.argv[1] or ""),
+  -- The answer line names the executable and the count again.
+  lines[#lines + 1] = string_format("Approve running %s with %d argument%s? [y/N] ", shown(q.argv[1] or ""),
     #q.argv - 1, #q.argv == 2 and "" or "s")
-  return table_concat(lines, "\r\n")
+  local max = cols - 1
+  if max - #MARK < 16 then
+    return nil, string_format("the developer's terminal is too narrow (%d columns) to show the request", cols)
+  end
+  local rows_out = {}
+  for _, line in ipairs(lines) do
+    fold(rows_out, line, max)
+  end
+  if #rows_out > rows then
+    return nil, string_format("the request takes %d lines and the developer's terminal has %d rows: it "
+      .. "cannot be shown whole; a larger terminal, or an auto_approve rule", #rows_out, rows)
+  end
+  return table_concat(rows_out, "\r\n")
 end
 
 function M.route(q)
@@ -49,7 +96,11 @@ function M.route(q)
   if q.prompt_busy then
     return "deny", "another request of this session is waiting for the developer's answer"
   end
-  return "prompt", M.prompt_text(q)
+  local text, why = M.prompt_text(q)
+  if text == nil then
+    return "deny", why
+  end
+  return "prompt", text
 end
 
 return M
