@@ -252,6 +252,20 @@ describe("lazaret.qualify", function()
       assert.is_nil(io.open(dir .. "/pwned"))
     end)
 
+    it("gives a suite's checks no way to the session module, the scratch handle or the context's metatable",
+      function()
+      local s = assert(qualify.load_user_suite(put("reach.lua", table.concat({
+        "check('env', function(t) t:expect(t.env == nil, 'an env in the context') end)",
+        "check('metatable', function(t) t:expect(getmetatable(t) == false, 'the metatable is reachable') end)",
+        "check('capture', function(t) t.env.session.capture({ 'state', 'list' }) end)",
+      }, "\n"))))
+      local env = fake_env({ { status = 0, output = "" } })
+      local run = qualify.run_suite(s, env)
+      local r = run.results
+      assert.are.same({ "pass", "pass", "fail" }, { r[1].status, r[2].status, r[3].status })
+      assert.are.equal(0, #env.calls)
+    end)
+
     it("refuses a missing, malformed or symlinked suite file with a message", function()
       local s, msg = qualify.load_user_suite(dir .. "/missing.lua")
       assert.is_nil(s)

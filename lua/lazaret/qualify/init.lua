@@ -10,7 +10,7 @@
 --   t:run(argv [, {terminal=, timeout=}]) -> {status=, output=}
 --                               argv runs in the profile's sandbox, with
 --                               the scratch workspace at /workspace
---   t:write(rel, data)  t:read(rel)  t:mkdir(rel)
+--   t:write(rel, data)  t:read(rel)  t:mkdir(rel)  t:missing(rel)
 --                               the scratch workspace, from the host
 --   t:expect(cond, reason)      fails the check unless cond
 --   t:fail(reason)  t:skip(reason)
@@ -37,7 +37,13 @@ end
 
 -- ---- the check context -------------------------------------------------
 
-local Context = {}
+-- What a check's context reaches (the session module, the scratch
+-- workspace's handle) is kept here, not in the context: a user suite
+-- holds t, and nothing reachable from t may run anything but its checks
+-- through t:run (docs/qualify.md). The metatable is hidden as well.
+local env_of = setmetatable({}, { __mode = "k" })
+
+local Context = { __metatable = false }
 Context.__index = Context
 
 function Context:fail(reason) outcome("fail", reason or "failed") end
@@ -49,8 +55,9 @@ function Context:expect(cond, reason)
 end
 
 local function need_workspace(t)
-  if not t.env.ws then outcome("fail", "no scratch workspace: " .. (t.env.ws_error or "not opened")) end
-  return t.env.ws
+  local env = env_of[t]
+  if not env.ws then outcome("fail", "no scratch workspace: " .. (env.ws_error or "not opened")) end
+  return env.ws
 end
 
 local function checked(ok, msg)
@@ -61,13 +68,15 @@ end
 function Context:write(rel, data) return checked(need_workspace(self):write(rel, data)) end
 function Context:read(rel) return checked(need_workspace(self):read(rel)) end
 function Context:mkdir(rel) return checked(need_workspace(self):mkdir(rel)) end
+-- Whether rel cannot be read in the scratch workspace (absent, mostly).
+function Context:missing(rel) return need_workspace(self):read(rel) == nil end
 
 -- argv runs through this very lazaret executable (`lazaret run`), as a
 -- developer would run it; output is standard output and error together.
 function Context:run(argv, opts)
   opts = opts or {}
   if type(argv) ~= "table" or #argv == 0 then error("t:run: argv must be a non-empty list", 2) end
-  local env = self.env
+  local env = env_of[self]
   local ws = need_workspace(self)
   local args = { "run", "--profile", env.profile, "--workspace", ws:path() }
   if env.config then
@@ -117,7 +126,8 @@ function M.run_suite(s, env)
     if s.needs_sandbox and env.blocked then
       r = { status = "skip", reason = env.blocked }
     else
-      local t = setmetatable({ env = env, host = env.host }, Context)
+      local t = setmetatable({ host = env.host }, Context)
+      env_of[t] = env
       local ok, e = pcall(c.fn, t)
       if ok then
         r = { status = "pass" }
@@ -253,7 +263,13 @@ function M.main(cmd)
   else
     local ws, msg = require("lazaret.core.scratch").open(M.SCRATCH)
     env.ws, env.ws_error = ws, msg
-    if not ws then env.blocked = "no scratch workspace: " .. msg end
+    if not ws then
+      -- A failure of its own: the skipped checks below test nothing.
+      env.blocked = "no scratch workspace: " .. msg
+      local s = M.new_suite("scratch workspace")
+      s.api.check("opened", function(t) t:fail(env.blocked) end)
+      run(s)
+    end
   end
   run(builtin.sandbox_suite(env))
   for _, s in ipairs(user) do run(s) end
