@@ -249,6 +249,24 @@ static bool in_inbox(struct fx *f, const char *hex, const char *suffix)
 	return access(p, F_OK) == 0;
 }
 
+/* Request id (its hex in hex), routed to a prompt and approved, with the
+ * posting of its first chunk blocked by a directory where the posting's
+ * temporary file goes (as a full file system would); the blocker's path
+ * in blocker. */
+static void approved_with_chunk_1_blocked(struct fx *f, uint8_t id_byte, char *const *argv, size_t argc,
+					  char hex[static 2 * LZ_ESC_ID_LEN + 1], char blocker[static 256])
+{
+	char name[160], request[16];
+	uint8_t id[LZ_ESC_ID_LEN] = { id_byte };
+	snprintf(request, sizeof(request), "r%02x", id_byte);
+	size_t job = prompted(f, request, id_byte, argv, argc, 0);
+	lz_hex(id, sizeof(id), hex);
+	snprintf(name, sizeof(name), ".%s.1", hex);
+	inbox_path(f, blocker, 256, name);
+	assert_int_equal(mkdir(blocker, 0700), 0);
+	assert_int_equal(approve(f, job), 0);
+}
+
 /* A record the inbox does not take (its file system full; here a
  * directory where the posting's temporary file goes) is kept and posted
  * again: the client reads a request's records in sequence, so nothing
@@ -258,14 +276,8 @@ static void test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again
 {
 	struct fx *f = *state;
 	char *argv[] = { "/usr/bin/dash", "-c", "echo a; sleep 0.3; echo b" };
-	size_t job = prompted(f, "r5", 0xe5, argv, 3, 0);
-	char hex[2 * LZ_ESC_ID_LEN + 1], name[160], blocker[256];
-	uint8_t id[LZ_ESC_ID_LEN] = { 0xe5 };
-	lz_hex(id, sizeof(id), hex);
-	snprintf(name, sizeof(name), ".%s.1", hex);
-	inbox_path(f, blocker, sizeof(blocker), name);
-	assert_int_equal(mkdir(blocker, 0700), 0);
-	assert_int_equal(approve(f, job), 0);
+	char hex[2 * LZ_ESC_ID_LEN + 1], blocker[256];
+	approved_with_chunk_1_blocked(f, 0xe5, argv, 3, hex, blocker);
 	spin(f, 1000);
 	assert_false(in_inbox(f, hex, "1"));
 	if (in_inbox(f, hex, "2") || in_inbox(f, hex, "result"))
@@ -283,14 +295,8 @@ static void test_lz_escalation__a_result_waits_behind_a_record_the_inbox_did_not
 {
 	struct fx *f = *state;
 	char *argv[] = { "/usr/bin/dash", "-c", "echo a; sleep 5" };
-	size_t job = prompted(f, "r7", 0xe7, argv, 3, 0);
-	char hex[2 * LZ_ESC_ID_LEN + 1], name[160], blocker[256];
-	uint8_t id[LZ_ESC_ID_LEN] = { 0xe7 };
-	lz_hex(id, sizeof(id), hex);
-	snprintf(name, sizeof(name), ".%s.1", hex);
-	inbox_path(f, blocker, sizeof(blocker), name);
-	assert_int_equal(mkdir(blocker, 0700), 0);
-	assert_int_equal(approve(f, job), 0);
+	char hex[2 * LZ_ESC_ID_LEN + 1], blocker[256];
+	approved_with_chunk_1_blocked(f, 0xe7, argv, 3, hex, blocker);
 	spin(f, 500);
 	struct lz_esc_record rec = { .kind = LZ_ESC_CANCELLATION, .scope = f->ta->scope };
 	rec.cancellation.request_id[0] = 0xe7;

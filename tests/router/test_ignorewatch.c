@@ -88,7 +88,9 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void start(struct fx *f, const char *global)
+/* Builds the first snapshot, the router and the watch of at most
+ * max_dirs directories (0: the default). */
+static void start_watching(struct fx *f, const char *global, size_t max_dirs)
 {
 	struct lz_ignoreclass_inputs in = { .workspace_fd = f->ws_fd, .isolated_fd = f->iso_fd,
 					    .global_excludes = global };
@@ -98,8 +100,13 @@ static void start(struct fx *f, const char *global)
 	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
 				       &f->router, &err),
 			 0);
-	if (lz_ignorewatch_start(f->router, &in, 0, &f->watch, &err) < 0)
+	if (lz_ignorewatch_start(f->router, &in, max_dirs, &f->watch, &err) < 0)
 		fail_msg("%s", err.msg);
+}
+
+static void start(struct fx *f, const char *global)
+{
+	start_watching(f, global, 0);
 }
 
 static void sleep_ms(long ms)
@@ -317,15 +324,7 @@ static void test_watch_stops_at_its_budget(void **state)
 {
 	struct fx *f = *state;
 	sh("mkdir -p '%s/a' '%s/b' '%s/c'", f->ws, f->ws, f->ws);
-	struct lz_ignoreclass_inputs in = { .workspace_fd = f->ws_fd, .isolated_fd = f->iso_fd };
-	lz_ignoreclass *snap = NULL;
-	struct lz_err err = { 0, "" };
-	assert_int_equal(lz_ignoreclass_build(&in, &snap, &err), 0);
-	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
-				       &f->router, &err),
-			 0);
-	/* the root only */
-	assert_int_equal(lz_ignorewatch_start(f->router, &in, 1, &f->watch, &err), 0);
+	start_watching(f, NULL, 1); /* the root only */
 	put(f, "a/.gitignore", "x\n");
 	put(f, "b/.gitignore", "x\n");
 	put(f, "c/.gitignore", "x\n");
