@@ -123,8 +123,8 @@ static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz
 		const char *text = lua_tostring(L, -1);
 		if (action != NULL && strcmp(action, "auto") == 0)
 			ret->action = LZ_HC_ROUTE_AUTO;
-		else if (action != NULL && strcmp(action, "prompt") == 0)
-			ret->action = LZ_HC_ROUTE_PROMPT;
+		else if (action != NULL && strcmp(action, "prompt") == 0 && text != NULL && text[0] != '\0')
+			ret->action = LZ_HC_ROUTE_PROMPT; /* never a prompt that shows nothing */
 		/* A prompt is shown whole or not at all: a cut one would hide
 		 * arguments that still run. */
 		if (snprintf(ret->text, sizeof(ret->text), "%s", text ? text : "denied") >= (int)sizeof(ret->text) &&

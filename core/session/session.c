@@ -224,8 +224,8 @@ static bool prompt_fits(const char *text, size_t len, uint16_t rows, uint16_t co
 
 int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 {
-	if (!s->tty || !s->running || s->release != LZ_SESSION_LIVE)
-		return -EINVAL;
+	if (!s->tty || !s->running || s->release != LZ_SESSION_LIVE || len == 0)
+		return -EINVAL; /* an empty prompt would take a 'y' for nothing shown */
 	if (s->prompting || s->notice_off < s->notice_len)
 		return -EBUSY;
 	if (!prompt_fits(text, len, s->rows, s->cols))

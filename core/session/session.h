@@ -174,7 +174,7 @@ int lz_session_finish(struct lz_session *s);
  * LZ_SESSION_PROMPT_SETTLE_MS. Bytes inside control sequences (a
  * terminal's reports, function keys: CSI, SS3, DCS, OSC, SOS, PM, APC, in
  * 7- or 8-bit form) never answer; ^C and ^D deny anywhere. -EBUSY while
- * another notice or prompt is up, -EINVAL without a terminal, -E2BIG when
+ * another notice or prompt is up, -EINVAL without a terminal or text, -E2BIG when
  * the text does not fit the developer's terminal whole (a line as wide as
  * it, more lines than its rows, a control character but CR LF), -ENOMEM. */
 int lz_session_prompt(struct lz_session *s, const char *text, size_t len);

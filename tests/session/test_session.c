@@ -709,6 +709,8 @@ static void test_lz_session_prompt__only_what_fits_the_developers_terminal(void 
 	/* The guest sets its own PTY far wider: it changes nothing. */
 	struct winsize wide = { .ws_row = 500, .ws_col = 1000 };
 	assert_int_equal(ioctl(f->slave, TIOCSWINSZ, &wide), 0);
+	/* Nothing shown is nothing to approve. */
+	assert_int_equal(lz_session_prompt(&f->s, "", 0), -EINVAL);
 	memset(text, 'x', 80);
 	assert_int_equal(lz_session_prompt(&f->s, text, 80), -E2BIG);
 	assert_int_equal(lz_session_prompt(&f->s, text, 79), 0);
