@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -12,6 +13,23 @@
 #include "proc/spawn.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
+#include "util/escape.h"
+
+#define SKOPEO_MESSAGES_MAX 16384
+
+/* skopeo's messages carry a registry's own text (an error body, a
+ * header): relayed to the developer's terminal escaped, line by line. */
+static void relay_messages(int fd)
+{
+	char buf[SKOPEO_MESSAGES_MAX];
+	off_t size = lseek(fd, 0, SEEK_END);
+	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+	if (n <= 0)
+		return;
+	lz_escape_lines(STDERR_FILENO, "skopeo: ", buf, (size_t)n);
+	if (size > n)
+		dprintf(STDERR_FILENO, "skopeo: (%lld more bytes not shown)\n", (long long)(size - n));
+}
 
 int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image_ref *ref,
 		       struct lz_transport *ret, struct lz_err *err)
@@ -48,10 +66,17 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", t.layout.canonical);
 	char *const argv[] = { "skopeo", "copy", "--quiet", src, dst, NULL };
 	char *const envp[] = { home, tmpdir, NULL };
+	_cleanup_close_ int messages = memfd_create("lazaret-skopeo", MFD_CLOEXEC);
+	if (messages < 0) {
+		r = lz_err_set(err, errno, "memfd_create: %s", strerror(errno));
+		goto fail;
+	}
 	struct lz_spawn spec = { .label = "skopeo", .exe_fd = -1, .path = skopeo, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
-				 .stderr_fd = STDERR_FILENO };
-	if ((r = lz_spawn_run(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, err)) < 0) {
+				 .stderr_fd = messages };
+	r = lz_spawn_run(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, err);
+	relay_messages(messages);
+	if (r < 0) {
 		lz_err_prefix(err, r, "copying %s: ", src);
 		goto fail;
 	}

@@ -135,14 +135,9 @@ void lz_gendir_salvage_log(const struct lz_gendir *g, uint64_t generation, const
 	/* The log holds what the sandbox's processes wrote to the init's
 	 * streams: each line escaped and marked as the log's, so it drives
 	 * no terminal and cannot pass for a coordinator's line. */
-	char line[LZ_ESCAPE_MAX(LZ_RUNDIR_LOG_TAIL) + 1];
-	for (ssize_t at = 0; at < n;) {
-		const char *nl = memchr(buf + at, '\n', (size_t)(n - at));
-		size_t len = nl ? (size_t)(nl - (buf + at)) : (size_t)(n - at);
-		lz_escape(buf + at, len, line, sizeof(line));
-		dprintf(out_fd, "%s| %s\n", name, line);
-		at += (ssize_t)len + 1;
-	}
+	char prefix[NAME_MAX + 3];
+	snprintf(prefix, sizeof(prefix), "%s| ", name);
+	lz_escape_lines(out_fd, prefix, buf, (size_t)n);
 	dprintf(out_fd, "--- end of %s ---\n", name);
 }
 

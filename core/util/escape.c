@@ -110,3 +110,15 @@ size_t lz_escape(const char *in, size_t n, char *out, size_t cap)
 	out[w] = '\0';
 	return w;
 }
+
+void lz_escape_lines(int out_fd, const char *prefix, const char *in, size_t n)
+{
+	char line[LZ_ESCAPE_MAX(4096) + 1];
+	for (size_t at = 0; at < n;) {
+		const char *nl = memchr(in + at, '\n', n - at);
+		size_t len = nl ? (size_t)(nl - (in + at)) : n - at;
+		lz_escape(in + at, len, line, sizeof(line));
+		dprintf(out_fd, "%s%s\n", prefix, line);
+		at += len + 1;
+	}
+}

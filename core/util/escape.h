@@ -31,4 +31,10 @@
  * in "..." when cap allows. Returns the length written. */
 size_t lz_escape(const char *in, size_t n, char *out, size_t cap);
 
+/* Writes in[0..n) to out_fd line by line, each escaped and after prefix
+ * (foreign text relayed to a terminal or a log: it drives neither, and
+ * no line passes for another's). A line whose escaped form passes 16 KiB
+ * is cut and ends in "...". */
+void lz_escape_lines(int out_fd, const char *prefix, const char *in, size_t n);
+
 #endif

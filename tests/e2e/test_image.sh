@@ -269,11 +269,31 @@ test_prepare_refuses_bad_reference() {
 	trap_cleanup
 }
 
+# An archive's manifest names a file with an escape sequence in it; skopeo
+# quotes it in its error, raw when its stderr is a terminal. Lazaret
+# relays skopeo's messages escaped: run on a terminal (script(1)), the
+# output holds no ESC or BEL byte.
+test_skopeo_messages_cannot_drive_the_terminal() {
+	mkdir -p "$T/hostile"
+	printf '[{"Config":"\\u001b]0;PWNED\\u0007x.json","RepoTags":["a:b"],"Layers":[]}]' \
+		>"$T/hostile/manifest.json"
+	tar -C "$T/hostile" -cf "$T/hostile.tar" manifest.json
+	local cmd out
+	cmd=$(printf '%q ' timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" image prepare \
+		"docker-archive:$T/hostile.tar" --config "$CFG")
+	out=$(script -qec "$cmd" /dev/null | cat -v)
+	assert_contains "$out" "PWNED" "skopeo's message"
+	assert_contains "$out" "skopeo: " "skopeo's message, marked"
+	assert_not_contains "$out" "^[" "an ESC byte"
+	assert_not_contains "$out" "^G" "a BEL byte"
+}
+
 t_run "prepared tree matches umoci unpack --rootless" test_prepared_tree_matches_umoci
 t_run "image ownership lands on subordinate IDs" test_image_ownership_lands_on_subordinate_ids
 t_run "preparing twice reports the existing artifact" test_preparing_twice_reports_existing_artifact
 t_run "image list shows artifact, source, size, leases, state" test_list_shows_artifact_source_size_leases_state
 t_run "docker-archive images go through skopeo" test_docker_archive_goes_through_skopeo
+t_run "skopeo's messages cannot drive the terminal" test_skopeo_messages_cannot_drive_the_terminal
 t_run "refuses a layer digest mismatch" test_refuses_layer_digest_mismatch
 t_run "refuses a truncated layer" test_refuses_truncated_layer
 t_run "refuses a ../ entry" test_refuses_dotdot_entry

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -88,11 +89,29 @@ static void test_escape__truncation_keeps_whole_pieces(void **state)
 	assert_safe(big);
 }
 
+/* Lines relayed to a descriptor: each escaped, after its prefix, so a
+ * line of foreign text never passes for another's. */
+static void test_escape_lines__prefix_and_escape_each_line(void **state)
+{
+	(void)state;
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	const char in[] = "ok\n\x1b]52;c;aGk=\x07\nlast";
+	lz_escape_lines(fileno(f), "skopeo: ", in, sizeof(in) - 1);
+	char out[256] = "";
+	rewind(f);
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	assert_string_equal(out, "skopeo: ok\nskopeo: \\e]52;c;aGk=\\x07\nskopeo: last\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escape__controls_and_sequences),
 		cmocka_unit_test(test_escape__utf8),
+		cmocka_unit_test(test_escape_lines__prefix_and_escape_each_line),
 		cmocka_unit_test(test_escape__truncation_keeps_whole_pieces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
