@@ -37,6 +37,7 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 	struct lz_transport t = LZ_TRANSPORT_INIT;
 	char skopeo[LZ_HOSTPROBE_PATH_MAX];
 	uint8_t rnd[16];
+	_cleanup_close_ int messages = -EBADF; /* skopeo's stderr */
 	int r;
 
 	if (ref->kind == LZ_IMAGE_OCI)
@@ -66,8 +67,7 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", t.layout.canonical);
 	char *const argv[] = { "skopeo", "copy", "--quiet", src, dst, NULL };
 	char *const envp[] = { home, tmpdir, NULL };
-	_cleanup_close_ int messages = memfd_create("lazaret-skopeo", MFD_CLOEXEC);
-	if (messages < 0) {
+	if ((messages = memfd_create("lazaret-skopeo", MFD_CLOEXEC)) < 0) {
 		r = lz_err_set(err, errno, "memfd_create: %s", strerror(errno));
 		goto fail;
 	}
