@@ -215,21 +215,20 @@ int lz_escalation_capability_hex(const struct lz_escalation *e, const uint8_t se
 
 static void arm_deadline(struct job *j);
 
-/* Posts what the inbox did not take before, in order; true when none is
- * left. The client's time to acknowledge runs from the delivery. */
-static bool flush_unposted(struct lz_escalation *e, struct job *j)
+/* Posts what the inbox did not take before, in order, until it refuses
+ * again. The client's time to acknowledge runs from the delivery. */
+static void flush_unposted(struct lz_escalation *e, struct job *j)
 {
 	struct lz_err err;
 	while (j->unposted != NULL) {
 		struct unposted *u = j->unposted;
 		if (lz_mailbox_post(&e->mb, u->name, u->rec, u->len, &err) < 0)
-			return false;
+			return;
 		if ((j->unposted = u->next) == NULL)
 			j->unposted_tail = &j->unposted;
 		free(u);
 		arm_deadline(j);
 	}
-	return true;
 }
 
 static void drop_unposted(struct job *j)
@@ -758,7 +757,7 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 		receive(e);
 	}
 	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++)
-		(void)flush_unposted(e, &e->jobs[k]);
+		flush_unposted(e, &e->jobs[k]);
 	for (size_t i = 1; i < n; i++) {
 		if (!pf[i].revents)
 			continue;

@@ -196,16 +196,10 @@ static int watch_one(struct lz_ignorewatch *iw, const struct pending *p, struct 
 		warn_full(iw, 0);
 		return 0;
 	}
-	char rel[PATH_MAX];
-	if (p->parent < 0)
-		rel[0] = '\0';
-	else if (wd_path(iw, p->parent, rel, sizeof(rel)) < 0 ||
-		 strlen(rel) + 1 + strlen(p->name) + 1 > sizeof(rel))
+	char dir[PATH_MAX] = "", rel[PATH_MAX];
+	if ((p->parent >= 0 && wd_path(iw, p->parent, dir, sizeof(dir)) < 0) ||
+	    (size_t)snprintf(rel, sizeof(rel), "%s%s%s", dir, dir[0] ? "/" : "", p->name) >= sizeof(rel))
 		return 0; /* deeper than a path: the router refuses such names */
-	else if (rel[0] != '\0')
-		strcat(strcat(rel, "/"), p->name);
-	else
-		strcpy(rel, p->name);
 	_cleanup_close_ int fd = lz_openat2(iw->host_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 					    LZ_RESOLVE_CONFINED);
 	if (fd < 0) {

@@ -24,7 +24,7 @@ static int present(struct lz_router *r, enum rt_backing b, const char *path)
 		close(fd);
 		return 1;
 	}
-	return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -errno;
+	return rt_absent(errno) || errno == EXDEV ? 0 : -errno; /* EXDEV: a mount on the way */
 }
 
 /* Whether libgit2's last failure was the host's (descriptors, memory),

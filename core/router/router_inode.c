@@ -688,10 +688,21 @@ static int open_in(struct lz_router *r, struct rt_inode *d, enum rt_backing b, c
 	return 0;
 }
 
-/* What open_in answers when the backing holds no object there. */
-static bool absent(int rc)
+/* name in route's backing when it is a directory (dir) or not: 1 with its
+ * O_PATH fd and stat, 0 when absent or of the other type, -errno for a
+ * failure that is not absence (descriptors, memory). */
+static int open_typed(struct lz_router *r, struct rt_inode *d, enum lz_route route, const char *name, bool dir,
+		      int *ret_fd, struct stat *ret_st)
 {
-	return rc == -ENOENT || rc == -ENOTDIR || rc == -ELOOP;
+	int fd, rc = open_in(r, d, rt_backing_of(route), name, &fd, ret_st);
+	if (rc < 0)
+		return rt_absent(-rc) ? 0 : rc;
+	if (S_ISDIR(ret_st->st_mode) != dir) {
+		close(fd);
+		return 0;
+	}
+	*ret_fd = fd;
+	return 1;
 }
 
 int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum rt_backing *ret_b,
@@ -723,30 +734,20 @@ int rt_resolve(struct lz_router *r, struct rt_inode *d, const char *name, enum r
 	 * failure that is not absence (descriptors, memory) is the answer:
 	 * never "no such entry", which the kernel caches and Git reads as a
 	 * deletion. */
-	if (rd != LZ_ROUTE_INCONSISTENT) {
-		if ((rc = open_in(r, d, rt_backing_of(rd), name, &fd, &st)) == 0) {
-			if (S_ISDIR(st.st_mode)) {
-				*ret_b = rt_backing_of(rd);
-				*ret_fd = fd;
-				*ret_st = st;
-				return 0;
-			}
-			close(fd);
-		} else if (!absent(rc)) {
-			return rc; /* not the other route's file instead */
-		}
-	}
-	if (rf != LZ_ROUTE_INCONSISTENT) {
-		if ((rc = open_in(r, d, rt_backing_of(rf), name, &fd, &st)) == 0) {
-			if (!S_ISDIR(st.st_mode)) {
-				*ret_b = rt_backing_of(rf);
-				*ret_fd = fd;
-				*ret_st = st;
-				return 0;
-			}
-			close(fd);
-		} else if (!absent(rc)) {
-			return rc;
+	const struct {
+		enum lz_route route;
+		bool dir;
+	} tries[] = { { rd, true }, { rf, false } };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(tries); i++) {
+		if (tries[i].route == LZ_ROUTE_INCONSISTENT)
+			continue;
+		if ((rc = open_typed(r, d, tries[i].route, name, tries[i].dir, &fd, &st)) != 0) {
+			if (rc < 0)
+				return rc;
+			*ret_b = rt_backing_of(tries[i].route);
+			*ret_fd = fd;
+			*ret_st = st;
+			return 0;
 		}
 	}
 	return rf == LZ_ROUTE_INCONSISTENT || rd == LZ_ROUTE_INCONSISTENT ? -EIO : -ENOENT;

@@ -64,10 +64,12 @@
 
 #define FUSE_USE_VERSION 312
 
+#include <errno.h>
 #include <fuse3/fuse_lowlevel.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -322,6 +324,14 @@ static inline void rt_unlock_snap(struct lz_router *r)
 static inline enum rt_backing rt_backing_of(enum lz_route route)
 {
 	return route == LZ_ROUTE_ISOLATED ? RT_ISOLATED : RT_HOST;
+}
+
+/* Whether an open in a backing failed (errno e) because nothing is there
+ * (a missing name or directory, a symlink on the way), not for want of
+ * descriptors or memory, which must never read as absence. */
+static inline bool rt_absent(int e)
+{
+	return e == ENOENT || e == ENOTDIR || e == ELOOP;
 }
 
 #endif

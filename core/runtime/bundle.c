@@ -89,9 +89,9 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, const s
 	 * (rsplan.h), never its workspace path. */
 	for (size_t i = 0; i < git->n; i++) {
 		const struct lz_gitsentry_mount *gm = &git->v[i];
-		char rel[40];
-		snprintf(rel, sizeof(rel), "/" LZ_RS_SENTRY_DIR "/%zu", i);
 		if (gm->kind == LZ_GITSENTRY_READONLY_FILE) {
+			char rel[40];
+			snprintf(rel, sizeof(rel), "/" LZ_RS_SENTRY_DIR "/%zu", i);
 			if ((r = add_labelled(m, gm->sandbox_path, "bind", true, "%s%s", gen, rel, err)) < 0)
 				return r;
 		} else if (m->n == m->cap) {

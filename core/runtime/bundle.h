@@ -7,8 +7,9 @@
  * persistent directory; the volumes (read-only where configured);
  * /workspace, a read-write bind of the canonical workspace; .git pinned as
  * a mount point of its own, and Git Sentry's mounts on top of it
- * (gitsentry.h; its files from where the RS bound them, rsplan.h); the init at /run/lazaret/init and the product's
- * /etc/resolv.conf, both read-only; the Escalation Client, its mailbox
+ * (gitsentry.h; its files from where the RS bound them, rsplan.h); the
+ * init at /run/lazaret/init and the product's /etc/resolv.conf, both
+ * read-only; the Escalation Client, its mailbox
  * and credentials (escalation/sandbox.h). A workspace whose Git layout Git
  * Sentry refuses refuses the plan, before the bundle.
  *
