@@ -357,50 +357,65 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 	return (ev->mask & IN_DELETE) != 0; /* a removed directory took its ignore files */
 }
 
-static void rebuild(struct lz_ignorewatch *iw)
+/* One attempt at a new snapshot. failures counts the attempts that failed
+ * since the last success: the first MAX_RETRIES come RETRY_MS apart (an
+ * index caught mid-write), later ones further apart; the previous
+ * classification stays meanwhile (spec 3.5). */
+static bool rebuild(struct lz_ignorewatch *iw, unsigned failures)
 {
-	for (int attempt = 0; attempt < MAX_RETRIES; attempt++) {
-		lz_ignoreclass *snap = NULL;
-		struct lz_err err = { 0, "" };
-		if (lz_ignoreclass_build(&iw->in, &snap, &err) == 0) {
-			if (lz_router_publish(iw->router, lz_router_classifier_ignoreclass(snap)) == 0)
-				atomic_fetch_add(&iw->published, 1);
-			return;
-		}
-		if (attempt == MAX_RETRIES - 1) {
-			/* the message names workspace paths the sandbox chose */
-			char why[LZ_ESCAPE_MAX(sizeof(err.msg)) + 1];
-			lz_escape(err.msg, strlen(err.msg), why, sizeof(why));
-			fprintf(stderr, "lazaret-router: the ignore rules changed but cannot be read (%s); "
-					"the previous classification stays\n",
-				why);
-			return;
-		}
-		struct pollfd pf = { .fd = iw->stop_fd, .events = POLLIN };
-		if (poll(&pf, 1, RETRY_MS) > 0)
-			return;
+	lz_ignoreclass *snap = NULL;
+	struct lz_err err = { 0, "" };
+	if (lz_ignoreclass_build(&iw->in, &snap, &err) == 0) {
+		if (lz_router_publish(iw->router, lz_router_classifier_ignoreclass(snap)) == 0)
+			atomic_fetch_add(&iw->published, 1);
+		if (failures >= MAX_RETRIES)
+			fprintf(stderr, "lazaret-router: the ignore rules can be read again\n");
+		return true;
 	}
+	if (failures + 1 == MAX_RETRIES) {
+		/* the message names workspace paths the sandbox chose */
+		char why[LZ_ESCAPE_MAX(sizeof(err.msg)) + 1];
+		lz_escape(err.msg, strlen(err.msg), why, sizeof(why));
+		fprintf(stderr, "lazaret-router: the ignore rules changed but cannot be read (%s); "
+				"the previous classification stays until they can\n",
+			why);
+	}
+	return false;
+}
+
+/* How long to wait before the next rebuild after failures failed ones. */
+static int retry_delay(unsigned failures)
+{
+	if (failures < MAX_RETRIES)
+		return RETRY_MS;
+	unsigned shift = failures - MAX_RETRIES < 5 ? failures - MAX_RETRIES : 5;
+	return 1000 << shift; /* 1 s doubling to 32 s */
 }
 
 static void *watch_main(void *arg)
 {
 	struct lz_ignorewatch *iw = arg;
 	_Alignas(struct inotify_event) char buf[64 * 1024];
-	bool dirty = false;
+	bool dirty = false;      /* a change seen: rebuild once quiet */
+	unsigned failures = 0;   /* rebuilds failed since the last success */
+	bool stale = false;      /* the router's caches still wait for an invalidation */
 	uint32_t cookie = 0;
 	int from_wd = -1;
 	char from_name[NAME_MAX + 1] = "";
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = iw->stop_fd, .events = POLLIN },
 					{ .fd = iw->ino_fd, .events = POLLIN } };
-		int n = poll(pf, 2, dirty ? QUIET_MS : -1);
+		int timeout = dirty ? QUIET_MS : failures > 0 ? retry_delay(failures) : stale ? RETRY_MS : -1;
+		int n = poll(pf, 2, timeout);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || pf[0].revents)
 			return NULL;
-		if (n == 0) { /* quiet after a change */
+		if (n == 0) { /* quiet after a change, or time to try again */
+			if (dirty || failures > 0)
+				failures = rebuild(iw, failures) ? 0 : failures + 1;
 			dirty = false;
-			rebuild(iw);
+			stale = lz_router_retry_invalidation(iw->router) > 0;
 			continue;
 		}
 		ssize_t len = read(iw->ino_fd, buf, sizeof(buf));

@@ -193,11 +193,11 @@ void lz_router_stop(lz_router *r)
 
 struct inval_scan {
 	struct lz_router *r;
+	/* NULL: every name is invalidated (a retry: the old routes are gone) */
 	const struct lz_router_classifier *old, *new;
 	fuse_ino_t dir;
-	const char *path;
+	const char *path; /* NULL: the directory has no path (deeper than PATH_MAX) */
 	size_t len;
-	size_t sent;
 };
 
 static bool route_changed(const struct inval_scan *s, const char *path, size_t len)
@@ -219,17 +219,17 @@ static int inval_one(void *arg, const char *name, unsigned char dtype, uint64_t 
 	struct inval_scan *s = arg;
 	char path[PATH_MAX];
 	size_t nl = strlen(name), len = s->len;
-	if (len + nl + 2 > sizeof(path))
-		return 0;
-	memcpy(path, s->path, len);
-	if (len > 0)
-		path[len++] = '/';
-	memcpy(path + len, name, nl + 1);
-	if (!route_changed(s, path, len + nl))
-		return 0;
+	/* a name whose route cannot be compared is invalidated */
+	if (s->old != NULL && s->path != NULL && len + nl + 2 <= sizeof(path)) {
+		memcpy(path, s->path, len);
+		if (len > 0)
+			path[len++] = '/';
+		memcpy(path + len, name, nl + 1);
+		if (!route_changed(s, path, len + nl))
+			return 0;
+	}
 	/* -ENOENT: the kernel has no such entry cached; nothing to do */
 	(void)fuse_lowlevel_notify_inval_entry(s->r->se, s->dir, name, nl);
-	s->sent++;
 	return 0;
 }
 
@@ -238,36 +238,65 @@ static bool is_dir(const struct rt_inode *i)
 	return S_ISDIR(i->type);
 }
 
+/* Whether an error leaves a directory's cached entries unvisited for
+ * want of a resource the router may have again later (a retry). The
+ * others mean there is nothing there to visit. */
+static bool for_now(int rc)
+{
+	return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM || rc == -EAGAIN || rc == -EINTR ||
+	       rc == -ENOBUFS;
+}
+
+/* Visits the entries of one directory the kernel holds, in both backings.
+ * Returns false when it could not for now. */
+static bool invalidate_dir(struct inval_scan *s, struct rt_inode *d)
+{
+	char path[PATH_MAX] = "";
+	size_t len = 0;
+	int rc = rt_dir_path(s->r, d, path, sizeof(path), &len);
+	if (rc == -ESTALE)
+		return true; /* removed: no name leads into it */
+	s->dir = rt_nodeid(s->r, d);
+	s->path = rc == 0 ? path : NULL;
+	s->len = len;
+	bool done = true;
+	for (int b = RT_HOST; b <= RT_ISOLATED; b++) {
+		/* with no path, only the directory's own backing (by descriptor) */
+		if (rc < 0 && d->backing != (enum rt_backing)b)
+			continue;
+		int fd = rt_open_side_rd(s->r, d, (enum rt_backing)b, path, len);
+		if (fd < 0) {
+			done &= !for_now(fd);
+			continue;
+		}
+		done &= !for_now(rt_scan_names(fd, inval_one, s));
+		close(fd);
+	}
+	return done;
+}
+
 /* For every directory the kernel holds an inode of, invalidates the
  * cached entries (positive or negative) whose route differs between the
- * two classifiers. Names in neither backing need nothing: they are
- * absent under both routes. */
-static void invalidate(struct lz_router *r, const struct lz_router_classifier *old,
+ * two classifiers (old NULL: every cached entry). Names in neither
+ * backing need nothing: they are absent under both routes. Returns false
+ * when some directory could not be visited for now (out of descriptors
+ * or memory): its entries may still carry old routes. Caller holds
+ * se_lock with a session. */
+static bool invalidate(struct lz_router *r, const struct lz_router_classifier *old,
 		       const struct lz_router_classifier *new)
 {
 	size_t n;
 	struct rt_inode **dirs = rt_inode_collect(r, is_dir, &n);
-	if (dirs == NULL) {
-		/* cannot enumerate: drop the root's entries at least */
-		return;
-	}
+	if (dirs == NULL)
+		return false;
+	bool done = true;
 	for (size_t k = 0; k < n; k++) {
-		char path[PATH_MAX];
-		size_t len;
-		if (rt_dir_path(r, dirs[k], path, sizeof(path), &len) == 0) {
-			struct inval_scan s = { .r = r, .old = old, .new = new,
-						.dir = rt_nodeid(r, dirs[k]), .path = path, .len = len };
-			for (int b = RT_HOST; b <= RT_ISOLATED; b++) {
-				int fd = rt_open_side_rd(r, dirs[k], (enum rt_backing)b, path, len);
-				if (fd < 0)
-					continue;
-				(void)rt_scan_names(fd, inval_one, &s);
-				close(fd);
-			}
-		}
+		struct inval_scan s = { .r = r, .old = old, .new = new };
+		done &= invalidate_dir(&s, dirs[k]);
 		rt_inode_unref(r, dirs[k]);
 	}
 	free(dirs);
+	return done;
 }
 
 int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
@@ -284,12 +313,29 @@ int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
 	/* The new classifier is r->cls and only a later publish (serialized
 	 * by publish_lock) could release it; the old one is ours now. */
 	pthread_mutex_lock(&r->se_lock);
-	if (r->se != NULL)
-		invalidate(r, &old, &cls);
+	if (r->se != NULL && !invalidate(r, &old, &cls) && !atomic_exchange(&r->inval_pending, true))
+		fprintf(stderr, "lazaret-router: out of descriptors or memory invalidating the kernel's "
+				"cached names after a classification change; trying again\n");
 	pthread_mutex_unlock(&r->se_lock);
 	cls_release(&old);
 	pthread_mutex_unlock(&r->publish_lock);
 	return 0;
+}
+
+int lz_router_retry_invalidation(lz_router *r)
+{
+	if (!atomic_load(&r->inval_pending))
+		return 0;
+	pthread_mutex_lock(&r->publish_lock);
+	pthread_mutex_lock(&r->se_lock);
+	/* the old routes are gone: every cached name goes */
+	if (r->se == NULL || invalidate(r, NULL, NULL)) {
+		atomic_store(&r->inval_pending, false);
+		fprintf(stderr, "lazaret-router: the kernel's cached names follow the classification again\n");
+	}
+	pthread_mutex_unlock(&r->se_lock);
+	pthread_mutex_unlock(&r->publish_lock);
+	return atomic_load(&r->inval_pending) ? 1 : 0;
 }
 
 /* ---- host changes ----------------------------------------------------------- */

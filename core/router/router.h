@@ -126,6 +126,13 @@ int lz_router_serve(lz_router *r, const char *mountpoint, int fuse_fd, struct lz
  * than a request handler, while serving or not. */
 int lz_router_publish(lz_router *r, struct lz_router_classifier cls);
 
+/* When a publish ran out of descriptors or memory before it had visited
+ * every directory, some cached entries may still carry the old routes:
+ * this drops every name the kernel caches, if it can now. Returns 1 while
+ * that stays to do (call again later), 0 when nothing does. Same threads
+ * as lz_router_publish. */
+int lz_router_retry_invalidation(lz_router *r);
+
 /* Whether a watch reports every change under the host backing (the
  * ignore watch does while it watches every directory). Turning it off
  * invalidates every host-backed entry and attribute the kernel caches. */

@@ -146,6 +146,9 @@ struct lz_router {
 
 	bool kernel_open; /* opt.kernel_open and the kernel has it; set at init */
 	atomic_bool host_watched; /* lz_router_host_watched */
+	/* a publish could not invalidate every cached name: retried in full by
+	 * lz_router_retry_invalidation; set and cleared under publish_lock */
+	atomic_bool inval_pending;
 
 	struct fuse_session *se; /* set while serving; se_lock */
 	char *mountpoint;        /* when mounted by lz_router_serve; se_lock */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,6 +333,38 @@ static void test_watch_stops_at_its_budget(void **state)
 	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
 }
 
+/* A rebuild that fails for want of descriptors for longer than the quick
+ * retries (25 x 200 ms) is tried again later, and publishes once the
+ * descriptors are back, with no further change to the ignore rules. */
+static void test_a_rebuild_out_of_descriptors_is_tried_again(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	char p[256];
+	FMT(p, "%s/.gitignore", f->ws);
+	int gi = open(p, O_WRONLY | O_CLOEXEC); /* closed last: its close is a change */
+	assert_true(gi >= 0);
+	struct rlimit was, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	low = (struct rlimit){ 64, was.rlim_max };
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	int held[64], n = 0;
+	while (n < 64 && (held[n] = dup(0)) >= 0)
+		n++;
+	assert_true(n < 64);
+	static const char rules[] = "*.log\n*.tmp\n";
+	assert_int_equal(pwrite(gi, rules, sizeof(rules) - 1, 0), (ssize_t)(sizeof(rules) - 1));
+	sleep_ms(6500); /* past the quick retries */
+	unsigned long seen = lz_ignorewatch_published(f->watch);
+	for (int k = 0; k < n; k++)
+		close(held[k]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(seen, 0);
+	assert_true(published_after(f, 0));
+	close(gi);
+	assert_int_equal(route_now(f, "a.tmp", NULL), LZ_ROUTE_ISOLATED);
+}
+
 static void test_stop_without_changes(void **state)
 {
 	struct fx *f = *state;
@@ -358,6 +391,7 @@ int main(void)
 		T(test_a_chain_as_deep_as_paths_allow_at_start),
 		T(test_a_chain_as_deep_as_paths_allow_moved_in),
 		T(test_watch_stops_at_its_budget),
+		T(test_a_rebuild_out_of_descriptors_is_tried_again),
 		cmocka_unit_test(test_budget_is_a_quarter_of_the_users_watches),
 		T(test_stop_without_changes),
 	};

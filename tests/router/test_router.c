@@ -297,13 +297,15 @@ static void *serve_thread(void *p)
 }
 
 /* The router process's control thread: publishes on the body's request
- * ('f': the flipped classifier, 'p': the plain one) and answers the rc. */
+ * ('f': the flipped classifier, 'p': the plain one) or retries a pending
+ * invalidation ('r') and answers the rc ('y': 0). */
 static void *control_thread(void *p)
 {
 	struct env *e = p;
 	char c;
 	while (read(e->ctl, &c, 1) == 1) {
-		int rc = lz_router_publish(e->r, test_classifier(c == 'f' ? &tcls_flipped : &tcls_plain));
+		int rc = c == 'r' ? lz_router_retry_invalidation(e->r)
+				  : lz_router_publish(e->r, test_classifier(c == 'f' ? &tcls_flipped : &tcls_plain));
 		char res = rc == 0 ? 'y' : 'n';
 		if (write(e->ctl, &res, 1) != 1)
 			break;
@@ -311,13 +313,18 @@ static void *control_thread(void *p)
 	return NULL;
 }
 
-/* In the body: asks the router process to publish. */
-static int publish(struct env *e, bool flipped)
+/* In the body: asks the router process to do c. */
+static int control(struct env *e, char c)
 {
-	char c = flipped ? 'f' : 'p', res = 0;
+	char res = 0;
 	if (write(e->ctl, &c, 1) != 1 || read(e->ctl, &res, 1) != 1)
 		return -EIO;
 	return res == 'y' ? 0 : -EIO;
+}
+
+static int publish(struct env *e, bool flipped)
+{
+	return control(e, flipped ? 'f' : 'p');
 }
 
 /* The body must not hold the router's /dev/fuse descriptor: if the router
@@ -1565,6 +1572,44 @@ static void test_router__out_of_descriptors_is_not_absence(void **state)
 	router_nofile = 0;
 }
 
+/* A publish that cannot visit a directory the kernel holds (no descriptor
+ * left) leaves an invalidation to do; the retry, once descriptors are
+ * back, drops the entry cached under the old route. */
+static void router__a_publish_out_of_descriptors_invalidates_later(struct env *e)
+{
+	char name[64];
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "h%03d", i);
+		CHECK_OK(mkdir(P(e->host, name), 0755));
+	}
+	write_text(P(e->host, "h000/flipA"), "host side");
+	struct stat st;
+	CHECK_OK(stat(P(e->mnt, "h000/flipA"), &st)); /* cached 60 s */
+	int held[200], n = 0;
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "h%03d", i);
+		int fd = open(P(e->mnt, name), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		held[n++] = fd;
+	}
+	CHECK(n < 200, "the router never ran out of descriptors (%d directories open)", n);
+	CHECK_OK(publish(e, true)); /* flipA now routes to the isolated backing: absent */
+	CHECK(control(e, 'r') < 0, "the retry had nothing to do with no descriptor left");
+	for (int i = 0; i < n; i++)
+		close(held[i]);
+	CHECK_OK(control(e, 'r'));
+	CHECK_ERRNO(stat(P(e->mnt, "h000/flipA"), &st), ENOENT);
+	CHECK_OK(control(e, 'r')); /* nothing left to do */
+}
+
+static void test_router__a_publish_out_of_descriptors_invalidates_later(void **state)
+{
+	router_nofile = 64;
+	with_router(*state, router__a_publish_out_of_descriptors_invalidates_later);
+	router_nofile = 0;
+}
+
 /* ---- host changes through long caches ---------------------------------------- */
 
 /* Waits up to 3 s for stat(path) to succeed (want) or fail ENOENT
@@ -1918,6 +1963,7 @@ int main(void)
 	T(router__host_git_lock_files_are_not_the_sandboxs__open_requests),
 		T(router__more_inodes_than_descriptors),
 		T(router__out_of_descriptors_is_not_absence),
+		T(router__a_publish_out_of_descriptors_invalidates_later),
 		T(router__host_changes_show_through_long_caches),
 		T(router__open_files_survive_host_removal_and_rename),
 		T(router__a_reused_inode_number_is_another_object),
