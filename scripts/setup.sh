@@ -48,3 +48,15 @@ cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$repo/build" -j"$(nproc)"
 cmake --install "$repo/build"
 echo "setup.sh: lazaret installed as $(command -v lazaret)"
+
+# Lazaret needs Linux 6.9 (pidfd and pidfs process identity); Debian 12
+# ships 6.1. Install the backports kernel and stop, so that a chained
+# quick start does not go on to fail on the old one.
+IFS=. read -r kmajor kminor _ <<<"$(uname -r)"
+if [ "$kmajor" -lt 6 ] || { [ "$kmajor" -eq 6 ] && [ "${kminor%%[!0-9]*}" -lt 9 ]; }; then
+	apt-get install -y --no-install-recommends -t bookworm-backports linux-image-amd64
+	echo "setup.sh: kernel $(uname -r) is too old for Lazaret (it needs 6.9 or newer);" \
+		"the kernel from bookworm-backports is installed: reboot into it, then run the" \
+		"command again" >&2
+	exit 1
+fi

@@ -39,16 +39,24 @@
  *                                          the library Lazaret opens when first
  *                                          used (util/lazylib.h): {soname=}, or
  *                                          nil, msg, errno
+ *   probe.runtime_root()  [-0, +(1|3), m]  {path=, exists=, type=, uid=, mode=}:
+ *                                          the Runtime Root a launch would use
+ *                                          ($XDG_RUNTIME_DIR/lazaret; type, uid,
+ *                                          mode when it exists, reached with no
+ *                                          symlink), or nil, msg, errno
  *   probe.tools           table            the allowed tool names, in order
  *   probe.trusted_dirs    table            the directories tools come from
  *   probe.errno           table            lazaret.core.errno (l_errno.c) */
 #include <errno.h>
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <lua.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "config/cfgsource.h"
+#include "fs/pathauth.h"
 #include "image/archivelib.h"
 #include "platform/hostprobe.h"
 #include "router/gitlib.h"
@@ -284,6 +292,35 @@ static int l_library(lua_State *L)
 	return 1;
 }
 
+static int l_runtime_root(lua_State *L)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_host_env env;
+	char *path = NULL;
+	check_nargs(L, 0);
+	lz_host_env_from_process(&env);
+	int r = lz_cfgsource_runtime_root(&env, &path, &err);
+	if (r == 0)
+		r = lz_path_grammar(path, strlen(path), &err);
+	struct lz_path root = LZ_PATH_INIT;
+	int opened = r == 0 ? lz_path_open(path, &root, &err) : 0;
+	if (r < 0 || (opened < 0 && opened != -ENOENT)) {
+		free(path);
+		return lz_l_fail(L, r < 0 ? r : opened, &err);
+	}
+	lua_createtable(L, 0, 5);
+	set_str(L, "path", path);
+	free(path);
+	set_bool(L, "exists", opened == 0);
+	if (opened == 0) {
+		set_str(L, "type", file_type(root.mode));
+		set_int(L, "uid", root.uid);
+		set_int(L, "mode", root.mode & 07777);
+	}
+	lz_path_release(&root);
+	return 1;
+}
+
 static void push_string_list(lua_State *L, const char *const *list)
 {
 	lua_newtable(L);
@@ -306,6 +343,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "tool", l_tool },
 		{ "descriptors", l_descriptors },
 		{ "library", l_library },
+		{ "runtime_root", l_runtime_root },
 		{ NULL, NULL },
 	};
 

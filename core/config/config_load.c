@@ -426,9 +426,11 @@ static int resolve_profile(lz_config *cfg, const struct lz_config_request *req, 
 		{ "the Runtime Root", cfg->runtime_root.canonical },
 	};
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(others); i++)
-		if ((r = refuse_overlap("the workspace", cfg->workspace.canonical, others[i].what,
-					others[i].path, err)) < 0)
-			return r;
+		if (lz_path_overlaps(cfg->workspace.canonical, others[i].path))
+			return lz_err_set(err, EINVAL,
+					  "the workspace '%s' overlaps %s '%s'; they must be disjoint "
+					  "(launch from a project directory, or pass --workspace DIR)",
+					  cfg->workspace.canonical, others[i].what, others[i].path);
 
 	const char *ws = cfg->workspace.canonical;
 	if ((r = lz_domain_id(p->name, strlen(p->name), ws, strlen(ws), id)) < 0)

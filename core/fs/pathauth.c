@@ -129,8 +129,10 @@ static int owned_check(const struct lz_path *p, struct lz_err *err)
 		return lz_err_set(err, EPERM, "'%s' is owned by uid %u, not by you (uid %u)",
 				  p->canonical, (unsigned)p->uid, (unsigned)getuid());
 	if ((p->mode & 07777) != 0700)
-		return lz_err_set(err, EPERM, "'%s' has mode %04o; Lazaret-owned directories must be 0700",
-				  p->canonical, (unsigned)(p->mode & 07777));
+		return lz_err_set(err, EPERM,
+				  "'%s' has mode %04o; Lazaret-owned directories must be 0700 "
+				  "(chmod 0700 '%s')",
+				  p->canonical, (unsigned)(p->mode & 07777), p->canonical);
 	return 0;
 }
 

@@ -199,7 +199,8 @@ int lz_default_config_write(const struct lz_host_env *env, const char *explicit_
 	if (fd < 0)
 		return lz_err_set(err, e, "create '%s': %s%s", path, strerror(e),
 				  e == EEXIST ? " (it already exists; Lazaret does not replace a "
-						"configuration)" : "");
+						"configuration: edit it, or pass --config FILE "
+						"to write another)" : "");
 	size_t n = strlen(text);
 	errno = 0; /* a short write sets none: reported as EIO */
 	bool ok = fchmod(fd, 0600) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;

@@ -375,6 +375,15 @@ static int not_prepared(const char *image, struct lz_err *err)
 			  image, image);
 }
 
+/* Whether layout is where `lazaret image build-default` writes the default
+ * image of this Storage Root (the reference `lazaret init` configures). */
+static bool is_default_layout(const struct lz_path *storage_root, const char *layout)
+{
+	const char *root = storage_root->canonical;
+	size_t n = root != NULL ? strlen(root) : 0;
+	return n > 0 && strncmp(layout, root, n) == 0 && strcmp(layout + n, "/images/default") == 0;
+}
+
 int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
 		      char ret_id[LZ_ARTIFACT_ID_HEX + 1], int *ret_rootfs, struct lz_err *err)
 {
@@ -388,6 +397,9 @@ int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
 		struct lz_path layout = LZ_PATH_INIT;
 		struct lz_oci_image *img = NULL;
 		char *canonical = realpath(ref.path, NULL);
+		if (canonical == NULL && errno == ENOENT && is_default_layout(storage_root, ref.path))
+			return lz_err_set(err, ENOENT, "image '%s' is not prepared: run 'lazaret image build-default'",
+					  image);
 		if (canonical == NULL)
 			return lz_err_set(err, errno, "image layout '%s': %s", ref.path, strerror(errno));
 		r = lz_path_open(canonical, &layout, err);

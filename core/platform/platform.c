@@ -42,7 +42,9 @@ int lz_platform_check_values(const char *machine, const char *release, struct lz
 	if (major < LZ_KERNEL_MIN_MAJOR || (major == LZ_KERNEL_MIN_MAJOR && minor < LZ_KERNEL_MIN_MINOR))
 		return lz_err_set(err, ENOTSUP,
 				  "kernel %s is too old: Lazaret needs Linux %d.%d or newer "
-				  "(pidfd and pidfs process identity)",
+				  "(pidfd and pidfs process identity); on Debian 12: install "
+				  "linux-image-amd64 from bookworm-backports (scripts/setup.sh does) "
+				  "and reboot",
 				  release, LZ_KERNEL_MIN_MAJOR, LZ_KERNEL_MIN_MINOR);
 	return 0;
 }

@@ -26,7 +26,7 @@ describe("lazaret.config.report", function()
     local with_gc = {}
     for k, v in pairs(summary) do with_gc[k] = v end
     with_gc.keep_unused_images = 3
-    assert.matches("\nimage gc: +3 unused images kept after each launch\n", report.text(with_gc))
+    assert.matches("\nimage gc: +3 unused images kept when a Domain's last session ends\n", report.text(with_gc))
   end)
 
   it("omits profile facts when no profile was selected", function()
@@ -41,7 +41,7 @@ describe("lazaret.config.report", function()
     local out = report.json(summary)
     assert.matches('^{.*}\n$', out)
     for _, key in ipairs({ "config", "storage_root", "runtime_root", "profile", "workspace",
-      "domain_id", "fingerprint" }) do
+      "domain_id", "fingerprint", "runsc_dcache", "keep_unused_images", "profiles" }) do
       assert.matches('"' .. key .. '":', out)
     end
     assert.matches('"ok":true', out)

@@ -41,6 +41,9 @@ local function fake_probe(over)
     library = function(name)
       return { soname = ({ libgit2 = "libgit2.so.1.5", libarchive = "libarchive.so.13" })[name] }
     end,
+    runtime_root = function()
+      return { path = "/run/user/1000/lazaret", exists = true, type = "directory", uid = 1000, mode = 448 }
+    end,
   }
   for k, v in pairs(over or {}) do
     p[k] = v
@@ -154,11 +157,12 @@ describe("lazaret.platform.diag", function()
       assert.is_string(c.detail)
     end
     assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
-      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "libgit2", "libarchive" }, names)
+      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "runtime root", "libgit2", "libarchive" }, names)
   end)
 
   describe("kernel", function()
-    local FIX = "Lazaret needs Linux 6.9 or newer on x86-64"
+    local FIX = "Lazaret needs Linux 6.9 or newer on x86-64 (Debian 12: as root, apt-get install "
+      .. "-t bookworm-backports linux-image-amd64, then reboot)"
     local function kernel_check(k)
       return by_name(diag.collect(fake_probe({ kernel = function() return k end }))).kernel
     end
@@ -405,11 +409,44 @@ describe("lazaret.platform.diag", function()
     end)
   end)
 
+  describe("runtime root", function()
+    local function rr(r, msg, errno)
+      return by_name(diag.collect(fake_probe({ runtime_root = function() return r, msg, errno end })))
+        ["runtime root"]
+    end
+
+    it("is ok when the root does not exist yet: the first launch makes it", function()
+      local c = rr({ path = "/run/user/1000/lazaret", exists = false })
+      assert.are.equal("ok", c.status)
+      assert.matches("made 0700 at the first launch", c.detail, 1, true)
+    end)
+
+    it("tells what to set when XDG_RUNTIME_DIR is unset or relative", function()
+      local c = rr(nil, "XDG_RUNTIME_DIR is not set; Lazaret keeps its private runtime state there", 22)
+      assert.are.equal("problem", c.status)
+      assert.matches("XDG_RUNTIME_DIR is not set", c.detail, 1, true)
+      assert.matches("set XDG_RUNTIME_DIR to a private directory of yours", c.fix, 1, true)
+    end)
+
+    it("refuses a root of another user, another mode or another type, naming the fix", function()
+      for _, r in ipairs({
+        { path = "/run/user/1000/lazaret", exists = true, type = "directory", uid = 1001, mode = 448 },
+        { path = "/run/user/1000/lazaret", exists = true, type = "directory", uid = 1000, mode = 493 },
+        { path = "/run/user/1000/lazaret", exists = true, type = "file", uid = 1000, mode = 448 },
+      }) do
+        local c = rr(r)
+        assert.are.equal("problem", c.status)
+        assert.matches("is not a directory of yours with mode 0700", c.detail, 1, true)
+        assert.matches("chmod 0700 /run/user/1000/lazaret", c.fix, 1, true)
+      end
+    end)
+  end)
+
   describe("run", function()
     it("writes the text report and returns 0 when every check is ok", function()
       local status, out = run_captured({ json = false, probe = fake_probe() })
       assert.are.equal(0, status)
-      assert.matches("\n13 checks, 0 problems\n$", out)
+      assert.matches("\n14 checks, 0 problems\n$", out)
     end)
 
     it("writes JSON and returns 1 when a check is a problem", function()
@@ -418,7 +455,7 @@ describe("lazaret.platform.diag", function()
       }) })
       assert.are.equal(1, status)
       assert.matches('^{"checks":%[', out)
-      assert.matches('"summary":{"checks":13,"problems":1}}\n$', out)
+      assert.matches('"summary":{"checks":14,"problems":1}}\n$', out)
     end)
 
     it("raises on unknown options and wrong option types", function()

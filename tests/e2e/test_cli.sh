@@ -501,6 +501,26 @@ test_diag_reports_kernel() {
 	assert_match "$OUT" '[Kk]ernel'
 }
 
+# The Runtime Root a launch would use: fine before the first launch, a
+# problem naming the fix when XDG_RUNTIME_DIR is unset or the root is not
+# private; diag itself makes nothing.
+test_diag_runtime_root() {
+	capture lz diag
+	assert_match "$OUT" "ok +runtime root +$T/run/lazaret \(made 0700 at the first launch\)"
+	[ ! -e "$T/run/lazaret" ] || fail "diag made the Runtime Root"
+	mkdir -m 0755 "$T/run/lazaret"
+	capture lz diag
+	assert_eq 1 "$STATUS" "diag with a Runtime Root of mode 0755"
+	assert_match "$OUT" "problem +runtime root +$T/run/lazaret is not a directory of yours with mode 0700"
+	assert_contains "$OUT" "chmod 0700 $T/run/lazaret"
+	rmdir "$T/run/lazaret"
+	env_unset XDG_RUNTIME_DIR
+	capture lz diag
+	assert_eq 1 "$STATUS" "diag without XDG_RUNTIME_DIR"
+	assert_match "$OUT" "problem +runtime root +XDG_RUNTIME_DIR is not set"
+	assert_contains "$OUT" "set XDG_RUNTIME_DIR to a private directory of yours"
+}
+
 test_diag_json() {
 	capture lz diag --json
 	assert_match "$STATUS" '^[01]$' "exit status of diag --json (stderr: $ERR)"
@@ -690,6 +710,7 @@ t_run "run --profile is the same launch" test_launch_needs_the_image run --profi
 
 t_run "diag reports the kernel" test_diag_reports_kernel
 t_run "diag --json prints a JSON object" test_diag_json
+t_run "diag checks the Runtime Root a launch would use" test_diag_runtime_root
 
 t_run "diag --report runs examples/report.lua (one line, diag's verdict)" test_report_example_runs
 t_run "a report's verdict is diag's exit status" test_report_verdict_is_the_exit_status

@@ -302,6 +302,15 @@ test_unprepared_image_says_what_to_do() {
 	assert_contains "$ERR" "lazaret image prepare"
 	assert_no_leftovers
 	cleanup_data
+	# The image `lazaret init` configures, before `image build-default` ran:
+	# its layout does not exist yet, and the command that makes it is named.
+	printf 'version = 1\n[storage]\ndata_root = "%s"\n[profiles.test]\nimage = "oci:%s/images/default:latest"\n' \
+		"$DATA" "$DATA" >"$CFG"
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "image 'oci:$DATA/images/default:latest' is not prepared: run 'lazaret image build-default'"
+	assert_no_leftovers
+	cleanup_data
 }
 
 test_volumes_are_mounted_as_configured() {

@@ -25,8 +25,8 @@ function M.text(s)
   end
   out[#out + 1] = string_format("%-14s%d", "runsc dcache:", s.runsc_dcache)
   if s.keep_unused_images > 0 then
-    out[#out + 1] = string_format("%-14s%d unused images kept after each launch", "image gc:",
-      s.keep_unused_images)
+    out[#out + 1] = string_format("%-14s%d unused images kept when a Domain's last session ends",
+      "image gc:", s.keep_unused_images)
   end
   out[#out + 1] = string_format("%-14s%d", "profiles:", s.profiles)
   out[#out + 1] = "configuration is valid"
@@ -44,6 +44,7 @@ function M.json(s)
     domain_id = s.domain_id or json.null,
     fingerprint = s.fingerprint or json.null,
     runsc_dcache = s.runsc_dcache,
+    keep_unused_images = s.keep_unused_images or 0,
     profiles = s.profiles,
   }) .. "\n"
 end

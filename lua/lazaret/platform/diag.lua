@@ -38,7 +38,8 @@ end
 
 local function check_kernel(probe)
   local name = "kernel"
-  local fix = "Lazaret needs Linux 6.9 or newer on x86-64"
+  local fix = "Lazaret needs Linux 6.9 or newer on x86-64 (Debian 12: as root, apt-get install "
+    .. "-t bookworm-backports linux-image-amd64, then reboot)"
   local k, msg = probe.kernel()
   if not k then
     return problem(name, msg, fix)
@@ -202,6 +203,28 @@ local function check_descriptors(probe)
   return ok(name, detail)
 end
 
+-- The Runtime Root ($XDG_RUNTIME_DIR/lazaret) a launch opens or makes:
+-- refused unless XDG_RUNTIME_DIR is set, absolute and free of symlinks,
+-- and the root, once made, is a directory of yours with mode 0700.
+local function check_runtime_root(probe, id)
+  local name = "runtime root"
+  local rr, msg = probe.runtime_root()
+  if not rr then
+    return problem(name, msg, "set XDG_RUNTIME_DIR to a private directory of yours (a login "
+      .. "session does; see docs/install.md)")
+  end
+  if not rr.exists then
+    return ok(name, rr.path .. " (made 0700 at the first launch)")
+  end
+  if rr.type ~= "directory" or (id and rr.uid ~= id.uid) or rr.mode ~= 448 then
+    return problem(name, format("%s is not a directory of yours with mode 0700 (%s, owner uid %d, "
+      .. "mode %04o)", rr.path, rr.type, rr.uid, rr.mode),
+      format("as its owner: chmod 0700 %s, or remove it when no sandbox runs (Lazaret makes it "
+        .. "again)", rr.path))
+  end
+  return ok(name, rr.path)
+end
+
 -- Libraries Lazaret opens when first used (core/util/lazylib.h): a launch
 -- needs libgit2 (the workspace router), `image prepare` libarchive. Loading
 -- them here tells before either refuses.
@@ -233,6 +256,7 @@ function M.collect(probe)
     check_device(probe, "/dev/net/tun"),
     check_userns(probe),
     check_descriptors(probe),
+    check_runtime_root(probe, id),
     check_library(probe, "libgit2"),
     check_library(probe, "libarchive"),
   }

@@ -11,7 +11,7 @@
 --   lazaret.probe         the probes diag uses (lazaret.core.probe):
 --                         kernel(), identity(), subids(kind), file(path),
 --                         device_rw(path), userns(), descriptors(), library(name),
---                         locate(name),
+--                         runtime_root(), locate(name),
 --                         tool(name), and copies of tools, trusted_dirs,
 --                         errno
 --   lazaret.checks()      the checks as `lazaret diag` judges them: a new
