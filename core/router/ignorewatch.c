@@ -487,9 +487,13 @@ int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, s
 		watch_free(iw);
 		return lz_err_set(err, ENOMEM, "ignore watch: out of memory");
 	}
-	iw->in = (struct lz_ignoreclass_inputs){ .workspace_fd = iw->host_fd,
-						 .isolated_fd = iw->isolated_fd,
-						 .global_excludes = iw->global_excludes };
+	/* every input, the policy flags included: each rebuild must classify as
+	 * the first build did (an editor-configuration file would otherwise
+	 * reach the host after the first index write) */
+	iw->in = *in;
+	iw->in.workspace_fd = iw->host_fd;
+	iw->in.isolated_fd = iw->isolated_fd;
+	iw->in.global_excludes = iw->global_excludes;
 	int rc = watch_tree(iw, K_TREE, -1, "");
 	if (rc >= 0 && iw->global_excludes)
 		watch_global(iw);

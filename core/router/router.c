@@ -322,6 +322,14 @@ int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
 	return 0;
 }
 
+int lz_router_route(lz_router *r, const char *path, size_t len, bool is_dir, enum lz_route *ret)
+{
+	pthread_rwlock_rdlock(&r->snap_lock);
+	int rc = rt_route(r, path, len, is_dir, ret);
+	pthread_rwlock_unlock(&r->snap_lock);
+	return rc;
+}
+
 int lz_router_retry_invalidation(lz_router *r)
 {
 	if (!atomic_load(&r->inval_pending))

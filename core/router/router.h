@@ -126,6 +126,11 @@ int lz_router_serve(lz_router *r, const char *mountpoint, int fuse_fd, struct lz
  * than a request handler, while serving or not. */
 int lz_router_publish(lz_router *r, struct lz_router_classifier cls);
 
+/* The route the classification in place gives path (workspace-relative,
+ * no leading slash): what the next lookup of it would use (tests and
+ * diagnostics). */
+int lz_router_route(lz_router *r, const char *path, size_t len, bool is_dir, enum lz_route *ret);
+
 /* When a publish ran out of descriptors or memory before it had visited
  * every directory, some cached entries may still carry the old routes:
  * this drops every name the kernel caches, if it can now. Returns 1 while

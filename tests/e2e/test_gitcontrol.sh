@@ -201,6 +201,15 @@ test_editor_configuration_is_hidden() {
 	assert_eq '{"tracked": 1}' "$(cat "$WS/.vscode/settings.json")"
 	capture launch cat /workspace/.vscode/tasks.json
 	assert_contains "$OUT" folderOpen "the sandbox's own editor file persists inside"
+	# After the index changes (the router classifies again), the same holds.
+	capture launch sh -c 'cd /workspace && echo more >> .gitignore && git add .gitignore && sleep 1 &&
+		echo "{\"runOn\": \"folderOpen\"}" > .vscode/extensions.json && echo x > .exrc &&
+		! echo "{}" > .vscode/settings.json && echo done'
+	assert_eq 0 "$STATUS" "editor files after a rebuild (stderr: $ERR)"
+	assert_contains "$OUT" done
+	[ ! -e "$WS/.vscode/extensions.json" ] && [ ! -e "$WS/.exrc" ] ||
+		fail "editor configuration reached the host after the index changed"
+	assert_eq '{"tracked": 1}' "$(cat "$WS/.vscode/settings.json")"
 	EXTRA='hide_editor_config = false
 ' write_profile
 	capture launch sh -c 'cat /workspace/.vscode/launch.json && echo mine > /workspace/.vscode/extensions.json'

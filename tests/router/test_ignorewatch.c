@@ -90,11 +90,15 @@ static int teardown(void **state)
 }
 
 /* Builds the first snapshot, the router and the watch of at most
- * max_dirs directories (0: the default). */
-static void start_watching(struct fx *f, const char *global, size_t max_dirs)
+ * max_dirs directories (0: the default), with the policy flags of flags
+ * (hide_editor_config, share_ignored). */
+static void start_with(struct fx *f, const char *global, size_t max_dirs,
+		       struct lz_ignoreclass_inputs flags)
 {
-	struct lz_ignoreclass_inputs in = { .workspace_fd = f->ws_fd, .isolated_fd = f->iso_fd,
-					    .global_excludes = global };
+	struct lz_ignoreclass_inputs in = flags;
+	in.workspace_fd = f->ws_fd;
+	in.isolated_fd = f->iso_fd;
+	in.global_excludes = global;
 	lz_ignoreclass *snap = NULL;
 	struct lz_err err = { 0, "" };
 	assert_int_equal(lz_ignoreclass_build(&in, &snap, &err), 0);
@@ -105,9 +109,22 @@ static void start_watching(struct fx *f, const char *global, size_t max_dirs)
 		fail_msg("%s", err.msg);
 }
 
+static void start_watching(struct fx *f, const char *global, size_t max_dirs)
+{
+	start_with(f, global, max_dirs, (struct lz_ignoreclass_inputs){ 0 });
+}
+
 static void start(struct fx *f, const char *global)
 {
 	start_watching(f, global, 0);
+}
+
+/* The route the router's published classification gives path. */
+static enum lz_route route_published(struct fx *f, const char *path)
+{
+	enum lz_route r;
+	assert_int_equal(lz_router_route(f->router, path, strlen(path), false, &r), 0);
+	return r;
 }
 
 static void sleep_ms(long ms)
@@ -365,6 +382,31 @@ static void test_a_rebuild_out_of_descriptors_is_tried_again(void **state)
 	assert_int_equal(route_now(f, "a.tmp", NULL), LZ_ROUTE_ISOLATED);
 }
 
+/* A rebuild classifies with the policy the first build had: editor
+ * configuration stays hidden, and with isolate_ignored = false nothing
+ * ignored is isolated. */
+static void test_a_rebuild_keeps_the_policy(void **state)
+{
+	struct fx *f = *state;
+	start_with(f, NULL, 0, (struct lz_ignoreclass_inputs){ .hide_editor_config = true });
+	assert_int_equal(route_published(f, ".vscode/tasks.json"), LZ_ROUTE_ISOLATED);
+	put(f, ".gitignore", "*.log\n*.tmp\n");
+	assert_true(published_after(f, 0));
+	assert_int_equal(route_published(f, "a.tmp"), LZ_ROUTE_ISOLATED);
+	assert_int_equal(route_published(f, ".vscode/tasks.json"), LZ_ROUTE_ISOLATED);
+}
+
+static void test_a_rebuild_keeps_sharing_ignored_paths(void **state)
+{
+	struct fx *f = *state;
+	start_with(f, NULL, 0, (struct lz_ignoreclass_inputs){ .share_ignored = true });
+	assert_int_equal(route_published(f, "a.log"), LZ_ROUTE_HOST);
+	put(f, ".gitignore", "*.log\n*.tmp\n");
+	assert_true(published_after(f, 0));
+	assert_int_equal(route_published(f, "a.log"), LZ_ROUTE_HOST);
+	assert_int_equal(route_published(f, "a.tmp"), LZ_ROUTE_HOST);
+}
+
 static void test_stop_without_changes(void **state)
 {
 	struct fx *f = *state;
@@ -392,6 +434,8 @@ int main(void)
 		T(test_a_chain_as_deep_as_paths_allow_moved_in),
 		T(test_watch_stops_at_its_budget),
 		T(test_a_rebuild_out_of_descriptors_is_tried_again),
+		T(test_a_rebuild_keeps_the_policy),
+		T(test_a_rebuild_keeps_sharing_ignored_paths),
 		cmocka_unit_test(test_budget_is_a_quarter_of_the_users_watches),
 		T(test_stop_without_changes),
 	};
