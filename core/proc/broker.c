@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -253,20 +254,19 @@ static void release(struct lz_broker_child *child)
 int lz_broker_wait(struct lz_broker_child *child, int timeout_ms, int *ret_status,
 		   struct lz_err *err)
 {
-	char msg[LZ_ERR_MSG_MAX];
+	char msg[LZ_ERR_MSG_MAX] = "";
 	size_t used = 0;
-	if (child->report_fd >= 0) {
-		/* fn targets: the channel closes when the child exits. */
-		ssize_t n;
-		while (used < sizeof(msg) - 1 &&
-		       ((n = read(child->report_fd, msg + used, sizeof(msg) - 1 - used)) > 0 ||
-			(n < 0 && errno == EINTR)))
-			if (n > 0)
-				used += (size_t)n;
-	}
-	msg[used] = '\0';
+	bool timed_out = false;
+	int64_t deadline = timeout_ms >= 0 ? lz_now_ms() + timeout_ms : -1;
+	/* fn targets: the channel closes when the child exits; the limit
+	 * holds while it is read */
+	if (child->report_fd >= 0)
+		used = lz_read_child_output(child->report_fd, child->pidfd, deadline, msg, sizeof(msg),
+					    &timed_out);
 	siginfo_t info;
-	int r = lz_reap(child->pidfd, timeout_ms, &info);
+	int r = lz_reap(child->pidfd, timed_out || deadline < 0 ? -1 : lz_remaining_ms(deadline), &info);
+	if (timed_out)
+		r = -ETIMEDOUT;
 	release(child);
 	if (r < 0)
 		return lz_err_set(err, -r, "wait: %s", r == -ETIMEDOUT ? "timed out; killed" : strerror(-r));

@@ -88,6 +88,36 @@ int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret)
 	return 0;
 }
 
+size_t lz_read_child_output(int fd, int pidfd, int64_t deadline, char *buf, size_t cap,
+			    bool *ret_timed_out)
+{
+	size_t used = 0;
+	*ret_timed_out = false;
+	if (cap == 0)
+		return 0;
+	while (used + 1 < cap) {
+		if (deadline >= 0) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			int r = poll(&p, 1, lz_remaining_ms(deadline));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r == 0) {
+				(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+				*ret_timed_out = true;
+				break;
+			}
+		}
+		ssize_t n = read(fd, buf + used, cap - 1 - used);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	return used;
+}
+
 /* A copy of fd above the standard streams (the caller's fd stays its own),
  * or fd itself when it already is: 1 when a copy was made. */
 static int above_stdio(int fd, int *ret)

@@ -26,6 +26,15 @@ pid_t lz_clone_pidfd(uint64_t extra_flags, int *ret_pidfd);
  * when it exited in time, -ETIMEDOUT when it had to be killed. */
 int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret);
 
+/* Reads the child's output pipe fd into buf until end of file or a full
+ * buffer (cap - 1 bytes, always NUL-terminated), but no later than
+ * deadline (lz_now_ms; < 0: none): then the child behind pidfd is killed
+ * and reading stops, so a child that neither writes nor exits cannot hold
+ * the caller past its limit. Returns the bytes read; *ret_timed_out says
+ * whether the deadline came first (the caller still reaps the child). */
+size_t lz_read_child_output(int fd, int pidfd, int64_t deadline, char *buf, size_t cap,
+			    bool *ret_timed_out);
+
 /* Kills the child behind *pidfd (SIGKILL through the pidfd), reaps it and
  * closes the pidfd; nothing for a closed one. */
 void lz_kill_reap(int *pidfd);

@@ -245,15 +245,25 @@ static int patterns_read_fd(lz_ignoreclass *s, int fd, uint32_t *first, uint32_t
 	return patterns_parse(s, buf, got, first, n);
 }
 
-/* Opens name beneath dirfd, confined; a missing file, a symlink anywhere
- * on the way, or a non-directory parent means "no file" (1). */
+/* Whether an open's errno means there is no file to read there: missing,
+ * a symlink anywhere on the way, a non-directory parent, or a socket. */
+static bool no_file(int e)
+{
+	return e == ENOENT || e == ENOTDIR || e == ELOOP || e == EACCES || e == EXDEV || e == EISDIR ||
+	       e == ENXIO;
+}
+
+/* Opens name beneath dirfd, confined; "no file" (no_file) is 1. Never
+ * blocks: a FIFO the sandbox put where an ignore file would be is opened
+ * O_NONBLOCK, then counts as no file (patterns_read_fd). */
 static int open_confined(int dirfd, const char *name, int flags, int *ret_fd)
 {
+	if (!(flags & O_PATH)) /* openat2 refuses O_NONBLOCK with O_PATH */
+		flags |= O_NONBLOCK;
 	int fd = lz_openat2(dirfd, name, flags | O_CLOEXEC, LZ_RESOLVE_CONFINED);
 	if (fd < 0) {
 		int e = errno;
-		if (e == ENOENT || e == ENOTDIR || e == ELOOP || e == EACCES || e == EXDEV ||
-		    e == EISDIR)
+		if (no_file(e))
 			return 1;
 		return -e;
 	}
@@ -672,8 +682,8 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 	s->is_repo = g != NULL;
 
 	if (in->global_excludes != NULL) {
-		_cleanup_close_ int fd = open(in->global_excludes, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
+		_cleanup_close_ int fd = open(in->global_excludes, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ENXIO)
 			return lz_err_set(b->err, errno, "ignoreclass: open '%s'", in->global_excludes);
 		if (fd >= 0 && (r = patterns_read_fd(s, fd, &s->glob_first, &s->glob_n)) < 0)
 			return lz_err_set(b->err, -r, "ignoreclass: read '%s'", in->global_excludes);

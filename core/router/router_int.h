@@ -260,6 +260,11 @@ int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid);
 int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool special,
 		  int dfd, const char *name, bool *locked);
 void rt_policy_done(struct lz_router *r, bool locked);
+/* May an object of type mode bear name? Not a FIFO or socket named as a
+ * file host Git opens in every worktree directory (.gitignore,
+ * .gitattributes, .gitmodules, .mailmap): its open would block host Git
+ * (and the router's own ignore-rule reads) or fail. -EPERM. */
+int rt_policy_name(mode_t mode, const char *name);
 /* 1 when the regular file at src_fd (O_PATH) has exactly the bytes of
  * the regular file ddfd/newname, else 0. */
 int rt_policy_unchanged(struct lz_router *r, int src_fd, int ddfd, const char *newname);

@@ -409,6 +409,10 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, S_ISCHR(mode) || S_ISBLK(mode) ? EPERM : EINVAL);
 		return;
 	}
+	if (rt_policy_name(mode, name) < 0) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	struct make_args a = { .kind = 0, .mode = mode };
 	make_entry(req, parent, name, &a);
 }
@@ -633,6 +637,9 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	if ((ddfd = rt_side_dir(r, nd, sb, true)) < 0)
 		return ddfd;
 	bool locked = false;
+	if ((rc = rt_policy_name(sst.st_mode, newname)) < 0 ||
+	    ((flags & RENAME_EXCHANGE) && (rc = rt_policy_name(xst.st_mode, name)) < 0))
+		return rc;
 	if (sb == RT_HOST && ((rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
 			      (rc = rt_policy_new(r, dpath, dlen, sdir, !sdir && !S_ISREG(sst.st_mode), ddfd, newname,
 						  &locked)) < 0))
@@ -723,6 +730,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	/* A second name for a guarded file would be an unguarded way in. */
 	bool locked = false;
 	int lock = 0;
+	if (rc == 0)
+		rc = rt_policy_name(i->type, newname);
 	if (rc == 0 && b == RT_HOST && (rc = rt_policy_inode(r, i, true)) == 0 &&
 	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
 	    (rc = lock = rt_policy_is_lock(r, path, len)) >= 0)

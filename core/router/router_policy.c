@@ -110,6 +110,18 @@ void rt_policy_done(struct lz_router *r, bool locked)
 		pthread_mutex_unlock(&r->gitdir_lock);
 }
 
+int rt_policy_name(mode_t mode, const char *name)
+{
+	static const char *const read_by_git[] = { ".gitignore", ".gitattributes", ".gitmodules",
+						   ".mailmap" };
+	if (!S_ISFIFO(mode) && !S_ISSOCK(mode))
+		return 0;
+	for (size_t k = 0; k < sizeof(read_by_git) / sizeof(read_by_git[0]); k++)
+		if (strcmp(name, read_by_git[k]) == 0)
+			return -EPERM;
+	return 0;
+}
+
 int rt_policy_remove(struct lz_router *r, const char *path, size_t len, bool is_dir)
 {
 	enum lz_guard g;

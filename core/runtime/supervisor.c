@@ -69,17 +69,15 @@ static int runsc_query(const struct lz_rs_plan *p, const char *cmd, const char *
 		close(pipefd[0]);
 		return r;
 	}
-	size_t used = 0;
-	ssize_t n;
-	while (used + 1 < cap && ((n = read(pipefd[0], out + used, cap - 1 - used)) > 0 ||
-				  (n < 0 && errno == EINTR)))
-		if (n > 0)
-			used += (size_t)n;
-	out[used] = '\0';
+	bool timed_out;
+	int64_t deadline = lz_now_ms() + 10000;
+	(void)lz_read_child_output(pipefd[0], pidfd, deadline, out, cap, &timed_out);
 	close(pipefd[0]);
 	siginfo_t info;
-	r = lz_reap(pidfd, 10000, &info);
+	r = lz_reap(pidfd, timed_out ? -1 : lz_remaining_ms(deadline), &info);
 	close(pidfd);
+	if (timed_out)
+		r = -ETIMEDOUT;
 	if (r < 0)
 		return lz_err_set(err, -r, "runsc %s: %s", cmd, strerror(-r));
 	if (info.si_code != CLD_EXITED || info.si_status != 0)

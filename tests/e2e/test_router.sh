@@ -223,6 +223,26 @@ guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated
 	assert_eq host-a "$OUT" "after the rule is removed the host file is back"
 }
 
+# A FIFO where Git reads a file: one the host has (put there by another
+# program) is no ignore file and blocks no launch (the router's first
+# build used to wait on it forever). FIFOs made inside never reach the host:
+# gVisor keeps them in its own memory, and the router refuses one under
+# such a name anyway (test_router).
+test_a_fifo_where_git_reads_a_file() {
+	make_repo
+	mkdir "$WS/sub"
+	mkfifo "$WS/sub/.gitignore"
+	echo x >"$WS/sub/a.txt"
+	capture launch sh -c 'cd /workspace && cat sub/a.txt && mkfifo .gitattributes && mkfifo sub/p &&
+		mv sub/p .gitmodules && echo made-inside'
+	assert_eq 0 "$STATUS" "launch with a FIFO .gitignore on the host (stderr: $ERR)"
+	assert_eq "x
+made-inside" "$OUT"
+	[ ! -e "$WS/.gitattributes" ] && [ ! -e "$WS/.gitmodules" ] && [ ! -e "$WS/sub/p" ] ||
+		fail "a FIFO made inside reached the host"
+	rm -f "$WS/sub/.gitignore"
+}
+
 # FR-9 turns off the ignore rules only: ignored files are shared with the
 # host, while the router's policy (setuid bits, Git control files,
 # repositories made inside) holds all the same.
@@ -511,6 +531,7 @@ t_run "ignored host content is hidden from the sandbox" test_host_ignored_conten
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
 t_run "git works through the router" test_git_works_through_the_router
 t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
+t_run "a FIFO where Git reads a file blocks no launch and cannot be made inside" test_a_fifo_where_git_reads_a_file
 t_run "isolate_ignored = false shares ignored files and keeps the policy" test_isolation_off_shares_ignored_files_and_keeps_the_policy
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
 t_run "npm install offline lands in the Ignored Workspace State (DX-2)" test_npm_install_lands_in_isolated_state

@@ -446,6 +446,38 @@ static void test_lz_broker_wait__timeout_kills(void **state)
 	close(watch);
 }
 
+static int fn_sleeps(void *arg, struct lz_err *err)
+{
+	(void)arg;
+	(void)err;
+	sleep(30);
+	return 0;
+}
+
+/* A function target holds its report channel open while it runs: the
+ * limit holds while the channel is read (a router blocked in its first
+ * build held its stop, and a launch, forever). */
+static void test_lz_broker_wait__timeout_kills_a_silent_fn_target(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_broker_spec spec = { .label = "fn", .join_pidfd = -1, .fn = fn_sleeps };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	assert_false(child.exec);
+	int status = -1;
+	int64_t start = lz_now_ms();
+	assert_int_equal(lz_broker_wait(&child, 200, &status, &err), -ETIMEDOUT);
+	assert_true(lz_now_ms() - start < 5000);
+	assert_non_null(strstr(err.msg, "timed out"));
+	assert_int_equal(child.pidfd, -EBADF);
+	/* zero: killed at once unless already gone */
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	start = lz_now_ms();
+	assert_int_equal(lz_broker_wait(&child, 0, &status, &err), -ETIMEDOUT);
+	assert_true(lz_now_ms() - start < 5000);
+}
+
 static void test_lz_broker_signal__delivers_through_pidfd(void **state)
 {
 	(void)state;
@@ -738,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_lz_broker_spawn__failing_hook_kills_before_target),
 		cmocka_unit_test(test_lz_broker_spawn__failing_hook_stops_fn_target),
 		cmocka_unit_test(test_lz_broker_wait__timeout_kills),
+		cmocka_unit_test(test_lz_broker_wait__timeout_kills_a_silent_fn_target),
 		cmocka_unit_test(test_lz_broker_signal__delivers_through_pidfd),
 		cmocka_unit_test(test_lz_broker_spawn__join_pidns_and_mountns),
 		cmocka_unit_test(test_lz_broker_wait__joined_pidns_relays_exit_status),

@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -932,6 +934,41 @@ static void test_build__symlinks_not_followed(void **state)
 	parity(f, "ws", NULL, NULL);
 }
 
+/* A FIFO or a socket where an ignore file would be (the sandbox can make
+ * both) is no file: the build neither blocks on the FIFO's open (which
+ * wedged the router's watch and every later launch) nor fails. */
+static void test_build__fifos_and_sockets_are_no_file(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	put(f, "ws/.gitignore", "*.log\n");
+	mkdirs(f, "ws/fifo");
+	mkdirs(f, "ws/sock");
+	put(f, "ws/fifo/a.log", "");
+	put(f, "ws/sock/a.log", "");
+	char p[PATH_MAX];
+	FMT(p, "%s/ws/fifo/.gitignore", f->dir);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	FMT(p, "%s/global", f->dir);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	FMT(p, "%s/ws/sock/.gitignore", f->dir);
+	assert_true(strlen(p) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, p, strlen(p) + 1);
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(sk >= 0);
+	assert_int_equal(bind(sk, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	alarm(30); /* a blocked open fails the test instead of hanging it */
+	lz_ignoreclass *s = snap_at(f, "ws", "global", -1);
+	alarm(0);
+	close(sk);
+	ASSERT_ROUTE(s, "fifo/a.log", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "sock/a.log", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "fifo/b.txt", false, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+}
+
 /* A sandbox-written pathological pattern neither recurses without bound
  * nor takes long: over LZ_PATH_MAX bytes it is dropped, below that the
  * backtracking is pruned. */
@@ -1542,6 +1579,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_route__ignore_case, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__non_utf8_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_build__symlinks_not_followed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_build__fifos_and_sockets_are_no_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__pathological_patterns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__malformed_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__inconsistent_tracked_isolated_only, setup,

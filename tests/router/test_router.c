@@ -1247,6 +1247,38 @@ static void write_empty_index(const char *path)
 	CHECK_OK(close(fd));
 }
 
+/* No FIFO or socket under a name host Git opens in every worktree
+ * directory: its open would hang the developer's git status (and the
+ * router's own ignore-rule reads). Made, renamed, exchanged or linked
+ * there: EPERM; elsewhere they stay allowed. */
+static void router__no_fifo_where_git_reads_a_file(struct env *e)
+{
+	static const char *const names[] = { ".gitignore", ".gitattributes", ".gitmodules", ".mailmap",
+					     "sub/.gitignore" };
+	CHECK_OK(mkdir(P(e->mnt, "sub"), 0755));
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+		CHECK_ERRNO(mkfifo(P(e->mnt, names[k]), 0644), EPERM);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", P(e->mnt, ".gitattributes"));
+	CHECK_ERRNO(bind(s, (struct sockaddr *)&sa, sizeof(sa)), EPERM);
+	close(s);
+	CHECK_OK(mkfifo(P(e->mnt, "fifo"), 0644));
+	CHECK_ERRNO(rename(P(e->mnt, "fifo"), P(e->mnt, "sub/.gitignore")), EPERM);
+	CHECK_ERRNO(link(P(e->mnt, "fifo"), P(e->mnt, ".mailmap")), EPERM);
+	write_text(P(e->mnt, ".gitignore"), "*.o\n");
+	CHECK_ERRNO(rename2(P(e->mnt, "fifo"), P(e->mnt, ".gitignore"), RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, ".gitignore"), P(e->mnt, "fifo"), RENAME_EXCHANGE), EPERM);
+	struct stat st;
+	CHECK_OK(lstat(P(e->host, ".gitignore"), &st));
+	CHECK(S_ISREG(st.st_mode), ".gitignore is no longer a regular file");
+	for (size_t k = 1; k < sizeof(names) / sizeof(names[0]); k++)
+		CHECK(!exists(P(e->host, names[k])), "%s was made", names[k]);
+	CHECK_OK(lstat(P(e->host, "fifo"), &st));
+	CHECK(S_ISFIFO(st.st_mode));
+}
+RUN_BOTH(router__no_fifo_where_git_reads_a_file)
+
 static void router__no_links_or_special_files_in_a_git_directory(struct env *e)
 {
 	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
@@ -1958,6 +1990,8 @@ int main(void)
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
 	T(router__no_links_or_special_files_in_a_git_directory),
+	T(router__no_fifo_where_git_reads_a_file),
+	T(router__no_fifo_where_git_reads_a_file__open_requests),
 	T(router__no_links_or_special_files_in_a_git_directory__open_requests),
 	T(router__host_git_lock_files_are_not_the_sandboxs),
 	T(router__host_git_lock_files_are_not_the_sandboxs__open_requests),
