@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
@@ -23,6 +22,7 @@
 #include "net/dnsquery.h"
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
+#include "proc/caps.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 
@@ -49,21 +49,6 @@ int lz_egress_answer(const uint8_t key[LZ_EGRESS_KEY_LEN], uint64_t generation, 
 }
 
 /* ---- the proxy process ---------------------------------------------------------- */
-
-/* Every capability the child holds in the RS's user namespace goes: it
- * needs none to open sockets in the host's namespace, as the developer. */
-static int drop_all_caps(void)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = { 0 };
-	for (int c = 0; c <= CAP_LAST_CAP; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-			return -errno;
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 || syscall(SYS_capset, &h, d) < 0 ||
-	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	return 0;
-}
 
 /* The host's nameservers: this process is in the host's network and
  * mount view of them, before anything of the sandbox exists. */
@@ -174,7 +159,8 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	} else if (host_resolvers(cfg.resolvers, LZ_NETPOLICY_MAX_RESOLVERS, &cfg.n_resolvers, &err) < 0) {
 		child_fail(ctl, &err);
 	}
-	if (drop_all_caps() < 0)
+	/* it needs no capability to open sockets in the host's namespace */
+	if (lz_caps_limit(0) < 0)
 		child_fail(ctl, &(struct lz_err){ EPERM, "the egress proxy could not drop its capabilities" });
 	if (recv_listener(ctl, &listener) < 0)
 		_exit(1);

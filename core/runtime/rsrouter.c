@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "proc/caps.h"
 #include "router/gitlib.h"
 #include "router/ignorewatch.h"
 #include "router/router.h"
@@ -77,6 +79,16 @@ static int router_main(void *argp, struct lz_err *err)
 										    getenv("XDG_CONFIG_HOME"), excludes,
 										    sizeof(excludes), err)) < 0))
 		return r;
+	/* The router reads what the sandbox writes (FUSE requests, the index
+	 * through libgit2): a bug there must not reach the network or more
+	 * than the files it serves. No network namespace of its own use, and
+	 * only the capabilities that serve files of the sandbox's owners,
+	 * before the first thread (they are per thread). */
+	if (unshare(CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "router: empty network namespace: %s", strerror(errno));
+	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |
+			       LZ_CAP(CAP_FOWNER) | LZ_CAP(CAP_FSETID))) < 0)
+		return lz_err_set(err, -r, "router: dropping capabilities: %s", strerror(-r));
 	struct lz_ignoreclass_inputs in = {
 		.workspace_fd = a->host_fd,
 		.isolated_fd = a->isolated_fd,

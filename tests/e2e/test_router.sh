@@ -223,6 +223,30 @@ guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated
 	assert_eq host-a "$OUT" "after the rule is removed the host file is back"
 }
 
+# The router reads what the sandbox writes: it runs with no network of the
+# host's, only the capabilities that serve files (chown, dac_override,
+# dac_read_search, fowner, fsetid: 0x1f), none to gain by exec.
+test_the_router_is_confined() {
+	make_repo
+	launch sh -c 'sleep 4' >/dev/null 2>&1 &
+	local bg=$! pid="" k
+	for k in $(seq 100); do
+		pid=$(pgrep -n -u "$(id -u)" -x lazaret-router || true)
+		[ -z "$pid" ] || break
+		sleep 0.05
+	done
+	[ -n "$pid" ] || fail "no lazaret-router process seen"
+	local st
+	st=$(cat "/proc/$pid/status")
+	assert_match "$st" $'CapEff:\t000000000000001f' "effective capabilities"
+	assert_match "$st" $'CapPrm:\t000000000000001f' "permitted capabilities"
+	assert_match "$st" $'CapBnd:\t000000000000001f' "bounding set"
+	assert_match "$st" $'NoNewPrivs:\t1' "no_new_privs"
+	[ "$(readlink "/proc/$pid/ns/net")" != "$(readlink /proc/self/ns/net)" ] ||
+		fail "the router is in the host's network namespace"
+	wait "$bg" || fail "the launch failed"
+}
+
 # A FIFO where Git reads a file: one the host has (put there by another
 # program) is no ignore file and blocks no launch (the router's first
 # build used to wait on it forever). FIFOs made inside never reach the host:
@@ -531,6 +555,7 @@ t_run "ignored host content is hidden from the sandbox" test_host_ignored_conten
 t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
 t_run "git works through the router" test_git_works_through_the_router
 t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
+t_run "the router runs confined: no host network, file capabilities only" test_the_router_is_confined
 t_run "a FIFO where Git reads a file blocks no launch and cannot be made inside" test_a_fifo_where_git_reads_a_file
 t_run "isolate_ignored = false shares ignored files and keeps the policy" test_isolation_off_shares_ignored_files_and_keeps_the_policy
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
