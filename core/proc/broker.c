@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
 #define BARRIER_RELEASE 'R'
 
@@ -56,6 +57,11 @@ static void fork_into_pidns(int report)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		return; /* the grandchild runs the target */
 	}
+	/* The wrapper lives as long as the session: it keeps nothing of the
+	 * coordinator's (the listening socket, other sessions' connections
+	 * and terminals), so a connection the coordinator drops ends at once */
+	int keep[] = { pidfd, report };
+	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
 	relay_pidfd = pidfd;
 	static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
 					 SIGWINCH, SIGCONT, SIGTSTP };

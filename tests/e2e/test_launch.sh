@@ -479,6 +479,61 @@ test_failed_start_releases_the_lease() {
 	assert_not_contains "$OUT" "kept leased"
 }
 
+
+# descendant NAME PID: the pid of PID's newest descendant named NAME.
+descendant() {
+	local pid kid found=""
+	for pid in $(pgrep -P "$2" || true); do
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$1" ] || found=$pid
+		kid=$(descendant "$1" "$pid")
+		[ -z "$kid" ] || found=$kid
+	done
+	echo "$found"
+}
+
+# await_exec_clients N: waits (10 s at most) until N sessions' exec
+# clients run.
+await_exec_clients() {
+	local k
+	for k in $(seq 200); do
+		[ "$(pgrep -c -u "$(id -u)" -x lz-exec-client)" != "$1" ] || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# A session whose client is killed ends without a trace in the running
+# Domain: its runsc exec (ended by its parent-death signal) is reaped by
+# its exec client's own PID namespace, never left a zombie under the
+# supervisor; and a session's exec client holds nothing of the
+# coordinator's (its listening socket, other sessions' connections).
+test_a_killed_client_leaves_no_zombie() {
+	launch sleep 12 >/dev/null 2>&1 &
+	local keep=$!
+	await_exec_clients 1 || fail "the first session never ran"
+	launch sleep 30 >/dev/null 2>&1 &
+	local bg=$! rs cli wrapper nfd zombies st
+	await_exec_clients 2 || fail "the second session never ran"
+	rs=$(pgrep -n -u "$(id -u)" -x lz-supervisor) || fail "no supervisor"
+	cli=$(descendant lazaret "$bg")
+	[ -n "$cli" ] || fail "no client of the second session"
+	for wrapper in $(pgrep -u "$(id -u)" -x lz-exec-client); do
+		nfd=$(ls "/proc/$wrapper/fd" | wc -l)
+		[ "$nfd" -le 5 ] || fail "an exec client holds $nfd descriptors: $(ls -l "/proc/$wrapper/fd")"
+	done
+	kill -KILL "$cli"
+	wait "$bg" 2>/dev/null || true
+	await_exec_clients 1 || fail "the killed client's session never ended"
+	sleep 1
+	zombies=$(for st in /proc/[0-9]*/stat; do
+		awk -v rs="$rs" '$4 == rs && $3 == "Z" { print $2 }' "$st" 2>/dev/null
+	done)
+	assert_eq "" "$zombies" "children of the supervisor left as zombies"
+	kill -0 "$keep" 2>/dev/null || fail "the other session ended"
+	wait "$keep" || fail "the other session failed"
+	assert_no_leftovers
+}
+
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "hc.log names what each launch phase and supervisor step took" test_hc_log_names_what_each_launch_step_took
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
@@ -500,6 +555,7 @@ t_run "a full Storage Root refuses the launch at once, saying what to do" test_a
 t_run "a full runtime directory refuses the launch at once, saying what to do" test_a_full_runtime_directory_refuses_clearly
 t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 t_run "a volume source swapped after loading is refused, never mounted" test_a_volume_source_swapped_after_loading_is_refused
+t_run "a killed client leaves no zombie, and its exec client holds nothing of the coordinator" test_a_killed_client_leaves_no_zombie
 t_run "a Git Sentry file swapped after planning is refused, never mounted" test_a_git_sentry_file_swapped_after_planning_is_refused
 rm -rf "$IMG"
 t_done
