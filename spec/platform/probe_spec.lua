@@ -39,8 +39,8 @@ describe("lazaret.core.probe", function()
     table.sort(names)
     assert.are.same({
       "descriptors:function", "device_rw:function", "errno:userdata", "file:function", "identity:function",
-      "kernel:function", "library:function", "locate:function", "subids:function", "tool:function",
-      "tools:table", "trusted_dirs:table", "userns:function",
+      "kernel:function", "library:function", "locate:function", "runtime_root:function",
+      "subids:function", "tool:function", "tools:table", "trusted_dirs:table", "userns:function",
     }, names)
     assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap", "skopeo", "mmdebstrap" },
       probe.tools)
@@ -221,6 +221,26 @@ describe("lazaret.core.probe", function()
       assert.has_error(function() probe.library("libc") end)
       assert.has_error(function() probe.library() end)
       assert.has_error(function() probe.library("libgit2", 1) end)
+    end)
+  end)
+
+  describe("runtime_root", function()
+    it("names $XDG_RUNTIME_DIR/lazaret, and what it is when it exists", function()
+      local xdg = os.getenv("XDG_RUNTIME_DIR")
+      local rr, msg = probe.runtime_root()
+      if xdg == nil or xdg == "" then
+        assert.is_nil(rr)
+        assert.matches("XDG_RUNTIME_DIR is not set", msg, 1, true)
+        return
+      end
+      assert.are.equal(xdg .. "/lazaret", rr.path)
+      assert.is_boolean(rr.exists)
+      if rr.exists then
+        assert.are.equal("directory", rr.type)
+        assert.is_number(rr.uid)
+        assert.is_number(rr.mode)
+      end
+      assert.has_error(function() probe.runtime_root(1) end)
     end)
   end)
 
