@@ -7,6 +7,7 @@
 #define LZ_CHILD_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +56,25 @@ static inline void await_child(pid_t pid, int rd)
 		fail_msg("%s", msg);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Runs body(arg) in a forked child whose CHECKs report here, and fails
+ * the test with what it reported. */
+static inline void run_in_child(void (*body)(void *arg), void *arg)
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		report_fd = p[1];
+		body(arg);
+		_exit(0);
+	}
+	close(p[1]);
+	await_child(pid, p[0]);
 }
 
 #endif

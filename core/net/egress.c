@@ -159,8 +159,10 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	} else if (host_resolvers(cfg.resolvers, LZ_NETPOLICY_MAX_RESOLVERS, &cfg.n_resolvers, &err) < 0) {
 		child_fail(ctl, &err);
 	}
-	/* it needs no capability to open sockets in the host's namespace */
-	if (lz_caps_limit(0) < 0)
+	/* it needs no capability to open sockets in the host's namespace, and
+	 * nothing of the developer's environment */
+	static const char *const env_kept[] = { NULL };
+	if (lz_env_limit(env_kept) < 0 || lz_caps_limit(0) < 0)
 		child_fail(ctl, &(struct lz_err){ EPERM, "the egress proxy could not drop its capabilities" });
 	if (recv_listener(ctl, &listener) < 0)
 		_exit(1);

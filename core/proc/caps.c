@@ -1,6 +1,10 @@
 #include "proc/caps.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -19,4 +23,64 @@ int lz_caps_limit(uint64_t keep)
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	return 0;
+}
+
+/* The bounds of the environment block the kernel put on the stack at
+ * exec (/proc/self/stat fields 50 and 51): /proc/<pid>/environ shows it
+ * whatever environ points to later. */
+static int env_block(uintptr_t *start, uintptr_t *end)
+{
+	char buf[4096];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* the name before it may hold anything */
+	if (p == NULL)
+		return -EIO;
+	/* field 3 follows ") "; fields 50 and 51 are 47 and 48 further */
+	unsigned long long v[51] = { 0 };
+	int field = 2;
+	for (char *tok = strtok(p + 1, " \n"); tok != NULL && field < 51; tok = strtok(NULL, " \n"))
+		v[field++] = strtoull(tok, NULL, 10);
+	if (field < 51 || v[50] < v[49])
+		return -EIO;
+	*start = (uintptr_t)v[49];
+	*end = (uintptr_t)v[50];
+	return 0;
+}
+
+int lz_env_limit(const char *const *keep)
+{
+	size_t n = 0;
+	while (keep[n] != NULL)
+		n++;
+	uintptr_t start, end;
+	int rc = env_block(&start, &end);
+	if (rc < 0)
+		return rc;
+	char **saved = calloc(n + 1, sizeof(*saved));
+	if (saved == NULL)
+		return -ENOMEM;
+	for (size_t k = 0; k < n && rc == 0; k++) {
+		const char *v = getenv(keep[k]);
+		if (v != NULL && (saved[k] = strdup(v)) == NULL)
+			rc = -ENOMEM;
+	}
+	if (rc == 0 && clearenv() != 0)
+		rc = -ENOMEM;
+	/* the strings themselves, not only the pointers to them */
+	if (rc == 0)
+		explicit_bzero((void *)start, end - start);
+	for (size_t k = 0; k < n && rc == 0; k++)
+		if (saved[k] != NULL && setenv(keep[k], saved[k], 1) < 0)
+			rc = -errno;
+	for (size_t k = 0; k < n; k++)
+		free(saved[k]);
+	free(saved);
+	return rc;
 }

@@ -80,10 +80,14 @@ static int router_main(void *argp, struct lz_err *err)
 										    sizeof(excludes), err)) < 0))
 		return r;
 	/* The router reads what the sandbox writes (FUSE requests, the index
-	 * through libgit2): a bug there must not reach the network or more
-	 * than the files it serves. No network namespace of its own use, and
-	 * only the capabilities that serve files of the sandbox's owners,
-	 * before the first thread (they are per thread). */
+	 * through libgit2): a bug there must not reach the network, the
+	 * developer's environment or more than the files it serves. Only
+	 * what Git reads of the environment, no network namespace of its own
+	 * use, and only the capabilities that serve files of the sandbox's
+	 * owners, before the first thread (they are per thread). */
+	static const char *const env_kept[] = { "HOME", "XDG_CONFIG_HOME", NULL }; /* Git's own */
+	if ((r = lz_env_limit(env_kept)) < 0)
+		return lz_err_set(err, -r, "router: environment: %s", strerror(-r));
 	if (unshare(CLONE_NEWNET) < 0)
 		return lz_err_set(err, errno, "router: empty network namespace: %s", strerror(errno));
 	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |

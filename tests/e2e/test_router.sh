@@ -225,7 +225,8 @@ guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated
 
 # The router reads what the sandbox writes: it runs with no network of the
 # host's, only the capabilities that serve files (chown, dac_override,
-# dac_read_search, fowner, fsetid: 0x1f), none to gain by exec.
+# dac_read_search, fowner, fsetid: 0x1f), none to gain by exec, and none
+# of the developer's environment.
 test_the_router_is_confined() {
 	make_repo
 	launch sh -c 'sleep 4' >/dev/null 2>&1 &
@@ -244,6 +245,8 @@ test_the_router_is_confined() {
 	assert_match "$st" $'NoNewPrivs:\t1' "no_new_privs"
 	[ "$(readlink "/proc/$pid/ns/net")" != "$(readlink /proc/self/ns/net)" ] ||
 		fail "the router is in the host's network namespace"
+	# nothing of the developer's environment left in its memory's block
+	assert_eq 0 "$(tr -d '\0' <"/proc/$pid/environ" | wc -c)" "bytes of the environment block left"
 	wait "$bg" || fail "the launch failed"
 }
 

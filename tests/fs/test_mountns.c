@@ -73,25 +73,24 @@ static bool exists(const char *path)
 /* Runs body(dir) in a forked child in a new, private mount namespace and
  * fails the test with the child's first failure message, if any; then
  * checks that none of the child's mounts is visible in this namespace. */
+struct private_ns_arg {
+	const char *dir;
+	void (*body)(const char *dir);
+};
+
+static void private_ns_child(void *argp)
+{
+	const struct private_ns_arg *a = argp;
+	if (unshare(CLONE_NEWNS) < 0)
+		child_fail(__FILE__, __LINE__, "unshare(CLONE_NEWNS): %s", strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_fail(__FILE__, __LINE__, "make / private: %s", strerror(errno));
+	a->body(a->dir);
+}
+
 static void in_private_ns(const char *dir, void (*body)(const char *dir))
 {
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(p[0]);
-		report_fd = p[1];
-		if (unshare(CLONE_NEWNS) < 0)
-			child_fail(__FILE__, __LINE__, "unshare(CLONE_NEWNS): %s", strerror(errno));
-		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-			child_fail(__FILE__, __LINE__, "make / private: %s", strerror(errno));
-		body(dir);
-		_exit(0);
-	}
-	close(p[1]);
-	await_child(pid, p[0]);
+	run_in_child(private_ns_child, &(struct private_ns_arg){ dir, body });
 	/* Nothing the child mounted is visible here. */
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	assert_non_null(f);
