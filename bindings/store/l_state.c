@@ -16,7 +16,8 @@
  *         anchors = { {path=, has_lower=, total=, incomplete=,
  *           changes = { {kind="added"|"changed"|"deleted"|"opaque",
  *             path=, mode=, size=}... } }... } }
- *   state.remove_check(cfg, id)    [-2, +1|3, e] -> {profile=, workspace=} | nil, msg, errno
+ *   state.remove_check(cfg, id)    [-2, +1|3, e] -> {profile=, workspace=, never_launched=}
+ *                                                   | nil, msg, errno
  *   state.remove(cfg, id)          [-2, +1|3, e] -> true | nil, msg, errno
  *       A Domain whose workspace is gone (core/runtime/domainremove.h).
  */
@@ -233,11 +234,13 @@ static int state_remove_check(lua_State *L)
 	int rc = lz_domain_remove_check(&r, &id, &err);
 	if (rc < 0)
 		return lz_l_fail(L, rc, &err);
-	lua_createtable(L, 0, 2);
+	lua_createtable(L, 0, 3);
 	lua_pushstring(L, id.profile);
 	lua_setfield(L, -2, "profile");
 	lua_pushstring(L, id.workspace);
 	lua_setfield(L, -2, "workspace");
+	lua_pushboolean(L, rc == 1);
+	lua_setfield(L, -2, "never_launched");
 	return 1;
 }
 

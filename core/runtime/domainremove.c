@@ -49,9 +49,15 @@ int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_id
 	struct lz_domain_identity id;
 	struct lz_err e = { 0, "" };
 	int rc = lz_identity_read(dom, r->domain_hex, &id, &e);
+	if (rc == -ENOENT && lz_domain_root_empty(dom) == 1) {
+		*ret = (struct lz_domain_identity){ 0 };
+		return 1; /* never launched: nothing kept */
+	}
 	if (rc < 0)
 		return lz_err_set(err, EPROTO, "Domain %s is not removed: %s", r->domain_hex,
-				  rc == -ENOENT ? "it has no recorded identity (launch it once to record one)" : e.msg);
+				  rc == -ENOENT ? "it has no recorded identity and holds files (launch it once "
+						  "to record one)"
+						: e.msg);
 	struct stat st;
 	if (fstatat(AT_FDCWD, id.workspace, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 		return lz_err_set(err, EEXIST,
@@ -119,8 +125,8 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	lz_dstore *store = NULL;
 	_cleanup_close_ int lock = -EBADF, domains = -EBADF, dom = -EBADF;
 	char aside[sizeof(ASIDE_PREFIX) + 64];
-	int rc;
-	if ((rc = lz_domain_remove_check(r, &id, err)) < 0 || (rc = lz_idmap_for_invoking_user(&map, err)) < 0)
+	int rc, empty;
+	if ((rc = empty = lz_domain_remove_check(r, &id, err)) < 0 || (rc = lz_idmap_for_invoking_user(&map, err)) < 0)
 		return rc;
 	/* The Domain flock, as a coordinator takes it. */
 	if ((rc = lz_path_open_owned_root(r->runtime_root, &runtime_root, err)) < 0 ||
@@ -134,6 +140,18 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	}
 	if ((domains = open_domains(r, err)) < 0) {
 		rc = domains;
+		goto out;
+	}
+	if (empty == 1) {
+		/* Never launched: an empty directory, and only while it is one. */
+		if (unlinkat(domains, r->domain_hex, AT_REMOVEDIR) < 0) {
+			rc = lz_err_set(err, errno, "Domain %s: %s; nothing was removed", r->domain_hex,
+					errno == ENOTEMPTY || errno == EEXIST ? "it is no longer empty" : strerror(errno));
+			goto out;
+		}
+		lz_close_fdp(&lock);
+		(void)lz_tree_remove(runtime_domains.fd, r->domain_hex, err);
+		rc = 0;
 		goto out;
 	}
 	if ((dom = lz_openat2(domains, r->domain_hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,

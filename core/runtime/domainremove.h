@@ -27,8 +27,11 @@ struct lz_domain_remove {
 };
 
 /* The Domain's identity, once it is proved removable by its identity and
- * the absence of its workspace: -ENOENT (no such Domain), -EPROTO (no or a
- * foreign identity), -EEXIST (its workspace exists). */
+ * the absence of its workspace (0), or 1 with an empty identity for a
+ * Domain never launched (no identity, an empty Domain Root: `config check
+ * --profile` and the `state` commands make it); -ENOENT (no such Domain),
+ * -EPROTO (no identity but files, or a foreign identity), -EEXIST (its
+ * workspace exists). */
 int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_identity *ret, struct lz_err *err);
 
 /* Checks again, then removes (see above). -EBUSY while the Domain is held

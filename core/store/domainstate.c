@@ -189,6 +189,22 @@ static int leases_by_domain(int root_fd, struct lz_domain_state *v, size_t n, st
 	return 0;
 }
 
+int lz_domain_root_empty(int domain_fd)
+{
+	_cleanup_close_ int fd = lz_openat2(domain_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+	if (dir == NULL)
+		return -errno;
+	fd = -EBADF; /* the stream's now */
+	int empty = 1;
+	struct dirent *e;
+	while (empty && (e = readdir(dir)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			empty = 0;
+	closedir(dir);
+	return empty;
+}
+
 static int one_domain(struct lz_domain_state *d, int domains_fd, int runtime_domains_fd, const struct lz_idmap *map,
 		      struct lz_err *err)
 {
@@ -203,7 +219,13 @@ static int one_domain(struct lz_domain_state *d, int domains_fd, int runtime_dom
 	}
 	int r = lz_identity_read(fd, d->id, &d->identity, &why);
 	d->identity_ok = r == 0;
-	if (r == -ENOENT)
+	d->never_launched = r == -ENOENT && lz_domain_root_empty(fd) == 1;
+	if (d->never_launched)
+		snprintf(d->problem, sizeof(d->problem),
+			 "never launched, nothing kept (`config check --profile` or a `state` command made "
+			 "its directory; `lazaret state rm %s` removes it)",
+			 d->id);
+	else if (r == -ENOENT)
 		snprintf(d->problem, sizeof(d->problem), "no recorded identity (last used before identities were kept)");
 	else if (r < 0)
 		snprintf(d->problem, sizeof(d->problem), "%s", why.msg);

@@ -36,6 +36,7 @@ struct lz_domain_state {
 	bool identity_ok;
 	struct lz_domain_identity identity;
 	char problem[LZ_ERR_MSG_MAX]; /* why the identity is not ok; "" otherwise */
+	bool never_launched; /* no identity and an empty Domain Root */
 	bool active;        /* a Host Coordinator holds the Domain flock */
 	bool workspace_gone; /* the recorded workspace no longer exists */
 	int64_t last_use;   /* seconds since the epoch: the Domain Store's mtime; 0 unknown */
@@ -72,6 +73,10 @@ int lz_domain_inspect(int domain_root_fd, int lower_rootfs_fd, const char *const
 		      struct lz_anchor_changes **ret_v, size_t *ret_n, struct lz_err *err);
 
 void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n);
+
+/* Whether the Domain Root at domain_fd (O_PATH) holds no entry: 1 empty
+ * (a Domain never launched), 0 not, -errno. */
+int lz_domain_root_empty(int domain_fd);
 
 /* Whether s is a Domain ID as a Domain Root is named: 64 lowercase hex. */
 bool lz_domain_id_hex(const char *s);

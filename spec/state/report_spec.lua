@@ -51,7 +51,7 @@ describe("state report", function()
     local t = report.list_text({ domain({ profile = false, workspace = false, anchors = {},
       problem = "the Domain's identity file names another Domain" }) })
     assert.matches("  problem    the Domain's identity file names another Domain\n", t, 1, true)
-    assert.is_nil(t:find("profile", 1, true))
+    assert.is_nil(t:find("  profile    ", 1, true))
   end)
 
   it("escapes what came from disk", function()
@@ -127,6 +127,12 @@ describe("state report", function()
     local t = report.remove_scope("ab", { profile = "dev", workspace = "/gone/\27[1mx" })
     assert.matches("  Domain     ab\n  profile    dev\n  workspace  /gone/\\e[1mx  (gone)\n", t, 1, true)
     assert.matches("Prepared images stay", t, 1, true)
+  end)
+
+  it("says a Domain never launched holds nothing", function()
+    local t = report.remove_scope("ab", { profile = "", workspace = "", never_launched = true })
+    assert.matches("  Domain     ab\n  never launched: its directory is empty", t, 1, true)
+    assert.is_nil(t:find("  profile    ", 1, true))
   end)
 
   it("shows the resolved Domain and the exact scope of a reset", function()

@@ -285,6 +285,32 @@ test_rm_removes_a_domain_whose_workspace_is_gone() {
 	mv "$T/ws.moved" "$WS"
 }
 
+# `config check --profile` resolves the profile in a workspace, which makes
+# its Domain's directory: a Domain never launched is listed as such and
+# state rm removes its empty directory, nothing else.
+test_a_domain_never_launched_is_listed_and_removable() {
+	capture lz config check --profile test
+	assert_eq 0 "$STATUS" "$ERR"
+	local id
+	id=$(sed -n 's/^domain id: *//p' <<<"$OUT")
+	assert_match "$id" '^[0-9a-f]{64}$' "the Domain ID config check printed"
+	[ -d "$DATA/domains/$id" ] || fail "config check made no Domain directory"
+	capture lz state list
+	assert_contains "$OUT$ERR" "never launched, nothing kept"
+	capture lz state rm "$id" --yes
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$ERR" "never launched"
+	[ ! -e "$DATA/domains/$id" ] || fail "the empty Domain directory is still there"
+	# One that holds a file is not removed this way.
+	capture lz config check --profile test
+	mkdir "$DATA/domains/$id/kept" && chmod 0700 "$DATA/domains/$id/kept"
+	capture lz state rm "$id" --yes
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "no recorded identity and holds files"
+	[ -d "$DATA/domains/$id/kept" ] || fail "a Domain holding files was removed"
+	rmdir "$DATA/domains/$id/kept" "$DATA/domains/$id"
+}
+
 # OR-7: with storage.keep_unused_images, a launch's end reclaims the
 # unleased prepared images beyond the newest N, never the one it used.
 test_automatic_image_gc_after_a_launch() {
@@ -324,5 +350,6 @@ t_run "state reset refusals change nothing (not persistent, no --yes, in use, sy
 t_run "a reset killed before its rename changes nothing, after it leaves new empty state" test_a_reset_killed_midway_leaves_new_empty_state
 t_run "storage.keep_unused_images reclaims older unused images after a launch, never its own" test_automatic_image_gc_after_a_launch
 t_run "state rm removes a Domain whose workspace is gone, and refuses others" test_rm_removes_a_domain_whose_workspace_is_gone
+t_run "a Domain never launched is listed as such, and state rm removes its empty directory" test_a_domain_never_launched_is_listed_and_removable
 rm -rf "$IMG"
 t_done

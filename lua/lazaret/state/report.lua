@@ -158,6 +158,14 @@ end
 
 -- What a removal will delete, shown before the question (DX-6).
 function M.remove_scope(id, identity)
+  if identity.never_launched then
+    return table_concat({
+      "Domain removal",
+      "  Domain     " .. id,
+      "  never launched: its directory is empty (`config check --profile` or a `state`",
+      "  command made it); removing it deletes nothing else.",
+    }, "\n") .. "\n"
+  end
   return table_concat({
     "Domain removal",
     "  Domain     " .. id,
