@@ -39,21 +39,27 @@
  *                                          the library Lazaret opens when first
  *                                          used (util/lazylib.h): {soname=}, or
  *                                          nil, msg, errno
- *   probe.runtime_root()  [-0, +(1|3), m]  {path=, exists=, type=, uid=, mode=}:
- *                                          the Runtime Root a launch would use
- *                                          ($XDG_RUNTIME_DIR/lazaret; type, uid,
- *                                          mode when it exists, reached with no
- *                                          symlink), or nil, msg, errno
+ *   probe.runtime_root()  [-0, +(1|3), m]  {path=, exists=, creatable=, type=,
+ *                                          uid=, mode=}: the Runtime Root a
+ *                                          launch would use ($XDG_RUNTIME_DIR/
+ *                                          lazaret; type, uid, mode when it
+ *                                          exists, reached with no symlink;
+ *                                          creatable when it does not: its
+ *                                          closest existing ancestor is a
+ *                                          directory you may write), or nil,
+ *                                          msg, errno
  *   probe.tools           table            the allowed tool names, in order
  *   probe.trusted_dirs    table            the directories tools come from
  *   probe.errno           table            lazaret.core.errno (l_errno.c) */
 #include <errno.h>
 #include <lauxlib.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <lua.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/cfgsource.h"
 #include "fs/pathauth.h"
@@ -292,6 +298,25 @@ static int l_library(lua_State *L)
 	return 1;
 }
 
+/* Whether a launch could make path: its closest existing ancestor is a
+ * directory the invoking user may write (lz_path_open_owned_root makes
+ * the rest). */
+static bool creatable(const char *path)
+{
+	char buf[LZ_PATH_MAX + 1];
+	if ((size_t)snprintf(buf, sizeof(buf), "%s", path) >= sizeof(buf))
+		return false;
+	for (char *slash = strrchr(buf, '/'); slash != NULL; slash = strrchr(buf, '/')) {
+		slash[slash == buf] = '\0'; /* "/x" leaves "/" */
+		struct stat st;
+		if (lstat(buf, &st) == 0)
+			return S_ISDIR(st.st_mode) && access(buf, W_OK | X_OK) == 0;
+		if (errno != ENOENT || slash == buf)
+			return false;
+	}
+	return false;
+}
+
 static int l_runtime_root(lua_State *L)
 {
 	struct lz_err err = { 0, "" };
@@ -310,8 +335,10 @@ static int l_runtime_root(lua_State *L)
 	}
 	lua_createtable(L, 0, 5);
 	set_str(L, "path", path);
-	free(path);
 	set_bool(L, "exists", opened == 0);
+	if (opened != 0)
+		set_bool(L, "creatable", creatable(path));
+	free(path);
 	if (opened == 0) {
 		set_str(L, "type", file_type(root.mode));
 		set_int(L, "uid", root.uid);

@@ -160,9 +160,16 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 		child_fail(ctl, &err);
 	}
 	/* it needs no capability to open sockets in the host's namespace, and
-	 * nothing of the developer's environment */
+	 * nothing of the developer's environment (a test build's fault switch
+	 * is read from it later: testfault.h) */
+#ifdef LZ_TEST_FAULTS
+	static const char *const env_kept[] = { "LAZARET_TEST_FAULT", NULL };
+#else
 	static const char *const env_kept[] = { NULL };
-	if (lz_env_limit(env_kept) < 0 || lz_caps_limit(0) < 0)
+#endif
+	if (lz_env_limit(env_kept) < 0)
+		child_fail(ctl, &(struct lz_err){ ENOMEM, "the egress proxy could not clear its environment" });
+	if (lz_caps_limit(0) < 0)
 		child_fail(ctl, &(struct lz_err){ EPERM, "the egress proxy could not drop its capabilities" });
 	if (recv_listener(ctl, &listener) < 0)
 		_exit(1);

@@ -96,17 +96,19 @@ size_t lz_read_child_output(int fd, int pidfd, int64_t deadline, char *buf, size
 	if (cap == 0)
 		return 0;
 	while (used + 1 < cap) {
-		if (deadline >= 0) {
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-			int r = poll(&p, 1, lz_remaining_ms(deadline));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r == 0) {
-				(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-				*ret_timed_out = true;
-				break;
-			}
+		/* the pipe, and the child: once it has exited, what is left to
+		 * read is read, and a descendant holding the pipe is not waited for */
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+		int r = poll(p, 2, deadline >= 0 ? lz_remaining_ms(deadline) : -1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0 || (r < 0 && deadline >= 0)) {
+			(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			*ret_timed_out = true;
+			break;
 		}
+		if (r > 0 && !p[0].revents)
+			break; /* exited, nothing left in the pipe */
 		ssize_t n = read(fd, buf + used, cap - 1 - used);
 		if (n < 0 && errno == EINTR)
 			continue;

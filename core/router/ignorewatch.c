@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
@@ -392,39 +393,76 @@ static int retry_delay(unsigned failures)
 	return 1000 << shift; /* 1 s doubling to 32 s */
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds from now until the earliest of the set deadlines (-1:
+ * unset), -1 for none. */
+static int wait_ms(int64_t now, const int64_t *at, size_t n)
+{
+	int64_t next = -1;
+	for (size_t k = 0; k < n; k++)
+		if (at[k] >= 0 && (next < 0 || at[k] < next))
+			next = at[k];
+	if (next < 0)
+		return -1;
+	return next <= now ? 0 : next - now > INT_MAX ? INT_MAX : (int)(next - now);
+}
+
+/* Deadlines are absolute: events that change no ignore input (a build
+ * writing all the while) postpone neither a rebuild nor a retry. */
+enum { AT_QUIET, AT_REBUILD, AT_INVALIDATE, AT_N };
+
 static void *watch_main(void *arg)
 {
 	struct lz_ignorewatch *iw = arg;
 	_Alignas(struct inotify_event) char buf[64 * 1024];
-	bool dirty = false;      /* a change seen: rebuild once quiet */
-	unsigned failures = 0;   /* rebuilds failed since the last success */
-	bool stale = false;      /* the router's caches still wait for an invalidation */
+	/* AT_QUIET: a change seen, rebuild once quiet; AT_REBUILD: a rebuild
+	 * failed, try again; AT_INVALIDATE: the router's caches still wait
+	 * for an invalidation (lz_router_retry_invalidation) */
+	int64_t at[AT_N] = { -1, -1, -1 };
+	unsigned failures = 0; /* rebuilds failed since the last success */
 	uint32_t cookie = 0;
 	int from_wd = -1;
 	char from_name[NAME_MAX + 1] = "";
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = iw->stop_fd, .events = POLLIN },
 					{ .fd = iw->ino_fd, .events = POLLIN } };
-		int timeout = dirty ? QUIET_MS : failures > 0 ? retry_delay(failures) : stale ? RETRY_MS : -1;
-		int n = poll(pf, 2, timeout);
+		int n = poll(pf, 2, wait_ms(now_ms(), at, AT_N));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || pf[0].revents)
 			return NULL;
-		if (n == 0) { /* quiet after a change, or time to try again */
-			if (dirty || failures > 0)
-				failures = rebuild(iw, failures) ? 0 : failures + 1;
-			dirty = false;
-			stale = lz_router_retry_invalidation(iw->router) > 0;
-			continue;
+		if (n > 0 && pf[1].revents) {
+			bool dirty = false;
+			ssize_t len = read(iw->ino_fd, buf, sizeof(buf));
+			for (ssize_t off = 0; len > 0 && off < len;) {
+				const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
+				dirty |= global_event(iw, ev);
+				dirty |= handle(iw, ev, &cookie, &from_wd, from_name);
+				off += (ssize_t)(sizeof(*ev) + ev->len);
+			}
+			if (dirty) /* a burst of changes (git checkout) is one rebuild */
+				at[AT_QUIET] = now_ms() + QUIET_MS;
 		}
-		ssize_t len = read(iw->ino_fd, buf, sizeof(buf));
-		for (ssize_t off = 0; len > 0 && off < len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
-			dirty |= global_event(iw, ev);
-			dirty |= handle(iw, ev, &cookie, &from_wd, from_name);
-			off += (ssize_t)(sizeof(*ev) + ev->len);
+		int64_t now = now_ms();
+		if ((at[AT_QUIET] >= 0 && now >= at[AT_QUIET]) || (at[AT_REBUILD] >= 0 && now >= at[AT_REBUILD])) {
+			at[AT_QUIET] = -1;
+			if (rebuild(iw, failures)) {
+				failures = 0;
+				at[AT_REBUILD] = -1;
+				at[AT_INVALIDATE] = now; /* whether the publish left one to do */
+			} else {
+				failures++;
+				at[AT_REBUILD] = now + retry_delay(failures);
+			}
 		}
+		if (at[AT_INVALIDATE] >= 0 && now >= at[AT_INVALIDATE])
+			at[AT_INVALIDATE] = lz_router_retry_invalidation(iw->router) > 0 ? now + RETRY_MS : -1;
 	}
 }
 

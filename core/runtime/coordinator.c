@@ -387,6 +387,21 @@ static void hc_closep(lz_hc **hc)
 	lz_hc_close(*hc);
 }
 
+/* The store makes the Domain Root non-empty: a Domain with no identity
+ * gets it first, so one only held (state verify, reset) is still one
+ * state list can name and state rm remove. One already there stays as it
+ * is: a launch refuses a foreign one when its generation begins, and
+ * state verify names it. */
+static int identity_first(lz_hc *hc, struct lz_err *err)
+{
+	int fd = lz_config_storage_domain(hc->cfg)->fd;
+	struct lz_domain_identity id;
+	struct lz_err ignored = { 0, "" };
+	if (lz_identity_read(fd, hc->domain_hex, &id, &ignored) != -ENOENT)
+		return 0;
+	return lz_identity_ensure(fd, hc->profile->name, lz_config_workspace(hc->cfg)->canonical, err);
+}
+
 int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 {
 	_cleanup_(hc_closep) lz_hc *hc = calloc(1, sizeof(*hc));
@@ -419,6 +434,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 			     "free space on that file system (`lazaret image gc` removes images no Domain "
 			     "uses; what the sandbox keeps is in the Domain's directory there)",
 			     err)) < 0 ||
+	    (r = identity_first(hc, err)) < 0 ||
 	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
 		return r;
 	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0)

@@ -143,14 +143,15 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 		goto out;
 	}
 	if (empty == 1) {
-		/* Never launched: an empty directory, and only while it is one. */
+		/* Never launched: an empty directory, and only while it is one.
+		 * Its runtime directory stays: its lock file is what a launch
+		 * loading this Domain now takes next (removing it would let two
+		 * launches hold the Domain). */
 		if (unlinkat(domains, r->domain_hex, AT_REMOVEDIR) < 0) {
 			rc = lz_err_set(err, errno, "Domain %s: %s; nothing was removed", r->domain_hex,
 					errno == ENOTEMPTY || errno == EEXIST ? "it is no longer empty" : strerror(errno));
 			goto out;
 		}
-		lz_close_fdp(&lock);
-		(void)lz_tree_remove(runtime_domains.fd, r->domain_hex, err);
 		rc = 0;
 		goto out;
 	}

@@ -222,7 +222,7 @@ static int one_domain(struct lz_domain_state *d, int domains_fd, int runtime_dom
 	d->never_launched = r == -ENOENT && lz_domain_root_empty(fd) == 1;
 	if (d->never_launched)
 		snprintf(d->problem, sizeof(d->problem),
-			 "never launched, nothing kept (`config check --profile` or a `state` command made "
+			 "never launched, nothing kept (`config check --profile` or `state inspect` made "
 			 "its directory; `lazaret state rm %s` removes it)",
 			 d->id);
 	else if (r == -ENOENT)

@@ -416,9 +416,16 @@ describe("lazaret.platform.diag", function()
     end
 
     it("is ok when the root does not exist yet: the first launch makes it", function()
-      local c = rr({ path = "/run/user/1000/lazaret", exists = false })
+      local c = rr({ path = "/run/user/1000/lazaret", exists = false, creatable = true })
       assert.are.equal("ok", c.status)
       assert.matches("made 0700 at the first launch", c.detail, 1, true)
+    end)
+
+    it("is a problem when the first launch could not make it", function()
+      local c = rr({ path = "/run/user/1000/lazaret", exists = false, creatable = false })
+      assert.are.equal("problem", c.status)
+      assert.matches("does not exist and cannot be made", c.detail, 1, true)
+      assert.matches("set XDG_RUNTIME_DIR to a private directory of yours", c.fix, 1, true)
     end)
 
     it("tells what to set when XDG_RUNTIME_DIR is unset or relative", function()

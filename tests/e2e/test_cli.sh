@@ -514,6 +514,10 @@ test_diag_runtime_root() {
 	assert_match "$OUT" "problem +runtime root +$T/run/lazaret is not a directory of yours with mode 0700"
 	assert_contains "$OUT" "chmod 0700 $T/run/lazaret"
 	rmdir "$T/run/lazaret"
+	env_set XDG_RUNTIME_DIR=/proc/lz-none
+	capture lz diag
+	assert_eq 1 "$STATUS" "diag with an XDG_RUNTIME_DIR nothing can make"
+	assert_match "$OUT" "problem +runtime root +/proc/lz-none/lazaret does not exist and cannot be made"
 	env_unset XDG_RUNTIME_DIR
 	capture lz diag
 	assert_eq 1 "$STATUS" "diag without XDG_RUNTIME_DIR"

@@ -309,6 +309,14 @@ test_a_domain_never_launched_is_listed_and_removable() {
 	assert_contains "$ERR" "no recorded identity and holds files"
 	[ -d "$DATA/domains/$id/kept" ] || fail "a Domain holding files was removed"
 	rmdir "$DATA/domains/$id/kept" "$DATA/domains/$id"
+	# state verify holds the Domain (its Domain Store): it records the
+	# identity first, so the Domain is named and, once its workspace is
+	# gone, removable.
+	capture lz state verify --profile test
+	capture lz state list
+	assert_not_contains "$OUT$ERR" "no recorded identity"
+	assert_not_contains "$OUT$ERR" "never launched"
+	assert_contains "$OUT" "$WS"
 }
 
 # OR-7: with storage.keep_unused_images, a launch's end reclaims the

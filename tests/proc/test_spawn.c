@@ -273,6 +273,63 @@ static void test_lz_spawn__cwd_fd_not_a_directory_is_enotdir(void **state)
 	close(fd);
 }
 
+/* A child's output is read until the child has exited, not until every
+ * holder of the pipe has: a descendant left holding it (a daemonised
+ * helper) neither delays the reader to its deadline nor turns a clean exit
+ * into a timeout. */
+static void test_lz_read_child_output__stops_when_the_child_exits(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	char *const argv[] = { "sh", "-c", "sleep 30 & echo hi", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = p[1], .stderr_fd = -1 };
+	int pidfd = -1;
+	assert_int_equal(lz_spawn(&spec, &pidfd, NULL, &err), 0);
+	close(p[1]);
+	char out[64];
+	bool timed_out = true;
+	int64_t start = lz_now_ms();
+	size_t n = lz_read_child_output(p[0], pidfd, start + 10000, out, sizeof(out), &timed_out);
+	assert_true(lz_now_ms() - start < 5000);
+	assert_false(timed_out);
+	assert_int_equal(n, 3);
+	assert_string_equal(out, "hi\n");
+	siginfo_t info;
+	assert_int_equal(lz_reap(pidfd, 1000, &info), 0);
+	assert_int_equal(info.si_status, 0);
+	close(pidfd);
+	close(p[0]); /* the sleep gets SIGPIPE, or ends on its own */
+}
+
+/* A child that neither writes nor exits is killed at the deadline. */
+static void test_lz_read_child_output__kills_at_the_deadline(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	char *const argv[] = { "sleep", "30", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/sleep", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = p[1], .stderr_fd = -1 };
+	int pidfd = -1;
+	assert_int_equal(lz_spawn(&spec, &pidfd, NULL, &err), 0);
+	close(p[1]);
+	char out[64];
+	bool timed_out = false;
+	int64_t start = lz_now_ms();
+	(void)lz_read_child_output(p[0], pidfd, start + 200, out, sizeof(out), &timed_out);
+	assert_true(timed_out);
+	assert_true(lz_now_ms() - start < 5000);
+	siginfo_t info;
+	assert_int_equal(lz_reap(pidfd, -1, &info), 0);
+	assert_int_equal(info.si_code, CLD_KILLED);
+	close(pidfd);
+	close(p[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -289,6 +346,8 @@ int main(void)
 						tmpdir_setup, tmpdir_teardown),
 		cmocka_unit_test(test_lz_spawn__cwd_fd_not_a_directory_is_enotdir),
 		cmocka_unit_test(test_lz_spawn__leaves_the_callers_pages_writable),
+		cmocka_unit_test(test_lz_read_child_output__stops_when_the_child_exits),
+		cmocka_unit_test(test_lz_read_child_output__kills_at_the_deadline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -213,6 +213,11 @@ local function check_runtime_root(probe, id)
     return problem(name, msg, "set XDG_RUNTIME_DIR to a private directory of yours (a login "
       .. "session does; see docs/install.md)")
   end
+  if not rr.exists and not rr.creatable then
+    return problem(name, rr.path .. " does not exist and cannot be made: nothing on its way is a "
+      .. "directory you may write", "set XDG_RUNTIME_DIR to a private directory of yours (a login "
+      .. "session makes /run/user/<uid>; see docs/install.md)")
+  end
   if not rr.exists then
     return ok(name, rr.path .. " (made 0700 at the first launch)")
   end

@@ -162,8 +162,8 @@ function M.remove_scope(id, identity)
     return table_concat({
       "Domain removal",
       "  Domain     " .. id,
-      "  never launched: its directory is empty (`config check --profile` or a `state`",
-      "  command made it); removing it deletes nothing else.",
+      "  never launched: its directory is empty (`config check --profile` or `state inspect`",
+      "  made it); removing it deletes nothing else.",
     }, "\n") .. "\n"
   end
   return table_concat({
