@@ -1927,39 +1927,32 @@ RUN(router__host_moves_never_loop_the_directory_chain)
 
 /* ---- router loss ----------------------------------------------------------------- */
 
-static void test_router__loss_leaves_enotconn(void **state)
+static void router__loss_leaves_enotconn(void *arg)
 {
-	struct env *e = *state;
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(p[0]);
-		report_fd = p[1];
-		enter_namespaces();
-		pid_t rp = fork();
-		CHECK(rp >= 0);
-		if (rp == 0) {
-			lz_router *r = new_router(e);
-			struct lz_err err = { 0, "" };
-			(void)lz_router_serve(r, e->mnt, -1, &err);
-			_exit(0);
-		}
-		wait_mounted(e->mnt);
-		write_text(P(e->mnt, "before.txt"), "x");
-		CHECK_OK(kill(rp, SIGKILL));
-		CHECK(waitpid(rp, NULL, 0) == rp);
-		struct stat st;
-		CHECK_ERRNO(stat(P(e->mnt, "before.txt"), &st), ENOTCONN);
-		CHECK_ERRNO(open(P(e->mnt, "after.ign"), O_WRONLY | O_CREAT, 0644), ENOTCONN);
-		CHECK(!exists(P(e->iso, "after.ign")));
-		CHECK_OK(umount2(e->mnt, MNT_DETACH));
+	struct env *e = arg;
+	enter_namespaces();
+	pid_t rp = fork();
+	CHECK(rp >= 0);
+	if (rp == 0) {
+		lz_router *r = new_router(e);
+		struct lz_err err = { 0, "" };
+		(void)lz_router_serve(r, e->mnt, -1, &err);
 		_exit(0);
 	}
-	close(p[1]);
-	await_child(pid, p[0]);
+	wait_mounted(e->mnt);
+	write_text(P(e->mnt, "before.txt"), "x");
+	CHECK_OK(kill(rp, SIGKILL));
+	CHECK(waitpid(rp, NULL, 0) == rp);
+	struct stat st;
+	CHECK_ERRNO(stat(P(e->mnt, "before.txt"), &st), ENOTCONN);
+	CHECK_ERRNO(open(P(e->mnt, "after.ign"), O_WRONLY | O_CREAT, 0644), ENOTCONN);
+	CHECK(!exists(P(e->iso, "after.ign")));
+	CHECK_OK(umount2(e->mnt, MNT_DETACH));
+}
+
+static void test_router__loss_leaves_enotconn(void **state)
+{
+	run_in_child(router__loss_leaves_enotconn, *state);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(test_##name, setup, teardown)
