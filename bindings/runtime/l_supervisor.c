@@ -8,7 +8,7 @@
  * handle, and each step refuses to run out of order (supervisor.h).
  *
  *   rs:mount()  rs:start_router()  rs:start_egress()  rs:start_helper()  rs:prove_canary()
- *   rs:attach_egress()  rs:install_policy()
+ *   rs:attach_egress()  rs:install_policy()  rs:attach_router()
  *   rs:start_runsc()  rs:await_running()  rs:read_init_report()
  *   rs:finish_network()  rs:report_ready()
  *                        [-1, +1|3, e] -> true | nil, msg, errno
@@ -64,6 +64,7 @@ RS_STEP(sup_start_helper, lz_rs_start_helper)
 RS_STEP(sup_prove_canary, lz_rs_prove_canary)
 RS_STEP(sup_attach_egress, lz_rs_attach_egress)
 RS_STEP(sup_install_policy, lz_rs_install_policy)
+RS_STEP(sup_attach_router, lz_rs_attach_router)
 RS_STEP(sup_start_runsc, lz_rs_start_runsc)
 RS_STEP(sup_await_running, lz_rs_await_running)
 RS_STEP(sup_read_init_report, lz_rs_read_init_report)
@@ -97,12 +98,8 @@ static int sup_abort(lua_State *L)
 
 static int sup_reached(lua_State *L)
 {
-	static const char *const names[] = {
-		"none", "mount", "start_router", "start_egress", "start_helper", "prove_canary", "attach_egress",
-		"install_policy",
-		"start_runsc", "await_running", "read_init_report", "finish_network", "report_ready",
-	};
-	lua_pushstring(L, names[lz_rs_reached(check_rs(L))]);
+	enum lz_rs_step step = lz_rs_reached(check_rs(L));
+	lua_pushstring(L, step == LZ_RS_STEP_NONE ? "none" : lz_rs_step_name(step));
 	return 1;
 }
 
@@ -123,6 +120,7 @@ int luaopen_lazaret_supervisor(lua_State *L)
 		{ "prove_canary", sup_prove_canary },
 		{ "attach_egress", sup_attach_egress },
 		{ "install_policy", sup_install_policy },
+		{ "attach_router", sup_attach_router },
 		{ "start_runsc", sup_start_runsc },
 		{ "await_running", sup_await_running },
 		{ "read_init_report", sup_read_init_report },

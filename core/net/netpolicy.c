@@ -20,7 +20,9 @@
 #include "net/egressname.h"
 #include "util/postcard.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
+/* What lz_memfd_sealed (util/fdutil.h) seals. */
 #define REQUIRED_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 /* Routes every v1 policy contains, with the kind each must have. */
@@ -623,28 +625,10 @@ int lz_netpolicy_digest(const struct lz_netpolicy *p, uint8_t out[LZ_NETPOLICY_D
 
 int lz_netpolicy_to_memfd(const uint8_t *bytes, size_t len, int *ret_fd, struct lz_err *err)
 {
-	_cleanup_close_ int fd = -EBADF;
-
 	if (len == 0 || len > LZ_NETPOLICY_ENCODED_MAX)
 		return lz_err_set(err, EINVAL, "network policy memfd: %zu bytes, want 1..%d", len,
 				  LZ_NETPOLICY_ENCODED_MAX);
-	fd = memfd_create("lazaret-netpolicy", MFD_ALLOW_SEALING | MFD_CLOEXEC);
-	if (fd < 0)
-		return lz_err_set(err, errno, "network policy memfd: memfd_create: %m");
-	for (size_t done = 0; done < len;) {
-		ssize_t n = write(fd, bytes + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return lz_err_set(err, errno, "network policy memfd: write: %m");
-		if (n == 0)
-			return lz_err_set(err, EIO, "network policy memfd: short write");
-		done += (size_t)n;
-	}
-	if (fcntl(fd, F_ADD_SEALS, REQUIRED_SEALS) < 0)
-		return lz_err_set(err, errno, "network policy memfd: F_ADD_SEALS: %m");
-	*ret_fd = TAKE_FD(fd);
-	return 0;
+	return lz_memfd_sealed("lazaret-netpolicy", bytes, len, false, ret_fd, err);
 }
 
 int lz_netpolicy_from_memfd(int fd, const uint8_t expected_digest[LZ_NETPOLICY_DIGEST_LEN],

@@ -27,6 +27,7 @@
 #include "fs/file.h"
 #include "image/prepare.h"
 #include "init/sandbox_init_blob.h"
+#include "router/router_program.h"
 #include "net/canary.h"
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
@@ -668,7 +669,9 @@ int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 	struct lz_rsplan_input in = { .cfg = hc->cfg, .gen = &hc->gendir, .generation = hc->gen,
 				      .domain_id = hc->domain_hex, .artifact = hc->artifact,
 				      .rootfs_fd = hc->rootfs_fd, .runsc_path = hc->runsc_path,
-				      .container_id = hc->container_id, .canary_key = hc->canary_key };
+				      .container_id = hc->container_id, .canary_key = hc->canary_key,
+				      .router_program = lz_router_program,
+				      .router_program_len = lz_router_program_len };
 	if ((r = lz_rsplan_build(&in, &plan, &hc_fd, err)) < 0 ||
 	    (r = lz_bundle_write(hc->cfg, &hc->gendir, &(struct lz_bundle_git){ plan->git, plan->n_git },
 				 hc->init_challenge, err)) < 0 ||

@@ -20,6 +20,7 @@
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "router/ignorewatch.h"
+#include "util/fdutil.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -58,7 +59,7 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 	if (p == NULL)
 		return;
 	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
-		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd,
+		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd, &p->router_program_fd,
 		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_log_fd, &p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
@@ -83,7 +84,7 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 	size_t n = 0;
 	const int own[] = { p->control_fd,    p->log_fd,	 p->prepared_fd, p->root_target_fd,
 			    p->root_upper_fd, p->root_work_fd,	 p->policy_fd,	 p->slirp_log_fd,
-			    p->router_target_fd, p->host_ws_fd, p->ignored_fd, p->egress_log_fd,
+			    p->router_target_fd, p->router_program_fd, p->host_ws_fd, p->ignored_fd, p->egress_log_fd,
 			    p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
 		if (own[i] >= 0)
@@ -256,6 +257,15 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	/* With isolation off (FR-9) the router still serves the workspace:
 	 * nothing is ignored, but its policy (Git control files, setuid bits,
 	 * repositories and editor files made inside) holds all the same. */
+	if (in->router_program != NULL &&
+	    (r = lz_memfd_sealed("lazaret-router", in->router_program, in->router_program_len, true,
+				 &plan->router_program_fd, err)) < 0)
+		return r == -EACCES ? lz_err_set(err, EACCES,
+						 "the workspace router's program: memfd_create: %s (Lazaret "
+						 "execs it from a memory file: the sysctl vm.memfd_noexec must "
+						 "be 0 or 1, not 2)",
+						 strerror(EACCES))
+				    : r;
 	if ((plan->router_target_fd = fcntl(in->gen->workspace, F_DUPFD_CLOEXEC, 3)) < 0 ||
 	    (plan->host_ws_fd = fcntl(ws->fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		return lz_err_set(err, errno, "dup: %s", strerror(errno));
@@ -389,7 +399,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 		return lz_err_set(err, ENOMEM, "out of memory");
 	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
 		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd,
-		       &plan->router_target_fd, &plan->host_ws_fd, &plan->ignored_fd, &plan->egress_log_fd,
+		       &plan->router_target_fd, &plan->router_program_fd, &plan->host_ws_fd, &plan->ignored_fd, &plan->egress_log_fd,
 		       &plan->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;

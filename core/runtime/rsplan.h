@@ -114,6 +114,7 @@ struct lz_rs_plan {
 	bool isolate_ignored;
 	bool hide_editor_config; /* the profile's; the router's classification */
 	size_t watch_dirs;	 /* the router's watch budget (router/ignorewatch.h) */
+	int router_program_fd; /* lazaret-router (router/routerproc.h), a sealed memfd */
 	int router_target_fd;
 	int host_ws_fd;
 	int ignored_fd;
@@ -132,6 +133,10 @@ struct lz_rsplan_input {
 	const char *runsc_path;
 	const char *container_id;
 	const uint8_t *canary_key; /* LZ_CANARY_KEY_LEN bytes */
+	/* The router's program (router/router_program.h); without it the
+	 * plan has none and the router cannot start (unit tests). */
+	const unsigned char *router_program;
+	size_t router_program_len;
 };
 
 /* Builds the plan and the HC <-> RS socketpair: *ret_hc_fd is the HC's end.

@@ -616,10 +616,16 @@ static const char *const step_names[] = {
 	[LZ_RS_STEP_ROUTER] = "start_router",	     [LZ_RS_STEP_EGRESS_STARTED] = "start_egress",
 	[LZ_RS_STEP_HELPER] = "start_helper",	     [LZ_RS_STEP_CANARY_LIVE] = "prove_canary",
 	[LZ_RS_STEP_EGRESS_LIVE] = "attach_egress",
-	[LZ_RS_STEP_POLICY] = "install_policy",    [LZ_RS_STEP_RUNSC] = "start_runsc",
+	[LZ_RS_STEP_POLICY] = "install_policy",    [LZ_RS_STEP_ROUTER_ATTACHED] = "attach_router",
+	[LZ_RS_STEP_RUNSC] = "start_runsc",
 	[LZ_RS_STEP_RUNNING] = "await_running",    [LZ_RS_STEP_INIT_REPORTED] = "read_init_report",
 	[LZ_RS_STEP_NET_FINISHED] = "finish_network", [LZ_RS_STEP_READY] = "report_ready",
 };
+
+const char *lz_rs_step_name(enum lz_rs_step step)
+{
+	return (size_t)step < LZ_ARRAY_SIZE(step_names) && step_names[step] ? step_names[step] : "unknown";
+}
 
 /* The one order: a step runs only right after the one before it
  * (want_done), which ends now. */
@@ -766,10 +772,19 @@ int lz_rs_install_policy(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+int lz_rs_attach_router(lz_rs *rs, struct lz_err *err)
+{
+	int r = enter(rs, LZ_RS_STEP_POLICY, "attach_router", err);
+	if (r < 0 || (r = lz_rsrouter_attach(rs->p, &rs->router, err)) < 0)
+		return r;
+	rs->step = LZ_RS_STEP_ROUTER_ATTACHED;
+	return 0;
+}
+
 int lz_rs_start_runsc(lz_rs *rs, struct lz_err *err)
 {
 	const struct lz_rs_plan *p = rs->p;
-	int r = enter(rs, LZ_RS_STEP_POLICY, "start_runsc", err);
+	int r = enter(rs, LZ_RS_STEP_ROUTER_ATTACHED, "start_runsc", err);
 	if (r < 0)
 		return r;
 	/* The init's standard output carries its network observations. */

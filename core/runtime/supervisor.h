@@ -54,8 +54,8 @@ typedef struct lz_rs lz_rs;
 enum lz_rs_step {
 	LZ_RS_STEP_NONE = 0,
 	LZ_RS_STEP_MOUNTED,       /* 1. root and State Anchor overlays, MOUNTS sent */
-	LZ_RS_STEP_ROUTER,        /* 1. the workspace router serves its mount
-				   *    (spec 3.5; nothing when isolation is off) */
+	LZ_RS_STEP_ROUTER,        /* 1. the workspace router started (spec 3.5): it
+				   *    classifies while the network is built */
 	LZ_RS_STEP_EGRESS_STARTED, /* 1. the egress proxy forked in the host's network
 				   *    namespace (nothing without allow_domains) */
 	LZ_RS_STEP_HELPER,        /* 2. slirp4netns staged and acknowledged; the
@@ -66,6 +66,7 @@ enum lz_rs_step {
 				   *    answer checked (nothing without allow_domains) */
 	LZ_RS_STEP_POLICY,        /* 3. tap0 configured, exactly the derived policy
 				   *    installed and observed, IPv6 clean */
+	LZ_RS_STEP_ROUTER_ATTACHED, /* 4. the router serves; its mount attached */
 	LZ_RS_STEP_RUNSC,         /* 4. runsc run staged, acknowledged, released */
 	LZ_RS_STEP_RUNNING,       /* 4. the container runs */
 	LZ_RS_STEP_INIT_REPORTED, /* 5. the init's observations read */
@@ -96,6 +97,7 @@ int lz_rs_start_helper(lz_rs *rs, struct lz_err *err);
 int lz_rs_prove_canary(lz_rs *rs, struct lz_err *err);
 int lz_rs_attach_egress(lz_rs *rs, struct lz_err *err);
 int lz_rs_install_policy(lz_rs *rs, struct lz_err *err);
+int lz_rs_attach_router(lz_rs *rs, struct lz_err *err);
 int lz_rs_start_runsc(lz_rs *rs, struct lz_err *err);
 int lz_rs_await_running(lz_rs *rs, struct lz_err *err);
 int lz_rs_read_init_report(lz_rs *rs, struct lz_err *err);
@@ -119,5 +121,7 @@ void lz_rs_abort(lz_rs *rs, const char *why);
 
 /* The step reached. */
 enum lz_rs_step lz_rs_reached(const lz_rs *rs);
+/* A step's name, as Lua calls it ("start" for none). */
+const char *lz_rs_step_name(enum lz_rs_step step);
 
 #endif

@@ -1,13 +1,30 @@
-/* Descriptor-table utilities for children forked without exec (the RS,
- * the router): what they may keep is an explicit list. */
+/* Descriptor-table utilities for children (the RS, the router): what they
+ * may keep is an explicit list; and sealed memory files. */
 #ifndef LZ_UTIL_FDUTIL_H
 #define LZ_UTIL_FDUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "util/err.h"
 
 /* Closes every descriptor from 3 up except those in keep[0..n) (negative
  * entries are ignored); stdin and stdout become /dev/null, stderr stays.
  * keep is sorted in place. */
 void lz_fds_keep_only(int *keep, size_t n);
+
+/* For a child about to exec a program that finds its descriptors by
+ * number: fds[i] becomes descriptor 3 + i (inherited across exec), every
+ * other descriptor from 3 up is closed; stdin and stdout become
+ * /dev/null, stderr stays. fds may be in any order and overlap the
+ * targets. 0 or -errno (the table is then unchanged past what was
+ * duplicated). */
+int lz_fds_place(const int *fds, size_t n);
+
+/* A memory file holding bytes[0..len), sealed against any change (write,
+ * grow, shrink, and further seals), close-on-exec; executable when exec
+ * is set (the kernel asks since 6.3). name is memfd_create's. */
+int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, int *ret_fd,
+		    struct lz_err *err);
 
 #endif

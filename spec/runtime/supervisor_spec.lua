@@ -5,13 +5,13 @@
 require("lazaret_spec")
 local sup = require("lazaret.runtime.supervisor")
 
--- The RS's order: mounts first (MOUNTS), the workspace router, the egress
--- proxy (in the host's netns), slirp4netns, the canary, the proxy's link,
--- the policy, runsc and its container, the init's report, the network
--- finished, READY.
+-- The RS's order: mounts first (MOUNTS), the workspace router started, the
+-- egress proxy (in the host's netns), slirp4netns, the canary, the proxy's
+-- link, the policy, the router's mount attached once it serves, runsc and
+-- its container, the init's report, the network finished, READY.
 local STEPS = {
   "mount", "start_router", "start_egress", "start_helper", "prove_canary", "attach_egress", "install_policy",
-  "start_runsc", "await_running", "read_init_report", "finish_network", "report_ready",
+  "attach_router", "start_runsc", "await_running", "read_init_report", "finish_network", "report_ready",
 }
 
 -- A fake lazaret.core.supervisor handle: every call is logged by name

@@ -28,7 +28,7 @@ test_hc_log_names_what_each_launch_step_took() {
 	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
 	assert_match "$log" "generation $n published in $n ms \\(configuration $n, store $n, recovery $n, generation begun $n, lease $n, supervisor $n, mounts and router $n, network helper $n, canary and policy $n, sandbox start $n, commit and publish $n\\)$" "the phases"
 	assert_match "$log" "generation $n coordinator at publication: page faults $n, CPU $f$" "the coordinator's own cost"
-	assert_match "$log" "generation $n supervisor steps \\(ms\\): mount $f, start_router $f, start_egress $f, start_helper $f, prove_canary $f, attach_egress $f, install_policy $f, start_runsc $f, await_running $f, read_init_report $f, finish_network $f$" "the supervisor's steps"
+	assert_match "$log" "generation $n supervisor steps \\(ms\\): mount $f, start_router $f, start_egress $f, start_helper $f, prove_canary $f, attach_egress $f, install_policy $f, attach_router $f, start_runsc $f, await_running $f, read_init_report $f, finish_network $f$" "the supervisor's steps"
 	# and the teardown: every exact unmount succeeded (the workspace
 	# mount's once failed unseen, the RS's namespace hiding it).
 	local _

@@ -50,7 +50,7 @@ pid_of() {
 	hc) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" -v comm="$COMM" \
 		'($2 == comm || $2 == "lazaret-faults") && index($0, "__hc") && index($0, ws) {print $1; exit}' ;;
 	supervisor) echo "$rs" ;;
-	router) ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" '$2 == "lazaret-router" && index($0, ws) {print $1; exit}' ;;
+	router) ps -u "$(id -u)" -o pid=,ppid=,comm= | awk -v rs="${rs:-none}" '$2 == rs && $3 == "lazaret-router" {print $1; exit}' ;;
 	slirp4netns) ps -u "$(id -u)" -o pid=,ppid=,comm= | awk -v rs="${rs:-none}" '$2 == rs && $3 == "slirp4netns" {print $1; exit}' ;;
 	runsc) ps -ww -u "$(id -u)" -o pid=,ppid=,args= | awk -v rs="${rs:-none}" '$2 == rs && $3 == "runsc" && !index($0, " exec ") {print $1; exit}' ;;
 	gofer) ps -ww -u "$(id -u)" -o pid=,args= | awk -v t="$T/" '$2 == "runsc-gofer" && index($0, t) {print $1; exit}' ;;

@@ -225,8 +225,11 @@ guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated
 
 # The router reads what the sandbox writes: it runs with no network of the
 # host's, only the capabilities that serve files (chown, dac_override,
-# dac_read_search, fowner, fsetid: 0x1f), none to gain by exec, and none
-# of the developer's environment.
+# dac_read_search, fowner, fsetid: 0x1f), none to gain by exec, of the
+# developer's environment only what Git reads for the global excludes
+# file, and its own program: nothing of the coordinator's memory (the
+# generation's keys, the control socket's CA and TLS, the stores) is
+# mapped in it.
 test_the_router_is_confined() {
 	make_repo
 	launch sh -c 'sleep 4' >/dev/null 2>&1 &
@@ -245,8 +248,15 @@ test_the_router_is_confined() {
 	assert_match "$st" $'NoNewPrivs:\t1' "no_new_privs"
 	[ "$(readlink "/proc/$pid/ns/net")" != "$(readlink /proc/self/ns/net)" ] ||
 		fail "the router is in the host's network namespace"
-	# nothing of the developer's environment left in its memory's block
-	assert_eq 0 "$(tr -d '\0' <"/proc/$pid/environ" | wc -c)" "bytes of the environment block left"
+	local env maps
+	env=$(tr '\0' '\n' <"/proc/$pid/environ") || fail "cannot read the router's environment"
+	assert_eq "HOME=$T/home" "$env" "the router's environment"
+	maps=$(cat "/proc/$pid/maps") || fail "cannot read the router's memory map"
+	assert_contains "$maps" "/memfd:lazaret-router" "the router runs its own program"
+	assert_not_contains "$maps" "$(readlink -f "$LAZARET")" "the coordinator's program in the router"
+	assert_not_contains "$maps" "libssl" "the control socket's TLS in the router"
+	assert_not_contains "$maps" "libsqlite3" "SQLite in the router"
+	assert_eq "lazaret-router" "$(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -d' ' -f1)" "the router's argv[0]"
 	wait "$bg" || fail "the launch failed"
 }
 
@@ -295,11 +305,10 @@ test_router_loss_ends_the_generation() {
 		sh -c 'echo before > /workspace/x.log; sleep 5; cat /workspace/x.log') >"$T/out" 2>"$T/err" &
 	local job=$! i pid=""
 	for i in $(seq 100); do
-		# This test's router: a fork of its coordinator, whose command
-		# line names this test's configuration.
+		# This test's router: its command line names the workspace.
 		local p
 		for p in $(pgrep -u "$(id -u)" -x lazaret-router || true); do
-			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$CFG" && pid=$p
+			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "--workspace $WS " && pid=$p
 		done
 		[ -n "$pid" ] && break
 		sleep 0.1

@@ -8,12 +8,13 @@ local error, pcall, type, ipairs = error, pcall, type, ipairs
 
 M.steps = {
   "mount",            -- 1. root and State Anchor overlays; MOUNTS
-  "start_router",     -- 1. workspace router serving its mount (spec 3.5)
+  "start_router",     -- 1. workspace router started; it classifies meanwhile (spec 3.5)
   "start_egress",     -- 1. egress proxy forked in the host's netns (allow_domains)
   "start_helper",     -- 2. slirp4netns staged, acknowledged; enforcement netns
   "prove_canary",     -- 3. both canary endpoints answer
   "attach_egress",    -- 3. the proxy's link, listener and keyed answer
   "install_policy",   -- 3. tap0, exactly the derived policy, observed
+  "attach_router",    -- 4. the router serves; its mount attached at /workspace's source
   "start_runsc",      -- 4. runsc run staged, acknowledged, released
   "await_running",    -- 4. the container runs
   "read_init_report", -- 5. the init's observations

@@ -1,7 +1,8 @@
-/* lazaret-router: the Ignored Workspace State router (core/router/router.h)
- * as a stand-alone process, for tests and benchmarks.
+/* lazaret-router-suffix: the Ignored Workspace State router
+ * (core/router/router.h) as a stand-alone process with a fixed rule, for
+ * tests and benchmarks (the product's is bindings/router_proc.c).
  *
- *   lazaret-router --host DIR --isolated DIR [options] MOUNTPOINT
+ *   lazaret-router-suffix --host DIR --isolated DIR [options] MOUNTPOINT
  *
  * Routing uses a fixed rule instead of Git's (the production router wraps
  * lz_ignoreclass): a path routes ISOLATED when its last component ends
@@ -57,7 +58,7 @@ static int rules_route(void *ctx, const char *path, size_t len, bool is_dir, enu
 
 static void usage(FILE *f)
 {
-	fputs("usage: lazaret-router --host DIR --isolated DIR [--isolate-suffix S]...\n"
+	fputs("usage: lazaret-router-suffix --host DIR --isolated DIR [--isolate-suffix S]...\n"
 	      "         [--isolate-dir NAME]... [--timeout SECONDS] [--threads N]\n"
 	      "         [--writeback] [--no-keep-cache] [--allow-other] [--debug] MOUNTPOINT\n",
 	      f);
@@ -110,7 +111,7 @@ int main(int argc, char **argv)
 	int hfd = open(host, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int ifd = open(isolated, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (hfd < 0 || ifd < 0) {
-		fprintf(stderr, "lazaret-router: open '%s': %s\n", hfd < 0 ? host : isolated,
+		fprintf(stderr, "lazaret-router-suffix: open '%s': %s\n", hfd < 0 ? host : isolated,
 			strerror(errno));
 		return 1;
 	}
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
 	struct lz_router_classifier cls = { .route = rules_route, .ctx = &rules };
 	if (lz_router_new(hfd, ifd, cls, &opt, &r, &err) < 0 ||
 	    lz_router_serve(r, mountpoint, -1, &err) < 0) {
-		fprintf(stderr, "lazaret-router: %s\n", err.msg);
+		fprintf(stderr, "lazaret-router-suffix: %s\n", err.msg);
 		lz_router_free(r);
 		return 1;
 	}

@@ -1,0 +1,183 @@
+#include "router/routerproc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "proc/caps.h"
+#include "router/gitlib.h"
+#include "router/ignoreclass.h"
+#include "router/ignorewatch.h"
+#include "router/router.h"
+#include "util/cleanup.h"
+
+#define OPT_WATCH_DIRS "--watch-dirs"
+#define OPT_HIDE_EDITOR_CONFIG "--hide-editor-config"
+#define OPT_SHARE_IGNORED "--share-ignored"
+#define OPT_WORKSPACE "--workspace"
+
+void lz_routerproc_argv(const struct lz_routerproc_args *a, char number[24],
+			const char *argv[LZ_ROUTERPROC_ARGV_MAX])
+{
+	size_t n = 0;
+	snprintf(number, 24, "%zu", a->watch_dirs);
+	argv[n++] = "lazaret-router";
+	argv[n++] = OPT_WATCH_DIRS;
+	argv[n++] = number;
+	if (a->hide_editor_config)
+		argv[n++] = OPT_HIDE_EDITOR_CONFIG;
+	if (!a->isolate_ignored)
+		argv[n++] = OPT_SHARE_IGNORED;
+	argv[n++] = OPT_WORKSPACE;
+	argv[n++] = a->workspace;
+	argv[n] = NULL;
+}
+
+int lz_routerproc_parse(int argc, char *const *argv, struct lz_routerproc_args *ret, struct lz_err *err)
+{
+	struct lz_routerproc_args a = { .isolate_ignored = true };
+	bool have_watch = false;
+	for (int i = 1; i < argc; i++) {
+		const char *opt = argv[i];
+		if (strcmp(opt, OPT_HIDE_EDITOR_CONFIG) == 0) {
+			a.hide_editor_config = true;
+		} else if (strcmp(opt, OPT_SHARE_IGNORED) == 0) {
+			a.isolate_ignored = false;
+		} else if (strcmp(opt, OPT_WATCH_DIRS) == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+			char *end = NULL;
+			errno = 0;
+			uintmax_t n = strtoumax(v, &end, 10);
+			if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || n == 0 || n > SIZE_MAX)
+				return lz_err_set(err, EINVAL, "%s: not a count: '%s'", OPT_WATCH_DIRS, v);
+			a.watch_dirs = (size_t)n;
+			have_watch = true;
+		} else if (strcmp(opt, OPT_WORKSPACE) == 0 && i + 1 < argc) {
+			a.workspace = argv[++i];
+		} else {
+			return lz_err_set(err, EINVAL,
+					  "unknown argument '%s' (lazaret-router is started by lazaret's Runtime "
+					  "Supervisor, not by hand)",
+					  opt);
+		}
+	}
+	if (!have_watch || a.workspace == NULL)
+		return lz_err_set(err, EINVAL, "%s and %s are required", OPT_WATCH_DIRS, OPT_WORKSPACE);
+	*ret = a;
+	return 0;
+}
+
+/* The descriptors the RS placed, each of the type it must be: a process
+ * started any other way serves nothing. */
+static int check_fds(struct lz_err *err)
+{
+	static const struct {
+		int fd;
+		mode_t type;
+		const char *what;
+	} want[] = {
+		{ LZ_ROUTERPROC_FD_FUSE, S_IFCHR, "the FUSE device" },
+		{ LZ_ROUTERPROC_FD_HOST, S_IFDIR, "the workspace" },
+		{ LZ_ROUTERPROC_FD_ISOLATED, S_IFDIR, "the Ignored Workspace State" },
+		{ LZ_ROUTERPROC_FD_READY, S_IFIFO, "the ready pipe" },
+		{ LZ_ROUTERPROC_FD_REPORT, S_IFIFO, "the report pipe" },
+	};
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(want); i++) {
+		struct stat st;
+		if (fstat(want[i].fd, &st) < 0 || (st.st_mode & S_IFMT) != want[i].type ||
+		    (want[i].type == S_IFCHR && st.st_rdev != makedev(10, 229)))
+			return lz_err_set(err, EBADF, "descriptor %d is not %s", want[i].fd, want[i].what);
+		/* none of them reaches a program the router might start */
+		if (fcntl(want[i].fd, F_SETFD, FD_CLOEXEC) < 0)
+			return lz_err_set(err, errno, "descriptor %d: %s", want[i].fd, strerror(errno));
+	}
+	return 0;
+}
+
+/* Where Debian's libgit2 (mbedTLS) looks for the system's CA bundle. */
+#define LIBGIT2_CA_DIR "/etc/ssl/certs"
+
+/* libgit2 parses the whole CA bundle when it is initialised (about 7 ms
+ * here), for HTTPS the router never speaks. The router initialises it in
+ * a mount namespace of its own where that directory is an empty tmpfs,
+ * then returns to the generation's (issue 15). Without the directory, or
+ * where it cannot be covered, the initialisation just reads it. */
+static int gitlib_init_without_cas(struct lz_err *err)
+{
+	_cleanup_close_ int home = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return lz_err_set(err, errno, "router: its mount namespace: %s", strerror(errno));
+	if (unshare(CLONE_NEWNS) < 0)
+		return lz_err_set(err, errno, "router: a mount namespace for libgit2: %s", strerror(errno));
+	(void)mount("none", LIBGIT2_CA_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    "size=4k,nr_inodes=1,mode=0555");
+	int r = lz_gitlib_load(err);
+	if (setns(home, CLONE_NEWNS) < 0)
+		return lz_err_set(err, errno, "router: back to the generation's mount namespace: %s",
+				  strerror(errno));
+	return r;
+}
+
+int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
+{
+	int r = check_fds(err);
+	if (r < 0)
+		return r;
+	/* Spec 3.5: the developer's global excludes file, as the host's Git
+	 * resolves it (HOME and XDG_CONFIG_HOME, passed by the RS). */
+	char excludes[4096] = "";
+	if ((r = gitlib_init_without_cas(err)) < 0 ||
+	    (a->isolate_ignored && (r = lz_ignoreclass_global_excludes(getenv("HOME"), getenv("XDG_CONFIG_HOME"),
+									 excludes, sizeof(excludes), err)) < 0))
+		return r;
+	/* The router reads what the sandbox writes: a bug there must not
+	 * reach the network or more than the files it serves. No network
+	 * namespace of its own use, and only the capabilities that serve
+	 * files of the sandbox's owners, before the first thread (they are
+	 * per thread). */
+	if (unshare(CLONE_NEWNET) < 0)
+		return lz_err_set(err, errno, "router: empty network namespace: %s", strerror(errno));
+	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |
+			       LZ_CAP(CAP_FOWNER) | LZ_CAP(CAP_FSETID))) < 0)
+		return lz_err_set(err, -r, "router: dropping capabilities: %s", strerror(-r));
+	struct lz_ignoreclass_inputs in = {
+		.workspace_fd = LZ_ROUTERPROC_FD_HOST,
+		.isolated_fd = LZ_ROUTERPROC_FD_ISOLATED,
+		.global_excludes = excludes[0] ? excludes : NULL,
+		.hide_editor_config = a->hide_editor_config,
+		.share_ignored = !a->isolate_ignored,
+	};
+	lz_ignoreclass *snap = NULL;
+	if ((r = lz_ignoreclass_build(&in, &snap, err)) < 0)
+		return lz_err_prefix(err, r, "classifying the workspace");
+	struct lz_router_options opt;
+	lz_router_options_default(&opt);
+	opt.handle_signals = true; /* SIGTERM after the unmount ends the loop cleanly */
+	lz_router *router = NULL;
+	if ((r = lz_router_new(LZ_ROUTERPROC_FD_HOST, LZ_ROUTERPROC_FD_ISOLATED,
+			       lz_router_classifier_ignoreclass(snap), &opt, &router, err)) < 0)
+		return r;
+	lz_ignorewatch *watch = NULL;
+	if ((r = lz_ignorewatch_start(router, &in, a->watch_dirs, &watch, err)) < 0) {
+		lz_router_free(router);
+		return r;
+	}
+	if (write(LZ_ROUTERPROC_FD_READY, "", 1) != 1) {
+		r = lz_err_set(err, errno, "router: the supervisor went away");
+	} else {
+		close(LZ_ROUTERPROC_FD_READY);
+		r = lz_router_serve(router, NULL, LZ_ROUTERPROC_FD_FUSE, err);
+	}
+	lz_ignorewatch_stop(watch);
+	lz_router_free(router);
+	return r;
+}
