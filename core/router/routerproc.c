@@ -158,7 +158,7 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	};
 	lz_ignoreclass *snap = NULL;
 	if ((r = lz_ignoreclass_build(&in, &snap, err)) < 0)
-		return lz_err_prefix(err, r, "classifying the workspace");
+		return lz_err_prefix(err, r, "classifying the workspace: ");
 	struct lz_router_options opt;
 	lz_router_options_default(&opt);
 	opt.handle_signals = true; /* SIGTERM after the unmount ends the loop cleanly */

@@ -260,6 +260,23 @@ test_the_router_is_confined() {
 	wait "$bg" || fail "the launch failed"
 }
 
+# A router that cannot start says why, through the report pipe the RS
+# placed for its program: a corrupt index stops the launch with the
+# router's own message, changes nothing and leaves nothing running.
+test_a_router_that_cannot_classify_says_why() {
+	make_repo
+	cp "$WS/.git/index" "$T/index.good"
+	printf 'DIRC\0\0\0\2not an index' >"$WS/.git/index"
+	capture launch true
+	assert_eq 69 "$STATUS" "launch over a corrupt index (stderr: $ERR)"
+	assert_contains "$ERR" "attach_router: workspace router: classifying the workspace: " "the router's own message"
+	assert_eq "$(printf 'DIRC\0\0\0\2not an index' | od -c)" "$(od -c <"$WS/.git/index")" "the index is untouched"
+	cp "$T/index.good" "$WS/.git/index"
+	capture launch cat /workspace/tracked.txt
+	assert_eq tracked "$OUT" "a launch once the index is whole (stderr: $ERR)"
+	assert_no_leftovers
+}
+
 # A FIFO where Git reads a file: one the host has (put there by another
 # program) is no ignore file and blocks no launch (the router's first
 # build used to wait on it forever). FIFOs made inside never reach the host:
@@ -568,6 +585,7 @@ t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
 t_run "git works through the router" test_git_works_through_the_router
 t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
 t_run "the router runs confined: no host network, file capabilities only" test_the_router_is_confined
+t_run "a router that cannot classify says why, and nothing changes" test_a_router_that_cannot_classify_says_why
 t_run "a FIFO where Git reads a file blocks no launch and cannot be made inside" test_a_fifo_where_git_reads_a_file
 t_run "isolate_ignored = false shares ignored files and keeps the policy" test_isolation_off_shares_ignored_files_and_keeps_the_policy
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
