@@ -20,6 +20,7 @@
 #include "net/peerlink.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
 #define ANSWER_TAG "lazaret-canary-v1"
 
@@ -70,10 +71,13 @@ static void serve_one(int listener, const uint8_t *key, uint64_t generation)
 static _Noreturn void responder(int l2, int l3, const uint8_t *key, uint64_t generation)
 {
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* A fork holding the key: not open to ptrace from the generation's
+	 * user namespace (see egress.c). */
+	(void)prctl(PR_SET_DUMPABLE, 0);
+	(void)prctl(PR_SET_NAME, "lz-canary");
 	/* Only the two listeners: no descriptor of the RS survives here. */
-	if (dup2(l2, 3) < 0 || dup2(l3, 4) < 0)
+	if (lz_fds_place((const int[]){ l2, l3 }, 2) < 0)
 		_exit(1);
-	(void)syscall(SYS_close_range, 5, ~0u, 0);
 	for (;;) {
 		struct pollfd p[2] = { { .fd = 3, .events = POLLIN }, { .fd = 4, .events = POLLIN } };
 		if (poll(p, 2, -1) < 0 && errno != EINTR)

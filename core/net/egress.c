@@ -25,6 +25,7 @@
 #include "proc/caps.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
 #define ANSWER_TAG "lazaret-egress-v1"
 /* Distinct from the canary's indexes (canary.c) and from each other. */
@@ -129,19 +130,19 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(1);
+	/* A fork: its memory is the coordinator's. With no capability left
+	 * it would be open to ptrace and /proc/<pid>/mem from any process of
+	 * the generation's user namespace that keeps a superset, the
+	 * workspace router included (docs/threat-model.md). */
+	(void)prctl(PR_SET_DUMPABLE, 0);
+	(void)prctl(PR_SET_NAME, "lz-egress");
 	memcpy(key, prm->key, sizeof(key));
 	memcpy(digest, prm->policy_digest, sizeof(digest));
 	/* Only what it needs, at 3..6: the socketpair, the policy, the log,
-	 * the record. Each goes above 6 first, so no dup2 lands on one of
-	 * the others before it moved. */
-	int keep[4] = { ctl, prm->policy_fd, prm->log_fd, prm->stats_fd };
-	for (int i = 0; i < 4; i++)
-		if (keep[i] >= 0 && (keep[i] = fcntl(keep[i], F_DUPFD, 7)) < 0)
-			_exit(1);
-	for (int i = 0; i < 4; i++)
-		if (keep[i] >= 0 && dup2(keep[i], 3 + i) < 0)
-			_exit(1);
-	(void)syscall(SYS_close_range, keep[3] >= 0 ? 7 : 6, ~0u, 0);
+	 * the record (the last one only when there is one). */
+	const int keep[4] = { ctl, prm->policy_fd, prm->log_fd, prm->stats_fd };
+	if (lz_fds_place(keep, prm->stats_fd >= 0 ? 4 : 3) < 0)
+		_exit(1);
 	ctl = 3;
 	cfg.log_fd = 5;
 	cfg.stats_fd = prm->stats_fd >= 0 ? 6 : -1;

@@ -22,8 +22,8 @@
 #include "util/cleanup.h"
 #include "util/fdutil.h"
 
-/* What lz_memfd_sealed (util/fdutil.h) seals. */
-#define REQUIRED_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* What lz_memfd_sealed (util/fdutil.h) seals: data, never code. */
+#define REQUIRED_SEALS (LZ_MEMFD_SEALS | F_SEAL_EXEC)
 
 /* Routes every v1 policy contains, with the kind each must have. */
 static const struct lz_netroute fixed_routes[] = {

@@ -1,7 +1,7 @@
-/* Confinement of a helper forked without exec (the router, the egress
- * proxy; spec 3.7: each process holds only the authority its step needs):
- * its capabilities and the developer's environment it inherited. Both are
- * per process only before it starts a thread: call them first. */
+/* Confinement of a helper (the router, the egress proxy; spec 3.7: each
+ * process holds only the authority its step needs): its capabilities and,
+ * for one forked without exec, the developer's environment it inherited.
+ * Both are per process only before it starts a thread: call them first. */
 #ifndef LZ_PROC_CAPS_H
 #define LZ_PROC_CAPS_H
 

@@ -475,8 +475,8 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 		return lz_err_set(err, EPROTO, "a generation begins only after bootstrap recovery");
 	/* The router's libgit2, before the generation exists: a missing
 	 * library refuses the launch here, not halfway through it (and the
-	 * state commands, which open no generation, do not need it). Loaded,
-	 * not initialised: only the router, a fork, calls it. */
+	 * state commands, which open no generation, do not need it). Loaded
+	 * only to be sure: the router, a program of its own, loads it. */
 	if ((r = lz_gitlib_open(err)) < 0)
 		return r;
 	/* The runtime directory after recovery removed what a lost generation

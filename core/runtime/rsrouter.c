@@ -42,11 +42,17 @@ static int router_exec(void *argp, struct lz_err *err)
 	int program = 3 + LZ_ROUTERPROC_NFDS;
 	int r = lz_fds_place(fds, LZ_ARRAY_SIZE(fds));
 	if (r < 0)
-		return lz_err_set(err, -r, "workspace router: placing its descriptors: %s", strerror(-r));
+		return lz_err_set(err, -r, "placing its descriptors: %s", strerror(-r));
+	/* the program starts with no signal blocked or ignored */
+	sigset_t none;
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		(void)signal(sig, SIG_DFL);
 	if (fcntl(program, F_SETFD, FD_CLOEXEC) == 0)
 		fexecve(program, (char *const *)a->argv, a->envp);
 	/* The broker's report pipe has moved: say why here. */
-	lz_err_set(err, errno, "workspace router: exec: %s", strerror(errno));
+	lz_err_set(err, errno, "exec: %s", strerror(errno));
 	(void)!write(LZ_ROUTERPROC_FD_REPORT, err->msg, strnlen(err->msg, sizeof(err->msg)));
 	_exit(1);
 }

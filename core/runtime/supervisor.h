@@ -121,7 +121,7 @@ void lz_rs_abort(lz_rs *rs, const char *why);
 
 /* The step reached. */
 enum lz_rs_step lz_rs_reached(const lz_rs *rs);
-/* A step's name, as Lua calls it ("start" for none). */
+/* A step's name, as Lua calls it ("start" for none, which is no step). */
 const char *lz_rs_step_name(enum lz_rs_step step);
 
 #endif

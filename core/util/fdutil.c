@@ -9,8 +9,12 @@
 
 #include "util/cleanup.h"
 
+/* Linux 6.3; Debian 12's headers predate them. */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
 #ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U /* Linux 6.3 */
+#define MFD_EXEC 0x0010U
 #endif
 
 static int cmp_int(const void *a, const void *b)
@@ -67,7 +71,8 @@ int lz_fds_place(const int *fds, size_t n)
 int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, int *ret_fd,
 		    struct lz_err *err)
 {
-	_cleanup_close_ int fd = memfd_create(name, MFD_ALLOW_SEALING | MFD_CLOEXEC | (exec ? MFD_EXEC : 0));
+	/* Said either way: the kernel's default follows vm.memfd_noexec. */
+	_cleanup_close_ int fd = memfd_create(name, MFD_ALLOW_SEALING | MFD_CLOEXEC | (exec ? MFD_EXEC : MFD_NOEXEC_SEAL));
 	if (fd < 0)
 		return lz_err_set(err, errno, "%s: memfd_create: %s", name, strerror(errno));
 	for (size_t done = 0; done < len;) {

@@ -3,6 +3,7 @@
 #ifndef LZ_UTIL_FDUTIL_H
 #define LZ_UTIL_FDUTIL_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -22,8 +23,14 @@ void lz_fds_keep_only(int *keep, size_t n);
 int lz_fds_place(const int *fds, size_t n);
 
 /* A memory file holding bytes[0..len), sealed against any change (write,
- * grow, shrink, and further seals), close-on-exec; executable when exec
- * is set (the kernel asks since 6.3). name is memfd_create's. */
+ * grow, shrink, and further seals: LZ_MEMFD_SEALS), close-on-exec; when
+ * exec is false it is also sealed never to be executable (F_SEAL_EXEC),
+ * whatever the host's vm.memfd_noexec. name is memfd_create's. An
+ * executable one is refused (-EACCES) where vm.memfd_noexec is 2. */
+#define LZ_MEMFD_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020 /* Linux 6.3 */
+#endif
 int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, int *ret_fd,
 		    struct lz_err *err);
 

@@ -236,6 +236,33 @@ test_a_server_that_speaks_first_is_relayed() {
 	assert_contains "$(section banner)" "250 EHLO lazaret" "the server's reply"
 }
 
+# The proxy is a fork of the coordinator's line: its memory holds what the
+# coordinator's did (the generation's keys). Keeping no capability, it is
+# not dumpable, or any process of the generation's user namespace keeping
+# a superset (the workspace router, compromised) could read it through
+# /proc and ptrace. A process entering that namespace with no capability
+# reads a dumpable one of its own there (the control), not the proxy.
+test_the_proxy_memory_is_closed_to_the_generation() {
+	need_net
+	egress_profile '"allowed.lazaret.test"'
+	launch sleep 8 >/dev/null 2>&1 &
+	local bg=$! proxy="" rs k
+	for k in $(seq 100); do
+		proxy=$(pgrep -n -u "$(id -u)" -x lz-egress || true)
+		[ -z "$proxy" ] || break
+		sleep 0.1
+	done
+	[ -n "$proxy" ] || fail "no egress proxy (lz-egress) seen"
+	rs=$(ps -o ppid= -p "$proxy" | tr -d ' ')
+	local reader=(nsenter --user --target "$rs" -- setpriv --inh-caps=-all --bounding-set=-all --)
+	capture "${reader[@]}" sh -c 'sleep 3 & cat /proc/$!/environ >/dev/null && echo readable'
+	assert_eq readable "$OUT" "a dumpable process of the generation's user namespace (stderr: $ERR)"
+	capture "${reader[@]}" cat "/proc/$proxy/environ"
+	[ "$STATUS" != 0 ] || fail "the proxy's memory is readable from the generation's user namespace"
+	assert_contains "$ERR" "Permission denied" "the refusal"
+	wait "$bg" || fail "the launch failed"
+}
+
 test_unproved_proxy_refuses_readiness() {
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
 		"(got '${LAZARET_FAULTS:-}')"
@@ -290,6 +317,7 @@ t_run "CONNECT to an allowed name with another TLS server name is refused" \
 t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_the_connect_head_is_checked
 t_run "a tunnel where nobody speaks is closed, never relayed unchecked later" test_a_silent_tunnel_is_closed
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
+t_run "the proxy's memory is closed to the generation's other processes" test_the_proxy_memory_is_closed_to_the_generation
 t_run "an unproved proxy refuses readiness and leaves nothing" test_unproved_proxy_refuses_readiness
 t_run "a helper slow to start is waited for before the RS leaves its namespace" test_a_helper_slow_to_start_is_waited_for
 t_run "malformed name configuration is refused before anything starts" test_bad_name_configuration_is_refused

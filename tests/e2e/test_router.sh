@@ -232,13 +232,16 @@ guest-a" "$OUT" "the host file shows, is hidden once ignored, and a new isolated
 # mapped in it.
 test_the_router_is_confined() {
 	make_repo
-	launch sh -c 'sleep 4' >/dev/null 2>&1 &
+	# read once the sandbox runs: the router confines itself before it
+	# serves, and the sandbox starts only after that
+	launch sh -c 'touch /workspace/up; sleep 4' >/dev/null 2>&1 &
 	local bg=$! pid="" k
-	for k in $(seq 100); do
-		pid=$(pgrep -n -u "$(id -u)" -x lazaret-router || true)
-		[ -z "$pid" ] || break
+	for k in $(seq 300); do
+		[ -e "$WS/up" ] && break
 		sleep 0.05
 	done
+	[ -e "$WS/up" ] || fail "the sandbox did not start"
+	pid=$(pgrep -n -u "$(id -u)" -x lazaret-router || true)
 	[ -n "$pid" ] || fail "no lazaret-router process seen"
 	local st
 	st=$(cat "/proc/$pid/status")

@@ -60,6 +60,7 @@
 
 #include "net/netpolicy.h"
 #include "net/netattest.h"
+#include "util/fdutil.h"
 
 #define P(a, b, c, d, n) \
 	((struct lz_prefix){ (uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d), (n) })
@@ -87,7 +88,14 @@
 
 #define READY_FP "c78b809b6ba122ee3ef9937f56432ed5b611b6738473a2aa417f7d08126e6ad9"
 
-#define ALL_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* What lz_memfd_sealed seals a data memfd with (util/fdutil.h). */
+#define ALL_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_EXEC)
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
 
 static size_t unhex(const char *hex, uint8_t *out, size_t cap)
 {
@@ -673,9 +681,10 @@ static void test_lz_netpolicy_decode__semantic_violations_refused(void **state)
 
 /* ---- sealed memfd --------------------------------------------------------- */
 
+/* A data memfd (sealed not executable from its creation) with seals. */
 static int memfd_with(const uint8_t *b, size_t n, int seals)
 {
-	int fd = memfd_create("test-netpolicy", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	int fd = memfd_create("test-netpolicy", MFD_ALLOW_SEALING | MFD_CLOEXEC | MFD_NOEXEC_SEAL);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, b, n), (ssize_t)n);
 	if (seals)
@@ -771,6 +780,17 @@ static void test_lz_netpolicy_from_memfd__missing_or_extra_seal_refused(void **s
 		int fd = memfd_with(in, n, ALL_SEALS & ~each[i]);
 		assert_memfd_refused(fd, d, EPERM, "seals");
 		close(fd);
+	}
+	/* An executable one with every other seal (none can exist where
+	 * vm.memfd_noexec is 2). */
+	int xfd = memfd_create("test-netpolicy", MFD_ALLOW_SEALING | MFD_CLOEXEC | MFD_EXEC);
+	if (xfd < 0) {
+		assert_int_equal(errno, EACCES);
+	} else {
+		assert_int_equal(write(xfd, in, n), (ssize_t)n);
+		assert_int_equal(fcntl(xfd, F_ADD_SEALS, ALL_SEALS & ~F_SEAL_EXEC), 0);
+		assert_memfd_refused(xfd, d, EPERM, "seals");
+		close(xfd);
 	}
 	int fd = memfd_with(in, n, ALL_SEALS | F_SEAL_FUTURE_WRITE);
 	assert_memfd_refused(fd, d, EPERM, "seals");

@@ -81,12 +81,18 @@ static void parse_refuses_anything_else(void **state)
  * FUSE device belongs (a character device, not 10:229), a file where a
  * directory belongs, nothing at all. Nothing is served, nothing
  * classified. */
-static void refuses(const int *fds, const char *want)
+static void refuses(const int *given, const char *want)
 {
-	CHECK(lz_fds_place(fds, LZ_ROUTERPROC_NFDS) == 0, "place: %s", strerror(errno));
+	/* and the report pipe to the test, at 8 */
+	int fds[LZ_ROUTERPROC_NFDS + 1];
+	memcpy(fds, given, LZ_ROUTERPROC_NFDS * sizeof(int));
+	fds[LZ_ROUTERPROC_NFDS] = report_fd;
+	int r = lz_fds_place(fds, LZ_ROUTERPROC_NFDS + 1);
+	report_fd = 3 + LZ_ROUTERPROC_NFDS;
+	CHECK(r == 0, "place: %s", strerror(-r));
 	const struct lz_routerproc_args a = { .isolate_ignored = true, .watch_dirs = 1, .workspace = "/w" };
 	struct lz_err err = { 0, "" };
-	int r = lz_routerproc_run(&a, &err);
+	r = lz_routerproc_run(&a, &err);
 	CHECK(r == -EBADF, "run: %d (%s)", r, err.msg);
 	CHECK(strstr(err.msg, want) != NULL, "message '%s' lacks '%s'", err.msg, want);
 }
@@ -100,10 +106,13 @@ static void misplaced_body(void *arg)
 	case 0: /* /dev/null is no FUSE device */
 		refuses((const int[]){ null, dir, dir, p[1], p[1] }, "descriptor 3 is not the FUSE device");
 		break;
-	case 1: /* a character device where the workspace belongs */
-		refuses((const int[]){ null, null, dir, p[1], p[1] }, "descriptor 3 is not the FUSE device");
+	case 1: { /* the real device, a character device where the workspace belongs */
+		int fuse = open("/dev/fuse", O_RDWR);
+		CHECK(fuse >= 0, "open /dev/fuse: %s", strerror(errno));
+		refuses((const int[]){ fuse, null, dir, p[1], p[1] }, "descriptor 4 is not the workspace");
 		break;
-	default: { /* the real device, a file where the Ignored Workspace State belongs */
+	}
+	default: { /* one where the Ignored Workspace State belongs */
 		int fuse = open("/dev/fuse", O_RDWR);
 		CHECK(fuse >= 0, "open /dev/fuse: %s", strerror(errno));
 		refuses((const int[]){ fuse, dir, null, p[1], p[1] },

@@ -28,25 +28,33 @@ static ino_t ino_of(int fd)
 	return st.st_ino;
 }
 
-/* Sources above, on and between the targets: each lands at 3 + i, open
- * across exec; everything else from 3 up is closed. */
+/* Sources on each other's targets (3 and 4 crosswise), one above them
+ * all, and the child's own report pipe: each lands at 3 + i, open across
+ * exec; everything else from 3 up is closed. */
 static void place_body(void *arg)
 {
 	(void)arg;
 	int memfd = memfd_create("a", 0), p[2];
 	CHECK(memfd >= 0 && pipe(p) == 0, "setup: %s", strerror(errno));
-	int a = fcntl(memfd, F_DUPFD_CLOEXEC, 40); /* far above */
-	int b = p[0];                              /* low, likely 3..5 */
-	int c = fcntl(p[1], F_DUPFD, 4);           /* on a target */
-	CHECK(a >= 0 && c >= 0, "dup: %s", strerror(errno));
-	ino_t ia = ino_of(a), ib = ino_of(b), ic = ino_of(c);
+	int high[4] = { fcntl(memfd, F_DUPFD, 50), fcntl(p[0], F_DUPFD, 50), fcntl(p[1], F_DUPFD, 50),
+			fcntl(report_fd, F_DUPFD, 50) };
+	for (int i = 0; i < 4; i++)
+		CHECK(high[i] >= 50, "dup: %s", strerror(errno));
+	(void)close_range(3, 49, 0);
+	report_fd = high[3];
+	CHECK(dup2(high[0], 4) == 4 && dup2(high[1], 3) == 3, "dup2: %s", strerror(errno));
+	close(high[0]);
+	close(high[1]);
+	ino_t imem = ino_of(4), ird = ino_of(3), iwr = ino_of(high[2]), irep = ino_of(report_fd);
 	int stray = open("/dev/null", O_RDONLY); /* not asked for: closed */
-	const int fds[] = { c, a, b };
-	CHECK(lz_fds_place(fds, 3) == 0, "place: %s", strerror(errno));
-	CHECK(ino_of(3) == ic && ino_of(4) == ia && ino_of(5) == ib, "placed in order");
-	for (int fd = 3; fd <= 5; fd++)
+	const int fds[] = { 4, 3, high[2], report_fd };
+	int r = lz_fds_place(fds, 4);
+	report_fd = 6;
+	CHECK(r == 0, "place: %s", strerror(-r));
+	CHECK(ino_of(3) == imem && ino_of(4) == ird && ino_of(5) == iwr && ino_of(6) == irep, "placed in order");
+	for (int fd = 3; fd <= 6; fd++)
 		CHECK(fcntl(fd, F_GETFD) == 0, "descriptor %d is close-on-exec", fd);
-	for (int fd = 6; fd <= 64; fd++)
+	for (int fd = 7; fd <= 64; fd++)
 		CHECK(fcntl(fd, F_GETFD) < 0 && errno == EBADF, "descriptor %d left open (stray %d)", fd, stray);
 	struct stat in, null;
 	CHECK(fstat(STDIN_FILENO, &in) == 0 && stat("/dev/null", &null) == 0 && in.st_rdev == null.st_rdev,
@@ -79,14 +87,19 @@ static void memfd_sealed_cannot_change(void **state)
 	assert_int_equal(pread(fd, buf, sizeof(buf), 0), 3);
 	assert_memory_equal(buf, "abc", 3);
 	assert_int_equal(fcntl(fd, F_GETFD), FD_CLOEXEC);
-	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_EXEC);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 0111, 0); /* data, never code */
 	errno = 0;
 	assert_int_equal(pwrite(fd, "x", 1, 0), -1);
 	assert_int_equal(errno, EPERM);
 	assert_int_equal(ftruncate(fd, 1), -1);
 	assert_int_equal(ftruncate(fd, 10), -1);
 	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
-	assert_non_null(mmap(NULL, 3, PROT_READ, MAP_SHARED, fd, 0)); /* read mappings still work */
+	void *map = mmap(NULL, 3, PROT_READ, MAP_SHARED, fd, 0); /* read mappings still work */
+	assert_ptr_not_equal(map, MAP_FAILED);
+	munmap(map, 3);
 	assert_ptr_equal(mmap(NULL, 3, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
 	close(fd);
 }
@@ -107,6 +120,7 @@ static void memfd_sealed_exec_runs(void **state)
 	int fd = -1;
 	assert_int_equal(lz_memfd_sealed("lz-true", bytes, (size_t)st.st_size, true, &fd, &err), 0);
 	free(bytes);
+	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
