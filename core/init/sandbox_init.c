@@ -25,6 +25,7 @@
  * signal it handles and its signal mask are set explicitly here. It prints
  * nothing unless setup itself fails. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
@@ -190,6 +191,14 @@ int main(int argc, char **argv)
 	sigfillset(&chld.sa_mask);
 	if (sigaction(SIGTERM, &term, NULL) < 0 || sigaction(SIGCHLD, &chld, NULL) < 0)
 		return fail("sigaction");
+
+	/* The init's streams are runsc's log on the host (runsc.log): any
+	 * root process inside could write it through /proc/1/fd without
+	 * bound. Nothing is said from here on, so they go. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0)
+		return fail("/dev/null for the init's streams");
+	close(null);
 
 	for (;;) {
 		/* Reap everything already dead, including children that died

@@ -42,6 +42,26 @@ test_hc_log_names_what_each_launch_step_took() {
 	cleanup_data
 }
 
+# The init's standard streams were runsc's log on the host (runsc.log, in
+# the runtime directory, often a small tmpfs): root inside could write it
+# without bound through /proc/1/fd. Once it has reported, the init's
+# streams are /dev/null: the bytes go nowhere on the host.
+test_the_init_streams_reach_no_host_file() {
+	launch sh -c 'for f in 0 1 2; do head -c 4000000 /dev/zero | tr "\0" x >/proc/1/fd/$f; done
+		printf "\033]0;from-the-sandbox\a\n" >/proc/1/fd/2; touch /workspace/written; sleep 3' >/dev/null 2>&1 &
+	local bg=$! k log
+	for k in $(seq 300); do
+		[ -e "$WS/written" ] && break
+		sleep 0.05
+	done
+	[ -e "$WS/written" ] || fail "the writes inside did not finish"
+	log=$(ls "$T"/run/lazaret/domains/*/gen-*/runsc.log) || fail "no runsc.log while the generation runs"
+	[ "$(stat -c %s "$log")" -lt 100000 ] || fail "runsc.log grew to $(stat -c %s "$log") bytes"
+	assert_not_contains "$(cat "$log")" "from-the-sandbox" "runsc.log"
+	assert_not_contains "$(cat "$log")" "xxxxxxxx" "runsc.log"
+	wait "$bg" || fail "the launch failed"
+}
+
 test_exact_argv_and_streams() {
 	capture launch sh -c 'printf "[%s]" "$@"; echo err >&2' x 'a b' '*' '$HOME' ''
 	assert_eq 0 "$STATUS" "exit status (stderr: $ERR)"
@@ -536,6 +556,7 @@ test_a_killed_client_leaves_no_zombie() {
 
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "hc.log names what each launch phase and supervisor step took" test_hc_log_names_what_each_launch_step_took
+t_run "the init's streams reach no host file" test_the_init_streams_reach_no_host_file
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
 t_run "a flood to a non-blocking terminal arrives whole" test_flood_to_a_nonblocking_terminal_arrives_whole
