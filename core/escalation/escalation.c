@@ -64,6 +64,7 @@ struct lz_escalation {
 	uint8_t *chunk; /* one chunk's output bytes */
 	bool more;      /* the outbox was not emptied at the last wake */
 	uint64_t refusals;
+	uint64_t request_lines;
 };
 
 #define TAKE_PER_WAKE 32 /* mailbox entries per wake, so a flood cannot starve the rest */
@@ -97,6 +98,26 @@ static void refused(struct lz_escalation *e, const char *fmt, ...)
 	log_line("%s%s", line,
 		 e->refusals == LOGGED_REFUSALS ? " (further refusals of sandbox records are counted, not logged)"
 						: "");
+}
+
+/* Lines about the sandbox's requests (received, decided, started,
+ * ended) likewise: 4,096 requests a generation, each denied, would write
+ * megabytes. */
+#define LOGGED_REQUEST_LINES 256
+
+static void request_line(struct lz_escalation *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void request_line(struct lz_escalation *e, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	if (++e->request_lines > LOGGED_REQUEST_LINES)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_line("%s%s", line,
+		 e->request_lines == LOGGED_REQUEST_LINES ? " (further lines about requests are counted, not logged)"
+							  : "");
 }
 
 static void job_init(struct job *j)
@@ -248,7 +269,7 @@ static void post(struct lz_escalation *e, struct job *j, const struct lz_esc_rec
 	struct lz_err err;
 	snprintf(name, sizeof(name), "%s.%s", j->hex, suffix);
 	if (lz_esc_seal(rec, e->ta->coordinator, e->buf, LZ_ESC_RECORD_MAX, &len) < 0) {
-		log_line("request %s: sealing its %s failed", j->hex, suffix);
+		request_line(e, "request %s: sealing its %s failed", j->hex, suffix);
 		return;
 	}
 	bool behind = j->unposted != NULL;
@@ -256,7 +277,7 @@ static void post(struct lz_escalation *e, struct job *j, const struct lz_esc_rec
 		return;
 	struct unposted *u = j->no_retry ? NULL : malloc(sizeof(*u) + len);
 	if (!behind)
-		log_line("request %s: %s%s", j->hex, err.msg,
+		request_line(e, "request %s: %s%s", j->hex, err.msg,
 			 u != NULL ? "; kept and posted again when there is room" : "; dropped");
 	if (u == NULL)
 		return;
@@ -365,7 +386,8 @@ int lz_escalation_rule_match(const struct lz_esc_rule *rules, size_t n_rules, ch
 	return -1;
 }
 
-static int start_host_process(struct job *j, int exe_fd, int workspace_fd, char *const *env, struct lz_err *err)
+static int start_host_process(struct lz_escalation *e, struct job *j, int exe_fd, int workspace_fd, char *const *env,
+			      struct lz_err *err)
 {
 	int out[2] = { -EBADF, -EBADF }, errp[2] = { -EBADF, -EBADF };
 	int r;
@@ -383,7 +405,7 @@ static int start_host_process(struct job *j, int exe_fd, int workspace_fd, char 
 	j->pipes[1] = TAKE_FD(errp[0]);
 	(void)fcntl(j->pipes[0], F_SETFL, O_NONBLOCK);
 	(void)fcntl(j->pipes[1], F_SETFL, O_NONBLOCK);
-	log_line("request %s: host process %d started", j->hex, (int)pid);
+	request_line(e, "request %s: host process %d started", j->hex, (int)pid);
 done:
 	for (int i = 0; i < 2; i++) {
 		lz_close_fdp(&out[i]);
@@ -419,7 +441,7 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 		post_decision(e, j, verdict, verdict == LZ_ESC_AUTO_APPROVED ? "approved by an auto_approve rule"
 									    : "approved by the developer");
 		j->state = JOB_RUNNING;
-		r = start_host_process(j, rule_exe ? rule_exe->fd : opened.fd, workspace_fd, env, err);
+		r = start_host_process(e, j, rule_exe ? rule_exe->fd : opened.fd, workspace_fd, env, err);
 	}
 	lz_path_release(&opened);
 	if (r < 0) {
@@ -427,7 +449,9 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 		if (j->state != JOB_RUNNING)
 			post_decision(e, j, LZ_ESC_DENIED, err->msg);
 		snprintf(why, sizeof(why), "the host command did not start: %s", err->msg);
-		log_line("request %s: %s", j->hex, why);
+		char safe[LZ_ESCAPE_MAX(sizeof(why))];
+		lz_escape(why, strlen(why), safe, sizeof(safe)); /* it names argv[0], the sandbox's */
+		request_line(e, "request %s: %s", j->hex, safe);
 		post_result(e, j, j->state == JOB_RUNNING ? LZ_ESC_FAILED : LZ_ESC_REFUSED, 0, why);
 	}
 	return r;
@@ -441,7 +465,7 @@ void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message
 	char safe[LZ_ESC_TEXT_MAX];
 	/* The message is the coordinator's; escaping keeps it UTF-8. */
 	lz_escape(message, strlen(message), safe, sizeof(safe));
-	log_line("request %s: denied (%s)", j->hex, safe);
+	request_line(e, "request %s: denied (%s)", j->hex, safe);
 	post_decision(e, j, LZ_ESC_DENIED, safe);
 	post_result(e, j, LZ_ESC_REFUSED, 0, safe);
 }
@@ -459,7 +483,7 @@ size_t lz_escalation_session_gone(struct lz_escalation *e, int session)
 		struct job *j = &e->jobs[i];
 		if (j->state == JOB_FREE || j->session != session)
 			continue;
-		log_line("request %s: its session ended; cancelled", j->hex);
+		request_line(e, "request %s: its session ended; cancelled", j->hex);
 		job_end(e, j);
 		n++;
 	}
@@ -579,14 +603,14 @@ static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
 		post_result(e, j, LZ_ESC_FAILED, 0, "the coordinator ran out of memory");
 		return;
 	}
-	log_line("request %s received", hex);
+	request_line(e, "request %s received", hex);
 }
 
 static void on_cancellation(struct lz_escalation *e, struct job *j)
 {
 	if (j->state == JOB_ENDED)
 		return;
-	log_line("request %s: cancelled by the sandbox", j->hex);
+	request_line(e, "request %s: cancelled by the sandbox", j->hex);
 	/* Its prompt goes down at the coordinator's next turn; kept apart
 	 * from the job, which may end (and its slot serve another request)
 	 * before then. A cancelled request is never approved. */
@@ -741,10 +765,10 @@ static void finish_if_done(struct lz_escalation *e, struct job *j)
 		return;
 	lz_close_fdp(&j->pidfd);
 	if (j->code == CLD_EXITED) {
-		log_line("request %s: host process exited %d", j->hex, j->status);
+		request_line(e, "request %s: host process exited %d", j->hex, j->status);
 		post_result(e, j, LZ_ESC_EXITED, j->status, "");
 	} else {
-		log_line("request %s: host process killed by signal %d", j->hex, j->status);
+		request_line(e, "request %s: host process killed by signal %d", j->hex, j->status);
 		post_result(e, j, LZ_ESC_SIGNALED, j->status, "");
 	}
 }
@@ -780,7 +804,7 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 		 * client: its time has not begun. */
 		if (j->deadline == 0 || j->deadline > now || j->unposted != NULL)
 			continue;
-		log_line("request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
+		request_line(e, "request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
 		if (j->state == JOB_RUNNING) {
 			/* The client may only be stopped: it gets a result that
 			 * says so, after what it has not taken yet. */
@@ -801,6 +825,8 @@ void lz_escalation_free(struct lz_escalation *e)
 			job_end(e, &e->jobs[i]);
 	if (e->refusals > LOGGED_REFUSALS)
 		log_line("%llu records from the sandbox refused in all", (unsigned long long)e->refusals);
+	if (e->request_lines > LOGGED_REQUEST_LINES)
+		log_line("%llu lines about requests in all", (unsigned long long)e->request_lines);
 	lz_mailbox_close(&e->mb);
 	lz_trust_anchor_free(e->ta);
 	free(e->seen);

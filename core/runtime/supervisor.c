@@ -846,6 +846,9 @@ int lz_rs_read_init_report(lz_rs *rs, struct lz_err *err)
 	int r = enter(rs, LZ_RS_STEP_RUNNING, "read_init_report", err);
 	if (r < 0 || (r = read_init_report(rs->report[0], &rs->att, err)) < 0)
 		return r;
+	/* Nothing more is read from the init's output: its streams go to
+	 * /dev/null once it has reported (core/init/sandbox_init.c). */
+	lz_close_fdp(&rs->report[0]);
 	rs->step = LZ_RS_STEP_INIT_REPORTED;
 	return 0;
 }
@@ -886,15 +889,12 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 	if (r < 0)
 		return r;
 	for (;;) {
-		/* Whatever else reaches the init's standard output goes to the
-		 * log, so no writer ever blocks on, or dies of, this pipe. */
-		struct pollfd pf[6] = { { .fd = p->control_fd, .events = POLLIN },
+		struct pollfd pf[5] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
-					{ .fd = rs->report[0], .events = POLLIN },
 					{ .fd = rs->router.child.pidfd, .events = POLLIN },
 					{ .fd = rs->helper.pidfd, .events = POLLIN },
 					{ .fd = rs->egress.pidfd, .events = POLLIN } };
-		if (poll(pf, 6, -1) < 0) {
+		if (poll(pf, 5, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
@@ -903,27 +903,19 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 			*ret = LZ_RS_END_RUNSC;
 			return 0;
 		}
-		if (pf[3].revents) {
+		if (pf[2].revents) {
 			*ret = LZ_RS_END_ROUTER;
 			return 0;
 		}
 		/* The network participant is gone: a session joining now would
 		 * get a sandbox without its network path (spec 3.7). */
-		if (pf[4].revents) {
+		if (pf[3].revents) {
 			*ret = LZ_RS_END_HELPER;
 			return 0;
 		}
-		if (pf[5].revents) {
+		if (pf[4].revents) {
 			*ret = LZ_RS_END_EGRESS;
 			return 0;
-		}
-		if (pf[2].revents) {
-			char buf[4096];
-			ssize_t n = read(rs->report[0], buf, sizeof(buf));
-			if (n > 0)
-				(void)!write(p->log_fd, buf, (size_t)n);
-			else if (n == 0 || errno != EINTR)
-				lz_close_fdp(&rs->report[0]);
 		}
 		if (pf[0].revents) {
 			struct lz_rs_msg m;

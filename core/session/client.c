@@ -328,6 +328,55 @@ static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wir
 	return r;
 }
 
+/* DX-5: what a guest can leave the developer's terminal in that would
+ * outlive its session (a TUI killed with the generation, or one that
+ * meant to): an open control string (CAN, ST), mouse and focus
+ * reporting, bracketed paste, application cursor keys and keypad, the
+ * kitty and modifyOtherKeys keyboard modes, the alternate screen (without
+ * restoring a cursor the guest may have saved), a scroll region (reset
+ * between saving and restoring the cursor, which it would home), insert
+ * mode, line wrap, a hidden cursor, character sets, colours and text
+ * attributes. Not RIS or DECSTR: they clear the screen on some terminals. */
+#define TERMINAL_RESET                                                                        \
+	"\x18\x1b\\"                                                                          \
+	"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2004l" \
+	"\x1b[?1l\x1b>\x1b[=0;1u\x1b[>4m\x1b[?1047l\x1b" "7\x1b[r\x1b" "8\x1b[4l\x1b[?7h\x1b[?25h"      \
+	"\x0f\x1b(B\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
+/* Whether output can have changed a terminal's modes: ESC, SO, SI or an
+ * 8-bit CSI, OSC or DCS (a UTF-8 continuation byte may look like one:
+ * that only costs the reset). */
+static bool drives_terminal(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == 0x1b || p[i] == 0x0e || p[i] == 0x0f || p[i] == 0x9b || p[i] == 0x9d || p[i] == 0x90)
+			return true;
+	return false;
+}
+
+/* After a session whose guest drove the terminal: its modes back. Keys
+ * typed meanwhile stay for the shell (a terminal's answer to a query the
+ * guest sent as it ended can reach the shell too, as after any program). */
+static void reset_terminal(void)
+{
+	if (!isatty(STDOUT_FILENO))
+		return;
+	size_t off = 0;
+	int flags = fcntl(STDOUT_FILENO, F_GETFL);
+	if (flags >= 0 && (flags & O_NONBLOCK))
+		(void)fcntl(STDOUT_FILENO, F_SETFL, flags & ~O_NONBLOCK);
+	static const char reset[] = TERMINAL_RESET;
+	while (off < sizeof(reset) - 1) {
+		ssize_t w = write(STDOUT_FILENO, reset + off, sizeof(reset) - 1 - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	if (flags >= 0 && (flags & O_NONBLOCK))
+		(void)fcntl(STDOUT_FILENO, F_SETFL, flags);
+}
+
 static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_request *req, int *ret_status,
 			struct lz_err *err)
 {
@@ -370,7 +419,7 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 	raw = saved;
 	cfmakeraw(&raw);
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
-	bool stdin_open = true, welcomed = false, unread = false, sent_after_run = false;
+	bool stdin_open = true, welcomed = false, unread = false, sent_after_run = false, drove = false;
 	r = 0;
 	/* Never blocked on the coordinator: what it has not taken waits in the
 	 * channel (backlog), the developer's keys wait in the terminal until
@@ -457,6 +506,7 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 				welcomed = true;
 			if (m.type == LZ_WIRE_OUTPUT) {
 				size_t off = 0;
+				drove = drove || drives_terminal(m.output.ptr, m.output.len);
 				if (write_some(STDOUT_FILENO, m.output.ptr, m.output.len, &off) == 0 &&
 				    off < m.output.len) {
 					pend_len = m.output.len - off;
@@ -478,6 +528,8 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 	}
 	/* DX-5: whatever the guest did, the developer's terminal mode is
 	 * ours to put back. */
+	if (drove)
+		reset_terminal();
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
 	free(buf);
 	free(pend);

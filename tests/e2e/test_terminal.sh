@@ -166,6 +166,22 @@ test_killing_the_coordinator_restores_the_terminal() {
 	assert_eq "$(cat "$T/stty.before")" "$(cat "$T/stty.after")" "terminal mode after the loss"
 }
 
+# What the guest set in the terminal does not outlive its session (DX-5):
+# a guest that left the alternate screen, mouse reporting, application
+# keys and a hidden cursor on leaves a terminal as the shell had it.
+test_the_guest_terminal_modes_end_with_the_session() {
+	local flags='#{alternate_on} #{mouse_any_flag} #{keypad_cursor_flag} #{keypad_flag} #{cursor_flag}'
+	local before
+	before=$(tmux -S "$SOCK" display -p -t main "$flags")
+	start_guest
+	keys "printf '\\033[?1049h\\033[?1000h\\033[?1006h\\033[?1h\\033=\\033[?25l'; exit 4" Enter
+	sleep 2
+	keys 'echo "status=$?"' Enter
+	wait_for "status=4"
+	assert_eq "$before" "$(tmux -S "$SOCK" display -p -t main "$flags")" \
+		"alternate screen, mouse, cursor keys, keypad, cursor visible"
+}
+
 test_two_sessions_side_by_side() {
 	tmux_split
 	PANE=main.0 start_guest
@@ -313,6 +329,7 @@ t_run "bash prompt in /workspace, size and resize" test_prompt_size_and_resize
 t_run "Ctrl-C, Ctrl-D, vi and the exit status; terminal restored" test_ctrl_c_ctrl_d_vi_and_exit_status
 t_run "killing the CLI ends the guest command" test_killing_the_cli_ends_the_guest
 t_run "killing the coordinator restores the terminal" test_killing_the_coordinator_restores_the_terminal
+t_run "the guest's terminal modes end with its session" test_the_guest_terminal_modes_end_with_the_session
 t_run "two sessions side by side" test_two_sessions_side_by_side
 t_run "an output flood stays bounded and Ctrl-C stops it" test_output_flood_is_bounded
 t_run "SIGINT and SIGQUIT to the CLI interrupt the guest command" test_sigint_and_sigquit_to_the_cli_reach_the_guest

@@ -354,6 +354,51 @@ static void test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_i
 		fail_msg("%d refusal lines for 2,000 junk entries", refused);
 }
 
+/* 200 requests, each received and denied: the lines about them stop at
+ * the budget, which the last one logged says. */
+static void test_lz_escalation__lines_about_requests_are_logged_in_bounds(void **state)
+{
+	struct fx *f = *state;
+	char log[128];
+	snprintf(log, sizeof(log), "%s/stderr", f->dir);
+	fflush(stderr);
+	int saved = dup(2), out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(saved >= 0 && out >= 0);
+	assert_int_equal(dup2(out, 2), 2);
+	close(out);
+	char *argv[] = { "/usr/bin/true" };
+	int routed = 0;
+	for (int i = 0; i < 200; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "r%03d", i);
+		put_request(f, name, (uint8_t)i, argv, 1);
+		wake(f);
+		struct lz_esc_route rq;
+		if (lz_escalation_next_route(f->esc, &rq)) {
+			routed++;
+			lz_escalation_deny(f->esc, rq.job, "denied by the test");
+		}
+		cancel_and_ack(f, (uint8_t)i);
+		wake(f);
+	}
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	assert_int_equal(routed, 200);
+	FILE *in = fopen(log, "r");
+	assert_non_null(in);
+	char line[1200];
+	int about = 0, last_says = 0;
+	while (fgets(line, sizeof(line), in) != NULL)
+		if (strstr(line, "escalation: request ") != NULL) {
+			about++;
+			last_says = strstr(line, "further lines about requests are counted") != NULL;
+		}
+	fclose(in);
+	if (about != 256 || !last_says)
+		fail_msg("%d lines about 200 denied requests (want 256, the last saying so: %d)", about, last_says);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +414,8 @@ int main(void)
 			test_lz_escalation__a_result_waits_behind_a_record_the_inbox_did_not_take, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_in_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__lines_about_requests_are_logged_in_bounds, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
