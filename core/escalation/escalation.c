@@ -85,19 +85,27 @@ static void log_line(const char *fmt, ...)
 	fprintf(stderr, "escalation: %s\n", line);
 }
 
+/* A line the sandbox causes: logged while *count stays within limit (the
+ * last one says what follows), then only counted. */
+static void budgeted_line(uint64_t *count, uint64_t limit, const char *what, const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+static void budgeted_line(uint64_t *count, uint64_t limit, const char *what, const char *fmt, va_list ap)
+{
+	char line[1024];
+	if (++*count > limit)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	log_line("%s%s%s%s", line, *count == limit ? " (further " : "", *count == limit ? what : "",
+		 *count == limit ? " are counted, not logged)" : "");
+}
+
 static void refused(struct lz_escalation *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refused(struct lz_escalation *e, const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
-	if (++e->refusals > LOGGED_REFUSALS)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	budgeted_line(&e->refusals, LOGGED_REFUSALS, "refusals of sandbox records", fmt, ap);
 	va_end(ap);
-	log_line("%s%s", line,
-		 e->refusals == LOGGED_REFUSALS ? " (further refusals of sandbox records are counted, not logged)"
-						: "");
 }
 
 /* Lines about the sandbox's requests (received, decided, started,
@@ -108,16 +116,10 @@ static void refused(struct lz_escalation *e, const char *fmt, ...)
 static void request_line(struct lz_escalation *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void request_line(struct lz_escalation *e, const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
-	if (++e->request_lines > LOGGED_REQUEST_LINES)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	budgeted_line(&e->request_lines, LOGGED_REQUEST_LINES, "lines about requests", fmt, ap);
 	va_end(ap);
-	log_line("%s%s", line,
-		 e->request_lines == LOGGED_REQUEST_LINES ? " (further lines about requests are counted, not logged)"
-							  : "");
 }
 
 static void job_init(struct job *j)

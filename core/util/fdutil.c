@@ -9,13 +9,6 @@
 
 #include "util/cleanup.h"
 
-/* Linux 6.3; Debian 12's headers predate them. */
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U
-#endif
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
 
 static int cmp_int(const void *a, const void *b)
 {

@@ -28,8 +28,15 @@ int lz_fds_place(const int *fds, size_t n);
  * whatever the host's vm.memfd_noexec. name is memfd_create's. An
  * executable one is refused (-EACCES) where vm.memfd_noexec is 2. */
 #define LZ_MEMFD_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* Linux 6.3; Debian 12's headers predate them. */
 #ifndef F_SEAL_EXEC
-#define F_SEAL_EXEC 0x0020 /* Linux 6.3 */
+#define F_SEAL_EXEC 0x0020
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
 #endif
 int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, int *ret_fd,
 		    struct lz_err *err);

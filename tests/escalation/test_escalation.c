@@ -141,6 +141,26 @@ static int approve(struct fx *f, size_t job)
 	return lz_escalation_approve(f->esc, job, LZ_ESC_APPROVED, NULL, f->dir_fd, env, 0, &err);
 }
 
+/* stderr (where the escalation logs) into <dir>/stderr until
+ * stderr_restore(saved); the log's path in log. */
+static int stderr_to_file(struct fx *f, char log[128])
+{
+	snprintf(log, 128, "%s/stderr", f->dir);
+	fflush(stderr);
+	int saved = dup(2), out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(saved >= 0 && out >= 0);
+	assert_int_equal(dup2(out, 2), 2);
+	close(out);
+	return saved;
+}
+
+static void stderr_restore(int saved)
+{
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+}
+
 /* The prompt of a request the sandbox cancels goes down even when its
  * job ended in the same batch, and an answer to it approves nothing: not
  * the request that took its slot since. */
@@ -328,20 +348,13 @@ static void test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_i
 	}
 	char *argv[] = { "/usr/bin/true" };
 	put_request(f, "request", 0xf6, argv, 1);
-	snprintf(log, sizeof(log), "%s/stderr", f->dir);
-	fflush(stderr);
-	int saved = dup(2), out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	assert_true(saved >= 0 && out >= 0);
-	assert_int_equal(dup2(out, 2), 2);
-	close(out);
+	int saved = stderr_to_file(f, log);
 	wake(f);
 	struct lz_esc_route rq;
 	bool routed = false;
 	for (int i = 0; i < 300 && !(routed = lz_escalation_next_route(f->esc, &rq)); i++)
 		spin(f, 10);
-	fflush(stderr);
-	assert_int_equal(dup2(saved, 2), 2);
-	close(saved);
+	stderr_restore(saved);
 	assert_true(routed);
 	FILE *in = fopen(log, "r");
 	assert_non_null(in);
@@ -360,12 +373,7 @@ static void test_lz_escalation__lines_about_requests_are_logged_in_bounds(void *
 {
 	struct fx *f = *state;
 	char log[128];
-	snprintf(log, sizeof(log), "%s/stderr", f->dir);
-	fflush(stderr);
-	int saved = dup(2), out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	assert_true(saved >= 0 && out >= 0);
-	assert_int_equal(dup2(out, 2), 2);
-	close(out);
+	int saved = stderr_to_file(f, log);
 	char *argv[] = { "/usr/bin/true" };
 	int routed = 0;
 	for (int i = 0; i < 200; i++) {
@@ -381,9 +389,7 @@ static void test_lz_escalation__lines_about_requests_are_logged_in_bounds(void *
 		cancel_and_ack(f, (uint8_t)i);
 		wake(f);
 	}
-	fflush(stderr);
-	assert_int_equal(dup2(saved, 2), 2);
-	close(saved);
+	stderr_restore(saved);
 	assert_int_equal(routed, 200);
 	FILE *in = fopen(log, "r");
 	assert_non_null(in);

@@ -90,12 +90,7 @@
 
 /* What lz_memfd_sealed seals a data memfd with (util/fdutil.h). */
 #define ALL_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_EXEC)
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U
-#endif
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
+
 
 static size_t unhex(const char *hex, uint8_t *out, size_t cap)
 {
