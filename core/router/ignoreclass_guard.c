@@ -35,6 +35,12 @@
 static const char *const control_names[] = { "config", "config.worktree", "commondir", "gitdir",
 					     "hooks" };
 
+/* Files of a Git directory that point host Git at other object stores
+ * (directories anywhere on the host, an automount or a hung mount
+ * included) or rewrite the history it sees. */
+static const char *const control_paths[] = { "objects/info/alternates", "objects/info/http-alternates",
+					     "info/grafts" };
+
 static bool comp_is(const uint8_t *p, size_t n, const char *name)
 {
 	return n == strlen(name) && memcmp(p, name, n) == 0;
@@ -94,6 +100,14 @@ static enum lz_guard below_gitdir(const lz_ignoreclass *s, const uint8_t *p, siz
 	for (size_t k = 0; k < sizeof(control_names) / sizeof(control_names[0]); k++)
 		if (comp_is(p + st, e - st, control_names[k]))
 			return LZ_GUARD_CONTROL;
+	/* such a file, or a directory on the way to one (not moved away) */
+	size_t rest = len - st;
+	for (size_t k = 0; k < sizeof(control_paths) / sizeof(control_paths[0]); k++) {
+		size_t cl = strlen(control_paths[k]);
+		if (rest <= cl && memcmp(p + st, control_paths[k], rest) == 0)
+			return rest == cl ? LZ_GUARD_CONTROL : control_paths[k][rest] == '/' ? LZ_GUARD_HOLDS
+											 : LZ_GUARD_GITDATA;
+	}
 	size_t area = admin_area(p, len, gl);
 	if (area == 0)
 		return LZ_GUARD_GITDATA;

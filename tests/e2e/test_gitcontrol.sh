@@ -99,6 +99,13 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 	refused_inside "writing an inner hook" "cd /workspace/inner && printf '$(evil_hook inner-hook)' > .git/hooks/pre-commit"
 	refused_inside "moving inner/.git aside" "cd /workspace && mv inner/.git inner/g && mkdir inner/.git"
 	refused_inside "moving the nested repository" "cd /workspace && mv inner moved"
+	# Nor what points host Git at object stores elsewhere on the host (an
+	# automount or a hung mount there would stall it), or at grafts.
+	refused_inside "writing alternates" "cd /workspace/inner && mkdir -p .git/objects/info &&
+		echo /net/elsewhere/objects > .git/objects/info/alternates"
+	refused_inside "moving alternates in" "cd /workspace/inner && mkdir -p x && echo /net/x > x/alternates &&
+		rm -rf .git/objects/info && mv x .git/objects/info"
+	refused_inside "writing grafts" "cd /workspace && mkdir -p .git/info && echo > .git/info/grafts"
 	# Nothing in a Git directory becomes a link host Git would follow out
 	# of the repository (a reflog linked to a shell's startup file), nor a
 	# FIFO it would block on.
@@ -110,6 +117,9 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 		fail "a link or FIFO reached a host Git directory"
 	assert_eq "$before" "$(cat "$WS/inner/.git/config")" "inner/.git/config changed"
 	[ ! -e "$WS/inner/.git/hooks/pre-commit" ] || fail "the inner hook reached the host"
+	[ ! -e "$WS/inner/.git/objects/info/alternates" ] && [ ! -e "$WS/.git/info/grafts" ] ||
+		fail "alternates or grafts reached the host"
+	[ -d "$WS/inner/.git/objects/info" ] || fail "the inner objects/info directory was removed"
 	# and Git inside the nested repository works
 	capture launch sh -c "cd /workspace/inner && echo i > i.txt && git add i.txt &&
 		git -c user.name=a -c user.email=a@a commit -q -m inner-inside"

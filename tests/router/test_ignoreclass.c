@@ -1159,6 +1159,18 @@ static void test_guard__git_control_files(void **state)
 	ASSERT_GUARD(s, ".git/index.lock", false, LZ_GUARD_GITDATA);
 	ASSERT_GUARD(s, ".git/refs/heads/config", false, LZ_GUARD_GITDATA);
 	ASSERT_GUARD(s, ".git/objects/ab", true, LZ_GUARD_GITDATA);
+	/* what points host Git at other object stores, and the way there */
+	ASSERT_GUARD(s, ".git/objects/info/alternates", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/objects/info/http-alternates", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/info/grafts", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git/objects/info", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/objects", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/info", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".git/info/exclude", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/objects/info/packs", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/objects/info/alternates2", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/objects/inf", true, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".git/modules/mod/objects/info/alternates", false, LZ_GUARD_CONTROL);
 	/* the submodule: its Git directory, and its .git file */
 	ASSERT_GUARD(s, ".git/modules", true, LZ_GUARD_HOLDS);
 	ASSERT_GUARD(s, ".git/modules/mod", true, LZ_GUARD_HOLDS);
