@@ -95,8 +95,10 @@ static void budgeted_line(uint64_t *count, uint64_t limit, const char *what, con
 	if (++*count > limit)
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
-	log_line("%s%s%s%s", line, *count == limit ? " (further " : "", *count == limit ? what : "",
-		 *count == limit ? " are counted, not logged)" : "");
+	if (*count == limit)
+		log_line("%s (further %s are counted, not logged)", line, what);
+	else
+		log_line("%s", line);
 }
 
 static void refused(struct lz_escalation *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,22 @@ int lz_write_all(int fd, const void *buf, size_t n)
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
+}
+
+int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, int *ret_fd,
+		    struct lz_err *err)
+{
+	/* Said either way: the kernel's default follows vm.memfd_noexec. */
+	_cleanup_close_ int fd = memfd_create(name, MFD_ALLOW_SEALING | MFD_CLOEXEC | (exec ? MFD_EXEC : MFD_NOEXEC_SEAL));
+	if (fd < 0)
+		return lz_err_set(err, errno, "%s: memfd_create: %s", name, strerror(errno));
+	int r = lz_write_all(fd, bytes, len);
+	if (r < 0)
+		return lz_err_set(err, -r, "%s: write: %s", name, strerror(-r));
+	if (fcntl(fd, F_ADD_SEALS, LZ_MEMFD_SEALS) < 0)
+		return lz_err_set(err, errno, "%s: F_ADD_SEALS: %s", name, strerror(errno));
+	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
 

@@ -4,6 +4,8 @@
 #ifndef LZ_FILE_H
 #define LZ_FILE_H
 
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -12,6 +14,25 @@
 /* Writes all n bytes, retrying on EINTR; 0 or -errno (-EIO when write
  * returns 0). */
 int lz_write_all(int fd, const void *buf, size_t n);
+
+/* A memory file holding bytes[0..len), sealed against any change (write,
+ * grow, shrink, and further seals: LZ_MEMFD_SEALS), close-on-exec; when
+ * exec is false it is also sealed never to be executable (F_SEAL_EXEC),
+ * whatever the host's vm.memfd_noexec. name is memfd_create's. An
+ * executable one is refused (-EACCES) where vm.memfd_noexec is 2. */
+#define LZ_MEMFD_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* Linux 6.3; Debian 12's headers predate them. */
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, int *ret_fd,
+		    struct lz_err *err);
 
 /* Creates the new regular file name beneath dirfd (O_EXCL, no symlink
  * followed, resolved with openat2 `resolve`), writes data[0..len) and sets

@@ -17,12 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/file.h"
 #include "net/egressname.h"
 #include "util/postcard.h"
 #include "util/cleanup.h"
-#include "util/fdutil.h"
 
-/* What lz_memfd_sealed (util/fdutil.h) seals: data, never code. */
+/* What lz_memfd_sealed (fs/file.h) seals: data, never code. */
 #define REQUIRED_SEALS (LZ_MEMFD_SEALS | F_SEAL_EXEC)
 
 /* Routes every v1 policy contains, with the kind each must have. */

@@ -20,7 +20,6 @@
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "router/ignorewatch.h"
-#include "util/fdutil.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 

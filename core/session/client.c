@@ -360,19 +360,11 @@ static void reset_terminal(void)
 {
 	if (!isatty(STDOUT_FILENO))
 		return;
-	size_t off = 0;
+	static const char reset[] = TERMINAL_RESET;
 	int flags = fcntl(STDOUT_FILENO, F_GETFL);
 	if (flags >= 0 && (flags & O_NONBLOCK))
 		(void)fcntl(STDOUT_FILENO, F_SETFL, flags & ~O_NONBLOCK);
-	static const char reset[] = TERMINAL_RESET;
-	while (off < sizeof(reset) - 1) {
-		ssize_t w = write(STDOUT_FILENO, reset + off, sizeof(reset) - 1 - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
-	}
+	(void)lz_write_all(STDOUT_FILENO, reset, sizeof(reset) - 1);
 	if (flags >= 0 && (flags & O_NONBLOCK))
 		(void)fcntl(STDOUT_FILENO, F_SETFL, flags);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -336,6 +337,65 @@ static void test_lz_dir_ensure__bad_names_and_dirfd(void **state)
 	assert_int_equal(fd, 4242);
 }
 
+/* Sealed memory files (the router's program, the network policy). */
+static void test_lz_memfd_sealed__cannot_change(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	int fd = -1;
+	assert_int_equal(lz_memfd_sealed("lz-test", "abc", 3, false, &fd, &err), 0);
+	char buf[8] = "";
+	assert_int_equal(pread(fd, buf, sizeof(buf), 0), 3);
+	assert_memory_equal(buf, "abc", 3);
+	assert_int_equal(fcntl(fd, F_GETFD), FD_CLOEXEC);
+	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_EXEC);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 0111, 0); /* data, never code */
+	errno = 0;
+	assert_int_equal(pwrite(fd, "x", 1, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(fd, 1), -1);
+	assert_int_equal(ftruncate(fd, 10), -1);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
+	void *map = mmap(NULL, 3, PROT_READ, MAP_SHARED, fd, 0); /* read mappings still work */
+	assert_ptr_not_equal(map, MAP_FAILED);
+	munmap(map, 3);
+	assert_ptr_equal(mmap(NULL, 3, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
+	close(fd);
+}
+
+/* An executable one runs: /bin/true's bytes, exec'd from the memory file. */
+static void test_lz_memfd_sealed__an_executable_one_runs(void **state)
+{
+	(void)state;
+	int src = open("/bin/true", O_RDONLY | O_CLOEXEC);
+	assert_true(src >= 0);
+	struct stat st;
+	assert_int_equal(fstat(src, &st), 0);
+	char *bytes = malloc((size_t)st.st_size);
+	assert_non_null(bytes);
+	assert_int_equal(read(src, bytes, (size_t)st.st_size), st.st_size);
+	close(src);
+	struct lz_err err = { 0, "" };
+	int fd = -1;
+	assert_int_equal(lz_memfd_sealed("lz-true", bytes, (size_t)st.st_size, true, &fd, &err), 0);
+	free(bytes);
+	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = { "true", NULL }, *envp[] = { NULL };
+		fexecve(fd, argv, envp);
+		_exit(99);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +403,8 @@ int main(void)
 		cmocka_unit_test(test_lz_write_all__retries_on_eintr),
 		cmocka_unit_test(test_lz_write_all__reader_gone_is_epipe),
 		cmocka_unit_test(test_lz_write_all__full_device_is_enospc),
+		cmocka_unit_test(test_lz_memfd_sealed__cannot_change),
+		cmocka_unit_test(test_lz_memfd_sealed__an_executable_one_runs),
 		cmocka_unit_test_setup_teardown(test_lz_file_create__contents_and_exact_mode, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_file_create__existing_name_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_file_create__symlink_not_followed, setup, teardown),

@@ -60,7 +60,7 @@
 
 #include "net/netpolicy.h"
 #include "net/netattest.h"
-#include "util/fdutil.h"
+#include "fs/file.h"
 
 #define P(a, b, c, d, n) \
 	((struct lz_prefix){ (uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d), (n) })
@@ -88,7 +88,7 @@
 
 #define READY_FP "c78b809b6ba122ee3ef9937f56432ed5b611b6738473a2aa417f7d08126e6ad9"
 
-/* What lz_memfd_sealed seals a data memfd with (util/fdutil.h). */
+/* What lz_memfd_sealed seals a data memfd with (fs/file.h). */
 #define ALL_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_EXEC)
 
 

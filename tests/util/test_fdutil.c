@@ -1,6 +1,5 @@
 /* core/util/fdutil: descriptors placed by number for a program about to
- * be exec'd, and sealed memory files (the router's program, the network
- * policy). Descriptor-table cases run in forked children. */
+ * be exec'd. Descriptor-table cases run in forked children. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -77,71 +76,11 @@ static void place_refuses_too_many(void **state)
 	assert_int_equal(fcntl(STDERR_FILENO, F_GETFD), 0); /* nothing touched */
 }
 
-static void memfd_sealed_cannot_change(void **state)
-{
-	(void)state;
-	struct lz_err err = { 0, "" };
-	int fd = -1;
-	assert_int_equal(lz_memfd_sealed("lz-test", "abc", 3, false, &fd, &err), 0);
-	char buf[8] = "";
-	assert_int_equal(pread(fd, buf, sizeof(buf), 0), 3);
-	assert_memory_equal(buf, "abc", 3);
-	assert_int_equal(fcntl(fd, F_GETFD), FD_CLOEXEC);
-	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_EXEC);
-	struct stat st;
-	assert_int_equal(fstat(fd, &st), 0);
-	assert_int_equal(st.st_mode & 0111, 0); /* data, never code */
-	errno = 0;
-	assert_int_equal(pwrite(fd, "x", 1, 0), -1);
-	assert_int_equal(errno, EPERM);
-	assert_int_equal(ftruncate(fd, 1), -1);
-	assert_int_equal(ftruncate(fd, 10), -1);
-	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
-	void *map = mmap(NULL, 3, PROT_READ, MAP_SHARED, fd, 0); /* read mappings still work */
-	assert_ptr_not_equal(map, MAP_FAILED);
-	munmap(map, 3);
-	assert_ptr_equal(mmap(NULL, 3, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
-	close(fd);
-}
-
-/* An executable one runs: /bin/true's bytes, exec'd from the memory file. */
-static void memfd_sealed_exec_runs(void **state)
-{
-	(void)state;
-	int src = open("/bin/true", O_RDONLY | O_CLOEXEC);
-	assert_true(src >= 0);
-	struct stat st;
-	assert_int_equal(fstat(src, &st), 0);
-	char *bytes = malloc((size_t)st.st_size);
-	assert_non_null(bytes);
-	assert_int_equal(read(src, bytes, (size_t)st.st_size), st.st_size);
-	close(src);
-	struct lz_err err = { 0, "" };
-	int fd = -1;
-	assert_int_equal(lz_memfd_sealed("lz-true", bytes, (size_t)st.st_size, true, &fd, &err), 0);
-	free(bytes);
-	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char *argv[] = { "true", NULL }, *envp[] = { NULL };
-		fexecve(fd, argv, envp);
-		_exit(99);
-	}
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
-	close(fd);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(place_moves_descriptors_by_number),
 		cmocka_unit_test(place_refuses_too_many),
-		cmocka_unit_test(memfd_sealed_cannot_change),
-		cmocka_unit_test(memfd_sealed_exec_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
