@@ -31,6 +31,23 @@ static inline void lz_test_rmtree(const char *path)
 	close(dfd);
 }
 
+/* The whole file at path in a malloc'd buffer (its length in *len), or
+ * NULL when it cannot be opened, sized or read whole. */
+static inline char *lz_test_read_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+	char *buf = size >= 0 ? malloc((size_t)size + 1) : NULL;
+	if (buf != NULL && pread(fd, buf, (size_t)size, 0) != (ssize_t)size) {
+		free(buf);
+		buf = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	*len = buf != NULL ? (size_t)size : 0;
+	return buf;
+}
+
 /* A file of the source tree: under $LZ_TEST_SOURCE_DIR when set (the test
  * command runs the suites as the test user from a copy: the checkout may
  * be unreadable to that user), else where the build found it. */

@@ -188,15 +188,10 @@ static void write_config(const struct fx *f, const char *tmpl)
 /* A private copy of /bin/true: one hard link, our ownership, given mode. */
 static void copy_true(const char *dest, mode_t mode)
 {
-	int in = open("/bin/true", O_RDONLY | O_CLOEXEC);
-	assert_true(in >= 0);
-	struct stat st;
-	assert_int_equal(fstat(in, &st), 0);
-	char *buf = malloc((size_t)st.st_size);
+	size_t len;
+	char *buf = lz_test_read_file("/bin/true", &len);
 	assert_non_null(buf);
-	assert_int_equal(read(in, buf, (size_t)st.st_size), st.st_size);
-	close(in);
-	write_bytes(dest, buf, (size_t)st.st_size, mode);
+	write_bytes(dest, buf, len, mode);
 	free(buf);
 }
 

@@ -369,17 +369,12 @@ static void test_lz_memfd_sealed__cannot_change(void **state)
 static void test_lz_memfd_sealed__an_executable_one_runs(void **state)
 {
 	(void)state;
-	int src = open("/bin/true", O_RDONLY | O_CLOEXEC);
-	assert_true(src >= 0);
-	struct stat st;
-	assert_int_equal(fstat(src, &st), 0);
-	char *bytes = malloc((size_t)st.st_size);
+	size_t len;
+	char *bytes = lz_test_read_file("/bin/true", &len);
 	assert_non_null(bytes);
-	assert_int_equal(read(src, bytes, (size_t)st.st_size), st.st_size);
-	close(src);
 	struct lz_err err = { 0, "" };
 	int fd = -1;
-	assert_int_equal(lz_memfd_sealed("lz-true", bytes, (size_t)st.st_size, true, &fd, &err), 0);
+	assert_int_equal(lz_memfd_sealed("lz-true", bytes, len, true, &fd, &err), 0);
 	free(bytes);
 	assert_int_equal(fcntl(fd, F_GET_SEALS), F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 	pid_t pid = fork();
