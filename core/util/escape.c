@@ -57,13 +57,35 @@ static bool blank(uint32_t c)
 	       c == 0x2800 || c == 0x3000;
 }
 
+/* Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana,
+ * NKo and the rest of U+0590 to U+08FF, their presentation forms, and the
+ * right-to-left blocks of the supplementary planes): a terminal that
+ * applies the bidirectional algorithm shows the neutral text around them
+ * (slashes, dots, spaces, options) in another order than it runs. */
+static bool right_to_left(uint32_t c)
+{
+	return (c >= 0x0590 && c <= 0x08ff) || (c >= 0xfb1d && c <= 0xfdff) || (c >= 0xfe70 && c <= 0xfefe) ||
+	       (c >= 0x10800 && c <= 0x10fff) || (c >= 0x1e800 && c <= 0x1efff);
+}
+
+/* The combining marks of the general-purpose blocks (diacritics, the
+ * Cyrillic and symbol marks, half marks): they draw over the character
+ * before them, so "/" with U+0338 reads as another path and "-" with
+ * U+0336 as a struck-out option. */
+static bool combining_mark(uint32_t c)
+{
+	return (c >= 0x0300 && c <= 0x036f) || (c >= 0x0483 && c <= 0x0489) || (c >= 0x1ab0 && c <= 0x1aff) ||
+	       (c >= 0x1dc0 && c <= 0x1dff) || (c >= 0x20d0 && c <= 0x20ff) || (c >= 0xfe20 && c <= 0xfe2f);
+}
+
 /* Controls, text that reads in another order, and characters that show
- * nothing (the developer must see every byte that will run). */
+ * nothing or change the one before (the developer must see every byte
+ * that will run). */
 static bool format_control(uint32_t c)
 {
-	return (c >= 0x80 && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
-	       c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
-	       invisible(c) || blank(c);
+	return (c >= 0x80 && c <= 0x9f) || c == 0x200e || c == 0x200f || c == 0x2028 || c == 0x2029 ||
+	       (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) || right_to_left(c) ||
+	       combining_mark(c) || invisible(c) || blank(c);
 }
 
 size_t lz_escape(const char *in, size_t n, char *out, size_t cap)

@@ -9,10 +9,14 @@
  * "\\xNN", a byte that does not start a well-formed, shortest-form UTF-8
  * sequence of a scalar value as "\\xNN", and the C1 controls (U+0080 to
  * U+009F), the line and paragraph separators and the bidirectional
- * controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069:
- * text that reads differently from what it is) and the characters that
- * show nothing (soft hyphen, zero-width space and joiners, word joiner,
- * variation selectors, byte order mark, tags, Hangul fillers) and the
+ * controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069)
+ * and the letters of the right-to-left scripts (text that reads in
+ * another order than it is), the combining marks of the general blocks
+ * (U+0300 to U+036F, U+0483 to U+0489, U+1AB0 to U+1AFF, U+1DC0 to
+ * U+1DFF, U+20D0 to U+20FF, U+FE20 to U+FE2F: they draw over the
+ * character before them), the characters that show nothing (soft
+ * hyphen, zero-width space and joiners, word joiner, variation
+ * selectors, byte order mark, tags, Hangul fillers) and the
  * blanks other than the ASCII space (no-break, typographic and ideographic
  * spaces, the blank braille pattern) as "\\u{XXXX}". So an
  * escape sequence (CSI, OSC, DCS; 7- or 8-bit) never reaches the reader

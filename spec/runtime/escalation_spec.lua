@@ -62,7 +62,8 @@ describe("escalation.prompt_text", function()
 
   it("escapes what the sandbox wrote: escape sequences, controls, newlines, invalid UTF-8, bidi", function()
     local t = esc.prompt_text(query({
-      argv = { "/usr/bin/touch", "\27[2J\27]0;title\7", "a\nargv[9]    /bin/sh", "\255\254", "x\u{202E}y" },
+      argv = { "/usr/bin/touch", "\27[2J\27]0;title\7", "a\nargv[9]    /bin/sh", "\255\254", "x\u{202E}y",
+               "\u{5D0}/../-\u{336}-f" },
       cwd = "/w\r\27[31m", why = "\27[1Aapproved\0",
     }))
     -- Nothing of an escape sequence reaches the terminal whole.
@@ -75,6 +76,9 @@ describe("escalation.prompt_text", function()
     assert.matches("argv[2]    a\\nargv[9]\\x20\\x20\\x20\\x20/bin/sh", t, 1, true)
     assert.equal(1, select(2, t:gsub("argv%[2%]", "")))
     assert.matches("argv[3]    \\xff\\xfe", t, 1, true)
+    -- A right-to-left letter would reorder the path after it; a combining
+    -- stroke would hide the option under it.
+    assert.matches("argv[5]    \\u{05D0}/../-\\u{0336}-f", t, 1, true)
     assert.matches("(asked from /w\\r\\e[31m)", t, 1, true)
     assert.matches("why        \\e[1Aapproved\\x00", t, 1, true)
   end)

@@ -64,6 +64,18 @@ static void test_escape__utf8(void **state)
 	EXPECT("\xe2\x80\x83\xe3\x80\x80", "\\u{2003}\\u{3000}"); /* em space, ideographic space */
 	EXPECT("\xe2\xa0\x80", "\\u{2800}");                  /* blank braille pattern */
 	EXPECT("a b", "a b");
+	/* right-to-left letters: the text around them would show reordered */
+	EXPECT("rm \xd7\x90/..", "rm \\u{05D0}/..");              /* Hebrew alef */
+	EXPECT("\xd8\xa7" "-f", "\\u{0627}-f");                   /* Arabic alef */
+	EXPECT("\xef\xad\x90\xef\xbb\xb5", "\\u{FB50}\\u{FEF5}"); /* presentation forms */
+	EXPECT("\xf0\x9e\xa4\x80", "\\u{1E900}");                 /* Adlam */
+	/* combining marks of the general blocks: drawn over the character before */
+	EXPECT("/\xcc\xb8" "etc", "/\\u{0338}etc");               /* long solidus overlay */
+	EXPECT("-\xcc\xb6" "-force", "-\\u{0336}-force");         /* long stroke overlay */
+	EXPECT("x\xe2\x83\x9d", "x\\u{20DD}");                    /* enclosing circle */
+	EXPECT("e\xef\xb8\xa0", "e\\u{FE20}");                    /* ligature left half */
+	/* their neighbours stay: Armenian, Greek, spacing modifier, Devanagari, precomposed */
+	EXPECT("\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9", "\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9");
 }
 
 static void test_escape__truncation_keeps_whole_pieces(void **state)
