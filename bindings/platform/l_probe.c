@@ -39,6 +39,9 @@
  *                                          the library Lazaret opens when first
  *                                          used (util/lazylib.h): {soname=}, or
  *                                          nil, msg, errno
+ *   probe.landlock()      [-0, +1, -]      the running kernel's Landlock ABI
+ *                                          version, 0 without Landlock
+ *                                          (proc/landlock.h)
  *   probe.runtime_root()  [-0, +(1|3), m]  {path=, exists=, creatable=, type=,
  *                                          uid=, mode=}: the Runtime Root a
  *                                          launch would use ($XDG_RUNTIME_DIR/
@@ -65,6 +68,7 @@
 #include "fs/pathauth.h"
 #include "image/archivelib.h"
 #include "platform/hostprobe.h"
+#include "proc/landlock.h"
 #include "router/gitlib.h"
 #include "runtime/rsplan.h"
 #include "l_util.h"
@@ -283,6 +287,13 @@ static int l_descriptors(lua_State *L)
 	return 1;
 }
 
+static int l_landlock(lua_State *L)
+{
+	check_nargs(L, 0);
+	lua_pushinteger(L, lz_landlock_abi());
+	return 1;
+}
+
 static int l_library(lua_State *L)
 {
 	static const char *const names[] = { "libgit2", "libarchive", NULL };
@@ -370,6 +381,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "tool", l_tool },
 		{ "descriptors", l_descriptors },
 		{ "library", l_library },
+		{ "landlock", l_landlock },
 		{ "runtime_root", l_runtime_root },
 		{ NULL, NULL },
 	};

@@ -23,9 +23,11 @@
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "proc/caps.h"
+#include "proc/landlock.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
+#include "util/testfault.h"
 
 #define ANSWER_TAG "lazaret-egress-v1"
 /* Distinct from the canary's indexes (canary.c) and from each other. */
@@ -172,6 +174,17 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 		child_fail(ctl, &(struct lz_err){ ENOMEM, "the egress proxy could not clear its environment" });
 	if (lz_caps_limit(0) < 0)
 		child_fail(ctl, &(struct lz_err){ EPERM, "the egress proxy could not drop its capabilities" });
+	/* Nor the developer's files: past its policy and resolv.conf it opens
+	 * none; its sockets go out by TCP and UDP only (proc/landlock.h). */
+	if (lz_landlock_restrict(&(struct lz_landlock){ .connect_tcp = true }, &err) < 0)
+		child_fail(ctl, &err);
+	if (lz_test_fault("egress-opens-a-file")) { /* what a bug here could still open */
+		int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+		dprintf(cfg.log_fd, "lazaret: test fault: the egress proxy opening /etc/passwd: %s\n",
+			fd < 0 ? strerror(errno) : "opened");
+		if (fd >= 0)
+			close(fd);
+	}
 	if (recv_listener(ctl, &listener) < 0)
 		_exit(1);
 	if (send(ctl, "R", 1, MSG_NOSIGNAL) != 1)

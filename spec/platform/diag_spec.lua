@@ -44,6 +44,9 @@ local function fake_probe(over)
     runtime_root = function()
       return { path = "/run/user/1000/lazaret", exists = true, type = "directory", uid = 1000, mode = 448 }
     end,
+    landlock = function()
+      return 7
+    end,
   }
   for k, v in pairs(over or {}) do
     p[k] = v
@@ -157,7 +160,7 @@ describe("lazaret.platform.diag", function()
       assert.is_string(c.detail)
     end
     assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
-      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "runtime root", "libgit2", "libarchive" }, names)
+      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "runtime root", "libgit2", "libarchive", "landlock" }, names)
   end)
 
   describe("kernel", function()
@@ -409,6 +412,28 @@ describe("lazaret.platform.diag", function()
     end)
   end)
 
+  describe("landlock", function()
+    local function landlock(abi)
+      return by_name(diag.collect(fake_probe({ landlock = function() return abi end }))).landlock
+    end
+
+    it("says what the helpers are restricted in, by ABI", function()
+      local c = landlock(7)
+      assert.are.equal("ok", c.status)
+      assert.matches("ABI 7: .* restricted in files, TCP, abstract sockets and signals", c.detail)
+      c = landlock(5)
+      assert.are.equal("ok", c.status)
+      assert.matches("abstract sockets and signals need ABI 6", c.detail, 1, true)
+    end)
+
+    it("is a problem without Landlock, with how to enable it", function()
+      local c = landlock(0)
+      assert.are.equal("problem", c.status)
+      assert.matches("run unrestricted", c.detail, 1, true)
+      assert.matches("lsm=", c.fix, 1, true)
+    end)
+  end)
+
   describe("runtime root", function()
     local function rr(r, msg, errno)
       return by_name(diag.collect(fake_probe({ runtime_root = function() return r, msg, errno end })))
@@ -453,7 +478,7 @@ describe("lazaret.platform.diag", function()
     it("writes the text report and returns 0 when every check is ok", function()
       local status, out = run_captured({ json = false, probe = fake_probe() })
       assert.are.equal(0, status)
-      assert.matches("\n14 checks, 0 problems\n$", out)
+      assert.matches("\n15 checks, 0 problems\n$", out)
     end)
 
     it("writes JSON and returns 1 when a check is a problem", function()
@@ -462,7 +487,7 @@ describe("lazaret.platform.diag", function()
       }) })
       assert.are.equal(1, status)
       assert.matches('^{"checks":%[', out)
-      assert.matches('"summary":{"checks":14,"problems":1}}\n$', out)
+      assert.matches('"summary":{"checks":15,"problems":1}}\n$', out)
     end)
 
     it("raises on unknown options and wrong option types", function()

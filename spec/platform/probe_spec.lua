@@ -39,7 +39,7 @@ describe("lazaret.core.probe", function()
     table.sort(names)
     assert.are.same({
       "descriptors:function", "device_rw:function", "errno:userdata", "file:function", "identity:function",
-      "kernel:function", "library:function", "locate:function", "runtime_root:function",
+      "kernel:function", "landlock:function", "library:function", "locate:function", "runtime_root:function",
       "subids:function", "tool:function", "tools:table", "trusted_dirs:table", "userns:function",
     }, names)
     assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap", "skopeo", "mmdebstrap" },
@@ -191,6 +191,15 @@ describe("lazaret.core.probe", function()
         assert_failure(ok, msg, errno)
         assert.matches("^unshare 'CLONE_NEWUSER': ", msg)
       end
+    end)
+  end)
+
+  describe("landlock", function()
+    it("gives the running kernel's ABI (this machine's has Landlock)", function()
+      local abi = probe.landlock()
+      assert.are.equal("number", math.type(abi) and "number")
+      assert.is_true(abi >= 6)
+      assert.has_error(function() probe.landlock(1) end)
     end)
   end)
 

@@ -30,6 +30,7 @@ local function fake_probe(calls)
     descriptors = function() return { soft = 20000, hard = 20000, dcache_cap = 5000 } end,
     library = function(name) return { soname = name .. ".so" } end,
     runtime_root = function() return { path = "/run/user/1000/lazaret", exists = false, creatable = true } end,
+    landlock = function() return 7 end,
   }
 end
 

@@ -244,6 +244,26 @@ local function check_library(probe, name)
   return ok(name, l.soname .. " loads")
 end
 
+-- The helpers that parse what the sandbox sends (the workspace router, the
+-- egress proxy, the canary responder) restrict themselves with Landlock
+-- where the kernel has it (core/proc/landlock.h); without it they run, with
+-- all of your file authority.
+local function check_landlock(probe)
+  local name = "landlock"
+  local abi = probe.landlock()
+  if abi == 0 then
+    return problem(name, "the kernel has no Landlock: the workspace router, the egress proxy and the "
+      .. "canary responder run unrestricted (a bug in one reaches every file you can write)",
+      "boot a kernel with Landlock enabled (landlock in the lsm= kernel parameter; see docs/install.md)")
+  end
+  if abi < 6 then
+    return ok(name, format("ABI %d: the router, the egress proxy and the canary responder are restricted "
+      .. "in files and TCP; abstract sockets and signals need ABI 6 (Linux 6.12)", abi))
+  end
+  return ok(name, format("ABI %d: the router, the egress proxy and the canary responder are restricted "
+    .. "in files, TCP, abstract sockets and signals", abi))
+end
+
 -- diag.collect([probe]) -> list of checks, in a fixed order. probe defaults
 -- to the lazaret.core.probe binding; specs pass a fake with the same shape.
 function M.collect(probe)
@@ -264,6 +284,7 @@ function M.collect(probe)
     check_runtime_root(probe, id),
     check_library(probe, "libgit2"),
     check_library(probe, "libarchive"),
+    check_landlock(probe),
   }
 end
 

@@ -10,7 +10,7 @@
 --   lazaret.version       the lazaret version (string)
 --   lazaret.probe         the probes diag uses (lazaret.core.probe):
 --                         kernel(), identity(), subids(kind), file(path),
---                         device_rw(path), userns(), descriptors(), library(name),
+--                         device_rw(path), userns(), descriptors(), library(name), landlock(),
 --                         runtime_root(), locate(name),
 --                         tool(name), and copies of tools, trusted_dirs,
 --                         errno

@@ -1,0 +1,290 @@
+/* core/proc/landlock: what a restricted helper can still do, tried
+ * against the running kernel. Each case runs in a forked child (the
+ * restriction is for good) and first does the same things unrestricted,
+ * so a refusal seen after is the restriction's. This machine's kernel
+ * has Landlock (ABI 6 or later, for the socket and signal scopes): a
+ * kernel without it fails here, as Lazaret there runs its helpers
+ * without this layer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lz_child.h"
+
+#include "proc/landlock.h"
+
+struct dirs {
+	char served[64], other[64]; /* the helper's own tree, and any other */
+	int unix_listener;          /* an abstract socket the parent listens on */
+	char unix_name[64];
+	int tcp_listener; /* and a TCP socket on the loopback */
+	struct sockaddr_in tcp_addr;
+};
+
+static int setup(void **state)
+{
+	struct dirs *d = calloc(1, sizeof(*d));
+	snprintf(d->served, sizeof(d->served), "/tmp/lz-landlock-served.XXXXXX");
+	snprintf(d->other, sizeof(d->other), "/tmp/lz-landlock-other.XXXXXX");
+	assert_non_null(mkdtemp(d->served));
+	assert_non_null(mkdtemp(d->other));
+	d->unix_listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(d->unix_listener >= 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(d->unix_name, sizeof(d->unix_name), "lz-landlock-%d", (int)getpid());
+	memcpy(a.sun_path + 1, d->unix_name, (size_t)n);
+	assert_int_equal(bind(d->unix_listener, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)), 0);
+	assert_int_equal(listen(d->unix_listener, 4), 0);
+	d->tcp_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	d->tcp_addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(d->tcp_addr);
+	assert_int_equal(bind(d->tcp_listener, (struct sockaddr *)&d->tcp_addr, sizeof(d->tcp_addr)), 0);
+	assert_int_equal(getsockname(d->tcp_listener, (struct sockaddr *)&d->tcp_addr, &len), 0);
+	assert_int_equal(listen(d->tcp_listener, 4), 0);
+	*state = d;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct dirs *d = *state;
+	char *argv[] = { "rm", "-rf", d->served, d->other, NULL };
+	pid_t pid = fork();
+	if (pid == 0) {
+		execv("/bin/rm", argv);
+		_exit(127);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	close(d->unix_listener);
+	close(d->tcp_listener);
+	free(d);
+	return 0;
+}
+
+static int make_file(const char *dir, const char *name)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+static int at(int (*op)(const char *), const char *dir, const char *name)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return op(p) < 0 ? -errno : 0;
+}
+
+static int open_ro(const char *p)
+{
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? -1 : 0;
+}
+
+static int open_wo(const char *p)
+{
+	int fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? -1 : 0;
+}
+
+static int trunc0(const char *p)
+{
+	return truncate(p, 0);
+}
+
+static int mkdir_0700(const char *p)
+{
+	return mkdir(p, 0700);
+}
+
+/* execve, in a child of the child: -errno of the exec, or 0 when it ran. */
+static int exec_true(void)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid == 0) {
+		char *argv[] = { "true", NULL };
+		execv("/bin/true", argv);
+		int e = errno;
+		(void)!write(p[1], &e, sizeof(e));
+		_exit(127);
+	}
+	close(p[1]);
+	int e = 0;
+	ssize_t n = read(p[0], &e, sizeof(e));
+	close(p[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	return n == (ssize_t)sizeof(e) ? -e : 0;
+}
+
+static int tcp_bind(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int r = bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
+	close(s);
+	return r;
+}
+
+static int tcp_connect(const struct dirs *d)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	int r = connect(s, (const struct sockaddr *)&d->tcp_addr, sizeof(d->tcp_addr)) < 0 ? -errno : 0;
+	close(s);
+	return r;
+}
+
+static int abstract_connect(const struct dirs *d)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	size_t n = strlen(d->unix_name);
+	memcpy(a.sun_path + 1, d->unix_name, n);
+	int r = connect(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0
+			? -errno
+			: 0;
+	close(s);
+	return r;
+}
+
+/* The router's shape: reads anywhere, changes only its own trees. */
+static void router_shape(void *arg)
+{
+	const struct dirs *d = arg;
+	CHECK(lz_landlock_abi() >= 6, "this kernel's Landlock ABI is %d", lz_landlock_abi());
+	/* unrestricted, all of it works */
+	CHECK(make_file(d->other, "before") == 0, "create before");
+	CHECK(at(open_wo, d->other, "before") == 0 && at(trunc0, d->other, "before") == 0, "write before");
+	CHECK(exec_true() == 0, "exec before");
+	CHECK(tcp_bind() == 0 && tcp_connect(d) == 0, "bind and connect before");
+	CHECK(abstract_connect(d) == 0, "abstract socket before");
+	CHECK(kill(getppid(), 0) == 0, "signal before");
+
+	int served = open(d->served, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(served >= 0, "open served");
+	struct lz_err err = { 0, "" };
+	int abi = lz_landlock_restrict(&(struct lz_landlock){ .read_files = true, .write_dirs = &served,
+							     .n_write_dirs = 1 },
+				       &err);
+	CHECK(abi >= 6, "lz_landlock_restrict: %d %s", abi, err.msg);
+
+	/* its own tree: everything a file server does */
+	CHECK(make_file(d->served, "f") == 0, "create in served");
+	CHECK(at(mkdir_0700, d->served, "sub") == 0, "mkdir in served");
+	char from[256], to[256];
+	snprintf(from, sizeof(from), "%s/f", d->served);
+	snprintf(to, sizeof(to), "%s/sub/f", d->served);
+	CHECK(rename(from, to) == 0, "rename across its directories: %s", strerror(errno));
+	CHECK(link(to, from) == 0, "link: %s", strerror(errno));
+	snprintf(to, sizeof(to), "%s/sub/link", d->served);
+	CHECK(symlink("f", to) == 0, "symlink: %s", strerror(errno));
+	CHECK(at(trunc0, d->served, "f") == 0 && at(unlink, d->served, "f") == 0, "truncate, unlink in served");
+	/* elsewhere: reads only */
+	CHECK(at(open_ro, d->other, "before") == 0, "reading elsewhere stays");
+	CHECK(open_ro("/etc") == 0, "listing elsewhere stays");
+	CHECK(make_file(d->other, "after") == -EACCES, "created a file elsewhere");
+	CHECK(at(open_wo, d->other, "before") < 0 && errno == EACCES, "opened a file elsewhere for writing");
+	CHECK(at(trunc0, d->other, "before") < 0 && errno == EACCES, "truncated a file elsewhere");
+	CHECK(at(unlink, d->other, "before") < 0 && errno == EACCES, "removed a file elsewhere");
+	CHECK(at(mkdir_0700, d->other, "dir") < 0 && errno == EACCES, "made a directory elsewhere");
+	snprintf(to, sizeof(to), "%s/sub/f", d->served);
+	snprintf(from, sizeof(from), "%s/moved", d->other);
+	struct stat st;
+	CHECK(rename(to, from) < 0 && lstat(to, &st) == 0, "moved a file out of its tree");
+	/* nothing else of the developer's */
+	CHECK(exec_true() == -EACCES, "executed a program: %d", exec_true());
+	CHECK(tcp_bind() == -EACCES, "bound a TCP socket: %d", tcp_bind());
+	CHECK(tcp_connect(d) == -EACCES, "connected a TCP socket: %d", tcp_connect(d));
+	CHECK(abstract_connect(d) == -EPERM, "connected to an abstract socket outside: %d", abstract_connect(d));
+	CHECK(kill(getppid(), 0) < 0 && errno == EPERM, "signalled a process outside");
+}
+
+static void test_lz_landlock_restrict__router_changes_only_its_trees(void **state)
+{
+	run_in_child(router_shape, *state);
+}
+
+/* The egress proxy's shape: no file at all, TCP connections out. */
+static void proxy_shape(void *arg)
+{
+	const struct dirs *d = arg;
+	CHECK(open_ro("/etc/passwd") == 0 && open_ro("/") == 0, "read before");
+	struct lz_err err = { 0, "" };
+	int abi = lz_landlock_restrict(&(struct lz_landlock){ .read_files = false, .connect_tcp = true }, &err);
+	CHECK(abi >= 6, "lz_landlock_restrict: %d %s", abi, err.msg);
+	CHECK(open_ro("/etc/passwd") < 0 && errno == EACCES, "read a file");
+	CHECK(open_ro("/") < 0 && errno == EACCES, "listed a directory");
+	CHECK(make_file(d->served, "x") == -EACCES && make_file(d->other, "x") == -EACCES, "created a file");
+	CHECK(exec_true() == -EACCES, "executed a program");
+	CHECK(tcp_connect(d) == 0, "no TCP connection: %d", tcp_connect(d));
+	CHECK(tcp_bind() == -EACCES, "bound a TCP socket: %d", tcp_bind());
+	CHECK(abstract_connect(d) == -EPERM, "connected to an abstract socket outside");
+}
+
+static void test_lz_landlock_restrict__proxy_opens_no_file(void **state)
+{
+	run_in_child(proxy_shape, *state);
+}
+
+/* A descriptor that is not a directory is refused before anything is
+ * restricted. */
+static void bad_descriptor(void *arg)
+{
+	(void)arg;
+	int bad = -1;
+	struct lz_err err = { 0, "" };
+	CHECK(lz_landlock_restrict(&(struct lz_landlock){ .read_files = true, .write_dirs = &bad, .n_write_dirs = 1 },
+				   &err) == -EBADF,
+	      "%s", err.msg);
+	CHECK(strstr(err.msg, "descriptor -1") != NULL, "%s", err.msg);
+	CHECK(exec_true() == 0, "restricted after a refusal");
+}
+
+static void test_lz_landlock_restrict__refuses_a_bad_descriptor_whole(void **state)
+{
+	run_in_child(bad_descriptor, *state);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lz_landlock_restrict__router_changes_only_its_trees, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_landlock_restrict__proxy_opens_no_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_landlock_restrict__refuses_a_bad_descriptor_whole, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
