@@ -88,7 +88,11 @@ void lz_session_started(struct lz_session *s, const struct lz_broker_child *exec
 size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *timeout_ms)
 {
 	size_t n = 0;
-	if (s->client >= 0) {
+	if (s->leader_by) {
+		int left = lz_remaining_ms(s->leader_by);
+		if (*timeout_ms < 0 || left < *timeout_ms)
+			*timeout_ms = left;
+	} else if (s->client >= 0) {
 		bool queued = s->out_len > 0 || (s->tls != NULL && lz_tlschan_pending(s->tls));
 		pf[n++] = (struct pollfd){ .fd = s->client,
 					   .events = (short)((s->in_len == 0 || s->prompting ? POLLIN : 0) |

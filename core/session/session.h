@@ -64,6 +64,10 @@ struct lz_session {
 	int64_t admit_by; /* CLOCK_MONOTONIC ms: admitted, or dropped, by then */
 	bool greeted;
 	bool running; /* the exec client runs; terminal events are admitted */
+	/* CLOCK_MONOTONIC ms by which a starting terminal session's guest
+	 * leader must be known (spec 3.4 steps 3-4); 0 when none is awaited.
+	 * Meanwhile the client is not read: its records wait in the socket. */
+	int64_t leader_by;
 	bool tty;
 	int master; /* owned PTY master, non-blocking; -1 without a terminal */
 	/* The developer's terminal as its client reported it (never the PTY's,
@@ -109,7 +113,7 @@ void lz_session_started(struct lz_session *s, const struct lz_broker_child *exec
 
 /* Fills up to LZ_SESSION_POLLFDS entries of pf (returns how many) with
  * what s waits for, honouring the backpressure above. *timeout_ms is
- * lowered to the next release stage when one is due. */
+ * lowered to the next release stage when one is due, and to leader_by. */
 size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *timeout_ms);
 
 /* What a client record asks of a running session. */

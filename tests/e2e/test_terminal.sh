@@ -207,6 +207,24 @@ test_two_sessions_side_by_side() {
 	[ "$(cat "$WS/count")" -ge 2 ] || fail "sessions are not in one sandbox"
 }
 
+# A terminal session whose guest is slow to start (a busy sandbox: the
+# test build's fault shows its leader 3 s late) holds up no other session:
+# the coordinator serves the others while it waits (spec 3.4 steps 3-4).
+test_a_slow_start_holds_up_no_other_session() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	tmux_split
+	LAZARET="LAZARET_TEST_FAULT=guest-leader-late $LAZARET_FAULTS" PANE=main.0 start_guest
+	PANE=main.1 keys "$LAZARET_FAULTS test --config $CFG" Enter
+	sleep 0.5
+	PANE=main.0 keys 'echo "al""ive"' Enter
+	PANE=main.0 wait_for "alive" 10
+	assert_not_contains "$(PANE=main.1 screen)" "bash-" "the second session, started while the first answered"
+	PANE=main.1 wait_for "bash-" 30
+	PANE=main.1 keys 'echo "sec""ond"' Enter
+	PANE=main.1 wait_for "second"
+}
+
 test_output_flood_is_bounded() {
 	start_guest
 	local hc
@@ -331,6 +349,7 @@ t_run "killing the CLI ends the guest command" test_killing_the_cli_ends_the_gue
 t_run "killing the coordinator restores the terminal" test_killing_the_coordinator_restores_the_terminal
 t_run "the guest's terminal modes end with its session" test_the_guest_terminal_modes_end_with_the_session
 t_run "two sessions side by side" test_two_sessions_side_by_side
+t_run "a terminal session slow to start holds up no other session" test_a_slow_start_holds_up_no_other_session
 t_run "an output flood stays bounded and Ctrl-C stops it" test_output_flood_is_bounded
 t_run "SIGINT and SIGQUIT to the CLI interrupt the guest command" test_sigint_and_sigquit_to_the_cli_reach_the_guest
 t_run "SIGTSTP suspends the CLI locally; fg resumes with the new size" test_sigtstp_suspends_the_cli_locally
