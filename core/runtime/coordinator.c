@@ -435,8 +435,12 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 
 	/* Nothing is written before there is room for it: the store's first
 	 * write is bootstrap recovery's. */
-	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0 ||
-	    (r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
+	if ((r = lz_rundir_lock(hc->runtime_domain, &hc->lock_fd, err)) < 0)
+		return r;
+	struct lz_err rotate = { 0, "" };
+	if (lz_rundir_rotate_log(hc->runtime_domain, STDERR_FILENO, LZ_RUNDIR_LOG_KEEP, &rotate) < 0)
+		log_line(NULL, rotate.msg); /* the log grows on; the launch does not stop for it */
+	if ((r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
 			     "free space on that file system (`lazaret image gc` removes images no Domain "
 			     "uses; what the sandbox keeps is in the Domain's directory there)",
 			     err)) < 0 ||

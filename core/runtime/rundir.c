@@ -193,6 +193,29 @@ int lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t g
 	return remove_tree(runtime_domain->fd, name, err);
 }
 
+int lz_rundir_rotate_log(const struct lz_path *runtime_domain, int log_fd, off_t limit, struct lz_err *err)
+{
+	struct stat cur, named;
+	if (fstat(log_fd, &cur) < 0 || !S_ISREG(cur.st_mode) || cur.st_size <= limit ||
+	    fstatat(runtime_domain->fd, LZ_RUNDIR_LOG, &named, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    named.st_dev != cur.st_dev || named.st_ino != cur.st_ino)
+		return 0;
+	if (renameat(runtime_domain->fd, LZ_RUNDIR_LOG, runtime_domain->fd, LZ_RUNDIR_LOG_OLD) < 0)
+		return lz_err_set(err, errno, "move %s to %s: %s", LZ_RUNDIR_LOG, LZ_RUNDIR_LOG_OLD, strerror(errno));
+	_cleanup_close_ int fd = lz_openat2_create(runtime_domain->fd, LZ_RUNDIR_LOG,
+						   O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
+						   LZ_RESOLVE_OWNED);
+	if (fd < 0)
+		return lz_err_set(err, errno, "create %s: %s", LZ_RUNDIR_LOG, strerror(errno));
+	int r = exact_mode(fd, 0600, LZ_RUNDIR_LOG, err);
+	if (r < 0)
+		return r;
+	int flags = fcntl(log_fd, F_GETFD);
+	if (flags < 0 || dup3(fd, log_fd, (flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		return lz_err_set(err, errno, "reopen %s: %s", LZ_RUNDIR_LOG, strerror(errno));
+	return 1;
+}
+
 void lz_rundir_remove_socket(const struct lz_path *runtime_domain)
 {
 	(void)unlinkat(runtime_domain->fd, LZ_RUNDIR_SOCKET, 0);

@@ -102,6 +102,19 @@ size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret
  * stopped it. */
 int lz_rundir_remove_generation(const struct lz_path *runtime_domain, uint64_t generation, struct lz_err *err);
 
+/* hc.log past this size is moved to hc.log.1 (one kept) when the next
+ * coordinator takes the Domain: what each generation logs is bounded
+ * (budgets per generation), and this bounds the generations together in
+ * XDG_RUNTIME_DIR, often a small tmpfs. */
+#define LZ_RUNDIR_LOG_KEEP (1024 * 1024)
+#define LZ_RUNDIR_LOG_OLD "hc.log.1"
+
+/* When log_fd is the Domain's hc.log (same file) and holds more than
+ * limit bytes: renames it to hc.log.1 (replacing the one before), makes
+ * a new hc.log (0600) and puts it at log_fd. 1 rotated, 0 nothing to do
+ * (small, or log_fd is another file), -errno. Flock holder only. */
+int lz_rundir_rotate_log(const struct lz_path *runtime_domain, int log_fd, off_t limit, struct lz_err *err);
+
 /* Removes the socket a dead coordinator left (flock holder only). */
 void lz_rundir_remove_socket(const struct lz_path *runtime_domain);
 

@@ -42,6 +42,29 @@ test_hc_log_names_what_each_launch_step_took() {
 	cleanup_data
 }
 
+# hc.log lives in XDG_RUNTIME_DIR (often a small tmpfs) across every
+# generation of the Domain: past 1 MiB the next coordinator moves it to
+# hc.log.1 (one kept) and logs to a new one.
+test_hc_log_is_kept_to_two_files() {
+	capture launch true
+	assert_eq 0 "$STATUS" "first launch (stderr: $ERR)"
+	assert_no_processes
+	local dir
+	dir=$(echo "$T"/run/lazaret/domains/*)
+	python3 -c 'import sys; open(sys.argv[1], "a").write("filler line\n" * 100000)' "$dir/hc.log"
+	printf 'an older log\n' >"$dir/hc.log.1"
+	capture launch true
+	assert_eq 0 "$STATUS" "second launch (stderr: $ERR)"
+	assert_no_processes
+	[ "$(stat -c %s "$dir/hc.log.1")" -gt 1048576 ] || fail "hc.log.1 is not the full old log"
+	assert_eq 100000 "$(grep -c '^filler line$' "$dir/hc.log.1")" "the old log's lines in hc.log.1"
+	assert_eq 0 "$(grep -c 'filler line' "$dir/hc.log")" "old lines in the new hc.log"
+	assert_contains "$(cat "$dir/hc.log")" "published in" "the new generation's lines"
+	assert_eq 600 "$(stat -c %a "$dir/hc.log")" "the new log's mode"
+	[ "$(stat -c %s "$dir/hc.log")" -lt 65536 ] || fail "the new hc.log is not small"
+	cleanup_data
+}
+
 # The init's standard streams were runsc's log on the host (runsc.log, in
 # the runtime directory, often a small tmpfs): root inside could write it
 # without bound through /proc/1/fd. Once it has reported, the init's
@@ -556,6 +579,7 @@ test_a_killed_client_leaves_no_zombie() {
 
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "hc.log names what each launch phase and supervisor step took" test_hc_log_names_what_each_launch_step_took
+t_run "hc.log is kept to two files of about 1 MiB" test_hc_log_is_kept_to_two_files
 t_run "the init's streams reach no host file" test_the_init_streams_reach_no_host_file
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n

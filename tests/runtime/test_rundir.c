@@ -512,6 +512,59 @@ static void test_lz_rundir_generations__lists_then_removes_one_at_a_time(void **
 	assert_int_equal(lz_rundir_remove_generation(&f->domain, 1, &err), 0); /* nothing left: fine */
 }
 
+static off_t size_at(int dirfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		fail_msg("stat %s: %s", name, strerror(errno));
+	return st.st_size;
+}
+
+/* hc.log past its limit moves to hc.log.1 (replacing the one before) when
+ * a coordinator takes the Domain, and what it writes after goes to a new
+ * hc.log; small logs and other files stay. */
+static void test_lz_rundir_rotate_log__keeps_one_old_log(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	int d = f->domain.fd;
+	char chunk[4096];
+	memset(chunk, 'x', sizeof(chunk));
+	int log = openat(d, LZ_RUNDIR_LOG, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(log >= 0);
+	assert_int_equal(write(log, chunk, 100), 100);
+	assert_int_equal(lz_rundir_rotate_log(&f->domain, log, 1000, &err), 0); /* small */
+	assert_false(exists_at(d, LZ_RUNDIR_LOG_OLD));
+	int old = openat(d, LZ_RUNDIR_LOG_OLD, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(old >= 0);
+	assert_int_equal(write(old, "older\n", 6), 6);
+	close(old);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(write(log, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	off_t big = size_at(d, LZ_RUNDIR_LOG);
+	assert_int_equal(lz_rundir_rotate_log(&f->domain, log, 1000, &err), 1);
+	assert_int_equal(size_at(d, LZ_RUNDIR_LOG_OLD), big); /* the older one replaced */
+	assert_int_equal(size_at(d, LZ_RUNDIR_LOG), 0);
+	assert_mode(d, LZ_RUNDIR_LOG, S_IFREG, 0600);
+	assert_true(fcntl(log, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(write(log, "after\n", 6), 6);
+	char buf[64];
+	slurp(d, LZ_RUNDIR_LOG, buf, sizeof(buf));
+	assert_string_equal(buf, "after\n");
+	assert_int_equal(size_at(d, LZ_RUNDIR_LOG_OLD), big);
+	/* A descriptor that is not the Domain's hc.log is left alone. */
+	char other[PATH_MAX];
+	snprintf(other, sizeof(other), "%s/other.log", f->dir);
+	int o = open(other, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(o >= 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(write(o, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	assert_int_equal(lz_rundir_rotate_log(&f->domain, o, 1000, &err), 0);
+	assert_int_equal(size_at(d, LZ_RUNDIR_LOG_OLD), big);
+	close(o);
+	close(log);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -528,6 +581,7 @@ int main(void)
 		T(test_lz_rundir_lock__one_holder),
 		T(test_lz_rundir_lock__symlink_refused),
 		T(test_lz_rundir_generations__lists_then_removes_one_at_a_time),
+		T(test_lz_rundir_rotate_log__keeps_one_old_log),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
