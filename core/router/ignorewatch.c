@@ -141,11 +141,10 @@ static void warn_full(struct lz_ignorewatch *iw, int e)
 	if (iw->full_warned)
 		return;
 	iw->full_warned = true;
-	fprintf(stderr,
-		"lazaret-router: watching %zu workspace directories, no more (%s): ignore-rule "
-		"changes in the others are seen at the next change elsewhere or the next launch, "
-		"and host changes after the short cache timeouts\n",
-		iw->ndirs, e ? strerror(e) : "a quarter of the user's inotify watches, at most 65,536");
+	lz_router_log("watching %zu workspace directories, no more (%s): ignore-rule changes in the others "
+		      "are seen at the next change elsewhere or the next launch, and host changes after the "
+		      "short cache timeouts",
+		      iw->ndirs, e ? strerror(e) : "a quarter of the user's inotify watches, at most 65,536");
 }
 
 static enum kind child_kind(enum kind parent, const char *name)
@@ -310,8 +309,8 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 		/* Changes were lost, new directories perhaps unwatched: the
 		 * router's host caches fall back to their short timeouts. */
 		if (!iw->overflowed)
-			fprintf(stderr, "lazaret-router: the workspace watch overflowed; host changes "
-					"are now seen after the short cache timeouts\n");
+			lz_router_log("the workspace watch overflowed; host changes are now seen after the "
+				      "short cache timeouts");
 		iw->overflowed = true;
 		lz_router_host_watched(iw->router, false);
 		return true;
@@ -370,16 +369,16 @@ static bool rebuild(struct lz_ignorewatch *iw, unsigned failures)
 		if (lz_router_publish(iw->router, lz_router_classifier_ignoreclass(snap)) == 0)
 			atomic_fetch_add(&iw->published, 1);
 		if (failures >= MAX_RETRIES)
-			fprintf(stderr, "lazaret-router: the ignore rules can be read again\n");
+			lz_router_log("the ignore rules can be read again");
 		return true;
 	}
 	if (failures + 1 == MAX_RETRIES) {
 		/* the message names workspace paths the sandbox chose */
 		char why[LZ_ESCAPE_MAX(sizeof(err.msg)) + 1];
 		lz_escape(err.msg, strlen(err.msg), why, sizeof(why));
-		fprintf(stderr, "lazaret-router: the ignore rules changed but cannot be read (%s); "
-				"the previous classification stays until they can\n",
-			why);
+		lz_router_log("the ignore rules changed but cannot be read (%s); the previous classification "
+			      "stays until they can",
+			      why);
 	}
 	return false;
 }

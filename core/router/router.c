@@ -4,6 +4,8 @@
  * operations and either installs one complete new snapshot or leaves the
  * prior snapshot active"). Design and lock order: router_int.h. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,30 @@
 
 #include "router/router_int.h"
 #include "util/cleanup.h"
+
+void lz_router_log(const char *fmt, ...)
+{
+	static atomic_uint logged;
+	unsigned n = atomic_fetch_add(&logged, 1);
+	char line[1024];
+	int k;
+	if (n > LZ_ROUTER_LOG_LINES)
+		return;
+	if (n == LZ_ROUTER_LOG_LINES) {
+		k = snprintf(line, sizeof(line), "lazaret-router: %d messages logged; the rest of this "
+			     "generation's are not\n", LZ_ROUTER_LOG_LINES);
+	} else {
+		va_list ap;
+		va_start(ap, fmt);
+		k = snprintf(line, sizeof(line), "lazaret-router: ");
+		k += vsnprintf(line + k, sizeof(line) - (size_t)k - 1, fmt, ap);
+		va_end(ap);
+		if (k > (int)sizeof(line) - 2)
+			k = (int)sizeof(line) - 2;
+		line[k++] = '\n';
+	}
+	(void)!write(STDERR_FILENO, line, (size_t)k); /* one line, one write */
+}
 
 void lz_router_options_default(struct lz_router_options *opt)
 {
@@ -314,8 +340,8 @@ int lz_router_publish(lz_router *r, struct lz_router_classifier cls)
 	 * by publish_lock) could release it; the old one is ours now. */
 	pthread_mutex_lock(&r->se_lock);
 	if (r->se != NULL && !invalidate(r, &old, &cls) && !atomic_exchange(&r->inval_pending, true))
-		fprintf(stderr, "lazaret-router: out of descriptors or memory invalidating the kernel's "
-				"cached names after a classification change; trying again\n");
+		lz_router_log("out of descriptors or memory invalidating the kernel's cached names after a "
+			      "classification change; trying again");
 	pthread_mutex_unlock(&r->se_lock);
 	cls_release(&old);
 	pthread_mutex_unlock(&r->publish_lock);
@@ -339,7 +365,7 @@ int lz_router_retry_invalidation(lz_router *r)
 	/* the old routes are gone: every cached name goes */
 	if (r->se == NULL || invalidate(r, NULL, NULL)) {
 		atomic_store(&r->inval_pending, false);
-		fprintf(stderr, "lazaret-router: the kernel's cached names follow the classification again\n");
+		lz_router_log("the kernel's cached names follow the classification again");
 	}
 	pthread_mutex_unlock(&r->se_lock);
 	pthread_mutex_unlock(&r->publish_lock);
@@ -360,7 +386,7 @@ static void invalidate_host(struct lz_router *r)
 	size_t n;
 	struct rt_inode **all = rt_inode_collect(r, is_host, &n);
 	if (all == NULL) {
-		fprintf(stderr, "lazaret-router: out of memory dropping the kernel's caches\n");
+		lz_router_log("out of memory dropping the kernel's caches");
 		return;
 	}
 	for (size_t k = 0; k < n; k++) {

@@ -157,4 +157,12 @@ void lz_router_stop(lz_router *r);
 /* Accepts NULL. Must not be called while lz_router_serve runs. */
 void lz_router_free(lz_router *r);
 
+/* A line of the router's in hc.log (its standard error), after
+ * "lazaret-router: ": the first LZ_ROUTER_LOG_LINES of the process, then
+ * one saying the rest are not logged. The sandbox can make some recur (a
+ * rebuild failing and recovering, descriptors exhausted), and hc.log lies
+ * in XDG_RUNTIME_DIR, which every launch needs room in. */
+#define LZ_ROUTER_LOG_LINES 64
+void lz_router_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

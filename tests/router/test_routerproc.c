@@ -1,6 +1,7 @@
 /* core/router/routerproc: the router program's arguments (what the RS
  * writes is what the program reads, and nothing else is accepted) and
- * its refusal to serve descriptors the RS did not place. The program
+ * its refusal to serve descriptors the RS did not place, and its log
+ * lines' budget. The program
  * itself serving a sandbox is tests/e2e/test_router.sh. */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 
 #include "lz_child.h"
 
+#include "router/router.h"
 #include "router/routerproc.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -128,12 +130,49 @@ static void run_refuses_misplaced_descriptors(void **state)
 		run_in_child(misplaced_body, &which);
 }
 
+/* The router's lines go to hc.log: a process logs LZ_ROUTER_LOG_LINES of
+ * them, then one saying the rest are not logged, then nothing. */
+static void log_budget(void *arg)
+{
+	(void)arg;
+	int p[2];
+	CHECK(pipe(p) == 0 && dup2(p[1], STDERR_FILENO) == STDERR_FILENO, "pipe: %s", strerror(errno));
+	close(p[1]);
+	for (int i = 0; i < 3 * LZ_ROUTER_LOG_LINES; i++)
+		lz_router_log("line %d: a rebuild failed", i);
+	close(STDERR_FILENO);
+	char buf[65536];
+	size_t n = 0;
+	ssize_t k;
+	while ((k = read(p[0], buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)k;
+	buf[n] = '\0';
+	int lines = 0;
+	for (char *c = buf; *c; c++)
+		lines += *c == '\n';
+	CHECK(lines == LZ_ROUTER_LOG_LINES + 1, "%d lines", lines);
+	CHECK(strncmp(buf, "lazaret-router: line 0: ", 24) == 0, "first: %.40s", buf);
+	char last[128];
+	snprintf(last, sizeof(last), "lazaret-router: line %d: ", LZ_ROUTER_LOG_LINES - 1);
+	CHECK(strstr(buf, last) != NULL, "no line %d", LZ_ROUTER_LOG_LINES - 1);
+	const char *end = "the rest of this generation's are not\n";
+	CHECK(n > strlen(end) && strcmp(buf + n - strlen(end), end) == 0, "the last line: %s",
+	      buf + (n > 100 ? n - 100 : 0));
+}
+
+static void log_lines_are_budgeted(void **state)
+{
+	(void)state;
+	run_in_child(log_budget, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(argv_round_trips),
 		cmocka_unit_test(parse_refuses_anything_else),
 		cmocka_unit_test(run_refuses_misplaced_descriptors),
+		cmocka_unit_test(log_lines_are_budgeted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
