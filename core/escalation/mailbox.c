@@ -31,7 +31,8 @@ int lz_mailbox_create(int gen_fd, struct lz_mailbox *ret, struct lz_err *err)
 	/* inotify takes a name: the descriptor's own /proc link names exactly
 	 * the directory already opened. */
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", mb.outbox);
-	if (mb.watch < 0 || inotify_add_watch(mb.watch, self, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR) < 0) {
+	if (mb.watch < 0 ||
+	    inotify_add_watch(mb.watch, self, IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR) < 0) {
 		r = lz_err_set(err, errno, "watch the escalation outbox: %s", strerror(errno));
 		goto fail;
 	}
@@ -40,13 +41,6 @@ int lz_mailbox_create(int gen_fd, struct lz_mailbox *ret, struct lz_err *err)
 fail:
 	lz_mailbox_close(&mb);
 	return r;
-}
-
-void lz_mailbox_drain_watch(struct lz_mailbox *mb)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	while (read(mb->watch, buf, sizeof(buf)) > 0)
-		;
 }
 
 /* Whatever name holds leaves the outbox: a directory or anything else
@@ -61,31 +55,84 @@ static void remove_entry(struct lz_mailbox *mb, const char *name)
 	(void)renameat(mb->outbox, name, mb->dir, aside);
 }
 
-/* The next ready name in the outbox into name; false when none. */
+/* Whether name can be a ready entry: '.' names are being written (and .
+ * and ..); one too long to be ours is removed, never read. */
+static bool ready_name(struct lz_mailbox *mb, const char *name)
+{
+	if (name[0] == '.' || name[0] == '\0')
+		return false;
+	if (strnlen(name, LZ_MAILBOX_NAME_MAX) >= LZ_MAILBOX_NAME_MAX) {
+		remove_entry(mb, name);
+		return false;
+	}
+	return true;
+}
+
+void lz_mailbox_drain_watch(struct lz_mailbox *mb)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+	while ((n = read(mb->watch, buf, sizeof(buf))) > 0) {
+		for (ssize_t at = 0; at + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
+			at += (ssize_t)(sizeof(*ev) + ev->len);
+			bool lost = (ev->mask & IN_Q_OVERFLOW) != 0;
+			if (!lost && (ev->len == 0 || !ready_name(mb, ev->name)))
+				continue;
+			if (lost || mb->ready_n == LZ_MAILBOX_READY_MAX) {
+				/* a listing finds it; one under way may have passed it */
+				mb->lost_in_scan = mb->lost_in_scan || mb->scan != NULL;
+				mb->rescan = true;
+				continue;
+			}
+			unsigned slot = (mb->ready_first + mb->ready_n++) % LZ_MAILBOX_READY_MAX;
+			strcpy(mb->ready[slot], ev->name);
+		}
+	}
+}
+
+/* The next name from one listing of the outbox, read on across calls;
+ * false at its end (the listing is done). */
+static bool scan_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
+{
+	if (mb->scan == NULL) {
+		int fd = openat(mb->outbox, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		mb->listings++;
+		if (fd < 0 || (mb->scan = fdopendir(fd)) == NULL) {
+			if (fd >= 0)
+				close(fd);
+			return false;
+		}
+	}
+	struct dirent *e;
+	while ((e = readdir(mb->scan)) != NULL)
+		if (ready_name(mb, e->d_name)) {
+			strcpy(name, e->d_name);
+			return true;
+		}
+	closedir(mb->scan);
+	mb->scan = NULL;
+	return false;
+}
+
+/* The next name that may be ready into name; false when none is known. */
 static bool next_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
 {
-	_cleanup_close_ int fd = openat(mb->outbox, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	DIR *d = fdopendir(fd);
-	if (d == NULL)
-		return false;
-	fd = -EBADF; /* the stream owns it */
-	bool found = false;
-	struct dirent *e;
-	while (!found && (e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue; /* being written, or . and .. */
-		if (strlen(e->d_name) >= LZ_MAILBOX_NAME_MAX) {
-			/* Too long to be ours: removed, never read. */
-			remove_entry(mb, e->d_name);
-			continue;
-		}
-		strcpy(name, e->d_name);
-		found = true;
+	if (mb->ready_n == 0)
+		lz_mailbox_drain_watch(mb);
+	if (mb->ready_n > 0) {
+		strcpy(name, mb->ready[mb->ready_first]);
+		mb->ready_first = (mb->ready_first + 1) % LZ_MAILBOX_READY_MAX;
+		mb->ready_n--;
+		return true;
 	}
-	closedir(d);
-	return found;
+	while (mb->rescan) {
+		if (scan_name(mb, name))
+			return true;
+		mb->rescan = mb->lost_in_scan; /* once more from the start */
+		mb->lost_in_scan = false;
+	}
+	return false;
 }
 
 /* Reads the entry name once into buf. The name is the sandbox's: shown
@@ -135,11 +182,15 @@ static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_le
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
-	if (!next_name(mb, name))
-		return 0;
-	int r = read_entry(mb->outbox, name, buf, ret_len, err);
-	remove_entry(mb, name);
-	return r < 0 ? r : 1;
+	for (;;) {
+		if (!next_name(mb, name))
+			return 0;
+		int r = read_entry(mb->outbox, name, buf, ret_len, err);
+		if (r == -ENOENT)
+			continue; /* taken already (reported twice), or gone */
+		remove_entry(mb, name);
+		return r < 0 ? r : 1;
+	}
 }
 
 int lz_mailbox_post(struct lz_mailbox *mb, const char *name, const uint8_t *rec, size_t len, struct lz_err *err)
@@ -164,6 +215,9 @@ void lz_mailbox_withdraw(struct lz_mailbox *mb, const char *name)
 
 void lz_mailbox_close(struct lz_mailbox *mb)
 {
+	if (mb->scan != NULL)
+		closedir(mb->scan);
+	mb->scan = NULL;
 	lz_close_fdp(&mb->watch);
 	lz_close_fdp(&mb->key);
 	lz_close_fdp(&mb->credential);

@@ -12,9 +12,11 @@
  * The mailbox is not an authentication boundary: an entry counts only
  * for the signature the caller verifies over the bytes lz_mailbox_take
  * returns. Those bytes are owned: each ready entry (a name not starting
- * with '.') is opened once beneath the retained outbox descriptor (no
- * symlink, no other mount, non-blocking so a FIFO cannot stall the HC),
- * must be a regular file with one link and at most LZ_ESC_RECORD_MAX
+ * with '.'), taken when the watch reports it (created, renamed in, or
+ * closed after writing: one written in place may be read before it is
+ * whole, and is refused), is opened once beneath the retained outbox
+ * descriptor (no symlink, no other mount, non-blocking so a FIFO cannot
+ * stall the HC), must be a regular file with one link and at most LZ_ESC_RECORD_MAX
  * bytes, is read once, and is unlinked whatever it held. Names, owners
  * and times are never evidence.
  *
@@ -23,6 +25,7 @@
 #ifndef LZ_ESCALATION_MAILBOX_H
 #define LZ_ESCALATION_MAILBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,20 +34,33 @@
 #define LZ_MAILBOX_DIR "escalation"
 #define LZ_MAILBOX_NAME_MAX 64
 
+#define LZ_MAILBOX_READY_MAX 128
+
 struct lz_mailbox {
 	int dir, outbox, inbox, credential, key; /* owned directory descriptors */
 	int watch;                          /* inotify on outbox, non-blocking */
 	unsigned refused;                   /* entries moved aside */
+	/* The names the watch reported, not yet taken: entries are found by
+	 * their events, never by listing the outbox per take (the sandbox
+	 * can fill it with names being written). Past LZ_MAILBOX_READY_MAX,
+	 * or when the kernel's queue overflowed, one listing of the outbox
+	 * (scan, read on across takes) finds what the events did not say. */
+	char ready[LZ_MAILBOX_READY_MAX][LZ_MAILBOX_NAME_MAX];
+	unsigned ready_first, ready_n;
+	bool rescan, lost_in_scan; /* a listing is due; names were lost during one */
+	void *scan;        /* DIR *: the listing under way */
+	unsigned listings; /* how many were started (tests read it) */
 };
 
 #define LZ_MAILBOX_INIT { .dir = -EBADF, .outbox = -EBADF, .inbox = -EBADF, .credential = -EBADF, .key = -EBADF, \
-				 .watch = -EBADF }
+				 .watch = -EBADF, .rescan = true }
 
 /* Creates escalation/ and its four children beneath gen_fd (an owned
  * directory descriptor) and the outbox watch. */
 int lz_mailbox_create(int gen_fd, struct lz_mailbox *ret, struct lz_err *err);
 
-/* Drains the watch (call when it polls readable). */
+/* Drains the watch into the ready names (call when it polls readable;
+ * lz_mailbox_take drains it too). */
 void lz_mailbox_drain_watch(struct lz_mailbox *mb);
 
 /* Takes the next ready outbox entry into buf[0..LZ_ESC_RECORD_MAX): 1

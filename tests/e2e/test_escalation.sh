@@ -194,7 +194,7 @@ test_a_request_rewritten_after_its_rename_never_runs_rewritten() {
 test_junk_in_the_outbox_is_refused() {
 	local out=/run/lazaret/escalation/outbox
 	capture guest "ln -s /etc/passwd $out/symlink; mkfifo $out/fifo; echo x > $out/.h; ln $out/.h $out/hardlink;
-		mkdir $out/dir; head -c 70000 /dev/zero > $out/big; sleep 1;
+		mkdir $out/dir; head -c 70000 /dev/zero > $out/.big; mv $out/.big $out/big; sleep 1;
 		lazaret-escalate -- /usr/bin/mktemp -p $RUNS >/dev/null; echo status=\$?"
 	assert_contains "$OUT" "status=0"
 	assert_eq 1 "$(runs)" "the genuine request after the junk"

@@ -332,6 +332,61 @@ static void test_lz_mailbox_take__several_entries_one_per_call(void **state)
 	assert_true(exists(f->mb.outbox, ".hidden"));
 }
 
+/* The sandbox can fill the outbox with names being written: entries are
+ * found by the watch's events, never by listing the outbox each take. */
+static void test_lz_mailbox_take__found_by_events_not_by_listing(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 0);
+	unsigned listed = f->mb.listings; /* the first take lists it once */
+	assert_int_equal(listed, 1);
+	for (int i = 0; i < 2000; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), ".partial-%d", i);
+		put(f->mb.outbox, name, "x", 1);
+	}
+	put(f->mb.outbox, "req", "body", 4);
+	assert_int_equal(take(f, &len, &err), 1);
+	assert_memory_equal(f->buf, "body", 4);
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_int_equal(f->mb.listings, listed);
+	int dots;
+	assert_int_equal(count_entries(f->mb.outbox, &dots), 2000);
+}
+
+/* More ready entries than the event queue holds: the ones past it are
+ * found by one listing, and each entry is taken once. */
+static void test_lz_mailbox_take__entries_past_the_queue_taken_once(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 0);
+	enum { N = LZ_MAILBOX_READY_MAX + 40 };
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "req-%d", i);
+		put(f->mb.outbox, name, name, strlen(name));
+	}
+	static bool seen[N];
+	memset(seen, 0, sizeof(seen));
+	for (int k = 0; k < N; k++) {
+		assert_int_equal(take(f, &len, &err), 1);
+		f->buf[len] = '\0';
+		int i = -1;
+		assert_int_equal(sscanf((const char *)f->buf, "req-%d", &i), 1);
+		assert_true(i >= 0 && i < N);
+		assert_false(seen[i]);
+		seen[i] = true;
+	}
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_int_equal(f->mb.listings, 2);
+	int dots;
+	assert_int_equal(count_entries(f->mb.outbox, &dots), 0);
+}
+
 /* ---- lz_mailbox_take: what is refused ------------------------------------ */
 
 static void test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched(void **state)
@@ -576,6 +631,8 @@ int main(void)
 		T(test_lz_mailbox_take__one_byte_over_record_max_is_e2big_and_removed),
 		T(test_lz_mailbox_take__name_of_63_accepted_64_removed_unread),
 		T(test_lz_mailbox_take__several_entries_one_per_call),
+		T(test_lz_mailbox_take__found_by_events_not_by_listing),
+		T(test_lz_mailbox_take__entries_past_the_queue_taken_once),
 		T(test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched),
 		T(test_lz_mailbox_take__fifo_refused_without_blocking_and_removed),
 		T(test_lz_mailbox_take__refused_name_is_escaped),
