@@ -1526,17 +1526,18 @@ static void approve(lz_hc *hc, size_t job, int slot, uint32_t verdict, const str
 		notice(s, "lazaret: the host command did not start: %s", err.msg);
 }
 
-/* Whether a prompted request's executable is denied (route->text says
- * why): it must resolve now, and neither the path as written nor where it
- * resolves may lie inside a tree the sandbox can write. */
+/* Whether a prompted request's executable is denied before any prompt
+ * (route->text says why): the path as written, by its text alone. Nothing
+ * on the host is looked up for the sandbox before the developer answers:
+ * a lookup could wait on a hung mount with every session's terminal, or
+ * have an automounter reach a host the sandbox named. The approval then
+ * opens that path with no symbolic link in it (escalation.h), so the
+ * object run is the one the path names. */
 static bool prompted_executable_denied(lz_hc *hc, const char *path, struct lz_hc_route *route)
 {
 	struct lz_err why = { 0, "" };
-	_cleanup_free_ char *canonical = realpath(path, NULL);
-	if (canonical == NULL)
-		lz_err_set(&why, errno, "executable '%s' cannot be found: %s", path, strerror(errno));
-	else if (lz_config_host_executable_allowed(hc->cfg, path, &why) == 0)
-		(void)lz_config_host_executable_allowed(hc->cfg, canonical, &why);
+	if (lz_path_grammar(path, strlen(path), &why) == 0)
+		(void)lz_config_host_executable_allowed(hc->cfg, path, &why);
 	if (why.code == 0)
 		return false;
 	snprintf(route->text, sizeof(route->text), "%s", why.msg); /* escaped where it is shown */
@@ -1571,11 +1572,7 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		route.text[sizeof(route.text) - 1] = '\0';
 		/* A prompted executable the sandbox could have written would run
 		 * the sandbox's bytes with the developer's authority, whatever
-		 * path they approved (rules are held to this at load). Approval
-		 * opens the path as written, with no symlink in it: both it and
-		 * where it resolves now are checked, and one that does not
-		 * resolve (the sandbox could make it while the prompt is up) is
-		 * denied. */
+		 * path they approved (rules are held to this at load). */
 		if (route.action == LZ_HC_ROUTE_PROMPT && prompted_executable_denied(hc, rq.argv[0], &route))
 			route.action = LZ_HC_ROUTE_DENY;
 		if (s == NULL)

@@ -62,7 +62,8 @@ t_setup() {
 
 t_teardown() {
 	tmux_stop
-	end_domain
+	end_domain # ends hang_fuse.py too (its argument is beneath $T)
+	fusermount3 -uz "$T/hung" 2>/dev/null || true
 }
 
 # guest SCRIPT: runs sh -c SCRIPT in a session without a terminal.
@@ -307,6 +308,46 @@ test_the_developer_denies_in_the_terminal() {
 	[ ! -e "$T/denied" ] || fail "a denied command ran"
 }
 
+# Nothing on the host is looked up for the sandbox before the developer
+# answers: a path beneath a mount that never answers (a hung network file
+# system; an automounter would be asked the same way) is shown at once,
+# and the coordinator goes on serving the other session's terminal.
+test_a_prompt_looks_up_nothing_on_the_host() {
+	mkdir "$T/hung"
+	python3 "$FIX/hang_fuse.py" "$T/hung" >"$T/hang.out" 2>&1 &
+	local hang=$!
+	for _ in $(seq 50); do grep -q mounted "$T/hang.out" && break; sleep 0.1; done
+	grep -q mounted "$T/hang.out" || fail "the hanging mount: $(cat "$T/hang.out")"
+	tmux_start 150 40
+	tmux_split
+	PANE=main.0 start_guest
+	PANE=main.1 start_guest
+	PANE=main.0 keys "lazaret-escalate -- $T/hung/bin/tool; echo status=\$?" Enter
+	PANE=main.0 wait_for "? [y/N]" 10
+	assert_contains "$(PANE=main.0 screen)" "argv[0]    $T/hung/bin/tool"
+	PANE=main.1 keys 'echo "oth""er"' Enter
+	PANE=main.1 wait_for "other" 10
+	PANE=main.0 answer n
+	PANE=main.0 wait_for "status=77"
+	kill "$hang"
+	wait "$hang" 2>/dev/null || true
+	fusermount3 -u "$T/hung" || fail "unmount the hanging mount"
+}
+
+# What the approval opens is the authority: an executable that is not
+# there when the developer approves starts nothing, and says why.
+test_an_approved_missing_executable_starts_nothing() {
+	tmux_start 150 40
+	start_guest
+	keys "lazaret-escalate -- /usr/bin/lazaret-no-such-tool $T/ran; echo status=\$?" Enter
+	wait_for "? [y/N]"
+	answer y
+	wait_for "status=" 20
+	assert_contains "$(screen)" "the host command did not start"
+	assert_not_contains "$(screen)" "status=0"
+	[ ! -e "$T/ran" ] || fail "something ran"
+}
+
 test_a_prompt_touches_no_other_session() {
 	tmux_start 150 40
 	tmux_split
@@ -343,7 +384,7 @@ test_a_workspace_executable_is_never_prompted() {
 	# up): both denied, never prompted.
 	keys "clear; lazaret-escalate -- $WS/later.sh; echo missing=\$?" Enter
 	wait_for "missing=77" 20
-	assert_contains "$(screen)" "cannot be found"
+	assert_contains "$(screen)" "lies inside"
 	keys "clear; ln -s /usr/bin $WS/bin && lazaret-escalate -- $WS/bin/touch $T/ran; echo linked=\$?" Enter
 	wait_for "linked=77" 20
 	assert_contains "$(screen)" "lies inside"
@@ -415,6 +456,8 @@ t_run "Ctrl-C in the sandbox cancels the host command" test_cancel_from_the_sand
 t_run "losing the session kills the host command" test_session_loss_kills_the_host_command
 t_run "the developer approves at the prompt; argv shown escaped, run byte for byte" test_the_developer_approves_in_the_terminal
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
+t_run "a prompt looks up nothing on the host before the answer" test_a_prompt_looks_up_nothing_on_the_host
+t_run "an approved executable that is not there starts nothing" test_an_approved_missing_executable_starts_nothing
 t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
 t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up
 t_run "a request too long to show whole is denied, never shown cut" test_a_prompt_too_long_is_denied
