@@ -41,7 +41,7 @@
  *                                          nil, msg, errno
  *   probe.landlock()      [-0, +1, -]      the running kernel's Landlock ABI
  *                                          version, 0 without Landlock
- *                                          (proc/landlock.h)
+ *                                          (proc/confine.h)
  *   probe.runtime_root()  [-0, +(1|3), m]  {path=, exists=, creatable=, type=,
  *                                          uid=, mode=}: the Runtime Root a
  *                                          launch would use ($XDG_RUNTIME_DIR/
@@ -68,7 +68,7 @@
 #include "fs/pathauth.h"
 #include "image/archivelib.h"
 #include "platform/hostprobe.h"
-#include "proc/landlock.h"
+#include "proc/confine.h"
 #include "router/gitlib.h"
 #include "runtime/rsplan.h"
 #include "l_util.h"
@@ -290,7 +290,7 @@ static int l_descriptors(lua_State *L)
 static int l_landlock(lua_State *L)
 {
 	check_nargs(L, 0);
-	lua_pushinteger(L, lz_landlock_abi());
+	lua_pushinteger(L, lz_confine_landlock_abi());
 	return 1;
 }
 

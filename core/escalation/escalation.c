@@ -522,6 +522,12 @@ bool lz_escalation_next_route(struct lz_escalation *e, struct lz_esc_route *ret)
 	return false;
 }
 
+void lz_escalation_route_later(struct lz_escalation *e, size_t job)
+{
+	if (job < LZ_ESC_MAX_JOBS && e->jobs[job].state == JOB_ROUTING && e->jobs[job].session == -2)
+		e->jobs[job].session = -1;
+}
+
 /* ---- records from the sandbox ---------------------------------------------------- */
 
 static struct job *find_job(struct lz_escalation *e, const uint8_t id[LZ_ESC_ID_LEN])
@@ -657,7 +663,7 @@ static void receive(struct lz_escalation *e)
 	for (int k = 0; k < TAKE_PER_WAKE; k++) {
 		int r = lz_mailbox_take(&e->mb, e->buf, &len, &err);
 		if (r == 0) {
-			e->more = false;
+			e->more = lz_mailbox_pending(&e->mb);
 			return;
 		}
 		if (r < 0) {

@@ -98,8 +98,14 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
  * them, revents set), then deadlines. */
 void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size_t n);
 
-/* The next job in ROUTING; false when none. */
+/* The next job in ROUTING not handed out yet (each is handed out once);
+ * false when none. */
 bool lz_escalation_next_route(struct lz_escalation *e, struct lz_esc_route *ret);
+
+/* Hands job out again at the next lz_escalation_next_route: its session
+ * is still starting (the coordinator routes it once the session runs).
+ * Only a job handed out and not yet decided. */
+void lz_escalation_route_later(struct lz_escalation *e, size_t job);
 
 /* The auto_approve rule that matches argv exactly (spec 3.2: element zero
  * byte-equal to the rule's canonical executable, the rest equal to its

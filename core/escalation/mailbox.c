@@ -91,28 +91,30 @@ void lz_mailbox_drain_watch(struct lz_mailbox *mb)
 	}
 }
 
-/* The next name from one listing of the outbox, read on across calls;
- * false at its end (the listing is done). */
-static bool scan_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
+/* The next name from one listing of the outbox, read on across calls:
+ * 1, 0 at its end (the listing is done), -1 when it cannot start (out of
+ * descriptors or memory: tried again at the next take). */
+static int scan_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
 {
 	if (mb->scan == NULL) {
 		int fd = openat(mb->outbox, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		mb->listings++;
-		if (fd < 0 || (mb->scan = fdopendir(fd)) == NULL) {
+		mb->list_failed = fd < 0 || (mb->scan = fdopendir(fd)) == NULL;
+		if (mb->list_failed) {
 			if (fd >= 0)
 				close(fd);
-			return false;
+			return -1;
 		}
+		mb->listings++;
 	}
 	struct dirent *e;
 	while ((e = readdir(mb->scan)) != NULL)
 		if (ready_name(mb, e->d_name)) {
 			strcpy(name, e->d_name);
-			return true;
+			return 1;
 		}
 	closedir(mb->scan);
 	mb->scan = NULL;
-	return false;
+	return 0;
 }
 
 /* The next name that may be ready into name; false when none is known. */
@@ -127,12 +129,18 @@ static bool next_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
 		return true;
 	}
 	while (mb->rescan) {
-		if (scan_name(mb, name))
-			return true;
+		int r = scan_name(mb, name);
+		if (r != 0)
+			return r > 0;
 		mb->rescan = mb->lost_in_scan; /* once more from the start */
 		mb->lost_in_scan = false;
 	}
 	return false;
+}
+
+bool lz_mailbox_pending(const struct lz_mailbox *mb)
+{
+	return mb->ready_n > 0 || mb->scan != NULL || (mb->rescan && !mb->list_failed);
 }
 
 /* Reads the entry name once into buf. The name is the sandbox's: shown
@@ -182,15 +190,16 @@ static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_le
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
-	for (;;) {
-		if (!next_name(mb, name))
-			return 0;
+	/* Names already gone are skipped, a bounded number per take: the
+	 * sandbox can make and remove names as fast as they are read. */
+	for (int gone = 0; gone < LZ_MAILBOX_GONE_PER_TAKE && next_name(mb, name); gone++) {
 		int r = read_entry(mb->outbox, name, buf, ret_len, err);
 		if (r == -ENOENT)
 			continue; /* taken already (reported twice), or gone */
 		remove_entry(mb, name);
 		return r < 0 ? r : 1;
 	}
+	return 0;
 }
 
 int lz_mailbox_post(struct lz_mailbox *mb, const char *name, const uint8_t *rec, size_t len, struct lz_err *err)

@@ -48,6 +48,7 @@ struct lz_mailbox {
 	char ready[LZ_MAILBOX_READY_MAX][LZ_MAILBOX_NAME_MAX];
 	unsigned ready_first, ready_n;
 	bool rescan, lost_in_scan; /* a listing is due; names were lost during one */
+	bool list_failed;          /* the last listing could not start */
 	void *scan;        /* DIR *: the listing under way */
 	unsigned listings; /* how many were started (tests read it) */
 };
@@ -64,9 +65,17 @@ int lz_mailbox_create(int gen_fd, struct lz_mailbox *ret, struct lz_err *err);
 void lz_mailbox_drain_watch(struct lz_mailbox *mb);
 
 /* Takes the next ready outbox entry into buf[0..LZ_ESC_RECORD_MAX): 1
- * with *ret_len set, 0 when none is ready, -errno for an entry refused
- * (err names it; it is removed too, so the next call moves on). */
+ * with *ret_len set, 0 when none is ready (or LZ_MAILBOX_GONE_PER_TAKE
+ * reported names were gone: lz_mailbox_pending says more may be), -errno
+ * for an entry refused (err names it; it is removed too, so the next call
+ * moves on). */
+#define LZ_MAILBOX_GONE_PER_TAKE 64
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err);
+
+/* Whether names are known that a take has not looked at yet (reported,
+ * or a listing due or under way): the caller takes again without waiting
+ * for the watch. A listing that could not start waits for the next wake. */
+bool lz_mailbox_pending(const struct lz_mailbox *mb);
 
 /* Posts rec[0..len) as inbox/name (replacing one of that name). */
 int lz_mailbox_post(struct lz_mailbox *mb, const char *name, const uint8_t *rec, size_t len, struct lz_err *err);

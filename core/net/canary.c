@@ -18,7 +18,7 @@
 
 #include "net/netpolicy.h"
 #include "net/peerlink.h"
-#include "proc/landlock.h"
+#include "proc/confine.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -79,9 +79,9 @@ static _Noreturn void responder(int l2, int l3, const uint8_t *key, uint64_t gen
 	/* Only the two listeners: no descriptor of the RS survives here. */
 	if (lz_fds_place((const int[]){ l2, l3 }, 2) < 0)
 		_exit(1);
-	/* It answers on them and needs nothing else (proc/landlock.h). */
+	/* It answers on them and needs nothing else (proc/confine.h). */
 	struct lz_err err;
-	if (lz_landlock_restrict(&(struct lz_landlock){ .read_files = false }, &err) < 0)
+	if (lz_confine(&(struct lz_confine){ .read_files = false }, &err) < 0)
 		_exit(1);
 	for (;;) {
 		struct pollfd p[2] = { { .fd = 3, .events = POLLIN }, { .fd = 4, .events = POLLIN } };

@@ -23,7 +23,7 @@
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "proc/caps.h"
-#include "proc/landlock.h"
+#include "proc/confine.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -175,13 +175,18 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	if (lz_caps_limit(0) < 0)
 		child_fail(ctl, &(struct lz_err){ EPERM, "the egress proxy could not drop its capabilities" });
 	/* Nor the developer's files: past its policy and resolv.conf it opens
-	 * none; its sockets go out by TCP and UDP only (proc/landlock.h). */
-	if (lz_landlock_restrict(&(struct lz_landlock){ .connect_tcp = true }, &err) < 0)
+	 * none; its only new sockets are IPv4 ones (proc/confine.h). */
+	if (lz_confine(&(struct lz_confine){ .inet = true }, &err) < 0)
 		child_fail(ctl, &err);
 	if (lz_test_fault("egress-opens-a-file")) { /* what a bug here could still open */
 		int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
 		dprintf(cfg.log_fd, "lazaret: test fault: the egress proxy opening /etc/passwd: %s\n",
 			fd < 0 ? strerror(errno) : "opened");
+		if (fd >= 0)
+			close(fd);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		dprintf(cfg.log_fd, "lazaret: test fault: the egress proxy making a Unix socket: %s\n",
+			fd < 0 ? strerror(errno) : "made");
 		if (fd >= 0)
 			close(fd);
 	}

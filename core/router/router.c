@@ -20,6 +20,8 @@
 void lz_router_log(const char *fmt, ...)
 {
 	static atomic_uint logged;
+	if (atomic_load(&logged) > LZ_ROUTER_LOG_LINES)
+		return; /* and the count stays put: it never wraps back to logging */
 	unsigned n = atomic_fetch_add(&logged, 1);
 	char line[1024];
 	int k;

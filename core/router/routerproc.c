@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "proc/caps.h"
-#include "proc/landlock.h"
+#include "proc/confine.h"
 #include "router/gitlib.h"
 #include "router/ignoreclass.h"
 #include "router/ignorewatch.h"
@@ -150,13 +150,14 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |
 			       LZ_CAP(CAP_FOWNER) | LZ_CAP(CAP_FSETID))) < 0)
 		return lz_err_set(err, -r, "router: dropping capabilities: %s", strerror(-r));
-	/* Nor the developer's other files: it reads what Git reads (the
-	 * global configuration and its includes, the excludes file), changes
-	 * only the two trees it serves, and runs nothing (proc/landlock.h). */
+	/* Nor the developer's other files or sockets: it reads what Git reads
+	 * (the global configuration and its includes, the excludes file),
+	 * changes only the two trees it serves, runs nothing and makes no
+	 * socket (proc/confine.h). */
 	const int served[] = { LZ_ROUTERPROC_FD_HOST, LZ_ROUTERPROC_FD_ISOLATED };
-	if ((r = lz_landlock_restrict(&(struct lz_landlock){ .read_files = true, .write_dirs = served,
-							     .n_write_dirs = LZ_ARRAY_SIZE(served) },
-				      err)) < 0)
+	if ((r = lz_confine(&(struct lz_confine){ .read_files = true, .write_dirs = served,
+						  .n_write_dirs = LZ_ARRAY_SIZE(served) },
+			    err)) < 0)
 		return lz_err_prefix(err, r, "router: ");
 	struct lz_ignoreclass_inputs in = {
 		.workspace_fd = LZ_ROUTERPROC_FD_HOST,

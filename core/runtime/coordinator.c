@@ -1501,14 +1501,20 @@ static void notice(struct lz_session *s, const char *fmt, ...)
 	lz_session_notice(s, safe, n + 2);
 }
 
+/* The live session of id: its slot, -2 while it is still starting (its
+ * guest may ask before the coordinator has seen it run), -1 none. */
 static int find_session(lz_hc *hc, const uint8_t id[LZ_ESC_ID_LEN])
 {
 	char hex[2 * LZ_ESC_ID_LEN + 1];
 	lz_hex(id, LZ_ESC_ID_LEN, hex);
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		const struct lz_session *s = &hc->sessions[i];
-		if (s->running && s->release == LZ_SESSION_LIVE && strcmp(s->id, hex) == 0)
+		if (s->release != LZ_SESSION_LIVE || strcmp(s->id, hex) != 0)
+			continue;
+		if (s->running)
 			return (int)i;
+		if (s->leader_by)
+			return -2;
 	}
 	return -1;
 }
@@ -1556,8 +1562,13 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 						 .args = hc->profile->rules[i].args,
 						 .n_args = hc->profile->rules[i].n_args };
 	static struct lz_hc_route route;
+	size_t later[LZ_ESC_MAX_JOBS], n_later = 0;
 	while (lz_escalation_next_route(hc->esc, &rq)) {
 		int slot = find_session(hc, rq.session_id);
+		if (slot == -2) {
+			later[n_later++] = rq.job; /* routed once its session runs */
+			continue;
+		}
 		struct lz_session *s = slot >= 0 ? &hc->sessions[slot] : NULL;
 		struct lz_hc_route_query q = {
 			.profile = hc->profile->name, .session_id = s ? s->id : "", .terminal = s && s->tty,
@@ -1591,6 +1602,8 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 						     "or too many lines); a larger terminal, or an auto_approve rule"
 						   : "the request cannot be shown");
 	}
+	for (size_t i = 0; i < n_later; i++)
+		lz_escalation_route_later(hc->esc, later[i]);
 }
 
 /* Prompts answered or withdrawn since the last turn. */
@@ -1750,11 +1763,14 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 					lz_session_read_master(s);
 			}
 		}
+		/* Starts first: a request from a guest that just started is
+		 * routed in the turn its session runs. */
+		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+			if (hc->sessions[i].leader_by)
+				(void)start_awaited(hc, &hc->sessions[i]);
 		route_requests(hc, router, ctx);
 		settle_prompts(hc);
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
-			if (hc->sessions[i].leader_by && !start_awaited(hc, &hc->sessions[i]))
-				continue;
 			if (lz_session_exit_due(&hc->sessions[i]) && hc->sessions[i].leader_by) {
 				start_failed(hc, &hc->sessions[i], "the guest process did not start: runsc exec ended first");
 				continue;

@@ -200,18 +200,28 @@ int lz_rundir_rotate_log(const struct lz_path *runtime_domain, int log_fd, off_t
 	    fstatat(runtime_domain->fd, LZ_RUNDIR_LOG, &named, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    named.st_dev != cur.st_dev || named.st_ino != cur.st_ino)
 		return 0;
-	if (renameat(runtime_domain->fd, LZ_RUNDIR_LOG, runtime_domain->fd, LZ_RUNDIR_LOG_OLD) < 0)
-		return lz_err_set(err, errno, "move %s to %s: %s", LZ_RUNDIR_LOG, LZ_RUNDIR_LOG_OLD, strerror(errno));
-	_cleanup_close_ int fd = lz_openat2_create(runtime_domain->fd, LZ_RUNDIR_LOG,
-						   O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600,
+	/* The new log is made first (under another name): a full file system
+	 * leaves the old one where it was, still written. */
+	static const char fresh[] = LZ_RUNDIR_LOG ".new";
+	(void)unlinkat(runtime_domain->fd, fresh, 0);
+	_cleanup_close_ int fd = lz_openat2_create(runtime_domain->fd, fresh,
+						   O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_EXCL, 0600,
 						   LZ_RESOLVE_OWNED);
 	if (fd < 0)
-		return lz_err_set(err, errno, "create %s: %s", LZ_RUNDIR_LOG, strerror(errno));
-	int r = exact_mode(fd, 0600, LZ_RUNDIR_LOG, err);
-	if (r < 0)
+		return lz_err_set(err, errno, "create %s: %s", fresh, strerror(errno));
+	int r = exact_mode(fd, 0600, fresh, err);
+	int flags = r < 0 ? -1 : fcntl(log_fd, F_GETFD);
+	if (r >= 0 && flags < 0)
+		r = lz_err_set(err, errno, "%s: %s", LZ_RUNDIR_LOG, strerror(errno));
+	if (r >= 0 && renameat(runtime_domain->fd, LZ_RUNDIR_LOG, runtime_domain->fd, LZ_RUNDIR_LOG_OLD) < 0)
+		r = lz_err_set(err, errno, "move %s to %s: %s", LZ_RUNDIR_LOG, LZ_RUNDIR_LOG_OLD, strerror(errno));
+	if (r < 0) {
+		(void)unlinkat(runtime_domain->fd, fresh, 0);
 		return r;
-	int flags = fcntl(log_fd, F_GETFD);
-	if (flags < 0 || dup3(fd, log_fd, (flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+	}
+	/* From here only renames and a dup3 of descriptors that are open. */
+	if (renameat(runtime_domain->fd, fresh, runtime_domain->fd, LZ_RUNDIR_LOG) < 0 ||
+	    dup3(fd, log_fd, (flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
 		return lz_err_set(err, errno, "reopen %s: %s", LZ_RUNDIR_LOG, strerror(errno));
 	return 1;
 }

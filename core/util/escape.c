@@ -69,13 +69,17 @@ static bool right_to_left(uint32_t c)
 }
 
 /* The combining marks of the general-purpose blocks (diacritics, the
- * Cyrillic and symbol marks, half marks): they draw over the character
- * before them, so "/" with U+0338 reads as another path and "-" with
- * U+0336 as a struck-out option. */
+ * Cyrillic and symbol marks, half marks) and the others that can overlay
+ * (Vedic extensions, Bassa Vah, Duployan, musical symbols): they draw
+ * over the character before them, so "/" with U+0338 reads as another
+ * path and "-" with U+0336 as a struck-out option. */
 static bool combining_mark(uint32_t c)
 {
 	return (c >= 0x0300 && c <= 0x036f) || (c >= 0x0483 && c <= 0x0489) || (c >= 0x1ab0 && c <= 0x1aff) ||
-	       (c >= 0x1dc0 && c <= 0x1dff) || (c >= 0x20d0 && c <= 0x20ff) || (c >= 0xfe20 && c <= 0xfe2f);
+	       (c >= 0x1cd0 && c <= 0x1cff) || (c >= 0x1dc0 && c <= 0x1dff) || (c >= 0x20d0 && c <= 0x20ff) ||
+	       (c >= 0xfe20 && c <= 0xfe2f) || (c >= 0x16af0 && c <= 0x16af4) || (c >= 0x1bc9d && c <= 0x1bc9e) ||
+	       (c >= 0x1d165 && c <= 0x1d169) || (c >= 0x1d16d && c <= 0x1d172) || (c >= 0x1d17b && c <= 0x1d182) ||
+	       (c >= 0x1d185 && c <= 0x1d18b) || (c >= 0x1d1aa && c <= 0x1d1ad);
 }
 
 /* Controls, text that reads in another order, and characters that show

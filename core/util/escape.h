@@ -13,7 +13,8 @@
  * and the letters of the right-to-left scripts (text that reads in
  * another order than it is), the combining marks of the general blocks
  * (U+0300 to U+036F, U+0483 to U+0489, U+1AB0 to U+1AFF, U+1DC0 to
- * U+1DFF, U+20D0 to U+20FF, U+FE20 to U+FE2F: they draw over the
+ * U+1DFF, U+20D0 to U+20FF, U+FE20 to U+FE2F) and the other overlaying
+ * ones (Vedic, Bassa Vah, Duployan, musical: they draw over the
  * character before them), the characters that show nothing (soft
  * hyphen, zero-width space and joiners, word joiner, variation
  * selectors, byte order mark, tags, Hangul fillers) and the

@@ -264,8 +264,9 @@ test_the_proxy_memory_is_closed_to_the_generation() {
 }
 
 # The proxy parses what the sandbox sends; a bug there must not reach the
-# developer's files. Once it is restricted (Landlock) it opens none: the
-# fault has the real proxy try /etc/passwd and log what happened.
+# developer's files or Unix sockets (the session bus would run what it is
+# asked). Once confined it opens no file and makes no Unix socket: the
+# fault has the real proxy try both and log what happened.
 test_the_proxy_opens_no_file() {
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
 		"(got '${LAZARET_FAULTS:-}')"
@@ -274,6 +275,7 @@ test_the_proxy_opens_no_file() {
 	capture faulty_launch egress-opens-a-file true
 	assert_eq 0 "$STATUS" "the launch's status (stderr: $ERR)"
 	assert_contains "$(hc_log)" "the egress proxy opening /etc/passwd: Permission denied" "hc.log"
+	assert_contains "$(hc_log)" "the egress proxy making a Unix socket: Permission denied" "hc.log"
 }
 
 test_unproved_proxy_refuses_readiness() {
@@ -331,7 +333,7 @@ t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_t
 t_run "a tunnel where nobody speaks is closed, never relayed unchecked later" test_a_silent_tunnel_is_closed
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
 t_run "the proxy's memory is closed to the generation's other processes" test_the_proxy_memory_is_closed_to_the_generation
-t_run "the proxy opens no file of the developer's" test_the_proxy_opens_no_file
+t_run "the proxy opens no file and no Unix socket of the developer's" test_the_proxy_opens_no_file
 t_run "an unproved proxy refuses readiness and leaves nothing" test_unproved_proxy_refuses_readiness
 t_run "a helper slow to start is waited for before the RS leaves its namespace" test_a_helper_slow_to_start_is_waited_for
 t_run "malformed name configuration is refused before anything starts" test_bad_name_configuration_is_refused

@@ -334,6 +334,24 @@ test_a_prompt_looks_up_nothing_on_the_host() {
 	fusermount3 -u "$T/hung" || fail "unmount the hanging mount"
 }
 
+# A guest may ask before the coordinator has seen its session run (the
+# test build shows the guest leader 3 s late): the request waits for the
+# session's start and is prompted then, never denied as from a session
+# that ended.
+test_a_request_before_the_session_runs_is_prompted() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	tmux_start 150 40
+	keys "LAZARET_TEST_FAULT=guest-leader-late $LAZARET_FAULTS test --config $CFG -- \
+lazaret-escalate -- /usr/bin/touch $T/early; echo status=\$?" Enter
+	wait_for "? [y/N]" 30
+	answer y
+	wait_for "status=0" 20
+	assert_not_contains "$(screen)" "the requesting session has ended"
+	assert_contains "$(screen)" "lazaret: approved"
+	[ -e "$T/early" ] || fail "the approved command did not run"
+}
+
 # What the approval opens is the authority: an executable that is not
 # there when the developer approves starts nothing, and says why.
 test_an_approved_missing_executable_starts_nothing() {
@@ -458,6 +476,7 @@ t_run "the developer approves at the prompt; argv shown escaped, run byte for by
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
 t_run "a prompt looks up nothing on the host before the answer" test_a_prompt_looks_up_nothing_on_the_host
 t_run "an approved executable that is not there starts nothing" test_an_approved_missing_executable_starts_nothing
+t_run "a request sent before its session runs is prompted" test_a_request_before_the_session_runs_is_prompted
 t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
 t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up
 t_run "a request too long to show whole is denied, never shown cut" test_a_prompt_too_long_is_denied

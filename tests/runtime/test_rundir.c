@@ -546,6 +546,7 @@ static void test_lz_rundir_rotate_log__keeps_one_old_log(void **state)
 	assert_int_equal(size_at(d, LZ_RUNDIR_LOG_OLD), big); /* the older one replaced */
 	assert_int_equal(size_at(d, LZ_RUNDIR_LOG), 0);
 	assert_mode(d, LZ_RUNDIR_LOG, S_IFREG, 0600);
+	assert_false(exists_at(d, LZ_RUNDIR_LOG ".new")); /* made under it, then moved */
 	assert_true(fcntl(log, F_GETFD) & FD_CLOEXEC);
 	assert_int_equal(write(log, "after\n", 6), 6);
 	char buf[64];

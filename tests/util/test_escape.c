@@ -74,6 +74,8 @@ static void test_escape__utf8(void **state)
 	EXPECT("-\xcc\xb6" "-force", "-\\u{0336}-force");         /* long stroke overlay */
 	EXPECT("x\xe2\x83\x9d", "x\\u{20DD}");                    /* enclosing circle */
 	EXPECT("e\xef\xb8\xa0", "e\\u{FE20}");                    /* ligature left half */
+	EXPECT("/\xe1\xb3\x94", "/\\u{1CD4}");                    /* Vedic overlay */
+	EXPECT("-\xf0\x9d\x85\xa7", "-\\u{1D167}");              /* musical tremolo */
 	/* their neighbours stay: Armenian, Greek, spacing modifier, Devanagari, precomposed */
 	EXPECT("\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9", "\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9");
 }

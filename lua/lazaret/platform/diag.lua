@@ -245,23 +245,23 @@ local function check_library(probe, name)
 end
 
 -- The helpers that parse what the sandbox sends (the workspace router, the
--- egress proxy, the canary responder) restrict themselves with Landlock
--- where the kernel has it (core/proc/landlock.h); without it they run, with
--- all of your file authority.
+-- egress proxy, the canary responder) restrict their files with Landlock
+-- where the kernel has it (core/proc/confine.h); without it they run, their
+-- sockets filtered, with all of your file authority.
 local function check_landlock(probe)
   local name = "landlock"
   local abi = probe.landlock()
   if abi == 0 then
     return problem(name, "the kernel has no Landlock: the workspace router, the egress proxy and the "
-      .. "canary responder run unrestricted (a bug in one reaches every file you can write)",
+      .. "canary responder run with your file authority (a bug in one reaches every file you can write)",
       "boot a kernel with Landlock enabled (landlock in the lsm= kernel parameter; see docs/install.md)")
   end
   if abi < 6 then
     return ok(name, format("ABI %d: the router, the egress proxy and the canary responder are restricted "
-      .. "in files and TCP; abstract sockets and signals need ABI 6 (Linux 6.12)", abi))
+      .. "in files and TCP; signals need ABI 6 (Linux 6.12)", abi))
   end
   return ok(name, format("ABI %d: the router, the egress proxy and the canary responder are restricted "
-    .. "in files, TCP, abstract sockets and signals", abi))
+    .. "in files, TCP and signals", abi))
 end
 
 -- diag.collect([probe]) -> list of checks, in a fixed order. probe defaults

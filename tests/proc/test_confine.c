@@ -1,4 +1,4 @@
-/* core/proc/landlock: what a restricted helper can still do, tried
+/* core/proc/confine: what a restricted helper can still do, tried
  * against the running kernel. Each case runs in a forked child (the
  * restriction is for good) and first does the same things unrestricted,
  * so a refusal seen after is the restriction's. This machine's kernel
@@ -7,6 +7,7 @@
  * without this layer. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/io_uring.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -25,13 +27,14 @@
 
 #include "lz_child.h"
 
-#include "proc/landlock.h"
+#include "proc/confine.h"
 
 struct dirs {
 	char served[64], other[64]; /* the helper's own tree, and any other */
 	int unix_listener;          /* an abstract socket the parent listens on */
 	char unix_name[64];
 	int tcp_listener; /* and a TCP socket on the loopback */
+	int named_listener; /* and other/bus, a named Unix socket */
 	struct sockaddr_in tcp_addr;
 };
 
@@ -49,6 +52,11 @@ static int setup(void **state)
 	memcpy(a.sun_path + 1, d->unix_name, (size_t)n);
 	assert_int_equal(bind(d->unix_listener, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)), 0);
 	assert_int_equal(listen(d->unix_listener, 4), 0);
+	d->named_listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un named = { .sun_family = AF_UNIX };
+	snprintf(named.sun_path, sizeof(named.sun_path), "%s/bus", d->other);
+	assert_int_equal(bind(d->named_listener, (struct sockaddr *)&named, sizeof(named)), 0);
+	assert_int_equal(listen(d->named_listener, 4), 0);
 	d->tcp_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	d->tcp_addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(d->tcp_addr);
@@ -72,6 +80,7 @@ static int teardown(void **state)
 	waitpid(pid, &status, 0);
 	close(d->unix_listener);
 	close(d->tcp_listener);
+	close(d->named_listener);
 	free(d);
 	return 0;
 }
@@ -164,6 +173,39 @@ static int tcp_connect(const struct dirs *d)
 	return r;
 }
 
+static int make_socket(int family)
+{
+	int s = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	close(s);
+	return 0;
+}
+
+static int io_uring(void)
+{
+	struct io_uring_params p = { 0 };
+	long fd = syscall(SYS_io_uring_setup, 1, &p);
+	if (fd < 0)
+		return -errno;
+	close((int)fd);
+	return 0;
+}
+
+/* A named Unix socket the parent listens on (the developer's session bus
+ * or SSH agent, to a helper): connecting needs a new Unix socket. */
+static int named_connect(const struct dirs *d)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/bus", d->other);
+	int r = connect(s, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
+	close(s);
+	return r;
+}
+
 static int abstract_connect(const struct dirs *d)
 {
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -183,22 +225,21 @@ static int abstract_connect(const struct dirs *d)
 static void router_shape(void *arg)
 {
 	const struct dirs *d = arg;
-	CHECK(lz_landlock_abi() >= 6, "this kernel's Landlock ABI is %d", lz_landlock_abi());
 	/* unrestricted, all of it works */
 	CHECK(make_file(d->other, "before") == 0, "create before");
 	CHECK(at(open_wo, d->other, "before") == 0 && at(trunc0, d->other, "before") == 0, "write before");
 	CHECK(exec_true() == 0, "exec before");
 	CHECK(tcp_bind() == 0 && tcp_connect(d) == 0, "bind and connect before");
-	CHECK(abstract_connect(d) == 0, "abstract socket before");
+	CHECK(abstract_connect(d) == 0 && named_connect(d) == 0, "Unix sockets before");
+	CHECK(io_uring() == 0, "io_uring before: %d", io_uring());
 	CHECK(kill(getppid(), 0) == 0, "signal before");
 
 	int served = open(d->served, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	CHECK(served >= 0, "open served");
 	struct lz_err err = { 0, "" };
-	int abi = lz_landlock_restrict(&(struct lz_landlock){ .read_files = true, .write_dirs = &served,
-							     .n_write_dirs = 1 },
-				       &err);
-	CHECK(abi >= 6, "lz_landlock_restrict: %d %s", abi, err.msg);
+	int abi = lz_confine(&(struct lz_confine){ .read_files = true, .write_dirs = &served, .n_write_dirs = 1 },
+			     &err);
+	CHECK(abi >= 1, "lz_confine: %d %s", abi, err.msg);
 
 	/* its own tree: everything a file server does */
 	CHECK(make_file(d->served, "f") == 0, "create in served");
@@ -223,37 +264,46 @@ static void router_shape(void *arg)
 	snprintf(from, sizeof(from), "%s/moved", d->other);
 	struct stat st;
 	CHECK(rename(to, from) < 0 && lstat(to, &st) == 0, "moved a file out of its tree");
-	/* nothing else of the developer's */
+	/* nothing else of the developer's: no program, no socket of any kind */
 	CHECK(exec_true() == -EACCES, "executed a program: %d", exec_true());
-	CHECK(tcp_bind() == -EACCES, "bound a TCP socket: %d", tcp_bind());
-	CHECK(tcp_connect(d) == -EACCES, "connected a TCP socket: %d", tcp_connect(d));
-	CHECK(abstract_connect(d) == -EPERM, "connected to an abstract socket outside: %d", abstract_connect(d));
-	CHECK(kill(getppid(), 0) < 0 && errno == EPERM, "signalled a process outside");
+	CHECK(make_socket(AF_UNIX) == -EACCES && make_socket(AF_INET) == -EACCES &&
+		      make_socket(AF_INET6) == -EACCES && make_socket(AF_NETLINK) == -EACCES,
+	      "made a socket");
+	CHECK(named_connect(d) == -EACCES, "connected to a named Unix socket: %d", named_connect(d));
+	CHECK(abstract_connect(d) == -EACCES, "connected to an abstract socket: %d", abstract_connect(d));
+	CHECK(tcp_connect(d) == -EACCES && tcp_bind() == -EACCES, "a TCP socket");
+	CHECK(io_uring() == -EACCES, "set up io_uring: %d", io_uring());
+	if (abi >= 6)
+		CHECK(kill(getppid(), 0) < 0 && errno == EPERM, "signalled a process outside");
 }
 
-static void test_lz_landlock_restrict__router_changes_only_its_trees(void **state)
+static void test_lz_confine__router_changes_only_its_trees(void **state)
 {
 	run_in_child(router_shape, *state);
 }
 
-/* The egress proxy's shape: no file at all, TCP connections out. */
+/* The egress proxy's shape: no file at all, IPv4 sockets and TCP
+ * connections out, nothing else. */
 static void proxy_shape(void *arg)
 {
 	const struct dirs *d = arg;
 	CHECK(open_ro("/etc/passwd") == 0 && open_ro("/") == 0, "read before");
 	struct lz_err err = { 0, "" };
-	int abi = lz_landlock_restrict(&(struct lz_landlock){ .read_files = false, .connect_tcp = true }, &err);
-	CHECK(abi >= 6, "lz_landlock_restrict: %d %s", abi, err.msg);
+	int abi = lz_confine(&(struct lz_confine){ .read_files = false, .inet = true }, &err);
+	CHECK(abi >= 1, "lz_confine: %d %s", abi, err.msg);
 	CHECK(open_ro("/etc/passwd") < 0 && errno == EACCES, "read a file");
 	CHECK(open_ro("/") < 0 && errno == EACCES, "listed a directory");
 	CHECK(make_file(d->served, "x") == -EACCES && make_file(d->other, "x") == -EACCES, "created a file");
 	CHECK(exec_true() == -EACCES, "executed a program");
 	CHECK(tcp_connect(d) == 0, "no TCP connection: %d", tcp_connect(d));
-	CHECK(tcp_bind() == -EACCES, "bound a TCP socket: %d", tcp_bind());
-	CHECK(abstract_connect(d) == -EPERM, "connected to an abstract socket outside");
+	CHECK(make_socket(AF_UNIX) == -EACCES && make_socket(AF_INET6) == -EACCES, "made a non-IPv4 socket");
+	CHECK(named_connect(d) == -EACCES && abstract_connect(d) == -EACCES, "connected to a Unix socket");
+	CHECK(io_uring() == -EACCES, "set up io_uring: %d", io_uring());
+	if (abi >= 4)
+		CHECK(tcp_bind() == -EACCES, "bound a TCP socket: %d", tcp_bind());
 }
 
-static void test_lz_landlock_restrict__proxy_opens_no_file(void **state)
+static void test_lz_confine__proxy_opens_no_file(void **state)
 {
 	run_in_child(proxy_shape, *state);
 }
@@ -265,14 +315,14 @@ static void bad_descriptor(void *arg)
 	(void)arg;
 	int bad = -1;
 	struct lz_err err = { 0, "" };
-	CHECK(lz_landlock_restrict(&(struct lz_landlock){ .read_files = true, .write_dirs = &bad, .n_write_dirs = 1 },
+	CHECK(lz_confine(&(struct lz_confine){ .read_files = true, .write_dirs = &bad, .n_write_dirs = 1 },
 				   &err) == -EBADF,
 	      "%s", err.msg);
 	CHECK(strstr(err.msg, "descriptor -1") != NULL, "%s", err.msg);
 	CHECK(exec_true() == 0, "restricted after a refusal");
 }
 
-static void test_lz_landlock_restrict__refuses_a_bad_descriptor_whole(void **state)
+static void test_lz_confine__refuses_a_bad_descriptor_whole(void **state)
 {
 	run_in_child(bad_descriptor, *state);
 }
@@ -280,10 +330,10 @@ static void test_lz_landlock_restrict__refuses_a_bad_descriptor_whole(void **sta
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_lz_landlock_restrict__router_changes_only_its_trees, setup,
+		cmocka_unit_test_setup_teardown(test_lz_confine__router_changes_only_its_trees, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_lz_landlock_restrict__proxy_opens_no_file, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_lz_landlock_restrict__refuses_a_bad_descriptor_whole, setup,
+		cmocka_unit_test_setup_teardown(test_lz_confine__proxy_opens_no_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_confine__refuses_a_bad_descriptor_whole, setup,
 						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,146 @@
+/* Landlock for the helpers (landlock.h). */
+#include "proc/confine.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+/* The kernel's interface (linux/landlock.h, uapi), spelled out here: the
+ * build machine's headers may predate the ABI the running kernel has. */
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH 1
+
+#define LL_FS_EXECUTE (UINT64_C(1) << 0)
+#define LL_FS_WRITE_FILE (UINT64_C(1) << 1)
+#define LL_FS_READ_FILE (UINT64_C(1) << 2)
+#define LL_FS_READ_DIR (UINT64_C(1) << 3)
+#define LL_FS_REMOVE_DIR (UINT64_C(1) << 4)
+#define LL_FS_REMOVE_FILE (UINT64_C(1) << 5)
+#define LL_FS_MAKE_CHAR (UINT64_C(1) << 6)
+#define LL_FS_MAKE_DIR (UINT64_C(1) << 7)
+#define LL_FS_MAKE_REG (UINT64_C(1) << 8)
+#define LL_FS_MAKE_SOCK (UINT64_C(1) << 9)
+#define LL_FS_MAKE_FIFO (UINT64_C(1) << 10)
+#define LL_FS_MAKE_BLOCK (UINT64_C(1) << 11)
+#define LL_FS_MAKE_SYM (UINT64_C(1) << 12)
+#define LL_FS_REFER (UINT64_C(1) << 13)    /* ABI 2 */
+#define LL_FS_TRUNCATE (UINT64_C(1) << 14) /* ABI 3 */
+#define LL_FS_IOCTL_DEV (UINT64_C(1) << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP (UINT64_C(1) << 0)    /* ABI 4 */
+#define LL_NET_CONNECT_TCP (UINT64_C(1) << 1) /* ABI 4 */
+#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (UINT64_C(1) << 0) /* ABI 6 */
+#define LL_SCOPE_SIGNAL (UINT64_C(1) << 1)               /* ABI 6 */
+
+/* The ruleset's attributes as of ABI 6; an older kernel takes the prefix
+ * it knows when the rest is zero. */
+struct ll_ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
+struct ll_path_beneath_attr {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+/* Everything that changes the tree below a directory. */
+#define LL_FS_WRITES                                                                                   \
+	(LL_FS_WRITE_FILE | LL_FS_REMOVE_DIR | LL_FS_REMOVE_FILE | LL_FS_MAKE_CHAR | LL_FS_MAKE_DIR |  \
+	 LL_FS_MAKE_REG | LL_FS_MAKE_SOCK | LL_FS_MAKE_FIFO | LL_FS_MAKE_BLOCK | LL_FS_MAKE_SYM |       \
+	 LL_FS_REFER | LL_FS_TRUNCATE)
+
+int lz_confine_landlock_abi(void)
+{
+	long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+	return v > 0 ? (int)v : 0;
+}
+
+/* The file rights ABI abi knows. */
+static uint64_t fs_known(int abi)
+{
+	uint64_t m = (LL_FS_MAKE_SYM << 1) - 1;
+	if (abi >= 2)
+		m |= LL_FS_REFER;
+	if (abi >= 3)
+		m |= LL_FS_TRUNCATE;
+	if (abi >= 5)
+		m |= LL_FS_IOCTL_DEV;
+	return m;
+}
+
+/* The sockets a helper may make: none, or IPv4 ones; and no io_uring,
+ * whose socket and connect operations the filter would not see. A call
+ * of another architecture (int 0x80, x32) ends the process. */
+static int filter_sockets(bool inet, struct lz_err *err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x40000000 /* x32 */, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, inet ? AF_INET : UINT32_MAX, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = LZ_ARRAY_SIZE(f), .filter = f };
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return lz_err_set(err, errno, "seccomp socket filter: %s", strerror(errno));
+	return 0;
+}
+
+int lz_confine(const struct lz_confine *c, struct lz_err *err)
+{
+	int abi = lz_confine_landlock_abi();
+	_cleanup_close_ int rs = -EBADF;
+	if (abi > 0) {
+		uint64_t known = fs_known(abi);
+		struct ll_ruleset_attr attr = { .handled_access_fs = known };
+		if (c->read_files)
+			attr.handled_access_fs &= ~(LL_FS_READ_FILE | LL_FS_READ_DIR);
+		if (abi >= 4)
+			attr.handled_access_net = LL_NET_BIND_TCP | (c->inet ? 0 : LL_NET_CONNECT_TCP);
+		if (abi >= 6)
+			attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
+		rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+		if (rs < 0)
+			return lz_err_set(err, errno, "Landlock ruleset: %s", strerror(errno));
+		for (size_t i = 0; i < c->n_write_dirs; i++) {
+			struct ll_path_beneath_attr beneath = { .allowed_access = LL_FS_WRITES & known,
+								.parent_fd = c->write_dirs[i] };
+			if (c->read_files)
+				beneath.allowed_access &= attr.handled_access_fs;
+			else
+				beneath.allowed_access |= LL_FS_READ_FILE | LL_FS_READ_DIR;
+			if (syscall(SYS_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &beneath, 0) < 0)
+				return lz_err_set(err, errno, "Landlock rule for descriptor %d: %s", c->write_dirs[i],
+						  strerror(errno));
+		}
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return lz_err_set(err, errno, "no_new_privs: %s", strerror(errno));
+	if (rs >= 0 && syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+		return lz_err_set(err, errno, "Landlock: %s", strerror(errno));
+	int r = filter_sockets(c->inet, err);
+	return r < 0 ? r : abi;
+}
