@@ -1666,10 +1666,12 @@ static void drain_leader_watch(lz_hc *hc)
 		; /* which file closed does not matter: every awaited leader is read */
 }
 
-static void start_failed(lz_hc *hc, struct lz_session *s, const char *why)
+#define EXEC_ENDED_FIRST "the guest process did not start: runsc exec ended first"
+
+static void start_failed(lz_hc *hc, struct lz_session *s, int code, const char *why)
 {
 	s->leader_by = 0;
-	lz_session_refuse(s, EIO, why);
+	lz_session_refuse(s, code, why);
 	session_end(hc, s);
 }
 
@@ -1679,13 +1681,9 @@ static bool start_awaited(lz_hc *hc, struct lz_session *s)
 {
 	struct lz_err err = { 0, "" };
 	int r = leader_arrived(hc, s, &err);
-	if (r < 0) {
-		s->leader_by = 0;
-		lz_session_refuse(s, -r, err.msg);
-		session_end(hc, s);
-		return false;
-	}
-	return true;
+	if (r < 0)
+		start_failed(hc, s, -r, err.msg);
+	return r >= 0;
 }
 
 int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
@@ -1746,7 +1744,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 					continue;
 				}
 				if (s->leader_by) {
-					start_failed(hc, s, "the guest process did not start: runsc exec ended first");
+					start_failed(hc, s, EIO, EXEC_ENDED_FIRST);
 					continue;
 				}
 				(void)lz_session_finish(s);
@@ -1772,7 +1770,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 		settle_prompts(hc);
 		for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 			if (lz_session_exit_due(&hc->sessions[i]) && hc->sessions[i].leader_by) {
-				start_failed(hc, &hc->sessions[i], "the guest process did not start: runsc exec ended first");
+				start_failed(hc, &hc->sessions[i], EIO, EXEC_ENDED_FIRST);
 				continue;
 			}
 			if (lz_session_exit_due(&hc->sessions[i])) {
