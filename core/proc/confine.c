@@ -1,4 +1,4 @@
-/* Landlock for the helpers (landlock.h). */
+/* Confinement of the helpers (confine.h). */
 #include "proc/confine.h"
 
 #include <errno.h>
@@ -128,9 +128,7 @@ int lz_confine(const struct lz_confine *c, struct lz_err *err)
 		for (size_t i = 0; i < c->n_write_dirs; i++) {
 			struct ll_path_beneath_attr beneath = { .allowed_access = LL_FS_WRITES & known,
 								.parent_fd = c->write_dirs[i] };
-			if (c->read_files)
-				beneath.allowed_access &= attr.handled_access_fs;
-			else
+			if (!c->read_files) /* reads are handled: granted beneath its trees */
 				beneath.allowed_access |= LL_FS_READ_FILE | LL_FS_READ_DIR;
 			if (syscall(SYS_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &beneath, 0) < 0)
 				return lz_err_set(err, errno, "Landlock rule for descriptor %d: %s", c->write_dirs[i],
