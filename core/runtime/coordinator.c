@@ -234,8 +234,8 @@ int lz_hc_release_lost_leases(lz_hc *hc, lz_hc_report *report, void *ctx, struct
 	int r = before_begin(hc, "lease recovery", err);
 	if (r < 0)
 		return r;
-	return lz_leaserecovery_run(hc->store, lz_config_storage_root(hc->cfg)->fd, hc->domain_hex, report, ctx,
-				    NULL, err);
+	return lz_leaserecovery_run(hc->store, lz_config_storage_root(hc->cfg)->fd, hc->domain_hex,
+				    LZ_RECOVERY_EXIT_WAIT_MS, report, ctx, NULL, err);
 }
 
 /* Spec 3.6 "Domain clean": a lost generation's runtime tree (its
@@ -251,7 +251,7 @@ int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_er
 		return r;
 	size_t n = lz_rundir_generations(hc->runtime_domain, gens, LZ_ARRAY_SIZE(gens));
 	for (size_t i = 0; i < n; i++) {
-		lz_leaserecovery_judge(hc->store, gens[i], why, sizeof(why));
+		lz_leaserecovery_judge(hc->store, gens[i], LZ_RECOVERY_EXIT_WAIT_MS, why, sizeof(why));
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the runtime tree of generation %llu: %s",
 				 (unsigned long long)gens[i], why);
@@ -320,7 +320,7 @@ int lz_hc_retire_lost(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err 
 		uint64_t gen = v[i].generation;
 		if (v[i].state != LZ_DSTORE_GEN_FAILED)
 			continue;
-		lz_leaserecovery_judge(hc->store, gen, why, sizeof(why));
+		lz_leaserecovery_judge(hc->store, gen, LZ_RECOVERY_EXIT_WAIT_MS, why, sizeof(why));
 		if (why[0])
 			continue; /* clean_runtime reported it */
 		_cleanup_free_ struct lz_dstore_session *s = NULL;

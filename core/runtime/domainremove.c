@@ -161,8 +161,8 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 		goto out;
 	}
 	if ((rc = lz_dstore_open(dom, &store, err)) < 0 || (rc = end_lost(store, err)) < 0 ||
-	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, report_line, NULL, NULL, err)) <
-		    0 ||
+	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, LZ_RECOVERY_EXIT_WAIT_MS,
+				      report_line, NULL, NULL, err)) < 0 ||
 	    (rc = no_lease(r, err)) < 0)
 		goto out;
 	lz_dstore_close(store);

@@ -26,10 +26,10 @@
  * which is PID 1 of the namespaces every sandbox process and mount lived
  * in, the attached runsc, slirp4netns, each session's exec client) is
  * proved gone by exact pidfs identity. */
-void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, char *why, size_t cap);
+void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, int exit_wait_ms, char *why, size_t cap);
 
 /* How long the processes of one ended generation get to finish exiting
- * before they count as running. */
+ * before they count as running (exit_wait_ms of the callers that recover). */
 #define LZ_RECOVERY_EXIT_WAIT_MS 10000
 
 /* One line for the coordinator's log per lease released or kept. */
@@ -38,8 +38,9 @@ typedef void lz_leaserecovery_report_fn(void *ctx, const char *line);
 /* Over the leases of domain_hex in the catalog beneath storage_root_fd;
  * *ret_released (optional) counts the released ones. A lease that cannot
  * be judged is kept and reported, not an error; -errno only when the
- * catalog cannot be listed or a release fails. */
-int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex,
+ * catalog cannot be listed or a release fails. Each generation's
+ * processes get exit_wait_ms to finish. */
+int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int exit_wait_ms,
 			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
 			 struct lz_err *err);
 

@@ -108,12 +108,21 @@ static uint64_t leases(const struct fx *f)
 	return n;
 }
 
-static size_t run(struct fx *f)
+/* Long enough for a killed and reaped child's namespaces to be freed,
+ * short enough that a live one does not hold the suite up. */
+#define SHORT_WAIT_MS 300
+
+static size_t run_waiting(struct fx *f, int exit_wait_ms)
 {
 	size_t released = 99;
 	f->n_lines = 0;
-	OK(lz_leaserecovery_run(f->h, f->root, DOM, collect, f, &released, &E));
+	OK(lz_leaserecovery_run(f->h, f->root, DOM, exit_wait_ms, collect, f, &released, &E));
 	return released;
+}
+
+static size_t run(struct fx *f)
+{
+	return run_waiting(f, SHORT_WAIT_MS);
 }
 
 /* A child that waits until killed, and its pidfs identity. */
@@ -170,6 +179,28 @@ static void test_lz_leaserecovery__kept_while_the_supervisor_lives_released_once
 	/* Nothing left to do: idempotent. */
 	assert_int_equal(run(f), 0);
 	assert_int_equal(f->n_lines, 0);
+}
+
+/* A supervisor that is still exiting when recovery looks gets the wait
+ * to finish: its lease is released in the same run, not kept. */
+static void test_lz_leaserecovery__a_supervisor_exiting_within_the_wait_is_waited_for(void **state)
+{
+	struct fx *f = *state;
+	struct lz_pidref id;
+	pid_t pid = child(&id);
+	lost_generation(f, &id, LZ_DSTORE_GEN_FAILED);
+	pid_t killer = fork();
+	assert_true(killer >= 0);
+	if (killer == 0) {
+		usleep(400 * 1000);
+		kill(pid, SIGKILL);
+		_exit(0);
+	}
+	/* recovery's pidfd sees the child gone once it exits, before it is reaped */
+	assert_int_equal(run_waiting(f, 10000), 1);
+	assert_int_equal(leases(f), 0);
+	assert_int_equal(waitpid(killer, NULL, 0), killer);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
 }
 
 /* A generation that never started its supervisor has no process to wait for. */
@@ -264,8 +295,8 @@ static void test_lz_leaserecovery__held_namespaces_keep_the_lease(void **state)
 	close(held_mnt);
 	assert_int_equal(run(f), 0);
 	assert_non_null(strstr(f->lines[0], "its network namespace (namespace ID "));
-	close(held_net);
-	assert_int_equal(run(f), 1);
+	close(held_net); /* the kernel frees a network namespace a little later */
+	assert_int_equal(run_waiting(f, LZ_RECOVERY_EXIT_WAIT_MS), 1);
 	assert_int_equal(leases(f), 0);
 }
 
@@ -295,6 +326,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_leaserecovery__kept_while_the_supervisor_lives_released_once_gone),
+		T(test_lz_leaserecovery__a_supervisor_exiting_within_the_wait_is_waited_for),
 		T(test_lz_leaserecovery__no_process_recorded_is_released),
 		T(test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept),
 		T(test_lz_leaserecovery__held_namespaces_keep_the_lease),
