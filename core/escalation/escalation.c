@@ -18,7 +18,10 @@
 #include "util/cleanup.h"
 #include "util/escape.h"
 
-enum job_state { JOB_FREE, JOB_ROUTING, JOB_PROMPT, JOB_RUNNING, JOB_ENDED };
+/* JOB_STARTING: approved, its host process opening the executable (which
+ * may wait on a mount) until it execs or fails; the decision is posted
+ * then. */
+enum job_state { JOB_FREE, JOB_ROUTING, JOB_PROMPT, JOB_STARTING, JOB_RUNNING, JOB_ENDED };
 
 /* A sealed record the inbox did not take (its file system full): kept, in
  * order, and posted again; the client reads a request's records in
@@ -40,6 +43,9 @@ struct job {
 	size_t argc;
 	char *cwd, *why;
 	int pidfd;
+	pid_t pid;
+	int status_fd; /* lz_spawn_start's, while JOB_STARTING */
+	uint32_t verdict;
 	int pipes[2]; /* stdout, stderr read ends; -1 at end of file */
 	bool exited;
 	int status; /* waitid's si_code and si_status, once exited */
@@ -129,7 +135,7 @@ static void job_init(struct job *j)
 	memset(j, 0, sizeof(*j));
 	j->state = JOB_FREE;
 	j->session = -1;
-	j->pidfd = j->pipes[0] = j->pipes[1] = -EBADF;
+	j->pidfd = j->status_fd = j->pipes[0] = j->pipes[1] = -EBADF;
 	j->unposted_tail = &j->unposted;
 }
 
@@ -331,6 +337,7 @@ static void post_result(struct lz_escalation *e, struct job *j, uint32_t outcome
 
 static void close_pipes(struct job *j)
 {
+	lz_close_fdp(&j->status_fd);
 	lz_close_fdp(&j->pipes[0]);
 	lz_close_fdp(&j->pipes[1]);
 }
@@ -390,7 +397,31 @@ int lz_escalation_rule_match(const struct lz_esc_rule *rules, size_t n_rules, ch
 	return -1;
 }
 
-static int start_host_process(struct lz_escalation *e, struct job *j, int exe_fd, int workspace_fd, char *const *env,
+/* The executable, opened in the host process before it execs: a lookup
+ * there may wait on a mount that does not answer, never the coordinator. */
+struct opening {
+	const struct lz_path *rule_exe; /* an auto_approve rule's, or NULL */
+	const char *path;               /* else argv[0], opened as written */
+};
+
+static int open_executable(void *ctx, struct lz_err *err)
+{
+	const struct opening *o = ctx;
+	struct lz_path opened = LZ_PATH_INIT;
+	int r;
+	if (o->rule_exe != NULL) {
+		r = lz_path_revalidate(o->rule_exe, err);
+		if (r >= 0)
+			r = lz_path_check_executable(o->rule_exe, err);
+		return r < 0 ? r : o->rule_exe->fd;
+	}
+	r = lz_path_open(o->path, &opened, err);
+	if (r >= 0)
+		r = lz_path_check_executable(&opened, err);
+	return r < 0 ? r : opened.fd; /* the process execs or exits */
+}
+
+static int start_host_process(struct job *j, const struct lz_path *rule_exe, int workspace_fd, char *const *env,
 			      struct lz_err *err)
 {
 	int out[2] = { -EBADF, -EBADF }, errp[2] = { -EBADF, -EBADF };
@@ -399,23 +430,63 @@ static int start_host_process(struct lz_escalation *e, struct job *j, int exe_fd
 		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
 		goto done;
 	}
-	struct lz_spawn spec = { .label = j->argv[0], .exe_fd = exe_fd, .argv = j->argv, .envp = env,
+	struct lz_spawn spec = { .label = j->argv[0], .exe_fd = -1, .argv = j->argv, .envp = env,
 				 .stdin_fd = -1, .stdout_fd = out[1], .stderr_fd = errp[1], .cwd_fd = workspace_fd,
 				 .has_cwd = true };
-	pid_t pid;
-	if ((r = lz_spawn(&spec, &j->pidfd, &pid, err)) < 0)
+	struct opening o = { rule_exe, j->argv[0] };
+	if ((r = lz_spawn_start(&spec, open_executable, &o, &j->pidfd, &j->pid, &j->status_fd, err)) < 0)
 		goto done;
 	j->pipes[0] = TAKE_FD(out[0]);
 	j->pipes[1] = TAKE_FD(errp[0]);
 	(void)fcntl(j->pipes[0], F_SETFL, O_NONBLOCK);
 	(void)fcntl(j->pipes[1], F_SETFL, O_NONBLOCK);
-	request_line(e, "request %s: host process %d started", j->hex, (int)pid);
 done:
 	for (int i = 0; i < 2; i++) {
 		lz_close_fdp(&out[i]);
 		lz_close_fdp(&errp[i]);
 	}
 	return r;
+}
+
+static const char *approval(uint32_t verdict)
+{
+	return verdict == LZ_ESC_AUTO_APPROVED ? "approved by an auto_approve rule" : "approved by the developer";
+}
+
+/* The host process of j did not start (err says why): refused when its
+ * executable could not be opened or is not one to run (opening), failed
+ * when the exec did. */
+static void not_started(struct lz_escalation *e, struct job *j, bool opening, const struct lz_err *err)
+{
+	char why[LZ_ERR_MSG_MAX + 64];
+	if (j->state != JOB_RUNNING)
+		post_decision(e, j, opening ? LZ_ESC_DENIED : j->verdict, opening ? err->msg : approval(j->verdict));
+	snprintf(why, sizeof(why), "the host command did not start: %s", err->msg);
+	char safe[LZ_ESCAPE_MAX(sizeof(why))];
+	lz_escape(why, strlen(why), safe, sizeof(safe)); /* it names argv[0], the sandbox's */
+	request_line(e, "request %s: %s", j->hex, safe);
+	if (e->hooks.not_started != NULL && j->session >= 0)
+		e->hooks.not_started(e->hooks.ctx, j->session, err->msg);
+	post_result(e, j, opening ? LZ_ESC_REFUSED : LZ_ESC_FAILED, 0, why);
+}
+
+/* The host process of a starting job exec'd, or failed before. */
+static void on_start_status(struct lz_escalation *e, struct job *j)
+{
+	struct lz_err err = { 0, "" };
+	bool opening = false;
+	int r = lz_spawn_status(j->status_fd, j->argv[0], &opening, &err);
+	if (r > 0)
+		return;
+	lz_close_fdp(&j->status_fd);
+	if (r == 0) {
+		post_decision(e, j, j->verdict, approval(j->verdict));
+		j->state = JOB_RUNNING;
+		request_line(e, "request %s: host process %d started", j->hex, (int)j->pid);
+		return;
+	}
+	kill_and_reap(j); /* it exited; its record ends with the result */
+	not_started(e, j, opening, &err);
 }
 
 int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict, const struct lz_path *rule_exe,
@@ -427,38 +498,19 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 	    e->jobs[job].argv == NULL)
 		return lz_err_set(err, ESTALE, "no request waits for this decision");
 	struct job *j = &e->jobs[job];
-	struct lz_path opened = LZ_PATH_INIT;
-	int r;
 	j->session = session;
-	if (rule_exe != NULL) {
-		r = lz_path_revalidate(rule_exe, err);
-		if (r >= 0)
-			r = lz_path_check_executable(rule_exe, err);
-	} else {
-		r = lz_path_open(j->argv[0], &opened, err);
-		if (r >= 0)
-			r = lz_path_check_executable(&opened, err);
-	}
-	if (r >= 0)
-		r = record_launch(e, j, verdict == LZ_ESC_AUTO_APPROVED, err);
-	if (r >= 0) {
-		post_decision(e, j, verdict, verdict == LZ_ESC_AUTO_APPROVED ? "approved by an auto_approve rule"
-									    : "approved by the developer");
-		j->state = JOB_RUNNING;
-		r = start_host_process(e, j, rule_exe ? rule_exe->fd : opened.fd, workspace_fd, env, err);
-	}
-	lz_path_release(&opened);
+	j->verdict = verdict;
+	int r = record_launch(e, j, verdict == LZ_ESC_AUTO_APPROVED, err);
 	if (r < 0) {
-		char why[LZ_ERR_MSG_MAX + 64];
-		if (j->state != JOB_RUNNING)
-			post_decision(e, j, LZ_ESC_DENIED, err->msg);
-		snprintf(why, sizeof(why), "the host command did not start: %s", err->msg);
-		char safe[LZ_ESCAPE_MAX(sizeof(why))];
-		lz_escape(why, strlen(why), safe, sizeof(safe)); /* it names argv[0], the sandbox's */
-		request_line(e, "request %s: %s", j->hex, safe);
-		post_result(e, j, j->state == JOB_RUNNING ? LZ_ESC_FAILED : LZ_ESC_REFUSED, 0, why);
+		not_started(e, j, true, err);
+		return r;
 	}
-	return r;
+	if ((r = start_host_process(j, rule_exe, workspace_fd, env, err)) < 0) {
+		not_started(e, j, false, err);
+		return r;
+	}
+	j->state = JOB_STARTING;
+	return 0;
 }
 
 void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message)
@@ -716,6 +768,8 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 		const struct job *j = &e->jobs[i];
 		if (j->unposted != NULL && (*timeout_ms < 0 || *timeout_ms > RETRY_MS))
 			*timeout_ms = RETRY_MS;
+		if (j->state == JOB_STARTING)
+			pf[n++] = (struct pollfd){ .fd = j->status_fd, .events = POLLIN };
 		if (j->state == JOB_RUNNING) {
 			if (j->pidfd >= 0 && !j->exited)
 				pf[n++] = (struct pollfd){ .fd = j->pidfd, .events = POLLIN };
@@ -797,6 +851,8 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 			continue;
 		for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 			struct job *j = &e->jobs[k];
+			if (j->state == JOB_STARTING && pf[i].fd == j->status_fd)
+				on_start_status(e, j);
 			if (j->state != JOB_RUNNING)
 				continue;
 			if (pf[i].fd == j->pidfd)

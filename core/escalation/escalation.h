@@ -19,7 +19,9 @@
  * before its result files are removed.
  *
  * The host process (lz_escalation_approve): argv[0] must be absolute and
- * is opened component by component with no symlink (pathauth.h), must be
+ * is opened by the host process before it execs (a lookup that waits on a
+ * mount holds that request, never the coordinator), component by
+ * component with no symlink (pathauth.h), must be
  * a regular file with one link, owned by root or the developer, not group-
  * or other-writable and executable; an auto-approved request runs the
  * rule's executable opened at configuration load, revalidated and checked
@@ -76,6 +78,9 @@ struct lz_esc_hooks {
 	int (*launching)(void *ctx, const char *hex, const char *session, const uint8_t digest[32], bool automatic,
 			 struct lz_err *err);
 	void (*ended)(void *ctx, const char *hex);
+	/* An approved request's host process did not start (why), told to
+	 * the session slot that approved it. */
+	void (*not_started)(void *ctx, int session, const char *why);
 	void *ctx;
 };
 
@@ -123,11 +128,13 @@ void lz_escalation_prompting(struct lz_escalation *e, size_t job, int session);
 
 /* Approves the job: verdict LZ_ESC_APPROVED (the developer; the job is
  * in PROMPT) or LZ_ESC_AUTO_APPROVED with the rule's executable (an
- * O_PATH descriptor the configuration holds, revalidated by the caller;
- * the job is being routed); -ESTALE, changing nothing, for a job in
- * another state. Posts the decision and starts the host process in
- * workspace_fd with env. A failure to start ends the job with a FAILED
- * result saying why (and returns it). */
+ * O_PATH descriptor the configuration holds, revalidated by the host
+ * process; the job is being routed); -ESTALE, changing nothing, for a job
+ * in another state. Starts the host process in workspace_fd with env; the
+ * decision is posted once it has exec'd (lz_escalation_handle). A failure
+ * to start ends the job with a REFUSED result (its executable could not
+ * be opened or is not one to run) or a FAILED one, saying why, and tells
+ * the session through the not_started hook. */
 int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict, const struct lz_path *rule_exe,
 			  int workspace_fd, char *const *env, int session, struct lz_err *err);
 

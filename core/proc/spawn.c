@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -311,6 +312,79 @@ int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct
 	if (ret_pid)
 		*ret_pid = pid;
 	return 0;
+}
+
+/* What the child of lz_spawn_start writes when open_exe fails; an exec
+ * failure writes the errno alone (lz_spawn_exec_prepared). */
+struct open_failure {
+	int32_t err;
+	char msg[LZ_ERR_MSG_MAX];
+};
+
+_Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, int status_fd)
+{
+	/* A fork of a single-threaded caller: the lookup may use anything. */
+	struct open_failure f = { 0, "" };
+	struct lz_err err = { 0, "" };
+	struct lz_spawn_prepared prep;
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int fd = open_exe(ctx, &err);
+	if (fd >= 0) {
+		struct lz_spawn with_exe = *spec;
+		with_exe.exe_fd = fd;
+		if (lz_spawn_prepare(&with_exe, &prep, &err) == 0)
+			lz_spawn_exec_prepared(&prep, status_fd);
+	}
+	f.err = err.code > 0 ? err.code : EIO;
+	size_t n = strnlen(err.msg, sizeof(f.msg) - 1);
+	memcpy(f.msg, err.msg, n);
+	(void)!write(status_fd, &f, offsetof(struct open_failure, msg) + n + 1);
+	_exit(127);
+}
+
+int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, int *ret_pidfd,
+		   pid_t *ret_pid, int *ret_status_fd, struct lz_err *err)
+{
+	const char *label = spec->label ? spec->label : spec->argv[0];
+	int p[2], pidfd = -EBADF;
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
+	if (pid == 0) {
+		close(p[0]);
+		open_and_exec(spec, open_exe, ctx, p[1]);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return lz_err_set(err, -pid, "fork for '%s': %s", label, strerror(-pid));
+	}
+	*ret_pidfd = pidfd;
+	*ret_status_fd = p[0];
+	if (ret_pid)
+		*ret_pid = pid;
+	return 0;
+}
+
+int lz_spawn_status(int status_fd, const char *label, bool *ret_opening, struct lz_err *err)
+{
+	struct open_failure f = { 0, "" };
+	ssize_t n;
+	*ret_opening = false;
+	while ((n = read(status_fd, &f, sizeof(f))) < 0 && errno == EINTR)
+		;
+	f.msg[sizeof(f.msg) - 1] = '\0';
+	if (n < 0 && errno == EAGAIN)
+		return 1;
+	if (n == 0)
+		return 0;
+	if (n < (ssize_t)sizeof(f.err) || f.err <= 0)
+		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
+	if (n == (ssize_t)sizeof(f.err))
+		return lz_err_set(err, f.err, "exec '%s': %s", label, strerror(f.err));
+	*ret_opening = true;
+	return lz_err_set(err, f.err, "%s", f.msg);
 }
 
 int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,

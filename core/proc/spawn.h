@@ -82,6 +82,22 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
  * (the exec-status pipe), so a returned child has run its target. */
 int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct lz_err *err);
 
+/* Opens a child's executable in the child, for a lookup that may wait
+ * (a mount that does not answer): its descriptor, or -errno with err. */
+typedef int lz_spawn_open_fn(void *ctx, struct lz_err *err);
+
+/* lz_spawn of spec (its exe_fd and path unused) whose executable open_exe
+ * opens in a forked child, and which the caller does not wait for: the
+ * child's progress comes on *ret_status_fd (non-blocking, for poll; read
+ * with lz_spawn_status). */
+int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, int *ret_pidfd,
+		   pid_t *ret_pid, int *ret_status_fd, struct lz_err *err);
+
+/* 1 while the child of lz_spawn_start has neither exec'd nor failed, 0 once
+ * it exec'd; -errno with err when it failed, *ret_opening saying whether
+ * open_exe did (err is then its message). The caller then reaps it. */
+int lz_spawn_status(int status_fd, const char *label, bool *ret_opening, struct lz_err *err);
+
 /* lz_spawn, then lz_reap with timeout_ms; non-zero exit is -EIO naming
  * label and the status. */
 int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,

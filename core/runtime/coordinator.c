@@ -473,6 +473,8 @@ static void escalation_ended(void *ctx, const char *hex)
 		log_line(NULL, err.msg);
 }
 
+static void escalation_not_started(void *ctx, int slot, const char *why);
+
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 {
 	if (no_batch(hc, "begin a generation", err) < 0)
@@ -510,7 +512,9 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	if ((r = lz_escalation_create(hc->gendir.dir.fd, hc->domain_id, gen, &hc->esc, err)) < 0)
 		return lz_err_prefix(err, r, "host escalation: ");
 	lz_escalation_set_hooks(hc->esc, &(struct lz_esc_hooks){ .launching = escalation_launching,
-								  .ended = escalation_ended, .ctx = hc });
+								  .ended = escalation_ended,
+								  .not_started = escalation_not_started,
+								  .ctx = hc });
 	/* Spec 3.3: the control socket's CA and the coordinator's leaf. */
 	const struct lz_trust_anchor *ta = lz_escalation_anchor(hc->esc);
 	if ((r = lz_admission_new(ta->tls_ca, hc->domain_id, hc->fingerprint, gen, ta->manifest, ta->manifest_len,
@@ -1519,17 +1523,26 @@ static int find_session(lz_hc *hc, const uint8_t id[LZ_ESC_ID_LEN])
 	return -1;
 }
 
+static void escalation_not_started(void *ctx, int slot, const char *why)
+{
+	lz_hc *hc = ctx;
+	if (slot < 0 || slot >= LZ_HC_MAX_SESSIONS)
+		return;
+	struct lz_session *s = &hc->sessions[slot];
+	if (s->release == LZ_SESSION_LIVE && s->tty)
+		notice(s, "lazaret: the host command did not start: %s", why);
+}
+
 static void approve(lz_hc *hc, size_t job, int slot, uint32_t verdict, const struct lz_path *exe)
 {
 	struct lz_err err = { 0, "" };
-	struct lz_session *s = &hc->sessions[slot];
 	if (hc->host_env == NULL && (hc->host_env = host_env(hc->cfg, hc->profile)) == NULL) {
 		lz_escalation_deny(hc->esc, job, "the coordinator could not build the host environment");
 		return;
 	}
-	if (lz_escalation_approve(hc->esc, job, verdict, exe, lz_config_workspace(hc->cfg)->fd, hc->host_env, slot,
-				  &err) < 0 && s->tty)
-		notice(s, "lazaret: the host command did not start: %s", err.msg);
+	/* a failure reaches the session's terminal by escalation_not_started */
+	(void)lz_escalation_approve(hc->esc, job, verdict, exe, lz_config_workspace(hc->cfg)->fd, hc->host_env, slot,
+				    &err);
 }
 
 /* Whether a prompted request's executable is denied before any prompt

@@ -354,6 +354,34 @@ lazaret-escalate -- /usr/bin/touch $T/early; echo status=\$?" Enter
 
 # What the approval opens is the authority: an executable that is not
 # there when the developer approves starts nothing, and says why.
+# The path approved is opened by the host process before it execs: a
+# mount that does not answer holds that request alone, the coordinator
+# goes on serving the other session, and the request fails once the
+# mount goes (its lookup gets ENOTCONN).
+test_an_approved_path_on_a_hung_mount_holds_only_its_request() {
+	mkdir "$T/hung"
+	python3 "$FIX/hang_fuse.py" "$T/hung" >"$T/hang.out" 2>&1 &
+	local hang=$!
+	for _ in $(seq 50); do grep -q mounted "$T/hang.out" && break; sleep 0.1; done
+	grep -q mounted "$T/hang.out" || fail "the hanging mount: $(cat "$T/hang.out")"
+	tmux_start 150 40
+	tmux_split
+	PANE=main.0 start_guest
+	PANE=main.1 start_guest
+	PANE=main.0 keys "lazaret-escalate -- $T/hung/bin/tool; echo status=\$?" Enter
+	PANE=main.0 wait_for "? [y/N]" 10
+	PANE=main.0 answer y
+	sleep 0.5
+	PANE=main.1 keys 'echo "oth""er"' Enter
+	PANE=main.1 wait_for "other" 10
+	assert_not_contains "$(PANE=main.0 screen)" "did not start"
+	kill "$hang"
+	wait "$hang" 2>/dev/null || true
+	PANE=main.0 wait_for "status=77" 20
+	assert_contains "$(PANE=main.0 screen)" "the host command did not start"
+	fusermount3 -u "$T/hung" 2>/dev/null || fusermount3 -uz "$T/hung" || fail "unmount the hanging mount"
+}
+
 test_an_approved_missing_executable_starts_nothing() {
 	tmux_start 150 40
 	start_guest
@@ -476,6 +504,7 @@ t_run "the developer approves at the prompt; argv shown escaped, run byte for by
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
 t_run "a prompt looks up nothing on the host before the answer" test_a_prompt_looks_up_nothing_on_the_host
 t_run "an approved executable that is not there starts nothing" test_an_approved_missing_executable_starts_nothing
+t_run "an approved path on a mount that does not answer holds only its request" test_an_approved_path_on_a_hung_mount_holds_only_its_request
 t_run "a request sent before its session runs is prompted" test_a_request_before_the_session_runs_is_prompted
 t_run "a prompt in one session leaves another session's terminal untouched" test_a_prompt_touches_no_other_session
 t_run "a request cancelled while its prompt is up takes the prompt down" test_cancelled_in_the_sandbox_while_the_prompt_is_up

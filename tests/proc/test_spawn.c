@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,6 +331,123 @@ static void test_lz_read_child_output__kills_at_the_deadline(void **state)
 	close(p[0]);
 }
 
+/* ---- lz_spawn_start: the executable opened in the child ---- */
+
+struct open_ctx {
+	const char *path;
+	int wait_fd; /* >= 0: the lookup waits for a byte on it first */
+};
+
+static int open_path(void *ctx, struct lz_err *err)
+{
+	const struct open_ctx *o = ctx;
+	char c;
+	if (o->wait_fd >= 0 && read(o->wait_fd, &c, 1) != 1)
+		return lz_err_set(err, EIO, "the wait ended without a byte");
+	int fd = open(o->path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return lz_err_set(err, errno, "cannot open %s: %s", o->path, strerror(errno));
+	return fd;
+}
+
+/* lz_spawn_status once it says more than "not yet", within 5 s. */
+static int await_status(int status_fd, bool *opening, struct lz_err *err)
+{
+	struct pollfd pf = { .fd = status_fd, .events = POLLIN };
+	int r;
+	for (int i = 0; i < 50 && (r = lz_spawn_status(status_fd, "x", opening, err)) == 1; i++)
+		(void)poll(&pf, 1, 100);
+	return r;
+}
+
+static void start(struct open_ctx *o, char *const *argv, int *pidfd, int *status_fd)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_spawn spec = { .exe_fd = -1, .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	pid_t pid = 0;
+	assert_int_equal(lz_spawn_start(&spec, open_path, o, pidfd, &pid, status_fd, &err), 0);
+	assert_true(pid > 0);
+}
+
+static void test_lz_spawn_start__runs_what_the_child_opened(void **state)
+{
+	(void)state;
+	char *const argv[] = { "false", NULL };
+	struct open_ctx o = { "/bin/false", -1 };
+	int pidfd, status_fd;
+	bool opening = true;
+	struct lz_err err = { 0, "" };
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(await_status(status_fd, &opening, &err), 0);
+	assert_false(opening);
+	siginfo_t info;
+	assert_int_equal(lz_reap(pidfd, 5000, &info), 0);
+	assert_int_equal(info.si_code, CLD_EXITED);
+	assert_int_equal(info.si_status, 1);
+	close(pidfd);
+	close(status_fd);
+}
+
+static void test_lz_spawn_start__an_open_failure_comes_back_with_its_message(void **state)
+{
+	(void)state;
+	char *const argv[] = { "nothing", NULL };
+	struct open_ctx o = { "/nonexistent/bin", -1 };
+	int pidfd, status_fd;
+	bool opening = false;
+	struct lz_err err = { 0, "" };
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(await_status(status_fd, &opening, &err), -ENOENT);
+	assert_true(opening);
+	assert_string_equal(err.msg, "cannot open /nonexistent/bin: No such file or directory");
+	siginfo_t info;
+	assert_int_equal(lz_reap(pidfd, 5000, &info), 0);
+	assert_int_equal(info.si_status, 127);
+	close(pidfd);
+	close(status_fd);
+}
+
+static void test_lz_spawn_start__an_exec_failure_is_not_an_open_failure(void **state)
+{
+	(void)state;
+	char *const argv[] = { "passwd", NULL };
+	struct open_ctx o = { "/etc/passwd", -1 }; /* not executable */
+	int pidfd, status_fd;
+	bool opening = true;
+	struct lz_err err = { 0, "" };
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(await_status(status_fd, &opening, &err), -EACCES);
+	assert_false(opening);
+	assert_non_null(strstr(err.msg, "exec 'x'"));
+	lz_kill_reap(&pidfd);
+	close(status_fd);
+}
+
+/* The point of it: a lookup that never answers holds the child, never the
+ * caller, which can kill it. */
+static void test_lz_spawn_start__a_lookup_that_waits_holds_only_the_child(void **state)
+{
+	(void)state;
+	char *const argv[] = { "true", NULL };
+	int never[2];
+	assert_int_equal(pipe2(never, O_CLOEXEC), 0);
+	struct open_ctx o = { "/bin/true", never[0] };
+	int pidfd, status_fd;
+	bool opening = false;
+	struct lz_err err = { 0, "" };
+	int64_t before = lz_now_ms();
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(lz_spawn_status(status_fd, "true", &opening, &err), 1);
+	struct pollfd pf = { .fd = status_fd, .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 300), 0);
+	assert_int_equal(lz_spawn_status(status_fd, "true", &opening, &err), 1);
+	assert_true(lz_now_ms() - before < 5000);
+	lz_kill_reap(&pidfd);
+	close(never[0]);
+	close(never[1]);
+	close(status_fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,6 +466,10 @@ int main(void)
 		cmocka_unit_test(test_lz_spawn__leaves_the_callers_pages_writable),
 		cmocka_unit_test(test_lz_read_child_output__stops_when_the_child_exits),
 		cmocka_unit_test(test_lz_read_child_output__kills_at_the_deadline),
+		cmocka_unit_test(test_lz_spawn_start__runs_what_the_child_opened),
+		cmocka_unit_test(test_lz_spawn_start__an_open_failure_comes_back_with_its_message),
+		cmocka_unit_test(test_lz_spawn_start__an_exec_failure_is_not_an_open_failure),
+		cmocka_unit_test(test_lz_spawn_start__a_lookup_that_waits_holds_only_the_child),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
