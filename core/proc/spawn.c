@@ -321,13 +321,16 @@ struct open_failure {
 	char msg[LZ_ERR_MSG_MAX];
 };
 
-_Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, int status_fd)
+_Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, pid_t parent,
+				    int status_fd)
 {
 	/* A fork of a single-threaded caller: the lookup may use anything. */
 	struct open_failure f = { 0, "" };
 	struct lz_err err = { 0, "" };
 	struct lz_spawn_prepared prep;
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Ends with the caller, also one that ended before the prctl. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(127);
 	int fd = open_exe(ctx, &err);
 	if (fd >= 0) {
 		struct lz_spawn with_exe = *spec;
@@ -350,10 +353,11 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
 	fflush(NULL);
+	pid_t parent = getpid();
 	pid_t pid = lz_clone_pidfd(0, &pidfd);
 	if (pid == 0) {
 		close(p[0]);
-		open_and_exec(spec, open_exe, ctx, p[1]);
+		open_and_exec(spec, open_exe, ctx, parent, p[1]);
 	}
 	close(p[1]);
 	if (pid < 0) {
