@@ -312,10 +312,13 @@ test_the_developer_denies_in_the_terminal() {
 # answers: a path beneath a mount that never answers (a hung network file
 # system; an automounter would be asked the same way) is shown at once,
 # and the coordinator goes on serving the other session's terminal.
-test_a_prompt_looks_up_nothing_on_the_host() {
+# hung_mount_and_two_guests: $T/hung is a mount that never answers (its
+# process in $hang, the caller's local), and panes main.0 and main.1 each
+# run a guest; main.0 asks to run $T/hung/bin/tool and is prompted.
+hung_mount_and_two_guests() {
 	mkdir "$T/hung"
 	python3 "$FIX/hang_fuse.py" "$T/hung" >"$T/hang.out" 2>&1 &
-	local hang=$!
+	hang=$!
 	for _ in $(seq 50); do grep -q mounted "$T/hang.out" && break; sleep 0.1; done
 	grep -q mounted "$T/hang.out" || fail "the hanging mount: $(cat "$T/hang.out")"
 	tmux_start 150 40
@@ -324,6 +327,11 @@ test_a_prompt_looks_up_nothing_on_the_host() {
 	PANE=main.1 start_guest
 	PANE=main.0 keys "lazaret-escalate -- $T/hung/bin/tool; echo status=\$?" Enter
 	PANE=main.0 wait_for "? [y/N]" 10
+}
+
+test_a_prompt_looks_up_nothing_on_the_host() {
+	local hang
+	hung_mount_and_two_guests
 	assert_contains "$(PANE=main.0 screen)" "argv[0]    $T/hung/bin/tool"
 	PANE=main.1 keys 'echo "oth""er"' Enter
 	PANE=main.1 wait_for "other" 10
@@ -359,17 +367,8 @@ lazaret-escalate -- /usr/bin/touch $T/early; echo status=\$?" Enter
 # goes on serving the other session, and the request fails once the
 # mount goes (its lookup gets ENOTCONN).
 test_an_approved_path_on_a_hung_mount_holds_only_its_request() {
-	mkdir "$T/hung"
-	python3 "$FIX/hang_fuse.py" "$T/hung" >"$T/hang.out" 2>&1 &
-	local hang=$!
-	for _ in $(seq 50); do grep -q mounted "$T/hang.out" && break; sleep 0.1; done
-	grep -q mounted "$T/hang.out" || fail "the hanging mount: $(cat "$T/hang.out")"
-	tmux_start 150 40
-	tmux_split
-	PANE=main.0 start_guest
-	PANE=main.1 start_guest
-	PANE=main.0 keys "lazaret-escalate -- $T/hung/bin/tool; echo status=\$?" Enter
-	PANE=main.0 wait_for "? [y/N]" 10
+	local hang
+	hung_mount_and_two_guests
 	PANE=main.0 answer y
 	sleep 0.5
 	PANE=main.1 keys 'echo "oth""er"' Enter
