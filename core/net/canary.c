@@ -81,7 +81,7 @@ static _Noreturn void responder(int l2, int l3, const uint8_t *key, uint64_t gen
 		_exit(1);
 	/* It answers on them and needs nothing else (proc/confine.h). */
 	struct lz_err err;
-	if (lz_confine(&(struct lz_confine){ .read_files = false }, &err) < 0)
+	if (lz_confine(&(struct lz_confine){ .read_anywhere = false }, &err) < 0)
 		_exit(1);
 	for (;;) {
 		struct pollfd p[2] = { { .fd = 3, .events = POLLIN }, { .fd = 4, .events = POLLIN } };

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -116,7 +117,7 @@ int lz_confine(const struct lz_confine *c, struct lz_err *err)
 	if (abi > 0) {
 		uint64_t known = fs_known(abi);
 		struct ll_ruleset_attr attr = { .handled_access_fs = known };
-		if (c->read_files)
+		if (c->read_anywhere)
 			attr.handled_access_fs &= ~(LL_FS_READ_FILE | LL_FS_READ_DIR);
 		if (abi >= 4)
 			attr.handled_access_net = LL_NET_BIND_TCP | (c->inet ? 0 : LL_NET_CONNECT_TCP);
@@ -128,11 +129,25 @@ int lz_confine(const struct lz_confine *c, struct lz_err *err)
 		for (size_t i = 0; i < c->n_write_dirs; i++) {
 			struct ll_path_beneath_attr beneath = { .allowed_access = LL_FS_WRITES & known,
 								.parent_fd = c->write_dirs[i] };
-			if (!c->read_files) /* reads are handled: granted beneath its trees */
+			if (!c->read_anywhere) /* reads are handled: granted beneath its trees */
 				beneath.allowed_access |= LL_FS_READ_FILE | LL_FS_READ_DIR;
 			if (syscall(SYS_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &beneath, 0) < 0)
 				return lz_err_set(err, errno, "Landlock rule for descriptor %d: %s", c->write_dirs[i],
 						  strerror(errno));
+		}
+		for (size_t i = 0; !c->read_anywhere && i < c->n_read_paths; i++) {
+			struct stat st;
+			if (fstat(c->read_paths[i], &st) < 0)
+				return lz_err_set(err, errno, "descriptor %d to read: %s", c->read_paths[i],
+						  strerror(errno));
+			/* a rule on a file may grant only what applies to files */
+			struct ll_path_beneath_attr beneath = {
+				.allowed_access = LL_FS_READ_FILE | (S_ISDIR(st.st_mode) ? LL_FS_READ_DIR : 0),
+				.parent_fd = c->read_paths[i]
+			};
+			if (syscall(SYS_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &beneath, 0) < 0)
+				return lz_err_set(err, errno, "Landlock rule to read descriptor %d: %s",
+						  c->read_paths[i], strerror(errno));
 		}
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

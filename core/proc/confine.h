@@ -20,9 +20,13 @@
 #include "util/err.h"
 
 struct lz_confine {
-	/* Opening files and listing directories anywhere (the router reads
-	 * the developer's Git configuration and excludes file); false: none. */
-	bool read_files;
+	/* Files that may be opened, and directories listed and read beneath
+	 * (the router: the developer's Git configuration, router/gitreads.h),
+	 * besides the write_dirs; anywhere with read_anywhere. Elsewhere:
+	 * none. */
+	const int *read_paths;
+	size_t n_read_paths;
+	bool read_anywhere;
 	/* Directories beneath which files may be written, truncated, made,
 	 * removed, renamed and linked. Everywhere else: none of that. */
 	const int *write_dirs;

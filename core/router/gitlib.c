@@ -51,6 +51,7 @@ FORWARD(const git_error *, git_error_last, (void), ())
 FORWARD_VOID(git_error_clear, (void), ())
 FORWARD_VOID(git_buf_dispose, (git_buf * buffer), (buffer))
 FORWARD(int, git_config_open_default, (git_config * *out), (out))
+FORWARD(int, git_config_open_ondisk, (git_config * *out, const char *path), (out, path))
 FORWARD(int, git_config_foreach, (const git_config *cfg, git_config_foreach_cb callback, void *payload),
 	(cfg, callback, payload))
 FORWARD_VOID(git_config_free, (git_config * cfg), (cfg))

@@ -16,10 +16,12 @@
 #include "proc/caps.h"
 #include "proc/confine.h"
 #include "router/gitlib.h"
+#include "router/gitreads.h"
 #include "router/ignoreclass.h"
 #include "router/ignorewatch.h"
 #include "router/router.h"
 #include "util/cleanup.h"
+#include "util/testfault.h"
 
 #define OPT_WATCH_DIRS "--watch-dirs"
 #define OPT_HIDE_EDITOR_CONFIG "--hide-editor-config"
@@ -128,6 +130,24 @@ static int gitlib_init_without_cas(struct lz_err *err)
 	return r;
 }
 
+/* What a bug in the router could still read (test builds): the
+ * developer's home listed, and the global configuration Git reads. */
+static void read_outside_test_fault(void)
+{
+	const char *home = getenv("HOME");
+	char gitconfig[4096];
+	if (home == NULL)
+		return;
+	snprintf(gitconfig, sizeof(gitconfig), "%s/.gitconfig", home);
+	const char *paths[] = { home, gitconfig };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(paths); i++) {
+		int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+		lz_router_log("test fault: opening %s: %s", paths[i], fd < 0 ? strerror(errno) : "opened");
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
 int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 {
 	int r = check_fds(err);
@@ -150,15 +170,25 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |
 			       LZ_CAP(CAP_FOWNER) | LZ_CAP(CAP_FSETID))) < 0)
 		return lz_err_set(err, -r, "router: dropping capabilities: %s", strerror(-r));
-	/* Nor the developer's other files or sockets: it reads what Git reads
-	 * (the global configuration and its includes, the excludes file),
-	 * changes only the two trees it serves, runs nothing and makes no
-	 * socket (proc/confine.h). */
+	/* Nor the developer's other files or sockets: it reads only what Git
+	 * reads (router/gitreads.h), changes only the two trees it serves,
+	 * runs nothing and makes no socket (proc/confine.h). */
+	struct lz_gitreads reads;
+	if ((r = lz_gitreads_collect(LZ_ROUTERPROC_FD_HOST, getenv("HOME"), getenv("XDG_CONFIG_HOME"), excludes, &reads,
+				     err)) < 0)
+		return lz_err_prefix(err, r, "router: what Git reads: ");
+	if (!reads.complete)
+		lz_router_log("reads files anywhere, as you can: %s", reads.why);
 	const int served[] = { LZ_ROUTERPROC_FD_HOST, LZ_ROUTERPROC_FD_ISOLATED };
-	if ((r = lz_confine(&(struct lz_confine){ .read_files = true, .write_dirs = served,
-						  .n_write_dirs = LZ_ARRAY_SIZE(served) },
-			    err)) < 0)
+	r = lz_confine(&(struct lz_confine){ .read_paths = reads.fds, .n_read_paths = reads.n,
+					     .read_anywhere = !reads.complete, .write_dirs = served,
+					     .n_write_dirs = LZ_ARRAY_SIZE(served) },
+		       err);
+	lz_gitreads_close(&reads);
+	if (r < 0)
 		return lz_err_prefix(err, r, "router: ");
+	if (lz_test_fault("router-reads-a-file"))
+		read_outside_test_fault();
 	struct lz_ignoreclass_inputs in = {
 		.workspace_fd = LZ_ROUTERPROC_FD_HOST,
 		.isolated_fd = LZ_ROUTERPROC_FD_ISOLATED,

@@ -28,7 +28,7 @@ struct router_arg {
 	int program_fd;
 	int fds[LZ_ROUTERPROC_NFDS]; /* in routerproc.h's order */
 	const char *argv[LZ_ROUTERPROC_ARGV_MAX];
-	char *envp[3];
+	char *envp[4];
 };
 
 static int router_exec(void *argp, struct lz_err *err)
@@ -59,10 +59,14 @@ static int router_exec(void *argp, struct lz_err *err)
 
 /* What the host's Git reads of the environment to find the global
  * excludes file (spec 3.5); nothing else of the developer's reaches the
- * router. */
-static int router_env(char *envp[3])
+ * router (test builds: and the fault switch). */
+static int router_env(char *envp[4])
 {
-	static const char *const names[] = { "HOME", "XDG_CONFIG_HOME" };
+	static const char *const names[] = { "HOME", "XDG_CONFIG_HOME",
+#ifdef LZ_TEST_FAULTS
+					     "LAZARET_TEST_FAULT"
+#endif
+	};
 	size_t n = 0;
 	envp[0] = NULL;
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(names); i++) {
@@ -78,7 +82,7 @@ static int router_env(char *envp[3])
 	return 0;
 }
 
-static void router_env_free(char *envp[3])
+static void router_env_free(char *envp[4])
 {
 	for (size_t i = 0; envp[i] != NULL; i++)
 		free(envp[i]);

@@ -263,6 +263,32 @@ test_the_router_is_confined() {
 	wait "$bg" || fail "the launch failed"
 }
 
+# The router parses what the sandbox writes; a bug there must not copy
+# the developer's files into the workspace. Once confined it reads only
+# what Git reads: the fault has the real router list the home directory
+# and read the Git configuration there, and log what happened.
+test_the_router_reads_only_what_git_reads() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	make_repo
+	printf '[include]\n\tpath = more.inc\n' >"$T/home/.gitconfig"
+	printf '*.tmp\n' >"$T/home/global-ignore"
+	printf '[core]\n\texcludesFile = ~/global-ignore\n' >"$T/home/more.inc"
+	echo temporary >"$WS/x.tmp"
+	capture env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=router-reads-a-file "$LAZARET_FAULTS" test \
+		--config "$CFG" -- sh -c 'cat /workspace/x.tmp 2>&1; echo done'
+	assert_eq 0 "$STATUS" "the launch's status (stderr: $ERR)"
+	local log
+	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+	assert_contains "$log" "test fault: opening $T/home: Permission denied" "hc.log"
+	assert_contains "$log" "test fault: opening $T/home/.gitconfig: opened" "hc.log"
+	assert_not_contains "$log" "reads files anywhere" "hc.log"
+	# the excludes file an include names still classifies: x.tmp is
+	# ignored, so the sandbox does not see the host's
+	assert_contains "$OUT" "No such file" "x.tmp inside"
+	assert_contains "$OUT" "done" "the command ran"
+}
+
 # A router that cannot start says why, through the report pipe the RS
 # placed for its program: a corrupt index stops the launch with the
 # router's own message, changes nothing and leaves nothing running.
@@ -588,6 +614,7 @@ t_run "tracked paths stay on the host" test_tracked_paths_stay_on_the_host
 t_run "git works through the router" test_git_works_through_the_router
 t_run "a .gitignore change inside moves the route without copying" test_gitignore_change_inside_moves_the_route
 t_run "the router runs confined: no host network, file capabilities only" test_the_router_is_confined
+t_run "the router reads only what Git reads" test_the_router_reads_only_what_git_reads
 t_run "a router that cannot classify says why, and nothing changes" test_a_router_that_cannot_classify_says_why
 t_run "a FIFO where Git reads a file blocks no launch and cannot be made inside" test_a_fifo_where_git_reads_a_file
 t_run "isolate_ignored = false shares ignored files and keeps the policy" test_isolation_off_shares_ignored_files_and_keeps_the_policy

@@ -236,8 +236,14 @@ static void router_shape(void *arg)
 
 	int served = open(d->served, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	CHECK(served >= 0, "open served");
+	CHECK(make_file(d->other, "readable") == 0, "create readable");
+	char readable_path[256];
+	snprintf(readable_path, sizeof(readable_path), "%s/readable", d->other);
+	const int readable[] = { open(readable_path, O_PATH | O_CLOEXEC), open("/usr", O_PATH | O_CLOEXEC) };
+	CHECK(readable[0] >= 0 && readable[1] >= 0, "open what it may read");
 	struct lz_err err = { 0, "" };
-	int abi = lz_confine(&(struct lz_confine){ .read_files = true, .write_dirs = &served, .n_write_dirs = 1 },
+	int abi = lz_confine(&(struct lz_confine){ .read_paths = readable, .n_read_paths = 2, .write_dirs = &served,
+						   .n_write_dirs = 1 },
 			     &err);
 	CHECK(abi >= 1, "lz_confine: %d %s", abi, err.msg);
 
@@ -252,9 +258,12 @@ static void router_shape(void *arg)
 	snprintf(to, sizeof(to), "%s/sub/link", d->served);
 	CHECK(symlink("f", to) == 0, "symlink: %s", strerror(errno));
 	CHECK(at(trunc0, d->served, "f") == 0 && at(unlink, d->served, "f") == 0, "truncate, unlink in served");
-	/* elsewhere: reads only */
-	CHECK(at(open_ro, d->other, "before") == 0, "reading elsewhere stays");
-	CHECK(open_ro("/etc") == 0, "listing elsewhere stays");
+	/* elsewhere: reading what it was given, and nothing else */
+	CHECK(at(open_ro, d->other, "readable") == 0, "reading a file it may read");
+	CHECK(open_ro("/usr") == 0 && open_ro("/usr/bin") == 0, "listing beneath a directory it may read");
+	CHECK(at(open_ro, d->other, "before") == -EACCES, "read a file elsewhere");
+	CHECK(open_ro(d->other) < 0 && errno == EACCES, "listed a directory elsewhere");
+	CHECK(open_ro("/etc/passwd") < 0 && errno == EACCES, "read /etc/passwd");
 	CHECK(make_file(d->other, "after") == -EACCES, "created a file elsewhere");
 	CHECK(at(open_wo, d->other, "before") < 0 && errno == EACCES, "opened a file elsewhere for writing");
 	CHECK(at(trunc0, d->other, "before") < 0 && errno == EACCES, "truncated a file elsewhere");
@@ -282,6 +291,26 @@ static void test_lz_confine__router_changes_only_its_trees(void **state)
 	run_in_child(router_shape, *state);
 }
 
+/* read_anywhere: reads everywhere stay, writes only beneath its trees. */
+static void read_anywhere_shape(void *arg)
+{
+	const struct dirs *d = arg;
+	CHECK(make_file(d->other, "before") == 0, "create before");
+	int served = open(d->served, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct lz_err err = { 0, "" };
+	int abi = lz_confine(&(struct lz_confine){ .read_anywhere = true, .write_dirs = &served, .n_write_dirs = 1 },
+			     &err);
+	CHECK(abi >= 1, "lz_confine: %d %s", abi, err.msg);
+	CHECK(at(open_ro, d->other, "before") == 0 && open_ro("/etc") == 0, "reading elsewhere stays");
+	CHECK(make_file(d->served, "f") == 0, "create in served");
+	CHECK(make_file(d->other, "after") == -EACCES, "created a file elsewhere");
+}
+
+static void test_lz_confine__read_anywhere_keeps_reads(void **state)
+{
+	run_in_child(read_anywhere_shape, *state);
+}
+
 /* The egress proxy's shape: no file at all, IPv4 sockets and TCP
  * connections out, nothing else. */
 static void proxy_shape(void *arg)
@@ -289,7 +318,7 @@ static void proxy_shape(void *arg)
 	const struct dirs *d = arg;
 	CHECK(open_ro("/etc/passwd") == 0 && open_ro("/") == 0, "read before");
 	struct lz_err err = { 0, "" };
-	int abi = lz_confine(&(struct lz_confine){ .read_files = false, .inet = true }, &err);
+	int abi = lz_confine(&(struct lz_confine){ .inet = true }, &err);
 	CHECK(abi >= 1, "lz_confine: %d %s", abi, err.msg);
 	CHECK(open_ro("/etc/passwd") < 0 && errno == EACCES, "read a file");
 	CHECK(open_ro("/") < 0 && errno == EACCES, "listed a directory");
@@ -315,7 +344,7 @@ static void bad_descriptor(void *arg)
 	(void)arg;
 	int bad = -1;
 	struct lz_err err = { 0, "" };
-	CHECK(lz_confine(&(struct lz_confine){ .read_files = true, .write_dirs = &bad, .n_write_dirs = 1 },
+	CHECK(lz_confine(&(struct lz_confine){ .read_anywhere = true, .write_dirs = &bad, .n_write_dirs = 1 },
 				   &err) == -EBADF,
 	      "%s", err.msg);
 	CHECK(strstr(err.msg, "descriptor -1") != NULL, "%s", err.msg);
@@ -332,6 +361,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_lz_confine__router_changes_only_its_trees, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_confine__read_anywhere_keeps_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__proxy_opens_no_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__refuses_a_bad_descriptor_whole, setup,
 						teardown),

@@ -1,0 +1,206 @@
+/* What the router's Git may read outside the workspace: the developer's
+ * configuration files and what they include, a linked worktree's Git
+ * directories, and nothing else of the home directory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lz_test.h"
+
+#include "router/gitlib.h"
+#include "router/gitreads.h"
+
+#define FMT(buf, ...) assert_true((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) < sizeof(buf))
+
+struct fx {
+	char dir[PATH_MAX]; /* the home directory */
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/lz-gitreads.XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	setenv("HOME", f->dir, 1);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	lz_test_rmtree(f->dir);
+	free(f);
+	return 0;
+}
+
+static void put(const struct fx *f, const char *rel, const char *text)
+{
+	char p[PATH_MAX];
+	FMT(p, "%s/%s", f->dir, rel);
+	for (char *s = p + strlen(f->dir) + 1; (s = strchr(s, '/')) != NULL; s++) {
+		*s = '\0';
+		(void)mkdir(p, 0755);
+		*s = '/';
+	}
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* git ARGS... in f->dir/rel, which must succeed (HOME is f->dir). */
+static void git(const struct fx *f, const char *rel, char *const *argv)
+{
+	char cwd[PATH_MAX];
+	FMT(cwd, "%s/%s", f->dir, rel);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		if (null < 0 || chdir(cwd) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(126);
+		setenv("HOME", f->dir, 1);
+		execvp("git", argv);
+		_exit(127);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static bool holds(const struct lz_gitreads *r, const char *path)
+{
+	struct stat want, got;
+	if (stat(path, &want) < 0)
+		return false;
+	for (size_t i = 0; i < r->n; i++)
+		if (fstat(r->fds[i], &got) == 0 && got.st_dev == want.st_dev && got.st_ino == want.st_ino)
+			return true;
+	return false;
+}
+
+#define HOLDS(r, f, rel, want)                                                                     \
+	do {                                                                                       \
+		char p_[PATH_MAX];                                                                 \
+		FMT(p_, "%s/%s", (f)->dir, (rel));                                                 \
+		if (holds((r), p_) != (want))                                                      \
+			fail_msg("%s %s among what Git reads", rel, (want) ? "is not" : "is");    \
+	} while (0)
+
+static void collect(const struct fx *f, const char *ws_rel, struct lz_gitreads *r)
+{
+	char ws[PATH_MAX], excludes[PATH_MAX];
+	FMT(ws, "%s/%s", f->dir, ws_rel);
+	FMT(excludes, "%s/ignore-global", f->dir);
+	int fd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	struct lz_err err = { 0, "" };
+	if (lz_gitreads_collect(fd, f->dir, NULL, excludes, r, &err) < 0)
+		fail_msg("lz_gitreads_collect: %s", err.msg);
+	close(fd);
+}
+
+/* Includes as Git joins them: relative to the including file (also one
+ * included itself), "~/", and an includeIf's whatever its condition. */
+static void test_lz_gitreads__the_configuration_and_what_it_includes(void **state)
+{
+	struct fx *f = *state;
+	put(f, ".gitconfig",
+	    "[include]\n\tpath = inc/a.inc\n[includeIf \"gitdir:/nowhere/\"]\n\tpath = ~/cond.inc\n");
+	put(f, "inc/a.inc", "[include]\n\tpath = ../b.inc\n");
+	put(f, "b.inc", "[core]\n\tautocrlf = false\n");
+	put(f, "cond.inc", "[core]\n\tautocrlf = false\n");
+	put(f, "ignore-global", "*.log\n");
+	put(f, "secret", "not for the router\n");
+	put(f, "ws/file", "x\n");
+	struct lz_gitreads r;
+	collect(f, "ws", &r);
+	assert_true(r.complete);
+	HOLDS(&r, f, ".gitconfig", true);
+	HOLDS(&r, f, "inc/a.inc", true);
+	HOLDS(&r, f, "b.inc", true);
+	HOLDS(&r, f, "cond.inc", true);
+	HOLDS(&r, f, "ignore-global", true);
+	assert_true(holds(&r, "/etc"));
+	HOLDS(&r, f, "secret", false);
+	HOLDS(&r, f, "", false);
+	HOLDS(&r, f, "inc", false);
+	HOLDS(&r, f, "ws", false); /* served, not read besides */
+	lz_gitreads_close(&r);
+}
+
+/* A linked worktree's Git directory and common directory lie outside it,
+ * with the repository's configuration and its include. */
+static void test_lz_gitreads__a_linked_worktrees_git_directories(void **state)
+{
+	struct fx *f = *state;
+	put(f, "main/file", "x\n");
+	git(f, "main", (char *const[]){ "git", "init", "-q", NULL });
+	git(f, "main", (char *const[]){ "git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit",
+					"-q", "--allow-empty", "-m", "one", NULL });
+	git(f, "main", (char *const[]){ "git", "config", "include.path", "../../local.inc", NULL });
+	put(f, "local.inc", "[core]\n\tautocrlf = false\n");
+	git(f, "main", (char *const[]){ "git", "worktree", "add", "-q", "../wt", NULL });
+	struct lz_gitreads r;
+	collect(f, "wt", &r);
+	assert_true(r.complete);
+	HOLDS(&r, f, "main/.git", true);
+	HOLDS(&r, f, "main/.git/worktrees/wt", true);
+	HOLDS(&r, f, "local.inc", true);
+	HOLDS(&r, f, "main", false);
+	lz_gitreads_close(&r);
+}
+
+/* More includes than counted: the set cannot be trusted whole, and says
+ * so (the router then reads as before). */
+static void test_lz_gitreads__too_many_includes_is_incomplete(void **state)
+{
+	struct fx *f = *state;
+	char cfg[4096] = "[include]\n";
+	for (int i = 0; i < 17; i++) {
+		char line[64], name[32];
+		snprintf(line, sizeof(line), "\tpath = i%d.inc\n", i);
+		strcat(cfg, line);
+		snprintf(name, sizeof(name), "i%d.inc", i);
+		put(f, name, "[core]\n\tautocrlf = false\n");
+	}
+	put(f, ".gitconfig", cfg);
+	put(f, "ws/file", "x\n");
+	struct lz_gitreads r;
+	collect(f, "ws", &r);
+	assert_false(r.complete);
+	assert_non_null(strstr(r.why, "more includes than counted"));
+	lz_gitreads_close(&r);
+}
+
+int main(void)
+{
+	struct lz_err err = { 0, "" };
+	if (lz_gitlib_load(&err) < 0) {
+		fprintf(stderr, "libgit2: %s\n", err.msg);
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_lz_gitreads__the_configuration_and_what_it_includes, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_gitreads__a_linked_worktrees_git_directories, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_gitreads__too_many_includes_is_incomplete, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
