@@ -364,8 +364,8 @@ lazaret-escalate -- /usr/bin/touch $T/early; echo status=\$?" Enter
 # there when the developer approves starts nothing, and says why.
 # The path approved is opened by the host process before it execs: a
 # mount that does not answer holds that request alone, the coordinator
-# goes on serving the other session, and the request fails once the
-# mount goes (its lookup gets ENOTCONN).
+# goes on serving the other session, Ctrl-C cancels it, and approved
+# again it fails once the mount goes (its lookup gets ENOTCONN).
 test_an_approved_path_on_a_hung_mount_holds_only_its_request() {
 	local hang
 	hung_mount_and_two_guests
@@ -373,6 +373,17 @@ test_an_approved_path_on_a_hung_mount_holds_only_its_request() {
 	sleep 0.5
 	PANE=main.1 keys 'echo "oth""er"' Enter
 	PANE=main.1 wait_for "other" 10
+	# Ctrl-C cancels it: the coordinator kills the process waiting on
+	# the mount and goes on serving
+	PANE=main.0 keys C-c
+	PANE=main.0 wait_for "status=130" 20
+	PANE=main.1 keys 'echo "aft""er"' Enter
+	PANE=main.1 wait_for "after" 10
+	# approved again, it fails once the mount goes
+	PANE=main.0 keys "lazaret-escalate -- $T/hung/bin/tool; echo status=\$?" Enter
+	PANE=main.0 wait_count "? [y/N]" 2
+	PANE=main.0 answer y
+	sleep 0.5
 	assert_not_contains "$(PANE=main.0 screen)" "did not start"
 	kill "$hang"
 	wait "$hang" 2>/dev/null || true
