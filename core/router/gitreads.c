@@ -144,8 +144,8 @@ static void config_at(struct collect *c, const char *dir, const char *name)
 		config_file(c, p, 0);
 }
 
-int lz_gitreads_collect(int workspace_fd, const char *home, const char *xdg_config_home,
-			const char *global_excludes, struct lz_gitreads *ret, struct lz_err *err)
+int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_excludes, struct lz_gitreads *ret,
+			struct lz_err *err)
 {
 	struct lz_gitreads *r = ret;
 	char proc[64], ws_real[4096];
@@ -161,15 +161,18 @@ int lz_gitreads_collect(int workspace_fd, const char *home, const char *xdg_conf
 	home = home && home[0] == '/' ? home : NULL;
 	struct collect c = { r, home, ws_real };
 
-	/* Spec 3.5: the configuration Git reads for every repository. */
+	/* Spec 3.5: the configuration Git reads for every repository, where
+	 * libgit2 itself finds it (HOME and XDG_CONFIG_HOME as it read them
+	 * when initialised). */
 	add(&c, "/etc"); /* the system's, and what it includes there */
-	config_file(&c, "/etc/gitconfig", 0);
-	if (xdg_config_home && xdg_config_home[0] == '/')
-		config_at(&c, xdg_config_home, "git/config");
-	else if (home)
-		config_at(&c, home, ".config/git/config");
-	if (home)
-		config_at(&c, home, ".gitconfig");
+	int (*const find[])(git_buf *) = { git_config_find_system, git_config_find_xdg, git_config_find_global };
+	for (size_t i = 0; i < sizeof(find) / sizeof(find[0]); i++) {
+		git_buf path = GIT_BUF_INIT;
+		if (find[i](&path) == 0 && path.ptr != NULL && path.ptr[0] == '/')
+			config_file(&c, path.ptr, 0);
+		git_buf_dispose(&path);
+		git_error_clear();
+	}
 	if (global_excludes && global_excludes[0] == '/')
 		add(&c, global_excludes);
 

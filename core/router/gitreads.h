@@ -11,8 +11,9 @@
  * them, includeIf entries whatever their condition), the global excludes
  * file, and the workspace repository's Git and common directories with
  * their configuration's includes when they lie outside it (a linked
- * worktree). A file created later is not among them: Git's reading of it
- * fails until the next launch (the router keeps its classification). */
+ * worktree). A file created later, or replaced by a rename (git config
+ * --global), is not among them: Git's reading of it fails until the next
+ * launch (the router keeps its classification; docs/router.md). */
 #ifndef LZ_ROUTER_GITREADS_H
 #define LZ_ROUTER_GITREADS_H
 
@@ -33,13 +34,13 @@ struct lz_gitreads {
 	char why[256];
 };
 
-/* Into *ret (fds closed by lz_gitreads_close): workspace_fd is the
- * workspace's directory; home, xdg_config_home (either may be NULL) and
- * global_excludes ("" for none) as the router resolved them. -errno only
- * when the workspace cannot be resolved; an incomplete set is not an
- * error. */
-int lz_gitreads_collect(int workspace_fd, const char *home, const char *xdg_config_home,
-			const char *global_excludes, struct lz_gitreads *ret, struct lz_err *err);
+/* Into *ret (fds closed by lz_gitreads_close), with libgit2 initialised:
+ * workspace_fd is the workspace's directory; home (for "~/" in includes;
+ * may be NULL) and global_excludes ("" for none) as the router resolved
+ * them. -errno only when the workspace cannot be resolved; an incomplete
+ * set is not an error. */
+int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_excludes, struct lz_gitreads *ret,
+			struct lz_err *err);
 
 void lz_gitreads_close(struct lz_gitreads *r);
 

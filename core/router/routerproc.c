@@ -174,8 +174,7 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	 * reads (router/gitreads.h), changes only the two trees it serves,
 	 * runs nothing and makes no socket (proc/confine.h). */
 	struct lz_gitreads reads;
-	if ((r = lz_gitreads_collect(LZ_ROUTERPROC_FD_HOST, getenv("HOME"), getenv("XDG_CONFIG_HOME"), excludes, &reads,
-				     err)) < 0)
+	if ((r = lz_gitreads_collect(LZ_ROUTERPROC_FD_HOST, getenv("HOME"), excludes, &reads, err)) < 0)
 		return lz_err_prefix(err, r, "router: what Git reads: ");
 	if (!reads.complete)
 		lz_router_log("reads files anywhere, as you can: %s", reads.why);

@@ -17,9 +17,12 @@
 #include <cmocka.h>
 
 #include "lz_test.h"
+#include "lz_child.h"
 
 #include "router/gitlib.h"
+#include "proc/confine.h"
 #include "router/gitreads.h"
+#include "router/ignoreclass.h"
 
 #define FMT(buf, ...) assert_true((size_t)snprintf(buf, sizeof(buf), __VA_ARGS__) < sizeof(buf))
 
@@ -27,15 +30,16 @@ struct fx {
 	char dir[PATH_MAX]; /* the home directory */
 };
 
+/* libgit2 reads HOME once, when initialised (main): every test's home
+ * directory is this one, made anew. */
+static char home[64] = "/tmp/lz-gitreads.XXXXXX";
+
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	if (f == NULL)
+	if (f == NULL || mkdir(home, 0700) < 0)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/lz-gitreads.XXXXXX");
-	if (mkdtemp(f->dir) == NULL)
-		return -1;
-	setenv("HOME", f->dir, 1);
+	snprintf(f->dir, sizeof(f->dir), "%s", home);
 	*state = f;
 	return 0;
 }
@@ -110,7 +114,7 @@ static void collect(const struct fx *f, const char *ws_rel, struct lz_gitreads *
 	int fd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	struct lz_err err = { 0, "" };
-	if (lz_gitreads_collect(fd, f->dir, NULL, excludes, r, &err) < 0)
+	if (lz_gitreads_collect(fd, f->dir, excludes, r, &err) < 0)
 		fail_msg("lz_gitreads_collect: %s", err.msg);
 	close(fd);
 }
@@ -188,9 +192,74 @@ static void test_lz_gitreads__too_many_includes_is_incomplete(void **state)
 	lz_gitreads_close(&r);
 }
 
+/* In a child confined to what it collected (and the workspace), as the
+ * router is: Git reads the configuration, and nothing else of the home
+ * directory; with replaced set, ~/.gitconfig is replaced by a rename
+ * (as git config --global does) after the collection, and the
+ * classification fails saying so rather than going on without it (its
+ * guards come from that configuration too). */
+struct confined {
+	const struct fx *f;
+	bool replaced;
+};
+
+static void confined_build(void *arg)
+{
+	const struct confined *c = arg;
+	char ws[PATH_MAX + 32], secret[PATH_MAX + 32], cfg[PATH_MAX + 32], next[PATH_MAX + 32];
+	snprintf(ws, sizeof(ws), "%s/ws", c->f->dir);
+	snprintf(secret, sizeof(secret), "%s/secret", c->f->dir);
+	snprintf(cfg, sizeof(cfg), "%s/.gitconfig", c->f->dir);
+	snprintf(next, sizeof(next), "%s/.gitconfig.lock", c->f->dir);
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(wfd >= 0, "open the workspace");
+	struct lz_gitreads r;
+	struct lz_err err = { 0, "" };
+	CHECK(lz_gitreads_collect(wfd, c->f->dir, "", &r, &err) == 0, "%s", err.msg);
+	CHECK(r.complete, "%s", r.why);
+	if (c->replaced) {
+		int fd = open(next, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		CHECK(fd >= 0 && write(fd, "[core]\n", 7) == 7 && close(fd) == 0, "write the new file");
+		CHECK(rename(next, cfg) == 0, "rename: %s", strerror(errno));
+	}
+	CHECK(lz_confine(&(struct lz_confine){ .read_paths = r.fds, .n_read_paths = r.n, .write_dirs = &wfd,
+					       .n_write_dirs = 1 },
+			 &err) >= 1,
+	      "lz_confine: %s", err.msg);
+	lz_gitreads_close(&r);
+	CHECK(open(secret, O_RDONLY | O_CLOEXEC) < 0 && errno == EACCES, "read ~/secret");
+	struct lz_ignoreclass_inputs in = { .workspace_fd = wfd, .isolated_fd = -1 };
+	lz_ignoreclass *snap = NULL;
+	int rc = lz_ignoreclass_build(&in, &snap, &err);
+	lz_ignoreclass_unref(snap);
+	if (!c->replaced) {
+		CHECK(rc == 0, "the classification: %s", err.msg);
+		return;
+	}
+	CHECK(rc < 0, "classified without the replaced configuration");
+	CHECK(strstr(err.msg, ".gitconfig") != NULL && strstr(err.msg, "ermission denied") != NULL, "%s", err.msg);
+}
+
+static void test_lz_gitreads__confined_git_reads_the_configuration_as_collected(void **state)
+{
+	struct fx *f = *state;
+	put(f, ".gitconfig", "[include]\n\tpath = more.inc\n");
+	put(f, "more.inc", "[core]\n\tautocrlf = false\n");
+	put(f, "secret", "not for the router\n");
+	put(f, "ws/.gitignore", "*.log\n");
+	git(f, "ws", (char *const[]){ "git", "init", "-q", NULL });
+	run_in_child(confined_build, &(struct confined){ f, false });
+	run_in_child(confined_build, &(struct confined){ f, true });
+}
+
 int main(void)
 {
 	struct lz_err err = { 0, "" };
+	if (mkdtemp(home) == NULL || rmdir(home) < 0 || setenv("HOME", home, 1) < 0 ||
+	    unsetenv("XDG_CONFIG_HOME") < 0) {
+		perror("home");
+		return 1;
+	}
 	if (lz_gitlib_load(&err) < 0) {
 		fprintf(stderr, "libgit2: %s\n", err.msg);
 		return 1;
@@ -201,6 +270,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_gitreads__a_linked_worktrees_git_directories, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_gitreads__too_many_includes_is_incomplete, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_gitreads__confined_git_reads_the_configuration_as_collected,
+						setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
