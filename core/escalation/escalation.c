@@ -66,6 +66,11 @@ struct lz_escalation {
 	size_t n_seen;
 	struct lz_esc_hooks hooks;
 	uint64_t withdrawn; /* bit per session slot: a prompt there was cancelled */
+	/* Killed host processes that had not exec'd: a lookup may hold one
+	 * past SIGKILL (a FUSE request its daemon has read waits for the
+	 * answer), so it is reaped once its pidfd says it ended, never
+	 * waited for. */
+	int dying[LZ_ESC_MAX_JOBS];
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
 	bool more;      /* the outbox was not emptied at the last wake */
@@ -158,8 +163,10 @@ int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LE
 	if (e == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	e->mb = (struct lz_mailbox)LZ_MAILBOX_INIT;
-	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
 		job_init(&e->jobs[i]);
+		e->dying[i] = -EBADF;
+	}
 	e->seen = calloc(LZ_ESC_SEEN_MAX, LZ_ESC_ID_LEN);
 	e->buf = malloc(LZ_ESC_RECORD_MAX);
 	e->chunk = malloc(LZ_ESC_CHUNK_MAX);
@@ -342,9 +349,22 @@ static void close_pipes(struct job *j)
 	lz_close_fdp(&j->pipes[1]);
 }
 
-/* Kills the exact process and reaps it (spec 3.8: before its files go). */
-static void kill_and_reap(struct job *j)
+/* Kills the exact process and reaps it (spec 3.8: before its files go).
+ * One that has not exec'd (its status still open) runs nothing of the
+ * request's once killed: it is reaped when it ends (e->dying). */
+static void kill_and_reap(struct lz_escalation *e, struct job *j)
 {
+	if (j->pidfd >= 0 && !j->exited && j->status_fd >= 0) {
+		siginfo_t si = { 0 };
+		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+		if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
+			for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+				if (e->dying[i] < 0) {
+					e->dying[i] = TAKE_FD(j->pidfd);
+					break;
+				}
+		j->exited = true; /* or a zombie until the coordinator ends */
+	}
 	if (j->pidfd >= 0 && !j->exited) {
 		lz_kill_reap(&j->pidfd);
 		j->exited = true;
@@ -365,7 +385,7 @@ static void record_end(struct lz_escalation *e, struct job *j)
 static void job_end(struct lz_escalation *e, struct job *j)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
-	kill_and_reap(j);
+	kill_and_reap(e, j);
 	record_end(e, j);
 	for (uint64_t s = j->acked + 1; s <= j->sent; s++) {
 		snprintf(name, sizeof(name), "%s.%llu", j->hex, (unsigned long long)s);
@@ -434,7 +454,8 @@ static int start_host_process(struct job *j, const struct lz_path *rule_exe, int
 				 .stdin_fd = -1, .stdout_fd = out[1], .stderr_fd = errp[1], .cwd_fd = workspace_fd,
 				 .has_cwd = true };
 	struct opening o = { rule_exe, j->argv[0] };
-	if ((r = lz_spawn_start(&spec, open_executable, &o, &j->pidfd, &j->pid, &j->status_fd, err)) < 0)
+	const int keep = rule_exe != NULL ? rule_exe->fd : -1;
+	if ((r = lz_spawn_start(&spec, open_executable, &o, &keep, 1, &j->pidfd, &j->pid, &j->status_fd, err)) < 0)
 		goto done;
 	j->pipes[0] = TAKE_FD(out[0]);
 	j->pipes[1] = TAKE_FD(errp[0]);
@@ -485,7 +506,7 @@ static void on_start_status(struct lz_escalation *e, struct job *j)
 		request_line(e, "request %s: host process %d started", j->hex, (int)j->pid);
 		return;
 	}
-	kill_and_reap(j); /* it exited; its record ends with the result */
+	kill_and_reap(e, j); /* it exited; its record ends with the result */
 	not_started(e, j, opening, &err);
 }
 
@@ -670,6 +691,8 @@ static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
 
 static void on_cancellation(struct lz_escalation *e, struct job *j)
 {
+	if (j->state == JOB_STARTING)
+		on_start_status(e, j); /* exec'd meanwhile: it ran, and says so */
 	if (j->state == JOB_ENDED)
 		return;
 	request_line(e, "request %s: cancelled by the sandbox", j->hex);
@@ -682,7 +705,7 @@ static void on_cancellation(struct lz_escalation *e, struct job *j)
 		post_decision(e, j, LZ_ESC_DENIED, "cancelled");
 		j->state = JOB_ENDED;
 	}
-	kill_and_reap(j);
+	kill_and_reap(e, j);
 	post_result(e, j, LZ_ESC_CANCELLED, 0, "cancelled");
 }
 
@@ -761,6 +784,9 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 {
 	size_t n = 0;
 	pf[n++] = (struct pollfd){ .fd = e->mb.watch, .events = POLLIN };
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+		if (e->dying[i] >= 0)
+			pf[n++] = (struct pollfd){ .fd = e->dying[i], .events = POLLIN };
 	if (e->more) /* the rest of the outbox, at once */
 		*timeout_ms = 0;
 	int64_t now = lz_now_ms();
@@ -849,6 +875,12 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 	for (size_t i = 1; i < n; i++) {
 		if (!pf[i].revents)
 			continue;
+		for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++)
+			if (pf[i].fd == e->dying[k]) {
+				siginfo_t si = { 0 };
+				if (waitid(P_PIDFD, (id_t)e->dying[k], &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
+					lz_close_fdp(&e->dying[k]);
+			}
 		for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 			struct job *j = &e->jobs[k];
 			if (j->state == JOB_STARTING && pf[i].fd == j->status_fd)
@@ -874,7 +906,7 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 		if (j->state == JOB_RUNNING) {
 			/* The client may only be stopped: it gets a result that
 			 * says so, after what it has not taken yet. */
-			kill_and_reap(j);
+			kill_and_reap(e, j);
 			post_result(e, j, LZ_ESC_TIMED_OUT, 0, "no acknowledgement from the client");
 		} else {
 			job_end(e, j);
@@ -889,6 +921,8 @@ void lz_escalation_free(struct lz_escalation *e)
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
 		if (e->jobs[i].state != JOB_FREE)
 			job_end(e, &e->jobs[i]);
+	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
+		lz_close_fdp(&e->dying[i]); /* killed: their zombies go with the coordinator */
 	if (e->refusals > LOGGED_REFUSALS)
 		log_line("%llu records from the sandbox refused in all", (unsigned long long)e->refusals);
 	if (e->request_lines > LOGGED_REQUEST_LINES)

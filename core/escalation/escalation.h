@@ -45,7 +45,9 @@
 #define LZ_ESC_WINDOW 8           /* unacknowledged chunks per request (spec 3.8) */
 #define LZ_ESC_SEEN_MAX 4096      /* request IDs remembered against replay */
 #define LZ_ESC_ACK_TIMEOUT_MS 60000
-#define LZ_ESC_POLLFDS (1 + 3 * LZ_ESC_MAX_JOBS)
+/* the outbox; per request its process and two pipes, or its start, and a
+ * killed process not yet ended */
+#define LZ_ESC_POLLFDS (1 + 4 * LZ_ESC_MAX_JOBS)
 
 struct lz_escalation;
 struct lz_path;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
 pid_t lz_clone_pidfd(uint64_t extra_flags, int *ret_pidfd)
 {
@@ -321,8 +322,21 @@ struct open_failure {
 	char msg[LZ_ERR_MSG_MAX];
 };
 
-_Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, pid_t parent,
-				    int status_fd)
+/* One write, so one read takes it whole. */
+_Static_assert(sizeof(struct open_failure) <= PIPE_BUF, "the status record fits a pipe's atomic write");
+
+/* The handlers the child shares with its caller back to default, as
+ * vfork_child does, before anything unblocks a signal. */
+static void default_handlers(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, old;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL)
+			(void)sigaction(sig, &dfl, NULL);
+}
+
+_Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx,
+				    const int *keep, size_t n_keep, pid_t parent, int status_fd)
 {
 	/* A fork of a single-threaded caller: the lookup may use anything. */
 	struct open_failure f = { 0, "" };
@@ -331,6 +345,15 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 	/* Ends with the caller, also one that ended before the prctl. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		_exit(127);
+	default_handlers();
+	/* While the lookup waits it holds nothing of the caller's but what
+	 * it needs (a lock, a socket whose end the caller's peer awaits). */
+	int kept[LZ_SPAWN_KEEP_MAX + 5] = { status_fd, spec->stdin_fd, spec->stdout_fd, spec->stderr_fd,
+					    spec->has_cwd ? spec->cwd_fd : -1 };
+	size_t n_kept = 5;
+	for (size_t i = 0; i < n_keep && i < LZ_SPAWN_KEEP_MAX; i++)
+		kept[n_kept++] = keep[i];
+	lz_fds_keep_only(kept, n_kept);
 	int fd = open_exe(ctx, &err);
 	if (fd >= 0) {
 		struct lz_spawn with_exe = *spec;
@@ -345,11 +368,13 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 	_exit(127);
 }
 
-int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, int *ret_pidfd,
-		   pid_t *ret_pid, int *ret_status_fd, struct lz_err *err)
+int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, const int *keep, size_t n_keep,
+		   int *ret_pidfd, pid_t *ret_pid, int *ret_status_fd, struct lz_err *err)
 {
 	const char *label = spec->label ? spec->label : spec->argv[0];
 	int p[2], pidfd = -EBADF;
+	if (n_keep > LZ_SPAWN_KEEP_MAX)
+		return lz_err_set(err, E2BIG, "spawn '%s': more than %d descriptors to keep", label, LZ_SPAWN_KEEP_MAX);
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
 	fflush(NULL);
@@ -357,7 +382,7 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
 	pid_t pid = lz_clone_pidfd(0, &pidfd);
 	if (pid == 0) {
 		close(p[0]);
-		open_and_exec(spec, open_exe, ctx, parent, p[1]);
+		open_and_exec(spec, open_exe, ctx, keep, n_keep, parent, p[1]);
 	}
 	close(p[1]);
 	if (pid < 0) {

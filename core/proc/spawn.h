@@ -86,12 +86,17 @@ int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct
  * (a mount that does not answer): its descriptor, or -errno with err. */
 typedef int lz_spawn_open_fn(void *ctx, struct lz_err *err);
 
+#define LZ_SPAWN_KEEP_MAX 8
+
 /* lz_spawn of spec (its exe_fd and path unused) whose executable open_exe
  * opens in a forked child, and which the caller does not wait for: the
  * child's progress comes on *ret_status_fd (non-blocking, for poll; read
- * with lz_spawn_status). */
-int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, int *ret_pidfd,
-		   pid_t *ret_pid, int *ret_status_fd, struct lz_err *err);
+ * with lz_spawn_status). The child keeps only spec's descriptors and
+ * keep[0..n_keep) (what open_exe uses) of the caller's. A child killed
+ * while its lookup waits in the kernel (a FUSE request its daemon has
+ * read) ends only when the lookup does: reap it when its pidfd says so. */
+int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, const int *keep, size_t n_keep,
+		   int *ret_pidfd, pid_t *ret_pid, int *ret_status_fd, struct lz_err *err);
 
 /* 1 while the child of lz_spawn_start has neither exec'd nor failed, 0 once
  * it exec'd; -errno with err when it failed, *ret_opening saying whether

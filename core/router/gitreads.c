@@ -10,6 +10,7 @@
 
 #include <git2.h>
 
+#include "router/ignoreclass_int.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -31,21 +32,32 @@ static void incomplete(struct lz_gitreads *r, const char *fmt, const char *what)
 	snprintf(r->why, sizeof(r->why), fmt, what);
 }
 
+/* abs names something beneath the workspace as Git joins paths (no
+ * symlink followed: the sandbox makes those). */
 static bool beneath_workspace(const struct collect *c, const char *abs)
 {
-	return strncmp(abs, c->ws_real, strlen(c->ws_real)) == 0;
+	char p[4096];
+	if (snprintf(p, sizeof(p), "%s", abs) >= (int)sizeof(p))
+		return false;
+	ic_normalize(p);
+	size_t n = strlen(p);
+	if (n + 1 < sizeof(p) && p[n - 1] != '/')
+		memcpy(p + n, "/", 2); /* the workspace itself */
+	return strncmp(p, c->ws_real, strlen(c->ws_real)) == 0;
 }
 
-/* Adds abs (followed: the developer's own path) unless it is missing,
- * unreadable to Git as well, or already there. */
-static void add(struct collect *c, const char *abs)
+/* Adds abs (followed: the developer's own path) unless it is served, is
+ * missing, unreadable to Git as well, a directory where only a file is
+ * read (as_file: granting it would open the whole tree), or already
+ * there. */
+static void add(struct collect *c, const char *abs, bool as_file)
 {
 	struct lz_gitreads *r = c->r;
 	if (beneath_workspace(c, abs))
 		return; /* served */
 	int fd = open(abs, O_PATH | O_CLOEXEC);
 	struct stat st, seen;
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (fd < 0 || fstat(fd, &st) < 0 || (as_file && S_ISDIR(st.st_mode))) {
 		if (fd >= 0)
 			close(fd);
 		return;
@@ -101,7 +113,12 @@ static void config_file(struct collect *c, const char *file, int depth)
 	}
 	if (access(file, F_OK) < 0)
 		return;
-	add(c, file);
+	add(c, file, true);
+	/* An included file the sandbox may write names nothing to grant:
+	 * what it includes stays unreadable, and Git fails rather than read
+	 * a file the sandbox chose. */
+	if (depth > 0 && beneath_workspace(c, file))
+		return;
 	git_config *cfg = NULL;
 	struct includes in = { .n = 0 };
 	if (git_config_open_ondisk(&cfg, file) < 0) {
@@ -164,7 +181,7 @@ int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_e
 	/* Spec 3.5: the configuration Git reads for every repository, where
 	 * libgit2 itself finds it (HOME and XDG_CONFIG_HOME as it read them
 	 * when initialised). */
-	add(&c, "/etc"); /* the system's, and what it includes there */
+	add(&c, "/etc", false); /* the system's, and what it includes there */
 	int (*const find[])(git_buf *) = { git_config_find_system, git_config_find_xdg, git_config_find_global };
 	for (size_t i = 0; i < sizeof(find) / sizeof(find[0]); i++) {
 		git_buf path = GIT_BUF_INIT;
@@ -174,7 +191,7 @@ int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_e
 		git_error_clear();
 	}
 	if (global_excludes && global_excludes[0] == '/')
-		add(&c, global_excludes);
+		add(&c, global_excludes, true);
 
 	/* A linked worktree's Git and common directories lie elsewhere. */
 	git_repository *g = NULL;
@@ -183,8 +200,8 @@ int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_e
 		return 0;
 	}
 	const char *gitdir = git_repository_path(g), *common = git_repository_commondir(g);
-	add(&c, gitdir);
-	add(&c, common);
+	add(&c, gitdir, false);
+	add(&c, common, false);
 	config_at(&c, common, "config");
 	config_at(&c, gitdir, "config.worktree");
 	git_repository_free(g);

@@ -203,9 +203,7 @@ int ic_guard_add(lz_ignoreclass *s, const char *path, size_t len, uint8_t kind)
 	return 0;
 }
 
-/* Lexically normalizes the absolute path abs in place ("." and empty
- * components vanish, ".." drops one). */
-static void normalize(char *abs)
+void ic_normalize(char *abs)
 {
 	char *out = abs;
 	for (const char *in = abs; *in;) {
@@ -253,7 +251,7 @@ static int add_named(struct cfgscan *c, const char *base, const char *v, size_t 
 		k = base ? snprintf(abs, sizeof(abs), "%s/%.*s", base, (int)n, v) : -1;
 	if (k < 0 || (size_t)k >= sizeof(abs))
 		return 0; /* nothing Git could open inside the workspace */
-	normalize(abs);
+	ic_normalize(abs);
 	size_t wl = strlen(c->ws_real);
 	if (strncmp(abs, c->ws_real, wl) != 0)
 		return 0;

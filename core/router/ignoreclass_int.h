@@ -136,6 +136,10 @@ bool ic_guard_isolates(const lz_ignoreclass *s, const uint8_t *path, size_t len,
  * '/') inside the workspace, without trailing '/': false when abs lies
  * outside or is the workspace itself. */
 bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, size_t *ret_len);
+/* Lexically normalizes the absolute path abs in place ("." and empty
+ * components vanish, ".." drops one), as Git joins configured paths
+ * (also router/gitreads.c). */
+void ic_normalize(char *abs);
 struct git_repository;
 /* Records the guards of repository g whose worktree root is the
  * workspace-relative root (root_len bytes): its Git and common

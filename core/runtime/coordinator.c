@@ -1529,7 +1529,9 @@ static void escalation_not_started(void *ctx, int slot, const char *why)
 	if (slot < 0 || slot >= LZ_HC_MAX_SESSIONS)
 		return;
 	struct lz_session *s = &hc->sessions[slot];
-	if (s->release == LZ_SESSION_LIVE && s->tty)
+	/* A notice would take down a prompt shown since (the requester gets
+	 * the reason as its result, and hc.log has it). */
+	if (s->release == LZ_SESSION_LIVE && s->tty && !s->prompting && hc->prompt_job[slot] < 0)
 		notice(s, "lazaret: the host command did not start: %s", why);
 }
 

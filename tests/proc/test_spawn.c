@@ -1,5 +1,6 @@
 /* Children through pidfds: exec errors, exit statuses, timeouts, streams,
  * the working directory. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -360,13 +361,14 @@ static int await_status(int status_fd, bool *opening, struct lz_err *err)
 	return r;
 }
 
-static void start(struct open_ctx *o, char *const *argv, int *pidfd, int *status_fd)
+static pid_t start(struct open_ctx *o, char *const *argv, int *pidfd, int *status_fd)
 {
 	struct lz_err err = { 0, "" };
 	struct lz_spawn spec = { .exe_fd = -1, .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
 	pid_t pid = 0;
-	assert_int_equal(lz_spawn_start(&spec, open_path, o, pidfd, &pid, status_fd, &err), 0);
+	assert_int_equal(lz_spawn_start(&spec, open_path, o, &o->wait_fd, 1, pidfd, &pid, status_fd, &err), 0);
 	assert_true(pid > 0);
+	return pid;
 }
 
 static void test_lz_spawn_start__runs_what_the_child_opened(void **state)
@@ -424,24 +426,42 @@ static void test_lz_spawn_start__an_exec_failure_is_not_an_open_failure(void **s
 }
 
 /* The point of it: a lookup that never answers holds the child, never the
- * caller, which can kill it. */
+ * caller, which can kill it; and while it waits the child holds none of
+ * the caller's descriptors but what it was given (a lock, a socket whose
+ * end a peer awaits). */
 static void test_lz_spawn_start__a_lookup_that_waits_holds_only_the_child(void **state)
 {
 	(void)state;
 	char *const argv[] = { "true", NULL };
 	int never[2];
 	assert_int_equal(pipe2(never, O_CLOEXEC), 0);
+	int callers = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(callers >= 0);
 	struct open_ctx o = { "/bin/true", never[0] };
 	int pidfd, status_fd;
 	bool opening = false;
 	struct lz_err err = { 0, "" };
 	int64_t before = lz_now_ms();
-	start(&o, argv, &pidfd, &status_fd);
+	pid_t pid = start(&o, argv, &pidfd, &status_fd);
 	assert_int_equal(lz_spawn_status(status_fd, "true", &opening, &err), 1);
 	struct pollfd pf = { .fd = status_fd, .events = POLLIN };
 	assert_int_equal(poll(&pf, 1, 300), 0);
 	assert_int_equal(lz_spawn_status(status_fd, "true", &opening, &err), 1);
 	assert_true(lz_now_ms() - before < 5000);
+	char fds[64];
+	snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(fds);
+	assert_non_null(d);
+	struct dirent *de;
+	int others = 0;
+	while ((de = readdir(d)) != NULL) {
+		int n = de->d_name[0] == '.' ? -1 : atoi(de->d_name);
+		if (n > 2 && n != never[0])
+			others++;
+	}
+	closedir(d);
+	assert_int_equal(others, 1); /* its end of the status pipe */
+	close(callers);
 	lz_kill_reap(&pidfd);
 	close(never[0]);
 	close(never[1]);

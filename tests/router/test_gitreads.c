@@ -106,17 +106,23 @@ static bool holds(const struct lz_gitreads *r, const char *path)
 			fail_msg("%s %s among what Git reads", rel, (want) ? "is not" : "is");    \
 	} while (0)
 
-static void collect(const struct fx *f, const char *ws_rel, struct lz_gitreads *r)
+static void collect_with(const struct fx *f, const char *ws_rel, const char *excludes, struct lz_gitreads *r)
 {
-	char ws[PATH_MAX], excludes[PATH_MAX];
+	char ws[PATH_MAX];
 	FMT(ws, "%s/%s", f->dir, ws_rel);
-	FMT(excludes, "%s/ignore-global", f->dir);
 	int fd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	struct lz_err err = { 0, "" };
 	if (lz_gitreads_collect(fd, f->dir, excludes, r, &err) < 0)
 		fail_msg("lz_gitreads_collect: %s", err.msg);
 	close(fd);
+}
+
+static void collect(const struct fx *f, const char *ws_rel, struct lz_gitreads *r)
+{
+	char excludes[PATH_MAX];
+	FMT(excludes, "%s/ignore-global", f->dir);
+	collect_with(f, ws_rel, excludes, r);
 }
 
 /* Includes as Git joins them: relative to the including file (also one
@@ -167,6 +173,41 @@ static void test_lz_gitreads__a_linked_worktrees_git_directories(void **state)
 	HOLDS(&r, f, "main/.git/worktrees/wt", true);
 	HOLDS(&r, f, "local.inc", true);
 	HOLDS(&r, f, "main", false);
+	lz_gitreads_close(&r);
+}
+
+/* The workspace's own configuration may include a file beside it, named
+ * through its Git directory; such a path is placed as Git joins it. */
+static void test_lz_gitreads__an_include_out_of_the_workspace_by_dotdot(void **state)
+{
+	struct fx *f = *state;
+	put(f, "ws/file", "x\n");
+	git(f, "ws", (char *const[]){ "git", "init", "-q", NULL });
+	git(f, "ws", (char *const[]){ "git", "config", "include.path", "../../team.inc", NULL });
+	put(f, "team.inc", "[core]\n\tautocrlf = false\n");
+	struct lz_gitreads r;
+	collect(f, "ws", &r);
+	assert_true(r.complete);
+	HOLDS(&r, f, "team.inc", true);
+	lz_gitreads_close(&r);
+}
+
+/* Nothing that would open a tree where Git reads a file (an excludes file
+ * that is a directory), and nothing named by a file the sandbox may write
+ * (an include inside the workspace): Git then fails to read it rather
+ * than read what the sandbox chose. */
+static void test_lz_gitreads__no_directory_and_nothing_the_sandbox_names(void **state)
+{
+	struct fx *f = *state;
+	put(f, ".gitconfig", "[include]\n\tpath = ~/ws/a.inc\n");
+	put(f, "ws/a.inc", "[include]\n\tpath = ../secret\n");
+	put(f, "secret", "[token]\n\tvalue = not for the router\n"); /* Git parses it */
+	struct lz_gitreads r;
+	collect_with(f, "ws", f->dir, &r);
+	assert_true(r.complete);
+	HOLDS(&r, f, ".gitconfig", true);
+	HOLDS(&r, f, "secret", false);
+	HOLDS(&r, f, "", false);
 	lz_gitreads_close(&r);
 }
 
@@ -268,6 +309,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_gitreads__the_configuration_and_what_it_includes, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_gitreads__a_linked_worktrees_git_directories, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_gitreads__an_include_out_of_the_workspace_by_dotdot, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_gitreads__no_directory_and_nothing_the_sandbox_names, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_gitreads__too_many_includes_is_incomplete, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_gitreads__confined_git_reads_the_configuration_as_collected,
