@@ -225,6 +225,16 @@ static int exec_status(int st_r)
 	return -EIO;
 }
 
+/* In a child: the handlers it shares with its caller back to default,
+ * before anything unblocks a signal (async-signal-safe). */
+static void default_handlers(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, old;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL)
+			(void)sigaction(sig, &dfl, NULL);
+}
+
 #if !defined(__SANITIZE_ADDRESS__)
 struct vfork_arg {
 	const struct lz_spawn_prepared *prep;
@@ -237,10 +247,7 @@ struct vfork_arg {
 static int vfork_child(void *argp)
 {
 	const struct vfork_arg *a = argp;
-	struct sigaction dfl = { .sa_handler = SIG_DFL }, old;
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL)
-			(void)sigaction(sig, &dfl, NULL);
+	default_handlers();
 	lz_spawn_exec_prepared(a->prep, a->status_fd);
 }
 #endif
@@ -324,16 +331,6 @@ struct open_failure {
 
 /* One write, so one read takes it whole. */
 _Static_assert(sizeof(struct open_failure) <= PIPE_BUF, "the status record fits a pipe's atomic write");
-
-/* The handlers the child shares with its caller back to default, as
- * vfork_child does, before anything unblocks a signal. */
-static void default_handlers(void)
-{
-	struct sigaction dfl = { .sa_handler = SIG_DFL }, old;
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL)
-			(void)sigaction(sig, &dfl, NULL);
-}
 
 _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx,
 				    const int *keep, size_t n_keep, pid_t parent, int status_fd)

@@ -130,20 +130,13 @@ static void config_file(struct collect *c, const char *file, int depth)
 	if (in.more)
 		incomplete(c->r, "more includes than counted in %.180s", file);
 	const char *slash = strrchr(file, '/');
-	int dir_len = slash ? (int)(slash - file) : 0;
+	size_t dir_len = slash ? (size_t)(slash - file) : 0;
 	for (size_t i = 0; i < in.n; i++) {
 		const char *v = in.paths[i];
 		char abs[4096];
-		int k;
-		if (v[0] == '~' && v[1] == '/')
-			k = c->home ? snprintf(abs, sizeof(abs), "%s/%s", c->home, v + 2) : -1;
-		else if (v[0] == '/')
-			k = snprintf(abs, sizeof(abs), "%s", v);
-		else if (v[0] == '~')
-			k = -1; /* another user's home */
-		else
-			k = snprintf(abs, sizeof(abs), "%.*s/%s", dir_len, file, v);
-		if (k < 0 || (size_t)k >= sizeof(abs))
+		/* "~user/" is another user's home: not placed */
+		if ((v[0] == '~' && v[1] != '/') ||
+		    ic_git_join(c->home, file, dir_len, v, strlen(v), abs, sizeof(abs)) < 0)
 			incomplete(c->r, "an include that cannot be placed: %.180s", v);
 		else
 			config_file(c, abs, depth + 1);
@@ -161,10 +154,9 @@ static void config_at(struct collect *c, const char *dir, const char *name)
 		config_file(c, p, 0);
 }
 
-int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_excludes, struct lz_gitreads *ret,
+int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_excludes, struct lz_gitreads *r,
 			struct lz_err *err)
 {
-	struct lz_gitreads *r = ret;
 	char proc[64], ws_real[4096];
 	*r = (struct lz_gitreads){ .n = 0, .complete = true };
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", workspace_fd);

@@ -34,12 +34,12 @@ struct lz_gitreads {
 	char why[256];
 };
 
-/* Into *ret (fds closed by lz_gitreads_close), with libgit2 initialised:
+/* Into *r (fds closed by lz_gitreads_close), with libgit2 initialised:
  * workspace_fd is the workspace's directory; home (for "~/" in includes;
  * may be NULL) and global_excludes ("" for none) as the router resolved
  * them. -errno only when the workspace cannot be resolved; an incomplete
  * set is not an error. */
-int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_excludes, struct lz_gitreads *ret,
+int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_excludes, struct lz_gitreads *r,
 			struct lz_err *err);
 
 void lz_gitreads_close(struct lz_gitreads *r);

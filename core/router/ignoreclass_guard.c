@@ -235,21 +235,24 @@ struct cfgscan {
 	int rc;
 };
 
+int ic_git_join(const char *home, const char *base, size_t base_len, const char *v, size_t n, char *abs, size_t cap)
+{
+	int k;
+	if (n >= 2 && v[0] == '~' && v[1] == '/')
+		k = home && home[0] == '/' ? snprintf(abs, cap, "%s/%.*s", home, (int)(n - 2), v + 2) : -1;
+	else if (n >= 1 && v[0] == '/')
+		k = snprintf(abs, cap, "%.*s", (int)n, v);
+	else
+		k = base ? snprintf(abs, cap, "%.*s/%.*s", (int)base_len, base, (int)n, v) : -1;
+	return k < 0 || (size_t)k >= cap ? -1 : 0;
+}
+
 /* Adds the workspace path that value (n bytes, as Git would join it to
  * base) names, when inside the workspace. */
 static int add_named(struct cfgscan *c, const char *base, const char *v, size_t n, uint8_t kind)
 {
 	char abs[LZ_PATH_MAX * 2 + 4];
-	const char *home = getenv("HOME");
-	int k;
-	if (n >= 2 && v[0] == '~' && v[1] == '/')
-		k = home && home[0] == '/' ? snprintf(abs, sizeof(abs), "%s/%.*s", home, (int)(n - 2), v + 2)
-					   : -1;
-	else if (n >= 1 && v[0] == '/')
-		k = snprintf(abs, sizeof(abs), "%.*s", (int)n, v);
-	else
-		k = base ? snprintf(abs, sizeof(abs), "%s/%.*s", base, (int)n, v) : -1;
-	if (k < 0 || (size_t)k >= sizeof(abs))
+	if (ic_git_join(getenv("HOME"), base, base ? strlen(base) : 0, v, n, abs, sizeof(abs)) < 0)
 		return 0; /* nothing Git could open inside the workspace */
 	ic_normalize(abs);
 	size_t wl = strlen(c->ws_real);

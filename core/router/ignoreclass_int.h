@@ -140,6 +140,11 @@ bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, 
  * components vanish, ".." drops one), as Git joins configured paths
  * (also router/gitreads.c). */
 void ic_normalize(char *abs);
+/* Joins a configured path value (n bytes) as Git does into abs: "~/" is
+ * home (when absolute), an absolute value is itself, anything else is
+ * relative to base (base_len bytes; NULL: it cannot be placed). 0, or -1
+ * when it cannot be placed or does not fit cap. */
+int ic_git_join(const char *home, const char *base, size_t base_len, const char *v, size_t n, char *abs, size_t cap);
 struct git_repository;
 /* Records the guards of repository g whose worktree root is the
  * workspace-relative root (root_len bytes): its Git and common
