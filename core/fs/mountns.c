@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/sys.h"
 
 /* Linux UAPI newer than Debian 12's headers (x86-64 numbers). */
 #define STATX_MNT_ID_UNIQUE_MASK 0x4000u
@@ -151,6 +153,92 @@ int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz
 	 * one every later (cached) look at the mount sees. Without this, each
 	 * exact unmount of the workspace found "not the recorded one". */
 	return attach(mnt, target_fd, AT_STATX_FORCE_SYNC, ret, "workspace FUSE mount", err);
+}
+
+/* The absolute path fd's directory had when it was opened, in this
+ * namespace (its /proc/self/fd link). */
+static int fd_path(int fd, char *buf, size_t cap, struct lz_err *err)
+{
+	char link[32];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, buf, cap);
+	if (n < 0)
+		return lz_err_set(err, errno, "the path of descriptor %d: %s", fd, strerror(errno));
+	if ((size_t)n >= cap || buf[0] != '/')
+		return lz_err_set(err, ENAMETOOLONG, "descriptor %d has no usable path", fd);
+	buf[n] = '\0';
+	return 0;
+}
+
+static bool same_object(int a, int b)
+{
+	struct stat sa, sb;
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int lz_mountns_confine_writes(int *fds, size_t n, struct lz_err *err)
+{
+	if (n > LZ_MOUNTNS_CONFINE_MAX)
+		return lz_err_set(err, EINVAL, "at most %d writable trees", LZ_MOUNTNS_CONFINE_MAX);
+	char paths[LZ_MOUNTNS_CONFINE_MAX][4096];
+	int clones[LZ_MOUNTNS_CONFINE_MAX] = { -EBADF, -EBADF, -EBADF, -EBADF };
+	size_t order[LZ_MOUNTNS_CONFINE_MAX];
+	int r = 0;
+	/* Cloned from the descriptors, before the namespace: each clone
+	 * keeps the flags its tree has, whatever the copy below gets. */
+	for (size_t i = 0; i < n && r == 0; i++) {
+		order[i] = i;
+		if ((r = fd_path(fds[i], paths[i], sizeof(paths[i]), err)) == 0)
+			r = clone_tree(fds[i], true, 0, &clones[i], paths[i], err);
+	}
+	if (r < 0)
+		goto out;
+	if (unshare(CLONE_NEWNS) < 0) {
+		r = lz_err_set(err, errno, "a mount namespace of its own: %s", strerror(errno));
+		goto out;
+	}
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY, .propagation = MS_PRIVATE };
+	if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0) {
+		r = lz_err_set(err, errno, "every mount read-only: %s", strerror(errno));
+		goto out;
+	}
+	/* Shorter paths first, so that a tree beneath another is attached
+	 * on top of the other's clone, not hidden by it. */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && strlen(paths[order[j]]) < strlen(paths[order[j - 1]]); j--) {
+			size_t t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (size_t k = 0; k < n; k++) {
+		size_t i = order[k];
+		/* The path must still name the tree the descriptor holds:
+		 * otherwise a path through /proc/self/fd would resolve to
+		 * another directory than the clone. */
+		_cleanup_close_ int target = lz_openat2(AT_FDCWD, paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC,
+							RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+		if (target < 0) {
+			r = lz_err_set(err, errno, "'%s': %s", paths[i], strerror(errno));
+			goto out;
+		}
+		if (!same_object(target, clones[i])) {
+			r = lz_err_set(err, ESTALE, "'%s' no longer names the tree it named", paths[i]);
+			goto out;
+		}
+		struct lz_mount_id id;
+		if ((r = attach(clones[i], target, AT_STATX_DONT_SYNC, &id, paths[i], err)) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (dup3(clones[i], fds[i], O_CLOEXEC) < 0) {
+			r = lz_err_set(err, errno, "descriptor %d: %s", fds[i], strerror(errno));
+			goto out;
+		}
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		lz_close_fdp(&clones[i]);
+	return r;
 }
 
 int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err)

@@ -8,6 +8,7 @@
 #define LZ_MOUNTNS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/err.h"
@@ -44,6 +45,18 @@ int lz_mountns_fuse_new(int fuse_fd, int *ret_mnt, struct lz_err *err);
 /* Attaches a detached mount (from lz_mountns_fuse_new) onto target_fd; its
  * server must be serving (the identity takes the root's attributes). */
 int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz_err *err);
+
+/* Leaves the caller (CAP_SYS_ADMIN over its mount namespace's owner) in
+ * a mount namespace of its own where every mount is read-only but the
+ * trees held by fds[0..n): each becomes a writable clone of itself,
+ * attached where its path named it (a path through /proc/self/fd/N still
+ * resolves to it) and held by fds[i] from then on. What Landlock does not
+ * govern (mode, owner, times, xattrs) can then change nothing outside
+ * those trees, by any path or by ".." from them. n is at most
+ * LZ_MOUNTNS_CONFINE_MAX; the caller holds no other descriptor of a
+ * directory or file outside them. */
+#define LZ_MOUNTNS_CONFINE_MAX 4
+int lz_mountns_confine_writes(int *fds, size_t n, struct lz_err *err);
 
 /* Identity of the mount whose root is target (an absolute path). */
 int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_err *err);

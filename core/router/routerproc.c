@@ -13,6 +13,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fs/mountns.h"
 #include "proc/caps.h"
 #include "proc/confine.h"
 #include "router/gitlib.h"
@@ -130,9 +131,10 @@ static int gitlib_init_without_cas(struct lz_err *err)
 	return r;
 }
 
-/* What a bug in the router could still read (test builds): the
- * developer's home listed, and the global configuration Git reads. */
-static void read_outside_test_fault(void)
+/* What a bug in the router could still reach (test builds): the
+ * developer's home listed, the global configuration Git reads, and the
+ * mode of that file and of one beside the workspace changed. */
+static void reach_outside_test_fault(void)
 {
 	const char *home = getenv("HOME");
 	char gitconfig[4096];
@@ -146,6 +148,11 @@ static void read_outside_test_fault(void)
 		if (fd >= 0)
 			close(fd);
 	}
+	int r = fchmodat(AT_FDCWD, gitconfig, 0600, 0);
+	lz_router_log("test fault: changing the mode of %s: %s", gitconfig, r < 0 ? strerror(errno) : "changed");
+	r = fchmodat(LZ_ROUTERPROC_FD_HOST, "../beside-the-workspace", 0600, 0);
+	lz_router_log("test fault: changing the mode of ../beside-the-workspace: %s",
+		      r < 0 ? strerror(errno) : "changed");
 }
 
 int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
@@ -167,6 +174,12 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	 * per thread). */
 	if (unshare(CLONE_NEWNET) < 0)
 		return lz_err_set(err, errno, "router: empty network namespace: %s", strerror(errno));
+	/* Landlock governs opening, not a file's mode, owner, times or
+	 * xattrs: outside the two trees it serves, every mount the router
+	 * sees is read-only (fs/mountns.h). */
+	int trees[] = { LZ_ROUTERPROC_FD_HOST, LZ_ROUTERPROC_FD_ISOLATED };
+	if ((r = lz_mountns_confine_writes(trees, LZ_ARRAY_SIZE(trees), err)) < 0)
+		return lz_err_prefix(err, r, "router: the trees it serves the only writable ones: ");
 	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |
 			       LZ_CAP(CAP_FOWNER) | LZ_CAP(CAP_FSETID))) < 0)
 		return lz_err_set(err, -r, "router: dropping capabilities: %s", strerror(-r));
@@ -186,8 +199,8 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	lz_gitreads_close(&reads);
 	if (r < 0)
 		return lz_err_prefix(err, r, "router: ");
-	if (lz_test_fault("router-reads-a-file"))
-		read_outside_test_fault();
+	if (lz_test_fault("router-reaches-outside"))
+		reach_outside_test_fault();
 	struct lz_ignoreclass_inputs in = {
 		.workspace_fd = LZ_ROUTERPROC_FD_HOST,
 		.isolated_fd = LZ_ROUTERPROC_FD_ISOLATED,

@@ -9,9 +9,10 @@
  * (egress-silence-2s) ends the egress proxy's wait for a tunnel's first
  * bytes after 2 s instead of 30, or (egress-opens-a-file) has the egress
  * proxy try to open a file once it is restricted and log what happened,
- * or (router-reads-a-file) has the router, whose program lazaret-faults
- * embeds with the switch, list the home directory and read ~/.gitconfig
- * once restricted and log what happened.
+ * or (router-reaches-outside) has the router, whose program
+ * lazaret-faults embeds with the switch, list the home directory, read
+ * ~/.gitconfig and change its mode and that of ../beside-the-workspace
+ * once restricted, and log what happened.
  * In the production build the switch does
  * not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H

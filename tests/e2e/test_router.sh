@@ -264,9 +264,12 @@ test_the_router_is_confined() {
 }
 
 # The router parses what the sandbox writes; a bug there must not copy
-# the developer's files into the workspace. Once confined it reads only
-# what Git reads: the fault has the real router list the home directory
-# and read the Git configuration there, and log what happened.
+# the developer's files into the workspace, nor change them where they
+# are. Once confined it reads only what Git reads and changes only the
+# trees it serves: the fault has the real router list the home directory,
+# read the Git configuration there, and change the mode of that file and
+# of one beside the workspace (by "..", from the workspace's descriptor),
+# and log what happened.
 test_the_router_reads_only_what_git_reads() {
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
 		"(got '${LAZARET_FAULTS:-}')"
@@ -275,7 +278,9 @@ test_the_router_reads_only_what_git_reads() {
 	printf '*.tmp\n' >"$T/home/global-ignore"
 	printf '[core]\n\texcludesFile = ~/global-ignore\n' >"$T/home/more.inc"
 	echo temporary >"$WS/x.tmp"
-	capture env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=router-reads-a-file "$LAZARET_FAULTS" test \
+	echo beside >"$WS/../beside-the-workspace"
+	chmod 0644 "$T/home/.gitconfig" "$WS/../beside-the-workspace"
+	capture env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=router-reaches-outside "$LAZARET_FAULTS" test \
 		--config "$CFG" -- sh -c 'cat /workspace/x.tmp 2>&1; echo done'
 	assert_eq 0 "$STATUS" "the launch's status (stderr: $ERR)"
 	local log
@@ -283,6 +288,11 @@ test_the_router_reads_only_what_git_reads() {
 	assert_contains "$log" "test fault: opening $T/home: Permission denied" "hc.log"
 	assert_contains "$log" "test fault: opening $T/home/.gitconfig: opened" "hc.log"
 	assert_not_contains "$log" "reads files anywhere" "hc.log"
+	assert_contains "$log" "test fault: changing the mode of $T/home/.gitconfig: Read-only file system" "hc.log"
+	assert_contains "$log" "test fault: changing the mode of ../beside-the-workspace: Read-only file system" \
+		"hc.log"
+	assert_eq 644 "$(stat -c %a "$T/home/.gitconfig")" "the mode of ~/.gitconfig"
+	assert_eq 644 "$(stat -c %a "$WS/../beside-the-workspace")" "the mode of the file beside the workspace"
 	# the excludes file an include names still classifies: x.tmp is
 	# ignored, so the sandbox does not see the host's
 	assert_contains "$OUT" "No such file" "x.tmp inside"

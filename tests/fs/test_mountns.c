@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -407,6 +408,77 @@ static void test_lz_mountns_prepare__private_mounts_and_own_proc(void **state)
 	in_private_ns(fx->dir, body_prepare);
 }
 
+/* ---- confine_writes: read-only but the trees served ----------------------- */
+
+static uint64_t mount_id_of(int dirfd, const char *path)
+{
+	struct statx stx;
+	CHECK(statx(dirfd, path, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0, "statx '%s': %s",
+	      path, strerror(errno));
+	return stx.stx_mnt_id;
+}
+
+static void body_confine_writes(const char *dir)
+{
+	struct lz_err err = { 0, "" };
+	char path[512], outer[256], inner[256], beside[256];
+	snprintf(outer, sizeof(outer), "%s/src", dir);
+	snprintf(inner, sizeof(inner), "%s/src/sub", dir);
+	CHECK(mkdir(inner, 0755) == 0, "mkdir");
+	snprintf(beside, sizeof(beside), "%s/ro/beside", dir);
+	write_text(beside, "beside\n");
+	/* the inner tree first: it must still be attached on top */
+	int fds[2] = { open(inner, O_PATH | O_DIRECTORY | O_CLOEXEC), open(outer, O_PATH | O_DIRECTORY | O_CLOEXEC) };
+	CHECK(fds[0] >= 0 && fds[1] >= 0, "open trees: %s", strerror(errno));
+	int too_many[LZ_MOUNTNS_CONFINE_MAX + 1] = { 0 };
+	CHECK_R(lz_mountns_confine_writes(too_many, LZ_MOUNTNS_CONFINE_MAX + 1, &err), -EINVAL);
+	CHECK_R(lz_mountns_confine_writes(fds, 2, &err), 0);
+
+	/* Outside the trees nothing changes, by path or by ".." from them. */
+	CHECK(chmod(beside, 0600) < 0 && errno == EROFS, "chmod beside: %s", strerror(errno));
+	CHECK(fchmodat(fds[1], "../ro/beside", 0600, 0) < 0 && errno == EROFS, "chmod ../ro/beside: %s",
+	      strerror(errno));
+	CHECK(utimensat(fds[0], "../../ro/beside", NULL, 0) < 0 && errno == EROFS, "utimes: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/ro/new", dir);
+	CHECK(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) < 0 && errno == EROFS, "create beside: %s",
+	      strerror(errno));
+	CHECK(chmod(dir, 0700) < 0 && errno == EROFS, "chmod the parent: %s", strerror(errno));
+
+	/* Inside them everything does, through the descriptors, by path,
+	 * and through /proc/self/fd as libgit2 resolves it (realpath). */
+	int fd = openat(fds[1], "by-fd", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create by descriptor: %s", strerror(errno));
+	close(fd);
+	CHECK(fchmodat(fds[1], "by-fd", 0600, 0) == 0, "chmod inside: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/by-path", inner);
+	write_text(path, "inner\n");
+	char proc[64], real[PATH_MAX];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fds[0]);
+	CHECK(realpath(proc, real) != NULL && strcmp(real, inner) == 0, "realpath: %s", real);
+	CHECK(mount_id_of(AT_FDCWD, inner) == mount_id_of(fds[0], ""), "the inner path is not the inner clone");
+	CHECK(mount_id_of(AT_FDCWD, outer) == mount_id_of(fds[1], ""), "the outer path is not the outer clone");
+	close(fds[0]);
+	close(fds[1]);
+}
+
+static void test_lz_mountns_confine_writes__only_the_trees_change(void **state)
+{
+	NEED_ROOT();
+	struct fixture *fx = *state;
+	in_private_ns(fx->dir, body_confine_writes);
+	/* What the clones wrote is on the host. */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/src/by-fd", fx->dir);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	snprintf(path, sizeof(path), "%s/src/sub/by-path", fx->dir);
+	assert_true(exists(path));
+	snprintf(path, sizeof(path), "%s/ro/beside", fx->dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+}
+
 /* ---- identify and present without a namespace ----------------------------- */
 
 static void test_lz_mountns_identify__errors(void **state)
@@ -479,6 +551,8 @@ int main(void)
 			test_lz_mountns_unmount_exact__stacked_mount_is_not_the_recorded_one, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_mountns_bind_ro__view_is_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_mountns_prepare__private_mounts_and_own_proc, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_confine_writes__only_the_trees_change, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_mountns_identify__errors, setup, teardown),
 		cmocka_unit_test(test_lz_mountns_present__root_yes_unknown_no),
