@@ -53,15 +53,15 @@ int lz_boot_id(uint8_t ret[16], struct lz_err *err)
 	return 0;
 }
 
-int lz_proc_stat_start_time(const char *text, uint64_t *ret)
+int lz_proc_stat_field(const char *text, int field, uint64_t *ret)
 {
 	/* comm (field 2) may contain spaces and ')': fields resume after the
-	 * last ')'. Field 3 follows it; starttime is field 22. */
+	 * last ')'. Field 3 follows it. */
 	const char *p = strrchr(text, ')');
-	if (p == NULL)
+	if (p == NULL || field < 4)
 		return -EINVAL;
 	p++;
-	for (int field = 3; field < 22; field++) {
+	for (int f = 3; f < field; f++) {
 		p = strchr(p + 1, ' ');
 		if (p == NULL)
 			return -EINVAL;
@@ -106,7 +106,7 @@ int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_
 	if (n <= 0)
 		return lz_err_set(err, n < 0 ? errno : EIO, "read '%s' failed", path);
 	text[n] = '\0';
-	if (lz_proc_stat_start_time(text, &ref.start_time) < 0)
+	if (lz_proc_stat_field(text, LZ_PROC_STAT_START_TIME, &ref.start_time) < 0)
 		return lz_err_set(err, EINVAL, "'%s' is malformed", path);
 	*ret = ref;
 	return 0;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc/pidref.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
 
@@ -393,7 +394,30 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
 	return 0;
 }
 
-int lz_spawn_status(int status_fd, const char *label, bool *ret_opening, struct lz_err *err)
+/* include/linux/sched.h: "forked but didn't exec"; the kernel clears it
+ * before it closes the close-on-exec descriptors, so once the status pipe
+ * reads empty it tells an exec from a death before one. */
+#define LZ_PF_FORKNOEXEC 0x40u
+
+static int proved_exec(pid_t pid, const char *label, struct lz_err *err)
+{
+	char path[32], text[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	uint64_t flags = 0;
+	if (n <= 0)
+		return lz_err_set(err, n < 0 ? errno : EIO, "exec '%s': whether it started: %s", label,
+				  strerror(n < 0 ? errno : EIO));
+	text[n] = '\0';
+	if (lz_proc_stat_field(text, LZ_PROC_STAT_FLAGS, &flags) < 0)
+		return lz_err_set(err, EIO, "exec '%s': whether it started: '%s' is malformed", label, path);
+	if (flags & LZ_PF_FORKNOEXEC)
+		return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
+	return 0;
+}
+
+int lz_spawn_status(int status_fd, pid_t pid, const char *label, bool *ret_opening, struct lz_err *err)
 {
 	struct open_failure f = { 0, "" };
 	ssize_t n;
@@ -404,7 +428,7 @@ int lz_spawn_status(int status_fd, const char *label, bool *ret_opening, struct 
 	if (n < 0 && errno == EAGAIN)
 		return 1;
 	if (n == 0)
-		return 0;
+		return proved_exec(pid, label, err);
 	if (n < (ssize_t)sizeof(f.err) || f.err <= 0)
 		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
 	if (n == (ssize_t)sizeof(f.err))

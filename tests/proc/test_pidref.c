@@ -35,16 +35,19 @@ static void test_lz_boot_id_parse__malformed(void **state)
 	assert_int_equal(lz_boot_id_parse("0123abcd-45", id), -EINVAL);
 }
 
-static void test_lz_proc_stat_start_time__comm_with_parens_and_spaces(void **state)
+static void test_lz_proc_stat_field__comm_with_parens_and_spaces(void **state)
 {
 	(void)state;
 	uint64_t t = 0;
 	const char *stat = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
 			   "18446744073709551615 100 200\n";
-	assert_int_equal(lz_proc_stat_start_time(stat, &t), 0);
+	assert_int_equal(lz_proc_stat_field(stat, LZ_PROC_STAT_START_TIME, &t), 0);
 	assert_true(t == UINT64_MAX);
-	assert_int_equal(lz_proc_stat_start_time("42 (x) S 1 2", &t), -EINVAL);
-	assert_int_equal(lz_proc_stat_start_time("no parens", &t), -EINVAL);
+	assert_int_equal(lz_proc_stat_field(stat, LZ_PROC_STAT_FLAGS, &t), 0);
+	assert_true(t == 4194560);
+	assert_int_equal(lz_proc_stat_field(stat, 3, &t), -EINVAL); /* the state is no number */
+	assert_int_equal(lz_proc_stat_field("42 (x) S 1 2", LZ_PROC_STAT_START_TIME, &t), -EINVAL);
+	assert_int_equal(lz_proc_stat_field("no parens", LZ_PROC_STAT_START_TIME, &t), -EINVAL);
 }
 
 static void test_lz_pidref_from_pidfd__real_child(void **state)
@@ -158,7 +161,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_boot_id_parse__canonical_order),
 		cmocka_unit_test(test_lz_boot_id_parse__malformed),
-		cmocka_unit_test(test_lz_proc_stat_start_time__comm_with_parens_and_spaces),
+		cmocka_unit_test(test_lz_proc_stat_field__comm_with_parens_and_spaces),
 		cmocka_unit_test(test_lz_pidref_from_pidfd__real_child),
 		cmocka_unit_test(test_lz_pidref_alive__running_zombie_reaped),
 		cmocka_unit_test(test_lz_pidref_alive__pid_of_another_process_thread),
