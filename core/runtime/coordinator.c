@@ -1169,6 +1169,20 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	}
 }
 
+/* The exec client ended: the session's host requests end with it (spec
+ * 3.8), and its end reaches the client as the client takes it, while
+ * every other session is served (session.h); session_end once it has. */
+static void session_finish(lz_hc *hc, struct lz_session *s)
+{
+	size_t slot = (size_t)(s - hc->sessions);
+	(void)lz_session_finish(s);
+	if (hc->esc != NULL)
+		(void)lz_escalation_session_gone(hc->esc, (int)slot);
+	hc->prompt_job[slot] = -1;
+	if (lz_session_drained(s))
+		session_end(hc, s);
+}
+
 struct session_ctx {
 	lz_hc *hc;
 	const char *id;
@@ -1750,6 +1764,10 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			struct lz_session *s = owner[i];
 			if (!pf[i].revents)
 				continue;
+			if (s->end_by) {
+				lz_session_drain(s);
+				continue;
+			}
 			if (pf[i].fd == s->exec.pidfd) {
 				/* A guest that ran and ended at once wrote its leader. */
 				if (s->leader_by && !start_awaited(hc, s))
@@ -1762,8 +1780,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 					start_failed(hc, s, EIO, EXEC_ENDED_FIRST);
 					continue;
 				}
-				(void)lz_session_finish(s);
-				session_end(hc, s);
+				session_finish(hc, s);
 			} else if (pf[i].fd == s->client) {
 				if (pf[i].revents & POLLOUT)
 					lz_session_flush_output(s);
@@ -1789,7 +1806,10 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 				continue;
 			}
 			if (lz_session_exit_due(&hc->sessions[i])) {
-				(void)lz_session_finish(&hc->sessions[i]);
+				session_finish(hc, &hc->sessions[i]);
+				continue;
+			}
+			if (hc->sessions[i].end_by && lz_session_drained(&hc->sessions[i])) {
 				session_end(hc, &hc->sessions[i]);
 				continue;
 			}

@@ -94,9 +94,19 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 			*timeout_ms = left;
 	} else if (s->client >= 0) {
 		bool queued = s->out_len > 0 || (s->tls != NULL && lz_tlschan_pending(s->tls));
+		/* Ending, nothing more is read from the client (its hangup
+		 * still shows). */
+		bool reading = !s->end_by && (s->in_len == 0 || s->prompting);
 		pf[n++] = (struct pollfd){ .fd = s->client,
-					   .events = (short)((s->in_len == 0 || s->prompting ? POLLIN : 0) |
-							     (queued ? POLLOUT : 0)) };
+					   .events = (short)((reading ? POLLIN : 0) | (queued ? POLLOUT : 0)) };
+	}
+	if (s->end_by) {
+		if (s->master >= 0 && s->out_len == 0 && s->client >= 0)
+			pf[n++] = (struct pollfd){ .fd = s->master, .events = POLLIN };
+		int left = lz_remaining_ms(s->end_by);
+		if (*timeout_ms < 0 || left < *timeout_ms)
+			*timeout_ms = left;
+		return n;
 	}
 	if (s->exec.pidfd >= 0 && !s->exit_held_until)
 		pf[n++] = (struct pollfd){ .fd = s->exec.pidfd, .events = POLLIN };
@@ -442,27 +452,50 @@ int lz_session_finish(struct lz_session *s)
 	struct lz_err ignored;
 	(void)lz_broker_wait(&s->exec, 0, &status, &ignored);
 	s->running = false;
-	if (s->client >= 0 && s->tty) {
-		int64_t deadline = lz_now_ms() + LZ_SESSION_DRAIN_MS;
-		if (s->out_len > 0) {
-			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, s->out_len } };
-			send_bounded(s, &m, deadline);
-			s->out_len = 0;
-		}
-		for (;;) {
-			ssize_t n = read(s->master, s->out, sizeof(s->out));
-			if (n <= 0 || lz_remaining_ms(deadline) == 0)
-				break; /* EIO: no slave left; EAGAIN: drained */
-			struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { s->out, (size_t)n } };
-			send_bounded(s, &m, deadline);
-		}
-	}
-	if (s->client >= 0) {
-		struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
-					 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)status } };
-		send_bounded(s, &m, lz_now_ms() + LZ_SESSION_DRAIN_MS);
-	}
+	s->exit_held_until = 0;
+	s->end_status = status;
+	s->end_by = lz_now_ms() + LZ_SESSION_END_MS;
+	lz_session_drain(s);
 	return status;
+}
+
+void lz_session_drain(struct lz_session *s)
+{
+	if (!s->end_by)
+		return;
+	for (;;) {
+		lz_session_flush_output(s); /* what waits, the notice included */
+		if (s->client < 0 || s->out_len > 0 || lz_tlschan_pending(s->tls))
+			return; /* gone, or until the socket takes more */
+		if (s->master < 0 || s->end_read >= LZ_SESSION_END_BYTES)
+			break;
+		ssize_t n = read(s->master, s->out, sizeof(s->out));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* EIO: no slave left; EAGAIN: drained, a background
+			 * process may hold the slave yet */
+			lz_close_fdp(&s->master);
+			break;
+		}
+		s->end_read += (size_t)n;
+		s->out_len = (size_t)n;
+	}
+	if (s->end_sent)
+		return;
+	struct lz_wire_msg m = { .type = LZ_WIRE_SESSION_EXIT,
+				 .exit = { .kind = LZ_WIRE_EXITED, .value = (uint8_t)s->end_status } };
+	int r = lz_wire_send(s->tls, &m, NULL, 0, 0, NULL);
+	if (r == 0)
+		s->end_sent = true;
+	else if (r != -EAGAIN)
+		drop_client(s);
+}
+
+bool lz_session_drained(const struct lz_session *s)
+{
+	return s->end_by &&
+	       (s->client < 0 || (s->end_sent && !lz_tlschan_pending(s->tls)) || lz_remaining_ms(s->end_by) == 0);
 }
 
 /* A refusal is a small record into an idle socket. */

@@ -13,9 +13,13 @@
  * Release (client loss or Detach): SIGHUP to the exec client, which runsc
  * exec forwards to the guest's foreground group; then SIGTERM and SIGKILL,
  * each after LZ_SESSION_GRACE_MS. The end: the exec client reaped, the
- * master drained in order until EOF or LZ_SESSION_DRAIN_MS, then exactly
- * one SessionExit. Every signal and wait goes through the exec client's
- * retained pidfd.
+ * master drained in order until EOF (at most LZ_SESSION_END_BYTES: the
+ * guest's background processes may go on writing), then exactly one
+ * SessionExit, delivered as the client takes it within LZ_SESSION_END_MS
+ * while the HC serves everything else: a client slow to read, or
+ * stopped, loses nothing of its session's end and holds up no other
+ * session. Every signal and wait goes through the exec client's retained
+ * pidfd.
  *
  * This module knows no store and no runsc: the coordinator starts the exec
  * client (lz_session_start's caller) and records the session's lifecycle.
@@ -35,7 +39,9 @@
 
 #define LZ_SESSION_ID_HEX 32
 #define LZ_SESSION_GRACE_MS 2000
-#define LZ_SESSION_DRAIN_MS 2000
+#define LZ_SESSION_DRAIN_MS 2000 /* a record into an idle socket */
+#define LZ_SESSION_END_MS 30000
+#define LZ_SESSION_END_BYTES (256 * 1024) /* the PTY's buffer holds 64 KiB at most */
 #define LZ_SESSION_POLLFDS 3 /* client, exec pidfd, master */
 #define LZ_SESSION_ADMIT_MS 5000 /* handshake and enrollment, from connect */
 #define LZ_SESSION_ADMIT_TEXT "5 s"
@@ -86,6 +92,12 @@ struct lz_session {
 	 * the kernel's PTY buffer, and its input goes to the prompt. */
 	char *notice; /* owned */
 	size_t notice_len, notice_off;
+	/* The end (lz_session_finish): delivered until end_by (CLOCK_MONOTONIC
+	 * ms; 0 while the exec client runs). */
+	int64_t end_by;
+	int end_status;
+	size_t end_read; /* master bytes read since the exec client ended */
+	bool end_sent;   /* the SessionExit is taken */
 	bool prompting;
 	uint8_t answer_seq; /* where answer_from is in a control sequence */
 	int answer; /* 1 approve, -1 deny, 0 none yet */
@@ -148,10 +160,18 @@ void lz_session_hold_exit(struct lz_session *s, int ms);
 /* Whether a held exit's time ran out (lz_session_hold_exit). */
 bool lz_session_exit_due(const struct lz_session *s);
 
-/* The exec client ended: reaps it, drains the master in order (bounded),
- * sends one SessionExit with its status, and returns that status. The
- * session is then ready for lz_session_reset. */
+/* The exec client ended: reaps it, starts the end (the master's last
+ * output in order, then one SessionExit with its status) and returns that
+ * status, never waiting for the client. lz_session_pollfds then asks for
+ * what the end waits on; lz_session_drain goes on with it when any of
+ * those is ready. */
 int lz_session_finish(struct lz_session *s);
+void lz_session_drain(struct lz_session *s);
+
+/* Whether the end is over: the SessionExit sent in full, the client gone,
+ * or LZ_SESSION_END_MS passed. The session is then ready for
+ * lz_session_reset. */
+bool lz_session_drained(const struct lz_session *s);
 
 /* Before a prompt: cancels a control string or sequence the guest left
  * open (CAN, ST), and undoes what the guest may have set to hide or

@@ -559,6 +559,108 @@ static void test_lz_session_finish__pending_output_first_and_no_client(void **st
 	assert_true(next(f, &m, 100) == -EPIPE); /* the client's socket was closed */
 }
 
+/* Fills the session's socket (a small send buffer) until a record waits
+ * in its channel; returns how many records were taken. */
+static int fill_client(struct fx *f)
+{
+	int sndbuf = 4096;
+	assert_int_equal(setsockopt(f->s.client, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	uint8_t fill[1000];
+	memset(fill, 'f', sizeof(fill));
+	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { fill, sizeof(fill) } };
+	int n = 0;
+	while (lz_wire_send(f->s.tls, &m, NULL, 0, 0, NULL) == 0)
+		assert_true(++n < 100000);
+	return n;
+}
+
+/* Goes on with the session's end as the coordinator does (what it polls
+ * for, then lz_session_drain) while the client reads, until it is over;
+ * the client's Outputs after the first skip records go to seen. Returns
+ * the SessionExits received, and the last one's status in *status. */
+static int read_the_end(struct fx *f, int skip, char *seen, size_t cap, size_t *got, int *status)
+{
+	int exits = 0;
+	for (int round = 0; round < 10000; round++) {
+		struct lz_wire_msg m;
+		while (next(f, &m, 0) == 0) {
+			if (m.type == LZ_WIRE_SESSION_EXIT) {
+				exits++;
+				*status = m.exit.value;
+			} else if (skip > 0) {
+				skip--;
+			} else {
+				assert_int_equal(m.type, LZ_WIRE_OUTPUT);
+				assert_int_equal(exits, 0); /* every Output before the exit */
+				assert_true(*got + m.output.len <= cap);
+				memcpy(seen + *got, m.output.ptr, m.output.len);
+				*got += m.output.len;
+			}
+			lz_wire_msg_release(&m);
+		}
+		if (lz_session_drained(&f->s) && !readable(f->peer, 0))
+			return exits;
+		struct pollfd pf[LZ_SESSION_POLLFDS];
+		int timeout = 50;
+		size_t k = lz_session_pollfds(&f->s, pf, &timeout);
+		if (poll(pf, k, timeout < 0 || timeout > 50 ? 50 : timeout) > 0)
+			lz_session_drain(&f->s);
+	}
+	fail_msg("the end never finished");
+	return -1;
+}
+
+/* A client that does not read when its guest ends (slow, or stopped)
+ * holds up nobody: lz_session_finish returns at once, and once the
+ * client reads it gets every byte in order and the one exit. */
+static void test_lz_session_finish__a_client_not_reading_loses_nothing_and_holds_up_nobody(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	int filled = fill_client(f);
+	spawn_sh(f, "i=0; while [ $i -lt 120 ]; do printf '%049d\\n' $i; i=$((i+1)); done; exit 5", f->slave,
+		 f->slave);
+	close(f->slave);
+	f->slave = -1;
+	wait_ended(f);
+	assert_int_equal(lz_session_finish(&f->s), 5);
+	assert_false(lz_session_drained(&f->s)); /* it waits for the client, not the caller */
+	char seen[120 * 50];
+	size_t got = 0;
+	int status = -1;
+	/* the fill's records first (one of them waited in the channel) */
+	assert_int_equal(read_the_end(f, filled, seen, sizeof(seen), &got, &status), 1);
+	assert_int_equal(status, 5);
+	assert_int_equal(got, sizeof(seen));
+	for (int i = 0; i < 120; i++) {
+		char line[64];
+		snprintf(line, sizeof(line), "%049d\n", i);
+		assert_memory_equal(seen + (size_t)i * 50, line, 50);
+	}
+}
+
+/* A guest's background process that goes on writing to the terminal
+ * after the session's command ended cannot keep the end going: the
+ * master is read until it has nothing at hand or LZ_SESSION_END_BYTES
+ * came, then the exit. */
+static void test_lz_session_finish__output_after_the_end_is_bounded(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "yes endless & sleep 0.2; exit 0", f->slave, f->slave);
+	close(f->slave);
+	f->slave = -1;
+	wait_ended(f);
+	assert_int_equal(lz_session_finish(&f->s), 0);
+	static char seen[LZ_SESSION_END_BYTES + LZ_WIRE_MAX_DATA];
+	size_t got = 0;
+	int status = -1;
+	assert_int_equal(read_the_end(f, 0, seen, sizeof(seen), &got, &status), 1);
+	assert_int_equal(status, 0);
+	assert_true(got > 0 && got <= LZ_SESSION_END_BYTES + LZ_WIRE_MAX_DATA);
+	assert_memory_equal(seen, "endless\n", 8);
+}
+
 static void test_lz_session_reset__kills_a_running_exec_client(void **state)
 {
 	struct fx *f = *state;
@@ -869,6 +971,8 @@ int main(void)
 		T(test_lz_session_client_gone__without_terminal_sends_term),
 		T(test_lz_session_finish__drains_in_order_then_one_exit),
 		T(test_lz_session_finish__pending_output_first_and_no_client),
+		T(test_lz_session_finish__a_client_not_reading_loses_nothing_and_holds_up_nobody),
+		T(test_lz_session_finish__output_after_the_end_is_bounded),
 		T(test_lz_session_reset__kills_a_running_exec_client),
 		T(test_lz_session_refuse__printable_text_and_code_bounds),
 	};
