@@ -496,7 +496,7 @@ static void on_start_status(struct lz_escalation *e, struct job *j)
 {
 	struct lz_err err = { 0, "" };
 	bool opening = false;
-	int r = lz_spawn_status(j->status_fd, j->pid, j->argv[0], &opening, &err);
+	int r = lz_spawn_status(j->status_fd, j->pidfd, j->argv[0], &opening, &err);
 	if (r > 0)
 		return;
 	lz_close_fdp(&j->status_fd);

@@ -395,29 +395,49 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
 }
 
 /* include/linux/sched.h: "forked but didn't exec"; the kernel clears it
- * before it closes the close-on-exec descriptors, so once the status pipe
- * reads empty it tells an exec from a death before one. */
+ * before it closes the close-on-exec descriptors. */
 #define LZ_PF_FORKNOEXEC 0x40u
 
-static int proved_exec(pid_t pid, const char *label, struct lz_err *err)
+/* The first line of path beginning with key, its number. */
+static int proc_number(const char *path, const char *key, long *ret)
 {
-	char path[32], text[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char text[1024];
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	for (const char *line = text; line != NULL; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+		if (strncmp(line, key, strlen(key)) == 0)
+			return sscanf(line + strlen(key), "%ld", ret) == 1 ? 0 : -1;
+	return -1;
+}
+
+/* The status pipe read empty: an exec closed it, or an exit (a kill from
+ * outside) before one; the child's flags tell, read through the PID this
+ * /proc gives its pidfd. Where /proc cannot tell (another PID namespace's,
+ * or hidepid hiding a process that exec'd a set-ID program), it counts
+ * as started, as it most likely did. */
+static int proved_exec(int pidfd, const char *label, struct lz_err *err)
+{
+	char path[64], text[1024];
+	long pid = 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	if (proc_number(path, "Pid:", &pid) < 0 || pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
 	uint64_t flags = 0;
 	if (n <= 0)
-		return lz_err_set(err, n < 0 ? errno : EIO, "exec '%s': whether it started: %s", label,
-				  strerror(n < 0 ? errno : EIO));
+		return 0;
 	text[n] = '\0';
-	if (lz_proc_stat_field(text, LZ_PROC_STAT_FLAGS, &flags) < 0)
-		return lz_err_set(err, EIO, "exec '%s': whether it started: '%s' is malformed", label, path);
-	if (flags & LZ_PF_FORKNOEXEC)
+	if (lz_proc_stat_field(text, LZ_PROC_STAT_FLAGS, &flags) == 0 && (flags & LZ_PF_FORKNOEXEC))
 		return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
 	return 0;
 }
 
-int lz_spawn_status(int status_fd, pid_t pid, const char *label, bool *ret_opening, struct lz_err *err)
+int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_opening, struct lz_err *err)
 {
 	struct open_failure f = { 0, "" };
 	ssize_t n;
@@ -428,7 +448,7 @@ int lz_spawn_status(int status_fd, pid_t pid, const char *label, bool *ret_openi
 	if (n < 0 && errno == EAGAIN)
 		return 1;
 	if (n == 0)
-		return proved_exec(pid, label, err);
+		return proved_exec(pidfd, label, err);
 	if (n < (ssize_t)sizeof(f.err) || f.err <= 0)
 		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
 	if (n == (ssize_t)sizeof(f.err))

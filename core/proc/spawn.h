@@ -98,12 +98,13 @@ typedef int lz_spawn_open_fn(void *ctx, struct lz_err *err);
 int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx, const int *keep, size_t n_keep,
 		   int *ret_pidfd, pid_t *ret_pid, int *ret_status_fd, struct lz_err *err);
 
-/* 1 while the child pid of lz_spawn_start has neither exec'd nor failed,
- * 0 once it exec'd; -errno with err when it failed, *ret_opening saying
- * whether open_exe did (err is then its message), -ECHILD when it ended
- * before it exec'd without saying why (killed from outside). The caller
- * then reaps it (not before: the answer reads the child's /proc entry). */
-int lz_spawn_status(int status_fd, pid_t pid, const char *label, bool *ret_opening, struct lz_err *err);
+/* 1 while the child (its pidfd) of lz_spawn_start has neither exec'd nor
+ * failed, 0 once it exec'd; -errno with err when it failed, *ret_opening
+ * saying whether open_exe did (err is then its message), -ECHILD when it
+ * ended before it exec'd without saying why (killed from outside). The
+ * caller then reaps it (not before: the answer reads the child's /proc
+ * entry). */
+int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_opening, struct lz_err *err);
 
 /* lz_spawn, then lz_reap with timeout_ms; non-zero exit is -EIO naming
  * label and the status. */

@@ -352,11 +352,11 @@ static int open_path(void *ctx, struct lz_err *err)
 }
 
 /* lz_spawn_status once it says more than "not yet", within 5 s. */
-static int await_status(int status_fd, pid_t pid, bool *opening, struct lz_err *err)
+static int await_status(int status_fd, int pidfd, bool *opening, struct lz_err *err)
 {
 	struct pollfd pf = { .fd = status_fd, .events = POLLIN };
 	int r;
-	for (int i = 0; i < 50 && (r = lz_spawn_status(status_fd, pid, "x", opening, err)) == 1; i++)
+	for (int i = 0; i < 50 && (r = lz_spawn_status(status_fd, pidfd, "x", opening, err)) == 1; i++)
 		(void)poll(&pf, 1, 100);
 	return r;
 }
@@ -379,8 +379,8 @@ static void test_lz_spawn_start__runs_what_the_child_opened(void **state)
 	int pidfd, status_fd;
 	bool opening = true;
 	struct lz_err err = { 0, "" };
-	pid_t pid = start(&o, argv, &pidfd, &status_fd);
-	assert_int_equal(await_status(status_fd, pid, &opening, &err), 0);
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(await_status(status_fd, pidfd, &opening, &err), 0);
 	assert_false(opening);
 	siginfo_t info;
 	assert_int_equal(lz_reap(pidfd, 5000, &info), 0);
@@ -398,8 +398,8 @@ static void test_lz_spawn_start__an_open_failure_comes_back_with_its_message(voi
 	int pidfd, status_fd;
 	bool opening = false;
 	struct lz_err err = { 0, "" };
-	pid_t pid = start(&o, argv, &pidfd, &status_fd);
-	assert_int_equal(await_status(status_fd, pid, &opening, &err), -ENOENT);
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(await_status(status_fd, pidfd, &opening, &err), -ENOENT);
 	assert_true(opening);
 	assert_string_equal(err.msg, "cannot open /nonexistent/bin: No such file or directory");
 	siginfo_t info;
@@ -417,8 +417,8 @@ static void test_lz_spawn_start__an_exec_failure_is_not_an_open_failure(void **s
 	int pidfd, status_fd;
 	bool opening = true;
 	struct lz_err err = { 0, "" };
-	pid_t pid = start(&o, argv, &pidfd, &status_fd);
-	assert_int_equal(await_status(status_fd, pid, &opening, &err), -EACCES);
+	start(&o, argv, &pidfd, &status_fd);
+	assert_int_equal(await_status(status_fd, pidfd, &opening, &err), -EACCES);
 	assert_false(opening);
 	assert_non_null(strstr(err.msg, "exec 'x'"));
 	lz_kill_reap(&pidfd);
@@ -439,7 +439,7 @@ static void test_lz_spawn_start__killed_before_exec_is_not_started(void **state)
 	struct lz_err err = { 0, "" };
 	pid_t pid = start(&o, argv, &pidfd, &status_fd);
 	assert_int_equal(kill(pid, SIGKILL), 0);
-	assert_int_equal(await_status(status_fd, pid, &opening, &err), -ECHILD);
+	assert_int_equal(await_status(status_fd, pidfd, &opening, &err), -ECHILD);
 	assert_false(opening);
 	assert_string_equal(err.msg, "exec 'x': the host process ended before it started");
 	siginfo_t info;
@@ -469,10 +469,10 @@ static void test_lz_spawn_start__a_lookup_that_waits_holds_only_the_child(void *
 	struct lz_err err = { 0, "" };
 	int64_t before = lz_now_ms();
 	pid_t pid = start(&o, argv, &pidfd, &status_fd);
-	assert_int_equal(lz_spawn_status(status_fd, pid, "true", &opening, &err), 1);
+	assert_int_equal(lz_spawn_status(status_fd, pidfd, "true", &opening, &err), 1);
 	struct pollfd pf = { .fd = status_fd, .events = POLLIN };
 	assert_int_equal(poll(&pf, 1, 300), 0);
-	assert_int_equal(lz_spawn_status(status_fd, pid, "true", &opening, &err), 1);
+	assert_int_equal(lz_spawn_status(status_fd, pidfd, "true", &opening, &err), 1);
 	assert_true(lz_now_ms() - before < 5000);
 	char fds[64];
 	snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)pid);
