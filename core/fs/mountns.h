@@ -53,8 +53,9 @@ int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz
  * resolves to it) and held by fds[i] from then on. What Landlock does not
  * govern (mode, owner, times, xattrs) can then change nothing outside
  * those trees, by any path or by ".." from them. n is at most
- * LZ_MOUNTNS_CONFINE_MAX; the caller holds no other descriptor of a
- * directory or file outside them. */
+ * LZ_MOUNTNS_CONFINE_MAX. Descriptors opened before (standard streams
+ * included) still reach the mounts they were opened on: the caller
+ * reopens or holds none it must not change. */
 #define LZ_MOUNTNS_CONFINE_MAX 4
 int lz_mountns_confine_writes(int *fds, size_t n, struct lz_err *err);
 

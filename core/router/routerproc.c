@@ -132,8 +132,9 @@ static int gitlib_init_without_cas(struct lz_err *err)
 }
 
 /* What a bug in the router could still reach (test builds): the
- * developer's home listed, the global configuration Git reads, and the
- * mode of that file and of one beside the workspace changed. */
+ * developer's home listed, the global configuration Git reads, the mode
+ * of that file, of one beside the workspace and of its standard error
+ * changed, and its standard output touched. */
 static void reach_outside_test_fault(void)
 {
 	const char *home = getenv("HOME");
@@ -153,6 +154,10 @@ static void reach_outside_test_fault(void)
 	r = fchmodat(LZ_ROUTERPROC_FD_HOST, "../beside-the-workspace", 0600, 0);
 	lz_router_log("test fault: changing the mode of ../beside-the-workspace: %s",
 		      r < 0 ? strerror(errno) : "changed");
+	r = fchmod(STDERR_FILENO, 0604);
+	lz_router_log("test fault: changing the mode of its standard error: %s", r < 0 ? strerror(errno) : "changed");
+	r = futimens(STDOUT_FILENO, NULL);
+	lz_router_log("test fault: touching its standard output: %s", r < 0 ? strerror(errno) : "touched");
 }
 
 int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
@@ -180,6 +185,12 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 	int trees[] = { LZ_ROUTERPROC_FD_HOST, LZ_ROUTERPROC_FD_ISOLATED };
 	if ((r = lz_mountns_confine_writes(trees, LZ_ARRAY_SIZE(trees), err)) < 0)
 		return lz_err_prefix(err, r, "router: the trees it serves the only writable ones: ");
+	/* Its standard input and output were /dev/null on the RS's mounts,
+	 * whose times it could still set: now this namespace's, read-only.
+	 * (Its standard error is a pipe the RS relays, rsrouter.h.) */
+	_cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
+		return lz_err_set(err, errno, "router: /dev/null: %s", strerror(errno));
 	if ((r = lz_caps_limit(LZ_CAP(CAP_CHOWN) | LZ_CAP(CAP_DAC_OVERRIDE) | LZ_CAP(CAP_DAC_READ_SEARCH) |
 			       LZ_CAP(CAP_FOWNER) | LZ_CAP(CAP_FSETID))) < 0)
 		return lz_err_set(err, -r, "router: dropping capabilities: %s", strerror(-r));

@@ -600,6 +600,7 @@ void lz_rs_free(lz_rs *rs)
 	lz_broker_kill(&rs->runsc);
 	lz_broker_kill(&rs->helper);
 	lz_broker_kill(&rs->router.child);
+	lz_close_fdp(&rs->router.log_fd);
 	lz_egress_stop(&rs->egress);
 	lz_close_fdp(&rs->report[0]);
 	lz_close_fdp(&rs->report[1]);
@@ -889,16 +890,19 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 	if (r < 0)
 		return r;
 	for (;;) {
-		struct pollfd pf[5] = { { .fd = p->control_fd, .events = POLLIN },
+		struct pollfd pf[6] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
 					{ .fd = rs->router.child.pidfd, .events = POLLIN },
 					{ .fd = rs->helper.pidfd, .events = POLLIN },
-					{ .fd = rs->egress.pidfd, .events = POLLIN } };
-		if (poll(pf, 5, -1) < 0) {
+					{ .fd = rs->egress.pidfd, .events = POLLIN },
+					{ .fd = rs->router.log_fd, .events = POLLIN } };
+		if (poll(pf, 6, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
 		}
+		if (pf[5].revents & POLLIN)
+			lz_rsrouter_relay_log(&rs->router);
 		if (pf[1].revents) {
 			*ret = LZ_RS_END_RUNSC;
 			return 0;

@@ -11,8 +11,9 @@
  * proxy try to open a file once it is restricted and log what happened,
  * or (router-reaches-outside) has the router, whose program
  * lazaret-faults embeds with the switch, list the home directory, read
- * ~/.gitconfig and change its mode and that of ../beside-the-workspace
- * once restricted, and log what happened.
+ * ~/.gitconfig, change its mode, that of ../beside-the-workspace and
+ * that of its standard error, and touch its standard output once
+ * restricted, and log what happened.
  * In the production build the switch does
  * not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H

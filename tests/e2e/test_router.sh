@@ -293,6 +293,9 @@ test_the_router_reads_only_what_git_reads() {
 		"hc.log"
 	assert_eq 644 "$(stat -c %a "$T/home/.gitconfig")" "the mode of ~/.gitconfig"
 	assert_eq 644 "$(stat -c %a "$WS/../beside-the-workspace")" "the mode of the file beside the workspace"
+	# its standard error is a pipe the RS relays to hc.log, not hc.log
+	assert_contains "$log" "test fault: touching its standard output: Read-only file system" "hc.log"
+	assert_eq 600 "$(stat -c %a "$T"/run/lazaret/domains/*/hc.log)" "the mode of hc.log"
 	# the excludes file an include names still classifies: x.tmp is
 	# ignored, so the sandbox does not see the host's
 	assert_contains "$OUT" "No such file" "x.tmp inside"
