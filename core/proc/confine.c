@@ -86,9 +86,22 @@ static uint64_t fs_known(int abi)
 	return m;
 }
 
-/* The sockets a helper may make: none, or IPv4 ones; and no io_uring,
- * whose socket and connect operations the filter would not see. A call
- * of another architecture (int 0x80, x32) ends the process. */
+/* The call nr fails with errno e (two instructions, the number loaded). */
+#define DENY(nr, e)                                          \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
+
+/* The CLONE_NEW* flags (CLONE_NEWTIME is 0x80). */
+#define CLONE_NAMESPACES 0x7e020080u
+
+/* The sockets a helper may make: none, or IPv4 ones; no io_uring, whose
+ * socket and connect operations the filter would not see; and no new
+ * namespace or mount, which would hand a bug the capabilities of a user
+ * namespace of its own (the kernel's whole mount and namespace code as
+ * its surface) or a way around the router's read-only mounts
+ * (fs/mountns.h). clone3 answers ENOSYS, so that threads are made by
+ * clone, whose flags the filter sees. A call of another architecture
+ * (int 0x80) ends the process; an x32 one fails. */
 static int filter_sockets(bool inet, struct lz_err *err)
 {
 	struct sock_filter f[] = {
@@ -96,13 +109,32 @@ static int filter_sockets(bool inet, struct lz_err *err)
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x40000000 /* x32 */, 4, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x40000000 /* x32 */, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
+		DENY(SYS_io_uring_setup, EACCES),
+		DENY(SYS_unshare, EPERM),
+		DENY(SYS_setns, EPERM),
+		DENY(SYS_mount, EPERM),
+		DENY(SYS_umount2, EPERM),
+		DENY(SYS_pivot_root, EPERM),
+		DENY(SYS_chroot, EPERM),
+		DENY(SYS_open_tree, EPERM),
+		DENY(SYS_move_mount, EPERM),
+		DENY(SYS_fsopen, EPERM),
+		DENY(SYS_fsconfig, EPERM),
+		DENY(SYS_fsmount, EPERM),
+		DENY(SYS_fspick, EPERM),
+		DENY(SYS_mount_setattr, EPERM),
+		DENY(SYS_clone3, ENOSYS),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 2),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NAMESPACES, 5, 4),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 3),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, inet ? AF_INET : UINT32_MAX, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM), /* clone into a new namespace */
 	};
 	struct sock_fprog prog = { .len = LZ_ARRAY_SIZE(f), .filter = f };
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)

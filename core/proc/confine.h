@@ -39,7 +39,8 @@ struct lz_confine {
 
 /* Sets no_new_privs and restricts the calling thread for good: no new
  * socket but IPv4 ones (c->inet), no io_uring (its operations would pass
- * the filter), and through Landlock: executing no file, no file access c
+ * the filter), no new namespace (unshare, setns, clone with CLONE_NEW*;
+ * clone3 answers ENOSYS) and no mount call, and through Landlock: executing no file, no file access c
  * does not grant, no TCP bind and, without c->inet, no TCP connect (ABI
  * 4; the helpers' listeners are made before), no connection to abstract
  * Unix sockets and no signal to processes outside the restriction (ABI

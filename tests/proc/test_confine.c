@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,10 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -337,6 +341,47 @@ static void test_lz_confine__proxy_opens_no_file(void **state)
 	run_in_child(proxy_shape, *state);
 }
 
+static void *thread_main(void *arg)
+{
+	return arg;
+}
+
+/* No new namespace or mount, whoever asks (a root test run could do
+ * each before); threads still start (clone3 says ENOSYS, clone follows). */
+static void namespaces_shape(void *arg)
+{
+	(void)arg;
+	struct lz_err err = { 0, "" };
+	int abi = lz_confine(&(struct lz_confine){ .read_anywhere = true }, &err);
+	CHECK(abi >= 0, "lz_confine: %d %s", abi, err.msg);
+	CHECK(unshare(CLONE_NEWUSER) < 0 && errno == EPERM, "unshared a user namespace");
+	CHECK(unshare(CLONE_NEWNS) < 0 && errno == EPERM, "unshared a mount namespace");
+	CHECK(syscall(SYS_setns, 0, 0) < 0 && errno == EPERM, "setns");
+	CHECK(mount("none", "/tmp", "tmpfs", 0, NULL) < 0 && errno == EPERM, "mounted");
+	CHECK(syscall(SYS_fsopen, "tmpfs", 0) < 0 && errno == EPERM, "fsopen");
+	CHECK(syscall(SYS_open_tree, AT_FDCWD, "/tmp", 1 /* OPEN_TREE_CLONE */) < 0 && errno == EPERM, "open_tree");
+	CHECK(chroot("/") < 0 && errno == EPERM, "chroot");
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid == 0)
+		_exit(0);
+	CHECK(pid < 0 && errno == EPERM, "cloned into a new user namespace");
+	CHECK(syscall(SYS_clone3, NULL, 0) < 0 && errno == ENOSYS, "clone3");
+	pthread_t t;
+	void *ret = NULL;
+	CHECK(pthread_create(&t, NULL, thread_main, &err) == 0 && pthread_join(t, &ret) == 0 && ret == &err,
+	      "a thread");
+	pid = fork();
+	if (pid == 0)
+		_exit(7);
+	int status = 0;
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WEXITSTATUS(status) == 7, "a child");
+}
+
+static void test_lz_confine__no_namespace_or_mount(void **state)
+{
+	run_in_child(namespaces_shape, *state);
+}
+
 /* A descriptor that is not a directory is refused before anything is
  * restricted. */
 static void bad_descriptor(void *arg)
@@ -363,6 +408,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__read_anywhere_keeps_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__proxy_opens_no_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_confine__no_namespace_or_mount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__refuses_a_bad_descriptor_whole, setup,
 						teardown),
 	};
