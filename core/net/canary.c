@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
@@ -76,8 +77,10 @@ static _Noreturn void responder(int l2, int l3, const uint8_t *key, uint64_t gen
 	 * user namespace (see egress.c). */
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	(void)prctl(PR_SET_NAME, "lz-canary");
-	/* Only the two listeners: no descriptor of the RS survives here. */
-	if (lz_fds_place((const int[]){ l2, l3 }, 2) < 0)
+	/* Only the two listeners: no descriptor of the RS survives here (its
+	 * standard error, hc.log, neither: it logs nothing). */
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDERR_FILENO) < 0 || lz_fds_place((const int[]){ l2, l3 }, 2) < 0)
 		_exit(1);
 	/* It answers on them and needs nothing else (proc/confine.h). */
 	struct lz_err err;

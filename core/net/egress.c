@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -145,6 +146,9 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	const int keep[4] = { ctl, prm->policy_fd, prm->log_fd, prm->stats_fd };
 	if (lz_fds_place(keep, prm->stats_fd >= 0 ? 4 : 3) < 0)
 		_exit(1);
+	/* its standard error too: no descriptor of hc.log itself */
+	if (dup2(5, STDERR_FILENO) < 0)
+		_exit(1);
 	ctl = 3;
 	cfg.log_fd = 5;
 	cfg.stats_fd = prm->stats_fd >= 0 ? 6 : -1;
@@ -189,6 +193,10 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 			fd < 0 ? strerror(errno) : "made");
 		if (fd >= 0)
 			close(fd);
+		/* its log and standard error are the RS's pipe, not hc.log */
+		int r = fchmod(cfg.log_fd, 0604) | fchmod(STDERR_FILENO, 0604);
+		dprintf(cfg.log_fd, "lazaret: test fault: the egress proxy changing its log's mode: %s\n",
+			r < 0 ? strerror(errno) : "changed");
 	}
 	if (recv_listener(ctl, &listener) < 0)
 		_exit(1);

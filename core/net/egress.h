@@ -42,7 +42,7 @@ struct lz_egress_params {
 	const uint8_t *policy_digest;  /* 32 bytes */
 	const uint8_t *key;            /* LZ_EGRESS_KEY_LEN: the generation's secret */
 	uint64_t generation;
-	int log_fd;   /* hc.log: refusals */
+	int log_fd;   /* refusals (the RS's helper log, relayed to hc.log); also its standard error */
 	int stats_fd; /* the counters record, or -1 */
 };
 

@@ -59,7 +59,7 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 		return;
 	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
 		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd, &p->router_program_fd,
-		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_log_fd, &p->egress_stats_fd };
+		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
 	for (size_t i = 0; i < p->n_anchors; i++)
@@ -83,7 +83,7 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 	size_t n = 0;
 	const int own[] = { p->control_fd,    p->log_fd,	 p->prepared_fd, p->root_target_fd,
 			    p->root_upper_fd, p->root_work_fd,	 p->policy_fd,	 p->slirp_log_fd,
-			    p->router_target_fd, p->router_program_fd, p->host_ws_fd, p->ignored_fd, p->egress_log_fd,
+			    p->router_target_fd, p->router_program_fd, p->host_ws_fd, p->ignored_fd,
 			    p->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
 		if (own[i] >= 0)
@@ -369,16 +369,14 @@ static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *pla
 	return lz_netpolicy_to_memfd(bytes, len, &plan->policy_fd, err);
 }
 
-/* Egress by name: the proxy's refusals go to the HC's standard error
- * (hc.log) and its counters to the Domain Root's egress.stats, replaced
+/* Egress by name: the proxy's refusals go to hc.log (through the RS's
+ * relay, supervisor.c) and its counters to the Domain Root's egress.stats, replaced
  * at each launch (state inspect reads it). */
 static int plan_egress(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
 {
 	if (lz_config_selected(in->cfg)->n_allow_domains == 0)
 		return 0;
 	plan->egress = true;
-	if ((plan->egress_log_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
-		return lz_err_set(err, errno, "dup the log: %s", strerror(errno));
 	plan->egress_stats_fd = lz_openat2_create(lz_config_storage_domain(in->cfg)->fd, LZ_EGRESS_STATS,
 						  O_RDWR | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
 	if (plan->egress_stats_fd < 0)
@@ -398,7 +396,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 		return lz_err_set(err, ENOMEM, "out of memory");
 	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
 		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd,
-		       &plan->router_target_fd, &plan->router_program_fd, &plan->host_ws_fd, &plan->ignored_fd, &plan->egress_log_fd,
+		       &plan->router_target_fd, &plan->router_program_fd, &plan->host_ws_fd, &plan->ignored_fd,
 		       &plan->egress_stats_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;

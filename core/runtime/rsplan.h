@@ -105,7 +105,6 @@ struct lz_rs_plan {
 	 * refusals go to hc.log, its counters to the Domain Root's
 	 * egress.stats (state inspect reads it). */
 	bool egress;
-	int egress_log_fd;
 	int egress_stats_fd;
 	/* Spec 3.5, SR-13: the workspace router (its ignore rules off when
 	 * the profile sets isolate_ignored = false, FR-9). Its mount point in

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proc/spawn.h"
 #include "router/routerproc.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -92,35 +91,14 @@ static void router_env_free(char *envp[4])
 		free(envp[i]);
 }
 
-void lz_rsrouter_relay_log(struct lz_rsrouter *r)
-{
-	char buf[4096];
-	ssize_t n;
-	while (r->log_fd >= 0 && ((n = read(r->log_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)))
-		if (n > 0)
-			(void)!write(STDERR_FILENO, buf, (size_t)n);
-}
-
-/* Waits for the router's ready byte (relaying its log meanwhile); on its
- * failure, its own message. */
+/* Waits for the router's ready byte; on its failure, its own message. */
 static int await_ready(struct lz_rsrouter *r, int ready_rd, struct lz_err *err)
 {
-	struct pollfd pf[2] = { { .fd = ready_rd, .events = POLLIN }, { .fd = r->log_fd, .events = POLLIN } };
-	int64_t deadline = lz_now_ms() + ROUTER_READY_TIMEOUT_MS;
+	struct pollfd pf = { .fd = ready_rd, .events = POLLIN };
 	int n;
-	for (;;) {
-		n = poll(pf, 2, lz_remaining_ms(deadline));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n > 0 && pf[1].revents) {
-			lz_rsrouter_relay_log(r);
-			if (pf[1].revents & ~POLLIN)
-				pf[1].fd = -1; /* the router ended: its ready pipe says so */
-			if (!pf[0].revents)
-				continue;
-		}
-		break;
-	}
+	do
+		n = poll(&pf, 1, ROUTER_READY_TIMEOUT_MS);
+	while (n < 0 && errno == EINTR);
 	char byte;
 	if (n > 0 && read(ready_rd, &byte, 1) == 1)
 		return 0;
@@ -135,13 +113,13 @@ static int await_ready(struct lz_rsrouter *r, int ready_rd, struct lz_err *err)
 	return lz_err_set(err, EIO, "workspace router: ended before serving (exit status %d)", status);
 }
 
-int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct lz_err *err)
+int lz_rsrouter_start(const struct lz_rs_plan *p, int log_fd, struct lz_rsrouter *r, struct lz_err *err)
 {
 	if (lz_test_fault("bind-workspace"))
 		return 0; /* bench/workspace's baseline: bundle.c binds it as it is */
 	_cleanup_close_ int host = -EBADF, isolated = -EBADF, fuse = -EBADF, mnt = -EBADF, ready_rd = -EBADF,
 			    ready_wr = -EBADF;
-	int ready[2], log[2];
+	int ready[2];
 	int ret;
 	if ((ret = lz_rsplan_reopen(p->host_ws, p->host_ws_fd, &host, err)) < 0 ||
 	    (ret = lz_rsplan_reopen(p->ignored, p->ignored_fd, &isolated, err)) < 0)
@@ -154,11 +132,6 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct 
 		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
 	ready_rd = ready[0];
 	ready_wr = ready[1];
-	/* Non-blocking both ways: a full pipe drops a log line rather than
-	 * stall a FUSE request (the router's log is budgeted anyway). */
-	if (pipe2(log, O_CLOEXEC | O_NONBLOCK) < 0)
-		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
-	_cleanup_close_ int log_rd = log[0], log_wr = log[1];
 	if ((ret = lz_mountns_fuse_new(fuse, &mnt, err)) < 0)
 		return ret;
 	const struct lz_routerproc_args args = { .hide_editor_config = p->hide_editor_config,
@@ -167,7 +140,7 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct 
 						 .workspace = p->host_ws };
 	/* the broker's report pipe is placed by the child (it exists there) */
 	struct router_arg arg = { .program_fd = p->router_program_fd,
-				  .log_fd = log_wr,
+				  .log_fd = log_fd,
 				  .fds = { fuse, host, isolated, ready_wr, -1 } };
 	if (arg.program_fd < 0)
 		return lz_err_set(err, ENOEXEC, "workspace router: no program in the plan");
@@ -188,7 +161,6 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct 
 	lz_close_fdp(&fuse);
 	r->ready_fd = TAKE_FD(ready_rd);
 	r->mount_fd = TAKE_FD(mnt);
-	r->log_fd = TAKE_FD(log_rd);
 	return 0;
 }
 
@@ -224,7 +196,5 @@ int lz_rsrouter_stop(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct l
 		if (w < 0 && first == 0)
 			first = lz_err_set(err, -w, "workspace router: %s", werr.msg);
 	}
-	lz_rsrouter_relay_log(r); /* its last words */
-	lz_close_fdp(&r->log_fd);
 	return first;
 }

@@ -8,10 +8,10 @@
  * binds as /workspace. The router's end aborts the FUSE connection (every
  * /workspace operation then fails with ENOTCONN) and ends the RS's serve,
  * so the generation is torn down; nothing is copied between backings.
- * Stopping unmounts exactly, then stops the router. The router's log
- * reaches the RS's standard error (hc.log) through a pipe the RS relays:
- * the router holds no descriptor of a host file it could chmod, chown or
- * touch (router/routerproc.h). */
+ * Stopping unmounts exactly, then stops the router. The router's standard
+ * error is the RS's helper log (a pipe the RS relays to hc.log): it holds
+ * no descriptor of a host file it could chmod, chown or touch
+ * (router/routerproc.h). */
 #ifndef LZ_RSROUTER_H
 #define LZ_RSROUTER_H
 
@@ -26,25 +26,19 @@ struct lz_rsrouter {
 	struct lz_broker_child child;
 	int ready_fd; /* the router's ready pipe, until it serves */
 	int mount_fd; /* the detached FUSE mount, until attached */
-	int log_fd;   /* the read end of the router's standard error (non-blocking) */
 	struct lz_mount_id mount;
 	bool mounted;
 };
 
-#define LZ_RSROUTER_INIT \
-	{ .child = LZ_BROKER_CHILD_INIT, .ready_fd = -EBADF, .mount_fd = -EBADF, .log_fd = -EBADF }
+#define LZ_RSROUTER_INIT { .child = LZ_BROKER_CHILD_INIT, .ready_fd = -EBADF, .mount_fd = -EBADF }
 
-/* Creates the detached mount and starts the router; returns while it
- * classifies the workspace. */
-int lz_rsrouter_start(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct lz_err *err);
+/* Creates the detached mount and starts the router, log_fd its standard
+ * error; returns while it classifies the workspace. */
+int lz_rsrouter_start(const struct lz_rs_plan *p, int log_fd, struct lz_rsrouter *r, struct lz_err *err);
 
 /* Waits until the router serves (its own failure message if it ends
  * first), then attaches its mount at the plan's router target. */
 int lz_rsrouter_attach(const struct lz_rs_plan *p, struct lz_rsrouter *r, struct lz_err *err);
-
-/* Copies what the router logged to the RS's standard error; poll log_fd
- * for POLLIN. */
-void lz_rsrouter_relay_log(struct lz_rsrouter *r);
 
 /* Unmounts exactly, then stops the router; safe on a router never
  * started or attached. The router's own failure message, if any, is in err. */

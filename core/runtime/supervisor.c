@@ -558,6 +558,12 @@ struct lz_rs {
 	struct lz_egress egress;
 	struct lz_netattest att;
 	int report[2]; /* the init's standard output */
+	/* The confined helpers' log (the router's standard error, the egress
+	 * proxy's log): a pipe, non-blocking both ways (a full one drops a
+	 * line rather than stall a helper), relayed to the RS's standard
+	 * error, hc.log. A helper holds no descriptor of a host file whose
+	 * mode, owner or times it could change (docs/threat-model.md). */
+	int helper_log[2];
 	bool hc_alive;
 	bool released; /* stop or abort ran */
 	/* What each step took (us), by the step it completes, for READY's
@@ -587,6 +593,10 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 	rs->canary = LZ_CANARY_INIT;
 	rs->egress = LZ_EGRESS_INIT;
 	rs->report[0] = rs->report[1] = -EBADF;
+	if (pipe2(rs->helper_log, O_CLOEXEC | O_NONBLOCK) < 0) {
+		free(rs);
+		return lz_err_set(err, errno, "the helpers' log: %s", strerror(errno));
+	}
 	rs->hc_alive = true;
 	msg_init(&rs->mounts, plan, LZ_RS_MOUNTS);
 	*ret = rs;
@@ -600,8 +610,9 @@ void lz_rs_free(lz_rs *rs)
 	lz_broker_kill(&rs->runsc);
 	lz_broker_kill(&rs->helper);
 	lz_broker_kill(&rs->router.child);
-	lz_close_fdp(&rs->router.log_fd);
 	lz_egress_stop(&rs->egress);
+	lz_close_fdp(&rs->helper_log[0]);
+	lz_close_fdp(&rs->helper_log[1]);
 	lz_close_fdp(&rs->report[0]);
 	lz_close_fdp(&rs->report[1]);
 	free(rs);
@@ -673,7 +684,7 @@ int lz_rs_mount(lz_rs *rs, struct lz_err *err)
 int lz_rs_start_router(lz_rs *rs, struct lz_err *err)
 {
 	int r = enter(rs, LZ_RS_STEP_MOUNTED, "start_router", err);
-	if (r < 0 || (r = lz_rsrouter_start(rs->p, &rs->router, err)) < 0)
+	if (r < 0 || (r = lz_rsrouter_start(rs->p, rs->helper_log[1], &rs->router, err)) < 0)
 		return r;
 	rs->step = LZ_RS_STEP_ROUTER;
 	return 0;
@@ -690,7 +701,7 @@ int lz_rs_start_egress(lz_rs *rs, struct lz_err *err)
 	if (p->egress) {
 		const struct lz_egress_params prm = { .policy_fd = p->policy_fd, .policy_digest = p->policy_digest,
 						      .key = p->canary_key, .generation = p->generation,
-						      .log_fd = p->egress_log_fd, .stats_fd = p->egress_stats_fd };
+						      .log_fd = rs->helper_log[1], .stats_fd = p->egress_stats_fd };
 		if ((r = lz_egress_start(&prm, &rs->egress, err)) < 0)
 			return r;
 	}
@@ -883,6 +894,16 @@ int lz_rs_report_ready(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+/* What the helpers logged, to the RS's standard error (hc.log). */
+static void relay_helper_log(lz_rs *rs)
+{
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(rs->helper_log[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			(void)!write(STDERR_FILENO, buf, (size_t)n);
+}
+
 int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 {
 	const struct lz_rs_plan *p = rs->p;
@@ -895,14 +916,14 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 					{ .fd = rs->router.child.pidfd, .events = POLLIN },
 					{ .fd = rs->helper.pidfd, .events = POLLIN },
 					{ .fd = rs->egress.pidfd, .events = POLLIN },
-					{ .fd = rs->router.log_fd, .events = POLLIN } };
+					{ .fd = rs->helper_log[0], .events = POLLIN } };
 		if (poll(pf, 6, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
 		}
 		if (pf[5].revents & POLLIN)
-			lz_rsrouter_relay_log(&rs->router);
+			relay_helper_log(rs);
 		if (pf[1].revents) {
 			*ret = LZ_RS_END_RUNSC;
 			return 0;
@@ -953,6 +974,7 @@ static int release(lz_rs *rs, struct lz_err *err)
 	/* Spec 3.5: the workspace mount goes first, and with it the router. */
 	struct lz_err rerr = { 0, "" };
 	int rr = lz_rsrouter_stop(rs->p, &rs->router, &rerr);
+	relay_helper_log(rs); /* the helpers' last words */
 	int r = unmount_all(rs->p, &rs->mounts, err);
 	if (rr < 0 && r >= 0)
 		r = lz_err_set(err, -rr, "%s", rerr.msg);

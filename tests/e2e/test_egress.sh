@@ -276,6 +276,9 @@ test_the_proxy_opens_no_file() {
 	assert_eq 0 "$STATUS" "the launch's status (stderr: $ERR)"
 	assert_contains "$(hc_log)" "the egress proxy opening /etc/passwd: Permission denied" "hc.log"
 	assert_contains "$(hc_log)" "the egress proxy making a Unix socket: Permission denied" "hc.log"
+	# its log is a pipe the RS relays: hc.log keeps its mode
+	assert_contains "$(hc_log)" "the egress proxy changing its log's mode: changed" "hc.log"
+	assert_eq 600 "$(stat -c %a "$T"/run/lazaret/domains/*/hc.log)" "the mode of hc.log"
 }
 
 test_unproved_proxy_refuses_readiness() {
