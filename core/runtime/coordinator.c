@@ -97,6 +97,7 @@ struct lz_hc {
 	struct lz_admission *admission;
 	int listen_fd;
 	bool ever_served;
+	int64_t recovery_by; /* the bootstrap recovery's one wait (recovery_deadline) */
 	struct lz_session sessions[LZ_HC_MAX_SESSIONS];
 	/* inotify on the generation's sessions directory, where runsc exec
 	 * writes a starting session's guest leader: the loop serves the
@@ -229,13 +230,23 @@ int lz_hc_record_lost(lz_hc *hc, uint64_t generation, struct lz_err *err)
 		     : 0;
 }
 
+/* The bootstrap recovery's steps (lua/lazaret/runtime/recovery.lua, the
+ * lease release first) share one wait for a lost generation's exiting
+ * processes, not one per lease, tree and step. */
+static int64_t recovery_deadline(lz_hc *hc, bool first)
+{
+	if (first || hc->recovery_by == 0)
+		hc->recovery_by = lz_now_ms() + LZ_RECOVERY_EXIT_WAIT_MS;
+	return hc->recovery_by;
+}
+
 int lz_hc_release_lost_leases(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err *err)
 {
 	int r = before_begin(hc, "lease recovery", err);
 	if (r < 0)
 		return r;
 	return lz_leaserecovery_run(hc->store, lz_config_storage_root(hc->cfg)->fd, hc->domain_hex,
-				    LZ_RECOVERY_EXIT_WAIT_MS, report, ctx, NULL, err);
+				    recovery_deadline(hc, true), report, ctx, NULL, err);
 }
 
 /* Spec 3.6 "Domain clean": a lost generation's runtime tree (its
@@ -251,7 +262,7 @@ int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_er
 		return r;
 	size_t n = lz_rundir_generations(hc->runtime_domain, gens, LZ_ARRAY_SIZE(gens));
 	for (size_t i = 0; i < n; i++) {
-		lz_leaserecovery_judge(hc->store, gens[i], LZ_RECOVERY_EXIT_WAIT_MS, why, sizeof(why));
+		lz_leaserecovery_judge(hc->store, gens[i], recovery_deadline(hc, false), why, sizeof(why));
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the runtime tree of generation %llu: %s",
 				 (unsigned long long)gens[i], why);
@@ -320,7 +331,7 @@ int lz_hc_retire_lost(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_err 
 		uint64_t gen = v[i].generation;
 		if (v[i].state != LZ_DSTORE_GEN_FAILED)
 			continue;
-		lz_leaserecovery_judge(hc->store, gen, LZ_RECOVERY_EXIT_WAIT_MS, why, sizeof(why));
+		lz_leaserecovery_judge(hc->store, gen, recovery_deadline(hc, false), why, sizeof(why));
 		if (why[0])
 			continue; /* clean_runtime reported it */
 		_cleanup_free_ struct lz_dstore_session *s = NULL;

@@ -12,6 +12,7 @@
 
 #include "fs/tree.h"
 #include "proc/userns.h"
+#include "proc/spawn.h"
 #include "runtime/leaserecovery.h"
 #include "runtime/rundir.h"
 #include "store/catalog.h"
@@ -161,7 +162,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 		goto out;
 	}
 	if ((rc = lz_dstore_open(dom, &store, err)) < 0 || (rc = end_lost(store, err)) < 0 ||
-	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, LZ_RECOVERY_EXIT_WAIT_MS,
+	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, lz_now_ms() + LZ_RECOVERY_EXIT_WAIT_MS,
 				      report_line, NULL, NULL, err)) < 0 ||
 	    (rc = no_lease(r, err)) < 0)
 		goto out;

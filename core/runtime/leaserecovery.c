@@ -140,12 +140,11 @@ static void judge_namespaces(lz_dstore *store, const struct lz_dstore_generation
 		judge_namespace("network namespace", LZ_DSTORE_NS_NETWORK, &ns.network, deadline, why, cap);
 }
 
-void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, int exit_wait_ms, char *why, size_t cap)
+void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, int64_t deadline, char *why, size_t cap)
 {
 	/* A lost generation's processes may still be exiting (its Runtime
-	 * Supervisor waits for its whole PID namespace): they get a bounded
-	 * time to finish before they count as running. */
-	int64_t deadline = lz_now_ms() + exit_wait_ms;
+	 * Supervisor waits for its whole PID namespace): they get until
+	 * deadline to finish before they count as running. */
 	struct lz_err e = { 0, "" };
 	struct lz_dstore_generation gen;
 	why[0] = '\0';
@@ -191,7 +190,7 @@ void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, int exit_wait_ms, char
 		judge_namespaces(store, &gen, deadline, why, cap);
 }
 
-int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int exit_wait_ms,
+int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int64_t deadline,
 			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
 			 struct lz_err *err)
 {
@@ -206,7 +205,7 @@ int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *doma
 			continue;
 		/* Room for an lz_err message in why, and for why in line. */
 		char why[LZ_ERR_MSG_MAX + 256], line[LZ_ERR_MSG_MAX + 512];
-		lz_leaserecovery_judge(store, l->generation, exit_wait_ms, why, sizeof(why));
+		lz_leaserecovery_judge(store, l->generation, deadline, why, sizeof(why));
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the catalog lease of generation %llu on artifact %.12s: %s",
 				 (unsigned long long)l->generation, l->artifact_id, why);

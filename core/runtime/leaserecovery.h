@@ -25,11 +25,13 @@
  * stopped or failed and every process it recorded (the Runtime Supervisor,
  * which is PID 1 of the namespaces every sandbox process and mount lived
  * in, the attached runsc, slirp4netns, each session's exec client) is
- * proved gone by exact pidfs identity. */
-void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, int exit_wait_ms, char *why, size_t cap);
+ * proved gone by exact pidfs identity. Processes still exiting get until
+ * deadline (lz_now_ms's clock) to finish before they count as running. */
+void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, int64_t deadline, char *why, size_t cap);
 
-/* How long the processes of one ended generation get to finish exiting
- * before they count as running (exit_wait_ms of the callers that recover). */
+/* How long the processes of ended generations get to finish exiting
+ * before they count as running: one wait for a whole recovery, however
+ * many generations, leases and steps it judges. */
 #define LZ_RECOVERY_EXIT_WAIT_MS 10000
 
 /* One line for the coordinator's log per lease released or kept. */
@@ -38,9 +40,9 @@ typedef void lz_leaserecovery_report_fn(void *ctx, const char *line);
 /* Over the leases of domain_hex in the catalog beneath storage_root_fd;
  * *ret_released (optional) counts the released ones. A lease that cannot
  * be judged is kept and reported, not an error; -errno only when the
- * catalog cannot be listed or a release fails. Each generation's
- * processes get exit_wait_ms to finish. */
-int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int exit_wait_ms,
+ * catalog cannot be listed or a release fails. Processes get until
+ * deadline to finish (lz_leaserecovery_judge). */
+int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int64_t deadline,
 			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
 			 struct lz_err *err);
 

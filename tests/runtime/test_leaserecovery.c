@@ -25,6 +25,7 @@
 #include "fs/mountns.h"
 #include "proc/nsident.h"
 #include "proc/pidref.h"
+#include "proc/spawn.h"
 #include "runtime/leaserecovery.h"
 #include "store/catalog.h"
 #include "store/domainstore.h"
@@ -116,7 +117,7 @@ static size_t run_waiting(struct fx *f, int exit_wait_ms)
 {
 	size_t released = 99;
 	f->n_lines = 0;
-	OK(lz_leaserecovery_run(f->h, f->root, DOM, exit_wait_ms, collect, f, &released, &E));
+	OK(lz_leaserecovery_run(f->h, f->root, DOM, lz_now_ms() + exit_wait_ms, collect, f, &released, &E));
 	return released;
 }
 
@@ -201,6 +202,30 @@ static void test_lz_leaserecovery__a_supervisor_exiting_within_the_wait_is_waite
 	assert_int_equal(leases(f), 0);
 	assert_int_equal(waitpid(killer, NULL, 0), killer);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+/* Live supervisors of three lost generations share the one wait: the run
+ * takes it once (about 1 s), not once per lease (3 s). */
+static void test_lz_leaserecovery__one_wait_for_the_whole_run(void **state)
+{
+	struct fx *f = *state;
+	struct lz_pidref id[3];
+	pid_t pid[3];
+	for (int i = 0; i < 3; i++) {
+		pid[i] = child(&id[i]);
+		lost_generation(f, &id[i], LZ_DSTORE_GEN_FAILED);
+	}
+	int64_t began = lz_now_ms();
+	assert_int_equal(run_waiting(f, 1000), 0);
+	int64_t took = lz_now_ms() - began;
+	assert_int_equal(leases(f), 3);
+	assert_int_equal(f->n_lines, 3);
+	assert_true(took >= 1000);
+	assert_true(took < 2500); /* three waits would be 3,000 ms at least */
+	for (int i = 0; i < 3; i++) {
+		kill(pid[i], SIGKILL);
+		assert_int_equal(waitpid(pid[i], NULL, 0), pid[i]);
+	}
 }
 
 /* A generation that never started its supervisor has no process to wait for. */
@@ -327,6 +352,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_leaserecovery__kept_while_the_supervisor_lives_released_once_gone),
 		T(test_lz_leaserecovery__a_supervisor_exiting_within_the_wait_is_waited_for),
+		T(test_lz_leaserecovery__one_wait_for_the_whole_run),
 		T(test_lz_leaserecovery__no_process_recorded_is_released),
 		T(test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept),
 		T(test_lz_leaserecovery__held_namespaces_keep_the_lease),
