@@ -356,20 +356,29 @@ static void test_lz_session_read_master__bounded_output_records(void **state)
 	free(seen);
 }
 
-static void test_lz_session_read_master__full_client_keeps_one_pending(void **state)
+#define FILL_LEN 1000
+
+/* Fills the session's socket (a small send buffer) until a record waits
+ * in its channel; returns how many records were taken. */
+static int fill_client(struct fx *f)
 {
-	struct fx *f = *state;
-	open_pty(f);
-	spawn_sh(f, "sleep 30", -1, -1);
-	/* Fill the client's socket until a send would block. */
 	int sndbuf = 4096;
 	assert_int_equal(setsockopt(f->s.client, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
-	uint8_t fill[1000];
+	uint8_t fill[FILL_LEN];
 	memset(fill, 'f', sizeof(fill));
 	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { fill, sizeof(fill) } };
 	int n = 0;
 	while (lz_wire_send(f->s.tls, &m, NULL, 0, 0, NULL) == 0)
 		assert_true(++n < 100000);
+	return n;
+}
+
+static void test_lz_session_read_master__full_client_keeps_one_pending(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	int n = fill_client(f);
 	assert_int_equal(write(f->slave, "pending", 7), 7);
 	assert_true(readable(f->s.master, 1000));
 	lz_session_read_master(&f->s);
@@ -392,7 +401,7 @@ static void test_lz_session_read_master__full_client_keeps_one_pending(void **st
 	lz_session_flush_output(&f->s);
 	assert_int_equal(f->s.out_len, 0);
 	assert_int_equal(next(f, &r, 1000), 0);
-	assert_int_equal(r.output.len, sizeof(fill));
+	assert_int_equal(r.output.len, FILL_LEN);
 	lz_wire_msg_release(&r);
 	assert_int_equal(next(f, &r, 1000), 0);
 	assert_int_equal(r.type, LZ_WIRE_OUTPUT);
@@ -557,21 +566,6 @@ static void test_lz_session_finish__pending_output_first_and_no_client(void **st
 	assert_false(lz_session_busy(&f->s));
 	assert_int_equal(f->s.master, -1);
 	assert_true(next(f, &m, 100) == -EPIPE); /* the client's socket was closed */
-}
-
-/* Fills the session's socket (a small send buffer) until a record waits
- * in its channel; returns how many records were taken. */
-static int fill_client(struct fx *f)
-{
-	int sndbuf = 4096;
-	assert_int_equal(setsockopt(f->s.client, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
-	uint8_t fill[1000];
-	memset(fill, 'f', sizeof(fill));
-	struct lz_wire_msg m = { .type = LZ_WIRE_OUTPUT, .output = { fill, sizeof(fill) } };
-	int n = 0;
-	while (lz_wire_send(f->s.tls, &m, NULL, 0, 0, NULL) == 0)
-		assert_true(++n < 100000);
-	return n;
 }
 
 /* Goes on with the session's end as the coordinator does (what it polls
