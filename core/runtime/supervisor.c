@@ -641,11 +641,30 @@ const char *lz_rs_step_name(enum lz_rs_step step)
 
 /* The one order: a step runs only right after the one before it
  * (want_done), which ends now. */
+/* What the helpers logged, to the RS's standard error (hc.log): at most
+ * a pipe's worth a call, so that a helper writing on and on cannot keep
+ * the RS from its control socket and its children. */
+static void relay_helper_log(lz_rs *rs)
+{
+	char buf[4096];
+	ssize_t n;
+	for (size_t total = 0; total < 64 * 1024;) {
+		n = read(rs->helper_log[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		(void)!write(STDERR_FILENO, buf, (size_t)n);
+		total += (size_t)n;
+	}
+}
+
 static int enter(lz_rs *rs, enum lz_rs_step want_done, const char *step, struct lz_err *err)
 {
 	if (rs->released || rs->step != want_done)
 		return lz_err_set(err, EPROTO, "supervisor step %s out of order (after %s%s)", step,
 				  step_names[rs->step], rs->released ? ", released" : "");
+	relay_helper_log(rs); /* the router's first lines, before serve */
 	int64_t now = lz_now_us();
 	if (want_done != LZ_RS_STEP_NONE)
 		rs->step_us[want_done] = now - rs->step_began_us;
@@ -892,16 +911,6 @@ int lz_rs_report_ready(lz_rs *rs, struct lz_err *err)
 		return lz_err_set(err, -r, "report readiness: %s", strerror(-r));
 	rs->step = LZ_RS_STEP_READY;
 	return 0;
-}
-
-/* What the helpers logged, to the RS's standard error (hc.log). */
-static void relay_helper_log(lz_rs *rs)
-{
-	char buf[4096];
-	ssize_t n;
-	while ((n = read(rs->helper_log[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
-		if (n > 0)
-			(void)!write(STDERR_FILENO, buf, (size_t)n);
 }
 
 int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)

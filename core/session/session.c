@@ -101,7 +101,10 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 					   .events = (short)((reading ? POLLIN : 0) | (queued ? POLLOUT : 0)) };
 	}
 	if (s->end_by) {
-		if (s->master >= 0 && s->out_len == 0 && s->client >= 0)
+		/* Only while what was read is all sent: a master without its
+		 * slave reports POLLHUP at once, whether drain can take more
+		 * or not. */
+		if (s->master >= 0 && s->out_len == 0 && s->client >= 0 && !lz_tlschan_pending(s->tls))
 			pf[n++] = (struct pollfd){ .fd = s->master, .events = POLLIN };
 		int left = lz_remaining_ms(s->end_by);
 		if (*timeout_ms < 0 || left < *timeout_ms)
@@ -265,7 +268,7 @@ void lz_session_notice(struct lz_session *s, const char *text, size_t len)
 {
 	s->prompting = false;
 	s->answer = 0;
-	if (s->tty && s->client >= 0)
+	if (s->tty && s->client >= 0 && !s->end_by) /* nothing follows the SessionExit */
 		(void)set_notice(s, "", text, len);
 }
 
@@ -467,7 +470,9 @@ void lz_session_drain(struct lz_session *s)
 		lz_session_flush_output(s); /* what waits, the notice included */
 		if (s->client < 0 || s->out_len > 0 || lz_tlschan_pending(s->tls))
 			return; /* gone, or until the socket takes more */
-		if (s->master < 0 || s->end_read >= LZ_SESSION_END_BYTES)
+		if (s->end_read >= LZ_SESSION_END_BYTES)
+			lz_close_fdp(&s->master);
+		if (s->master < 0)
 			break;
 		ssize_t n = read(s->master, s->out, sizeof(s->out));
 		if (n < 0 && errno == EINTR)

@@ -619,6 +619,15 @@ static void test_lz_session_finish__a_client_not_reading_loses_nothing_and_holds
 	wait_ended(f);
 	assert_int_equal(lz_session_finish(&f->s), 5);
 	assert_false(lz_session_drained(&f->s)); /* it waits for the client, not the caller */
+	/* and asks for nothing until the client reads (no busy loop: a
+	 * master without its slave is always ready) */
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	size_t k = lz_session_pollfds(&f->s, pf, &timeout);
+	assert_int_equal(poll(pf, k, 200), 0);
+	/* a notice (a prompt's outcome) no longer reaches an ending session */
+	lz_session_notice(&f->s, "late", 4);
+	assert_int_equal(f->s.notice_len, 0);
 	char seen[120 * 50];
 	size_t got = 0;
 	int status = -1;
