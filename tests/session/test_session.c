@@ -859,7 +859,7 @@ static void test_lz_session_prompt__control_sequences_never_answer(void **state)
 		"\x9b?1;2$y",		       /* the same, 8-bit */
 		"\x1bP1$ry\x1b\\",	       /* DECRPSS */
 		"\x1b]11;rgb:yyyy/0000/0000\x07", /* OSC colour */
-		"\x9d" "11;y\x9c",	       /* OSC, 8-bit */
+		"\x9d\x31\x31;y\x9c",	       /* OSC, 8-bit ("11;y") */
 		"\x1bOy",		       /* SS3 (keypad) */
 		"\x1by",		       /* Alt+y */
 		"\x1b#y",		       /* ESC with an intermediate */
