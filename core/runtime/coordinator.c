@@ -1146,12 +1146,20 @@ static void withdraw(lz_hc *hc)
 /* A session's process document holds its environment values (spec 3.3:
  * ephemeral): gone once runsc exec has read it, and at the session's end
  * with its PID file. */
+/* A session's files in the generation's sessions directory: its process
+ * document (json) and runsc exec's PID file (pid). */
+#define SESSION_FILE_MAX (LZ_SESSION_ID_HEX + 8)
+static void session_file(char name[SESSION_FILE_MAX], const char *id, const char *ext)
+{
+	snprintf(name, SESSION_FILE_MAX, "%s.%s", id, ext);
+}
+
 static void remove_session_files(lz_hc *hc, const char *id)
 {
-	char name[LZ_SESSION_ID_HEX + 8];
-	snprintf(name, sizeof(name), "%s.json", id);
+	char name[SESSION_FILE_MAX];
+	session_file(name, id, "json");
 	(void)unlinkat(hc->gendir.sessions, name, 0);
-	snprintf(name, sizeof(name), "%s.pid", id);
+	session_file(name, id, "pid");
 	(void)unlinkat(hc->gendir.sessions, name, 0);
 }
 
@@ -1270,9 +1278,9 @@ static int session_running(lz_hc *hc, struct lz_session *s, const struct lz_dsto
  * while it is still awaited; -ETIMEDOUT past leader_by. */
 static int leader_arrived(lz_hc *hc, struct lz_session *s, struct lz_err *err)
 {
-	char file[64], pidfile[64];
-	snprintf(file, sizeof(file), "%s.json", s->id);
-	snprintf(pidfile, sizeof(pidfile), "%s.pid", s->id);
+	char file[SESSION_FILE_MAX], pidfile[SESSION_FILE_MAX];
+	session_file(file, s->id, "json");
+	session_file(pidfile, s->id, "pid");
 	struct lz_dstore_guest guest = { 0 };
 	/* Test builds: the leader shows 3 s late (a sandbox too busy to run it). */
 	bool held = lz_test_fault("guest-leader-late") &&
@@ -1301,7 +1309,7 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	_cleanup_(free_envp) char **env = NULL;
 	_cleanup_free_ char *json = NULL;
 	_cleanup_close_ int slave = -EBADF;
-	char file[64], pidfile[64], process[4300], root[4300], pidarg[4300], gen[4097];
+	char file[SESSION_FILE_MAX], pidfile[SESSION_FILE_MAX], process[4300], root[4300], pidarg[4300], gen[4097];
 	struct lz_broker_child exec = LZ_BROKER_CHILD_INIT;
 	int r;
 
@@ -1314,8 +1322,8 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	struct lz_oci_process proc = { .argv = argv, .env = env, .cwd = "/workspace", .terminal = run->terminal };
 	if ((r = lz_ocispec_process_json(&proc, &json, err)) < 0)
 		return r;
-	snprintf(file, sizeof(file), "%s.json", s->id);
-	snprintf(pidfile, sizeof(pidfile), "%s.pid", s->id);
+	session_file(file, s->id, "json");
+	session_file(pidfile, s->id, "pid");
 	r = lz_file_create(hc->gendir.sessions, file, json, strlen(json), 0600, LZ_RESOLVE_OWNED, err);
 	explicit_bzero(json, strlen(json)); /* it holds environment values */
 	if (r < 0)
