@@ -639,8 +639,6 @@ const char *lz_rs_step_name(enum lz_rs_step step)
 	return (size_t)step < LZ_ARRAY_SIZE(step_names) && step_names[step] ? step_names[step] : "unknown";
 }
 
-/* The one order: a step runs only right after the one before it
- * (want_done), which ends now. */
 /* What the helpers logged, to the RS's standard error (hc.log): at most
  * a pipe's worth a call, so that a helper writing on and on cannot keep
  * the RS from its control socket and its children. */
@@ -659,6 +657,8 @@ static void relay_helper_log(lz_rs *rs)
 	}
 }
 
+/* The one order: a step runs only right after the one before it
+ * (want_done), which ends now. */
 static int enter(lz_rs *rs, enum lz_rs_step want_done, const char *step, struct lz_err *err)
 {
 	if (rs->released || rs->step != want_done)
