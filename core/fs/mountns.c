@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 /* Linux UAPI newer than Debian 12's headers (x86-64 numbers). */
@@ -155,19 +156,13 @@ int lz_mountns_attach(int mnt, int target_fd, struct lz_mount_id *ret, struct lz
 	return attach(mnt, target_fd, AT_STATX_FORCE_SYNC, ret, "workspace FUSE mount", err);
 }
 
-/* The absolute path fd's directory had when it was opened, in this
- * namespace (its /proc/self/fd link). */
+/* The absolute path fd's directory has in this namespace. */
 static int fd_path(int fd, char *buf, size_t cap, struct lz_err *err)
 {
-	char link[32];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, buf, cap);
-	if (n < 0)
-		return lz_err_set(err, errno, "the path of descriptor %d: %s", fd, strerror(errno));
-	if ((size_t)n >= cap || buf[0] != '/')
+	int r = lz_fd_path(fd, buf, cap);
+	if (r == -ENAMETOOLONG)
 		return lz_err_set(err, ENAMETOOLONG, "descriptor %d has no usable path", fd);
-	buf[n] = '\0';
-	return 0;
+	return r < 0 ? lz_err_set(err, -r, "the path of descriptor %d: %s", fd, strerror(-r)) : 0;
 }
 
 static bool same_object(int a, int b)

@@ -10,6 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "proc/pidref.h"
+#include "util/fdutil.h"
+
 int lz_caps_limit(uint64_t keep)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -31,26 +34,14 @@ int lz_caps_limit(uint64_t keep)
 static int env_block(uintptr_t *start, uintptr_t *end)
 {
 	char buf[4096];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	uint64_t s = 0, e = 0;
+	ssize_t n = lz_read_small("/proc/self/stat", buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	if (lz_proc_stat_field(buf, 50, &s) < 0 || lz_proc_stat_field(buf, 51, &e) < 0 || e < s)
 		return -EIO;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')'); /* the name before it may hold anything */
-	if (p == NULL)
-		return -EIO;
-	/* field 3 follows ") "; fields 50 and 51 are 47 and 48 further */
-	unsigned long long v[51] = { 0 };
-	int field = 2;
-	for (char *tok = strtok(p + 1, " \n"); tok != NULL && field < 51; tok = strtok(NULL, " \n"))
-		v[field++] = strtoull(tok, NULL, 10);
-	if (field < 51 || v[50] < v[49])
-		return -EIO;
-	*start = (uintptr_t)v[49];
-	*end = (uintptr_t)v[50];
+	*start = (uintptr_t)s;
+	*end = (uintptr_t)e;
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "config/domain.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
 int lz_boot_id_parse(const char *text, uint8_t ret[16])
 {
@@ -99,13 +100,9 @@ int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_
 
 	char path[32], text[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return lz_err_set(err, errno, "open '%s': %s", path, strerror(errno));
-	ssize_t n = read(fd, text, sizeof(text) - 1);
-	if (n <= 0)
-		return lz_err_set(err, n < 0 ? errno : EIO, "read '%s' failed", path);
-	text[n] = '\0';
+	ssize_t n = lz_read_small(path, text, sizeof(text));
+	if (n < 0)
+		return lz_err_set(err, (int)-n, "read '%s': %s", path, strerror((int)-n));
 	if (lz_proc_stat_field(text, LZ_PROC_STAT_START_TIME, &ref.start_time) < 0)
 		return lz_err_set(err, EINVAL, "'%s' is malformed", path);
 	*ret = ref;

@@ -402,11 +402,8 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
 static int proc_number(const char *path, const char *key, long *ret)
 {
 	char text[1024];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
-	if (n <= 0)
+	if (lz_read_small(path, text, sizeof(text)) < 0)
 		return -1;
-	text[n] = '\0';
 	for (const char *line = text; line != NULL; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
 		if (strncmp(line, key, strlen(key)) == 0)
 			return sscanf(line + strlen(key), "%ld", ret) == 1 ? 0 : -1;
@@ -426,12 +423,9 @@ static int proved_exec(int pidfd, const char *label, struct lz_err *err)
 	if (proc_number(path, "Pid:", &pid) < 0 || pid <= 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
 	uint64_t flags = 0;
-	if (n <= 0)
+	if (lz_read_small(path, text, sizeof(text)) < 0)
 		return 0;
-	text[n] = '\0';
 	if (lz_proc_stat_field(text, LZ_PROC_STAT_FLAGS, &flags) == 0 && (flags & LZ_PF_FORKNOEXEC))
 		return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
 	return 0;

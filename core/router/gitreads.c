@@ -12,6 +12,7 @@
 
 #include "router/ignoreclass_int.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 /* Git's own bound on nested includes (config.c, MAX_INCLUDE_DEPTH). */
@@ -160,10 +161,11 @@ int lz_gitreads_collect(int workspace_fd, const char *home, const char *global_e
 	char proc[64], ws_real[4096];
 	*r = (struct lz_gitreads){ .n = 0, .complete = true };
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", workspace_fd);
-	ssize_t k = readlink(proc, ws_real, sizeof(ws_real) - 2);
-	if (k <= 0 || ws_real[0] != '/' || (size_t)k >= sizeof(ws_real) - 2)
-		return lz_err_set(err, k < 0 ? errno : ENAMETOOLONG, "the workspace's path: %s",
-				  k < 0 ? strerror(errno) : "unusable");
+	int pr = lz_fd_path(workspace_fd, ws_real, sizeof(ws_real) - 2); /* room for '/' */
+	if (pr < 0)
+		return lz_err_set(err, -pr, "the workspace's path: %s",
+				  pr == -ENAMETOOLONG ? "unusable" : strerror(-pr));
+	size_t k = strlen(ws_real);
 	if (k > 1)
 		ws_real[k++] = '/';
 	ws_real[k] = '\0';

@@ -14,6 +14,7 @@
 #include <git2.h>
 
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 /* ---- node table ----------------------------------------------------------- */
@@ -666,10 +667,10 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 	lz_ignoreclass *s = b->s;
 	char proc[64];
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", in->workspace_fd);
-	ssize_t k = readlink(proc, b->ws_real, sizeof(b->ws_real) - 2);
-	if (k <= 0 || (size_t)k >= sizeof(b->ws_real) - 2 || b->ws_real[0] != '/')
-		return lz_err_set(b->err, k < 0 ? errno : ENAMETOOLONG, "ignoreclass: resolve '%s'",
-				  proc);
+	int pr = lz_fd_path(in->workspace_fd, b->ws_real, sizeof(b->ws_real) - 2); /* room for '/' */
+	if (pr < 0)
+		return lz_err_set(b->err, -pr, "ignoreclass: resolve '%s'", proc);
+	size_t k = strlen(b->ws_real);
 	if (k > 1)
 		b->ws_real[k++] = '/';
 	b->ws_real[k] = '\0';

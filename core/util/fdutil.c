@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,4 +55,33 @@ int lz_fds_place(const int *fds, size_t n)
 			return -errno;
 	(void)close_range(FIRST + (unsigned)n, ~0U, 0);
 	return 0;
+}
+
+int lz_fd_path(int fd, char *buf, size_t cap)
+{
+	char link[32];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, buf, cap);
+	if (n < 0)
+		return -errno;
+	if (n == 0 || (size_t)n >= cap || buf[0] != '/')
+		return -ENAMETOOLONG;
+	buf[n] = '\0';
+	return 0;
+}
+
+ssize_t lz_read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, cap - 1);
+	int e = errno;
+	close(fd);
+	if (n < 0)
+		return -e;
+	if (n == 0)
+		return -EIO;
+	buf[n] = '\0';
+	return n;
 }

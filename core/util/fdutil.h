@@ -1,9 +1,11 @@
-/* Descriptor-table utilities for children (the RS, the router, the
- * helpers it forks): what they may keep is an explicit list. */
+/* Descriptor utilities: for children (the RS, the router, the helpers it
+ * forks) what they may keep is an explicit list; and what /proc says of
+ * a descriptor or a process. */
 #ifndef LZ_UTIL_FDUTIL_H
 #define LZ_UTIL_FDUTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Closes every descriptor from 3 up except those in keep[0..n) (negative
  * entries are ignored); stdin and stdout become /dev/null, stderr stays.
@@ -17,5 +19,14 @@ void lz_fds_keep_only(int *keep, size_t n);
  * targets. 0 or -errno (the table is then unchanged past what was
  * duplicated). */
 int lz_fds_place(const int *fds, size_t n);
+
+/* The absolute path fd names in this mount namespace (its /proc/self/fd
+ * link) in buf: 0, or -errno (-ENAMETOOLONG when it does not fit in cap
+ * with its NUL or is no path, as for a detached mount's root). */
+int lz_fd_path(int fd, char *buf, size_t cap);
+
+/* A small file (a /proc entry) read in one call into buf, NUL-terminated:
+ * its length, or -errno (-EIO when empty). */
+ssize_t lz_read_small(const char *path, char *buf, size_t cap);
 
 #endif

@@ -76,11 +76,45 @@ static void place_refuses_too_many(void **state)
 	assert_int_equal(fcntl(STDERR_FILENO, F_GETFD), 0); /* nothing touched */
 }
 
+/* A descriptor's path as this namespace names it; a buffer too small, a
+ * bad descriptor and a non-path (a pipe) are refused. */
+static void fd_path_names_the_directory(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/lz-fdpath.XXXXXX", buf[64];
+	assert_non_null(mkdtemp(dir));
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(lz_fd_path(fd, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, dir);
+	assert_int_equal(lz_fd_path(fd, buf, strlen(dir)), -ENAMETOOLONG); /* no room for the NUL */
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(lz_fd_path(p[0], buf, sizeof(buf)), -ENAMETOOLONG); /* "pipe:[...]" */
+	assert_int_equal(lz_fd_path(-1, buf, sizeof(buf)), -ENOENT);
+	close(p[0]);
+	close(p[1]);
+	close(fd);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+static void read_small_reads_whole_or_says_why(void **state)
+{
+	(void)state;
+	char buf[8];
+	assert_int_equal(lz_read_small("/proc/self/comm", buf, sizeof(buf)), 7); /* truncated to fit */
+	assert_int_equal(strlen(buf), 7);
+	assert_int_equal(lz_read_small("/nonexistent", buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(lz_read_small("/dev/null", buf, sizeof(buf)), -EIO); /* empty */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(place_moves_descriptors_by_number),
 		cmocka_unit_test(place_refuses_too_many),
+		cmocka_unit_test(fd_path_names_the_directory),
+		cmocka_unit_test(read_small_reads_whole_or_says_why),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
