@@ -1143,9 +1143,6 @@ static void withdraw(lz_hc *hc)
 }
 
 /* The store's view of a session ends with it: release, then clean. */
-/* A session's process document holds its environment values (spec 3.3:
- * ephemeral): gone once runsc exec has read it, and at the session's end
- * with its PID file. */
 /* A session's files in the generation's sessions directory: its process
  * document (json) and runsc exec's PID file (pid). */
 #define SESSION_FILE_MAX (LZ_SESSION_ID_HEX + 8)
@@ -1154,6 +1151,9 @@ static void session_file(char name[SESSION_FILE_MAX], const char *id, const char
 	snprintf(name, SESSION_FILE_MAX, "%s.%s", id, ext);
 }
 
+/* A session's process document holds its environment values (spec 3.3:
+ * ephemeral): gone once runsc exec has read it, and at the session's end
+ * with its PID file. */
 static void remove_session_files(lz_hc *hc, const char *id)
 {
 	char name[SESSION_FILE_MAX];
@@ -1163,15 +1163,20 @@ static void remove_session_files(lz_hc *hc, const char *id)
 	(void)unlinkat(hc->gendir.sessions, name, 0);
 }
 
+/* Spec 3.8: session loss ends its host commands first. */
+static void end_session_requests(lz_hc *hc, struct lz_session *s)
+{
+	size_t slot = (size_t)(s - hc->sessions);
+	if (hc->esc != NULL)
+		(void)lz_escalation_session_gone(hc->esc, (int)slot);
+	hc->prompt_job[slot] = -1;
+}
+
 static void session_end(lz_hc *hc, struct lz_session *s)
 {
 	struct lz_err ignored;
 	char id[sizeof(s->id)];
-	size_t slot = (size_t)(s - hc->sessions);
-	/* Spec 3.8: session loss ends its host commands first. */
-	if (hc->esc != NULL)
-		(void)lz_escalation_session_gone(hc->esc, (int)slot);
-	hc->prompt_job[slot] = -1;
+	end_session_requests(hc, s);
 	memcpy(id, s->id, sizeof(id));
 	lz_session_reset(s); /* kills and reaps a remaining exec client first */
 	if (!id[0])
@@ -1193,11 +1198,8 @@ static void session_end(lz_hc *hc, struct lz_session *s)
  * every other session is served (session.h); session_end once it has. */
 static void session_finish(lz_hc *hc, struct lz_session *s)
 {
-	size_t slot = (size_t)(s - hc->sessions);
 	(void)lz_session_finish(s);
-	if (hc->esc != NULL)
-		(void)lz_escalation_session_gone(hc->esc, (int)slot);
-	hc->prompt_job[slot] = -1;
+	end_session_requests(hc, s);
 	if (lz_session_drained(s))
 		session_end(hc, s);
 }
