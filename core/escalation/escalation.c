@@ -914,6 +914,14 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 	}
 }
 
+void lz_escalation_forget_keys(struct lz_escalation *e)
+{
+	if (e == NULL)
+		return;
+	lz_trust_anchor_free(e->ta);
+	e->ta = NULL;
+}
+
 void lz_escalation_free(struct lz_escalation *e)
 {
 	if (e == NULL)

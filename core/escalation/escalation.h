@@ -155,6 +155,11 @@ int lz_escalation_next_withdrawn(struct lz_escalation *e);
  * PROMPT for that session's answer). An answer applies only then. */
 bool lz_escalation_prompt_is(const struct lz_escalation *e, size_t job, int session);
 
+/* In a child of the coordinator that does not exec (proc/broker.h): wipes
+ * every key and changes nothing else; e is of no use after it. Accepts
+ * NULL. */
+void lz_escalation_forget_keys(struct lz_escalation *e);
+
 /* Kills and reaps every host process, removes the mailbox's files
  * (not its directories), drops every key. Accepts NULL. */
 void lz_escalation_free(struct lz_escalation *e);

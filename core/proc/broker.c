@@ -26,6 +26,16 @@ static int fn_report_fd = -1;
 
 static volatile int relay_pidfd = -1;
 
+/* lz_broker_forget_in_children */
+static void (*forget_fn)(void *ctx);
+static void *forget_ctx;
+
+static void forget(void)
+{
+	if (forget_fn != NULL)
+		forget_fn(forget_ctx);
+}
+
 static void relay_signal(int sig)
 {
 	if (relay_pidfd >= 0)
@@ -62,6 +72,7 @@ static void fork_into_pidns(int report)
 	 * and terminals), so a connection the coordinator drops ends at once */
 	int keep[] = { pidfd, report };
 	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	forget();
 	relay_pidfd = pidfd;
 	static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
 					 SIGWINCH, SIGCONT, SIGTSTP };
@@ -119,6 +130,7 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 	if (spec->exec)
 		lz_spawn_exec_prepared(prep, report);
 
+	forget();
 	struct lz_err err = { 0, "" };
 	fn_report_fd = report;
 	int r = spec->fn(spec->arg, &err);
@@ -137,6 +149,12 @@ int lz_broker_report_fd(void)
 }
 
 /* ---- parent side ------------------------------------------------------- */
+
+void lz_broker_forget_in_children(void (*fn)(void *ctx), void *ctx)
+{
+	forget_fn = fn;
+	forget_ctx = ctx;
+}
 
 /* This process's own pidfd (close-on-exec) and pidfs identity. */
 static int self_identity(int *ret_fd, uint64_t *ret_ino, uint64_t *ret_dev, struct lz_err *err)

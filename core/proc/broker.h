@@ -77,6 +77,13 @@ int lz_broker_exited(const struct lz_broker_child *child, int *ret_status);
  * elsewhere. */
 int lz_broker_report_fd(void);
 
+/* Spec 3.3: a fork copies the whole process, keys included. Every child
+ * of this process's broker that goes on running the parent's image (a fn
+ * target; the wrapper that relays a joined PID namespace's target) calls
+ * forget(ctx) first, and it wipes what no child needs. NULL: nothing.
+ * forget may allocate and free: the process must be single-threaded. */
+void lz_broker_forget_in_children(void (*forget)(void *ctx), void *ctx);
+
 /* Signals the exact child through its pidfd. */
 int lz_broker_signal(const struct lz_broker_child *child, int sig);
 

@@ -46,6 +46,7 @@
 #include "session/guestcmd.h"
 #include "session/pin.h"
 #include "session/session.h"
+#include "session/tlschan.h"
 #include "store/catalog.h"
 #include "store/identity.h"
 #include "util/cleanup.h"
@@ -484,6 +485,23 @@ static void escalation_ended(void *ctx, const char *hex)
 		log_line(NULL, err.msg);
 }
 
+/* Spec 3.3: the generation's keys live in the coordinator alone. The
+ * children its broker forks (the Runtime Supervisor for the whole
+ * generation, a session's exec wrapper for the session) would copy them:
+ * each wipes them before it runs (proc/broker.h). Nothing here writes
+ * to a descriptor: the child shares the parent's connections. */
+static void forget_keys(void *ctx)
+{
+	lz_hc *hc = ctx;
+	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
+		lz_tlschan_free(hc->sessions[i].tls); /* its context holds the leaf key */
+		hc->sessions[i].tls = NULL;
+	}
+	lz_admission_free(hc->admission);
+	hc->admission = NULL;
+	lz_escalation_forget_keys(hc->esc);
+}
+
 static void escalation_not_started(void *ctx, int slot, const char *why);
 
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
@@ -531,6 +549,7 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	if ((r = lz_admission_new(ta->tls_ca, hc->domain_id, hc->fingerprint, gen, ta->manifest, ta->manifest_len,
 				  &hc->admission, err)) < 0)
 		return lz_err_prefix(err, r, "control socket TLS: ");
+	lz_broker_forget_in_children(forget_keys, hc);
 	r = lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
 			   LZ_RESOLVE_OWNED, err);
 	return fault_after("after-begin", r);
@@ -1918,6 +1937,7 @@ void lz_hc_close(lz_hc *hc)
 			lz_gendir_salvage_log(&hc->gendir, hc->gen, "slirp4netns.log", STDERR_FILENO);
 		}
 	}
+	lz_broker_forget_in_children(NULL, NULL);
 	lz_escalation_free(hc->esc); /* host processes reaped, keys wiped */
 	lz_admission_free(hc->admission); /* after withdraw: publication first (spec 3.3) */
 	lz_bundle_env_free(hc->host_env);

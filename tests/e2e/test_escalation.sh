@@ -96,10 +96,27 @@ test_the_sandbox_key_lives_only_in_the_sandbox() {
 			touch $p 2>/dev/null && echo "wrote $p"
 		done > /workspace/writes
 		rm -f /run/lazaret/bin/lazaret-escalate 2>/dev/null && echo removed >> /workspace/writes
-		touch /workspace/ready; sleep 3') &
+		tr "\\000-\\377" "\\001-\\377\\000" < /run/lazaret/credential/request-key > /workspace/key
+		touch /workspace/ready
+		for i in $(seq 300); do [ -e /workspace/scanned ] && break; sleep 0.1; done') &
 	local cli=$!
 	for _ in $(seq 100); do [ -e "$WS/ready" ] && break; sleep 0.1; done
 	[ -e "$WS/ready" ] || fail "the session never got ready"
+	# Spec 3.3: once the sandbox holds its key, no host process of
+	# Lazaret's does (the coordinator dropped it; the Runtime Supervisor,
+	# a fork of the coordinator, forgot every key before it ran). runsc's
+	# processes hold the sandbox's memory, which is where the key lives.
+	# The key crosses /workspace shifted by one (mod 256), so that the
+	# router's buffers do not hold it.
+	local pids scan
+	pids=$(pgrep -u "$(id -u)" '^(lazaret.*|lz-.*)$' | tr '\n' ' ')
+	# shellcheck disable=SC2086 # one argument per PID
+	scan=$(python3 "$FIX/memscan.py" "$(tr '\001-\377\000' '\000-\377' <"$WS/key" | od -An -v -tx1 | tr -d ' \n')" $pids)
+	touch "$WS/scanned"
+	echo "# $scan" | tr '\n' ' '; echo
+	assert_contains "$scan" "lz-supervisor clean"
+	[ "$(grep -c ' lazaret clean$' <<<"$scan")" -ge 2 ] || fail "the CLI and the coordinator were not both read: $scan"
+	assert_eq "" "$(grep -v ' clean$' <<<"$scan")" "processes holding the sandbox's key"
 	local keydir
 	keydir=$(echo "$T/run/lazaret/domains/"*/gen-*/escalation/key)
 	[ -d "$keydir" ] || fail "no key directory at $keydir"

@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -657,6 +658,80 @@ static void test_lz_broker_spawn__join_failure_is_reported(void **state)
 	close(pidfd);
 }
 
+/* ---- what children forget (spec 3.3: keys stay in the coordinator) -------- */
+
+static unsigned char secret[32];
+
+static void wipe_secret(void *ctx)
+{
+	explicit_bzero(ctx, sizeof(secret));
+}
+
+static bool secret_is_wiped(const unsigned char *s)
+{
+	for (size_t i = 0; i < sizeof(secret); i++)
+		if (s[i] != 0)
+			return false;
+	return true;
+}
+
+static int fn_secret_wiped(void *arg, struct lz_err *err)
+{
+	(void)arg;
+	(void)err;
+	return secret_is_wiped(secret) ? 0 : -EEXIST;
+}
+
+static int run_fn(int (*fn)(void *, struct lz_err *))
+{
+	struct lz_err err = { 0, "" };
+	struct lz_broker_spec spec = { .label = "fn", .join_pidfd = -1, .fn = fn };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	int status = -1;
+	(void)lz_broker_wait(&child, 5000, &status, &err);
+	return status;
+}
+
+static void test_lz_broker_forget_in_children__fn_target_runs_without_it(void **state)
+{
+	(void)state;
+	memset(secret, 0xa5, sizeof(secret));
+	/* Nothing registered: the fork holds the parent's copy. */
+	assert_int_equal(run_fn(fn_secret_wiped), 1);
+	lz_broker_forget_in_children(wipe_secret, secret);
+	assert_int_equal(run_fn(fn_secret_wiped), 0);
+	lz_broker_forget_in_children(NULL, NULL);
+	assert_false(secret_is_wiped(secret)); /* the parent's own is kept */
+	assert_int_equal(run_fn(fn_secret_wiped), 1);
+}
+
+/* The wrapper of a joined PID namespace lives as long as its target: its
+ * memory, read from here, holds no secret once the spawn returned. */
+static void test_lz_broker_forget_in_children__pidns_wrapper_runs_without_it(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	int holder = -1;
+	start_holder(&holder);
+	memset(secret, 0xa5, sizeof(secret));
+	for (int forget = 0; forget < 2; forget++) {
+		lz_broker_forget_in_children(forget ? wipe_secret : NULL, secret);
+		struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+		int out = run_joined(holder, "sleep 30", NULL, 0, &child);
+		assert_true(out >= 0);
+		unsigned char seen[sizeof(secret)];
+		struct iovec local = { seen, sizeof(seen) }, remote = { secret, sizeof(secret) };
+		assert_int_equal(process_vm_readv(child.id.pid, &local, 1, &remote, 1, 0), (ssize_t)sizeof(seen));
+		assert_int_equal(secret_is_wiped(seen), forget == 1);
+		lz_broker_kill(&child);
+		close(out);
+	}
+	lz_broker_forget_in_children(NULL, NULL);
+	stop_holder(holder);
+}
+
 /* ---- a new user namespace (unprivileged users with subordinate IDs) ------- */
 
 static bool has_subuid(void)
@@ -776,6 +851,8 @@ int main(void)
 		cmocka_unit_test(test_lz_broker_wait__joined_pidns_relays_exit_status),
 		cmocka_unit_test(test_lz_broker_signal__joined_pidns_relays_signal),
 		cmocka_unit_test(test_lz_broker_spawn__join_failure_is_reported),
+		cmocka_unit_test(test_lz_broker_forget_in_children__fn_target_runs_without_it),
+		cmocka_unit_test(test_lz_broker_forget_in_children__pidns_wrapper_runs_without_it),
 		cmocka_unit_test(test_lz_broker_spawn__new_userns_has_verified_map),
 	};
 	return cmocka_run_group_tests(tests, NULL, remove_markers);
