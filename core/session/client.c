@@ -21,6 +21,7 @@
 #include "util/cleanup.h"
 #include "util/sys.h"
 #include "session/clientauth.h"
+#include "session/termreset.h"
 #include "session/wire.h"
 
 extern char **environ;
@@ -330,17 +331,15 @@ static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wir
 
 /* DX-5: what a guest can leave the developer's terminal in that would
  * outlive its session (a TUI killed with the generation, or one that
- * meant to): an open control string (CAN, ST), mouse and focus
- * reporting, bracketed paste, application cursor keys and keypad, the
- * kitty and modifyOtherKeys keyboard modes, the alternate screen (without
+ * meant to): an open control string, VT52 mode and another decoding than
+ * UTF-8, reports and key modes (session/termreset.h), the alternate screen (without
  * restoring a cursor the guest may have saved), a scroll region (reset
  * between saving and restoring the cursor, which it would home), insert
  * mode, line wrap, a hidden cursor, character sets, colours and text
  * attributes. Not RIS or DECSTR: they clear the screen on some terminals. */
 #define TERMINAL_RESET                                                                        \
-	"\x18\x1b\\"                                                                          \
-	"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2004l" \
-	"\x1b[?1l\x1b>\x1b[=0;1u\x1b[>4m\x1b[?1047l\x1b" "7\x1b[r\x1b" "8\x1b[4l\x1b[?7h\x1b[?25h"      \
+	LZ_TERM_RESET_STRING LZ_TERM_RESET_DECODING LZ_TERM_RESET_REPORTS LZ_TERM_RESET_KEYS             \
+	"\x1b[?1047l\x1b" "7\x1b[r\x1b" "8\x1b[4l\x1b[?7h\x1b[?25h"                                   \
 	"\x0f\x1b(B\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
 /* Whether output can have changed a terminal's modes: ESC, SO, SI or an
  * 8-bit CSI, OSC or DCS (a UTF-8 continuation byte may look like one:

@@ -272,14 +272,28 @@ void lz_session_notice(struct lz_session *s, const char *text, size_t len)
 		(void)set_notice(s, "", text, len);
 }
 
-/* Where the answer's reader is in a control sequence (ECMA-48). */
-enum { SEQ_NONE, SEQ_ESC, SEQ_ESC_INTER, SEQ_CSI, SEQ_SS3, SEQ_STRING, SEQ_STRING_ESC };
+/* Where the answer's reader is in a control sequence (ECMA-48): after
+ * CSI, in its parameters, or SEQ_SKIP + n: n raw bytes of a mouse report
+ * still to come. */
+enum { SEQ_NONE, SEQ_ESC, SEQ_ESC_INTER, SEQ_CSI, SEQ_CSI_PARAMS, SEQ_SS3, SEQ_STRING, SEQ_STRING_ESC, SEQ_SKIP };
+
+/* The raw bytes after a CSI final byte with no parameters: xterm's mouse
+ * reports CSI M Cb Cx Cy (X10 and normal tracking), CSI t Cx Cy and CSI T
+ * and six (highlight tracking). Their coordinates are 32 + column or row,
+ * any printable byte: 'y' in column 89. The prompt's reset turns these
+ * reports off; a report already on its way is still no key. */
+static uint8_t csi_raw_bytes(uint8_t final)
+{
+	return final == 'M' ? 3 : final == 't' ? 2 : final == 'T' ? 6 : 0;
+}
 
 /* One byte of input while a prompt waits: the state after it; *key is
  * set when the byte is a key typed on its own (outside any sequence). */
 static uint8_t answer_seq_step(uint8_t seq, uint8_t c, bool *key)
 {
 	*key = false;
+	if (seq > SEQ_SKIP)
+		return seq - 1 > SEQ_SKIP ? seq - 1 : SEQ_NONE; /* a report's raw byte, whatever its value */
 	if (c == 0x18 || c == 0x1a)
 		return SEQ_NONE; /* CAN, SUB: end any sequence */
 	switch (seq) {
@@ -295,9 +309,12 @@ static uint8_t answer_seq_step(uint8_t seq, uint8_t c, bool *key)
 			return SEQ_ESC_INTER;
 		return c == 0x1b ? SEQ_ESC : SEQ_NONE; /* the final byte (Alt+key too) */
 	case SEQ_CSI:
+	case SEQ_CSI_PARAMS:
 		if (c == 0x1b)
 			return SEQ_ESC;
-		return c >= 0x40 && c <= 0x7e ? SEQ_NONE : SEQ_CSI;
+		if (c < 0x40 || c > 0x7e)
+			return SEQ_CSI_PARAMS;
+		return seq == SEQ_CSI && csi_raw_bytes(c) ? (uint8_t)(SEQ_SKIP + csi_raw_bytes(c)) : SEQ_NONE;
 	case SEQ_SS3:
 		return SEQ_NONE;
 	case SEQ_STRING:

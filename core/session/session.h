@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "proc/broker.h"
+#include "session/termreset.h"
 #include "session/wire.h"
 #include "util/err.h"
 
@@ -174,7 +175,10 @@ void lz_session_drain(struct lz_session *s);
 bool lz_session_drained(const struct lz_session *s);
 
 /* Before a prompt: cancels a control string or sequence the guest left
- * open (CAN, ST), and undoes what the guest may have set to hide or
+ * open, turns off what would make the terminal answer for the developer
+ * or read the prompt otherwise (VT52 mode, a decoding other than UTF-8,
+ * mouse, focus and paste reports, key modes: session/termreset.h), and
+ * undoes what the guest may have set to hide or
  * rewrite it: character sets (SI, G0 ASCII), 8-bit replies (S7C1T),
  * left/right margins, origin mode and the scroll region (which home the
  * cursor), insert mode off, autowrap on (a long argument wraps, never runs
@@ -183,7 +187,8 @@ bool lz_session_drained(const struct lz_session *s);
  * guest's screen up and never overwrites it. Not DECSTR: some terminals
  * (tmux) clear the screen on it. */
 #define LZ_SESSION_PROMPT_RESET                                                                               \
-	"\x18\x1b\\\x0f\x1b(B\x1b F\x1b[?69l\x1b[?6l\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b]104\x1b\\\x1b]110\x1b\\"  \
+	LZ_TERM_RESET_STRING LZ_TERM_RESET_DECODING LZ_TERM_RESET_REPORTS LZ_TERM_RESET_KEYS                        \
+	"\x0f\x1b(B\x1b F\x1b[?69l\x1b[?6l\x1b[r\x1b[4l\x1b[?7h\x1b[?25h\x1b]104\x1b\\\x1b]110\x1b\\"  \
 	"\x1b]111\x1b\\\x1b[0m\x1b[999;1H\n"
 /* Keys read this soon after a prompt appears are dropped: they answer
  * what the guest printed before it, not the prompt. While the prompt is

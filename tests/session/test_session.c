@@ -863,6 +863,10 @@ static void test_lz_session_prompt__control_sequences_never_answer(void **state)
 		"\x1bOy",		       /* SS3 (keypad) */
 		"\x1by",		       /* Alt+y */
 		"\x1b#y",		       /* ESC with an intermediate */
+		"\x1b[M yy",		       /* X10 mouse report, column 89 */
+		"\x9bM#yY",		       /* the same, 8-bit CSI */
+		"\x1b[tyY",		       /* highlight tracking */
+		"\x1b[TyYyYyY",
 	};
 	open_pty(f);
 	spawn_sh(f, "sleep 30", -1, -1);
@@ -875,6 +879,11 @@ static void test_lz_session_prompt__control_sequences_never_answer(void **state)
 	/* split: the sequence goes on in the next record */
 	assert_int_equal(answer_to(f, "\x1b[?20"), 0);
 	assert_int_equal(answer_to(f, "04;2$y"), 0);
+	assert_int_equal(answer_to(f, "\x1b[M"), 0);
+	assert_int_equal(answer_to(f, " y"), 0);
+	assert_int_equal(answer_to(f, "y"), 0);
+	/* with parameters, M ends the sequence (urxvt's and SGR's reports) */
+	assert_int_equal(answer_to(f, "\x1b[0;89;1M"), 0);
 	assert_true(f->s.prompting);
 	assert_int_equal(answer_to(f, "y"), 1);
 	lz_session_notice(&f->s, "", 0);
@@ -885,6 +894,23 @@ static void test_lz_session_prompt__control_sequences_never_answer(void **state)
 	assert_int_equal(answer_to(f, "\x1b]0;y"), 0);
 	assert_int_equal(answer_to(f, "\x03"), -1);
 	lz_session_notice(&f->s, "", 0);
+}
+
+/* What the guest may have turned on that would make the terminal answer
+ * for the developer, or show the prompt otherwise than it reads, is off
+ * before the prompt's first byte. */
+static void test_lz_session_prompt__reset_turns_off_reports_and_decodings(void **state)
+{
+	(void)state;
+	static const char *const off[] = {
+		"\x1b[?9l", "\x1b[?1000l", "\x1b[?1001l", "\x1b[?1002l", "\x1b[?1003l", /* mouse */
+		"\x1b[?1004l", "\x1b[?2004l",				      /* focus, paste */
+		"\x1b[=0;1u", "\x1b[>4m",					      /* key modes */
+		"\x1b<", "\x1b%G",						      /* VT52, UTF-8 */
+	};
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++)
+		if (strstr(LZ_SESSION_PROMPT_RESET, off[i]) == NULL)
+			fail_msg("the prompt's reset lacks sequence %zu", i);
 }
 
 /* The guest stops reading its terminal, so one Input waits for the
@@ -960,6 +986,7 @@ int main(void)
 		T(test_lz_session_prompt__only_what_fits_the_developers_terminal),
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
 		T(test_lz_session_prompt__control_sequences_never_answer),
+		T(test_lz_session_prompt__reset_turns_off_reports_and_decodings),
 		T(test_lz_session_prompt__held_input_is_read_and_dropped),
 		T(test_lz_session_open_pty__pair_and_window),
 		T(test_lz_session_pollfds__backpressure),
