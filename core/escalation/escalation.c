@@ -479,16 +479,18 @@ static const char *approval(uint32_t verdict)
  * when the exec did. */
 static void not_started(struct lz_escalation *e, struct job *j, bool opening, const struct lz_err *err)
 {
-	char why[LZ_ERR_MSG_MAX + 64];
+	/* err names argv[0], the sandbox's bytes, which need not be UTF-8: the
+	 * records' messages are (record.h), and the log's are escaped. */
+	char why[LZ_ERR_MSG_MAX + 64], safe_err[LZ_ESC_TEXT_MAX + 1], safe_why[LZ_ESC_TEXT_MAX + 1];
+	lz_escape(err->msg, strlen(err->msg), safe_err, sizeof(safe_err));
 	if (j->state != JOB_RUNNING)
-		post_decision(e, j, opening ? LZ_ESC_DENIED : j->verdict, opening ? err->msg : approval(j->verdict));
+		post_decision(e, j, opening ? LZ_ESC_DENIED : j->verdict, opening ? safe_err : approval(j->verdict));
 	snprintf(why, sizeof(why), "the host command did not start: %s", err->msg);
-	char safe[LZ_ESCAPE_MAX(sizeof(why))];
-	lz_escape(why, strlen(why), safe, sizeof(safe)); /* it names argv[0], the sandbox's */
-	request_line(e, "request %s: %s", j->hex, safe);
+	lz_escape(why, strlen(why), safe_why, sizeof(safe_why));
+	request_line(e, "request %s: %s", j->hex, safe_why);
 	if (e->hooks.not_started != NULL && j->session >= 0)
 		e->hooks.not_started(e->hooks.ctx, j->session, err->msg);
-	post_result(e, j, opening ? LZ_ESC_REFUSED : LZ_ESC_FAILED, 0, why);
+	post_result(e, j, opening ? LZ_ESC_REFUSED : LZ_ESC_FAILED, 0, safe_why);
 }
 
 /* The host process of a starting job exec'd, or failed before. */

@@ -239,27 +239,6 @@ static void inbox_path(const struct fx *f, char *out, size_t cap, const char *na
 	assert_true((size_t)snprintf(out, cap, "%s/escalation/inbox/%s", f->dir, name) < cap);
 }
 
-/* Opens inbox/<hex>.<suffix> as a chunk and checks its sequence and bytes. */
-static void assert_chunk(struct fx *f, const char *hex, uint64_t seq, const char *data)
-{
-	char name[160], p[256];
-	static uint8_t buf[LZ_ESC_RECORD_MAX];
-	snprintf(name, sizeof(name), "%s.%llu", hex, (unsigned long long)seq);
-	inbox_path(f, p, sizeof(p), name);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fail_msg("no %s", name);
-	ssize_t len = read(fd, buf, sizeof(buf));
-	close(fd);
-	assert_true(len > 0);
-	struct lz_esc_record rec;
-	assert_int_equal(lz_esc_open(buf, (size_t)len, LZ_ESC_KIND_BIT(LZ_ESC_CHUNK), f->ta->coordinator_public,
-				     &rec, NULL),
-			 0);
-	assert_int_equal(rec.chunk.sequence, seq);
-	assert_int_equal(rec.chunk.data.n, strlen(data));
-	assert_memory_equal(rec.chunk.data.p, data, strlen(data));
-}
 
 static bool in_inbox(struct fx *f, const char *hex, const char *suffix)
 {
@@ -267,6 +246,63 @@ static bool in_inbox(struct fx *f, const char *hex, const char *suffix)
 	snprintf(name, sizeof(name), "%s.%s", hex, suffix);
 	inbox_path(f, p, sizeof(p), name);
 	return access(p, F_OK) == 0;
+}
+
+/* Reads inbox/<hex>.<suffix>, a record of kind, into *rec (its bytes in
+ * a static buffer). */
+static void open_posted(struct fx *f, const char *hex, const char *suffix, enum lz_esc_kind kind,
+			struct lz_esc_record *rec)
+{
+	char name[160], p[256];
+	static uint8_t buf[LZ_ESC_RECORD_MAX];
+	snprintf(name, sizeof(name), "%s.%s", hex, suffix);
+	assert_true((size_t)snprintf(p, sizeof(p), "%s/escalation/inbox/%s", f->dir, name) < sizeof(p));
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fail_msg("no %s", name);
+	ssize_t len = read(fd, buf, sizeof(buf));
+	close(fd);
+	assert_true(len > 0);
+	assert_int_equal(lz_esc_open(buf, (size_t)len, LZ_ESC_KIND_BIT(kind), f->ta->coordinator_public, rec, NULL), 0);
+}
+
+/* Opens inbox/<hex>.<seq> as a chunk and checks its sequence and bytes. */
+static void assert_chunk(struct fx *f, const char *hex, uint64_t seq, const char *data)
+{
+	char suffix[24];
+	struct lz_esc_record rec;
+	snprintf(suffix, sizeof(suffix), "%llu", (unsigned long long)seq);
+	open_posted(f, hex, suffix, LZ_ESC_CHUNK, &rec);
+	assert_int_equal(rec.chunk.sequence, seq);
+	assert_int_equal(rec.chunk.data.n, strlen(data));
+	assert_memory_equal(rec.chunk.data.p, data, strlen(data));
+}
+
+/* An approved command whose executable cannot be opened is refused, and
+ * the requester hears so: the decision and the result say why, escaped
+ * (its name is the sandbox's bytes, here not UTF-8, which a record's
+ * message must be). */
+static void test_lz_escalation__a_command_that_cannot_start_is_answered(void **state)
+{
+	struct fx *f = *state;
+	char exe[] = "/nonexistent\xff\x1b[2J", hex[2 * LZ_ESC_ID_LEN + 1];
+	char *argv[] = { exe };
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xd5 };
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, "r5", 0xd5, argv, 1, 0);
+	char log[128];
+	int saved = stderr_to_file(f, log);
+	(void)approve(f, job);
+	for (int i = 0; i < 300 && !in_inbox(f, hex, "result"); i++)
+		spin(f, 10);
+	stderr_restore(saved);
+	struct lz_esc_record rec;
+	open_posted(f, hex, "decision", LZ_ESC_DECISION, &rec);
+	assert_int_equal(rec.decision.verdict, LZ_ESC_DENIED);
+	assert_non_null(memmem(rec.decision.message.p, rec.decision.message.n, "\\xff\\e[2J", 9));
+	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
+	assert_int_equal(rec.result.outcome, LZ_ESC_REFUSED);
+	assert_non_null(memmem(rec.result.message.p, rec.result.message.n, "did not start", 13));
 }
 
 /* Request id (its hex in hex), routed to a prompt and approved, with the
@@ -413,6 +449,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_escalation__an_answer_to_an_ended_request_runs_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__the_request_shown_runs_when_approved, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_command_that_cannot_start_is_answered, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_record_the_inbox_does_not_take_is_posted_again,
 						setup, teardown),
