@@ -121,9 +121,10 @@ size_t lz_escape(const char *in, size_t n, char *out, size_t cap)
 		}
 		if (w + plen + 1 > cap) {
 			/* cut at a whole piece, and say so */
+			size_t written = w;
 			while (w > 0 && w + 4 > cap)
 				w--;
-			while (w > 0 && ((uint8_t)out[w] & 0xc0) == 0x80)
+			while (w > 0 && w < written && ((uint8_t)out[w] & 0xc0) == 0x80)
 				w--; /* not inside a UTF-8 sequence */
 			if (w + 4 <= cap)
 				memcpy(out + w, "...", 3), w += 3;

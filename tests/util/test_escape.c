@@ -89,6 +89,11 @@ static void test_escape__truncation_keeps_whole_pieces(void **state)
 	assert_string_equal(out, "\\e\\e\\e\\e...");
 	w = lz_escape("\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 12, out, sizeof(out));
 	assert_string_equal(out, "\xe6\x97\xa5\xe6\x97\xa5...");
+	/* The cut looks only at what it wrote: bytes beyond (here what looks
+	 * like a UTF-8 continuation) never take a character away. */
+	memset(out, 0x80, sizeof(out));
+	assert_int_equal(lz_escape("abcde\x01", 6, out, 9), 8);
+	assert_string_equal(out, "abcde...");
 	assert_int_equal(lz_escape("abc", 3, out, 0), 0);
 	assert_int_equal(lz_escape("abc", 3, out, 1), 0);
 	assert_string_equal(out, "");
