@@ -817,9 +817,13 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 	return n;
 }
 
-/* One read of stream s into one chunk. */
+/* One read of stream s into one chunk, while the window has room: both
+ * streams can be ready in one wake (spec 3.8: at most LZ_ESC_WINDOW
+ * unacknowledged). */
 static void pump(struct lz_escalation *e, struct job *j, int s)
 {
+	if (j->sent - j->acked >= LZ_ESC_WINDOW || j->unposted != NULL)
+		return;
 	uint8_t *data = e->chunk;
 	ssize_t n = read(j->pipes[s], data, LZ_ESC_CHUNK_MAX);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))

@@ -403,6 +403,34 @@ static void test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_i
 		fail_msg("%d refusal lines for 2,000 junk entries", refused);
 }
 
+/* Spec 3.8: no more than LZ_ESC_WINDOW chunks wait for acknowledgement,
+ * even when stdout and stderr are both ready in every wake (both kept
+ * full here, after one chunk alone: 1, 3, 5, 7, then one more only). */
+static void test_lz_escalation__the_window_holds_with_both_streams_ready(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/dash", "-c",
+			 "printf x; sleep 1; head -c 400000 /dev/zero >&2 & head -c 400000 /dev/zero; wait" };
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xd6 };
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, "r6", 0xd6, argv, 3, 0);
+	assert_int_equal(approve(f, job), 0);
+	for (int i = 0; i < 100 && !in_inbox(f, hex, "1"); i++)
+		spin(f, 10);
+	assert_true(in_inbox(f, hex, "1"));
+	for (int i = 0; i < 12; i++) {
+		usleep(i == 0 ? 1500 * 1000 : 50 * 1000); /* the writers fill both pipes */
+		struct pollfd pf[LZ_ESC_POLLFDS];
+		int timeout = -1;
+		size_t n = lz_escalation_pollfds(f->esc, pf, &timeout);
+		(void)poll(pf, n, 0);
+		lz_escalation_handle(f->esc, pf, n);
+	}
+	assert_true(in_inbox(f, hex, "8"));
+	assert_false(in_inbox(f, hex, "9"));
+}
+
 /* 200 requests, each received and denied: the lines about them stop at
  * the budget, which the last one logged says. */
 static void test_lz_escalation__lines_about_requests_are_logged_in_bounds(void **state)
@@ -459,6 +487,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_in_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__lines_about_requests_are_logged_in_bounds, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__the_window_holds_with_both_streams_ready, setup,
 						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
