@@ -520,7 +520,9 @@ bool lz_session_drained(const struct lz_session *s)
 	       (s->client < 0 || (s->end_sent && !lz_tlschan_pending(s->tls)) || lz_remaining_ms(s->end_by) == 0);
 }
 
-/* A refusal is a small record into an idle socket. */
+/* A refusal is a small record into an idle socket; into one that holds
+ * unsent records already (the client stopped reading) it is not waited
+ * for: the coordinator serves everyone else meanwhile. */
 #define REFUSE_MS 1000
 
 void lz_session_refuse(struct lz_session *s, int code, const char *msg)
@@ -540,7 +542,8 @@ void lz_session_refuse(struct lz_session *s, int code, const char *msg)
 		code = EIO;
 	struct lz_wire_msg m = { .type = LZ_WIRE_REFUSED,
 				 .refused = { .code = (uint32_t)code, .message = text, .message_len = n } };
-	send_bounded(s, &m, lz_now_ms() + REFUSE_MS);
+	bool stalled = s->out_len > 0 || lz_tlschan_pending(s->tls);
+	send_bounded(s, &m, lz_now_ms() + (stalled ? 0 : REFUSE_MS));
 }
 
 void lz_session_reset(struct lz_session *s)

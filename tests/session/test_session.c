@@ -732,6 +732,18 @@ static void test_lz_session_refuse__printable_text_and_code_bounds(void **state)
 	lz_session_refuse(&nobody, EPERM, "nobody"); /* ignored */
 }
 
+/* A client that stopped reading gets its refusal only if its socket takes
+ * it at once: the coordinator does not wait for it (REFUSE_MS, 1 s). */
+static void test_lz_session_refuse__waits_for_no_stalled_client(void **state)
+{
+	struct fx *f = *state;
+	(void)fill_client(f);
+	assert_true(lz_tlschan_pending(f->s.tls));
+	int64_t t0 = lz_now_ms();
+	lz_session_refuse(&f->s, EPERM, "stalled");
+	assert_in_range(lz_now_ms() - t0, 0, 500);
+}
+
 
 /* ---- the coordinator's prompt (spec 3.4, 3.8) ------------------------------------ */
 
@@ -1005,6 +1017,7 @@ int main(void)
 		T(test_lz_session_finish__output_after_the_end_is_bounded),
 		T(test_lz_session_reset__kills_a_running_exec_client),
 		T(test_lz_session_refuse__printable_text_and_code_bounds),
+		T(test_lz_session_refuse__waits_for_no_stalled_client),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
