@@ -138,6 +138,45 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 	}
 }
 
+/* DX-5: what a guest can leave the developer's terminal in that would
+ * outlive its session (a TUI killed with the generation, or one that
+ * meant to): an open control string, VT52 mode and another decoding than
+ * UTF-8, reports and key modes (session/termreset.h), the alternate screen (without
+ * restoring a cursor the guest may have saved), a scroll region (reset
+ * between saving and restoring the cursor, which it would home), insert
+ * mode, line wrap, a hidden cursor, character sets, colours and text
+ * attributes. Not RIS or DECSTR: they clear the screen on some terminals. */
+#define TERMINAL_RESET                                                                        \
+	LZ_TERM_RESET_STRING LZ_TERM_RESET_DECODING LZ_TERM_RESET_REPORTS LZ_TERM_RESET_KEYS             \
+	"\x1b[?1047l\x1b" "7\x1b[r\x1b" "8\x1b[4l\x1b[?7h\x1b[?25h"                                   \
+	"\x0f\x1b(B\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
+/* Whether output can have changed a terminal's modes: ESC, SO, SI or an
+ * 8-bit CSI, OSC or DCS (a UTF-8 continuation byte may look like one:
+ * that only costs the reset). */
+static bool drives_terminal(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == 0x1b || p[i] == 0x0e || p[i] == 0x0f || p[i] == 0x9b || p[i] == 0x9d || p[i] == 0x90)
+			return true;
+	return false;
+}
+
+/* After a session whose guest drove the terminal: its modes back. Keys
+ * typed meanwhile stay for the shell (a terminal's answer to a query the
+ * guest sent as it ended can reach the shell too, as after any program). */
+static void reset_terminal(int fd)
+{
+	if (!isatty(fd))
+		return;
+	static const char reset[] = TERMINAL_RESET;
+	int flags = fcntl(fd, F_GETFL);
+	if (flags >= 0 && (flags & O_NONBLOCK))
+		(void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+	(void)lz_write_all(fd, reset, sizeof(reset) - 1);
+	if (flags >= 0 && (flags & O_NONBLOCK))
+		(void)fcntl(fd, F_SETFL, flags);
+}
+
 /* A stream that is a terminal is relayed through a pipe (see client.h). */
 /* Input is relayed into a non-blocking pipe of ours with one pending
  * buffer, so a guest that stops reading cannot block the output relays
@@ -148,6 +187,7 @@ struct relay {
 	int to;   /* the terminal */
 	bool active;
 	bool input;
+	bool drove; /* output relayed to a terminal could have changed its modes */
 	char buf[16384];
 	size_t len, off;
 };
@@ -155,7 +195,7 @@ struct relay {
 static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
 {
 	rl->from = rl->to = -1;
-	rl->active = rl->input = false;
+	rl->active = rl->input = rl->drove = false;
 	rl->len = rl->off = 0;
 	/* A terminal is never handed to the sandbox; nor a regular file, whose
 	 * offset the sandbox would not share (it would write from 0). */
@@ -212,6 +252,7 @@ static bool pump(struct relay *rl)
 			return false;
 		rl->len = (size_t)n;
 		rl->off = 0;
+		rl->drove = rl->drove || (!rl->input && drives_terminal((const uint8_t *)rl->buf, rl->len));
 	}
 	return write_some(rl->to, rl->buf, rl->len, &rl->off) == 0;
 }
@@ -327,45 +368,6 @@ static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wir
 	for (size_t i = 0; i < nf; i++)
 		close(fds[i]);
 	return r;
-}
-
-/* DX-5: what a guest can leave the developer's terminal in that would
- * outlive its session (a TUI killed with the generation, or one that
- * meant to): an open control string, VT52 mode and another decoding than
- * UTF-8, reports and key modes (session/termreset.h), the alternate screen (without
- * restoring a cursor the guest may have saved), a scroll region (reset
- * between saving and restoring the cursor, which it would home), insert
- * mode, line wrap, a hidden cursor, character sets, colours and text
- * attributes. Not RIS or DECSTR: they clear the screen on some terminals. */
-#define TERMINAL_RESET                                                                        \
-	LZ_TERM_RESET_STRING LZ_TERM_RESET_DECODING LZ_TERM_RESET_REPORTS LZ_TERM_RESET_KEYS             \
-	"\x1b[?1047l\x1b" "7\x1b[r\x1b" "8\x1b[4l\x1b[?7h\x1b[?25h"                                   \
-	"\x0f\x1b(B\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
-/* Whether output can have changed a terminal's modes: ESC, SO, SI or an
- * 8-bit CSI, OSC or DCS (a UTF-8 continuation byte may look like one:
- * that only costs the reset). */
-static bool drives_terminal(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] == 0x1b || p[i] == 0x0e || p[i] == 0x0f || p[i] == 0x9b || p[i] == 0x9d || p[i] == 0x90)
-			return true;
-	return false;
-}
-
-/* After a session whose guest drove the terminal: its modes back. Keys
- * typed meanwhile stay for the shell (a terminal's answer to a query the
- * guest sent as it ended can reach the shell too, as after any program). */
-static void reset_terminal(void)
-{
-	if (!isatty(STDOUT_FILENO))
-		return;
-	static const char reset[] = TERMINAL_RESET;
-	int flags = fcntl(STDOUT_FILENO, F_GETFL);
-	if (flags >= 0 && (flags & O_NONBLOCK))
-		(void)fcntl(STDOUT_FILENO, F_SETFL, flags & ~O_NONBLOCK);
-	(void)lz_write_all(STDOUT_FILENO, reset, sizeof(reset) - 1);
-	if (flags >= 0 && (flags & O_NONBLOCK))
-		(void)fcntl(STDOUT_FILENO, F_SETFL, flags);
 }
 
 static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_request *req, int *ret_status,
@@ -520,7 +522,7 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 	/* DX-5: whatever the guest did, the developer's terminal mode is
 	 * ours to put back. */
 	if (drove)
-		reset_terminal();
+		reset_terminal(STDOUT_FILENO);
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
 	free(buf);
 	free(pend);
@@ -534,6 +536,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 	struct lz_tlschan *ch = NULL;
 	uint8_t domain_id[32], fingerprint[32];
 	struct relay rl[3];
+	rl[0].active = rl[1].active = rl[2].active = false; /* until stream_for */
 	int fds[3] = { -1, -1, -1 };
 	bool made[3] = { false, false, false };
 	uint8_t *buf = NULL;
@@ -675,6 +678,11 @@ out:
 			else
 				close(rl[i].from);
 		}
+	/* DX-5: output relayed to the developer's terminal, not only a
+	 * terminal session's, leaves it as it was. */
+	for (int i = 1; i < 3; i++)
+		if (made[i] && rl[i].drove)
+			reset_terminal(i);
 	free(buf);
 out_channel:
 	lz_tlschan_free(ch);

@@ -182,6 +182,18 @@ test_the_guest_terminal_modes_end_with_the_session() {
 		"alternate screen, mouse, cursor keys, keypad, cursor visible"
 }
 
+# The same for output relayed without a terminal session (stdin is not a
+# terminal, stdout is): the CLI resets what it relayed to (DX-5).
+test_relayed_output_leaves_the_terminal_modes() {
+	local flags='#{alternate_on} #{mouse_any_flag} #{keypad_cursor_flag} #{keypad_flag} #{cursor_flag}'
+	local before
+	before=$(tmux -S "$SOCK" display -p -t main "$flags")
+	keys "$LAZARET test --config $CFG -- printf '\\033[?1049h\\033[?1000h\\033[?1h\\033=\\033[?25l' </dev/null; echo \"sta\"\"tus=\$?\"" Enter
+	wait_for "status=0" 60
+	assert_eq "$before" "$(tmux -S "$SOCK" display -p -t main "$flags")" \
+		"alternate screen, mouse, cursor keys, keypad, cursor visible"
+}
+
 test_two_sessions_side_by_side() {
 	tmux_split
 	PANE=main.0 start_guest
@@ -348,6 +360,7 @@ t_run "Ctrl-C, Ctrl-D, vi and the exit status; terminal restored" test_ctrl_c_ct
 t_run "killing the CLI ends the guest command" test_killing_the_cli_ends_the_guest
 t_run "killing the coordinator restores the terminal" test_killing_the_coordinator_restores_the_terminal
 t_run "the guest's terminal modes end with its session" test_the_guest_terminal_modes_end_with_the_session
+t_run "output relayed to the terminal without a session of it leaves its modes too" test_relayed_output_leaves_the_terminal_modes
 t_run "two sessions side by side" test_two_sessions_side_by_side
 t_run "a terminal session slow to start holds up no other session" test_a_slow_start_holds_up_no_other_session
 t_run "an output flood stays bounded and Ctrl-C stops it" test_output_flood_is_bounded
