@@ -183,10 +183,13 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 				   r->domain_hex);
 		goto out;
 	}
-	/* Its runtime directory: the lock and the log. */
-	lz_close_fdp(&lock);
-	(void)lz_tree_remove(runtime_domains.fd, r->domain_hex, err);
-	rc = 0;
+	/* Its runtime directory: the lock and the log, and what a lost
+	 * generation left (its transient layer holds the sandbox's
+	 * subordinate-owned files: removed in the user namespace). Removed
+	 * while the lock is held: a launch meanwhile is refused as busy. */
+	if ((rc = lz_tree_remove_in_userns(&map, runtime_domains.fd, r->domain_hex, err)) < 0)
+		rc = lz_err_prefix(err, rc, "Domain %s was removed; deleting its runtime directory %s failed: ",
+				   r->domain_hex, runtime_domain.canonical);
 out:
 	lz_dstore_close(store);
 	lz_path_release(&runtime_domain);

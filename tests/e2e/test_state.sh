@@ -285,6 +285,30 @@ test_rm_removes_a_domain_whose_workspace_is_gone() {
 	mv "$T/ws.moved" "$WS"
 }
 
+# A lost coordinator leaves its generation's runtime tree, whose transient
+# layer holds files of the sandbox's other users (subordinate IDs on the
+# host): state rm removes it all, or says it could not.
+test_rm_removes_what_a_lost_generation_left() {
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sh -c \
+		'mkdir -p /srv/lz/in && touch /srv/lz/in/f && chown -R 1000 /srv/lz && touch /workspace/ready; sleep 120' \
+		>/dev/null 2>&1) &
+	local cli=$! hc id
+	for _ in $(seq 300); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	[ -e "$WS/ready" ] || fail "the session never got ready"
+	hc=$(ps -ww -u "$(id -u)" -o pid=,args= | awk -v ws="--workspace $WS" 'index($0, "__hc") && index($0, ws) {print $1; exit}')
+	[ -n "$hc" ] || fail "no coordinator"
+	kill -9 "$hc"
+	wait "$cli" || true
+	assert_no_processes
+	id=$(basename "$(domain_dir)")
+	[ -n "$(find "$T/run/lazaret/domains/$id" -path '*/srv/lz/in/f' 2>/dev/null)" ] || fail "the lost generation left no transient layer: $(find "$T" -path '*lz/in*' 2>/dev/null)"
+	mv "$WS" "$T/ws.moved"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --yes --config "$CFG"
+	mv "$T/ws.moved" "$WS"
+	assert_eq 0 "$STATUS" "$ERR"
+	[ ! -e "$T/run/lazaret/domains/$id" ] || fail "its runtime directory is still there: $(find "$T/run/lazaret/domains/$id" | head)"
+}
+
 # `config check --profile` resolves the profile in a workspace, which makes
 # its Domain's directory: a Domain never launched is listed as such and
 # state rm removes its empty directory, nothing else.
@@ -359,5 +383,6 @@ t_run "a reset killed before its rename changes nothing, after it leaves new emp
 t_run "storage.keep_unused_images reclaims older unused images after a launch, never its own" test_automatic_image_gc_after_a_launch
 t_run "state rm removes a Domain whose workspace is gone, and refuses others" test_rm_removes_a_domain_whose_workspace_is_gone
 t_run "a Domain never launched is listed as such, and state rm removes its empty directory" test_a_domain_never_launched_is_listed_and_removable
+t_run "state rm removes what a lost generation left in the runtime directory" test_rm_removes_what_a_lost_generation_left
 rm -rf "$IMG"
 t_done
