@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/file.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -226,7 +227,9 @@ static int open_regular(int dirfd, const char *path, int flags, const char *labe
 /* Reads fd from its offset to end of file, which must be exactly size bytes
  * away, hashing everything read. With dst (size + 1 bytes) the bytes are kept
  * there; otherwise they stream through a scratch buffer. */
-static int read_hash(int fd, uint64_t size, char *dst, const char *label,
+/* Reads fd to its end through sha256, into dst (size + 1 bytes) when not
+ * NULL, else writing each piece to copy_fd when it is >= 0. */
+static int read_hash(int fd, uint64_t size, char *dst, int copy_fd, const char *label,
 		     uint8_t ret_digest[LZ_OCI_DIGEST_LEN], struct lz_err *err)
 {
 	_cleanup_(evp_md_ctx_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -254,6 +257,8 @@ static int read_hash(int fd, uint64_t size, char *dst, const char *label,
 					  label, size);
 		if (EVP_DigestUpdate(ctx, p, (size_t)n) != 1)
 			return lz_err_set(err, EIO, "hashing %s failed", label);
+		if (copy_fd >= 0 && lz_write_all(copy_fd, p, (size_t)n) < 0)
+			return lz_err_set(err, errno, "copy %s: %s", label, strerror(errno));
 		total += (uint64_t)n;
 	}
 	if (total != size)
@@ -291,7 +296,7 @@ static int load_json(int dirfd, const char *path, const struct desc *d, size_t l
 	if (buf == NULL)
 		return lz_err_set(err, ENOMEM, "reading %s: out of memory", label);
 	uint8_t got[LZ_OCI_DIGEST_LEN];
-	r = read_hash(fd, size, buf, label, got, err);
+	r = read_hash(fd, size, buf, -1, label, got, err);
 	if (r < 0)
 		return r;
 	if (d != NULL && memcmp(got, d->raw, sizeof(got)) != 0) {
@@ -673,7 +678,7 @@ static int parse_config(json_t *doc, const char *label, struct lz_oci_image *ima
 /* ---- manifest -------------------------------------------------------------- */
 
 /* A layer blob must exist as a regular file of its declared size; its content
- * is verified when lz_oci_open_blob opens it. */
+ * is verified when lz_oci_open_blob copies it. */
 static int check_layer_present(int dirfd, const struct desc *d, struct lz_err *err)
 {
 	char label[LABEL_MAX], path[sizeof("blobs/sha256/") + 64];
@@ -793,7 +798,7 @@ int lz_oci_open(int layout_dirfd, const char *tag_or_null, struct lz_oci_image *
 	return 0;
 }
 
-int lz_oci_open_blob(int layout_dirfd, const struct lz_oci_layer *layer, int *ret_fd,
+int lz_oci_open_blob(int layout_dirfd, const struct lz_oci_layer *layer, int copy_dir_fd, int *ret_fd,
 		     struct lz_err *err)
 {
 	assert(layer != NULL && ret_fd != NULL);
@@ -808,16 +813,20 @@ int lz_oci_open_blob(int layout_dirfd, const struct lz_oci_layer *layer, int *re
 	snprintf(label, sizeof(label), "layer %s", layer->digest);
 	blob_path(layer->digest, path);
 
-	_cleanup_close_ int fd = -EBADF;
-	struct stat before = { 0 }, after;
-	r = open_regular(layout_dirfd, path, O_RDONLY, label, &fd, &before, err);
+	_cleanup_close_ int fd = -EBADF, copy = -EBADF;
+	struct stat st = { 0 };
+	r = open_regular(layout_dirfd, path, O_RDONLY, label, &fd, &st, err);
 	if (r < 0)
 		return r;
-	if ((uint64_t)before.st_size != layer->size)
+	if ((uint64_t)st.st_size != layer->size)
 		return lz_err_set(err, EBADMSG, "%s has %lld bytes, its descriptor declares %" PRIu64,
-				  label, (long long)before.st_size, layer->size);
+				  label, (long long)st.st_size, layer->size);
+	/* Whoever can write the layout could change the blob between a hash
+	 * and a second read: what is returned is the copy that was hashed. */
+	if ((copy = openat(copy_dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+		return lz_err_set(err, errno, "a private copy of %s: %s", label, strerror(errno));
 	uint8_t got[LZ_OCI_DIGEST_LEN];
-	r = read_hash(fd, layer->size, NULL, label, got, err);
+	r = read_hash(fd, layer->size, NULL, copy, label, got, err);
 	if (r < 0)
 		return r;
 	if (memcmp(got, want, sizeof(got)) != 0) {
@@ -825,17 +834,9 @@ int lz_oci_open_blob(int layout_dirfd, const struct lz_oci_layer *layer, int *re
 		hex_digest(got, hex);
 		return lz_err_set(err, EBADMSG, "%s: digest mismatch, content hashes to %s", label, hex);
 	}
-	if (fstat(fd, &after) < 0)
-		return lz_err_set(err, errno, "stat %s: %s", label, strerror(errno));
-	if (after.st_dev != before.st_dev || after.st_ino != before.st_ino ||
-	    after.st_size != before.st_size || after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-	    after.st_mtim.tv_nsec != before.st_mtim.tv_nsec ||
-	    after.st_ctim.tv_sec != before.st_ctim.tv_sec ||
-	    after.st_ctim.tv_nsec != before.st_ctim.tv_nsec)
-		return lz_err_set(err, EBADMSG, "%s changed while it was being hashed", label);
-	if (lseek(fd, 0, SEEK_SET) != 0)
+	if (lseek(copy, 0, SEEK_SET) != 0)
 		return lz_err_set(err, errno, "seek %s: %s", label, strerror(errno));
-	*ret_fd = TAKE_FD(fd);
+	*ret_fd = TAKE_FD(copy);
 	return 0;
 }
 

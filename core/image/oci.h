@@ -11,7 +11,7 @@
  * index to its linux/amd64 manifest, and loads the manifest and config blobs
  * after checking each against its declared sha256 digest and size. Layer
  * blobs are checked for presence and size there, and hashed in full only by
- * lz_oci_open_blob, which returns the very descriptor it hashed.
+ * lz_oci_open_blob, which returns a private copy of the bytes it hashed.
  *
  * Invariants:
  * - Every file is opened relative to the caller's layout directory fd with
@@ -103,12 +103,13 @@ int lz_oci_digest_parse(const char *s, uint8_t out[LZ_OCI_DIGEST_LEN]);
 int lz_oci_open(int layout_dirfd, const char *tag_or_null, struct lz_oci_image **ret,
 		struct lz_err *err);
 
-/* Opens blobs/sha256/<hex> of layer beneath layout_dirfd read-only, streams it
- * through sha256, and checks its size and digest. On success *ret_fd is that
- * same descriptor (O_RDONLY|O_CLOEXEC, offset 0), owned by the caller; the
- * file's identity, size and change time did not move while it was hashed.
- * *ret_fd is untouched on failure. */
-int lz_oci_open_blob(int layout_dirfd, const struct lz_oci_layer *layer, int *ret_fd,
+/* Opens blobs/sha256/<hex> of layer beneath layout_dirfd read-only and
+ * copies it, through sha256, into an unnamed file (O_TMPFILE) in
+ * copy_dir_fd's directory, checking its size and digest. On success
+ * *ret_fd is that copy (O_RDWR|O_CLOEXEC, offset 0), owned by the caller:
+ * the bytes hashed, whoever writes the layout meanwhile. *ret_fd is
+ * untouched on failure. */
+int lz_oci_open_blob(int layout_dirfd, const struct lz_oci_layer *layer, int copy_dir_fd, int *ret_fd,
 		     struct lz_err *err);
 
 /* Accepts NULL. */

@@ -103,7 +103,8 @@ static int worker_apply(void *argp, struct lz_err *err)
 		_cleanup_close_ int fd = -EBADF;
 		w->layer = (uint32_t)i + 1;
 		send_rec(w->progress_fd, REC_LAYER, w->layer, 0, 0);
-		int r = lz_oci_open_blob(w->layout_fd, layer, &fd, err);
+		/* the copy is an unnamed file beside the tree it fills */
+		int r = lz_oci_open_blob(w->layout_fd, layer, w->rootfs_fd, &fd, err);
 		if (r < 0)
 			return r;
 		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) < 0)

@@ -273,7 +273,7 @@ static void blob_fails(struct layout *l, const struct lz_oci_layer *layer, int c
 {
 	struct lz_err err = { 0 };
 	int fd = 12345;
-	int r = lz_oci_open_blob(l->fd, layer, &fd, &err);
+	int r = lz_oci_open_blob(l->fd, layer, l->fd, &fd, &err);
 	if (r != -code)
 		fail_msg("lz_oci_open_blob: want %d, got %d (%s)", -code, r, err.msg);
 	assert_int_equal(fd, 12345);
@@ -1112,7 +1112,7 @@ static void test_lz_oci_open__docker_schema2_accepted(void **state)
 
 	struct lz_err err = { 0 };
 	int fd = -1;
-	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[0], &fd, &err), 0);
+	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[0], l.fd, &fd, &err), 0);
 	struct archive *a = archive_read_new();
 	archive_read_support_filter_gzip(a);
 	archive_read_support_format_tar(a);
@@ -1139,16 +1139,51 @@ static void test_lz_oci_open_blob__verified_fd_at_offset_zero(void **state)
 	open_ok(&l, NULL, &img);
 	struct lz_err err = { 0 };
 	int fd = -1;
-	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[1], &fd, &err), 0);
+	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[1], l.fd, &fd, &err), 0);
 	assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
 	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
-	assert_int_equal(fcntl(fd, F_GETFL) & (O_ACCMODE | O_NONBLOCK), O_RDONLY);
+	assert_int_equal(fcntl(fd, F_GETFL) & (O_ACCMODE | O_NONBLOCK), O_RDWR); /* the private copy */
 	char buf[256];
 	ssize_t n = read(fd, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)b.layer_size[1]);
 	char d[LZ_OCI_DIGEST_STR_MAX];
 	digest_of(buf, (size_t)n, d);
 	assert_string_equal(d, b.layer[1]);
+	close(fd);
+	lz_oci_image_free(img);
+	layout_fini(&l);
+}
+
+/* Whoever can write the layout rewrites a blob in place once it was
+ * hashed: what the caller reads is still what was hashed. */
+static void test_lz_oci_open_blob__a_blob_rewritten_after_the_hash_is_not_read(void **state)
+{
+	(void)state;
+	struct layout l;
+	struct built b;
+	layout_init(&l);
+	single(&l, &plain, NULL, &b);
+	struct lz_oci_image *img = NULL;
+	open_ok(&l, NULL, &img);
+	struct lz_err err = { 0 };
+	int fd = -1;
+	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[0], l.fd, &fd, &err), 0);
+	char path[sizeof("blobs/sha256/") + 64];
+	snprintf(path, sizeof(path), "blobs/sha256/%s", b.layer[0] + strlen("sha256:"));
+	int w = openat(l.fd, path, O_WRONLY | O_CLOEXEC);
+	assert_true(w >= 0);
+	char *poison = malloc(b.layer_size[0]);
+	assert_non_null(poison);
+	memset(poison, 'P', b.layer_size[0]);
+	assert_int_equal(write(w, poison, b.layer_size[0]), (ssize_t)b.layer_size[0]);
+	close(w);
+	char buf[256];
+	ssize_t n = read(fd, buf, sizeof(buf));
+	assert_int_equal(n, (ssize_t)b.layer_size[0]);
+	char d[LZ_OCI_DIGEST_STR_MAX];
+	digest_of(buf, (size_t)n, d);
+	assert_string_equal(d, b.layer[0]);
+	free(poison);
 	close(fd);
 	lz_oci_image_free(img);
 	layout_fini(&l);
@@ -1168,7 +1203,7 @@ static void test_lz_oci_open_blob__large_layer_streams(void **state)
 	free(data);
 	struct lz_err err = { 0 };
 	int fd = -1;
-	assert_int_equal(lz_oci_open_blob(l.fd, &layer, &fd, &err), 0);
+	assert_int_equal(lz_oci_open_blob(l.fd, &layer, l.fd, &fd, &err), 0);
 	assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
 	close(fd);
 	layer.size = n + 1;
@@ -1315,7 +1350,7 @@ static size_t verify_all_layers(int dirfd, const struct lz_oci_image *img)
 	for (size_t i = 0; i < img->n_layers; i++) {
 		struct lz_err err = { 0 };
 		int fd = -1;
-		if (lz_oci_open_blob(dirfd, &img->layers[i], &fd, &err) != 0)
+		if (lz_oci_open_blob(dirfd, &img->layers[i], dirfd, &fd, &err) != 0)
 			fail_msg("layer %zu: %s", i, err.msg);
 		close(fd);
 	}
@@ -1439,6 +1474,7 @@ int main(void)
 		cmocka_unit_test(test_lz_oci_open__missing_index_json_refused),
 		cmocka_unit_test(test_lz_oci_open__docker_schema2_accepted),
 		cmocka_unit_test(test_lz_oci_open_blob__verified_fd_at_offset_zero),
+		cmocka_unit_test(test_lz_oci_open_blob__a_blob_rewritten_after_the_hash_is_not_read),
 		cmocka_unit_test(test_lz_oci_open_blob__large_layer_streams),
 		cmocka_unit_test(test_lz_oci_open_blob__layer_digest_mismatch),
 		cmocka_unit_test(test_lz_oci_open_blob__truncated_layer),

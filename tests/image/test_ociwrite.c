@@ -285,7 +285,7 @@ static void test_lz_ociwrite_single_layer__blob_is_the_tar(void **state)
 	struct lz_err err = { 0, "" };
 	assert_int_equal(lz_oci_open(f->layout_fd, "latest", &img, &err), 0);
 	int fd = -1;
-	int r = lz_oci_open_blob(f->layout_fd, &img->layers[0], &fd, &err);
+	int r = lz_oci_open_blob(f->layout_fd, &img->layers[0], f->layout_fd, &fd, &err);
 	if (r < 0)
 		fail_msg("lz_oci_open_blob: %d %s", r, err.msg);
 	assert_true(fd >= 0);
@@ -308,7 +308,7 @@ static void test_lz_ociwrite_single_layer__layer_applies(void **state)
 	struct lz_err err = { 0, "" };
 	assert_int_equal(lz_oci_open(f->layout_fd, "latest", &img, &err), 0);
 	int fd = -1;
-	assert_int_equal(lz_oci_open_blob(f->layout_fd, &img->layers[0], &fd, &err), 0);
+	assert_int_equal(lz_oci_open_blob(f->layout_fd, &img->layers[0], f->layout_fd, &fd, &err), 0);
 	int root = openat(f->base_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(root >= 0);
 	struct lz_layer_report report;
