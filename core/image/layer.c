@@ -289,25 +289,19 @@ static int apply_fifo(struct layer *L, struct archive_entry *e, int pfd,
 	return lz_layermeta_finish_special(e, pfd, p, true, &L->rep, L->tree.err);
 }
 
-static int apply_device(struct layer *L, struct archive_entry *e, int pfd,
-			const struct lz_layerpath *p)
+/* Devices are never made, only reported: a user namespace may create a
+ * character device 0/0 since Linux 5.8, which is an overlay whiteout, the
+ * root overlay's own metadata (as user.overlay.* xattrs are, layermeta.c),
+ * and no other device node can be made there. What the path named before
+ * is gone, as the entry says. */
+static int apply_device(struct layer *L, int pfd, const struct lz_layerpath *p)
 {
-	mode_t type = archive_entry_filetype(e) == AE_IFBLK ? S_IFBLK : S_IFCHR;
-	dev_t dev = makedev(archive_entry_rdevmajor(e), archive_entry_rdevminor(e));
 	int r = lz_layertree_make_room(&L->tree, pfd, p, false, NULL);
 	if (r < 0)
 		return r;
-	if (mknodat(pfd, p->name, type | 0600, dev) < 0) {
-		if (errno != EPERM)
-			return lz_layerpath_fail(L->tree.err, errno, p->full, "create device",
-						 p->full);
-		/* No device nodes in a user namespace: not fatal, reported. */
-		L->rep.skipped_devices++;
-		lz_layermeta_sample(L->rep.skipped_device_paths, L->rep.skipped_devices, p->full,
-				    NULL);
-		return 0;
-	}
-	return lz_layermeta_finish_special(e, pfd, p, true, &L->rep, L->tree.err);
+	L->rep.skipped_devices++;
+	lz_layermeta_sample(L->rep.skipped_device_paths, L->rep.skipped_devices, p->full, NULL);
+	return 0;
 }
 
 /* A hard link names an existing non-directory of the staging tree, resolved
@@ -394,7 +388,7 @@ static int apply_entry(struct layer *L, struct archive_entry *e)
 			break;
 		case AE_IFCHR:
 		case AE_IFBLK:
-			r = apply_device(L, e, pfd, &p);
+			r = apply_device(L, pfd, &p);
 			break;
 		default:
 			return lz_layerpath_refuse(L->tree.err, p.full, "unsupported entry type");

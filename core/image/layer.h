@@ -33,8 +33,9 @@
  * Runs in the preparation worker inside the verified user namespace, where
  * uid 0 is the invoking user and image IDs map to subordinate IDs; chown to
  * image IDs is expected to succeed there and its failure fails the layer.
- * Device nodes cannot be created in a user namespace: mknodat's EPERM is
- * recorded in the report and is not fatal. The process locale must stay "C"
+ * Device nodes are never created (a user namespace may create the
+ * character device 0/0, an overlay whiteout): each is recorded in the
+ * report and is not fatal. The process locale must stay "C"
  * (Lazaret never calls setlocale), so libarchive hands out pathnames as the
  * raw bytes stored in the archive. */
 #ifndef LZ_LAYER_H
