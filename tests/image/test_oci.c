@@ -1168,7 +1168,7 @@ static void test_lz_oci_open_blob__a_blob_rewritten_after_the_hash_is_not_read(v
 	struct lz_err err = { 0 };
 	int fd = -1;
 	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[0], l.fd, &fd, &err), 0);
-	char path[sizeof("blobs/sha256/") + 64];
+	char path[sizeof("blobs/sha256/") + LZ_OCI_DIGEST_STR_MAX];
 	snprintf(path, sizeof(path), "blobs/sha256/%s", b.layer[0] + strlen("sha256:"));
 	int w = openat(l.fd, path, O_WRONLY | O_CLOEXEC);
 	assert_true(w >= 0);
