@@ -1169,7 +1169,7 @@ static void test_lz_oci_open_blob__a_blob_rewritten_after_the_hash_is_not_read(v
 	int fd = -1;
 	assert_int_equal(lz_oci_open_blob(l.fd, &img->layers[0], l.fd, &fd, &err), 0);
 	char path[sizeof("blobs/sha256/") + LZ_OCI_DIGEST_STR_MAX];
-	snprintf(path, sizeof(path), "blobs/sha256/%s", b.layer[0] + strlen("sha256:"));
+	snprintf(path, sizeof(path), "blobs/sha256/%.64s", b.layer[0] + strlen("sha256:"));
 	int w = openat(l.fd, path, O_WRONLY | O_CLOEXEC);
 	assert_true(w >= 0);
 	char *poison = malloc(b.layer_size[0]);
