@@ -473,6 +473,9 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 	if (archive_read_open_fd(a, layer_fd, LAYER_READ_BLOCK) != ARCHIVE_OK)
 		return fail_archive(&L, NULL, "opening layer");
 
+	uint64_t max_entries = LZ_LAYER_MAX_ENTRIES;
+	if (opts != NULL && opts->max_entries > 0 && opts->max_entries < max_entries)
+		max_entries = opts->max_entries;
 	for (;;) {
 		struct archive_entry *e;
 		int ar = archive_read_next_header(a, &e);
@@ -480,9 +483,9 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 			break;
 		if (ar != ARCHIVE_OK && !(ar == ARCHIVE_WARN && benign_warning(a)))
 			return fail_archive(&L, NULL, "reading entry header");
-		if (L.rep.entries >= LZ_LAYER_MAX_ENTRIES)
-			return lz_err_set(err, E2BIG, "layer: more than %u entries",
-					  LZ_LAYER_MAX_ENTRIES);
+		if (L.rep.entries >= max_entries)
+			return lz_err_set(err, E2BIG, "layer: more than %llu entries",
+					  (unsigned long long)max_entries);
 		L.rep.entries++;
 		int r = apply_entry(&L, e);
 		if (r < 0)

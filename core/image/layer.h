@@ -62,6 +62,9 @@ struct lz_layer_options {
 	/* Upper bound on regular-file content written by this layer; 0 means
 	 * no bound. Exceeding it fails the layer with -EFBIG. */
 	uint64_t max_regular_bytes;
+	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
+	 * one. Exceeding it fails the layer with -E2BIG. */
+	uint64_t max_entries;
 };
 
 struct lz_layer_report {

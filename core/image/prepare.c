@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "config/domain.h"
@@ -92,10 +93,42 @@ static void worker_progress(void *ctx, uint64_t bytes_done)
 	send_rec(w->progress_fd, REC_BYTES, w->layer, bytes_done, 0);
 }
 
+int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *err)
+{
+	struct statvfs sv;
+	if (fstatvfs(dir_fd, &sv) < 0)
+		return lz_err_set(err, errno, "the Storage Root's file system: %s", strerror(errno));
+	uint64_t unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+	uint64_t spare = sv.f_blocks / 20;
+	ret->bytes = sv.f_bavail > spare ? (sv.f_bavail - spare) * unit : 0;
+	uint64_t spare_inodes = sv.f_files / 20;
+	ret->entries = sv.f_files == 0 ? UINT64_MAX : sv.f_favail > spare_inodes ? sv.f_favail - spare_inodes : 0;
+	return 0;
+}
+
+/* The room layer i may take: what the budget leaves after the layers
+ * before it, and after the copy of its blob (oci.h). */
+static int layer_room(const struct lz_prepare_budget *b, uint64_t written, uint64_t entries, uint64_t blob,
+		      struct lz_layer_options *opts, struct lz_err *err)
+{
+	if (b->bytes <= written || b->bytes - written <= blob || b->entries <= entries)
+		return lz_err_set(err, ENOSPC,
+				  "the image needs more of the Storage Root's file system than it has free "
+				  "beyond a twentieth of it (%llu bytes and %llu files); free space there",
+				  (unsigned long long)b->bytes, (unsigned long long)b->entries);
+	opts->max_regular_bytes = b->bytes - written - blob;
+	opts->max_entries = b->entries - entries;
+	return 0;
+}
+
 static int worker_apply(void *argp, struct lz_err *err)
 {
 	struct worker_arg *w = argp;
-	uint64_t regular = 0, skipped = 0;
+	uint64_t regular = 0, skipped = 0, entries = 0;
+	struct lz_prepare_budget budget;
+	int r = lz_prepare_budget(w->rootfs_fd, &budget, err);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < w->image->n_layers; i++) {
 		const struct lz_oci_layer *layer = &w->image->layers[i];
 		struct lz_layer_report report;
@@ -103,13 +136,17 @@ static int worker_apply(void *argp, struct lz_err *err)
 		_cleanup_close_ int fd = -EBADF;
 		w->layer = (uint32_t)i + 1;
 		send_rec(w->progress_fd, REC_LAYER, w->layer, 0, 0);
-		/* the copy is an unnamed file beside the tree it fills */
-		int r = lz_oci_open_blob(w->layout_fd, layer, w->rootfs_fd, &fd, err);
-		if (r < 0)
+		if ((r = layer_room(&budget, regular, entries, layer->size, &opts, err)) < 0)
 			return r;
-		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) < 0)
+		/* the copy is an unnamed file beside the tree it fills */
+		if ((r = lz_oci_open_blob(w->layout_fd, layer, w->rootfs_fd, &fd, err)) < 0)
+			return r;
+		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) == -EFBIG)
+			return layer_room(&budget, UINT64_MAX, 0, 0, &opts, err); /* only the budget bounds content */
+		if (r < 0)
 			return lz_err_prefix(err, r, "layer %zu (%s): ", i + 1, layer->digest);
 		regular += report.regular_bytes;
+		entries += report.entries;
 		skipped += report.skipped_devices;
 		send_rec(w->progress_fd, REC_BYTES, w->layer, layer->size, 0);
 	}

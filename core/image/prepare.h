@@ -31,6 +31,17 @@
 #define LZ_PREPARE_FORMAT_VERSION 1
 #define LZ_ARTIFACT_ID_HEX 64
 
+/* What an image may still write on the file system of dir_fd (the
+ * Storage Root's): what it has free beyond a twentieth of its size, in
+ * bytes and in inodes (UINT64_MAX inodes on a file system that counts
+ * none). Measured before the first layer: an image's content, a
+ * decompression bomb's too, fails the preparation rather than fill the
+ * developer's file system. */
+struct lz_prepare_budget {
+	uint64_t bytes, entries;
+};
+int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *err);
+
 struct lz_prepare_progress {
 	uint32_t layer;    /* 1-based layer being applied; 0 before the first */
 	uint32_t n_layers;

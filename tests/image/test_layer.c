@@ -894,6 +894,21 @@ static void test_lz_layer_apply__max_regular_bytes(void **state)
 	assert_non_null(strstr(err.msg, "layer entry 'b'"));
 }
 
+/* The preparer's inode budget (prepare.h) bounds a layer below the
+ * constant one. */
+static void test_lz_layer_apply__max_entries(void **state)
+{
+	struct fixture *f = *state;
+	int fd = build(ENTS({ .path = "a", .data = "0" }, { .path = "b", .data = "1" }, { .path = "c", .data = "2" }),
+		       F_TAR);
+	struct lz_layer_options opts = { .max_entries = 2 };
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, NULL, &err), -E2BIG);
+	close(fd);
+	assert_non_null(strstr(err.msg, "more than 2 entries"));
+	assert_false(exists(f, "c"));
+}
+
 static void test_lz_layer_apply__too_many_entries(void **state)
 {
 	struct fixture *f = *state;
@@ -957,6 +972,7 @@ int main(void)
 		T(test_lz_layer_apply__bad_descriptors),
 		T(test_lz_layer_apply__progress_every_mib),
 		T(test_lz_layer_apply__max_regular_bytes),
+		T(test_lz_layer_apply__max_entries),
 		T(test_lz_layer_apply__too_many_entries),
 	};
 #undef T
