@@ -360,7 +360,7 @@ static int apply_entry(struct layer *L, struct archive_entry *e)
 	if (r < 0)
 		return r;
 	if (lz_layerwhiteout_is_marker(p.name))
-		return lz_layerwhiteout_apply(&L->created, &L->tree, &p, &L->rep);
+		return lz_layerwhiteout_apply(&L->created, &L->tree, &p, &L->rep, &L->tracked);
 
 	const char *link = archive_entry_hardlink(e);
 	unsigned type = archive_entry_filetype(e);

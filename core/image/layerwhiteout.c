@@ -11,7 +11,9 @@
  * - D/.wh.N removes D/N recursively when the layer has not written D/N or
  *   anything beneath it; otherwise a directory D/N is pruned and a
  *   non-directory written by this layer is kept.
- * Whiteout files and AUFS metadata (.wh..wh.*) are never materialised. */
+ * Whiteout files and AUFS metadata (.wh..wh.*) are never materialised.
+ * A directory is pruned once per layer: after it, only the layer's own
+ * entries are below it, so a later marker there or below prunes nothing. */
 #include "image/layerwhiteout.h"
 
 #include <errno.h>
@@ -49,13 +51,18 @@ static char **pathset_slot(char **slot, size_t cap, const char *p, size_t n)
 	}
 }
 
+static bool pathset_has(const struct lz_pathset *s, const char *path, size_t len)
+{
+	return s->cap > 0 && *pathset_slot(s->slot, s->cap, path, len) != NULL;
+}
+
 bool lz_layerwhiteout_wrote(const struct lz_layerwhiteout *w, const char *path, size_t len)
 {
-	return w->cap > 0 && *pathset_slot(w->slot, w->cap, path, len) != NULL;
+	return pathset_has(&w->created, path, len);
 }
 
 /* Returns 1 when added, 0 when already present, -ENOMEM. */
-static int pathset_add(struct lz_layerwhiteout *s, const char *p, size_t n)
+static int pathset_add(struct lz_pathset *s, const char *p, size_t n)
 {
 	if ((s->n + 1) * 2 > s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
@@ -80,24 +87,38 @@ static int pathset_add(struct lz_layerwhiteout *s, const char *p, size_t n)
 	return 1;
 }
 
+static void pathset_done(struct lz_pathset *s)
+{
+	for (size_t i = 0; i < s->cap; i++)
+		free(s->slot[i]);
+	free(s->slot);
+	*s = (struct lz_pathset){ 0 };
+}
+
 void lz_layerwhiteout_done(struct lz_layerwhiteout *w)
 {
-	for (size_t i = 0; i < w->cap; i++)
-		free(w->slot[i]);
-	free(w->slot);
-	*w = (struct lz_layerwhiteout){ 0 };
+	pathset_done(&w->created);
+	pathset_done(&w->pruned);
+}
+
+/* Charges path[0..len) to the bookkeeping budget. */
+static int charge(uint64_t *tracked, const char *path, size_t len, struct lz_err *err)
+{
+	*tracked += len + 1 + 2 * sizeof(char *);
+	if (*tracked > LZ_LAYER_MAX_TRACKED)
+		return lz_err_set(err, E2BIG, "layer entry '%s': more than %u bytes of paths", path,
+				  LZ_LAYER_MAX_TRACKED);
+	return 0;
 }
 
 int lz_layerwhiteout_mark(struct lz_layerwhiteout *w, const char *path, size_t len,
 			  uint64_t *tracked, struct lz_err *err)
 {
 	while (len > 0) {
-		*tracked += len + 1 + 2 * sizeof(char *);
-		if (*tracked > LZ_LAYER_MAX_TRACKED)
-			return lz_err_set(err, E2BIG,
-					  "layer entry '%s': more than %u bytes of paths", path,
-					  LZ_LAYER_MAX_TRACKED);
-		int r = pathset_add(w, path, len);
+		int r = charge(tracked, path, len, err);
+		if (r < 0)
+			return r;
+		r = pathset_add(&w->created, path, len);
 		if (r < 0)
 			return lz_err_set(err, -r, "layer entry '%s': out of memory", path);
 		if (r == 0)
@@ -122,17 +143,40 @@ static bool lower_keeps(const void *ctx, const char *path, size_t len)
 	return lz_layerwhiteout_wrote(ctx, path, len);
 }
 
-/* Removes the lower-layer content of the directory at path: every child not
- * in the created set; children in the set that are directories are pruned
- * in turn. A missing path is not an error. */
-static int prune_lower(const struct lz_layerwhiteout *w, const struct lz_layertree *t, char *path,
-		       size_t *len, const char *entry)
+/* Whether path[0..len) or a directory above it was pruned. */
+static bool pruned_at_or_above(const struct lz_pathset *pruned, const char *path, size_t len)
 {
-	return lz_layertree_prune(t, path, len, entry, lower_keeps, w);
+	for (;;) {
+		if (pathset_has(pruned, path, len))
+			return true;
+		if (len == 0)
+			return false; /* "" is the root */
+		while (len > 0 && path[len - 1] != '/')
+			len--;
+		if (len > 0)
+			len--;
+	}
 }
 
-int lz_layerwhiteout_apply(const struct lz_layerwhiteout *w, const struct lz_layertree *t,
-			   const struct lz_layerpath *p, struct lz_layer_report *rep)
+/* Removes the lower-layer content of the directory at path: every child not
+ * in the created set; children in the set that are directories are pruned
+ * in turn. A missing path is not an error. Once per directory and layer
+ * (lz_layerwhiteout). */
+static int prune_lower(struct lz_layerwhiteout *w, const struct lz_layertree *t, char *path, size_t *len,
+		       const char *entry, uint64_t *tracked)
+{
+	if (pruned_at_or_above(&w->pruned, path, *len))
+		return 0;
+	int r = lz_layertree_prune(t, path, len, entry, lower_keeps, w);
+	if (r < 0 || (r = charge(tracked, entry, *len, t->err)) < 0)
+		return r;
+	if ((r = pathset_add(&w->pruned, path, *len)) < 0)
+		return lz_err_set(t->err, -r, "layer entry '%s': out of memory", entry);
+	return 0;
+}
+
+int lz_layerwhiteout_apply(struct lz_layerwhiteout *w, const struct lz_layertree *t, const struct lz_layerpath *p,
+			   struct lz_layer_report *rep, uint64_t *tracked)
 {
 	bool opaque = strcmp(p->name, WH_OPAQUE) == 0;
 	if (!opaque && strncmp(p->name, WH_META, WH_META_LEN) == 0)
@@ -153,13 +197,13 @@ int lz_layerwhiteout_apply(const struct lz_layerwhiteout *w, const struct lz_lay
 	size_t len = strlen(p->parent);
 	memcpy(buf, p->parent, len + 1);
 	if (opaque)
-		return prune_lower(w, t, buf, &len, p->full);
+		return prune_lower(w, t, buf, &len, p->full, tracked);
 	if (lz_layerpath_push(buf, &len, target) < 0)
 		return lz_layerpath_fail(t->err, ENAMETOOLONG, p->full, "remove", p->full);
 	if (!lz_layerwhiteout_wrote(w, buf, len))
 		return lz_layertree_remove(t, pfd, target, buf, &len, p->full);
 	struct stat st;
 	if (fstatat(pfd, target, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-		return prune_lower(w, t, buf, &len, p->full);
+		return prune_lower(w, t, buf, &len, p->full, tracked);
 	return 0; /* written by this layer: a whiteout hides lower layers only */
 }

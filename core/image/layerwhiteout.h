@@ -27,12 +27,23 @@
 #include "image/layertree.h"
 #include "util/err.h"
 
-/* The created set of one layer. Zero-initialised is empty; owned strings,
- * released by lz_layerwhiteout_done. */
-struct lz_layerwhiteout {
-	char **slot; /* open addressing (FNV-1a, linear probing) */
-	size_t cap;  /* power of two, or 0 */
+/* A set of paths: open addressing (FNV-1a, linear probing), owned
+ * strings. */
+struct lz_pathset {
+	char **slot;
+	size_t cap; /* power of two, or 0 */
 	size_t n;
+};
+
+/* One layer's bookkeeping. Zero-initialised is empty; released by
+ * lz_layerwhiteout_done. */
+struct lz_layerwhiteout {
+	struct lz_pathset created; /* what it wrote, and their ancestors */
+	/* Directories its whiteouts pruned: below one, only its own entries
+	 * are left, so a marker repeated there (or below) prunes nothing and
+	 * is not walked again (a layer of one directory's opaque marker
+	 * repeated would otherwise walk it each time: quadratic). */
+	struct lz_pathset pruned;
 };
 
 void lz_layerwhiteout_done(struct lz_layerwhiteout *w);
@@ -53,9 +64,11 @@ bool lz_layerwhiteout_wrote(const struct lz_layerwhiteout *w, const char *path, 
 
 /* Applies the whiteout entry p (its name is a marker) to the tree beneath
  * t's root and counts it in rep->whiteouts (AUFS metadata is not counted).
- * A missing parent hides nothing. -EINVAL for a whiteout that names no
- * entry ("", "." or ".."), otherwise as the removal fails. */
-int lz_layerwhiteout_apply(const struct lz_layerwhiteout *w, const struct lz_layertree *t,
-			   const struct lz_layerpath *p, struct lz_layer_report *rep);
+ * A directory it prunes is remembered, charged to *tracked as marked paths
+ * are. A missing parent hides nothing. -EINVAL for a whiteout that names no
+ * entry ("", "." or ".."), -E2BIG beyond the bookkeeping budget, otherwise
+ * as the removal fails. */
+int lz_layerwhiteout_apply(struct lz_layerwhiteout *w, const struct lz_layertree *t, const struct lz_layerpath *p,
+			   struct lz_layer_report *rep, uint64_t *tracked);
 
 #endif

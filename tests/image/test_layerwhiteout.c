@@ -44,7 +44,7 @@ static void test_lz_layerwhiteout_mark__adds_ancestors(void **state)
 	uint64_t tracked = 0;
 	assert_false(lz_layerwhiteout_wrote(&w, "a", 1)); /* empty set */
 	assert_int_equal(lz_layerwhiteout_mark(&w, "a/b/c", 5, &tracked, &err), 0);
-	assert_int_equal(w.n, 3);
+	assert_int_equal(w.created.n, 3);
 	assert_true(lz_layerwhiteout_wrote(&w, "a", 1));
 	assert_true(lz_layerwhiteout_wrote(&w, "a/b", 3));
 	assert_true(lz_layerwhiteout_wrote(&w, "a/b/c", 5));
@@ -58,15 +58,15 @@ static void test_lz_layerwhiteout_mark__adds_ancestors(void **state)
 
 	/* A sibling adds itself only: its ancestors are present. */
 	assert_int_equal(lz_layerwhiteout_mark(&w, "a/b/d", 5, &tracked, &err), 0);
-	assert_int_equal(w.n, 4);
+	assert_int_equal(w.created.n, 4);
 	/* The root ("") is never marked. */
 	assert_int_equal(lz_layerwhiteout_mark(&w, "", 0, &tracked, &err), 0);
-	assert_int_equal(w.n, 4);
+	assert_int_equal(w.created.n, 4);
 
 	lz_layerwhiteout_done(&w);
-	assert_null(w.slot);
-	assert_int_equal(w.cap, 0);
-	assert_int_equal(w.n, 0);
+	assert_null(w.created.slot);
+	assert_int_equal(w.created.cap, 0);
+	assert_int_equal(w.created.n, 0);
 	lz_layerwhiteout_done(&w); /* idempotent */
 }
 
@@ -81,9 +81,9 @@ static void test_lz_layerwhiteout_mark__grows(void **state)
 		int n = snprintf(p, sizeof(p), "d/%d", i);
 		assert_int_equal(lz_layerwhiteout_mark(&w, p, (size_t)n, &tracked, &err), 0);
 	}
-	assert_int_equal(w.n, 5001);
-	assert_true(w.cap >= 2 * w.n);
-	assert_int_equal(w.cap & (w.cap - 1), 0); /* power of two */
+	assert_int_equal(w.created.n, 5001);
+	assert_true(w.created.cap >= 2 * w.created.n);
+	assert_int_equal(w.created.cap & (w.created.cap - 1), 0); /* power of two */
 	for (int i = 0; i < 5000; i++) {
 		int n = snprintf(p, sizeof(p), "d/%d", i);
 		assert_true(lz_layerwhiteout_wrote(&w, p, (size_t)n));
@@ -102,7 +102,7 @@ static void test_lz_layerwhiteout_mark__budget_e2big(void **state)
 	assert_int_equal(lz_layerwhiteout_mark(&w, "abc", 3, &tracked, &err), -E2BIG);
 	assert_int_equal(err.code, E2BIG);
 	assert_string_equal(err.msg, "layer entry 'abc': more than 268435456 bytes of paths");
-	assert_int_equal(w.n, 0);
+	assert_int_equal(w.created.n, 0);
 	lz_layerwhiteout_done(&w);
 }
 
@@ -174,7 +174,7 @@ static int whiteout(struct fixture *f, const char *entry)
 	struct lz_layerpath p;
 	assert_int_equal(lz_layerpath_parse(entry, strlen(entry), &p, &f->err), 0);
 	assert_true(lz_layerwhiteout_is_marker(p.name));
-	return lz_layerwhiteout_apply(&f->w, &f->t, &p, &f->rep);
+	return lz_layerwhiteout_apply(&f->w, &f->t, &p, &f->rep, &f->tracked);
 }
 
 static bool exists(struct fixture *f, const char *rel)
@@ -264,6 +264,35 @@ static void test_lz_layerwhiteout_apply__opaque(void **state)
 	assert_int_equal(f->rep.whiteouts, 2);
 }
 
+/* A directory is pruned once per layer: below it only the layer's own
+ * entries are left, so a marker repeated there or below walks nothing
+ * (hundreds of thousands of markers over one large directory would walk
+ * it each time). Seen here through a file no layer entry could have put
+ * there after the first prune: the repeated markers leave it. */
+static void test_lz_layerwhiteout_apply__a_directory_is_pruned_once(void **state)
+{
+	struct fixture *f = *state;
+	dir(f, "o");
+	dir(f, "o/b");
+	file(f, "o/a");
+	mark(f, "o/b");
+	assert_int_equal(whiteout(f, "o/.wh..wh..opq"), 0);
+	assert_false(exists(f, "o/a"));
+	file(f, "o/late");
+	file(f, "o/b/late");
+	assert_int_equal(whiteout(f, "o/.wh..wh..opq"), 0);
+	assert_int_equal(whiteout(f, "o/b/.wh..wh..opq"), 0);
+	assert_int_equal(whiteout(f, "o/.wh.b"), 0); /* written by the layer: pruned, once */
+	assert_true(exists(f, "o/late"));
+	assert_true(exists(f, "o/b/late"));
+	assert_int_equal(f->rep.whiteouts, 4);
+	/* another directory is pruned as before */
+	dir(f, "p");
+	file(f, "p/a");
+	assert_int_equal(whiteout(f, "p/.wh..wh..opq"), 0);
+	assert_false(exists(f, "p/a"));
+}
+
 static void test_lz_layerwhiteout_apply__aufs_metadata_hides_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -305,6 +334,7 @@ int main(void)
 		T(test_lz_layerwhiteout_apply__removes_lower),
 		T(test_lz_layerwhiteout_apply__spares_same_layer),
 		T(test_lz_layerwhiteout_apply__opaque),
+		T(test_lz_layerwhiteout_apply__a_directory_is_pruned_once),
 		T(test_lz_layerwhiteout_apply__aufs_metadata_hides_nothing),
 		T(test_lz_layerwhiteout_apply__refusals),
 	};
