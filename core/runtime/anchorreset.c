@@ -62,10 +62,10 @@ static bool has_anchor(int anchors, const char *path)
 	       faccessat(anchors, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-static bool is_persistent(const struct lz_anchor_reset *a, const char *path)
+static bool in_list(const char *const *v, size_t n, const char *path)
 {
-	for (size_t i = 0; i < a->n_persistent; i++)
-		if (strcmp(a->persistent[i], path) == 0)
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i], path) == 0)
 			return true;
 	return false;
 }
@@ -91,12 +91,13 @@ int lz_anchor_reset_plan(const struct lz_anchor_reset *a, const char *const *pat
 			}
 			memcpy(path, paths[i], len);
 			path[len] = '\0';
-			if (!is_persistent(a, path))
+			if (!in_list((const char *const *)a->persistent, a->n_persistent, path))
 				r = lz_err_set(err, EINVAL,
 					       "%s is not a persistent directory of this profile (a reset takes one of "
 					       "its persistent_dirs, or --all)",
 					       path);
-			else if (has_anchor(anchors, path) && (r = push(&v, &k, path)) < 0)
+			else if (has_anchor(anchors, path) && !in_list((const char *const *)v, k, path) && /* named twice */
+				 (r = push(&v, &k, path)) < 0)
 				r = lz_err_set(err, ENOMEM, "out of memory");
 		}
 	} else if (anchors >= 0) {

@@ -161,7 +161,8 @@ test_reset_one_directory_keeps_the_others() {
 	mark_state
 	assert_eq "usr
 etc" "$(marks)"
-	capture lz state reset --profile test /usr --yes
+	# Named twice (the second with a trailing slash): reset once.
+	capture lz state reset --profile test /usr /usr/ --yes
 	assert_eq 0 "$STATUS" "$ERR"
 	assert_contains "$ERR" "Domain     $(basename "$(domain_dir)")"
 	assert_contains "$ERR" "    /usr"
