@@ -100,8 +100,10 @@ struct lz_ignoreclass_inputs {
 /* Builds a snapshot from the worktree's index, .gitignore files,
  * info/exclude of the common directory and the global excludes file.
  * In a workspace that is not a Git repository (no upward search) nothing
- * outside nested repositories is ignored; a bare one classifies
- * everything HOST. -EIO when libgit2 cannot read the
+ * outside nested repositories is ignored; a bare one (the workspace is
+ * the Git directory, or its .git file points to one) is classified the
+ * same way (its linked worktrees by their own rules) and its Git
+ * directory guarded. -EIO when libgit2 cannot read the
  * repository or its index, -EFBIG for an ignore file over 4 MiB, -E2BIG
  * past the snapshot's limits (4M nodes, 1M patterns), other -errno from
  * the file system; *ret untouched on failure. */
@@ -123,7 +125,8 @@ int lz_ignoreclass_route(const lz_ignoreclass *snap, const char *path, size_t le
  * "Git control files"), for every Git directory G known at build (each
  * repository's Git and common directory inside the workspace, linked
  * worktrees' administrative directories, submodules' Git directories, bare
- * repositories found in the tree):
+ * repositories found in the tree, and a bare workspace's, the workspace
+ * root itself when it is one):
  *   CONTROL  G/config, G/config.worktree, G/commondir, G/gitdir, all of G/hooks,
  *            anything under G/modules or G/worktrees that is not a known Git
  *            directory's, a repository root's `.git` file, the files named

@@ -40,7 +40,9 @@ int ic_text_add(lz_ignoreclass *s, const uint8_t *b, size_t n, uint32_t *ret_off
 {
 	if (s->n_text + n > TEXT_MAX)
 		return -E2BIG;
-	if (s->n_text + n > s->cap_text) {
+	/* Allocated even for no bytes (a bare workspace's root guard): the
+	 * text's offsets are compared with memcmp, never on NULL. */
+	if (s->n_text + n > s->cap_text || s->text == NULL) {
 		size_t nc = s->cap_text ? s->cap_text : 4096;
 		while (nc < s->n_text + n)
 			nc *= 2;
@@ -678,8 +680,20 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 	int r = git_repository_open_ext(&g, proc, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
 	if (r < 0 && r != GIT_ENOTFOUND)
 		return git_fail(b->err, "open repository", proc);
-	if (g != NULL && git_repository_is_bare(g))
-		return 0;
+	if (g != NULL && git_repository_is_bare(g)) {
+		/* A bare workspace (the workspace is the Git directory, or its
+		 * .git file points to one inside with linked worktrees beside
+		 * it): no path is its worktree's, so it is classified as a
+		 * workspace that is not a repository (the walk finds the linked
+		 * worktrees and nested repositories), but host Git opens it from
+		 * anywhere inside: its control files are guarded like any
+		 * known Git directory's (docs/threat-model.md). */
+		if ((r = ic_guard_repo(s, g, b->ws_fd, b->ws_real, "", 0)) < 0)
+			return r == -EIO ? git_fail(b->err, "read configuration of", git_repository_path(g))
+					 : lz_err_set(b->err, -r, "ignoreclass: guards of '%s'",
+						      git_repository_path(g));
+		git_repository_free(TAKE_PTR(g));
+	}
 	s->is_repo = g != NULL;
 
 	if (in->global_excludes != NULL) {

@@ -76,12 +76,14 @@ static bool near_known(const lz_ignoreclass *s, const uint8_t *p, size_t len, si
 	return false;
 }
 
-/* G/modules/<x> or G/worktrees/<x> ...: the area's end, or 0. */
+/* G/modules/<x> or G/worktrees/<x> ...: the area's end, or 0. G may be
+ * the workspace root (gitdir_len 0: a bare workspace). */
 static size_t admin_area(const uint8_t *p, size_t len, size_t gitdir_len)
 {
-	if (len <= gitdir_len + 1)
+	size_t s = gitdir_len ? gitdir_len + 1 : 0;
+	if (len <= s)
 		return 0;
-	size_t s = gitdir_len + 1, e = comp_end(p, len, s);
+	size_t e = comp_end(p, len, s);
 	if (e == len || !(comp_is(p + s, e - s, "modules") || comp_is(p + s, e - s, "worktrees")))
 		return 0;
 	return e;
@@ -360,8 +362,6 @@ bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, 
 		return false;
 	while (al > wl && abs[al - 1] == '/')
 		al--;
-	if (al <= wl)
-		return false;
 	*ret_rel = abs + wl;
 	*ret_len = al - wl;
 	return true;
@@ -394,7 +394,7 @@ int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *w
 		return r;
 
 	/* Linked worktrees' administrative directories (C/worktrees/<x>). */
-	if (rel != NULL && (k = snprintf(p, sizeof(p), "%.*s/worktrees", (int)rl, rel)) > 0 &&
+	if (rel != NULL && (k = snprintf(p, sizeof(p), "%.*s%sworktrees", (int)rl, rel, rl ? "/" : "")) > 0 &&
 	    (size_t)k < sizeof(p)) {
 		int fd = lz_openat2(ws_fd, p, O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
 		DIR *d = fd < 0 ? NULL : fdopendir(fd);

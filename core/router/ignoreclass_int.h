@@ -133,8 +133,9 @@ int ic_query_check(const lz_ignoreclass *s, const void *ret, const char *path, s
  * G/worktrees away from every known Git directory there: ISOLATED. */
 bool ic_guard_isolates(const lz_ignoreclass *s, const uint8_t *path, size_t len, size_t gitdir_end);
 /* The part of abs (a path libgit2 gives, beneath ws_real, which ends in
- * '/') inside the workspace, without trailing '/': false when abs lies
- * outside or is the workspace itself. */
+ * '/') inside the workspace, without trailing '/' ("" for the workspace
+ * itself: a bare workspace's Git directory): false when abs lies
+ * outside. */
 bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, size_t *ret_len);
 /* Lexically normalizes the absolute path abs in place ("." and empty
  * components vanish, ".." drops one), as Git joins configured paths

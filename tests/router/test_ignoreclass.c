@@ -1093,7 +1093,7 @@ static void test_build__not_a_repository(void **state)
 
 static const char *guard_name(enum lz_guard g)
 {
-	return g == LZ_GUARD_CONTROL ? "CONTROL" : g == LZ_GUARD_HOLDS ? "HOLDS" : "NONE";
+	return g == LZ_GUARD_CONTROL ? "CONTROL" : g == LZ_GUARD_HOLDS ? "HOLDS" : g == LZ_GUARD_GITDATA ? "GITDATA" : "NONE";
 }
 
 #define ASSERT_GUARD(s, path, is_dir, want)                                                   \
@@ -1215,6 +1215,64 @@ static void test_guard__git_control_files(void **state)
 	assert_int_equal(lz_ignoreclass_guard(s, "a//b", 4, false, &g), -EINVAL);
 	assert_int_equal(lz_ignoreclass_guard(s, ".git/../x", 9, false, &g), -EINVAL);
 	lz_ignoreclass_unref(s);
+}
+
+/* A bare workspace is a known Git directory like any other (host Git
+ * opens it from anywhere inside): the workspace that is a bare repository
+ * (its Git directory is the root), and the "bare + worktrees" container
+ * (.bare, a .git file pointing to it, a linked worktree beside it), whose
+ * worktree is classified by its own rules. */
+static void test_guard__bare_workspaces(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	GIT(f, "", "init", "-q", "--bare", "bare");
+	lz_ignoreclass *s = snap_at(f, "bare", NULL, -1);
+	ASSERT_GUARD(s, "", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "commondir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "hooks", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "hooks/pre-receive", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "objects/info/alternates", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "objects/info", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "worktrees/new", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "modules/new/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "HEAD", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, "refs/heads/main", false, LZ_GUARD_GITDATA);
+	ASSERT_ROUTE(s, "config", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "objects", true, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+
+	repo(f, "src");
+	put(f, "src/.gitignore", "*.o\n");
+	put(f, "src/a.c", "a");
+	GIT(f, "src", "add", ".");
+	GIT(f, "src", "commit", "-q", "-m", "a");
+	mkdirs(f, "box");
+	GIT(f, "box", "clone", "-q", "--bare", "../src", ".bare");
+	put(f, "box/.git", "gitdir: ./.bare\n");
+	GIT(f, "box", "worktree", "add", "-q", "main");
+	s = snap_at(f, "box", NULL, -1);
+	ASSERT_GUARD(s, ".bare", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".bare/config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".bare/commondir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".bare/hooks/post-checkout", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".bare/objects/info/alternates", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".bare/worktrees/main", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, ".bare/worktrees/main/commondir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".bare/worktrees/main/gitdir", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".bare/worktrees/main/HEAD", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, ".bare/worktrees/other", true, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, ".git", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "main", true, LZ_GUARD_HOLDS);
+	ASSERT_GUARD(s, "main/.git", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "main/a.c", false, LZ_GUARD_NONE);
+	ASSERT_ROUTE(s, "main/a.c", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "main/x.o", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "main/.git", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, ".bare/config", false, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+	parity(f, "box/main", NULL, NULL);
 }
 
 static void test_route__repositories_made_inside_stay_inside(void **state)
@@ -1598,6 +1656,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard__bare_workspaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_root__the_worktree_each_index_governs, setup, teardown),
 		cmocka_unit_test(test_gitlib_load__holds_one_initialisation),
 		cmocka_unit_test_setup_teardown(test_route__editor_configuration, setup, teardown),
