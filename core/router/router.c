@@ -106,6 +106,7 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 	pthread_mutex_init(&r->publish_lock, NULL);
 	pthread_mutex_init(&r->gitdir_lock, NULL);
 	pthread_mutex_init(&r->made_lock, NULL);
+	pthread_mutex_init(&r->lockname_lock, NULL);
 
 	const int in[2] = { host_fd, isolated_fd };
 	static const char *const label[2] = { "host", "isolated" };
@@ -142,6 +143,7 @@ void lz_router_free(lz_router *r)
 	pthread_mutex_destroy(&r->publish_lock);
 	pthread_mutex_destroy(&r->gitdir_lock);
 	pthread_mutex_destroy(&r->made_lock);
+	pthread_mutex_destroy(&r->lockname_lock);
 	free(r);
 }
 

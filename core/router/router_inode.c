@@ -615,11 +615,14 @@ int rt_route(struct lz_router *r, const char *path, size_t len, bool is_dir, enu
 	return 0;
 }
 
-/* Makes the missing directories of path in backing b; returns an O_PATH
- * descriptor of the last. Each component is created then opened with
- * openat2 confined, so a symlink or non-directory in the way fails
- * (ENOTDIR/ELOOP) instead of being followed. */
-static int make_dirs(struct lz_router *r, enum rt_backing b, const char *path)
+/* Makes the missing directories of path in the isolated backing (the
+ * sandbox's own: no policy applies there); returns an O_PATH descriptor
+ * of the last. Each component is created then opened with openat2
+ * confined, so a symlink or non-directory in the way fails
+ * (ENOTDIR/ELOOP) instead of being followed. Never the host backing: a
+ * host directory is made only by mkdir, under the policy
+ * (router_policy.c). */
+static int make_dirs(struct lz_router *r, const char *path)
 {
 	_cleanup_close_ int cur = -EBADF;
 	char comp[NAME_MAX + 1];
@@ -631,7 +634,7 @@ static int make_dirs(struct lz_router *r, enum rt_backing b, const char *path)
 			return -EINVAL;
 		memcpy(comp, p, n);
 		comp[n] = '\0';
-		int dfd = cur >= 0 ? cur : r->root_fd[b];
+		int dfd = cur >= 0 ? cur : r->root_fd[RT_ISOLATED];
 		if (mkdirat(dfd, comp, 0755) < 0 && errno != EEXIST)
 			return -errno;
 		int nfd = lz_openat2(dfd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
@@ -650,6 +653,16 @@ int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool
 {
 	if (d->backing == b)
 		return rt_inode_fd(r, d);
+	/* Within one snapshot what lies below an isolated directory is
+	 * isolated (Git re-includes nothing below an ignored directory), so
+	 * a host-routed entry made in an isolated directory means d is a
+	 * stale inode the kernel held across a publish. Making the host side
+	 * here would make host directories no policy checked (HEAD and
+	 * objects on the host, refs made through a held isolated refs/: a
+	 * bare repository host Git enters); a new lookup finds the host's
+	 * own directory. */
+	if (create && b == RT_HOST)
+		return -ESTALE;
 	char path[PATH_MAX];
 	size_t len;
 	int rc = rt_dir_path(r, d, path, sizeof(path), &len);
@@ -661,7 +674,7 @@ int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool
 	}
 	int fd = lz_openat2(r->root_fd[b], path, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
 	if (fd < 0 && errno == ENOENT && create)
-		fd = make_dirs(r, b, path);
+		fd = make_dirs(r, path);
 	else if (fd < 0)
 		fd = -errno;
 	if (fd == -ELOOP || fd == -EXDEV)

@@ -38,9 +38,13 @@
  * other route live in the other backing at P as well (the "other side",
  * opened by path from that backing's root with openat2 confined, never
  * cached, so a rename or a planted symlink cannot make it stale or
- * escape). Creating a child whose route differs from its parent's creates
- * the missing directories of P in the child's backing (mode 0755, like
- * mkdir -p).
+ * escape). Creating an isolated child of a host directory creates the
+ * missing directories of P in the isolated backing (mode 0755, like
+ * mkdir -p). The converse never happens within one snapshot (below an
+ * isolated directory all is isolated), so creating a host-routed child of
+ * an isolated directory, an inode the kernel held across a publish, is
+ * ESTALE: the router never makes a host directory the policy did not
+ * check.
  *
  * Lock order (outer first; never take an earlier one while holding a
  * later one):
@@ -50,6 +54,11 @@
  *                  operation (classification plus its backing syscalls),
  *                  so every operation sees exactly one classifier. Write:
  *                  publish's swap.
+ *  1a. lockname_lock mutex. Taken with snap_lock held (read) around the
+ *                  check of the object at a control file's lock name and
+ *                  the unlink or rename that takes it away
+ *                  (rt_policy_lock_take); any later lock may be taken
+ *                  while it is held.
  *   2. tree_lock   rwlock. Read: walking parent/name chains. Write:
  *                  changing a directory's parent or name (rename, a
  *                  lookup that finds a directory moved behind our back).
@@ -156,6 +165,9 @@ struct lz_router {
 	/* Held around the check and the making of a Git directory's marker
 	 * name (rt_policy_new), so two makers cannot both pass the check. */
 	pthread_mutex_t gitdir_lock;
+	/* Makes the check of a lock name's object and its removal one step
+	 * for every remover (rt_policy_lock_take). */
+	pthread_mutex_t lockname_lock;
 	/* The lock files of control files the sandbox made (rt_policy_lock_*),
 	 * the oldest replaced first; made_lock is taken with nothing after it. */
 	pthread_mutex_t made_lock;
@@ -229,7 +241,8 @@ int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *pa
 int rt_route(struct lz_router *r, const char *path, size_t len, bool is_dir, enum lz_route *ret);
 /* An owned directory descriptor of backing b for directory d: d's own
  * object or the other side opened by path. With create, missing
- * directories are made. -ENOENT when absent. */
+ * isolated directories are made, and the host side of an isolated d is
+ * -ESTALE (see "Paths"). -ENOENT when absent. */
 int rt_side_dir(struct lz_router *r, struct rt_inode *d, enum rt_backing b, bool create);
 /* Resolves name in directory d under the current route: the backing
  * whose entry is visible, an O_PATH fd of it and its stat. -ENOENT for a
@@ -286,6 +299,14 @@ void rt_policy_lock_made(struct lz_router *r, int fd);
  * one the sandbox made (host Git's, between its write and its rename):
  * it is not written, truncated, removed, replaced, moved or linked. */
 int rt_policy_lock_owned(struct lz_router *r, const char *path, size_t len, int fd);
+/* Before an unlink or rename that takes the object at dfd/name (path)
+ * away: when path is a control file's lock, takes lockname_lock (*held;
+ * the caller releases it with rt_policy_lock_release after the system
+ * call) and checks, under it, that the object now at the name is fd's
+ * and one the sandbox made: -EPERM otherwise. */
+int rt_policy_lock_take(struct lz_router *r, const char *path, size_t len, int dfd, const char *name,
+			int fd, bool *held);
+void rt_policy_lock_release(struct lz_router *r, bool held);
 
 /* router_ops.c */
 extern const struct fuse_lowlevel_ops rt_ops;

@@ -519,8 +519,6 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 		rc = rt_child_path(r, d, name, path, sizeof(path), &len);
 	if (rc == 0 && b == RT_HOST)
 		rc = rt_policy_remove(r, path, len, dir);
-	if (rc == 0 && b == RT_HOST && !dir)
-		rc = rt_policy_lock_owned(r, path, len, fd);
 	if (rc == 0 && dir) {
 		/* Entries the other side shows make the merged directory
 		 * non-empty; hidden ones are retained and do not count. */
@@ -531,8 +529,14 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 	}
 	if (rc == 0 && (dfd = rt_side_dir(r, d, b, false)) < 0)
 		rc = dfd;
+	/* A control file's lock: only the sandbox's own, checked at the name
+	 * and unlinked in one step (router_policy.c). */
+	bool held = false;
+	if (rc == 0 && b == RT_HOST && !dir)
+		rc = rt_policy_lock_take(r, path, len, dfd, name, fd, &held);
 	if (rc == 0 && unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0) < 0)
 		rc = -errno;
+	rt_policy_lock_release(r, held);
 	if (rc == 0)
 		rt_inode_unname(r, b, &st, d, name, TAKE_FD(fd));
 	rt_unlock_snap(r);
@@ -564,6 +568,31 @@ static int check_dir_move(struct lz_router *r, struct rt_inode *d, const char *n
 	if (rc == 0)
 		rc = rt_other_side_visible(r, b, path, len, &visible);
 	return rc < 0 ? rc : visible ? -EXDEV : 0;
+}
+
+/* The lock-name rules of a host rename (router_policy.c): no exchange
+ * with a lock name; a rename onto one never replaces (RENAME_NOREPLACE
+ * added to *flags) and brings no object that has another name. 1 when
+ * the destination is a lock name, 0 when not, or -errno. */
+static int rename_lock_names(struct lz_router *r, const char *spath, size_t slen, const char *dpath,
+			     size_t dlen, int sfd, unsigned *flags)
+{
+	int dlock = rt_policy_is_lock(r, dpath, dlen);
+	if (dlock < 0)
+		return dlock;
+	if (*flags & RENAME_EXCHANGE) {
+		int slock = rt_policy_is_lock(r, spath, slen);
+		return slock < 0 ? slock : dlock || slock ? -EPERM : 0;
+	}
+	if (dlock == 0)
+		return 0;
+	struct stat st;
+	if (fstat(sfd, &st) < 0)
+		return -errno;
+	if (st.st_nlink > 1)
+		return -EPERM;
+	*flags |= RENAME_NOREPLACE;
+	return 1;
 }
 
 static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, struct rt_inode *nd,
@@ -598,8 +627,7 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		/* the other object leaves the destination and arrives at the source */
 		if (sb == RT_HOST && ((rc = rt_policy_remove(r, dpath, dlen, S_ISDIR(xst.st_mode))) < 0 ||
 				      (rc = rt_policy_remove(r, spath, slen, S_ISDIR(xst.st_mode))) < 0 ||
-				      (rc = rt_policy_move_in(r, dpath, dlen, spath, slen, xst.st_mode)) < 0 ||
-				      (rc = rt_policy_lock_owned(r, dpath, dlen, xfd)) < 0))
+				      (rc = rt_policy_move_in(r, dpath, dlen, spath, slen, xst.st_mode)) < 0))
 			return rc;
 	}
 	/* Nothing guarded leaves, and nothing arrives where the guard would
@@ -621,8 +649,13 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		if ((ddfd = rt_side_dir(r, nd, sb, false)) < 0 ||
 		    (sdfd = rt_side_dir(r, d, sb, false)) < 0 || !rt_policy_unchanged(r, sfd, ddfd, newname))
 			return rc;
-		if (unlinkat(sdfd, name, 0) < 0)
-			return -errno;
+		bool held = false;
+		if ((rc = rt_policy_lock_take(r, spath, slen, sdfd, name, sfd, &held)) == 0 &&
+		    unlinkat(sdfd, name, 0) < 0)
+			rc = -errno;
+		rt_policy_lock_release(r, held);
+		if (rc < 0)
+			return rc;
 		rt_inode_unname(r, sb, &sst, d, name, TAKE_FD(sfd));
 		return 0;
 	}
@@ -636,40 +669,42 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		return sdfd;
 	if ((ddfd = rt_side_dir(r, nd, sb, true)) < 0)
 		return ddfd;
-	bool locked = false;
 	if ((rc = rt_policy_name(sst.st_mode, newname)) < 0 ||
 	    ((flags & RENAME_EXCHANGE) && (rc = rt_policy_name(xst.st_mode, name)) < 0))
 		return rc;
-	if (sb == RT_HOST && ((rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
+	/* Lock names (router_policy.c): what arrives at one is the sandbox's,
+	 * and nothing replaces one; the sandbox's own leaves checked at the
+	 * name in the same step as the rename. */
+	unsigned fl = flags;
+	int dlock = 0;
+	bool held = false, locked = false;
+	if (sb == RT_HOST && ((rc = dlock = rename_lock_names(r, spath, slen, dpath, dlen, sfd, &fl)) < 0 ||
+			      (!(flags & RENAME_EXCHANGE) &&
+			       (rc = rt_policy_lock_take(r, spath, slen, sdfd, name, sfd, &held)) < 0) ||
+			      (rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
 			      (rc = rt_policy_new(r, dpath, dlen, sdir, !sdir && !S_ISREG(sst.st_mode), ddfd, newname,
-						  &locked)) < 0))
+						  &locked)) < 0)) {
+		rt_policy_lock_release(r, held);
 		return rc;
+	}
 	/* The object a plain rename replaces loses its name: held for
 	 * rt_inode_unname (the kernel may still have it open). */
 	struct stat rst;
 	_cleanup_close_ int rfd = -EBADF;
-	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
+	if (!(fl & (RENAME_EXCHANGE | RENAME_NOREPLACE))) {
 		rfd = rt_openat(r, ddfd, newname, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 		if (rfd >= 0 && fstat(rfd, &rst) < 0)
 			lz_close_fdp(&rfd);
 	}
-	/* host Git's lock is not replaced; what arrives at a lock name is
-	 * the sandbox's */
-	int dlock = 0, slock = 0;
-	if (sb == RT_HOST && ((rfd >= 0 && (rc = rt_policy_lock_owned(r, dpath, dlen, rfd)) < 0) ||
-			      (rc = dlock = rt_policy_is_lock(r, dpath, dlen)) < 0 ||
-			      ((flags & RENAME_EXCHANGE) && (rc = slock = rt_policy_is_lock(r, spath, slen)) < 0))) {
-		rt_policy_done(r, locked);
-		return rc;
-	}
-	rc = renameat2(sdfd, name, ddfd, newname, flags) < 0 ? -errno : 0;
+	rc = renameat2(sdfd, name, ddfd, newname, fl) < 0 ? -errno : 0;
 	rt_policy_done(r, locked);
+	rt_policy_lock_release(r, held);
+	if (rc == -EEXIST && dlock == 1 && !(flags & RENAME_NOREPLACE))
+		return -EPERM; /* a plain rename refused, as for host Git's lock */
 	if (rc < 0)
 		return rc;
 	if (dlock == 1)
 		rt_policy_lock_made(r, sfd);
-	if (slock == 1)
-		rt_policy_lock_made(r, xfd);
 	if (rfd >= 0 && !(rst.st_dev == sst.st_dev && rst.st_ino == sst.st_ino))
 		rt_inode_unname(r, sb, &rst, nd, newname, TAKE_FD(rfd));
 	/* Re-link the moved objects (obtain follows an object found under
@@ -732,15 +767,17 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	int lock = 0;
 	if (rc == 0)
 		rc = rt_policy_name(i->type, newname);
+	/* A lock name is made only by an exclusive create (router_policy.c):
+	 * a linked one would have another name to write it by. */
 	if (rc == 0 && b == RT_HOST && (rc = rt_policy_inode(r, i, true)) == 0 &&
 	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
 	    (rc = lock = rt_policy_is_lock(r, path, len)) >= 0)
-		rc = rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked);
+		rc = lock == 1 ? -EPERM : rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked);
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
 	rt_policy_done(r, locked);
 	if (rc == 0)
-		rc = adopt_new(r, nd, b, dfd, newname, lock == 1, &e);
+		rc = adopt_new(r, nd, b, dfd, newname, false, &e);
 	rt_unlock_snap(r);
 	reply_entry_or_err(req, rc, &e);
 }
@@ -936,12 +973,19 @@ static bool xattr_allowed(const char *name)
 }
 
 /* inode_proc for an operation on the attribute name: refuses a name
- * outside xattr_allowed (EOPNOTSUPP). */
-static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, char proc[32])
+ * outside xattr_allowed (EOPNOTSUPP) and, to set or remove one (write),
+ * what rt_policy_inode refuses, as chmod: an access ACL's owner, group
+ * and other entries are the mode bits, a default ACL those of what host
+ * Git makes below, so a guarded object's attributes are its mode. */
+static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, bool write, char proc[32])
 {
-	if (!xattr_allowed(name)) {
-		fuse_reply_err(req, EOPNOTSUPP);
-		return -EOPNOTSUPP;
+	struct lz_router *r = rt_req_router(req);
+	int rc = xattr_allowed(name) ? 0 : -EOPNOTSUPP;
+	if (rc == 0 && write)
+		rc = rt_policy_inode(r, rt_inode_get(r, ino), false);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return rc;
 	}
 	return inode_proc(req, ino, proc);
 }
@@ -949,7 +993,7 @@ static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, char p
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, false, proc);
 	if (fd < 0)
 		return;
 	if (size == 0) {
@@ -1009,7 +1053,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 			size_t size, int flags)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, true, proc);
 	if (fd >= 0)
 		fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
 }
@@ -1017,7 +1061,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, true, proc);
 	if (fd >= 0)
 		fuse_reply_err(req, removexattr(proc, name) < 0 ? errno : 0);
 }

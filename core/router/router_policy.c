@@ -18,7 +18,17 @@
  *   replaced, moved or linked (its bytes, or the object at its name,
  *   would become the control file). The sandbox's own are remembered by
  *   identity (device, inode, generation); Git refuses to lock while one
- *   exists, so host Git never renames a lock the sandbox made.
+ *   exists, so host Git never renames a lock the sandbox made. Git makes
+ *   its lock with O_EXCL at a free name and never renames onto one, so
+ *   only that way does the sandbox get one either: a rename onto a lock
+ *   name never replaces (RENAME_NOREPLACE: host Git's could appear
+ *   between any check and the rename), and no link, exchange, or rename
+ *   of an object with another name puts one there. Taking the sandbox's
+ *   own lock away (unlink, rename) checks the object at the name and acts
+ *   by name under one mutex, so the name cannot change hands in between:
+ *   only a remover frees it, and every remover in the router takes that
+ *   mutex (left: the developer removing the sandbox's lock on the host in
+ *   that instant, and host Git taking the name at once).
  * - setuid/setgid bits are stripped and foreign owners refused (a host
  *   user running the file would get the developer's identity). */
 #include "router/router_int.h"
@@ -203,6 +213,34 @@ int rt_policy_lock_owned(struct lz_router *r, const char *path, size_t len, int 
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	return lock_made(r, st.st_dev, st.st_ino, rt_object_gen(fd, "")) ? 0 : -EPERM;
+}
+
+int rt_policy_lock_take(struct lz_router *r, const char *path, size_t len, int dfd, const char *name,
+			int fd, bool *held)
+{
+	*held = false;
+	int rc = rt_policy_is_lock(r, path, len);
+	if (rc <= 0)
+		return rc;
+	pthread_mutex_lock(&r->lockname_lock);
+	*held = true;
+	/* The object fd is was found at the name before the mutex; only
+	 * what is there now counts. */
+	_cleanup_close_ int now = rt_openat(r, dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	struct stat a, b;
+	if (now < 0)
+		return -errno;
+	if (fstat(now, &a) < 0 || fstat(fd, &b) < 0)
+		return -errno;
+	if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		return -EPERM;
+	return lock_made(r, a.st_dev, a.st_ino, rt_object_gen(now, "")) ? 0 : -EPERM;
+}
+
+void rt_policy_lock_release(struct lz_router *r, bool held)
+{
+	if (held)
+		pthread_mutex_unlock(&r->lockname_lock);
 }
 
 int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)

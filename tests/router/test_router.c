@@ -15,8 +15,9 @@
  * component "node_modules" routes ISOLATED, so does a directory named "out"
  * (a directory-only pattern: a file "out" routes HOST), a last component starting with
  * "bad" is INCONSISTENT, one starting with "flip" routes ISOLATED only
- * after a publish flips it; everything else routes HOST. Timeouts are
- * long (60 s) so that a missing invalidation shows. */
+ * after a publish flips it; everything else routes HOST. As in Git, what
+ * lies below an isolated directory is isolated too (no rule re-includes
+ * it). Timeouts are long (60 s) so that a missing invalidation shows. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -34,6 +35,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,6 +44,7 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -91,6 +94,12 @@ static int tcls_route(void *ctx, const char *path, size_t len, bool is_dir, enum
 			*ret = LZ_ROUTE_ISOLATED;
 			return 0;
 		}
+		/* below an isolated directory */
+		if (k < len && ((k - start >= 4 && memcmp(path + k - 4, ".ign", 4) == 0) ||
+				(c->flipped && k - start >= 4 && memcmp(path + start, "flip", 4) == 0))) {
+			*ret = LZ_ROUTE_ISOLATED;
+			return 0;
+		}
 		if (k < len)
 			start = k + 1;
 	}
@@ -108,12 +117,12 @@ static int tcls_route(void *ctx, const char *path, size_t len, bool is_dir, enum
 }
 
 /* Guards as lz_ignoreclass_guard would give them for a repository whose
- * configuration includes keep/ctl. */
+ * configuration includes keep/ctl and flipkeep/ctl. */
 static int tcls_guard(void *ctx, const char *path, size_t len, bool is_dir, enum lz_guard *ret)
 {
 	(void)ctx;
-	static const char *const control[] = { ".git/config", ".git/hooks", "keep/ctl" };
-	static const char *const holds[] = { ".git", "keep" };
+	static const char *const control[] = { ".git/config", ".git/hooks", "keep/ctl", "flipkeep/ctl" };
+	static const char *const holds[] = { ".git", "keep", "flipkeep" };
 	*ret = LZ_GUARD_NONE;
 	for (size_t k = 0; k < sizeof(control) / sizeof(control[0]); k++) {
 		size_t n = strlen(control[k]);
@@ -256,12 +265,16 @@ static bool open_requests;
 /* When set, the router process also runs the ignore watch over e->host,
  * which reports host changes to the router (its caches). */
 static bool router_watch;
+/* When set, absent names are not cached by the kernel. */
+static bool no_negative_cache;
 
 static struct lz_router_options test_options(void)
 {
 	struct lz_router_options o;
 	lz_router_options_default(&o);
 	o.entry_timeout = o.attr_timeout = o.negative_timeout = 60.0;
+	if (no_negative_cache)
+		o.negative_timeout = 0;
 	o.max_threads = 4;
 	/* every test runs with descriptors evicted and reopened by name */
 	o.max_cached_fds = router_nofile ? 0 : 16;
@@ -420,6 +433,7 @@ static int setup(void **state)
 	 * the descriptor test */
 	open_requests = false;
 	router_nofile = 0;
+	no_negative_cache = false;
 	struct env *e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -1;
@@ -1230,6 +1244,54 @@ static void router__git_control_files_are_refused(struct env *e)
 }
 RUN_BOTH(router__git_control_files_are_refused)
 
+/* An access ACL's owner, group and other entries are the mode bits (and
+ * a default ACL those of what host Git makes below): on a guarded object
+ * an ACL is refused like chmod, set or removed (a world-writable config,
+ * a disabled hook made executable again), and so are its other
+ * attributes. Elsewhere ACLs pass through. */
+static void router__acls_of_guarded_files_are_refused_like_chmod(struct env *e)
+{
+	struct {
+		uint32_t version;
+		struct {
+			uint16_t tag, perm;
+			uint32_t id;
+		} ent[3];
+	} rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
+	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/hooks"), 0755));
+	write_text(P(e->host, ".git/config"), "[core]\n");
+	write_text(P(e->host, ".git/hooks/pre-commit"), "#!/bin/sh\n");
+	CHECK_OK(chmod(P(e->host, ".git/config"), 0644));
+	CHECK_OK(chmod(P(e->host, ".git/hooks/pre-commit"), 0644));
+	const char *cfg = P(e->mnt, ".git/config"), *hook = P(e->mnt, ".git/hooks/pre-commit");
+	const char *hooks = P(e->mnt, ".git/hooks");
+
+	CHECK_ERRNO(setxattr(cfg, "system.posix_acl_access", &rwx, sizeof(rwx), 0), EPERM);
+	CHECK_ERRNO(setxattr(hook, "system.posix_acl_access", &rwx, sizeof(rwx), 0), EPERM);
+	CHECK_ERRNO(setxattr(hooks, "system.posix_acl_default", &rwx, sizeof(rwx), 0), EPERM);
+	CHECK_ERRNO(setxattr(hooks, "system.posix_acl_access", &rwx, sizeof(rwx), 0), EPERM);
+	CHECK_ERRNO(removexattr(cfg, "system.posix_acl_access"), EPERM);
+	CHECK_ERRNO(removexattr(hooks, "system.posix_acl_default"), EPERM);
+	CHECK_ERRNO(setxattr(cfg, "user.lazaret", "1", 1, 0), EPERM);
+	CHECK(mode_of(P(e->host, ".git/config")) == 0644, "config mode %o", mode_of(P(e->host, ".git/config")));
+	CHECK(mode_of(P(e->host, ".git/hooks/pre-commit")) == 0644, "hook mode %o",
+	      mode_of(P(e->host, ".git/hooks/pre-commit")));
+	CHECK(mode_of(P(e->host, ".git/hooks")) == 0755);
+	char buf[64];
+	CHECK(getxattr(P(e->host, ".git/hooks"), "system.posix_acl_default", buf, sizeof(buf)) < 0 &&
+	      errno == ENODATA, "a default ACL on hooks");
+
+	write_text(P(e->mnt, "plain"), "p");
+	CHECK_OK(chmod(P(e->mnt, "plain"), 0644));
+	CHECK_OK(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &rwx, sizeof(rwx), 0));
+	CHECK(mode_of(P(e->host, "plain")) == 0777, "plain mode %o", mode_of(P(e->host, "plain")));
+	CHECK_OK(mkdir(P(e->mnt, "dir"), 0755));
+	CHECK_OK(setxattr(P(e->mnt, "dir"), "system.posix_acl_default", &rwx, sizeof(rwx), 0));
+	CHECK_OK(removexattr(P(e->mnt, "dir"), "system.posix_acl_default"));
+}
+RUN(router__acls_of_guarded_files_are_refused_like_chmod)
+
 /* Inside a known Git directory nothing is made a symlink or a special
  * file, by any way in: host Git follows a symlinked reflog, index, commit
  * message or ref directory out of the repository (a reflog linked to
@@ -1409,6 +1471,245 @@ static void test_router__host_git_lock_files_are_not_the_sandboxs__open_requests
 	test_router__host_git_lock_files_are_not_the_sandboxs(state);
 	open_requests = false;
 }
+
+/* A lock name holds only an object made there exclusively: Git makes its
+ * lock with O_EXCL and never renames onto one. So a rename onto a lock
+ * name never replaces what is there, even the sandbox's own lock (host
+ * Git's could appear between a check and the rename), nor exchanges, and
+ * neither a link nor a rename of an object that has another name puts one
+ * there (that name would write what host Git renames over config). A
+ * single-named object is still moved there, as before. */
+static void router__a_lock_name_is_never_replaced_or_aliased(struct env *e)
+{
+	char lock[512];
+	snprintf(lock, sizeof(lock), "%s", P(e->mnt, ".git/config.lock"));
+	write_text(P(e->mnt, "evil"), "[alias]\n\tpwned = !touch /tmp/pwned\n");
+	CHECK_ERRNO(link(P(e->mnt, "evil"), lock), EPERM);
+	CHECK_OK(link(P(e->mnt, "evil"), P(e->mnt, "evil2")));
+	CHECK_ERRNO(rename(P(e->mnt, "evil2"), lock), EPERM);
+	CHECK(!exists(P(e->host, ".git/config.lock")), "the lock got a second name");
+	CHECK_OK(unlink(P(e->mnt, "evil2")));
+
+	int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	CHECK(fd >= 0, "create the sandbox's lock: %s", strerror(errno));
+	CHECK_OK(close(fd));
+	CHECK_ERRNO(rename(P(e->mnt, "evil"), lock), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "evil"), lock, RENAME_NOREPLACE), EEXIST);
+	CHECK_ERRNO(rename2(P(e->mnt, "evil"), lock, RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rename2(lock, P(e->mnt, "evil"), RENAME_EXCHANGE), EPERM);
+	CHECK(strcmp(read_text(P(e->host, ".git/config.lock")), "") == 0, "the lock was replaced");
+	CHECK_OK(unlink(lock));
+
+	CHECK_OK(rename(P(e->mnt, "evil"), lock));
+	CHECK_OK(rename(lock, P(e->mnt, "back")));
+	CHECK_OK(unlink(P(e->mnt, "back")));
+}
+
+static void test_router__a_lock_name_is_never_replaced_or_aliased(void **state)
+{
+	struct env *e = *state;
+	assert_int_equal(mkdir(P(e->host, ".git"), 0755), 0);
+	FILE *f = fopen(P(e->host, ".git/config"), "w");
+	assert_non_null(f);
+	fputs("[core]\n", f);
+	fclose(f);
+	with_router(e, router__a_lock_name_is_never_replaced_or_aliased);
+}
+
+/* Host Git's lock against a sandbox that races it. Racers are processes
+ * (killed when done), not threads: the body is forked from the router's
+ * threaded process, and a sanitizer's allocator lock held there at the
+ * fork would stop a new thread's start; a racer allocates nothing. */
+struct lock_race {
+	int kind;    /* RACE_* */
+	char lock[512]; /* the lock name through the mount */
+	char mine[512]; /* RACE_REPLACE: the file renamed onto it */
+	int dfd;     /* RACE_REMOVE_AT: unlinks ctl.lock of this directory */
+};
+enum { RACE_REPLACE, RACE_MAKE_REMOVE, RACE_REMOVE, RACE_REMOVE_AT };
+
+static _Noreturn void lock_racer(const struct lock_race *a)
+{
+	static const char evil[] = "[alias]\n\tpwned = !touch /tmp/pwned\n";
+	for (;;) {
+		int fd = -1;
+		switch (a->kind) {
+		case RACE_REPLACE:
+			fd = open(a->mine, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd >= 0 && write(fd, evil, sizeof(evil) - 1) >= 0 && close(fd) == 0 &&
+			    rename(a->mine, a->lock) == 0)
+				(void)unlink(a->lock);
+			break;
+		case RACE_MAKE_REMOVE:
+			fd = open(a->lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (fd >= 0) {
+				(void)!write(fd, evil, sizeof(evil) - 1);
+				close(fd);
+			}
+			(void)unlink(a->lock);
+			break;
+		case RACE_REMOVE:
+			(void)unlink(a->lock);
+			break;
+		default:
+			(void)unlinkat(a->dfd, "ctl.lock", 0);
+			break;
+		}
+	}
+}
+
+/* Host Git for seconds: makes its lock (O_EXCL; when the sandbox's is
+ * there, it fails and tries again), writes it and renames it over the
+ * control file. NULL, or what went wrong. */
+static const char *host_git_commits(const char *hlock, const char *hctl, int seconds, int *ret_commits)
+{
+	static const char host_bytes[] = "[core]\n\tbare = false\n";
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	*ret_commits = 0;
+	for (now = start; now.tv_sec - start.tv_sec < seconds; clock_gettime(CLOCK_MONOTONIC, &now)) {
+		int fd = open(hlock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0)
+			continue;
+		CHECK(write(fd, host_bytes, sizeof(host_bytes) - 1) == (ssize_t)sizeof(host_bytes) - 1);
+		CHECK_OK(close(fd));
+		usleep((unsigned)(*ret_commits % 7) * 20);
+		if (rename(hlock, hctl) < 0) {
+			CHECK(errno == ENOENT, "rename: %s", strerror(errno));
+			return "host Git's lock was removed";
+		}
+		++*ret_commits;
+		if (strcmp(read_text(hctl), host_bytes) != 0)
+			return "the control file got the sandbox's bytes";
+	}
+	return NULL;
+}
+
+/* Runs the racers (kinds[], n of them) against host Git's commits of
+ * host/dir/ctl for seconds and checks host Git always committed its own
+ * lock. */
+static void race_host_git(struct env *e, const char *dir, const int *kinds, int n, int dfd, int seconds)
+{
+	char hlock[512], hctl[512];
+	snprintf(hlock, sizeof(hlock), "%s/%s/ctl.lock", e->host, dir);
+	snprintf(hctl, sizeof(hctl), "%s/%s/ctl", e->host, dir);
+	pid_t pid[4];
+	CHECK(n <= 4);
+	for (int k = 0; k < n; k++) {
+		struct lock_race a = { .kind = kinds[k], .dfd = dfd };
+		snprintf(a.lock, sizeof(a.lock), "%s/%s/ctl.lock", e->mnt, dir);
+		snprintf(a.mine, sizeof(a.mine), "%s/mine.%d", e->mnt, k);
+		pid_t body = getpid();
+		pid[k] = fork();
+		CHECK(pid[k] >= 0, "fork: %s", strerror(errno));
+		if (pid[k] == 0) {
+			/* gone with the body, should a check end it first */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != body)
+				_exit(1);
+			lock_racer(&a);
+		}
+	}
+	int commits;
+	const char *bad = host_git_commits(hlock, hctl, seconds, &commits);
+	for (int k = 0; k < n; k++) {
+		kill(pid[k], SIGKILL);
+		CHECK(waitpid(pid[k], NULL, 0) == pid[k]);
+	}
+	CHECK(bad == NULL, "%s after %d commits", bad, commits);
+	CHECK(commits > 0, "host Git never got its lock");
+}
+
+/* Host Git's lock (made with O_EXCL, written, renamed over the control
+ * file, again and again) against sandbox threads that rename their own
+ * object to the lock name, make their own lock, and remove the lock
+ * name: what is at a lock name is checked and acted on in one step, so
+ * the control file only ever gets the host's bytes. */
+static void router__host_git_lock_survives_a_racing_sandbox(struct env *e)
+{
+	static const int kinds[] = { RACE_REPLACE, RACE_REPLACE, RACE_MAKE_REMOVE, RACE_REMOVE };
+	race_host_git(e, "keep", kinds, 4, -1, 2); /* lost in about 10 commits without the rule */
+}
+
+/* The same with the sandbox's own lock taken away through two views of
+ * its directory at once (the host's, and a stale isolated inode the
+ * kernel held across a publish: the kernel serializes removals within
+ * one directory inode only): a remover never removes host Git's lock,
+ * which appeared after another remover took the sandbox's away. */
+static void router__host_git_lock_survives_removers_in_two_views(struct env *e)
+{
+	CHECK_OK(publish(e, true));
+	CHECK_OK(mkdir(P(e->mnt, "flipkeep"), 0755));
+	int stale = open(P(e->mnt, "flipkeep"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(stale >= 0, "open flipkeep: %s", strerror(errno));
+	CHECK_OK(publish(e, false));
+	static const int kinds[] = { RACE_MAKE_REMOVE, RACE_REMOVE_AT, RACE_REMOVE_AT, RACE_MAKE_REMOVE };
+	race_host_git(e, "flipkeep", kinds, 4, stale, 5); /* lost in 1 to 3 s without the rule */
+	CHECK_OK(close(stale));
+}
+
+static void lock_race_fixture(struct env *e, const char *dir)
+{
+	assert_int_equal(mkdir(P(e->host, dir), 0755), 0);
+	char ctl[128];
+	snprintf(ctl, sizeof(ctl), "%s/ctl", dir);
+	FILE *f = fopen(P(e->host, ctl), "w");
+	assert_non_null(f);
+	fputs("[core]\n", f);
+	fclose(f);
+}
+
+static void test_router__host_git_lock_survives_a_racing_sandbox(void **state)
+{
+	lock_race_fixture(*state, "keep");
+	with_router(*state, router__host_git_lock_survives_a_racing_sandbox);
+}
+
+static void test_router__host_git_lock_survives_removers_in_two_views(void **state)
+{
+	lock_race_fixture(*state, "flipkeep");
+	no_negative_cache = true; /* the stale view's removers look the lock up each time */
+	with_router(*state, router__host_git_lock_survives_removers_in_two_views);
+	no_negative_cache = false;
+}
+
+/* A directory the kernel holds keeps the backing it was found in when a
+ * publish moves its path to the host (flipapp/refs, isolated while
+ * flipped): nothing made through it makes a host directory, which would
+ * skip the policy (host flipapp/refs beside the host's HEAD and objects
+ * is a bare repository host Git enters and runs the configuration of).
+ * ESTALE; a new lookup finds the host's directory, where the policy
+ * applies. Isolated entries are still made through it. */
+static void router__a_stale_isolated_directory_makes_no_host_directory(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->host, "flipapp"), 0755));
+	write_text(P(e->host, "flipapp/HEAD"), "ref: refs/heads/main\n");
+	CHECK_OK(mkdir(P(e->host, "flipapp/objects"), 0755));
+	write_text(P(e->host, "h.txt"), "h");
+	CHECK_OK(publish(e, true));
+	CHECK_OK(mkdir(P(e->mnt, "flipapp"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "flipapp/refs"), 0755));
+	CHECK(exists(P(e->iso, "flipapp/refs")) && !exists(P(e->host, "flipapp/refs")));
+	int refs = open(P(e->mnt, "flipapp/refs"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(refs >= 0, "open flipapp/refs: %s", strerror(errno));
+	CHECK_OK(publish(e, false));
+
+	CHECK_ERRNO(mkdirat(refs, "heads", 0755), ESTALE);
+	int fd = openat(refs, "main", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd < 0 && errno == ESTALE, "create: fd %d, %s", fd, strerror(errno));
+	CHECK_ERRNO(symlinkat("x", refs, "ln"), ESTALE);
+	CHECK_ERRNO(mknodat(refs, "fifo", S_IFIFO | 0644, 0), ESTALE);
+	CHECK_ERRNO(renameat(AT_FDCWD, P(e->mnt, "h.txt"), refs, "moved"), ESTALE);
+	CHECK_ERRNO(linkat(AT_FDCWD, P(e->mnt, "h.txt"), refs, "linked", 0), ESTALE);
+	CHECK(!exists(P(e->host, "flipapp/refs")), "host flipapp/refs was made beside HEAD and objects");
+	CHECK(exists(P(e->host, "h.txt")));
+
+	CHECK_OK(mkdirat(refs, "k.ign", 0755));
+	CHECK(exists(P(e->iso, "flipapp/refs/k.ign")));
+	CHECK_OK(close(refs));
+	CHECK_ERRNO(mkdir(P(e->mnt, "flipapp/refs"), 0755), EPERM);
+	CHECK(!exists(P(e->host, "flipapp/refs")));
+}
+RUN(router__a_stale_isolated_directory_makes_no_host_directory)
 
 /* ---- more inodes than descriptors ------------------------------------------- */
 
@@ -1991,12 +2292,17 @@ int main(void)
 	T(router__host_objects_get_no_setid_bits_or_foreign_owners),
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
+	T(router__acls_of_guarded_files_are_refused_like_chmod),
 	T(router__no_links_or_special_files_in_a_git_directory),
 	T(router__no_fifo_where_git_reads_a_file),
 	T(router__no_fifo_where_git_reads_a_file__open_requests),
 	T(router__no_links_or_special_files_in_a_git_directory__open_requests),
 	T(router__host_git_lock_files_are_not_the_sandboxs),
 	T(router__host_git_lock_files_are_not_the_sandboxs__open_requests),
+	T(router__a_lock_name_is_never_replaced_or_aliased),
+	T(router__host_git_lock_survives_a_racing_sandbox),
+	T(router__host_git_lock_survives_removers_in_two_views),
+	T(router__a_stale_isolated_directory_makes_no_host_directory),
 		T(router__more_inodes_than_descriptors),
 		T(router__out_of_descriptors_is_not_absence),
 		T(router__a_publish_out_of_descriptors_invalidates_later),
