@@ -1128,6 +1128,16 @@ static void test_lz_oci_open__docker_schema2_accepted(void **state)
 
 /* ---- lz_oci_open_blob ------------------------------------------------------ */
 
+/* fd reads size bytes (a small blob) whose digest is digest. */
+static void assert_reads_blob(int fd, size_t size, const char *digest)
+{
+	char buf[256], d[LZ_OCI_DIGEST_STR_MAX];
+	ssize_t n = read(fd, buf, sizeof(buf));
+	assert_int_equal(n, (ssize_t)size);
+	digest_of(buf, (size_t)n, d);
+	assert_string_equal(d, digest);
+}
+
 static void test_lz_oci_open_blob__verified_fd_at_offset_zero(void **state)
 {
 	(void)state;
@@ -1143,12 +1153,7 @@ static void test_lz_oci_open_blob__verified_fd_at_offset_zero(void **state)
 	assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
 	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
 	assert_int_equal(fcntl(fd, F_GETFL) & (O_ACCMODE | O_NONBLOCK), O_RDWR); /* the private copy */
-	char buf[256];
-	ssize_t n = read(fd, buf, sizeof(buf));
-	assert_int_equal(n, (ssize_t)b.layer_size[1]);
-	char d[LZ_OCI_DIGEST_STR_MAX];
-	digest_of(buf, (size_t)n, d);
-	assert_string_equal(d, b.layer[1]);
+	assert_reads_blob(fd, b.layer_size[1], b.layer[1]);
 	close(fd);
 	lz_oci_image_free(img);
 	layout_fini(&l);
@@ -1177,12 +1182,7 @@ static void test_lz_oci_open_blob__a_blob_rewritten_after_the_hash_is_not_read(v
 	memset(poison, 'P', b.layer_size[0]);
 	assert_int_equal(write(w, poison, b.layer_size[0]), (ssize_t)b.layer_size[0]);
 	close(w);
-	char buf[256];
-	ssize_t n = read(fd, buf, sizeof(buf));
-	assert_int_equal(n, (ssize_t)b.layer_size[0]);
-	char d[LZ_OCI_DIGEST_STR_MAX];
-	digest_of(buf, (size_t)n, d);
-	assert_string_equal(d, b.layer[0]);
+	assert_reads_blob(fd, b.layer_size[0], b.layer[0]);
 	free(poison);
 	close(fd);
 	lz_oci_image_free(img);

@@ -1450,15 +1450,21 @@ static void router__host_git_lock_files_are_not_the_sandboxs(struct env *e)
 	CHECK_OK(unlink(P(e->mnt, ".git/HEAD.lock")));
 }
 
-static void test_router__host_git_lock_files_are_not_the_sandboxs(void **state)
+/* The host's .git/config, as host Git has it. */
+static void host_git_config(struct env *e)
 {
-	struct env *e = *state;
 	assert_int_equal(mkdir(P(e->host, ".git"), 0755), 0);
 	FILE *f = fopen(P(e->host, ".git/config"), "w");
 	assert_non_null(f);
 	fputs("[core]\n", f);
 	fclose(f);
-	f = fopen(P(e->host, ".git/config.lock"), "w");
+}
+
+static void test_router__host_git_lock_files_are_not_the_sandboxs(void **state)
+{
+	struct env *e = *state;
+	host_git_config(e);
+	FILE *f = fopen(P(e->host, ".git/config.lock"), "w");
 	assert_non_null(f);
 	fputs("[core]\n\tbare = false\n", f);
 	fclose(f);
@@ -1508,11 +1514,7 @@ static void router__a_lock_name_is_never_replaced_or_aliased(struct env *e)
 static void test_router__a_lock_name_is_never_replaced_or_aliased(void **state)
 {
 	struct env *e = *state;
-	assert_int_equal(mkdir(P(e->host, ".git"), 0755), 0);
-	FILE *f = fopen(P(e->host, ".git/config"), "w");
-	assert_non_null(f);
-	fputs("[core]\n", f);
-	fclose(f);
+	host_git_config(e);
 	with_router(e, router__a_lock_name_is_never_replaced_or_aliased);
 }
 
