@@ -25,6 +25,7 @@
 #include "proc/userns.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
+#include "util/testfault.h"
 
 int lz_prepare_artifact_id(const char *manifest_digest, char ret[LZ_ARTIFACT_ID_HEX + 1])
 {
@@ -367,9 +368,19 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		goto fail;
 	if (renameat2(st.staging.fd, op_id, prepared.fd, res.artifact_id, RENAME_NOREPLACE) < 0) {
 		if (errno == EEXIST) {
-			/* A concurrent preparation of the same image won. */
+			/* A concurrent preparation of the same image won, or a
+			 * tree without its catalog row is in the way. */
 			discard(&map, req, &st, op_id);
 			intent = false;
+			bool found = false;
+			if ((r = existing_artifact(req, res.artifact_id, &res, &found, err)) < 0)
+				goto out;
+			if (!found) {
+				r = lz_err_set(err, EEXIST, "prepared/%s exists without its catalog row; run 'lazaret "
+							    "image gc' and prepare again",
+					       res.artifact_id);
+				goto out;
+			}
 			res.existed = true;
 			goto done;
 		}
@@ -383,9 +394,19 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		.config_digest = image->config_digest,
 		.size = res.size,
 	};
-	if ((r = lz_catalog_artifact_publish(root, op_id, &spec, err)) < 0) {
-		/* The tree is complete; the retained intent lets recovery finish. */
-		lz_err_prefix(err, r, "published tree %s but the catalog refused it: ", res.artifact_id);
+	if (lz_test_fault("catalog-refuses-publish"))
+		r = lz_err_set(err, EIO, "test fault: the catalog refuses the publication");
+	else
+		r = lz_catalog_artifact_publish(root, op_id, &spec, err);
+	if (r < 0) {
+		/* No tree is published without its row: it goes back to
+		 * staging, and is discarded with the intent. */
+		if (renameat2(prepared.fd, res.artifact_id, st.staging.fd, op_id, RENAME_NOREPLACE) == 0)
+			goto fail;
+		int e = errno;
+		lz_err_prefix(err, r, "the catalog refused %s, whose tree could not be moved back (%s; 'lazaret image "
+				      "gc' removes it): ",
+			      res.artifact_id, strerror(e));
 		goto out;
 	}
 done:

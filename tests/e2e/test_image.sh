@@ -5,7 +5,8 @@
 # unprivileged test user. The prepared tree is read back inside the same kind
 # of user namespace (`unshare --map-users`), since its files belong to
 # subordinate IDs.
-# Needs: LAZARET, E2E_ROOT, python3, umoci, skopeo, sqlite3, unshare.
+# Needs: LAZARET, LAZARET_FAULTS, E2E_ROOT, python3, umoci, skopeo, sqlite3,
+# unshare.
 # shellcheck disable=SC2031,SC2317
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -97,6 +98,25 @@ test_preparing_twice_reports_existing_artifact() {
 	assert_status 0 lz image prepare "oci:$T/img:latest"
 	assert_contains "$OUT" "already prepared"
 	assert_eq "$first" "$(artifact_of "$OUT")"
+	assert_status 0 lz image list --json
+	assert_eq 1 "$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["images"]))' <<<"$OUT")"
+	trap_cleanup
+}
+
+# A catalog that refuses the publication leaves nothing published: the
+# tree goes back to staging and is discarded, so the next preparation
+# prepares it (it was stuck before: the tree in prepared/ without a row).
+test_a_refused_publication_leaves_nothing_published() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults"
+	make_image "$T/img"
+	capture timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=catalog-refuses-publish "$LAZARET_FAULTS" \
+		image prepare "oci:$T/img:latest" --config "$CFG"
+	assert_eq 1 "$STATUS" "$ERR"
+	assert_contains "$ERR" "nothing was published"
+	assert_eq "" "$(ls -A "$DATA/prepared")" "trees in prepared/"
+	assert_eq "" "$(ls -A "$DATA/staging")" "trees in staging/"
+	assert_status 0 lz image prepare "oci:$T/img:latest"
+	assert_not_contains "$OUT" "already prepared"
 	assert_status 0 lz image list --json
 	assert_eq 1 "$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["images"]))' <<<"$OUT")"
 	trap_cleanup
@@ -291,6 +311,7 @@ test_skopeo_messages_cannot_drive_the_terminal() {
 t_run "prepared tree matches umoci unpack --rootless" test_prepared_tree_matches_umoci
 t_run "image ownership lands on subordinate IDs" test_image_ownership_lands_on_subordinate_ids
 t_run "preparing twice reports the existing artifact" test_preparing_twice_reports_existing_artifact
+t_run "a refused publication leaves nothing published" test_a_refused_publication_leaves_nothing_published
 t_run "image list shows artifact, source, size, leases, state" test_list_shows_artifact_source_size_leases_state
 t_run "docker-archive images go through skopeo" test_docker_archive_goes_through_skopeo
 t_run "skopeo's messages cannot drive the terminal" test_skopeo_messages_cannot_drive_the_terminal
