@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "net/dnsquery.h"
@@ -262,19 +263,26 @@ static int connect_to(uint32_t addr, uint16_t port, int *ret)
 	return 0;
 }
 
-/* Copies both ways until both directions ended; each side's end is passed
- * on as a half-close. */
+/* Copies both ways until both directions ended, or until nothing moved
+ * for LZ_EGRESS_IDLE_MS (a send waits as long at most); each side's end is
+ * passed on as a half-close. */
 static void relay(int a, int b, uint8_t *buf)
 {
+	/* lazaret-faults: 2 s, for tests/e2e/test_egress.sh */
+	int idle_ms = lz_test_fault("egress-idle-2s") ? 2000 : LZ_EGRESS_IDLE_MS;
+	struct timeval send_wait = { .tv_sec = idle_ms / 1000 };
+	if (setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof(send_wait)) < 0 ||
+	    setsockopt(b, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof(send_wait)) < 0)
+		return;
 	bool a_open = true, b_open = true;
 	while (a_open || b_open) {
 		struct pollfd pf[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
 					{ .fd = b_open ? b : -1, .events = POLLIN } };
-		if (poll(pf, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
+		int pr = poll(pf, 2, idle_ms);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0)
+			return; /* idle, or poll failed: both end */
 		for (int i = 0; i < 2; i++) {
 			if (!pf[i].revents)
 				continue;

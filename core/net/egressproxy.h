@@ -39,6 +39,11 @@
 #define LZ_EGRESS_DNS_MS 2000      /* each resolver, */
 #define LZ_EGRESS_DNS_ROUNDS 2     /* each of them twice when none answers */
 #define LZ_EGRESS_CONNECT_MS 10000 /* each upstream address */
+/* A relayed connection where no byte moved either way, or a send that
+ * found no room, for this long ends: a tunnel nobody uses (a server that
+ * went silent, a client that stopped reading) gives its connection slot
+ * back instead of holding one of LZ_EGRESS_MAX_CONNECTIONS forever. */
+#define LZ_EGRESS_IDLE_MS (15 * 60 * 1000)
 
 struct lz_egress_config {
 	const struct lz_netpolicy *policy; /* with a name policy */

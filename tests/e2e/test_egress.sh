@@ -224,6 +224,30 @@ test_a_silent_tunnel_is_closed() {
 	assert_not_contains "$(section late)" "hello from" "bytes sent after the silence"
 }
 
+# A relayed tunnel where nothing moves for the idle time (15 min; 2 s
+# with the fault) ends and gives its connection slot back: the end of a
+# request sent after a longer silence reaches no server (the test host
+# answers a request once its head is whole, or after 5 s).
+test_an_idle_tunnel_ends() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	need_net
+	egress_profile '"allowed.lazaret.test"'
+	write_proxy_probe
+	cat >>"$WS/probe.sh" <<-EOF
+		# The CONNECT head, a request line, 3 s of silence, the head's end.
+		quiet_tunnel() {
+			{ printf 'CONNECT %s HTTP/1.1\r\n\r\n' "\$1"; sleep 0.5; printf 'GET / HTTP/1.0\r\n'; sleep 3;
+			  printf '\r\n'; sleep 2; } | busybox timeout 12 nc -w 9 $PROXY 3128
+		}
+	EOF
+	capture faulty_launch egress-idle-2s bash -c ". /workspace/probe.sh;
+		section quiet quiet_tunnel allowed.lazaret.test:$PORT"
+	assert_eq 0 "$STATUS" "the probe launch's status (stderr: $ERR)"
+	assert_contains "$(section quiet)" "200 Connection established" "the tunnel was announced"
+	assert_not_contains "$(section quiet)" "hello from" "an answer after the idle time"
+}
+
 test_a_server_that_speaks_first_is_relayed() {
 	need_net
 	egress_profile '"allowed.lazaret.test"'
@@ -330,6 +354,7 @@ t_run "other names, addresses and denied names are refused, logged once, counted
 	test_other_names_addresses_and_denied_names_are_refused
 t_run "a name resolving into RFC 1918 is refused" test_a_name_resolving_into_a_denied_range_is_refused
 t_run "DNS rebinding between check and connect is refused" test_rebinding_between_check_and_connect_is_refused
+t_run "a relayed tunnel idle for its time ends" test_an_idle_tunnel_ends
 t_run "CONNECT to an allowed name with another TLS server name is refused" \
 	test_tls_naming_another_server_is_refused
 t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_the_connect_head_is_checked
