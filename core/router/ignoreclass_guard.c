@@ -95,6 +95,22 @@ bool ic_guard_isolates(const lz_ignoreclass *s, const uint8_t *path, size_t len,
 	return area != 0 && !near_known(s, path, len, area);
 }
 
+/* Whether a top-level name of a Git directory is Git's own. A Git
+ * directory at the workspace's root (a bare workspace) holds the linked
+ * worktrees and other files beside Git's: only its own names are its
+ * data. */
+static bool git_own_name(const uint8_t *n, size_t len)
+{
+	static const char *const own[] = { "HEAD",   "objects",	    "refs",	 "packed-refs", "logs",
+					   "info",   "branches",    "description", "shallow",	"index",
+					   "lfs",    "rr-cache",    "sequencer",   "rebase-merge", "rebase-apply",
+					   "COMMIT_EDITMSG", "BISECT_LOG" };
+	for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++)
+		if (comp_is(n, len, own[k]))
+			return true;
+	return (len > 5 && memcmp(n + len - 5, "_HEAD", 5) == 0) || (len > 5 && memcmp(n + len - 5, ".lock", 5) == 0);
+}
+
 /* The guard of path below Git directory gp (gl bytes). */
 static enum lz_guard below_gitdir(const lz_ignoreclass *s, const uint8_t *p, size_t len, size_t gl)
 {
@@ -112,7 +128,7 @@ static enum lz_guard below_gitdir(const lz_ignoreclass *s, const uint8_t *p, siz
 	}
 	size_t area = admin_area(p, len, gl);
 	if (area == 0)
-		return LZ_GUARD_GITDATA;
+		return gl == 0 && !git_own_name(p + st, e - st) ? LZ_GUARD_NONE : LZ_GUARD_GITDATA;
 	/* Known Git directories there decide for themselves (and the way to
 	 * them HOLDS); nothing else there may be made or changed. */
 	return near_known(s, p, len, area) ? LZ_GUARD_NONE : LZ_GUARD_CONTROL;

@@ -1248,6 +1248,23 @@ static void test_guard__bare_workspaces(void **state)
 	put(f, "src/a.c", "a");
 	GIT(f, "src", "add", ".");
 	GIT(f, "src", "commit", "-q", "-m", "a");
+	/* A bare clone with a linked worktree inside it: beside Git's own
+	 * names, the worktree is a worktree, not Git data (symlinks and
+	 * FIFOs can be made there). */
+	GIT(f, "", "clone", "-q", "--bare", "src", "bare2");
+	GIT(f, "bare2", "worktree", "add", "-q", "main");
+	s = snap_at(f, "bare2", NULL, -1);
+	ASSERT_GUARD(s, "HEAD", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, "packed-refs", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, "ORIG_HEAD", false, LZ_GUARD_GITDATA);
+	ASSERT_GUARD(s, "config", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "main/a.c", false, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "main/sub", true, LZ_GUARD_NONE);
+	ASSERT_GUARD(s, "main/.git", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "notes.txt", false, LZ_GUARD_NONE);
+	ASSERT_ROUTE(s, "main/a.c", false, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+
 	mkdirs(f, "box");
 	GIT(f, "box", "clone", "-q", "--bare", "../src", ".bare");
 	put(f, "box/.git", "gitdir: ./.bare\n");
