@@ -59,9 +59,11 @@ struct lz_layer_options {
 	 * (compressed input), at most once per LZ_LAYER_PROGRESS_STEP. */
 	void (*progress)(void *ctx, uint64_t bytes_done);
 	void *progress_ctx;
-	/* Upper bound on regular-file content written by this layer; 0 means
-	 * no bound. Exceeding it fails the layer with -EFBIG. */
+	/* Upper bound on regular-file content written by this layer, plus
+	 * entry_bytes for each of its entries; 0 means no bound. Exceeding it
+	 * fails the layer with -EFBIG. */
 	uint64_t max_regular_bytes;
+	uint64_t entry_bytes;
 	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
 	 * one. Exceeding it fails the layer with -E2BIG. */
 	uint64_t max_entries;

@@ -30,25 +30,36 @@
 
 /* ---- the created set ----------------------------------------------------- */
 
+#define FNV_BASIS 0xcbf29ce484222325ull
+
+static uint64_t hash_step(uint64_t h, char c)
+{
+	return (h ^ (unsigned char)c) * 0x100000001b3ull;
+}
+
 static uint64_t path_hash(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ull;
-	}
+	uint64_t h = FNV_BASIS;
+	for (size_t i = 0; i < n; i++)
+		h = hash_step(h, s[i]);
 	return h;
 }
 
-static char **pathset_slot(char **slot, size_t cap, const char *p, size_t n)
+/* p[0..n), whose hash is h: its slot. */
+static char **pathset_slot_h(char **slot, size_t cap, const char *p, size_t n, uint64_t h)
 {
 	size_t mask = cap - 1;
-	for (size_t i = path_hash(p, n) & mask;; i = (i + 1) & mask) {
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		char *k = slot[i];
 		/* strncmp stops at k's NUL; p has no NUL within n bytes. */
 		if (k == NULL || (strncmp(k, p, n) == 0 && k[n] == '\0'))
 			return &slot[i];
 	}
+}
+
+static char **pathset_slot(char **slot, size_t cap, const char *p, size_t n)
+{
+	return pathset_slot_h(slot, cap, p, n, path_hash(p, n));
 }
 
 static bool pathset_has(const struct lz_pathset *s, const char *path, size_t len)
@@ -143,19 +154,22 @@ static bool lower_keeps(const void *ctx, const char *path, size_t len)
 	return lz_layerwhiteout_wrote(ctx, path, len);
 }
 
-/* Whether path[0..len) or a directory above it was pruned. */
+/* Whether path[0..len) or a directory above it ("" is the root) was
+ * pruned: one pass, each prefix hashed as it grows (a deep path's
+ * ancestors are not hashed again each). */
 static bool pruned_at_or_above(const struct lz_pathset *pruned, const char *path, size_t len)
 {
-	for (;;) {
-		if (pathset_has(pruned, path, len))
+	if (pruned->cap == 0)
+		return false;
+	uint64_t h = FNV_BASIS;
+	for (size_t i = 0; i <= len; i++) {
+		if ((i == 0 || i == len || path[i] == '/') &&
+		    *pathset_slot_h(pruned->slot, pruned->cap, path, i, h) != NULL)
 			return true;
-		if (len == 0)
-			return false; /* "" is the root */
-		while (len > 0 && path[len - 1] != '/')
-			len--;
-		if (len > 0)
-			len--;
+		if (i < len)
+			h = hash_step(h, path[i]);
 	}
+	return false;
 }
 
 /* Removes the lower-layer content of the directory at path: every child not

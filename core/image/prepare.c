@@ -101,7 +101,10 @@ int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *
 		return lz_err_set(err, errno, "the Storage Root's file system: %s", strerror(errno));
 	uint64_t unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
 	uint64_t spare = sv.f_blocks / 20;
-	ret->bytes = sv.f_bavail > spare ? (sv.f_bavail - spare) * unit : 0;
+	ret->bytes = sv.f_blocks == 0 ? UINT64_MAX /* counts none (ramfs, some FUSE) */
+		     : sv.f_bavail > spare ? (sv.f_bavail - spare) * unit
+					   : 0;
+	ret->block = unit ? unit : 4096;
 	uint64_t spare_inodes = sv.f_files / 20;
 	ret->entries = sv.f_files == 0 ? UINT64_MAX : sv.f_favail > spare_inodes ? sv.f_favail - spare_inodes : 0;
 	return 0;
@@ -117,8 +120,9 @@ static int layer_room(const struct lz_prepare_budget *b, uint64_t written, uint6
 				  "the image needs more of the Storage Root's file system than it has free "
 				  "beyond a twentieth of it (%llu bytes and %llu files); free space there",
 				  (unsigned long long)b->bytes, (unsigned long long)b->entries);
-	opts->max_regular_bytes = b->bytes - written - blob;
-	opts->max_entries = b->entries - entries;
+	opts->max_regular_bytes = b->bytes == UINT64_MAX ? 0 : b->bytes - written - blob;
+	opts->entry_bytes = b->block;
+	opts->max_entries = b->entries == UINT64_MAX ? 0 : b->entries - entries;
 	return 0;
 }
 
@@ -137,7 +141,7 @@ static int worker_apply(void *argp, struct lz_err *err)
 		_cleanup_close_ int fd = -EBADF;
 		w->layer = (uint32_t)i + 1;
 		send_rec(w->progress_fd, REC_LAYER, w->layer, 0, 0);
-		if ((r = layer_room(&budget, regular, entries, layer->size, &opts, err)) < 0)
+		if ((r = layer_room(&budget, regular + entries * budget.block, entries, layer->size, &opts, err)) < 0)
 			return r;
 		/* the copy is an unnamed file beside the tree it fills */
 		if ((r = lz_oci_open_blob(w->layout_fd, layer, w->rootfs_fd, &fd, err)) < 0)
@@ -368,19 +372,10 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		goto fail;
 	if (renameat2(st.staging.fd, op_id, prepared.fd, res.artifact_id, RENAME_NOREPLACE) < 0) {
 		if (errno == EEXIST) {
-			/* A concurrent preparation of the same image won, or a
-			 * tree without its catalog row is in the way. */
+			/* A concurrent preparation of the same image won (its
+			 * catalog row may be a moment behind its rename). */
 			discard(&map, req, &st, op_id);
 			intent = false;
-			bool found = false;
-			if ((r = existing_artifact(req, res.artifact_id, &res, &found, err)) < 0)
-				goto out;
-			if (!found) {
-				r = lz_err_set(err, EEXIST, "prepared/%s exists without its catalog row; run 'lazaret "
-							    "image gc' and prepare again",
-					       res.artifact_id);
-				goto out;
-			}
 			res.existed = true;
 			goto done;
 		}
@@ -404,8 +399,8 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		if (renameat2(prepared.fd, res.artifact_id, st.staging.fd, op_id, RENAME_NOREPLACE) == 0)
 			goto fail;
 		int e = errno;
-		lz_err_prefix(err, r, "the catalog refused %s, whose tree could not be moved back (%s; 'lazaret image "
-				      "gc' removes it): ",
+		lz_err_prefix(err, r, "the catalog refused %s, and its tree could not be moved back (%s): it stays "
+				      "in prepared/ without a catalog row: ",
 			      res.artifact_id, strerror(e));
 		goto out;
 	}

@@ -894,6 +894,22 @@ static void test_lz_layer_apply__max_regular_bytes(void **state)
 	assert_non_null(strstr(err.msg, "layer entry 'b'"));
 }
 
+/* Each entry is charged entry_bytes of the content bound: a flood of
+ * empty directories takes blocks too (prepare.h). */
+static void test_lz_layer_apply__entries_are_charged_to_the_content_bound(void **state)
+{
+	struct fixture *f = *state;
+	int fd = build(ENTS({ .path = "a", .type = AE_IFDIR, .mode = 0755 }, { .path = "b", .type = AE_IFDIR, .mode = 0755 },
+			    { .path = "c", .type = AE_IFDIR, .mode = 0755 }),
+		       F_TAR);
+	struct lz_layer_options opts = { .max_regular_bytes = 2 * 4096 + 1, .entry_bytes = 4096 };
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, NULL, &err), -EFBIG);
+	close(fd);
+	assert_true(exists(f, "b"));
+	assert_false(exists(f, "c"));
+}
+
 /* The preparer's inode budget (prepare.h) bounds a layer below the
  * constant one. */
 static void test_lz_layer_apply__max_entries(void **state)
@@ -973,6 +989,7 @@ int main(void)
 		T(test_lz_layer_apply__progress_every_mib),
 		T(test_lz_layer_apply__max_regular_bytes),
 		T(test_lz_layer_apply__max_entries),
+		T(test_lz_layer_apply__entries_are_charged_to_the_content_bound),
 		T(test_lz_layer_apply__too_many_entries),
 	};
 #undef T

@@ -64,9 +64,11 @@ static void budget_child(const char *mountpoint)
 	struct lz_prepare_budget b;
 	struct lz_err err = { 0, "" };
 	CHECK(lz_prepare_budget(dir, &b, &err) == 0);
-	/* 1,024 pages free less 51 kept; 199 inodes free less 10 kept */
+	/* 1,024 pages free less 51 kept; 199 inodes free less 10 kept; an
+	 * entry costs a page */
 	CHECK(b.bytes == (1024 - 51) * 4096ull);
 	CHECK(b.entries == 199 - 10);
+	CHECK(b.block == 4096);
 	/* 3 MiB written: 256 pages left, of which 51 stay free */
 	int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	CHECK(fd >= 0);
@@ -81,6 +83,13 @@ static void budget_child(const char *mountpoint)
 		;
 	CHECK(lz_prepare_budget(dir, &b, &err) == 0);
 	CHECK(b.bytes == 0);
+	/* a file system that counts no blocks or inodes (tmpfs without a
+	 * size): no bound, not a full one */
+	CHECK(mount("tmpfs", mountpoint, "tmpfs", 0, "size=0,nr_inodes=0") == 0);
+	int unbounded = open(mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(unbounded >= 0);
+	CHECK(lz_prepare_budget(unbounded, &b, &err) == 0);
+	CHECK(b.bytes == UINT64_MAX && b.entries == UINT64_MAX);
 	_exit(0);
 }
 
