@@ -55,7 +55,6 @@ struct layer {
 	struct dirfix *fix;
 	size_t nfix, capfix;
 	uint64_t tracked; /* bytes of remembered paths (created set and fixups), bounded */
-	uint64_t charged; /* content and entry_bytes per entry, against max_regular_bytes */
 	uint64_t progress_last;
 };
 
@@ -125,6 +124,13 @@ static int write_all(int fd, const char *buf, size_t len, off_t off)
 	return 0;
 }
 
+/* What the layer has taken of max_regular_bytes: its content, and
+ * entry_bytes for each entry so far. */
+static uint64_t charged(const struct layer *L)
+{
+	return L->rep.regular_bytes + L->rep.entries * (L->opts ? L->opts->entry_bytes : 0);
+}
+
 static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 			 const struct lz_layerpath *p)
 {
@@ -154,14 +160,13 @@ static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 		if (off < 0 || (uint64_t)off > INT64_MAX - len)
 			return lz_layerpath_refuse(L->tree.err, p->full, "bad content offset");
 		uint64_t max = L->opts ? L->opts->max_regular_bytes : 0;
-		if (max > 0 && L->charged + len > max)
+		if (max > 0 && charged(L) + len > max)
 			return lz_err_set(L->tree.err, EFBIG,
 					  "layer entry '%s': layer content exceeds %llu bytes",
 					  p->full, (unsigned long long)max);
 		if ((r = write_all(fd, buf, len, (off_t)off)) < 0)
 			return lz_layerpath_fail(L->tree.err, -r, p->full, "write", p->full);
 		L->rep.regular_bytes += len;
-		L->charged += len;
 		if ((uint64_t)off + len > end)
 			end = (uint64_t)off + len;
 		progress(L);
@@ -489,8 +494,7 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 			return lz_err_set(err, E2BIG, "layer: more than %llu entries",
 					  (unsigned long long)max_entries);
 		L.rep.entries++;
-		if (opts != NULL && opts->max_regular_bytes > 0 &&
-		    (L.charged += opts->entry_bytes) > opts->max_regular_bytes)
+		if (opts != NULL && opts->max_regular_bytes > 0 && charged(&L) > opts->max_regular_bytes)
 			return lz_err_set(err, EFBIG, "layer: its entries exceed %llu bytes",
 					  (unsigned long long)opts->max_regular_bytes);
 		int r = apply_entry(&L, e);

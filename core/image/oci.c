@@ -226,9 +226,8 @@ static int open_regular(int dirfd, const char *path, int flags, const char *labe
 
 /* Reads fd from its offset to end of file, which must be exactly size bytes
  * away, hashing everything read. With dst (size + 1 bytes) the bytes are kept
- * there; otherwise they stream through a scratch buffer. */
-/* Reads fd to its end through sha256, into dst (size + 1 bytes) when not
- * NULL, else writing each piece to copy_fd when it is >= 0. */
+ * there; otherwise they stream through a scratch buffer, and to copy_fd when
+ * it is >= 0. */
 static int read_hash(int fd, uint64_t size, char *dst, int copy_fd, const char *label,
 		     uint8_t ret_digest[LZ_OCI_DIGEST_LEN], struct lz_err *err)
 {

@@ -33,11 +33,11 @@
 
 /* What an image may still write on the file system of dir_fd (the
  * Storage Root's): what it has free beyond a twentieth of its size, in
- * bytes and in inodes (UINT64_MAX of either on a file system that
- * counts none). Each entry also costs a block of the bytes: directories,
- * symbolic links and small files take one. Measured before the first layer: an image's content, a
- * decompression bomb's too, fails the preparation rather than fill the
- * developer's file system. */
+ * bytes and in inodes (UINT64_MAX of either on a file system that counts
+ * none). Each entry also costs a block of the bytes: directories, symbolic
+ * links and small files take one. Measured before the first layer: an
+ * image's content, a decompression bomb's too, fails the preparation
+ * rather than fill the developer's file system. */
 struct lz_prepare_budget {
 	uint64_t bytes, entries;
 	uint64_t block; /* what each entry is charged to bytes, at least */

@@ -1161,7 +1161,6 @@ static void withdraw(lz_hc *hc)
 	lz_pin_remove(hc->runtime_domain->fd);
 }
 
-/* The store's view of a session ends with it: release, then clean. */
 /* A session's files in the generation's sessions directory: its process
  * document (json) and runsc exec's PID file (pid). */
 #define SESSION_FILE_MAX (LZ_SESSION_ID_HEX + 8)
@@ -1191,6 +1190,7 @@ static void end_session_requests(lz_hc *hc, struct lz_session *s)
 	hc->prompt_job[slot] = -1;
 }
 
+/* The store's view of a session ends with it: release, then clean. */
 static void session_end(lz_hc *hc, struct lz_session *s)
 {
 	struct lz_err ignored;
