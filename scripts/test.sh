@@ -16,7 +16,9 @@
 # build as root and as the test user, ASan+UBSan build), busted (spec/),
 # e2e (tests/e2e/test_*.sh), fuzz (each libFuzzer target for
 # LZ_FUZZ_SECONDS, default 20). --quick skips the ASan,
-# Release and MinSizeRel builds and the fuzzers. Around the e2e suite it builds, and then
+# Release and MinSizeRel builds and the fuzzers. The Release, MinSizeRel and
+# fuzzing builds and the protocol models run in a background lane at the
+# lowest priority (see lane_start). Around the e2e suite it builds, and then
 # removes, the test network of tests/e2e/test_network.sh (namespace
 # lztest-net; see "the test network" below).
 #
@@ -128,6 +130,8 @@ gid=
 home=
 runtime_dir=
 fuzz_targets=()
+lane_log=    # the background lane (see lane_start): its report, and its process
+lane_pid=
 net_owned=0 # 1 while this run owns the test network (see test_network_setup)
 small_fs=   # the small tmpfs of the disk-full tests, while mounted
 small_env=()
@@ -157,6 +161,7 @@ reap_user_processes() {
 }
 
 cleanup() {
+	[ -z "$lane_pid" ] || { pkill -TERM -P "$lane_pid"; kill -TERM "$lane_pid"; } >/dev/null 2>&1
 	reap_user_processes "" >/dev/null 2>&1
 	[ "$net_owned" -eq 0 ] || test_network_teardown >/dev/null 2>&1
 	[ -z "$small_fs" ] || { umount "$small_fs" && rmdir "$small_fs"; } >/dev/null 2>&1
@@ -287,20 +292,117 @@ build() {
 
 # Warnings are errors in every build of ours (LZ_WERROR); a user's build
 # leaves that off (CMakeLists.txt).
+# Protocol models (protocol/*.pml): spin's exhaustive safety search
+# (assertions, invalid end states) and each named ltl property under weak
+# fairness; every deliberately broken variant (protocol/broken/*.pml) must
+# be rejected by one of those runs, or its model can no longer fail.
+# spin_model MODEL DIR: runs them in DIR; prints one line per run
+# ("safety" or the property, errors, states stored, depth reached).
+spin_model() {
+	local model=$1 dir=$2 prop out
+	mkdir -p "$dir"
+	(cd "$dir" && spin -a "$model" >spin.log 2>&1 && cc -w -O0 -DNOCLAIM -o safety pan.c >>spin.log 2>&1 &&
+		cc -w -O0 -DNFAIR=8 -o live pan.c >>spin.log 2>&1) || return 1
+	out=$(cd "$dir" && ./safety -m2000000 2>&1)
+	printf '%s\n' "$out" >>"$dir/runs.log"
+	printf 'safety %s %s %s\n' "$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' <<<"$out")" \
+		"$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' <<<"$out" | head -n 1)" \
+		"$(sed -nE 's/.*depth reached ([0-9]+).*/\1/p' <<<"$out")"
+	for prop in $(sed -nE 's/^ltl ([A-Za-z0-9_]+):.*/\1/p' "$dir/spin.log"); do
+		out=$(cd "$dir" && ./live -m2000000 -a -f -N "$prop" 2>&1)
+		printf '%s\n' "$out" >>"$dir/runs.log"
+		printf '%s %s %s %s\n' "$prop" "$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' <<<"$out")" \
+			"$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' <<<"$out" | head -n 1)" \
+			"$(sed -nE 's/.*depth reached ([0-9]+).*/\1/p' <<<"$out")"
+	done
+}
+
+protocol_suite() {
+	local model name dir runs summary
+	say "protocol models (spin)"
+	for model in "$repo"/protocol/*.pml; do
+		[ -e "$model" ] || { bad protocol "no models in protocol/"; return; }
+		name=$(basename "$model" .pml)
+		dir=$work/spin-$name
+		if ! runs=$(spin_model "$model" "$dir"); then
+			tail_of "$dir/spin.log" 30
+			bad protocol "$name: spin could not check the model"
+			continue
+		fi
+		summary=$(awk '{ printf "%s%s: %s states, depth %s", (NR > 1 ? "; " : ""), $1, $3, $4 }' <<<"$runs")
+		if [ -n "$runs" ] && awk '$2 != "0" || $2 == "" { bad = 1 } END { exit bad }' <<<"$runs"; then
+			pass protocol "$name: $summary"
+		else
+			tail_of "$dir/runs.log" 30
+			bad protocol "$name: a property is violated ($summary)"
+		fi
+	done
+	for model in "$repo"/protocol/broken/*.pml; do
+		[ -e "$model" ] || { bad protocol "no broken variants in protocol/broken/"; return; }
+		name=broken/$(basename "$model" .pml)
+		dir=$work/spin-${name//\//-}
+		if ! runs=$(spin_model "$model" "$dir"); then
+			tail_of "$dir/spin.log" 30
+			bad protocol "$name: spin could not check the model"
+		elif awk '$2 != "0" && $2 != "" { found = 1 } END { exit !found }' <<<"$runs"; then
+			pass protocol "$name: rejected ($(awk '$2 != "0" { printf "%s%s", (n++ ? ", " : ""), $1 }' <<<"$runs"))"
+		else
+			bad protocol "$name: spin found no violation: its model can no longer fail"
+		fi
+	done
+}
+
+# --- the background lane ---------------------------------------------------------------
+#
+# Work that needs only the CPU and nothing of the machine's state (the
+# optimised and fuzzing builds, the protocol models) runs at the lowest
+# priority beside the unit and end-to-end suites, which spend most of their
+# time waiting; its report is replayed into the counts by lane_join, before
+# the fuzzers need their build. This keeps the whole run under 25 minutes.
+lane_start() {
+	lane_log=$work/lane.log
+	(
+		renice -n 19 -p "$BASHPID" >/dev/null
+		if [ "$quick" -eq 0 ]; then
+			# The optimised builds a packager makes: -O3 and -Os see other warnings.
+			build release "$repo/build-release" -DCMAKE_BUILD_TYPE=Release -DLZ_TESTS=OFF -DLZ_WERROR=ON
+			build minsizerel "$repo/build-minsizerel" -DCMAKE_BUILD_TYPE=MinSizeRel -DLZ_TESTS=OFF -DLZ_WERROR=ON
+			if [ "${#fuzz_targets[@]}" -gt 0 ]; then
+				build fuzz "$repo/build-fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+					-DLZ_FUZZ=ON -DLZ_TESTS=OFF -DLZ_SANITIZE=OFF -DLZ_WERROR=ON -- "${fuzz_targets[@]}"
+			fi
+		fi
+		protocol_suite
+	) >"$lane_log" 2>&1 </dev/null &
+	lane_pid=$!
+}
+# lane_join: waits for the lane, prints its report and counts its results.
+lane_join() {
+	local line suite
+	[ -n "$lane_pid" ] || return 0
+	wait "$lane_pid"
+	lane_pid=
+	say "background lane (builds and protocol models, run beside the suites above)"
+	indent <"$lane_log"
+	while IFS= read -r line; do
+		case $line in
+		'PASS ['*'] '* | 'FAIL ['*'] '*)
+			suite=${line#* [}
+			suite=${suite%%]*}
+			if [ "${line:0:4}" = PASS ]; then record "$suite" 1 0; else record "$suite" 0 1; fi
+			;;
+		esac
+	done <"$lane_log"
+}
+
 build normal "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLZ_TESTS=ON -DLZ_SANITIZE=OFF -DLZ_WERROR=ON
 if [ "$quick" -eq 0 ]; then
-	build asan "$repo/build-asan" -DCMAKE_BUILD_TYPE=Debug -DLZ_TESTS=ON -DLZ_SANITIZE=ON -DLZ_WERROR=ON
-	# The optimised builds a packager makes: -O3 and -Os see other warnings.
-	build release "$repo/build-release" -DCMAKE_BUILD_TYPE=Release -DLZ_TESTS=OFF -DLZ_WERROR=ON
-	build minsizerel "$repo/build-minsizerel" -DCMAKE_BUILD_TYPE=MinSizeRel -DLZ_TESTS=OFF -DLZ_WERROR=ON
 	for f in "$repo"/tests/fuzz/fuzz_*.c; do
 		[ -e "$f" ] && fuzz_targets+=("$(basename "$f" .c)")
 	done
-	if [ "${#fuzz_targets[@]}" -gt 0 ]; then
-		build fuzz "$repo/build-fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-			-DLZ_FUZZ=ON -DLZ_TESTS=OFF -DLZ_SANITIZE=OFF -DLZ_WERROR=ON -- "${fuzz_targets[@]}"
-	fi
 fi
+lane_start
+[ "$quick" -eq 1 ] || build asan "$repo/build-asan" -DCMAKE_BUILD_TYPE=Debug -DLZ_TESTS=ON -DLZ_SANITIZE=ON -DLZ_WERROR=ON
 
 # --- root refusal ------------------------------------------------------------------
 
@@ -372,21 +474,25 @@ cmocka() {
 	# processes): the executables run $jobs at a time, each into its own
 	# log, then those in CMOCKA_ALONE one by one; all are judged afterwards
 	# in name order.
-	local running=0 alone=()
+	# Only this suite's own jobs are waited for: the background lane runs
+	# beside it.
+	local running=() kept=() alone=() done_pid= pid
 	for name in "${names[@]}"; do
 		[ -x "$dir/$name" ] || continue
 		if [[ " $CMOCKA_ALONE " == *" $name "* ]]; then
 			alone+=("$name")
 			continue
 		fi
-		if [ "$running" -ge "$jobs" ]; then
-			wait -n || true
-			running=$((running - 1))
+		if [ "${#running[@]}" -ge "$jobs" ]; then
+			wait -n -p done_pid "${running[@]}" || true
+			kept=()
+			for pid in "${running[@]}"; do [ "$pid" = "$done_pid" ] || kept+=("$pid"); done
+			running=("${kept[@]}")
 		fi
 		cmocka_one "$dir" "$work/$suite-$name.log" "$name" &
-		running=$((running + 1))
+		running+=("$!")
 	done
-	wait
+	for done_pid in "${running[@]}"; do wait "$done_pid"; done
 	for name in "${alone[@]}"; do
 		cmocka_one "$dir" "$work/$suite-$name.log" "$name"
 	done
@@ -1011,68 +1117,9 @@ fuzz_suite() {
 		bad fuzz "$name: exited $rc (crash, leak, timeout or out of memory)"
 	done
 }
+lane_join
 [ "$quick" -eq 1 ] || fuzz_suite
 
-# Protocol models (protocol/*.pml): spin's exhaustive safety search
-# (assertions, invalid end states) and each named ltl property under weak
-# fairness; every deliberately broken variant (protocol/broken/*.pml) must
-# be rejected by one of those runs, or its model can no longer fail.
-# spin_model MODEL DIR: runs them in DIR; prints one line per run
-# ("safety" or the property, errors, states stored, depth reached).
-spin_model() {
-	local model=$1 dir=$2 prop out
-	mkdir -p "$dir"
-	(cd "$dir" && spin -a "$model" >spin.log 2>&1 && cc -w -O0 -DNOCLAIM -o safety pan.c >>spin.log 2>&1 &&
-		cc -w -O0 -DNFAIR=8 -o live pan.c >>spin.log 2>&1) || return 1
-	out=$(cd "$dir" && ./safety -m2000000 2>&1)
-	printf '%s\n' "$out" >>"$dir/runs.log"
-	printf 'safety %s %s %s\n' "$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' <<<"$out")" \
-		"$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' <<<"$out" | head -n 1)" \
-		"$(sed -nE 's/.*depth reached ([0-9]+).*/\1/p' <<<"$out")"
-	for prop in $(sed -nE 's/^ltl ([A-Za-z0-9_]+):.*/\1/p' "$dir/spin.log"); do
-		out=$(cd "$dir" && ./live -m2000000 -a -f -N "$prop" 2>&1)
-		printf '%s\n' "$out" >>"$dir/runs.log"
-		printf '%s %s %s %s\n' "$prop" "$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' <<<"$out")" \
-			"$(sed -nE 's/^ *([0-9.e+]+) states, stored.*/\1/p' <<<"$out" | head -n 1)" \
-			"$(sed -nE 's/.*depth reached ([0-9]+).*/\1/p' <<<"$out")"
-	done
-}
-
-protocol_suite() {
-	local model name dir runs summary
-	say "protocol models (spin)"
-	for model in "$repo"/protocol/*.pml; do
-		[ -e "$model" ] || { bad protocol "no models in protocol/"; return; }
-		name=$(basename "$model" .pml)
-		dir=$work/spin-$name
-		if ! runs=$(spin_model "$model" "$dir"); then
-			tail_of "$dir/spin.log" 30
-			bad protocol "$name: spin could not check the model"
-			continue
-		fi
-		summary=$(awk '{ printf "%s%s: %s states, depth %s", (NR > 1 ? "; " : ""), $1, $3, $4 }' <<<"$runs")
-		if [ -n "$runs" ] && awk '$2 != "0" || $2 == "" { bad = 1 } END { exit bad }' <<<"$runs"; then
-			pass protocol "$name: $summary"
-		else
-			tail_of "$dir/runs.log" 30
-			bad protocol "$name: a property is violated ($summary)"
-		fi
-	done
-	for model in "$repo"/protocol/broken/*.pml; do
-		[ -e "$model" ] || { bad protocol "no broken variants in protocol/broken/"; return; }
-		name=broken/$(basename "$model" .pml)
-		dir=$work/spin-${name//\//-}
-		if ! runs=$(spin_model "$model" "$dir"); then
-			tail_of "$dir/spin.log" 30
-			bad protocol "$name: spin could not check the model"
-		elif awk '$2 != "0" && $2 != "" { found = 1 } END { exit !found }' <<<"$runs"; then
-			pass protocol "$name: rejected ($(awk '$2 != "0" { printf "%s%s", (n++ ? ", " : ""), $1 }' <<<"$runs"))"
-		else
-			bad protocol "$name: spin found no violation: its model can no longer fail"
-		fi
-	done
-}
-protocol_suite
 
 # docs/requirements.md names, for every requirement, tests that exist.
 requirements_suite() {
