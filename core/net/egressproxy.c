@@ -179,7 +179,9 @@ static void reply(int fd, const char *status, const char *why)
 }
 
 /* Reads into buf until parse says enough (not -EAGAIN), the peer ends, or
- * the deadline passes (-ETIMEDOUT). */
+ * the deadline passes (-ETIMEDOUT). parse is called after every recv with
+ * all of buf so far: it resumes where its previous call stopped (a scan
+ * in ctx), so a peer that sends a byte per packet costs linear work. */
 static int read_until(int fd, uint8_t *buf, size_t cap, size_t *got, int64_t deadline,
 		      int (*parse)(const uint8_t *, size_t, void *), void *ctx)
 {
@@ -208,6 +210,7 @@ static int read_until(int fd, uint8_t *buf, size_t cap, size_t *got, int64_t dea
 }
 
 struct head_parse {
+	struct lz_http_scan scan;
 	struct lz_http_request req;
 	struct lz_err err;
 };
@@ -215,10 +218,11 @@ struct head_parse {
 static int parse_head(const uint8_t *buf, size_t len, void *ctx)
 {
 	struct head_parse *h = ctx;
-	return lz_http_parse_head(buf, len, &h->req, &h->err);
+	return lz_http_parse_head_more(buf, len, &h->scan, &h->req, &h->err);
 }
 
 struct hello_parse {
+	struct lz_tls_scan scan; /* 16 KiB: the handshake bytes so far */
 	char name[LZ_EGRESS_NAME_MAX + 1];
 	struct lz_err err;
 };
@@ -226,7 +230,7 @@ struct hello_parse {
 static int parse_hello(const uint8_t *buf, size_t len, void *ctx)
 {
 	struct hello_parse *h = ctx;
-	return lz_tls_client_hello_sni(buf, len, h->name, &h->err);
+	return lz_tls_client_hello_sni_more(buf, len, &h->scan, h->name, &h->err);
 }
 
 /* A TCP connection to addr:port within LZ_EGRESS_CONNECT_MS. */

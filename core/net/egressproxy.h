@@ -22,8 +22,10 @@
  *
  * Every refusal is counted, and the first refusal of each destination is
  * one line in hc.log. The proxy is hostile input's first reader: every
- * request head is bounded (LZ_HTTP_HEAD_MAX), every wait has a deadline,
- * and at most LZ_EGRESS_MAX_CONNECTIONS connections are served at once. */
+ * request head is bounded (LZ_HTTP_HEAD_MAX), and costs work linear in its
+ * length however it is cut into packets (as does a ClientHello), every
+ * wait has a deadline, and at most LZ_EGRESS_MAX_CONNECTIONS connections
+ * are served at once. */
 #ifndef LZ_EGRESSPROXY_H
 #define LZ_EGRESSPROXY_H
 

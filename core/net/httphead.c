@@ -153,17 +153,25 @@ static bool host_matches(const uint8_t *s, size_t n, const struct lz_http_reques
 	       (h.host_is_ipv4 ? h.ipv4 == r->ipv4 : strcmp(h.host, r->host) == 0);
 }
 
-/* Finds the end of the head; refuses bare CR or LF as soon as seen. */
-static int find_end(const uint8_t *buf, size_t len, size_t *ret_end, struct lz_err *err)
+/* Finds the end of the head; refuses bare CR or LF as soon as seen. The
+ * search starts where scan's last one stopped: before that every CR was
+ * followed by its LF and no CRLF followed another, and it never stops
+ * between a CR and its LF (a CR that is the last byte so far is looked
+ * at again, with its LF). A head's end is found with the two bytes
+ * before it, which lie behind the restart and are still in buf. */
+static int find_end(const uint8_t *buf, size_t len, struct lz_http_scan *scan, size_t *ret_end, struct lz_err *err)
 {
 	size_t lim = len < LZ_HTTP_HEAD_MAX ? len : LZ_HTTP_HEAD_MAX;
-	for (size_t i = 0; i < lim; i++) {
+	size_t i = scan->scanned <= lim ? scan->scanned : 0;
+	for (; i < lim; i++) {
+		scan->examined++;
 		if (buf[i] == '\n')
 			return lz_err_set(err, EINVAL, "bare LF at byte %zu", i);
 		if (buf[i] != '\r')
 			continue;
 		if (i + 1 == lim)
 			break;
+		scan->examined++;
 		if (buf[i + 1] != '\n')
 			return lz_err_set(err, EINVAL, "bare CR at byte %zu", i);
 		if (i >= 2 && buf[i - 2] == '\r' && buf[i - 1] == '\n') {
@@ -172,15 +180,17 @@ static int find_end(const uint8_t *buf, size_t len, size_t *ret_end, struct lz_e
 		}
 		i++;
 	}
+	scan->scanned = i;
 	if (len >= LZ_HTTP_HEAD_MAX)
 		return lz_err_set(err, E2BIG, "no end of head within %d bytes", LZ_HTTP_HEAD_MAX);
 	return -EAGAIN;
 }
 
-static int parse(const uint8_t *buf, size_t len, struct lz_http_request *r, struct layout *lay, struct lz_err *err)
+static int parse(const uint8_t *buf, size_t len, struct lz_http_scan *scan, struct lz_http_request *r,
+		 struct layout *lay, struct lz_err *err)
 {
 	size_t end = 0;
-	int ret = find_end(buf, len, &end, err);
+	int ret = find_end(buf, len, scan, &end, err);
 	if (ret < 0)
 		return ret;
 	memset(r, 0, sizeof(*r));
@@ -239,15 +249,22 @@ static int parse(const uint8_t *buf, size_t len, struct lz_http_request *r, stru
 	return 0;
 }
 
-int lz_http_parse_head(const uint8_t *buf, size_t len, struct lz_http_request *ret, struct lz_err *err)
+int lz_http_parse_head_more(const uint8_t *buf, size_t len, struct lz_http_scan *scan, struct lz_http_request *ret,
+			    struct lz_err *err)
 {
 	struct lz_http_request r;
 	struct layout lay;
-	int rc = parse(buf, len, &r, &lay, err);
+	int rc = parse(buf, len, scan, &r, &lay, err);
 	if (rc < 0)
 		return rc;
 	*ret = r;
 	return 0;
+}
+
+int lz_http_parse_head(const uint8_t *buf, size_t len, struct lz_http_request *ret, struct lz_err *err)
+{
+	struct lz_http_scan scan = { 0, 0 };
+	return lz_http_parse_head_more(buf, len, &scan, ret, err);
 }
 
 struct sink {
@@ -283,9 +300,10 @@ int lz_http_rewrite_forward(const uint8_t *head, size_t head_len, const struct l
 {
 	struct lz_http_request r;
 	struct layout lay;
+	struct lz_http_scan scan = { 0, 0 };
 	if (req->kind != LZ_HTTP_FORWARD)
 		return -EINVAL;
-	if (parse(head, head_len, &r, &lay, NULL) < 0 || r.head_len != head_len || r.kind != req->kind ||
+	if (parse(head, head_len, &scan, &r, &lay, NULL) < 0 || r.head_len != head_len || r.kind != req->kind ||
 	    r.port != req->port || r.host_is_ipv4 != req->host_is_ipv4 || r.ipv4 != req->ipv4 ||
 	    strcmp(r.host, req->host) != 0)
 		return -EINVAL;

@@ -44,6 +44,25 @@ struct lz_http_request {
  * failure. */
 int lz_http_parse_head(const uint8_t *buf, size_t len, struct lz_http_request *ret, struct lz_err *err);
 
+/* Where the search for the end of a growing head stopped. A sandbox may
+ * send its head a byte per packet: parsed again from byte 0 after each,
+ * a head of LZ_HTTP_HEAD_MAX bytes would cost some 10^8 byte looks of the
+ * proxy's time; resumed here, each byte is looked at once or twice.
+ * Zero-initialized; one per head. */
+struct lz_http_scan {
+	size_t scanned;  /* bytes before it hold no end of head and no bare CR or LF */
+	size_t examined; /* bytes looked at in all, so that tests can bound the work */
+};
+
+/* lz_http_parse_head for a buffer that grows between calls: buf[0..len)
+ * begins with the bytes the previous call with scan was given, and only
+ * what follows them is searched for the end of the head (the head itself
+ * is parsed once, when its end is found). Every call answers what
+ * lz_http_parse_head(buf, len) would. After an answer other than -EAGAIN
+ * scan is spent; a len shorter than the last restarts the search. */
+int lz_http_parse_head_more(const uint8_t *buf, size_t len, struct lz_http_scan *scan, struct lz_http_request *ret,
+			    struct lz_err *err);
+
 /* The forward request head[0..head_len) as the upstream gets it: request
  * line in origin-form, Proxy-Connection, Proxy-Authorization, Connection,
  * Keep-Alive, TE, Upgrade and Host dropped, "Host: host[:port]" (port when

@@ -116,44 +116,69 @@ static int incomplete(size_t len, struct lz_err *err)
 	return -EAGAIN;
 }
 
-int lz_tls_client_hello_sni(const uint8_t *buf, size_t len, char out[LZ_EGRESS_NAME_MAX + 1], struct lz_err *err)
+/* The records are taken apart where the last call stopped: a record
+ * header once it is whole, a record's bytes as they come (the checks on
+ * the handshake header see the same bytes, in the same order, as a walk
+ * from byte 0 would). The record that completes the ClientHello must be
+ * complete itself: a call that finds the hello whole but its record not
+ * goes on taking that record's bytes. */
+int lz_tls_client_hello_sni_more(const uint8_t *buf, size_t len, struct lz_tls_scan *s,
+				 char out[LZ_EGRESS_NAME_MAX + 1], struct lz_err *err)
 {
-	uint8_t hs[LZ_TLS_HELLO_MAX]; /* the handshake bytes, records stripped */
-	size_t hs_len = 0, need = HS_HEADER, lim = len < LZ_TLS_HELLO_MAX ? len : LZ_TLS_HELLO_MAX;
+	size_t lim = len < LZ_TLS_HELLO_MAX ? len : LZ_TLS_HELLO_MAX;
 	char name[LZ_EGRESS_NAME_MAX + 1];
 
 	if (len >= 1 && buf[0] != 0x16)
 		return lz_err_set(err, ENOTSUP, "not a TLS handshake record");
 	if (len >= 2 && buf[1] != 3)
 		return lz_err_set(err, ENOTSUP, "not a TLS record version");
-	for (size_t p = 0; hs_len < need;) {
-		if (lim - p < RECORD_HEADER)
-			return incomplete(len, err);
-		if (buf[p] != 0x16 || buf[p + 1] != 3)
-			return lz_err_set(err, EBADMSG, "ClientHello interrupted by a record that is not handshake");
-		size_t rlen = (size_t)buf[p + 3] << 8 | buf[p + 4];
-		if (rlen == 0 || rlen > RECORD_MAX)
-			return lz_err_set(err, EBADMSG, "TLS record length %zu out of 1..%d", rlen, RECORD_MAX);
-		p += RECORD_HEADER;
-		size_t avail = lim - p < rlen ? lim - p : rlen;
-		memcpy(hs + hs_len, buf + p, avail);
-		hs_len += avail;
-		if (hs_len >= 1 && hs[0] != HS_CLIENT_HELLO)
+	if (s->need == 0 || s->taken > lim) {
+		s->taken = s->rec_left = s->hs_len = 0;
+		s->need = HS_HEADER;
+	}
+	while (s->hs_len < s->need || s->rec_left > 0) {
+		if (s->rec_left == 0) {
+			if (lim - s->taken < RECORD_HEADER)
+				return incomplete(len, err);
+			const uint8_t *h = buf + s->taken;
+			s->examined += RECORD_HEADER;
+			if (h[0] != 0x16 || h[1] != 3)
+				return lz_err_set(err, EBADMSG, "ClientHello interrupted by a record that is not handshake");
+			size_t rlen = (size_t)h[3] << 8 | h[4];
+			if (rlen == 0 || rlen > RECORD_MAX)
+				return lz_err_set(err, EBADMSG, "TLS record length %zu out of 1..%d", rlen, RECORD_MAX);
+			s->taken += RECORD_HEADER;
+			s->rec_left = rlen;
+		}
+		size_t avail = lim - s->taken < s->rec_left ? lim - s->taken : s->rec_left;
+		memcpy(s->hs + s->hs_len, buf + s->taken, avail);
+		s->examined += avail;
+		s->hs_len += avail;
+		s->taken += avail;
+		s->rec_left -= avail;
+		if (s->hs_len >= 1 && s->hs[0] != HS_CLIENT_HELLO)
 			return lz_err_set(err, EBADMSG, "first handshake message is not a ClientHello");
-		if (hs_len >= HS_HEADER && need == HS_HEADER) {
-			need += (size_t)hs[1] << 16 | (size_t)hs[2] << 8 | hs[3];
+		if (s->hs_len >= HS_HEADER && s->need == HS_HEADER) {
+			s->need += (size_t)s->hs[1] << 16 | (size_t)s->hs[2] << 8 | s->hs[3];
 			/* The record headers still to come take room as well. */
-			if (need > LZ_TLS_HELLO_MAX - RECORD_HEADER)
+			if (s->need > LZ_TLS_HELLO_MAX - RECORD_HEADER)
 				return lz_err_set(err, E2BIG, "ClientHello longer than %d bytes", LZ_TLS_HELLO_MAX);
 		}
-		if (avail < rlen)
+		if (s->rec_left > 0)
 			return incomplete(len, err);
-		p += rlen;
 	}
-	struct rd body = { hs + HS_HEADER, need - HS_HEADER };
+	struct rd body = { s->hs + HS_HEADER, s->need - HS_HEADER };
 	int r = parse_hello(body, name, err);
 	if (r < 0)
 		return r;
 	memcpy(out, name, strlen(name) + 1);
 	return 0;
+}
+
+int lz_tls_client_hello_sni(const uint8_t *buf, size_t len, char out[LZ_EGRESS_NAME_MAX + 1], struct lz_err *err)
+{
+	/* Not zero-initialized whole: hs is written before it is read. */
+	struct lz_tls_scan scan;
+	scan.taken = scan.rec_left = scan.hs_len = scan.need = scan.examined = 0;
+	return lz_tls_client_hello_sni_more(buf, len, &scan, out, err);
 }

@@ -5,9 +5,11 @@
  *     the limit, its host is normalized, every shorter prefix is -EAGAIN,
  *     and a forward request rewrites to a head that ends in
  *     "Connection: close", exactly filling a buffer of its size and
- *     refused (-EMSGSIZE) by one byte less.
+ *     refused (-EMSGSIZE) by one byte less; the input given in two
+ *     calls (lz_http_parse_head_more) gets the same answer.
  *   1 net/tlssni: documented codes, output untouched on refusal, a found
- *     name is normalized.
+ *     name is normalized; the input given in two calls gets the same
+ *     answer.
  *   2 net/dnsquery answers for a fixed question, the id taken from the
  *     input: documented codes, outputs untouched, 1..cap addresses.
  *   3 resolv.conf text: at most cap servers.
@@ -43,12 +45,26 @@ static bool normalized(const char *name)
 
 static uint8_t out[2 * LZ_HTTP_HEAD_MAX + 256];
 
+/* The first half, then all of it: the whole parse's answer. */
+static void http_in_two(const uint8_t *data, size_t size, int want, const struct lz_http_request *r)
+{
+	struct lz_http_scan scan = { 0, 0 };
+	struct lz_http_request g;
+	if (lz_http_parse_head_more(data, size / 2, &scan, &g, NULL) != -EAGAIN)
+		return;
+	int ret = lz_http_parse_head_more(data, size, &scan, &g, NULL);
+	check(ret == want);
+	check(ret < 0 || (g.kind == r->kind && strcmp(g.host, r->host) == 0 && g.port == r->port &&
+			  g.head_len == r->head_len && g.host_is_ipv4 == r->host_is_ipv4 && g.ipv4 == r->ipv4));
+}
+
 static void fuzz_http(const uint8_t *data, size_t size)
 {
 	struct lz_http_request r, s;
 	memset(&r, 0x5a, sizeof(r));
 	memcpy(&s, &r, sizeof(r));
 	int ret = lz_http_parse_head(data, size, &r, NULL);
+	http_in_two(data, size, ret, &r);
 	if (ret < 0) {
 		check(ret == -EAGAIN || ret == -E2BIG || ret == -EINVAL || ret == -ENOTSUP || ret == -EPROTO);
 		check(ret != -EAGAIN || size < LZ_HTTP_HEAD_MAX);
@@ -78,6 +94,14 @@ static void fuzz_tls(const uint8_t *data, size_t size)
 	memset(name, 0x5a, sizeof(name));
 	memset(sentinel, 0x5a, sizeof(sentinel));
 	int ret = lz_tls_client_hello_sni(data, size, name, NULL);
+	/* The first half, then all of it: the same answer. */
+	static struct lz_tls_scan scan;
+	char again[LZ_EGRESS_NAME_MAX + 1];
+	memset(&scan, 0, sizeof(scan));
+	int two = lz_tls_client_hello_sni_more(data, size / 2, &scan, again, NULL);
+	if (two == -EAGAIN)
+		check(lz_tls_client_hello_sni_more(data, size, &scan, again, NULL) == ret &&
+		      (ret < 0 || strcmp(again, name) == 0));
 	if (ret < 0) {
 		check(ret == -ENOTSUP || ret == -EAGAIN || ret == -E2BIG || ret == -EBADMSG || ret == -ENOENT);
 		check(ret != -EAGAIN || size < LZ_TLS_HELLO_MAX);

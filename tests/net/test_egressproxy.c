@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -320,6 +321,69 @@ static void test_lz_egress_serve__refusals_over_sockets(void **state)
 	assert_int_equal(refused, 9);
 }
 
+/* Sends req in pieces ending at cuts[0] < cuts[1] < ... < len, each its
+ * own packet (TCP_NODELAY, a pause between), and returns the answer as
+ * ask does. */
+static char *ask_cut(const struct served *v, const char *req, const size_t *cuts, size_t n_cuts, char *out,
+		     size_t cap)
+{
+	int c = dial(v), one = 1;
+	size_t got = 0, from = 0, len = strlen(req);
+	assert_int_equal(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	for (size_t i = 0; i <= n_cuts; i++) {
+		size_t to = i < n_cuts ? cuts[i] : len;
+		assert_int_equal(send(c, req + from, to - from, MSG_NOSIGNAL), (ssize_t)(to - from));
+		from = to;
+		usleep(2000);
+	}
+	for (;;) {
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+		assert_int_equal(poll(&pf, 1, 10000), 1);
+		ssize_t n = recv(c, out + got, cap - 1 - got, 0);
+		if (n <= 0 || (got += (size_t)n) == cap - 1)
+			break;
+	}
+	close(c);
+	out[got] = '\0';
+	return out;
+}
+
+static void expect_cut(const struct served *v, const char *req, const size_t *cuts, size_t n_cuts,
+		       const char *status, const char *text)
+{
+	char out[4096];
+	ask_cut(v, req, cuts, n_cuts, out, sizeof(out));
+	if (strncmp(out, status, strlen(status)) != 0 || strstr(out, text) == NULL)
+		fail_msg("for %s in %zu pieces: got '%s', want '%s' and '%s'", req, n_cuts + 1, out, status, text);
+}
+
+/* A head that comes a byte per packet, or with its end split anywhere,
+ * is judged as it is when it comes whole (the search for its end resumes
+ * where it stopped: httphead.h). */
+static void test_lz_egress_serve__head_in_pieces(void **state)
+{
+	const struct served *v = *state;
+	const char *head = "CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n";
+	size_t len = strlen(head), t = len - 4, bytes[64];
+	for (size_t i = 0; i + 1 < len; i++)
+		bytes[i] = i + 1;
+	expect_cut(v, head, bytes, len - 1, "HTTP/1.1 403 ", "an address, not a name");
+	const size_t splits[][3] = { { t + 1 }, { t + 2 }, { t + 3 }, { t + 1, t + 2, t + 3 } };
+	const size_t n_splits[] = { 1, 1, 1, 3 };
+	for (size_t i = 0; i < sizeof(n_splits) / sizeof(n_splits[0]); i++)
+		expect_cut(v, head, splits[i], n_splits[i], "HTTP/1.1 403 ", "an address, not a name");
+	/* A bare LF is refused as it comes (a second one, "\n\n", is not
+	 * waited for: it would reach a closed connection). */
+	const char *lf = "CONNECT 10.0.0.1:443 HTTP/1.1\n";
+	for (size_t i = 0; i + 1 < strlen(lf); i++)
+		bytes[i] = i + 1;
+	expect_cut(v, lf, bytes, strlen(lf) - 1, "HTTP/1.1 400 ", "bare LF at byte 29");
+	uint64_t allowed = 9, refused = 9;
+	assert_int_equal(lz_egress_stats_read(v->dfd, &allowed, &refused, NULL), 0);
+	assert_int_equal(allowed, 0);
+	assert_int_equal(refused, 6);
+}
+
 /* Idle clients take no more than LZ_EGRESS_MAX_CONNECTIONS slots; the next
  * is told, and a slot comes back when one leaves. */
 static void test_lz_egress_serve__connection_limit(void **state)
@@ -358,6 +422,7 @@ int main(void)
 		cmocka_unit_test(test_lz_egress_stats__format_and_strict_read),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__refusals_over_sockets, serve_start,
 						serve_stop),
+		cmocka_unit_test_setup_teardown(test_lz_egress_serve__head_in_pieces, serve_start, serve_stop),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__connection_limit, serve_start, serve_stop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

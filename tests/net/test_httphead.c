@@ -1,5 +1,7 @@
 /* The egress proxy's request head (spec 3.7): the two accepted forms, every
- * refusal, incremental input, the size limits and the forward rewrite. */
+ * refusal, incremental input (the whole buffer, and a head that grows with
+ * the search resumed: same answers, linear work), the size limits and the
+ * forward rewrite. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -303,6 +305,179 @@ static void test_lz_http_parse_head__every_prefix_incomplete(void **state)
 	}
 }
 
+/* ---- a head that grows: lz_http_parse_head_more --------------------------- */
+
+/* One call of a growing parse: the same answer as the whole-buffer parse
+ * of buf[0..len) (code, message, request), ret untouched on refusal. */
+static int more_same(const char *buf, size_t len, struct lz_http_scan *scan)
+{
+	struct lz_http_request whole, grown;
+	memset(&whole, 0x5a, sizeof(whole));
+	memset(&grown, 0x5a, sizeof(grown));
+	struct lz_err ew = { 0, "" }, eg = { 0, "" };
+	int want = lz_http_parse_head((const uint8_t *)buf, len, &whole, &ew);
+	int got = lz_http_parse_head_more((const uint8_t *)buf, len, scan, &grown, &eg);
+	if (got != want || strcmp(ew.msg, eg.msg) != 0)
+		fail_msg("'%.*s' (%zu bytes): resumed %d (%s), whole %d (%s)", (int)len, buf, len, got, eg.msg, want,
+			 ew.msg);
+	if (got < 0) {
+		assert_memory_equal(&grown, &whole, sizeof(whole)); /* both untouched */
+		return got;
+	}
+	assert_int_equal(grown.kind, whole.kind);
+	assert_memory_equal(grown.host, whole.host, sizeof(whole.host));
+	assert_int_equal(grown.port, whole.port);
+	assert_int_equal(grown.head_len, whole.head_len);
+	assert_int_equal(grown.host_is_ipv4, whole.host_is_ipv4);
+	assert_int_equal(grown.ipv4, whole.ipv4);
+	return got;
+}
+
+/* buf[0..len) given in pieces ending at cuts[0] < cuts[1] < ... < len:
+ * each answer is the whole parse's; returns the last. */
+static int feed_cuts(const char *buf, size_t len, const size_t *cuts, size_t n_cuts, struct lz_http_scan *scan)
+{
+	int r = -EAGAIN;
+	for (size_t i = 0; i <= n_cuts && r == -EAGAIN; i++)
+		r = more_same(buf, i < n_cuts ? cuts[i] : len, scan);
+	return r;
+}
+
+/* buf[0..len) a byte per call; returns the first answer that is not
+ * -EAGAIN (or -EAGAIN) and the bytes given then in *ret_at. */
+static int feed_bytes(const char *buf, size_t len, struct lz_http_scan *scan, size_t *ret_at)
+{
+	int r = -EAGAIN;
+	size_t i = 0;
+	while (r == -EAGAIN && i < len)
+		r = more_same(buf, ++i, scan);
+	*ret_at = i;
+	return r;
+}
+
+/* Heads with their end, bare CR and LF at every kind of place. */
+static const char *const grown_heads[] = {
+	"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+	"CONNECT example.com:443 HTTP/1.1\r\n\r\n\x16\x03\x01tunnel\r\n\r\n",
+	"GET http://example.com/x?y HTTP/1.1\r\nHost: example.com\r\nA:\tb\r\n\r\nbody",
+	"GET http://a.com/ HTTP/1.1\r\nHost: b.com\r\n\r\n",
+	"GET / HTTP/1.1\r\n\r\n",
+	"\r\n\r\n",
+	"\r\n\r",
+	"\r\r\n",
+	"GET http://a.com/ HTTP/1.1\n\n",
+	"GET http://a.com/ HTTP/1.1\r\n\n",
+	"GET http://a.com/ HTTP/1.1\r\nA: b\n\r\n",
+	"GET http://a.com/ HTTP/1.1\r\nA: b\rc\r\n\r\n",
+	"GET http://a.com/ HTTP/1.1\r\n\r\r\n",
+	"GET http://a.com/ HTTP/1.1\r\nA: b\r\n\r",
+	"GET http://a.com/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: x\r\n\r\n",
+};
+
+/* The end of the head split across calls at each of its places (CRLF
+ * CRLF as 1|3, 2|2, 3|1, and in four calls), and at every other place. */
+static void test_lz_http_parse_head_more__terminator_split_anywhere(void **state)
+{
+	(void)state;
+	const char *head = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com\r\n\r\n";
+	size_t len = strlen(head), t = len - 4;
+	const size_t splits[][3] = { { t + 1 }, { t + 2 }, { t + 3 }, { t + 1, t + 2, t + 3 }, { t, t + 2 } };
+	const size_t n_splits[] = { 1, 1, 1, 3, 2 };
+	for (size_t i = 0; i < sizeof(n_splits) / sizeof(n_splits[0]); i++) {
+		struct lz_http_scan scan = { 0, 0 };
+		assert_int_equal(feed_cuts(head, len, splits[i], n_splits[i], &scan), 0);
+	}
+	for (size_t h = 0; h < sizeof(grown_heads) / sizeof(grown_heads[0]); h++) {
+		const char *b = grown_heads[h];
+		size_t n = strlen(b);
+		for (size_t i = 1; i < n; i++)
+			for (size_t j = i; j < n; j++) {
+				struct lz_http_scan scan = { 0, 0 };
+				const size_t cuts[2] = { i, j };
+				feed_cuts(b, n, cuts, j > i ? 2 : 1, &scan);
+			}
+		struct lz_http_scan scan = { 0, 0 };
+		size_t at;
+		feed_bytes(b, n, &scan, &at);
+	}
+}
+
+/* No bare LF, "\n\n" included: refused at the first, however it came. */
+static void test_lz_http_parse_head_more__bare_lf_refused_as_whole(void **state)
+{
+	(void)state;
+	const char *head = "CONNECT example.com:443 HTTP/1.1\n\n";
+	struct lz_http_scan scan = { 0, 0 };
+	size_t at = 0;
+	assert_int_equal(feed_bytes(head, strlen(head), &scan, &at), -EINVAL);
+	assert_int_equal(at, strlen(head) - 1);
+	struct lz_err err = { 0, "" };
+	struct lz_http_request r;
+	assert_int_equal(lz_http_parse_head((const uint8_t *)head, strlen(head), &r, &err), -EINVAL);
+	assert_string_equal(err.msg, "bare LF at byte 32");
+	assert_int_equal(lz_http_parse_head((const uint8_t *)"\n\n", 2, &r, NULL), -EINVAL);
+}
+
+/* A head of LZ_HTTP_HEAD_MAX bytes with lines of `line` bytes (the last
+ * filled up), ending in CRLF CRLF when end. */
+static char *max_head(size_t line, bool end)
+{
+	char *buf = malloc(LZ_HTTP_HEAD_MAX);
+	assert_non_null(buf);
+	size_t n = (size_t)sprintf(buf, "CONNECT example.com:443 HTTP/1.1\r\n");
+	while (n + line + 4 <= LZ_HTTP_HEAD_MAX) {
+		memcpy(buf + n, "X: ", 3);
+		memset(buf + n + 3, 'v', line - 5);
+		memcpy(buf + n + line - 2, "\r\n", 2);
+		n += line;
+	}
+	memcpy(buf + n, "Y: ", 3);
+	memset(buf + n + 3, 'v', LZ_HTTP_HEAD_MAX - n - 3);
+	if (end)
+		memcpy(buf + LZ_HTTP_HEAD_MAX - 4, "\r\n\r\n", 4);
+	return buf;
+}
+
+/* A head a byte per call: each byte looked at a bounded number of times
+ * (a parse from byte 0 after each would look at some n^2/2 of them). */
+static void test_lz_http_parse_head_more__a_byte_at_a_time_is_linear(void **state)
+{
+	(void)state;
+	const size_t n = LZ_HTTP_HEAD_MAX;
+	static const size_t lines[] = { 16384, 170, 7 };
+	for (size_t k = 0; k < sizeof(lines) / sizeof(lines[0]); k++) {
+		for (int end = 1; end >= 0; end--) {
+			char *buf = max_head(lines[k], end);
+			struct lz_http_scan scan = { 0, 0 };
+			struct lz_http_request r;
+			struct lz_err err = { 0, "" };
+			int got = -EAGAIN;
+			size_t i = 0;
+			while (got == -EAGAIN && i < n)
+				got = lz_http_parse_head_more((const uint8_t *)buf, ++i, &scan, &r, &err);
+			assert_int_equal(i, n);
+			if (end) {
+				/* 100 fields at most: the short lines are too many. */
+				if (lines[k] == 7) {
+					assert_int_equal(got, -E2BIG);
+					assert_string_equal(err.msg, "more than 100 header fields");
+				} else {
+					assert_int_equal(got, 0);
+					assert_int_equal(r.head_len, n);
+				}
+			} else {
+				/* Over the limit: refused when the limit is reached. */
+				assert_int_equal(got, -E2BIG);
+				assert_string_equal(err.msg, "no end of head within 16384 bytes");
+			}
+			if (scan.examined >= 4 * n)
+				fail_msg("lines of %zu bytes%s: %zu bytes looked at for a head of %zu", lines[k],
+					 end ? "" : ", no end", scan.examined, n);
+			free(buf);
+		}
+	}
+}
+
 static void rewrite_ok(const char *head, const char *want)
 {
 	struct lz_http_request r = parse_ok(head);
@@ -392,6 +567,9 @@ int main(void)
 		cmocka_unit_test(test_lz_http_parse_head__field_count_limit),
 		cmocka_unit_test(test_lz_http_parse_head__size_limit),
 		cmocka_unit_test(test_lz_http_parse_head__every_prefix_incomplete),
+		cmocka_unit_test(test_lz_http_parse_head_more__terminator_split_anywhere),
+		cmocka_unit_test(test_lz_http_parse_head_more__bare_lf_refused_as_whole),
+		cmocka_unit_test(test_lz_http_parse_head_more__a_byte_at_a_time_is_linear),
 		cmocka_unit_test(test_lz_http_rewrite_forward__origin_form),
 		cmocka_unit_test(test_lz_http_rewrite_forward__refuses_connect_and_foreign_request),
 	};

@@ -1,6 +1,7 @@
 /* The server name of a sandbox's TLS ClientHello (spec 3.7): a real
- * OpenSSL ClientHello, whole, fragmented and cut short, and crafted ones
- * for every refusal. */
+ * OpenSSL ClientHello, whole, fragmented and cut short, crafted ones for
+ * every refusal, and hellos that grow with the walk resumed (same
+ * answers, linear work). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -384,6 +385,145 @@ static void test_lz_tls_client_hello_sni__every_byte_mutated(void **state)
 	}
 }
 
+/* ---- a hello that grows: lz_tls_client_hello_sni_more ------------------ */
+
+/* One call of a growing parse: the same answer as the whole-buffer parse
+ * of buf[0..len) (code, message, name), out untouched on refusal. */
+static int more_same(const uint8_t *buf, size_t len, struct lz_tls_scan *scan)
+{
+	char whole[LZ_EGRESS_NAME_MAX + 1], grown[LZ_EGRESS_NAME_MAX + 1];
+	memset(whole, '#', sizeof(whole));
+	memset(grown, '#', sizeof(grown));
+	struct lz_err ew = { 0, "" }, eg = { 0, "" };
+	int want = lz_tls_client_hello_sni(buf, len, whole, &ew);
+	int got = lz_tls_client_hello_sni_more(buf, len, scan, grown, &eg);
+	if (got != want || strcmp(ew.msg, eg.msg) != 0)
+		fail_msg("%zu bytes: resumed %d (%s), whole %d (%s)", len, got, eg.msg, want, ew.msg);
+	assert_memory_equal(grown, whole, sizeof(whole));
+	return got;
+}
+
+/* Each split in two calls (for inputs of a few KiB), and a byte per
+ * call: the whole parse's answers; returns the answer to all of buf. */
+static int grown_same(const uint8_t *buf, size_t n)
+{
+	static struct lz_tls_scan scan;
+	int r = -EAGAIN;
+	for (size_t i = 1; i < n && n <= 4096; i++) {
+		memset(&scan, 0, sizeof(scan));
+		if (more_same(buf, i, &scan) == -EAGAIN)
+			more_same(buf, n, &scan);
+	}
+	memset(&scan, 0, sizeof(scan));
+	for (size_t i = 1; i <= n && r == -EAGAIN; i++)
+		r = more_same(buf, i, &scan);
+	return r;
+}
+
+static void test_lz_tls_client_hello_sni_more__same_answers_split_anywhere(void **state)
+{
+	(void)state;
+	static uint8_t buf[LZ_TLS_HELLO_MAX + 64], frag[LZ_TLS_HELLO_MAX * 6];
+	size_t n = openssl_hello("grow.example.com", 0, buf, sizeof(buf));
+	assert_int_equal(grown_same(buf, n), 0);
+	static const size_t chunks[] = { 1, 2, 3, 4, 5, 64 };
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+		size_t m = refragment(buf, n, chunks[c], frag);
+		assert_int_equal(grown_same(frag, m < LZ_TLS_HELLO_MAX + 8 ? m : LZ_TLS_HELLO_MAX + 8),
+				 m < LZ_TLS_HELLO_MAX ? 0 : -E2BIG);
+	}
+	/* The record that completes the hello goes on: the hello waits for
+	 * its record's end. */
+	struct bytes rec;
+	const uint8_t types[] = { 0 };
+	const char *const names[] = { "ok.example" };
+	hello_with_names(&rec, 1, types, names);
+	size_t rlen = (size_t)rec.b[3] << 8 | rec.b[4];
+	rec.b[3] = (uint8_t)((rlen + 9) >> 8);
+	rec.b[4] = (uint8_t)(rlen + 9);
+	put(&rec, "\x0b\x00\x00\x05xxxxx", 9); /* a Certificate message after it */
+	assert_int_equal(grown_same(rec.b, rec.n), 0);
+	assert_refused(rec.b, rec.n - 1, -EAGAIN);
+	/* Refusals, at the byte that decides them. */
+	struct bytes bad = rec;
+	bad.b[5] = 2; /* not a ClientHello */
+	assert_int_equal(grown_same(bad.b, bad.n), -EBADMSG);
+	bad = rec;
+	bad.b[6] = 0xff; /* longer than a caller's buffer */
+	assert_int_equal(grown_same(bad.b, bad.n), -E2BIG);
+	assert_int_equal(grown_same((const uint8_t *)"\x16\x03\x01\x00\x00", 5), -EBADMSG);
+	assert_int_equal(grown_same((const uint8_t *)"GET / HTTP/1.1\r\n", 16), -ENOTSUP);
+	n = openssl_hello(NULL, 0, buf, sizeof(buf));
+	assert_int_equal(grown_same(buf, n), -ENOENT);
+	n = openssl_hello("example.com", 0, buf, sizeof(buf));
+	size_t m = refragment(buf, n, 64, frag);
+	frag[5 + 64] = 0x15; /* the second record an alert */
+	assert_int_equal(grown_same(frag, m), -EBADMSG);
+}
+
+/* A hello of LZ_TLS_HELLO_MAX bytes (one record, or records of 64 bytes)
+ * a byte per call: each byte taken once (a walk from byte 0 after each
+ * would take some n^2/2 of them). */
+static void test_lz_tls_client_hello_sni_more__a_byte_at_a_time_is_linear(void **state)
+{
+	(void)state;
+	static struct bytes rec, ext;
+	static uint8_t frag[LZ_TLS_HELLO_MAX * 2];
+	static struct lz_tls_scan scan;
+	const uint8_t types[] = { 0 };
+	const char *const names[] = { "big.example" };
+	for (int k = 0; k < 2; k++) {
+		/* padding (21) first, sized so that the record is whole at
+		 * LZ_TLS_HELLO_MAX bytes, or its fragments just under it */
+		size_t pad = k == 0 ? LZ_TLS_HELLO_MAX - 76 : 13500;
+		ext.n = 0;
+		put16(&ext, 21);
+		put16(&ext, pad);
+		static uint8_t zeros[LZ_TLS_HELLO_MAX];
+		put(&ext, zeros, pad);
+		sni_ext(&ext, 1, types, names);
+		hello(&rec, &ext);
+		const uint8_t *buf = rec.b;
+		size_t n = rec.n;
+		if (k == 1) {
+			buf = frag;
+			n = refragment(rec.b, rec.n, 64, frag);
+			assert_true(n < LZ_TLS_HELLO_MAX);
+		} else {
+			assert_int_equal(n, LZ_TLS_HELLO_MAX);
+		}
+		memset(&scan, 0, sizeof(scan));
+		char out[LZ_EGRESS_NAME_MAX + 1];
+		int got = -EAGAIN;
+		size_t i = 0;
+		while (got == -EAGAIN && i < n)
+			got = lz_tls_client_hello_sni_more(buf, ++i, &scan, out, NULL);
+		assert_int_equal(got, 0);
+		assert_int_equal(i, n);
+		assert_string_equal(out, "big.example");
+		if (scan.examined >= 4 * n)
+			fail_msg("%zu bytes looked at for a hello of %zu", scan.examined, n);
+	}
+	/* Never complete within the limit: refused when the limit is reached. */
+	static uint8_t big[LZ_TLS_HELLO_MAX + 16];
+	memcpy(big, "\x16\x03\x01\x00\x04\x01\x00\x3f\xf0", 9); /* handshake body 16368 */
+	size_t n = 9;
+	while (n + 6 <= sizeof(big)) {
+		memcpy(big + n, "\x16\x03\x01\x00\x01\x00", 6);
+		n += 6;
+	}
+	memset(&scan, 0, sizeof(scan));
+	char out[LZ_EGRESS_NAME_MAX + 1];
+	int got = -EAGAIN;
+	size_t i = 0;
+	while (got == -EAGAIN && i < n)
+		got = lz_tls_client_hello_sni_more(big, ++i, &scan, out, NULL);
+	assert_int_equal(got, -E2BIG);
+	assert_int_equal(i, LZ_TLS_HELLO_MAX);
+	if (scan.examined >= 4 * i)
+		fail_msg("%zu bytes looked at for %zu", scan.examined, i);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -398,6 +538,8 @@ int main(void)
 		cmocka_unit_test(test_lz_tls_client_hello_sni__malformed_refused),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__interleaved_record_refused),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__every_byte_mutated),
+		cmocka_unit_test(test_lz_tls_client_hello_sni_more__same_answers_split_anywhere),
+		cmocka_unit_test(test_lz_tls_client_hello_sni_more__a_byte_at_a_time_is_linear),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
