@@ -244,6 +244,38 @@ int lz_mountns_identify(const char *target, struct lz_mount_id *ret, struct lz_e
 	return identify_fd(fd, target, ret, err);
 }
 
+/* The mount ID that starts the next line of mountinfo
+ * (proc_pid_mountinfo(5): the ID, then a space), and the rest of the line
+ * skipped, however long: its mount point and root are octal-escaped (a
+ * space, tab, newline or backslash takes four bytes), so a path of
+ * PATH_MAX bytes, or another mount's options, may make a line of 16 KiB
+ * and more. Nothing of a line is kept, so no length needs a limit, and
+ * only a line's first bytes are ever taken for an ID: digits in a path
+ * are anyone's choice. 1 and *ret set, 0 at the end, -EBADMSG for a line
+ * that does not start with an ID or does not end (mountinfo as the
+ * kernel writes it has neither), -EIO when the read fails (errno says
+ * why). */
+static int mountinfo_next_id(FILE *f, uint64_t *ret)
+{
+	uint64_t id = 0;
+	size_t digits = 0;
+	int c = getc_unlocked(f);
+	if (c == EOF)
+		return ferror(f) ? -EIO : 0;
+	for (; c >= '0' && c <= '9'; c = getc_unlocked(f), digits++) {
+		if (id > (UINT64_MAX - 9) / 10)
+			return -EBADMSG;
+		id = id * 10 + (uint64_t)(c - '0');
+	}
+	if (digits == 0 || c != ' ')
+		return ferror(f) ? -EIO : -EBADMSG;
+	while ((c = getc_unlocked(f)) != '\n')
+		if (c == EOF)
+			return ferror(f) ? -EIO : -EBADMSG;
+	*ret = id;
+	return 1;
+}
+
 int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err)
 {
 	if (mnt_id >= LZ_MOUNT_ID_UNIQUE_MIN)
@@ -251,16 +283,20 @@ int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err)
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (f == NULL)
 		return lz_err_set(err, errno, "read mountinfo: %s", strerror(errno));
-	char line[4096];
 	bool found = false;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long id;
-		if (sscanf(line, "%llu ", &id) == 1 && id == mnt_id) {
-			found = true;
-			break;
-		}
-	}
+	uint64_t id = 0;
+	int r = 0, read_errno = 0;
+	while (!found && (r = mountinfo_next_id(f, &id)) > 0)
+		found = id == mnt_id;
+	if (r == -EIO)
+		read_errno = errno; /* the failed read's */
 	fclose(f);
+	if (r == -EBADMSG)
+		return lz_err_set(err, EBADMSG, "read mountinfo: a line that does not start with a mount ID or "
+						"does not end");
+	if (r < 0)
+		return lz_err_set(err, read_errno ? read_errno : EIO, "read mountinfo: %s",
+				  strerror(read_errno ? read_errno : EIO));
 	*ret = found;
 	return 0;
 }

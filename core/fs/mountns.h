@@ -72,7 +72,10 @@ int lz_mountns_unmount_exact(const char *target, const struct lz_mount_id *id, s
 #define LZ_MOUNT_ID_UNIQUE_MIN (UINT64_C(1) << 31)
 
 /* Whether mount mnt_id is in the caller's mount namespace: by statmount(2)
- * for a unique ID, else in /proc/self/mountinfo. */
+ * for a unique ID, else in /proc/self/mountinfo, whose lines may be of
+ * any length (only each line's leading ID is read): -EBADMSG for a line
+ * there that is not a mount's, the read's error when it fails. *ret
+ * untouched on failure. */
 int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err);
 
 /* Whether the mount with unique ID mnt_id is in the mount namespace with

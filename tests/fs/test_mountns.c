@@ -82,7 +82,9 @@ struct private_ns_arg {
 static void private_ns_child(void *argp)
 {
 	const struct private_ns_arg *a = argp;
-	if (unshare(CLONE_NEWNS) < 0)
+	/* Not root: in a user namespace of its own (tests that need the
+	 * host's root skip before). */
+	if (unshare(CLONE_NEWNS | (geteuid() != 0 ? CLONE_NEWUSER : 0)) < 0)
 		child_fail(__FILE__, __LINE__, "unshare(CLONE_NEWNS): %s", strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(__FILE__, __LINE__, "make / private: %s", strerror(errno));
@@ -479,6 +481,131 @@ static void test_lz_mountns_confine_writes__only_the_trees_change(void **state)
 	assert_int_equal(st.st_mode & 07777, 0644);
 }
 
+/* ---- present: mountinfo lines of any length ------------------------------ */
+
+/* A reusable mount ID no mount has (they are allocated lowest first). */
+#define UNUSED_ID 2000000000ull
+/* Where the second piece of a line read with a 4 KiB buffer starts. */
+#define PIECE 4095
+
+/* The mountinfo line of mount id (without its newline) read whole, or
+ * NULL: the test's own reading, with getline. */
+static char *mountinfo_line(uint64_t id)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	CHECK(f != NULL, "mountinfo: %s", strerror(errno));
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		char *end;
+		if (strtoull(line, &end, 10) == id && *end == ' ') {
+			line[n - 1] = '\0';
+			fclose(f);
+			return line;
+		}
+	}
+	free(line);
+	fclose(f);
+	return NULL;
+}
+
+static void assert_present(uint64_t id, bool want)
+{
+	struct lz_err err = { 0, "" };
+	bool present = !want;
+	CHECK_R(lz_mountns_present(id, &present, &err), 0);
+	CHECK(present == want, "mount %llu: present %d, want %d", (unsigned long long)id, present, want);
+}
+
+static void body_present_long_lines(const char *dir)
+{
+	char path[PATH_MAX];
+	/* A tmpfs whose source is 4050 '0's and UNUSED_ID: its line's byte
+	 * PIECE is one of the zeros, the start of a piece that reads as
+	 * UNUSED_ID. */
+	static char source[4096];
+	memset(source, '0', 4050);
+	snprintf(source + 4050, sizeof(source) - 4050, "%llu", UNUSED_ID);
+	snprintf(path, sizeof(path), "%s/long-source", dir);
+	CHECK(mkdir(path, 0755) == 0, "mkdir: %s", strerror(errno));
+	CHECK(mount(source, path, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") == 0, "mount: %s", strerror(errno));
+	uint64_t src_id = mount_id_of(AT_FDCWD, path);
+
+	/* A mount point of some 3500 bytes of spaces and backslashes, each
+	 * four in mountinfo: a line of some 14 KiB. */
+	size_t n = (size_t)snprintf(path, sizeof(path), "%s/deep", dir);
+	CHECK(mkdir(path, 0755) == 0, "mkdir: %s", strerror(errno));
+	for (int depth = 0; depth < 14; depth++) {
+		path[n++] = '/';
+		for (int k = 0; k < 250; k++)
+			path[n++] = k % 2 ? '\\' : ' ';
+		path[n] = '\0';
+		CHECK(mkdir(path, 0755) == 0, "mkdir (%zu bytes): %s", n, strerror(errno));
+	}
+	CHECK(mount("deep", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") == 0, "mount: %s", strerror(errno));
+	uint64_t deep_id = mount_id_of(AT_FDCWD, path);
+	char deep[PATH_MAX];
+	memcpy(deep, path, n + 1);
+
+	/* One more, listed after the long lines. */
+	snprintf(path, sizeof(path), "%s/after", dir);
+	CHECK(mkdir(path, 0755) == 0, "mkdir: %s", strerror(errno));
+	CHECK(mount("after", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") == 0, "mount: %s", strerror(errno));
+	uint64_t after_id = mount_id_of(AT_FDCWD, path);
+
+	/* The lines are what this test needs them to be. */
+	char *line = mountinfo_line(src_id), *end;
+	CHECK(line != NULL && strlen(line) > PIECE + 64, "the long-source line");
+	CHECK(line[PIECE] == '0' && strtoull(line + PIECE, &end, 10) == UNUSED_ID && *end == ' ',
+	      "byte %d of the line does not start '0...%llu '", PIECE, UNUSED_ID);
+	free(line);
+	line = mountinfo_line(deep_id);
+	CHECK(line != NULL && strlen(line) > 14000, "the deep line");
+	free(line);
+	CHECK(mountinfo_line(UNUSED_ID) == NULL, "mount %llu exists", UNUSED_ID);
+
+	/* Only a line's start is a mount ID: digits inside a line name no
+	 * mount, and every mount is found, after long lines too. */
+	assert_present(UNUSED_ID, false);
+	assert_present(src_id, true);
+	assert_present(deep_id, true);
+	assert_present(after_id, true);
+	CHECK(umount2(deep, UMOUNT_NOFOLLOW) == 0, "umount: %s", strerror(errno));
+	assert_present(deep_id, false);
+	assert_present(after_id, true);
+}
+
+/* A fresh directory whoever runs the test (teardown removes it). */
+static int setup_any_user(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	if (fx == NULL)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/lz-test-mountinfo.XXXXXX");
+	if (mkdtemp(fx->dir) == NULL) {
+		free(fx);
+		return -1;
+	}
+	*state = fx;
+	return 0;
+}
+
+static void test_lz_mountns_present__long_mountinfo_lines(void **state)
+{
+	struct fixture *fx = *state;
+	/* Root, or a user namespace in which this user mounts a tmpfs. */
+	pid_t probe = fork();
+	assert_true(probe >= 0);
+	if (probe == 0)
+		_exit(geteuid() == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 0 : 1);
+	int status = 0;
+	assert_int_equal(waitpid(probe, &status, 0), probe);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		skip();
+	in_private_ns(fx->dir, body_present_long_lines);
+}
+
 /* ---- identify and present without a namespace ----------------------------- */
 
 static void test_lz_mountns_identify__errors(void **state)
@@ -556,6 +683,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_mountns_identify__errors, setup, teardown),
 		cmocka_unit_test(test_lz_mountns_present__root_yes_unknown_no),
+		cmocka_unit_test_setup_teardown(test_lz_mountns_present__long_mountinfo_lines, setup_any_user,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
