@@ -29,14 +29,21 @@ typedef struct archive_entry E;
 FORWARD(A *, archive_read_new, (void), ())
 FORWARD(int, archive_read_free, (A * a), (a))
 FORWARD(int, archive_read_support_format_tar, (A * a), (a))
+FORWARD(int, archive_read_support_format_raw, (A * a), (a))
 FORWARD(int, archive_read_support_filter_none, (A * a), (a))
 FORWARD(int, archive_read_support_filter_gzip, (A * a), (a))
 FORWARD(int, archive_read_support_filter_zstd, (A * a), (a))
 FORWARD(int, archive_read_open_fd, (A * a, int fd, size_t block_size), (a, fd, block_size))
+FORWARD(int, archive_read_open,
+	(A * a, void *client_data, archive_open_callback *on_open, archive_read_callback *on_read,
+	 archive_close_callback *on_close),
+	(a, client_data, on_open, on_read, on_close))
 FORWARD(int, archive_read_next_header, (A * a, E **entry), (a, entry))
 FORWARD(int, archive_read_data_block, (A * a, const void **buff, size_t *size, la_int64_t *offset),
 	(a, buff, size, offset))
 FORWARD(la_int64_t, archive_filter_bytes, (A * a, int n), (a, n))
+FORWARD(int, archive_filter_count, (A * a), (a))
+FORWARD(int, archive_filter_code, (A * a, int n), (a, n))
 FORWARD(int, archive_errno, (A * a), (a))
 FORWARD(const char *, archive_error_string, (A * a), (a))
 FORWARD(const char *, archive_entry_pathname, (E * e), (e))

@@ -11,6 +11,21 @@
  * - layerwhiteout.h: the same-layer created set and OCI whiteouts;
  * - layermeta.h: owners, times, xattrs and the report's samples.
  *
+ * Reading. Two libarchive readers are chained: src reads the blob with the
+ * gzip and zstd filters and the "raw" format, whose one entry is the
+ * decompressed stream, handed out block by block; the tar reader (a) reads
+ * that stream through feed(), which hashes each block on its way (the
+ * diff_id, layer.h). One decompression serves the hash and the entries: a
+ * first pass that only hashed would decompress every layer twice, and a
+ * decompressed copy on disk would take its full size before the budget
+ * has seen an entry. a has no skip callback, so what it skips it reads,
+ * and hashes. The tar reader stops at the end-of-archive marker; what
+ * follows in the stream is part of the diff_id, so src is then read to its
+ * end, declared layer or not, at most LZ_LAYER_TAIL_MAX bytes of it (zeros
+ * after the marker cost nothing to compress and nothing else bounds them). Which filters src
+ * stacked, archive_filter_code(src, 0) and archive_filter_count(src),
+ * checks the compression the media type declares.
+ *
  * Directory fixups. Modes and mtimes of directory entries are applied after
  * the last entry, children before parents (reverse lexical order), so that a
  * 0555 directory does not block its content and content does not bump its
@@ -22,6 +37,7 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/domain.h"
 #include "image/layermeta.h"
 #include "image/layerpath.h"
 #include "image/layertree.h"
@@ -48,7 +65,12 @@ struct dirfix {
 
 struct layer {
 	struct lz_layertree tree; /* the staging root and the caller's err */
-	struct archive *a;
+	struct archive *a;        /* the tar reader, fed by src through feed() */
+	struct archive *src;      /* the blob; its raw entry is the decompressed stream */
+	EVP_MD_CTX *md;           /* sha256 of what src handed out; NULL: no diff_id */
+	uint8_t diff_id[LZ_OCI_DIGEST_LEN];
+	bool src_failed;          /* feed() saw src fail: the error is src's */
+	bool hash_failed;
 	const struct lz_layer_options *opts;
 	struct lz_layer_report rep;
 	struct lz_layerwhiteout created; /* what this layer wrote: whiteouts spare it */
@@ -63,6 +85,12 @@ static void archive_read_freep(struct archive **a)
 	if (*a != NULL)
 		archive_read_free(*a);
 	*a = NULL;
+}
+
+static void evp_md_ctx_freep(EVP_MD_CTX **p)
+{
+	EVP_MD_CTX_free(*p);
+	*p = NULL;
 }
 
 static void layer_done(struct layer *L)
@@ -81,8 +109,11 @@ static void layer_done(struct layer *L)
  * EINVAL, an I/O or memory failure keeps its errno. */
 static int fail_archive(struct layer *L, const char *path, const char *op)
 {
-	int e = archive_errno(L->a);
-	const char *msg = archive_error_string(L->a);
+	if (L->hash_failed)
+		return lz_err_set(L->tree.err, EIO, "layer: hashing its content failed");
+	struct archive *from = L->a == NULL || L->src_failed ? L->src : L->a;
+	int e = archive_errno(from);
+	const char *msg = archive_error_string(from);
 	if (e <= 0 || e == EILSEQ)
 		e = EINVAL;
 	if (path != NULL)
@@ -95,7 +126,7 @@ static int fail_archive(struct layer *L, const char *path, const char *op)
 
 static void progress(struct layer *L)
 {
-	la_int64_t done = archive_filter_bytes(L->a, -1);
+	la_int64_t done = archive_filter_bytes(L->src, -1);
 	if (done < 0)
 		return;
 	L->rep.input_bytes = (uint64_t)done;
@@ -104,6 +135,123 @@ static void progress(struct layer *L)
 		L->progress_last = (uint64_t)done;
 		L->opts->progress(L->opts->progress_ctx, (uint64_t)done);
 	}
+}
+
+/* ---- the decompressed stream --------------------------------------------- */
+
+/* The tar reader's read callback: the next block of the decompressed
+ * stream, hashed. A failure of src is reported as src's (fail_archive). */
+static la_ssize_t feed(struct archive *a, void *ctx, const void **buf)
+{
+	(void)a;
+	struct layer *L = ctx;
+	size_t len = 0;
+	la_int64_t off;
+	int ar = archive_read_data_block(L->src, buf, &len, &off);
+	if (ar == ARCHIVE_EOF)
+		return 0;
+	if (ar != ARCHIVE_OK) {
+		L->src_failed = true;
+		return -1;
+	}
+	if (L->md != NULL && EVP_DigestUpdate(L->md, *buf, len) != 1) {
+		L->hash_failed = true;
+		return -1;
+	}
+	return (la_ssize_t)len;
+}
+
+static const char *compression_name(int filter)
+{
+	switch (filter) {
+	case ARCHIVE_FILTER_NONE:
+		return "uncompressed";
+	case ARCHIVE_FILTER_GZIP:
+		return "gzip-compressed";
+	case ARCHIVE_FILTER_ZSTD:
+		return "zstd-compressed";
+	default:
+		return "compressed otherwise";
+	}
+}
+
+/* The media type names one filter or none. Filter 0 is the one nearest the
+ * tar data and the count includes the "none" that reads the descriptor, so
+ * a declared gzip is exactly [gzip, none]: a stream compressed twice over
+ * (gzip inside zstd) is refused too. */
+static int check_compression(struct layer *L, enum lz_oci_compression declared)
+{
+	int want = ARCHIVE_FILTER_NONE;
+	switch (declared) {
+	case LZ_OCI_TAR:
+		break;
+	case LZ_OCI_GZIP:
+		want = ARCHIVE_FILTER_GZIP;
+		break;
+	case LZ_OCI_ZSTD:
+		want = ARCHIVE_FILTER_ZSTD;
+		break;
+	}
+	int n = archive_filter_count(L->src);
+	int got = archive_filter_code(L->src, 0);
+	if (n == (want == ARCHIVE_FILTER_NONE ? 1 : 2) && got == want)
+		return 0;
+	if (n > 2)
+		return lz_err_set(L->tree.err, EINVAL,
+				  "layer refused: its media type declares it %s, but its content is "
+				  "compressed %d times over",
+				  compression_name(want), n - 1);
+	return lz_err_set(L->tree.err, EINVAL,
+			  "layer refused: its media type declares it %s, but its content is %s",
+			  compression_name(want), compression_name(got));
+}
+
+/* Reads src to its end, past the tar reader's end-of-archive marker: the
+ * diff_id covers the whole stream, and the report counts all the input.
+ * Then compares the diff_id, when there is one. */
+static int finish_stream(struct layer *L)
+{
+	uint64_t tail = 0;
+	for (;;) {
+		const void *buf;
+		size_t len = 0;
+		la_int64_t off;
+		int ar = archive_read_data_block(L->src, &buf, &len, &off);
+		if (ar == ARCHIVE_EOF)
+			break;
+		if (ar != ARCHIVE_OK) {
+			L->src_failed = true;
+			return fail_archive(L, NULL, "reading past the end of the archive");
+		}
+		tail += len;
+		if (tail > LZ_LAYER_TAIL_MAX)
+			return lz_err_set(L->tree.err, EINVAL,
+					  "layer refused: more than %u bytes follow the end of its archive",
+					  LZ_LAYER_TAIL_MAX);
+		if (L->md != NULL && EVP_DigestUpdate(L->md, buf, len) != 1) {
+			L->hash_failed = true;
+			return fail_archive(L, NULL, "hashing");
+		}
+		progress(L);
+	}
+	progress(L);
+	if (L->md == NULL)
+		return 0;
+	uint8_t got[LZ_OCI_DIGEST_LEN];
+	unsigned int n = 0;
+	if (EVP_DigestFinal_ex(L->md, got, &n) != 1 || n != sizeof(got)) {
+		L->hash_failed = true;
+		return fail_archive(L, NULL, "hashing");
+	}
+	if (memcmp(got, L->diff_id, sizeof(got)) == 0)
+		return 0;
+	char hex[2 * LZ_OCI_DIGEST_LEN + 1];
+	lz_hex(got, sizeof(got), hex);
+	/* declared->diff_id parsed as canonical: printable */
+	return lz_err_set(L->tree.err, EBADMSG,
+			  "layer refused: its uncompressed content hashes to sha256:%s, but the "
+			  "image config's rootfs.diff_ids names %s",
+			  hex, L->opts->declared->diff_id);
 }
 
 /* ---- entry types --------------------------------------------------------- */
@@ -464,20 +612,40 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 	if (root_dirfd < 0 || layer_fd < 0)
 		return lz_err_set(err, EBADF, "layer: bad descriptor");
 
+	const struct lz_oci_layer *declared = opts != NULL ? opts->declared : NULL;
 	_cleanup_(layer_done) struct layer L = { .tree = { .root = root_dirfd, .err = err },
 						 .opts = opts };
+	if (declared != NULL && lz_oci_digest_parse(declared->diff_id, L.diff_id) < 0)
+		return lz_err_set(err, EINVAL, "layer: its diff_id is not a canonical sha256 digest");
+	/* src before a: a is freed first. */
+	_cleanup_(archive_read_freep) struct archive *src = archive_read_new();
 	_cleanup_(archive_read_freep) struct archive *a = archive_read_new();
-	if (a == NULL)
+	_cleanup_(evp_md_ctx_freep) EVP_MD_CTX *md = NULL;
+	if (src == NULL || a == NULL)
 		return lz_err_set(err, ENOMEM, "layer: out of memory");
-	L.a = a;
+	L.src = src;
 	/* ARCHIVE_WARN from a filter means an external helper program: refused. */
-	if (archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
-	    archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
-	    archive_read_support_filter_none(a) != ARCHIVE_OK ||
+	if (archive_read_support_filter_gzip(src) != ARCHIVE_OK ||
+	    archive_read_support_filter_zstd(src) != ARCHIVE_OK ||
+	    archive_read_support_filter_none(src) != ARCHIVE_OK ||
+	    archive_read_support_format_raw(src) != ARCHIVE_OK ||
 	    archive_read_support_format_tar(a) != ARCHIVE_OK)
 		return lz_err_set(err, ENOTSUP,
-				  "layer: libarchive lacks built-in gzip, zstd or tar support");
-	if (archive_read_open_fd(a, layer_fd, LAYER_READ_BLOCK) != ARCHIVE_OK)
+				  "layer: libarchive lacks built-in gzip, zstd, raw or tar support");
+	struct archive_entry *stream;
+	if (archive_read_open_fd(src, layer_fd, LAYER_READ_BLOCK) != ARCHIVE_OK ||
+	    archive_read_next_header(src, &stream) != ARCHIVE_OK)
+		return fail_archive(&L, NULL, "opening layer");
+	int r;
+	if (declared != NULL) {
+		if ((r = check_compression(&L, declared->compression)) < 0)
+			return r;
+		if ((md = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+			return lz_err_set(err, ENOMEM, "layer: cannot set up sha256");
+		L.md = md;
+	}
+	L.a = a;
+	if (archive_read_open(a, &L, NULL, feed, NULL) != ARCHIVE_OK)
 		return fail_archive(&L, NULL, "opening layer");
 
 	uint64_t max_entries = LZ_LAYER_MAX_ENTRIES;
@@ -497,13 +665,13 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 		if (opts != NULL && opts->max_regular_bytes > 0 && charged(&L) > opts->max_regular_bytes)
 			return lz_err_set(err, EFBIG, "layer: its entries exceed %llu bytes",
 					  (unsigned long long)opts->max_regular_bytes);
-		int r = apply_entry(&L, e);
-		if (r < 0)
+		if ((r = apply_entry(&L, e)) < 0)
 			return r;
 		progress(&L);
 	}
-	int r = apply_fixups(&L);
-	if (r < 0)
+	if ((r = finish_stream(&L)) < 0)
+		return r;
+	if ((r = apply_fixups(&L)) < 0)
 		return r;
 	progress(&L);
 	if (ret_report)

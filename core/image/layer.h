@@ -25,10 +25,22 @@
  *   mtime is not disturbed by it.
  * - Any refusal or failure fails the whole layer; the staging tree is then in
  *   an unspecified (but confined) state and the caller discards it.
+ * - With a declared layer (lz_layer_options.declared), the compression
+ *   libarchive finds must be the one its media type names (one gzip or zstd
+ *   filter, or none), and the whole decompressed stream, up to its end and
+ *   not only up to the tar end-of-archive marker, must hash to its diff_id
+ *   (the image config's rootfs.diff_ids entry). The stream is hashed as the
+ *   tar reader consumes it; a mismatch is found after the last entry, fails
+ *   the layer, and the caller discards the tree as after any failure.
+ * - At most LZ_LAYER_TAIL_MAX decompressed bytes may follow the tar
+ *   end-of-archive marker (they are read, and hashed).
  *
  * Threat: a hostile or malformed image (path traversal, symlink or hard-link
  * escapes, whiteouts aimed outside the tree, decompression bombs, entry
- * floods) writing outside the staging root or exhausting the preparer.
+ * floods) writing outside the staging root or exhausting the preparer; a
+ * layer whose content is not the one its config names (diff_id), or whose
+ * compression is not the one its media type declares (a tool reading the
+ * layer as declared would see other bytes than those applied).
  *
  * Runs in the preparation worker inside the verified user namespace, where
  * uid 0 is the invoking user and image IDs map to subordinate IDs; chown to
@@ -43,6 +55,7 @@
 
 #include <stdint.h>
 
+#include "image/oci.h"
 #include "util/err.h"
 
 #define LZ_LAYER_PATH_MAX 4096            /* bytes of an entry path */
@@ -53,6 +66,7 @@
 #define LZ_LAYER_PROGRESS_STEP (1u << 20) /* progress granularity, bytes */
 #define LZ_LAYER_REPORT_PATHS 4           /* sample paths kept in a report */
 #define LZ_LAYER_REPORT_TEXT 512          /* bytes of one sample (truncated) */
+#define LZ_LAYER_TAIL_MAX (1u << 20)      /* decompressed bytes after the archive's end */
 
 struct lz_layer_options {
 	/* Optional. Called with the number of layer-blob bytes consumed so far
@@ -67,6 +81,11 @@ struct lz_layer_options {
 	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
 	 * one. Exceeding it fails the layer with -E2BIG. */
 	uint64_t max_entries;
+	/* What the image declares of this layer (oci.h): its compression and
+	 * its diff_id are checked against the content. NULL checks neither
+	 * (tar, tar+gzip and tar+zstd are all applied); image preparation
+	 * always passes it. */
+	const struct lz_oci_layer *declared;
 };
 
 struct lz_layer_report {
@@ -89,9 +108,12 @@ struct lz_layer_report {
  * descriptor; not closed). opts and ret_report may be NULL. Returns 0, or
  * -errno with a message naming the entry path in err: -EINVAL for a refused
  * entry or archive (unsafe path, symlink or mount crossing, unsupported
- * format or entry type, corrupt data), -E2BIG for too many entries or
- * tracked paths, -EFBIG beyond max_regular_bytes, otherwise the failing
- * system call's errno. ret_report is untouched on failure. */
+ * format or entry type, corrupt data, a compression other than the declared
+ * one, more than LZ_LAYER_TAIL_MAX bytes after the archive's end), -EBADMSG
+ * when the decompressed stream does not hash to the declared diff_id (the
+ * message names both digests), -E2BIG for too many entries or tracked
+ * paths, -EFBIG beyond max_regular_bytes, otherwise the failing system
+ * call's errno. ret_report is untouched on failure. */
 int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *opts,
 		   struct lz_layer_report *ret_report, struct lz_err *err);
 

@@ -66,6 +66,8 @@ enum lz_oci_compression {
 	LZ_OCI_ZSTD,
 };
 
+/* diff_id and compression are what the config and the media type declare;
+ * lz_layer_apply (layer.h) checks both against the content it applies. */
 struct lz_oci_layer {
 	char digest[LZ_OCI_DIGEST_STR_MAX];  /* blob digest, "sha256:<64 hex>" */
 	char diff_id[LZ_OCI_DIGEST_STR_MAX]; /* digest of the uncompressed tar (config rootfs) */

@@ -137,7 +137,10 @@ static int worker_apply(void *argp, struct lz_err *err)
 	for (size_t i = 0; i < w->image->n_layers; i++) {
 		const struct lz_oci_layer *layer = &w->image->layers[i];
 		struct lz_layer_report report;
-		struct lz_layer_options opts = { .progress = worker_progress, .progress_ctx = w };
+		/* declared: its media type's compression and its config diff_id
+		 * are checked against what the layer holds (layer.h) */
+		struct lz_layer_options opts = { .progress = worker_progress, .progress_ctx = w,
+						 .declared = layer };
 		_cleanup_close_ int fd = -EBADF;
 		w->layer = (uint32_t)i + 1;
 		send_rec(w->progress_fd, REC_LAYER, w->layer, 0, 0);

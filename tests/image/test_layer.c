@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -838,6 +839,277 @@ static void test_lz_layer_apply__bad_descriptors(void **state)
 	close(fd);
 }
 
+/* ---- what the image declares: compression and diff_id ------------------- */
+
+/* The bytes of fd (read from offset 0) in a malloc'd buffer of *ret_n. */
+static char *slurp_fd(int fd, size_t *ret_n)
+{
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	char *buf = malloc((size_t)st.st_size + 1);
+	assert_non_null(buf);
+	assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), (ssize_t)st.st_size);
+	*ret_n = (size_t)st.st_size;
+	return buf;
+}
+
+static void diff_id_of(const void *data, size_t n, char out[LZ_OCI_DIGEST_STR_MAX])
+{
+	uint8_t md[32];
+	unsigned int mdn = 0;
+	assert_int_equal(EVP_Digest(data, n, md, &mdn, EVP_sha256(), NULL), 1);
+	strcpy(out, "sha256:");
+	for (size_t i = 0; i < sizeof(md); i++)
+		sprintf(out + 7 + 2 * i, "%02x", md[i]);
+}
+
+/* A memfd holding data[0..n) as it is (F_TAR) or compressed with filter:
+ * exactly these bytes decompressed, so their digest is the diff_id. */
+static int compressed(const char *data, size_t n, int filter)
+{
+	int fd = memfd_create("blob", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	if (filter == F_TAR) {
+		assert_int_equal(write(fd, data, n), (ssize_t)n);
+		assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+		return fd;
+	}
+	struct archive *a = archive_write_new();
+	assert_non_null(a);
+	assert_int_equal(archive_write_set_format_raw(a), ARCHIVE_OK);
+	if (filter == F_GZIP)
+		assert_int_equal(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+	else
+		assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_open_fd(a, fd), ARCHIVE_OK);
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, "stream");
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_size(e, (la_int64_t)n);
+	assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+	assert_int_equal(archive_write_data(a, data, n), (la_ssize_t)n);
+	archive_entry_free(e);
+	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	return fd;
+}
+
+/* compressed(), twice: inner inside outer. */
+static int compressed_twice(const char *data, size_t n, int inner, int outer)
+{
+	int fd = compressed(data, n, inner);
+	size_t m;
+	char *once = slurp_fd(fd, &m);
+	close(fd);
+	fd = compressed(once, m, outer);
+	free(once);
+	return fd;
+}
+
+/* The uncompressed tar of one file "file" (with tail appended: bytes after
+ * the end-of-archive marker) and its diff_id. */
+static char *layer_tar(const char *tail, size_t tail_n, size_t *ret_n,
+		       char diff_id[LZ_OCI_DIGEST_STR_MAX])
+{
+	int fd = build(ENTS({ .path = "file", .data = "declared content" }), F_TAR);
+	size_t n;
+	char *tar = slurp_fd(fd, &n);
+	close(fd);
+	char *all = realloc(tar, n + tail_n + 1);
+	assert_non_null(all);
+	if (tail_n > 0)
+		memcpy(all + n, tail, tail_n);
+	*ret_n = n + tail_n;
+	diff_id_of(all, *ret_n, diff_id);
+	return all;
+}
+
+static enum lz_oci_compression declared_as(int filter)
+{
+	return filter == F_GZIP ? LZ_OCI_GZIP : filter == F_ZSTD ? LZ_OCI_ZSTD : LZ_OCI_TAR;
+}
+
+/* Applies fd with decl declared; a refusal leaves the report untouched. */
+static int apply_declared(struct fixture *f, int fd, const struct lz_oci_layer *decl,
+			  struct lz_err *err)
+{
+	struct lz_layer_options opts = { .declared = decl };
+	struct lz_layer_report rep, pristine;
+	memset(&rep, 0xa5, sizeof(rep));
+	memcpy(&pristine, &rep, sizeof(rep));
+	int r = apply_fd(f, fd, &opts, &rep, err);
+	if (r < 0)
+		assert_memory_equal(&rep, &pristine, sizeof(rep));
+	else
+		assert_int_equal(rep.entries, 1);
+	return r;
+}
+
+static void test_lz_layer_apply__declared_layer_with_its_diff_id_applies(void **state)
+{
+	struct fixture *f = *state;
+	static const int filters[] = { F_TAR, F_GZIP, F_ZSTD };
+	struct lz_oci_layer decl = { .digest = "" };
+	size_t n;
+	char *tar = layer_tar(NULL, 0, &n, decl.diff_id);
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(filters); i++) {
+		struct lz_err err;
+		int fd = compressed(tar, n, filters[i]);
+		decl.compression = declared_as(filters[i]);
+		int r = apply_declared(f, fd, &decl, &err);
+		close(fd);
+		if (r != 0)
+			fail_msg("filter %d: %d %s", filters[i], r, err.msg);
+		assert_content(f, "file", "declared content");
+		assert_int_equal(unlinkat(f->root_fd, "file", 0), 0);
+	}
+	free(tar);
+}
+
+/* The config's rootfs.diff_ids names other content: refused, naming both
+ * digests. */
+static void test_lz_layer_apply__diff_id_mismatch_refused(void **state)
+{
+	struct fixture *f = *state;
+	static const int filters[] = { F_TAR, F_GZIP, F_ZSTD };
+	struct lz_oci_layer decl = { .digest = "" };
+	char actual[LZ_OCI_DIGEST_STR_MAX];
+	size_t n;
+	char *tar = layer_tar(NULL, 0, &n, actual);
+	diff_id_of("other content", 13, decl.diff_id);
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(filters); i++) {
+		struct lz_err err;
+		int fd = compressed(tar, n, filters[i]);
+		decl.compression = declared_as(filters[i]);
+		int r = apply_declared(f, fd, &decl, &err);
+		close(fd);
+		if (r != -EBADMSG)
+			fail_msg("filter %d: want -EBADMSG, got %d (%s)", filters[i], r, err.msg);
+		assert_int_equal(err.code, EBADMSG);
+		assert_non_null(strstr(err.msg, actual));
+		assert_non_null(strstr(err.msg, decl.diff_id));
+		assert_non_null(strstr(err.msg, "diff_ids"));
+	}
+	free(tar);
+	assert_outside_untouched(f);
+}
+
+/* What follows the tar end-of-archive marker is part of the uncompressed
+ * stream the diff_id names: content hidden there is hashed too, and a
+ * diff_id over the tar alone does not match. The tail spans many blocks of
+ * the decompressed stream, beyond what the tar reader reads ahead. */
+static void test_lz_layer_apply__diff_id_covers_bytes_after_the_archive_end(void **state)
+{
+	struct fixture *f = *state;
+	size_t tail_n = 256 * 1024;
+	char *tail = malloc(tail_n);
+	assert_non_null(tail);
+	fill_noise(tail, tail_n);
+	struct lz_oci_layer decl = { .compression = LZ_OCI_GZIP };
+	char without_tail[LZ_OCI_DIGEST_STR_MAX];
+	size_t n, m;
+	char *tar = layer_tar(tail, tail_n, &n, decl.diff_id);
+	free(tail);
+	free(layer_tar(NULL, 0, &m, without_tail));
+	assert_int_equal(m + tail_n, n);
+
+	struct lz_err err;
+	int fd = compressed(tar, n, F_GZIP);
+	assert_int_equal(apply_declared(f, fd, &decl, &err), 0);
+	close(fd);
+	assert_content(f, "file", "declared content");
+
+	memcpy(decl.diff_id, without_tail, sizeof(without_tail));
+	fd = compressed(tar, n, F_GZIP);
+	assert_int_equal(apply_declared(f, fd, &decl, &err), -EBADMSG);
+	close(fd);
+	free(tar);
+}
+
+/* Zeros after the marker cost nothing compressed; only LZ_LAYER_TAIL_MAX
+ * bytes of them are read, even with the diff_id right. */
+static void test_lz_layer_apply__refuses_a_long_tail_after_the_archive(void **state)
+{
+	struct fixture *f = *state;
+	size_t tail_n = 2 * (size_t)LZ_LAYER_TAIL_MAX;
+	char *zeros = calloc(1, tail_n);
+	assert_non_null(zeros);
+	struct lz_oci_layer decl = { .compression = LZ_OCI_ZSTD };
+	size_t n;
+	char *tar = layer_tar(zeros, tail_n, &n, decl.diff_id);
+	free(zeros);
+	int fd = compressed(tar, n, F_ZSTD);
+	free(tar);
+	struct lz_err err;
+	int r = apply_declared(f, fd, &decl, &err);
+	close(fd);
+	if (r != -EINVAL)
+		fail_msg("want -EINVAL, got %d (%s)", r, err.msg);
+	assert_non_null(strstr(err.msg, "follow the end of its archive"));
+}
+
+/* The media type's compression must be the one the content has, every
+ * combination; a stream compressed twice over is refused whatever the
+ * outer filter. Nothing of a refused layer is applied. */
+static void test_lz_layer_apply__compression_must_match_the_media_type(void **state)
+{
+	struct fixture *f = *state;
+	static const int filters[] = { F_TAR, F_GZIP, F_ZSTD };
+	static const char *const names[] = { "uncompressed", "gzip-compressed", "zstd-compressed" };
+	struct lz_oci_layer decl = { .digest = "" };
+	size_t n;
+	char *tar = layer_tar(NULL, 0, &n, decl.diff_id);
+	for (size_t d = 0; d < LZ_ARRAY_SIZE(filters); d++)
+		for (size_t c = 0; c < LZ_ARRAY_SIZE(filters); c++) {
+			if (d == c)
+				continue;
+			struct lz_err err;
+			int fd = compressed(tar, n, filters[c]);
+			decl.compression = declared_as(filters[d]);
+			int r = apply_declared(f, fd, &decl, &err);
+			close(fd);
+			char want[160];
+			snprintf(want, sizeof(want), "declares it %s, but its content is %s", names[d],
+				 names[c]);
+			if (r != -EINVAL || strstr(err.msg, want) == NULL)
+				fail_msg("declared %s, content %s: got %d '%s'", names[d], names[c], r,
+					 err.msg);
+			assert_false(exists(f, "file"));
+		}
+
+	static const int twice[][2] = { { F_GZIP, F_GZIP }, { F_GZIP, F_ZSTD }, { F_ZSTD, F_GZIP } };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(twice); i++) {
+		struct lz_err err;
+		int fd = compressed_twice(tar, n, twice[i][0], twice[i][1]);
+		decl.compression = declared_as(twice[i][1]);
+		int r = apply_declared(f, fd, &decl, &err);
+		close(fd);
+		if (r != -EINVAL || strstr(err.msg, "compressed 2 times over") == NULL)
+			fail_msg("compressed twice (%zu): got %d '%s'", i, r, err.msg);
+		assert_false(exists(f, "file"));
+	}
+	free(tar);
+	assert_outside_untouched(f);
+}
+
+static void test_lz_layer_apply__malformed_declared_diff_id_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct lz_oci_layer decl = { .diff_id = "sha256:ABCD", .compression = LZ_OCI_TAR };
+	size_t n;
+	char ignored[LZ_OCI_DIGEST_STR_MAX];
+	char *tar = layer_tar(NULL, 0, &n, ignored);
+	int fd = compressed(tar, n, F_TAR);
+	free(tar);
+	struct lz_err err;
+	assert_int_equal(apply_declared(f, fd, &decl, &err), -EINVAL);
+	close(fd);
+	assert_non_null(strstr(err.msg, "diff_id"));
+	assert_false(exists(f, "file"));
+}
+
 /* ---- limits and progress ------------------------------------------------- */
 
 struct progress_log {
@@ -986,6 +1258,12 @@ int main(void)
 		T(test_lz_layer_apply__refuses_truncated_gzip),
 		T(test_lz_layer_apply__refuses_corrupt_gzip),
 		T(test_lz_layer_apply__bad_descriptors),
+		T(test_lz_layer_apply__declared_layer_with_its_diff_id_applies),
+		T(test_lz_layer_apply__diff_id_mismatch_refused),
+		T(test_lz_layer_apply__diff_id_covers_bytes_after_the_archive_end),
+		T(test_lz_layer_apply__refuses_a_long_tail_after_the_archive),
+		T(test_lz_layer_apply__compression_must_match_the_media_type),
+		T(test_lz_layer_apply__malformed_declared_diff_id_refused),
 		T(test_lz_layer_apply__progress_every_mib),
 		T(test_lz_layer_apply__max_regular_bytes),
 		T(test_lz_layer_apply__max_entries),

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "image/layer.h"
 #include "image/oci.h"
 
 #define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
@@ -1427,6 +1428,62 @@ static void test_lz_oci_open__skopeo_copied_layouts(void **state)
 	run("rm -rf %s", dir);
 }
 
+/* The diff_ids real tools write are what image preparation hashes: a layer
+ * umoci repacked (tar+gzip), skopeo's zstd recompression of it and its
+ * Docker v2s2 copy are applied with their media type and diff_id checked
+ * (lz_layer_apply, layer.h). Root only: the entries are root's. (A layer
+ * `umoci insert` writes is no complete tar, without padding or end marker,
+ * and libarchive refuses it; repack writes a complete one.) */
+static void test_lz_oci_open__tool_written_layers_match_their_diff_ids(void **state)
+{
+	(void)state;
+	if (geteuid() != 0 || !have_tool("umoci") || !have_tool("skopeo"))
+		skip();
+	char dir[] = "/tmp/lz-test-oci-diffid-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	run("cd %s && umoci init --layout img && umoci new --image img:base && "
+	    "umoci unpack --image img:base b >/dev/null && mkdir b/rootfs/etc && "
+	    "echo hi >b/rootfs/etc/hello && umoci repack --image img:t b >/dev/null && "
+	    "skopeo --insecure-policy copy -q --dest-compress-format zstd oci:img:t oci:zstd:t && "
+	    "skopeo --insecure-policy copy -q --format v2s2 oci:img:t oci:v2s2:t",
+	    dir);
+	static const struct {
+		const char *layout;
+		enum lz_oci_compression compression;
+	} cases[] = { { "img", LZ_OCI_GZIP }, { "zstd", LZ_OCI_ZSTD }, { "v2s2", LZ_OCI_GZIP } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *path = xasprintf("%s/%s", dir, cases[i].layout);
+		int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		struct lz_oci_image *img = NULL;
+		struct lz_err err = { 0 };
+		if (lz_oci_open(fd, "t", &img, &err) != 0)
+			fail_msg("%s: %s", cases[i].layout, err.msg);
+		assert_int_equal(img->n_layers, 1);
+		assert_int_equal(img->layers[0].compression, cases[i].compression);
+		int blob = -1;
+		if (lz_oci_open_blob(fd, &img->layers[0], fd, &blob, &err) != 0)
+			fail_msg("%s: %s", cases[i].layout, err.msg);
+		char *root = xasprintf("%s/root-%s", dir, cases[i].layout);
+		assert_int_equal(mkdir(root, 0755), 0);
+		int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(rfd >= 0);
+		struct lz_layer_options opts = { .declared = &img->layers[0] };
+		if (lz_layer_apply(rfd, blob, &opts, NULL, &err) != 0)
+			fail_msg("%s: layer applied: %s", cases[i].layout, err.msg);
+		struct stat st;
+		assert_int_equal(fstatat(rfd, "etc/hello", &st, AT_SYMLINK_NOFOLLOW), 0);
+		assert_int_equal(st.st_size, 3);
+		close(rfd);
+		close(blob);
+		close(fd);
+		free(root);
+		free(path);
+		lz_oci_image_free(img);
+	}
+	run("rm -rf %s", dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1484,6 +1541,7 @@ int main(void)
 		cmocka_unit_test(test_lz_oci_open_blob__malformed_layer_digest),
 		cmocka_unit_test(test_lz_oci_open__umoci_layout),
 		cmocka_unit_test(test_lz_oci_open__skopeo_copied_layouts),
+		cmocka_unit_test(test_lz_oci_open__tool_written_layers_match_their_diff_ids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -312,7 +312,10 @@ static void test_lz_ociwrite_single_layer__layer_applies(void **state)
 	int root = openat(f->base_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(root >= 0);
 	struct lz_layer_report report;
-	int r = lz_layer_apply(root, fd, NULL, &report, &err);
+	/* as image preparation applies it: declared compression and diff_id
+	 * checked against the content */
+	struct lz_layer_options opts = { .declared = &img->layers[0] };
+	int r = lz_layer_apply(root, fd, &opts, &report, &err);
 	if (r < 0)
 		fail_msg("lz_layer_apply: %d %s", r, err.msg);
 	assert_int_equal(report.entries, 5);

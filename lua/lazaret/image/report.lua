@@ -1,9 +1,42 @@
 -- Formatting for `lazaret image ...` (pure functions of data).
+--
+-- Text that is not Lazaret's own is escaped for the terminal
+-- (core/util/escape.h) before it is printed: the image reference as it was
+-- given, digests read from a layout, the sources, IDs and states the
+-- catalog holds, and the names gc found in the Storage Root's directories
+-- (anything may sit there). A hostile reference or tree name must not
+-- drive the developer's terminal, nor through `image list --json` printed
+-- to it: there a string of printable ASCII keeps its value (lazaret.json
+-- escapes quotes and backslashes), and any other is given escaped, as the
+-- text report shows it (lazaret.json would pass C1 controls and refuse
+-- invalid UTF-8).
 local M = {}
 
 local json = require("lazaret.json")
-local ipairs, string_format, string_rep, table_concat, math_floor =
-  ipairs, string.format, string.rep, table.concat, math.floor
+local ipairs, type, tostring, require = ipairs, type, tostring, require
+local string_format, string_rep, string_find, table_concat, math_floor =
+  string.format, string.rep, string.find, table.concat, math.floor
+
+-- The escaper is C (lazaret.core.text). Printable ASCII other than the
+-- backslash is its own escape there, so such text, all Lazaret writes of
+-- its own, is shown as it is without the C module (these functions stay
+-- usable where the bindings are not loaded); anything else goes through it.
+local text_escape
+local function shown(s)
+  s = tostring(s)
+  if not string_find(s, "[\0-\31\\\127-\255]") then
+    return s
+  end
+  text_escape = text_escape or require("lazaret.core.text").escape
+  return text_escape(s)
+end
+
+local function json_string(s)
+  if type(s) ~= "string" or not string_find(s, "[\0-\31\127-\255]") then
+    return s
+  end
+  return shown(s)
+end
 
 function M.bytes(n)
   local units = { "B", "KiB", "MiB", "GiB", "TiB" }
@@ -49,9 +82,9 @@ end
 
 function M.prepared(image, r)
   local lines = {
-    (r.existed and "already prepared: " or "prepared: ") .. image,
-    string_format("%-12s%s", "artifact:", r.artifact_id),
-    string_format("%-12s%s", "manifest:", r.manifest_digest),
+    (r.existed and "already prepared: " or "prepared: ") .. shown(image),
+    string_format("%-12s%s", "artifact:", shown(r.artifact_id)),
+    string_format("%-12s%s", "manifest:", shown(r.manifest_digest)),
     string_format("%-12s%s", "size:", M.bytes(r.size)),
   }
   if r.skipped_devices and r.skipped_devices > 0 then
@@ -68,8 +101,8 @@ function M.list_text(rows)
   local out = { string_format("%-16s %-11s %10s %6s  %s", "ARTIFACT", "STATE", "SIZE", "LEASES",
     "SOURCE") }
   for _, r in ipairs(rows) do
-    out[#out + 1] = string_format("%-16s %-11s %10s %6d  %s", r.id:sub(1, 16), r.state,
-      M.bytes(r.size), r.leases, r.source)
+    out[#out + 1] = string_format("%-16s %-11s %10s %6d  %s", shown(r.id:sub(1, 16)),
+      shown(r.state), M.bytes(r.size), r.leases, shown(r.source))
   end
   return table_concat(out, "\n") .. "\n"
 end
@@ -78,9 +111,9 @@ function M.list_json(rows)
   local v = {}
   for i, r in ipairs(rows) do
     v[i] = {
-      artifact_id = r.id, source = r.source, manifest_digest = r.manifest_digest,
-      config_digest = r.config_digest, size = r.size, leases = r.leases, state = r.state,
-      created = r.created,
+      artifact_id = json_string(r.id), source = json_string(r.source),
+      manifest_digest = json_string(r.manifest_digest), config_digest = json_string(r.config_digest),
+      size = r.size, leases = r.leases, state = json_string(r.state), created = r.created,
     }
   end
   return json.encode({ images = v }) .. "\n"
@@ -101,8 +134,8 @@ function M.gc_text(items, dry_run)
   local out = {}
   for _, it in ipairs(items) do
     local extra = it.action == "kept-leased" and string_format(" (%d leases)", it.leases) or ""
-    out[#out + 1] = string_format("%s: %s/%s%s", verbs[it.action] or it.action, it.where,
-      it.name, extra)
+    out[#out + 1] = string_format("%s: %s/%s%s", verbs[it.action] or shown(it.action),
+      shown(it.where), shown(it.name), extra)
   end
   if #out == 0 then
     out[1] = dry_run and "nothing to reclaim" or "nothing reclaimed"
