@@ -161,6 +161,10 @@ const struct lz_path *lz_config_executable(const lz_config *cfg, size_t i);
 int lz_config_host_executable_allowed(const lz_config *cfg, const char *canonical, struct lz_err *err);
 /* The resolved value of env reference i: runtime authority, never printed. */
 const char *lz_config_env_value(const lz_config *cfg, size_t i);
+/* Zeroes every resolved env value (lz_config_env_value then reads ""):
+ * for a child that keeps running the coordinator's image and needs none
+ * of them (lz_broker_forget_in_children). */
+void lz_config_forget_env_values(const lz_config *cfg);
 uint32_t lz_config_dcache(const lz_config *cfg);
 /* storage.keep_unused_images, 0 when unset (no automatic reclamation). */
 uint32_t lz_config_keep_unused_images(const lz_config *cfg);

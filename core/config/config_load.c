@@ -39,6 +39,14 @@ static void paths_release(struct lz_path *v, size_t n)
 	free(v);
 }
 
+void lz_config_forget_env_values(const lz_config *cfg)
+{
+	size_t n_env = cfg->profile ? cfg->profile->n_env : 0;
+	for (size_t i = 0; cfg->env_values && i < n_env; i++)
+		if (cfg->env_values[i])
+			explicit_bzero(cfg->env_values[i], strlen(cfg->env_values[i]));
+}
+
 void lz_config_free(lz_config *cfg)
 {
 	if (cfg == NULL)
@@ -48,11 +56,9 @@ void lz_config_free(lz_config *cfg)
 	size_t n_env = cfg->profile ? cfg->profile->n_env : 0;
 	paths_release(cfg->volume_sources, n_vol);
 	paths_release(cfg->executables, n_rules);
-	for (size_t i = 0; cfg->env_values && i < n_env; i++) {
-		if (cfg->env_values[i])
-			explicit_bzero(cfg->env_values[i], strlen(cfg->env_values[i]));
+	lz_config_forget_env_values(cfg);
+	for (size_t i = 0; cfg->env_values && i < n_env; i++)
 		free(cfg->env_values[i]);
-	}
 	free(cfg->env_values);
 	lz_path_release(&cfg->storage_root);
 	lz_path_release(&cfg->runtime_root);

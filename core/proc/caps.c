@@ -28,10 +28,7 @@ int lz_caps_limit(uint64_t keep)
 	return 0;
 }
 
-/* The bounds of the environment block the kernel put on the stack at
- * exec (/proc/self/stat fields 50 and 51): /proc/<pid>/environ shows it
- * whatever environ points to later. */
-static int env_block(uintptr_t *start, uintptr_t *end)
+int lz_env_block(uintptr_t *start, uintptr_t *end)
 {
 	char buf[4096];
 	uint64_t s = 0, e = 0;
@@ -47,13 +44,17 @@ static int env_block(uintptr_t *start, uintptr_t *end)
 
 int lz_env_limit(const char *const *keep)
 {
+	uintptr_t start, end;
+	int rc = lz_env_block(&start, &end);
+	return rc < 0 ? rc : lz_env_limit_block(keep, start, end);
+}
+
+int lz_env_limit_block(const char *const *keep, uintptr_t start, uintptr_t end)
+{
 	size_t n = 0;
+	int rc = 0;
 	while (keep[n] != NULL)
 		n++;
-	uintptr_t start, end;
-	int rc = env_block(&start, &end);
-	if (rc < 0)
-		return rc;
 	char **saved = calloc(n + 1, sizeof(*saved));
 	if (saved == NULL)
 		return -ENOMEM;

@@ -22,4 +22,14 @@ int lz_caps_limit(uint64_t keep);
  * /proc/<pid>/environ shows). Returns 0 or -errno. */
 int lz_env_limit(const char *const *keep);
 
+/* The bounds of the environment block the kernel put on the stack at
+ * exec (/proc/self/stat fields 50 and 51): /proc/<pid>/environ shows it
+ * whatever environ points to later. A forked child has its parent's: a
+ * parent reads them for a child that cannot (one that joined a mount
+ * namespace whose /proc is another PID namespace's). 0 or -errno. */
+int lz_env_block(uintptr_t *start, uintptr_t *end);
+
+/* lz_env_limit with the block's bounds read before (lz_env_block). */
+int lz_env_limit_block(const char *const *keep, uintptr_t start, uintptr_t end);
+
 #endif

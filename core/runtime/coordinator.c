@@ -33,6 +33,7 @@
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "proc/broker.h"
+#include "proc/caps.h"
 #include "proc/nsident.h"
 #include "proc/userns.h"
 #include "router/gitlib.h"
@@ -108,6 +109,7 @@ struct lz_hc {
 	struct lz_escalation *esc;
 	int prompt_job[LZ_HC_MAX_SESSIONS]; /* -1: no prompt */
 	char **host_env;                    /* the host processes' environment */
+	uintptr_t env_start, env_end;       /* the environment block (lz_env_block) */
 };
 
 uint64_t lz_hc_generation(const lz_hc *hc)
@@ -490,9 +492,30 @@ static void escalation_ended(void *ctx, const char *hex)
  * generation, a session's exec wrapper for the session) would copy them:
  * each wipes them before it runs (proc/broker.h). Nothing here writes
  * to a descriptor: the child shares the parent's connections. */
+/* What a child that keeps running the coordinator's image (the RS, a
+ * session's exec client) keeps of its environment: the router's Git reads
+ * HOME and XDG_CONFIG_HOME (rsrouter.c), the test harness finds a leaked
+ * process by LZ_TEST_RUN (scripts/test.sh), a test build reads its fault
+ * switch. */
+static const char *const child_env_kept[] = { "HOME", "XDG_CONFIG_HOME", "LZ_TEST_RUN",
+#ifdef LZ_TEST_FAULTS
+					      "LAZARET_TEST_FAULT",
+#endif
+					      NULL };
+
+/* Spec 3.3: the RS runs in the sandbox's user namespace; nothing of the
+ * developer's it does not need stays in its memory: the keys, the
+ * profile's environment values and the rest of the developer's
+ * environment (tokens, agents' sockets). */
 static void forget_keys(void *ctx)
 {
 	lz_hc *hc = ctx;
+	lz_config_forget_env_values(hc->cfg);
+	for (size_t i = 0; hc->host_env != NULL && hc->host_env[i] != NULL; i++)
+		explicit_bzero(hc->host_env[i], strlen(hc->host_env[i]));
+	/* a failure leaves the environment as it was: nothing to do about it
+	 * in a child that cannot report yet */
+	(void)lz_env_limit_block(child_env_kept, hc->env_start, hc->env_end);
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		lz_tlschan_free(hc->sessions[i].tls); /* its context holds the leaf key */
 		hc->sessions[i].tls = NULL;
@@ -549,6 +572,8 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	if ((r = lz_admission_new(ta->tls_ca, hc->domain_id, hc->fingerprint, gen, ta->manifest, ta->manifest_len,
 				  &hc->admission, err)) < 0)
 		return lz_err_prefix(err, r, "control socket TLS: ");
+	if ((r = lz_env_block(&hc->env_start, &hc->env_end)) < 0)
+		return lz_err_set(err, -r, "read where this process's environment lies: %s", strerror(-r));
 	lz_broker_forget_in_children(forget_keys, hc);
 	r = lz_file_create(hc->gendir.dir.fd, LZ_GENDIR_ESCALATE, lz_escalate_client, lz_escalate_client_len, 0555,
 			   LZ_RESOLVE_OWNED, err);

@@ -49,12 +49,19 @@ t_setup() {
 		[[profiles.test.escalation.auto_approve]]
 		executable = "/usr/bin/sleep"
 		args = ["$((300 + RANDOM % 100))"]
+		[profiles.test.env]
+		LZ_E2E_PASSED = "LZ_E2E_PASSED"
 	EOT
 	chmod 0600 "$CFG"
 	SLEEP=$(sed -n 's/^args = \["\([0-9]*\)"\]$/\1/p' "$CFG")
 	cp "$LZ_ESCFORGE" "$WS/escforge"
 	ENVV=(env -i "HOME=$T/home" "USER=$(id -un)" "PATH=/usr/local/bin:/usr/bin:/bin"
 		"XDG_RUNTIME_DIR=$T/run" "TERM=screen")
+	# Two secrets of the developer's: one the profile passes in, one it
+	# does not (test_the_supervisor_keeps_no_developer_secret).
+	PASSED=passed-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+	UNUSED=unused-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+	ENVV+=("LZ_E2E_PASSED=$PASSED" "LZ_E2E_UNUSED=$UNUSED")
 	[ -z "${LZ_TEST_RUN:-}" ] || ENVV+=("LZ_TEST_RUN=$LZ_TEST_RUN")
 	capture "${ENVV[@]}" "$LAZARET" image prepare "oci:$IMG/img:latest" --config "$CFG"
 	[ "$STATUS" = 0 ] || fail "image prepare: $ERR"
@@ -131,6 +138,38 @@ trust-manifest" "$(cat "$WS/credentials")"
 	# Nothing of the generation's keys outlives it.
 	for _ in $(seq 100); do pgrep -u "$(id -u)" -f "$T/" >/dev/null || break; sleep 0.1; done
 	assert_eq "" "$(ls -d "$T/run/lazaret/domains/"*/gen-* 2>/dev/null)" "generation tree after the end"
+}
+
+# Spec 3.3: the Runtime Supervisor (in the sandbox's user namespace) and a
+# session's exec client are forks of the coordinator; they keep nothing of
+# the developer's environment but what they use, and none of the profile's
+# environment values (those reach the sandbox in the session's own process
+# spec, which the exec client holds for its session).
+test_the_supervisor_keeps_no_developer_secret() {
+	# shellcheck disable=SC2016 # expanded by the sandbox's shell
+	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- sh -c '
+		printf %s "$LZ_E2E_PASSED" > /workspace/passed
+		touch /workspace/ready
+		for i in $(seq 300); do [ -e /workspace/scanned ] && break; sleep 0.1; done') &
+	local cli=$!
+	for _ in $(seq 100); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	[ -e "$WS/ready" ] || fail "the session never got ready"
+	local pids unused passed
+	pids=$(pgrep -u "$(id -u)" '^(lazaret.*|lz-.*)$' | tr '\n' ' ')
+	# shellcheck disable=SC2086 # one argument per PID
+	unused=$(python3 "$FIX/memscan.py" --text "$UNUSED" $pids)
+	# shellcheck disable=SC2086
+	passed=$(python3 "$FIX/memscan.py" --text "$PASSED" $pids)
+	touch "$WS/scanned"
+	echo "# unused: $unused" | tr '\n' ' '; echo
+	echo "# passed: $passed" | tr '\n' ' '; echo
+	wait "$cli" || fail "the session failed"
+	assert_eq "$PASSED" "$(cat "$WS/passed")" "the profile's variable in the sandbox"
+	# The scan finds what is there: the CLI holds its own environment.
+	grep -q ' lazaret holds$' <<<"$unused" || fail "no process holds the unused secret: $unused"
+	assert_contains "$unused" "lz-supervisor clean"
+	assert_contains "$passed" "lz-supervisor clean"
+	assert_eq "" "$(grep -E ' lz-[^ ]+ (holds|unreadable)$' <<<"$unused")" "forks of the coordinator holding the developer's environment"
 }
 
 test_auto_approve_runs_exactly_the_rule() {
@@ -518,6 +557,7 @@ test_cancelled_in_the_sandbox_while_the_prompt_is_up() {
 }
 
 t_run "the sandbox's key lives only in the sandbox; escalation paths are read-only" test_the_sandbox_key_lives_only_in_the_sandbox
+t_run "the supervisor and exec clients keep no developer secret they do not use" test_the_supervisor_keeps_no_developer_secret
 t_run "auto-approval runs exactly the rule; output and status come back" test_auto_approve_runs_exactly_the_rule
 t_run "near misses (extra argument, other spelling, symlinks) are not auto-approved" test_near_misses_are_not_auto_approved
 t_run "forged, foreign and malformed records are refused" test_forged_and_malformed_records_are_refused
