@@ -71,6 +71,7 @@ struct layer {
 	uint8_t diff_id[LZ_OCI_DIGEST_LEN];
 	bool src_failed;          /* feed() saw src fail: the error is src's */
 	bool hash_failed;
+	bool stream_over;         /* more than max_stream_bytes */
 	const struct lz_layer_options *opts;
 	struct lz_layer_report rep;
 	struct lz_layerwhiteout created; /* what this layer wrote: whiteouts spare it */
@@ -111,6 +112,9 @@ static int fail_archive(struct layer *L, const char *path, const char *op)
 {
 	if (L->hash_failed)
 		return lz_err_set(L->tree.err, EIO, "layer: hashing its content failed");
+	if (L->stream_over)
+		return lz_err_set(L->tree.err, EFBIG, "layer: its uncompressed stream exceeds %llu bytes",
+				  (unsigned long long)L->opts->max_stream_bytes);
 	struct archive *from = L->a == NULL || L->src_failed ? L->src : L->a;
 	int e = archive_errno(from);
 	const char *msg = archive_error_string(from);
@@ -139,8 +143,26 @@ static void progress(struct layer *L)
 
 /* ---- the decompressed stream --------------------------------------------- */
 
+/* Counts len more bytes of the stream, and hashes them: false when the
+ * stream is over its bound or the hash failed (the flags say which). */
+static bool take(struct layer *L, const void *buf, size_t len)
+{
+	L->rep.stream_bytes += len;
+	uint64_t max = L->opts ? L->opts->max_stream_bytes : 0;
+	if (max > 0 && L->rep.stream_bytes > max) {
+		L->stream_over = true;
+		return false;
+	}
+	if (L->md != NULL && EVP_DigestUpdate(L->md, buf, len) != 1) {
+		L->hash_failed = true;
+		return false;
+	}
+	return true;
+}
+
 /* The tar reader's read callback: the next block of the decompressed
- * stream, hashed. A failure of src is reported as src's (fail_archive). */
+ * stream, counted and hashed. A failure of src is reported as src's
+ * (fail_archive). */
 static la_ssize_t feed(struct archive *a, void *ctx, const void **buf)
 {
 	(void)a;
@@ -154,11 +176,7 @@ static la_ssize_t feed(struct archive *a, void *ctx, const void **buf)
 		L->src_failed = true;
 		return -1;
 	}
-	if (L->md != NULL && EVP_DigestUpdate(L->md, *buf, len) != 1) {
-		L->hash_failed = true;
-		return -1;
-	}
-	return (la_ssize_t)len;
+	return take(L, *buf, len) ? (la_ssize_t)len : -1;
 }
 
 static const char *compression_name(int filter)
@@ -228,10 +246,8 @@ static int finish_stream(struct layer *L)
 			return lz_err_set(L->tree.err, EINVAL,
 					  "layer refused: more than %u bytes follow the end of its archive",
 					  LZ_LAYER_TAIL_MAX);
-		if (L->md != NULL && EVP_DigestUpdate(L->md, buf, len) != 1) {
-			L->hash_failed = true;
-			return fail_archive(L, NULL, "hashing");
-		}
+		if (!take(L, buf, len))
+			return fail_archive(L, NULL, "reading past the end of the archive");
 		progress(L);
 	}
 	progress(L);

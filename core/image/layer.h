@@ -81,6 +81,12 @@ struct lz_layer_options {
 	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
 	 * one. Exceeding it fails the layer with -E2BIG. */
 	uint64_t max_entries;
+	/* Upper bound on its uncompressed stream: headers, content, the data
+	 * of entries that write none (a whiteout's, a hard link's), the tail;
+	 * 0 means no bound. Exceeding it fails the layer with -EFBIG: a few
+	 * KiB of zstd name a TiB of zeros, each byte of which is decompressed
+	 * and hashed (the diff_id) whether it is written or skipped. */
+	uint64_t max_stream_bytes;
 	/* What the image declares of this layer (oci.h): its compression and
 	 * its diff_id are checked against the content. NULL checks neither
 	 * (tar, tar+gzip and tar+zstd are all applied); image preparation
@@ -93,6 +99,7 @@ struct lz_layer_report {
 	uint64_t whiteouts;     /* .wh.<name> and opaque markers applied */
 	uint64_t regular_bytes; /* regular-file content written */
 	uint64_t input_bytes;   /* layer-blob bytes consumed (compressed) */
+	uint64_t stream_bytes;  /* uncompressed stream bytes read */
 	/* Device nodes mknodat refused with EPERM (user namespace). */
 	uint64_t skipped_devices;
 	char skipped_device_paths[LZ_LAYER_REPORT_PATHS][LZ_LAYER_REPORT_TEXT];

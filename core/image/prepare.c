@@ -111,11 +111,13 @@ int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *
 }
 
 /* The room layer i may take: what the budget leaves after the layers
- * before it, and after the copy of its blob (oci.h). */
+ * before it, and after the copy of its blob (oci.h). The uncompressed
+ * streams of all layers, read whether written or skipped, share the byte
+ * budget too: an image cannot make more work than it could make files. */
 static int layer_room(const struct lz_prepare_budget *b, uint64_t written, uint64_t entries, uint64_t blob,
-		      struct lz_layer_options *opts, struct lz_err *err)
+		      uint64_t streamed, struct lz_layer_options *opts, struct lz_err *err)
 {
-	if (b->bytes <= written || b->bytes - written <= blob || b->entries <= entries)
+	if (b->bytes <= written || b->bytes - written <= blob || b->entries <= entries || b->bytes <= streamed)
 		return lz_err_set(err, ENOSPC,
 				  "the image needs more of the Storage Root's file system than it has free "
 				  "beyond a twentieth of it (%llu bytes and %llu files); free space there",
@@ -123,13 +125,14 @@ static int layer_room(const struct lz_prepare_budget *b, uint64_t written, uint6
 	opts->max_regular_bytes = b->bytes == UINT64_MAX ? 0 : b->bytes - written - blob;
 	opts->entry_bytes = b->block;
 	opts->max_entries = b->entries == UINT64_MAX ? 0 : b->entries - entries;
+	opts->max_stream_bytes = b->bytes == UINT64_MAX ? 0 : b->bytes - streamed;
 	return 0;
 }
 
 static int worker_apply(void *argp, struct lz_err *err)
 {
 	struct worker_arg *w = argp;
-	uint64_t regular = 0, skipped = 0, entries = 0;
+	uint64_t regular = 0, skipped = 0, entries = 0, streamed = 0;
 	struct lz_prepare_budget budget;
 	int r = lz_prepare_budget(w->rootfs_fd, &budget, err);
 	if (r < 0)
@@ -144,17 +147,19 @@ static int worker_apply(void *argp, struct lz_err *err)
 		_cleanup_close_ int fd = -EBADF;
 		w->layer = (uint32_t)i + 1;
 		send_rec(w->progress_fd, REC_LAYER, w->layer, 0, 0);
-		if ((r = layer_room(&budget, regular + entries * budget.block, entries, layer->size, &opts, err)) < 0)
+		if ((r = layer_room(&budget, regular + entries * budget.block, entries, layer->size, streamed, &opts,
+				    err)) < 0)
 			return r;
 		/* the copy is an unnamed file beside the tree it fills */
 		if ((r = lz_oci_open_blob(w->layout_fd, layer, w->rootfs_fd, &fd, err)) < 0)
 			return r;
 		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) == -EFBIG)
-			return layer_room(&budget, UINT64_MAX, 0, 0, &opts, err); /* only the budget bounds content */
+			return layer_room(&budget, UINT64_MAX, 0, 0, 0, &opts, err); /* only the budget bounds content */
 		if (r < 0)
 			return lz_err_prefix(err, r, "layer %zu (%s): ", i + 1, layer->digest);
 		regular += report.regular_bytes;
 		entries += report.entries;
+		streamed += report.stream_bytes;
 		skipped += report.skipped_devices;
 		send_rec(w->progress_fd, REC_BYTES, w->layer, layer->size, 0);
 	}

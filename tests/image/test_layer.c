@@ -1166,6 +1166,31 @@ static void test_lz_layer_apply__max_regular_bytes(void **state)
 	assert_non_null(strstr(err.msg, "layer entry 'b'"));
 }
 
+/* The data of an entry that writes none is read (and hashed) all the
+ * same: it counts against the stream's bound, and is refused before the
+ * rest of it is read. */
+static void test_lz_layer_apply__skipped_data_counts_against_the_stream_bound(void **state)
+{
+	struct fixture *f = *state;
+	static char zeros[1 << 20];
+	int fd = build(ENTS({ .path = "a", .data = "0123456789" }, { .path = ".wh..wh.junk", .data = zeros, .size = sizeof(zeros) },
+			    { .path = "c", .data = "after" }),
+		       F_ZSTD);
+	struct lz_layer_options opts = { .max_stream_bytes = 256 * 1024 };
+	struct lz_layer_report rep;
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, &rep, &err), -EFBIG);
+	assert_non_null(strstr(err.msg, "uncompressed stream exceeds 262144 bytes"));
+	assert_false(exists(f, "c"));
+	/* The same layer under a bound it fits: applied, and counted whole. */
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	opts.max_stream_bytes = 2 << 20;
+	assert_int_equal(apply_fd(f, fd, &opts, &rep, &err), 0);
+	close(fd);
+	assert_true(exists(f, "c"));
+	assert_true(rep.stream_bytes > sizeof(zeros) && rep.stream_bytes < opts.max_stream_bytes);
+}
+
 /* Each entry is charged entry_bytes of the content bound: a flood of
  * empty directories takes blocks too (prepare.h). */
 static void test_lz_layer_apply__entries_are_charged_to_the_content_bound(void **state)
@@ -1266,6 +1291,7 @@ int main(void)
 		T(test_lz_layer_apply__malformed_declared_diff_id_refused),
 		T(test_lz_layer_apply__progress_every_mib),
 		T(test_lz_layer_apply__max_regular_bytes),
+		T(test_lz_layer_apply__skipped_data_counts_against_the_stream_bound),
 		T(test_lz_layer_apply__max_entries),
 		T(test_lz_layer_apply__entries_are_charged_to_the_content_bound),
 		T(test_lz_layer_apply__too_many_entries),
