@@ -1,11 +1,15 @@
 /* Read-only tree scans (treescan.h): usage and overlay changes.
  *
- * Both walks are depth-first with one directory stream per level (plus the
- * matching lower directory for changes), every directory opened relative
- * to its parent with open_dir(). Anything that cannot be examined marks the
- * result incomplete; only the root's failures, allocation failures and a
- * broken pipe are errors. The workers write fixed-size struct wire records
- * to a pipe that the parent drains while they run. */
+ * Both walks are depth-first, every directory opened relative to its parent
+ * with open_dir(). The usage walk keeps one directory stream per level; the
+ * changes walk reads a directory's names whole (to sort them), closes its
+ * stream and keeps only the descriptor (plus the matching lower directory)
+ * while it walks them, so what it holds per entry is the names, charged
+ * against LZ_TREE_SCAN_MAX_HELD, and per level a stack frame and two
+ * descriptors. Anything that cannot be examined marks the result
+ * incomplete; only the root's failures, allocation failures and a broken
+ * pipe are errors. The workers write fixed-size struct wire records to a
+ * pipe that the parent drains while they run. */
 #include "fs/treescan.h"
 
 #include <dirent.h>
@@ -199,19 +203,29 @@ int lz_tree_usage(int dirfd, const char *name, struct lz_tree_usage *ret, struct
 
 /* ---- changes -------------------------------------------------------------- */
 
-/* Names held at once across all levels of a changes walk; past this a
- * directory's listing is cut short (incomplete). */
-#define NAME_BYTES_MAX (64u << 20)
-
+/* One directory's names: NUL-terminated, back to back in buf as readdir
+ * gave them, then indexed by v, sorted. Two allocations whatever the count,
+ * so what a level holds is what it charged (LZ_TREE_SCAN_MAX_HELD): cap,
+ * and NAME_COST per name. Growing buf by realloc may hold the old buffer
+ * too for a moment. */
 struct names {
+	char *buf;
+	size_t used, cap;
 	char **v;
-	size_t n, cap, bytes;
+	size_t n;
+	size_t charged; /* this level's part of changes_walk.held */
 };
+
+#define NAMES_MIN_CAP 4096u
+
+/* Charged per name besides its bytes: its pointer in v, and as much again
+ * for the sort, since qsort may be a merge sort with a scratch copy of v
+ * (glibc's is, when that fits in memory). */
+#define NAME_COST (2 * sizeof(char *))
 
 static void names_free(struct names *s)
 {
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
+	free(s->buf);
 	free(s->v);
 	*s = (struct names){ 0 };
 }
@@ -225,11 +239,51 @@ struct changes_walk {
 	int out;
 	size_t max, listed;
 	uint64_t total, entries;
-	size_t name_bytes; /* held by all levels' struct names */
+	size_t held, max_held; /* charged by all levels' struct names; held <= max_held */
 	bool incomplete;
+	enum lz_tree_limit limit; /* the first one hit */
 	size_t len;
 	char path[LZ_TREE_CHANGE_PATH_MAX];
 };
+
+static void cut_short(struct changes_walk *w, enum lz_tree_limit limit)
+{
+	w->incomplete = true;
+	if (w->limit == LZ_TREE_LIMIT_NONE)
+		w->limit = limit;
+}
+
+/* Charges one more name of len bytes (its NUL included) and NAME_COST,
+ * growing buf when needed, never past max_held: doubling, or the rest of
+ * the bound when that is less. 1: room made; 0: max_held would be passed;
+ * -ENOMEM. */
+static int names_reserve(struct changes_walk *w, struct names *s, size_t len)
+{
+	size_t room = w->max_held - w->held;
+	if (room < NAME_COST)
+		return 0;
+	room -= NAME_COST;
+	if (s->cap - s->used < len) {
+		size_t want = s->used + len;
+		size_t cap = s->cap ? 2 * s->cap : NAMES_MIN_CAP;
+		if (cap < want)
+			cap = want;
+		if (cap - s->cap > room)
+			cap = s->cap + room;
+		if (cap < want)
+			return 0;
+		char *buf = realloc(s->buf, cap);
+		if (buf == NULL)
+			return -ENOMEM;
+		s->buf = buf;
+		s->charged += cap - s->cap;
+		w->held += cap - s->cap;
+		s->cap = cap;
+	}
+	s->charged += NAME_COST;
+	w->held += NAME_COST;
+	return 1;
+}
 
 /* The entries of d, sorted; a bound cuts the listing short (incomplete). */
 static int read_names(struct changes_walk *w, DIR *d, struct names *ret)
@@ -244,25 +298,29 @@ static int read_names(struct changes_walk *w, DIR *d, struct names *ret)
 		}
 		if (is_dot(de->d_name))
 			continue;
-		size_t len = strlen(de->d_name) + 1;
-		if (w->name_bytes + len > NAME_BYTES_MAX ||
-		    ret->n >= LZ_TREE_SCAN_MAX_ENTRIES - w->entries) {
-			w->incomplete = true;
+		if (ret->n >= LZ_TREE_SCAN_MAX_ENTRIES - w->entries) {
+			cut_short(w, LZ_TREE_LIMIT_ENTRIES);
 			break;
 		}
-		if (ret->n == ret->cap) {
-			size_t cap = ret->cap ? 2 * ret->cap : 64;
-			char **v = realloc(ret->v, cap * sizeof(*v));
-			if (v == NULL)
-				return -ENOMEM;
-			ret->v = v;
-			ret->cap = cap;
+		size_t len = strlen(de->d_name) + 1;
+		int r = names_reserve(w, ret, len);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			cut_short(w, LZ_TREE_LIMIT_HELD);
+			break;
 		}
-		if ((ret->v[ret->n] = strdup(de->d_name)) == NULL)
-			return -ENOMEM;
+		memcpy(ret->buf + ret->used, de->d_name, len);
+		ret->used += len;
 		ret->n++;
-		ret->bytes += len;
-		w->name_bytes += len;
+	}
+	if (ret->n == 0)
+		return 0;
+	if ((ret->v = malloc(ret->n * sizeof(*ret->v))) == NULL) /* charged name by name */
+		return -ENOMEM;
+	for (size_t i = 0, off = 0; i < ret->n; i++) {
+		ret->v[i] = ret->buf + off;
+		off += strlen(ret->v[i]) + 1;
 	}
 	if (ret->n > 1)
 		qsort(ret->v, ret->n, sizeof(*ret->v), cmp_name);
@@ -278,6 +336,8 @@ struct wire {
 	uint32_t type;
 	int32_t code;        /* WIRE_ERROR: positive errno */
 	uint32_t incomplete; /* WIRE_DONE */
+	uint32_t limit;      /* WIRE_DONE of a changes scan: enum lz_tree_limit */
+	uint32_t unused;     /* keeps the record free of padding */
 	uint64_t bytes, files, dirs; /* WIRE_DONE of a usage scan */
 	uint64_t listed, total;      /* WIRE_DONE of a changes scan */
 	struct lz_tree_change change; /* WIRE_CHANGE */
@@ -436,31 +496,41 @@ static int changes_entry(struct changes_walk *w, int upper, int lower, const cha
 	return changes_dir(w, TAKE_FD(child), lchild, depth + 1, err);
 }
 
-/* Takes upper (an open directory at depth); lower is borrowed. */
+/* Takes upper (an open directory at depth); lower is borrowed. Its stream
+ * (a duplicate of upper) is closed once the names are read. */
 static int changes_dir(struct changes_walk *w, int upper, int lower, int depth, struct lz_err *err)
 {
-	_cleanup_(closedirp) DIR *d = open_stream(upper);
-	if (d == NULL)
-		return lz_err_set(err, errno, "opendir: %s", strerror(errno));
+	_cleanup_close_ int dir = upper;
 	struct names names = { 0 };
-	int r = read_names(w, d, &names);
+	int r;
+	{
+		int dup = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+		_cleanup_(closedirp) DIR *d = dup < 0 ? NULL : open_stream(dup);
+		if (d == NULL)
+			return lz_err_set(err, errno, "opendir: %s", strerror(errno));
+		r = read_names(w, d, &names);
+	}
 	if (r < 0)
 		r = lz_err_set(err, -r, "reading '%s': %s", w->len ? w->path : ".", strerror(-r));
 	for (size_t i = 0; r == 0 && i < names.n; i++) {
-		if (depth + 1 > LZ_TREE_MAX_DEPTH || w->entries >= LZ_TREE_SCAN_MAX_ENTRIES) {
-			w->incomplete = true;
+		if (depth + 1 > LZ_TREE_MAX_DEPTH) {
+			cut_short(w, LZ_TREE_LIMIT_DEPTH);
+			break;
+		}
+		if (w->entries >= LZ_TREE_SCAN_MAX_ENTRIES) {
+			cut_short(w, LZ_TREE_LIMIT_ENTRIES);
 			break;
 		}
 		w->entries++;
 		size_t saved;
 		if (!path_push(w, names.v[i], &saved)) {
-			w->incomplete = true;
+			cut_short(w, LZ_TREE_LIMIT_PATH);
 			continue;
 		}
-		r = changes_entry(w, dirfd(d), lower, names.v[i], depth, err);
+		r = changes_entry(w, dir, lower, names.v[i], depth, err);
 		path_pop(w, saved);
 	}
-	w->name_bytes -= names.bytes;
+	w->held -= names.charged;
 	names_free(&names);
 	return r;
 }
@@ -483,7 +553,7 @@ struct scan_arg {
 	int out, in; /* the pipe's ends: the worker writes out, closes in */
 	int dirfd, lower_dirfd;
 	const char *name, *lower_name;
-	size_t max;
+	size_t max, max_held;
 };
 
 /* Tells the parent the worker's own errno, then fails as usual (the
@@ -529,13 +599,14 @@ static int worker_changes(void *argp, struct lz_err *err)
 		return worker_fail(a, lz_err_set(err, ENOMEM, "changes: %s", strerror(ENOMEM)));
 	w->out = a->out;
 	w->max = a->max;
+	w->max_held = a->max_held;
 	int r = changes_dir(w, TAKE_FD(upper), lower, 0, err);
 	if (r < 0) {
 		free(w);
 		return worker_fail(a, r);
 	}
 	struct wire m = { .magic = WIRE_MAGIC, .type = WIRE_DONE, .incomplete = w->incomplete,
-			  .listed = w->listed, .total = w->total };
+			  .limit = w->limit, .listed = w->listed, .total = w->total };
 	free(w);
 	if ((r = write_all(a->out, &m, sizeof(m))) < 0)
 		return lz_err_set(err, -r, "reply: %s", strerror(-r));
@@ -659,6 +730,17 @@ int lz_tree_changes_in_userns(const struct lz_idmap *map, int upper_dirfd,
 			      struct lz_tree_change *ret, size_t max,
 			      struct lz_tree_changes_count *ret_count, struct lz_err *err)
 {
+	return lz_tree_changes_in_userns_bounded(map, upper_dirfd, upper_name, lower_dirfd,
+						 lower_name, LZ_TREE_SCAN_MAX_HELD, ret, max,
+						 ret_count, err);
+}
+
+int lz_tree_changes_in_userns_bounded(const struct lz_idmap *map, int upper_dirfd,
+				      const char *upper_name, int lower_dirfd,
+				      const char *lower_name, size_t max_held,
+				      struct lz_tree_change *ret, size_t max,
+				      struct lz_tree_changes_count *ret_count, struct lz_err *err)
+{
 	int r = check_name("changes: upper", upper_name, err);
 	if (r < 0)
 		return r;
@@ -666,14 +748,19 @@ int lz_tree_changes_in_userns(const struct lz_idmap *map, int upper_dirfd,
 		return r;
 	if (max > 0 && ret == NULL)
 		return lz_err_set(err, EINVAL, "changes: no array for %zu changes", max);
+	if (max_held == 0 || max_held > LZ_TREE_SCAN_MAX_HELD)
+		return lz_err_set(err, EINVAL, "changes: bound of %zu bytes held not in 1 to %u", max_held,
+				  LZ_TREE_SCAN_MAX_HELD);
 	struct scan_arg a = { .dirfd = upper_dirfd, .name = upper_name, .lower_dirfd = lower_dirfd,
-			      .lower_name = lower_name, .max = max };
+			      .lower_name = lower_name, .max = max, .max_held = max_held };
 	struct reply p = { .ret = ret, .max = max };
 	if ((r = run_worker("changes worker", map, worker_changes, &a, &p, err)) < 0)
 		return r;
-	if (p.last.listed != p.n || p.last.total < p.n || p.last.total > LZ_TREE_SCAN_MAX_ENTRIES)
+	if (p.last.listed != p.n || p.last.total < p.n || p.last.total > LZ_TREE_SCAN_MAX_ENTRIES ||
+	    p.last.limit > LZ_TREE_LIMIT_PATH || (p.last.limit != LZ_TREE_LIMIT_NONE && !p.last.incomplete))
 		return lz_err_set(err, EIO, "changes worker: inconsistent counts");
 	*ret_count = (struct lz_tree_changes_count){ .listed = p.n, .total = p.last.total,
-						     .incomplete = p.last.incomplete != 0 };
+						     .incomplete = p.last.incomplete != 0,
+						     .limit = (enum lz_tree_limit)p.last.limit };
 	return 0;
 }

@@ -16,10 +16,12 @@
  * RESOLVE_NO_XDEV, O_NOFOLLOW) relative to its parent, a symlink is an
  * entry and never a path, and a directory on another mount is counted but
  * not entered, so a planted link or mount cannot aim the scan at the host.
- * Depth (LZ_TREE_MAX_DEPTH) and entries (LZ_TREE_SCAN_MAX_ENTRIES) are
+ * Depth (LZ_TREE_MAX_DEPTH), entries (LZ_TREE_SCAN_MAX_ENTRIES) and the
+ * memory a changes scan holds for names (LZ_TREE_SCAN_MAX_HELD) are
  * bounded; hitting a bound or meeting an unreadable entry makes the result
- * incomplete, not an error. Only metadata is read, never file contents, and
- * nothing is written to the tree. */
+ * incomplete, not an error, and a changes scan says which bound it hit.
+ * Only metadata is read, never file contents, and nothing is written to
+ * the tree. */
 #ifndef LZ_TREESCAN_H
 #define LZ_TREESCAN_H
 
@@ -33,6 +35,16 @@
 
 /* Entries (beneath the root) one scan examines at most. */
 #define LZ_TREE_SCAN_MAX_ENTRIES 10000000u
+
+/* Memory a changes scan holds at once, across all levels, for the names it
+ * has read and not yet walked: every byte of each level's name buffer
+ * (names with their NUL, and the buffer's unused room) plus
+ * 2 * sizeof(char *) per name (a pointer to sort it by, and as much again
+ * for the sort's scratch). That is all it allocates per entry, so the
+ * worker stays within this plus a fixed amount per level
+ * (LZ_TREE_MAX_DEPTH): 64 MiB is about 3 million names of 3 bytes, well
+ * before LZ_TREE_SCAN_MAX_ENTRIES. */
+#define LZ_TREE_SCAN_MAX_HELD (64u << 20)
 
 /* Inodes with several links that a usage scan remembers; see bytes. */
 #define LZ_TREE_USAGE_MAX_LINKS 65536u
@@ -83,10 +95,20 @@ struct lz_tree_change {
 	char path[LZ_TREE_CHANGE_PATH_MAX];
 };
 
+/* The first bound that cut a changes scan short. */
+enum lz_tree_limit {
+	LZ_TREE_LIMIT_NONE,    /* none (an unreadable entry alone makes a scan incomplete) */
+	LZ_TREE_LIMIT_DEPTH,   /* a directory deeper than LZ_TREE_MAX_DEPTH */
+	LZ_TREE_LIMIT_ENTRIES, /* more than LZ_TREE_SCAN_MAX_ENTRIES entries */
+	LZ_TREE_LIMIT_HELD,    /* names needing more than LZ_TREE_SCAN_MAX_HELD at once */
+	LZ_TREE_LIMIT_PATH,    /* a path longer than LZ_TREE_CHANGE_PATH_MAX */
+};
+
 struct lz_tree_changes_count {
 	size_t listed;   /* written to the caller's array: min(total, max) */
 	uint64_t total;  /* all changes found (at most LZ_TREE_SCAN_MAX_ENTRIES) */
 	bool incomplete; /* a limit was hit or an entry could not be read */
+	enum lz_tree_limit limit; /* which limit, when one was (then incomplete) */
 };
 
 /* The overlay changes the upper layer upper_dirfd/upper_name holds over the
@@ -116,5 +138,15 @@ int lz_tree_changes_in_userns(const struct lz_idmap *map, int upper_dirfd,
 			      const char *upper_name, int lower_dirfd, const char *lower_name,
 			      struct lz_tree_change *ret, size_t max,
 			      struct lz_tree_changes_count *ret_count, struct lz_err *err);
+
+/* lz_tree_changes_in_userns with the bound on memory held for names as a
+ * parameter, max_held (1 to LZ_TREE_SCAN_MAX_HELD; otherwise -EINVAL), in
+ * place of LZ_TREE_SCAN_MAX_HELD: for tests, which reach a lowered bound
+ * with a small tree. */
+int lz_tree_changes_in_userns_bounded(const struct lz_idmap *map, int upper_dirfd,
+				      const char *upper_name, int lower_dirfd,
+				      const char *lower_name, size_t max_held,
+				      struct lz_tree_change *ret, size_t max,
+				      struct lz_tree_changes_count *ret_count, struct lz_err *err);
 
 #endif

@@ -292,6 +292,7 @@ struct call {
 	const char *upper; /* USAGE: the name */
 	const char *lower; /* NULL: none */
 	size_t max;
+	size_t held; /* CHANGES: 0, or the bound of lz_tree_changes_in_userns_bounded */
 	bool null_ret;
 	int (*prep)(void); /* as root, in the child, before it becomes the test user */
 };
@@ -320,10 +321,15 @@ static void body(const struct call *c)
 		struct lz_err derr;
 		out->direct_rc = lz_tree_usage(basefd, c->upper, &out->direct, &derr);
 		out->rc = lz_tree_usage_in_userns(&map, basefd, c->upper, &out->u, &err);
-	} else {
+	} else if (c->held == 0) {
 		out->rc = lz_tree_changes_in_userns(&map, basefd, c->upper, c->lower ? basefd : -1,
 						    c->lower, c->null_ret ? NULL : out->ch, c->max,
 						    &out->count, &err);
+	} else {
+		out->rc = lz_tree_changes_in_userns_bounded(&map, basefd, c->upper,
+							    c->lower ? basefd : -1, c->lower, c->held,
+							    c->null_ret ? NULL : out->ch, c->max,
+							    &out->count, &err);
 	}
 	snprintf(out->msg, sizeof(out->msg), "%s", err.msg);
 }
@@ -742,6 +748,7 @@ static void test_lz_tree_changes_in_userns__max_truncates_and_counts(void **stat
 	assert_int_equal(o->count.listed, 10);
 	assert_int_equal(o->count.total, 50);
 	assert_false(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_NONE);
 	for (size_t i = 0; i < 10; i++) {
 		snprintf(rel, sizeof(rel), "f%02zu", i);
 		expect_change(o, i, LZ_TREE_ADDED, rel, S_IFREG);
@@ -805,6 +812,7 @@ static void test_lz_tree_changes_in_userns__depth_limit_marks_incomplete(void **
 	expect_rc(o, 0);
 	assert_int_equal(o->count.total, LZ_TREE_MAX_DEPTH);
 	assert_true(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_DEPTH);
 }
 
 static void test_lz_tree_changes_in_userns__overlong_path_marks_incomplete(void **state)
@@ -820,6 +828,97 @@ static void test_lz_tree_changes_in_userns__overlong_path_marks_incomplete(void 
 	assert_int_equal(o->count.total, 16);
 	assert_int_equal(strlen(o->ch[15].path), 16 * 255 + 15);
 	assert_true(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_PATH);
+}
+
+/* The memory bound with a lowered max_held. Names are 3 bytes, so each is
+ * charged NAME_CHARGE (treescan.h). Counting name bytes alone, as the
+ * scan once did, SHORT_NAMES of them come to 12000 bytes, well within
+ * SMALL_HELD; what keeping them costs, 48000 and more, is not. */
+#define SMALL_HELD (32u << 10)
+#define NAME_CHARGE (4 + 2 * sizeof(char *))
+#define SHORT_NAMES 3000
+
+/* dir/aaa, dir/aab, ...: n empty files, created in reverse of name order. */
+static void short_names(const char *dir, int n)
+{
+	char rel[64];
+	for (int i = n - 1; i >= 0; i--) {
+		snprintf(rel, sizeof(rel), "%s/%c%c%c", dir, 'a' + i / 676, 'a' + i / 26 % 26, 'a' + i % 26);
+		put(rel, 0);
+	}
+}
+
+static void expect_sorted_files(const struct out *o, size_t from)
+{
+	for (size_t i = from; i < o->count.listed; i++) {
+		assert_int_equal(o->ch[i].kind, LZ_TREE_ADDED);
+		assert_int_equal(o->ch[i].mode & S_IFMT, S_IFREG);
+		if (i > from && strcmp(o->ch[i - 1].path, o->ch[i].path) >= 0)
+			fail_msg("'%s' listed before '%s'", o->ch[i - 1].path, o->ch[i].path);
+	}
+}
+
+static void test_lz_tree_changes_in_userns_bounded__short_names_past_bound_cut_short(void **state)
+{
+	(void)state;
+	mk("flat");
+	short_names("flat", SHORT_NAMES);
+	/* Two levels, each within the bound alone, not together: "0" sorts
+	 * first, so its names are read while the parent's are held. */
+	mk("deep");
+	mk("deep/0");
+	short_names("deep", SHORT_NAMES / 3);
+	short_names("deep/0", SHORT_NAMES / 3);
+	foreign("flat");
+	foreign("deep");
+
+	const struct out *o = as_user(&(struct call){ .op = CHANGES, .upper = "flat", .max = MAX_CH,
+						      .held = SMALL_HELD });
+	expect_rc(o, 0);
+	assert_true(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_HELD);
+	assert_true(o->count.total > 0);
+	assert_true(o->count.total < SHORT_NAMES);
+	assert_true(o->count.total * NAME_CHARGE <= SMALL_HELD);
+	assert_int_equal(o->count.listed, MAX_CH);
+	expect_sorted_files(o, 0);
+
+	o = as_user(&(struct call){ .op = CHANGES, .upper = "deep", .max = MAX_CH, .held = SMALL_HELD });
+	expect_rc(o, 0);
+	assert_true(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_HELD);
+	expect_change(o, 0, LZ_TREE_ADDED, "0", S_IFDIR);
+	/* The parent's names are all walked; only the inner listing is cut. */
+	assert_true(o->count.total > 1 + SHORT_NAMES / 3);
+	assert_true(o->count.total < 1 + 2 * SHORT_NAMES / 3);
+	expect_sorted_files(o, 1);
+}
+
+static void test_lz_tree_changes_in_userns_bounded__tree_within_bound_is_complete(void **state)
+{
+	(void)state;
+	/* Each directory is within the bound, and what one held is given back
+	 * before the next is read. */
+	mk("upper");
+	mk("upper/d1");
+	mk("upper/d2");
+	mk("upper/d3");
+	short_names("upper/d1", SHORT_NAMES / 3);
+	short_names("upper/d2", SHORT_NAMES / 3);
+	short_names("upper/d3", SHORT_NAMES / 3);
+	foreign("upper");
+	const struct out *o = as_user(&(struct call){ .op = CHANGES, .upper = "upper", .max = MAX_CH,
+						      .held = SMALL_HELD });
+	expect_rc(o, 0);
+	assert_false(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_NONE);
+	assert_int_equal(o->count.total, 3 + SHORT_NAMES);
+	expect_change(o, 0, LZ_TREE_ADDED, "d1", S_IFDIR);
+	expect_change(o, 1, LZ_TREE_ADDED, "d1/aaa", S_IFREG);
+	expect_change(o, 2, LZ_TREE_ADDED, "d1/aab", S_IFREG);
+	expect_change(o, 27, LZ_TREE_ADDED, "d1/aba", S_IFREG);
+	expect_sorted_files(o, 1);
 }
 
 static int mount_in_upper(void)
@@ -850,6 +949,7 @@ static void test_lz_tree_changes_in_userns__mount_point_not_entered(void **state
 	expect_change(o, 1, LZ_TREE_ADDED, "z", S_IFREG);
 	assert_int_equal(o->count.total, 2);
 	assert_true(o->count.incomplete);
+	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_NONE); /* not entered, no bound hit */
 }
 
 static void test_lz_tree_changes_in_userns__missing_or_wrong_type(void **state)
@@ -883,6 +983,11 @@ static void test_lz_tree_changes_in_userns__misuse_is_einval(void **state)
 	assert_int_equal(lz_tree_changes_in_userns(&map, basefd, "u", basefd, "a/b", ch, 1, &n, &err),
 			 -EINVAL);
 	assert_int_equal(lz_tree_changes_in_userns(&map, basefd, "u", -1, NULL, NULL, 1, &n, &err), -EINVAL);
+	assert_int_equal(lz_tree_changes_in_userns_bounded(&map, basefd, "u", -1, NULL, 0, ch, 1, &n, &err),
+			 -EINVAL);
+	assert_int_equal(lz_tree_changes_in_userns_bounded(&map, basefd, "u", -1, NULL,
+							   LZ_TREE_SCAN_MAX_HELD + 1ul, ch, 1, &n, &err),
+			 -EINVAL);
 }
 
 int main(void)
@@ -914,6 +1019,8 @@ int main(void)
 		T(test_lz_tree_changes_in_userns__paths_are_raw_bytes),
 		T(test_lz_tree_changes_in_userns__depth_limit_marks_incomplete),
 		T(test_lz_tree_changes_in_userns__overlong_path_marks_incomplete),
+		T(test_lz_tree_changes_in_userns_bounded__short_names_past_bound_cut_short),
+		T(test_lz_tree_changes_in_userns_bounded__tree_within_bound_is_complete),
 		T(test_lz_tree_changes_in_userns__mount_point_not_entered),
 		T(test_lz_tree_changes_in_userns__missing_or_wrong_type),
 		T(test_lz_tree_changes_in_userns__misuse_is_einval),
