@@ -13,7 +13,7 @@
  *       profile's prepared lower (paths: persistent directories, default
  *       all of the profile's; max listed per anchor, default 200):
  *       { artifact= (nil: the image is not prepared; all counts as added),
- *         anchors = { {path=, has_lower=, total=, incomplete=,
+ *         anchors = { {path=, has_lower=, total=, incomplete=, limit=,
  *           changes = { {kind="added"|"changed"|"deleted"|"opaque",
  *             path=, mode=, size=}... } }... } }
  *   state.remove_check(cfg, id)    [-2, +1|3, e] -> {profile=, workspace=, never_launched=}
@@ -180,6 +180,14 @@ static int state_inspect(lua_State *L)
 		lua_setfield(L, -2, "total");
 		lua_pushboolean(L, c->count.incomplete);
 		lua_setfield(L, -2, "incomplete");
+		static const char *const limits[] = { [LZ_TREE_LIMIT_DEPTH] = "depth",
+						      [LZ_TREE_LIMIT_ENTRIES] = "entries",
+						      [LZ_TREE_LIMIT_HELD] = "held",
+						      [LZ_TREE_LIMIT_PATH] = "path" };
+		if ((size_t)c->count.limit < sizeof(limits) / sizeof(limits[0]) && limits[c->count.limit]) {
+			lua_pushstring(L, limits[c->count.limit]);
+			lua_setfield(L, -2, "limit");
+		}
 		lua_createtable(L, (int)c->count.listed, 0);
 		for (size_t j = 0; j < c->count.listed; j++) {
 			const struct lz_tree_change *x = &c->v[j];

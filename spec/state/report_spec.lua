@@ -87,6 +87,7 @@ describe("state report", function()
       } },
       { path = "/", total = 1, incomplete = true, changes = {
         { kind = "opaque", path = "etc", mode = 0x41ed, size = 0 } } },
+      { path = "/opt", total = 3145728, incomplete = true, limit = "held", changes = {} },
     } })
     assert.matches("compared with prepared image a1\n", t, 1, true)
     assert.matches("/usr: 5 changes\n", t, 1, true)
@@ -96,6 +97,8 @@ describe("state report", function()
     assert.matches("  deleted  /usr/share/x\n", t, 1, true)
     assert.matches("  ... and 1 more (--max N lists more)\n", t, 1, true)
     assert.matches("/: 1 change (at least: not all could be read)\n  opaque   /etc  (directory)\n", t, 1, true)
+    assert.matches("/opt: 3145728 changes (at least: the listing stopped at the 64 MiB held for names; "
+      .. "`lazaret state reset` clears them)\n", t, 1, true)
     local none = report.inspect_text(summary, { anchors = {} })
     assert.matches("the profile's image is not prepared", none, 1, true)
     assert.matches("no kept state", none, 1, true)

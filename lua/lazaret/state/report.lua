@@ -85,6 +85,15 @@ end
 
 -- One line per change: what, where, and for a file its size (metadata
 -- only, DX-6).
+-- Why an inspection's listing stopped (core/fs/treescan.h limits): the
+-- sandbox wrote more than a scan holds; a reset of the anchor clears it.
+local cut_short = {
+  depth = "the listing stopped at a directory nested too deep; `lazaret state reset` clears it",
+  entries = "the listing stopped at 10 million entries; `lazaret state reset` clears them",
+  held = "the listing stopped at the 64 MiB held for names; `lazaret state reset` clears them",
+  path = "a path was too long to list; `lazaret state reset` clears it",
+}
+
 function M.inspect_text(summary, result)
   local out = {
     "Domain " .. summary.domain_id,
@@ -103,7 +112,7 @@ function M.inspect_text(summary, result)
   for _, a in ipairs(result.anchors) do
     out[#out + 1] = ""
     out[#out + 1] = string_format("%s: %d change%s%s", escape(a.path), a.total, a.total == 1 and "" or "s",
-      a.incomplete and " (at least: not all could be read)" or "")
+      a.incomplete and (" (at least: " .. (cut_short[a.limit] or "not all could be read") .. ")") or "")
     for _, c in ipairs(a.changes) do
       local kind = c.mode & S_IFMT
       local what = kind == S_IFDIR and "directory" or kind == S_IFLNK and "symlink"
