@@ -59,11 +59,15 @@ enum lz_guard {
 	/* Inside a known Git directory (refs, logs, the index, objects...):
 	 * written and removed as usual, but never made a symlink or a
 	 * special file, which host Git would follow or block on (a reflog
-	 * linked to ~/.bashrc gets Git's next line appended there). */
+	 * linked to ~/.bashrc gets Git's next line appended there). Made
+	 * without group or other write, and given no default ACL (what host
+	 * Git makes below would inherit it). */
 	LZ_GUARD_GITDATA,
 	/* A directory holding Git control files (a known Git directory, or
 	 * on the way to one or to a control file): not renamed or removed,
-	 * so nothing protected moves to where the guard no longer sees it. */
+	 * so nothing protected moves to where the guard no longer sees it,
+	 * and given no group or other write (others could rename a config
+	 * in), no change of its sticky bit and no POSIX ACL. */
 	LZ_GUARD_HOLDS,
 	/* A Git control file or inside a control tree: not created, written,
 	 * truncated, re-moded, renamed, linked or removed. */

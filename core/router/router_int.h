@@ -262,6 +262,21 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd);
 /* The mode the sandbox's mode becomes in backing b (no setuid or setgid
  * bit on the host). */
 mode_t rt_policy_mode(enum rt_backing b, mode_t mode);
+/* The mode a new entry of guard g (rt_policy_new) is made with in
+ * backing b: rt_policy_mode's, and in a host Git directory or a
+ * directory holding control files no group or other write, whatever the
+ * umasks. */
+mode_t rt_policy_new_mode(enum rt_backing b, enum lz_guard g, mode_t mode);
+/* chmod of i (ifd: its O_PATH descriptor) to mode: -EPERM when i is a
+ * host directory holding Git control files (LZ_GUARD_HOLDS) and mode
+ * grants group or other write it does not have now, or sets or clears
+ * the sticky bit. Taking permissions away is allowed. Takes snap_lock. */
+int rt_policy_chmod(struct lz_router *r, struct rt_inode *i, int ifd, mode_t mode);
+/* Setting (set) or removing a POSIX ACL, access or default, of i:
+ * -EPERM on a host directory holding Git control files (and a control
+ * file), and for setting a default ACL in Git data too (the control
+ * files host Git makes below later inherit it). Takes snap_lock. */
+int rt_policy_acl(struct lz_router *r, struct rt_inode *i, bool is_default, bool set);
 /* chown of host-backed i (ifd: its O_PATH descriptor) to anyone but the
  * developer (0) or its current owner and group: -EPERM. */
 int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid);
@@ -269,9 +284,10 @@ int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid);
  * A special entry (a symlink, FIFO, socket or device) is refused wherever
  * the guard protects, holds, or lies inside a known Git directory.
  * *locked: gitdir_lock was taken (the caller releases it with
- * rt_policy_done after making the entry). */
+ * rt_policy_done after making the entry). *ret_guard (unless NULL): the
+ * entry's guard, for rt_policy_new_mode. */
 int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool special,
-		  int dfd, const char *name, bool *locked);
+		  int dfd, const char *name, bool *locked, enum lz_guard *ret_guard);
 void rt_policy_done(struct lz_router *r, bool locked);
 /* May an object of type mode bear name? Not a FIFO or socket named as a
  * file host Git opens in every worktree directory (.gitignore,

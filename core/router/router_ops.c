@@ -256,6 +256,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	if (rc == 0 && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				 FUSE_SET_ATTR_GID)))
 		rc = rt_policy_inode(r, i, false);
+	/* chmod and fchmod both arrive here (fchmod without the handle) */
+	if (rc == 0 && (valid & FUSE_SET_ATTR_MODE))
+		rc = rt_policy_chmod(r, i, ifd, attr->st_mode);
 	if (rc == 0)
 		rc = do_setattr(i, ifd, attr, valid, fi);
 	struct stat st;
@@ -329,14 +332,17 @@ static int child_backing(struct lz_router *r, struct rt_inode *d, const char *na
  * routes, refuses an inconsistent path, makes the missing directories,
  * and applies the policy for host-backed entries (*locked: release with
  * rt_policy_done once the entry is made; *ret_lock: the name is a
- * control file's lock, see rt_policy_lock_owned). */
+ * control file's lock, see rt_policy_lock_owned; *ret_guard: its guard,
+ * for rt_policy_new_mode). */
 static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
-			 bool special, enum rt_backing *ret_b, bool *locked, bool *ret_lock)
+			 bool special, enum rt_backing *ret_b, bool *locked, bool *ret_lock,
+			 enum lz_guard *ret_guard)
 {
 	char path[PATH_MAX];
 	size_t len;
 	*locked = false;
 	*ret_lock = false;
+	*ret_guard = LZ_GUARD_NONE;
 	if (!S_ISDIR(d->type))
 		return -ENOTDIR;
 	int rc = child_backing(r, d, name, is_dir, ret_b, path, &len);
@@ -345,7 +351,8 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 	int dfd = rt_side_dir(r, d, *ret_b, true);
 	if (dfd >= 0 && *ret_b == RT_HOST &&
 	    ((rc = rt_policy_is_lock(r, path, len)) < 0 ||
-	     (*ret_lock = rc == 1, rc = rt_policy_new(r, path, len, is_dir, special, dfd, name, locked)) < 0)) {
+	     (*ret_lock = rc == 1,
+	      rc = rt_policy_new(r, path, len, is_dir, special, dfd, name, locked, ret_guard)) < 0)) {
 		close(dfd);
 		return rc;
 	}
@@ -382,15 +389,16 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct rt_inode *d = rt_inode_get(r, parent);
 	struct fuse_entry_param e;
 	enum rt_backing b;
+	enum lz_guard g;
 	bool locked, lock;
 	rt_rdlock_snap(r);
 	/* special: a symlink, or a node other than a regular file */
 	bool special = a->kind == 2 || (a->kind == 0 && !S_ISREG(a->mode) && (a->mode & S_IFMT) != 0);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, special, &b, &locked, &lock);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, a->kind == 1, special, &b, &locked, &lock, &g);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		struct make_args pa = *a;
-		pa.mode = rt_policy_mode(b, a->mode);
+		pa.mode = rt_policy_new_mode(b, g, a->mode);
 		rc = make_one(dfd, name, &pa);
 	}
 	rt_policy_done(r, locked);
@@ -450,9 +458,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	enum rt_backing b;
 	_cleanup_close_ int fd = -EBADF;
+	enum lz_guard g;
 	bool locked, lock;
 	rt_rdlock_snap(r);
-	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, false, &b, &locked, &lock);
+	_cleanup_close_ int dfd = new_entry_dir(r, d, name, false, false, &b, &locked, &lock, &g);
 	int rc = dfd < 0 ? dfd : 0;
 	if (rc == 0) {
 		/* O_NOFOLLOW: a symlink planted at the name fails, it is not
@@ -461,7 +470,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		 * lookup is host Git's. */
 		int fl = open_flags(r, fi->flags) | O_CREAT | (fi->flags & O_EXCL) | O_NOFOLLOW |
 			 (lock ? O_EXCL : 0);
-		fd = rt_openat(r, dfd, name, fl, rt_policy_mode(b, mode));
+		fd = rt_openat(r, dfd, name, fl, rt_policy_new_mode(b, g, mode));
 		if (fd < 0)
 			rc = errno == EEXIST && lock && !(fi->flags & O_EXCL) ? -EPERM : -errno;
 	}
@@ -683,7 +692,7 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 			       (rc = rt_policy_lock_take(r, spath, slen, sdfd, name, sfd, &held)) < 0) ||
 			      (rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
 			      (rc = rt_policy_new(r, dpath, dlen, sdir, !sdir && !S_ISREG(sst.st_mode), ddfd, newname,
-						  &locked)) < 0)) {
+						  &locked, NULL)) < 0)) {
 		rt_policy_lock_release(r, held);
 		return rc;
 	}
@@ -772,7 +781,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	if (rc == 0 && b == RT_HOST && (rc = rt_policy_inode(r, i, true)) == 0 &&
 	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
 	    (rc = lock = rt_policy_is_lock(r, path, len)) >= 0)
-		rc = lock == 1 ? -EPERM : rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked);
+		rc = lock == 1 ? -EPERM
+			       : rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked, NULL);
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
 	rt_policy_done(r, locked);
@@ -972,17 +982,26 @@ static bool xattr_allowed(const char *name)
 	       strcmp(name, "system.posix_acl_default") == 0;
 }
 
+enum xattr_op { XOP_READ, XOP_SET, XOP_REMOVE };
+
 /* inode_proc for an operation on the attribute name: refuses a name
- * outside xattr_allowed (EOPNOTSUPP) and, to set or remove one (write),
- * what rt_policy_inode refuses, as chmod: an access ACL's owner, group
- * and other entries are the mode bits, a default ACL those of what host
- * Git makes below, so a guarded object's attributes are its mode. */
-static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, bool write, char proc[32])
+ * outside xattr_allowed (EOPNOTSUPP) and, to set or remove one, what
+ * rt_policy_inode refuses, as chmod: an access ACL's owner, group and
+ * other entries are the mode bits, a default ACL those of what host Git
+ * makes below, so a guarded object's attributes are its mode. An ACL
+ * also passes rt_policy_acl (none on a directory holding control files,
+ * no default ACL in Git data). */
+static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, enum xattr_op op,
+			char proc[32])
 {
 	struct lz_router *r = rt_req_router(req);
 	int rc = xattr_allowed(name) ? 0 : -EOPNOTSUPP;
-	if (rc == 0 && write)
+	if (rc == 0 && op != XOP_READ)
 		rc = rt_policy_inode(r, rt_inode_get(r, ino), false);
+	/* the system. names xattr_allowed lets through are the ACLs */
+	if (rc == 0 && op != XOP_READ && strncmp(name, "system.", 7) == 0)
+		rc = rt_policy_acl(r, rt_inode_get(r, ino), strcmp(name, "system.posix_acl_default") == 0,
+				   op == XOP_SET);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return rc;
@@ -993,7 +1012,7 @@ static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, bool w
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, false, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_READ, proc);
 	if (fd < 0)
 		return;
 	if (size == 0) {
@@ -1053,7 +1072,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 			size_t size, int flags)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, true, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_SET, proc);
 	if (fd >= 0)
 		fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
 }
@@ -1061,7 +1080,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, true, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_REMOVE, proc);
 	if (fd >= 0)
 		fuse_reply_err(req, removexattr(proc, name) < 0 ? errno : 0);
 }

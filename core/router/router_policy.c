@@ -29,6 +29,20 @@
  *   only a remover frees it, and every remover in the router takes that
  *   mutex (left: the developer removing the sandbox's lock on the host in
  *   that instant, and host Git taking the name at once).
+ * - No write for others where control files are held (spec 3.5 Git
+ *   Sentry, SR-4): on the host, group or other write on .git lets any
+ *   local user rename a config or hooks/ of theirs in, which host Git
+ *   runs as the developer. So a HOLDS directory gains no group or other
+ *   write by chmod, and its sticky bit stays as it is (none moves there:
+ *   rt_policy_remove refuses the destination); taking permissions away
+ *   stays allowed (Git chmods its own files), and so does group write on
+ *   Git data (a shared repository's object directories). No POSIX ACL is
+ *   set on or removed from a HOLDS directory (an access ACL is the mode),
+ *   and no default ACL is set in Git data either: what host Git makes
+ *   below later inherits it (a new modules/<name>/config), where no mode
+ *   check looks; Git sets none. A new guarded entry is made without group or other write, whatever the
+ *   umasks (the sandbox's arrives as the mode, the router's is the
+ *   developer's).
  * - setuid/setgid bits are stripped and foreign owners refused (a host
  *   user running the file would get the developer's identity). */
 #include "router/router_int.h"
@@ -47,6 +61,15 @@
 mode_t rt_policy_mode(enum rt_backing b, mode_t mode)
 {
 	return b == RT_HOST ? mode & ~(mode_t)(S_ISUID | S_ISGID) : mode;
+}
+
+/* Group and other write: on a directory, the right to rename anything in. */
+#define GO_WRITE ((mode_t)(S_IWGRP | S_IWOTH))
+
+mode_t rt_policy_new_mode(enum rt_backing b, enum lz_guard g, mode_t mode)
+{
+	mode = rt_policy_mode(b, mode);
+	return b == RT_HOST && g != LZ_GUARD_NONE ? mode & ~GO_WRITE : mode;
 }
 
 /* The router's user namespace maps 0 to the developer; other IDs are
@@ -91,7 +114,7 @@ static bool gitdir_marker(const char *name)
 }
 
 int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool special,
-		  int dfd, const char *name, bool *locked)
+		  int dfd, const char *name, bool *locked, enum lz_guard *ret_guard)
 {
 	*locked = false;
 	enum lz_guard g;
@@ -99,6 +122,8 @@ int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir
 	int rc = guard_of(r, path, len, is_dir || special, &g);
 	if (rc < 0)
 		return rc;
+	if (ret_guard != NULL)
+		*ret_guard = g;
 	if (g == LZ_GUARD_CONTROL || (special && g != LZ_GUARD_NONE))
 		return -EPERM;
 	if (!gitdir_marker(name))
@@ -263,6 +288,54 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 	if (rc == -ESTALE)
 		return 0;
 	return rc < 0 ? rc : g == LZ_GUARD_CONTROL ? -EPERM : 0;
+}
+
+/* The guard of host-backed i's path; NONE for an object with no name
+ * left (nobody's control file). Takes snap_lock. */
+static int inode_guard(struct lz_router *r, struct rt_inode *i, enum lz_guard *ret)
+{
+	*ret = LZ_GUARD_NONE;
+	if (i->backing != RT_HOST || r->cls.guard == NULL)
+		return 0;
+	char path[PATH_MAX];
+	size_t len;
+	rt_rdlock_snap(r);
+	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	if (rc == 0)
+		rc = guard_of(r, path, len, S_ISDIR(i->type), ret);
+	rt_unlock_snap(r);
+	return rc == -ESTALE ? 0 : rc;
+}
+
+int rt_policy_chmod(struct lz_router *r, struct rt_inode *i, int ifd, mode_t mode)
+{
+	if (i->backing != RT_HOST)
+		return 0;
+	struct stat st;
+	if (fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	/* Only a change that grants something costs the path walk: group
+	 * or other write the object lacks, or the sticky bit set or cleared
+	 * (cleared, it lets others rename over what is not theirs). Racing
+	 * chmods add up to nothing more: each is judged against the mode the
+	 * one before it left. */
+	if ((mode & ~st.st_mode & GO_WRITE) == 0 && ((mode ^ st.st_mode) & S_ISVTX) == 0)
+		return 0;
+	enum lz_guard g;
+	int rc = inode_guard(r, i, &g);
+	return rc < 0 ? rc : g >= LZ_GUARD_HOLDS ? -EPERM : 0;
+}
+
+int rt_policy_acl(struct lz_router *r, struct rt_inode *i, bool is_default, bool set)
+{
+	enum lz_guard g;
+	int rc = inode_guard(r, i, &g);
+	if (rc < 0)
+		return rc;
+	/* Git data may have any mode, and an access ACL is one; a default
+	 * ACL is not (what host Git makes below inherits it), and without
+	 * one what it makes gets its own umask. */
+	return g >= LZ_GUARD_HOLDS || (g == LZ_GUARD_GITDATA && is_default && set) ? -EPERM : 0;
 }
 
 /* Reads all of fd (at most cap bytes; -EFBIG beyond). */

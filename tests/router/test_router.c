@@ -267,6 +267,9 @@ static bool open_requests;
 static bool router_watch;
 /* When set, absent names are not cached by the kernel. */
 static bool no_negative_cache;
+/* When >= 0, the router process (and the body, its child) runs with this
+ * umask: the router inherits the developer's. */
+static int router_umask = -1;
 
 static struct lz_router_options test_options(void)
 {
@@ -373,6 +376,8 @@ static void router_child(void *argp)
 	enter_namespaces();
 	int ctl[2];
 	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl));
+	if (router_umask >= 0)
+		umask((mode_t)router_umask);
 	if (router_nofile > 0) {
 		struct rlimit rl = { router_nofile, router_nofile };
 		CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
@@ -434,6 +439,7 @@ static int setup(void **state)
 	open_requests = false;
 	router_nofile = 0;
 	no_negative_cache = false;
+	router_umask = -1;
 	struct env *e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -1;
@@ -1291,6 +1297,151 @@ static void router__acls_of_guarded_files_are_refused_like_chmod(struct env *e)
 	CHECK_OK(removexattr(P(e->mnt, "dir"), "system.posix_acl_default"));
 }
 RUN(router__acls_of_guarded_files_are_refused_like_chmod)
+
+/* A minimal access or default ACL granting everyone everything (user::rwx
+ * group::rwx other::rwx), as setfacl writes it. */
+static const struct {
+	uint32_t version;
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} ent[3];
+} acl_all_rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
+
+/* A directory that holds Git control files (a Git directory, a directory
+ * on the way to an included file) gets no group or other write, no
+ * sticky bit and keeps one it has, by chmod or fchmod: on the host, write
+ * there lets any local user rename a config or a hook of theirs into the
+ * repository, which runs as you with your next host Git. What takes
+ * permissions away, or grants what the directory already grants, stays
+ * allowed (Git chmods its own files); so do Git data and other
+ * directories. */
+static void router__directories_holding_git_control_files_gain_no_write(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/refs"), 0755));
+	CHECK_OK(mkdir(P(e->host, "keep"), 0755));
+	CHECK_OK(chmod(P(e->host, ".git"), 0755)); /* exact, whatever the umask */
+	CHECK_OK(chmod(P(e->host, "keep"), 0755));
+	write_text(P(e->host, ".git/config"), "[core]\n");
+	char git[512];
+	snprintf(git, sizeof(git), "%s", P(e->mnt, ".git"));
+
+	static const mode_t refused[] = { 0777, 0775, 0757, 0702, 01755, 03777 };
+	for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++)
+		CHECK_ERRNO(chmod(git, refused[k]), EPERM);
+	CHECK_ERRNO(chmod(P(e->mnt, "keep"), 0777), EPERM);
+	int fd = open(git, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(fd >= 0, "open .git: %s", strerror(errno));
+	CHECK_ERRNO(fchmod(fd, 0777), EPERM);
+	CHECK(mode_of(P(e->host, ".git")) == 0755, "host .git mode %o", mode_of(P(e->host, ".git")));
+	CHECK(mode_of(P(e->host, "keep")) == 0755, "host keep mode %o", mode_of(P(e->host, "keep")));
+
+	/* taking away, and giving back what is not write */
+	CHECK_OK(fchmod(fd, 0700));
+	CHECK(mode_of(P(e->host, ".git")) == 0700, "host .git mode %o", mode_of(P(e->host, ".git")));
+	close(fd);
+	CHECK_OK(chmod(git, 0755));
+	CHECK_OK(chmod(git, 02755)); /* set-ID bits stripped, as on every host object */
+	CHECK(mode_of(P(e->host, ".git")) == 0755, "host .git mode %o", mode_of(P(e->host, ".git")));
+
+	/* what it grants already (a developer's umask 002) */
+	CHECK_OK(chmod(P(e->host, ".git"), 0775));
+	CHECK_OK(chmod(git, 0775));
+	CHECK_ERRNO(chmod(git, 0777), EPERM);
+	CHECK_OK(chmod(git, 0755));
+	CHECK(mode_of(P(e->host, ".git")) == 0755, "host .git mode %o", mode_of(P(e->host, ".git")));
+	/* a sticky bit stays */
+	CHECK_OK(chmod(P(e->host, ".git"), 01755));
+	CHECK_ERRNO(chmod(git, 0755), EPERM);
+	CHECK_OK(chmod(git, 01700));
+	CHECK(mode_of(P(e->host, ".git")) == 01700, "host .git mode %o", mode_of(P(e->host, ".git")));
+
+	/* Git data (a shared repository's directories) and other directories */
+	CHECK_OK(chmod(P(e->mnt, ".git/refs"), 02775));
+	CHECK(mode_of(P(e->host, ".git/refs")) == 0775, "host refs mode %o", mode_of(P(e->host, ".git/refs")));
+	CHECK_OK(mkdir(P(e->mnt, "plain"), 0755));
+	CHECK_OK(chmod(P(e->mnt, "plain"), 0777));
+	CHECK(mode_of(P(e->host, "plain")) == 0777, "host plain mode %o", mode_of(P(e->host, "plain")));
+}
+RUN(router__directories_holding_git_control_files_gain_no_write)
+
+/* No POSIX ACL is set on or removed from a directory holding Git control
+ * files (an access ACL is mode bits, a default ACL those of what is made
+ * below), and no default ACL is set in Git data: what host Git makes
+ * there later (a new .git/modules/<name> and its config) would inherit
+ * it, and no mode rule looks there. Git data's access ACLs are modes, as
+ * free as its chmod; other attributes pass. */
+static void router__acls_in_git_directories_are_refused(struct env *e)
+{
+	const void *acl = &acl_all_rwx;
+	size_t n = sizeof(acl_all_rwx);
+	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->host, ".git/refs"), 0755));
+	CHECK_OK(mkdir(P(e->host, "keep"), 0755));
+	CHECK_OK(chmod(P(e->host, ".git"), 0755));
+	char git[512];
+	snprintf(git, sizeof(git), "%s", P(e->mnt, ".git"));
+
+	CHECK_ERRNO(setxattr(git, "system.posix_acl_access", acl, n, 0), EPERM);
+	CHECK_ERRNO(setxattr(git, "system.posix_acl_default", acl, n, 0), EPERM);
+	CHECK_ERRNO(removexattr(git, "system.posix_acl_access"), EPERM);
+	CHECK_ERRNO(removexattr(git, "system.posix_acl_default"), EPERM);
+	CHECK_ERRNO(setxattr(P(e->mnt, "keep"), "system.posix_acl_default", acl, n, 0), EPERM);
+	CHECK_OK(mkdir(P(e->mnt, ".git/modules"), 0755));
+	CHECK_ERRNO(setxattr(P(e->mnt, ".git/modules"), "system.posix_acl_default", acl, n, 0), EPERM);
+	CHECK(mode_of(P(e->host, ".git")) == 0755, "host .git mode %o", mode_of(P(e->host, ".git")));
+	char buf[64];
+	CHECK(getxattr(P(e->host, ".git"), "system.posix_acl_default", buf, sizeof(buf)) < 0 && errno == ENODATA,
+	      "a default ACL on .git");
+	CHECK(getxattr(P(e->host, ".git/modules"), "system.posix_acl_default", buf, sizeof(buf)) < 0 &&
+	      errno == ENODATA, "a default ACL on .git/modules");
+	CHECK_OK(removexattr(P(e->mnt, ".git/modules"), "system.posix_acl_default"));
+	CHECK_OK(setxattr(P(e->mnt, ".git/refs"), "system.posix_acl_access", acl, n, 0));
+	CHECK(mode_of(P(e->host, ".git/refs")) == 0777, "host refs mode %o", mode_of(P(e->host, ".git/refs")));
+	CHECK_OK(setxattr(git, "user.lazaret", "1", 1, 0));
+	CHECK_OK(removexattr(git, "user.lazaret"));
+}
+RUN(router__acls_in_git_directories_are_refused)
+
+/* Whatever the sandbox's umask and the router's (the developer's; 0 for
+ * both here), a new entry in a Git directory or holding Git control files
+ * is made on the host without group or other write (the kernel passes
+ * the mode after the caller's umask, and mkdir applies only the
+ * router's). Elsewhere the mode asked is the mode made. */
+static void router__new_entries_in_a_git_directory_get_no_group_or_other_write(struct env *e)
+{
+	umask(0);
+	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "plain"), 0777));
+	CHECK(mode_of(P(e->host, "plain")) == 0777, "host plain mode %o", mode_of(P(e->host, "plain")));
+
+	CHECK_OK(mkdir(P(e->mnt, ".git/new"), 0777));
+	CHECK(mode_of(P(e->host, ".git/new")) == 0755, "host .git/new mode %o", mode_of(P(e->host, ".git/new")));
+	CHECK_OK(mkdir(P(e->mnt, ".git/new/sub"), 0777));
+	CHECK(mode_of(P(e->host, ".git/new/sub")) == 0755, "host .git/new/sub mode %o",
+	      mode_of(P(e->host, ".git/new/sub")));
+	CHECK_OK(mkdir(P(e->mnt, "keep"), 0777));
+	CHECK(mode_of(P(e->host, "keep")) == 0755, "host keep mode %o", mode_of(P(e->host, "keep")));
+	int fd = open(P(e->mnt, ".git/file"), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	CHECK(fd >= 0, "create: %s", strerror(errno));
+	close(fd);
+	CHECK(mode_of(P(e->host, ".git/file")) == 0644, "host .git/file mode %o", mode_of(P(e->host, ".git/file")));
+	CHECK_OK(mknod(P(e->mnt, ".git/node"), S_IFREG | 0666, 0));
+	CHECK(mode_of(P(e->host, ".git/node")) == 0644, "host .git/node mode %o", mode_of(P(e->host, ".git/node")));
+	/* Git data made writable later (allowed) does not move to where control
+	 * files are held: such a directory is never replaced */
+	CHECK_OK(mkdir(P(e->mnt, ".git/new/open"), 0755));
+	CHECK_OK(chmod(P(e->mnt, ".git/new/open"), 0777));
+	CHECK_ERRNO(rename(P(e->mnt, ".git/new/open"), P(e->mnt, "flipkeep")), EPERM);
+}
+
+static void test_router__new_entries_in_a_git_directory_get_no_group_or_other_write(void **state)
+{
+	router_umask = 0;
+	with_router(*state, router__new_entries_in_a_git_directory_get_no_group_or_other_write);
+	router_umask = -1;
+}
 
 /* Inside a known Git directory nothing is made a symlink or a special
  * file, by any way in: host Git follows a symlinked reflog, index, commit
@@ -2295,6 +2446,9 @@ int main(void)
 	T(router__git_control_files_are_refused),
 	T(router__git_control_files_are_refused__open_requests),
 	T(router__acls_of_guarded_files_are_refused_like_chmod),
+	T(router__directories_holding_git_control_files_gain_no_write),
+	T(router__acls_in_git_directories_are_refused),
+	T(router__new_entries_in_a_git_directory_get_no_group_or_other_write),
 	T(router__no_links_or_special_files_in_a_git_directory),
 	T(router__no_fifo_where_git_reads_a_file),
 	T(router__no_fifo_where_git_reads_a_file__open_requests),
