@@ -773,9 +773,11 @@ static void test_lz_layer_apply__refuses_zip(void **state)
 	assert_false(exists(f, "zipped"));
 }
 
-/* Deterministic incompressible bytes. */
-static void fill_noise(char *buf, size_t n)
+/* n deterministic incompressible bytes, malloc'd. */
+static char *noise_of(size_t n)
 {
+	char *buf = malloc(n);
+	assert_non_null(buf);
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 	for (size_t i = 0; i < n; i++) {
 		x ^= x << 13;
@@ -783,15 +785,14 @@ static void fill_noise(char *buf, size_t n)
 		x ^= x << 17;
 		buf[i] = (char)x;
 	}
+	return buf;
 }
 
 static void test_lz_layer_apply__refuses_truncated_gzip(void **state)
 {
 	struct fixture *f = *state;
 	size_t n = 512 * 1024;
-	char *noise = malloc(n);
-	assert_non_null(noise);
-	fill_noise(noise, n);
+	char *noise = noise_of(n);
 	int fd = build(ENTS({ .path = "big", .data = noise, .size = n },
 			    { .path = "after", .data = "a" }),
 		       F_GZIP);
@@ -1004,9 +1005,7 @@ static void test_lz_layer_apply__diff_id_covers_bytes_after_the_archive_end(void
 {
 	struct fixture *f = *state;
 	size_t tail_n = 256 * 1024;
-	char *tail = malloc(tail_n);
-	assert_non_null(tail);
-	fill_noise(tail, tail_n);
+	char *tail = noise_of(tail_n);
 	struct lz_oci_layer decl = { .compression = LZ_OCI_GZIP };
 	char without_tail[LZ_OCI_DIGEST_STR_MAX];
 	size_t n, m;
@@ -1128,9 +1127,7 @@ static void test_lz_layer_apply__progress_every_mib(void **state)
 {
 	struct fixture *f = *state;
 	size_t n = 3 * 1024 * 1024 + 100;
-	char *noise = malloc(n);
-	assert_non_null(noise);
-	fill_noise(noise, n);
+	char *noise = noise_of(n);
 	int fd = build(ENTS({ .path = "big", .data = noise, .size = n }), F_TAR);
 	struct progress_log log = { 0 };
 	struct lz_layer_options opts = { .progress = on_progress, .progress_ctx = &log };

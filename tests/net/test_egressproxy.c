@@ -242,11 +242,11 @@ static int dial(const struct served *v)
 
 /* Sends req (len bytes) and returns everything the proxy answers before it
  * closes (at most cap - 1 bytes, NUL-terminated), within 10 s. */
-static char *ask(const struct served *v, const char *req, size_t len, char *out, size_t cap)
+/* Reads the answer on c until the proxy closes it (or out is full), then
+ * closes c. */
+static char *answer(int c, char *out, size_t cap)
 {
-	int c = dial(v);
 	size_t got = 0;
-	assert_int_equal(send(c, req, len, MSG_NOSIGNAL), (ssize_t)len);
 	for (;;) {
 		struct pollfd pf = { .fd = c, .events = POLLIN };
 		assert_int_equal(poll(&pf, 1, 10000), 1);
@@ -257,6 +257,13 @@ static char *ask(const struct served *v, const char *req, size_t len, char *out,
 	close(c);
 	out[got] = '\0';
 	return out;
+}
+
+static char *ask(const struct served *v, const char *req, size_t len, char *out, size_t cap)
+{
+	int c = dial(v);
+	assert_int_equal(send(c, req, len, MSG_NOSIGNAL), (ssize_t)len);
+	return answer(c, out, cap);
 }
 
 static void expect(const struct served *v, const char *req, const char *status, const char *text)
@@ -328,7 +335,7 @@ static char *ask_cut(const struct served *v, const char *req, const size_t *cuts
 		     size_t cap)
 {
 	int c = dial(v), one = 1;
-	size_t got = 0, from = 0, len = strlen(req);
+	size_t from = 0, len = strlen(req);
 	assert_int_equal(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
 	for (size_t i = 0; i <= n_cuts; i++) {
 		size_t to = i < n_cuts ? cuts[i] : len;
@@ -336,16 +343,7 @@ static char *ask_cut(const struct served *v, const char *req, const size_t *cuts
 		from = to;
 		usleep(2000);
 	}
-	for (;;) {
-		struct pollfd pf = { .fd = c, .events = POLLIN };
-		assert_int_equal(poll(&pf, 1, 10000), 1);
-		ssize_t n = recv(c, out + got, cap - 1 - got, 0);
-		if (n <= 0 || (got += (size_t)n) == cap - 1)
-			break;
-	}
-	close(c);
-	out[got] = '\0';
-	return out;
+	return answer(c, out, cap);
 }
 
 static void expect_cut(const struct served *v, const char *req, const size_t *cuts, size_t n_cuts,
