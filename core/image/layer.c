@@ -113,7 +113,7 @@ static int fail_archive(struct layer *L, const char *path, const char *op)
 	if (L->hash_failed)
 		return lz_err_set(L->tree.err, EIO, "layer: hashing its content failed");
 	if (L->stream_over)
-		return lz_err_set(L->tree.err, EFBIG, "layer: its uncompressed stream exceeds %llu bytes",
+		return lz_err_set(L->tree.err, ENOSPC, "layer: its uncompressed stream exceeds %llu bytes",
 				  (unsigned long long)L->opts->max_stream_bytes);
 	struct archive *from = L->a == NULL || L->src_failed ? L->src : L->a;
 	int e = archive_errno(from);
@@ -325,7 +325,7 @@ static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 			return lz_layerpath_refuse(L->tree.err, p->full, "bad content offset");
 		uint64_t max = L->opts ? L->opts->max_regular_bytes : 0;
 		if (max > 0 && charged(L) + len > max)
-			return lz_err_set(L->tree.err, EFBIG,
+			return lz_err_set(L->tree.err, ENOSPC,
 					  "layer entry '%s': layer content exceeds %llu bytes",
 					  p->full, (unsigned long long)max);
 		if ((r = write_all(fd, buf, len, (off_t)off)) < 0)
@@ -679,7 +679,7 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 					  (unsigned long long)max_entries);
 		L.rep.entries++;
 		if (opts != NULL && opts->max_regular_bytes > 0 && charged(&L) > opts->max_regular_bytes)
-			return lz_err_set(err, EFBIG, "layer: its entries exceed %llu bytes",
+			return lz_err_set(err, ENOSPC, "layer: its entries exceed %llu bytes",
 					  (unsigned long long)opts->max_regular_bytes);
 		if ((r = apply_entry(&L, e)) < 0)
 			return r;

@@ -75,7 +75,7 @@ struct lz_layer_options {
 	void *progress_ctx;
 	/* Upper bound on regular-file content written by this layer, plus
 	 * entry_bytes for each of its entries; 0 means no bound. Exceeding it
-	 * fails the layer with -EFBIG. */
+	 * fails the layer with -ENOSPC. */
 	uint64_t max_regular_bytes;
 	uint64_t entry_bytes;
 	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
@@ -83,7 +83,7 @@ struct lz_layer_options {
 	uint64_t max_entries;
 	/* Upper bound on its uncompressed stream: headers, content, the data
 	 * of entries that write none (a whiteout's, a hard link's), the tail;
-	 * 0 means no bound. Exceeding it fails the layer with -EFBIG: a few
+	 * 0 means no bound. Exceeding it fails the layer with -ENOSPC: a few
 	 * KiB of zstd name a TiB of zeros, each byte of which is decompressed
 	 * and hashed (the diff_id) whether it is written or skipped. */
 	uint64_t max_stream_bytes;
@@ -119,7 +119,8 @@ struct lz_layer_report {
  * one, more than LZ_LAYER_TAIL_MAX bytes after the archive's end), -EBADMSG
  * when the decompressed stream does not hash to the declared diff_id (the
  * message names both digests), -E2BIG for too many entries or tracked
- * paths, -EFBIG beyond max_regular_bytes, otherwise the failing system
+ * paths, -ENOSPC beyond max_regular_bytes or max_stream_bytes (or when
+ * the file system is full), otherwise the failing system
  * call's errno. ret_report is untouched on failure. */
 int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *opts,
 		   struct lz_layer_report *ret_report, struct lz_err *err);

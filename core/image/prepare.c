@@ -153,8 +153,11 @@ static int worker_apply(void *argp, struct lz_err *err)
 		/* the copy is an unnamed file beside the tree it fills */
 		if ((r = lz_oci_open_blob(w->layout_fd, layer, w->rootfs_fd, &fd, err)) < 0)
 			return r;
-		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) == -EFBIG)
-			return layer_room(&budget, UINT64_MAX, 0, 0, 0, &opts, err); /* only the budget bounds content */
+		/* over the room it was given, or the file system full: what to
+		 * do is the same (a file too large for the file system, EFBIG,
+		 * keeps its own message) */
+		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) == -ENOSPC)
+			return layer_room(&budget, UINT64_MAX, 0, 0, 0, &opts, err);
 		if (r < 0)
 			return lz_err_prefix(err, r, "layer %zu (%s): ", i + 1, layer->digest);
 		regular += report.regular_bytes;
