@@ -675,7 +675,9 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 		if (ar != ARCHIVE_OK && !(ar == ARCHIVE_WARN && benign_warning(a)))
 			return fail_archive(&L, NULL, "reading entry header");
 		if (L.rep.entries >= max_entries)
-			return lz_err_set(err, E2BIG, "layer: more than %llu entries",
+			/* the option's bound is the file system's free inodes */
+			return lz_err_set(err, max_entries < LZ_LAYER_MAX_ENTRIES ? ENOSPC : E2BIG,
+					  "layer: more than %llu entries",
 					  (unsigned long long)max_entries);
 		L.rep.entries++;
 		if (opts != NULL && opts->max_regular_bytes > 0 && charged(&L) > opts->max_regular_bytes)

@@ -79,7 +79,7 @@ struct lz_layer_options {
 	uint64_t max_regular_bytes;
 	uint64_t entry_bytes;
 	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
-	 * one. Exceeding it fails the layer with -E2BIG. */
+	 * one. Exceeding it fails the layer with -ENOSPC (-E2BIG past that one). */
 	uint64_t max_entries;
 	/* Upper bound on its uncompressed stream: headers, content, the data
 	 * of entries that write none (a whiteout's, a hard link's), the tail;
