@@ -14,6 +14,7 @@
 
 #include "proc/spawn.h"
 #include "util/cleanup.h"
+#include "util/postcard.h"
 
 static_assert(offsetof(struct lz_session, in) == offsetof(struct lz_session, out) + LZ_WIRE_MAX_DATA &&
 		      sizeof(struct lz_session) == offsetof(struct lz_session, in) + LZ_WIRE_MAX_DATA,
@@ -217,12 +218,18 @@ static int set_notice(struct lz_session *s, const char *prefix, const char *text
 /* Spec 3.8: the developer sees the whole prompt at once. No line as wide
  * as the terminal (a line that wraps could draw rows that start like the
  * prompt's own), no more lines than it has rows (the first ones would
- * scroll away), and no control character but the line ends (CR LF). A
- * character beyond ASCII counts as two columns, the most a terminal
- * gives one. */
+ * scroll away), and no control character but the line ends (CR LF): none
+ * of C0, DEL, and none of C1 either, as UTF-8 (U+0080 to U+009F, which
+ * a terminal may take for CSI and the like) or as a byte of its own
+ * (invalid UTF-8, which a terminal that ignored the reset's return to
+ * UTF-8 reads as 8-bit controls). A character beyond ASCII counts as two
+ * columns, the most a terminal gives one. The text is escaped already
+ * (escalation.h): this is the second line of defence. */
 static bool prompt_fits(const char *text, size_t len, uint16_t rows, uint16_t cols)
 {
 	size_t lines = 1, width = 0;
+	if (!lz_pc_utf8_valid((const uint8_t *)text, len))
+		return false;
 	for (size_t i = 0; i < len; i++) {
 		uint8_t c = (uint8_t)text[i];
 		if (c == '\r' && i + 1 < len && text[i + 1] == '\n') {
@@ -231,7 +238,7 @@ static bool prompt_fits(const char *text, size_t len, uint16_t rows, uint16_t co
 			i++;
 			continue;
 		}
-		if (c < 0x20 || c == 0x7f)
+		if (c < 0x20 || c == 0x7f || (c == 0xc2 && i + 1 < len && (uint8_t)text[i + 1] <= 0x9f))
 			return false;
 		if ((c & 0xc0) != 0x80 && (width += c < 0x80 ? 1 : 2) >= cols)
 			return false;

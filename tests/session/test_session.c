@@ -846,6 +846,12 @@ static void test_lz_session_prompt__only_what_fits_the_developers_terminal(void 
 	assert_int_equal(lz_session_prompt(&f->s, text, n), -E2BIG);
 	assert_int_equal(lz_session_prompt(&f->s, "a\rb", 3), -E2BIG);
 	assert_int_equal(lz_session_prompt(&f->s, "a\x1b[2Jb", 6), -E2BIG);
+	/* C1 controls: CSI as UTF-8 (U+009B), as a byte of its own, and
+	 * other bytes that are no UTF-8. */
+	assert_int_equal(lz_session_prompt(&f->s, "a\xc2\x9b" "2Jb", 6), -E2BIG);
+	assert_int_equal(lz_session_prompt(&f->s, "a\x9b" "2Jb", 5), -E2BIG);
+	assert_int_equal(lz_session_prompt(&f->s, "a\xc3", 2), -E2BIG);
+	assert_int_equal(lz_session_prompt(&f->s, "a\xc0\xaf", 3), -E2BIG);
 	/* The developer's terminal grew: the 25 lines fit. */
 	struct lz_wire_msg grow = { .type = LZ_WIRE_RESIZE, .resize = { .rows = 30, .cols = 100 } };
 	assert_int_equal(lz_session_event(&f->s, &grow), LZ_SESSION_HANDLED);
