@@ -281,8 +281,10 @@ void lz_session_notice(struct lz_session *s, const char *text, size_t len)
 
 /* Where the answer's reader is in a control sequence (ECMA-48): after
  * CSI, in its parameters, or SEQ_SKIP + n: n raw bytes of a mouse report
- * still to come. */
+ * still to come; SEQ_UTF8_CONT on any of these: the byte before was a
+ * UTF-8 lead byte in a report, whose continuation byte comes first. */
 enum { SEQ_NONE, SEQ_ESC, SEQ_ESC_INTER, SEQ_CSI, SEQ_CSI_PARAMS, SEQ_SS3, SEQ_STRING, SEQ_STRING_ESC, SEQ_SKIP };
+#define SEQ_UTF8_CONT 0x80
 
 /* The raw bytes after a CSI final byte with no parameters: xterm's mouse
  * reports CSI M Cb Cx Cy (X10 and normal tracking), CSI t Cx Cy and CSI T
@@ -299,8 +301,21 @@ static uint8_t csi_raw_bytes(uint8_t final)
 static uint8_t answer_seq_step(uint8_t seq, uint8_t c, bool *key)
 {
 	*key = false;
-	if (seq > SEQ_SKIP)
-		return seq - 1 > SEQ_SKIP ? seq - 1 : SEQ_NONE; /* a report's raw byte, whatever its value */
+	if (seq & SEQ_UTF8_CONT) {
+		seq &= (uint8_t)~SEQ_UTF8_CONT;
+		if ((c & 0xc0) == 0x80)
+			return seq;
+		/* no continuation: the lead byte was a coordinate of its own */
+	}
+	if (seq > SEQ_SKIP) {
+		/* a report's raw byte, whatever its value; in xterm's mode 1005 a
+		 * coordinate past 95 is a UTF-8 sequence of two bytes (in the
+		 * other modes a coordinate byte followed by a byte 0x80 to 0xbf
+		 * is taken the same way: the byte after the report is dropped,
+		 * never taken for a key) */
+		uint8_t rest = seq - 1 > SEQ_SKIP ? seq - 1 : SEQ_NONE;
+		return c >= 0xc2 && c <= 0xdf ? (uint8_t)(rest | SEQ_UTF8_CONT) : rest;
+	}
 	if (c == 0x18 || c == 0x1a)
 		return SEQ_NONE; /* CAN, SUB: end any sequence */
 	switch (seq) {

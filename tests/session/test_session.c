@@ -882,6 +882,8 @@ static void test_lz_session_prompt__control_sequences_never_answer(void **state)
 		"\x1by",		       /* Alt+y */
 		"\x1b#y",		       /* ESC with an intermediate */
 		"\x1b[M yy",		       /* X10 mouse report, column 89 */
+		"\x1b[M \xc2\x80y",	       /* mode 1005: column 96 in UTF-8, row 89 */
+		"\x1b[M\xc2\x80\xc2\x80y",      /* and a button past 95 */
 		"\x9bM#yY",		       /* the same, 8-bit CSI */
 		"\x1b[tyY",		       /* highlight tracking */
 		"\x1b[TyYyYyY",
