@@ -156,6 +156,14 @@ test_the_supervisor_keeps_no_developer_secret() {
 	[ -e "$WS/ready" ] || fail "the session never got ready"
 	local pids unused passed
 	pids=$(pgrep -u "$(id -u)" '^(lazaret.*|lz-.*)$' | tr '\n' ' ')
+	# What they keep stays where /proc shows it: the harness finds a
+	# leaked process by its LZ_TEST_RUN (scripts/test.sh).
+	local rs
+	rs=$(pgrep -u "$(id -u)" '^lz-supervisor$' | head -n 1)
+	if [ -n "${LZ_TEST_RUN:-}" ]; then
+		tr '\0' '\n' <"/proc/$rs/environ" | grep -qxF "LZ_TEST_RUN=$LZ_TEST_RUN" ||
+			fail "the supervisor's /proc/$rs/environ lost LZ_TEST_RUN"
+	fi
 	# shellcheck disable=SC2086 # one argument per PID
 	unused=$(python3 "$FIX/memscan.py" --text "$UNUSED" $pids)
 	# shellcheck disable=SC2086
