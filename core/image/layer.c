@@ -71,7 +71,9 @@ struct layer {
 	uint8_t diff_id[LZ_OCI_DIGEST_LEN];
 	bool src_failed;          /* feed() saw src fail: the error is src's */
 	bool hash_failed;
-	bool stream_over;         /* more than max_stream_bytes */
+	bool stream_over;         /* more than max_stream */
+	uint64_t max_stream;      /* 0: none; else the lesser of the option and the expansion bound */
+	bool stream_by_ratio;     /* max_stream is the expansion bound */
 	const struct lz_layer_options *opts;
 	struct lz_layer_report rep;
 	struct lz_layerwhiteout created; /* what this layer wrote: whiteouts spare it */
@@ -113,8 +115,14 @@ static int fail_archive(struct layer *L, const char *path, const char *op)
 	if (L->hash_failed)
 		return lz_err_set(L->tree.err, EIO, "layer: hashing its content failed");
 	if (L->stream_over)
-		return lz_err_set(L->tree.err, ENOSPC, "layer: its uncompressed stream exceeds %llu bytes",
-				  (unsigned long long)L->opts->max_stream_bytes);
+		return lz_err_set(L->tree.err, EFBIG,
+				  L->stream_by_ratio
+					  ? "layer refused: its uncompressed stream exceeds %llu bytes, more than "
+					    "gzip can expand its compressed size to (a decompression bomb)"
+					  : "layer refused: its uncompressed stream exceeds %llu bytes, more than the "
+					    "Storage Root's file system has free (a decompression bomb, or an image "
+					    "too large for the free space)",
+				  (unsigned long long)L->max_stream);
 	struct archive *from = L->a == NULL || L->src_failed ? L->src : L->a;
 	int e = archive_errno(from);
 	const char *msg = archive_error_string(from);
@@ -148,8 +156,7 @@ static void progress(struct layer *L)
 static bool take(struct layer *L, const void *buf, size_t len)
 {
 	L->rep.stream_bytes += len;
-	uint64_t max = L->opts ? L->opts->max_stream_bytes : 0;
-	if (max > 0 && L->rep.stream_bytes > max) {
+	if (L->max_stream > 0 && L->rep.stream_bytes > L->max_stream) {
 		L->stream_over = true;
 		return false;
 	}
@@ -640,6 +647,16 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 	if (src == NULL || a == NULL)
 		return lz_err_set(err, ENOMEM, "layer: out of memory");
 	L.src = src;
+	struct stat blob;
+	if (fstat(layer_fd, &blob) < 0)
+		return lz_err_set(err, errno, "layer: %s", strerror(errno));
+	uint64_t size = blob.st_size > 0 ? (uint64_t)blob.st_size : 0;
+	uint64_t expands = size > (UINT64_MAX - LZ_LAYER_EXPANSION_FLOOR) / LZ_LAYER_MAX_EXPANSION
+				   ? UINT64_MAX
+				   : size * LZ_LAYER_MAX_EXPANSION + LZ_LAYER_EXPANSION_FLOOR;
+	uint64_t opt = opts != NULL ? opts->max_stream_bytes : 0;
+	L.stream_by_ratio = opt == 0 || expands < opt;
+	L.max_stream = L.stream_by_ratio ? expands : opt;
 	/* ARCHIVE_WARN from a filter means an external helper program: refused. */
 	if (archive_read_support_filter_gzip(src) != ARCHIVE_OK ||
 	    archive_read_support_filter_zstd(src) != ARCHIVE_OK ||

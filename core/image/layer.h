@@ -68,6 +68,13 @@
 #define LZ_LAYER_REPORT_TEXT 512          /* bytes of one sample (truncated) */
 #define LZ_LAYER_TAIL_MAX (1u << 20)      /* decompressed bytes after the archive's end */
 
+/* Whatever the options, a layer's uncompressed stream is at most
+ * LZ_LAYER_MAX_EXPANSION times its blob's size, plus LZ_LAYER_EXPANSION_FLOOR:
+ * no more than gzip can expand to (deflate's limit, 1032:1), since zstd has
+ * none a layer needs. */
+#define LZ_LAYER_MAX_EXPANSION 1032u
+#define LZ_LAYER_EXPANSION_FLOOR (UINT64_C(1) << 20)
+
 struct lz_layer_options {
 	/* Optional. Called with the number of layer-blob bytes consumed so far
 	 * (compressed input), at most once per LZ_LAYER_PROGRESS_STEP. */
@@ -83,9 +90,10 @@ struct lz_layer_options {
 	uint64_t max_entries;
 	/* Upper bound on its uncompressed stream: headers, content, the data
 	 * of entries that write none (a whiteout's, a hard link's), the tail;
-	 * 0 means no bound. Exceeding it fails the layer with -ENOSPC: a few
-	 * KiB of zstd name a TiB of zeros, each byte of which is decompressed
-	 * and hashed (the diff_id) whether it is written or skipped. */
+	 * 0 means no bound but the expansion bound (below). Exceeding it fails
+	 * the layer with -EFBIG: a few KiB of zstd name a TiB of zeros, each
+	 * byte of which is decompressed and hashed (the diff_id) whether it is
+	 * written or skipped. */
 	uint64_t max_stream_bytes;
 	/* What the image declares of this layer (oci.h): its compression and
 	 * its diff_id are checked against the content. NULL checks neither
@@ -119,8 +127,8 @@ struct lz_layer_report {
  * one, more than LZ_LAYER_TAIL_MAX bytes after the archive's end), -EBADMSG
  * when the decompressed stream does not hash to the declared diff_id (the
  * message names both digests), -E2BIG for too many entries or tracked
- * paths, -ENOSPC beyond max_regular_bytes or max_stream_bytes (or when
- * the file system is full), otherwise the failing system
+ * paths, -ENOSPC beyond max_regular_bytes (or when the file system is
+ * full), -EFBIG beyond max_stream_bytes, otherwise the failing system
  * call's errno. ret_report is untouched on failure. */
 int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *opts,
 		   struct lz_layer_report *ret_report, struct lz_err *err);

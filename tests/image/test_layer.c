@@ -1176,7 +1176,7 @@ static void test_lz_layer_apply__skipped_data_counts_against_the_stream_bound(vo
 	struct lz_layer_options opts = { .max_stream_bytes = 256 * 1024 };
 	struct lz_layer_report rep;
 	struct lz_err err;
-	assert_int_equal(apply_fd(f, fd, &opts, &rep, &err), -ENOSPC);
+	assert_int_equal(apply_fd(f, fd, &opts, &rep, &err), -EFBIG);
 	assert_non_null(strstr(err.msg, "uncompressed stream exceeds 262144 bytes"));
 	assert_false(exists(f, "c"));
 	/* The same layer under a bound it fits: applied, and counted whole. */
@@ -1186,6 +1186,27 @@ static void test_lz_layer_apply__skipped_data_counts_against_the_stream_bound(vo
 	close(fd);
 	assert_true(exists(f, "c"));
 	assert_true(rep.stream_bytes > sizeof(zeros) && rep.stream_bytes < opts.max_stream_bytes);
+}
+
+/* Without any option, a layer expands no more than gzip can: 16 MiB of
+ * zeros in a few KiB of zstd is refused, the same in gzip (which cannot
+ * shrink it that far) is not. */
+static void test_lz_layer_apply__expansion_beyond_gzips_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	size_t n = 16 << 20;
+	char *zeros = calloc(1, n);
+	assert_non_null(zeros);
+	int fd = build(ENTS({ .path = "zeros", .data = zeros, .size = n }), F_ZSTD);
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, NULL, NULL, &err), -EFBIG);
+	assert_non_null(strstr(err.msg, "more than gzip can expand"));
+	close(fd);
+	fd = build(ENTS({ .path = "zeros", .data = zeros, .size = n }), F_GZIP);
+	assert_int_equal(apply_fd(f, fd, NULL, NULL, &err), 0);
+	close(fd);
+	free(zeros);
+	assert_true(exists(f, "zeros"));
 }
 
 /* Each entry is charged entry_bytes of the content bound: a flood of
@@ -1223,12 +1244,15 @@ static void test_lz_layer_apply__too_many_entries(void **state)
 {
 	struct fixture *f = *state;
 	/* LZ_LAYER_MAX_ENTRIES + 1 whiteouts of a missing name: cheap to
-	 * write, compress and apply, and none of them touches the tree. */
+	 * write, compress and apply, and none of them touches the tree. In
+	 * gzip: zstd would shrink the repeated header beyond what a layer
+	 * may expand to (LZ_LAYER_MAX_EXPANSION). */
 	int fd = memfd_create("many", MFD_CLOEXEC);
 	assert_true(fd >= 0);
 	struct archive *a = archive_write_new();
 	assert_int_equal(archive_write_set_format_ustar(a), ARCHIVE_OK);
-	assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_set_filter_option(a, "gzip", "compression-level", "1"), ARCHIVE_OK);
 	assert_int_equal(archive_write_open_fd(a, fd), ARCHIVE_OK);
 	struct archive_entry *e = archive_entry_new();
 	archive_entry_set_pathname(e, ".wh.none");
@@ -1289,6 +1313,7 @@ int main(void)
 		T(test_lz_layer_apply__progress_every_mib),
 		T(test_lz_layer_apply__max_regular_bytes),
 		T(test_lz_layer_apply__skipped_data_counts_against_the_stream_bound),
+		T(test_lz_layer_apply__expansion_beyond_gzips_is_refused),
 		T(test_lz_layer_apply__max_entries),
 		T(test_lz_layer_apply__entries_are_charged_to_the_content_bound),
 		T(test_lz_layer_apply__too_many_entries),
