@@ -1073,8 +1073,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
 	char proc[32];
 	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_SET, proc);
-	if (fd >= 0)
-		fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
+	if (fd < 0)
+		return;
+	/* the system. names xattr_target lets through are the ACLs */
+	struct lz_router *r = rt_req_router(req);
+	int rc = strncmp(name, "system.", 7) == 0 ? rt_policy_acl_value(rt_inode_get(r, ino)->backing, value, size) : 0;
+	fuse_reply_err(req, rc < 0 ? -rc : setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

@@ -47,6 +47,7 @@
  *   user running the file would get the developer's identity). */
 #include "router/router_int.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -57,10 +58,43 @@
 #include "util/cleanup.h"
 
 /* The isolated backing is private to the Domain (0700) and keeps what
- * the sandbox sets; host-backed modes lose the setuid and setgid bits. */
+ * the sandbox sets; host-backed modes lose the setuid and setgid bits,
+ * and write for others: a world-writable directory in the workspace lets
+ * any local user plant a repository (HEAD, objects, refs and a config
+ * naming a program) that the developer's next host Git in it runs. */
 mode_t rt_policy_mode(enum rt_backing b, mode_t mode)
 {
-	return b == RT_HOST ? mode & ~(mode_t)(S_ISUID | S_ISGID) : mode;
+	return b == RT_HOST ? mode & ~(mode_t)(S_ISUID | S_ISGID | S_IWOTH) : mode;
+}
+
+/* POSIX ACL xattr form: a version word, then entries of tag, permissions
+ * and ID (little-endian). */
+#define ACL_XATTR_VERSION 2u
+#define ACL_TAG_USER 0x02u  /* a named user */
+#define ACL_TAG_GROUP 0x08u /* a named group */
+#define ACL_TAG_OTHER 0x20u
+#define ACL_PERM_WRITE 0x02u
+
+int rt_policy_acl_value(enum rt_backing b, const void *value, size_t size)
+{
+	if (b != RT_HOST)
+		return 0;
+	const uint8_t *p = value;
+	uint32_t version = 0;
+	if (size >= 4)
+		memcpy(&version, p, sizeof(version));
+	if (size < 4 || (size - 4) % 8 != 0 || le32toh(version) != ACL_XATTR_VERSION)
+		return -EINVAL;
+	for (size_t off = 4; off < size; off += 8) {
+		uint16_t tag, perm;
+		memcpy(&tag, p + off, sizeof(tag));
+		memcpy(&perm, p + off + 2, sizeof(perm));
+		tag = le16toh(tag);
+		perm = le16toh(perm);
+		if ((tag == ACL_TAG_USER || tag == ACL_TAG_GROUP || tag == ACL_TAG_OTHER) && (perm & ACL_PERM_WRITE))
+			return -EPERM;
+	}
+	return 0;
 }
 
 /* Group and other write: on a directory, the right to rename anything in. */

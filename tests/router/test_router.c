@@ -1288,13 +1288,29 @@ static void router__acls_of_guarded_files_are_refused_like_chmod(struct env *e)
 	CHECK(getxattr(P(e->host, ".git/hooks"), "system.posix_acl_default", buf, sizeof(buf)) < 0 &&
 	      errno == ENODATA, "a default ACL on hooks");
 
+	/* Elsewhere an ACL is a mode: none gives others write (rt_policy_mode) */
 	write_text(P(e->mnt, "plain"), "p");
 	CHECK_OK(chmod(P(e->mnt, "plain"), 0644));
+	CHECK_ERRNO(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &rwx, sizeof(rwx), 0), EPERM);
+	rwx.ent[2].perm = 5;
 	CHECK_OK(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &rwx, sizeof(rwx), 0));
-	CHECK(mode_of(P(e->host, "plain")) == 0777, "plain mode %o", mode_of(P(e->host, "plain")));
+	CHECK(mode_of(P(e->host, "plain")) == 0775, "plain mode %o", mode_of(P(e->host, "plain")));
 	CHECK_OK(mkdir(P(e->mnt, "dir"), 0755));
 	CHECK_OK(setxattr(P(e->mnt, "dir"), "system.posix_acl_default", &rwx, sizeof(rwx), 0));
 	CHECK_OK(removexattr(P(e->mnt, "dir"), "system.posix_acl_default"));
+	rwx.ent[2].perm = 7;
+	CHECK_ERRNO(setxattr(P(e->mnt, "dir"), "system.posix_acl_default", &rwx, sizeof(rwx), 0), EPERM);
+	/* a named user given write: another user */
+	struct {
+		uint32_t version;
+		struct {
+			uint16_t tag, perm;
+			uint32_t id;
+		} ent[5];
+	} named = { 2, { { 0x01, 7, UINT32_MAX }, { 0x02, 6, 0 }, { 0x04, 5, UINT32_MAX }, { 0x10, 7, UINT32_MAX },
+			 { 0x20, 5, UINT32_MAX } } };
+	CHECK_ERRNO(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &named, sizeof(named), 0), EPERM);
+	CHECK_ERRNO(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &named, 7, 0), EINVAL);
 }
 RUN(router__acls_of_guarded_files_are_refused_like_chmod)
 
@@ -1307,6 +1323,14 @@ static const struct {
 		uint32_t id;
 	} ent[3];
 } acl_all_rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
+/* The same without write for others (user::rwx group::rwx other::r-x). */
+static const struct {
+	uint32_t version;
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} ent[3];
+} acl_group_rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 5, UINT32_MAX } } };
 
 /* A directory that holds Git control files (a Git directory, a directory
  * on the way to an included file) gets no group or other write, no
@@ -1362,7 +1386,8 @@ static void router__directories_holding_git_control_files_gain_no_write(struct e
 	CHECK(mode_of(P(e->host, ".git/refs")) == 0775, "host refs mode %o", mode_of(P(e->host, ".git/refs")));
 	CHECK_OK(mkdir(P(e->mnt, "plain"), 0755));
 	CHECK_OK(chmod(P(e->mnt, "plain"), 0777));
-	CHECK(mode_of(P(e->host, "plain")) == 0777, "host plain mode %o", mode_of(P(e->host, "plain")));
+	/* no host object gets write for others (rt_policy_mode) */
+	CHECK(mode_of(P(e->host, "plain")) == 0775, "host plain mode %o", mode_of(P(e->host, "plain")));
 }
 RUN(router__directories_holding_git_control_files_gain_no_write)
 
@@ -1397,8 +1422,9 @@ static void router__acls_in_git_directories_are_refused(struct env *e)
 	CHECK(getxattr(P(e->host, ".git/modules"), "system.posix_acl_default", buf, sizeof(buf)) < 0 &&
 	      errno == ENODATA, "a default ACL on .git/modules");
 	CHECK_OK(removexattr(P(e->mnt, ".git/modules"), "system.posix_acl_default"));
-	CHECK_OK(setxattr(P(e->mnt, ".git/refs"), "system.posix_acl_access", acl, n, 0));
-	CHECK(mode_of(P(e->host, ".git/refs")) == 0777, "host refs mode %o", mode_of(P(e->host, ".git/refs")));
+	CHECK_ERRNO(setxattr(P(e->mnt, ".git/refs"), "system.posix_acl_access", acl, n, 0), EPERM); /* other write */
+	CHECK_OK(setxattr(P(e->mnt, ".git/refs"), "system.posix_acl_access", &acl_group_rwx, sizeof(acl_group_rwx), 0));
+	CHECK(mode_of(P(e->host, ".git/refs")) == 0775, "host refs mode %o", mode_of(P(e->host, ".git/refs")));
 	CHECK_OK(setxattr(git, "user.lazaret", "1", 1, 0));
 	CHECK_OK(removexattr(git, "user.lazaret"));
 }
@@ -1414,7 +1440,7 @@ static void router__new_entries_in_a_git_directory_get_no_group_or_other_write(s
 	umask(0);
 	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
 	CHECK_OK(mkdir(P(e->mnt, "plain"), 0777));
-	CHECK(mode_of(P(e->host, "plain")) == 0777, "host plain mode %o", mode_of(P(e->host, "plain")));
+	CHECK(mode_of(P(e->host, "plain")) == 0775, "host plain mode %o", mode_of(P(e->host, "plain")));
 
 	CHECK_OK(mkdir(P(e->mnt, ".git/new"), 0777));
 	CHECK(mode_of(P(e->host, ".git/new")) == 0755, "host .git/new mode %o", mode_of(P(e->host, ".git/new")));
