@@ -990,18 +990,21 @@ enum xattr_op { XOP_READ, XOP_SET, XOP_REMOVE };
  * other entries are the mode bits, a default ACL those of what host Git
  * makes below, so a guarded object's attributes are its mode. An ACL
  * also passes rt_policy_acl (none on a directory holding control files,
- * no default ACL in Git data). */
+ * no default ACL in Git data), and one set (value[0..size)) passes
+ * rt_policy_acl_value (no write for others on the host). */
 static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, enum xattr_op op,
-			char proc[32])
+			const char *value, size_t size, char proc[32])
 {
 	struct lz_router *r = rt_req_router(req);
+	struct rt_inode *i = rt_inode_get(r, ino);
 	int rc = xattr_allowed(name) ? 0 : -EOPNOTSUPP;
 	if (rc == 0 && op != XOP_READ)
-		rc = rt_policy_inode(r, rt_inode_get(r, ino), false);
+		rc = rt_policy_inode(r, i, false);
 	/* the system. names xattr_allowed lets through are the ACLs */
 	if (rc == 0 && op != XOP_READ && strncmp(name, "system.", 7) == 0)
-		rc = rt_policy_acl(r, rt_inode_get(r, ino), strcmp(name, "system.posix_acl_default") == 0,
-				   op == XOP_SET);
+		rc = rt_policy_acl(r, i, strcmp(name, "system.posix_acl_default") == 0, op == XOP_SET);
+	if (rc == 0 && op == XOP_SET && strncmp(name, "system.", 7) == 0)
+		rc = rt_policy_acl_value(i->backing, value, size);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return rc;
@@ -1012,7 +1015,7 @@ static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, enum x
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_READ, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_READ, NULL, 0, proc);
 	if (fd < 0)
 		return;
 	if (size == 0) {
@@ -1072,19 +1075,15 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 			size_t size, int flags)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_SET, proc);
-	if (fd < 0)
-		return;
-	/* the system. names xattr_target lets through are the ACLs */
-	struct lz_router *r = rt_req_router(req);
-	int rc = strncmp(name, "system.", 7) == 0 ? rt_policy_acl_value(rt_inode_get(r, ino)->backing, value, size) : 0;
-	fuse_reply_err(req, rc < 0 ? -rc : setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_SET, value, size, proc);
+	if (fd >= 0)
+		fuse_reply_err(req, setxattr(proc, name, value, size, flags) < 0 ? errno : 0);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	char proc[32];
-	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_REMOVE, proc);
+	_cleanup_close_ int fd = xattr_target(req, ino, name, XOP_REMOVE, NULL, 0, proc);
 	if (fd >= 0)
 		fuse_reply_err(req, removexattr(proc, name) < 0 ? errno : 0);
 }

@@ -487,11 +487,6 @@ static void escalation_ended(void *ctx, const char *hex)
 		log_line(NULL, err.msg);
 }
 
-/* Spec 3.3: the generation's keys live in the coordinator alone. The
- * children its broker forks (the Runtime Supervisor for the whole
- * generation, a session's exec wrapper for the session) would copy them:
- * each wipes them before it runs (proc/broker.h). Nothing here writes
- * to a descriptor: the child shares the parent's connections. */
 /* What a child that keeps running the coordinator's image (the RS, a
  * session's exec client) keeps of its environment: the router's Git reads
  * HOME and XDG_CONFIG_HOME (rsrouter.c), the test harness finds a leaked
@@ -503,10 +498,13 @@ static const char *const child_env_kept[] = { "HOME", "XDG_CONFIG_HOME", "LZ_TES
 #endif
 					      NULL };
 
-/* Spec 3.3: the RS runs in the sandbox's user namespace; nothing of the
- * developer's it does not need stays in its memory: the keys, the
- * profile's environment values and the rest of the developer's
- * environment (tokens, agents' sockets). */
+/* Spec 3.3: the generation's keys live in the coordinator alone. The
+ * children its broker forks (the Runtime Supervisor for the whole
+ * generation, in the sandbox's user namespace; a session's exec wrapper
+ * for the session) would copy them, and the developer's environment and
+ * the profile's environment values with them: each wipes them before it
+ * runs (proc/broker.h). Nothing here writes to a descriptor: the child
+ * shares the parent's connections. */
 static void forget_keys(void *ctx)
 {
 	lz_hc *hc = ctx;

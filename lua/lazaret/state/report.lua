@@ -83,8 +83,6 @@ local function full(anchor, rel)
   return (anchor == "/" and "" or anchor) .. "/" .. rel
 end
 
--- One line per change: what, where, and for a file its size (metadata
--- only, DX-6).
 -- Why an inspection's listing stopped (core/fs/treescan.h limits): the
 -- sandbox wrote more than a scan holds; a reset of the anchor clears it.
 local cut_short = {
@@ -94,6 +92,8 @@ local cut_short = {
   path = "a path was too long to list; `lazaret state reset` clears it",
 }
 
+-- One line per change: what, where, and for a file its size (metadata
+-- only, DX-6).
 function M.inspect_text(summary, result)
   local out = {
     "Domain " .. summary.domain_id,
