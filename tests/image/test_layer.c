@@ -948,6 +948,16 @@ static int apply_declared(struct fixture *f, int fd, const struct lz_oci_layer *
 	return r;
 }
 
+/* apply_declared of data[0..n) compressed with filter. */
+static int apply_compressed(struct fixture *f, const char *data, size_t n, int filter,
+			    const struct lz_oci_layer *decl, struct lz_err *err)
+{
+	int fd = compressed(data, n, filter);
+	int r = apply_declared(f, fd, decl, err);
+	close(fd);
+	return r;
+}
+
 static void test_lz_layer_apply__declared_layer_with_its_diff_id_applies(void **state)
 {
 	struct fixture *f = *state;
@@ -957,10 +967,8 @@ static void test_lz_layer_apply__declared_layer_with_its_diff_id_applies(void **
 	char *tar = layer_tar(NULL, 0, &n, decl.diff_id);
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(filters); i++) {
 		struct lz_err err;
-		int fd = compressed(tar, n, filters[i]);
 		decl.compression = declared_as(filters[i]);
-		int r = apply_declared(f, fd, &decl, &err);
-		close(fd);
+		int r = apply_compressed(f, tar, n, filters[i], &decl, &err);
 		if (r != 0)
 			fail_msg("filter %d: %d %s", filters[i], r, err.msg);
 		assert_content(f, "file", "declared content");
@@ -982,10 +990,8 @@ static void test_lz_layer_apply__diff_id_mismatch_refused(void **state)
 	diff_id_of("other content", 13, decl.diff_id);
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(filters); i++) {
 		struct lz_err err;
-		int fd = compressed(tar, n, filters[i]);
 		decl.compression = declared_as(filters[i]);
-		int r = apply_declared(f, fd, &decl, &err);
-		close(fd);
+		int r = apply_compressed(f, tar, n, filters[i], &decl, &err);
 		if (r != -EBADMSG)
 			fail_msg("filter %d: want -EBADMSG, got %d (%s)", filters[i], r, err.msg);
 		assert_int_equal(err.code, EBADMSG);
@@ -1015,15 +1021,11 @@ static void test_lz_layer_apply__diff_id_covers_bytes_after_the_archive_end(void
 	assert_int_equal(m + tail_n, n);
 
 	struct lz_err err;
-	int fd = compressed(tar, n, F_GZIP);
-	assert_int_equal(apply_declared(f, fd, &decl, &err), 0);
-	close(fd);
+	assert_int_equal(apply_compressed(f, tar, n, F_GZIP, &decl, &err), 0);
 	assert_content(f, "file", "declared content");
 
 	memcpy(decl.diff_id, without_tail, sizeof(without_tail));
-	fd = compressed(tar, n, F_GZIP);
-	assert_int_equal(apply_declared(f, fd, &decl, &err), -EBADMSG);
-	close(fd);
+	assert_int_equal(apply_compressed(f, tar, n, F_GZIP, &decl, &err), -EBADMSG);
 	free(tar);
 }
 
@@ -1039,11 +1041,9 @@ static void test_lz_layer_apply__refuses_a_long_tail_after_the_archive(void **st
 	size_t n;
 	char *tar = layer_tar(zeros, tail_n, &n, decl.diff_id);
 	free(zeros);
-	int fd = compressed(tar, n, F_ZSTD);
-	free(tar);
 	struct lz_err err;
-	int r = apply_declared(f, fd, &decl, &err);
-	close(fd);
+	int r = apply_compressed(f, tar, n, F_ZSTD, &decl, &err);
+	free(tar);
 	if (r != -EINVAL)
 		fail_msg("want -EINVAL, got %d (%s)", r, err.msg);
 	assert_non_null(strstr(err.msg, "follow the end of its archive"));
@@ -1065,10 +1065,8 @@ static void test_lz_layer_apply__compression_must_match_the_media_type(void **st
 			if (d == c)
 				continue;
 			struct lz_err err;
-			int fd = compressed(tar, n, filters[c]);
 			decl.compression = declared_as(filters[d]);
-			int r = apply_declared(f, fd, &decl, &err);
-			close(fd);
+			int r = apply_compressed(f, tar, n, filters[c], &decl, &err);
 			char want[160];
 			snprintf(want, sizeof(want), "declares it %s, but its content is %s", names[d],
 				 names[c]);
@@ -1100,11 +1098,9 @@ static void test_lz_layer_apply__malformed_declared_diff_id_refused(void **state
 	size_t n;
 	char ignored[LZ_OCI_DIGEST_STR_MAX];
 	char *tar = layer_tar(NULL, 0, &n, ignored);
-	int fd = compressed(tar, n, F_TAR);
-	free(tar);
 	struct lz_err err;
-	assert_int_equal(apply_declared(f, fd, &decl, &err), -EINVAL);
-	close(fd);
+	assert_int_equal(apply_compressed(f, tar, n, F_TAR, &decl, &err), -EINVAL);
+	free(tar);
 	assert_non_null(strstr(err.msg, "diff_id"));
 	assert_false(exists(f, "file"));
 }
@@ -1170,7 +1166,8 @@ static void test_lz_layer_apply__skipped_data_counts_against_the_stream_bound(vo
 {
 	struct fixture *f = *state;
 	static char zeros[1 << 20];
-	int fd = build(ENTS({ .path = "a", .data = "0123456789" }, { .path = ".wh..wh.junk", .data = zeros, .size = sizeof(zeros) },
+	int fd = build(ENTS({ .path = "a", .data = "0123456789" },
+			    { .path = ".wh..wh.junk", .data = zeros, .size = sizeof(zeros) },
 			    { .path = "c", .data = "after" }),
 		       F_ZSTD);
 	struct lz_layer_options opts = { .max_stream_bytes = 256 * 1024 };

@@ -1255,15 +1255,20 @@ RUN_BOTH(router__git_control_files_are_refused)
  * an ACL is refused like chmod, set or removed (a world-writable config,
  * a disabled hook made executable again), and so are its other
  * attributes. Elsewhere ACLs pass through. */
+/* A POSIX ACL of n entries in its xattr form (system.posix_acl_*), as
+ * setfacl writes it. */
+#define ACL_XATTR(n)                           \
+	struct {                               \
+		uint32_t version;              \
+		struct {                       \
+			uint16_t tag, perm;    \
+			uint32_t id;           \
+		} ent[n];                      \
+	}
+
 static void router__acls_of_guarded_files_are_refused_like_chmod(struct env *e)
 {
-	struct {
-		uint32_t version;
-		struct {
-			uint16_t tag, perm;
-			uint32_t id;
-		} ent[3];
-	} rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
+	ACL_XATTR(3) rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
 	CHECK_OK(mkdir(P(e->host, ".git"), 0755));
 	CHECK_OK(mkdir(P(e->host, ".git/hooks"), 0755));
 	write_text(P(e->host, ".git/config"), "[core]\n");
@@ -1301,36 +1306,23 @@ static void router__acls_of_guarded_files_are_refused_like_chmod(struct env *e)
 	rwx.ent[2].perm = 7;
 	CHECK_ERRNO(setxattr(P(e->mnt, "dir"), "system.posix_acl_default", &rwx, sizeof(rwx), 0), EPERM);
 	/* a named user given write: another user */
-	struct {
-		uint32_t version;
-		struct {
-			uint16_t tag, perm;
-			uint32_t id;
-		} ent[5];
-	} named = { 2, { { 0x01, 7, UINT32_MAX }, { 0x02, 6, 0 }, { 0x04, 5, UINT32_MAX }, { 0x10, 7, UINT32_MAX },
-			 { 0x20, 5, UINT32_MAX } } };
+	ACL_XATTR(5) named = { 2, { { 0x01, 7, UINT32_MAX },
+				    { 0x02, 6, 0 },
+				    { 0x04, 5, UINT32_MAX },
+				    { 0x10, 7, UINT32_MAX },
+				    { 0x20, 5, UINT32_MAX } } };
 	CHECK_ERRNO(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &named, sizeof(named), 0), EPERM);
 	CHECK_ERRNO(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &named, 7, 0), EINVAL);
 }
 RUN(router__acls_of_guarded_files_are_refused_like_chmod)
 
 /* A minimal access or default ACL granting everyone everything (user::rwx
- * group::rwx other::rwx), as setfacl writes it. */
-static const struct {
-	uint32_t version;
-	struct {
-		uint16_t tag, perm;
-		uint32_t id;
-	} ent[3];
-} acl_all_rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
+ * group::rwx other::rwx). */
+static const ACL_XATTR(3) acl_all_rwx = { 2,
+					  { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 7, UINT32_MAX } } };
 /* The same without write for others (user::rwx group::rwx other::r-x). */
-static const struct {
-	uint32_t version;
-	struct {
-		uint16_t tag, perm;
-		uint32_t id;
-	} ent[3];
-} acl_group_rwx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 5, UINT32_MAX } } };
+static const ACL_XATTR(3) acl_group_rwx = { 2,
+					    { { 0x01, 7, UINT32_MAX }, { 0x04, 7, UINT32_MAX }, { 0x20, 5, UINT32_MAX } } };
 
 /* A directory that holds Git control files (a Git directory, a directory
  * on the way to an included file) gets no group or other write, no
