@@ -434,10 +434,47 @@ out:
 
 /* ---- lookup for launches -------------------------------------------------- */
 
-static int not_prepared(const char *image, struct lz_err *err)
+static int not_prepared(const char *image, bool older, struct lz_err *err)
 {
+	if (older)
+		return lz_err_set(err, ENOENT, "image '%s' was prepared by an earlier Lazaret, whose "
+				  "preparation checked less of the image: run 'lazaret image prepare %s'",
+				  image, image);
 	return lz_err_set(err, ENOENT, "image '%s' is not prepared: run 'lazaret image prepare %s'",
 			  image, image);
+}
+
+/* The newest published artifact of this preparer's format (its ID derives
+ * from the manifest digest and LZ_PREPARE_FORMAT_VERSION) for a reference
+ * (source_ref) or a manifest (manifest_digest); *older tells whether one of
+ * an earlier format exists, which is never used: what it was not checked
+ * for is not known to hold (spec 3.6 "Prepared lower"). */
+static int find_current(int root_fd, const char *source_ref, const char *manifest_digest,
+			char id[LZ_ARTIFACT_ID_HEX + 1], bool *older, struct lz_err *err)
+{
+	struct lz_catalog_artifact *v = NULL;
+	size_t n = 0;
+	int64_t newest = -1;
+	int r = lz_catalog_artifact_list(root_fd, &v, &n, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		char current[LZ_ARTIFACT_ID_HEX + 1];
+		if (v[i].state != LZ_CATALOG_ARTIFACT_PUBLISHED ||
+		    (source_ref != NULL && strcmp(v[i].source_ref, source_ref) != 0) ||
+		    (manifest_digest != NULL && strcmp(v[i].manifest_digest, manifest_digest) != 0))
+			continue;
+		if ((r = lz_prepare_artifact_id(v[i].manifest_digest, current)) < 0)
+			r = lz_err_set(err, -r, "artifact ID: %s", strerror(-r));
+		else if (strcmp(current, v[i].id) != 0)
+			*older = true;
+		else if (v[i].created > newest) {
+			newest = v[i].created;
+			memcpy(id, v[i].id, LZ_ARTIFACT_ID_HEX + 1);
+		}
+	}
+	lz_catalog_artifact_list_free(v, n);
+	return r;
 }
 
 /* Whether layout is where `lazaret image build-default` writes the default
@@ -454,6 +491,7 @@ int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
 {
 	struct lz_image_ref ref;
 	char id[LZ_ARTIFACT_ID_HEX + 1] = "";
+	bool older = false;
 	int r;
 	if ((r = lz_image_ref_parse(image, &ref, err)) < 0 ||
 	    (r = lz_catalog_check(storage_root->fd, err)) < 0)
@@ -472,37 +510,16 @@ int lz_prepare_lookup(const struct lz_path *storage_root, const char *image,
 		if (r >= 0)
 			r = lz_oci_open(layout.fd, ref.tag[0] ? ref.tag : NULL, &img, err);
 		if (r >= 0)
-			r = lz_prepare_artifact_id(img->manifest_digest, id);
+			r = find_current(storage_root->fd, NULL, img->manifest_digest, id, &older, err);
 		lz_oci_image_free(img);
 		lz_path_release(&layout);
-		if (r < 0)
-			return r;
 	} else {
-		struct lz_catalog_artifact *v = NULL;
-		size_t n = 0;
-		int64_t newest = -1;
-		if ((r = lz_catalog_artifact_list(storage_root->fd, &v, &n, err)) < 0)
-			return r;
-		for (size_t i = 0; i < n; i++)
-			if (v[i].state == LZ_CATALOG_ARTIFACT_PUBLISHED && strcmp(v[i].source_ref, image) == 0 &&
-			    v[i].created > newest) {
-				newest = v[i].created;
-				memcpy(id, v[i].id, sizeof(id));
-			}
-		lz_catalog_artifact_list_free(v, n);
-		if (id[0] == '\0')
-			return not_prepared(image, err);
+		r = find_current(storage_root->fd, image, NULL, id, &older, err);
 	}
-	struct lz_catalog_artifact a;
-	r = lz_catalog_artifact_get(storage_root->fd, id, &a, err);
-	if (r == -ENOENT)
-		return not_prepared(image, err);
 	if (r < 0)
 		return r;
-	bool published = a.state == LZ_CATALOG_ARTIFACT_PUBLISHED;
-	lz_catalog_artifact_clear(&a);
-	if (!published)
-		return not_prepared(image, err);
+	if (id[0] == '\0')
+		return not_prepared(image, older, err);
 	struct lz_path prepared = LZ_PATH_INIT, tree = LZ_PATH_INIT;
 	r = open_dir(storage_root, "prepared", &prepared, err);
 	if (r >= 0)

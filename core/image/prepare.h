@@ -28,7 +28,10 @@
 #include "fs/pathauth.h"
 #include "util/err.h"
 
-#define LZ_PREPARE_FORMAT_VERSION 1
+/* 2: each layer's stream is checked against the image's rootfs.diff_ids and
+ * its media type's compression, within the byte budget (earlier artifacts
+ * are not used again, lz_prepare_lookup). */
+#define LZ_PREPARE_FORMAT_VERSION 2
 #define LZ_ARTIFACT_ID_HEX 64
 
 /* What an image may still write on the file system of dir_fd (the

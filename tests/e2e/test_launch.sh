@@ -356,6 +356,33 @@ test_unprepared_image_says_what_to_do() {
 	cleanup_data
 }
 
+# An artifact prepared by an earlier preparer format (format 1 did not check
+# layer streams against the image's diff_ids) is never launched: the
+# launch says what to do, and preparing again makes a new artifact.
+test_an_artifact_of_an_earlier_format_is_not_used() {
+	local id old
+	id=$(sqlite3 -readonly "$DATA/catalog.sqlite" "select id from artifacts")
+	old=$(sqlite3 -readonly "$DATA/catalog.sqlite" "select manifest_digest from artifacts" | python3 -c '
+import hashlib, struct, sys
+d = sys.stdin.read().strip().encode()
+print(hashlib.sha256(b"lazaret-prepared-artifact-v1" + struct.pack(">I", len(d)) + d
+                     + struct.pack(">II", 4, 1)).hexdigest())')
+	[ "$id" != "$old" ] || fail "the artifact ID did not change with the format"
+	sqlite3 "$DATA/catalog.sqlite" "update artifacts set id = '$old'; update prepare_ops set artifact_id = '$old'"
+	mv "$DATA/prepared/$id" "$DATA/prepared/$old"
+	capture launch true
+	assert_eq 69 "$STATUS"
+	assert_contains "$ERR" "image 'oci:$IMG/img:latest' was prepared by an earlier Lazaret, whose preparation checked less of the image: run 'lazaret image prepare oci:$IMG/img:latest'"
+	assert_no_leftovers
+	capture lz image prepare "oci:$IMG/img:latest"
+	assert_eq 0 "$STATUS" "prepare again (stderr: $ERR)"
+	assert_not_contains "$OUT" "already prepared"
+	assert_contains "$OUT" "$id"
+	capture launch true
+	assert_eq 0 "$STATUS" "launch after preparing again (stderr: $ERR)"
+	assert_no_leftovers
+}
+
 test_volumes_are_mounted_as_configured() {
 	mkdir "$T/vol-ro" "$T/vol-rw"
 	echo "from host" >"$T/vol-ro/in"
@@ -594,6 +621,7 @@ t_run "a changed configuration refuses to join" test_changed_configuration_refus
 t_run "killing the coordinator stops the sandbox" test_killing_the_coordinator_stops_the_sandbox
 t_run "a runtime tree no generation accounts for refuses the launch (refuse on ambiguity)" test_an_unaccounted_runtime_tree_refuses_the_launch
 t_run "an unprepared image says what to do" test_unprepared_image_says_what_to_do
+t_run "an artifact of an earlier preparer format is not used" test_an_artifact_of_an_earlier_format_is_not_used
 t_run "a missing libgit2 refuses the launch, naming it" test_a_missing_libgit2_refuses_the_launch_naming_it
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
 t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly
