@@ -120,9 +120,10 @@ static const struct {
 	const char *path;
 	bool transient_child;
 } protected_destinations[] = {
-	{ "/workspace", false }, { "/proc", false }, { "/sys", false },
-	{ "/dev", false },       { "/run/lazaret", true },
+	{ "/workspace", false }, { "/proc", false },        { "/sys", false },
+	{ "/dev", false },       { "/run/lazaret", true }, { "/etc/resolv.conf", true },
 };
+#define PROTECTED_NAMES "/workspace, /proc, /sys, /dev, /run/lazaret or /etc/resolv.conf"
 
 bool lz_config_destination_protected(const char *path, bool as_persistent)
 {
@@ -182,7 +183,7 @@ static int decode_persistent(struct decoder *d, const struct lz_toml_entry *e,
 			return r;
 		if (strcmp(path, "/") == 0 || lz_config_destination_protected(path, true))
 			return fail(d, pos, "persistent directory '%s' overlaps a protected sandbox "
-					    "path (/workspace, /proc, /sys, /dev or /run/lazaret)", path);
+					    "path (" PROTECTED_NAMES ")", path);
 		for (size_t j = 0; j < i; j++)
 			if (lz_path_overlaps(path, p->persistent_dirs[j]))
 				return fail(d, pos, "persistent directory '%s' overlaps '%s'", path,
@@ -271,7 +272,7 @@ static int decode_volume(struct decoder *d, const struct lz_toml_value *t, struc
 		return r;
 	if (strcmp(v->destination, "/") == 0 || lz_config_destination_protected(v->destination, false))
 		return fail(d, t->pos, "volume destination '%s' overlaps a protected sandbox path "
-				       "(/workspace, /proc, /sys, /dev or /run/lazaret)", v->destination);
+				       "(" PROTECTED_NAMES ")", v->destination);
 	return 0;
 }
 

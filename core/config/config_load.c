@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "fs/mountns.h"
 #include "fs/pathauth.h"
 #include "util/cleanup.h"
 
@@ -417,6 +418,77 @@ static int fingerprint(lz_config *cfg, struct lz_err *err)
 	return 0;
 }
 
+/* Spec 3.2: the trees must also be disjoint where they lie in their file
+ * systems (fs/mountns.h), which another mount of one of them (a bind mount,
+ * a container's volume) names by another path: the labels compared above
+ * cannot see that. Run once every source is open. */
+enum placed_kind {
+	PLACED_WORKSPACE = 1,
+	PLACED_STORAGE = 2,
+	PLACED_RUNTIME = 4,
+	PLACED_VOLUME = 8,
+	PLACED_PROFILE_VOLUME = 16, /* beneath the profile directory */
+	PLACED_EXECUTABLE = 32,
+};
+
+struct placed {
+	enum placed_kind kind;
+	const char *what;
+	const struct lz_path *p;
+	struct lz_fs_place at;
+};
+
+static bool must_be_disjoint(enum placed_kind a, enum placed_kind b)
+{
+	if (a == b)
+		return a != PLACED_EXECUTABLE;
+	return (a | b) != (PLACED_PROFILE_VOLUME | PLACED_STORAGE);
+}
+
+static int refuse_placed_overlap(const struct placed *a, const struct placed *b, struct lz_err *err)
+{
+	if (!must_be_disjoint(a->kind, b->kind) || !lz_fs_place_overlaps(&a->at, &b->at))
+		return 0;
+	if (a->kind == PLACED_EXECUTABLE || b->kind == PLACED_EXECUTABLE) {
+		const struct placed *x = a->kind == PLACED_EXECUTABLE ? a : b, *t = x == a ? b : a;
+		return lz_err_set(err, EPERM, "executable '%s' lies inside %s '%s' through another mount of "
+				  "the same file system ('%s' there); the sandbox can write it or Lazaret "
+				  "controls it", x->p->canonical, t->what, t->p->canonical, x->at.path);
+	}
+	return lz_err_set(err, EINVAL, "%s '%s' overlaps %s '%s' through another mount of the same file "
+			  "system ('%s' and '%s' there); they must be disjoint", a->what, a->p->canonical,
+			  b->what, b->p->canonical, a->at.path, b->at.path);
+}
+
+static int refuse_aliases(const lz_config *cfg, struct lz_err *err)
+{
+	const struct lz_config_profile *p = cfg->profile;
+	size_t n = 3 + p->n_volumes + p->n_rules, k = 0;
+	struct placed *v = calloc(n, sizeof(*v));
+	if (v == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	v[k++] = (struct placed){ PLACED_WORKSPACE, "the workspace", &cfg->workspace, { 0 } };
+	v[k++] = (struct placed){ PLACED_STORAGE, "the Storage Root", &cfg->storage_root, { 0 } };
+	v[k++] = (struct placed){ PLACED_RUNTIME, "the Runtime Root", &cfg->runtime_root, { 0 } };
+	for (size_t i = 0; i < p->n_volumes; i++)
+		v[k++] = (struct placed){ p->volumes[i].profile_subdir ? PLACED_PROFILE_VOLUME : PLACED_VOLUME,
+					  "volume source", &cfg->volume_sources[i], { 0 } };
+	for (size_t i = 0; i < p->n_rules; i++)
+		v[k++] = (struct placed){ PLACED_EXECUTABLE, "auto-approve executable", &cfg->executables[i],
+					  { 0 } };
+	int r = 0;
+	for (size_t i = 0; i < n && r >= 0; i++)
+		if ((r = lz_mountns_place(v[i].p->fd, v[i].p->canonical, &v[i].at, err)) < 0)
+			lz_err_prefix(err, r, "%s: ", v[i].what);
+	for (size_t i = 0; i < n && r >= 0; i++)
+		for (size_t j = i + 1; j < n && r >= 0; j++)
+			r = refuse_placed_overlap(&v[i], &v[j], err);
+	for (size_t i = 0; i < n; i++)
+		lz_fs_place_release(&v[i].at);
+	free(v);
+	return r;
+}
+
 static int resolve_profile(lz_config *cfg, const struct lz_config_request *req, struct lz_err *err)
 {
 	const struct lz_config_profile *p = cfg->profile;
@@ -463,7 +535,8 @@ static int resolve_profile(lz_config *cfg, const struct lz_config_request *req, 
 	if (r < 0)
 		return r;
 
-	if ((r = open_volumes(cfg, err)) < 0 || (r = open_executables(cfg, err)) < 0)
+	if ((r = open_volumes(cfg, err)) < 0 || (r = open_executables(cfg, err)) < 0 ||
+	    (r = refuse_aliases(cfg, err)) < 0)
 		return r;
 
 	/* All comparisons done: every retained object must still be itself. */

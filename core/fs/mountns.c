@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/mount.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -13,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fs/pathauth.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
 #include "util/sys.h"
@@ -23,6 +25,16 @@
 #define SYS_LISTMOUNT 458
 #define LSMT_ROOT UINT64_MAX
 #define STATMOUNT_SB_BASIC_MASK 0x1u
+#define STATMOUNT_MNT_ROOT_MASK 0x8u
+#define STATMOUNT_MNT_POINT_MASK 0x10u
+/* struct statmount (Linux 6.8): offsets of the fields read here; its
+ * strings follow the 512 bytes of fixed fields. */
+#define STATMOUNT_OFF_MASK 8
+#define STATMOUNT_OFF_SB_DEV_MAJOR 16
+#define STATMOUNT_OFF_SB_DEV_MINOR 20
+#define STATMOUNT_OFF_MNT_ROOT 104
+#define STATMOUNT_OFF_MNT_POINT 108
+#define STATMOUNT_FIXED 512
 
 static int identify_fd_as(int fd, int sync, const char *label, struct lz_mount_id *ret, struct lz_err *err)
 {
@@ -327,6 +339,75 @@ int lz_mountns_present_in(uint64_t mntns_id, uint64_t mnt_id, bool *ret, struct 
 		return 0;
 	}
 	return lz_err_set(err, errno, "statmount of mount %llu: %s", (unsigned long long)mnt_id, strerror(errno));
+}
+
+static uint32_t u32_at(const unsigned char *b, size_t off)
+{
+	uint32_t v;
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+/* The string at field off of a statmount answer of n bytes, or NULL. */
+static const char *statmount_str(const unsigned char *b, size_t n, size_t off)
+{
+	uint32_t at = u32_at(b, off);
+	if (at >= n - STATMOUNT_FIXED || memchr(b + STATMOUNT_FIXED + at, '\0', n - STATMOUNT_FIXED - at) == NULL)
+		return NULL;
+	return (const char *)b + STATMOUNT_FIXED + at;
+}
+
+int lz_mountns_place(int fd, const char *canonical, struct lz_fs_place *ret, struct lz_err *err)
+{
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID_UNIQUE_MASK, &stx) < 0)
+		return lz_err_set(err, errno, "stat '%s': %s", canonical, strerror(errno));
+	if (!(stx.stx_mask & STATX_MNT_ID_UNIQUE_MASK))
+		return lz_err_set(err, ENOSYS, "stat '%s': the kernel gave no unique mount ID (Linux 6.8)", canonical);
+	struct mnt_id_request req = { .size = sizeof(req), .mnt_id = stx.stx_mnt_id,
+				      .param = STATMOUNT_SB_BASIC_MASK | STATMOUNT_MNT_ROOT_MASK |
+					       STATMOUNT_MNT_POINT_MASK };
+	/* Two paths of at most PATH_MAX each, and room to spare. */
+	size_t n = STATMOUNT_FIXED + 3 * PATH_MAX;
+	_cleanup_free_ unsigned char *b = calloc(1, n);
+	if (b == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if (syscall(SYS_STATMOUNT, &req, b, n, 0) < 0)
+		return lz_err_set(err, errno, "statmount of the mount of '%s': %s", canonical, strerror(errno));
+	uint64_t mask;
+	memcpy(&mask, b + STATMOUNT_OFF_MASK, sizeof(mask));
+	const char *root = statmount_str(b, n, STATMOUNT_OFF_MNT_ROOT);
+	const char *point = statmount_str(b, n, STATMOUNT_OFF_MNT_POINT);
+	uint64_t want = STATMOUNT_SB_BASIC_MASK | STATMOUNT_MNT_ROOT_MASK | STATMOUNT_MNT_POINT_MASK;
+	if ((mask & want) != want || root == NULL || point == NULL || root[0] != '/' || point[0] != '/')
+		return lz_err_set(err, EPROTO, "statmount of the mount of '%s': an answer without its paths",
+				  canonical);
+	/* canonical's part beneath the mount point: "" for the point itself. */
+	size_t pl = strcmp(point, "/") == 0 ? 0 : strlen(point);
+	if (strncmp(canonical, point, pl) != 0 || (canonical[pl] != '/' && canonical[pl] != '\0'))
+		return lz_err_set(err, EXDEV, "'%s' is not beneath the mount point '%s' of the mount it is on "
+				  "(was it renamed or covered by another mount?)", canonical, point);
+	const char *below = canonical + pl;
+	char *path = NULL;
+	if (strcmp(root, "/") == 0 ? asprintf(&path, "%s", below[0] ? below : "/") < 0
+				   : asprintf(&path, "%s%s", root, below) < 0)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	*ret = (struct lz_fs_place){
+		.dev = (uint64_t)u32_at(b, STATMOUNT_OFF_SB_DEV_MAJOR) << 32 | u32_at(b, STATMOUNT_OFF_SB_DEV_MINOR),
+		.path = path,
+	};
+	return 0;
+}
+
+void lz_fs_place_release(struct lz_fs_place *p)
+{
+	free(p->path);
+	*p = (struct lz_fs_place){ 0 };
+}
+
+bool lz_fs_place_overlaps(const struct lz_fs_place *a, const struct lz_fs_place *b)
+{
+	return a->path != NULL && b->path != NULL && a->dev == b->dev && lz_path_overlaps(a->path, b->path);
 }
 
 int lz_mountns_ns_exists(uint64_t mntns_id, bool *ret, struct lz_err *err)

@@ -83,6 +83,22 @@ int lz_mountns_present(uint64_t mnt_id, bool *ret, struct lz_err *err);
  * mounts. -EINVAL for an ID that is not unique. */
 int lz_mountns_present_in(uint64_t mntns_id, uint64_t mnt_id, bool *ret, struct lz_err *err);
 
+/* Where an opened object lies in its file system, whichever mount shows
+ * it (spec 3.2 "retained filesystem identities"): the superblock's device
+ * and the path from the file system's root, the mount's root (statmount(2))
+ * joined with canonical's part beneath the mount point. A bind mount is
+ * another name for the same place. -EXDEV when canonical is not beneath the
+ * mount point of fd's mount (renamed or covered since it was opened). */
+struct lz_fs_place {
+	uint64_t dev;
+	char *path;
+};
+int lz_mountns_place(int fd, const char *canonical, struct lz_fs_place *ret, struct lz_err *err);
+void lz_fs_place_release(struct lz_fs_place *p);
+
+/* Same place, or one beneath the other in one file system. */
+bool lz_fs_place_overlaps(const struct lz_fs_place *a, const struct lz_fs_place *b);
+
 /* Whether the mount namespace with ID mntns_id exists, by listmount(2)
  * (Linux 6.8 with namespace IDs): exact whoever holds it, for a caller
  * with CAP_SYS_ADMIN over its user namespace (its owner included).

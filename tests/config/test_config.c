@@ -170,6 +170,12 @@ static const struct refusal refusals[] = {
 	{ MIN "persistent_dirs = [\"/\"]\n", "overlaps a protected sandbox path" },
 	{ MIN "persistent_dirs = [\"/dev\"]\n", "overlaps a protected sandbox path" },
 	{ MIN "persistent_dirs = [\"/run/lazaret/x\"]\n", "overlaps a protected sandbox path" },
+	/* The resolver configuration is the product's bind mount (spec 3.7). */
+	{ MIN "persistent_dirs = [\"/etc/resolv.conf\"]\n", "overlaps a protected sandbox path" },
+	{ MIN "[[profiles.dev.volumes]]\nsource = \"/srv/r\"\ndestination = \"/etc/resolv.conf\"\n",
+	  "overlaps a protected sandbox path" },
+	{ MIN "[[profiles.dev.volumes]]\nsource = \"/srv/e\"\ndestination = \"/etc\"\n",
+	  "overlaps a protected sandbox path" },
 	{ MIN "persistent_dirs = [\"/usr\", \"/usr/local\"]\n", "'/usr/local' overlaps '/usr'" },
 	{ MIN "persistent_dirs = [\"/usr\", \"/usr\"]\n", "overlaps" },
 	{ MIN "persistent_dirs = [\"usr\"]\n", "path must be absolute" },
@@ -303,6 +309,9 @@ static void test_destination_protected(void **state)
 	assert_true(lz_config_destination_protected("/run", false));
 	assert_false(lz_config_destination_protected("/run", true)); /* transient child allowed */
 	assert_true(lz_config_destination_protected("/run/lazaret/x", true));
+	assert_false(lz_config_destination_protected("/etc", true)); /* resolv.conf: transient child */
+	assert_true(lz_config_destination_protected("/etc", false));
+	assert_true(lz_config_destination_protected("/etc/resolv.conf", true));
 	assert_false(lz_config_destination_protected("/workspaces", false));
 	assert_false(lz_config_destination_protected("/data", false));
 }

@@ -26,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -988,6 +991,117 @@ static void test_lz_config_load__executable_symlink_resolved(void **state)
 	assert_string_equal(direct, via);
 }
 
+/* ---- another mount of one tree (spec 3.2: filesystem identities) --------- */
+
+static void write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		_exit(90);
+	close(fd);
+}
+
+/* Loads in a child of its own mount namespace (and, unless root, a user
+ * namespace mapping the caller to itself) after bind-mounting from onto
+ * to: the result, and the message in *ret. */
+static int load_with_bind(const struct fx *f, const char *from, const char *to, struct lz_err *ret)
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		uid_t uid = getuid();
+		gid_t gid = getgid();
+		char map[64];
+		if (unshare(uid == 0 ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0)
+			_exit(91);
+		if (uid != 0) {
+			write_text("/proc/self/setgroups", "deny");
+			snprintf(map, sizeof(map), "%u %u 1", (unsigned)uid, (unsigned)uid);
+			write_text("/proc/self/uid_map", map);
+			snprintf(map, sizeof(map), "%u %u 1", (unsigned)gid, (unsigned)gid);
+			write_text("/proc/self/gid_map", map);
+		}
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount(from, to, NULL, MS_BIND, NULL) < 0)
+			_exit(92);
+		lz_config *cfg = NULL;
+		struct lz_err err = { 0, "" };
+		int r = lz_config_load(&f->req, &cfg, &err);
+		if (r == 0)
+			lz_config_free(cfg);
+		if (write(p[1], &r, sizeof(r)) != sizeof(r) || write(p[1], &err, sizeof(err)) != sizeof(err))
+			_exit(93);
+		_exit(0);
+	}
+	close(p[1]);
+	int r = 1, status;
+	assert_int_equal(read(p[0], &r, sizeof(r)), sizeof(r));
+	assert_int_equal(read(p[0], ret, sizeof(*ret)), sizeof(*ret));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	return r;
+}
+
+/* The workspace names the Storage Root itself by another mount. */
+static void test_lz_config_load__workspace_bound_onto_storage_root_refused(void **state)
+{
+	struct fx *f = *state;
+	write_config(f, BASE);
+	mkdir_mode(f->data, 0755);
+	mkdir_mode(f->storage, 0700);
+	struct lz_err err;
+	assert_int_equal(load_with_bind(f, f->storage, f->ws, &err), -EINVAL);
+	assert_msg_contains(&err, "the workspace");
+	assert_msg_contains(&err, "the Storage Root");
+	assert_msg_contains(&err, "through another mount of the same file system");
+}
+
+/* A bind mount of a directory deep inside the Storage Root: ".." from it
+ * leads elsewhere, but it lies where the Storage Root does. */
+static void test_lz_config_load__workspace_bound_onto_a_storage_subdirectory_refused(void **state)
+{
+	struct fx *f = *state;
+	char inside[PATH_MAX];
+	write_config(f, BASE);
+	mkdir_mode(f->data, 0755);
+	mkdir_mode(f->storage, 0700);
+	mkdir_mode(pj(inside, f, "data/lazaret/domains"), 0700);
+	struct lz_err err;
+	assert_int_equal(load_with_bind(f, inside, f->ws, &err), -EINVAL);
+	assert_msg_contains(&err, "the Storage Root");
+}
+
+/* A directory of the workspace bound elsewhere shows the workspace's files
+ * by another name: an executable there is still the sandbox's to write. */
+static void test_lz_config_load__executable_through_an_alias_of_the_workspace_refused(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX], bin[PATH_MAX], src[PATH_MAX];
+	make_bin(f);
+	mkdir_mode(pj(src, f, "ws/tools"), 0755);
+	copy_true(pj(tool, f, "ws/tools/tool"), 0755);
+	write_config(f, EXEC("@/bin/tool"));
+	struct lz_err err;
+	assert_int_equal(load_with_bind(f, src, pj(bin, f, "bin"), &err), -EPERM);
+	assert_msg_contains(&err, "lies inside the workspace");
+	assert_msg_contains(&err, "through another mount");
+}
+
+/* A workspace that is itself a bind mount of an unrelated tree loads. */
+static void test_lz_config_load__workspace_bound_from_elsewhere_accepted(void **state)
+{
+	struct fx *f = *state;
+	char project[PATH_MAX];
+	write_config(f, BASE);
+	mkdir_mode(pj(project, f, "project"), 0755);
+	struct lz_err err;
+	if (load_with_bind(f, project, f->ws, &err) != 0)
+		fail_msg("load refused: %s", err.msg);
+}
+
 /* ---- environment references --------------------------------------------- */
 
 #define ENV1 BASE "[profiles.dev.env]\nTOKEN = \"LZ_TEST_TOKEN\"\n"
@@ -1270,6 +1384,10 @@ int main(void)
 		T(test_lz_config_load__workspace_inside_storage_refused),
 		T(test_lz_config_load__workspace_overlaps_runtime_refused),
 		T(test_lz_config_load__config_inside_workspace_refused),
+		T(test_lz_config_load__workspace_bound_onto_storage_root_refused),
+		T(test_lz_config_load__workspace_bound_onto_a_storage_subdirectory_refused),
+		T(test_lz_config_load__executable_through_an_alias_of_the_workspace_refused),
+		T(test_lz_config_load__workspace_bound_from_elsewhere_accepted),
 		T(test_lz_config_load__volume_source_ok),
 		T(test_lz_config_load__volume_source_missing_refused),
 		T(test_lz_config_load__volume_source_special_file_refused),
