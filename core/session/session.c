@@ -163,7 +163,26 @@ void lz_session_flush_input(struct lz_session *s)
 		s->in_len = s->in_off = 0;
 }
 
+/* Spec 3.8: the settle time counts from when the whole prompt has left
+ * for the client, not from when it was queued behind the guest's output (a
+ * stalled client, a slow link): a key typed at what the guest drew before
+ * it, its own "[y/N]" included, must not answer a prompt not yet shown. */
+static void settle_from_sent(struct lz_session *s)
+{
+	if (s->prompting && s->answer_after == INT64_MAX && s->notice_off == s->notice_len &&
+	    s->out_len == 0 && s->client >= 0 && !lz_tlschan_pending(s->tls))
+		s->answer_after = lz_now_ms() + LZ_SESSION_PROMPT_SETTLE_MS;
+}
+
+static void flush_output(struct lz_session *s);
+
 void lz_session_flush_output(struct lz_session *s)
+{
+	flush_output(s);
+	settle_from_sent(s);
+}
+
+static void flush_output(struct lz_session *s)
 {
 	if (s->client >= 0 && lz_tlschan_pending(s->tls)) {
 		int r = lz_tlschan_flush(s->tls, 0, NULL);
@@ -259,7 +278,8 @@ int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 		s->prompting = true;
 		s->answer = 0;
 		s->answer_seq = 0;
-		s->answer_after = lz_now_ms() + LZ_SESSION_PROMPT_SETTLE_MS;
+		s->answer_after = INT64_MAX; /* until all of it is sent */
+		settle_from_sent(s);
 	}
 	return r;
 }

@@ -102,7 +102,7 @@ struct lz_session {
 	bool prompting;
 	uint8_t answer_seq; /* where answer_from is in a control sequence */
 	int answer; /* 1 approve, -1 deny, 0 none yet */
-	int64_t answer_after; /* CLOCK_MONOTONIC ms; keys before it are dropped */
+	int64_t answer_after; /* CLOCK_MONOTONIC ms; keys before it are dropped (INT64_MAX: prompt not sent) */
 	/* The relay buffers stay last: lz_session_init clears what comes
 	 * before them only (their bytes count up to out_len and in_len), so
 	 * a free slot costs no memory written (issue 15). */
@@ -199,8 +199,9 @@ bool lz_session_drained(const struct lz_session *s);
 
 /* Shows text (the caller's, already escaped) after LZ_SESSION_PROMPT_RESET
  * in a running terminal session and takes the next y (approve) or n,
- * Enter, ^C or ^D (deny) the developer types after
- * LZ_SESSION_PROMPT_SETTLE_MS. Bytes inside control sequences (a
+ * Enter, ^C or ^D (deny) the developer types LZ_SESSION_PROMPT_SETTLE_MS
+ * after the whole prompt was sent to the client (not when it was queued
+ * behind the guest's output). Bytes inside control sequences (a
  * terminal's reports, function keys: CSI, SS3, DCS, OSC, SOS, PM, APC, in
  * 7- or 8-bit form) never answer; ^C and ^D deny anywhere. -EBUSY while
  * another notice or prompt is up, -EINVAL without a terminal or text, -E2BIG when

@@ -812,6 +812,51 @@ static void test_lz_session_prompt__pauses_the_guest_and_takes_the_answer(void *
 	expect_output(f, "guest");
 }
 
+/* The settle time counts from when the prompt has left for the client:
+ * queued behind output a stalled client has not taken, it is not on the
+ * developer's screen, and a 'y' typed at the guest's own question must
+ * not approve it, however long it waits there. */
+static void test_lz_session_prompt__settles_only_once_sent(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	int n = fill_client(f);
+	assert_int_equal(lz_session_prompt(&f->s, "Approve? [y/N] ", 15), 0);
+	assert_true(f->s.notice_off < f->s.notice_len || f->s.out_len > 0 || lz_tlschan_pending(f->s.tls));
+	usleep((LZ_SESSION_PROMPT_SETTLE_MS + 50) * 1000);
+	struct lz_wire_msg y = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)"y", 1 } };
+	assert_int_equal(lz_session_event(&f->s, &y), LZ_SESSION_HANDLED);
+	assert_true(f->s.prompting);
+	assert_int_equal(lz_session_take_answer(&f->s), 0);
+	/* The client takes what waited; the prompt goes out after it. */
+	struct lz_wire_msg r;
+	for (int i = 0; i < n - 1; i++) {
+		assert_int_equal(next(f, &r, 1000), 0);
+		lz_wire_msg_release(&r);
+	}
+	const char *want = LZ_SESSION_PROMPT_RESET "Approve? [y/N] ";
+	size_t got = 0;
+	char seen[4096];
+	while (got < strlen(want) + FILL_LEN) {
+		lz_session_flush_output(&f->s);
+		assert_int_equal(next(f, &r, 1000), 0);
+		assert_true(got + r.output.len <= sizeof(seen));
+		memcpy(seen + got, r.output.ptr, r.output.len);
+		got += r.output.len;
+		lz_wire_msg_release(&r);
+	}
+	assert_memory_equal(seen + FILL_LEN, want, strlen(want));
+	lz_session_flush_output(&f->s);
+	/* Sent now: a key at once is still early, one after the settle time
+	 * answers. */
+	assert_int_equal(lz_session_event(&f->s, &y), LZ_SESSION_HANDLED);
+	assert_int_equal(lz_session_take_answer(&f->s), 0);
+	usleep((LZ_SESSION_PROMPT_SETTLE_MS + 50) * 1000);
+	assert_int_equal(lz_session_event(&f->s, &y), LZ_SESSION_HANDLED);
+	assert_int_equal(lz_session_take_answer(&f->s), 1);
+}
+
 /* A prompt is shown whole or not at all, in the terminal the developer's
  * client reported (24 x 80 here, then resized), never the size the guest
  * gave its PTY: no line as wide as it, no more lines than its rows, no
@@ -1003,6 +1048,7 @@ int main(void)
 		T(test_lz_session_admission_overdue__only_before_admission),
 		cmocka_unit_test(test_lz_session_init__free_slot),
 		T(test_lz_session_prompt__pauses_the_guest_and_takes_the_answer),
+		T(test_lz_session_prompt__settles_only_once_sent),
 		T(test_lz_session_prompt__only_what_fits_the_developers_terminal),
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
 		T(test_lz_session_prompt__control_sequences_never_answer),
