@@ -11,7 +11,8 @@
  *   state.inspect(cfg, {paths=, max=})  [-2, +1|3, e] -> result | nil, msg, errno
  *       The changes each State Anchor of cfg's Domain holds over the
  *       profile's prepared lower (paths: persistent directories, default
- *       all of the profile's; max listed per anchor, default 200):
+ *       all of the profile's; one not absolute is nil, msg, EINVAL; max
+ *       listed per anchor, default 200):
  *       { artifact= (nil: the image is not prepared; all counts as added),
  *         anchors = { {path=, has_lower=, total=, incomplete=, limit=,
  *           changes = { {kind="added"|"changed"|"deleted"|"opaque",
@@ -141,6 +142,13 @@ static int state_inspect(lua_State *L)
 					return luaL_error(L, "path %d must be a string", (int)i);
 				paths[n++] = lua_tostring(L, -1);
 				lua_pop(L, 1); /* anchored by the table */
+				/* Spec 3.9: a persistent directory, never a relative path. */
+				if (paths[n - 1][0] != '/') {
+					struct lz_err e = { 0, "" };
+					lz_err_set(&e, EINVAL, "state inspect '%.256s': not an absolute path",
+						   paths[n - 1]);
+					return lz_l_fail(L, -EINVAL, &e);
+				}
 			}
 		}
 		lua_pop(L, 1);

@@ -306,10 +306,17 @@ static void retire_role(lz_hc *hc, uint64_t gen, enum lz_dstore_role role, lz_hc
 		lz_dstore_participant_clear(&p);
 	if (r >= 0 && phase == LZ_DSTORE_PHASE_CLEAN)
 		return;
-	if (r >= 0 && (phase == LZ_DSTORE_PHASE_ACQUIRING || phase == LZ_DSTORE_PHASE_ACTIVE))
-		r = lz_dstore_participant_release_intent(hc->store, gen, role, &e);
-	if (r >= 0)
-		r = lz_dstore_participant_clean(hc->store, gen, role, &e);
+	/* Spec 3.6: the prepared lower not while a catalog lease of the
+	 * generation exists. */
+	if (r >= 0 && role == LZ_DSTORE_ROLE_PREPARED_LOWER)
+		r = lz_leaserecovery_retire_lower(hc->store, lz_config_storage_root(hc->cfg)->fd, hc->domain_hex,
+						  gen, &e);
+	else {
+		if (r >= 0 && (phase == LZ_DSTORE_PHASE_ACQUIRING || phase == LZ_DSTORE_PHASE_ACTIVE))
+			r = lz_dstore_participant_release_intent(hc->store, gen, role, &e);
+		if (r >= 0)
+			r = lz_dstore_participant_clean(hc->store, gen, role, &e);
+	}
 	if (r < 0) {
 		snprintf(line, sizeof(line), "kept the %s record of generation %llu: %s", lz_dstore_role_name(role),
 			 (unsigned long long)gen, e.msg);
@@ -666,13 +673,16 @@ static int stage_with_namespace(lz_hc *hc, enum lz_dstore_role role, const struc
 	int r = lz_dstore_batch_begin(hc->store, err);
 	if (r < 0)
 		return r;
-	/* A refused call changes nothing. */
+	/* Both or neither: a refused staging leaves no namespace recorded. */
 	struct lz_dstore_ns record = { ns->id, ns->inum };
 	if ((r = lz_dstore_rs_namespace_record(hc->store, hc->gen, kind, &record, err)) >= 0)
 		r = lz_dstore_participant_stage_process(hc->store, hc->gen, role, id, err);
 	struct lz_err ignored = { 0, "" };
-	int end = lz_dstore_batch_end(hc->store, r < 0 ? &ignored : err);
-	return r < 0 ? r : end;
+	if (r < 0) {
+		(void)lz_dstore_batch_abort(hc->store, &ignored);
+		return r;
+	}
+	return lz_dstore_batch_end(hc->store, err);
 }
 
 /* The RS's mount namespace, before it can mount anything there; a

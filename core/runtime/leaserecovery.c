@@ -190,6 +190,88 @@ void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, int64_t deadline, char
 		judge_namespaces(store, &gen, deadline, why, cap);
 }
 
+/* Spec 3.6 step 4's recheck, under the catalog lock: the Domain's own
+ * record still says release, on the lease's artifact. */
+struct recheck {
+	lz_dstore *store;
+	uint64_t generation;
+	const char *artifact_id;
+	bool refused; /* the recheck, not the catalog, kept the lease */
+};
+
+static int release_recheck(void *ctxp, struct lz_err *err)
+{
+	struct recheck *c = ctxp;
+	struct lz_dstore_participant p;
+	int r = lz_dstore_participant_get(c->store, c->generation, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, err);
+	if (r >= 0) {
+		bool ok = p.phase == LZ_DSTORE_PHASE_RELEASE && p.has_artifact &&
+			  strcmp(p.artifact_id, c->artifact_id) == 0;
+		lz_dstore_participant_clear(&p);
+		if (!ok)
+			r = lz_err_set(err, ESTALE, "its prepared_lower record is no longer release intent on this "
+						    "artifact");
+	}
+	c->refused = r < 0;
+	return r;
+}
+
+/* Spec 3.6 bootstrap recovery, the generation's exact mounts proved
+ * absent (lz_leaserecovery_judge): clean State Anchor state and
+ * prepared-lower release intent in one transaction
+ * (lz_dstore_anchor_unmounted), the anchor first taken to release intent;
+ * without an anchor to clean, the lower's release intent alone. */
+static int record_release_intent(lz_dstore *store, uint64_t g, struct lz_err *err)
+{
+	struct lz_dstore_participant a;
+	int r = lz_dstore_participant_get(store, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &a, err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	enum lz_dstore_phase phase = r == -ENOENT ? LZ_DSTORE_PHASE_CLEAN : a.phase;
+	if (r >= 0)
+		lz_dstore_participant_clear(&a);
+	if (phase == LZ_DSTORE_PHASE_CLEAN)
+		return lz_dstore_participant_release_intent(store, g, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
+	if (phase != LZ_DSTORE_PHASE_RELEASE &&
+	    (r = lz_dstore_participant_release_intent(store, g, LZ_DSTORE_ROLE_STATE_ANCHOR, err)) < 0)
+		return r;
+	return lz_dstore_anchor_unmounted(store, g, err);
+}
+
+/* Spec 3.6: a lease is released only on its Domain's matching evidence.
+ * Leaves why empty with the generation's prepared_lower record in release
+ * intent on the lease's artifact (committing that intent when the record
+ * is acquiring or active); otherwise says why the lease stays: the record
+ * is missing, unreadable, names another artifact (or none: clean), or
+ * cannot take release intent. */
+static void judge_lower(lz_dstore *store, const struct lz_catalog_lease *l, char *why, size_t cap)
+{
+	struct lz_err e = { 0, "" };
+	struct lz_dstore_participant p;
+	int r = lz_dstore_participant_get(store, l->generation, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, &e);
+	if (r == -ENOENT) {
+		snprintf(why, cap, "the Domain Store has no prepared_lower record of it");
+		return;
+	}
+	if (r < 0) {
+		snprintf(why, cap, "its prepared_lower record cannot be read: %s", e.msg);
+		return;
+	}
+	enum lz_dstore_phase phase = p.phase;
+	if (!p.has_artifact)
+		snprintf(why, cap, "its prepared_lower record (%s) names no artifact", lz_dstore_phase_name(phase));
+	else if (strcmp(p.artifact_id, l->artifact_id) != 0)
+		snprintf(why, cap, "its prepared_lower record (%s) names artifact %.12s", lz_dstore_phase_name(phase),
+			 p.artifact_id);
+	lz_dstore_participant_clear(&p);
+	if (why[0] || phase == LZ_DSTORE_PHASE_RELEASE)
+		return;
+	if (phase != LZ_DSTORE_PHASE_ACQUIRING && phase != LZ_DSTORE_PHASE_ACTIVE)
+		snprintf(why, cap, "its prepared_lower record is %s", lz_dstore_phase_name(phase));
+	else if (record_release_intent(store, l->generation, &e) < 0)
+		snprintf(why, cap, "its release intent cannot be recorded: %s", e.msg);
+}
+
 int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int64_t deadline,
 			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
 			 struct lz_err *err)
@@ -206,24 +288,83 @@ int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *doma
 		/* Room for an lz_err message in why, and for why in line. */
 		char why[LZ_ERR_MSG_MAX + 256], line[LZ_ERR_MSG_MAX + 512];
 		lz_leaserecovery_judge(store, l->generation, deadline, why, sizeof(why));
+		if (!why[0])
+			judge_lower(store, l, why, sizeof(why));
+		/* Spec 3.6 step 4: the exact lease, rechecked under the lock. */
+		struct recheck c = { store, l->generation, l->artifact_id, false };
+		struct lz_err e = { 0, "" };
+		r = why[0] ? 0
+			   : lz_catalog_lease_release(storage_root_fd, l->artifact_id, domain_hex, l->generation,
+						      release_recheck, &c, &e);
+		if (r < 0 && c.refused)
+			snprintf(why, sizeof(why), "rechecked under the catalog lock: %s", e.msg);
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the catalog lease of generation %llu on artifact %.12s: %s",
 				 (unsigned long long)l->generation, l->artifact_id, why);
 			report(ctx, line);
 			continue;
 		}
-		r = lz_catalog_lease_release(storage_root_fd, l->artifact_id, domain_hex, l->generation, NULL,
-					     NULL, err);
-		if (r < 0 && r != -ENOENT)
+		if (r < 0 && r != -ENOENT) {
+			if (err)
+				*err = e;
 			return lz_err_prefix(err, r, "lease recovery: ");
-		released++;
-		snprintf(line, sizeof(line),
-			 "released the catalog lease of lost generation %llu on artifact %.12s: every process, "
-			 "mount and namespace it recorded is gone",
-			 (unsigned long long)l->generation, l->artifact_id);
+		}
+		if (r == -ENOENT)
+			snprintf(line, sizeof(line),
+				 "the catalog lease of lost generation %llu on artifact %.12s was already absent",
+				 (unsigned long long)l->generation, l->artifact_id);
+		else
+			snprintf(line, sizeof(line),
+				 "released the catalog lease of lost generation %llu on artifact %.12s: every process, "
+				 "mount and namespace it recorded is gone",
+				 (unsigned long long)l->generation, l->artifact_id);
+		released += r == 0;
+		/* Step 5, the lease gone: Domain clean. */
+		size_t len = strlen(line);
+		if (lz_dstore_participant_clean(store, l->generation, LZ_DSTORE_ROLE_PREPARED_LOWER, &e) < 0)
+			snprintf(line + len, sizeof(line) - len, "; its prepared_lower record stays in release: %s",
+				 e.msg);
 		report(ctx, line);
 	}
 	if (ret_released)
 		*ret_released = released;
 	return 0;
+}
+
+/* Spec 3.6 "Domain clean": the Domain's evidence outlives every catalog
+ * lease of its generation, kept ones included. */
+static int no_lease_left(int storage_root_fd, const char *domain_hex, uint64_t g, struct lz_err *err)
+{
+	_cleanup_free_ struct lz_catalog_lease *v = NULL;
+	size_t n = 0;
+	int r = lz_catalog_lease_list(storage_root_fd, NULL, &v, &n, err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "the catalog's leases cannot be read: ");
+	for (size_t i = 0; i < n; i++)
+		if (v[i].generation == g && strcmp(v[i].domain_id, domain_hex) == 0)
+			return lz_err_set(err, EBUSY, "its catalog lease on artifact %.12s still exists",
+					  v[i].artifact_id);
+	return 0;
+}
+
+int lz_leaserecovery_retire_lower(lz_dstore *store, int storage_root_fd, const char *domain_hex, uint64_t g,
+				  struct lz_err *err)
+{
+	struct lz_dstore_participant p;
+	int r = lz_dstore_participant_get(store, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &p, err);
+	if (r == -ENOENT) {
+		lz_err_clear(err);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	enum lz_dstore_phase phase = p.phase;
+	lz_dstore_participant_clear(&p);
+	if (phase == LZ_DSTORE_PHASE_CLEAN)
+		return 0;
+	if ((r = no_lease_left(storage_root_fd, domain_hex, g, err)) < 0)
+		return r;
+	if (phase == LZ_DSTORE_PHASE_ACQUIRING || phase == LZ_DSTORE_PHASE_ACTIVE)
+		r = lz_dstore_participant_release_intent(store, g, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
+	return r < 0 ? r : lz_dstore_participant_clean(store, g, LZ_DSTORE_ROLE_PREPARED_LOWER, err);
 }

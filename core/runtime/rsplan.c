@@ -26,6 +26,8 @@
 int lz_rsplan_anchor_name(const char *path, char *out, size_t size)
 {
 	size_t n = 0;
+	if (path[0] != '/')
+		return -EINVAL; /* "" would be read past its end, "xusr" named as "/usr" */
 	for (const char *p = path + 1; *p; p++) {
 		bool esc = *p == '/' || *p == '%';
 		if (n + (esc ? 3 : 1) >= size || n + (esc ? 3 : 1) > NAME_MAX)

@@ -301,8 +301,10 @@ static int open_lower(int rootfs_fd, const char *path, int *ret_parent, const ch
 {
 	char parent[4096];
 	const char *slash = strrchr(path, '/');
+	if (slash == NULL)
+		return -EINVAL;
 	size_t len = (size_t)(slash - path);
-	if (slash == NULL || len >= sizeof(parent) || slash[1] == '\0')
+	if (len >= sizeof(parent) || slash[1] == '\0')
 		return -EINVAL;
 	if (len == 0) {
 		parent[0] = '.';

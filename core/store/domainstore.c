@@ -881,6 +881,15 @@ int lz_dstore_batch_end(lz_dstore *h, struct lz_err *err)
 	return done(lz_sqlstore_commit(h->db, err), err);
 }
 
+int lz_dstore_batch_abort(lz_dstore *h, struct lz_err *err)
+{
+	if (h == NULL || !h->batch)
+		return done(lz_err_set(err, EPROTO, "no batch is open"), err);
+	h->batch = false;
+	/* sqlite may have rolled back already (a full disk, an I/O error). */
+	return done(sqlite3_get_autocommit(h->db) ? 0 : lz_sqlstore_exec(h->db, "ROLLBACK", err), err);
+}
+
 bool lz_dstore_in_batch(const lz_dstore *h)
 {
 	return h != NULL && h->batch;

@@ -23,11 +23,17 @@
  * committed document, never half a decision. Inside a batch
  * (lz_dstore_batch_begin) a call is a savepoint of the batch's one
  * transaction instead: a refused call still changes nothing, and the
- * batch commits what the calls before and after it did. Store identity
- * ('lazaret-domain-store-v1', version 2) is accepted before any other row
- * is read: unversioned, unknown, older and newer databases refuse with
- * -EPROTO and are left byte for byte unchanged. Only an empty database, and
- * only at lz_dstore_open, gets the schema.
+ * batch commits what the calls before and after it did
+ * (lz_dstore_batch_abort rolls the whole batch back instead). Store
+ * identity ('lazaret-domain-store-v1', version LZ_DSTORE_STORE_VERSION,
+ * 4) is accepted before any other row is read. A version 2 or 3 store
+ * whose schema is exactly that version's is upgraded in place: the later
+ * tables are added and the version raised in the same transaction
+ * (sqlstore.h "Upgrades"). Unversioned, unknown and newer databases, and
+ * older ones with any other schema (version 1, whose participants table
+ * lacks the network roles, included), refuse with -EPROTO and are left
+ * byte for byte unchanged. Only an empty database, and only at
+ * lz_dstore_open, gets the schema.
  *
  * The lifecycle, enforced here (each illegal move refuses with -ESTALE and
  * a message naming generation, role and phases; the row is unchanged):
@@ -140,7 +146,8 @@
  * Conventions: 0 on success, -errno on failure with a message in err; ret_
  * parameters untouched on failure.
  *   -EINVAL   malformed argument, or a field the role does not have
- *   -EPROTO   not a version 2 Domain Store, or a row it cannot hold
+ *   -EPROTO   not a Domain Store of version 4 (or 2 or 3, upgraded), or a
+ *             row it cannot hold
  *   -EPERM, -ELOOP, -ENOTDIR, -EISDIR, -EXDEV  unsafe Domain Root,
  *             database or journal
  *   -ENOENT   no such generation, participant or session
@@ -289,10 +296,14 @@ void lz_dstore_close(lz_dstore *h);
  * that every call joins until lz_dstore_batch_end commits it; a crash in
  * between leaves the document as before the batch. The caller keeps every
  * action out of a batch: the Host Coordinator refuses its actions while
- * lz_dstore_in_batch (core/runtime/coordinator.c). Closing the handle in a
- * batch rolls it back. */
+ * lz_dstore_in_batch (core/runtime/coordinator.c). lz_dstore_batch_abort
+ * rolls the batch back, calls that succeeded in it included: for
+ * transitions that must be durable together or not at all. Closing the
+ * handle in a batch rolls it back too. End and abort close the batch
+ * whatever they return; -EPROTO when none is open. */
 int lz_dstore_batch_begin(lz_dstore *h, struct lz_err *err);
 int lz_dstore_batch_end(lz_dstore *h, struct lz_err *err);
+int lz_dstore_batch_abort(lz_dstore *h, struct lz_err *err);
 bool lz_dstore_in_batch(const lz_dstore *h);
 
 /* ---- generations -------------------------------------------------------- */

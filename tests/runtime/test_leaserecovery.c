@@ -32,10 +32,12 @@
 
 #define H64(c) c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c
 #define ART H64("a")
+#define ART_B H64("b")
 #define DOM H64("d")
 #define OTHER_DOM H64("e")
 #define FP H64("f")
 #define OP H64("0")
+#define OP_B H64("3")
 
 struct fx {
 	char dir[64];
@@ -73,8 +75,12 @@ static int setup(void **state)
 	struct lz_catalog_artifact_spec s = { .id = ART, .source_ref = "docker://debian:12",
 					       .manifest_digest = "sha256:" H64("1"),
 					       .config_digest = "sha256:" H64("2"), .size = 1 };
+	struct lz_catalog_artifact_spec b = s;
+	b.id = ART_B;
 	if (lz_catalog_prepare_intent_begin(f->root, OP, ART, "staging", &e) < 0 ||
-	    lz_catalog_artifact_publish(f->root, OP, &s, &e) < 0) {
+	    lz_catalog_artifact_publish(f->root, OP, &s, &e) < 0 ||
+	    lz_catalog_prepare_intent_begin(f->root, OP_B, ART_B, "staging-b", &e) < 0 ||
+	    lz_catalog_artifact_publish(f->root, OP_B, &b, &e) < 0) {
 		fprintf(stderr, "catalog: %s\n", e.msg);
 		return -1;
 	}
@@ -145,6 +151,29 @@ static pid_t child(struct lz_pidref *id)
 	return pid;
 }
 
+/* The role's phase, its artifact into art (when non-NULL). */
+static enum lz_dstore_phase phase_of(struct fx *f, uint64_t g, enum lz_dstore_role role, char *art)
+{
+	struct lz_dstore_participant p;
+	OK(lz_dstore_participant_get(f->h, g, role, &p, &E));
+	if (art)
+		strcpy(art, p.artifact_id);
+	enum lz_dstore_phase phase = p.phase;
+	lz_dstore_participant_clear(&p);
+	return phase;
+}
+
+/* Spec 3.6 acquisition, steps 1 to 3: prepared-lower intent naming
+ * artifact, the exact catalog lease, lease held; then active. */
+static void lower_leased(struct fx *f, uint64_t g, const char *artifact)
+{
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_set_artifact(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, artifact, &E));
+	OK(lz_catalog_lease_acquire(f->root, artifact, DOM, g, &E));
+	OK(lz_dstore_participant_set_lease_held(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_activate(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+}
+
 /* Generation g with its Runtime Supervisor staged as id, leased, ended as
  * state. */
 static uint64_t lost_generation(struct fx *f, const struct lz_pidref *id, enum lz_dstore_gen_state state)
@@ -154,7 +183,7 @@ static uint64_t lost_generation(struct fx *f, const struct lz_pidref *id, enum l
 	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, &E));
 	if (id != NULL)
 		OK(lz_dstore_participant_stage_process(f->h, g, LZ_DSTORE_ROLE_RUNTIME_SUPERVISOR, id, &E));
-	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	lower_leased(f, g, ART);
 	if (state != LZ_DSTORE_GEN_STARTING)
 		OK(lz_dstore_generation_set_state(f->h, g, state, &E));
 	return g;
@@ -237,6 +266,128 @@ static void test_lz_leaserecovery__no_process_recorded_is_released(void **state)
 	assert_int_equal(leases(f), 0);
 }
 
+
+/* Spec 3.6 order: prepared-lower release intent (with the State Anchor
+ * clean, its mount proved gone), the catalog lease, then Domain clean. */
+static void test_lz_leaserecovery__release_intent_then_catalog_then_clean(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = lost_generation(f, NULL, LZ_DSTORE_GEN_STARTING);
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &E));
+	/* A reusable mount ID (an older build's record): no evidence either way. */
+	struct lz_dstore_mount m = { .path = "/usr/local", .mnt_id = 1, .dev = 1, .ino = 1 };
+	OK(lz_dstore_participant_add_mount(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &m, &E));
+	OK(lz_dstore_participant_activate(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	assert_int_equal(run(f), 1);
+	assert_int_equal(leases(f), 0);
+	char art[80];
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_PREPARED_LOWER, art), LZ_DSTORE_PHASE_CLEAN);
+	assert_string_equal(art, "");
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_STATE_ANCHOR, NULL), LZ_DSTORE_PHASE_CLEAN);
+	assert_int_equal(f->n_lines, 1);
+	assert_non_null(strstr(f->lines[0], "released the catalog lease of lost generation 1"));
+}
+
+/* Lost between the catalog lease and "lease held": the record is
+ * acquiring with the artifact; release intent is still its to take. */
+static void test_lz_leaserecovery__acquiring_record_is_released(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = 0;
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_set_artifact(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, ART, &E));
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	assert_int_equal(run(f), 1);
+	assert_int_equal(leases(f), 0);
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_PREPARED_LOWER, NULL), LZ_DSTORE_PHASE_CLEAN);
+}
+
+/* The review's case: the Domain recorded artifact B held, the catalog
+ * holds (A, D, 1). Neither the lease nor the record moves; the lease is
+ * reported, and the record is not retired while it exists. */
+static void test_lz_leaserecovery__mismatched_artifact_keeps_lease_and_record(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = 0;
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	lower_leased(f, g, ART_B);
+	OK(lz_catalog_lease_release(f->root, ART_B, DOM, g, NULL, NULL, &E));
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	assert_int_equal(run(f), 0);
+	assert_int_equal(leases(f), 1);
+	assert_int_equal(f->n_lines, 1);
+	assert_non_null(strstr(f->lines[0], "kept the catalog lease of generation 1 on artifact aaaaaaaaaaaa"));
+	assert_non_null(strstr(f->lines[0], "its prepared_lower record (active) names artifact bbbbbbbbbbbb"));
+	char art[80];
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_PREPARED_LOWER, art), LZ_DSTORE_PHASE_ACTIVE);
+	assert_string_equal(art, ART_B);
+
+	assert_int_equal(lz_leaserecovery_retire_lower(f->h, f->root, DOM, g, &E), -EBUSY);
+	assert_non_null(strstr(E.msg, "its catalog lease on artifact aaaaaaaaaaaa still exists"));
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_PREPARED_LOWER, NULL), LZ_DSTORE_PHASE_ACTIVE);
+	/* Once no lease of the generation is left, the record is retired. */
+	OK(lz_catalog_lease_release(f->root, ART, DOM, g, NULL, NULL, &E));
+	OK(lz_leaserecovery_retire_lower(f->h, f->root, DOM, g, &E));
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_PREPARED_LOWER, NULL), LZ_DSTORE_PHASE_CLEAN);
+	OK(lz_leaserecovery_retire_lower(f->h, f->root, DOM, g, &E)); /* clean: nothing to do */
+}
+
+/* A lease whose generation never recorded a prepared lower (no Domain
+ * evidence), or whose record is clean, is kept. */
+static void test_lz_leaserecovery__missing_or_clean_record_keeps_the_lease(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = 0;
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_dstore_participant_clean(f->h, g, LZ_DSTORE_ROLE_PREPARED_LOWER, &E));
+	OK(lz_catalog_lease_acquire(f->root, ART, DOM, g, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	assert_int_equal(run(f), 0);
+	assert_int_equal(leases(f), 2);
+	assert_int_equal(f->n_lines, 2);
+	assert_non_null(strstr(f->lines[0], "generation 1"));
+	assert_non_null(strstr(f->lines[0], "the Domain Store has no prepared_lower record of it"));
+	assert_non_null(strstr(f->lines[1], "generation 2"));
+	assert_non_null(strstr(f->lines[1], "its prepared_lower record (clean) names no artifact"));
+}
+
+/* The lease went between the listing and the release (another release of
+ * the exact triple): reported as already absent, not counted as released;
+ * the record, in release intent, becomes clean. */
+static void test_lz_leaserecovery__a_lease_already_absent_is_not_counted(void **state)
+{
+	struct fx *f = *state;
+	struct lz_pidref id;
+	pid_t pid = child(&id);
+	uint64_t g = lost_generation(f, &id, LZ_DSTORE_GEN_FAILED);
+	pid_t other = fork();
+	assert_true(other >= 0);
+	if (other == 0) {
+		struct lz_err e = { 0, "" };
+		usleep(300 * 1000);
+		int r = lz_catalog_lease_release(f->root, ART, DOM, g, NULL, NULL, &e);
+		kill(pid, SIGKILL);
+		_exit(r < 0);
+	}
+	assert_int_equal(run_waiting(f, 10000), 0);
+	int st = 0;
+	assert_int_equal(waitpid(other, &st, 0), other);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(leases(f), 0);
+	assert_int_equal(f->n_lines, 1);
+	assert_non_null(strstr(f->lines[0], "the catalog lease of lost generation 1 on artifact aaaaaaaaaaaa was "
+					    "already absent"));
+	assert_int_equal(phase_of(f, g, LZ_DSTORE_ROLE_PREPARED_LOWER, NULL), LZ_DSTORE_PHASE_CLEAN);
+}
 
 /* A child in new user, mount and network namespaces, with a tmpfs of its
  * own, that waits until killed: its namespaces and mount as a generation
@@ -356,6 +507,11 @@ int main(void)
 		T(test_lz_leaserecovery__no_process_recorded_is_released),
 		T(test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept),
 		T(test_lz_leaserecovery__held_namespaces_keep_the_lease),
+		T(test_lz_leaserecovery__release_intent_then_catalog_then_clean),
+		T(test_lz_leaserecovery__acquiring_record_is_released),
+		T(test_lz_leaserecovery__mismatched_artifact_keeps_lease_and_record),
+		T(test_lz_leaserecovery__missing_or_clean_record_keeps_the_lease),
+		T(test_lz_leaserecovery__a_lease_already_absent_is_not_counted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -145,6 +145,21 @@ static void test_lz_rsplan_anchor_name__escapes_and_bounds(void **state)
 	assert_int_equal(lz_rsplan_anchor_name(longp, out, sizeof(out)), -ENAMETOOLONG);
 }
 
+/* Only an absolute path names an anchor: "xusr/local" is not /usr/local's,
+ * and "" is not read past its end (on the heap, so ASan would see it). */
+static void test_lz_rsplan_anchor_name__relative_path_refused(void **state)
+{
+	(void)state;
+	char out[300] = "untouched";
+	char *empty = strdup("");
+	assert_non_null(empty);
+	assert_int_equal(lz_rsplan_anchor_name("xusr/local", out, sizeof(out)), -EINVAL);
+	assert_int_equal(lz_rsplan_anchor_name("usr", out, sizeof(out)), -EINVAL);
+	assert_int_equal(lz_rsplan_anchor_name(empty, out, sizeof(out)), -EINVAL);
+	assert_string_equal(out, "untouched");
+	free(empty);
+}
+
 static void test_lz_rsplan_build__plan_contents(void **state)
 {
 	struct fx *f = *state;
@@ -417,6 +432,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_rsplan_anchor_name__escapes_and_bounds),
+		cmocka_unit_test(test_lz_rsplan_anchor_name__relative_path_refused),
 		T(test_lz_rsplan_build__plan_contents),
 		T(test_lz_rsplan_build__next_generation_reuses_anchors),
 		T(test_lz_rsplan_build__persistent_dir_must_be_a_directory),

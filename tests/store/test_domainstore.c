@@ -2731,6 +2731,36 @@ static void test_lz_dstore_batch__closed_inside_rolls_back(void **state)
 	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STARTING);
 }
 
+/* Namespace and staging durable together or not at all
+ * (coordinator.c stage_with_namespace): a refused staging aborts the
+ * batch, and the namespace can be recorded on the retry. */
+static void test_lz_dstore_batch_abort__rolls_back_the_calls_that_succeeded(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	struct lz_pidref other_boot = P(7), id = P(7);
+	other_boot.boot_id[0] ^= 0xff;
+	struct lz_dstore_ns ns = { .id = 3, .inum = 4 };
+	struct lz_dstore_namespaces got;
+	OK(lz_dstore_participant_intent(f->h, g, RS, &E));
+	FAILS(EPROTO, "no batch is open", lz_dstore_batch_abort(f->h, &E));
+	OK(lz_dstore_batch_begin(f->h, &E));
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &ns, &E));
+	FAILS(ESTALE, "another boot", lz_dstore_participant_stage_process(f->h, g, RS, &other_boot, &E));
+	OK(lz_dstore_batch_abort(f->h, &E));
+	assert_false(lz_dstore_in_batch(f->h));
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_false(got.have_mount);
+	OK(lz_dstore_batch_begin(f->h, &E));
+	OK(lz_dstore_rs_namespace_record(f->h, g, LZ_DSTORE_NS_MOUNT, &ns, &E));
+	OK(lz_dstore_participant_stage_process(f->h, g, RS, &id, &E));
+	OK(lz_dstore_batch_end(f->h, &E));
+	reopen(f);
+	OK(lz_dstore_rs_namespaces_get(f->h, g, &got, &E));
+	assert_true(got.have_mount && got.mount.id == 3 && got.mount.inum == 4);
+	assert_int_equal(phase(f, g, RS), LZ_DSTORE_PHASE_ACQUIRING);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define TB(name) cmocka_unit_test_setup_teardown(name, setup_bare, teardown)
 
@@ -2877,6 +2907,7 @@ int main(void)
 		T(test_lz_dstore_close__null_and_null_handle),
 		T(test_lz_dstore_batch__commits_together_and_a_refusal_changes_nothing),
 		T(test_lz_dstore_batch__closed_inside_rolls_back),
+		T(test_lz_dstore_batch_abort__rolls_back_the_calls_that_succeeded),
 		cmocka_unit_test(test_lz_dstore_role_name__names),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -3,7 +3,9 @@
 -- spec's order. Every step is a C check on the handle that refuses when
 -- its evidence is missing (lazaret.core.coordinator): a lost generation is
 -- recorded failed; the image lease of a generation whose every recorded
--- process is proved gone (exact pidfs identity) is released, and its
+-- process is proved gone (exact pidfs identity) is released on matching
+-- Domain evidence only (prepared-lower release intent, the catalog lease
+-- rechecked under its lock, then the record clean: spec 3.6), and its
 -- runtime tree removed on the same proof (its mounts died with its Runtime
 -- Supervisor's mount namespace); anything not proved is kept and reported,
 -- never adopted, and then the launch is refused (hc:recovered) rather than
