@@ -128,10 +128,24 @@ int lz_tls_client_hello_sni_more(const uint8_t *buf, size_t len, struct lz_tls_s
 	size_t lim = len < LZ_TLS_HELLO_MAX ? len : LZ_TLS_HELLO_MAX;
 	char name[LZ_EGRESS_NAME_MAX + 1];
 
-	if (len >= 1 && buf[0] != 0x16)
-		return lz_err_set(err, ENOTSUP, "not a TLS handshake record");
+	/* Any TLS record type counts as TLS (change_cipher_spec to
+	 * heartbeat): a server may take an alert before the ClientHello, whose
+	 * name must still be checked, so anything but the hello first is
+	 * refused, never relayed as "not TLS". So is an SSLv2-format hello
+	 * (length with the high bit, then type 1): it carries no name. */
+	bool record = len >= 1 && buf[0] >= 0x14 && buf[0] <= 0x18;
+	if (len >= 1 && (buf[0] & 0x80)) {
+		if (len < 3)
+			return -EAGAIN;
+		if (buf[2] == 1)
+			return lz_err_set(err, ENOENT, "an SSLv2-format ClientHello names no server");
+	}
+	if (len >= 1 && !record)
+		return lz_err_set(err, ENOTSUP, "not a TLS record");
 	if (len >= 2 && buf[1] != 3)
 		return lz_err_set(err, ENOTSUP, "not a TLS record version");
+	if (len >= 2 && buf[0] != 0x16)
+		return lz_err_set(err, EBADMSG, "a TLS record of type %u before the ClientHello", buf[0]);
 	if (s->need == 0 || s->taken > lim) {
 		s->taken = s->rec_left = s->hs_len = 0;
 		s->need = HS_HEADER;

@@ -230,13 +230,40 @@ static void test_lz_tls_client_hello_sni__not_tls(void **state)
 {
 	(void)state;
 	assert_refused((const uint8_t *)"GET / HTTP/1.1\r\n", 16, -ENOTSUP);
-	assert_refused((const uint8_t *)"\x17\x03\x03\x00\x01x", 6, -ENOTSUP);
-	assert_refused((const uint8_t *)"\x15", 1, -ENOTSUP);
+	assert_refused((const uint8_t *)"\x13\x03\x03\x00\x01x", 6, -ENOTSUP);
+	assert_refused((const uint8_t *)"\x19\x03\x03\x00\x01x", 6, -ENOTSUP);
+	assert_refused((const uint8_t *)"\x80", 1, -EAGAIN);
+	assert_refused((const uint8_t *)"\x80\x2e\x02", 3, -ENOTSUP);
 	assert_refused((const uint8_t *)"\x16\x02", 2, -ENOTSUP);
 	assert_refused((const uint8_t *)"\x16\x04\x00", 3, -ENOTSUP);
 	assert_refused((const uint8_t *)"", 0, -EAGAIN);
 	assert_refused((const uint8_t *)"\x16", 1, -EAGAIN);
 	assert_refused((const uint8_t *)"\x16\x03", 2, -EAGAIN);
+}
+
+/* TLS, but not a ClientHello first: a server that takes a warning alert
+ * (or any record) before the hello would answer the name that follows,
+ * so it is refused, never relayed unchecked as "not TLS". An SSLv2-format
+ * hello names nothing. */
+static void test_lz_tls_client_hello_sni__another_record_first_is_refused(void **state)
+{
+	(void)state;
+	static const uint8_t alert[] = { 0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x70 };
+	struct bytes rec, both = { .n = 0 };
+	const uint8_t types[] = { 0 };
+	const char *const names[] = { "evil.test" };
+	hello_with_names(&rec, 1, types, names);
+	assert_true(sizeof(alert) + rec.n <= sizeof(both.b));
+	memcpy(both.b, alert, sizeof(alert));
+	memcpy(both.b + sizeof(alert), rec.b, rec.n);
+	both.n = sizeof(alert) + rec.n;
+	assert_refused(both.b, both.n, -EBADMSG);
+	assert_refused(both.b, 1, -EAGAIN);
+	assert_refused(both.b, 2, -EBADMSG);
+	assert_refused((const uint8_t *)"\x17\x03\x03\x00\x01x", 6, -EBADMSG);
+	assert_refused((const uint8_t *)"\x14\x03\x03\x00\x01\x01", 6, -EBADMSG);
+	static const uint8_t sslv2[] = { 0x80, 0x2e, 0x01, 0x03, 0x01 };
+	assert_refused(sslv2, sizeof(sslv2), -ENOENT);
 }
 
 static void test_lz_tls_client_hello_sni__bad_names(void **state)
@@ -533,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_lz_tls_client_hello_sni__no_server_name),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__crafted_hello),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__not_tls),
+		cmocka_unit_test(test_lz_tls_client_hello_sni__another_record_first_is_refused),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__bad_names),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__duplicates_refused),
 		cmocka_unit_test(test_lz_tls_client_hello_sni__malformed_refused),
