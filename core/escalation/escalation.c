@@ -349,14 +349,33 @@ static void close_pipes(struct job *j)
 	lz_close_fdp(&j->pipes[1]);
 }
 
-/* Kills the exact process and reaps it (spec 3.8: before its files go).
- * One that has not exec'd (its status still open) runs nothing of the
- * request's once killed: it is reaped when it ends (e->dying). */
+/* linux/pidfd.h since 6.9, the floor spec 3.3 sets; older headers lack it. */
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)
+#endif
+
+/* Kills the exact process, then the process group it leads (own_group:
+ * its children, both sides of a pipeline, its background jobs), and reaps
+ * it (spec 3.8: before its files go). The group is signalled through the
+ * pidfd, which names it exactly whether or not its leader was reaped (a
+ * command that exited and left a child holding its pipes), never by
+ * number (spec 3.3). The leader first: with SIGKILL pending it forks no
+ * more, and the kernel delivers a group's signal to a child forked
+ * meanwhile. A group not formed yet (the process had not reached its
+ * exec) holds nothing of the request's: ESRCH, and nothing else is hit.
+ * What left the group (setsid, setpgid) is out of reach: there is no
+ * cgroup here. One that has not exec'd (its status still open) runs
+ * nothing of the request's once killed: it is reaped when it ends
+ * (e->dying). */
 static void kill_and_reap(struct lz_escalation *e, struct job *j)
 {
+	if (j->pidfd >= 0) {
+		if (!j->exited)
+			(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, PIDFD_SIGNAL_PROCESS_GROUP);
+	}
 	if (j->pidfd >= 0 && !j->exited && j->status_fd >= 0) {
 		siginfo_t si = { 0 };
-		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
 			for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
 				if (e->dying[i] < 0) {
@@ -452,7 +471,7 @@ static int start_host_process(struct job *j, const struct lz_path *rule_exe, int
 	}
 	struct lz_spawn spec = { .label = j->argv[0], .exe_fd = -1, .argv = j->argv, .envp = env,
 				 .stdin_fd = -1, .stdout_fd = out[1], .stderr_fd = errp[1], .cwd_fd = workspace_fd,
-				 .has_cwd = true };
+				 .has_cwd = true, .own_group = true };
 	struct opening o = { rule_exe, j->argv[0] };
 	const int keep = rule_exe != NULL ? rule_exe->fd : -1;
 	if ((r = lz_spawn_start(&spec, open_executable, &o, &keep, 1, &j->pidfd, &j->pid, &j->status_fd, err)) < 0)

@@ -15,8 +15,9 @@
  *             acknowledges it (sequence chunks + 1), or
  *             LZ_ESC_ACK_TIMEOUT_MS after the result was posted
  * Cancellation (from the sandbox), session loss and an acknowledgement
- * timeout kill the exact host process through its pidfd and reap it
- * before its result files are removed.
+ * timeout kill the exact host process and the process group it leads
+ * (what it started and did not move out with setsid or setpgid), both
+ * through its pidfd, and reap it before its result files are removed.
  *
  * The host process (lz_escalation_approve): argv[0] must be absolute and
  * is opened by the host process before it execs (a lookup that waits on a
@@ -27,8 +28,8 @@
  * rule's executable opened at configuration load, revalidated and checked
  * again. It is executed from that descriptor (execveat, no shell, no PATH
  * lookup) with exactly argv, stdin from /dev/null, in the workspace, with
- * the caller's environment. Nothing the requester sent but argv reaches
- * it; no descriptor of the sandbox's. */
+ * the caller's environment, in a process group of its own. Nothing the
+ * requester sent but argv reaches it; no descriptor of the sandbox's. */
 #ifndef LZ_ESCALATION_H
 #define LZ_ESCALATION_H
 

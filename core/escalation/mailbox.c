@@ -93,8 +93,10 @@ void lz_mailbox_drain_watch(struct lz_mailbox *mb)
 
 /* The next name from one listing of the outbox, read on across calls:
  * 1, 0 at its end (the listing is done), -1 when it cannot start (out of
- * descriptors or memory: tried again at the next take). */
-static int scan_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
+ * descriptors or memory: tried again at the next take) or *budget
+ * entries were read (it reads on at the next take: the sandbox can
+ * leave any number of '.' names in the outbox, each read here). */
+static int scan_name(struct lz_mailbox *mb, unsigned *budget, char name[LZ_MAILBOX_NAME_MAX])
 {
 	if (mb->scan == NULL) {
 		int fd = openat(mb->outbox, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -107,18 +109,24 @@ static int scan_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
 		mb->listings++;
 	}
 	struct dirent *e;
-	while ((e = readdir(mb->scan)) != NULL)
+	while (*budget > 0 && (e = readdir(mb->scan)) != NULL) {
+		--*budget;
+		mb->scanned++;
 		if (ready_name(mb, e->d_name)) {
 			strcpy(name, e->d_name);
 			return 1;
 		}
+	}
+	if (*budget == 0)
+		return -1;
 	closedir(mb->scan);
 	mb->scan = NULL;
 	return 0;
 }
 
-/* The next name that may be ready into name; false when none is known. */
-static bool next_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
+/* The next name that may be ready into name; false when none is known
+ * or the listing under way spent *budget (lz_mailbox_pending says so). */
+static bool next_name(struct lz_mailbox *mb, unsigned *budget, char name[LZ_MAILBOX_NAME_MAX])
 {
 	if (mb->ready_n == 0)
 		lz_mailbox_drain_watch(mb);
@@ -129,7 +137,7 @@ static bool next_name(struct lz_mailbox *mb, char name[LZ_MAILBOX_NAME_MAX])
 		return true;
 	}
 	while (mb->rescan) {
-		int r = scan_name(mb, name);
+		int r = scan_name(mb, budget, name);
 		if (r != 0)
 			return r > 0;
 		mb->rescan = mb->lost_in_scan; /* once more from the start */
@@ -190,9 +198,10 @@ static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_le
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
+	unsigned budget = LZ_MAILBOX_SCAN_PER_TAKE;
 	/* Names already gone are skipped, a bounded number per take: the
 	 * sandbox can make and remove names as fast as they are read. */
-	for (int gone = 0; gone < LZ_MAILBOX_GONE_PER_TAKE && next_name(mb, name); gone++) {
+	for (int gone = 0; gone < LZ_MAILBOX_GONE_PER_TAKE && next_name(mb, &budget, name); gone++) {
 		int r = read_entry(mb->outbox, name, buf, ret_len, err);
 		if (r == -ENOENT)
 			continue; /* taken already (reported twice), or gone */

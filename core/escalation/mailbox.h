@@ -44,13 +44,15 @@ struct lz_mailbox {
 	 * their events, never by listing the outbox per take (the sandbox
 	 * can fill it with names being written). Past LZ_MAILBOX_READY_MAX,
 	 * or when the kernel's queue overflowed, one listing of the outbox
-	 * (scan, read on across takes) finds what the events did not say. */
+	 * (scan, read on across takes, LZ_MAILBOX_SCAN_PER_TAKE entries at
+	 * most per take) finds what the events did not say. */
 	char ready[LZ_MAILBOX_READY_MAX][LZ_MAILBOX_NAME_MAX];
 	unsigned ready_first, ready_n;
 	bool rescan, lost_in_scan; /* a listing is due; names were lost during one */
 	bool list_failed;          /* the last listing could not start */
 	void *scan;        /* DIR *: the listing under way */
 	unsigned listings; /* how many were started (tests read it) */
+	unsigned long scanned; /* directory entries the listings read (tests read it) */
 };
 
 #define LZ_MAILBOX_INIT { .dir = -EBADF, .outbox = -EBADF, .inbox = -EBADF, .credential = -EBADF, .key = -EBADF, \
@@ -66,10 +68,12 @@ void lz_mailbox_drain_watch(struct lz_mailbox *mb);
 
 /* Takes the next ready outbox entry into buf[0..LZ_ESC_RECORD_MAX): 1
  * with *ret_len set, 0 when none is ready (or LZ_MAILBOX_GONE_PER_TAKE
- * reported names were gone: lz_mailbox_pending says more may be), -errno
- * for an entry refused (err names it; it is removed too, so the next call
- * moves on). */
+ * reported names were gone, or a listing read LZ_MAILBOX_SCAN_PER_TAKE
+ * entries, '.' names included: lz_mailbox_pending says more may be, and
+ * the listing reads on at the next call), -errno for an entry refused
+ * (err names it; it is removed too, so the next call moves on). */
 #define LZ_MAILBOX_GONE_PER_TAKE 64
+#define LZ_MAILBOX_SCAN_PER_TAKE 1024
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err);
 
 /* Whether names are known that a take has not looked at yet (reported,

@@ -193,6 +193,10 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 		(void)setsid();
 	else
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Before exec, so whatever the program starts is in it; a session
+	 * (detach, ctty) is a group of its own already. */
+	if (spec->own_group && !spec->detach && !spec->ctty && setpgid(0, 0) < 0)
+		goto fail;
 	/* Before the dup2s, which may reuse cwd_fd's number. */
 	if (spec->has_cwd && fchdir(spec->cwd_fd) < 0)
 		goto fail;

@@ -11,8 +11,11 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -117,6 +120,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	lz_escalation_free(f->esc);
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 0); /* a test that failed before it did */
 	close(f->dir_fd);
 	lz_test_rmtree(f->dir);
 	free(f);
@@ -431,6 +435,107 @@ static void test_lz_escalation__the_window_holds_with_both_streams_ready(void **
 	assert_false(in_inbox(f, hex, "9"));
 }
 
+/* Request id_byte runs "sleep 30" in the background of a shell that
+ * prints its own PID and the sleep's, then does what then says
+ * ("wait", or nothing: it exits and the sleep holds its stdout); the
+ * test is made the subreaper of what the shell leaves behind, so it
+ * reaps the sleep itself. Returns the shell's PID, the sleep's in
+ * *sleeper, once both run in the shell's own process group. */
+static pid_t running_sleep_in_background(struct fx *f, uint8_t id_byte, const char *then, pid_t *sleeper)
+{
+	char script[128], request[16], hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t id[LZ_ESC_ID_LEN] = { id_byte };
+	snprintf(script, sizeof(script), "/usr/bin/sleep 30 & echo $$ $!; %s", then);
+	snprintf(request, sizeof(request), "r%02x", id_byte);
+	char *argv[] = { "/usr/bin/dash", "-c", script };
+	lz_hex(id, sizeof(id), hex);
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	size_t job = prompted(f, request, id_byte, argv, 3, 0);
+	assert_int_equal(approve(f, job), 0);
+	for (int i = 0; i < 300 && !in_inbox(f, hex, "1"); i++)
+		spin(f, 10);
+	struct lz_esc_record rec;
+	char text[64] = "";
+	open_posted(f, hex, "1", LZ_ESC_CHUNK, &rec);
+	memcpy(text, rec.chunk.data.p, rec.chunk.data.n < sizeof(text) - 1 ? rec.chunk.data.n : sizeof(text) - 1);
+	int shell = 0, sleep = 0;
+	assert_int_equal(sscanf(text, "%d %d", &shell, &sleep), 2);
+	assert_int_equal(getpgid(sleep), shell); /* the shell's own group, not the coordinator's */
+	*sleeper = sleep;
+	return shell;
+}
+
+/* The sleep is killed (not left to end by itself) and the shell's group
+ * is empty. */
+static void assert_group_killed(pid_t shell, pid_t sleeper)
+{
+	siginfo_t si = { 0 };
+	int r = waitid(P_PID, (id_t)sleeper, &si, WEXITED);
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 0);
+	assert_int_equal(r, 0);
+	if (si.si_code != CLD_KILLED || si.si_status != SIGKILL)
+		fail_msg("the host command's background child was not killed (code %d, status %d)", si.si_code,
+			 si.si_status);
+	assert_int_equal(kill(-shell, 0), -1);
+	assert_int_equal(errno, ESRCH);
+}
+
+/* Cancelling a running host command kills what it started too (its
+ * process group: a make's compilers, both sides of a pipeline, a
+ * background job), before "cancelled" is posted. */
+static void test_lz_escalation__cancelling_kills_what_the_command_started(void **state)
+{
+	struct fx *f = *state;
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xd7 };
+	lz_hex(id, sizeof(id), hex);
+	pid_t sleeper, shell = running_sleep_in_background(f, 0xd7, "wait", &sleeper);
+	struct lz_esc_record rec = { .kind = LZ_ESC_CANCELLATION, .scope = f->ta->scope };
+	rec.cancellation.request_id[0] = 0xd7;
+	put(f, "cancel", &rec);
+	wake(f);
+	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
+	assert_int_equal(rec.result.outcome, LZ_ESC_CANCELLED);
+	assert_group_killed(shell, sleeper);
+}
+
+/* A command that exited and left a child holding its output: the end of
+ * its session kills that child, the host process reaped long before. */
+static void test_lz_escalation__a_session_that_ends_kills_what_its_command_left(void **state)
+{
+	struct fx *f = *state;
+	pid_t sleeper, shell = running_sleep_in_background(f, 0xd8, "exit 0", &sleeper);
+	spin(f, 100); /* the shell's exit is seen and it is reaped */
+	assert_int_equal(lz_escalation_session_gone(f->esc, 0), 1);
+	assert_group_killed(shell, sleeper);
+}
+
+/* A request behind thousands of names being written ('.') and more
+ * entries than the watch's queue holds is found by a listing that reads
+ * a bounded number of names per turn and goes on at the next turn,
+ * without another write to the outbox. */
+static void test_lz_escalation__a_request_behind_names_being_written_is_routed(void **state)
+{
+	struct fx *f = *state;
+	char p[256], log[128];
+	for (int i = 0; i < 3000 + 2 * LZ_MAILBOX_READY_MAX; i++) {
+		snprintf(p, sizeof(p), "%s/escalation/outbox/%s%04d", f->dir, i < 3000 ? ".partial" : "junk", i);
+		int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	char *argv[] = { "/usr/bin/true" };
+	put_request(f, "request", 0xf7, argv, 1);
+	int saved = stderr_to_file(f, log);
+	wake(f);
+	struct lz_esc_route rq;
+	bool routed = false;
+	for (int i = 0; i < 300 && !(routed = lz_escalation_next_route(f->esc, &rq)); i++)
+		spin(f, 10);
+	stderr_restore(saved);
+	assert_true(routed);
+}
+
 /* 200 requests, each received and denied: the lines about them stop at
  * the budget, which the last one logged says. */
 static void test_lz_escalation__lines_about_requests_are_logged_in_bounds(void **state)
@@ -490,6 +595,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__the_window_holds_with_both_streams_ready, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_what_the_command_started, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_session_that_ends_kills_what_its_command_left,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_behind_names_being_written_is_routed,
+						setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -414,6 +414,62 @@ static void test_lz_mailbox_take__names_already_gone_are_skipped_a_bounded_numbe
 	assert_false(lz_mailbox_pending(&f->mb));
 }
 
+/* Names being written ('.') cost a take a bounded number of directory
+ * entries however many the sandbox leaves: a listing (here the one a new
+ * coordinator makes of an outbox filled before its watch) reads at most
+ * LZ_MAILBOX_SCAN_PER_TAKE entries per take, which then returns 0 with
+ * more pending (the caller takes again without waiting for an event that
+ * may never come), and reads on at the next; the entry among them is
+ * taken, once. */
+static void test_lz_mailbox_take__a_listing_reads_a_bounded_number_of_entries_per_take(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	size_t len = 0;
+	enum { DOTS = 5000 };
+	int outbox = fcntl(f->mb.outbox, F_DUPFD_CLOEXEC, 3);
+	assert_true(outbox >= 0);
+	lz_mailbox_close(&f->mb);
+	for (int i = 0; i < DOTS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), ".partial-%d", i);
+		put(outbox, name, "x", 1);
+	}
+	put(outbox, "req", "body", 4);
+	close(outbox);
+	struct lz_mailbox init = LZ_MAILBOX_INIT;
+	f->mb = init;
+	assert_int_equal(lz_mailbox_create(f->gen, &f->mb, &err), 0);
+
+	int taken = 0, paused = 0, calls = 0;
+	do {
+		unsigned long before = f->mb.scanned;
+		int r = take(f, &len, &err);
+		if (f->mb.scanned - before > LZ_MAILBOX_SCAN_PER_TAKE)
+			fail_msg("one take read %lu directory entries", f->mb.scanned - before);
+		if (r == 1) {
+			assert_int_equal(len, 4);
+			assert_memory_equal(f->buf, "body", 4);
+			taken++;
+		} else {
+			assert_int_equal(r, 0);
+			if (taken == 0)
+				assert_true(lz_mailbox_pending(&f->mb));
+			paused += lz_mailbox_pending(&f->mb);
+		}
+	} while (lz_mailbox_pending(&f->mb) && ++calls < 100);
+	assert_int_equal(taken, 1);
+	/* 5,003 entries (. and .. too), one take's worth around "req": the
+	 * rest needs three takes that stop at the bound at least */
+	assert_true(paused >= (DOTS + 3 - LZ_MAILBOX_SCAN_PER_TAKE) / LZ_MAILBOX_SCAN_PER_TAKE);
+	assert_int_equal(f->mb.scanned, DOTS + 3);
+	assert_int_equal(f->mb.listings, 1);
+	assert_int_equal(take(f, &len, &err), 0);
+	int dots;
+	assert_int_equal(count_entries(f->mb.outbox, &dots), DOTS);
+	assert_int_equal(dots, DOTS);
+}
+
 /* ---- lz_mailbox_take: what is refused ------------------------------------ */
 
 static void test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched(void **state)
@@ -661,6 +717,7 @@ int main(void)
 		T(test_lz_mailbox_take__found_by_events_not_by_listing),
 		T(test_lz_mailbox_take__entries_past_the_queue_taken_once),
 		T(test_lz_mailbox_take__names_already_gone_are_skipped_a_bounded_number),
+		T(test_lz_mailbox_take__a_listing_reads_a_bounded_number_of_entries_per_take),
 		T(test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched),
 		T(test_lz_mailbox_take__fifo_refused_without_blocking_and_removed),
 		T(test_lz_mailbox_take__refused_name_is_escaped),

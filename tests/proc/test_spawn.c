@@ -199,6 +199,27 @@ static int tmpdir_teardown(void **state)
 	return 0;
 }
 
+/* own_group: the child leads a process group of its own (what it starts
+ * can be signalled with it); without, it stays in the caller's. */
+static void test_lz_spawn__own_group_leads_a_group_of_its_own(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char *const argv[] = { "sleep", "30", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/sleep", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	int pidfd = -1;
+	pid_t pid = 0;
+	assert_int_equal(lz_spawn(&spec, &pidfd, &pid, &err), 0);
+	assert_int_equal(getpgid(pid), getpgrp());
+	lz_kill_reap(&pidfd);
+	spec.own_group = true;
+	assert_int_equal(lz_spawn(&spec, &pidfd, &pid, &err), 0);
+	assert_int_equal(getpgid(pid), pid);
+	assert_int_equal(getsid(pid), getsid(0)); /* a group, not a session */
+	lz_kill_reap(&pidfd);
+}
+
 static void test_lz_spawn__has_cwd_starts_in_cwd_fd(void **state)
 {
 	const char *dir = *state;
@@ -502,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_lz_spawn__environment_is_empty_and_argv_exact),
 		cmocka_unit_test(test_lz_reap__timeout_kills),
 		cmocka_unit_test(test_lz_spawn__exe_fd_is_used_not_path),
+		cmocka_unit_test(test_lz_spawn__own_group_leads_a_group_of_its_own),
 		cmocka_unit_test_setup_teardown(test_lz_spawn__has_cwd_starts_in_cwd_fd,
 						tmpdir_setup, tmpdir_teardown),
 		cmocka_unit_test_setup_teardown(test_lz_spawn__cwd_fd_numbered_0_is_used_before_the_dup2s,
