@@ -141,38 +141,93 @@ static int reach_hc(const struct lz_client_request *req, int *ret, struct lz_err
 /* DX-5: what a guest can leave the developer's terminal in that would
  * outlive its session (a TUI killed with the generation, or one that
  * meant to): an open control string, VT52 mode and another decoding than
- * UTF-8, reports and key modes (session/termreset.h), the alternate screen (without
- * restoring a cursor the guest may have saved), a scroll region (reset
- * between saving and restoring the cursor, which it would home), insert
- * mode, line wrap, a hidden cursor, character sets, colours and text
- * attributes. Not RIS or DECSTR: they clear the screen on some terminals. */
-#define TERMINAL_RESET                                                                        \
-	LZ_TERM_RESET_STRING LZ_TERM_RESET_DECODING LZ_TERM_RESET_REPORTS LZ_TERM_RESET_KEYS             \
-	"\x1b[?1047l\x1b" "7\x1b[r\x1b" "8\x1b[4l\x1b[?7h\x1b[?25h"                                   \
-	"\x0f\x1b(B\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
-/* Whether output can have changed a terminal's modes: ESC, SO, SI or an
- * 8-bit CSI, OSC or DCS (a UTF-8 continuation byte may look like one:
- * that only costs the reset). */
-static bool drives_terminal(const uint8_t *p, size_t n)
+ * UTF-8, reports and key modes (session/termreset.h), the alternate screen
+ * (without restoring a cursor the guest may have saved), left/right
+ * margins and a scroll region (reset between saving and restoring the
+ * cursor, which the region's reset would home), insert mode, line wrap, a
+ * hidden cursor, character sets, 8-bit replies (S7C1T), colours and text
+ * attributes. Not RIS or DECSTR: they clear the screen on some terminals.
+ *
+ * Origin mode is reset only after a guest that may have set it: leaving
+ * it homes the cursor, and the restore of the saved cursor (DECRC) brings
+ * it back, so it cannot be reset where the cursor is kept. The shell then
+ * starts on a fresh last line (as the prompt's reset, session.h), never
+ * over the guest's screen. */
+#define TERMINAL_RESET_HEAD                                                                            \
+	LZ_TERM_RESET_STRING LZ_TERM_RESET_DECODING LZ_TERM_RESET_REPORTS LZ_TERM_RESET_KEYS              \
+	"\x1b[?1047l\x1b[?69l\x1b" "7\x1b[r\x1b" "8"
+#define TERMINAL_RESET_ORIGIN "\x1b[?6l\x1b[999;1H\n"
+#define TERMINAL_RESET_TAIL                                                                            \
+	"\x1b[4l\x1b[?7h\x1b[?25h\x0f\x1b(B\x1b F\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b[0m"
+
+/* What output to a terminal may have changed there (DX-5). drove: any
+ * mode, as ESC, SO, SI or an 8-bit CSI, OSC, DCS, SOS, PM or APC shows
+ * (raw, or the second byte of the C1 control in UTF-8, C2 9B and the like;
+ * a UTF-8 continuation byte may look like one: that only costs the reset).
+ * origin: a DEC private mode set naming 6 (CSI ? ... 6 ... h, ESC [ or
+ * 8-bit CSI). The scan goes on across records. */
+struct drive {
+	bool drove, origin;
+	uint8_t state;  /* DRIVE_GROUND .. DRIVE_PRIVATE */
+	bool six;       /* the private mode sequence named 6 so far */
+	uint16_t param; /* the parameter being read, capped */
+};
+
+enum { DRIVE_GROUND, DRIVE_ESC, DRIVE_CSI, DRIVE_PRIVATE };
+
+static bool drives_terminal(uint8_t c)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i] == 0x1b || p[i] == 0x0e || p[i] == 0x0f || p[i] == 0x9b || p[i] == 0x9d || p[i] == 0x90)
-			return true;
-	return false;
+	return c == 0x1b || c == 0x0e || c == 0x0f || c == 0x90 || c == 0x98 || c == 0x9b || c == 0x9d ||
+	       c == 0x9e || c == 0x9f;
+}
+
+static void drive_scan(struct drive *d, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = p[i];
+		d->drove = d->drove || drives_terminal(c);
+		if (c == 0x1b || c == 0x9b || c == 0x18 || c == 0x1a) { /* ESC, CSI; CAN and SUB cancel */
+			d->state = c == 0x1b ? DRIVE_ESC : c == 0x9b ? DRIVE_CSI : DRIVE_GROUND;
+			continue;
+		}
+		if (c < 0x20 && d->state != DRIVE_GROUND)
+			continue; /* a C0 control inside a sequence is executed, not an end */
+		if (d->state == DRIVE_ESC) {
+			d->state = c == '[' ? DRIVE_CSI : DRIVE_GROUND;
+		} else if (d->state == DRIVE_CSI) {
+			d->state = c == '?' ? DRIVE_PRIVATE : DRIVE_GROUND;
+			d->six = false;
+			d->param = 0;
+		} else if (d->state == DRIVE_PRIVATE) {
+			if (c >= '0' && c <= '9') {
+				d->param = d->param < 1000 ? (uint16_t)(d->param * 10 + (c - '0')) : d->param;
+			} else if (c == ';' || c == ':') {
+				d->six = d->six || d->param == 6;
+				d->param = 0;
+			} else if (c >= 0x40 && c <= 0x7e) {
+				d->origin = d->origin || (c == 'h' && (d->six || d->param == 6));
+				d->state = DRIVE_GROUND;
+			}
+		}
+	}
 }
 
 /* After a session whose guest drove the terminal: its modes back. Keys
  * typed meanwhile stay for the shell (a terminal's answer to a query the
  * guest sent as it ended can reach the shell too, as after any program). */
-static void reset_terminal(int fd)
+static void reset_terminal(int fd, const struct drive *d)
 {
-	if (!isatty(fd))
+	if (!d->drove || !isatty(fd))
 		return;
-	static const char reset[] = TERMINAL_RESET;
+	static const char reset[] = TERMINAL_RESET_HEAD TERMINAL_RESET_TAIL,
+			  reset_origin[] = TERMINAL_RESET_HEAD TERMINAL_RESET_ORIGIN TERMINAL_RESET_TAIL;
 	int flags = fcntl(fd, F_GETFL);
 	if (flags >= 0 && (flags & O_NONBLOCK))
 		(void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-	(void)lz_write_all(fd, reset, sizeof(reset) - 1);
+	if (d->origin)
+		(void)lz_write_all(fd, reset_origin, sizeof(reset_origin) - 1);
+	else
+		(void)lz_write_all(fd, reset, sizeof(reset) - 1);
 	if (flags >= 0 && (flags & O_NONBLOCK))
 		(void)fcntl(fd, F_SETFL, flags);
 }
@@ -187,7 +242,7 @@ struct relay {
 	int to;   /* the terminal */
 	bool active;
 	bool input;
-	bool drove; /* output relayed to a terminal could have changed its modes */
+	struct drive drive; /* what output relayed to a terminal could have changed */
 	char buf[16384];
 	size_t len, off;
 };
@@ -195,7 +250,8 @@ struct relay {
 static int stream_for(int fd, bool input, struct relay *rl, int *ret_fd)
 {
 	rl->from = rl->to = -1;
-	rl->active = rl->input = rl->drove = false;
+	rl->active = rl->input = false;
+	rl->drive = (struct drive){ .drove = false };
 	rl->len = rl->off = 0;
 	/* A terminal is never handed to the sandbox; nor a regular file, whose
 	 * offset the sandbox would not share (it would write from 0). */
@@ -252,9 +308,24 @@ static bool pump(struct relay *rl)
 			return false;
 		rl->len = (size_t)n;
 		rl->off = 0;
-		rl->drove = rl->drove || (!rl->input && drives_terminal((const uint8_t *)rl->buf, rl->len));
+		if (!rl->input)
+			drive_scan(&rl->drive, (const uint8_t *)rl->buf, rl->len);
 	}
 	return write_some(rl->to, rl->buf, rl->len, &rl->off) == 0;
+}
+
+/* A Refused record as our -errno, its message in err. -EAGAIN is this
+ * client's own "the command was never taken: try again"
+ * (lost_before_welcome; session/clientauth.h's coordinator gone before
+ * anything was asked of it). The coordinator's EAGAIN (its store busy)
+ * says nothing of the kind and may come after the guest started
+ * (lz_dstore_session_commit_running): taken for a retry it would run the
+ * command twice (issue 13), so it is EIO here. */
+static int refused(const struct lz_wire_msg *m, struct lz_err *err)
+{
+	int code = m->refused.code ? (int)m->refused.code : EIO;
+	return lz_err_set(err, code == EAGAIN ? EIO : code, "%.*s", (int)m->refused.message_len,
+			  m->refused.message);
 }
 
 /* After a failed send: the Refused the HC sent before closing, if any.
@@ -280,8 +351,7 @@ static int refusal(struct lz_tlschan *ch, struct lz_err *err)
 		if (r < 0)
 			break;
 		if (m.type == LZ_WIRE_REFUSED)
-			code = -lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO, "%.*s",
-					   (int)m.refused.message_len, m.refused.message);
+			code = -refused(&m, err);
 		lz_wire_msg_release(&m);
 	}
 	free(buf);
@@ -290,7 +360,24 @@ static int refusal(struct lz_tlschan *ch, struct lz_err *err)
 
 /* ---- interactive sessions ------------------------------------------------ */
 
+/* A terminal session's signals are ours only while run_terminal relays:
+ * the caller's actions and mask come back on every way out, so that a ^C,
+ * SIGTERM or SIGHUP between attempts (lz_client_run) does what it does
+ * outside a session (by default: ends the CLI before the command is sent
+ * again), and nothing noted in one attempt acts in the next. In between
+ * they are blocked except in the wait (ppoll): one that comes while the
+ * loop is busy ends the next wait at once rather than being noted just
+ * after the checks and waited past. */
+static const int session_signals[] = { SIGWINCH, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP };
+#define N_SESSION_SIGNALS (sizeof(session_signals) / sizeof(session_signals[0]))
+
 static volatile sig_atomic_t got_winch, got_int, got_quit, got_end, got_tstp;
+
+/* The caller's signal state, for release_signals. */
+struct caught {
+	struct sigaction old[N_SESSION_SIGNALS];
+	sigset_t mask; /* the caller's mask: the wait's */
+};
 
 static void on_signal(int sig)
 {
@@ -303,13 +390,28 @@ static void on_signal(int sig)
 	}
 }
 
-static void catch_signals(void)
+static void catch_signals(struct caught *c)
 {
-	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: poll wakes */
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < N_SESSION_SIGNALS; i++)
+		sigaddset(&set, session_signals[i]);
+	(void)sigprocmask(SIG_BLOCK, &set, &c->mask);
+	got_winch = got_int = got_quit = got_end = got_tstp = 0;
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: ppoll wakes */
 	sigemptyset(&sa.sa_mask);
-	int sigs[] = { SIGWINCH, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP };
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	for (size_t i = 0; i < N_SESSION_SIGNALS; i++)
+		(void)sigaction(session_signals[i], &sa, &c->old[i]);
+}
+
+/* The caller's actions, then its mask: a signal that came after the last
+ * wait is the caller's to handle (the terminal is restored by then). */
+static void release_signals(const struct caught *c)
+{
+	for (size_t i = 0; i < N_SESSION_SIGNALS; i++)
+		(void)sigaction(session_signals[i], &c->old[i], NULL);
+	(void)sigprocmask(SIG_SETMASK, &c->mask, NULL);
+	got_winch = got_int = got_quit = got_end = got_tstp = 0;
 }
 
 static void window(uint16_t *rows, uint16_t *cols)
@@ -370,6 +472,27 @@ static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wir
 	return r;
 }
 
+/* Local suspension (spec 3.4): the terminal back as the session found it,
+ * the modes the guest drove included, then stop until SIGCONT, and raw
+ * again. What the guest set stays unset: it hears the window size on
+ * resume (the caller's Resize), which a full-screen program redraws on. */
+static void suspend(const struct termios *saved, const struct termios *raw, const struct drive *d)
+{
+	reset_terminal(STDOUT_FILENO, d);
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, saved);
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, ours;
+	sigemptyset(&dfl.sa_mask);
+	sigset_t tstp;
+	sigemptyset(&tstp);
+	sigaddset(&tstp, SIGTSTP);
+	(void)sigaction(SIGTSTP, &dfl, &ours);
+	(void)raise(SIGTSTP);                        /* pending: blocked outside the wait */
+	(void)sigprocmask(SIG_UNBLOCK, &tstp, NULL); /* stopped here */
+	(void)sigprocmask(SIG_BLOCK, &tstp, NULL);
+	(void)sigaction(SIGTSTP, &ours, NULL);
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, raw);
+}
+
 static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_request *req, int *ret_status,
 			struct lz_err *err)
 {
@@ -408,11 +531,13 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 		free(pend);
 		return lz_err_set(err, ENOMEM, "out of memory");
 	}
-	catch_signals();
+	struct caught caught;
+	catch_signals(&caught);
 	raw = saved;
 	cfmakeraw(&raw);
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
-	bool stdin_open = true, welcomed = false, unread = false, sent_after_run = false, drove = false;
+	bool stdin_open = true, welcomed = false, unread = false, sent_after_run = false;
+	struct drive drive = { .drove = false };
 	r = 0;
 	/* Never blocked on the coordinator: what it has not taken waits in the
 	 * channel (backlog), the developer's keys wait in the terminal until
@@ -441,13 +566,8 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 			backlog = lz_tlschan_pending(ch);
 		}
 		if (got_tstp) {
-			/* Local suspension: restore, stop, and come back raw. */
 			got_tstp = 0;
-			(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
-			signal(SIGTSTP, SIG_DFL);
-			raise(SIGTSTP);
-			catch_signals();
-			(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
+			suspend(&saved, &raw, &drive);
 			got_winch = 1;
 			continue;
 		}
@@ -456,7 +576,7 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 		struct pollfd pf[3] = { { .fd = out_held ? -1 : sock, .events = (short)(POLLIN | (backlog ? POLLOUT : 0)) },
 					{ .fd = stdin_open && !backlog ? STDIN_FILENO : -1, .events = POLLIN },
 					{ .fd = out_held ? STDOUT_FILENO : -1, .events = POLLOUT } };
-		if (poll(pf, 3, -1) < 0) {
+		if (ppoll(pf, 3, NULL, &caught.mask) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
@@ -499,7 +619,7 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 				welcomed = true;
 			if (m.type == LZ_WIRE_OUTPUT) {
 				size_t off = 0;
-				drove = drove || drives_terminal(m.output.ptr, m.output.len);
+				drive_scan(&drive, m.output.ptr, m.output.len);
 				if (write_some(STDOUT_FILENO, m.output.ptr, m.output.len, &off) == 0 &&
 				    off < m.output.len) {
 					pend_len = m.output.len - off;
@@ -510,8 +630,7 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 				*ret_status = m.exit.kind == LZ_WIRE_EXITED ? m.exit.value : 128 + m.exit.value;
 				done = true;
 			} else if (m.type == LZ_WIRE_REFUSED) {
-				r = lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO, "%.*s",
-					       (int)m.refused.message_len, m.refused.message);
+				r = refused(&m, err);
 				done = true;
 			}
 			lz_wire_msg_release(&m);
@@ -521,20 +640,18 @@ static int run_terminal(int sock, struct lz_tlschan *ch, const struct lz_client_
 	}
 	/* DX-5: whatever the guest did, the developer's terminal mode is
 	 * ours to put back. */
-	if (drove)
-		reset_terminal(STDOUT_FILENO);
+	reset_terminal(STDOUT_FILENO, &drive);
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
+	release_signals(&caught);
 	free(buf);
 	free(pend);
 	return r;
 }
 
-static int client_attempt(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+/* A command with this process's standard streams (no terminal session). */
+static int run_streams(int sock, struct lz_tlschan *ch, const struct lz_client_request *req, int *ret_status,
+		       struct lz_err *err)
 {
-	_cleanup_close_ int sock = -EBADF;
-	int first = -1;
-	struct lz_tlschan *ch = NULL;
-	uint8_t domain_id[32], fingerprint[32];
 	struct relay rl[3];
 	rl[0].active = rl[1].active = rl[2].active = false; /* until stream_for */
 	int fds[3] = { -1, -1, -1 };
@@ -542,19 +659,6 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 	uint8_t *buf = NULL;
 	int r;
 
-	signal(SIGPIPE, SIG_IGN);
-	if ((r = identity(req->cfg, domain_id, fingerprint, err)) < 0 || (r = reach_hc(req, &first, err)) < 0)
-		return r;
-	/* Spec 3.3: enrolled on the first connection, then mutual TLS. */
-	if ((r = lz_clientauth_open(lz_config_runtime_domain(req->cfg), first, domain_id, fingerprint, &sock, &ch,
-				    err)) < 0)
-		return r;
-	if ((r = hello(ch, domain_id, fingerprint, err)) < 0)
-		goto out_channel;
-	if (req->terminal) {
-		r = run_terminal(sock, ch, req, ret_status, err);
-		goto out_channel;
-	}
 	for (int i = 0; i < 3; i++) {
 		r = stream_for(i, i == 0, &rl[i], &fds[i]);
 		if (r < 0) {
@@ -588,7 +692,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 	/* The HC holds the pipe ends it was sent; ours go away so EOF works. */
 	for (int i = 0; i < 3; i++)
 		if (made[i])
-			close(fds[i]);
+			lz_close_fdp(&fds[i]);
 
 	buf = malloc(LZ_WIRE_MAX);
 	if (buf == NULL) {
@@ -635,9 +739,7 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 					goto out;
 				}
 				if (m.type == LZ_WIRE_REFUSED) {
-					r = lz_err_set(err, m.refused.code ? (int)m.refused.code : EIO,
-						       "%.*s", (int)m.refused.message_len,
-						       m.refused.message);
+					r = refused(&m, err);
 					lz_wire_msg_release(&m);
 					goto out;
 				}
@@ -671,20 +773,43 @@ static int client_attempt(const struct lz_client_request *req, int *ret_status, 
 	*ret_status = status;
 	r = 0;
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
+		if (made[i])
+			lz_close_fdp(&fds[i]); /* not sent */
 		if (rl[i].active) {
 			if (i == 0)
 				close(rl[i].to);
 			else
 				close(rl[i].from);
 		}
+	}
 	/* DX-5: output relayed to the developer's terminal, not only a
 	 * terminal session's, leaves it as it was. */
 	for (int i = 1; i < 3; i++)
-		if (made[i] && rl[i].drove)
-			reset_terminal(i);
+		if (made[i])
+			reset_terminal(i, &rl[i].drive);
 	free(buf);
-out_channel:
+	return r;
+}
+
+static int client_attempt(const struct lz_client_request *req, int *ret_status, struct lz_err *err)
+{
+	_cleanup_close_ int sock = -EBADF;
+	int first = -1;
+	struct lz_tlschan *ch = NULL;
+	uint8_t domain_id[32], fingerprint[32];
+	int r;
+
+	signal(SIGPIPE, SIG_IGN);
+	if ((r = identity(req->cfg, domain_id, fingerprint, err)) < 0 || (r = reach_hc(req, &first, err)) < 0)
+		return r;
+	/* Spec 3.3: enrolled on the first connection, then mutual TLS. */
+	if ((r = lz_clientauth_open(lz_config_runtime_domain(req->cfg), first, domain_id, fingerprint, &sock, &ch,
+				    err)) < 0)
+		return r;
+	if ((r = hello(ch, domain_id, fingerprint, err)) == 0)
+		r = req->terminal ? run_terminal(sock, ch, req, ret_status, err)
+				  : run_streams(sock, ch, req, ret_status, err);
 	lz_tlschan_free(ch);
 	return r;
 }

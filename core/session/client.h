@@ -11,8 +11,12 @@
  * is a PTY the HC owns. Window size changes are sent as Resize; SIGINT and
  * SIGQUIT sent to this process become Interrupt and Quit, SIGTERM and SIGHUP
  * close the session; SIGTSTP suspends only this CLI (terminal restored
- * first, size re-sent on resume). The terminal is restored on every path
- * this process survives. */
+ * first, the modes the guest set included; size re-sent on resume). The
+ * terminal is restored on every path this process survives, and so are
+ * the caller's signal actions and mask: between attempts (a coordinator
+ * lost before it read the command) a signal does what it does outside a
+ * session. A retry happens only when the command was provably never read:
+ * a Refused record, whatever its errno, is not a reason to retry. */
 #ifndef LZ_CLIENT_H
 #define LZ_CLIENT_H
 
