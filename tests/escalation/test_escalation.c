@@ -371,6 +371,20 @@ static void test_lz_escalation__a_result_waits_behind_a_record_the_inbox_did_not
 	assert_true(in_inbox(f, hex, "result"));
 }
 
+/* Wakes the loop and turns it (3 s at most) until a request is routed,
+ * with stderr in log. */
+static bool routed_after_wake(struct fx *f, char log[128])
+{
+	int saved = stderr_to_file(f, log);
+	wake(f);
+	struct lz_esc_route rq;
+	bool routed = false;
+	for (int i = 0; i < 300 && !(routed = lz_escalation_next_route(f->esc, &rq)); i++)
+		spin(f, 10);
+	stderr_restore(saved);
+	return routed;
+}
+
 /* An outbox holding more than one wake takes is read to its end without
  * another write to it (a request behind 2,000 junk entries is routed),
  * and what is refused is logged a bounded number of times: hc.log lies
@@ -388,14 +402,7 @@ static void test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_i
 	}
 	char *argv[] = { "/usr/bin/true" };
 	put_request(f, "request", 0xf6, argv, 1);
-	int saved = stderr_to_file(f, log);
-	wake(f);
-	struct lz_esc_route rq;
-	bool routed = false;
-	for (int i = 0; i < 300 && !(routed = lz_escalation_next_route(f->esc, &rq)); i++)
-		spin(f, 10);
-	stderr_restore(saved);
-	assert_true(routed);
+	assert_true(routed_after_wake(f, log));
 	FILE *in = fopen(log, "r");
 	assert_non_null(in);
 	char line[1200];
@@ -526,14 +533,7 @@ static void test_lz_escalation__a_request_behind_names_being_written_is_routed(v
 	}
 	char *argv[] = { "/usr/bin/true" };
 	put_request(f, "request", 0xf7, argv, 1);
-	int saved = stderr_to_file(f, log);
-	wake(f);
-	struct lz_esc_route rq;
-	bool routed = false;
-	for (int i = 0; i < 300 && !(routed = lz_escalation_next_route(f->esc, &rq)); i++)
-		spin(f, 10);
-	stderr_restore(saved);
-	assert_true(routed);
+	assert_true(routed_after_wake(f, log));
 }
 
 /* 200 requests, each received and denied: the lines about them stop at
