@@ -313,14 +313,20 @@ void lz_path_release(struct lz_path *p)
 int lz_path_check_executable(const struct lz_path *x, struct lz_err *err)
 {
 	const char *c = x->canonical;
-	if (!S_ISREG(x->mode))
+	/* The object as it is now, not as it was opened: a rule's executable
+	 * is held from the configuration's load and checked again before
+	 * every run (spec 3.8), so a mode, owner or link made since counts. */
+	struct stat st;
+	if (fstat(x->fd, &st) < 0)
+		return lz_err_set(err, errno, "executable '%s': %s", c, strerror(errno));
+	if (!S_ISREG(st.st_mode))
 		return lz_err_set(err, EINVAL, "executable '%s' is not a regular file", c);
-	if (x->nlink != 1)
+	if (st.st_nlink != 1)
 		return lz_err_set(err, EPERM, "executable '%s' has %lu hard links; exactly one hard link is required",
-				  c, (unsigned long)x->nlink);
-	if (x->uid != 0 && x->uid != getuid())
+				  c, (unsigned long)st.st_nlink);
+	if (st.st_uid != 0 && st.st_uid != getuid())
 		return lz_err_set(err, EPERM, "executable '%s' must be owned by root or by you", c);
-	if (x->mode & (S_IWGRP | S_IWOTH))
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
 		return lz_err_set(err, EPERM, "executable '%s' must not grant group or other write", c);
 	if (faccessat(x->fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0)
 		return lz_err_set(err, errno, "executable '%s' is not executable by you: %s", c, strerror(errno));

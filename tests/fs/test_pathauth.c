@@ -369,6 +369,30 @@ static void test_lz_path_open__regular_file_ok(void **state)
 	lz_path_release(&p);
 }
 
+/* Spec 3.8: an auto-approve rule's executable is held from the load and
+ * checked again before every run, as it is then: write for others or a
+ * second hard link (into the workspace, where the sandbox could rewrite
+ * the inode) made after the load refuses it. */
+static void test_lz_path_check_executable__checks_the_object_as_it_is_now(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX], alias[PATH_MAX];
+	touch(pj(tool, f, "tool"), 0755);
+	struct lz_path x = LZ_PATH_INIT;
+	struct lz_err err = { 0, "" };
+	if (lz_path_open(tool, &x, &err) != 0 || lz_path_check_executable(&x, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(chmod(tool, 0777), 0);
+	assert_int_equal(lz_path_check_executable(&x, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "group or other write"));
+	assert_int_equal(chmod(tool, 0755), 0);
+	assert_int_equal(lz_path_check_executable(&x, &err), 0);
+	assert_int_equal(link(tool, pj(alias, f, "alias")), 0);
+	assert_int_equal(lz_path_check_executable(&x, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "2 hard links"));
+	lz_path_release(&x);
+}
+
 static void test_lz_path_open__root_ok(void **state)
 {
 	(void)state;
@@ -1159,6 +1183,7 @@ int main(void)
 		T(test_lz_path_grammar__null_err_allowed),
 		T(test_lz_path_open__directory_ok),
 		T(test_lz_path_open__regular_file_ok),
+		T(test_lz_path_check_executable__checks_the_object_as_it_is_now),
 		T(test_lz_path_open__root_ok),
 		T(test_lz_path_open__symlink_in_middle_refused),
 		T(test_lz_path_open__symlink_at_end_refused),
