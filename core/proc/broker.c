@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/keyctl.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -18,6 +19,7 @@
 #include "util/fdutil.h"
 
 #define BARRIER_RELEASE 'R'
+#define LZ_BROKER_REFUSAL_MAX 160 /* what the wrapper says when it refuses its target */
 
 /* ---- child side: async-signal-safe only ------------------------------- */
 
@@ -46,6 +48,69 @@ static _Noreturn void child_fail(int report, int e)
 {
 	(void)!write(report, &e, sizeof(e));
 	_exit(125);
+}
+
+/* Appends s (NULL: nothing) to buf, which holds n of cap bytes. */
+static size_t append(char *buf, size_t n, size_t cap, const char *s)
+{
+	while (s != NULL && *s != '\0' && n < cap)
+		buf[n++] = *s++;
+	return n;
+}
+
+/* Refuses the target with what failed, in the form its parent reads: an
+ * exec target's report is the errno followed by the text (lz_broker_spawn
+ * reads both), a fn target's is text (lz_broker_wait). One write, less
+ * than PIPE_BUF: it arrives whole. */
+static _Noreturn void child_refuse(const struct lz_broker_spec *spec, int report, int e,
+				   const char *what)
+{
+	char buf[sizeof(int) + LZ_BROKER_REFUSAL_MAX];
+	size_t n = 0;
+	if (spec->exec) {
+		memcpy(buf, &e, sizeof(e));
+		n = append(buf, sizeof(e), sizeof(buf), what);
+	} else {
+		n = append(buf, n, sizeof(buf), what);
+		n = append(buf, n, sizeof(buf), ": ");
+		n = append(buf, n, sizeof(buf), strerrordesc_np(e));
+	}
+	(void)!write(report, buf, n);
+	_exit(125);
+}
+
+/* Spec 3.3, SR-12: what the kernel grants by the developer's kernel uid
+ * or by possession, not by user namespace, stays outside the sandbox's
+ * user namespaces. Root of such a namespace is the developer's uid: through the
+ * session keyring it inherited it would possess, and read, the developer's
+ * keys (Kerberos KEYRING ccaches, CIFS and AFS tokens), and its
+ * supplementary groups would open what the groups may (the docker group's
+ * socket). Every process that enters one through this broker (the Runtime
+ * Supervisor and all it starts, a session's exec client, the preparation
+ * and removal workers) joins a fresh anonymous session keyring and drops
+ * its supplementary groups before anything of its target runs; either
+ * failing refuses the target. Keys whose permissions grant the user, not
+ * only the possessor, stay readable by serial: the kernel's default for a
+ * new key grants the user only "view".
+ *
+ * In a new user namespace this runs after the release, so its maps are
+ * written (newgidmap leaves setgroups allowed) and it holds CAP_SETGID
+ * there; setns into a user namespace grants every capability in it.
+ * Raw syscalls: the child of clone3 has only this thread, while glibc's
+ * setgroups would try to reach every thread its parent had. */
+static void leave_host_credentials(const struct lz_broker_spec *spec, int report)
+{
+	/* ENOSYS: a kernel without keys has no keyring to hand on */
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS)
+		child_refuse(spec, report, errno, "cannot leave the developer's session keyring (keyctl)");
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		child_refuse(spec, report, errno, "cannot drop the supplementary groups (setgroups)");
+}
+
+static bool enters_userns(const struct lz_broker_spec *spec)
+{
+	return (spec->clone_flags & CLONE_NEWUSER) ||
+	       (spec->join_pidfd >= 0 && (spec->join_flags & CLONE_NEWUSER));
 }
 
 /* A child's end as a shell reports it: its exit code, or 128 + signal. */
@@ -121,12 +186,12 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 	if (spec->comm)
 		(void)prctl(PR_SET_NAME, spec->comm);
 
-	if (spec->join_pidfd >= 0) {
-		if (setns(spec->join_pidfd, spec->join_flags) < 0)
-			child_fail(report, errno);
-		if (spec->join_flags & CLONE_NEWPID)
-			fork_into_pidns(report);
-	}
+	if (spec->join_pidfd >= 0 && setns(spec->join_pidfd, spec->join_flags) < 0)
+		child_fail(report, errno);
+	if (enters_userns(spec))
+		leave_host_credentials(spec, report);
+	if (spec->join_pidfd >= 0 && (spec->join_flags & CLONE_NEWPID))
+		fork_into_pidns(report);
 	if (spec->exec)
 		lz_spawn_exec_prepared(prep, report);
 
@@ -241,15 +306,20 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 	lz_close_fdp(&barrier[1]);
 
 	if (child.exec) {
-		/* EOF: the target exec'd (the pipe is close-on-exec). */
-		int e = 0;
+		/* EOF: the target exec'd (the pipe is close-on-exec). Else the
+		 * errno, and what failed when the wrapper refused (child_refuse). */
+		struct {
+			int e;
+			char what[LZ_BROKER_REFUSAL_MAX];
+		} rep = { 0, "" };
 		ssize_t n;
-		while ((n = read(child.report_fd, &e, sizeof(e))) < 0 && errno == EINTR)
+		while ((n = read(child.report_fd, &rep, sizeof(rep))) < 0 && errno == EINTR)
 			;
 		if (n != 0) {
-			r = lz_err_set(err, n == (ssize_t)sizeof(e) && e > 0 ? e : EIO, "%s: %s", label,
-				       n == (ssize_t)sizeof(e) && e > 0 ? strerror(e)
-								       : "failed before exec");
+			bool known = n >= (ssize_t)sizeof(rep.e) && rep.e > 0;
+			size_t len = n > (ssize_t)sizeof(rep.e) ? (size_t)n - sizeof(rep.e) : 0;
+			r = lz_err_set(err, known ? rep.e : EIO, "%s: %.*s%s%s", label, (int)len, rep.what,
+				       len > 0 ? ": " : "", known ? strerror(rep.e) : "failed before exec");
 			goto kill;
 		}
 		lz_close_fdp(&child.report_fd);

@@ -13,8 +13,10 @@
  *   6. the caller's staged hook persists that identity;
  *   7. only then the barrier is released;
  *   8. the wrapper arms its parent-death signal, rechecks the parent's pidfs
- *      identity (closing the arming race), joins namespaces if asked, and
- *      runs or execs the foreground target in place.
+ *      identity (closing the arming race), joins namespaces if asked; in a
+ *      user namespace (new or joined) it joins a fresh anonymous session
+ *      keyring and drops its supplementary groups, or refuses the target;
+ *      then it runs or execs the foreground target in place.
  * Step 1 (durable intent) comes before the call and step 9 (commit after
  * readiness) after it; both are the caller's. Signals and waits go through
  * the retained pidfd only. */

@@ -99,8 +99,11 @@ static uint64_t fs_known(int abi)
  * namespace or mount, which would hand a bug the capabilities of a user
  * namespace of its own (the kernel's whole mount and namespace code as
  * its surface) or a way around the router's read-only mounts
- * (fs/mountns.h). clone3 answers ENOSYS, so that threads are made by
- * clone, whose flags the filter sees. A call of another architecture
+ * (fs/mountns.h); no key management call: a key whose permissions let
+ * the developer's uid, not only its possessor, read it is read by serial
+ * whatever session keyring the helper holds (broker.c), and request_key
+ * has the kernel run /sbin/request-key on the host. clone3 answers
+ * ENOSYS, so that threads are made by clone, whose flags the filter sees. A call of another architecture
  * (int 0x80) ends the process; an x32 one fails. */
 static int filter_sockets(bool inet, struct lz_err *err)
 {
@@ -125,6 +128,9 @@ static int filter_sockets(bool inet, struct lz_err *err)
 		DENY(SYS_fsmount, EPERM),
 		DENY(SYS_fspick, EPERM),
 		DENY(SYS_mount_setattr, EPERM),
+		DENY(SYS_keyctl, EPERM),
+		DENY(SYS_add_key, EPERM),
+		DENY(SYS_request_key, EPERM),
 		DENY(SYS_clone3, ENOSYS),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 2),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),

@@ -40,11 +40,12 @@ struct lz_confine {
 /* Sets no_new_privs and restricts the calling thread for good: no new
  * socket but IPv4 ones (c->inet), no io_uring (its operations would pass
  * the filter), no new namespace (unshare, setns, clone with CLONE_NEW*;
- * clone3 answers ENOSYS) and no mount call, and through Landlock: executing no file, no file access c
- * does not grant, no TCP bind and, without c->inet, no TCP connect (ABI
- * 4; the helpers' listeners are made before), no connection to abstract
- * Unix sockets and no signal to processes outside the restriction (ABI
- * 6). Landlock rights the running kernel's ABI lacks are not restricted.
+ * clone3 answers ENOSYS), no mount call and no key management call
+ * (keyctl, add_key, request_key), and through Landlock: executing no
+ * file, no file access c does not grant, no TCP bind and, without
+ * c->inet, no TCP connect (ABI 4; the helpers' listeners are made
+ * before), no connection to abstract Unix sockets and no signal to
+ * processes outside the restriction (ABI 6). Landlock rights the running kernel's ABI lacks are not restricted.
  *
  * Returns the Landlock ABI applied (>= 1), or 0 when the kernel has no
  * Landlock (not built, or not enabled at boot: lz_confine_landlock_abi;

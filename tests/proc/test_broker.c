@@ -6,9 +6,12 @@
  * CI runs this suite as root. A new user namespace needs newuidmap with
  * subordinate IDs, which root has not: that path runs only for an
  * unprivileged user listed in /etc/subuid, and the namespace-joining path
- * (which needs CAP_SYS_ADMIN over the target's namespaces) only as root. */
+ * (which needs CAP_SYS_ADMIN over the target's namespaces) only as root.
+ * Run as root, the user-namespace cases become the test user (LZ_TEST_USER,
+ * default lazaret-test) in a child. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/keyctl.h>
 #include <poll.h>
 #include <grp.h>
 #include <pwd.h>
@@ -17,6 +20,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -792,34 +796,43 @@ static int userns_check(char *why, size_t size)
 	return 0;
 }
 
-/* Root has no subordinate IDs: as root (CI), the check runs in a child
- * that becomes the test user scripts/test.sh creates (LZ_TEST_USER,
- * default lazaret-test); without such a user the test fails, it does not
- * skip. */
-static void test_lz_broker_spawn__new_userns_has_verified_map(void **state)
+/* A group the test user is given besides its own when the suite runs as
+ * root (which may have none): what a process in a user namespace must not
+ * keep (the docker group, to the developer). It need not exist. */
+#define TEST_GROUP 4242
+
+/* Runs check in a child (it may change the session keyring and groups)
+ * and fails with what it reports. Root has no subordinate IDs: as root
+ * (CI), the child becomes the test user scripts/test.sh creates
+ * (LZ_TEST_USER, default lazaret-test) with TEST_GROUP as a supplementary
+ * group; without such a user the test fails, it does not skip. */
+static void run_as_test_user(int (*check)(char *why, size_t size))
 {
-	(void)state;
 	char why[1024] = "";
+	struct passwd *pw = NULL;
+	const char *name = getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
 	if (geteuid() != 0) {
 		if (!has_subuid())
 			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
-		if (userns_check(why, sizeof(why)) != 0)
-			fail_msg("%s", why);
-		return;
-	}
-	const char *name = getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
-	struct passwd *pw = getpwnam(name);
-	if (pw == NULL)
+	} else if ((pw = getpwnam(name)) == NULL) {
 		fail_msg("test user '%s' does not exist (scripts/test.sh creates it)", name);
+	}
 	int p[2];
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(NULL);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+		gid_t groups[] = { pw ? pw->pw_gid : 0, TEST_GROUP };
+		if (pw && (setgroups(2, groups) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0))
 			_exit(2);
-		int r = userns_check(why, sizeof(why));
+		/* Changing uid made this process undumpable, which its
+		 * children inherit: joining one's namespaces would need
+		 * CAP_SYS_PTRACE. A user's own process is dumpable. */
+		if (pw && prctl(PR_SET_DUMPABLE, 1) < 0)
+			_exit(2);
+		int r = check(why, sizeof(why));
 		(void)!write(p[1], why, strlen(why));
 		_exit(r);
 	}
@@ -828,7 +841,233 @@ static void test_lz_broker_spawn__new_userns_has_verified_map(void **state)
 	int st = 0;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		fail_msg("as %s: %s", name, why[0] ? why : "could not become the test user");
+		fail_msg("as %s: %s", pw ? name : "this user", why[0] ? why : "could not become the test user");
+}
+
+static void test_lz_broker_spawn__new_userns_has_verified_map(void **state)
+{
+	(void)state;
+	run_as_test_user(userns_check);
+}
+
+/* ---- the developer's keys and groups stay outside (spec 3.3, SR-12) ------- */
+
+/* The Groups: line of /proc/self/status, without its blanks. */
+static int status_groups(char *buf, size_t size)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	if (f == NULL)
+		return -errno;
+	char line[512];
+	int r = -ENOENT;
+	while (r < 0 && fgets(line, sizeof(line), f))
+		if (strncmp(line, "Groups:", 7) == 0) {
+			const char *v = line + 7;
+			v += strspn(v, " \t");
+			snprintf(buf, size, "%.*s", (int)strcspn(v, "\n"), v);
+			size_t n = strlen(buf);
+			while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+				buf[--n] = '\0';
+			r = 0;
+		}
+	fclose(f);
+	return r;
+}
+
+/* The target, in a user namespace: the key the test holds in its session
+ * keyring (a Kerberos ticket, to the developer) cannot be read by its
+ * serial, and no supplementary group is left. */
+static int fn_holds_no_host_credentials(void *arg, struct lz_err *err)
+{
+	int32_t serial = *(const int32_t *)arg;
+	char buf[64], groups[256];
+	long n = syscall(SYS_keyctl, KEYCTL_READ, serial, buf, sizeof(buf));
+	if (n >= 0)
+		return lz_err_set(err, EEXIST, "read the caller's key by its serial (%ld bytes)", n);
+	int r = status_groups(groups, sizeof(groups));
+	if (r < 0)
+		return lz_err_set(err, -r, "Groups: of /proc/self/status: %s", strerror(-r));
+	if (groups[0] != '\0')
+		return lz_err_set(err, EEXIST, "kept supplementary groups: %s", groups);
+	return 0;
+}
+
+/* In the checking child: a session keyring of its own (named, so the
+ * caller's is not touched) holding a "user" key this process can read,
+ * and at least one supplementary group. */
+static int hold_host_credentials(int32_t *ret_serial, char *why, size_t size)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "lz-test-broker-%d", (int)getpid());
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, name) < 0) {
+		snprintf(why, size, "join a session keyring: %s", strerror(errno));
+		return 1;
+	}
+	long serial = syscall(SYS_add_key, "user", "lz-test-broker-key", "secret", 6, KEY_SPEC_SESSION_KEYRING);
+	char buf[16];
+	if (serial < 0 || syscall(SYS_keyctl, KEYCTL_READ, serial, buf, sizeof(buf)) != 6) {
+		snprintf(why, size, "add and read back a key: %s", strerror(errno));
+		return 1;
+	}
+	char groups[256] = "";
+	if (status_groups(groups, sizeof(groups)) < 0 || groups[0] == '\0') {
+		snprintf(why, size, "this process has no supplementary group to leave behind (run as root, "
+				    "or as a user with one)");
+		return 1;
+	}
+	*ret_serial = (int32_t)serial;
+	return 0;
+}
+
+/* The flags the Runtime Supervisor is created with (coordinator.c). */
+#define RS_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)
+
+static int spawn_fn_and_wait(struct lz_broker_spec *spec, char *why, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	if (lz_broker_spawn(spec, &child, &err) < 0) {
+		snprintf(why, size, "spawn: %s", err.msg);
+		return 1;
+	}
+	int status = -1;
+	if (lz_broker_wait(&child, 5000, &status, &err) < 0 || status != 0) {
+		snprintf(why, size, "%s (%d): %s", spec->label, status, err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* The Runtime Supervisor's path: a fn target in a new user namespace. */
+static int keys_new_userns_check(char *why, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_idmap map;
+	int32_t serial = 0;
+	if (hold_host_credentials(&serial, why, size) != 0)
+		return 1;
+	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
+		snprintf(why, size, "idmap: %s", err.msg);
+		return 1;
+	}
+	struct lz_broker_spec spec = { .label = "new user namespace", .clone_flags = RS_FLAGS, .map = &map,
+				       .join_pidfd = -1, .fn = fn_holds_no_host_credentials, .arg = &serial };
+	return spawn_fn_and_wait(&spec, why, size);
+}
+
+static void test_lz_broker_spawn__new_userns_leaves_keyring_and_groups(void **state)
+{
+	(void)state;
+	run_as_test_user(keys_new_userns_check);
+}
+
+static int fn_holds(void *arg, struct lz_err *err)
+{
+	(void)arg;
+	(void)err;
+	for (;;)
+		pause();
+	return 0; /* not reached: killed */
+}
+
+/* A session's exec client's path: joining the user, mount and PID
+ * namespaces of a process made like the Runtime Supervisor. */
+static int keys_joined_userns_check(char *why, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_idmap map;
+	int32_t serial = 0;
+	if (hold_host_credentials(&serial, why, size) != 0)
+		return 1;
+	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
+		snprintf(why, size, "idmap: %s", err.msg);
+		return 1;
+	}
+	struct lz_broker_spec holder_spec = { .label = "holder", .clone_flags = RS_FLAGS, .map = &map,
+					      .join_pidfd = -1, .fn = fn_holds };
+	struct lz_broker_child holder = LZ_BROKER_CHILD_INIT;
+	if (lz_broker_spawn(&holder_spec, &holder, &err) < 0) {
+		snprintf(why, size, "holder: %s", err.msg);
+		return 1;
+	}
+	struct lz_broker_spec spec = { .label = "joined user namespace", .join_pidfd = holder.pidfd,
+				       .join_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID,
+				       .fn = fn_holds_no_host_credentials, .arg = &serial };
+	int r = spawn_fn_and_wait(&spec, why, size);
+	lz_broker_kill(&holder);
+	return r;
+}
+
+static void test_lz_broker_spawn__joined_userns_leaves_keyring_and_groups(void **state)
+{
+	(void)state;
+	run_as_test_user(keys_joined_userns_check);
+}
+
+static bool write_proc(pid_t pid, const char *file, const char *text)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok;
+}
+
+/* A user namespace whose setgroups is denied: the wrapper that joins it
+ * cannot drop its groups, and refuses its target with the reason. */
+static void test_lz_broker_spawn__userns_keeping_groups_is_refused(void **state)
+{
+	(void)state;
+	int ready[2];
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	int holder = -1;
+	pid_t pid = lz_clone_pidfd(CLONE_NEWUSER, &holder);
+	if (pid == 0) {
+		close(ready[1]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		char c;
+		(void)!read(ready[0], &c, 1);
+		for (;;)
+			pause();
+	}
+	assert_true(pid > 0);
+	close(ready[0]);
+	char map[64];
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)getuid());
+	assert_true(write_proc(pid, "uid_map", map));
+	assert_true(write_proc(pid, "setgroups", "deny"));
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)getgid());
+	assert_true(write_proc(pid, "gid_map", map));
+
+	struct lz_err err = { 0, "" };
+	char marker[64];
+	make_marker_path(marker, sizeof(marker));
+	char *const argv[] = { "touch", marker, NULL };
+	struct lz_spawn exec = { .exe_fd = -1, .path = bin("touch"), .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .label = "joined", .join_pidfd = holder, .join_flags = CLONE_NEWUSER,
+				       .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), -EPERM);
+	assert_string_equal(err.msg, "joined: cannot drop the supplementary groups (setgroups): "
+				     "Operation not permitted");
+	assert_int_equal(child.pidfd, -EBADF);
+	assert_false(appears(marker, 200));
+
+	/* A fn target's refusal comes back as text through lz_broker_wait. */
+	spec = (struct lz_broker_spec){ .label = "joined fn", .join_pidfd = holder,
+					.join_flags = CLONE_NEWUSER, .fn = fn_touch, .arg = marker };
+	assert_int_equal(lz_broker_spawn(&spec, &child, &err), 0);
+	int status = -1;
+	assert_int_equal(lz_broker_wait(&child, 5000, &status, &err), -EIO);
+	assert_int_equal(status, 125);
+	assert_string_equal(err.msg, "cannot drop the supplementary groups (setgroups): Operation not permitted");
+	assert_false(exists(marker));
+	close(ready[1]);
+	stop_holder(holder);
 }
 
 int main(void)
@@ -854,6 +1093,9 @@ int main(void)
 		cmocka_unit_test(test_lz_broker_forget_in_children__fn_target_runs_without_it),
 		cmocka_unit_test(test_lz_broker_forget_in_children__pidns_wrapper_runs_without_it),
 		cmocka_unit_test(test_lz_broker_spawn__new_userns_has_verified_map),
+		cmocka_unit_test(test_lz_broker_spawn__new_userns_leaves_keyring_and_groups),
+		cmocka_unit_test(test_lz_broker_spawn__joined_userns_leaves_keyring_and_groups),
+		cmocka_unit_test(test_lz_broker_spawn__userns_keeping_groups_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, remove_markers);
 }

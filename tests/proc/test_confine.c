@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
+#include <linux/keyctl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -382,6 +383,31 @@ static void test_lz_confine__no_namespace_or_mount(void **state)
 	run_in_child(namespaces_shape, *state);
 }
 
+/* No key management call: a key the developer's uid may read is read by
+ * serial whatever session keyring the helper holds (broker.c), and
+ * request_key would have the kernel run /sbin/request-key on the host. */
+static void keys_shape(void *arg)
+{
+	(void)arg;
+	CHECK(syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 1) >= 0,
+	      "keyctl before: %s", strerror(errno));
+	struct lz_err err = { 0, "" };
+	int abi = lz_confine(&(struct lz_confine){ .read_anywhere = true }, &err);
+	CHECK(abi >= 0, "lz_confine: %d %s", abi, err.msg);
+	CHECK(syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0) < 0 && errno == EPERM,
+	      "keyctl: %s", strerror(errno));
+	CHECK(syscall(SYS_add_key, "user", "lz-test-confine", "x", 1, KEY_SPEC_PROCESS_KEYRING) < 0 &&
+		      errno == EPERM,
+	      "add_key: %s", strerror(errno));
+	CHECK(syscall(SYS_request_key, "user", "lz-test-confine", NULL, 0) < 0 && errno == EPERM,
+	      "request_key: %s", strerror(errno));
+}
+
+static void test_lz_confine__no_key_management(void **state)
+{
+	run_in_child(keys_shape, *state);
+}
+
 /* A descriptor that is not a directory is refused before anything is
  * restricted. */
 static void bad_descriptor(void *arg)
@@ -411,6 +437,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_confine__no_namespace_or_mount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__refuses_a_bad_descriptor_whole, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_confine__no_key_management, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
