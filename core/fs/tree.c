@@ -62,12 +62,33 @@ static int empty_dir(struct removal *rm, int fd, int depth, struct lz_err *err)
 	return r;
 }
 
+/* Makes the directory dirfd/name, stat'ed as st, 0700 through a
+ * descriptor of that object, never by its name again: a writer racing the
+ * removal could have put a hard link to another file there. 0, or -1 with
+ * errno (ENOENT: it went meanwhile; ESTALE: another object is there). */
+static int own_dir(int dirfd, const char *name, const struct stat *st)
+{
+	_cleanup_close_ int p =
+		lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	struct stat now;
+	if (p < 0 || fstat(p, &now) < 0)
+		return -1;
+	if (now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		errno = ESTALE;
+		return -1;
+	}
+	char self[32];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", p);
+	return fchmodat(AT_FDCWD, self, 0700, 0);
+}
+
 /* Moves the directory dirfd/name into the top directory. Moving a
- * directory to another parent rewrites its "..": it must be writable. */
+ * directory to another parent rewrites its "..": it must be writable.
+ * One that went meanwhile (another removal of the same tree) is done. */
 static int hoist(struct removal *rm, int dirfd, const char *name, const struct stat *st, struct lz_err *err)
 {
-	if ((st->st_mode & 0700) != 0700 && fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) < 0)
-		return lz_err_set(err, errno, "chmod '%s': %s", name, strerror(errno));
+	if ((st->st_mode & 0700) != 0700 && own_dir(dirfd, name, st) < 0)
+		return errno == ENOENT ? 0 : lz_err_set(err, errno, "chmod '%s': %s", name, strerror(errno));
 	for (;;) {
 		char fresh[40];
 		snprintf(fresh, sizeof(fresh), ".lz-deep-%lu", rm->serial++);
@@ -75,6 +96,8 @@ static int hoist(struct removal *rm, int dirfd, const char *name, const struct s
 			rm->hoisted++;
 			return 0;
 		}
+		if (errno == ENOENT)
+			return 0;
 		if (errno != EEXIST)
 			return lz_err_set(err, errno, "move '%s' up: %s", name, strerror(errno));
 	}
@@ -96,14 +119,13 @@ static int remove_at(struct removal *rm, int dirfd, const char *name, int depth,
 		return hoist(rm, dirfd, name, &st, err);
 	_cleanup_close_ int fd = lz_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
 					    LZ_RESOLVE_OWNED);
-	if (fd < 0 && errno == EACCES) {
-		/* 0500-style image directories: make them ours to empty. */
-		_cleanup_close_ int p = lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC,
-						   LZ_RESOLVE_OWNED);
-		if (p >= 0 && fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
-			fd = lz_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
-					LZ_RESOLVE_OWNED);
-	}
+	/* 0500-style image directories: make them ours to empty. */
+	if (fd < 0 && errno == EACCES && own_dir(dirfd, name, &st) == 0)
+		fd = lz_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW, LZ_RESOLVE_OWNED);
+	/* Gone since the stat: removed by another removal of the same tree
+	 * (two Domains' removals share the parked trees), as missing is. */
+	if (fd < 0 && errno == ENOENT)
+		return 0;
 	if (fd < 0)
 		return lz_err_set(err, errno, "open '%s': %s", name, strerror(errno));
 	if ((st.st_mode & 0700) != 0700 && fchmod(fd, 0700) < 0)

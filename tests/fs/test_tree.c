@@ -10,11 +10,29 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "fs/tree.h"
+
+/* A removal racing this one: the directory named vanish is removed (with
+ * its one file, "f") just after the walk stat'ed it, once. */
+static const char *vanish;
+
+int fstatat(int dirfd, const char *name, struct stat *st, int flags)
+{
+	int r = (int)syscall(SYS_newfstatat, dirfd, name, st, flags);
+	if (r == 0 && vanish != NULL && strcmp(name, vanish) == 0) {
+		char f[256];
+		snprintf(f, sizeof(f), "%s/f", name);
+		vanish = NULL;
+		if (unlinkat(dirfd, f, 0) < 0 || unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+			abort();
+	}
+	return r;
+}
 
 static char base[64];
 static int basefd = -1;
@@ -230,6 +248,34 @@ static void test_lz_tree_remove__missing_is_success(void **state)
 	assert_int_equal(lz_tree_remove(basefd, "nothing-here", &err), 0);
 }
 
+/* Two removals of one tree (two Domains' removals share the parked
+ * trees): a directory the other took after this one stat'ed it is gone,
+ * which is what was wanted, not a failure that leaves the rest. */
+static void test_lz_tree_remove__a_directory_removed_meanwhile_is_done(void **state)
+{
+	(void)state;
+	char p[128];
+	snprintf(p, sizeof(p), "%s/top", base);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/top/victim", base);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/top/victim/f", base);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/top/other", base);
+	assert_int_equal(mkdir(p, 0700), 0);
+	struct lz_err err = { 0, "" };
+	vanish = "victim";
+	int r = lz_tree_remove(basefd, "top", &err);
+	assert_null(vanish); /* the race happened */
+	if (r != 0)
+		fail_msg("%s", err.msg);
+	struct stat st;
+	assert_int_equal(fstatat(basefd, "top", &st, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(errno, ENOENT);
+}
+
 static void test_lz_tree_remove__bad_names(void **state)
 {
 	(void)state;
@@ -252,6 +298,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__taken_names_at_the_top, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__missing_is_success, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_tree_remove__a_directory_removed_meanwhile_is_done, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_tree_remove__bad_names, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
