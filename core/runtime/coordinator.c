@@ -199,9 +199,15 @@ static void log_line(void *ctx, const char *line)
 
 /* ---- bootstrap recovery (spec 3.3, 3.6; ordered by runtime/recovery.lua) ---- */
 
+/* Bootstrap recovery and reset: before a generation, and never inside a
+ * batch, whose transitions are not durable while these commit the
+ * catalog's leases and remove trees on the strength of them (spec 3.6's
+ * order is Domain record, then catalog, then clean). */
 static int before_begin(const lz_hc *hc, const char *what, struct lz_err *err)
 {
-	return hc->gen ? lz_err_set(err, EPROTO, "%s: only before a generation begins", what) : 0;
+	if (hc->gen)
+		return lz_err_set(err, EPROTO, "%s: only before a generation begins", what);
+	return no_batch(hc, what, err);
 }
 
 int lz_hc_lost_generation(lz_hc *hc, uint64_t *ret, struct lz_err *err)
@@ -1927,6 +1933,8 @@ int lz_hc_reset(lz_hc *hc, const char *const *planned, size_t n, struct lz_err *
 	/* The exclusive lifecycle lock, and no generation of ours running. */
 	if (hc->gen != 0)
 		return lz_err_set(err, EBUSY, "a reset needs the Domain idle; this coordinator began a generation");
+	if (no_batch(hc, "reset", err) < 0)
+		return -EBUSY;
 	struct lz_anchor_reset a = anchor_reset_of(hc);
 	return lz_anchor_reset_run(&a, planned, n, err);
 }

@@ -37,6 +37,27 @@ describe("lazaret.config.report", function()
     assert.is_nil(text:find("fingerprint", 1, true))
   end)
 
+  -- The workspace's name may be the sandbox's: it never drives the
+  -- terminal, and JSON stays JSON whatever its bytes.
+  it("escapes what the paths hold that is not printable", function()
+    require("lazaret_spec")
+    local s = {}
+    for k, v in pairs(summary) do s[k] = v end
+    s.workspace = "/tmp/ws\27]0;PWNED\7\27[31mRED"
+    local text = report.text(s)
+    assert.is_nil(text:find("\27", 1, true))
+    assert.is_nil(text:find("\7", 1, true))
+    assert.matches("\nworkspace: +/tmp/ws\\", text)
+    s.workspace = "/tmp/ws\255x"
+    local ok, out = pcall(report.json, s)
+    assert.is_true(ok, tostring(out))
+    assert.is_nil(out:find("\255", 1, true))
+    s.workspace = "/tmp/ws\194\155x" -- U+009B, CSI for some terminals
+    assert.is_nil(report.json(s):find("\194\155", 1, true))
+    s.workspace = "/tmp/caf\195\169" -- UTF-8 stays as it is
+    assert.truthy(report.json(s):find("caf\195\169", 1, true))
+  end)
+
   it("emits one JSON object with the documented keys", function()
     local out = report.json(summary)
     assert.matches('^{.*}\n$', out)

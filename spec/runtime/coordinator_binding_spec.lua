@@ -269,6 +269,31 @@ describe("lazaret.core.coordinator", function()
       hc:close()
     end)
 
+    -- Recovery commits the catalog and removes trees on the Domain
+    -- Store's evidence: never on transitions a batch has not made durable.
+    it("refuse bootstrap recovery and reset inside", function()
+      local hc = open()
+      local store = dstore.of(hc)
+      local refused = {}
+      assert.is_true(store:batch(function()
+        for name, f in pairs({
+          lost_generation = function() return hc:lost_generation() end,
+          release_lost_leases = function() return hc:release_lost_leases() end,
+          clean_runtime = function() return hc:clean_runtime() end,
+          retire_lost = function() return hc:retire_lost() end,
+          reset = function() return hc:reset({}) end,
+        }) do
+          assert_refused(errno.EBUSY, "inside a Domain Store batch", f())
+          refused[#refused + 1] = name
+        end
+      end))
+      assert.are.equal(5, #refused)
+      -- Outside, each is judged on its own merits again.
+      assert.is_table(hc:release_lost_leases())
+      assert.is_true(hc:reset({}))
+      hc:close()
+    end)
+
     it("raise an error from inside after committing what came before it", function()
       local hc, store = begun()
       local ok, e = pcall(store.batch, store, function()

@@ -3,7 +3,28 @@
 local M = {}
 
 local json = require("lazaret.json")
-local ipairs, string_format, table_concat = ipairs, string.format, table.concat
+local ipairs, string_format, string_find, table_concat = ipairs, string.format, string.find, table.concat
+local utf8_len = utf8.len
+
+-- The paths are the developer's, but the workspace's last components may
+-- be names the sandbox made (the workspace is the current directory):
+-- escaped for the terminal (lazaret.core.text, loaded only when needed),
+-- and in JSON kept as they are only when valid UTF-8 without C1 controls.
+local text_escape
+local function shown(v)
+  if type(v) ~= "string" or not string_find(v, "[\0-\31\\\127-\255]") then
+    return v
+  end
+  text_escape = text_escape or require("lazaret.core.text").escape
+  return text_escape(v)
+end
+
+local function json_path(v)
+  if v == nil or (utf8_len(v) and not string_find(v, "\194[\128-\159]")) then
+    return v
+  end
+  return shown(v)
+end
 
 local rows = {
   { "config", "source" },
@@ -20,7 +41,7 @@ function M.text(s)
   for _, row in ipairs(rows) do
     local v = s[row[2]]
     if v ~= nil then
-      out[#out + 1] = string_format("%-14s%s", row[1] .. ":", v)
+      out[#out + 1] = string_format("%-14s%s", row[1] .. ":", shown(v))
     end
   end
   out[#out + 1] = string_format("%-14s%d", "runsc dcache:", s.runsc_dcache)
@@ -36,11 +57,11 @@ end
 function M.json(s)
   return json.encode({
     ok = true,
-    config = s.source,
-    storage_root = s.storage_root,
-    runtime_root = s.runtime_root,
+    config = json_path(s.source),
+    storage_root = json_path(s.storage_root),
+    runtime_root = json_path(s.runtime_root),
     profile = s.profile or json.null,
-    workspace = s.workspace or json.null,
+    workspace = json_path(s.workspace) or json.null,
     domain_id = s.domain_id or json.null,
     fingerprint = s.fingerprint or json.null,
     runsc_dcache = s.runsc_dcache,
