@@ -291,7 +291,7 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 	child.exec = spec->exec != NULL;
 
 	if ((r = still_present(child.pidfd, err)) < 0 ||
-	    (r = lz_pidref_from_pidfd(child.pidfd, pid, &child.id, err)) < 0)
+	    (r = lz_pidref_from_pidfd(child.pidfd, &child.id, err)) < 0)
 		goto kill;
 	if ((spec->clone_flags & CLONE_NEWUSER) &&
 	    (r = lz_idmap_write_and_verify(spec->map, pid, child.pidfd, err)) < 0)

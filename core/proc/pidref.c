@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -81,11 +83,63 @@ int lz_proc_stat_field(const char *text, int field, uint64_t *ret)
 	return 0;
 }
 
-int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err)
+/* The host's /proc, where a process that mounted a /proc of its own for
+ * its PID namespace (the Runtime Supervisor) kept it (lz_pidref_use_proc);
+ * -1: the /proc mount, the host's for everyone else. */
+static int host_proc = -1;
+
+void lz_pidref_use_proc(int proc_fd)
+{
+	host_proc = proc_fd;
+}
+
+/* A small file of the host's /proc (rel beneath it), as lz_read_small. */
+static ssize_t read_proc(const char *rel, char *buf, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%s", rel);
+	if (host_proc < 0)
+		return lz_read_small(path, buf, cap);
+	int fd = openat(host_proc, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, cap - 1);
+	int e = errno;
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -e : -EIO;
+	buf[n] = '\0';
+	return n;
+}
+
+/* The PID of the process behind pidfd in the host's PID namespace ("Pid:"
+ * of its fdinfo, read in the host's /proc: its PID namespace is the one
+ * numbers are given in). Never the caller's own number for it: clone3 in
+ * a PID namespace of its own, as the Runtime Supervisor's, answers
+ * another. 0 when that namespace cannot see it. */
+static int fdinfo_pid(int pidfd, pid_t *ret, struct lz_err *err)
+{
+	char path[48], text[512];
+	snprintf(path, sizeof(path), "self/fdinfo/%d", pidfd);
+	ssize_t n = read_proc(path, text, sizeof(text));
+	if (n < 0)
+		return lz_err_set(err, (int)-n, "read '%s': %s", path, strerror((int)-n));
+	const char *p = strstr(text, "\nPid:\t");
+	long v;
+	char *end;
+	if (p == NULL || (v = strtol(p + 6, &end, 10), end == p + 6) || (*end != '\n' && *end != '\0') ||
+	    v < -1 || v > INT32_MAX)
+		return lz_err_set(err, EPROTO, "'%s' names no PID", path);
+	*ret = v > 0 ? (pid_t)v : 0;
+	return 0;
+}
+
+int lz_pidref_from_pidfd(int pidfd, struct lz_pidref *ret, struct lz_err *err)
 {
 	struct statfs sfs;
 	struct stat st;
-	struct lz_pidref ref = { .pid = (uint32_t)pid };
+	struct lz_pidref ref = { 0 };
+	pid_t pid = 0;
 	int r;
 	if (fstatfs(pidfd, &sfs) < 0)
 		return lz_err_set(err, errno, "fstatfs(pidfd): %s", strerror(errno));
@@ -95,12 +149,16 @@ int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_
 		return lz_err_set(err, errno, "fstat(pidfd): %s", strerror(errno));
 	ref.pidfs_dev = st.st_dev;
 	ref.pidfs_ino = st.st_ino;
-	if ((r = lz_boot_id(ref.boot_id, err)) < 0)
+	if ((r = lz_boot_id(ref.boot_id, err)) < 0 || (r = fdinfo_pid(pidfd, &pid, err)) < 0)
 		return r;
+	if (pid == 0)
+		return lz_err_set(err, ESRCH, "the process of pidfd %d is gone, or outside the PID namespace of /proc",
+				  pidfd);
+	ref.pid = (uint32_t)pid;
 
 	char path[32], text[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	ssize_t n = lz_read_small(path, text, sizeof(text));
+	snprintf(path, sizeof(path), "%d/stat", (int)pid);
+	ssize_t n = read_proc(path, text, sizeof(text));
 	if (n < 0)
 		return lz_err_set(err, (int)-n, "read '%s': %s", path, strerror((int)-n));
 	if (lz_proc_stat_field(text, LZ_PROC_STAT_START_TIME, &ref.start_time) < 0)

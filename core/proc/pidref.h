@@ -33,8 +33,16 @@ int lz_boot_id(uint8_t ret[16], struct lz_err *err);
 int lz_boot_id_parse(const char *text, uint8_t ret[16]);
 
 /* Forms the identity of the child behind pidfd: fstatfs must report
- * PID_FS_MAGIC, fstat gives the pidfs device and inode (spec 3.3 step 5). */
-int lz_pidref_from_pidfd(int pidfd, pid_t pid, struct lz_pidref *ret, struct lz_err *err);
+ * PID_FS_MAGIC, fstat gives the pidfs device and inode (spec 3.3 step 5),
+ * its fdinfo the PID /proc (the host's) numbers it by, never the caller's
+ * own number for it (a process in a PID namespace of its own, as the
+ * Runtime Supervisor is, gets another from clone3). */
+int lz_pidref_from_pidfd(int pidfd, struct lz_pidref *ret, struct lz_err *err);
+
+/* A process about to mount a /proc of its own PID namespace over the
+ * host's (the Runtime Supervisor) keeps a descriptor of the host's /proc
+ * here first: identities it forms are read there. Not closed here. */
+void lz_pidref_use_proc(int proc_fd);
 
 /* Exact pidfs recovery matching (spec 3.3): *ret_alive is true only when
  * the boot ID matches, a pidfd opened for ref->pid has exactly the

@@ -1067,7 +1067,7 @@ int lz_hc_enter(lz_hc *hc, enum lz_dstore_role role, struct lz_err *err)
 		_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 		if (fd < 0)
 			return lz_err_set(err, errno, "pidfd of the Host Coordinator: %s", strerror(errno));
-		if ((r = lz_pidref_from_pidfd(fd, getpid(), &me, err)) < 0)
+		if ((r = lz_pidref_from_pidfd(fd, &me, err)) < 0)
 			return r;
 	} else if (role == LZ_DSTORE_ROLE_NETWORK) {
 		/* Spec 3.3 "Network RS": the committed supervisor, after the

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "proc/broker.h"
+#include "proc/pidref.h"
 #include "net/canary.h"
 #include "net/egress.h"
 #include "net/netpolicy.h"
@@ -173,6 +174,13 @@ static int mount_all(const struct lz_rs_plan *p, struct lz_rs_msg *mounts, struc
 {
 	_cleanup_close_ int prepared = -EBADF, root = -EBADF, upper = -EBADF, work = -EBADF;
 	int r;
+	/* Kept for the life of the RS: the identities of its children are the
+	 * host's PIDs (proc/pidref.h), and its /proc becomes its PID
+	 * namespace's next. */
+	int host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (host_proc < 0)
+		return lz_err_set(err, errno, "open /proc: %s", strerror(errno));
+	lz_pidref_use_proc(host_proc);
 	if ((r = lz_mountns_prepare(err)) < 0 || (r = lz_rsplan_reopen(p->prepared, p->prepared_fd, &prepared, err)) < 0 ||
 	    (r = lz_rsplan_reopen(p->root_target, p->root_target_fd, &root, err)) < 0 ||
 	    (r = lz_rsplan_reopen(p->root_upper, p->root_upper_fd, &upper, err)) < 0 ||

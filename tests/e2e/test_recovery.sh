@@ -112,6 +112,33 @@ kill_role_during_serve() {
 	assert_recovered
 }
 
+# Spec 3.3: every recorded identity is the host's PID of that very process
+# (its start time in the host's /proc equals the recorded one), the
+# Runtime Supervisor's children included: they live in its PID namespace,
+# where they have other numbers, and recovery looks them up on the host.
+test_recorded_identities_are_host_pids() {
+	local cli ready="" role pid start
+	(launch sleep 60 >/dev/null 2>&1) &
+	cli=$!
+	for _ in $(seq 300); do
+		[ -n "$(pid_of runsc-exec)" ] && ready=1 && break
+		sleep 0.1
+	done
+	[ -n "$ready" ] || { kill "$cli"; fail "the session did not start"; }
+	for role in runtime_supervisor attached_runsc connectivity_helper; do
+		read -r pid start < <(sqlite3 -readonly -separator ' ' "$DATA"/domains/*/domain.sqlite \
+			"select proc_pid, proc_start_time from participants where role = '$role' and proc_slot = 'committed' order by generation desc limit 1")
+		[ -n "$pid" ] || fail "no committed $role identity"
+		assert_eq "$start" "$(awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$pid/stat" 2>/dev/null)" \
+			"start time of the recorded $role (PID $pid)"
+	done
+	assert_eq "$(pid_of runsc)" "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select proc_pid from participants where role = 'attached_runsc' and proc_slot = 'committed' order by generation desc limit 1")" \
+		"the recorded attached runsc is the RS's runsc"
+	kill "$cli"
+	wait "$cli" || true
+}
+
 kill_hc_at() {
 	local step=$1
 	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
@@ -221,6 +248,7 @@ time.sleep(600)' "$rs" "$1" >"$T/holder.out" 2>&1 &
 # The mount namespace keeps its mounts: the first one found is the reason.
 test_held_mount_namespace() { test_held_namespace_refuses_until_released mnt "its mount of / (mount ID "; }
 test_held_network_namespace() { test_held_namespace_refuses_until_released net "its network namespace (namespace ID "; }
+t_run "recorded identities are the host's PIDs of their processes" test_recorded_identities_are_host_pids
 t_run "a mount namespace of a lost generation held outside it: refused until released" test_held_mount_namespace
 t_run "a network namespace of a lost generation held outside it: refused until released" test_held_network_namespace
 

@@ -1,12 +1,18 @@
 /* pidfs process identity (spec 3.3): parsers and a real child's identity. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +20,91 @@
 #include <cmocka.h>
 
 #include "proc/pidref.h"
+
+static void write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		_exit(90);
+	close(fd);
+}
+
+/* Spec 3.3: a process in a PID namespace of its own with a /proc of its
+ * own (the Runtime Supervisor) forms its children's identities with the
+ * host's PIDs, which the coordinator's recovery looks them up by. Here a
+ * first process of a new PID namespace forms its child's identity (clone3
+ * and its /proc would say 2) and sends it; the test, outside, finds the
+ * child alive by it. */
+static void test_lz_pidref_from_pidfd__child_in_a_pid_namespace_has_its_host_pid(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t outer = fork();
+	assert_true(outer >= 0);
+	if (outer == 0) {
+		uid_t uid = getuid();
+		gid_t gid = getgid();
+		char map[64];
+		if (unshare(uid == 0 ? CLONE_NEWPID : CLONE_NEWUSER | CLONE_NEWPID) < 0)
+			_exit(91);
+		if (uid != 0) {
+			write_text("/proc/self/setgroups", "deny");
+			snprintf(map, sizeof(map), "%u %u 1", (unsigned)uid, (unsigned)uid);
+			write_text("/proc/self/uid_map", map);
+			snprintf(map, sizeof(map), "%u %u 1", (unsigned)gid, (unsigned)gid);
+			write_text("/proc/self/gid_map", map);
+		}
+		pid_t first = fork(); /* PID 1 there */
+		if (first < 0)
+			_exit(92);
+		if (first == 0) {
+			/* The namespace ends with the test's kill of outer. */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+				_exit(95);
+			/* As the Runtime Supervisor: the host's /proc kept, then a
+			 * /proc of this PID namespace mounted over it. */
+			int host = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (host < 0 || unshare(CLONE_NEWNS) < 0 ||
+			    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+			    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+				_exit(96);
+			lz_pidref_use_proc(host);
+			int pidfd = -1;
+			struct clone_args ca = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd,
+						 .exit_signal = SIGCHLD };
+			long child = syscall(SYS_clone3, &ca, sizeof(ca));
+			if (child == 0) {
+				pause();
+				_exit(0);
+			}
+			struct lz_pidref id;
+			struct lz_err err;
+			if (child != 2 || lz_pidref_from_pidfd(pidfd, &id, &err) < 0)
+				_exit(93);
+			if (write(p[1], &id, sizeof(id)) != sizeof(id))
+				_exit(94);
+			pause(); /* until the test kills the namespace */
+			_exit(0);
+		}
+		int status;
+		(void)waitpid(first, &status, 0);
+		_exit(0);
+	}
+	close(p[1]);
+	struct lz_pidref id;
+	assert_int_equal(read(p[0], &id, sizeof(id)), sizeof(id));
+	close(p[0]);
+	assert_true(id.pid != 2);
+	struct lz_err err;
+	bool alive = false;
+	assert_int_equal(lz_pidref_alive(&id, &alive, &err), 0);
+	assert_true(alive);
+	/* Its namespace's first process ends, and it with it. */
+	assert_int_equal(kill(outer, SIGKILL), 0);
+	int status;
+	assert_int_equal(waitpid(outer, &status, 0), outer);
+}
 
 static void test_lz_boot_id_parse__canonical_order(void **state)
 {
@@ -63,8 +154,8 @@ static void test_lz_pidref_from_pidfd__real_child(void **state)
 	assert_true(pidfd >= 0);
 	struct lz_pidref a, b;
 	struct lz_err err;
-	assert_int_equal(lz_pidref_from_pidfd(pidfd, pid, &a, &err), 0);
-	assert_int_equal(lz_pidref_from_pidfd(pidfd, pid, &b, &err), 0);
+	assert_int_equal(lz_pidref_from_pidfd(pidfd, &a, &err), 0);
+	assert_int_equal(lz_pidref_from_pidfd(pidfd, &b, &err), 0);
 	assert_memory_equal(&a, &b, sizeof(a));
 	assert_int_equal(a.pid, (uint32_t)pid);
 	assert_true(a.pidfs_ino != 0);
@@ -73,7 +164,7 @@ static void test_lz_pidref_from_pidfd__real_child(void **state)
 	assert_int_equal(lz_boot_id(boot, &err), 0);
 	assert_memory_equal(a.boot_id, boot, 16);
 	/* Not a pidfd: fstatfs reports another filesystem. */
-	assert_int_equal(lz_pidref_from_pidfd(STDIN_FILENO, pid, &b, &err), -ENOTSUP);
+	assert_int_equal(lz_pidref_from_pidfd(STDIN_FILENO, &b, &err), -ENOTSUP);
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	waitpid(pid, NULL, 0);
 	close(pidfd);
@@ -99,7 +190,7 @@ static void test_lz_pidref_alive__running_zombie_reaped(void **state)
 	struct lz_pidref ref, other;
 	struct lz_err err;
 	bool alive = false;
-	assert_int_equal(lz_pidref_from_pidfd(pidfd, pid, &ref, &err), 0);
+	assert_int_equal(lz_pidref_from_pidfd(pidfd, &ref, &err), 0);
 	assert_int_equal(lz_pidref_alive(&ref, &alive, &err), 0);
 	assert_true(alive);
 	other = ref;
@@ -141,7 +232,7 @@ static void test_lz_pidref_alive__pid_of_another_process_thread(void **state)
 	assert_true(self >= 0);
 	struct lz_pidref ref;
 	struct lz_err err;
-	assert_int_equal(lz_pidref_from_pidfd(self, getpid(), &ref, &err), 0);
+	assert_int_equal(lz_pidref_from_pidfd(self, &ref, &err), 0);
 	close(self);
 	volatile pid_t tid = 0;
 	pthread_t t;
@@ -163,6 +254,7 @@ int main(void)
 		cmocka_unit_test(test_lz_boot_id_parse__malformed),
 		cmocka_unit_test(test_lz_proc_stat_field__comm_with_parens_and_spaces),
 		cmocka_unit_test(test_lz_pidref_from_pidfd__real_child),
+		cmocka_unit_test(test_lz_pidref_from_pidfd__child_in_a_pid_namespace_has_its_host_pid),
 		cmocka_unit_test(test_lz_pidref_alive__running_zombie_reaped),
 		cmocka_unit_test(test_lz_pidref_alive__pid_of_another_process_thread),
 	};

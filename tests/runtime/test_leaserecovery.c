@@ -146,7 +146,7 @@ static pid_t child(struct lz_pidref *id)
 	}
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	assert_true(pidfd >= 0);
-	OK(lz_pidref_from_pidfd(pidfd, pid, id, &E));
+	OK(lz_pidref_from_pidfd(pidfd, id, &E));
 	close(pidfd);
 	return pid;
 }
