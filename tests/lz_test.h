@@ -7,12 +7,42 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fs/tree.h"
+
+/* In a forked child: unshares flags, behind a user namespace that maps
+ * the caller to itself (setgroups denied) unless it is root, which needs
+ * none. 0, or -1: the child should _exit. */
+static inline int lz_test_unshare_as_self(int flags)
+{
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	if (unshare(uid == 0 ? flags : CLONE_NEWUSER | flags) < 0)
+		return -1;
+	if (uid == 0)
+		return 0;
+	char map[64];
+	const char *files[] = { "/proc/self/setgroups", "/proc/self/uid_map", "/proc/self/gid_map" };
+	for (int i = 0; i < 3; i++) {
+		if (i == 0)
+			snprintf(map, sizeof(map), "deny");
+		else
+			snprintf(map, sizeof(map), "%u %u 1", i == 1 ? (unsigned)uid : (unsigned)gid,
+				 i == 1 ? (unsigned)uid : (unsigned)gid);
+		int fd = open(files[i], O_WRONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : write(fd, map, strlen(map));
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)strlen(map))
+			return -1;
+	}
+	return 0;
+}
 
 /* Removes the tree at an absolute path (best effort; for fixtures). */
 static inline void lz_test_rmtree(const char *path)

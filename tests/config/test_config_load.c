@@ -993,14 +993,6 @@ static void test_lz_config_load__executable_symlink_resolved(void **state)
 
 /* ---- another mount of one tree (spec 3.2: filesystem identities) --------- */
 
-static void write_text(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-		_exit(90);
-	close(fd);
-}
-
 /* Loads in a child of its own mount namespace (and, unless root, a user
  * namespace mapping the caller to itself) after bind-mounting from onto
  * to: the result, and the message in *ret. */
@@ -1011,18 +1003,8 @@ static int load_with_bind(const struct fx *f, const char *from, const char *to, 
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		uid_t uid = getuid();
-		gid_t gid = getgid();
-		char map[64];
-		if (unshare(uid == 0 ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		if (lz_test_unshare_as_self(CLONE_NEWNS) < 0)
 			_exit(91);
-		if (uid != 0) {
-			write_text("/proc/self/setgroups", "deny");
-			snprintf(map, sizeof(map), "%u %u 1", (unsigned)uid, (unsigned)uid);
-			write_text("/proc/self/uid_map", map);
-			snprintf(map, sizeof(map), "%u %u 1", (unsigned)gid, (unsigned)gid);
-			write_text("/proc/self/gid_map", map);
-		}
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 		    mount(from, to, NULL, MS_BIND, NULL) < 0)
 			_exit(92);

@@ -938,18 +938,27 @@ static int spawn_fn_and_wait(struct lz_broker_spec *spec, char *why, size_t size
 	return 0;
 }
 
-/* The Runtime Supervisor's path: a fn target in a new user namespace. */
-static int keys_new_userns_check(char *why, size_t size)
+/* The key and groups a check's target must not hold, and the invoking
+ * user's ID map for its user namespace. */
+static int hold_credentials_and_map(int32_t *serial, struct lz_idmap *map, char *why, size_t size)
 {
 	struct lz_err err = { 0, "" };
-	struct lz_idmap map;
-	int32_t serial = 0;
-	if (hold_host_credentials(&serial, why, size) != 0)
+	if (hold_host_credentials(serial, why, size) != 0)
 		return 1;
-	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
+	if (lz_idmap_for_invoking_user(map, &err) < 0) {
 		snprintf(why, size, "idmap: %s", err.msg);
 		return 1;
 	}
+	return 0;
+}
+
+/* The Runtime Supervisor's path: a fn target in a new user namespace. */
+static int keys_new_userns_check(char *why, size_t size)
+{
+	struct lz_idmap map;
+	int32_t serial = 0;
+	if (hold_credentials_and_map(&serial, &map, why, size) != 0)
+		return 1;
 	struct lz_broker_spec spec = { .label = "new user namespace", .clone_flags = RS_FLAGS, .map = &map,
 				       .join_pidfd = -1, .fn = fn_holds_no_host_credentials, .arg = &serial };
 	return spawn_fn_and_wait(&spec, why, size);
@@ -977,12 +986,8 @@ static int keys_joined_userns_check(char *why, size_t size)
 	struct lz_err err = { 0, "" };
 	struct lz_idmap map;
 	int32_t serial = 0;
-	if (hold_host_credentials(&serial, why, size) != 0)
+	if (hold_credentials_and_map(&serial, &map, why, size) != 0)
 		return 1;
-	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
-		snprintf(why, size, "idmap: %s", err.msg);
-		return 1;
-	}
 	struct lz_broker_spec holder_spec = { .label = "holder", .clone_flags = RS_FLAGS, .map = &map,
 					      .join_pidfd = -1, .fn = fn_holds };
 	struct lz_broker_child holder = LZ_BROKER_CHILD_INIT;

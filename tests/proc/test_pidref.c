@@ -19,15 +19,8 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
 #include "proc/pidref.h"
-
-static void write_text(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-		_exit(90);
-	close(fd);
-}
 
 /* Spec 3.3: a process in a PID namespace of its own with a /proc of its
  * own (the Runtime Supervisor) forms its children's identities with the
@@ -43,18 +36,8 @@ static void test_lz_pidref_from_pidfd__child_in_a_pid_namespace_has_its_host_pid
 	pid_t outer = fork();
 	assert_true(outer >= 0);
 	if (outer == 0) {
-		uid_t uid = getuid();
-		gid_t gid = getgid();
-		char map[64];
-		if (unshare(uid == 0 ? CLONE_NEWPID : CLONE_NEWUSER | CLONE_NEWPID) < 0)
+		if (lz_test_unshare_as_self(CLONE_NEWPID) < 0)
 			_exit(91);
-		if (uid != 0) {
-			write_text("/proc/self/setgroups", "deny");
-			snprintf(map, sizeof(map), "%u %u 1", (unsigned)uid, (unsigned)uid);
-			write_text("/proc/self/uid_map", map);
-			snprintf(map, sizeof(map), "%u %u 1", (unsigned)gid, (unsigned)gid);
-			write_text("/proc/self/gid_map", map);
-		}
 		pid_t first = fork(); /* PID 1 there */
 		if (first < 0)
 			_exit(92);
