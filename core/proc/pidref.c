@@ -98,18 +98,7 @@ static ssize_t read_proc(const char *rel, char *buf, size_t cap)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%s", rel);
-	if (host_proc < 0)
-		return lz_read_small(path, buf, cap);
-	int fd = openat(host_proc, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, cap - 1);
-	int e = errno;
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -e : -EIO;
-	buf[n] = '\0';
-	return n;
+	return host_proc < 0 ? lz_read_small(path, buf, cap) : lz_read_small_at(host_proc, rel, buf, cap);
 }
 
 /* The PID of the process behind pidfd in the host's PID namespace ("Pid:"

@@ -72,7 +72,12 @@ int lz_fd_path(int fd, char *buf, size_t cap)
 
 ssize_t lz_read_small(const char *path, char *buf, size_t cap)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return lz_read_small_at(AT_FDCWD, path, buf, cap);
+}
+
+ssize_t lz_read_small_at(int dirfd, const char *path, char *buf, size_t cap)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	ssize_t n = read(fd, buf, cap - 1);

@@ -28,5 +28,7 @@ int lz_fd_path(int fd, char *buf, size_t cap);
 /* A small file (a /proc entry) read in one call into buf, NUL-terminated:
  * its length, or -errno (-EIO when empty). */
 ssize_t lz_read_small(const char *path, char *buf, size_t cap);
+/* The same, path relative to dirfd (AT_FDCWD: as lz_read_small). */
+ssize_t lz_read_small_at(int dirfd, const char *path, char *buf, size_t cap);
 
 #endif
