@@ -382,12 +382,12 @@ int lz_hc_recovered(lz_hc *hc, struct lz_err *err)
 	if (n > 0)
 		return lz_err_set(err, EBUSY,
 				  "generation %llu of this Domain may still be running (its image lease is kept: see "
-				  "hc.log); nothing was started",
+				  "hc.log)",
 				  (unsigned long long)held);
 	if (lz_rundir_generations(hc->runtime_domain, gens, 1) > 0)
 		return lz_err_set(err, EBUSY,
 				  "generation %llu of this Domain may still be running (its runtime tree is kept: see "
-				  "hc.log); nothing was started",
+				  "hc.log)",
 				  (unsigned long long)gens[0]);
 	hc->recovered = true;
 	return 0;

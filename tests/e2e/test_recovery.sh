@@ -234,10 +234,17 @@ time.sleep(600)' "$rs" "$1" >"$T/holder.out" 2>&1 &
 	kill -9 "$(pid_of hc)"
 	wait "$cli" || true
 	capture launch echo refused
+	local launch_status=$STATUS launch_out=$OUT launch_err=$ERR
+	# Verification reports the residue recovery could not prove gone.
+	capture lz state verify --profile test
 	kill "$holder"
 	wait "$holder" 2>/dev/null || true
-	[ "$STATUS" != 0 ] || fail "a launch succeeded while the lost generation's namespace was held: $OUT"
-	assert_not_contains "$OUT" "refused"
+	assert_eq 1 "$STATUS" "state verify while held: $OUT $ERR"
+	assert_contains "$OUT" "FAIL recovery      generation 1 of this Domain may still be running (its image lease is kept: see hc.log)"
+	assert_not_contains "$OUT" "nothing was started"
+	[ "$launch_status" != 0 ] || fail "a launch succeeded while the lost generation's namespace was held: $launch_out"
+	assert_not_contains "$launch_out" "refused"
+	assert_contains "$launch_err" "may still be running (its image lease is kept: see hc.log); nothing was started"
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "$2"
 	# The network namespace's holder is named (the mount namespace's
 	# mount is found first).

@@ -299,7 +299,7 @@ function M.main(cmd)
   if not recovered then
     log("bootstrap recovery refused the launch: " .. rmsg)
     hc:close()
-    report_failure(coordinator, rmsg, rerr)
+    report_failure(coordinator, rmsg .. "; nothing was started", rerr)
     return 1
   end
   lap("recovery")

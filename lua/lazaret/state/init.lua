@@ -59,6 +59,7 @@ end
 -- holds it (the lost generation recorded, the leases of dead generations
 -- released). A Domain whose last session just ended is still tearing down
 -- for a moment: wait for its coordinator to let go (bounded), then refuse.
+-- Not strict: the coordinator and, when recovery failed, its reason.
 local function hold_domain(cfg, summary, what, strict)
   local platform = require("lazaret.core.platform")
   local coordinator = require("lazaret.core.coordinator")
@@ -75,7 +76,8 @@ local function hold_domain(cfg, summary, what, strict)
     local ok, rmsg = require("lazaret.runtime.recovery").run(hc, function(line)
       io_stderr:write("lazaret: ", escape(line), "\n")
     end)
-    if ok or not strict then return hc end
+    if ok then return hc end
+    if not strict then return hc, rmsg end
     hc:close()
     err(rmsg)
     return nil
@@ -94,13 +96,16 @@ function M.verify(cmd)
   local cfg <close> = load_config(cmd, true)
   if not cfg then return EXIT.config end
   local summary = cfg:summary()
-  local hc <close> = hold_domain(cfg, summary, "verify", false)
+  local hc <close>, rmsg = hold_domain(cfg, summary, "verify", false)
   if not hc then return EXIT.failed end
   local rows, vmsg = hc:verify()
   if not rows then
     err(vmsg)
     return EXIT.failed
   end
+  -- Spec 3.6: residue recovery could not prove gone is a problem found,
+  -- named first, whatever the structure shows.
+  if rmsg then table.insert(rows, 1, { check = "recovery", ok = false, detail = rmsg }) end
   io_write(cmd.json and report.verify_json(summary, rows) or report.verify_text(summary, rows))
   for _, r in ipairs(rows) do
     if not r.ok then return EXIT.failed end
