@@ -62,13 +62,15 @@ int lz_file_create(int dirfd, const char *name, const void *data, size_t len, un
 	return 0;
 }
 
-int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err)
+static int dir_ensure(int dirfd, const char *name, mode_t mode, bool found_keeps_mode, int *ret_fd,
+		      struct lz_err *err)
 {
 	/* One component: mkdirat would follow a symlink in a longer path
 	 * before openat2 could refuse it. */
 	if (name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return lz_err_set(err, EINVAL, "invalid directory name '%s'", name);
-	if (mkdirat(dirfd, name, mode & 07777) < 0 && errno != EEXIST)
+	bool made = mkdirat(dirfd, name, mode & 07777) == 0;
+	if (!made && errno != EEXIST)
 		return lz_err_set(err, errno, "create %s: %s", name, strerror(errno));
 	_cleanup_close_ int fd =
 		lz_openat2(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
@@ -84,7 +86,7 @@ int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct 
 		return lz_err_set(err, errno, "stat %s: %s", name, strerror(errno));
 	/* An O_PATH descriptor cannot be fchmod'ed; its /proc/self/fd link
 	 * names exactly that object, never the name again. */
-	if ((st.st_mode & 07777) != (mode & 07777)) {
+	if ((made || !found_keeps_mode) && (st.st_mode & 07777) != (mode & 07777)) {
 		char self[32];
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
 		if (fchmodat(AT_FDCWD, self, mode & 07777, 0) < 0)
@@ -92,6 +94,16 @@ int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct 
 	}
 	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err)
+{
+	return dir_ensure(dirfd, name, mode, false, ret_fd, err);
+}
+
+int lz_dir_ensure_made(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err)
+{
+	return dir_ensure(dirfd, name, mode, true, ret_fd, err);
 }
 
 int lz_file_read_owned(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len, struct lz_err *err)

@@ -49,6 +49,11 @@ int lz_file_create(int dirfd, const char *name, const void *data, size_t len, un
  * the umask, set through the descriptor. *ret_fd untouched on failure. */
 int lz_dir_ensure(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err);
 
+/* lz_dir_ensure that sets mode only on the directory it makes: one found
+ * keeps its own (a State Anchor's upper root, whose mode the sandbox owns
+ * once made, spec 3.8). */
+int lz_dir_ensure_made(int dirfd, const char *name, mode_t mode, int *ret_fd, struct lz_err *err);
+
 /* Reads the regular file name beneath dirfd that Lazaret wrote: resolved
  * with LZ_RESOLVE_OWNED, opened non-blocking without following a link,
  * and refused unless it is a regular file with one link, owned by the

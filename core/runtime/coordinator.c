@@ -108,6 +108,9 @@ struct lz_hc {
 	/* Host Escalation (spec 3.8): the job each session's prompt is for. */
 	struct lz_escalation *esc;
 	int prompt_job[LZ_HC_MAX_SESSIONS]; /* -1: no prompt */
+	/* A session without a terminal whose process document (its
+	 * environment values) waits for runsc exec's PID file to go. */
+	bool doc_pending[LZ_HC_MAX_SESSIONS];
 	char **host_env;                    /* the host processes' environment */
 	uintptr_t env_start, env_end;       /* the environment block (lz_env_block) */
 };
@@ -223,8 +226,8 @@ int lz_hc_lost_generation(lz_hc *hc, uint64_t *ret, struct lz_err *err)
 }
 
 /* A generation left starting, published or stopping belongs to a lost
- * coordinator (we hold the Domain flock): it is recorded failed, with its
- * evidence kept for the steps after. */
+ * coordinator (we hold the Domain flock, and the one it recorded is gone):
+ * it is recorded failed, with its evidence kept for the steps after. */
 int lz_hc_record_lost(lz_hc *hc, uint64_t generation, struct lz_err *err)
 {
 	uint64_t lost = 0;
@@ -233,10 +236,10 @@ int lz_hc_record_lost(lz_hc *hc, uint64_t generation, struct lz_err *err)
 		return r;
 	if (lost == 0 || lost != generation)
 		return lz_err_set(err, EINVAL, "generation %llu is not the lost one", (unsigned long long)generation);
-	r = lz_dstore_generation_set_state(hc->store, generation, LZ_DSTORE_GEN_FAILED, err);
-	return r < 0 ? lz_err_prefix(err, r, "recording lost generation %llu as failed: ",
-				     (unsigned long long)generation)
-		     : 0;
+	r = lz_leaserecovery_record_lost(hc->store, generation, err);
+	return r < 0 && r != -EBUSY ? lz_err_prefix(err, r, "recording lost generation %llu as failed: ",
+						    (unsigned long long)generation)
+				    : r;
 }
 
 /* The bootstrap recovery's steps (lua/lazaret/runtime/recovery.lua, the
@@ -1209,8 +1212,9 @@ static void session_file(char name[SESSION_FILE_MAX], const char *id, const char
 }
 
 /* A session's process document holds its environment values (spec 3.3:
- * ephemeral): gone once runsc exec has read it, and at the session's end
- * with its PID file. */
+ * ephemeral): gone once runsc exec has read it (its PID file written:
+ * leader_arrived, forget_process_doc), and at the session's end with its
+ * PID file. */
 static void remove_session_files(lz_hc *hc, const char *id)
 {
 	char name[SESSION_FILE_MAX];
@@ -1235,6 +1239,7 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	struct lz_err ignored;
 	char id[sizeof(s->id)];
 	end_session_requests(hc, s);
+	hc->doc_pending[s - hc->sessions] = false;
 	memcpy(id, s->id, sizeof(id));
 	lz_session_reset(s); /* kills and reaps a remaining exec client first */
 	if (!id[0])
@@ -1331,6 +1336,37 @@ static int session_running(lz_hc *hc, struct lz_session *s, const struct lz_dsto
 	return 0;
 }
 
+/* The sessions directory watched for the PID files runsc exec writes
+ * once the guest runs (the leader of a terminal session, the end of a
+ * process document's life). */
+static int watch_sessions(lz_hc *hc, struct lz_err *err)
+{
+	if (hc->leader_watch >= 0)
+		return 0;
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/self/fd/%d", hc->gendir.sessions);
+	_cleanup_close_ int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0 || inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
+		return lz_err_set(err, errno, "watching for the guest leader: %s", strerror(errno));
+	hc->leader_watch = TAKE_FD(fd);
+	return 0;
+}
+
+/* Spec 3.3: a session without a terminal runs at once; its process
+ * document goes once runsc exec's PID file shows the guest ran. */
+static void forget_process_doc(lz_hc *hc, struct lz_session *s)
+{
+	size_t slot = (size_t)(s - hc->sessions);
+	char file[SESSION_FILE_MAX];
+	struct stat st;
+	session_file(file, s->id, "pid");
+	if (!hc->doc_pending[slot] || fstatat(hc->gendir.sessions, file, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	session_file(file, s->id, "json");
+	(void)unlinkat(hc->gendir.sessions, file, 0);
+	hc->doc_pending[slot] = false;
+}
+
 /* A starting terminal session whose guest leader runsc exec has written
  * now goes on running (runsc exec with a terminal makes the guest a
  * session and process-group leader, so its group is its PID; runsc
@@ -1411,20 +1447,19 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 		return r;
 	s->exec = exec; /* from here the slot's reset kills it */
 	lz_close_fdp(&slave);
-	if (!s->tty)
+	if (!s->tty) {
+		hc->doc_pending[s - hc->sessions] = true;
+		if ((r = watch_sessions(hc, err)) < 0)
+			return r;
+		forget_process_doc(hc, s);
 		return session_running(hc, s, NULL, err);
+	}
 	/* Spec 3.4 steps 3-4: the guest leader is known before any terminal
 	 * event is admitted. runsc exec writes it when the guest runs (tens of
 	 * milliseconds, longer in a busy sandbox): the loop serves the other
 	 * sessions meanwhile (leader_arrived). */
-	if (hc->leader_watch < 0) {
-		char dir[64];
-		snprintf(dir, sizeof(dir), "/proc/self/fd/%d", hc->gendir.sessions);
-		_cleanup_close_ int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		if (fd < 0 || inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
-			return lz_err_set(err, errno, "watching for the guest leader: %s", strerror(errno));
-		hc->leader_watch = TAKE_FD(fd);
-	}
+	if ((r = watch_sessions(hc, err)) < 0)
+		return r;
 	s->leader_by = lz_now_ms() + GUEST_LEADER_TIMEOUT_MS;
 	return leader_arrived(hc, s, err);
 }
@@ -1837,8 +1872,11 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			break;
 		}
 		lz_escalation_handle(hc->esc, pf + FIXED, n_esc);
-		if (pf[3].revents)
+		if (pf[3].revents) {
 			drain_leader_watch(hc);
+			for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
+				forget_process_doc(hc, &hc->sessions[i]);
+		}
 		for (size_t i = first_session; i < n; i++) {
 			struct lz_session *s = owner[i];
 			if (!pf[i].revents)

@@ -71,7 +71,7 @@ int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_id
 }
 
 /* Spec 3.3: a generation left live is a lost coordinator's (we hold the
- * flock). */
+ * flock, and the one it recorded is gone). */
 static int end_lost(lz_dstore *store, struct lz_err *err)
 {
 	_cleanup_free_ struct lz_dstore_generation *v = NULL;
@@ -79,7 +79,7 @@ static int end_lost(lz_dstore *store, struct lz_err *err)
 	int rc = lz_dstore_generation_list(store, 1, &v, &n, err);
 	if (rc < 0 || n == 0 || v[0].state == LZ_DSTORE_GEN_STOPPED || v[0].state == LZ_DSTORE_GEN_FAILED)
 		return rc;
-	return lz_dstore_generation_set_state(store, v[0].generation, LZ_DSTORE_GEN_FAILED, err);
+	return lz_leaserecovery_record_lost(store, v[0].generation, err);
 }
 
 static void report_line(void *ctx, const char *line)

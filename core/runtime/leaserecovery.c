@@ -140,6 +140,31 @@ static void judge_namespaces(lz_dstore *store, const struct lz_dstore_generation
 		judge_namespace("network namespace", LZ_DSTORE_NS_NETWORK, &ns.network, deadline, why, cap);
 }
 
+int lz_leaserecovery_record_lost(lz_dstore *store, uint64_t generation, struct lz_err *err)
+{
+	struct lz_dstore_participant p;
+	bool alive = false;
+	int r = lz_dstore_participant_get(store, generation, LZ_DSTORE_ROLE_HOST_COORDINATOR, &p, err);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r >= 0) {
+		if (p.process.phase != LZ_DSTORE_SLOT_UNASSIGNED)
+			r = lz_pidref_alive(&p.process.id, &alive, err);
+		uint32_t pid = p.process.id.pid;
+		lz_dstore_participant_clear(&p);
+		if (r < 0)
+			return lz_err_prefix(err, r, "the coordinator of generation %llu: ",
+					     (unsigned long long)generation);
+		if (alive)
+			return lz_err_set(err, EBUSY,
+					  "generation %llu is still served by its coordinator (process %u), which "
+					  "holds another lock file: was the runtime directory removed, or is "
+					  "XDG_RUNTIME_DIR another? End that session first",
+					  (unsigned long long)generation, (unsigned)pid);
+	}
+	return lz_dstore_generation_set_state(store, generation, LZ_DSTORE_GEN_FAILED, err);
+}
+
 void lz_leaserecovery_judge(lz_dstore *store, uint64_t g, int64_t deadline, char *why, size_t cap)
 {
 	/* A lost generation's processes may still be exiting (its Runtime

@@ -35,6 +35,15 @@
  * deadline (lz_now_ms's clock) to finish before they count as running. */
 void lz_leaserecovery_judge(lz_dstore *store, uint64_t generation, int64_t deadline, char *why, size_t cap);
 
+/* Spec 3.3: records generation, left starting, published or stopping,
+ * failed, as a lost coordinator's. Holding the Domain flock proves that
+ * only while the lock file is the one every coordinator takes: a runtime
+ * directory removed and made again (logind at the last logout), or
+ * another XDG_RUNTIME_DIR, gives a second one. So the coordinator the
+ * generation recorded must be gone too (exact pidfs identity); -EBUSY
+ * while it runs, changing nothing. */
+int lz_leaserecovery_record_lost(lz_dstore *store, uint64_t generation, struct lz_err *err);
+
 /* How long the processes of ended generations get to finish exiting
  * before they count as running: one wait for a whole recovery, however
  * many generations, leases and steps it judges. */

@@ -29,7 +29,9 @@ int lz_rsplan_anchor_name(const char *path, char *out, size_t size)
 	if (path[0] != '/')
 		return -EINVAL; /* "" would be read past its end, "xusr" named as "/usr" */
 	for (const char *p = path + 1; *p; p++) {
-		bool esc = *p == '/' || *p == '%';
+		/* A leading '.' too: the anchor directory's own entries that
+		 * are not anchors (a reset's set-aside trees) start with one. */
+		bool esc = *p == '/' || *p == '%' || (n == 0 && *p == '.');
 		if (n + (esc ? 3 : 1) >= size || n + (esc ? 3 : 1) > NAME_MAX)
 			return -ENAMETOOLONG;
 		if (esc)
@@ -155,8 +157,10 @@ static int plan_anchor(const struct lz_rsplan_input *in, size_t i, struct lz_rs_
 	if (r >= 0)
 		r = label(a->work, sizeof(a->work), one.canonical, "/work", err);
 	if (r >= 0)
-		/* The upper's root gives the merged directory its owner and mode. */
-		r = lz_dir_ensure(one.fd, "upper", st.st_mode & 07777, &a->upper_fd, err);
+		/* The upper's root gives the merged directory its owner and
+		 * mode: the image's when made, then the sandbox's own (never
+		 * reset by the host: a chown inside would make that refuse). */
+		r = lz_dir_ensure_made(one.fd, "upper", st.st_mode & 07777, &a->upper_fd, err);
 	if (r >= 0)
 		r = lz_dir_ensure(one.fd, "work", 0700, &a->work_fd, err);
 	lz_path_release(&anchors);

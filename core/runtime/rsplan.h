@@ -163,8 +163,9 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap);
 int lz_rsplan_reopen(const char *label, int inherited, int *ret, struct lz_err *err);
 
 /* The State Anchor directory name of a persistent path: "/usr/local" ->
- * "usr%2Flocal" ('/' and '%' escaped); -EINVAL for a path that is not
- * absolute, -ENAMETOOLONG. */
+ * "usr%2Flocal" ('/', '%' and a leading '.' escaped, so no anchor's name
+ * starts with '.'; lz_domain_anchor_path reverses it); -EINVAL for a path
+ * that is not absolute, -ENAMETOOLONG. */
 int lz_rsplan_anchor_name(const char *path, char *out, size_t size);
 
 #endif

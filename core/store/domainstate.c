@@ -32,6 +32,8 @@ int lz_domain_anchor_path(const char *name, char *out, size_t size)
 				c = '/';
 			else if (strncmp(p, "%25", 3) == 0)
 				c = '%';
+			else if (p == name && strncmp(p, "%2E", 3) == 0)
+				c = '.'; /* only first: lz_rsplan_anchor_name's one form */
 			else
 				return -EINVAL;
 			p += 2;

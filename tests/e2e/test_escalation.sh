@@ -168,7 +168,15 @@ test_the_supervisor_keeps_no_developer_secret() {
 	unused=$(python3 "$FIX/memscan.py" --text "$UNUSED" $pids)
 	# shellcheck disable=SC2086
 	passed=$(python3 "$FIX/memscan.py" --text "$PASSED" $pids)
+	# Spec 3.3: the session's process document (its environment values)
+	# is gone once the guest runs, not kept until the session ends.
+	local kept=
+	for _ in $(seq 30); do
+		kept=$(grep -rlF -- "$PASSED" "$T/run" 2>/dev/null) || break
+		sleep 0.1
+	done
 	touch "$WS/scanned"
+	assert_eq "" "$kept" "runtime files holding the profile's variable while the session runs"
 	echo "# unused: $unused" | tr '\n' ' '; echo
 	echo "# passed: $passed" | tr '\n' ' '; echo
 	wait "$cli" || fail "the session failed"

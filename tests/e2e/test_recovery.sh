@@ -255,7 +255,39 @@ time.sleep(600)' "$rs" "$1" >"$T/holder.out" 2>&1 &
 # The mount namespace keeps its mounts: the first one found is the reason.
 test_held_mount_namespace() { test_held_namespace_refuses_until_released mnt "its mount of / (mount ID "; }
 test_held_network_namespace() { test_held_namespace_refuses_until_released net "its network namespace (namespace ID "; }
+# The Domain flock is a file in the runtime directory: a second lazaret
+# with another XDG_RUNTIME_DIR (or after the directory was removed and made
+# again) takes a lock of its own. The generation the first coordinator
+# still serves is not recorded lost, and its session ends cleanly.
+test_a_second_lock_file_does_not_fail_a_live_generation() {
+	local cli gen other=()
+	(launch sh -c 'sleep 6; echo served') >"$T/first.out" 2>"$T/first.err" &
+	cli=$!
+	for _ in $(seq 300); do
+		[ -n "$(pid_of runsc-exec)" ] && break
+		sleep 0.1
+	done
+	[ -n "$(pid_of runsc-exec)" ] || fail "the first session never ran"
+	gen=$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite 'select max(generation) from generations')
+	mkdir -m 0700 "$T/run2"
+	other=("${LZ_ENV[@]/#XDG_RUNTIME_DIR=*/XDG_RUNTIME_DIR=$T/run2}")
+	capture env -C "$WS" -i "${other[@]}" "$LAZARET" state verify --profile test --config "$CFG"
+	assert_eq 1 "$STATUS" "state verify beside the live generation: $OUT $ERR"
+	assert_contains "$OUT" "FAIL recovery      generation $gen is still served by its coordinator (process $(pid_of hc))"
+	capture env -C "$WS" -i "${other[@]}" "$LAZARET" test --config "$CFG" -- echo second
+	assert_contains "$ERR" "still served by its coordinator"
+	assert_eq published "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select state from generations where generation = $gen")" "the live generation beside the second lock file"
+	wait "$cli" || fail "the first session did not end cleanly: $(cat "$T/first.out" "$T/first.err")"
+	assert_eq served "$(cat "$T/first.out")"
+	assert_no_processes # its coordinator's teardown ends after the CLI
+	assert_eq stopped "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select state from generations where generation = $gen")" "the first generation once ended"
+	assert_recovered
+}
+
 t_run "recorded identities are the host's PIDs of their processes" test_recorded_identities_are_host_pids
+t_run "a second lock file beside a live generation does not record it lost" test_a_second_lock_file_does_not_fail_a_live_generation
 t_run "a mount namespace of a lost generation held outside it: refused until released" test_held_mount_namespace
 t_run "a network namespace of a lost generation held outside it: refused until released" test_held_network_namespace
 

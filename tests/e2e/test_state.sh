@@ -373,10 +373,26 @@ test_automatic_image_gc_after_a_launch() {
 	assert_eq 0 "$STATUS" "the profile's image must still launch: $ERR"
 }
 
+# A persistent directory's root belongs to the sandbox once made: its
+# owner and mode, changed inside, persist, and the next launch neither
+# resets them nor refuses (the host could not chmod a root the sandbox gave
+# a subordinate owner).
+test_a_persistent_root_keeps_the_owner_and_mode_the_sandbox_gave_it() {
+	capture launch sh -c 'chown 1000:1000 /etc && chmod 0750 /etc && stat -c "%u %a" /etc'
+	assert_eq 0 "$STATUS" "chown inside: $ERR"
+	assert_eq "1000 750" "$OUT"
+	capture launch stat -c "%u %a" /etc
+	assert_eq 0 "$STATUS" "the launch after: $ERR"
+	assert_eq "1000 750" "$OUT"
+	capture lz state verify --profile test
+	assert_eq 0 "$STATUS" "$OUT $ERR"
+}
+
 t_run "state list shows the Domain, its identity and sizes (text and JSON)" test_list_shows_the_domain_and_its_sizes
 t_run "state list marks a Domain in use and a foreign identity" test_list_marks_a_domain_in_use_and_a_foreign_one
 t_run "state inspect shows added, changed and deleted entries, never contents" test_inspect_shows_changes_not_contents
 t_run "state verify passes, refuses an active Domain, finds a symlinked upper and a foreign identity" test_verify_passes_then_finds_each_problem
+t_run "a persistent directory's root keeps the owner and mode the sandbox gave it" test_a_persistent_root_keeps_the_owner_and_mode_the_sandbox_gave_it
 t_run "state reset of one directory keeps the others" test_reset_one_directory_keeps_the_others
 t_run "state reset --all" test_reset_all
 t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing

@@ -291,6 +291,24 @@ static void test_lz_dir_ensure__existing_directory_reused_and_mode_set(void **st
 	close(fd);
 }
 
+/* A State Anchor's upper root: the mode is the caller's only on the
+ * directory made; a found one keeps its own (the sandbox's). */
+static void test_lz_dir_ensure_made__mode_only_when_made(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	mode_t old = umask(077);
+	int fd = -1;
+	assert_int_equal(lz_dir_ensure_made(f->dfd, "d", 0755, &fd, &err), 0);
+	umask(old);
+	assert_int_equal(mode_at(f, "d") & 07777, 0755);
+	close(fd);
+	assert_int_equal(fchmodat(f->dfd, "d", 0750, 0), 0);
+	assert_int_equal(lz_dir_ensure_made(f->dfd, "d", 0755, &fd, &err), 0);
+	assert_int_equal(mode_at(f, "d") & 07777, 0750);
+	close(fd);
+}
+
 static void test_lz_dir_ensure__symlink_and_file_refused(void **state)
 {
 	struct fx *f = *state;
@@ -406,6 +424,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lz_dir_ensure__exact_mode_whatever_the_umask, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_dir_ensure__existing_directory_reused_and_mode_set, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_dir_ensure_made__mode_only_when_made, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_dir_ensure__symlink_and_file_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_dir_ensure__bad_names_and_dirfd, setup, teardown),
 	};

@@ -497,6 +497,38 @@ static void test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept(void
 				: NULL);
 }
 
+static enum lz_dstore_gen_state gen_state(struct fx *f, uint64_t g)
+{
+	struct lz_dstore_generation v;
+	OK(lz_dstore_generation_get(f->h, g, &v, &E));
+	return v.state;
+}
+
+/* Spec 3.3: the Domain flock proves a generation lost only with the
+ * coordinator it recorded gone (a second lock file after the runtime
+ * directory was made again would otherwise fail a live generation). */
+static void test_lz_leaserecovery__a_generation_is_lost_only_once_its_coordinator_is_gone(void **state)
+{
+	struct fx *f = *state;
+	struct lz_pidref hc;
+	pid_t pid = child(&hc);
+	uint64_t g = lost_generation(f, NULL, LZ_DSTORE_GEN_STARTING);
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_HOST_COORDINATOR, &E));
+	OK(lz_dstore_participant_enter_process(f->h, g, LZ_DSTORE_ROLE_HOST_COORDINATOR, &hc, &E));
+	lz_err_clear(&E);
+	assert_int_equal(lz_leaserecovery_record_lost(f->h, g, &E), -EBUSY);
+	assert_non_null(strstr(E.msg, "still served by its coordinator"));
+	assert_int_equal(gen_state(f, g), LZ_DSTORE_GEN_STARTING);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	OK(lz_leaserecovery_record_lost(f->h, g, &E));
+	assert_int_equal(gen_state(f, g), LZ_DSTORE_GEN_FAILED);
+	/* A generation whose coordinator never recorded itself is lost. */
+	uint64_t g2 = lost_generation(f, NULL, LZ_DSTORE_GEN_STARTING);
+	OK(lz_leaserecovery_record_lost(f->h, g2, &E));
+	assert_int_equal(gen_state(f, g2), LZ_DSTORE_GEN_FAILED);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -512,6 +544,7 @@ int main(void)
 		T(test_lz_leaserecovery__mismatched_artifact_keeps_lease_and_record),
 		T(test_lz_leaserecovery__missing_or_clean_record_keeps_the_lease),
 		T(test_lz_leaserecovery__a_lease_already_absent_is_not_counted),
+		T(test_lz_leaserecovery__a_generation_is_lost_only_once_its_coordinator_is_gone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
