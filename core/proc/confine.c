@@ -1,6 +1,7 @@
 /* Confinement of the helpers (confine.h). */
 #include "proc/confine.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -150,6 +151,9 @@ static int filter_sockets(bool inet, struct lz_err *err)
 
 int lz_confine(const struct lz_confine *c, struct lz_err *err)
 {
+	/* Kept loaded (a later dlopen by glibc finds it by its name, without
+	 * a file); a system without it fails pthread_cancel as before. */
+	(void)dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
 	int abi = lz_confine_landlock_abi();
 	_cleanup_close_ int rs = -EBADF;
 	if (abi > 0) {

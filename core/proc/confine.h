@@ -46,6 +46,9 @@ struct lz_confine {
  * c->inet, no TCP connect (ABI 4; the helpers' listeners are made
  * before), no connection to abstract Unix sockets and no signal to
  * processes outside the restriction (ABI 6). Landlock rights the running kernel's ABI lacks are not restricted.
+ * glibc's unwinder (libgcc_s, which pthread_cancel loads on first use, as
+ * libfuse's worker loop does at its end) is loaded first: confined, it
+ * could no longer be read, and glibc would abort the helper.
  *
  * Returns the Landlock ABI applied (>= 1), or 0 when the kernel has no
  * Landlock (not built, or not enabled at boot: lz_confine_landlock_abi;

@@ -107,7 +107,9 @@ struct lz_ignoreclass_inputs {
  * outside nested repositories is ignored; a bare one (the workspace is
  * the Git directory, or its .git file points to one) is classified the
  * same way (its linked worktrees by their own rules) and its Git
- * directory guarded. -EIO when libgit2 cannot read the
+ * directory guarded. An index entry whose workspace path (a nested
+ * repository's root, '/', the entry) exceeds LZ_PATH_MAX bytes is
+ * skipped: no query can name it. -EIO when libgit2 cannot read the
  * repository or its index, -EFBIG for an ignore file over 4 MiB, -E2BIG
  * past the snapshot's limits (4M nodes, 1M patterns), other -errno from
  * the file system; *ret untouched on failure. */
@@ -153,6 +155,23 @@ int lz_ignoreclass_guard(const lz_ignoreclass *snap, const char *path, size_t le
  * allocation, no system call. */
 int lz_ignoreclass_index_root(const lz_ignoreclass *snap, const char *gitdir, size_t len, char *root,
 			      size_t cap, size_t *ret_len);
+
+/* What the build of snap read of each repository it opened besides the
+ * .gitignore files and the global excludes file, for the watch
+ * (ignorewatch.c; spec 3.5: a changed index or ignore input publishes):
+ * fn gets each repository's Git directory (LZ_IGNORECLASS_READ_GITDIR:
+ * its index), then its common directory (LZ_IGNORECLASS_READ_COMMONDIR:
+ * info/exclude), len bytes, not NUL-terminated, no final '/'. inside:
+ * the path is workspace-relative ("" is the root: a bare workspace's
+ * common directory); else absolute (a workspace that is a linked
+ * worktree of a repository elsewhere). A directory may come more than
+ * once. fn's first nonzero return ends the walk and is returned. No
+ * allocation, no system call. */
+enum lz_ignoreclass_read { LZ_IGNORECLASS_READ_GITDIR, LZ_IGNORECLASS_READ_COMMONDIR };
+int lz_ignoreclass_read_dirs(const lz_ignoreclass *snap,
+			     int (*fn)(void *arg, enum lz_ignoreclass_read what, const char *dir, size_t len,
+				       bool inside),
+			     void *arg);
 
 /* The global excludes file as the developer's Git finds it outside any
  * repository: core.excludesFile of the system, XDG and global

@@ -312,6 +312,30 @@ static bool index_path_ok(const char *p, size_t len)
 	return true;
 }
 
+/* Records directory abs (as libgit2 gives it, a final '/') in the text:
+ * workspace-relative when inside (*ret_in), else absolute; no final '/'.
+ * 0, 1 when it is too long to record, or -errno. */
+static int read_dir_add(struct build *b, const char *abs, uint32_t *ret_off, uint32_t *ret_len, bool *ret_in)
+{
+	const char *rel;
+	size_t rl;
+	bool in = ic_ws_relative(b->ws_real, abs, &rel, &rl);
+	if (!in) {
+		rel = abs;
+		rl = strlen(abs);
+		while (rl > 1 && abs[rl - 1] == '/')
+			rl--;
+	}
+	if (rl > LZ_PATH_MAX)
+		return 1; /* not recorded: no watch can name it */
+	int r = ic_text_add(b->s, (const uint8_t *)rel, rl, ret_off);
+	if (r < 0)
+		return r;
+	*ret_len = (uint32_t)rl;
+	*ret_in = in;
+	return 0;
+}
+
 /* Loads a repository's index, core.ignoreCase and info/exclude into repo
  * ri rooted at node root. */
 static int repo_load(struct build *b, git_repository *g, uint32_t root)
@@ -335,6 +359,16 @@ static int repo_load(struct build *b, git_repository *g, uint32_t root)
 		rp->root_len = (uint32_t)b->len;
 	}
 
+	/* Where its index and info/exclude are: the watch's inputs. */
+	struct repo *rd = &s->repos[ri];
+	int r1 = read_dir_add(b, git_repository_path(g), &rd->idx_dir_off, &rd->idx_dir_len, &rd->idx_in);
+	int r2 = r1 < 0 ? 0 : read_dir_add(b, git_repository_commondir(g), &rd->com_dir_off, &rd->com_dir_len,
+					   &rd->com_in);
+	if (r1 < 0 || r2 < 0)
+		return lz_err_set(b->err, -(r1 < 0 ? r1 : r2), "ignoreclass: repository paths: %s",
+				  strerror(-(r1 < 0 ? r1 : r2)));
+	rd->read = r1 == 0 && r2 == 0;
+
 	git_config *cfg = NULL;
 	int icase = 0;
 	if (git_repository_config_snapshot(&cfg, g) < 0)
@@ -357,10 +391,19 @@ static int repo_load(struct build *b, git_repository *g, uint32_t root)
 	git_index *idx = NULL;
 	if (git_repository_index(&idx, g) < 0)
 		return git_fail(b->err, "read index of", git_repository_path(g));
+	/* An entry is relative to the repository's root (b->path): the node
+	 * it becomes has the root's path, '/', then the entry. One whose
+	 * workspace path is longer than LZ_PATH_MAX is skipped, as the walk
+	 * skips such directories: no query can name it (the router answers
+	 * ENAMETOOLONG first), and decide_all builds every node's path in a
+	 * buffer of that size. A nested repository's index is the sandbox's
+	 * to write. */
+	size_t root_room = b->len ? b->len + 1 : 0;
 	size_t n = git_index_entrycount(idx);
 	for (size_t i = 0; i < n; i++) {
 		const git_index_entry *e = git_index_get_byindex(idx, i);
-		if (e == NULL || !index_path_ok(e->path, strlen(e->path)))
+		if (e == NULL || !index_path_ok(e->path, strlen(e->path)) ||
+		    root_room + strlen(e->path) > LZ_PATH_MAX)
 			continue;
 		const uint8_t *p = (const uint8_t *)e->path;
 		size_t len = strlen(e->path), at = 0;
@@ -626,7 +669,10 @@ static int iso_walk(struct build *b, int iso_fd, uint32_t node)
 }
 
 /* Precomputes each node's own pattern decisions (as a directory and as a
- * non-directory), exactly what a query would compute at that component. */
+ * non-directory), exactly what a query would compute at that component.
+ * Every node's path fits LZ_PATH_MAX (repo_load, walk_dir); one that did
+ * not would name nothing a query can ask for, and is left undecided
+ * rather than overrun path. */
 static void decide_all(lz_ignoreclass *s)
 {
 	uint32_t chain[COMP_MAX];
@@ -634,8 +680,13 @@ static void decide_all(lz_ignoreclass *s)
 	uint16_t starts[COMP_MAX];
 	for (uint32_t id = 1; id < s->n_nodes; id++) {
 		uint32_t k = 0;
-		for (uint32_t n = id; n != 0; n = s->nodes[n].parent)
+		size_t total = 0;
+		for (uint32_t n = id; n != 0 && k < COMP_MAX; n = s->nodes[n].parent) {
 			chain[k++] = n;
+			total += s->nodes[n].name_len + (total ? 1u : 0u);
+		}
+		if (k == 0 || k > COMP_MAX - 1 || total > LZ_PATH_MAX)
+			continue;
 		size_t len = 0;
 		for (uint32_t j = k, comp = 0; j-- > 0; comp++) {
 			const struct node *nd = &s->nodes[chain[j]];

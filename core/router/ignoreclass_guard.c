@@ -392,6 +392,25 @@ static int add_abs_dir(lz_ignoreclass *s, const char *ws_real, const char *abs, 
 		return 0;
 	return ic_guard_add(s, *ret_rel, *ret_len, kind);
 }
+int lz_ignoreclass_read_dirs(const lz_ignoreclass *s,
+			     int (*fn)(void *arg, enum lz_ignoreclass_read what, const char *dir, size_t len,
+				       bool inside),
+			     void *arg)
+{
+	for (uint32_t i = 0; i < s->n_repos; i++) {
+		const struct repo *rp = &s->repos[i];
+		if (!rp->read)
+			continue;
+		int r = fn(arg, LZ_IGNORECLASS_READ_GITDIR, (const char *)s->text + rp->idx_dir_off, rp->idx_dir_len,
+			   rp->idx_in);
+		if (r == 0)
+			r = fn(arg, LZ_IGNORECLASS_READ_COMMONDIR, (const char *)s->text + rp->com_dir_off,
+			       rp->com_dir_len, rp->com_in);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
 
 int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *ws_real,
 		  const char *root, size_t root_len)

@@ -64,6 +64,12 @@ struct repo {
 	 * (gitdir_len 0: outside the workspace) and the worktree root the
 	 * index governs ("" is the workspace root). */
 	uint32_t gitdir_off, gitdir_len, root_off, root_len;
+	/* What the build read (lz_ignoreclass_read_dirs): the Git directory
+	 * holding the index and the common directory holding info/exclude,
+	 * into text, workspace-relative when inside the workspace (*_in),
+	 * else absolute; no final '/'. read: repo_load loaded this one. */
+	uint32_t idx_dir_off, idx_dir_len, com_dir_off, com_dir_len;
+	bool idx_in, com_in, read;
 	bool icase;
 };
 

@@ -33,8 +33,21 @@
 #define NAME_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)
 
 /* K_GITSUB: any other directory below a Git directory (objects/ab, refs/
- * heads): no ignore input, watched for the router's caches. */
-enum kind { K_TREE, K_GITDIR, K_GITINFO, K_GITSUB, K_GLOBAL };
+ * heads): no ignore input, watched for the router's caches. K_INPUT: a
+ * directory watched only because the snapshot read a file in it
+ * (watch_inputs), outside the workspace or not reached by the walk yet;
+ * no key of the router's. */
+enum kind { K_TREE, K_GITDIR, K_GITINFO, K_GITSUB, K_GLOBAL, K_INPUT };
+
+/* What the current snapshot read in a watched directory, whatever its
+ * kind (a linked worktree's .git/worktrees/<x>, a submodule's
+ * .git/modules/<x>, a bare workspace's .bare/, a Git directory outside
+ * the workspace): set by watch_inputs after each build. */
+enum {
+	W_INDEX = 1,  /* a repository's Git directory: index (commondir, gitdir: where it points) */
+	W_COMMON = 2, /* a common directory: info/, and worktrees/ and modules/ (new repositories) */
+	W_INFO = 4,   /* a common directory's info/: exclude */
+};
 
 /* One watched directory, indexed by its watch descriptor. The path is the
  * chain of parents (so a renamed directory keeps a correct path). */
@@ -46,6 +59,7 @@ struct watched {
 	dev_t dev; /* the directory's identity, the router's key for it */
 	ino_t ino;
 	bool holds_global; /* the global excludes file's directory (any kind) */
+	uint8_t inputs;    /* W_* */
 };
 
 struct lz_ignorewatch {
@@ -91,18 +105,21 @@ static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent,
 	if (copy == NULL)
 		return -ENOMEM;
 	bool holds_global = k == K_GLOBAL;
+	uint8_t inputs = 0;
 	if (iw->w[wd].used) { /* the same directory reached twice (IN_MASK_CREATE is not used) */
-		if (k == K_GLOBAL) { /* a workspace directory: it stays one */
+		if (k == K_GLOBAL || k == K_INPUT) { /* a workspace directory: it stays one */
 			free(copy);
-			iw->w[wd].holds_global = true;
+			iw->w[wd].holds_global |= k == K_GLOBAL;
 			return 0;
 		}
 		holds_global |= iw->w[wd].holds_global;
+		inputs = iw->w[wd].inputs;
 		free(iw->w[wd].name);
 		iw->ndirs--;
 	}
 	iw->w[wd] = (struct watched){ .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy,
-				      .dev = st->st_dev, .ino = st->st_ino, .holds_global = holds_global };
+				      .dev = st->st_dev, .ino = st->st_ino, .holds_global = holds_global,
+				      .inputs = inputs };
 	iw->ndirs++;
 	return 0;
 }
@@ -231,6 +248,8 @@ static int watch_one(struct lz_ignorewatch *iw, const struct pending *p, struct 
 			continue;
 		if (p->kind == K_TREE && strcmp(n, ".gitignore") == 0)
 			found = 1;
+		if (p->kind == K_TREE && strcmp(n, ".git") == 0 && de->d_type != DT_DIR)
+			found = 1; /* perhaps a linked worktree or a submodule: its index */
 		bool is_dir = de->d_type == DT_DIR;
 		if (de->d_type == DT_UNKNOWN) {
 			struct stat cst;
@@ -300,10 +319,43 @@ static bool global_event(const struct lz_ignorewatch *iw, const struct inotify_e
 	return x != NULL && x->holds_global && strcmp(ev->name, iw->global_base) == 0;
 }
 
+/* Whether the entry name of watched directory x is a file (or the way
+ * to one) the current snapshot read, or where a repository it does not
+ * know yet would appear (a new worktrees/<x> or modules/<x>). */
+static bool read_input(const struct lz_ignorewatch *iw, const struct watched *x, const char *n, bool dir)
+{
+	if ((x->inputs & W_INDEX) &&
+	    (strcmp(n, "index") == 0 || strcmp(n, "commondir") == 0 || strcmp(n, "gitdir") == 0))
+		return true;
+	if ((x->inputs & W_COMMON) &&
+	    (strcmp(n, "info") == 0 || strcmp(n, "worktrees") == 0 || strcmp(n, "modules") == 0))
+		return true;
+	if ((x->inputs & W_INFO) && strcmp(n, "exclude") == 0)
+		return true;
+	/* an entry of <G>/worktrees or <G>/modules, G a Git or common directory */
+	const struct watched *up = x->parent >= 0 && (size_t)x->parent < iw->cap && iw->w[x->parent].used
+					   ? &iw->w[x->parent]
+					   : NULL;
+	return dir && up != NULL && (up->kind == K_GITDIR || (up->inputs & W_COMMON)) &&
+	       (strcmp(x->name, "worktrees") == 0 || strcmp(x->name, "modules") == 0);
+}
+
 /* Whether one event changes an ignore input; adds watches for new
  * directories. */
+static bool handle_kind(struct lz_ignorewatch *iw, const struct inotify_event *ev, uint32_t *cookie,
+			int *from_wd, char *from_name);
+
 static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, uint32_t *cookie,
 		   int *from_wd, char *from_name)
+{
+	const struct watched *x = event_dir(iw, ev);
+	bool input = x != NULL && !(ev->mask & (IN_Q_OVERFLOW | IN_IGNORED)) &&
+		     read_input(iw, x, ev->name, (ev->mask & IN_ISDIR) != 0);
+	return handle_kind(iw, ev, cookie, from_wd, from_name) || input;
+}
+
+static bool handle_kind(struct lz_ignorewatch *iw, const struct inotify_event *ev, uint32_t *cookie,
+			int *from_wd, char *from_name)
 {
 	if (ev->mask & IN_Q_OVERFLOW) {
 		/* Changes were lost, new directories perhaps unwatched: the
@@ -324,8 +376,8 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 		return false;
 	const char *n = ev->name;
 	bool dir = ev->mask & IN_ISDIR;
-	if (x->kind == K_GLOBAL)
-		return false; /* global_event's */
+	if (x->kind == K_GLOBAL || x->kind == K_INPUT)
+		return false; /* global_event's, read_input's */
 	/* Every change under the host backing, the sandbox's own included,
 	 * drops what the kernel cached of that name. */
 	lz_router_host_changed(iw->router, x->dev, x->ino, n, !(ev->mask & NAME_EVENTS));
@@ -340,7 +392,7 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 	if (strcmp(n, ".gitignore") == 0)
 		return true;
 	if (!dir)
-		return false;
+		return strcmp(n, ".git") == 0; /* a linked worktree's or a submodule's, perhaps */
 	if (ev->mask & IN_MOVED_FROM) {
 		*cookie = ev->cookie;
 		*from_wd = ev->wd;
@@ -357,6 +409,73 @@ static bool handle(struct lz_ignorewatch *iw, const struct inotify_event *ev, ui
 	return (ev->mask & IN_DELETE) != 0; /* a removed directory took its ignore files */
 }
 
+/* Marks directory fd (inside: of the workspace) as holding inputs bits,
+ * watching it if the walk has not: a directory outside the workspace, or
+ * one made since the walk came by (its event is still queued). */
+static void mark_input(struct lz_ignorewatch *iw, int fd, bool inside, uint8_t bits)
+{
+	int wd = watch_fd(iw, fd); /* a watched directory's own descriptor: the same mask */
+	if (wd < 0)
+		return; /* seen at the next change elsewhere, as past the limit */
+	if ((size_t)wd >= iw->cap || !iw->w[wd].used) {
+		/* new: past the budget, as the walk would not watch it; no
+		 * router key (the walk records a workspace directory's) */
+		struct stat none = { 0 };
+		if ((inside && iw->ndirs >= iw->max_dirs) || record_wd(iw, wd, K_INPUT, -1, "", &none) < 0) {
+			(void)inotify_rm_watch(iw->ino_fd, wd);
+			return;
+		}
+	}
+	iw->w[wd].inputs |= bits;
+}
+
+static int input_dir(void *arg, enum lz_ignoreclass_read what, const char *dir, size_t len, bool inside)
+{
+	struct lz_ignorewatch *iw = arg;
+	char path[PATH_MAX];
+	if (len >= sizeof(path))
+		return 0;
+	memcpy(path, dir, len);
+	path[len] = '\0';
+	/* O_PATH: the watch follows /proc/self/fd; the directory need not be
+	 * listable (a Git directory outside, granted its files only). */
+	_cleanup_close_ int fd = inside ? lz_openat2(iw->host_fd, len ? path : ".",
+						     O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED)
+					: open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (what == LZ_IGNORECLASS_READ_GITDIR) {
+		mark_input(iw, fd, inside, W_INDEX);
+		return 0;
+	}
+	mark_input(iw, fd, inside, W_COMMON);
+	/* info/ as the build opens it: no symlink followed */
+	_cleanup_close_ int info = lz_openat2(fd, "info", O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (info >= 0)
+		mark_input(iw, info, inside, W_INFO);
+	return 0;
+}
+
+/* Makes every index and info/exclude snapshot snap read an input (spec
+ * 3.5: a changed index or ignore input publishes): a linked worktree's
+ * or a submodule's Git directory, a bare workspace's, one outside the
+ * workspace. What only an earlier snapshot read stops being one, and
+ * the directories watched for it alone are no longer watched. Runs
+ * before the snapshot is published, on the thread that reads events:
+ * an event read later is judged by the snapshot it may make stale. */
+static void watch_inputs(struct lz_ignorewatch *iw, const lz_ignoreclass *snap)
+{
+	for (size_t i = 0; i < iw->cap; i++)
+		iw->w[i].inputs = 0;
+	if (snap != NULL)
+		(void)lz_ignoreclass_read_dirs(snap, input_dir, iw);
+	for (size_t i = 0; i < iw->cap; i++)
+		if (iw->w[i].used && iw->w[i].kind == K_INPUT && iw->w[i].inputs == 0 && !iw->w[i].holds_global) {
+			(void)inotify_rm_watch(iw->ino_fd, (int)i);
+			forget_wd(iw, (int)i);
+		}
+}
+
 /* One attempt at a new snapshot. failures counts the attempts that failed
  * since the last success: the first MAX_RETRIES come RETRY_MS apart (an
  * index caught mid-write), later ones further apart; the previous
@@ -366,6 +485,7 @@ static bool rebuild(struct lz_ignorewatch *iw, unsigned failures)
 	lz_ignoreclass *snap = NULL;
 	struct lz_err err = { 0, "" };
 	if (lz_ignoreclass_build(&iw->in, &snap, &err) == 0) {
+		watch_inputs(iw, snap);
 		if (lz_router_publish(iw->router, lz_router_classifier_ignoreclass(snap)) == 0)
 			atomic_fetch_add(&iw->published, 1);
 		if (failures >= MAX_RETRIES)
@@ -503,8 +623,8 @@ size_t lz_ignorewatch_budget(unsigned long max_user_watches)
 	return quarter < LZ_IGNOREWATCH_MAX_DIRS ? (size_t)quarter : LZ_IGNOREWATCH_MAX_DIRS;
 }
 
-int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, size_t max_dirs,
-			 lz_ignorewatch **ret, struct lz_err *err)
+int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, const lz_ignoreclass *snap,
+			 size_t max_dirs, lz_ignorewatch **ret, struct lz_err *err)
 {
 	struct lz_ignorewatch *iw = calloc(1, sizeof(*iw));
 	if (iw == NULL)
@@ -534,6 +654,8 @@ int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, s
 	int rc = watch_tree(iw, K_TREE, -1, "");
 	if (rc >= 0 && iw->global_excludes)
 		watch_global(iw);
+	if (rc >= 0)
+		watch_inputs(iw, snap);
 	if (rc >= 0 && !iw->full_warned)
 		lz_router_host_watched(r, true);
 	if (rc < 0 || (rc = -pthread_create(&iw->thread, NULL, watch_main, iw)) < 0) {

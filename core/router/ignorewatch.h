@@ -7,6 +7,8 @@
  * excludes file's directory. Writes through the router land in
  * the host backing too, so one watch sees the sandbox's and the
  * developer's changes alike. When a .gitignore, an index, an info/exclude
+ * (every one the snapshot read: a linked worktree's, a submodule's, a
+ * bare workspace's, a Git directory outside the workspace), a `.git` file
  * or the global excludes file changes (or inotify overflows), it waits for
  * 50 ms of quiet, builds a new lz_ignoreclass snapshot and publishes it;
  * a build that fails (an index caught mid-write) is retried, and the old
@@ -45,10 +47,12 @@ typedef struct lz_ignorewatch lz_ignorewatch;
 size_t lz_ignorewatch_budget(unsigned long max_user_watches);
 
 /* Starts watching at most max_dirs directories (0: LZ_IGNOREWATCH_MAX_DIRS);
- * in's descriptors are duplicated and its path copied. r must outlive the
- * watch. */
-int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, size_t max_dirs,
-			 lz_ignorewatch **ret, struct lz_err *err);
+ * in's descriptors are duplicated and its path copied. snap (borrowed for
+ * the call; NULL: none) is the snapshot r serves, built from in: what it
+ * read (lz_ignoreclass_read_dirs) is watched until a rebuild replaces it.
+ * r must outlive the watch. */
+int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, const lz_ignoreclass *snap,
+			 size_t max_dirs, lz_ignorewatch **ret, struct lz_err *err);
 
 /* How many snapshots the watch has published so far (tests). */
 unsigned long lz_ignorewatch_published(const lz_ignorewatch *w);

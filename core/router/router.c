@@ -3,19 +3,24 @@
  * of a changed index or ignore input serializes against new pathname
  * operations and either installs one complete new snapshot or leaves the
  * prior snapshot active"). Design and lock order: router_int.h. */
+#include <dirent.h>
 #include <errno.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include "router/router_int.h"
 #include "util/cleanup.h"
+#include "util/sys.h"
 
 void lz_router_log(const char *fmt, ...)
 {
@@ -65,6 +70,69 @@ static void cls_release(struct lz_router_classifier *c)
 	if (c->release != NULL)
 		c->release(c->ctx);
 	*c = (struct lz_router_classifier){ 0 };
+}
+
+static bool ascii_letter(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Whether directory name of dirfd ("." itself) matches names without
+ * regard to case: a casefold directory (FS_CASEFOLD_FL: ext4, f2fs,
+ * tmpfs), or, whatever the file system (vfat, exfat, a CIFS share, WSL's
+ * drvfs), its first listed name with an ASCII letter found again with
+ * every letter's case flipped, as the same object, when no entry is
+ * listed under that name. 1, 0 (or no such name to try, or not a
+ * directory), -errno. Reads only: nothing is made to probe with. */
+static int folds_case(int dirfd, const char *name)
+{
+	_cleanup_close_ int fd = lz_openat2(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+	int flags = 0;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL))
+		return 1;
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (d == NULL) {
+		int e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		return -e;
+	}
+	char probe[NAME_MAX + 1] = "", flipped[NAME_MAX + 1] = "";
+	bool listed = false;
+	struct dirent *de;
+	for (int pass = 0; pass < 2 && !listed; pass++) {
+		rewinddir(d);
+		while ((de = readdir(d)) != NULL) {
+			if (pass == 1) {
+				listed |= strcmp(de->d_name, flipped) == 0;
+				continue;
+			}
+			size_t n = strlen(de->d_name), k;
+			for (k = 0; k < n && !ascii_letter(de->d_name[k]); k++)
+				;
+			if (k == n || n > NAME_MAX)
+				continue;
+			memcpy(probe, de->d_name, n + 1);
+			for (k = 0; k <= n; k++) {
+				char c = probe[k];
+				flipped[k] = c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A')
+					     : c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a')
+								    : c;
+			}
+			break;
+		}
+		if (probe[0] == '\0')
+			break;
+	}
+	closedir(d);
+	struct stat a, b;
+	if (probe[0] == '\0' || listed || fstatat(fd, flipped, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fstatat(fd, probe, &a, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
@@ -118,7 +186,20 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 			return lz_err_set(err, e, "router: %s backing: %s", label[b], strerror(e));
 		}
 	}
-	int rc = rt_table_init(r);
+	/* The guard compares Git's names bytewise (.git/hooks, config): where
+	 * the host would open .git/HOOKS as .git/hooks it guards nothing. */
+	int rc = folds_case(r->root_fd[RT_HOST], ".");
+	if (rc == 0)
+		rc = folds_case(r->root_fd[RT_HOST], ".git");
+	if (rc != 0) {
+		lz_router_free(r);
+		return rc > 0 ? lz_err_set(err, EOPNOTSUPP,
+					   "router: the workspace's file system ignores the case of names (a "
+					   "case-insensitive mount or a casefold directory): Git's control files "
+					   "cannot be protected there; use a case-sensitive file system")
+			      : lz_err_set(err, -rc, "router: host backing: %s", strerror(-rc));
+	}
+	rc = rt_table_init(r);
 	if (rc < 0) {
 		lz_router_free(r);
 		return lz_err_set(err, -rc, "router: inode table: %s", strerror(-rc));

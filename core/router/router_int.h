@@ -262,10 +262,12 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd);
 /* The mode the sandbox's mode becomes in backing b (no setuid or setgid
  * bit and no write for others on the host). */
 mode_t rt_policy_mode(enum rt_backing b, mode_t mode);
-/* An ACL (value: its system.posix_acl_* form) set on an object in
- * backing b: -EPERM when, on the host, it gives write to others, a named
- * user or a named group; -EINVAL when it is no ACL. */
-int rt_policy_acl_value(enum rt_backing b, const void *value, size_t size);
+/* An ACL (value: its system.posix_acl_* form; is_default: a default
+ * ACL) set on an object in backing b: -EPERM when, on the host, it gives
+ * write to others, a named user or a named group, or, a default ACL, to
+ * the owning group (its group:: or mask:: entry); -EINVAL when it is no
+ * ACL. */
+int rt_policy_acl_value(enum rt_backing b, bool is_default, const void *value, size_t size);
 /* The mode a new entry of guard g (rt_policy_new) is made with in
  * backing b: rt_policy_mode's, and in a host Git directory or a
  * directory holding control files no group or other write, whatever the

@@ -604,6 +604,23 @@ static int rename_lock_names(struct lz_router *r, const char *spath, size_t slen
 	return 1;
 }
 
+/* RENAME_EXCHANGE also makes the destination's object (mode) arrive at
+ * the source's name (path, directory dfd): it passes what making it
+ * there would (rt_policy_new), so no symlink, FIFO or socket takes the
+ * place of a directory on the way to a control file (the guard asks
+ * about a special object as about a directory: host tools follow a
+ * symlink). Neither name is new, so the Git-directory marker check holds
+ * nothing to keep: its lock is released at once (the destination's
+ * rt_policy_new may take it next). */
+static int exchange_arrives(struct lz_router *r, const char *path, size_t len, mode_t mode, int dfd,
+			    const char *name)
+{
+	bool dir = S_ISDIR(mode), locked = false;
+	int rc = rt_policy_new(r, path, len, dir, !dir && !S_ISREG(mode), dfd, name, &locked, NULL);
+	rt_policy_done(r, locked);
+	return rc;
+}
+
 static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, struct rt_inode *nd,
 		     const char *newname, unsigned flags)
 {
@@ -670,9 +687,13 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	}
 	if ((rc = check_dir_move(r, d, name, sb, &sst)) < 0)
 		return rc;
-	if (sb == RT_HOST && d == nd && !(flags & RENAME_EXCHANGE) && S_ISREG(sst.st_mode) &&
-	    strcmp(name, "index.lock") == 0 && strcmp(newname, "index") == 0 &&
-	    (rc = rt_index_guard(r, d, sfd)) < 0)
+	/* Git's index.lock arriving at index, by a rename or an exchange
+	 * (either way round). */
+	if (sb == RT_HOST && d == nd && S_ISREG(sst.st_mode) && strcmp(name, "index.lock") == 0 &&
+	    strcmp(newname, "index") == 0 && (rc = rt_index_guard(r, d, sfd)) < 0)
+		return rc;
+	if (sb == RT_HOST && d == nd && (flags & RENAME_EXCHANGE) && S_ISREG(xst.st_mode) &&
+	    strcmp(name, "index") == 0 && strcmp(newname, "index.lock") == 0 && (rc = rt_index_guard(r, d, xfd)) < 0)
 		return rc;
 	if ((sdfd = rt_side_dir(r, d, sb, false)) < 0)
 		return sdfd;
@@ -691,6 +712,8 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 			      (!(flags & RENAME_EXCHANGE) &&
 			       (rc = rt_policy_lock_take(r, spath, slen, sdfd, name, sfd, &held)) < 0) ||
 			      (rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
+			      ((flags & RENAME_EXCHANGE) &&
+			       (rc = exchange_arrives(r, spath, slen, xst.st_mode, sdfd, name)) < 0) ||
 			      (rc = rt_policy_new(r, dpath, dlen, sdir, !sdir && !S_ISREG(sst.st_mode), ddfd, newname,
 						  &locked, NULL)) < 0)) {
 		rt_policy_lock_release(r, held);
@@ -991,7 +1014,8 @@ enum xattr_op { XOP_READ, XOP_SET, XOP_REMOVE };
  * makes below, so a guarded object's attributes are its mode. An ACL
  * also passes rt_policy_acl (none on a directory holding control files,
  * no default ACL in Git data), and one set (value[0..size)) passes
- * rt_policy_acl_value (no write for others on the host). */
+ * rt_policy_acl_value (no write for others on the host, nor for the
+ * group in a default ACL). */
 static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, enum xattr_op op,
 			const char *value, size_t size, char proc[32])
 {
@@ -1004,7 +1028,7 @@ static int xattr_target(fuse_req_t req, fuse_ino_t ino, const char *name, enum x
 	if (rc == 0 && op != XOP_READ && strncmp(name, "system.", 7) == 0)
 		rc = rt_policy_acl(r, i, strcmp(name, "system.posix_acl_default") == 0, op == XOP_SET);
 	if (rc == 0 && op == XOP_SET && strncmp(name, "system.", 7) == 0)
-		rc = rt_policy_acl_value(i->backing, value, size);
+		rc = rt_policy_acl_value(i->backing, strcmp(name, "system.posix_acl_default") == 0, value, size);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return rc;

@@ -5,7 +5,9 @@
  * - Git control files: the classifier's guard names them (ignoreclass.h);
  *   CONTROL paths are not made, written, truncated, re-moded, moved or
  *   removed, HOLDS directories are not moved or removed, and no symlink
- *   is made at either (host Git would follow it).
+ *   is made at either (host Git would follow it). Made means created,
+ *   renamed or linked there, and exchanged there: both objects of a
+ *   RENAME_EXCHANGE arrive somewhere (router_ops.c).
  * - New Git directories: a host directory that would become one by this
  *   operation (HEAD with objects and refs, or HEAD with commondir: what
  *   Git's discovery accepts) is refused; host Git would open it, and run
@@ -40,7 +42,10 @@
  *   set on or removed from a HOLDS directory (an access ACL is the mode),
  *   and no default ACL is set in Git data either: what host Git makes
  *   below later inherits it (a new modules/<name>/config), where no mode
- *   check looks; Git sets none. A new guarded entry is made without group or other write, whatever the
+ *   check looks; Git sets none. Nor, anywhere on the host, a default ACL
+ *   giving the owning group write (rt_policy_acl_value): a repository the
+ *   developer makes below later would be group-writable.
+ *   A new guarded entry is made without group or other write, whatever the
  *   umasks (the sandbox's arrives as the mode, the router's is the
  *   developer's).
  * - setuid/setgid bits are stripped and foreign owners refused (a host
@@ -70,12 +75,22 @@ mode_t rt_policy_mode(enum rt_backing b, mode_t mode)
 /* POSIX ACL xattr form: a version word, then entries of tag, permissions
  * and ID (little-endian). */
 #define ACL_XATTR_VERSION 2u
-#define ACL_TAG_USER 0x02u  /* a named user */
-#define ACL_TAG_GROUP 0x08u /* a named group */
+#define ACL_TAG_USER 0x02u      /* a named user */
+#define ACL_TAG_GROUP_OBJ 0x04u /* the owning group */
+#define ACL_TAG_GROUP 0x08u     /* a named group */
+#define ACL_TAG_MASK 0x10u
 #define ACL_TAG_OTHER 0x20u
 #define ACL_PERM_WRITE 0x02u
 
-int rt_policy_acl_value(enum rt_backing b, const void *value, size_t size)
+/* Which entries may not grant write: others, named users and named
+ * groups in any ACL; in a default ACL also the owning group and the mask.
+ * A default ACL replaces the umask of everything made below it later,
+ * host Git's new repositories included (`git init`, a clone, a
+ * submodule): a group-writable .git/config there is another user's to
+ * rewrite, and the developer's next host Git runs what it names. The
+ * developer's own chmod g+w (a shared directory) stays possible; the
+ * sandbox's chmod g+w reaches only what exists. */
+int rt_policy_acl_value(enum rt_backing b, bool is_default, const void *value, size_t size)
 {
 	if (b != RT_HOST)
 		return 0;
@@ -91,7 +106,9 @@ int rt_policy_acl_value(enum rt_backing b, const void *value, size_t size)
 		memcpy(&perm, p + off + 2, sizeof(perm));
 		tag = le16toh(tag);
 		perm = le16toh(perm);
-		if ((tag == ACL_TAG_USER || tag == ACL_TAG_GROUP || tag == ACL_TAG_OTHER) && (perm & ACL_PERM_WRITE))
+		bool no_write = tag == ACL_TAG_USER || tag == ACL_TAG_GROUP || tag == ACL_TAG_OTHER ||
+				(is_default && (tag == ACL_TAG_GROUP_OBJ || tag == ACL_TAG_MASK));
+		if (no_write && (perm & ACL_PERM_WRITE))
 			return -EPERM;
 	}
 	return 0;

@@ -230,7 +230,8 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 			       lz_router_classifier_ignoreclass(snap), &opt, &router, err)) < 0)
 		return r;
 	lz_ignorewatch *watch = NULL;
-	if ((r = lz_ignorewatch_start(router, &in, a->watch_dirs, &watch, err)) < 0) {
+	/* snap is the router's now, and stays until the watch publishes */
+	if ((r = lz_ignorewatch_start(router, &in, snap, a->watch_dirs, &watch, err)) < 0) {
 		lz_router_free(router);
 		return r;
 	}

@@ -347,6 +347,33 @@ static void *thread_main(void *arg)
 	return arg;
 }
 
+static void *thread_waits(void *arg)
+{
+	for (;;)
+		pause();
+	return arg;
+}
+
+/* A confined helper can still cancel its threads (libfuse's worker loop
+ * does when the router's session ends): glibc loads its unwinder then,
+ * which Landlock would refuse to read. Ends by SIGABRT without it. */
+static void cancel_shape(void *arg)
+{
+	(void)arg;
+	struct lz_err err = { 0, "" };
+	int abi = lz_confine(&(struct lz_confine){ 0 }, &err);
+	CHECK(abi >= 0, "lz_confine: %d %s", abi, err.msg);
+	pthread_t t;
+	void *ret = NULL;
+	CHECK(pthread_create(&t, NULL, thread_waits, NULL) == 0, "a thread");
+	CHECK(pthread_cancel(t) == 0 && pthread_join(t, &ret) == 0 && ret == PTHREAD_CANCELED, "cancelled");
+}
+
+static void test_lz_confine__threads_can_be_cancelled(void **state)
+{
+	run_in_child(cancel_shape, *state);
+}
+
 /* No new namespace or mount, whoever asks (a root test run could do
  * each before); threads still start (clone3 says ENOSYS, clone follows). */
 static void namespaces_shape(void *arg)
@@ -434,6 +461,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__read_anywhere_keeps_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__proxy_opens_no_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_confine__threads_can_be_cancelled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__no_namespace_or_mount, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_confine__refuses_a_bad_descriptor_whole, setup,
 						teardown),

@@ -105,7 +105,7 @@ static void start_with(struct fx *f, const char *global, size_t max_dirs,
 	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
 				       &f->router, &err),
 			 0);
-	if (lz_ignorewatch_start(f->router, &in, max_dirs, &f->watch, &err) < 0)
+	if (lz_ignorewatch_start(f->router, &in, snap, max_dirs, &f->watch, &err) < 0)
 		fail_msg("%s", err.msg);
 }
 

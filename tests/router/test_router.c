@@ -17,7 +17,11 @@
  * "bad" is INCONSISTENT, one starting with "flip" routes ISOLATED only
  * after a publish flips it; everything else routes HOST. As in Git, what
  * lies below an isolated directory is isolated too (no rule re-includes
- * it). Timeouts are long (60 s) so that a missing invalidation shows. */
+ * it). Timeouts are long (60 s) so that a missing invalidation shows.
+ * Tests of Git's own layouts (nested repositories, linked worktrees,
+ * submodules, a bare workspace) serve the real classifier instead
+ * (real_classifier: an lz_ignoreclass snapshot of a repository made with
+ * git), with its watch where they change the index. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -48,6 +52,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#define FUSE_USE_VERSION 312
+#include <fuse3/fuse_lowlevel.h>
+#include <strings.h>
 
 #include "router/ignorewatch.h"
 #include "router/router.h"
@@ -188,6 +196,41 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
+/* Git as the tests run it: no configuration of the machine's or yours. */
+#define GIT "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git -c user.name=t -c user.email=t@t "
+
+/* Runs a shell command (printf-style); fails the test unless it succeeds. */
+static void __attribute__((format(printf, 1, 2))) shell(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	CHECK(n > 0 && (size_t)n < sizeof(cmd), "command too long");
+	CHECK(system(cmd) == 0, "command failed: %s", cmd);
+}
+
+/* Waits (at most 20 s: the watch's quiet time and a rebuild on a busy
+ * machine) until path reads as text (text NULL: until it is absent). */
+static bool wait_for_text(const char *path, const char *text)
+{
+	for (int k = 0; k < 2000; k++) {
+		char buf[256];
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && text == NULL && errno == ENOENT)
+			return true;
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (text != NULL && n >= 0 && (size_t)n == strlen(text) && memcmp(buf, text, (size_t)n) == 0)
+				return true;
+		}
+		usleep(10000);
+	}
+	return false;
+}
+
 /* Whether ID 1000 is mapped too (the tests run as root): a chown to it
  * then reaches the router's policy instead of failing unmapped. */
 static bool foreign_id_mapped;
@@ -270,6 +313,10 @@ static bool no_negative_cache;
 /* When >= 0, the router process (and the body, its child) runs with this
  * umask: the router inherits the developer's. */
 static int router_umask = -1;
+/* When set, the router serves the real classifier (an lz_ignoreclass
+ * snapshot of e->host, as lazaret-router does) instead of the test one,
+ * and the watch, when on, starts from that snapshot. */
+static bool real_classifier;
 
 static struct lz_router_options test_options(void)
 {
@@ -285,15 +332,24 @@ static struct lz_router_options test_options(void)
 	return o;
 }
 
-static lz_router *new_router(struct env *e)
+/* *ret_snap: the real classifier's snapshot (real_classifier; the
+ * router's, valid until a publish), else NULL. */
+static lz_router *new_router(struct env *e, lz_ignoreclass **ret_snap)
 {
 	int h = open(e->host, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	CHECK(h >= 0 && i >= 0, "open backings: %s", strerror(errno));
 	struct lz_router_options o = test_options();
 	struct lz_err err = { 0, "" };
+	struct lz_router_classifier cls = test_classifier(&tcls_plain);
+	*ret_snap = NULL;
+	if (real_classifier) {
+		struct lz_ignoreclass_inputs in = { .workspace_fd = h, .isolated_fd = i };
+		CHECK(lz_ignoreclass_build(&in, ret_snap, &err) == 0, "build: %s", err.msg);
+		cls = lz_router_classifier_ignoreclass(*ret_snap);
+	}
 	lz_router *r = NULL;
-	CHECK(lz_router_new(h, i, test_classifier(&tcls_plain), &o, &r, &err) == 0, "%s", err.msg);
+	CHECK(lz_router_new(h, i, cls, &o, &r, &err) == 0, "%s", err.msg);
 	close(h);
 	close(i);
 	return r;
@@ -382,14 +438,15 @@ static void router_child(void *argp)
 		struct rlimit rl = { router_nofile, router_nofile };
 		CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
 	}
-	e->r = new_router(e);
+	lz_ignoreclass *snap;
+	e->r = new_router(e, &snap);
 	lz_ignorewatch *watch = NULL;
 	if (router_watch) {
 		int h = open(e->host, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		struct lz_ignoreclass_inputs in = { .workspace_fd = h, .isolated_fd = i };
 		struct lz_err werr = { 0, "" };
-		CHECK(lz_ignorewatch_start(e->r, &in, 0, &watch, &werr) == 0, "%s", werr.msg);
+		CHECK(lz_ignorewatch_start(e->r, &in, snap, 0, &watch, &werr) == 0, "%s", werr.msg);
 		close(h);
 		close(i);
 	}
@@ -440,6 +497,8 @@ static int setup(void **state)
 	router_nofile = 0;
 	no_negative_cache = false;
 	router_umask = -1;
+	real_classifier = false;
+	router_watch = false;
 	struct env *e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -1;
@@ -1092,6 +1151,25 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 }
 RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
 
+/* RENAME_EXCHANGE of index.lock and index, either way round, puts the new
+ * index in place as the rename does: checked the same way. */
+static void router__index_lock_exchanged_with_the_index_is_checked_too(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, ".git/index"), "old index");
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	CHECK_OK(mkdir(P(e->mnt, "sub"), 0755));
+	write_text(P(e->mnt, "sub/x.ign"), "isolated only");
+	plant_index_lock(e, false);
+	CHECK_ERRNO(rename2(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index"), RENAME_EXCHANGE), EBUSY);
+	CHECK_ERRNO(rename2(P(e->mnt, ".git/index"), P(e->mnt, ".git/index.lock"), RENAME_EXCHANGE), EBUSY);
+	CHECK(strcmp(read_text(P(e->host, ".git/index")), "old index") == 0);
+	write_text(P(e->host, "sub/x.ign"), "host copy");
+	CHECK_OK(rename2(P(e->mnt, ".git/index"), P(e->mnt, ".git/index.lock"), RENAME_EXCHANGE));
+	CHECK(strcmp(read_text(P(e->host, ".git/index.lock")), "old index") == 0);
+}
+RUN(router__index_lock_exchanged_with_the_index_is_checked_too)
+
 /* An index the guard cannot read (a split index; Git reads it) is refused
  * too: what it cannot check, it does not allow. */
 static void router__index_lock_the_guard_cannot_read_is_ebusy(struct env *e)
@@ -1301,8 +1379,10 @@ static void router__acls_of_guarded_files_are_refused_like_chmod(struct env *e)
 	CHECK_OK(setxattr(P(e->mnt, "plain"), "system.posix_acl_access", &rwx, sizeof(rwx), 0));
 	CHECK(mode_of(P(e->host, "plain")) == 0775, "plain mode %o", mode_of(P(e->host, "plain")));
 	CHECK_OK(mkdir(P(e->mnt, "dir"), 0755));
+	rwx.ent[1].perm = 5; /* a default ACL gives the group no write either */
 	CHECK_OK(setxattr(P(e->mnt, "dir"), "system.posix_acl_default", &rwx, sizeof(rwx), 0));
 	CHECK_OK(removexattr(P(e->mnt, "dir"), "system.posix_acl_default"));
+	rwx.ent[1].perm = 7;
 	rwx.ent[2].perm = 7;
 	CHECK_ERRNO(setxattr(P(e->mnt, "dir"), "system.posix_acl_default", &rwx, sizeof(rwx), 0), EPERM);
 	/* a named user given write: another user */
@@ -1421,6 +1501,46 @@ static void router__acls_in_git_directories_are_refused(struct env *e)
 	CHECK_OK(removexattr(git, "user.lazaret"));
 }
 RUN(router__acls_in_git_directories_are_refused)
+
+/* A default ACL replaces the umask of what is made below it later: one
+ * giving the owning group write on a host directory would make a
+ * repository the developer creates there (git init, a clone) group-
+ * writable, its .git/config another user's to rewrite. So a default ACL
+ * on the host gives no write to the group (group:: or mask::), as none
+ * gives it to others or named entries; read and search pass, access
+ * ACLs stay modes (group write allowed, as by chmod), and the isolated
+ * backing keeps what the sandbox sets. */
+static void router__default_acls_give_the_group_no_write_on_the_host(struct env *e)
+{
+	ACL_XATTR(5) masked = { 2, { { 0x01, 7, UINT32_MAX },
+				     { 0x02, 5, 0 },
+				     { 0x04, 5, UINT32_MAX },
+				     { 0x10, 7, UINT32_MAX },
+				     { 0x20, 5, UINT32_MAX } } };
+	ACL_XATTR(3) rx = { 2, { { 0x01, 7, UINT32_MAX }, { 0x04, 5, UINT32_MAX }, { 0x20, 5, UINT32_MAX } } };
+	char buf[128];
+	CHECK_OK(mkdir(P(e->mnt, "vendor"), 0755));
+	CHECK_ERRNO(setxattr(P(e->mnt, "vendor"), "system.posix_acl_default", &acl_group_rwx, sizeof(acl_group_rwx), 0),
+		    EPERM);
+	CHECK_ERRNO(setxattr(P(e->mnt, "vendor"), "system.posix_acl_default", &masked, sizeof(masked), 0), EPERM);
+	CHECK(getxattr(P(e->host, "vendor"), "system.posix_acl_default", buf, sizeof(buf)) < 0 && errno == ENODATA,
+	      "a default ACL on host vendor");
+	CHECK_OK(setxattr(P(e->mnt, "vendor"), "system.posix_acl_default", &rx, sizeof(rx), 0));
+	masked.ent[3].perm = 5;
+	CHECK_OK(setxattr(P(e->mnt, "vendor"), "system.posix_acl_default", &masked, sizeof(masked), 0));
+	CHECK(getxattr(P(e->host, "vendor"), "system.posix_acl_default", buf, sizeof(buf)) > 0);
+	/* what the developer makes there later: no group write */
+	CHECK_OK(mkdir(P(e->host, "vendor/lib"), 0777));
+	CHECK((mode_of(P(e->host, "vendor/lib")) & S_IWGRP) == 0, "vendor/lib mode %o", mode_of(P(e->host, "vendor/lib")));
+	/* an access ACL is a mode: group write as chmod g+w gives it */
+	CHECK_OK(setxattr(P(e->mnt, "vendor"), "system.posix_acl_access", &acl_group_rwx, sizeof(acl_group_rwx), 0));
+	CHECK(mode_of(P(e->host, "vendor")) == 0775, "host vendor mode %o", mode_of(P(e->host, "vendor")));
+	/* the Domain's own state */
+	CHECK_OK(mkdir(P(e->mnt, "node_modules"), 0755));
+	CHECK_OK(setxattr(P(e->mnt, "node_modules"), "system.posix_acl_default", &acl_group_rwx, sizeof(acl_group_rwx),
+			  0));
+}
+RUN(router__default_acls_give_the_group_no_write_on_the_host)
 
 /* Whatever the sandbox's umask and the router's (the developer's; 0 for
  * both here), a new entry in a Git directory or holding Git control files
@@ -2397,6 +2517,351 @@ static void router__host_moves_never_loop_the_directory_chain(struct env *e)
 }
 RUN(router__host_moves_never_loop_the_directory_chain)
 
+/* ---- the real classifier and its watch --------------------------------------------- */
+
+/* An index entry is relative to its repository's root: a nested
+ * repository's entry of LZ_PATH_MAX bytes names a workspace path longer
+ * than any the router serves. The sandbox writes that index (a known
+ * nested repository's .git is host-backed Git data), the watch rebuilds;
+ * the entry is skipped (it names nothing), the rest of the index applies.
+ * Until 2026-12 the build copied such a path into a buffer of
+ * LZ_PATH_MAX + 1 bytes on the watch thread's stack (ASan:
+ * stack-buffer-overflow in decide_all). */
+static void router__a_nested_index_entry_past_the_path_limit_is_skipped(struct env *e)
+{
+	/* x.log is ignored in the nested repository until its index tracks it */
+	CHECK_ERRNO(access(P(e->mnt, "third_party/libfoo/x.log"), F_OK), ENOENT);
+	char src[160];
+	snprintf(src, sizeof(src), "%s/evil/.git/index", e->dir);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	CHECK(in >= 0, "open %s: %s", src, strerror(errno));
+	int out = open(P(e->mnt, "third_party/libfoo/.git/index.new"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	CHECK(out >= 0, "create index.new: %s", strerror(errno));
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(out, buf, (size_t)n) == n);
+	close(in);
+	CHECK_OK(close(out));
+	CHECK_OK(rename(P(e->mnt, "third_party/libfoo/.git/index.new"), P(e->mnt, "third_party/libfoo/.git/index")));
+	CHECK(wait_for_text(P(e->mnt, "third_party/libfoo/x.log"), "host log\n"),
+	      "the rebuilt snapshot never tracked x.log (did the router survive?)");
+	struct stat st;
+	CHECK_OK(stat(P(e->mnt, "a"), &st));
+}
+
+static void test_router__a_nested_index_entry_past_the_path_limit_is_skipped(void **state)
+{
+	struct env *e = *state;
+	/* 16 components of 250 bytes and one of 80: 4,096 bytes */
+	char longpath[4097];
+	size_t k = 0;
+	for (int c = 0; c < 16; c++) {
+		memset(longpath + k, 'A' + c, 250);
+		k += 250;
+		longpath[k++] = '/';
+	}
+	memset(longpath + k, 'z', 80);
+	k += 80;
+	longpath[k] = '\0';
+	assert_int_equal(k, 4096);
+	shell("cd '%s' && " GIT "init -q && echo a > a && " GIT "add a && mkdir -p third_party/libfoo && cd third_party/libfoo &&"
+	      " " GIT "init -q && printf '*.log\\n' > .gitignore && echo f > f && echo 'host log' > x.log && " GIT "add .gitignore f",
+	      e->host);
+	/* the index the sandbox writes: the same files, x.log tracked, and the long entry */
+	shell("mkdir -p '%s/evil' && cd '%s/evil' && " GIT "init -q && printf '*.log\\n' > .gitignore && echo f > f &&"
+	      " echo 'host log' > x.log && " GIT "add -f .gitignore f x.log && " GIT "update-index --add --cacheinfo"
+	      " 100644,$(" GIT "hash-object -w f),%s",
+	      e->dir, e->dir, longpath);
+	real_classifier = router_watch = true;
+	with_router(e, router__a_nested_index_entry_past_the_path_limit_is_skipped);
+	real_classifier = router_watch = false;
+}
+
+/* RENAME_EXCHANGE moves two objects: the one arriving at the source's name
+ * passes what making it there would (rt_policy_new). The test classifier
+ * guards keep/ctl: keep, absent on the host, is a directory on the way to
+ * a control file, where no symlink, FIFO or socket may stand (host Git
+ * would follow it to what the sandbox made); a regular file there is
+ * nothing Git follows. Until 2026-12 only the object arriving at the
+ * destination was checked, as a regular file at keep let through the
+ * symlink swapped in. */
+static void router__an_exchange_puts_no_symlink_on_the_way_to_a_control_file(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, "evil"), 0755));
+	CHECK_ERRNO(symlink("evil", P(e->mnt, "keep")), EPERM);
+	write_text(P(e->mnt, "keep"), "a file");
+	CHECK_OK(symlink("evil", P(e->mnt, "s")));
+	CHECK_OK(mkfifo(P(e->mnt, "fifo"), 0644));
+	/* either way round, the symlink would arrive at keep */
+	CHECK_ERRNO(rename2(P(e->mnt, "keep"), P(e->mnt, "s"), RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "s"), P(e->mnt, "keep"), RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "keep"), P(e->mnt, "fifo"), RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, "keep"), P(e->mnt, "evil"), RENAME_EXCHANGE), EPERM);
+	struct stat st;
+	CHECK_OK(lstat(P(e->host, "keep"), &st));
+	CHECK(S_ISREG(st.st_mode), "host keep is no longer the regular file");
+	CHECK_OK(lstat(P(e->host, "s"), &st));
+	CHECK(S_ISLNK(st.st_mode));
+	/* elsewhere an exchange is an exchange */
+	write_text(P(e->mnt, "other"), "other");
+	CHECK_OK(rename2(P(e->mnt, "other"), P(e->mnt, "s"), RENAME_EXCHANGE));
+	CHECK_OK(lstat(P(e->host, "other"), &st));
+	CHECK(S_ISLNK(st.st_mode));
+	CHECK(strcmp(read_text(P(e->host, "s")), "other") == 0);
+	CHECK_OK(rename2(P(e->mnt, "keep"), P(e->mnt, "s"), RENAME_EXCHANGE)); /* two regular files */
+	CHECK(strcmp(read_text(P(e->host, "keep")), "other") == 0);
+}
+RUN(router__an_exchange_puts_no_symlink_on_the_way_to_a_control_file)
+
+/* The same with the real classifier: core.hooksPath = tools/hooks and no
+ * tools on the host; a symlink exchanged into tools' place would make the
+ * sandbox's evil/hooks/pre-commit the hook of the developer's next
+ * commit. */
+static void router__an_exchange_puts_no_symlink_where_hooks_path_leads(struct env *e)
+{
+	CHECK_ERRNO(symlink("evil", P(e->mnt, "tools")), EPERM);
+	CHECK_OK(mkdir(P(e->mnt, "evil"), 0755));
+	CHECK_OK(mkdir(P(e->mnt, "evil/hooks"), 0755));
+	write_text(P(e->mnt, "evil/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+	write_text(P(e->mnt, "tools"), "a file");
+	CHECK_OK(symlink("evil", P(e->mnt, "s")));
+	CHECK_ERRNO(rename2(P(e->mnt, "tools"), P(e->mnt, "s"), RENAME_EXCHANGE), EPERM);
+	struct stat st;
+	CHECK_OK(lstat(P(e->host, "tools"), &st));
+	CHECK(S_ISREG(st.st_mode), "host tools is no longer the regular file");
+}
+
+static void test_router__an_exchange_puts_no_symlink_where_hooks_path_leads(void **state)
+{
+	struct env *e = *state;
+	shell("cd '%s' && " GIT "init -q && " GIT "config core.hooksPath tools/hooks && echo a > a && " GIT "add a",
+	      e->host);
+	real_classifier = true;
+	with_router(e, router__an_exchange_puts_no_symlink_where_hooks_path_leads);
+	real_classifier = false;
+}
+
+/* A linked worktree's index is .git/worktrees/<name>/index: the watch
+ * republishes when it changes, as for the workspace's own (spec 3.5,
+ * linked worktrees). wt/x.log is ignored; `git add -f` on the host makes
+ * it tracked, hence host-backed, and `git rm --cached` ignored again.
+ * Until 2026-12 neither was seen until an unrelated ignore-file change. */
+static void router__a_linked_worktrees_index_republishes(struct env *e)
+{
+	CHECK_ERRNO(access(P(e->mnt, "wt/x.log"), F_OK), ENOENT);
+	CHECK(strcmp(read_text(P(e->mnt, "wt/a")), "a\n") == 0);
+	shell("cd '%s/wt' && " GIT "add -f x.log", e->host);
+	CHECK(wait_for_text(P(e->mnt, "wt/x.log"), "host log\n"), "wt/x.log tracked but never shown");
+	shell("cd '%s/wt' && " GIT "rm -q --cached x.log", e->host);
+	CHECK(wait_for_text(P(e->mnt, "wt/x.log"), NULL), "wt/x.log untracked but still shown");
+}
+
+static void test_router__a_linked_worktrees_index_republishes(void **state)
+{
+	struct env *e = *state;
+	shell("cd '%s' && " GIT "init -q && printf '*.log\\n' > .gitignore && echo a > a && " GIT "add .gitignore a &&"
+	      " " GIT "commit -qm init && " GIT "worktree add -q wt && echo 'host log' > wt/x.log",
+	      e->host);
+	real_classifier = router_watch = true;
+	with_router(e, router__a_linked_worktrees_index_republishes);
+	real_classifier = router_watch = false;
+}
+
+/* A workspace that is itself a linked worktree of a repository
+ * elsewhere: its index lies outside the workspace, and is watched there. */
+static void router__a_linked_worktree_workspaces_index_republishes(struct env *e)
+{
+	CHECK_ERRNO(access(P(e->mnt, "x.log"), F_OK), ENOENT);
+	shell("cd '%s' && " GIT "add -f x.log", e->host);
+	CHECK(wait_for_text(P(e->mnt, "x.log"), "host log\n"), "x.log tracked but never shown");
+}
+
+static void test_router__a_linked_worktree_workspaces_index_republishes(void **state)
+{
+	struct env *e = *state;
+	shell("cd '%s' && mkdir src && cd src && " GIT "init -q && printf '*.log\\n' > .gitignore &&"
+	      " " GIT "add .gitignore && " GIT "commit -qm init && " GIT "worktree add -q '%s' &&"
+	      " echo 'host log' > '%s/x.log'",
+	      e->dir, e->host, e->host);
+	real_classifier = router_watch = true;
+	with_router(e, router__a_linked_worktree_workspaces_index_republishes);
+	real_classifier = router_watch = false;
+}
+
+/* A submodule's index is .git/modules/<name>/index. */
+static void router__a_submodules_index_republishes(struct env *e)
+{
+	CHECK_ERRNO(access(P(e->mnt, "sub/x.log"), F_OK), ENOENT);
+	shell("cd '%s/sub' && " GIT "add -f x.log", e->host);
+	CHECK(wait_for_text(P(e->mnt, "sub/x.log"), "host log\n"), "sub/x.log tracked but never shown");
+}
+
+static void test_router__a_submodules_index_republishes(void **state)
+{
+	struct env *e = *state;
+	shell("cd '%s' && mkdir src && cd src && " GIT "init -q && printf '*.log\\n' > .gitignore &&"
+	      " " GIT "add .gitignore && " GIT "commit -qm init",
+	      e->dir);
+	shell("cd '%s' && " GIT "init -q && " GIT "-c protocol.file.allow=always submodule -q add ../src sub &&"
+	      " " GIT "commit -qm sub && echo 'host log' > sub/x.log",
+	      e->host);
+	real_classifier = router_watch = true;
+	with_router(e, router__a_submodules_index_republishes);
+	real_classifier = router_watch = false;
+}
+
+/* A bare workspace (.bare, a .git file naming it, linked worktrees
+ * beside): the worktree main's index is .bare/worktrees/main/index and
+ * its info/exclude .bare/info/exclude, neither below a ".git". */
+static void router__a_bare_workspaces_index_and_exclude_republish(struct env *e)
+{
+	CHECK_ERRNO(access(P(e->mnt, "main/x.log"), F_OK), ENOENT);
+	CHECK(strcmp(read_text(P(e->mnt, "main/y.txt")), "host y\n") == 0);
+	shell("cd '%s/main' && " GIT "add -f x.log", e->host);
+	CHECK(wait_for_text(P(e->mnt, "main/x.log"), "host log\n"), "main/x.log tracked but never shown");
+	shell("mkdir -p '%s/.bare/info' && printf 'y.txt\\n' >> '%s/.bare/info/exclude'", e->host, e->host);
+	CHECK(wait_for_text(P(e->mnt, "main/y.txt"), NULL), "main/y.txt excluded but still shown");
+}
+
+static void test_router__a_bare_workspaces_index_and_exclude_republish(void **state)
+{
+	struct env *e = *state;
+	shell("cd '%s' && mkdir src && cd src && " GIT "init -q && printf '*.log\\n' > .gitignore &&"
+	      " " GIT "add .gitignore && " GIT "commit -qm init",
+	      e->dir);
+	shell("cd '%s' && " GIT "clone -q --bare ../src .bare && echo 'gitdir: ./.bare' > .git &&"
+	      " " GIT "worktree add -q main && echo 'host log' > main/x.log && echo 'host y' > main/y.txt",
+	      e->host);
+	real_classifier = router_watch = true;
+	with_router(e, router__a_bare_workspaces_index_and_exclude_republish);
+	real_classifier = router_watch = false;
+}
+
+/* ---- a case-insensitive workspace ---------------------------------------------------- */
+
+/* A FUSE file system of one directory holding README. ci_fold: found
+ * under any case of its name, as vfat, exfat, a CIFS share or WSL's
+ * drvfs find names; else names are exact but the directory reports
+ * FS_CASEFOLD_FL (an ext4, f2fs or tmpfs casefold directory). */
+static bool ci_fold;
+
+static void ci_stat(fuse_ino_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0644;
+	st->st_nlink = ino == FUSE_ROOT_ID ? 2 : 1;
+}
+
+static void ci_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	if (parent != FUSE_ROOT_ID || (ci_fold ? strcasecmp(name, "README") : strcmp(name, "README")) != 0) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	e.ino = 2;
+	ci_stat(2, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void ci_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct stat st;
+	ci_stat(ino, &st);
+	fuse_reply_attr(req, &st, 0);
+}
+
+static void ci_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	static const char *const names[] = { ".", "..", "README" };
+	char buf[1024];
+	size_t n = 0;
+	for (off_t k = off; ino == FUSE_ROOT_ID && k < 3; k++) {
+		struct stat st;
+		ci_stat(k == 2 ? 2 : FUSE_ROOT_ID, &st);
+		size_t len = fuse_add_direntry(req, buf + n, sizeof(buf) - n, names[k], &st, k + 1);
+		if (n + len > sizeof(buf) || n + len > size)
+			break;
+		n += len;
+	}
+	fuse_reply_buf(req, buf, n);
+}
+
+static void ci_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi,
+		     unsigned flags, const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	(void)ino, (void)arg, (void)fi, (void)flags, (void)in_buf, (void)in_bufsz;
+	int attr = ci_fold ? 0 : FS_CASEFOLD_FL;
+	if (cmd != FS_IOC_GETFLAGS || out_bufsz < sizeof(attr))
+		fuse_reply_err(req, ENOTTY);
+	else
+		fuse_reply_ioctl(req, 0, &attr, sizeof(attr));
+}
+
+static const struct fuse_lowlevel_ops ci_ops = {
+	.lookup = ci_lookup, .getattr = ci_getattr, .readdir = ci_readdir, .ioctl = ci_ioctl,
+};
+
+static void *ci_serve(void *se)
+{
+	fuse_session_loop(se);
+	return NULL;
+}
+
+/* Guard rules compare names bytewise (.git/hooks); where the host's file
+ * system would open .git/HOOKS as .git/hooks they protect nothing. The
+ * router refuses such a workspace at start, saying why. */
+static void router__refuses_a_workspace_that_ignores_case(void *arg)
+{
+	struct env *e = arg;
+	enter_namespaces();
+	char *argv[] = { "test", NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+	struct fuse_session *se = fuse_session_new(&args, &ci_ops, sizeof(ci_ops), NULL);
+	CHECK(se != NULL && fuse_session_mount(se, e->host) == 0, "mount the test file system");
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, ci_serve, se) == 0);
+	wait_mounted(e->host);
+	struct stat st;
+	CHECK(stat(P(e->host, "README"), &st) == 0);
+	CHECK((stat(P(e->host, "readme"), &st) == 0) == ci_fold);
+
+	int h = open(e->host, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(h >= 0 && i >= 0, "open backings: %s", strerror(errno));
+	struct lz_router_options o = test_options();
+	struct lz_err err = { 0, "" };
+	lz_router *r = NULL;
+	int rc = lz_router_new(h, i, test_classifier(&tcls_plain), &o, &r, &err);
+	CHECK(rc == -EOPNOTSUPP && strstr(err.msg, "ignores the case of names") != NULL, "lz_router_new: %d %s", rc,
+	      err.msg);
+	CHECK(r == NULL);
+	close(h);
+	close(i);
+	CHECK_OK(umount2(e->host, MNT_DETACH));
+	fuse_session_exit(se);
+	pthread_join(t, NULL);
+	fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
+}
+
+static void test_router__refuses_a_workspace_that_ignores_case(void **state)
+{
+	ci_fold = true;
+	run_in_child(router__refuses_a_workspace_that_ignores_case, *state);
+}
+
+static void test_router__refuses_a_workspace_in_a_casefold_directory(void **state)
+{
+	ci_fold = false;
+	run_in_child(router__refuses_a_workspace_that_ignores_case, *state);
+}
+
 /* ---- router loss ----------------------------------------------------------------- */
 
 static void router__loss_leaves_enotconn(void *arg)
@@ -2406,7 +2871,8 @@ static void router__loss_leaves_enotconn(void *arg)
 	pid_t rp = fork();
 	CHECK(rp >= 0);
 	if (rp == 0) {
-		lz_router *r = new_router(e);
+		lz_ignoreclass *snap;
+		lz_router *r = new_router(e, &snap);
 		struct lz_err err = { 0, "" };
 		(void)lz_router_serve(r, e->mnt, -1, &err);
 		_exit(0);
@@ -2456,6 +2922,7 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__index_lock_the_guard_cannot_read_is_ebusy),
+		T(router__index_lock_exchanged_with_the_index_is_checked_too),
 		T(router__rewound_directory_shows_new_names),
 	T(router__rewound_directory_shows_new_names__open_requests),
 		T(router__directory_opened_before_changes_lists_them),
@@ -2466,6 +2933,7 @@ int main(void)
 	T(router__acls_of_guarded_files_are_refused_like_chmod),
 	T(router__directories_holding_git_control_files_gain_no_write),
 	T(router__acls_in_git_directories_are_refused),
+	T(router__default_acls_give_the_group_no_write_on_the_host),
 	T(router__new_entries_in_a_git_directory_get_no_group_or_other_write),
 	T(router__no_links_or_special_files_in_a_git_directory),
 	T(router__no_fifo_where_git_reads_a_file),
@@ -2485,6 +2953,15 @@ int main(void)
 		T(router__a_reused_inode_number_is_another_object),
 		T(router__a_reused_inode_number_is_another_object__watched),
 		T(router__host_moves_never_loop_the_directory_chain),
+		T(router__a_nested_index_entry_past_the_path_limit_is_skipped),
+		T(router__an_exchange_puts_no_symlink_on_the_way_to_a_control_file),
+		T(router__an_exchange_puts_no_symlink_where_hooks_path_leads),
+		T(router__a_linked_worktrees_index_republishes),
+		T(router__a_submodules_index_republishes),
+		T(router__a_linked_worktree_workspaces_index_republishes),
+		T(router__a_bare_workspaces_index_and_exclude_republish),
+		T(router__refuses_a_workspace_that_ignores_case),
+		T(router__refuses_a_workspace_in_a_casefold_directory),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
