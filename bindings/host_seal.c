@@ -2,7 +2,10 @@
  * architecture.md): only preloaded modules, no code from LUA_PATH/LUA_CPATH,
  * the working directory or any writable path, and no library function that
  * gives ambient authority (shell, files by name, environment, loading,
- * function bytecode). */
+ * function bytecode). load stays, for source text only: a binary chunk is
+ * bytecode, which the Lua VM does not verify (any string's bytes could be
+ * made one). The debug library goes: its registry and metatable access
+ * would undo __metatable = false and the handles' uservalue links. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -24,6 +27,22 @@ static int load_bundled(lua_State *L)
 	lua_pushvalue(L, 1); /* module name, as require passes it */
 	lua_call(L, 1, 1);
 	return 1;
+}
+
+/* load(chunk [, chunkname [, mode [, env]]]) with mode forced to "t":
+ * the original load (upvalue 1) refuses a binary chunk then ("attempt to
+ * load a binary chunk"), whatever mode the caller asked for. */
+static int load_text(lua_State *L)
+{
+	int n = lua_gettop(L);
+	if (n < 3)
+		lua_settop(L, n = 3); /* nil chunkname is the default; no env stays none */
+	lua_pushliteral(L, "t");
+	lua_replace(L, 3);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, n, LUA_MULTRET);
+	return lua_gettop(L);
 }
 
 /* Removes t[name] for each name from the table on top of the stack. */
@@ -49,6 +68,11 @@ void lz_host_seal(lua_State *L)
 
 	lua_pushglobaltable(L);
 	strip(L, base);
+	lua_getfield(L, -1, "load");
+	lua_pushcclosure(L, load_text, 1);
+	lua_setfield(L, -2, "load");
+	lua_pushnil(L);
+	lua_setfield(L, -2, "debug");
 	lua_pop(L, 1);
 	lua_getglobal(L, "os");
 	strip(L, os);
@@ -62,6 +86,10 @@ void lz_host_seal(lua_State *L)
 
 	lua_getglobal(L, "package");
 	strip(L, pkg);
+	lua_getfield(L, -1, "loaded");
+	lua_pushnil(L);
+	lua_setfield(L, -2, "debug"); /* require("debug") finds nothing either */
+	lua_pop(L, 1);
 	lua_pushliteral(L, "");
 	lua_setfield(L, -2, "path");
 	lua_pushliteral(L, "");

@@ -9,7 +9,6 @@
  */
 #include <lauxlib.h>
 #include <lua.h>
-#include <stdlib.h>
 
 #include "modules.h"
 #include "util/escape.h"
@@ -21,12 +20,10 @@ static int text_escape(lua_State *L)
 	if (n > ((size_t)1 << 24))
 		return luaL_error(L, "text.escape: string of %zu bytes", n);
 	size_t cap = LZ_ESCAPE_MAX(n) + 1;
-	char *out = malloc(cap);
-	if (out == NULL)
-		return luaL_error(L, "text.escape: out of memory");
+	luaL_Buffer b; /* Lua's memory: a memory error while it is pushed leaks nothing */
+	char *out = luaL_buffinitsize(L, &b, cap);
 	size_t w = lz_escape(s, n, out, cap);
-	lua_pushlstring(L, out, w);
-	free(out);
+	luaL_pushresultsize(&b, w);
 	return 1;
 }
 

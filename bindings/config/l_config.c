@@ -37,7 +37,7 @@
 
 struct config_ud {
 	lz_config *cfg; /* NULL when closed */
-	int pins;       /* open handles that borrow cfg (a coordinator) */
+	int pins;       /* borrowers of cfg: open coordinators, an image.prepare */
 };
 
 static struct config_ud *check_open(lua_State *L)
@@ -69,7 +69,8 @@ static int config_close(lua_State *L)
 {
 	struct config_ud *ud = luaL_checkudata(L, 1, CONFIG_MT);
 	if (ud->pins > 0)
-		return luaL_error(L, "the configuration is in use by an open coordinator: close that first");
+		return luaL_error(L, "the configuration is in use (by an open coordinator, or an image.prepare "
+				     "under way): close it after that");
 	lz_config_free(ud->cfg);
 	ud->cfg = NULL;
 	return 0;
@@ -124,6 +125,7 @@ static int config_load(lua_State *L)
 {
 	static const char *const keys[] = { "config", "profile", "workspace", NULL };
 	lz_l_check_options(L, 1, keys);
+	/* The three strings stay on the stack, below the handle. */
 	struct lz_config_request req = {
 		.config_path = lz_l_opt_string(L, 1, "config"),
 		.profile = lz_l_opt_string(L, 1, "profile"),
@@ -149,7 +151,9 @@ static int config_load(lua_State *L)
 
 static int profile_name_valid(lua_State *L)
 {
-	lua_pushboolean(L, lz_config_profile_name_valid(luaL_checkstring(L, 1)));
+	size_t len;
+	const char *name = luaL_checklstring(L, 1, &len);
+	lua_pushboolean(L, strlen(name) == len && lz_config_profile_name_valid(name));
 	return 1;
 }
 
@@ -158,17 +162,13 @@ static int config_init(lua_State *L)
 	static const char *const keys[] = { "config", "text", NULL };
 	lz_l_check_options(L, 1, keys);
 	const char *explicit_path = lz_l_opt_string(L, 1, "config");
-	const char *text = lz_l_opt_string(L, 1, "text");
-	if (text) {
-		lua_getfield(L, 1, "text");
-		size_t len = lua_rawlen(L, -1);
-		lua_pop(L, 1);
-		if (len != strlen(text) || len > LZ_DEFAULT_CONFIG_TEXT_MAX)
-			return luaL_error(L, "option 'text' must be at most %d bytes without NUL",
-					  LZ_DEFAULT_CONFIG_TEXT_MAX);
-	}
+	size_t len;
+	const char *text = lz_l_opt_lstring(L, 1, "text", &len);
+	if (text && (len != strlen(text) || len > LZ_DEFAULT_CONFIG_TEXT_MAX))
+		return luaL_error(L, "option 'text' must be at most %d bytes without NUL", LZ_DEFAULT_CONFIG_TEXT_MAX);
 	struct lz_host_env env;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns path while it is pushed */
 	char *path = NULL;
 	lz_host_env_from_process(&env);
 	char *cwd = getcwd(NULL, 0);
@@ -176,8 +176,9 @@ static int config_init(lua_State *L)
 	free(cwd);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ path, 0, lz_l_box_free };
 	lua_pushstring(L, path);
-	free(path);
+	lz_l_box_release(box);
 	return 1;
 }
 
@@ -185,13 +186,15 @@ static int config_default_image(lua_State *L)
 {
 	struct lz_host_env env;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns ref while it is pushed */
 	char *ref = NULL;
 	lz_host_env_from_process(&env);
 	int r = lz_default_image_ref_for_env(&env, &ref, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ ref, 0, lz_l_box_free };
 	lua_pushstring(L, ref);
-	free(ref);
+	lz_l_box_release(box);
 	return 1;
 }
 

@@ -3,7 +3,8 @@
  *
  *   scratch.open(name)        [-1, +1|3, e] -> ws | nil, msg, errno
  *       $XDG_CACHE_HOME/lazaret/<name> (or ~/.cache/lazaret/<name>),
- *       0700, emptied. name is one component.
+ *       0700, emptied. name is one component. Names and rel below
+ *       are strings without NUL bytes (else raises).
  *   ws:path()                 [-1, +1, e] -> its canonical path (a label)
  *   ws:write(rel, data)       [-3, +1|3, e] -> true | nil, msg, errno
  *   ws:mkdir(rel)             [-2, +1|3, e] -> true | nil, msg, errno
@@ -40,7 +41,7 @@ static int done(lua_State *L, int r, const struct lz_err *err)
 
 static int scratch_open(lua_State *L)
 {
-	const char *name = luaL_checkstring(L, 1);
+	const char *name = lz_l_check_cstring(L, 1);
 	/* Created closed, so a failure below leaks nothing. */
 	struct lz_path *p = lua_newuserdatauv(L, sizeof(*p), 0);
 	*p = (struct lz_path){ .fd = -1 };
@@ -61,7 +62,7 @@ static int ws_path(lua_State *L)
 static int ws_write(lua_State *L)
 {
 	struct lz_path *p = check_ws(L);
-	const char *rel = luaL_checkstring(L, 2);
+	const char *rel = lz_l_check_cstring(L, 2);
 	size_t len;
 	const char *data = luaL_checklstring(L, 3, &len);
 	struct lz_err err = { 0, "" };
@@ -72,23 +73,25 @@ static int ws_mkdir(lua_State *L)
 {
 	struct lz_path *p = check_ws(L);
 	struct lz_err err = { 0, "" };
-	return done(L, lz_scratch_mkdir(p, luaL_checkstring(L, 2), &err), &err);
+	return done(L, lz_scratch_mkdir(p, lz_l_check_cstring(L, 2), &err), &err);
 }
 
 static int ws_read(lua_State *L)
 {
 	struct lz_path *p = check_ws(L);
-	const char *rel = luaL_checkstring(L, 2);
+	const char *rel = lz_l_check_cstring(L, 2);
 	lua_Integer max = luaL_optinteger(L, 3, LZ_SCRATCH_READ_MAX);
 	luaL_argcheck(L, max >= 0 && max <= LZ_SCRATCH_READ_MAX, 3, "max must be 0 to 1 MiB");
 	char *buf = NULL;
 	size_t len = 0;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns buf while it is pushed */
 	int r = lz_scratch_read(p, rel, (size_t)max, &buf, &len, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ buf, len, lz_l_box_free };
 	lua_pushlstring(L, buf, len);
-	free(buf);
+	lz_l_box_release(box);
 	return 1;
 }
 

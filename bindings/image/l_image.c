@@ -5,7 +5,8 @@
  *            skipped_devices, existed } | nil, msg, errno
  *       cfg is a lazaret.config handle (its Storage Root is used); image is
  *       an oci:/docker-archive:/docker:// reference; progress, optional, is
- *       called as progress(layer, n_layers, bytes_done, bytes_total).
+ *       called as progress(layer, n_layers, bytes_done, bytes_total);
+ *       cfg:close() raises while it runs.
  *   image.list(cfg)                           [-0, +1|3, e]
  *       -> { {id, source, manifest_digest, config_digest, size, leases,
  *             state, created}, ... } | nil, msg, errno
@@ -58,6 +59,11 @@ static void on_progress(void *ctxp, const struct lz_prepare_progress *p)
 		lua_pop(ctx->L, 1);
 }
 
+static void artifact_list_free(void *v, size_t n)
+{
+	lz_catalog_artifact_list_free(v, n);
+}
+
 static void set_str(lua_State *L, const char *k, const char *v)
 {
 	lua_pushstring(L, v);
@@ -75,11 +81,12 @@ static int image_prepare(lua_State *L)
 	static const char *const keys[] = { "image", "progress", NULL };
 	const struct lz_path *root = storage_root(L);
 	lz_l_check_options(L, 2, keys);
-	const char *text = lz_l_opt_string(L, 2, "image");
+	const char *text = lz_l_opt_string(L, 2, "image"); /* kept on the stack */
 	if (text == NULL)
 		return luaL_error(L, "option 'image' is required");
 	struct progress_ctx ctx = { L, 0 };
-	if (lua_getfield(L, 2, "progress") == LUA_TFUNCTION)
+	lua_pushliteral(L, "progress");
+	if (lua_rawget(L, 2) == LUA_TFUNCTION)
 		ctx.fn = lua_gettop(L);
 	else if (!lua_isnil(L, -1))
 		return luaL_error(L, "option 'progress' must be a function");
@@ -111,7 +118,12 @@ static int image_prepare(lua_State *L)
 			.progress = on_progress,
 			.progress_ctx = &ctx,
 		};
+		/* The progress callback runs Lua while root (cfg's Storage Root)
+		 * is in use: cfg:close() raises meanwhile. on_progress is
+		 * protected, so nothing unwinds between the two. */
+		lz_l_config_pin(L, 1, 1);
 		r = lz_prepare_image(&req, &res, &err);
+		lz_l_config_pin(L, 1, -1);
 	}
 	lz_path_release(&layout);
 	lz_transport_discard(&transport);
@@ -134,9 +146,11 @@ static int image_list(lua_State *L)
 	struct lz_catalog_artifact *v = NULL;
 	size_t n = 0;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns v while the result is built */
 	int r = lz_catalog_artifact_list(root->fd, &v, &n, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ v, n, artifact_list_free };
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		lua_createtable(L, 0, 8);
@@ -152,7 +166,7 @@ static int image_list(lua_State *L)
 		lua_setfield(L, -2, "created");
 		lua_seti(L, -2, (lua_Integer)i + 1);
 	}
-	lz_catalog_artifact_list_free(v, n);
+	lz_l_box_release(box);
 	return 1;
 }
 
@@ -176,21 +190,25 @@ static int image_gc(lua_State *L)
 	lua_Integer keep = 0;
 	if (!lua_isnoneornil(L, 2)) {
 		lz_l_check_options(L, 2, keys);
-		lua_getfield(L, 2, "dry_run");
+		lua_pushliteral(L, "dry_run");
+		lua_rawget(L, 2);
 		dry_run = lua_toboolean(L, -1);
 		lua_pop(L, 1);
-		if (lua_getfield(L, 2, "keep") != LUA_TNIL)
+		lua_pushliteral(L, "keep");
+		if (lua_rawget(L, 2) != LUA_TNIL)
 			keep = luaL_checkinteger(L, -1);
 		lua_pop(L, 1);
 		luaL_argcheck(L, keep >= 0 && keep <= LZ_KEEP_IMAGES_MAX, 2, "keep must be 0 to 1000");
-		spare = lz_l_opt_string(L, 2, "spare");
+		spare = lz_l_opt_string(L, 2, "spare"); /* kept on the stack */
 	}
 	struct lz_gc_item *items = NULL;
 	size_t n = 0;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns items while the result is built */
 	int r = lz_prepare_gc(root, dry_run, (size_t)keep, spare, &items, &n, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ items, n, lz_l_box_free };
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		lua_createtable(L, 0, 4);
@@ -200,7 +218,7 @@ static int image_gc(lua_State *L)
 		set_int(L, "leases", items[i].leases);
 		lua_seti(L, -2, (lua_Integer)i + 1);
 	}
-	free(items);
+	lz_l_box_release(box);
 	return 1;
 }
 
@@ -208,12 +226,14 @@ static int image_build_default(lua_State *L)
 {
 	const struct lz_path *root = storage_root(L);
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns ref while it is pushed */
 	char *ref = NULL;
 	int r = lz_default_image_build(root, &ref, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ ref, 0, lz_l_box_free };
 	lua_pushstring(L, ref);
-	free(ref);
+	lz_l_box_release(box);
 	return 1;
 }
 

@@ -17,16 +17,27 @@
  *                                          user's ranges {{start=, count=}, ...}
  *                                          in file order (possibly empty), or
  *                                          nil, msg, errno
+ *   probe.subid_range(kind) [-1, +(1|3), v] kind "uid"|"gid": the range a
+ *                                          launch maps, judged as the launch
+ *                                          judges it (lz_hostprobe_subid_range:
+ *                                          the lowest of >= 65536 IDs, none
+ *                                          holding ID 0, a system ID or yours):
+ *                                          {start=, count=}, or nil, msg, errno
+ *                                          (ENOENT none, EPERM unsafe)
  *   probe.file(path)      [-1, +(1|3), v]  {type=, mode=, uid=, gid=, size=,
- *                                          setuid=, setgid=} (stat: follows
- *                                          symlinks; mode = permission bits
- *                                          incl. setuid/setgid/sticky; type
- *                                          "file"|"directory"|"char"|"block"|
- *                                          "fifo"|"socket"|"other"), or
- *                                          nil, msg, errno
- *   probe.device_rw(path) [-1, +(1|3), v]  true, or nil, msg, errno
+ *                                          setuid=, setgid=} (follows no
+ *                                          symlink and enters no automount
+ *                                          directory: lz_hostprobe_file; mode =
+ *                                          permission bits incl. setuid/setgid/
+ *                                          sticky; type "file"|"directory"|
+ *                                          "char"|"block"|"fifo"|"socket"|
+ *                                          "other"), or nil, msg, errno
+ *   probe.device_rw(path) [-1, +(1|3), v]  path one of probe.devices: true,
+ *                                          or nil, msg, errno
  *   probe.userns()        [-0, +(1|3), v]  true, or nil, msg, errno
- *   probe.locate(name)    [-1, +(1|3), v]  path, or nil, msg, errno
+ *   probe.locate(name)    [-1, +(1|3), v]  the canonical path of the checked
+ *                                          tool (lz_hostprobe_tool_locate), or
+ *                                          nil, msg, errno
  *   probe.tool(name)      [-1, +(1|3), v]  {path=, version=} (first line of
  *                                          `<path> --version`), or nil, msg,
  *                                          errno
@@ -52,11 +63,13 @@
  *                                          directory you may write), or nil,
  *                                          msg, errno
  *   probe.tools           table            the allowed tool names, in order
+ *   probe.devices         table            the devices device_rw probes
  *   probe.trusted_dirs    table            the directories tools come from
  *   probe.errno           table            lazaret.core.errno (l_errno.c) */
 #include <errno.h>
 #include <lauxlib.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <lua.h>
 #include <string.h>
@@ -168,6 +181,26 @@ static int l_subids(lua_State *L)
 	return 1;
 }
 
+static int l_subid_range(lua_State *L)
+{
+	static const char *const kinds[] = { "uid", "gid", NULL };
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_identity id;
+	struct lz_hostprobe_subid_range range;
+	int kind = luaL_checkoption(L, 1, NULL, kinds);
+	check_nargs(L, 1);
+	int r = lz_hostprobe_identity(&err, &id);
+	if (r == 0)
+		r = lz_hostprobe_subid_range(kind == 0 ? LZ_HOSTPROBE_SUBUID : LZ_HOSTPROBE_SUBGID, &id, &err,
+					     &range);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lua_createtable(L, 0, 2);
+	set_int(L, "start", range.start);
+	set_int(L, "count", range.count);
+	return 1;
+}
+
 static const char *file_type(mode_t mode)
 {
 	switch (mode & S_IFMT) {
@@ -211,7 +244,10 @@ static int l_file(lua_State *L)
 static int l_device_rw(lua_State *L)
 {
 	struct lz_err err = { 0 };
-	const char *path = check_path(L, 1);
+	/* Only the devices Lazaret needs: opening another can be an action
+	 * (a serial port's DTR resets a board), and reports choose the path. */
+	(void)check_path(L, 1); /* no NUL byte that checkoption's strcmp would stop at */
+	const char *path = lz_hostprobe_devices[luaL_checkoption(L, 1, NULL, lz_hostprobe_devices)];
 	check_nargs(L, 1);
 	int r = lz_hostprobe_device_rw(path, &err);
 	if (r < 0)
@@ -234,13 +270,17 @@ static int l_userns(lua_State *L)
 static int l_locate(lua_State *L)
 {
 	struct lz_err err = { 0 };
+	struct lz_path tool = LZ_PATH_INIT;
 	char path[LZ_HOSTPROBE_PATH_MAX];
 	const char *name = lz_hostprobe_tool_names[luaL_checkoption(L, 1, NULL,
 								     lz_hostprobe_tool_names)];
 	check_nargs(L, 1);
-	int r = lz_hostprobe_tool_locate(name, &err, &path);
+	int r = lz_hostprobe_tool_locate(name, &err, &tool);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	/* Released before any Lua call that could raise. */
+	snprintf(path, sizeof(path), "%s", tool.canonical);
+	lz_path_release(&tool);
 	lua_pushstring(L, path);
 	return 1;
 }
@@ -334,14 +374,21 @@ static int l_runtime_root(lua_State *L)
 	struct lz_host_env env;
 	char *path = NULL;
 	check_nargs(L, 0);
+	struct lz_l_box *box = lz_l_box_new(L); /* owns path while the result is built */
 	lz_host_env_from_process(&env);
 	int r = lz_cfgsource_runtime_root(&env, &path, &err);
+	*box = (struct lz_l_box){ path, 0, lz_l_box_free };
 	if (r == 0)
 		r = lz_path_grammar(path, strlen(path), &err);
+	/* What Lua is told about the directory, taken before any Lua runs:
+	 * the descriptor is closed by then. */
 	struct lz_path root = LZ_PATH_INIT;
 	int opened = r == 0 ? lz_path_open(path, &root, &err) : 0;
+	mode_t mode = root.mode;
+	uid_t uid = root.uid;
+	lz_path_release(&root);
 	if (r < 0 || (opened < 0 && opened != -ENOENT)) {
-		free(path);
+		lz_l_box_release(box);
 		return lz_l_fail(L, r < 0 ? r : opened, &err);
 	}
 	lua_createtable(L, 0, 5);
@@ -349,13 +396,12 @@ static int l_runtime_root(lua_State *L)
 	set_bool(L, "exists", opened == 0);
 	if (opened != 0)
 		set_bool(L, "creatable", creatable(path));
-	free(path);
+	lz_l_box_release(box);
 	if (opened == 0) {
-		set_str(L, "type", file_type(root.mode));
-		set_int(L, "uid", root.uid);
-		set_int(L, "mode", root.mode & 07777);
+		set_str(L, "type", file_type(mode));
+		set_int(L, "uid", uid);
+		set_int(L, "mode", mode & 07777);
 	}
-	lz_path_release(&root);
 	return 1;
 }
 
@@ -374,6 +420,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "kernel", l_kernel },
 		{ "identity", l_identity },
 		{ "subids", l_subids },
+		{ "subid_range", l_subid_range },
 		{ "file", l_file },
 		{ "device_rw", l_device_rw },
 		{ "userns", l_userns },
@@ -391,6 +438,8 @@ int luaopen_lazaret_probe(lua_State *L)
 	lua_setfield(L, -2, "tools");
 	push_string_list(L, lz_hostprobe_trusted_dirs);
 	lua_setfield(L, -2, "trusted_dirs");
+	push_string_list(L, lz_hostprobe_devices);
+	lua_setfield(L, -2, "devices");
 	lz_l_push_errno(L);
 	lua_setfield(L, -2, "errno");
 	return 1;

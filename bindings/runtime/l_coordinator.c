@@ -29,14 +29,20 @@
  *       Bootstrap recovery's steps (core/runtime/coordinator.h).
  *   hc:reset_plan({path...})       [-0, +1|3, e] -> {path...} | nil, msg, errno
  *       The persistent directories a State Anchor reset of those paths
- *       ({}: all) would discard (core/runtime/anchorreset.h).
+ *       ({}: all) would discard (core/runtime/anchorreset.h). The handle
+ *       keeps that plan.
  *   hc:reset({path...})            [-0, +1|3, e] -> true | nil, msg, errno
- *       Discards exactly those, as planned.
+ *       Discards exactly those, as planned: the list must be the one the
+ *       last hc:reset_plan returned (else raises), and the reset is of the
+ *       plan the handle kept, which it uses up.
  *   hc:verify()                    [-0, +1|3, e] -> {{check=, ok=, detail=}...} | nil, msg, errno
  *       Structural verification (core/runtime/domainverify.h).
- *   hc:close()                     [-0, +0, -] idempotent; also __gc and
+ *   hc:close()                     [-0, +0, e] idempotent; also __gc and
  *       __close: ends sessions, kills a remaining RS, records a live
  *       generation failed, removes the runtime tree, drops the flock.
+ *       Raises inside store:batch's fn or session.serve's route, while C
+ *       still uses the coordinator.
+ * Tables passed in must be plain (no metatable); they are read raw.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,20 +55,51 @@
 
 #include "l_util.h"
 #include "modules.h"
+#include "runtime/anchorreset.h"
 #include "runtime/coordinator.h"
 
 #define HC_MT "lazaret.hc"
 
 struct hc_ud {
 	lz_hc *hc; /* NULL when closed */
+	int busy;    /* C calls using hc across Lua code (lz_l_hc_busy) */
+	int serving; /* session.serve: every use raises */
+	/* The paths the last hc:reset_plan named, until hc:reset takes them:
+	 * a reset discards what a plan showed, never a list Lua made. */
+	bool planned;
+	char **plan;
+	size_t plan_n;
 };
 
-lz_hc *lz_l_check_hc(lua_State *L, int idx)
+static void drop_plan(struct hc_ud *ud)
+{
+	lz_anchor_reset_free(ud->plan, ud->plan_n);
+	ud->plan = NULL;
+	ud->plan_n = 0;
+	ud->planned = false;
+}
+
+static struct hc_ud *check_ud(lua_State *L, int idx)
 {
 	struct hc_ud *ud = luaL_checkudata(L, idx, HC_MT);
 	if (ud->hc == NULL)
 		luaL_error(L, "attempt to use a closed coordinator");
-	return ud->hc;
+	if (ud->serving)
+		luaL_error(L, "attempt to use the coordinator while session.serve runs (from its route function)");
+	return ud;
+}
+
+lz_hc *lz_l_check_hc(lua_State *L, int idx)
+{
+	return check_ud(L, idx)->hc;
+}
+
+void lz_l_hc_busy(lua_State *L, int idx, int delta, bool exclusive)
+{
+	struct hc_ud *ud = luaL_checkudata(L, idx, HC_MT);
+	ud->busy += delta;
+	if (exclusive)
+		ud->serving += delta;
 }
 
 void lz_l_new_view(lua_State *L, int hc_idx, const char *mt)
@@ -89,6 +126,12 @@ static int hc_close(lua_State *L)
 	struct hc_ud *ud = luaL_checkudata(L, 1, HC_MT);
 	if (ud->hc == NULL)
 		return 0;
+	/* C holds the hc across the Lua code that calls this; __gc cannot
+	 * come then (the handle is on C's stack), only close or __close. */
+	if (ud->busy > 0)
+		return luaL_error(L, "the coordinator is in use (inside store:batch or session.serve): close it "
+				     "after that returns");
+	drop_plan(ud);
 	lz_hc_close(ud->hc);
 	ud->hc = NULL;
 	lua_getiuservalue(L, 1, 1);
@@ -155,11 +198,50 @@ static int hc_record_lost(lua_State *L)
 	return 1;
 }
 
+/* The core calls these report callbacks in the middle of its work: a Lua
+ * error (memory) must not unwind through it, so each row is added under
+ * lua_pcall, and a row that could not be is raised once the core returned. */
+struct rows {
+	lua_State *L;
+	int table; /* absolute index of the result list */
+	bool lost;
+};
+
+static int append_line_protected(lua_State *L)
+{
+	lua_pushstring(L, lua_touserdata(L, 2));
+	lua_rawseti(L, 1, (lua_Integer)lua_rawlen(L, 1) + 1);
+	return 0;
+}
+
 static void append_line(void *ctx, const char *line)
 {
-	lua_State *L = ctx;
-	lua_pushstring(L, line);
-	lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+	struct rows *rows = ctx;
+	lua_State *L = rows->L;
+	lua_pushcfunction(L, append_line_protected);
+	lua_pushvalue(L, rows->table);
+	lua_pushlightuserdata(L, (void *)line);
+	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+		lua_pop(L, 1);
+		rows->lost = true;
+	}
+}
+
+/* [-0, +1, e] pushes the result list of a reporting call. */
+static struct rows new_rows(lua_State *L)
+{
+	lua_newtable(L);
+	return (struct rows){ L, lua_gettop(L), false };
+}
+
+static int rows_done(lua_State *L, const struct rows *rows, int r, const struct lz_err *err)
+{
+	if (rows->lost)
+		return luaL_error(L, "not enough memory for the report (the step itself %s)",
+				  r < 0 ? "failed" : "was done");
+	if (r < 0)
+		return lz_l_fail(L, r, err);
+	return 1;
 }
 
 #define REPORTING(name, fn)                                      \
@@ -167,11 +249,9 @@ static void append_line(void *ctx, const char *line)
 	{                                                        \
 		lz_hc *hc = lz_l_check_hc(L, 1);                 \
 		struct lz_err err = { 0, "" };                   \
-		lua_newtable(L);                                 \
-		int r = fn(hc, append_line, L, &err);            \
-		if (r < 0)                                       \
-			return lz_l_fail(L, r, &err);            \
-		return 1;                                        \
+		struct rows rows = new_rows(L);                  \
+		int r = fn(hc, append_line, &rows, &err);        \
+		return rows_done(L, &rows, r, &err);             \
 	}
 
 REPORTING(hc_release_lost_leases, lz_hc_release_lost_leases)
@@ -201,84 +281,113 @@ static int hc_readiness(lua_State *L)
 
 #define RESET_MAX 64
 
-/* The strings of table idx (at most RESET_MAX) into v; returns n. */
-static size_t string_list(lua_State *L, int idx, const char **v)
+/* [-0, +1, e] the paths of the list at idx (at most RESET_MAX) into v,
+ * pushing the copy that keeps them alive; returns n. */
+static size_t path_list(lua_State *L, int idx, const char **v)
 {
 	luaL_checktype(L, idx, LUA_TTABLE);
-	lua_Integer n = luaL_len(L, idx);
+	lua_Integer n = lz_l_list_len(L, idx, "the list of paths");
 	luaL_argcheck(L, n >= 0 && n <= RESET_MAX, idx, "at most 64 paths");
-	for (lua_Integer i = 1; i <= n; i++) {
-		if (lua_geti(L, idx, i) != LUA_TSTRING)
-			luaL_error(L, "path %d must be a string", (int)i);
-		v[i - 1] = lua_tostring(L, -1);
-		lua_pop(L, 1); /* anchored by the table */
-	}
+	lz_l_list_strings(L, idx, n, "path %d", v);
 	return (size_t)n;
 }
 
 static int hc_reset_plan(lua_State *L)
 {
-	lz_hc *hc = lz_l_check_hc(L, 1);
+	struct hc_ud *ud = check_ud(L, 1);
 	const char *paths[RESET_MAX];
-	size_t n = string_list(L, 2, paths);
+	size_t n = path_list(L, 2, paths);
 	char **v = NULL;
 	size_t k = 0;
 	struct lz_err err = { 0, "" };
-	int r = lz_hc_reset_plan(hc, paths, n, &v, &k, &err);
+	drop_plan(ud); /* a failed plan leaves none to reset by */
+	int r = lz_hc_reset_plan(ud->hc, paths, n, &v, &k, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	ud->plan = v; /* owned by the handle from here */
+	ud->plan_n = k;
+	ud->planned = true;
 	lua_createtable(L, (int)k, 0);
 	for (size_t i = 0; i < k; i++) {
 		lua_pushstring(L, v[i]);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
-		free(v[i]);
 	}
-	free(v);
 	return 1;
 }
 
+/* Lua passes the list it showed the developer; the reset is of the plan C
+ * kept, and only if the two are the same. The plan is used up either way. */
 static int hc_reset(lua_State *L)
 {
-	lz_hc *hc = lz_l_check_hc(L, 1);
+	struct hc_ud *ud = check_ud(L, 1);
 	const char *paths[RESET_MAX];
-	size_t n = string_list(L, 2, paths);
+	size_t n = path_list(L, 2, paths);
+	if (!ud->planned)
+		return luaL_error(L, "hc:reset takes the list the last hc:reset_plan returned: there is none");
+	bool same = n == ud->plan_n;
+	for (size_t i = 0; same && i < n; i++)
+		same = strcmp(paths[i], ud->plan[i]) == 0;
+	if (!same) {
+		drop_plan(ud);
+		return luaL_error(L, "hc:reset takes exactly the list the last hc:reset_plan returned; nothing "
+				     "was reset");
+	}
 	struct lz_err err = { 0, "" };
-	int r = lz_hc_reset(hc, paths, n, &err);
+	int r = lz_hc_reset(ud->hc, (const char *const *)ud->plan, ud->plan_n, &err);
+	drop_plan(ud);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
 
+struct verify_row_args {
+	const char *check, *detail;
+	bool ok;
+};
+
+static int verify_row_protected(lua_State *L)
+{
+	const struct verify_row_args *a = lua_touserdata(L, 2);
+	lua_createtable(L, 0, 3);
+	lua_pushstring(L, a->check);
+	lua_setfield(L, -2, "check");
+	lua_pushboolean(L, a->ok);
+	lua_setfield(L, -2, "ok");
+	lua_pushstring(L, a->detail);
+	lua_setfield(L, -2, "detail");
+	lua_rawseti(L, 1, (lua_Integer)lua_rawlen(L, 1) + 1);
+	return 0;
+}
+
 static void verify_row(void *ctx, const char *check, bool ok, const char *detail)
 {
-	lua_State *L = ctx;
-	lua_createtable(L, 0, 3);
-	lua_pushstring(L, check);
-	lua_setfield(L, -2, "check");
-	lua_pushboolean(L, ok);
-	lua_setfield(L, -2, "ok");
-	lua_pushstring(L, detail);
-	lua_setfield(L, -2, "detail");
-	lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+	struct rows *rows = ctx;
+	lua_State *L = rows->L;
+	struct verify_row_args a = { check, detail, ok };
+	lua_pushcfunction(L, verify_row_protected);
+	lua_pushvalue(L, rows->table);
+	lua_pushlightuserdata(L, &a);
+	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+		lua_pop(L, 1);
+		rows->lost = true;
+	}
 }
 
 static int hc_verify(lua_State *L)
 {
 	lz_hc *hc = lz_l_check_hc(L, 1);
 	struct lz_err err = { 0, "" };
-	lua_newtable(L);
-	int r = lz_hc_verify(hc, verify_row, L, &err);
-	if (r < 0)
-		return lz_l_fail(L, r, &err);
-	return 1;
+	struct rows rows = new_rows(L);
+	int r = lz_hc_verify(hc, verify_row, &rows, &err);
+	return rows_done(L, &rows, r, &err);
 }
 
 static int coordinator_open(lua_State *L)
 {
 	const struct lz_config *cfg = lz_l_check_config(L, 1);
 	struct hc_ud *ud = lua_newuserdatauv(L, sizeof(*ud), 1);
-	ud->hc = NULL;
+	*ud = (struct hc_ud){ .hc = NULL };
 	luaL_setmetatable(L, HC_MT);
 	/* The configuration must outlive the coordinator. */
 	lua_pushvalue(L, 1);

@@ -92,7 +92,7 @@ static int sup_serve(lua_State *L)
 static int sup_abort(lua_State *L)
 {
 	lz_rs *rs = check_rs(L);
-	lz_rs_abort(rs, luaL_checkstring(L, 2));
+	lz_rs_abort(rs, lz_l_check_cstring(L, 2));
 	return 0;
 }
 

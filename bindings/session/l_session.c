@@ -14,7 +14,9 @@
  *       prompt_busy=, rows=, cols= (the developer's terminal), rule=
  *       (1-based, or nil), argv={...}, cwd=, why=};
  *       it returns "auto" | "prompt" | "deny" and the prompt's or the
- *       denial's text. An error in route denies the request.
+ *       denial's text. An error in route denies the request. While serve
+ *       runs, every use of hc and its views raises, hc:close() and another
+ *       serve included: the loop holds the coordinator.
  *   session.capture(args, {terminal=, timeout_ms=, max_output=})
  *                                   [-2, +1|3, e]
  *       -> {status=, output=, timed_out=, truncated=} | nil, msg, errno
@@ -22,6 +24,7 @@
  *       this process's environment, output captured and bounded
  *       (core/session/capture.h): the qualification suite's real launch.
  *       Nothing but lazaret can be run this way.
+ * Tables passed in must be plain (no metatable), strings without NUL bytes.
  */
 #include <lauxlib.h>
 #include <lua.h>
@@ -46,21 +49,18 @@ static int session_run(lua_State *L)
 	const struct lz_config *cfg = lz_l_check_config(L, 1);
 	lz_l_check_options(L, 2, keys);
 	const char *config_arg = lz_l_opt_string(L, 2, "config");
-	if (lua_getfield(L, 2, "argv") != LUA_TTABLE)
+	lua_pushliteral(L, "argv");
+	if (lua_rawget(L, 2) != LUA_TTABLE)
 		return luaL_error(L, "option 'argv' must be a table");
-	lua_Integer argc = luaL_len(L, -1);
+	int list = lua_gettop(L);
+	lua_Integer argc = lz_l_list_len(L, list, "option 'argv'");
 	if (argc < 1 || argc > LZ_SESSION_MAX_ARGV)
 		return luaL_error(L, "option 'argv' needs 1 to %d strings", LZ_SESSION_MAX_ARGV);
 	char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 1), 0);
-	for (lua_Integer i = 1; i <= argc; i++) {
-		lua_geti(L, -2, i);
-		if (lua_type(L, -1) != LUA_TSTRING)
-			return luaL_error(L, "argv[%d] must be a string", (int)i);
-		argv[i - 1] = (char *)lua_tostring(L, -1);
-		lua_pop(L, 1); /* still anchored by the argv table */
-	}
+	lz_l_list_strings(L, list, argc, "argv[%d]", (const char **)argv);
 	argv[argc] = NULL;
-	lua_getfield(L, 2, "terminal");
+	lua_pushliteral(L, "terminal");
+	lua_rawget(L, 2);
 	bool terminal = lua_toboolean(L, -1);
 	lua_pop(L, 1);
 	struct lz_client_request req = { .cfg = cfg, .config_arg = config_arg, .argv = argv,
@@ -80,13 +80,15 @@ static int session_interactive(lua_State *L)
 	return 1;
 }
 
-/* Calls the Lua route function (at stack index 2 of the serve call)
- * protected: a Lua error must not unwind through the serve loop. */
-static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz_hc_route *ret)
+/* [-3, +0, e] route_call(route, q, ret): builds the query table from q,
+ * calls route with it and fills ret from its answer. Runs under lua_pcall
+ * (route_in_lua), so nothing of it, not even a memory error while the
+ * sandbox's argv is copied, unwinds through the serve loop. */
+static int route_call(lua_State *L)
 {
-	lua_State *L = ctx;
-	int top = lua_gettop(L);
-	lua_pushvalue(L, 2);
+	const struct lz_hc_route_query *q = lua_touserdata(L, 2);
+	struct lz_hc_route *ret = lua_touserdata(L, 3);
+	lua_settop(L, 1);
 	lua_createtable(L, 0, 8);
 	lua_pushstring(L, q->profile);
 	lua_setfield(L, -2, "profile");
@@ -114,37 +116,60 @@ static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz
 	lua_setfield(L, -2, "cwd");
 	lua_pushstring(L, q->why);
 	lua_setfield(L, -2, "why");
+	lua_call(L, 1, 2);
+	size_t len = 0;
+	const char *action = lua_tostring(L, -2);
+	const char *text = lua_tolstring(L, -1, &len);
+	enum lz_hc_route_action act = LZ_HC_ROUTE_DENY;
+	if (action != NULL && strcmp(action, "auto") == 0)
+		act = LZ_HC_ROUTE_AUTO;
+	else if (action != NULL && strcmp(action, "prompt") == 0 && text != NULL && text[0] != '\0' &&
+		 strlen(text) == len)
+		act = LZ_HC_ROUTE_PROMPT; /* never a prompt that shows nothing, or less than it says */
+	/* A prompt is shown whole or not at all: a cut one would hide
+	 * arguments that still run. */
+	if (snprintf(ret->text, sizeof(ret->text), "%s", text ? text : "denied") >= (int)sizeof(ret->text) &&
+	    act == LZ_HC_ROUTE_PROMPT) {
+		act = LZ_HC_ROUTE_DENY;
+		snprintf(ret->text, sizeof(ret->text),
+			 "the request is too long to show the developer in full (%zu bytes of prompt, at most %zu)",
+			 strlen(text), sizeof(ret->text) - 1);
+	}
+	ret->action = act;
+	return 0;
+}
+
+/* The serve loop's router: the Lua route function (stack index 2 of the
+ * serve call) through route_call, protected. An error in it denies. */
+static void route_in_lua(void *ctx, const struct lz_hc_route_query *q, struct lz_hc_route *ret)
+{
+	lua_State *L = ctx;
+	int top = lua_gettop(L);
 	ret->action = LZ_HC_ROUTE_DENY;
-	if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
+	lua_pushcfunction(L, route_call);
+	lua_pushvalue(L, 2);
+	lua_pushlightuserdata(L, (void *)q);
+	lua_pushlightuserdata(L, ret);
+	if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+		ret->action = LZ_HC_ROUTE_DENY;
 		snprintf(ret->text, sizeof(ret->text), "the coordinator could not route the request");
-		fprintf(stderr, "escalation: route failed: %s\n", lua_tostring(L, -1));
-	} else {
-		const char *action = lua_tostring(L, -2);
-		const char *text = lua_tostring(L, -1);
-		if (action != NULL && strcmp(action, "auto") == 0)
-			ret->action = LZ_HC_ROUTE_AUTO;
-		else if (action != NULL && strcmp(action, "prompt") == 0 && text != NULL && text[0] != '\0')
-			ret->action = LZ_HC_ROUTE_PROMPT; /* never a prompt that shows nothing */
-		/* A prompt is shown whole or not at all: a cut one would hide
-		 * arguments that still run. */
-		if (snprintf(ret->text, sizeof(ret->text), "%s", text ? text : "denied") >= (int)sizeof(ret->text) &&
-		    ret->action == LZ_HC_ROUTE_PROMPT) {
-			ret->action = LZ_HC_ROUTE_DENY;
-			snprintf(ret->text, sizeof(ret->text),
-				 "the request is too long to show the developer in full (%zu bytes of prompt, at "
-				 "most %zu)",
-				 strlen(text), sizeof(ret->text) - 1);
-		}
+		fprintf(stderr, "escalation: route failed: %s\n",
+			lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "(not a string)");
 	}
 	lua_settop(L, top);
 }
 
 static int session_serve(lua_State *L)
 {
-	lz_hc *hc = lz_l_check_hc(L, 1);
+	lz_hc *hc = lz_l_check_hc(L, 1); /* raises inside a serve: no nested one */
 	luaL_checktype(L, 2, LUA_TFUNCTION);
+	lua_settop(L, 2);
 	struct lz_err err = { 0, "" };
+	/* route runs Lua in the middle of the serve loop: meanwhile the hc
+	 * can be neither closed nor used (nor served again). */
+	lz_l_hc_busy(L, 1, 1, true);
 	int r = lz_hc_serve(hc, route_in_lua, L, &err);
+	lz_l_hc_busy(L, 1, -1, true);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
 	lua_pushboolean(L, 1);
@@ -156,22 +181,20 @@ static int session_capture(lua_State *L)
 	static const char *const keys[] = { "terminal", "timeout_ms", "max_output", NULL };
 	luaL_checktype(L, 1, LUA_TTABLE);
 	lz_l_check_options(L, 2, keys);
-	lua_Integer argc = luaL_len(L, 1);
+	lua_Integer argc = lz_l_list_len(L, 1, "the arguments");
 	luaL_argcheck(L, argc >= 1 && argc < LZ_SESSION_MAX_ARGV, 1, "needs 1 to 4095 arguments");
 	char **argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(argc + 2), 0);
 	argv[0] = "lazaret";
-	for (lua_Integer i = 1; i <= argc; i++) {
-		if (lua_geti(L, 1, i) != LUA_TSTRING)
-			return luaL_error(L, "argument %d must be a string", (int)i);
-		argv[i] = (char *)lua_tostring(L, -1);
-		lua_pop(L, 1); /* still anchored by the table */
-	}
+	lz_l_list_strings(L, 1, argc, "argument %d", (const char **)argv + 1);
 	argv[argc + 1] = NULL;
-	lua_getfield(L, 2, "terminal");
+	lua_pushliteral(L, "terminal");
+	lua_rawget(L, 2);
 	bool terminal = lua_toboolean(L, -1);
-	lua_getfield(L, 2, "timeout_ms");
+	lua_pushliteral(L, "timeout_ms");
+	lua_rawget(L, 2);
 	lua_Integer timeout = luaL_optinteger(L, -1, 60000);
-	lua_getfield(L, 2, "max_output");
+	lua_pushliteral(L, "max_output");
+	lua_rawget(L, 2);
 	lua_Integer max = luaL_optinteger(L, -1, 65536);
 	lua_pop(L, 3);
 	luaL_argcheck(L, timeout > 0 && timeout <= 3600000, 2, "timeout_ms must be 1 to 3600000");
@@ -181,12 +204,15 @@ static int session_capture(lua_State *L)
 					  .max_output = (size_t)max };
 	struct lz_capture_result res;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns res.output while it is pushed */
 	int r = lz_capture_run(&req, &res, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	box->p = res.output;
+	box->release = lz_l_box_free;
 	lua_createtable(L, 0, 4);
 	lua_pushlstring(L, res.output, res.len);
-	lz_capture_result_free(&res);
+	lz_l_box_release(box);
 	lua_setfield(L, -2, "output");
 	if (res.timed_out)
 		lua_pushboolean(L, 0);

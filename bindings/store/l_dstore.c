@@ -21,7 +21,8 @@
  *                             in one transaction (lz_hc_batch_begin), then
  *                             commits what succeeded; an error fn raises is
  *                             raised again after the commit. The handle's
- *                             actions refuse inside fn.
+ *                             actions refuse inside fn, and hc:close()
+ *                             raises there.
  * Role names: prepared_lower, state_anchor, sandbox, runtime_supervisor,
  * attached_runsc, host_coordinator, connectivity_helper, network. An
  * unknown name, or a closed coordinator, raises. */
@@ -37,7 +38,7 @@
 
 static enum lz_dstore_role check_role(lua_State *L, int idx)
 {
-	const char *name = luaL_checkstring(L, idx);
+	const char *name = lz_l_check_cstring(L, idx);
 	for (int r = 1; r <= LZ_DSTORE_ROLE_COUNT; r++)
 		if (strcmp(lz_dstore_role_name((enum lz_dstore_role)r), name) == 0)
 			return (enum lz_dstore_role)r;
@@ -122,12 +123,16 @@ static int store_batch(lua_State *L)
 {
 	lz_hc *hc = lz_l_view_hc(L, 1, STORE_MT);
 	luaL_checktype(L, 2, LUA_TFUNCTION);
+	lua_settop(L, 2);
+	lua_getiuservalue(L, 1, 1); /* 3: the hc handle, which fn cannot close */
 	struct lz_err err = { 0, "" };
 	int r = lz_hc_batch_begin(hc, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
-	lua_settop(L, 2);
+	lua_pushvalue(L, 2);
+	lz_l_hc_busy(L, 3, 1, false);
 	int status = lua_pcall(L, 0, 0, 0);
+	lz_l_hc_busy(L, 3, -1, false);
 	/* What fn's transitions did is committed either way: exactly the
 	 * document they would have left one transaction at a time. */
 	r = lz_hc_batch_end(hc, &err);

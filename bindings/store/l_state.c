@@ -46,6 +46,16 @@ static void push_usage(lua_State *L, const struct lz_tree_usage *u)
 	lua_setfield(L, -2, "incomplete");
 }
 
+static void domain_state_free(void *v, size_t n)
+{
+	lz_domain_state_free(v, n);
+}
+
+static void anchor_changes_free(void *v, size_t n)
+{
+	lz_anchor_changes_free(v, n);
+}
+
 static void push_domain(lua_State *L, const struct lz_domain_state *d)
 {
 	lua_createtable(L, 0, 12);
@@ -94,7 +104,8 @@ static int state_list(lua_State *L)
 	lz_l_check_options(L, 2, keys);
 	bool sizes = true;
 	if (lua_istable(L, 2)) {
-		lua_getfield(L, 2, "sizes");
+		lua_pushliteral(L, "sizes");
+		lua_rawget(L, 2);
 		sizes = lua_isnil(L, -1) || lua_toboolean(L, -1);
 		lua_pop(L, 1);
 	}
@@ -103,15 +114,17 @@ static int state_list(lua_State *L)
 	struct lz_domain_state *v = NULL;
 	size_t n = 0;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns v while the result is built */
 	int r = lz_domain_state_list(lz_config_storage_root(cfg), s.runtime_root, sizes, &v, &n, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ v, n, domain_state_free };
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		push_domain(L, &v[i]);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
-	lz_domain_state_free(v, n);
+	lz_l_box_release(box);
 	return 1;
 }
 
@@ -131,27 +144,28 @@ static int state_inspect(lua_State *L)
 		return luaL_error(L, "state.inspect needs a configuration with a profile");
 	if (!lua_isnoneornil(L, 2)) {
 		lz_l_check_options(L, 2, keys);
-		if (lua_getfield(L, 2, "max") != LUA_TNIL)
+		lua_pushliteral(L, "max");
+		if (lua_rawget(L, 2) != LUA_TNIL)
 			max = luaL_checkinteger(L, -1);
 		lua_pop(L, 1);
-		if (lua_getfield(L, 2, "paths") == LUA_TTABLE) {
-			lua_Integer k = luaL_len(L, -1);
+		lua_pushliteral(L, "paths");
+		int t = lua_rawget(L, 2);
+		if (t == LUA_TTABLE) {
+			int list = lua_gettop(L);
+			lua_Integer k = lz_l_list_len(L, list, "option 'paths'");
 			luaL_argcheck(L, k >= 0 && k <= INSPECT_PATHS_MAX, 2, "at most 64 paths");
-			for (lua_Integer i = 1; i <= k; i++) {
-				if (lua_geti(L, -1, i) != LUA_TSTRING)
-					return luaL_error(L, "path %d must be a string", (int)i);
-				paths[n++] = lua_tostring(L, -1);
-				lua_pop(L, 1); /* anchored by the table */
+			lz_l_list_strings(L, list, k, "path %d", paths); /* the copy stays on the stack */
+			n = (size_t)k;
+			for (size_t i = 0; i < n; i++)
 				/* Spec 3.9: a persistent directory, never a relative path. */
-				if (paths[n - 1][0] != '/') {
+				if (paths[i][0] != '/') {
 					struct lz_err e = { 0, "" };
-					lz_err_set(&e, EINVAL, "state inspect '%.256s': not an absolute path",
-						   paths[n - 1]);
+					lz_err_set(&e, EINVAL, "state inspect '%.256s': not an absolute path", paths[i]);
 					return lz_l_fail(L, -EINVAL, &e);
 				}
-			}
+		} else if (t != LUA_TNIL) {
+			return luaL_error(L, "option 'paths' must be a table");
 		}
-		lua_pop(L, 1);
 	}
 	luaL_argcheck(L, max >= 0 && max <= 100000, 2, "max must be 0 to 100000");
 	if (n == 0)
@@ -160,6 +174,7 @@ static int state_inspect(lua_State *L)
 	char artifact[LZ_DOMAIN_ID_HEX_LEN + 1] = "";
 	int rootfs = -1;
 	struct lz_err err = { 0, "" };
+	struct lz_l_box *box = lz_l_box_new(L); /* owns v while the result is built */
 	int r = lz_prepare_lookup(lz_config_storage_root(cfg), p->image, artifact, &rootfs, &err);
 	if (r < 0 && r != -ENOENT)
 		return lz_l_fail(L, r, &err);
@@ -171,6 +186,7 @@ static int state_inspect(lua_State *L)
 		close(rootfs);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	*box = (struct lz_l_box){ v, k, anchor_changes_free };
 	lua_createtable(L, 0, 2);
 	if (artifact[0]) {
 		lua_pushstring(L, artifact);
@@ -214,7 +230,7 @@ static int state_inspect(lua_State *L)
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	lua_setfield(L, -2, "anchors");
-	lz_anchor_changes_free(v, k);
+	lz_l_box_release(box);
 	/* Egress by name: the last launch's proxy counters (egressproxy.h). */
 	uint64_t allowed, refused;
 	r = lz_egress_stats_read(lz_config_storage_domain(cfg)->fd, &allowed, &refused, &err);
@@ -234,7 +250,7 @@ static int state_inspect(lua_State *L)
 static struct lz_domain_remove remove_of(lua_State *L, struct lz_config_summary *s)
 {
 	const struct lz_config *cfg = lz_l_check_config(L, 1);
-	const char *id = luaL_checkstring(L, 2);
+	const char *id = lz_l_check_cstring(L, 2);
 	lz_config_summarize(cfg, s);
 	return (struct lz_domain_remove){ .storage_root = lz_config_storage_root(cfg),
 					  .runtime_root = s->runtime_root,

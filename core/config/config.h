@@ -159,6 +159,12 @@ const struct lz_path *lz_config_executable(const lz_config *cfg, size_t i);
  * command there is the sandbox's to write (auto_approve rules, prompted
  * requests). */
 int lz_config_host_executable_allowed(const lz_config *cfg, const char *canonical, struct lz_err *err);
+/* The same for an opened object, compared by where it lies in its file
+ * system as well (fs/mountns.h lz_mountns_place, as the load compares the
+ * trees): another mount of the workspace, a root or a volume source shows
+ * their files under another name. For the host tools a launch runs from
+ * their descriptors (runsc, slirp4netns; platform/hostprobe.h). */
+int lz_config_host_tool_allowed(const lz_config *cfg, const struct lz_path *x, struct lz_err *err);
 /* The resolved value of env reference i: runtime authority, never printed. */
 const char *lz_config_env_value(const lz_config *cfg, size_t i);
 /* Zeroes every resolved env value (lz_config_env_value then reads ""):

@@ -489,6 +489,37 @@ static int refuse_aliases(const lz_config *cfg, struct lz_err *err)
 	return r;
 }
 
+int lz_config_host_tool_allowed(const lz_config *cfg, const struct lz_path *x, struct lz_err *err)
+{
+	int r = lz_config_host_executable_allowed(cfg, x->canonical, err);
+	if (r < 0)
+		return r;
+	/* And by place, as refuse_aliases compares the trees: a tool found
+	 * through another mount of the workspace, a root or a volume source
+	 * is the sandbox's (or Lazaret's) to write all the same. */
+	const struct lz_config_profile *p = cfg->profile;
+	size_t n = 4 + (p != NULL ? p->n_volumes : 0), k = 0;
+	struct placed *v = calloc(n, sizeof(*v));
+	if (v == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	v[k++] = (struct placed){ PLACED_EXECUTABLE, "host tool", x, { 0 } };
+	if (cfg->workspace.canonical != NULL)
+		v[k++] = (struct placed){ PLACED_WORKSPACE, "the workspace", &cfg->workspace, { 0 } };
+	v[k++] = (struct placed){ PLACED_STORAGE, "the Storage Root", &cfg->storage_root, { 0 } };
+	v[k++] = (struct placed){ PLACED_RUNTIME, "the Runtime Root", &cfg->runtime_root, { 0 } };
+	for (size_t i = 0; p != NULL && i < p->n_volumes; i++)
+		v[k++] = (struct placed){ PLACED_VOLUME, "volume source", &cfg->volume_sources[i], { 0 } };
+	for (size_t i = 0; i < k && r >= 0; i++)
+		if ((r = lz_mountns_place(v[i].p->fd, v[i].p->canonical, &v[i].at, err)) < 0)
+			lz_err_prefix(err, r, "%s: ", v[i].what);
+	for (size_t i = 1; i < k && r >= 0; i++)
+		r = refuse_placed_overlap(&v[0], &v[i], err);
+	for (size_t i = 0; i < k; i++)
+		lz_fs_place_release(&v[i].at);
+	free(v);
+	return r;
+}
+
 static int resolve_profile(lz_config *cfg, const struct lz_config_request *req, struct lz_err *err)
 {
 	const struct lz_config_profile *p = cfg->profile;

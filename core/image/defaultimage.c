@@ -38,12 +38,14 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
 	return 0;
 }
 
-static int run_mmdebstrap(const struct lz_path *build, struct lz_err *err)
+static int run_mmdebstrap(const struct lz_path *storage_root, const struct lz_path *build, struct lz_err *err)
 {
-	char tool[LZ_HOSTPROBE_PATH_MAX];
+	_cleanup_(lz_path_release) struct lz_path tool = LZ_PATH_INIT;
 	int r = lz_hostprobe_tool_locate("mmdebstrap", err, &tool);
 	if (r < 0)
 		return lz_err_prefix(err, r, "building the default image needs mmdebstrap: ");
+	if ((r = lz_hostprobe_tool_outside(&tool, storage_root, "the Storage Root", err)) < 0)
+		return lz_err_prefix(err, r, "building the default image: ");
 	/* Pathname handoff to a trusted tool, after revalidation (spec 3.2). */
 	if ((r = lz_path_revalidate(build, err)) < 0)
 		return r;
@@ -56,7 +58,13 @@ static int run_mmdebstrap(const struct lz_path *build, struct lz_err *err)
 	/* No TMPDIR here: mmdebstrap's namespace root (a subordinate ID) could
 	 * not enter the 0700 build directory; it uses its own under /tmp. */
 	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", home, "LC_ALL=C.UTF-8", NULL };
-	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool, .argv = argv,
+	/* By its canonical path, not the checked descriptor: mmdebstrap is a
+	 * Perl script, and the kernel would hand perl a /dev/fd name of a
+	 * close-on-exec descriptor, closed by the time perl opens it. The
+	 * path has no symbolic link, and every directory on it is root's or
+	 * yours and writable by no one else (lz_hostprobe_tool_locate), so no
+	 * one else can put another file there between the check and the exec. */
+	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool.canonical, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = STDERR_FILENO,
 				 .stderr_fd = STDERR_FILENO };
 	return lz_spawn_run(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, err);
@@ -79,7 +87,7 @@ int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, s
 	if ((r = lz_path_owned_child(&images, build_name, true, &build, err)) < 0)
 		goto out;
 	have_build = true;
-	if ((r = run_mmdebstrap(&build, err)) < 0)
+	if ((r = run_mmdebstrap(storage_root, &build, err)) < 0)
 		goto out;
 	if ((r = lz_path_owned_child(&images, new_name, true, &layout, err)) < 0)
 		goto out;

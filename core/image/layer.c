@@ -54,6 +54,7 @@
 #include "util/cleanup.h"
 
 #define LAYER_READ_BLOCK (64u * 1024u)
+#define SPARSE_REFUSED "sparse file (GNU sparse entries are not supported; OCI and Docker tooling do not write them)"
 
 struct dirfix {
 	char *path; /* "" for the root */
@@ -81,6 +82,7 @@ struct layer {
 	size_t nfix, capfix;
 	uint64_t tracked; /* bytes of remembered paths (created set and fixups), bounded */
 	uint64_t progress_last;
+	uint64_t max_entries; /* entries and implied directories, at most */
 };
 
 static void archive_read_freep(struct archive **a)
@@ -296,10 +298,48 @@ static int write_all(int fd, const char *buf, size_t len, off_t off)
 }
 
 /* What the layer has taken of max_regular_bytes: its content, and
- * entry_bytes for each entry so far. */
+ * entry_bytes for each entry and each implied directory so far. */
 static uint64_t charged(const struct layer *L)
 {
-	return L->rep.regular_bytes + L->rep.entries * (L->opts ? L->opts->entry_bytes : 0);
+	return L->rep.regular_bytes +
+	       (L->rep.entries + L->rep.implied_dirs) * (L->opts ? L->opts->entry_bytes : 0);
+}
+
+/* Counts one more inode in *count: an archive entry (dir NULL), or the
+ * directory dir that entry implies (layertree.h), which takes an inode and
+ * a block as well. Both share max_entries and are charged entry_bytes. */
+static int count_inode(struct layer *L, uint64_t *count, const char *entry, const char *dir)
+{
+	if (L->rep.entries + L->rep.implied_dirs >= L->max_entries) {
+		/* the option's bound is the file system's free inodes */
+		int e = L->max_entries < LZ_LAYER_MAX_ENTRIES ? ENOSPC : E2BIG;
+		if (dir == NULL)
+			return lz_err_set(L->tree.err, e, "layer: more than %llu entries",
+					  (unsigned long long)L->max_entries);
+		return lz_err_set(L->tree.err, e,
+				  "layer entry '%s': more than %llu entries with the directory '%s' it implies",
+				  lz_layerpath_shown(entry), (unsigned long long)L->max_entries,
+				  lz_layerpath_shown(dir));
+	}
+	(*count)++;
+	uint64_t max = L->opts ? L->opts->max_regular_bytes : 0;
+	if (max > 0 && charged(L) > max) {
+		if (dir == NULL)
+			return lz_err_set(L->tree.err, ENOSPC, "layer: its entries exceed %llu bytes",
+					  (unsigned long long)max);
+		return lz_err_set(L->tree.err, ENOSPC,
+				  "layer entry '%s': its entries exceed %llu bytes with the directory '%s' it implies",
+				  lz_layerpath_shown(entry), (unsigned long long)max, lz_layerpath_shown(dir));
+	}
+	return 0;
+}
+
+/* The staging tree's hook (layertree.h): before it makes a directory an
+ * entry implies. */
+static int count_implied(void *ctx, const char *entry, const char *dir)
+{
+	struct layer *L = ctx;
+	return count_inode(L, &L->rep.implied_dirs, entry, dir);
 }
 
 static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
@@ -311,6 +351,12 @@ static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 	int r = lz_layermeta_owner(e, p->full, &uid, &gid, L->tree.err);
 	if (r < 0)
 		return r;
+	/* A sparse entry (GNU sparse in pax or old GNU) places its data at
+	 * offsets of its own: a byte every 4 KiB costs a block each, far
+	 * more than the bytes charged. OCI and Docker tooling never write
+	 * one. */
+	if (archive_entry_sparse_count(e) > 0)
+		return lz_layerpath_refuse(L->tree.err, p->full, SPARSE_REFUSED);
 	if ((r = lz_layertree_make_room(&L->tree, pfd, p, false, NULL)) < 0)
 		return r;
 	_cleanup_close_ int fd =
@@ -330,6 +376,8 @@ static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 			return fail_archive(L, p->full, "reading content");
 		if (off < 0 || (uint64_t)off > INT64_MAX - len)
 			return lz_layerpath_refuse(L->tree.err, p->full, "bad content offset");
+		if ((uint64_t)off != end) /* a hole: sparse after all */
+			return lz_layerpath_refuse(L->tree.err, p->full, SPARSE_REFUSED);
 		uint64_t max = L->opts ? L->opts->max_regular_bytes : 0;
 		if (max > 0 && charged(L) + len > max)
 			return lz_err_set(L->tree.err, ENOSPC,
@@ -338,13 +386,14 @@ static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 		if ((r = write_all(fd, buf, len, (off_t)off)) < 0)
 			return lz_layerpath_fail(L->tree.err, -r, p->full, "write", p->full);
 		L->rep.regular_bytes += len;
-		if ((uint64_t)off + len > end)
-			end = (uint64_t)off + len;
+		end += len;
 		progress(L);
 	}
+	/* A size beyond the content (GNU.sparse.realsize without a map) is a
+	 * hole at the end: sparse too. */
 	la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-	if (size > 0 && (uint64_t)size > end && ftruncate(fd, (off_t)size) < 0) /* sparse tail */
-		return lz_layerpath_fail(L->tree.err, errno, p->full, "truncate", p->full);
+	if (size > 0 && (uint64_t)size > end)
+		return lz_layerpath_refuse(L->tree.err, p->full, SPARSE_REFUSED);
 
 	if (fchown(fd, uid, gid) < 0)
 		return lz_layerpath_fail(L->tree.err, errno, p->full, "chown", p->full);
@@ -637,7 +686,9 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 
 	const struct lz_oci_layer *declared = opts != NULL ? opts->declared : NULL;
 	_cleanup_(layer_done) struct layer L = { .tree = { .root = root_dirfd, .err = err },
-						 .opts = opts };
+						 .opts = opts, .max_entries = LZ_LAYER_MAX_ENTRIES };
+	L.tree.implied = count_implied;
+	L.tree.implied_ctx = &L;
 	if (declared != NULL && lz_oci_digest_parse(declared->diff_id, L.diff_id) < 0)
 		return lz_err_set(err, EINVAL, "layer: its diff_id is not a canonical sha256 digest");
 	/* src before a: a is freed first. */
@@ -681,9 +732,8 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 	if (archive_read_open(a, &L, NULL, feed, NULL) != ARCHIVE_OK)
 		return fail_archive(&L, NULL, "opening layer");
 
-	uint64_t max_entries = LZ_LAYER_MAX_ENTRIES;
-	if (opts != NULL && opts->max_entries > 0 && opts->max_entries < max_entries)
-		max_entries = opts->max_entries;
+	if (opts != NULL && opts->max_entries > 0 && opts->max_entries < L.max_entries)
+		L.max_entries = opts->max_entries;
 	for (;;) {
 		struct archive_entry *e;
 		int ar = archive_read_next_header(a, &e);
@@ -691,15 +741,8 @@ int lz_layer_apply(int root_dirfd, int layer_fd, const struct lz_layer_options *
 			break;
 		if (ar != ARCHIVE_OK && !(ar == ARCHIVE_WARN && benign_warning(a)))
 			return fail_archive(&L, NULL, "reading entry header");
-		if (L.rep.entries >= max_entries)
-			/* the option's bound is the file system's free inodes */
-			return lz_err_set(err, max_entries < LZ_LAYER_MAX_ENTRIES ? ENOSPC : E2BIG,
-					  "layer: more than %llu entries",
-					  (unsigned long long)max_entries);
-		L.rep.entries++;
-		if (opts != NULL && opts->max_regular_bytes > 0 && charged(&L) > opts->max_regular_bytes)
-			return lz_err_set(err, ENOSPC, "layer: its entries exceed %llu bytes",
-					  (unsigned long long)opts->max_regular_bytes);
+		if ((r = count_inode(&L, &L.rep.entries, NULL, NULL)) < 0)
+			return r;
 		if ((r = apply_entry(&L, e)) < 0)
 			return r;
 		progress(&L);

@@ -34,6 +34,11 @@
  *   the layer, and the caller discards the tree as after any failure.
  * - At most LZ_LAYER_TAIL_MAX decompressed bytes may follow the tar
  *   end-of-archive marker (they are read, and hashed).
+ * - What a layer makes is counted before it is made: each entry, and each
+ *   missing parent directory an entry implies, takes an inode and a block
+ *   of the options' bounds. Sparse entries (GNU sparse formats, whose holes
+ *   cost blocks the content does not show) are refused: OCI and Docker
+ *   tooling never write them.
  *
  * Threat: a hostile or malformed image (path traversal, symlink or hard-link
  * escapes, whiteouts aimed outside the tree, decompression bombs, entry
@@ -81,12 +86,13 @@ struct lz_layer_options {
 	void (*progress)(void *ctx, uint64_t bytes_done);
 	void *progress_ctx;
 	/* Upper bound on regular-file content written by this layer, plus
-	 * entry_bytes for each of its entries; 0 means no bound. Exceeding it
-	 * fails the layer with -ENOSPC. */
+	 * entry_bytes for each of its entries and each directory they imply;
+	 * 0 means no bound. Exceeding it fails the layer with -ENOSPC. */
 	uint64_t max_regular_bytes;
 	uint64_t entry_bytes;
-	/* Upper bound on its entries below LZ_LAYER_MAX_ENTRIES; 0 means that
-	 * one. Exceeding it fails the layer with -ENOSPC (-E2BIG past that one). */
+	/* Upper bound on its entries and the directories they imply, below
+	 * LZ_LAYER_MAX_ENTRIES; 0 means that one. Exceeding it fails the
+	 * layer with -ENOSPC (-E2BIG past that one). */
 	uint64_t max_entries;
 	/* Upper bound on its uncompressed stream: headers, content, the data
 	 * of entries that write none (a whiteout's, a hard link's), the tail;
@@ -104,6 +110,9 @@ struct lz_layer_options {
 
 struct lz_layer_report {
 	uint64_t entries;       /* archive entries processed, whiteouts included */
+	/* Directories made because an entry's parent was missing: each is
+	 * counted against max_entries and charged entry_bytes, as an entry. */
+	uint64_t implied_dirs;
 	uint64_t whiteouts;     /* .wh.<name> and opaque markers applied */
 	uint64_t regular_bytes; /* regular-file content written */
 	uint64_t input_bytes;   /* layer-blob bytes consumed (compressed) */
@@ -123,7 +132,7 @@ struct lz_layer_report {
  * descriptor; not closed). opts and ret_report may be NULL. Returns 0, or
  * -errno with a message naming the entry path in err: -EINVAL for a refused
  * entry or archive (unsafe path, symlink or mount crossing, unsupported
- * format or entry type, corrupt data, a compression other than the declared
+ * format or entry type, a sparse entry, corrupt data, a compression other than the declared
  * one, more than LZ_LAYER_TAIL_MAX bytes after the archive's end), -EBADMSG
  * when the decompressed stream does not hash to the declared diff_id (the
  * message names both digests), -E2BIG for too many entries or tracked

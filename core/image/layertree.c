@@ -141,7 +141,10 @@ int lz_layertree_open_dir(const struct lz_layertree *t, const char *rel, bool cr
 		int next =
 			lz_openat2(cur, name, O_PATH | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
 		if (next < 0 && errno == ENOENT) {
-			int r = lz_layertree_make_dir(cur, name, 0755);
+			int r = t->implied != NULL ? t->implied(t->implied_ctx, entry, prefix) : 0;
+			if (r < 0)
+				return r;
+			r = lz_layertree_make_dir(cur, name, 0755);
 			if (r < 0 && r != -EEXIST)
 				return lz_layerpath_fail(t->err, -r, entry, "create directory",
 							 prefix);

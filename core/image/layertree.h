@@ -31,10 +31,18 @@
 #include "util/err.h"
 
 /* The staging root (O_PATH|O_DIRECTORY; not owned) and the error object
- * every message goes to (may be NULL). */
+ * every message goes to (may be NULL).
+ *
+ * implied, when not NULL, is called before the create walk of
+ * lz_layertree_open_dir makes a directory (one an entry implies): each
+ * takes an inode and a block like an entry does, so the layer counts it
+ * against its bounds. A negative return (its message set) stops the walk
+ * before the directory is made and is returned. */
 struct lz_layertree {
 	int root;
 	struct lz_err *err;
+	int (*implied)(void *ctx, const char *entry, const char *dir);
+	void *implied_ctx;
 };
 
 /* Opens rel beneath the root with flags | O_DIRECTORY | O_CLOEXEC. Returns
@@ -47,9 +55,9 @@ int lz_layertree_open(const struct lz_layertree *t, const char *rel, int flags);
 int lz_layertree_dir_error(const struct lz_layertree *t, int e, const char *entry, const char *rel);
 
 /* Opens the directory rel (beneath the root) as O_PATH into *ret_fd. With
- * create, missing components are made 0755 (implied directories); without
- * it, -ENOENT and -ENOTDIR are returned quietly (no message) for the caller
- * to interpret. */
+ * create, missing components are made 0755 (implied directories, each
+ * announced to t->implied first); without it, -ENOENT and -ENOTDIR are
+ * returned quietly (no message) for the caller to interpret. */
 int lz_layertree_open_dir(const struct lz_layertree *t, const char *rel, bool create,
 			  const char *entry, int *ret_fd);
 

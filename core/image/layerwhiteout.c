@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "util/cleanup.h"
@@ -28,22 +29,90 @@
 #define WH_META_LEN 8
 #define WH_OPAQUE ".wh..wh..opq"
 
-/* ---- the created set ----------------------------------------------------- */
+/* ---- the keyed hash ------------------------------------------------------ */
 
-#define FNV_BASIS 0xcbf29ce484222325ull
+/* SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
+ * 2012) under the set's key, drawn from getrandom when the set first
+ * grows: a layer's author cannot know where its paths land, so cannot
+ * choose names that all fall into one probe run. (With FNV-1a, whose low
+ * bits depend only on the low bits of its state, 2^17 names sharing their
+ * slot are found offline in milliseconds, and each insertion then walks
+ * all the others: a layer of them is quadratic.) The hash is taken byte by
+ * byte so that every prefix of a path is hashed in one pass
+ * (pruned_at_or_above). */
+struct sip {
+	uint64_t v[4];
+	uint64_t m; /* the bytes of the word being filled, little-endian */
+	size_t n;   /* bytes taken so far */
+};
 
-static uint64_t hash_step(uint64_t h, char c)
+static uint64_t rotl(uint64_t x, unsigned b)
 {
-	return (h ^ (unsigned char)c) * 0x100000001b3ull;
+	return (x << b) | (x >> (64 - b));
 }
 
-static uint64_t path_hash(const char *s, size_t n)
+static void sip_round(uint64_t v[4])
 {
-	uint64_t h = FNV_BASIS;
+	v[0] += v[1];
+	v[1] = rotl(v[1], 13) ^ v[0];
+	v[0] = rotl(v[0], 32);
+	v[2] += v[3];
+	v[3] = rotl(v[3], 16) ^ v[2];
+	v[0] += v[3];
+	v[3] = rotl(v[3], 21) ^ v[0];
+	v[2] += v[1];
+	v[1] = rotl(v[1], 17) ^ v[2];
+	v[2] = rotl(v[2], 32);
+}
+
+static void sip_word(uint64_t v[4], uint64_t m)
+{
+	v[3] ^= m;
+	sip_round(v);
+	sip_round(v);
+	v[0] ^= m;
+}
+
+static void sip_init(struct sip *s, const uint64_t key[2])
+{
+	s->v[0] = key[0] ^ 0x736f6d6570736575ull;
+	s->v[1] = key[1] ^ 0x646f72616e646f6dull;
+	s->v[2] = key[0] ^ 0x6c7967656e657261ull;
+	s->v[3] = key[1] ^ 0x7465646279746573ull;
+	s->m = 0;
+	s->n = 0;
+}
+
+static void sip_byte(struct sip *s, char c)
+{
+	s->m |= (uint64_t)(unsigned char)c << (8 * (s->n & 7));
+	if ((++s->n & 7) == 0) {
+		sip_word(s->v, s->m);
+		s->m = 0;
+	}
+}
+
+/* The hash of the bytes taken so far; s can take more afterwards. */
+static uint64_t sip_final(const struct sip *s)
+{
+	uint64_t v[4] = { s->v[0], s->v[1], s->v[2], s->v[3] };
+	sip_word(v, s->m | (uint64_t)(s->n & 0xff) << 56);
+	v[2] ^= 0xff;
+	for (int i = 0; i < 4; i++)
+		sip_round(v);
+	return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+uint64_t lz_pathset_hash(const struct lz_pathset *set, const char *p, size_t n)
+{
+	struct sip s;
+	sip_init(&s, set->key);
 	for (size_t i = 0; i < n; i++)
-		h = hash_step(h, s[i]);
-	return h;
+		sip_byte(&s, p[i]);
+	return sip_final(&s);
 }
+
+/* ---- the created set ----------------------------------------------------- */
 
 /* p[0..n), whose hash is h: its slot. */
 static char **pathset_slot_h(char **slot, size_t cap, const char *p, size_t n, uint64_t h)
@@ -57,14 +126,14 @@ static char **pathset_slot_h(char **slot, size_t cap, const char *p, size_t n, u
 	}
 }
 
-static char **pathset_slot(char **slot, size_t cap, const char *p, size_t n)
+static char **pathset_slot(const struct lz_pathset *s, char **slot, size_t cap, const char *p, size_t n)
 {
-	return pathset_slot_h(slot, cap, p, n, path_hash(p, n));
+	return pathset_slot_h(slot, cap, p, n, lz_pathset_hash(s, p, n));
 }
 
 static bool pathset_has(const struct lz_pathset *s, const char *path, size_t len)
 {
-	return s->cap > 0 && *pathset_slot(s->slot, s->cap, path, len) != NULL;
+	return s->cap > 0 && *pathset_slot(s, s->slot, s->cap, path, len) != NULL;
 }
 
 bool lz_layerwhiteout_wrote(const struct lz_layerwhiteout *w, const char *path, size_t len)
@@ -72,9 +141,15 @@ bool lz_layerwhiteout_wrote(const struct lz_layerwhiteout *w, const char *path, 
 	return pathset_has(&w->created, path, len);
 }
 
-/* Returns 1 when added, 0 when already present, -ENOMEM. */
+/* Returns 1 when added, 0 when already present, -ENOMEM, or -errno when
+ * no key could be drawn. */
 static int pathset_add(struct lz_pathset *s, const char *p, size_t n)
 {
+	if (!s->keyed) {
+		if (getrandom(s->key, sizeof(s->key), 0) != (ssize_t)sizeof(s->key))
+			return errno > 0 ? -errno : -EIO;
+		s->keyed = true;
+	}
 	if ((s->n + 1) * 2 > s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
 		char **slot = calloc(cap, sizeof(*slot));
@@ -82,13 +157,13 @@ static int pathset_add(struct lz_pathset *s, const char *p, size_t n)
 			return -ENOMEM;
 		for (size_t i = 0; i < s->cap; i++)
 			if (s->slot[i] != NULL)
-				*pathset_slot(slot, cap, s->slot[i], strlen(s->slot[i])) =
+				*pathset_slot(s, slot, cap, s->slot[i], strlen(s->slot[i])) =
 					s->slot[i];
 		free(s->slot);
 		s->slot = slot;
 		s->cap = cap;
 	}
-	char **at = pathset_slot(s->slot, s->cap, p, n);
+	char **at = pathset_slot(s, s->slot, s->cap, p, n);
 	if (*at != NULL)
 		return 0;
 	*at = strndup(p, n);
@@ -131,7 +206,7 @@ int lz_layerwhiteout_mark(struct lz_layerwhiteout *w, const char *path, size_t l
 			return r;
 		r = pathset_add(&w->created, path, len);
 		if (r < 0)
-			return lz_err_set(err, -r, "layer entry '%s': out of memory", path);
+			return lz_err_set(err, -r, "layer entry '%s': remembering it: %s", path, strerror(-r));
 		if (r == 0)
 			return 0; /* present already, and so are its ancestors */
 		while (len > 0 && path[len - 1] != '/')
@@ -161,13 +236,14 @@ static bool pruned_at_or_above(const struct lz_pathset *pruned, const char *path
 {
 	if (pruned->cap == 0)
 		return false;
-	uint64_t h = FNV_BASIS;
+	struct sip h;
+	sip_init(&h, pruned->key);
 	for (size_t i = 0; i <= len; i++) {
 		if ((i == 0 || i == len || path[i] == '/') &&
-		    *pathset_slot_h(pruned->slot, pruned->cap, path, i, h) != NULL)
+		    *pathset_slot_h(pruned->slot, pruned->cap, path, i, sip_final(&h)) != NULL)
 			return true;
 		if (i < len)
-			h = hash_step(h, path[i]);
+			sip_byte(&h, path[i]);
 	}
 	return false;
 }
@@ -185,7 +261,8 @@ static int prune_lower(struct lz_layerwhiteout *w, const struct lz_layertree *t,
 	if (r < 0 || (r = charge(tracked, entry, *len, t->err)) < 0)
 		return r;
 	if ((r = pathset_add(&w->pruned, path, *len)) < 0)
-		return lz_err_set(t->err, -r, "layer entry '%s': out of memory", entry);
+		return lz_err_set(t->err, -r, "layer entry '%s': remembering '%s': %s", entry,
+				  lz_layerpath_shown(path), strerror(-r));
 	return 0;
 }
 

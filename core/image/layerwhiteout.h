@@ -27,13 +27,21 @@
 #include "image/layertree.h"
 #include "util/err.h"
 
-/* A set of paths: open addressing (FNV-1a, linear probing), owned
- * strings. */
+/* A set of paths: open addressing with linear probing, owned strings.
+ * Slots come from SipHash-2-4 under a key of the set's own, drawn from
+ * getrandom when it first grows: names a layer chose to collide (in one
+ * probe run, each insertion walking all the others) collide only by
+ * chance. */
 struct lz_pathset {
 	char **slot;
 	size_t cap; /* power of two, or 0 */
 	size_t n;
+	uint64_t key[2];
+	bool keyed;
 };
+
+/* The hash of p[0..n) under set's key (SipHash-2-4). */
+uint64_t lz_pathset_hash(const struct lz_pathset *set, const char *p, size_t n);
 
 /* One layer's bookkeeping. Zero-initialised is empty; released by
  * lz_layerwhiteout_done. */
@@ -55,7 +63,8 @@ bool lz_layerwhiteout_is_marker(const char *name);
 /* Remembers that this layer wrote path[0..len): adds it and its ancestors.
  * Each path added is charged to *tracked, the layer's bookkeeping budget
  * (bytes); beyond LZ_LAYER_MAX_TRACKED the layer fails with -E2BIG. -ENOMEM
- * when memory runs out. Messages name path. */
+ * when memory runs out (-errno when the set's key cannot be drawn).
+ * Messages name path. */
 int lz_layerwhiteout_mark(struct lz_layerwhiteout *w, const char *path, size_t len,
 			  uint64_t *tracked, struct lz_err *err);
 

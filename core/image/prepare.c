@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -22,8 +24,11 @@
 #include "proc/pidref.h"
 #include "fs/tree.h"
 #include "proc/broker.h"
+#include "proc/confine.h"
+#include "proc/spawn.h"
 #include "proc/userns.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 #include "util/testfault.h"
 
@@ -79,6 +84,9 @@ struct worker_arg {
 	const struct lz_oci_image *image;
 	int progress_fd;
 	uint32_t layer;
+	uint64_t memory; /* bytes of data it may add (LZ_PREPARE_WORKER_MEMORY) */
+	int (*check)(void *ctx, struct lz_err *err); /* tests (prepare.h) */
+	void *check_ctx;
 };
 
 static void send_rec(int fd, uint32_t kind, uint32_t layer, uint64_t a, uint64_t b)
@@ -129,13 +137,56 @@ static int layer_room(const struct lz_prepare_budget *b, uint64_t written, uint6
 	return 0;
 }
 
+/* The private writable memory this process holds (VmData: what
+ * RLIMIT_DATA counts), in bytes. */
+static int data_in_use(uint64_t *ret, struct lz_err *err)
+{
+	char buf[4096];
+	ssize_t n = lz_read_small("/proc/self/status", buf, sizeof(buf));
+	if (n < 0)
+		return lz_err_set(err, (int)-n, "/proc/self/status: %s", strerror((int)-n));
+	const char *v = strstr(buf, "\nVmData:");
+	unsigned long long kib = 0;
+	if (v == NULL || sscanf(v + 8, "%llu kB", &kib) != 1 || kib > UINT64_MAX / 1024 / 2)
+		return lz_err_set(err, EPROTO, "/proc/self/status: no VmData");
+	*ret = (uint64_t)kib * 1024;
+	return 0;
+}
+
+/* Step one of the worker, before it reads a byte of the image (prepare.h):
+ * its descriptors, its memory, its authority. The worker inherited the
+ * whole caller (its terminal, the Storage Root, the configuration's
+ * descriptors); libarchive, already loaded, needs no file after this. */
+static int confine_worker(struct worker_arg *w, struct lz_err *err)
+{
+	int keep[] = { w->layout_fd, w->rootfs_fd, w->progress_fd, lz_broker_report_fd() };
+	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	uint64_t used = 0;
+	int r = data_in_use(&used, err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "limiting the preparation worker's memory: ");
+	struct rlimit lim = { .rlim_cur = used + w->memory, .rlim_max = used + w->memory };
+	if (setrlimit(RLIMIT_DATA, &lim) < 0)
+		return lz_err_set(err, errno, "limiting the preparation worker's memory: %s", strerror(errno));
+	/* what Landlock cannot restrict of the tree (modes, owners, times,
+	 * xattrs) is the layers' to set anyway */
+	r = lz_confine(&(struct lz_confine){ .read_paths = &w->layout_fd, .n_read_paths = 1,
+					     .write_dirs = &w->rootfs_fd, .n_write_dirs = 1 },
+		       err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "confining the preparation worker: ");
+	return 0;
+}
+
 static int worker_apply(void *argp, struct lz_err *err)
 {
 	struct worker_arg *w = argp;
 	uint64_t regular = 0, skipped = 0, entries = 0, streamed = 0;
 	struct lz_prepare_budget budget;
-	int r = lz_prepare_budget(w->rootfs_fd, &budget, err);
-	if (r < 0)
+	int r = confine_worker(w, err);
+	if (r < 0 || (w->check != NULL && (r = w->check(w->check_ctx, err)) < 0))
+		return r;
+	if ((r = lz_prepare_budget(w->rootfs_fd, &budget, err)) < 0)
 		return r;
 	for (size_t i = 0; i < w->image->n_layers; i++) {
 		const struct lz_oci_layer *layer = &w->image->layers[i];
@@ -158,10 +209,15 @@ static int worker_apply(void *argp, struct lz_err *err)
 		 * keeps its own message) */
 		if ((r = lz_layer_apply(w->rootfs_fd, fd, &opts, &report, err)) == -ENOSPC)
 			return layer_room(&budget, UINT64_MAX, 0, 0, 0, &opts, err);
+		if (r == -ENOMEM)
+			return lz_err_prefix(err, r,
+					     "layer %zu (%s) needs more memory than the preparation worker may "
+					     "take (%llu MiB): ",
+					     i + 1, layer->digest, (unsigned long long)(w->memory >> 20));
 		if (r < 0)
 			return lz_err_prefix(err, r, "layer %zu (%s): ", i + 1, layer->digest);
 		regular += report.regular_bytes;
-		entries += report.entries;
+		entries += report.entries + report.implied_dirs;
 		streamed += report.stream_bytes;
 		skipped += report.skipped_devices;
 		send_rec(w->progress_fd, REC_BYTES, w->layer, layer->size, 0);
@@ -198,18 +254,25 @@ static void report_progress(const struct lz_prepare_request *req, struct lz_prep
 		req->progress(req->progress_ctx, p);
 }
 
-/* Reads the worker's records until its end of the pipe closes. */
-static void follow_worker(const struct lz_prepare_request *req, const struct lz_oci_image *image,
-			  int fd, struct progress_rec *ret_done)
+/* Reads the worker's records until its end of the pipe closes: false when
+ * the deadline (lz_now_ms) came first. */
+static bool follow_worker(const struct lz_prepare_request *req, const struct lz_oci_image *image,
+			  int fd, int64_t deadline, struct progress_rec *ret_done)
 {
 	struct lz_prepare_progress p = { 0, (uint32_t)image->n_layers, 0, image->layers_bytes };
 	uint64_t before = 0; /* bytes of the layers already finished */
 	struct progress_rec rec;
-	ssize_t n;
 	memset(ret_done, 0, sizeof(*ret_done));
-	while ((n = read(fd, &rec, sizeof(rec))) == (ssize_t)sizeof(rec) || (n < 0 && errno == EINTR)) {
-		if (n < 0)
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int ready = poll(&pfd, 1, lz_remaining_ms(deadline));
+		if (ready == 0)
+			return false;
+		ssize_t n = ready < 0 ? -1 : read(fd, &rec, sizeof(rec));
+		if (n < 0 && errno == EINTR)
 			continue;
+		if (n != (ssize_t)sizeof(rec))
+			return true; /* its end, or a pipe that cannot be read */
 		if (rec.layer == 0 || rec.layer > image->n_layers)
 			continue;
 		if (rec.kind == REC_LAYER) {
@@ -227,6 +290,41 @@ static void follow_worker(const struct lz_prepare_request *req, const struct lz_
 		}
 		report_progress(req, &p);
 	}
+}
+
+/* Follows the worker to its end within its time bound, and reaps it. */
+static int run_worker(const struct lz_prepare_request *req, const struct lz_oci_image *image,
+		      struct lz_broker_child *worker, int progress_fd, struct progress_rec *ret_done,
+		      struct lz_err *err)
+{
+	uint32_t timeout_ms = req->worker_timeout_ms ? req->worker_timeout_ms : LZ_PREPARE_WORKER_TIMEOUT_MS;
+	char bound[32];
+	if (timeout_ms % 1000 == 0)
+		snprintf(bound, sizeof(bound), "%u s", timeout_ms / 1000);
+	else
+		snprintf(bound, sizeof(bound), "%u.%03u s", timeout_ms / 1000, timeout_ms % 1000);
+	int64_t deadline = lz_now_ms() + timeout_ms;
+	if (!follow_worker(req, image, progress_fd, deadline, ret_done)) {
+		lz_broker_kill(worker);
+		return lz_err_set(err, ETIMEDOUT,
+				  "the preparation worker was still at work after %s, its time bound; it was stopped",
+				  bound);
+	}
+	int status = 0;
+	int r = lz_broker_wait(worker, lz_remaining_ms(deadline), &status, err);
+	if (r == -ETIMEDOUT)
+		return lz_err_set(err, ETIMEDOUT,
+				  "the preparation worker did not end within %s, its time bound; it was stopped", bound);
+	if (r < 0)
+		return r;
+	if (ret_done->kind != REC_DONE)
+		return lz_err_set(err, EIO,
+				  "the preparation worker ended (status %d) without finishing or saying why (a "
+				  "library may end it so when its %llu MiB of memory run out)",
+				  status,
+				  (unsigned long long)((req->worker_memory ? req->worker_memory
+									   : LZ_PREPARE_WORKER_MEMORY) >> 20));
+	return 0;
 }
 
 static int open_dir(const struct lz_path *root, const char *name, struct lz_path *ret,
@@ -318,7 +416,7 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 	struct lz_path prepared = LZ_PATH_INIT;
 	struct lz_idmap map;
 	char op_id[LZ_ARTIFACT_ID_HEX + 1];
-	bool found = false, intent = false;
+	bool found = false, intent = false, raced = false;
 	int progress[2] = { -EBADF, -EBADF };
 	int root = req->storage_root->fd;
 	int r;
@@ -338,7 +436,7 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		goto fail;
 	if (found) {
 		res.existed = true;
-		goto done;
+		goto named;
 	}
 	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0 || (r = random_id(op_id, err)) < 0)
 		goto fail;
@@ -354,11 +452,16 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		goto fail;
 	}
 
-	struct worker_arg warg = { req->layout_fd, st.rootfs_fd, image, progress[1], 0 };
+	struct worker_arg warg = { .layout_fd = req->layout_fd, .rootfs_fd = st.rootfs_fd, .image = image,
+				   .progress_fd = progress[1],
+				   .memory = req->worker_memory ? req->worker_memory : LZ_PREPARE_WORKER_MEMORY,
+				   .check = req->worker_check, .check_ctx = req->worker_check_ctx };
 	struct record_worker_ctx rctx = { root, op_id };
 	struct lz_broker_child worker = LZ_BROKER_CHILD_INIT;
+	/* a network namespace of its own, empty (its user namespace owns it):
+	 * the worker fetches nothing, skopeo did before it */
 	struct lz_broker_spec wspec = { .label = "preparation worker", .comm = "lz-prepare",
-					.clone_flags = CLONE_NEWUSER,
+					.clone_flags = CLONE_NEWUSER | CLONE_NEWNET,
 					.map = &map, .join_pidfd = -1, .fn = worker_apply, .arg = &warg,
 					.staged = record_worker, .ctx = &rctx };
 	r = lz_broker_spawn(&wspec, &worker, err);
@@ -368,13 +471,8 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		goto fail;
 	}
 	struct progress_rec done;
-	follow_worker(req, image, progress[0], &done);
-	if ((r = lz_broker_wait(&worker, -1, NULL, err)) < 0)
+	if ((r = run_worker(req, image, &worker, progress[0], &done, err)) < 0)
 		goto fail;
-	if (done.kind != REC_DONE) {
-		r = lz_err_set(err, EIO, "preparation worker ended without finishing");
-		goto fail;
-	}
 	res.size = done.a;
 	res.skipped_devices = done.b;
 
@@ -387,8 +485,8 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 			 * catalog row may be a moment behind its rename). */
 			discard(&map, req, &st, op_id);
 			intent = false;
-			res.existed = true;
-			goto done;
+			res.existed = raced = true;
+			goto named;
 		}
 		r = lz_err_set(err, errno, "publish %s: %s", res.artifact_id, strerror(errno));
 		goto fail;
@@ -415,6 +513,16 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 			      res.artifact_id, strerror(e));
 		goto out;
 	}
+	goto done;
+named:
+	/* Prepared already, perhaps under another reference: this one names
+	 * it now too, for lz_prepare_lookup (a docker:// reference is found by
+	 * its text, the manifest it names is not known without the registry). */
+	r = lz_catalog_artifact_name(root, res.artifact_id, req->source_ref, err);
+	if (r == -ENOENT && raced)
+		r = 0; /* the winner's row is a moment behind: preparing again records it */
+	if (r < 0)
+		goto fail;
 done:
 	*ret = res;
 	r = 0;
@@ -444,35 +552,55 @@ static int not_prepared(const char *image, bool older, struct lz_err *err)
 			  image, image);
 }
 
+/* When source_ref last named artifact a (-1: never): when a was published
+ * under it, or when `image prepare` was last given it for a
+ * (lz_catalog_artifact_name), whichever is later. */
+static int64_t named_at(const struct lz_catalog_artifact *a, const char *source_ref,
+			const struct lz_catalog_ref *refs, size_t n_refs)
+{
+	int64_t at = strcmp(a->source_ref, source_ref) == 0 ? a->created : -1;
+	for (size_t i = 0; i < n_refs; i++)
+		if (strcmp(refs[i].artifact_id, a->id) == 0 && refs[i].recorded >= at)
+			at = refs[i].recorded;
+	return at;
+}
+
 /* The newest published artifact of this preparer's format (its ID derives
  * from the manifest digest and LZ_PREPARE_FORMAT_VERSION) for a reference
- * (source_ref) or a manifest (manifest_digest); *older tells whether one of
- * an earlier format exists, which is never used: what it was not checked
- * for is not known to hold (spec 3.6 "Prepared lower"). */
+ * (source_ref: the one it last named) or a manifest (manifest_digest);
+ * *older tells whether one of an earlier format exists, which is never
+ * used: what it was not checked for is not known to hold (spec 3.6
+ * "Prepared lower"). */
 static int find_current(int root_fd, const char *source_ref, const char *manifest_digest,
 			char id[LZ_ARTIFACT_ID_HEX + 1], bool *older, struct lz_err *err)
 {
 	struct lz_catalog_artifact *v = NULL;
-	size_t n = 0;
+	struct lz_catalog_ref *refs = NULL;
+	size_t n = 0, n_refs = 0;
 	int64_t newest = -1;
 	int r = lz_catalog_artifact_list(root_fd, &v, &n, err);
 	if (r < 0)
 		return r;
+	if (source_ref != NULL && (r = lz_catalog_artifact_named(root_fd, source_ref, &refs, &n_refs, err)) < 0) {
+		lz_catalog_artifact_list_free(v, n);
+		return r;
+	}
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		char current[LZ_ARTIFACT_ID_HEX + 1];
-		if (v[i].state != LZ_CATALOG_ARTIFACT_PUBLISHED ||
-		    (source_ref != NULL && strcmp(v[i].source_ref, source_ref) != 0) ||
+		int64_t at = source_ref != NULL ? named_at(&v[i], source_ref, refs, n_refs) : v[i].created;
+		if (v[i].state != LZ_CATALOG_ARTIFACT_PUBLISHED || at < 0 ||
 		    (manifest_digest != NULL && strcmp(v[i].manifest_digest, manifest_digest) != 0))
 			continue;
 		if ((r = lz_prepare_artifact_id(v[i].manifest_digest, current)) < 0)
 			r = lz_err_set(err, -r, "artifact ID: %s", strerror(-r));
 		else if (strcmp(current, v[i].id) != 0)
 			*older = true;
-		else if (v[i].created > newest) {
-			newest = v[i].created;
+		else if (at > newest) {
+			newest = at;
 			memcpy(id, v[i].id, LZ_ARTIFACT_ID_HEX + 1);
 		}
 	}
+	free(refs);
 	lz_catalog_artifact_list_free(v, n);
 	return r;
 }

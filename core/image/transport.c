@@ -35,7 +35,7 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 		       struct lz_transport *ret, struct lz_err *err)
 {
 	struct lz_transport t = LZ_TRANSPORT_INIT;
-	char skopeo[LZ_HOSTPROBE_PATH_MAX];
+	_cleanup_(lz_path_release) struct lz_path skopeo = LZ_PATH_INIT; /* run from its descriptor */
 	uint8_t rnd[16];
 	_cleanup_close_ int messages = -EBADF; /* skopeo's stderr */
 	int r;
@@ -44,6 +44,8 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 		return lz_err_set(err, EINVAL, "an oci: image needs no transport");
 	if ((r = lz_hostprobe_tool_locate("skopeo", err, &skopeo)) < 0)
 		return lz_err_prefix(err, r, "image transport (package skopeo): ");
+	if ((r = lz_hostprobe_tool_outside(&skopeo, storage_root, "the Storage Root", err)) < 0)
+		return lz_err_prefix(err, r, "image transport: ");
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return lz_err_set(err, EIO, "getrandom failed");
 	memcpy(t.name, "transport-", 10);
@@ -71,7 +73,7 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 		r = lz_err_set(err, errno, "memfd_create: %s", strerror(errno));
 		goto fail;
 	}
-	struct lz_spawn spec = { .label = "skopeo", .exe_fd = -1, .path = skopeo, .argv = argv,
+	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo.fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
 				 .stderr_fd = messages };
 	r = lz_spawn_run(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, err);

@@ -11,22 +11,26 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h> /* AUTOFS_SUPER_MAGIC */
 #include <linux/sched.h> /* struct clone_args, CLONE_PIDFD */
 #include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/mountns.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 
@@ -38,6 +42,8 @@ const char *const lz_hostprobe_tool_names[] = {
 const char *const lz_hostprobe_trusted_dirs[] = {
 	"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL,
 };
+
+const char *const lz_hostprobe_devices[] = { "/dev/fuse", "/dev/net/tun", "/dev/kvm", NULL };
 
 /* "<op> '<object>': <strerror(errno)>", returning -errno. */
 static int fail_errno(struct lz_err *err, const char *op, const char *object)
@@ -281,12 +287,114 @@ int lz_hostprobe_subids(enum lz_hostprobe_subid_kind kind, const char *user, uid
 	return lz_hostprobe_subid_read_fd(fd, path, user, uid, err, ret);
 }
 
+int lz_hostprobe_subid_choose(const struct lz_hostprobe_subids *ids, enum lz_hostprobe_subid_kind kind,
+			      uint32_t own, const char *who, struct lz_err *err,
+			      struct lz_hostprobe_subid_range *ret)
+{
+	const bool uid = kind == LZ_HOSTPROBE_SUBUID;
+	const char *file = uid ? "/etc/subuid" : "/etc/subgid";
+	const struct lz_hostprobe_subid_range *best = NULL;
+	for (size_t i = 0; i < ids->n; i++)
+		if (ids->ranges[i].count >= LZ_HOSTPROBE_SUBID_COUNT &&
+		    (best == NULL || ids->ranges[i].start < best->start))
+			best = &ids->ranges[i];
+	if (best == NULL && ids->n == 0)
+		return lz_err_set(err, ENOENT,
+				  "no allocation for %s in %s (add a range of at least 65536 IDs with usermod "
+				  "--add-sub%s; see docs/install.md)",
+				  who, file, uid ? "uids" : "gids");
+	if (best == NULL)
+		return lz_err_set(err, ENOENT,
+				  "no %s range of at least 65536 IDs for you (add one with usermod --add-sub%s; "
+				  "see docs/install.md)",
+				  file, uid ? "uids" : "gids");
+	/* Image IDs 1..65536 become these host IDs (the prepared files in the
+	 * Storage Root, what the sandbox creates or chowns): never host root,
+	 * a system account, or you. start + count <= 2^32 (the parser). */
+	unsigned long long last = (unsigned long long)best->start + best->count - 1;
+	const char *why = NULL;
+	if (best->start == 0)
+		why = uid ? "holds uid 0 (root)" : "holds gid 0 (root)";
+	else if (best->start < LZ_HOSTPROBE_SUBID_FLOOR)
+		why = "starts below 1000, among the system's IDs";
+	else if (own >= best->start && own <= last)
+		why = uid ? "holds your own uid" : "holds your own gid";
+	if (why != NULL)
+		return lz_err_set(err, EPERM,
+				  "%s: %s's range %u-%llu (the lowest of at least 65536 IDs, the one a launch "
+				  "maps) %s, which image IDs would become; as root, replace it with a range from "
+				  "100000 up that no other user holds: usermod --del-sub%s %u-%llu --add-sub%s "
+				  "START-END %s (see docs/install.md)",
+				  file, who, (unsigned)best->start, last, why, uid ? "uids" : "gids",
+				  (unsigned)best->start, last, uid ? "uids" : "gids", who);
+	*ret = *best;
+	return 0;
+}
+
+int lz_hostprobe_subid_range(enum lz_hostprobe_subid_kind kind, const struct lz_hostprobe_identity *me,
+			     struct lz_err *err, struct lz_hostprobe_subid_range *ret)
+{
+	struct lz_hostprobe_subids ids;
+	const char *user = me->has_user ? me->user : NULL;
+	char who[LZ_HOSTPROBE_USER_MAX];
+	if (user != NULL)
+		snprintf(who, sizeof(who), "%s", user);
+	else
+		snprintf(who, sizeof(who), "%u", (unsigned)me->uid); /* usermod takes either */
+	int r = lz_hostprobe_subids(kind, user, me->uid, err, &ids);
+	if (r < 0)
+		return r;
+	return lz_hostprobe_subid_choose(&ids, kind, kind == LZ_HOSTPROBE_SUBUID ? me->uid : me->gid, who,
+					 err, ret);
+}
+
 /* ---- files and devices ------------------------------------------------- */
 
+/* Walks path from "/" one component at a time: each is opened by itself
+ * (O_PATH|O_NOFOLLOW, no O_DIRECTORY: a single last component that way
+ * neither follows a link nor triggers an automount), and no name is looked
+ * up in an autofs directory, where the lookup itself would have the
+ * automounter act. */
 int lz_hostprobe_file(const char *path, struct lz_err *err, struct lz_hostprobe_file *ret)
 {
+	int r = lz_path_grammar(path, strlen(path), err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "stat '%.256s': ", path);
+	_cleanup_close_ int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail_errno(err, "open", "/");
 	struct stat st;
-	if (stat(path, &st) < 0)
+	for (const char *p = path + 1; *p != '\0';) {
+		size_t n = strcspn(p, "/");
+		char name[NAME_MAX + 1];
+		memcpy(name, p, n); /* n <= 255: lz_path_grammar */
+		name[n] = '\0';
+		struct statfs sfs;
+		if (fstatfs(fd, &sfs) < 0)
+			return fail_errno(err, "stat", path);
+		int dir_len = p - 1 == path ? 1 : (int)(p - 1 - path); /* the directory looked in */
+		if (sfs.f_type == AUTOFS_SUPER_MAGIC)
+			return lz_err_set(err, EREMOTE,
+					  "stat '%s': '%.*s' is an automount directory; the probe looks up no name "
+					  "there",
+					  path, dir_len, path);
+		int next = openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0)
+			return fail_errno(err, "stat", path);
+		lz_close_fdp(&fd);
+		fd = next;
+		if (fstat(fd, &st) < 0)
+			return fail_errno(err, "stat", path);
+		if (S_ISLNK(st.st_mode))
+			return lz_err_set(err, ELOOP, "stat '%s': '%.*s' is a symbolic link; the probe follows none",
+					  path, (int)(p + n - path), path);
+		p += n;
+		if (*p == '/')
+			p++;
+		if (*p != '\0' && !S_ISDIR(st.st_mode))
+			return lz_err_set(err, ENOTDIR, "stat '%s': %s", path, strerror(ENOTDIR));
+	}
+	if (strcmp(path, "/") == 0 && fstat(fd, &st) < 0)
 		return fail_errno(err, "stat", path);
 	*ret = (struct lz_hostprobe_file){
 		.mode = st.st_mode,
@@ -297,7 +405,16 @@ int lz_hostprobe_file(const char *path, struct lz_err *err, struct lz_hostprobe_
 	return 0;
 }
 
-int lz_hostprobe_device_rw(const char *path, struct lz_err *err)
+static bool device_allowed(const char *path)
+{
+	for (const char *const *d = lz_hostprobe_devices; *d; d++)
+		if (strcmp(*d, path) == 0)
+			return true;
+	return false;
+}
+
+/* lz_hostprobe_device_rw of any path: for the tests' fixture devices. */
+static int device_rw_at(const char *path, struct lz_err *err)
 {
 	_cleanup_close_ int pfd = open(path, O_PATH | O_CLOEXEC);
 	_cleanup_close_ int fd = -EBADF;
@@ -317,6 +434,14 @@ int lz_hostprobe_device_rw(const char *path, struct lz_err *err)
 	if (fd < 0)
 		return fail_errno(err, "open read-write", path);
 	return 0;
+}
+
+int lz_hostprobe_device_rw(const char *path, struct lz_err *err)
+{
+	if (!device_allowed(path))
+		return lz_err_set(err, EINVAL, "open '%.256s': not one of the probed devices (/dev/fuse, /dev/net/tun, "
+				  "/dev/kvm)", path);
+	return device_rw_at(path, err);
 }
 
 /* ---- probe children ---------------------------------------------------- */
@@ -361,10 +486,48 @@ static bool tool_allowed(const char *name)
 	return false;
 }
 
-/* Finds name in dirs; on success *ret_fd is an O_PATH descriptor of the
- * file (owned by the caller) and *ret_path its name. */
-static int locate_in(const char *const dirs[], const char *name, struct lz_err *err,
-		     char (*ret_path)[LZ_HOSTPROBE_PATH_MAX], int *ret_fd)
+/* Whoever can write a directory on the way to the tool (or the tool
+ * itself) could rename another file into its place: root and the caller
+ * are the only writers allowed. */
+static bool writable_by_others(uid_t owner, mode_t mode)
+{
+	return (owner != 0 && owner != geteuid()) || (mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Every directory on canonical's way, "/" down to its parent. Each is
+ * opened by its own canonical prefix (no symbolic link, lz_path_open): as
+ * long as each is root's or the caller's and writable by no one else, no
+ * one else can have changed what these names lead to, the tool's own walk
+ * included. */
+static int check_directories(const char *canonical, struct lz_err *err)
+{
+	char prefix[LZ_HOSTPROBE_PATH_MAX];
+	const char *last = strrchr(canonical, '/');
+	for (const char *p = canonical; p != NULL && p <= last; p = strchr(p + 1, '/')) {
+		size_t n = p == canonical ? 1 : (size_t)(p - canonical); /* "/" itself first */
+		memcpy(prefix, canonical, n);
+		prefix[n] = '\0';
+		struct lz_path dir = LZ_PATH_INIT;
+		int r = lz_path_open(prefix, &dir, err);
+		if (r < 0)
+			return lz_err_prefix(err, r, "locate '%s': ", canonical);
+		bool bad = !S_ISDIR(dir.mode) || writable_by_others(dir.uid, dir.mode);
+		uid_t owner = dir.uid;
+		mode_t mode = dir.mode;
+		lz_path_release(&dir);
+		if (bad)
+			return lz_err_set(err, EPERM,
+					  "locate '%s': directory '%s' (owner uid %u, mode %04o) may be written by "
+					  "someone other than root or you, who could put another program in the "
+					  "tool's place; as root, chmod go-w '%s' or install the tool elsewhere",
+					  canonical, prefix, (unsigned)owner, (unsigned)(mode & 07777), prefix);
+	}
+	return 0;
+}
+
+/* Finds name in dirs (see lz_hostprobe_tool_locate); *ret gets the checked
+ * object, owned by the caller. */
+static int locate_in(const char *const dirs[], const char *name, struct lz_err *err, struct lz_path *ret)
 {
 	char searched[256] = "";
 	size_t used = 0;
@@ -373,7 +536,6 @@ static int locate_in(const char *const dirs[], const char *name, struct lz_err *
 		return lz_err_set(err, EINVAL, "locate '%.64s': not an allowed tool name", name);
 	for (const char *const *d = dirs; *d; d++) {
 		char path[LZ_HOSTPROBE_PATH_MAX];
-		struct stat st;
 		int n = snprintf(path, sizeof(path), "%s/%s", *d, name);
 		if (n < 0 || (size_t)n >= sizeof(path))
 			return lz_err_set(err, ENAMETOOLONG, "locate '%s': path too long", name);
@@ -381,36 +543,70 @@ static int locate_in(const char *const dirs[], const char *name, struct lz_err *
 		if (n > 0)
 			used = used + (size_t)n < sizeof(searched) ? used + (size_t)n : sizeof(searched) - 1;
 
-		_cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
-		if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		/* The one resolution of the name: from here on the canonical
+		 * path, with no symbolic link, is what is opened and checked. */
+		_cleanup_free_ char *canonical = realpath(path, NULL);
+		if (canonical == NULL && (errno == ENOENT || errno == ENOTDIR))
 			continue;
-		if (fd < 0)
-			return fail_errno(err, "open", path);
-		if (fstat(fd, &st) < 0)
-			return fail_errno(err, "stat", path);
-		if (!S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0)
-			return lz_err_set(err, EACCES, "locate '%s': not an executable file", path);
+		if (canonical == NULL)
+			return fail_errno(err, "resolve", path);
+		/* Messages name the link too when there was one. */
+		_cleanup_free_ char *shown = NULL;
+		if (strcmp(path, canonical) == 0 ? asprintf(&shown, "%s", path) < 0
+						 : asprintf(&shown, "%s -> %s", path, canonical) < 0)
+			return lz_err_set(err, ENOMEM, "locate '%s': %s", name, strerror(ENOMEM));
+		struct lz_path tool = LZ_PATH_INIT;
+		int r = lz_path_open(canonical, &tool, err);
+		if (r < 0)
+			return lz_err_prefix(err, r, "locate '%s': ", shown);
+		if (!S_ISREG(tool.mode) || (tool.mode & 0111) == 0) {
+			lz_path_release(&tool);
+			return lz_err_set(err, EACCES, "locate '%s': not an executable file", shown);
+		}
 		/* Another user able to write the file could make us run
 		 * anything; refuse rather than skip to a later directory. */
-		if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH)))
-			return lz_err_set(err, EPERM,
-					  "locate '%s': owned by uid %u or writable by group/others",
-					  path, (unsigned)st.st_uid);
-		memcpy(*ret_path, path, sizeof(path));
-		*ret_fd = TAKE_FD(fd);
+		if (writable_by_others(tool.uid, tool.mode)) {
+			uid_t owner = tool.uid;
+			lz_path_release(&tool);
+			return lz_err_set(err, EPERM, "locate '%s': owned by uid %u or writable by group/others",
+					  shown, (unsigned)owner);
+		}
+		if ((r = check_directories(canonical, err)) < 0) {
+			lz_path_release(&tool);
+			return r;
+		}
+		*ret = tool;
 		return 0;
 	}
 	return lz_err_set(err, ENOENT, "locate '%s': not found in %s", name, searched);
 }
 
-int lz_hostprobe_tool_locate(const char *name, struct lz_err *err,
-			     char (*ret_path)[LZ_HOSTPROBE_PATH_MAX])
+int lz_hostprobe_tool_locate(const char *name, struct lz_err *err, struct lz_path *ret)
 {
-	_cleanup_close_ int fd = -EBADF;
-	return locate_in(lz_hostprobe_trusted_dirs, name, err, ret_path, &fd);
+	return locate_in(lz_hostprobe_trusted_dirs, name, err, ret);
 }
 
-/* Moves *fd (owned, O_CLOEXEC) to a number above 2. */
+int lz_hostprobe_tool_outside(const struct lz_path *tool, const struct lz_path *tree, const char *what,
+			      struct lz_err *err)
+{
+	struct lz_fs_place a = { 0 }, b = { 0 };
+	int r = 0;
+	bool inside = lz_path_overlaps(tool->canonical, tree->canonical);
+	if (!inside && (r = lz_mountns_place(tool->fd, tool->canonical, &a, err)) >= 0 &&
+	    (r = lz_mountns_place(tree->fd, tree->canonical, &b, err)) >= 0)
+		inside = lz_fs_place_overlaps(&a, &b);
+	lz_fs_place_release(&a);
+	lz_fs_place_release(&b);
+	if (r < 0)
+		return r;
+	if (inside)
+		return lz_err_set(err, EPERM,
+				  "tool '%s' lies inside %s '%s' (or another mount of it), which the sandbox can "
+				  "write or Lazaret controls; install it elsewhere",
+				  tool->canonical, what, tree->canonical);
+	return 0;
+}
+
 /* Reads from a non-blocking fd into buf until EOF, cap bytes, or deadline.
  * Also stops when the child (pidfd) has exited and the pipe is drained, so
  * a grandchild holding the pipe open cannot stretch the wait.
@@ -521,20 +717,24 @@ int lz_hostprobe_tool_version(const char *name, struct lz_err *err, struct lz_ho
 {
 	_cleanup_free_ struct lz_hostprobe_tool *t = calloc(1, sizeof(*t));
 	_cleanup_free_ char *buf = malloc(LZ_HOSTPROBE_OUTPUT_MAX);
-	_cleanup_close_ int exe_fd = -EBADF;
-	char label[LZ_HOSTPROBE_PATH_MAX + 16];
+	_cleanup_free_ char *label = NULL;
+	struct lz_path exe = LZ_PATH_INIT;
 	size_t len = 0;
 	int r;
 
 	if (t == NULL || buf == NULL)
 		return lz_err_set(err, ENOMEM, "run '%.64s': %s", name, strerror(ENOMEM));
-	r = locate_in(lz_hostprobe_trusted_dirs, name, err, &t->path, &exe_fd);
-	if (r < 0)
+	if ((r = locate_in(lz_hostprobe_trusted_dirs, name, err, &exe)) < 0)
 		return r;
-	snprintf(label, sizeof(label), "%s --version", t->path);
+	snprintf(t->path, sizeof(t->path), "%s", exe.canonical);
+	if (asprintf(&label, "%s --version", t->path) < 0) {
+		lz_path_release(&exe);
+		return lz_err_set(err, ENOMEM, "run '%.64s': %s", name, strerror(ENOMEM));
+	}
 	char *argv[] = { t->path, (char *)"--version", NULL };
-	r = run_capture(exe_fd, label, argv, LZ_HOSTPROBE_TOOL_TIMEOUT_MS, err, buf,
-			LZ_HOSTPROBE_OUTPUT_MAX, &len);
+	r = run_capture(exe.fd, label, argv, LZ_HOSTPROBE_TOOL_TIMEOUT_MS, err, buf, LZ_HOSTPROBE_OUTPUT_MAX,
+			&len);
+	lz_path_release(&exe);
 	if (r < 0)
 		return r;
 	if (first_line(buf, len, t->version, sizeof(t->version)) == 0)

@@ -15,6 +15,21 @@
  * captured output (LZ_HOSTPROBE_OUTPUT_MAX). Text read from the host (subid
  * files) is parsed strictly with bounded sizes and overflow-checked integers.
  *
+ * The launch runs the same tools (runsc, slirp4netns, newuidmap and
+ * newgidmap, skopeo, mmdebstrap) with the developer's full authority, hours
+ * after it found them: locating keeps the checked object (an O_PATH
+ * descriptor) and the launch executes that descriptor, never the name, so
+ * another user who can rename something into place after the check cannot
+ * choose what runs (spec 3.2, "trusted external pathname handoff"). Whoever
+ * can write a directory on the tool's path could do that before the check
+ * too, so every directory on it must be root's or yours and not writable by
+ * group or others.
+ *
+ * diag reports (`lazaret diag --report FILE.lua`, docs/reports.md) reach the
+ * file and device probes with paths of their choosing: the file probe
+ * follows no symbolic link and enters no automount directory, and the
+ * device probe opens only the devices Lazaret needs.
+ *
  * Conventions: functions return >= 0 on success or -errno; results go to the
  * ret_ parameters (last), which are untouched on failure; when err is
  * non-NULL a failure also leaves "<op> '<object>': <reason>" in it. */
@@ -26,6 +41,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fs/pathauth.h"
 #include "util/err.h"
 
 /* ---- kernel ------------------------------------------------------------ */
@@ -106,6 +122,30 @@ int lz_hostprobe_subid_read_fd(int fd, const char *label, const char *user, uid_
 int lz_hostprobe_subids(enum lz_hostprobe_subid_kind kind, const char *user, uid_t uid,
 			struct lz_err *err, struct lz_hostprobe_subids *ret);
 
+/* The subordinate range a launch maps (spec 3.1: "the lowest configured
+ * contiguous allocation of at least 65536"; proc/userns.h) and diag judges:
+ * the lowest-starting one of ids' ranges with count >= LZ_HOSTPROBE_SUBID_COUNT,
+ * taken as it is (adjacent ranges are not joined). It must be a safe one:
+ * image IDs 1..65536 become its IDs on the host, so it may not start below
+ * LZ_HOSTPROBE_SUBID_FLOOR (host root and the system's IDs) nor contain own
+ * (your uid for /etc/subuid, your gid for /etc/subgid). who names you in
+ * the messages' usermod command (your user name, or your uid in decimal).
+ * -ENOENT without such a range ("no allocation for <who>" when there is
+ * none at all), -EPERM when it is unsafe (no other range is chosen instead:
+ * the file needs correcting); both name the file and the fix. Not checked:
+ * whether the range holds another account's IDs (that needs the whole
+ * passwd database; install.md says to pick a free range). */
+#define LZ_HOSTPROBE_SUBID_COUNT 65536u
+#define LZ_HOSTPROBE_SUBID_FLOOR 1000u
+int lz_hostprobe_subid_choose(const struct lz_hostprobe_subids *ids, enum lz_hostprobe_subid_kind kind,
+			      uint32_t own, const char *who, struct lz_err *err,
+			      struct lz_hostprobe_subid_range *ret);
+
+/* lz_hostprobe_subids for the invoking user me (lz_hostprobe_identity),
+ * then lz_hostprobe_subid_choose with your uid or gid. */
+int lz_hostprobe_subid_range(enum lz_hostprobe_subid_kind kind, const struct lz_hostprobe_identity *me,
+			     struct lz_err *err, struct lz_hostprobe_subid_range *ret);
+
 /* ---- files and devices ------------------------------------------------- */
 
 struct lz_hostprobe_file {
@@ -115,14 +155,27 @@ struct lz_hostprobe_file {
 	int64_t size;
 };
 
-/* stat(2) semantics: a symbolic link is followed, as exec and open do. */
+/* What is at path (absolute, no "." or ".." component, no empty one:
+ * lz_path_grammar, else -EINVAL), reached one component at a time from "/"
+ * with O_PATH|O_NOFOLLOW descriptors: a symbolic link anywhere on the way,
+ * the last component included, refuses (-ELOOP), and so does a directory on
+ * the way that is an autofs mount (-EREMOTE), whose names the automounter
+ * would look up (contacting the host /net/<host> names, say). Nothing is
+ * opened for reading. */
 int lz_hostprobe_file(const char *path, struct lz_err *err, struct lz_hostprobe_file *ret);
 
-/* Whether the calling user may open the character device at path for
- * reading and writing. The device is opened (O_RDWR|O_NONBLOCK|O_NOCTTY)
- * and closed again, nothing else: opening /dev/fuse or /dev/net/tun has no
- * effect until a mount or TUNSETIFF. -ENODEV when path is not a character
- * device (checked through an O_PATH descriptor before the real open). */
+/* The devices lz_hostprobe_device_rw probes, NULL-terminated: FUSE and TUN
+ * (what a launch needs) and KVM. */
+extern const char *const lz_hostprobe_devices[];
+
+/* Whether the calling user may open the character device at path, which
+ * must be one of lz_hostprobe_devices (else -EINVAL: opening another device
+ * can be an action, a serial port's DTR resetting a board), for reading and
+ * writing. The device is opened (O_RDWR|O_NONBLOCK|O_NOCTTY) and closed
+ * again, nothing else: opening /dev/fuse, /dev/net/tun or /dev/kvm has no
+ * effect until a mount, TUNSETIFF or KVM_CREATE_VM. -ENODEV when path is not
+ * a character device (checked through an O_PATH descriptor before the real
+ * open). */
 int lz_hostprobe_device_rw(const char *path, struct lz_err *err);
 
 /* ---- user namespaces --------------------------------------------------- */
@@ -135,7 +188,7 @@ int lz_hostprobe_userns(struct lz_err *err);
 
 #define LZ_HOSTPROBE_TOOL_TIMEOUT_MS 5000
 #define LZ_HOSTPROBE_OUTPUT_MAX 4096
-#define LZ_HOSTPROBE_PATH_MAX 64 /* longest trusted dir + '/' + longest name */
+#define LZ_HOSTPROBE_PATH_MAX (LZ_PATH_MAX + 1) /* a canonical path and its NUL */
 
 /* The only tool names lz_hostprobe_tool_* accept, NULL-terminated. */
 extern const char *const lz_hostprobe_tool_names[];
@@ -143,16 +196,40 @@ extern const char *const lz_hostprobe_tool_names[];
 extern const char *const lz_hostprobe_trusted_dirs[];
 
 /* Finds name (which must be in lz_hostprobe_tool_names, else -EINVAL) in
- * the first trusted directory holding it. The file must be a regular
- * executable file owned by root or the caller and not writable by group or
- * others, else -EPERM (the search stops there: a file earlier in the order
- * is not skipped in favour of a later one). -ENOENT when no directory has
- * it. ret_path gets "<dir>/<name>". */
-int lz_hostprobe_tool_locate(const char *name, struct lz_err *err,
-			     char (*ret_path)[LZ_HOSTPROBE_PATH_MAX]);
+ * the first trusted directory holding it, and resolves that name once
+ * (realpath: a link there to a file elsewhere is followed to its canonical
+ * path). The canonical path is opened with no symbolic link anywhere
+ * (lz_path_open) and checked on the opened object: a regular executable
+ * file (else -EACCES), owned by root or the caller and not writable by
+ * group or others (else -EPERM); and every directory on that path, from
+ * "/" down, must be owned by root or the caller and not be writable by
+ * group or others (else -EPERM naming it: whoever can write it can rename
+ * another file into the tool's place). The search stops at the first
+ * directory holding the name: a file that fails is not skipped in favour of
+ * a later one. -ENOENT when no directory has it.
+ *
+ * ret gets the checked object: an O_PATH descriptor and its canonical path,
+ * a label only (lz_path_release frees both). Run the tool from the
+ * descriptor (lz_spawn.exe_fd, execveat), never by a name, so what runs is
+ * what was checked however the names change later (spec 3.2); where a
+ * configuration is known, lz_config_host_tool_allowed also keeps it out of
+ * the trees the sandbox can write. A script cannot run from the descriptor
+ * (its interpreter would be handed a /dev/fd name that close-on-exec has
+ * closed): mmdebstrap (Perl) runs by its canonical path, whose directories
+ * this check covers. */
+int lz_hostprobe_tool_locate(const char *name, struct lz_err *err, struct lz_path *ret);
+
+/* -EPERM when tool (from lz_hostprobe_tool_locate) lies inside tree, by
+ * its canonical path or by where it lies in its file system (another mount
+ * of tree shows tree's files under another name: fs/mountns.h). what names
+ * tree in the message. For image preparation, which is given the Storage
+ * Root alone; a launch checks every tree of its configuration
+ * (lz_config_host_tool_allowed). */
+int lz_hostprobe_tool_outside(const struct lz_path *tool, const struct lz_path *tree, const char *what,
+			      struct lz_err *err);
 
 struct lz_hostprobe_tool {
-	char path[LZ_HOSTPROBE_PATH_MAX];
+	char path[LZ_HOSTPROBE_PATH_MAX]; /* canonical (lz_hostprobe_tool_locate) */
 	/* First line of `<path> --version` on stdout, NUL-terminated, bytes
 	 * outside printable ASCII replaced by '?'. */
 	char version[LZ_HOSTPROBE_OUTPUT_MAX + 1];

@@ -16,44 +16,20 @@
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 
-static int lowest_range(const struct lz_hostprobe_subids *ids, const char *what, uint32_t *ret,
-			struct lz_err *err)
-{
-	bool found = false;
-	uint32_t best = 0;
-	for (size_t i = 0; i < ids->n; i++)
-		if (ids->ranges[i].count >= LZ_USERNS_SUBID_COUNT &&
-		    (!found || ids->ranges[i].start < best)) {
-			best = ids->ranges[i].start;
-			found = true;
-		}
-	if (!found)
-		return lz_err_set(err, ENOENT,
-				  "no %s range of at least 65536 IDs for you (add one with usermod "
-				  "--add-sub%s; see docs/install.md)",
-				  what, strcmp(what, "/etc/subuid") == 0 ? "uids" : "gids");
-	*ret = best;
-	return 0;
-}
-
 int lz_idmap_for_invoking_user(struct lz_idmap *ret, struct lz_err *err)
 {
 	struct lz_hostprobe_identity me;
-	struct lz_hostprobe_subids uids, gids;
-	struct lz_idmap map;
+	struct lz_hostprobe_subid_range uids, gids;
 	int r;
-	if ((r = lz_hostprobe_identity(err, &me)) < 0)
+	/* The range diag judges too (lz_hostprobe_subid_choose): the lowest
+	 * of at least 65536 IDs, refused when it holds host root, a system ID
+	 * or your own. */
+	if ((r = lz_hostprobe_identity(err, &me)) < 0 ||
+	    (r = lz_hostprobe_subid_range(LZ_HOSTPROBE_SUBUID, &me, err, &uids)) < 0 ||
+	    (r = lz_hostprobe_subid_range(LZ_HOSTPROBE_SUBGID, &me, err, &gids)) < 0)
 		return r;
-	const char *user = me.has_user ? me.user : NULL;
-	if ((r = lz_hostprobe_subids(LZ_HOSTPROBE_SUBUID, user, me.uid, err, &uids)) < 0 ||
-	    (r = lz_hostprobe_subids(LZ_HOSTPROBE_SUBGID, user, me.uid, err, &gids)) < 0)
-		return r;
-	map.uid = me.uid;
-	map.gid = me.gid;
-	if ((r = lowest_range(&uids, "/etc/subuid", &map.subuid_start, err)) < 0 ||
-	    (r = lowest_range(&gids, "/etc/subgid", &map.subgid_start, err)) < 0)
-		return r;
-	*ret = map;
+	*ret = (struct lz_idmap){ .uid = me.uid, .gid = me.gid, .subuid_start = uids.start,
+				  .subgid_start = gids.start };
 	return 0;
 }
 
@@ -99,16 +75,19 @@ int lz_idmap_verify_text(const char *text, uint32_t host_id, uint32_t sub_start,
 }
 
 /* Runs a setuid ID-map helper with an exact argument vector, no shell and an
- * empty environment, and waits for it through its pidfd. */
+ * empty environment, and waits for it through its pidfd. It runs from the
+ * descriptor it was checked through (execveat keeps the setuid bit), so a
+ * name changed since cannot choose what runs with root's authority. */
 static int run_map_helper(const char *name, char *const argv[], struct lz_err *err)
 {
-	char path[LZ_HOSTPROBE_PATH_MAX];
-	int r = lz_hostprobe_tool_locate(name, err, &path);
+	struct lz_path tool = LZ_PATH_INIT;
+	int r = lz_hostprobe_tool_locate(name, err, &tool);
 	if (r < 0)
 		return lz_err_prefix(err, r, "%s (package uidmap): ", name);
-	struct lz_spawn spec = { .exe_fd = -1, .path = path, .argv = argv,
+	struct lz_spawn spec = { .label = name, .exe_fd = tool.fd, .argv = argv,
 				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = STDERR_FILENO };
 	r = lz_spawn_run(&spec, name, 30000, err);
+	lz_path_release(&tool);
 	if (r < 0)
 		return lz_err_prefix(err, r, "check /etc/sub%cid for your user: ", name[3]);
 	return 0;

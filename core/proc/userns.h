@@ -18,13 +18,12 @@
 #define LZ_USERNS_H
 
 #include <stdbool.h>
-#include <sys/types.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "util/err.h"
 
-#define LZ_USERNS_SUBID_COUNT 65536u
+#define LZ_USERNS_SUBID_COUNT 65536u /* LZ_HOSTPROBE_SUBID_COUNT */
 
 struct lz_idmap {
 	uid_t uid;
@@ -34,7 +33,9 @@ struct lz_idmap {
 };
 
 /* Chooses the lowest-starting subordinate range of >= 65536 IDs for the
- * invoking user from /etc/subuid and /etc/subgid. */
+ * invoking user from /etc/subuid and /etc/subgid, and refuses (-EPERM,
+ * naming the file) one that holds host ID 0, starts below 1000 or holds
+ * your own uid or gid (lz_hostprobe_subid_choose, which diag shares). */
 int lz_idmap_for_invoking_user(struct lz_idmap *ret, struct lz_err *err);
 
 /* Compares the text of a uid_map/gid_map file with the expected two lines

@@ -130,6 +130,40 @@ int lz_anchor_reset_plan(const struct lz_anchor_reset *a, const char *const *pat
 	return 0;
 }
 
+/* The run discards no more than a plan could name (spec 3.9, DX-6): the
+ * planned paths are the profile's persistent directories (a plan of
+ * paths), or exactly every anchor the Domain has (a plan of all, which
+ * also names anchors of directories the profile no longer persists). The
+ * list is the caller's: it is checked here, not trusted to be a plan's. */
+static int check_planned(const struct lz_anchor_reset *a, const char *const *planned, size_t n,
+			 struct lz_err *err)
+{
+	const char *foreign = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (in_list(planned, i, planned[i]))
+			return lz_err_set(err, EINVAL, "%s is named twice; nothing was reset", planned[i]);
+		if (foreign == NULL && !in_list((const char *const *)a->persistent, a->n_persistent, planned[i]))
+			foreign = planned[i];
+	}
+	if (foreign == NULL)
+		return 0;
+	char **all = NULL;
+	size_t k = 0;
+	int r = lz_anchor_reset_plan(a, NULL, 0, &all, &k, err);
+	if (r < 0)
+		return r;
+	bool every = k == n;
+	for (size_t i = 0; every && i < k; i++)
+		every = in_list(planned, n, all[i]);
+	lz_anchor_reset_free(all, k);
+	if (!every)
+		return lz_err_set(err, EINVAL,
+				  "%s is not a persistent directory of this profile, and the reset is not of every "
+				  "State Anchor (a reset takes one of its persistent_dirs, or --all); nothing was reset",
+				  foreign);
+	return 0;
+}
+
 /* Spec 3.9: nothing may use the state. The caller's open coordinator
  * released every lease of a generation proved dead; one left is a
  * generation that may still run. */
@@ -173,6 +207,8 @@ int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *plan
 	int r;
 	if (n > 64)
 		return lz_err_set(err, E2BIG, "at most 64 State Anchors at once");
+	if ((r = check_planned(a, planned, n, err)) < 0)
+		return r;
 	_cleanup_close_ int anchors = open_anchors(a, err);
 	if (anchors == -ENOENT)
 		return n == 0 ? 0 : lz_err_set(err, ENOENT, "the Domain has no State Anchors");

@@ -43,7 +43,11 @@ struct lz_anchor_reset {
 int lz_anchor_reset_plan(const struct lz_anchor_reset *a, const char *const *paths, size_t n, char ***ret_v,
 			 size_t *ret_n, struct lz_err *err);
 
-/* Discards the anchors of the planned paths (see above). */
+/* Discards the anchors of the planned paths (see above). planned is held
+ * to what a plan could name: every path one of the profile's persistent
+ * directories (as lz_anchor_reset_plan normalizes them), or exactly every
+ * anchor the Domain has (the plan of all); anything else, or a path named
+ * twice, refuses (-EINVAL) before anything is touched. */
 int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *planned, size_t n, struct lz_err *err);
 
 void lz_anchor_reset_free(char **v, size_t n);

@@ -70,7 +70,9 @@ struct lz_hc {
 	uint64_t gen; /* 0 until lz_hc_begin */
 	bool recovered; /* lz_hc_recovered passed: a generation may begin */
 	struct lz_gendir gendir;
-	char runsc_path[LZ_HOSTPROBE_PATH_MAX];
+	/* runsc as located and checked at open (hostprobe.h), run from this
+	 * descriptor by the RS and by every session's exec client. */
+	struct lz_path runsc;
 	char container_id[80];
 
 	/* Evidence held for the store transitions. */
@@ -449,6 +451,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	hc->profile = lz_config_selected(cfg);
 	hc->runtime_domain = lz_config_runtime_domain(cfg);
 	hc->lock_fd = hc->rootfs_fd = hc->control_fd = hc->listen_fd = hc->leader_watch = -EBADF;
+	hc->runsc = (struct lz_path)LZ_PATH_INIT;
 	hc->gendir = (struct lz_gendir)LZ_GENDIR_INIT;
 	hc->rs = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
@@ -477,8 +480,12 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	    (r = identity_first(hc, err)) < 0 ||
 	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
 		return r;
-	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc_path)) < 0)
+	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc)) < 0)
 		return lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
+	/* A runsc the sandbox could write would run on the host at the next
+	 * start or session (hostprobe.h). */
+	if ((r = lz_config_host_tool_allowed(cfg, &hc->runsc, err)) < 0)
+		return lz_err_prefix(err, r, "gVisor's runsc: ");
 	*ret = TAKE_PTR(hc);
 	return 0;
 }
@@ -753,7 +760,7 @@ int lz_hc_rs_spawn(lz_hc *hc, lz_hc_rs_main *rs_main, struct lz_err *err)
 		return lz_err_set(err, EIO, "canary key: %s", strerror(errno));
 	struct lz_rsplan_input in = { .cfg = hc->cfg, .gen = &hc->gendir, .generation = hc->gen,
 				      .domain_id = hc->domain_hex, .artifact = hc->artifact,
-				      .rootfs_fd = hc->rootfs_fd, .runsc_path = hc->runsc_path,
+				      .rootfs_fd = hc->rootfs_fd, .runsc = &hc->runsc,
 				      .container_id = hc->container_id, .canary_key = hc->canary_key,
 				      .router_program = lz_router_program,
 				      .router_program_len = lz_router_program_len };
@@ -1429,7 +1436,7 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	snprintf(pidarg, sizeof(pidarg), "--internal-pid-file=%ssessions/%s", gen, pidfile);
 	snprintf(root, sizeof(root), "--root=%srunsc", gen);
 	char *exec_argv[] = { "runsc", root, "exec", process, pidarg, hc->container_id, NULL };
-	struct lz_spawn spawn = { .label = "runsc exec", .exe_fd = -1, .path = hc->runsc_path, .argv = exec_argv,
+	struct lz_spawn spawn = { .label = "runsc exec", .exe_fd = hc->runsc.fd, .argv = exec_argv,
 				  .stdin_fd = s->tty ? slave : fds[0],
 				  .stdout_fd = s->tty ? slave : fds[1],
 				  .stderr_fd = s->tty ? slave : fds[2],
@@ -1973,6 +1980,10 @@ int lz_hc_reset(lz_hc *hc, const char *const *planned, size_t n, struct lz_err *
 		return lz_err_set(err, EBUSY, "a reset needs the Domain idle; this coordinator began a generation");
 	if (no_batch(hc, "reset", err) < 0)
 		return -EBUSY;
+	/* Spec 3.3: on ambiguity nothing is touched; a lease or tree recovery
+	 * could not prove gone may be a generation that still runs. */
+	if (!hc->recovered)
+		return lz_err_set(err, EPROTO, "a reset runs only after bootstrap recovery passed; nothing was reset");
 	struct lz_anchor_reset a = anchor_reset_of(hc);
 	return lz_anchor_reset_run(&a, planned, n, err);
 }
@@ -2022,6 +2033,7 @@ void lz_hc_close(lz_hc *hc)
 	lz_bundle_env_free(hc->host_env);
 	lz_gendir_remove(&hc->gendir);
 	lz_close_fdp(&hc->rootfs_fd);
+	lz_path_release(&hc->runsc);
 	lz_dstore_close(hc->store);
 	lz_close_fdp(&hc->lock_fd);
 	explicit_bzero(hc->canary_key, sizeof(hc->canary_key));

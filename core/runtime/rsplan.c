@@ -63,7 +63,7 @@ void lz_rsplan_free(struct lz_rs_plan *p)
 		return;
 	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
 		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd, &p->router_program_fd,
-		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_stats_fd };
+		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_stats_fd, &p->runsc_fd, &p->slirp_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
 	for (size_t i = 0; i < p->n_anchors; i++)
@@ -88,7 +88,7 @@ size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 	const int own[] = { p->control_fd,    p->log_fd,	 p->prepared_fd, p->root_target_fd,
 			    p->root_upper_fd, p->root_work_fd,	 p->policy_fd,	 p->slirp_log_fd,
 			    p->router_target_fd, p->router_program_fd, p->host_ws_fd, p->ignored_fd,
-			    p->egress_stats_fd };
+			    p->egress_stats_fd, p->runsc_fd, p->slirp_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
 		if (own[i] >= 0)
 			fds[n++] = own[i];
@@ -395,7 +395,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 {
 	const struct lz_config_profile *p = lz_config_selected(in->cfg);
 	_cleanup_(rsplan_freep) struct lz_rs_plan *plan = calloc(1, sizeof(*plan));
-	char tool[LZ_HOSTPROBE_PATH_MAX];
+	struct lz_path slirp = LZ_PATH_INIT;
 	int sv[2];
 	int r;
 	if (plan == NULL)
@@ -403,7 +403,7 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
 		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd,
 		       &plan->router_target_fd, &plan->router_program_fd, &plan->host_ws_fd, &plan->ignored_fd,
-		       &plan->egress_stats_fd };
+		       &plan->egress_stats_fd, &plan->runsc_fd, &plan->slirp_fd };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;
 	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS)
@@ -412,7 +412,11 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	plan->generation = in->generation;
 	snprintf(plan->domain_id, sizeof(plan->domain_id), "%s", in->domain_id);
 	snprintf(plan->container_id, sizeof(plan->container_id), "%s", in->container_id);
-	snprintf(plan->runsc_path, sizeof(plan->runsc_path), "%s", in->runsc_path);
+	if ((size_t)snprintf(plan->runsc_path, sizeof(plan->runsc_path), "%s", in->runsc->canonical) >=
+	    sizeof(plan->runsc_path))
+		return lz_err_set(err, ENAMETOOLONG, "runsc's path is too long");
+	if ((plan->runsc_fd = fcntl(in->runsc->fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return lz_err_set(err, errno, "dup: %s", strerror(errno));
 	plan->dcache = plan_dcache(lz_config_dcache(in->cfg));
 	memcpy(plan->canary_key, in->canary_key, LZ_CANARY_KEY_LEN);
 	plan->prepared_fd = in->rootfs_fd;
@@ -456,9 +460,17 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 		return r;
 	/* FR-16: slirp4netns from the system directories, named before
 	 * anything starts when its package is missing. */
-	if ((r = lz_hostprobe_tool_locate("slirp4netns", err, &tool)) < 0)
+	if ((r = lz_hostprobe_tool_locate("slirp4netns", err, &slirp)) < 0)
 		return lz_err_prefix(err, r, "the connectivity helper (package slirp4netns): ");
-	snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", tool);
+	/* One the sandbox could write would run on the host at the next
+	 * start; the plan owns the descriptor from here (lz_rsplan_free). */
+	if ((r = lz_config_host_tool_allowed(in->cfg, &slirp, err)) >= 0) {
+		plan->slirp_fd = TAKE_FD(slirp.fd);
+		snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", slirp.canonical);
+	}
+	lz_path_release(&slirp);
+	if (r < 0)
+		return lz_err_prefix(err, r, "the connectivity helper: ");
 	if ((r = lz_gendir_open_log(in->gen, "slirp4netns.log", &plan->slirp_log_fd, err)) < 0)
 		return r;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)

@@ -21,6 +21,13 @@
  * located in the system directories, its log, and this generation's canary
  * key.
  *
+ * Host tools: runsc (the HC's, located when it opened) and slirp4netns as
+ * the O_PATH descriptors they were checked through (platform/hostprobe.h),
+ * outside every tree the sandbox can write (lz_config_host_tool_allowed).
+ * The RS runs them from these descriptors (execveat), never by name: its
+ * user and mount namespaces do not change what a descriptor is, and a name
+ * replaced since the check cannot choose what runs.
+ *
  * Workspace (spec 3.5): the router's mount point and both backings, also
  * reopened by label and checked in the RS.
  *
@@ -91,14 +98,16 @@ struct lz_rs_plan {
 	size_t n_volumes;
 	struct lz_gitsentry_mount *git; /* owned: the bundle's Git Sentry mounts */
 	size_t n_git;
-	char runsc_path[64];
+	int runsc_fd;            /* O_PATH: what runs (hostprobe.h) */
+	char runsc_path[4097];   /* its canonical path, a label */
 	char runsc_root[4096]; /* --root */
 	char bundle[4096];
 	char container_id[80];
 	uint32_t dcache;
 	int policy_fd;
 	uint8_t policy_digest[32];
-	char slirp_path[64];
+	int slirp_fd;            /* O_PATH: what runs (hostprobe.h) */
+	char slirp_path[4097];   /* its canonical path, a label */
 	int slirp_log_fd;
 	uint8_t canary_key[LZ_CANARY_KEY_LEN]; /* the HC keeps a copy */
 	/* Egress by name (network.allow_domains, net/egress.h): the proxy's
@@ -129,7 +138,7 @@ struct lz_rsplan_input {
 	const char *domain_id; /* 64 hex */
 	const char *artifact;  /* prepared-artifact ID, 64 hex */
 	int rootfs_fd;        /* its rootfs, opened by the HC; the plan borrows it */
-	const char *runsc_path;
+	const struct lz_path *runsc; /* located and checked; the plan keeps a copy */
 	const char *container_id;
 	const uint8_t *canary_key; /* LZ_CANARY_KEY_LEN bytes */
 	/* The router's program (router/router_program.h); without it the

@@ -60,7 +60,7 @@ static int runsc_query(const struct lz_rs_plan *p, const char *cmd, const char *
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
-	struct lz_spawn spec = { .label = "runsc", .exe_fd = -1, .path = p->runsc_path,
+	struct lz_spawn spec = { .label = "runsc", .exe_fd = p->runsc_fd,
 				 .argv = argv, .stdin_fd = -1, .stdout_fd = pipefd[1],
 				 .stderr_fd = p->log_fd };
 	int pidfd = -1;
@@ -159,7 +159,7 @@ static int start_helper(const struct lz_rs_plan *p, struct lz_canary *canary, st
 		memmove(&argv[2], &argv[1], 8 * sizeof(argv[0]));
 		argv[1] = "--disable-dns";
 	}
-	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = -1, .path = p->slirp_path, .argv = argv,
+	struct lz_spawn exec = { .label = "slirp4netns", .exe_fd = p->slirp_fd, .argv = argv,
 				 .stdin_fd = -1, .stdout_fd = p->slirp_log_fd, .stderr_fd = p->slirp_log_fd };
 	struct helper_ctx hctx = { p, canary };
 	struct lz_broker_spec spec = { .label = "slirp4netns", .join_pidfd = -1, .exec = &exec,
@@ -582,10 +582,11 @@ struct lz_rs {
 
 /* The RS is forked from the HC: it keeps only the descriptors of its plan,
  * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
- * end of the control socket (whose EOF is the HC-loss signal). */
+ * end of the control socket (whose EOF is the HC-loss signal). Among them
+ * are runsc's and slirp4netns's, which it executes (rsplan.h). */
 static void keep_only_plan(const struct lz_rs_plan *p)
 {
-	int keep[16 + 4 * LZ_RS_MAX_ANCHORS + 2 * (LZ_RS_MAX_VOLUMES + LZ_GITSENTRY_MOUNTS_MAX)];
+	int keep[20 + 4 * LZ_RS_MAX_ANCHORS + 2 * (LZ_RS_MAX_VOLUMES + LZ_GITSENTRY_MOUNTS_MAX)];
 	lz_fds_keep_only(keep, lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep)));
 }
 
@@ -837,7 +838,7 @@ int lz_rs_start_runsc(lz_rs *rs, struct lz_err *err)
 	 * transient layer, so runsc adds none (never in the prepared lower). */
 	char *argv[] = { "runsc", root, "--ignore-cgroups", "--network=sandbox", dcache,
 			 "--overlay2=none", "run", bundle, (char *)p->container_id, NULL };
-	struct lz_spawn exec = { .label = "runsc run", .exe_fd = -1, .path = p->runsc_path, .argv = argv,
+	struct lz_spawn exec = { .label = "runsc run", .exe_fd = p->runsc_fd, .argv = argv,
 				 .stdin_fd = -1, .stdout_fd = rs->report[1], .stderr_fd = p->log_fd };
 	struct staged_ctx sctx = { p };
 	struct lz_broker_spec spec = { .label = "runsc run", .join_pidfd = -1, .exec = &exec,

@@ -22,9 +22,10 @@
 
 /* ---- schema ------------------------------------------------------------- */
 
-/* The v1 schema (after sqlstore's meta table), compared verbatim with
- * sqlite_schema on every open: a v1 catalog whose tables, checks, triggers
- * or views differ is not v1. u64 values are stored as their
+/* The schema (after sqlstore's meta table), each object with the version
+ * that added it, compared verbatim with sqlite_schema on every open: a v1
+ * catalog whose tables, checks, triggers or views differ is not v1 (nor
+ * is a v2 one v2); a v1 catalog is upgraded in place. u64 values are stored as their
  * two's-complement bit pattern in INTEGER columns (sqlite integers are
  * signed); see lz_sqlstore_u64_to_i64. */
 #define HEX64(c) "length(" c ") = 64 AND " c " NOT GLOB '*[^0-9a-f]*'"
@@ -65,6 +66,16 @@ static const struct lz_sqlstore_table schema[] = {
 	  "generation INTEGER NOT NULL, "
 	  "PRIMARY KEY (artifact_id, domain_id, generation)"
 	  ") STRICT, WITHOUT ROWID", 1 },
+	/* v2: the other references an artifact was prepared under (the
+	 * artifact's own source_ref is the first), each with when it was
+	 * last given (a v1 catalog gains the empty table in place) */
+	{ "artifact_refs",
+	  "CREATE TABLE artifact_refs ("
+	  "artifact_id TEXT NOT NULL REFERENCES artifacts (id), "
+	  "source_ref TEXT NOT NULL CHECK (" BYTES("source_ref", 1, 4096) "), "
+	  "recorded INTEGER NOT NULL, "
+	  "PRIMARY KEY (artifact_id, source_ref)"
+	  ") STRICT, WITHOUT ROWID", 2 },
 };
 
 static const struct lz_sqlstore_def catalog_def = {
@@ -719,6 +730,84 @@ int lz_catalog_artifact_list(int root_fd, struct lz_catalog_artifact **ret_v, si
 	return 0;
 }
 
+struct ref_ctx {
+	const char *id;
+	const char *source_ref;
+};
+
+static int name_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	const struct ref_ctx *c = ctx;
+	enum lz_catalog_artifact_state state = LZ_CATALOG_ARTIFACT_PUBLISHED;
+	uint64_t leases = 0;
+	int r = find_artifact(db, c->id, &state, &leases, err);
+	if (r < 0)
+		return r;
+	if (state != LZ_CATALOG_ARTIFACT_PUBLISHED)
+		return lz_err_set(err, ESTALE, "prepared artifact %s is being reclaimed", c->id);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	if ((r = lz_sqlstore_prepare(db,
+				     "INSERT INTO artifact_refs (artifact_id, source_ref, recorded) VALUES (?1, ?2, ?3) "
+				     "ON CONFLICT (artifact_id, source_ref) DO UPDATE SET recorded = excluded.recorded",
+				     &s, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 1, c->id, err)) < 0 ||
+	    (r = lz_sqlstore_bind_text(db, s, 2, c->source_ref, err)) < 0 ||
+	    (r = lz_sqlstore_bind_i64(db, s, 3, lz_sqlstore_now(), err)) < 0 ||
+	    (r = lz_sqlstore_step(db, s, err)) < 0)
+		return r;
+	return 0;
+}
+
+int lz_catalog_artifact_name(int root_fd, const char *artifact_id, const char *source_ref, struct lz_err *err)
+{
+	struct ref_ctx c = { .id = artifact_id, .source_ref = source_ref };
+	int r = check_id("artifact ID", artifact_id, err);
+	if (r >= 0)
+		r = check_str("source reference", source_ref, err);
+	if (r >= 0)
+		r = section(root_fd, name_fn, &c, err);
+	return done(r, err);
+}
+
+static int named_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+{
+	struct list_ctx *c = ctx;
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db,
+				    "SELECT artifact_id, recorded FROM artifact_refs WHERE source_ref = ?1 "
+				    "ORDER BY artifact_id",
+				    &s, err);
+	if (r >= 0)
+		r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err);
+	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
+		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_ref), err)) < 0)
+			break;
+		struct lz_catalog_ref *v = c->v;
+		sqlite3_int64 recorded = 0;
+		if ((r = col_id(s, 0, "artifact_id", v[c->n].artifact_id, err)) < 0 ||
+		    (r = lz_sqlstore_col_i64(s, 1, "recorded", &recorded, err)) < 0)
+			break;
+		v[c->n++].recorded = recorded;
+	}
+	return r;
+}
+
+int lz_catalog_artifact_named(int root_fd, const char *source_ref, struct lz_catalog_ref **ret_v, size_t *ret_n,
+			      struct lz_err *err)
+{
+	struct list_ctx c = { .artifact_id = source_ref }; /* the filter */
+	int r = check_str("source reference", source_ref, err);
+	if (r >= 0)
+		r = section(root_fd, named_fn, &c, err);
+	if (r < 0) {
+		free(c.v);
+		return done(r, err);
+	}
+	*ret_v = c.v;
+	*ret_n = c.n;
+	return 0;
+}
+
 static int quarantine_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	const char *id = ctx;
@@ -758,6 +847,8 @@ static int delete_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 	if (state != LZ_CATALOG_ARTIFACT_QUARANTINED)
 		return lz_err_set(err, ESTALE, "prepared artifact %s is published; quarantine it first",
 				  id);
+	if ((r = run3(db, "DELETE FROM artifact_refs WHERE artifact_id = ?1", id, NULL, NULL, err)) < 0)
+		return r;
 	return run3(db, "DELETE FROM artifacts WHERE id = ?1", id, NULL, NULL, err);
 }
 

@@ -14,12 +14,14 @@
  * changes, prepare publication, and transition to reclamation").
  *
  * Invariants kept here, inside one transaction each:
- *  - Store identity (`meta`: store 'lazaret-storage-catalog-v1', version 1)
+ *  - Store identity (`meta`: store 'lazaret-storage-catalog-v1', version 2)
  *    is accepted before any other row is read, and the schema must be
- *    exactly v1's. A missing identity in a non-empty database, another store
- *    name, or an older, newer or malformed version refuses with -EPROTO and
- *    leaves the file untouched. Only an empty database (no schema object)
- *    gets the schema, in the same transaction as the identity rows.
+ *    exactly its version's. A v1 catalog gains v2's table in place (in the
+ *    same transaction, then reads as v2). A missing identity in a non-empty
+ *    database, another store name, or a newer or malformed version refuses
+ *    with -EPROTO and leaves the file untouched. Only an empty database (no
+ *    schema object) gets the schema, in the same transaction as the
+ *    identity rows.
  *  - A lease names a published artifact; a quarantined artifact takes no
  *    new lease. Quarantine and deletion are refused while any lease exists,
  *    and deletion needs quarantine first, so reclamation can never race a
@@ -61,7 +63,7 @@
  *   -EINVAL   malformed argument (IDs are exactly 64 lowercase hex digits;
  *             strings 1..LZ_CATALOG_STR_MAX bytes; staging names one
  *             component of at most 255 bytes)
- *   -EPROTO   not a v1 Storage Catalog, or a row v1 cannot hold
+ *   -EPROTO   not a v1 or v2 Storage Catalog, or a row it cannot hold
  *   -EPERM, -ELOOP, -ENOTDIR, -EISDIR, -EXDEV  unsafe root, lock, database
  *             or journal file
  *   -ENOENT   no such artifact, operation or exact lease
@@ -85,7 +87,7 @@
 #include "util/err.h"
 
 #define LZ_CATALOG_STORE_NAME "lazaret-storage-catalog-v1"
-#define LZ_CATALOG_STORE_VERSION 1
+#define LZ_CATALOG_STORE_VERSION 2 /* 2: artifact_refs (a v1 catalog is upgraded in place) */
 
 #define LZ_CATALOG_ID_HEX_LEN 64
 #define LZ_CATALOG_STR_MAX 4096
@@ -127,6 +129,13 @@ struct lz_catalog_artifact {
 	enum lz_catalog_artifact_state state;
 	int64_t created;      /* CLOCK_REALTIME seconds at publication */
 	uint64_t lease_count; /* leases at the time of the call */
+};
+
+/* A reference an artifact was prepared under besides its own source_ref
+ * (output of lz_catalog_artifact_named). */
+struct lz_catalog_ref {
+	char artifact_id[LZ_CATALOG_ID_HEX_LEN + 1];
+	int64_t recorded; /* CLOCK_REALTIME seconds it was last given */
 };
 
 /* Exact preparation-worker identity (pidfs, like systemd's PidRef). */
@@ -203,12 +212,24 @@ int lz_catalog_artifact_get(int root_fd, const char *artifact_id, struct lz_cata
 int lz_catalog_artifact_list(int root_fd, struct lz_catalog_artifact **ret_v, size_t *ret_n,
 			     struct lz_err *err);
 
+/* Records that source_ref (as `image prepare` was given it) names the
+ * published artifact: preparing an image already prepared under another
+ * reference (docker://debian:12 then docker://debian:bookworm). Given
+ * again, its time is renewed. -ENOENT unknown artifact, -ESTALE
+ * quarantined. The rows go with the artifact's (lz_catalog_artifact_delete). */
+int lz_catalog_artifact_name(int root_fd, const char *artifact_id, const char *source_ref, struct lz_err *err);
+
+/* The artifacts source_ref was recorded for by lz_catalog_artifact_name
+ * (not those whose own source_ref it is), ordered by ID. Free with free(). */
+int lz_catalog_artifact_named(int root_fd, const char *source_ref, struct lz_catalog_ref **ret_v, size_t *ret_n,
+			      struct lz_err *err);
+
 /* published -> quarantined; refused with -EBUSY while any lease exists.
  * Idempotent for a quarantined artifact. */
 int lz_catalog_artifact_mark_quarantined(int root_fd, const char *artifact_id, struct lz_err *err);
 
-/* Removes a quarantined artifact's row; -EBUSY while any lease exists,
- * -ESTALE when still published. */
+/* Removes a quarantined artifact's row and its references; -EBUSY while
+ * any lease exists, -ESTALE when still published. */
 int lz_catalog_artifact_delete(int root_fd, const char *artifact_id, struct lz_err *err);
 
 /* Inserts the exact lease. Unknown artifact -ENOENT, not published

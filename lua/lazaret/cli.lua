@@ -367,7 +367,8 @@ M.help = {
     "",
     "Verifies IMAGE (oci:PATH[:TAG], docker-archive:PATH or docker://REF) and",
     "materialises it as an immutable prepared lower under the Storage Root, inside",
-    "your user namespace. Preparing an image already prepared does nothing.",
+    "your user namespace. Preparing an image already prepared only records the",
+    "reference given, so launches by it find the image.",
   }, "\n"),
   ["image build-default"] = table_concat({
     "Usage: lazaret image build-default [--config FILE]",

@@ -76,6 +76,33 @@ describe("lazaret.core.config", function()
     assert.has_error(function() config.profile_name_valid() end)
   end)
 
+  -- Option tables are read raw, as they are: a proxy could hand C a fresh
+  -- string that nothing keeps alive once it is popped (a use after free).
+  it("raises on an options table with a metatable", function()
+    local calls = 0
+    local proxy = setmetatable({}, { __index = function(_, k)
+      calls = calls + 1
+      collectgarbage()
+      if k == "config" then return dir .. "/" .. string.rep("x", 200) .. tostring(math.random()) end
+    end })
+    assert.has_error(function() config.load(proxy) end, "the options must be a plain table (it has a metatable)")
+    assert.has_error(function() config.init(setmetatable({}, {})) end,
+      "the options must be a plain table (it has a metatable)")
+    assert.are.equal(0, calls)
+  end)
+
+  it("raises on a path or name with a NUL byte instead of reading a shorter one", function()
+    write(dir .. "/c.toml", 'version = 1\n[storage]\ndata_root = "' .. dir .. '/data"\n')
+    assert.has_error(function() config.load({ config = dir .. "/c.toml\0.bak" }) end,
+      "option 'config' contains a NUL byte")
+    assert.has_error(function() config.load({ config = dir .. "/c.toml", workspace = dir .. "\0/x" }) end,
+      "option 'workspace' contains a NUL byte")
+    assert.has_error(function() config.init({ config = dir .. "/i.toml\0x" }) end,
+      "option 'config' contains a NUL byte")
+    assert.is_false(config.profile_name_valid("dev\0x"))
+    assert.is_true(config.profile_name_valid("dev"))
+  end)
+
   it("closes idempotently and refuses use after close", function()
     write(dir .. "/c.toml", 'version = 1\n[storage]\ndata_root = "' .. dir .. '/data"\n')
     local cfg = assert(config.load({ config = dir .. "/c.toml" }))

@@ -74,6 +74,15 @@ describe("lazaret.core.scratch", function()
     assert.are.equal(path, ws:path())
   end)
 
+  it("raises on a name or path with a NUL byte", function()
+    assert.has_error(function() scratch.open(name .. "\0x") end)
+    assert.error_matches(function() scratch.open(name .. "\0x") end, "contains a NUL byte")
+    assert.error_matches(function() ws:write("f\0/../x", "data") end, "contains a NUL byte")
+    assert.error_matches(function() ws:mkdir("d\0x") end, "contains a NUL byte")
+    assert.error_matches(function() ws:read("f\0x") end, "contains a NUL byte")
+    assert.is_nil((ws:read("f")))
+  end)
+
   it("refuses a name that is not one component", function()
     for _, bad in ipairs({ "a/b", "..", "." }) do
       local r, _, code = scratch.open(bad)
@@ -89,6 +98,13 @@ describe("lazaret.core.session.capture", function()
     assert.has_error(function() session.capture("x", {}) end)
     assert.has_error(function() session.capture({}, {}) end)
     assert.has_error(function() session.capture({ 1 }, {}) end, "argument 1 must be a string")
+    assert.has_error(function() session.capture({ "-e", "x\0y" }, {}) end,
+      "argument 2 must be a string without NUL bytes")
+    -- Read raw: a proxy's strings would be dropped before the spawn reads them.
+    local proxy = setmetatable({}, { __len = function() return 1 end, __index = function() return "-v" end })
+    assert.has_error(function() session.capture(proxy, {}) end, "the arguments must be a plain table (it has a metatable)")
+    assert.has_error(function() session.capture({ "-v" }, setmetatable({}, {})) end,
+      "the options must be a plain table (it has a metatable)")
     assert.has_error(function() session.capture({ "--version" }, { bogus = true }) end, "unknown option 'bogus'")
     assert.has_error(function() session.capture({ "--version" }, { timeout_ms = 0 }) end)
     assert.has_error(function() session.capture({ "--version" }, { max_output = 2 ^ 21 }) end)

@@ -19,6 +19,9 @@ local function fake_probe(over)
     subids = function()
       return { { start = 100000, count = 65536 } }
     end,
+    subid_range = function()
+      return { start = 100000, count = 65536 }
+    end,
     locate = function(name)
       return "/usr/bin/" .. name
     end,
@@ -199,41 +202,69 @@ describe("lazaret.platform.diag", function()
   end)
 
   describe("subordinate IDs", function()
-    local function subid_checks(subids, identity)
-      return by_name(diag.collect(fake_probe({ subids = subids, identity = identity })))
+    local function subid_checks(subid_range, identity, subids)
+      return by_name(diag.collect(fake_probe({ subid_range = subid_range, identity = identity,
+        subids = subids })))
+    end
+    local function none(kind)
+      return nil, "no /etc/sub" .. kind .. " range of at least 65536 IDs for you (add one with usermod "
+        .. "--add-sub" .. kind .. "s; see docs/install.md)", ERRNO.ENOENT
     end
 
-    it("reports no allocation with the usermod command for each file", function()
-      local c = subid_checks(function() return {} end)
+    it("reports no range with the usermod command for each file", function()
+      local c = subid_checks(none)
       assert.are.equal("problem", c.subuid.status)
-      assert.are.equal("no allocation for alice in /etc/subuid", c.subuid.detail)
+      assert.are.equal("no /etc/subuid range of at least 65536 IDs for you (add one with usermod "
+        .. "--add-subuids; see docs/install.md)", c.subuid.detail)
       assert.matches("usermod %-%-add%-subuids 100000%-165535 alice", c.subuid.fix)
       assert.are.equal("problem", c.subgid.status)
       assert.matches("usermod %-%-add%-subgids 100000%-165535 alice", c.subgid.fix)
     end)
 
+    it("passes on that there is no allocation at all", function()
+      local c = subid_checks(function(kind)
+        return nil, "no allocation for alice in /etc/sub" .. kind .. " (add a range of at least 65536 IDs with "
+          .. "usermod --add-sub" .. kind .. "s; see docs/install.md)", ERRNO.ENOENT
+      end)
+      assert.matches("^no allocation for alice in /etc/subuid", c.subuid.detail)
+      assert.matches("usermod %-%-add%-subuids 100000%-165535 alice", c.subuid.fix)
+    end)
+
     it("names the uid when the user has no passwd entry", function()
-      local c = subid_checks(function() return {} end, function() return { uid = 4242, gid = 4242 } end)
-      assert.are.equal("no allocation for uid 4242 in /etc/subuid", c.subuid.detail)
+      local c = subid_checks(none, function() return { uid = 4242, gid = 4242 } end)
       assert.matches("%-%-add%-subuids 100000%-165535 4242 ", c.subuid.fix)
     end)
 
-    it("needs one contiguous run of 65536 IDs", function()
-      local c = subid_checks(function()
-        return { { start = 100000, count = 65535 }, { start = 300000, count = 1000 } }
-      end)
-      assert.are.equal("problem", c.subuid.status)
-      assert.matches("at most 65535 contiguous IDs %(from 100000%)", c.subuid.detail)
-      assert.matches("usermod", c.subuid.fix)
-    end)
-
-    it("counts adjacent and overlapping ranges as one run", function()
-      local c = subid_checks(function()
-        return { { start = 132768, count = 32768 }, { start = 100000, count = 32768 },
-          { start = 110000, count = 10 } }
+    it("reports the range the launch maps", function()
+      local c = subid_checks(function(kind)
+        return kind == "uid" and { start = 200000, count = 100000 } or { start = 300000, count = 65536 }
       end)
       assert.are.equal("ok", c.subuid.status)
-      assert.are.equal("alice: 65536 IDs from 100000", c.subuid.detail)
+      assert.are.equal("alice: 100000 IDs from 200000", c.subuid.detail)
+      assert.are.equal("alice: 65536 IDs from 300000", c.subgid.detail)
+    end)
+
+    -- The launch maps one allocation: two adjacent halves are none, whatever
+    -- the ranges listed (diag judges by the launch's function, never by its own).
+    it("judges as the launch does, not by the listed ranges", function()
+      local c = subid_checks(none, nil, function()
+        return { { start = 132768, count = 32768 }, { start = 100000, count = 32768 } }
+      end)
+      assert.are.equal("problem", c.subuid.status)
+      assert.matches("no /etc/subuid range of at least 65536", c.subuid.detail, 1, true)
+    end)
+
+    it("passes an unsafe range on with advice to replace it", function()
+      local c = subid_checks(function(kind)
+        return nil, "/etc/sub" .. kind .. ": alice's range 0-65535 (the lowest of at least 65536 IDs, the one a "
+          .. "launch maps) holds " .. kind .. " 0 (root), which image IDs would become; ...", ERRNO.EPERM
+      end, nil, function()
+        return { { start = 0, count = 65536 } }
+      end)
+      assert.are.equal("problem", c.subuid.status)
+      assert.matches("holds uid 0 %(root%)", c.subuid.detail)
+      assert.matches("give alice a range in /etc/subuid from 100000 up", c.subuid.fix)
+      assert.are.equal("problem", c.subgid.status)
     end)
 
     it("passes a parse error on with advice to correct the file", function()
@@ -251,13 +282,6 @@ describe("lazaret.platform.diag", function()
       end)
       assert.are.equal("problem", c.subuid.status)
       assert.matches("usermod %-%-add%-subuids", c.subuid.fix)
-    end)
-
-    it("merges runs in largest_run", function()
-      assert.are.same({ 0, 0 }, { diag.largest_run({}) })
-      assert.are.same({ 10, 30 }, { diag.largest_run({ { start = 30, count = 10 }, { start = 10, count = 20 },
-        { start = 100, count = 5 }, { start = 0, count = 0 } }) })
-      assert.are.same({ 4294967295, 1 }, { diag.largest_run({ { start = 4294967295, count = 1 } }) })
     end)
   end)
 

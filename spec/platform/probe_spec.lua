@@ -38,10 +38,12 @@ describe("lazaret.core.probe", function()
     end
     table.sort(names)
     assert.are.same({
-      "descriptors:function", "device_rw:function", "errno:userdata", "file:function", "identity:function",
-      "kernel:function", "landlock:function", "library:function", "locate:function", "runtime_root:function",
-      "subids:function", "tool:function", "tools:table", "trusted_dirs:table", "userns:function",
+      "descriptors:function", "device_rw:function", "devices:table", "errno:userdata", "file:function",
+      "identity:function", "kernel:function", "landlock:function", "library:function", "locate:function",
+      "runtime_root:function", "subid_range:function", "subids:function", "tool:function", "tools:table",
+      "trusted_dirs:table", "userns:function",
     }, names)
+    assert.are.same({ "/dev/fuse", "/dev/net/tun", "/dev/kvm" }, probe.devices)
     assert.are.same({ "runsc", "slirp4netns", "newuidmap", "newgidmap", "skopeo", "mmdebstrap" },
       probe.tools)
     assert.are.same({ "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin" },
@@ -70,6 +72,8 @@ describe("lazaret.core.probe", function()
         function() probe.subids() end,
         function() probe.subids("pid") end,
         function() probe.subids({}) end,
+        function() probe.subid_range() end,
+        function() probe.subid_range("pid") end,
         function() probe.file() end,
         function() probe.file({}) end,
         function() probe.device_rw(false) end,
@@ -86,7 +90,20 @@ describe("lazaret.core.probe", function()
         probe.file("dev/null")
       end, "path must be absolute")
       assert.error_matches(function()
-        probe.device_rw("/dev/null\0x")
+        probe.file("/dev/null\0x")
+      end, "NUL byte")
+    end)
+
+    -- Reports choose the path: opening another device can be an action
+    -- (a serial port's DTR resets a board).
+    it("raises on a device outside probe.devices, without opening it", function()
+      for _, path in ipairs({ "/dev/null", "/dev/ttyS0", "/dev/watchdog", "/dev/fuse/", "/dev/./fuse" }) do
+        assert.error_matches(function()
+          probe.device_rw(path)
+        end, "invalid option")
+      end
+      assert.error_matches(function()
+        probe.device_rw("/dev/fuse\0x")
       end, "NUL byte")
     end)
 
@@ -102,6 +119,9 @@ describe("lazaret.core.probe", function()
       end)
       assert.has_error(function()
         probe.subids("uid", "alice")
+      end)
+      assert.has_error(function()
+        probe.subid_range("uid", "alice")
       end)
       assert.has_error(function()
         probe.file("/dev/null", 1)
@@ -163,24 +183,49 @@ describe("lazaret.core.probe", function()
       assert.are.equal("stat '/nonexistent/lazaret': No such file or directory", msg)
       assert.are.equal(probe.errno.ENOENT, errno)
     end)
+
+    it("follows no symbolic link", function()
+      -- /proc/self is a link on every Linux; /proc/self/exe a magic one.
+      for _, path in ipairs({ "/proc/self", "/proc/self/exe", "/proc/self/status" }) do
+        local f, msg, errno = probe.file(path)
+        assert.is_nil(f)
+        assert.matches("^stat '" .. path .. "': '/proc/self' is a symbolic link; the probe follows none$", msg)
+        assert.are.equal(probe.errno.ELOOP, errno)
+      end
+    end)
+
+    it("returns nil, message, EINVAL for a path with . or .. components", function()
+      local f, msg, errno = probe.file("/dev/../dev/null")
+      assert_failure(f, msg, errno)
+      assert.are.equal(probe.errno.EINVAL, errno)
+    end)
   end)
 
   describe("device_rw", function()
-    it("returns true for /dev/null", function()
-      assert.is_true(probe.device_rw("/dev/null"))
+    it("returns true or nil, message, errno for each of probe.devices", function()
+      for _, path in ipairs(probe.devices) do
+        local ok, msg, errno = probe.device_rw(path)
+        if not ok then
+          assert_failure(ok, msg, errno)
+          assert.matches(path, msg, 1, true)
+        end
+      end
     end)
+  end)
 
-    it("returns nil, message, ENODEV for something that is not a device", function()
-      local ok, msg, errno = probe.device_rw("/tmp")
-      assert.is_nil(ok)
-      assert.are.equal("open '/tmp': not a character device", msg)
-      assert.are.equal(probe.errno.ENODEV, errno)
-    end)
-
-    it("returns nil, message, ENOENT for a missing device", function()
-      local ok, msg, errno = probe.device_rw("/dev/lazaret-none")
-      assert_failure(ok, msg, errno)
-      assert.are.equal(probe.errno.ENOENT, errno)
+  describe("subid_range", function()
+    it("returns the range the launch maps, or nil, msg, errno", function()
+      for _, kind in ipairs({ "uid", "gid" }) do
+        local r, msg, errno = probe.subid_range(kind)
+        if r then
+          assert.are.equal("integer", math.type(r.start))
+          assert.is_true(r.count >= 65536)
+          assert.is_true(r.start >= 1000)
+        else
+          assert_failure(r, msg, errno)
+          assert.matches("/etc/sub" .. kind, msg, 1, true)
+        end
+      end
     end)
   end)
 
@@ -283,6 +328,7 @@ describe("lazaret.core.probe", function()
     assert_plain(probe.kernel())
     assert_plain(probe.identity())
     assert_plain({ probe.subids("uid") })
+    assert_plain({ probe.subid_range("uid") })
     assert_plain({ probe.file("/dev/null") })
     assert_plain({ probe.tool("slirp4netns") })
     assert_plain({ probe.userns() })

@@ -20,6 +20,7 @@ local function fake_probe(calls)
     end,
     identity = function() return { uid = 1000, gid = 1000, user = "alice" } end,
     subids = function() return { { start = 100000, count = 65536 } } end,
+    subid_range = function() return { start = 100000, count = 65536 } end,
     locate = function(name) return "/usr/bin/" .. name end,
     file = function()
       return { type = "file", mode = 2541, uid = 0, gid = 0, size = 1, setuid = true, setgid = false }

@@ -203,6 +203,111 @@ describe("lazaret.core.coordinator", function()
     end)
   end)
 
+  -- A profile that persists only /usr, with the anchors of /usr and of a
+  -- /home an earlier profile persisted; the developer's file in the latter.
+  local droot
+  local function anchored()
+    write(dir .. "/c.toml", 'version = 1\n[storage]\ndata_root = "' .. dir .. '/data"\n'
+      .. '[profiles.dev]\nimage = "' .. IMAGE .. '"\npersistent_dirs = ["/usr"]\n')
+    cfg = load_config()
+    local s = cfg:summary()
+    local hc = open()
+    droot = s.storage_root .. "/domains/" .. s.domain_id
+    assert(os.execute("mkdir -p " .. droot .. "/anchor/home/upper/dev " .. droot .. "/anchor/home/work "
+      .. droot .. "/anchor/usr/upper " .. droot .. "/anchor/usr/work && echo precious > " .. droot
+      .. "/anchor/home/upper/dev/notes"))
+    return hc
+  end
+  local function present(name)
+    return os.execute("test -e " .. droot .. "/anchor/" .. name) == true
+  end
+
+  describe("session.serve", function()
+    -- While the loop serves, the coordinator is held (every use from route
+    -- raises); the hold ends with the call, whatever it returned.
+    it("refuses without a published generation and leaves the coordinator usable", function()
+      local session = require("lazaret.core.session")
+      local hc = open()
+      local called = false
+      assert_refused(errno.EPROTO, "serving needs a published generation",
+        session.serve(hc, function() called = true end))
+      assert.is_false(called)
+      assert.is_true(hc:begin())
+      hc:close()
+      assert.are.equal("lazaret.hc (closed)", tostring(hc))
+    end)
+  end)
+
+  describe("verify", function()
+    -- The core reports each row in the middle of its walk (anchor/ open):
+    -- a memory error while a row is added must not unwind through it.
+    it("leaks no descriptor when a row cannot be added", function()
+      local spec = require("lazaret_spec")
+      local lfs = require("lfs")
+      local function descriptors()
+        local n = 0
+        for _ in lfs.dir("/proc/self/fd") do n = n + 1 end
+        return n
+      end
+      local hc = anchored()
+      local rows = assert(hc:verify())
+      assert.is_true(#rows > 3)
+      collectgarbage()
+      local before = descriptors()
+      local failed = 0
+      for k = 0, 2000 do
+        local ok, e = spec.with_alloc_limit(k, function() return assert(hc:verify()) end)
+        if ok then break end
+        assert.matches("memory", tostring(e))
+        failed = failed + 1
+      end
+      assert.is_true(failed > #rows)
+      collectgarbage()
+      collectgarbage()
+      assert.are.equal(before, descriptors())
+      hc:close()
+    end)
+  end)
+
+  describe("State Anchor reset", function()
+    it("refuses before bootstrap recovery passed", function()
+      local hc = assert(coordinator.open(cfg))
+      local plan = assert(hc:reset_plan({}))
+      assert_refused(errno.EPROTO, "only after bootstrap recovery passed", hc:reset(plan))
+      hc:close()
+    end)
+
+    it("discards what the last plan named, and only that", function()
+      local hc = anchored()
+      assert_refused(errno.EINVAL, "/home is not a persistent directory of this profile", hc:reset_plan({ "/home" }))
+      -- No plan stands: a list Lua made is no reset.
+      assert.error_matches(function() hc:reset({ "/home" }) end,
+        "hc:reset takes the list the last hc:reset_plan returned: there is none")
+      assert.are.same({ "/usr" }, hc:reset_plan({ "/usr/" }))
+      assert.error_matches(function() hc:reset({ "/home" }) end,
+        "hc:reset takes exactly the list the last hc:reset_plan returned; nothing was reset")
+      -- The plan is used up by that refusal too.
+      assert.error_matches(function() hc:reset({ "/usr" }) end, "there is none")
+      assert.is_true(present("home/upper/dev/notes"))
+      assert.is_true(present("usr"))
+      local plan = hc:reset_plan({ "/usr" })
+      assert.is_true(hc:reset(plan))
+      assert.is_false(present("usr"))
+      assert.is_true(present("home/upper/dev/notes"))
+      hc:close()
+    end)
+
+    it("raises on lists that are not plain lists of strings", function()
+      local hc = anchored()
+      assert.error_matches(function() hc:reset_plan(setmetatable({}, { __index = function() return "/usr" end,
+        __len = function() return 1 end })) end, "must be a plain table")
+      assert.error_matches(function() hc:reset_plan({ "/usr\0/x" }) end, "path 1 must be a string without NUL bytes")
+      assert.error_matches(function() hc:reset_plan({ 1 }) end, "path 1 must be a string")
+      assert.is_true(present("usr"))
+      hc:close()
+    end)
+  end)
+
   describe("generation", function()
     it("is 0 before begin and the new generation after", function()
       local hc = open()
@@ -281,7 +386,7 @@ describe("lazaret.core.coordinator", function()
           release_lost_leases = function() return hc:release_lost_leases() end,
           clean_runtime = function() return hc:clean_runtime() end,
           retire_lost = function() return hc:retire_lost() end,
-          reset = function() return hc:reset({}) end,
+          reset = function() return hc:reset(assert(hc:reset_plan({}))) end,
         }) do
           assert_refused(errno.EBUSY, "inside a Domain Store batch", f())
           refused[#refused + 1] = name
@@ -290,8 +395,30 @@ describe("lazaret.core.coordinator", function()
       assert.are.equal(5, #refused)
       -- Outside, each is judged on its own merits again.
       assert.is_table(hc:release_lost_leases())
-      assert.is_true(hc:reset({}))
+      assert.is_true(hc:reset(assert(hc:reset_plan({}))))
       hc:close()
+    end)
+
+    -- The batch's C frame holds the coordinator while fn runs: closing it
+    -- there would free it under the commit (a use after free).
+    it("refuse hc:close inside, and the coordinator stays open", function()
+      local hc = open()
+      local store = dstore.of(hc)
+      local ok, e = pcall(store.batch, store, function() hc:close() end)
+      assert.is_false(ok)
+      assert.matches("the coordinator is in use %(inside store:batch or session.serve%)", tostring(e))
+      assert.are.equal("lazaret.hc (generation 0)", tostring(hc))
+      ok, e = pcall(store.batch, store, function()
+        local h <close> = hc -- luacheck: ignore
+      end)
+      assert.is_false(ok)
+      assert.matches("the coordinator is in use", tostring(e))
+      -- Still usable, and closable once the batch returned.
+      assert.is_true(store:batch(function() assert.are.equal(0, hc:generation()) end))
+      assert.is_true(hc:begin())
+      hc:close()
+      assert.are.equal("lazaret.hc (closed)", tostring(hc))
+      assert.is_true(open() ~= nil) -- the Domain was released
     end)
 
     it("raise an error from inside after committing what came before it", function()
@@ -492,6 +619,7 @@ describe("lazaret.core.coordinator", function()
       for _, m in ipairs({ "intent", "stage", "commit", "enter", "activate", "release", "clean", "phase" }) do
         assert.error_matches(function() store[m](store, "bogus") end, "unknown role 'bogus'")
         assert.error_matches(function() store[m](store, "Sandbox") end, "unknown role 'Sandbox'")
+        assert.error_matches(function() store[m](store, "sandbox\0x") end, "contains a NUL byte")
         assert.has_error(function() store[m](store) end)
         assert.has_error(function() store[m](store, {}) end)
       end
@@ -550,7 +678,7 @@ describe("lazaret.core.coordinator", function()
     it("keeps the configuration it borrows open until it is closed itself", function()
       local hc = begun()
       assert.has_error(function() cfg:close() end,
-        "the configuration is in use by an open coordinator: close that first")
+        "the configuration is in use (by an open coordinator, or an image.prepare under way): close it after that")
       assert.is_table(cfg:summary()) -- still usable
       assert.is_nil(hc:lower_lookup()) -- and the coordinator still reads it
       hc:close()

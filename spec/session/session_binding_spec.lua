@@ -111,6 +111,18 @@ describe("lazaret.core.session", function()
         "argv%[3%] must be a string")
     end)
 
+    it("raises on an argv or options table with a metatable, or an argv string with a NUL", function()
+      local proxy = setmetatable({}, { __len = function() return 1 end, __index = function() return "true" end })
+      assert.error_matches(function() session.run(cfg, { argv = proxy }) end,
+        "option 'argv' must be a plain table %(it has a metatable%)")
+      assert.error_matches(function() session.run(cfg, setmetatable({ argv = { "true" } }, {})) end,
+        "the options must be a plain table")
+      assert.error_matches(function() session.run(cfg, { argv = { "echo", "a\0b" } }) end,
+        "argv%[2%] must be a string without NUL bytes")
+      assert.error_matches(function() session.run(cfg, { argv = { "true" }, config = "/c\0x" }) end,
+        "option 'config' contains a NUL byte")
+    end)
+
     it("raises on unknown option keys and a config that is not a string", function()
       assert.error_matches(function() session.run(cfg, { argv = { "true" }, bogus = 1 }) end,
         "unknown option 'bogus'")

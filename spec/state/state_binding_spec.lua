@@ -50,6 +50,23 @@ describe("lazaret.core.state", function()
     it("raises on a path that is not a string and on an unknown option", function()
       assert.has_error(function() state.inspect(cfg, { paths = { 1 } }) end)
       assert.has_error(function() state.inspect(cfg, { path = { "/usr/local" } }) end)
+      assert.has_error(function() state.inspect(cfg, { paths = "/usr/local" }) end, "option 'paths' must be a table")
+    end)
+
+    it("raises on a path with a NUL byte and on a paths list with a metatable", function()
+      assert.has_error(function() state.inspect(cfg, { paths = { "/usr/local\0/x" } }) end,
+        "path 1 must be a string without NUL bytes")
+      local proxy = setmetatable({}, { __len = function() return 1 end, __index = function() return "/usr/local" end })
+      assert.has_error(function() state.inspect(cfg, { paths = proxy }) end,
+        "option 'paths' must be a plain table (it has a metatable)")
+    end)
+  end)
+
+  describe("remove", function()
+    it("raises on a Domain ID with a NUL byte instead of reading a shorter one", function()
+      local id = cfg:summary().domain_id
+      assert.error_matches(function() state.remove_check(cfg, id .. "\0x") end, "contains a NUL byte")
+      assert.error_matches(function() state.remove(cfg, id .. "\0x") end, "contains a NUL byte")
     end)
   end)
 end)

@@ -1084,6 +1084,97 @@ static void test_lz_config_load__workspace_bound_from_elsewhere_accepted(void **
 		fail_msg("load refused: %s", err.msg);
 }
 
+/* ---- host tools (lz_config_host_tool_allowed) --------------------------- */
+
+/* Loads the configuration and judges the tool at path (opened as the tool
+ * search opens it); in a child of its own mount namespace with from bound
+ * onto to when from is set (load_with_bind's way). */
+static int tool_allowed(const struct fx *f, const char *path, const char *from, const char *to,
+			struct lz_err *ret)
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (from != NULL && (lz_test_unshare_as_self(CLONE_NEWNS) < 0 ||
+				     mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+				     mount(from, to, NULL, MS_BIND, NULL) < 0))
+			_exit(92);
+		lz_config *cfg = NULL;
+		struct lz_err err = { 0, "" };
+		struct lz_path tool = LZ_PATH_INIT;
+		int r = lz_config_load(&f->req, &cfg, &err);
+		if (r == 0 && (r = lz_path_open(path, &tool, &err)) == 0)
+			r = lz_config_host_tool_allowed(cfg, &tool, &err);
+		lz_path_release(&tool);
+		lz_config_free(cfg);
+		if (write(p[1], &r, sizeof(r)) != sizeof(r) || write(p[1], &err, sizeof(err)) != sizeof(err))
+			_exit(93);
+		_exit(0);
+	}
+	close(p[1]);
+	int r = 1, status;
+	assert_int_equal(read(p[0], &r, sizeof(r)), sizeof(r));
+	assert_int_equal(read(p[0], ret, sizeof(*ret)), sizeof(*ret));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	return r;
+}
+
+#define VOLUME BASE "[[profiles.dev.volumes]]\nsource = \"@/vol\"\ndestination = \"/v\"\n"
+
+static void test_lz_config_host_tool_allowed__outside_every_tree(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX];
+	make_bin(f);
+	copy_true(pj(tool, f, "bin/runsc"), 0755);
+	write_config(f, BASE);
+	struct lz_err err;
+	if (tool_allowed(f, tool, NULL, NULL, &err) != 0)
+		fail_msg("refused: %s", err.msg);
+}
+
+/* A runsc or slirp4netns the sandbox can write (a workspace, a volume) or
+ * in Lazaret's roots would run as the developer at the next start. */
+static void test_lz_config_host_tool_allowed__refuses_the_sandbox_trees(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX], v[PATH_MAX];
+	struct lz_err err;
+	mkdir_mode(pj(v, f, "vol"), 0755);
+	write_config(f, VOLUME);
+	copy_true(pj(tool, f, "ws/runsc"), 0755);
+	assert_int_equal(tool_allowed(f, tool, NULL, NULL, &err), -EPERM);
+	assert_msg_contains(&err, "lies inside");
+	assert_msg_contains(&err, f->ws);
+	copy_true(pj(tool, f, "vol/runsc"), 0755);
+	assert_int_equal(tool_allowed(f, tool, NULL, NULL, &err), -EPERM);
+	assert_msg_contains(&err, "inside volume source");
+	copy_true(pj(tool, f, "data/lazaret/runsc"), 0755); /* the loads above made the root */
+	assert_int_equal(tool_allowed(f, tool, NULL, NULL, &err), -EPERM);
+	assert_msg_contains(&err, "lies inside");
+	assert_msg_contains(&err, f->storage);
+}
+
+/* A directory of the workspace bound elsewhere shows its files under
+ * another name: a tool found there is still the sandbox's to write. */
+static void test_lz_config_host_tool_allowed__refuses_an_alias_of_the_workspace(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX], bin[PATH_MAX], src[PATH_MAX];
+	make_bin(f);
+	mkdir_mode(pj(src, f, "ws/tools"), 0755);
+	copy_true(pj(tool, f, "ws/tools/runsc"), 0755);
+	write_config(f, BASE);
+	struct lz_err err;
+	assert_int_equal(tool_allowed(f, pj(tool, f, "bin/runsc"), src, pj(bin, f, "bin"), &err), -EPERM);
+	assert_msg_contains(&err, "lies inside the workspace");
+	assert_msg_contains(&err, "through another mount");
+}
+
 /* ---- environment references --------------------------------------------- */
 
 #define ENV1 BASE "[profiles.dev.env]\nTOKEN = \"LZ_TEST_TOKEN\"\n"
@@ -1370,6 +1461,9 @@ int main(void)
 		T(test_lz_config_load__workspace_bound_onto_a_storage_subdirectory_refused),
 		T(test_lz_config_load__executable_through_an_alias_of_the_workspace_refused),
 		T(test_lz_config_load__workspace_bound_from_elsewhere_accepted),
+		T(test_lz_config_host_tool_allowed__outside_every_tree),
+		T(test_lz_config_host_tool_allowed__refuses_the_sandbox_trees),
+		T(test_lz_config_host_tool_allowed__refuses_an_alias_of_the_workspace),
 		T(test_lz_config_load__volume_source_ok),
 		T(test_lz_config_load__volume_source_missing_refused),
 		T(test_lz_config_load__volume_source_special_file_refused),

@@ -231,7 +231,7 @@ test_refusal_escapes_a_hostile_entry_name() {
 test_refuses_unknown_catalog_version() {
 	make_image "$T/img"
 	assert_status 0 lz image list
-	sqlite3 "$DATA/catalog.sqlite" "update meta set value = '2' where key = 'version';" ||
+	sqlite3 "$DATA/catalog.sqlite" "update meta set value = 3 where key = 'version';" ||
 		fail "could not edit the catalog"
 	local before
 	before=$(sha256sum <"$DATA/catalog.sqlite")

@@ -1237,6 +1237,186 @@ static void test_lz_layer_apply__max_entries(void **state)
 	assert_false(exists(f, "c"));
 }
 
+/* A directory an entry implies (its parent is missing) takes an inode and
+ * a block like an entry: one short path ten levels deep must not make ten
+ * uncounted directories (a few KiB of such paths fill a file system's
+ * inodes). It counts against max_entries, before it is made. */
+static void test_lz_layer_apply__implied_directories_count_as_entries(void **state)
+{
+	struct fixture *f = *state;
+	int fd = build(ENTS({ .path = "a/b/c/d/f", .data = "x" }), F_TAR);
+	struct lz_layer_options opts = { .max_entries = 3 };
+	struct lz_layer_report rep;
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, &rep, &err), -ENOSPC);
+	assert_non_null(strstr(err.msg, "more than 3 entries with the directory 'a/b/c' it implies"));
+	/* f, then a and b: c would be the fourth */
+	assert_true(exists(f, "a/b"));
+	assert_false(exists(f, "a/b/c"));
+
+	/* Unbounded, the layer reports what it implied. */
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	assert_int_equal(apply_fd(f, fd, NULL, &rep, &err), 0);
+	close(fd);
+	assert_int_equal(rep.entries, 1);
+	assert_int_equal(rep.implied_dirs, 2); /* c and d: a and b were there */
+	assert_content(f, "a/b/c/d/f", "x");
+}
+
+/* ... and each is charged entry_bytes of the content bound. */
+static void test_lz_layer_apply__implied_directories_are_charged_to_the_content_bound(void **state)
+{
+	struct fixture *f = *state;
+	int fd = build(ENTS({ .path = "a/b/c/d/f" }), F_TAR);
+	struct lz_layer_options opts = { .max_regular_bytes = 3 * 4096 + 1, .entry_bytes = 4096 };
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, &opts, NULL, &err), -ENOSPC);
+	close(fd);
+	assert_non_null(strstr(err.msg, "exceed 12289 bytes with the directory 'a/b/c' it implies"));
+	assert_true(exists(f, "a/b"));
+	assert_false(exists(f, "a/b/c"));
+}
+
+/* ---- sparse entries: a raw tar writer ------------------------------------ */
+
+/* A 512-byte tar header: ustar, or old GNU ("ustar  \0") when gnu. */
+static void raw_header(char h[512], const char *name, uint64_t size, char type, bool gnu)
+{
+	memset(h, 0, 512);
+	snprintf(h, 100, "%s", name);
+	snprintf(h + 100, 8, "%07o", 0644);
+	snprintf(h + 108, 8, "%07o", (unsigned)geteuid()); /* the caller's, as write_entry's */
+	snprintf(h + 116, 8, "%07o", (unsigned)getegid());
+	snprintf(h + 124, 12, "%011llo", (unsigned long long)size);
+	snprintf(h + 136, 12, "%011o", T_MTIME);
+	h[156] = type;
+	memcpy(h + 257, gnu ? "ustar  " : "ustar\0" "00", 8);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (int i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+}
+
+/* Appends len bytes and the padding to the next 512. */
+static void raw_put(int fd, const void *buf, size_t len)
+{
+	static const char zeros[512];
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	if (len % 512)
+		assert_int_equal(write(fd, zeros, 512 - len % 512), (ssize_t)(512 - len % 512));
+}
+
+/* A pax extended header holding the records "key=value" of kv, then the
+ * header of the entry it describes. */
+static void raw_pax(int fd, const char *const *kv, size_t n, const char *name, uint64_t size)
+{
+	char body[1024] = "", h[512];
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t rec = strlen(kv[i]) + 3; /* " " "\n" and a one-digit length */
+		while (snprintf(NULL, 0, "%zu", rec) + strlen(kv[i]) + 2 != rec)
+			rec++;
+		len += (size_t)snprintf(body + len, sizeof(body) - len, "%zu %s\n", rec, kv[i]);
+	}
+	raw_header(h, "PaxHeaders/x", len, 'x', false);
+	raw_put(fd, h, 512);
+	raw_put(fd, body, len);
+	raw_header(h, name, size, '0', false);
+	raw_put(fd, h, 512);
+}
+
+static void raw_end(int fd)
+{
+	static const char zeros[1024];
+	assert_int_equal(write(fd, zeros, sizeof(zeros)), (ssize_t)sizeof(zeros));
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+}
+
+static void assert_sparse_refused(struct fixture *f, int fd, const char *name)
+{
+	struct lz_err err;
+	/* bounds it fits: the refusal is for the format, not the size */
+	struct lz_layer_options opts = { .max_regular_bytes = 1 << 20, .entry_bytes = 4096 };
+	assert_int_equal(apply_fd(f, fd, &opts, NULL, &err), -EINVAL);
+	close(fd);
+	char want[128];
+	snprintf(want, sizeof(want), "layer entry '%s' refused: sparse file", name);
+	if (strstr(err.msg, want) == NULL)
+		print_error("got '%s'\n", err.msg);
+	assert_non_null(strstr(err.msg, want));
+	/* nothing of the holes was made (content met before a hole may be) */
+	struct stat st;
+	if (fstatat(f->root_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		assert_true(st.st_size <= 3);
+}
+
+/* GNU sparse entries place bytes at offsets of their own: a byte every
+ * 4 KiB is charged a byte and costs a block. Refused, whichever of the
+ * formats: pax 1.0 (the map in the data), pax 0.1 (the map in a record),
+ * old GNU ('S', the map in the header), and a pax size beyond the content
+ * without a map (a hole at the end). */
+static void test_lz_layer_apply__refuses_sparse_entries(void **state)
+{
+	struct fixture *f = *state;
+	char h[512];
+
+	int fd = memfd_create("sparse10", MFD_CLOEXEC);
+	const char *kv10[] = { "GNU.sparse.major=1", "GNU.sparse.minor=0", "GNU.sparse.name=s10",
+			       "GNU.sparse.realsize=8193" };
+	static const char map[] = "3\n0\n1\n4096\n1\n8192\n1\n";
+	char data[512 + 3];
+	memset(data, 0, sizeof(data));
+	memcpy(data, map, sizeof(map) - 1);
+	memcpy(data + 512, "xyz", 3);
+	raw_pax(fd, kv10, 4, "GNUSparseFile.0/s10", sizeof(data));
+	raw_put(fd, data, sizeof(data));
+	raw_end(fd);
+	assert_sparse_refused(f, fd, "s10");
+
+	fd = memfd_create("sparse01", MFD_CLOEXEC);
+	const char *kv01[] = { "GNU.sparse.map=0,1,4096,1,8192,1", "GNU.sparse.realsize=8193" };
+	raw_pax(fd, kv01, 2, "s01", 3);
+	raw_put(fd, "xyz", 3);
+	raw_end(fd);
+	assert_sparse_refused(f, fd, "s01");
+
+	fd = memfd_create("oldgnu", MFD_CLOEXEC);
+	raw_header(h, "sgnu", 3, 'S', true);
+	for (int i = 0; i < 3; i++) { /* struct gnu_sparse sparse[4] at 386 */
+		snprintf(h + 386 + 24 * i, 12, "%011o", 4096 * i);
+		snprintf(h + 386 + 24 * i + 12, 12, "%011o", 1);
+	}
+	snprintf(h + 483, 12, "%011o", 8193); /* realsize */
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (int i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+	raw_put(fd, h, 512);
+	raw_put(fd, "xyz", 3);
+	raw_end(fd);
+	assert_sparse_refused(f, fd, "sgnu");
+
+	fd = memfd_create("realsize", MFD_CLOEXEC);
+	const char *kvsize[] = { "GNU.sparse.realsize=1099511627776" };
+	raw_pax(fd, kvsize, 1, "tail", 3);
+	raw_put(fd, "xyz", 3);
+	raw_end(fd);
+	assert_sparse_refused(f, fd, "tail");
+
+	/* The same writer's plain entry applies: it is the format that is refused. */
+	fd = memfd_create("plain", MFD_CLOEXEC);
+	const char *kvplain[] = { "path=plain" };
+	raw_pax(fd, kvplain, 1, "ignored", 3);
+	raw_put(fd, "xyz", 3);
+	raw_end(fd);
+	struct lz_err err;
+	assert_int_equal(apply_fd(f, fd, NULL, NULL, &err), 0);
+	close(fd);
+	assert_content(f, "plain", "xyz");
+}
+
 static void test_lz_layer_apply__too_many_entries(void **state)
 {
 	struct fixture *f = *state;
@@ -1314,6 +1494,9 @@ int main(void)
 		T(test_lz_layer_apply__max_entries),
 		T(test_lz_layer_apply__entries_are_charged_to_the_content_bound),
 		T(test_lz_layer_apply__too_many_entries),
+		T(test_lz_layer_apply__implied_directories_count_as_entries),
+		T(test_lz_layer_apply__implied_directories_are_charged_to_the_content_bound),
+		T(test_lz_layer_apply__refuses_sparse_entries),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -106,6 +106,123 @@ static void test_lz_layerwhiteout_mark__budget_e2big(void **state)
 	lz_layerwhiteout_done(&w);
 }
 
+/* SipHash-2-4's reference vector (the paper's appendix A): key 00..0f,
+ * message 00..0e. */
+static void test_lz_pathset_hash__siphash_2_4(void **state)
+{
+	(void)state;
+	struct lz_pathset set = { .key = { 0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull }, .keyed = true };
+	char msg[15];
+	for (int i = 0; i < 15; i++)
+		msg[i] = (char)i;
+	assert_true(lz_pathset_hash(&set, msg, sizeof(msg)) == 0xa129ca6149be45e5ull);
+	assert_true(lz_pathset_hash(&set, msg, 0) == 0x726fdb47dd0e0e31ull);
+	assert_true(lz_pathset_hash(&set, msg, 8) == 0x93f5f5799a932462ull);
+}
+
+#define COLLIDE_STAGES 12 /* 4096 names */
+#define COLLIDE_BLOCK 3
+#define COLLIDE_LEN (COLLIDE_STAGES * COLLIDE_BLOCK)
+
+static uint64_t fnv1a_step(uint64_t h, char c)
+{
+	return (h ^ (unsigned char)c) * 0x100000001b3ull;
+}
+
+/* Names of COLLIDE_LEN bytes whose FNV-1a hashes (the set's hash before it
+ * was keyed) share their low 16 bits, so their slot in any table of up to
+ * 65536: the low bits of FNV-1a's state depend only on its low bits, so
+ * two 3-byte blocks that agree there from one state agree from then on,
+ * and 12 such pairs chain into 4096 names. (A hostile layer chains 17.) */
+static void colliding_names(char names[][COLLIDE_LEN + 1])
+{
+	static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	const uint32_t k = sizeof(alnum) - 1;
+	char pair[COLLIDE_STAGES][2][COLLIDE_BLOCK];
+	uint64_t h = 0xcbf29ce484222325ull;
+	static uint32_t seen[1 << 16];
+	for (int stage = 0; stage < COLLIDE_STAGES; stage++) {
+		memset(seen, 0, sizeof(seen));
+		bool found = false;
+		for (uint32_t b = 0; !found && b < k * k * k; b++) {
+			char block[COLLIDE_BLOCK] = { alnum[b / (k * k)], alnum[b / k % k], alnum[b % k] };
+			uint64_t x = h;
+			for (int i = 0; i < COLLIDE_BLOCK; i++)
+				x = fnv1a_step(x, block[i]);
+			uint32_t *at = &seen[x & 0xffff];
+			if (*at == 0) {
+				*at = b + 1;
+				continue;
+			}
+			uint32_t a = *at - 1;
+			char first[COLLIDE_BLOCK] = { alnum[a / (k * k)], alnum[a / k % k], alnum[a % k] };
+			memcpy(pair[stage][0], first, COLLIDE_BLOCK);
+			memcpy(pair[stage][1], block, COLLIDE_BLOCK);
+			h = x;
+			found = true;
+		}
+		assert_true(found);
+	}
+	for (unsigned n = 0; n < 1u << COLLIDE_STAGES; n++) {
+		for (int stage = 0; stage < COLLIDE_STAGES; stage++)
+			memcpy(names[n] + COLLIDE_BLOCK * stage, pair[stage][(n >> stage) & 1], COLLIDE_BLOCK);
+		names[n][COLLIDE_LEN] = '\0';
+	}
+}
+
+/* The longest run of occupied slots (wrapping around): what the probe of
+ * a name that hashes into it walks. */
+static size_t longest_run(const struct lz_pathset *s)
+{
+	size_t best = 0, run = 0;
+	for (size_t i = 0; i < 2 * s->cap; i++) {
+		run = s->slot[i % s->cap] != NULL ? run + 1 : 0;
+		if (run > best)
+			best = run;
+	}
+	return best < s->cap ? best : s->cap;
+}
+
+/* Names a layer chose to share their unkeyed slot scatter under the key:
+ * no probe run holds more than a few of them (all 4096 in one run before,
+ * each insertion walking the others). */
+static void test_lz_layerwhiteout_mark__chosen_collisions_scatter(void **state)
+{
+	(void)state;
+	static char names[1u << COLLIDE_STAGES][COLLIDE_LEN + 1];
+	colliding_names(names);
+	uint64_t low = 0;
+	for (unsigned n = 0; n < 1u << COLLIDE_STAGES; n++) { /* the generator's claim */
+		uint64_t h = 0xcbf29ce484222325ull;
+		for (int i = 0; i < COLLIDE_LEN; i++)
+			h = fnv1a_step(h, names[n][i]);
+		if (n == 0)
+			low = h & 0xffff;
+		assert_true((h & 0xffff) == low);
+		assert_true(n == 0 || strcmp(names[n], names[n - 1]) != 0);
+	}
+	struct lz_layerwhiteout w = { 0 };
+	struct lz_err err;
+	uint64_t tracked = 0;
+	for (unsigned n = 0; n < 1u << COLLIDE_STAGES; n++)
+		assert_int_equal(lz_layerwhiteout_mark(&w, names[n], COLLIDE_LEN, &tracked, &err), 0);
+	assert_int_equal(w.created.n, 1u << COLLIDE_STAGES);
+	assert_true(w.created.keyed);
+	size_t run = longest_run(&w.created);
+	if (run >= 64)
+		print_error("a probe run of %zu slots of %zu\n", run, w.created.cap);
+	assert_true(run < 64);
+	for (unsigned n = 0; n < 1u << COLLIDE_STAGES; n++)
+		assert_true(lz_layerwhiteout_wrote(&w, names[n], COLLIDE_LEN));
+
+	/* Another set draws another key. */
+	struct lz_layerwhiteout v = { 0 };
+	assert_int_equal(lz_layerwhiteout_mark(&v, "a", 1, &tracked, &err), 0);
+	assert_true(v.created.key[0] != w.created.key[0] || v.created.key[1] != w.created.key[1]);
+	lz_layerwhiteout_done(&v);
+	lz_layerwhiteout_done(&w);
+}
+
 /* ---- whiteouts ----------------------------------------------------------- */
 
 struct fixture {
@@ -331,6 +448,8 @@ int main(void)
 		cmocka_unit_test(test_lz_layerwhiteout_mark__adds_ancestors),
 		cmocka_unit_test(test_lz_layerwhiteout_mark__grows),
 		cmocka_unit_test(test_lz_layerwhiteout_mark__budget_e2big),
+		cmocka_unit_test(test_lz_pathset_hash__siphash_2_4),
+		cmocka_unit_test(test_lz_layerwhiteout_mark__chosen_collisions_scatter),
 		T(test_lz_layerwhiteout_apply__removes_lower),
 		T(test_lz_layerwhiteout_apply__spares_same_layer),
 		T(test_lz_layerwhiteout_apply__opaque),

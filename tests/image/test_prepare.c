@@ -1,26 +1,48 @@
-/* The preparer's budget (prepare.h): what an image may write on the
- * Storage Root's file system, measured on a real one. Each test runs in a
- * forked child with a user and mount namespace of its own (uid and gid
- * mapped to 0: as root and as an ordinary user alike) holding a tmpfs of
- * 4 MiB and 200 inodes; the child's exit status is the verdict. */
+/* The preparer (prepare.h). The budget: what an image may write on the
+ * Storage Root's file system, measured on a real one, in a forked child
+ * with a user and mount namespace of its own (uid and gid mapped to 0: as
+ * root and as an ordinary user alike) holding a tmpfs of 4 MiB and 200
+ * inodes; the child's exit status is the verdict.
+ *
+ * Preparation itself, through lz_prepare_image with small crafted
+ * layouts: the worker needs a user namespace mapped through newuidmap to
+ * subordinate IDs, which root has not. Run as root (CI), those tests
+ * become the test user scripts/test.sh creates (LZ_TEST_USER, default
+ * lazaret-test) in a child; without such a user they fail, they do not
+ * skip. Each has a Storage Root of its own under /tmp. */
+#include <archive.h>
+#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <locale.h>
+#include <pwd.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "image/archivelib.h"
+#include "image/ociwrite.h"
 #include "image/prepare.h"
+#include "lz_test.h"
+#include "proc/confine.h"
+#include "proc/spawn.h"
 
 #define CHECK(cond)                                                                 \
 	do {                                                                        \
@@ -109,10 +131,446 @@ static void test_lz_prepare_budget__keeps_a_twentieth_free(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* ---- preparation, as a user with subordinate IDs --------------------------- */
+
+/* Hitting the worker's memory bound is the point of a test: ASan's
+ * allocator must fail the allocation as malloc does, not end the worker. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+
+static bool has_subuid(void)
+{
+	struct passwd *pw = getpwuid(getuid());
+	if (pw == NULL)
+		return false;
+	FILE *f = fopen("/etc/subuid", "re");
+	if (f == NULL)
+		return false;
+	char line[256];
+	size_t len = strlen(pw->pw_name);
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strncmp(line, pw->pw_name, len) == 0 && line[len] == ':';
+	fclose(f);
+	return found;
+}
+
+/* Runs check in a child, as the test user when root (see the top), and
+ * fails with what it reports. */
+static void run_as_test_user(int (*check)(char *why, size_t size))
+{
+	char why[2048] = "";
+	struct passwd *pw = NULL;
+	const char *name = getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
+	if (geteuid() != 0) {
+		if (!has_subuid())
+			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
+	} else if ((pw = getpwnam(name)) == NULL) {
+		fail_msg("test user '%s' does not exist (scripts/test.sh creates it)", name);
+	}
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		gid_t groups[] = { pw ? pw->pw_gid : 0 };
+		if (pw && (setgroups(1, groups) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0))
+			_exit(2);
+		if (pw && prctl(PR_SET_DUMPABLE, 1) < 0) /* as a user's own process is */
+			_exit(2);
+		int r = check(why, sizeof(why));
+		(void)!write(p[1], why, strlen(why));
+		_exit(r);
+	}
+	close(p[1]);
+	size_t n = 0;
+	ssize_t got;
+	while (n < sizeof(why) - 1 && ((got = read(p[0], why + n, sizeof(why) - 1 - n)) > 0 || (got < 0 && errno == EINTR)))
+		if (got > 0)
+			n += (size_t)got;
+	why[n] = '\0';
+	close(p[0]);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("as %s: %s", pw ? name : "this user", why[0] ? why : "could not become the test user");
+}
+
+#define FAIL(...) (snprintf(why, size, __VA_ARGS__), 1)
+
+/* A Storage Root and a one-layer OCI layout of the test's, in dir. */
+struct store {
+	char dir[64];
+	struct lz_path root; /* dir/storage */
+	int layout_fd;       /* dir/layout */
+};
+
+static void store_close(struct store *s)
+{
+	if (s->root.fd >= 0) { /* the trees are the user's (image root is): plain removal */
+		struct lz_gc_item *items = NULL;
+		size_t n = 0;
+		struct lz_err err = { 0, "" };
+		if (lz_prepare_gc(&s->root, false, 0, NULL, &items, &n, &err) == 0)
+			free(items);
+	}
+	lz_path_release(&s->root);
+	if (s->layout_fd >= 0)
+		close(s->layout_fd);
+	if (s->dir[0])
+		lz_test_rmtree(s->dir);
+}
+
+/* Writes the layout of the single layer read from tar_fd (consumed). */
+static int store_open(struct store *s, int tar_fd, char *why, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	char path[128];
+	static const char *const cmd[] = { "/bin/sh", NULL }, *const env[] = { "PATH=/bin", NULL };
+	*s = (struct store){ .root = LZ_PATH_INIT, .layout_fd = -1 };
+	snprintf(s->dir, sizeof(s->dir), "/tmp/lz-test-prepare.XXXXXX");
+	if (mkdtemp(s->dir) == NULL)
+		return FAIL("mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/storage", s->dir);
+	if (mkdir(path, 0700) < 0 || lz_path_open(path, &s->root, &err) < 0)
+		return FAIL("storage root: %s %s", strerror(errno), err.msg);
+	snprintf(path, sizeof(path), "%s/layout", s->dir);
+	if (mkdir(path, 0700) < 0 || (s->layout_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return FAIL("layout: %s", strerror(errno));
+	int r = lz_ociwrite_single_layer(s->layout_fd, tar_fd, "latest", cmd, env, &err);
+	close(tar_fd);
+	return r < 0 ? FAIL("layout: %s", err.msg) : 0;
+}
+
+/* A tar (memfd at offset 0) of a few entries of every kind the worker
+ * makes, the names kept in the archive as raw bytes. */
+static int small_tar(void)
+{
+	int fd = memfd_create("layer", MFD_CLOEXEC);
+	struct archive *a = archive_write_new();
+	/* the UTF-8 name as a pax path record, which the worker reads in the C
+	 * locale (layer.h) */
+	if (fd < 0 || a == NULL || setlocale(LC_CTYPE, "C.UTF-8") == NULL ||
+	    archive_write_set_format_pax_restricted(a) != ARCHIVE_OK || archive_write_open_fd(a, fd) != ARCHIVE_OK)
+		return -1;
+	static const struct {
+		const char *path;
+		unsigned type;
+		const char *data;
+		const char *link;
+		bool hard;
+	} ents[] = {
+		{ "etc", AE_IFDIR, NULL, NULL, false },
+		{ "etc/hostname", AE_IFREG, "box\n", NULL, false },
+		{ "deep/er/still/file", AE_IFREG, "deep\n", NULL, false },
+		{ "etc/link", AE_IFLNK, NULL, "hostname", false },
+		{ "etc/hard", AE_IFREG, NULL, "etc/hostname", true },
+		{ "fifo", AE_IFIFO, NULL, NULL, false },
+		{ "caf\xc3\xa9", AE_IFREG, "utf-8\n", NULL, false },
+	};
+	for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]); i++) {
+		struct archive_entry *e = archive_entry_new();
+		size_t n = ents[i].data ? strlen(ents[i].data) : 0;
+		archive_entry_set_pathname(e, ents[i].path);
+		archive_entry_set_filetype(e, ents[i].type);
+		archive_entry_set_perm(e, ents[i].type == AE_IFDIR ? 0755 : 0644);
+		archive_entry_set_size(e, (la_int64_t)n);
+		archive_entry_set_mtime(e, 1600000000, 0);
+		if (ents[i].hard)
+			archive_entry_set_hardlink(e, ents[i].link);
+		else if (ents[i].link)
+			archive_entry_set_symlink(e, ents[i].link);
+		if (i == 1)
+			archive_entry_xattr_add_entry(e, "user.test", "v", 1);
+		bool ok = archive_write_header(a, e) == ARCHIVE_OK &&
+			  (n == 0 || archive_write_data(a, ents[i].data, n) == (la_ssize_t)n);
+		archive_entry_free(e);
+		if (!ok)
+			return -1;
+	}
+	if (archive_write_close(a) != ARCHIVE_OK || setlocale(LC_CTYPE, "C") == NULL)
+		return -1;
+	archive_write_free(a);
+	return lseek(fd, 0, SEEK_SET) == 0 ? fd : -1;
+}
+
+static int prepare(struct store *s, const char *ref, struct lz_prepare_request *req, struct lz_prepare_result *res,
+		   struct lz_err *err)
+{
+	req->storage_root = &s->root;
+	req->layout_fd = s->layout_fd;
+	req->source_ref = ref;
+	lz_err_clear(err);
+	return lz_prepare_image(req, res, err);
+}
+
+/* What the worker must not have or do (prepare.h), checked inside it once
+ * it is confined: 0, or -EPERM naming the first thing it could. */
+struct inside {
+	int inherited_fd;  /* a descriptor of the caller's */
+	uint64_t net_ns;   /* the caller's network namespace */
+	char outside[128]; /* a name beside the Storage Root and the layout */
+	char layout[128];  /* the layout's index.json */
+};
+
+static int check_inside(void *ctx, struct lz_err *err)
+{
+	const struct inside *in = ctx;
+	struct stat st;
+	struct rlimit lim;
+	if (fcntl(in->inherited_fd, F_GETFD) >= 0 || errno != EBADF)
+		return lz_err_set(err, EPERM, "inside: the caller's descriptor %d is still open", in->inherited_fd);
+	if (stat("/proc/self/ns/net", &st) < 0 || (uint64_t)st.st_ino == in->net_ns)
+		return lz_err_set(err, EPERM, "inside: the caller's network namespace");
+	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock >= 0 || errno != EACCES)
+		return lz_err_set(err, EPERM, "inside: made a Unix socket (%s)", sock >= 0 ? "ok" : strerror(errno));
+	sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock >= 0 || errno != EACCES)
+		return lz_err_set(err, EPERM, "inside: made an IPv4 socket (%s)", sock >= 0 ? "ok" : strerror(errno));
+	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+		return lz_err_set(err, EPERM, "inside: no no_new_privs");
+	if (getrlimit(RLIMIT_DATA, &lim) < 0 || lim.rlim_cur == RLIM_INFINITY)
+		return lz_err_set(err, EPERM, "inside: no RLIMIT_DATA");
+	if (lz_confine_landlock_abi() > 0) {
+		int fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 || errno != EACCES)
+			return lz_err_set(err, EPERM, "inside: opened /etc/passwd (%s)", fd >= 0 ? "ok" : strerror(errno));
+		fd = open(in->outside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EACCES)
+			return lz_err_set(err, EPERM, "inside: made %s (%s)", in->outside, fd >= 0 ? "ok" : strerror(errno));
+	}
+	int fd = open(in->layout, O_RDONLY | O_CLOEXEC); /* what it is there for */
+	if (fd < 0)
+		return lz_err_set(err, EPERM, "inside: cannot read %s: %s", in->layout, strerror(errno));
+	close(fd);
+	return 0;
+}
+
+static int worker_confined(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	struct inside in = { .inherited_fd = open("/dev/null", O_RDONLY | O_CLOEXEC) };
+	struct stat st;
+	if (r == 0 && stat("/proc/self/ns/net", &st) == 0)
+		in.net_ns = st.st_ino;
+	snprintf(in.outside, sizeof(in.outside), "%s/outside", s.dir);
+	snprintf(in.layout, sizeof(in.layout), "%s/layout/index.json", s.dir);
+	struct lz_prepare_request req = { .worker_check = check_inside, .worker_check_ctx = &in };
+	struct lz_prepare_result res;
+	struct lz_err err;
+	if (r == 0 && prepare(&s, "oci:test", &req, &res, &err) < 0)
+		r = FAIL("prepare: %s", err.msg);
+	char path[256];
+	size_t n = 0;
+	char *text = NULL;
+	if (r == 0) { /* and what it made, confined, is the layer */
+		snprintf(path, sizeof(path), "%s/storage/prepared/%s/rootfs/deep/er/still/file", s.dir, res.artifact_id);
+		text = lz_test_read_file(path, &n);
+		if (text == NULL || n != 5 || memcmp(text, "deep\n", 5) != 0)
+			r = FAIL("the prepared tree lacks %s", path);
+		free(text);
+		snprintf(path, sizeof(path), "%s/storage/prepared/%s/rootfs/caf\xc3\xa9", s.dir, res.artifact_id);
+		if (r == 0 && access(path, F_OK) < 0)
+			r = FAIL("the prepared tree lacks %s", path);
+		snprintf(path, sizeof(path), "%s/storage/prepared/%s/rootfs/etc/hard", s.dir, res.artifact_id);
+		if (r == 0 && (stat(path, &st) < 0 || st.st_nlink != 2))
+			r = FAIL("the prepared tree lacks the hard link %s", path);
+	}
+	close(in.inherited_fd);
+	store_close(&s);
+	return r;
+}
+
+/* The worker parses what a registry sent with libarchive: it keeps none of
+ * the caller's descriptors, has no network, makes no socket, reads only the
+ * layout and writes only its tree (Landlock), and its memory is bounded;
+ * confined, it still applies every kind of entry. */
+static void test_lz_prepare_image__worker_is_confined(void **state)
+{
+	(void)state;
+	run_as_test_user(worker_confined);
+}
+
+/* A GNU sparse 1.0 entry whose map is n lines "0\n0\n": libarchive keeps
+ * the map whole while it reads the header, about 12 bytes of memory per
+ * byte (finding: a 10 MB gzip made 150 GB); written by hand, as no tool
+ * writes one. */
+static int sparse_map_tar(size_t n)
+{
+	int fd = memfd_create("map", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char h[512], pax[512];
+	int plen = snprintf(pax, sizeof(pax), "%s%s%s%s", "22 GNU.sparse.major=1\n", "22 GNU.sparse.minor=0\n",
+			    "21 GNU.sparse.name=m\n", "25 GNU.sparse.realsize=0\n");
+	char count[32];
+	int clen = snprintf(count, sizeof(count), "%zu\n", n);
+	size_t body = (size_t)clen + 4 * n;
+	size_t pad = (512 - body % 512) % 512; /* the map fills whole blocks of the entry */
+	struct {
+		const char *name;
+		size_t size;
+		char type;
+	} hdr[2] = { { "PaxHeaders/m", (size_t)plen, 'x' }, { "GNUSparseFile.0/m", body + pad, '0' } };
+	for (int i = 0; i < 2; i++) {
+		memset(h, 0, sizeof(h));
+		snprintf(h, 100, "%s", hdr[i].name);
+		snprintf(h + 100, 8, "%07o", 0644);
+		snprintf(h + 108, 8, "%07o", 0);
+		snprintf(h + 116, 8, "%07o", 0);
+		snprintf(h + 124, 12, "%011zo", hdr[i].size);
+		snprintf(h + 136, 12, "%011o", 0);
+		h[156] = hdr[i].type;
+		memcpy(h + 257, "ustar\0" "00", 8);
+		memset(h + 148, ' ', 8);
+		unsigned sum = 0;
+		for (int j = 0; j < 512; j++)
+			sum += (unsigned char)h[j];
+		snprintf(h + 148, 8, "%06o", sum);
+		if (write(fd, h, 512) != 512)
+			return -1;
+		if (i == 0 && (memset(h, 0, 512), memcpy(h, pax, (size_t)plen), write(fd, h, 512) != 512))
+			return -1;
+	}
+	if (write(fd, count, (size_t)clen) != clen)
+		return -1;
+	static const char lines[] = "0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n0\n";
+	for (size_t i = 0; i < n; i += 4)
+		if (write(fd, lines, 16) != 16)
+			return -1;
+	static const char zeros[1024 + 512];
+	if (write(fd, zeros, pad + 1024) != (ssize_t)(pad + 1024))
+		return -1;
+	return lseek(fd, 0, SEEK_SET) == 0 ? fd : -1;
+}
+
+static int worker_memory_bounded(char *why, size_t size)
+{
+	struct store s;
+	/* a 4 MiB map: some 48 MiB of libarchive's heap, over a 16 MiB bound */
+	int r = store_open(&s, sparse_map_tar(1u << 20), why, size);
+	struct lz_prepare_request req = { .worker_memory = 16u << 20 };
+	struct lz_prepare_result res;
+	struct lz_err err;
+	if (r == 0) {
+		int p = prepare(&s, "oci:test", &req, &res, &err);
+		if (p >= 0)
+			r = FAIL("prepared a layer whose header needs more memory than the worker may take");
+		else if (strstr(err.msg, "16 MiB") == NULL) /* ASan's own mmap fails first: the worker ends */
+			r = FAIL("not the memory bound: %d %s", p, err.msg);
+	}
+	store_close(&s);
+	return r;
+}
+
+/* The worker may take LZ_PREPARE_WORKER_MEMORY (here 16 MiB) beyond what it
+ * inherited: a layer needing more fails, saying so. */
+static void test_lz_prepare_image__worker_memory_is_bounded(void **state)
+{
+	(void)state;
+	run_as_test_user(worker_memory_bounded);
+}
+
+static int stall(void *ctx, struct lz_err *err)
+{
+	(void)ctx;
+	(void)err;
+	sleep(60);
+	return 0;
+}
+
+static int worker_time_bounded(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	struct lz_prepare_request req = { .worker_timeout_ms = 300, .worker_check = stall };
+	struct lz_prepare_result res;
+	struct lz_err err;
+	int64_t start = lz_now_ms();
+	if (r == 0) {
+		int p = prepare(&s, "oci:test", &req, &res, &err);
+		if (p != -ETIMEDOUT || strstr(err.msg, "after 0.300 s, its time bound") == NULL)
+			r = FAIL("not the time bound: %d %s", p, err.msg);
+		else if (lz_now_ms() - start > 10000)
+			r = FAIL("the preparation took %lld ms", (long long)(lz_now_ms() - start));
+	}
+	struct lz_catalog_artifact *v = NULL;
+	size_t n = 9;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/storage/staging", s.dir);
+	if (r == 0 && (lz_catalog_artifact_list(s.root.fd, &v, &n, &err) < 0 || n != 0))
+		r = FAIL("published %zu artifacts: %s", n, err.msg);
+	lz_catalog_artifact_list_free(v, n);
+	if (r == 0 && rmdir(path) < 0) /* empty: the stopped worker's tree went */
+		r = FAIL("staging: %s", strerror(errno));
+	store_close(&s);
+	return r;
+}
+
+/* A worker that does not end within its time bound is stopped, and its
+ * tree discarded. */
+static void test_lz_prepare_image__worker_time_is_bounded(void **state)
+{
+	(void)state;
+	run_as_test_user(worker_time_bounded);
+}
+
+static int second_reference(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	struct lz_prepare_request req = { 0 };
+	struct lz_prepare_result first, second;
+	struct lz_err err;
+	char id[LZ_ARTIFACT_ID_HEX + 1];
+	int fd = -1;
+	if (r == 0 && prepare(&s, "docker://registry.test/lz:1", &req, &first, &err) < 0)
+		r = FAIL("prepare: %s", err.msg);
+	if (r == 0 && (prepare(&s, "docker://registry.test/lz:latest", &req, &second, &err) < 0 || !second.existed ||
+		       strcmp(second.artifact_id, first.artifact_id) != 0))
+		r = FAIL("prepare again: %s (existed %d)", err.msg, second.existed);
+	/* both references launch it; a third, never given, does not */
+	const char *refs[] = { "docker://registry.test/lz:latest", "docker://registry.test/lz:1" };
+	for (int i = 0; r == 0 && i < 2; i++) {
+		lz_err_clear(&err);
+		if (lz_prepare_lookup(&s.root, refs[i], id, &fd, &err) < 0)
+			r = FAIL("lookup %s: %s", refs[i], err.msg);
+		else if (strcmp(id, first.artifact_id) != 0)
+			r = FAIL("lookup %s: %s, not %s", refs[i], id, first.artifact_id);
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	if (r == 0 && lz_prepare_lookup(&s.root, "docker://registry.test/lz:2", id, &fd, &err) != -ENOENT)
+		r = FAIL("lookup of a reference never prepared: %s", err.msg);
+	store_close(&s);
+	return r;
+}
+
+/* `image prepare` of an image already prepared under another reference
+ * (docker://debian:12, then docker://debian:bookworm: one manifest)
+ * records the new reference: a profile naming it finds the image. */
+static void test_lz_prepare_image__a_second_reference_finds_the_image(void **state)
+{
+	(void)state;
+	run_as_test_user(second_reference);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_prepare_budget__keeps_a_twentieth_free),
+		cmocka_unit_test(test_lz_prepare_image__worker_is_confined),
+		cmocka_unit_test(test_lz_prepare_image__worker_memory_is_bounded),
+		cmocka_unit_test(test_lz_prepare_image__worker_time_is_bounded),
+		cmocka_unit_test(test_lz_prepare_image__a_second_reference_finds_the_image),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

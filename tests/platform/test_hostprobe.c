@@ -8,10 +8,16 @@
  * core library.
  *
  * Root or not: every test passes both as root and as an unprivileged user.
- * test_lz_hostprobe_device_rw__no_permission needs root to create its
- * fixture device node and is skipped (reported as skipped) otherwise. Tests
- * using runsc skip when it is not installed. Subid parsing runs on
- * exactly-sized heap copies, so AddressSanitizer catches over-reads. */
+ * test_device_rw_at__no_permission needs root to create its fixture device
+ * node and is skipped (reported as skipped) otherwise. Tests using runsc
+ * skip when it is not installed. Subid parsing runs on exactly-sized heap
+ * copies, so AddressSanitizer catches over-reads.
+ *
+ * The tool search refuses a tool beneath a directory anyone but root or the
+ * caller may write, /tmp included: its fixtures live in a directory made
+ * beneath $HOME (whose every directory must be root's or the caller's and
+ * not group- or other-writable, as /root and /home/<user> are; the tests
+ * skip otherwise) and removed afterwards. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +31,7 @@
 
 #include <dirent.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sysmacros.h>
 
 #include "lz_test.h"
@@ -80,7 +87,7 @@ static int open_path(const char *path)
 }
 
 struct tmpdir {
-	char path[32];
+	char path[PATH_MAX];
 };
 
 static void tmpdir_make(struct tmpdir *t)
@@ -89,9 +96,43 @@ static void tmpdir_make(struct tmpdir *t)
 	assert_non_null(mkdtemp(t->path));
 }
 
+static bool dir_clean(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* A directory whose every ancestor is root's or ours and not group- or
+ * other-writable, with no symbolic link on the way: beneath $HOME, or fail. */
+static void clean_tmpdir_make(struct tmpdir *t)
+{
+	const char *home = getenv("HOME");
+	char prefix[PATH_MAX];
+	/* A canonical-looking $HOME: absolute, not "/", no "//" or trailing '/'
+	 * (the tests compare the fixture's name with the canonical path). */
+	bool clean = home != NULL && home[0] == '/' && strlen(home) > 1 && strlen(home) < sizeof(prefix) - 32 &&
+		     strstr(home, "//") == NULL && home[strlen(home) - 1] != '/' && dir_clean("/");
+	for (size_t i = 1; clean; i++) {
+		if (home[i] != '/' && home[i] != '\0')
+			continue;
+		memcpy(prefix, home, i);
+		prefix[i] = '\0';
+		clean = dir_clean(prefix);
+		if (home[i] == '\0')
+			break;
+	}
+	if (!clean) {
+		fail_msg("$HOME (%s) is not a directory only root or you may write: the locate fixtures need one",
+			 home ? home : "unset");
+	}
+	snprintf(t->path, sizeof(t->path), "%s/.lz-test-hostprobe-XXXXXX", home);
+	assert_non_null(mkdtemp(t->path)); /* 0700 */
+}
+
 static void tmpdir_file(const struct tmpdir *t, const char *name, mode_t mode)
 {
-	char path[128];
+	char path[PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s", t->path, name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
@@ -101,7 +142,7 @@ static void tmpdir_file(const struct tmpdir *t, const char *name, mode_t mode)
 
 static void tmpdir_remove(const struct tmpdir *t, const char *const *names)
 {
-	char path[128];
+	char path[PATH_MAX + 64];
 	for (; *names; names++) {
 		snprintf(path, sizeof(path), "%s/%s", t->path, *names);
 		if (unlink(path) < 0)
@@ -475,6 +516,89 @@ static void test_lz_hostprobe_subids__reads_etc_file(void **state)
 	}
 }
 
+/* ---- the range a launch maps ------------------------------------------- */
+
+static struct lz_hostprobe_subids ranges_of(size_t n, const uint32_t (*v)[2])
+{
+	struct lz_hostprobe_subids ids = { .n = n };
+	for (size_t i = 0; i < n; i++)
+		ids.ranges[i] = (struct lz_hostprobe_subid_range){ v[i][0], v[i][1] };
+	return ids;
+}
+
+static void test_lz_hostprobe_subid_choose__lowest_of_at_least_65536(void **state)
+{
+	(void)state;
+	const uint32_t v[][2] = { { 300000, 65536 }, { 100000, 65535 }, { 200000, 100000 }, { 5000, 10 } };
+	struct lz_hostprobe_subids ids = ranges_of(4, v);
+	struct lz_hostprobe_subid_range r = { 7, 7 };
+	assert_int_equal(lz_hostprobe_subid_choose(&ids, LZ_HOSTPROBE_SUBUID, 1000, "alice", NULL, &r), 0);
+	assert_int_equal(r.start, 200000);
+	assert_int_equal(r.count, 100000);
+}
+
+/* Adjacent ranges are not one: the launch maps a single allocation. */
+static void test_lz_hostprobe_subid_choose__adjacent_halves_are_none(void **state)
+{
+	(void)state;
+	const uint32_t v[][2] = { { 132768, 32768 }, { 100000, 32768 } };
+	struct lz_hostprobe_subids ids = ranges_of(2, v);
+	struct lz_hostprobe_subid_range r = { 7, 7 };
+	struct lz_err err = { 0 };
+	assert_int_equal(lz_hostprobe_subid_choose(&ids, LZ_HOSTPROBE_SUBGID, 1000, "alice", &err, &r), -ENOENT);
+	assert_string_equal(err.msg, "no /etc/subgid range of at least 65536 IDs for you (add one with usermod "
+				     "--add-subgids; see docs/install.md)");
+	assert_int_equal(r.start, 7);
+	ids.n = 0;
+	assert_int_equal(lz_hostprobe_subid_choose(&ids, LZ_HOSTPROBE_SUBUID, 1000, "alice", &err, &r), -ENOENT);
+	assert_string_equal(err.msg, "no allocation for alice in /etc/subuid (add a range of at least 65536 IDs "
+				     "with usermod --add-subuids; see docs/install.md)");
+}
+
+/* Image IDs become the range's host IDs: not root, a system ID or yours. */
+static void test_lz_hostprobe_subid_choose__refuses_an_unsafe_range(void **state)
+{
+	(void)state;
+	static const struct {
+		uint32_t start, count, own;
+		enum lz_hostprobe_subid_kind kind;
+		const char *why;
+	} cases[] = {
+		{ 0, 65536, 1000, LZ_HOSTPROBE_SUBUID, "/etc/subuid: alice's range 0-65535 (the lowest of at least "
+						       "65536 IDs, the one a launch maps) holds uid 0 (root)" },
+		{ 0, 65536, 1000, LZ_HOSTPROBE_SUBGID, "/etc/subgid: alice's range 0-65535 (" },
+		{ 1, 65536, 1000, LZ_HOSTPROBE_SUBUID, "starts below 1000, among the system's IDs" },
+		{ 999, 65536, 100, LZ_HOSTPROBE_SUBUID, "starts below 1000" },
+		{ 1000, 65536, 1001, LZ_HOSTPROBE_SUBUID, "/etc/subuid: alice's range 1000-66535 (the lowest of "
+							  "at least 65536 IDs, the one a launch maps) holds your own "
+							  "uid" },
+		{ 100000, 65536, 165535, LZ_HOSTPROBE_SUBGID, "holds your own gid" },
+		{ 100000, 65536, 100000, LZ_HOSTPROBE_SUBGID, "holds your own gid" },
+	};
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {
+		/* A safe range later in the file is not taken instead. */
+		const uint32_t v[][2] = { { 400000, 65536 }, { cases[i].start, cases[i].count } };
+		struct lz_hostprobe_subids ids = ranges_of(2, v);
+		struct lz_hostprobe_subid_range r = { 7, 7 };
+		struct lz_err err = { 0 };
+		print_message("case %zu\n", i);
+		assert_int_equal(lz_hostprobe_subid_choose(&ids, cases[i].kind, cases[i].own, "alice", &err, &r),
+				 -EPERM);
+		assert_non_null(strstr(err.msg, cases[i].why));
+		assert_non_null(strstr(err.msg, "usermod --del-sub"));
+		assert_int_equal(r.start, 7);
+	}
+	/* Just past the edges is fine. */
+	const uint32_t ok[][2] = { { 1000, 65536 } };
+	struct lz_hostprobe_subids ids = ranges_of(1, ok);
+	struct lz_hostprobe_subid_range r;
+	assert_int_equal(lz_hostprobe_subid_choose(&ids, LZ_HOSTPROBE_SUBUID, 999, "alice", NULL, &r), 0);
+	assert_int_equal(lz_hostprobe_subid_choose(&ids, LZ_HOSTPROBE_SUBUID, 66536, "alice", NULL, &r), 0);
+	const uint32_t top[][2] = { { 4294901760u, 65536 } };
+	ids = ranges_of(1, top);
+	assert_int_equal(lz_hostprobe_subid_choose(&ids, LZ_HOSTPROBE_SUBUID, 4294967295u, "1000", NULL, &r), -EPERM);
+}
+
 /* ---- files and devices ------------------------------------------------- */
 
 static void test_lz_hostprobe_file__dev_null(void **state)
@@ -497,34 +621,93 @@ static void test_lz_hostprobe_file__missing(void **state)
 	assert_int_equal(f.uid, 77);
 }
 
-static void test_lz_hostprobe_device_rw__dev_null(void **state)
+/* No link is followed, neither the last component nor one on the way. */
+static void test_lz_hostprobe_file__follows_no_symlink(void **state)
+{
+	(void)state;
+	struct tmpdir t;
+	struct lz_err err = { 0 };
+	struct lz_hostprobe_file f = { .uid = 77 };
+	char link[PATH_MAX + 16], through[PATH_MAX + 32], dir[PATH_MAX + 16];
+	tmpdir_make(&t);
+	snprintf(link, sizeof(link), "%s/null", t.path);
+	assert_int_equal(symlink("/dev/null", link), 0);
+	assert_int_equal(lz_hostprobe_file(link, &err, &f), -ELOOP);
+	assert_non_null(strstr(err.msg, "/null' is a symbolic link; the probe follows none"));
+	snprintf(dir, sizeof(dir), "%s/dev", t.path);
+	assert_int_equal(symlink("/dev", dir), 0);
+	snprintf(through, sizeof(through), "%s/null", dir);
+	assert_int_equal(lz_hostprobe_file(through, &err, &f), -ELOOP);
+	assert_non_null(strstr(err.msg, "/dev' is a symbolic link"));
+	assert_int_equal(f.uid, 77);
+	/* The directory itself is fine, and so is a path without links. */
+	assert_int_equal(lz_hostprobe_file(t.path, NULL, &f), 0);
+	assert_true(S_ISDIR(f.mode));
+	assert_int_equal(lz_hostprobe_file("/", NULL, &f), 0);
+	assert_true(S_ISDIR(f.mode));
+	tmpdir_remove(&t, (const char *const[]){ "null", "dev", NULL });
+}
+
+static void test_lz_hostprobe_file__refuses_unclean_paths(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "dev/null", "/dev/../dev/null", "/dev/./null", "/dev//null", "/dev/" };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(bad); i++) {
+		struct lz_err err = { 0 };
+		struct lz_hostprobe_file f = { .uid = 77 };
+		assert_int_equal(lz_hostprobe_file(bad[i], &err, &f), -EINVAL);
+		assert_memory_equal(err.msg, "stat '", 6);
+		assert_int_equal(f.uid, 77);
+	}
+}
+
+static void test_device_rw_at__dev_null(void **state)
 {
 	(void)state;
 	int before = count_open_fds();
-	assert_int_equal(lz_hostprobe_device_rw("/dev/null", NULL), 0);
+	assert_int_equal(device_rw_at("/dev/null", NULL), 0);
 	assert_int_equal(count_open_fds(), before);
 }
 
-static void test_lz_hostprobe_device_rw__missing(void **state)
+/* Reports choose the path: only the devices Lazaret needs are opened. */
+static void test_lz_hostprobe_device_rw__refuses_other_devices(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "/dev/null", "/dev/ttyS0", "/dev/watchdog", "/dev/fuse/", "/dev/./fuse",
+					   "fuse", "" };
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(bad); i++) {
+		struct lz_err err = { 0 };
+		assert_int_equal(lz_hostprobe_device_rw(bad[i], &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "not one of the probed devices (/dev/fuse, /dev/net/tun, /dev/kvm)"));
+	}
+	/* The listed ones are probed (the answer is the host's). */
+	for (const char *const *d = lz_hostprobe_devices; *d; d++) {
+		struct lz_err err = { 0 };
+		int r = lz_hostprobe_device_rw(*d, &err);
+		assert_true(r != -EINVAL);
+	}
+}
+
+static void test_device_rw_at__missing(void **state)
 {
 	(void)state;
 	struct lz_err err = { 0 };
-	assert_int_equal(lz_hostprobe_device_rw("/dev/lz-no-such-device", &err), -ENOENT);
+	assert_int_equal(device_rw_at("/dev/lz-no-such-device", &err), -ENOENT);
 	assert_string_equal(err.msg, "open '/dev/lz-no-such-device': No such file or directory");
 }
 
-static void test_lz_hostprobe_device_rw__not_a_character_device(void **state)
+static void test_device_rw_at__not_a_character_device(void **state)
 {
 	(void)state;
 	struct lz_err err = { 0 };
-	assert_int_equal(lz_hostprobe_device_rw(lz_test_source("CMakeLists.txt"), &err), -ENODEV);
+	assert_int_equal(device_rw_at(lz_test_source("CMakeLists.txt"), &err), -ENODEV);
 	assert_non_null(strstr(err.msg, "CMakeLists.txt': not a character device"));
-	assert_int_equal(lz_hostprobe_device_rw("/tmp", &err), -ENODEV);
+	assert_int_equal(device_rw_at("/tmp", &err), -ENODEV);
 }
 
 /* Needs root to create a 0600 device node (a copy of /dev/null) and then
  * probes it as uid/gid 65534 in a child; skipped when not root. */
-static void test_lz_hostprobe_device_rw__no_permission(void **state)
+static void test_device_rw_at__no_permission(void **state)
 {
 	(void)state;
 	if (geteuid() != 0) {
@@ -532,7 +715,7 @@ static void test_lz_hostprobe_device_rw__no_permission(void **state)
 		skip();
 	}
 	struct tmpdir t;
-	char node[128];
+	char node[PATH_MAX + 16];
 	tmpdir_make(&t);
 	assert_int_equal(chmod(t.path, 0755), 0);
 	snprintf(node, sizeof(node), "%s/null0600", t.path);
@@ -552,7 +735,7 @@ static void test_lz_hostprobe_device_rw__no_permission(void **state)
 		struct lz_err err = { 0 };
 		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
 			_exit(2);
-		int r = lz_hostprobe_device_rw(node, &err);
+		int r = device_rw_at(node, &err);
 		_exit(r == -EACCES && strstr(err.msg, "open read-write '") == err.msg ? 0 : 1);
 	}
 	int status;
@@ -590,9 +773,10 @@ static void test_lz_hostprobe_tool_locate__refuses_unknown_name(void **state)
 					   "RUNSC", "runsc/" };
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(bad); i++) {
 		struct lz_err err = { 0 };
-		char path[LZ_HOSTPROBE_PATH_MAX] = "untouched";
-		assert_int_equal(lz_hostprobe_tool_locate(bad[i], &err, &path), -EINVAL);
-		assert_string_equal(path, "untouched");
+		struct lz_path tool = LZ_PATH_INIT;
+		assert_int_equal(lz_hostprobe_tool_locate(bad[i], &err, &tool), -EINVAL);
+		assert_int_equal(tool.fd, -EBADF);
+		assert_null(tool.canonical);
 		assert_non_null(strstr(err.msg, "not an allowed tool name"));
 	}
 }
@@ -607,47 +791,64 @@ static void test_lz_hostprobe_tool_version__refuses_unknown_name(void **state)
 	assert_string_equal(err.msg, "locate 'ls': not an allowed tool name");
 }
 
+/* The descriptor is of the file at the canonical path. */
+static void assert_is(const struct lz_path *p, const char *path)
+{
+	struct stat a, b;
+	assert_int_equal(fstat(p->fd, &a), 0);
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+	assert_true(fcntl(p->fd, F_GETFD) & FD_CLOEXEC);
+	assert_true(fcntl(p->fd, F_GETFL) & O_PATH);
+}
+
 static void test_lz_hostprobe_tool_locate__runsc_in_trusted_dir(void **state)
 {
 	(void)state;
-	char path[LZ_HOSTPROBE_PATH_MAX];
+	struct lz_path tool = LZ_PATH_INIT;
 	struct lz_err err = { 0 };
-	int r = lz_hostprobe_tool_locate("runsc", &err, &path);
+	int r = lz_hostprobe_tool_locate("runsc", &err, &tool);
 	if (r == -ENOENT) {
 		print_message("skipped: runsc not installed (%s)\n", err.msg);
 		skip();
 	}
 	assert_int_equal(r, 0);
-	bool trusted = false;
-	for (const char *const *d = lz_hostprobe_trusted_dirs; *d; d++) {
-		char want[LZ_HOSTPROBE_PATH_MAX];
-		snprintf(want, sizeof(want), "%s/runsc", *d);
-		trusted = trusted || strcmp(path, want) == 0;
+	/* The canonical path of the first trusted directory's runsc. */
+	char *want = NULL;
+	for (const char *const *d = lz_hostprobe_trusted_dirs; *d && want == NULL; d++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/runsc", *d);
+		want = realpath(path, NULL);
 	}
-	assert_true(trusted);
+	assert_non_null(want);
+	assert_string_equal(tool.canonical, want);
+	assert_is(&tool, want);
+	free(want);
+	lz_path_release(&tool);
 }
 
 static void test_locate_in__first_directory_wins(void **state)
 {
 	(void)state;
 	struct tmpdir a, b;
-	char path[LZ_HOSTPROBE_PATH_MAX], want[128];
-	int fd = -EBADF;
-	tmpdir_make(&a);
-	tmpdir_make(&b);
+	char want[PATH_MAX + 16];
+	struct lz_path tool = LZ_PATH_INIT;
+	clean_tmpdir_make(&a);
+	clean_tmpdir_make(&b);
 	tmpdir_file(&b, "runsc", 0755);
 	const char *dirs[] = { a.path, b.path, NULL };
-	assert_int_equal(locate_in(dirs, "runsc", NULL, &path, &fd), 0);
+	assert_int_equal(locate_in(dirs, "runsc", NULL, &tool), 0);
 	snprintf(want, sizeof(want), "%s/runsc", b.path);
-	assert_string_equal(path, want);
-	assert_true(fd > 2);
-	close(fd);
+	assert_string_equal(tool.canonical, want);
+	assert_true(tool.fd > 2);
+	assert_is(&tool, want);
+	lz_path_release(&tool);
 
 	tmpdir_file(&a, "runsc", 0700);
-	assert_int_equal(locate_in(dirs, "runsc", NULL, &path, &fd), 0);
+	assert_int_equal(locate_in(dirs, "runsc", NULL, &tool), 0);
 	snprintf(want, sizeof(want), "%s/runsc", a.path);
-	assert_string_equal(path, want);
-	close(fd);
+	assert_string_equal(tool.canonical, want);
+	lz_path_release(&tool);
 	tmpdir_remove(&a, (const char *const[]){ "runsc", NULL });
 	tmpdir_remove(&b, (const char *const[]){ "runsc", NULL });
 }
@@ -656,13 +857,12 @@ static void test_locate_in__not_found_lists_directories(void **state)
 {
 	(void)state;
 	struct lz_err err = { 0 };
-	char path[LZ_HOSTPROBE_PATH_MAX] = "untouched";
-	int fd = -EBADF;
+	struct lz_path tool = LZ_PATH_INIT;
 	const char *dirs[] = { "/nonexistent/a", "/dev/null", NULL }; /* ENOENT, ENOTDIR */
-	assert_int_equal(locate_in(dirs, "slirp4netns", &err, &path, &fd), -ENOENT);
+	assert_int_equal(locate_in(dirs, "slirp4netns", &err, &tool), -ENOENT);
 	assert_string_equal(err.msg, "locate 'slirp4netns': not found in /nonexistent/a /dev/null");
-	assert_string_equal(path, "untouched");
-	assert_int_equal(fd, -EBADF);
+	assert_int_equal(tool.fd, -EBADF);
+	assert_null(tool.canonical);
 }
 
 static void test_locate_in__refuses_writable_by_others(void **state)
@@ -670,21 +870,112 @@ static void test_locate_in__refuses_writable_by_others(void **state)
 	(void)state;
 	struct tmpdir a, b;
 	struct lz_err err = { 0 };
-	char path[LZ_HOSTPROBE_PATH_MAX] = "untouched";
-	int fd = -EBADF;
-	tmpdir_make(&a);
-	tmpdir_make(&b);
+	struct lz_path tool = LZ_PATH_INIT;
+	char path[PATH_MAX + 16];
+	clean_tmpdir_make(&a);
+	clean_tmpdir_make(&b);
 	tmpdir_file(&a, "runsc", 0775); /* group-writable: refused ... */
 	tmpdir_file(&b, "runsc", 0755); /* ... and not skipped for this one */
 	const char *dirs[] = { a.path, b.path, NULL };
-	assert_int_equal(locate_in(dirs, "runsc", &err, &path, &fd), -EPERM);
+	assert_int_equal(locate_in(dirs, "runsc", &err, &tool), -EPERM);
 	assert_non_null(strstr(err.msg, "writable by group/others"));
-	assert_string_equal(path, "untouched");
-	assert_int_equal(chmod(strcat(strcpy(path, a.path), "/runsc"), 0757), 0);
-	assert_int_equal(locate_in(dirs, "runsc", &err, &path, &fd), -EPERM);
-	assert_int_equal(fd, -EBADF);
+	assert_int_equal(tool.fd, -EBADF);
+	snprintf(path, sizeof(path), "%s/runsc", a.path);
+	assert_int_equal(chmod(path, 0757), 0);
+	assert_int_equal(locate_in(dirs, "runsc", &err, &tool), -EPERM);
+	assert_int_equal(tool.fd, -EBADF);
 	tmpdir_remove(&a, (const char *const[]){ "runsc", NULL });
 	tmpdir_remove(&b, (const char *const[]){ "runsc", NULL });
+}
+
+/* Whoever may write a directory on the way may rename any file into the
+ * tool's place after the check: such a directory refuses the tool. */
+static void test_locate_in__refuses_a_directory_others_may_write(void **state)
+{
+	(void)state;
+	struct tmpdir a, t;
+	struct lz_err err = { 0 };
+	struct lz_path tool = LZ_PATH_INIT;
+	char sub[PATH_MAX + 16], want[PATH_MAX + 64];
+	clean_tmpdir_make(&a);
+	snprintf(sub, sizeof(sub), "%s/bin", a.path);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	snprintf(want, sizeof(want), "%s/runsc", sub);
+	int fd = open(want, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(chmod(want, 0755), 0);
+	const char *dirs[] = { sub, NULL };
+	assert_int_equal(locate_in(dirs, "runsc", NULL, &tool), 0);
+	lz_path_release(&tool);
+	/* The tool's own directory, group-writable (root:staff 2775). */
+	assert_int_equal(chmod(sub, 02775), 0);
+	assert_int_equal(locate_in(dirs, "runsc", &err, &tool), -EPERM);
+	assert_int_equal(tool.fd, -EBADF);
+	assert_non_null(strstr(err.msg, "directory '"));
+	assert_non_null(strstr(err.msg, "/bin' (owner uid "));
+	assert_non_null(strstr(err.msg, "mode 2775) may be written by someone other than root or you"));
+	/* An ancestor, writable by others. */
+	assert_int_equal(chmod(sub, 0755), 0);
+	assert_int_equal(chmod(a.path, 0703), 0);
+	assert_int_equal(locate_in(dirs, "runsc", &err, &tool), -EPERM);
+	assert_non_null(strstr(err.msg, "mode 0703)"));
+	assert_int_equal(chmod(a.path, 0700), 0);
+	assert_int_equal(unlink(want), 0);
+	assert_int_equal(rmdir(sub), 0);
+	tmpdir_remove(&a, (const char *const[]){ NULL });
+
+	/* /tmp (1777) is on the way of anything beneath it. */
+	tmpdir_make(&t);
+	assert_int_equal(chmod(t.path, 0755), 0);
+	tmpdir_file(&t, "slirp4netns", 0755);
+	const char *tdirs[] = { t.path, NULL };
+	assert_int_equal(locate_in(tdirs, "slirp4netns", &err, &tool), -EPERM);
+	assert_non_null(strstr(err.msg, "directory '/tmp' (owner uid 0, mode 1777)"));
+	tmpdir_remove(&t, (const char *const[]){ "slirp4netns", NULL });
+}
+
+/* A link in a trusted directory is resolved once: the tool is the file it
+ * names, checked with every directory on that file's own path. */
+static void test_locate_in__resolves_a_link_once(void **state)
+{
+	(void)state;
+	struct tmpdir trusted, elsewhere;
+	struct lz_err err = { 0 };
+	struct lz_path tool = LZ_PATH_INIT;
+	char link[PATH_MAX + 16], target[PATH_MAX + 64], sub[PATH_MAX + 16];
+	clean_tmpdir_make(&trusted);
+	clean_tmpdir_make(&elsewhere);
+	tmpdir_file(&elsewhere, "runsc-release", 0755);
+	snprintf(target, sizeof(target), "%s/runsc-release", elsewhere.path);
+	snprintf(link, sizeof(link), "%s/runsc", trusted.path);
+	assert_int_equal(symlink(target, link), 0);
+	const char *dirs[] = { trusted.path, NULL };
+	assert_int_equal(locate_in(dirs, "runsc", NULL, &tool), 0);
+	assert_string_equal(tool.canonical, target);
+	assert_is(&tool, target);
+	lz_path_release(&tool);
+
+	/* The target's directory may be written by others: refused, though
+	 * the link and its own directory are fine. */
+	snprintf(sub, sizeof(sub), "%s/shared", elsewhere.path);
+	assert_int_equal(mkdir(sub, 0777), 0);
+	assert_int_equal(chmod(sub, 0777), 0);
+	tmpdir_file(&elsewhere, "shared/runsc", 0755);
+	snprintf(target, sizeof(target), "%s/runsc", sub);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_equal(locate_in(dirs, "runsc", &err, &tool), -EPERM);
+	assert_non_null(strstr(err.msg, "/shared' (owner uid"));
+	assert_non_null(strstr(err.msg, "mode 0777)"));
+	assert_int_equal(tool.fd, -EBADF);
+
+	/* A link to nothing is no tool there. */
+	assert_int_equal(unlink(target), 0);
+	assert_int_equal(locate_in(dirs, "runsc", &err, &tool), -ENOENT);
+	assert_int_equal(rmdir(sub), 0);
+	tmpdir_remove(&trusted, (const char *const[]){ "runsc", NULL });
+	tmpdir_remove(&elsewhere, (const char *const[]){ "runsc-release", NULL });
 }
 
 static void test_locate_in__refuses_non_executable(void **state)
@@ -692,19 +983,112 @@ static void test_locate_in__refuses_non_executable(void **state)
 	(void)state;
 	struct tmpdir a;
 	struct lz_err err = { 0 };
-	char path[LZ_HOSTPROBE_PATH_MAX];
-	char sub[128];
-	int fd = -EBADF;
-	tmpdir_make(&a);
+	struct lz_path tool = LZ_PATH_INIT;
+	char sub[PATH_MAX + 16];
+	clean_tmpdir_make(&a);
 	tmpdir_file(&a, "newuidmap", 0644);
 	snprintf(sub, sizeof(sub), "%s/newgidmap", a.path);
 	assert_int_equal(mkdir(sub, 0755), 0);
 	const char *dirs[] = { a.path, NULL };
-	assert_int_equal(locate_in(dirs, "newuidmap", &err, &path, &fd), -EACCES);
+	assert_int_equal(locate_in(dirs, "newuidmap", &err, &tool), -EACCES);
 	assert_non_null(strstr(err.msg, "newuidmap': not an executable file"));
-	assert_int_equal(locate_in(dirs, "newgidmap", &err, &path, &fd), -EACCES);
-	assert_int_equal(fd, -EBADF);
+	assert_int_equal(locate_in(dirs, "newgidmap", &err, &tool), -EACCES);
+	assert_int_equal(tool.fd, -EBADF);
 	tmpdir_remove(&a, (const char *const[]){ "newuidmap", "newgidmap", NULL });
+}
+
+/* The located descriptor runs the file that was checked, whatever is
+ * renamed over its name afterwards (what the launch relies on: runsc,
+ * slirp4netns, newuidmap and newgidmap run from it). */
+static void test_locate_in__descriptor_runs_the_checked_file(void **state)
+{
+	(void)state;
+	struct tmpdir a;
+	struct lz_path tool = LZ_PATH_INIT;
+	char path[PATH_MAX + 16], other[PATH_MAX + 16];
+	clean_tmpdir_make(&a);
+	snprintf(path, sizeof(path), "%s/runsc", a.path);
+	snprintf(other, sizeof(other), "%s/other", a.path);
+	char *truth = realpath("/bin/true", NULL), *lie = realpath("/bin/false", NULL);
+	assert_non_null(truth);
+	assert_non_null(lie);
+	/* Copies (a hard link would need the same file system). */
+	const char *const src[] = { truth, lie };
+	const char *const dst[] = { path, other };
+	for (int i = 0; i < 2; i++) {
+		size_t len = 0;
+		char *bytes = lz_test_read_file(src[i], &len);
+		assert_non_null(bytes);
+		int fd = open(dst[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, bytes, len), (ssize_t)len);
+		close(fd);
+		assert_int_equal(chmod(dst[i], 0755), 0);
+		free(bytes);
+	}
+	free(truth);
+	free(lie);
+	const char *dirs[] = { a.path, NULL };
+	assert_int_equal(locate_in(dirs, "runsc", NULL, &tool), 0);
+	assert_int_equal(rename(other, path), 0); /* false, now named runsc */
+	char *argv[] = { (char *)"runsc", NULL };
+	struct lz_spawn by_fd = { .exe_fd = tool.fd, .argv = argv, .stdin_fd = -1, .stdout_fd = -1,
+				  .stderr_fd = -1 };
+	assert_int_equal(lz_spawn_run(&by_fd, "by descriptor", 5000, NULL), 0);
+	struct lz_spawn by_name = { .exe_fd = -1, .path = path, .argv = argv, .stdin_fd = -1, .stdout_fd = -1,
+				    .stderr_fd = -1 };
+	assert_int_equal(lz_spawn_run(&by_name, "by name", 5000, NULL), -EIO);
+	lz_path_release(&tool);
+	tmpdir_remove(&a, (const char *const[]){ "runsc", NULL });
+}
+
+/* Image preparation knows the Storage Root only: a tool inside it, or
+ * inside another mount of it, is refused. */
+static void test_lz_hostprobe_tool_outside__refuses_the_tree_and_its_aliases(void **state)
+{
+	(void)state;
+	struct tmpdir t;
+	char dir[PATH_MAX + 16], in[PATH_MAX + 32], out[PATH_MAX + 32], alias[PATH_MAX + 16], via[PATH_MAX + 32];
+	tmpdir_make(&t);
+	snprintf(dir, sizeof(dir), "%s/root", t.path);
+	snprintf(alias, sizeof(alias), "%s/alias", t.path);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(mkdir(alias, 0700), 0);
+	tmpdir_file(&t, "root/skopeo", 0755);
+	tmpdir_file(&t, "skopeo", 0755);
+	snprintf(in, sizeof(in), "%s/skopeo", dir);
+	snprintf(out, sizeof(out), "%s/skopeo", t.path);
+	snprintf(via, sizeof(via), "%s/skopeo", alias);
+	struct lz_path tree = LZ_PATH_INIT, inside = LZ_PATH_INIT, outside = LZ_PATH_INIT;
+	struct lz_err err = { 0 };
+	assert_int_equal(lz_path_open(dir, &tree, NULL), 0);
+	assert_int_equal(lz_path_open(in, &inside, NULL), 0);
+	assert_int_equal(lz_path_open(out, &outside, NULL), 0);
+	assert_int_equal(lz_hostprobe_tool_outside(&outside, &tree, "the Storage Root", NULL), 0);
+	assert_int_equal(lz_hostprobe_tool_outside(&inside, &tree, "the Storage Root", &err), -EPERM);
+	assert_non_null(strstr(err.msg, "lies inside the Storage Root '"));
+	lz_path_release(&inside);
+	lz_path_release(&outside);
+
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Both opened in this mount namespace, as a caller does. */
+		struct lz_path aliased = LZ_PATH_INIT, root = LZ_PATH_INIT;
+		struct lz_err e = { 0 };
+		if (lz_test_unshare_as_self(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount(dir, alias, NULL, MS_BIND, NULL) < 0 || lz_path_open(via, &aliased, NULL) < 0 ||
+		    lz_path_open(dir, &root, NULL) < 0)
+			_exit(2);
+		int r = lz_hostprobe_tool_outside(&aliased, &root, "the Storage Root", &e);
+		_exit(r == -EPERM && strstr(e.msg, "(or another mount of it)") != NULL ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	lz_path_release(&tree);
+	tmpdir_remove(&t, (const char *const[]){ "root/skopeo", "root", "alias", "skopeo", NULL });
 }
 
 /* ---- running tools ----------------------------------------------------- */
@@ -903,12 +1287,18 @@ int main(void)
 		cmocka_unit_test(test_lz_hostprobe_subid_read_fd__not_regular_file),
 		cmocka_unit_test(test_lz_hostprobe_subid_read_fd__bad_fd),
 		cmocka_unit_test(test_lz_hostprobe_subids__reads_etc_file),
+		cmocka_unit_test(test_lz_hostprobe_subid_choose__lowest_of_at_least_65536),
+		cmocka_unit_test(test_lz_hostprobe_subid_choose__adjacent_halves_are_none),
+		cmocka_unit_test(test_lz_hostprobe_subid_choose__refuses_an_unsafe_range),
 		cmocka_unit_test(test_lz_hostprobe_file__dev_null),
 		cmocka_unit_test(test_lz_hostprobe_file__missing),
-		cmocka_unit_test(test_lz_hostprobe_device_rw__dev_null),
-		cmocka_unit_test(test_lz_hostprobe_device_rw__missing),
-		cmocka_unit_test(test_lz_hostprobe_device_rw__not_a_character_device),
-		cmocka_unit_test(test_lz_hostprobe_device_rw__no_permission),
+		cmocka_unit_test(test_lz_hostprobe_file__follows_no_symlink),
+		cmocka_unit_test(test_lz_hostprobe_file__refuses_unclean_paths),
+		cmocka_unit_test(test_device_rw_at__dev_null),
+		cmocka_unit_test(test_lz_hostprobe_device_rw__refuses_other_devices),
+		cmocka_unit_test(test_device_rw_at__missing),
+		cmocka_unit_test(test_device_rw_at__not_a_character_device),
+		cmocka_unit_test(test_device_rw_at__no_permission),
 		cmocka_unit_test(test_lz_hostprobe_userns__reaps_its_child),
 		cmocka_unit_test(test_lz_hostprobe_tool_locate__refuses_unknown_name),
 		cmocka_unit_test(test_lz_hostprobe_tool_version__refuses_unknown_name),
@@ -916,7 +1306,11 @@ int main(void)
 		cmocka_unit_test(test_locate_in__first_directory_wins),
 		cmocka_unit_test(test_locate_in__not_found_lists_directories),
 		cmocka_unit_test(test_locate_in__refuses_writable_by_others),
+		cmocka_unit_test(test_locate_in__refuses_a_directory_others_may_write),
+		cmocka_unit_test(test_locate_in__resolves_a_link_once),
 		cmocka_unit_test(test_locate_in__refuses_non_executable),
+		cmocka_unit_test(test_locate_in__descriptor_runs_the_checked_file),
+		cmocka_unit_test(test_lz_hostprobe_tool_outside__refuses_the_tree_and_its_aliases),
 		cmocka_unit_test(test_run_capture__stdout_of_program),
 		cmocka_unit_test(test_run_capture__empty_environment),
 		cmocka_unit_test(test_run_capture__stdin_is_dev_null),

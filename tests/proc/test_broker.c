@@ -34,6 +34,8 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
+
 #include "proc/broker.h"
 
 static const char *bin(const char *name)
@@ -1009,6 +1011,146 @@ static void test_lz_broker_spawn__joined_userns_leaves_keyring_and_groups(void *
 	run_as_test_user(keys_joined_userns_check);
 }
 
+/* ---- host tools run from their descriptors (platform/hostprobe.h) -------- */
+
+/* A tool (a copy of true) in a directory of its own, its O_PATH descriptor,
+ * and the end of a pipe a holder says "hidden" on. */
+struct tool_fx {
+	char dir[64];
+	char path[96];
+	int fd;
+	int hidden;
+};
+
+/* In a process of the RS's making (its own user and mount namespaces): a
+ * tmpfs over the tool's directory, so its path shows nothing there. */
+static int hide_tool(const struct tool_fx *t, struct lz_err *err)
+{
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || mount("tmpfs", t->dir, "tmpfs", 0, NULL) < 0)
+		return lz_err_set(err, errno, "hide %s: %s", t->dir, strerror(errno));
+	if (access(t->path, F_OK) == 0 || errno != ENOENT)
+		return lz_err_set(err, EEXIST, "%s is still there", t->path);
+	return 0;
+}
+
+/* The RS's way (supervisor.c: runsc, slirp4netns): its own broker child
+ * executes the descriptor, with no name that leads to the file. */
+static int fn_runs_tool(void *arg, struct lz_err *err)
+{
+	const struct tool_fx *t = arg;
+	int r = hide_tool(t, err);
+	if (r < 0)
+		return r;
+	char *argv[] = { "tool", NULL };
+	struct lz_spawn exec = { .exe_fd = t->fd, .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec spec = { .label = "tool", .join_pidfd = -1, .exec = &exec };
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	int status = -1;
+	if ((r = lz_broker_spawn(&spec, &child, err)) < 0 || (r = lz_broker_wait(&child, 5000, &status, err)) < 0)
+		return r;
+	return status == 0 ? 0 : lz_err_set(err, EIO, "the tool exited %d", status);
+}
+
+static int fn_hides_and_holds(void *arg, struct lz_err *err)
+{
+	const struct tool_fx *t = arg;
+	int r = hide_tool(t, err);
+	if (r < 0)
+		return r;
+	(void)!write(t->hidden, "h", 1);
+	for (;;)
+		pause();
+	return 0; /* not reached: killed */
+}
+
+static int tool_fx_make(struct tool_fx *t, char *why, size_t size)
+{
+	snprintf(t->dir, sizeof(t->dir), "/tmp/lz-test-broker-tool.XXXXXX");
+	size_t len = 0;
+	char *bytes = lz_test_read_file(bin("true"), &len);
+	int fd = -1;
+	if (bytes == NULL || mkdtemp(t->dir) == NULL || chmod(t->dir, 0755) < 0) {
+		snprintf(why, size, "fixture: %s", strerror(errno));
+		free(bytes);
+		return 1;
+	}
+	snprintf(t->path, sizeof(t->path), "%s/tool", t->dir);
+	fd = open(t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	bool ok = fd >= 0 && write(fd, bytes, len) == (ssize_t)len;
+	free(bytes);
+	if (fd >= 0)
+		close(fd);
+	if (!ok || (t->fd = open(t->path, O_PATH | O_CLOEXEC)) < 0) {
+		snprintf(why, size, "fixture %s: %s", t->path, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static void tool_fx_free(struct tool_fx *t)
+{
+	close(t->fd);
+	unlink(t->path);
+	rmdir(t->dir);
+}
+
+static int tool_in_userns_check(char *why, size_t size)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_idmap map;
+	struct tool_fx t;
+	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
+		snprintf(why, size, "idmap: %s", err.msg);
+		return 1;
+	}
+	if (tool_fx_make(&t, why, size) != 0)
+		return 1;
+	/* The Runtime Supervisor's own children. */
+	struct lz_broker_spec spec = { .label = "supervisor", .clone_flags = RS_FLAGS, .map = &map, .join_pidfd = -1,
+				       .fn = fn_runs_tool, .arg = &t };
+	int r = spawn_fn_and_wait(&spec, why, size);
+	/* A session's exec client, joining a supervisor's namespaces. */
+	int ready[2] = { -1, -1 };
+	struct lz_broker_child holder = LZ_BROKER_CHILD_INIT, child = LZ_BROKER_CHILD_INIT;
+	char c;
+	if (r == 0 && pipe2(ready, O_CLOEXEC) < 0)
+		r = 1;
+	t.hidden = ready[1];
+	struct lz_broker_spec hspec = { .label = "holder", .clone_flags = RS_FLAGS, .map = &map, .join_pidfd = -1,
+					.fn = fn_hides_and_holds, .arg = &t };
+	if (r == 0 && (lz_broker_spawn(&hspec, &holder, &err) < 0 || read(ready[0], &c, 1) != 1)) {
+		snprintf(why, size, "holder: %s", err.msg[0] ? err.msg : "did not hide the tool");
+		r = 1;
+	}
+	char *argv[] = { "tool", NULL };
+	struct lz_spawn exec = { .exe_fd = t.fd, .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	struct lz_broker_spec jspec = { .label = "exec client", .join_pidfd = holder.pidfd,
+					.join_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID, .exec = &exec };
+	int status = -1;
+	if (r == 0 && (lz_broker_spawn(&jspec, &child, &err) < 0 || lz_broker_wait(&child, 5000, &status, &err) < 0 ||
+		       status != 0)) {
+		snprintf(why, size, "exec client (%d): %s", status, err.msg);
+		r = 1;
+	}
+	lz_broker_kill(&holder);
+	if (ready[0] >= 0) {
+		close(ready[0]);
+		close(ready[1]);
+	}
+	tool_fx_free(&t);
+	return r;
+}
+
+/* runsc and slirp4netns run from the descriptors they were checked through,
+ * in the Runtime Supervisor's user and mount namespaces and in an exec
+ * client that joined them: there the descriptor still executes, whatever
+ * its path shows. */
+static void test_lz_broker_spawn__userns_runs_a_tool_from_its_descriptor(void **state)
+{
+	(void)state;
+	run_as_test_user(tool_in_userns_check);
+}
+
 static bool write_proc(pid_t pid, const char *file, const char *text)
 {
 	char path[64];
@@ -1100,6 +1242,7 @@ int main(void)
 		cmocka_unit_test(test_lz_broker_spawn__new_userns_has_verified_map),
 		cmocka_unit_test(test_lz_broker_spawn__new_userns_leaves_keyring_and_groups),
 		cmocka_unit_test(test_lz_broker_spawn__joined_userns_leaves_keyring_and_groups),
+		cmocka_unit_test(test_lz_broker_spawn__userns_runs_a_tool_from_its_descriptor),
 		cmocka_unit_test(test_lz_broker_spawn__userns_keeping_groups_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, remove_markers);

@@ -37,6 +37,7 @@ struct fx {
 	int rootfs;
 	char rootfs_path[PATH_MAX];
 	uint8_t key[LZ_CANARY_KEY_LEN];
+	struct lz_path runsc; /* a stand-in: /bin/true's file */
 	struct lz_rsplan_input in;
 };
 
@@ -60,6 +61,11 @@ static int setup(void **state)
 	close(fd);
 	for (size_t i = 0; i < sizeof(f->key); i++)
 		f->key[i] = (uint8_t)(0xc0 + i);
+	char *truth = realpath("/bin/true", NULL);
+	f->runsc = (struct lz_path)LZ_PATH_INIT;
+	if (truth == NULL || lz_path_open(truth, &f->runsc, NULL) < 0)
+		return -1;
+	free(truth);
 	*state = f;
 	return 0;
 }
@@ -68,6 +74,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	close(f->rootfs);
+	lz_path_release(&f->runsc);
 	cfg_fx_free(f->c);
 	free(f);
 	return 0;
@@ -75,8 +82,10 @@ static int teardown(void **state)
 
 static bool have_slirp(void)
 {
-	char path[LZ_HOSTPROBE_PATH_MAX];
-	return lz_hostprobe_tool_locate("slirp4netns", NULL, &path) == 0;
+	struct lz_path slirp = LZ_PATH_INIT;
+	int r = lz_hostprobe_tool_locate("slirp4netns", NULL, &slirp);
+	lz_path_release(&slirp);
+	return r == 0;
 }
 
 static void load(struct fx *f, const char *tmpl, uint64_t gen)
@@ -91,7 +100,7 @@ static void load(struct fx *f, const char *tmpl, uint64_t gen)
 	lz_config_summarize(f->c->cfg, &s);
 	f->in = (struct lz_rsplan_input){ .cfg = f->c->cfg, .gen = &f->c->gen, .generation = gen,
 					  .domain_id = s.domain_id, .artifact = ARTIFACT,
-					  .rootfs_fd = f->rootfs, .runsc_path = "/usr/bin/runsc",
+					  .rootfs_fd = f->rootfs, .runsc = &f->runsc,
 					  .container_id = "lazaret-test-1", .canary_key = f->key };
 }
 
@@ -189,7 +198,10 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(plan->generation, 3);
 	assert_string_equal(plan->domain_id, f->in.domain_id);
 	assert_string_equal(plan->container_id, "lazaret-test-1");
-	assert_string_equal(plan->runsc_path, "/usr/bin/runsc");
+	/* runsc: the caller's checked object, a descriptor of the plan's own. */
+	assert_string_equal(plan->runsc_path, f->runsc.canonical);
+	assert_true(plan->runsc_fd != f->runsc.fd);
+	assert_same(plan->runsc_fd, AT_FDCWD, f->runsc.canonical);
 	assert_int_equal(plan->dcache, 1234);
 	assert_memory_equal(plan->canary_key, f->key, sizeof(f->key));
 	/* The prepared lower: borrowed, labelled beneath the Storage Root. */
@@ -252,9 +264,14 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(lz_netpolicy_digest_bytes(bytes, (size_t)n, digest), 0);
 	assert_memory_equal(digest, plan->policy_digest, 32);
 	assert_int_equal(write(plan->policy_fd, "x", 1), -1);
-	/* slirp4netns located; the logs created in the generation. */
-	assert_true(plan->slirp_path[0] == '/');
-	assert_non_null(strstr(plan->slirp_path, "slirp4netns"));
+	/* slirp4netns located and kept as the descriptor it was checked
+	 * through, its canonical path the label; the logs created in the
+	 * generation. */
+	struct lz_path slirp = LZ_PATH_INIT;
+	assert_int_equal(lz_hostprobe_tool_locate("slirp4netns", NULL, &slirp), 0);
+	assert_string_equal(plan->slirp_path, slirp.canonical);
+	assert_same(plan->slirp_fd, AT_FDCWD, slirp.canonical);
+	lz_path_release(&slirp);
 	assert_same(plan->log_fd, g->dir.fd, "runsc.log");
 	assert_same(plan->slirp_log_fd, g->dir.fd, "slirp4netns.log");
 	/* The control socketpair: the HC's end talks to the plan's. */
@@ -289,16 +306,17 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(fscanf(w, "%lu", &watches), 1);
 	fclose(w);
 	assert_int_equal(plan->watch_dirs, lz_ignorewatch_budget(watches));
-	/* Every descriptor the RS keeps. */
+	/* Every descriptor the RS keeps: among them the tools it runs. */
 	int fds[64];
-	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 11 + 4 * 2);
+	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 13 + 4 * 2);
 	const int own[] = { plan->control_fd,	    plan->log_fd,	plan->prepared_fd, plan->root_target_fd,
 			    plan->root_upper_fd,    plan->root_work_fd, plan->policy_fd,   plan->slirp_log_fd,
-			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd };
+			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd,  plan->runsc_fd,
+			    plan->slirp_fd };
 	assert_memory_equal(fds, own, sizeof(own));
-	assert_int_equal(fds[11], plan->anchors[0].lower_fd);
-	assert_int_equal(fds[18], plan->anchors[1].target_fd);
-	for (size_t i = 0; i < 16; i++)
+	assert_int_equal(fds[13], plan->anchors[0].lower_fd);
+	assert_int_equal(fds[20], plan->anchors[1].target_fd);
+	for (size_t i = 0; i < 21; i++)
 		assert_true(fds[i] >= 0);
 	assert_int_equal(lz_rsplan_fds(plan, fds, 5), 5);
 	close(anchors);

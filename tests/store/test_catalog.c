@@ -283,17 +283,17 @@ static void test_lz_catalog_check__creates_schema_and_identity(void **state)
 	assert_string_equal(sqlite3_column_text(s, 2), "text");
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	assert_string_equal(sqlite3_column_text(s, 0), "version");
-	assert_int_equal(sqlite3_column_int64(s, 1), 1);
+	assert_int_equal(sqlite3_column_int64(s, 1), LZ_CATALOG_STORE_VERSION);
 	assert_string_equal(sqlite3_column_text(s, 2), "integer");
 	assert_int_equal(sqlite3_step(s), SQLITE_DONE);
 	sqlite3_finalize(s);
 	assert_int_equal(sqlite3_prepare_v2(db,
 					    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-					    "('artifacts', 'prepare_ops', 'leases')",
+					    "('artifacts', 'prepare_ops', 'leases', 'artifact_refs')",
 					    -1, &s, NULL),
 			 SQLITE_OK);
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int64(s, 0), 3);
+	assert_int_equal(sqlite3_column_int64(s, 0), 4);
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 
@@ -330,12 +330,37 @@ static void test_lz_catalog_check__version_0_refused(void **state)
 	assert_identity_refused(f, "version 0 is older");
 }
 
-static void test_lz_catalog_check__version_2_refused(void **state)
+static void test_lz_catalog_check__version_3_refused(void **state)
 {
 	struct fx *f = *state;
 	OK(lz_catalog_check(f->root, &E));
-	raw_exec(f, "UPDATE meta SET value = 2 WHERE key = 'version'");
-	assert_identity_refused(f, "version 2 is newer");
+	raw_exec(f, "UPDATE meta SET value = 3 WHERE key = 'version'");
+	assert_identity_refused(f, "version 3 is newer");
+}
+
+/* A v1 catalog (no artifact_refs) gains the table in place, its rows kept. */
+static void test_lz_catalog_check__version_1_upgraded(void **state)
+{
+	struct fx *f = *state;
+	publish(f, OP_1, ART_A, "stage-a");
+	raw_exec(f, "DROP TABLE artifact_refs");
+	raw_exec(f, "UPDATE meta SET value = 1 WHERE key = 'version'");
+	OK(lz_catalog_artifact_name(f->root, ART_A, "docker://debian:bookworm", &E));
+	struct lz_catalog_artifact a;
+	OK(lz_catalog_artifact_get(f->root, ART_A, &a, &E));
+	assert_string_equal(a.source_ref, "docker://debian:12");
+	lz_catalog_artifact_clear(&a);
+	struct lz_catalog_ref *v = NULL;
+	size_t n = 0;
+	OK(lz_catalog_artifact_named(f->root, "docker://debian:bookworm", &v, &n, &E));
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].artifact_id, ART_A);
+	free(v);
+	/* ... and a v1 catalog with another table is not v1 */
+	raw_exec(f, "DROP TABLE artifact_refs");
+	raw_exec(f, "CREATE TABLE artifact_refs (x INTEGER)");
+	raw_exec(f, "UPDATE meta SET value = 1 WHERE key = 'version'");
+	FAILS(EPROTO, "unexpected object 'artifact_refs'", lz_catalog_check(f->root, &E));
 }
 
 static void test_lz_catalog_check__version_as_text_refused(void **state)
@@ -1027,6 +1052,46 @@ static void test_lz_catalog_artifact_delete__refused_with_lease(void **state)
 	publish(f, OP_2, ART_A, "stage-a2");
 }
 
+/* Another reference given for a published artifact is recorded with its
+ * time (renewed when given again), listed by reference, and goes with the
+ * artifact. */
+static void test_lz_catalog_artifact_name__round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct lz_catalog_ref *v = NULL;
+	size_t n = 9;
+	FAILS(ENOENT, "no prepared artifact", lz_catalog_artifact_name(f->root, ART_A, "docker://debian:bookworm", &E));
+	FAILS(EINVAL, NULL, lz_catalog_artifact_name(f->root, ART_A, "", &E));
+	FAILS(EINVAL, NULL, lz_catalog_artifact_name(f->root, "x", "docker://debian:bookworm", &E));
+	publish(f, OP_1, ART_A, "stage-a");
+	publish(f, OP_2, ART_B, "stage-b");
+	OK(lz_catalog_artifact_named(f->root, "docker://debian:bookworm", &v, &n, &E));
+	assert_int_equal(n, 0);
+	free(v);
+	int64_t t0 = lz_sqlstore_now();
+	OK(lz_catalog_artifact_name(f->root, ART_B, "docker://debian:bookworm", &E));
+	OK(lz_catalog_artifact_name(f->root, ART_A, "docker://debian:bookworm", &E));
+	OK(lz_catalog_artifact_name(f->root, ART_A, "docker://debian:bookworm", &E)); /* renewed */
+	OK(lz_catalog_artifact_name(f->root, ART_A, "docker-archive:/x.tar", &E));
+	OK(lz_catalog_artifact_named(f->root, "docker://debian:bookworm", &v, &n, &E));
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].artifact_id, ART_A);
+	assert_string_equal(v[1].artifact_id, ART_B);
+	assert_true(v[0].recorded >= t0 && v[0].recorded <= lz_sqlstore_now());
+	free(v);
+	/* reclaimed: no new name, and its names go with it */
+	OK(lz_catalog_artifact_mark_quarantined(f->root, ART_A, &E));
+	FAILS(ESTALE, "being reclaimed", lz_catalog_artifact_name(f->root, ART_A, "docker://other", &E));
+	OK(lz_catalog_artifact_delete(f->root, ART_A, &E));
+	OK(lz_catalog_artifact_named(f->root, "docker://debian:bookworm", &v, &n, &E));
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].artifact_id, ART_B);
+	free(v);
+	OK(lz_catalog_artifact_named(f->root, "docker-archive:/x.tar", &v, &n, &E));
+	assert_int_equal(n, 0);
+	free(v);
+}
+
 /* ---- leases ------------------------------------------------------------- */
 
 static void test_lz_catalog_lease_acquire__unknown_artifact_refused(void **state)
@@ -1234,7 +1299,8 @@ int main(void)
 		T(test_lz_catalog_check__creates_0600_under_umask_0277),
 		T(test_lz_catalog_check__unknown_store_name_refused),
 		T(test_lz_catalog_check__version_0_refused),
-		T(test_lz_catalog_check__version_2_refused),
+		T(test_lz_catalog_check__version_3_refused),
+		T(test_lz_catalog_check__version_1_upgraded),
 		T(test_lz_catalog_check__version_as_text_refused),
 		T(test_lz_catalog_check__missing_version_row_refused),
 		T(test_lz_catalog_check__missing_meta_in_nonempty_db_refused),
@@ -1280,6 +1346,7 @@ int main(void)
 		T(test_lz_catalog_artifact_list__with_lease_counts),
 		T(test_lz_catalog_artifact_mark_quarantined__round_trip),
 		T(test_lz_catalog_artifact_delete__refused_with_lease),
+		T(test_lz_catalog_artifact_name__round_trip),
 		T(test_lz_catalog_lease_acquire__unknown_artifact_refused),
 		T(test_lz_catalog_lease_acquire__duplicate_refused),
 		T(test_lz_catalog_lease_acquire__generation_u64_max_round_trip),

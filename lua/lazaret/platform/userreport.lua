@@ -9,11 +9,13 @@
 --
 --   lazaret.version       the lazaret version (string)
 --   lazaret.probe         the probes diag uses (lazaret.core.probe):
---                         kernel(), identity(), subids(kind), file(path),
---                         device_rw(path), userns(), descriptors(), library(name), landlock(),
---                         runtime_root(), locate(name),
---                         tool(name), and copies of tools, trusted_dirs,
---                         errno
+--                         kernel(), identity(), subids(kind),
+--                         subid_range(kind), file(path) (no symbolic link
+--                         followed, no automount entered), device_rw(path)
+--                         (path one of devices), userns(), descriptors(),
+--                         library(name), landlock(), runtime_root(),
+--                         locate(name), tool(name), and copies of tools,
+--                         trusted_dirs, devices, errno
 --   lazaret.checks()      the checks as `lazaret diag` judges them: a new
 --                         list of {name=, status="ok"|"problem", detail=,
 --                         fix=} on every call (probed once, on first use)
