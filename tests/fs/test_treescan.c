@@ -41,6 +41,7 @@
 
 #include "fs/tree.h"
 #include "fs/treescan.h"
+#include "lz_test_user.h"
 #include "proc/broker.h"
 
 #define SANDBOX_ID 1000 /* the namespace ID that owns foreign trees */
@@ -53,22 +54,6 @@ static const char *test_user(void)
 	return getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
 }
 
-static bool has_subuid(void)
-{
-	struct passwd *pw = getpwuid(getuid());
-	if (pw == NULL)
-		return false;
-	FILE *f = fopen("/etc/subuid", "re");
-	if (f == NULL)
-		return false;
-	char line[256];
-	size_t len = strlen(pw->pw_name);
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strncmp(line, pw->pw_name, len) == 0 && line[len] == ':';
-	fclose(f);
-	return found;
-}
 
 static int setup(void **state)
 {
@@ -87,7 +72,7 @@ static int teardown(void **state)
 	int parent = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int r;
 	struct lz_idmap map;
-	if (geteuid() != 0 && has_subuid() && lz_idmap_for_invoking_user(&map, &err) == 0)
+	if (geteuid() != 0 && lz_test_has_subuid() && lz_idmap_for_invoking_user(&map, &err) == 0)
 		r = lz_tree_remove_in_userns(&map, parent, base + 5, &err); /* foreign files */
 	else
 		r = lz_tree_remove(parent, base + 5, &err);
@@ -264,7 +249,7 @@ static void foreign(const char *rel)
 			fail_msg("chown '%s': %s", rel, strerror(errno));
 		return;
 	}
-	if (!has_subuid())
+	if (!lz_test_has_subuid())
 		fail_msg("this user has no /etc/subuid range (see docs/install.md)");
 	struct lz_err err = { 0, "" };
 	struct lz_idmap map;
@@ -339,7 +324,7 @@ static const struct out *as_user(const struct call *c)
 	memset(out, 0, sizeof(*out));
 	out->rc = INT_MIN;
 	if (geteuid() != 0) {
-		if (!has_subuid())
+		if (!lz_test_has_subuid())
 			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
 		body(c);
 	} else {

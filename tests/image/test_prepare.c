@@ -41,6 +41,7 @@
 #include "image/ociwrite.h"
 #include "image/prepare.h"
 #include "lz_test.h"
+#include "lz_test_user.h"
 #include "proc/confine.h"
 #include "proc/spawn.h"
 
@@ -141,64 +142,12 @@ const char *__asan_default_options(void)
 	return "allocator_may_return_null=1";
 }
 
-static bool has_subuid(void)
-{
-	struct passwd *pw = getpwuid(getuid());
-	if (pw == NULL)
-		return false;
-	FILE *f = fopen("/etc/subuid", "re");
-	if (f == NULL)
-		return false;
-	char line[256];
-	size_t len = strlen(pw->pw_name);
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strncmp(line, pw->pw_name, len) == 0 && line[len] == ':';
-	fclose(f);
-	return found;
-}
 
 /* Runs check in a child, as the test user when root (see the top), and
  * fails with what it reports. */
 static void run_as_test_user(int (*check)(char *why, size_t size))
 {
-	char why[2048] = "";
-	struct passwd *pw = NULL;
-	const char *name = getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
-	if (geteuid() != 0) {
-		if (!has_subuid())
-			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
-	} else if ((pw = getpwnam(name)) == NULL) {
-		fail_msg("test user '%s' does not exist (scripts/test.sh creates it)", name);
-	}
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(p[0]);
-		gid_t groups[] = { pw ? pw->pw_gid : 0 };
-		if (pw && (setgroups(1, groups) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0))
-			_exit(2);
-		if (pw && prctl(PR_SET_DUMPABLE, 1) < 0) /* as a user's own process is */
-			_exit(2);
-		int r = check(why, sizeof(why));
-		(void)!write(p[1], why, strlen(why));
-		_exit(r);
-	}
-	close(p[1]);
-	size_t n = 0;
-	ssize_t got;
-	while (n < sizeof(why) - 1 && ((got = read(p[0], why + n, sizeof(why) - 1 - n)) > 0 || (got < 0 && errno == EINTR)))
-		if (got > 0)
-			n += (size_t)got;
-	why[n] = '\0';
-	close(p[0]);
-	int st = 0;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		fail_msg("as %s: %s", pw ? name : "this user", why[0] ? why : "could not become the test user");
+	lz_test_run_as_user(check, 0);
 }
 
 #define FAIL(...) (snprintf(why, size, __VA_ARGS__), 1)

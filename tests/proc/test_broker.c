@@ -35,6 +35,7 @@
 #include <cmocka.h>
 
 #include "lz_test.h"
+#include "lz_test_user.h"
 
 #include "proc/broker.h"
 
@@ -740,22 +741,6 @@ static void test_lz_broker_forget_in_children__pidns_wrapper_runs_without_it(voi
 
 /* ---- a new user namespace (unprivileged users with subordinate IDs) ------- */
 
-static bool has_subuid(void)
-{
-	struct passwd *pw = getpwuid(getuid());
-	if (pw == NULL)
-		return false;
-	FILE *f = fopen("/etc/subuid", "re");
-	if (f == NULL)
-		return false;
-	char line[256];
-	size_t len = strlen(pw->pw_name);
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strncmp(line, pw->pw_name, len) == 0 && line[len] == ':';
-	fclose(f);
-	return found;
-}
 
 /* The body, without cmocka (it may run in a forked child): 0 when the
  * namespace child saw uid 0 and exactly Lazaret's two-line map. */
@@ -803,47 +788,11 @@ static int userns_check(char *why, size_t size)
  * keep (the docker group, to the developer). It need not exist. */
 #define TEST_GROUP 4242
 
-/* Runs check in a child (it may change the session keyring and groups)
- * and fails with what it reports. Root has no subordinate IDs: as root
- * (CI), the child becomes the test user scripts/test.sh creates
- * (LZ_TEST_USER, default lazaret-test) with TEST_GROUP as a supplementary
- * group; without such a user the test fails, it does not skip. */
+/* lz_test_run_as_user (tests/lz_test_user.h), as root with TEST_GROUP as
+ * a supplementary group. */
 static void run_as_test_user(int (*check)(char *why, size_t size))
 {
-	char why[1024] = "";
-	struct passwd *pw = NULL;
-	const char *name = getenv("LZ_TEST_USER") ? getenv("LZ_TEST_USER") : "lazaret-test";
-	if (geteuid() != 0) {
-		if (!has_subuid())
-			fail_msg("this user has no /etc/subuid range (see docs/install.md)");
-	} else if ((pw = getpwnam(name)) == NULL) {
-		fail_msg("test user '%s' does not exist (scripts/test.sh creates it)", name);
-	}
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(p[0]);
-		gid_t groups[] = { pw ? pw->pw_gid : 0, TEST_GROUP };
-		if (pw && (setgroups(2, groups) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0))
-			_exit(2);
-		/* Changing uid made this process undumpable, which its
-		 * children inherit: joining one's namespaces would need
-		 * CAP_SYS_PTRACE. A user's own process is dumpable. */
-		if (pw && prctl(PR_SET_DUMPABLE, 1) < 0)
-			_exit(2);
-		int r = check(why, sizeof(why));
-		(void)!write(p[1], why, strlen(why));
-		_exit(r);
-	}
-	close(p[1]);
-	drain(p[0], why, sizeof(why));
-	int st = 0;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		fail_msg("as %s: %s", pw ? name : "this user", why[0] ? why : "could not become the test user");
+	lz_test_run_as_user(check, TEST_GROUP);
 }
 
 static void test_lz_broker_spawn__new_userns_has_verified_map(void **state)
