@@ -460,31 +460,49 @@ static int refuse_placed_overlap(const struct placed *a, const struct placed *b,
 			  b->what, b->p->canonical, a->at.path, b->at.path);
 }
 
-static int refuse_aliases(const lz_config *cfg, struct lz_err *err)
+/* The trees everything placed is compared with, from v on: the
+ * workspace (once resolved), both roots and the volume sources. */
+static size_t add_trees(const lz_config *cfg, struct placed *v)
 {
 	const struct lz_config_profile *p = cfg->profile;
-	size_t n = 3 + p->n_volumes + p->n_rules, k = 0;
-	struct placed *v = calloc(n, sizeof(*v));
-	if (v == NULL)
-		return lz_err_set(err, ENOMEM, "out of memory");
-	v[k++] = (struct placed){ PLACED_WORKSPACE, "the workspace", &cfg->workspace, { 0 } };
+	size_t k = 0;
+	if (cfg->workspace.canonical != NULL)
+		v[k++] = (struct placed){ PLACED_WORKSPACE, "the workspace", &cfg->workspace, { 0 } };
 	v[k++] = (struct placed){ PLACED_STORAGE, "the Storage Root", &cfg->storage_root, { 0 } };
 	v[k++] = (struct placed){ PLACED_RUNTIME, "the Runtime Root", &cfg->runtime_root, { 0 } };
-	for (size_t i = 0; i < p->n_volumes; i++)
+	for (size_t i = 0; p != NULL && i < p->n_volumes; i++)
 		v[k++] = (struct placed){ p->volumes[i].profile_subdir ? PLACED_PROFILE_VOLUME : PLACED_VOLUME,
 					  "volume source", &cfg->volume_sources[i], { 0 } };
-	for (size_t i = 0; i < p->n_rules; i++)
-		v[k++] = (struct placed){ PLACED_EXECUTABLE, "auto-approve executable", &cfg->executables[i],
-					  { 0 } };
+	return k;
+}
+
+/* Refuses any pair of v[0..n) that must be disjoint and is not, where
+ * they lie in their file systems; pairs only with v[0] when first_only. */
+static int refuse_placed(struct placed *v, size_t n, bool first_only, struct lz_err *err)
+{
 	int r = 0;
 	for (size_t i = 0; i < n && r >= 0; i++)
 		if ((r = lz_mountns_place(v[i].p->fd, v[i].p->canonical, &v[i].at, err)) < 0)
 			lz_err_prefix(err, r, "%s: ", v[i].what);
-	for (size_t i = 0; i < n && r >= 0; i++)
+	for (size_t i = 0; i < (first_only ? 1 : n) && r >= 0; i++)
 		for (size_t j = i + 1; j < n && r >= 0; j++)
 			r = refuse_placed_overlap(&v[i], &v[j], err);
 	for (size_t i = 0; i < n; i++)
 		lz_fs_place_release(&v[i].at);
+	return r;
+}
+
+static int refuse_aliases(const lz_config *cfg, struct lz_err *err)
+{
+	const struct lz_config_profile *p = cfg->profile;
+	struct placed *v = calloc(3 + p->n_volumes + p->n_rules, sizeof(*v));
+	if (v == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	size_t k = add_trees(cfg, v);
+	for (size_t i = 0; i < p->n_rules; i++)
+		v[k++] = (struct placed){ PLACED_EXECUTABLE, "auto-approve executable", &cfg->executables[i],
+					  { 0 } };
+	int r = refuse_placed(v, k, false, err);
 	free(v);
 	return r;
 }
@@ -497,25 +515,11 @@ int lz_config_host_tool_allowed(const lz_config *cfg, const struct lz_path *x, s
 	/* And by place, as refuse_aliases compares the trees: a tool found
 	 * through another mount of the workspace, a root or a volume source
 	 * is the sandbox's (or Lazaret's) to write all the same. */
-	const struct lz_config_profile *p = cfg->profile;
-	size_t n = 4 + (p != NULL ? p->n_volumes : 0), k = 0;
-	struct placed *v = calloc(n, sizeof(*v));
+	struct placed *v = calloc(4 + (cfg->profile != NULL ? cfg->profile->n_volumes : 0), sizeof(*v));
 	if (v == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	v[k++] = (struct placed){ PLACED_EXECUTABLE, "host tool", x, { 0 } };
-	if (cfg->workspace.canonical != NULL)
-		v[k++] = (struct placed){ PLACED_WORKSPACE, "the workspace", &cfg->workspace, { 0 } };
-	v[k++] = (struct placed){ PLACED_STORAGE, "the Storage Root", &cfg->storage_root, { 0 } };
-	v[k++] = (struct placed){ PLACED_RUNTIME, "the Runtime Root", &cfg->runtime_root, { 0 } };
-	for (size_t i = 0; p != NULL && i < p->n_volumes; i++)
-		v[k++] = (struct placed){ PLACED_VOLUME, "volume source", &cfg->volume_sources[i], { 0 } };
-	for (size_t i = 0; i < k && r >= 0; i++)
-		if ((r = lz_mountns_place(v[i].p->fd, v[i].p->canonical, &v[i].at, err)) < 0)
-			lz_err_prefix(err, r, "%s: ", v[i].what);
-	for (size_t i = 1; i < k && r >= 0; i++)
-		r = refuse_placed_overlap(&v[0], &v[i], err);
-	for (size_t i = 0; i < k; i++)
-		lz_fs_place_release(&v[i].at);
+	v[0] = (struct placed){ PLACED_EXECUTABLE, "host tool", x, { 0 } };
+	r = refuse_placed(v, 1 + add_trees(cfg, v + 1), true, err);
 	free(v);
 	return r;
 }
