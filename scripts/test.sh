@@ -953,6 +953,13 @@ e2e_suite() {
 		fi
 		reap_user_processes e2e
 	done
+	# Where the suite's time goes (each test's "# took" line follows its
+	# result line): the twelve slowest tests.
+	echo "--- the slowest end-to-end tests (s)"
+	for f in "${files[@]}"; do
+		awk -v f="$f" '/^(not )?ok [0-9]+ - / { sub(/^(not )?ok [0-9]+ - /, ""); name = $0 }
+			/^# took [0-9.]+ s$/ { print $3 "\t" f ": " name }' "$work/e2e-$f.log"
+	done | sort -rn | head -n 12 | indent
 }
 # Not in a subshell: test_network_setup sets net_owned and net_env.
 say "test network"

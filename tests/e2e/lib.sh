@@ -114,6 +114,7 @@ t_run() {
 	_t_count=$((_t_count + 1))
 	: >"$_t_aux/cleanup"
 	: >"$_t_aux/skip"
+	local started=$EPOCHREALTIME
 	if ! dir=$(mktemp -d "$_t_base/lz-e2e.XXXXXX"); then
 		_t_failed=$((_t_failed + 1))
 		echo "not ok $_t_count - $name"
@@ -149,6 +150,9 @@ t_run() {
 		echo "not ok $_t_count - $name"
 		_t_diag "$_t_aux/log"
 	fi
+	# What the test cost, teardown included (scripts/test.sh lists the
+	# slowest): a TAP comment, after the result it belongs to.
+	echo "# took $(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
 	return 0
 }
 
