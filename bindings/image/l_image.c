@@ -32,11 +32,22 @@
 #include "modules.h"
 #include "image/prepare.h"
 #include "image/transport.h"
+#include "platform/hostprobe.h"
 
 static const struct lz_path *storage_root(lua_State *L)
 {
 	const lz_config *cfg = lz_l_check_config(L, 1);
 	return lz_config_storage_root(cfg);
+}
+
+/* A host tool image preparation runs, located and checked (never in a
+ * tree the sandbox can write or Lazaret controls: the trees cfg knows). */
+static int host_tool(lua_State *L, const char *name, struct lz_path *ret, struct lz_err *err)
+{
+	int r = lz_hostprobe_tool_locate(name, err, ret);
+	if (r >= 0 && (r = lz_config_host_tool_allowed(lz_l_check_config(L, 1), ret, err)) < 0)
+		lz_path_release(ret);
+	return r;
 }
 
 struct progress_ctx {
@@ -94,7 +105,7 @@ static int image_prepare(lua_State *L)
 	struct lz_err err = { 0, "" };
 	struct lz_image_ref ref;
 	struct lz_transport transport = LZ_TRANSPORT_INIT;
-	struct lz_path layout = LZ_PATH_INIT;
+	struct lz_path layout = LZ_PATH_INIT, skopeo = LZ_PATH_INIT;
 	struct lz_prepare_result res;
 	int r = lz_image_ref_parse(text, &ref, &err);
 	if (r < 0)
@@ -106,8 +117,11 @@ static int image_prepare(lua_State *L)
 						       strerror(errno)), &err);
 		r = lz_path_open(canonical, &layout, &err);
 		free(canonical);
+	} else if ((r = host_tool(L, "skopeo", &skopeo, &err)) < 0) {
+		lz_err_prefix(&err, r, "image transport (package skopeo): ");
 	} else {
-		r = lz_transport_fetch(root, &ref, &transport, &err);
+		r = lz_transport_fetch(root, &skopeo, &ref, &transport, &err);
+		lz_path_release(&skopeo);
 	}
 	if (r >= 0) {
 		struct lz_prepare_request req = {
@@ -228,7 +242,12 @@ static int image_build_default(lua_State *L)
 	struct lz_err err = { 0, "" };
 	struct lz_l_box *box = lz_l_box_new(L); /* owns ref while it is pushed */
 	char *ref = NULL;
-	int r = lz_default_image_build(root, &ref, &err);
+	struct lz_path mmdebstrap = LZ_PATH_INIT;
+	int r = host_tool(L, "mmdebstrap", &mmdebstrap, &err);
+	if (r < 0)
+		return lz_l_fail(L, lz_err_prefix(&err, r, "building the default image needs mmdebstrap: "), &err);
+	r = lz_default_image_build(root, &mmdebstrap, &ref, &err);
+	lz_path_release(&mmdebstrap);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
 	*box = (struct lz_l_box){ ref, 0, lz_l_box_free };

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "config/domain.h"
-#include "platform/hostprobe.h"
 #include "image/ociwrite.h"
 #include "proc/spawn.h"
 #include "fs/tree.h"
@@ -38,15 +37,10 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
 	return 0;
 }
 
-static int run_mmdebstrap(const struct lz_path *storage_root, const struct lz_path *build, struct lz_err *err)
+static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *build, struct lz_err *err)
 {
-	_cleanup_(lz_path_release) struct lz_path tool = LZ_PATH_INIT;
-	int r = lz_hostprobe_tool_locate("mmdebstrap", err, &tool);
-	if (r < 0)
-		return lz_err_prefix(err, r, "building the default image needs mmdebstrap: ");
-	if ((r = lz_hostprobe_tool_outside(&tool, storage_root, "the Storage Root", err)) < 0)
-		return lz_err_prefix(err, r, "building the default image: ");
 	/* Pathname handoff to a trusted tool, after revalidation (spec 3.2). */
+	int r;
 	if ((r = lz_path_revalidate(build, err)) < 0)
 		return r;
 	char out[LZ_PATH_MAX + 16], home[LZ_PATH_MAX + 8];
@@ -64,13 +58,14 @@ static int run_mmdebstrap(const struct lz_path *storage_root, const struct lz_pa
 	 * path has no symbolic link, and every directory on it is root's or
 	 * yours and writable by no one else (lz_hostprobe_tool_locate), so no
 	 * one else can put another file there between the check and the exec. */
-	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool.canonical, .argv = argv,
+	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool->canonical, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = STDERR_FILENO,
 				 .stderr_fd = STDERR_FILENO };
 	return lz_spawn_run(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, err);
 }
 
-int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, struct lz_err *err)
+int lz_default_image_build(const struct lz_path *storage_root, const struct lz_path *mmdebstrap, char **ret_ref,
+			   struct lz_err *err)
 {
 	struct lz_path images = LZ_PATH_INIT, build = LZ_PATH_INIT, layout = LZ_PATH_INIT;
 	char build_name[64], new_name[64], old_name[64];
@@ -87,7 +82,7 @@ int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, s
 	if ((r = lz_path_owned_child(&images, build_name, true, &build, err)) < 0)
 		goto out;
 	have_build = true;
-	if ((r = run_mmdebstrap(storage_root, &build, err)) < 0)
+	if ((r = run_mmdebstrap(mmdebstrap, &build, err)) < 0)
 		goto out;
 	if ((r = lz_path_owned_child(&images, new_name, true, &layout, err)) < 0)
 		goto out;

@@ -14,10 +14,13 @@
 #define LZ_DEFAULT_IMAGE_PACKAGES "bash,coreutils,git,ca-certificates,curl,procps,less,vim-tiny"
 #define LZ_DEFAULT_IMAGE_TIMEOUT_MS (60 * 60 * 1000)
 
-/* Builds the image and installs it as images/default (replacing an older
- * one only after the new one is complete). *ret_ref receives the
- * "oci:<layout>:latest" reference (malloc'd). */
-int lz_default_image_build(const struct lz_path *storage_root, char **ret_ref, struct lz_err *err);
+/* Builds the image with mmdebstrap (its checked path: located and checked
+ * by the caller, as lz_transport_fetch's skopeo) and installs it as
+ * images/default (replacing an older one only after the new one is
+ * complete). *ret_ref receives the "oci:<layout>:latest" reference
+ * (malloc'd). */
+int lz_default_image_build(const struct lz_path *storage_root, const struct lz_path *mmdebstrap, char **ret_ref,
+			   struct lz_err *err);
 
 /* The image reference the first configuration uses for a Storage Root. */
 int lz_default_image_ref(const char *storage_root, char **ret_ref, struct lz_err *err);

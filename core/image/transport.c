@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "config/domain.h"
-#include "platform/hostprobe.h"
 #include "proc/spawn.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
@@ -31,21 +30,16 @@ static void relay_messages(int fd)
 		dprintf(STDERR_FILENO, "skopeo: (%lld more bytes not shown)\n", (long long)(size - n));
 }
 
-int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image_ref *ref,
-		       struct lz_transport *ret, struct lz_err *err)
+int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path *skopeo,
+		       const struct lz_image_ref *ref, struct lz_transport *ret, struct lz_err *err)
 {
 	struct lz_transport t = LZ_TRANSPORT_INIT;
-	_cleanup_(lz_path_release) struct lz_path skopeo = LZ_PATH_INIT; /* run from its descriptor */
 	uint8_t rnd[16];
 	_cleanup_close_ int messages = -EBADF; /* skopeo's stderr */
 	int r;
 
 	if (ref->kind == LZ_IMAGE_OCI)
 		return lz_err_set(err, EINVAL, "an oci: image needs no transport");
-	if ((r = lz_hostprobe_tool_locate("skopeo", err, &skopeo)) < 0)
-		return lz_err_prefix(err, r, "image transport (package skopeo): ");
-	if ((r = lz_hostprobe_tool_outside(&skopeo, storage_root, "the Storage Root", err)) < 0)
-		return lz_err_prefix(err, r, "image transport: ");
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return lz_err_set(err, EIO, "getrandom failed");
 	memcpy(t.name, "transport-", 10);
@@ -73,7 +67,7 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_image
 		r = lz_err_set(err, errno, "memfd_create: %s", strerror(errno));
 		goto fail;
 	}
-	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo.fd, .argv = argv,
+	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo->fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
 				 .stderr_fd = messages };
 	r = lz_spawn_run(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, err);

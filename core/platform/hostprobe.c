@@ -30,7 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/mountns.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 
@@ -584,27 +583,6 @@ static int locate_in(const char *const dirs[], const char *name, struct lz_err *
 int lz_hostprobe_tool_locate(const char *name, struct lz_err *err, struct lz_path *ret)
 {
 	return locate_in(lz_hostprobe_trusted_dirs, name, err, ret);
-}
-
-int lz_hostprobe_tool_outside(const struct lz_path *tool, const struct lz_path *tree, const char *what,
-			      struct lz_err *err)
-{
-	struct lz_fs_place a = { 0 }, b = { 0 };
-	int r = 0;
-	bool inside = lz_path_overlaps(tool->canonical, tree->canonical);
-	if (!inside && (r = lz_mountns_place(tool->fd, tool->canonical, &a, err)) >= 0 &&
-	    (r = lz_mountns_place(tree->fd, tree->canonical, &b, err)) >= 0)
-		inside = lz_fs_place_overlaps(&a, &b);
-	lz_fs_place_release(&a);
-	lz_fs_place_release(&b);
-	if (r < 0)
-		return r;
-	if (inside)
-		return lz_err_set(err, EPERM,
-				  "tool '%s' lies inside %s '%s' (or another mount of it), which the sandbox can "
-				  "write or Lazaret controls; install it elsewhere",
-				  tool->canonical, what, tree->canonical);
-	return 0;
 }
 
 /* Reads from a non-blocking fd into buf until EOF, cap bytes, or deadline.

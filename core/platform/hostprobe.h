@@ -211,22 +211,13 @@ extern const char *const lz_hostprobe_trusted_dirs[];
  * ret gets the checked object: an O_PATH descriptor and its canonical path,
  * a label only (lz_path_release frees both). Run the tool from the
  * descriptor (lz_spawn.exe_fd, execveat), never by a name, so what runs is
- * what was checked however the names change later (spec 3.2); where a
- * configuration is known, lz_config_host_tool_allowed also keeps it out of
- * the trees the sandbox can write. A script cannot run from the descriptor
+ * what was checked however the names change later (spec 3.2); the caller
+ * then keeps it out of the trees the sandbox can write and Lazaret controls
+ * (lz_config_host_tool_allowed, which knows them). A script cannot run from the descriptor
  * (its interpreter would be handed a /dev/fd name that close-on-exec has
  * closed): mmdebstrap (Perl) runs by its canonical path, whose directories
  * this check covers. */
 int lz_hostprobe_tool_locate(const char *name, struct lz_err *err, struct lz_path *ret);
-
-/* -EPERM when tool (from lz_hostprobe_tool_locate) lies inside tree, by
- * its canonical path or by where it lies in its file system (another mount
- * of tree shows tree's files under another name: fs/mountns.h). what names
- * tree in the message. For image preparation, which is given the Storage
- * Root alone; a launch checks every tree of its configuration
- * (lz_config_host_tool_allowed). */
-int lz_hostprobe_tool_outside(const struct lz_path *tool, const struct lz_path *tree, const char *what,
-			      struct lz_err *err);
 
 struct lz_hostprobe_tool {
 	char path[LZ_HOSTPROBE_PATH_MAX]; /* canonical (lz_hostprobe_tool_locate) */

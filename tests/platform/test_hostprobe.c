@@ -31,7 +31,6 @@
 
 #include <dirent.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/sysmacros.h>
 
 #include "lz_test.h"
@@ -1042,55 +1041,6 @@ static void test_locate_in__descriptor_runs_the_checked_file(void **state)
 	tmpdir_remove(&a, (const char *const[]){ "runsc", NULL });
 }
 
-/* Image preparation knows the Storage Root only: a tool inside it, or
- * inside another mount of it, is refused. */
-static void test_lz_hostprobe_tool_outside__refuses_the_tree_and_its_aliases(void **state)
-{
-	(void)state;
-	struct tmpdir t;
-	char dir[PATH_MAX + 16], in[PATH_MAX + 32], out[PATH_MAX + 32], alias[PATH_MAX + 16], via[PATH_MAX + 32];
-	tmpdir_make(&t);
-	snprintf(dir, sizeof(dir), "%s/root", t.path);
-	snprintf(alias, sizeof(alias), "%s/alias", t.path);
-	assert_int_equal(mkdir(dir, 0700), 0);
-	assert_int_equal(mkdir(alias, 0700), 0);
-	tmpdir_file(&t, "root/skopeo", 0755);
-	tmpdir_file(&t, "skopeo", 0755);
-	snprintf(in, sizeof(in), "%s/skopeo", dir);
-	snprintf(out, sizeof(out), "%s/skopeo", t.path);
-	snprintf(via, sizeof(via), "%s/skopeo", alias);
-	struct lz_path tree = LZ_PATH_INIT, inside = LZ_PATH_INIT, outside = LZ_PATH_INIT;
-	struct lz_err err = { 0 };
-	assert_int_equal(lz_path_open(dir, &tree, NULL), 0);
-	assert_int_equal(lz_path_open(in, &inside, NULL), 0);
-	assert_int_equal(lz_path_open(out, &outside, NULL), 0);
-	assert_int_equal(lz_hostprobe_tool_outside(&outside, &tree, "the Storage Root", NULL), 0);
-	assert_int_equal(lz_hostprobe_tool_outside(&inside, &tree, "the Storage Root", &err), -EPERM);
-	assert_non_null(strstr(err.msg, "lies inside the Storage Root '"));
-	lz_path_release(&inside);
-	lz_path_release(&outside);
-
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* Both opened in this mount namespace, as a caller does. */
-		struct lz_path aliased = LZ_PATH_INIT, root = LZ_PATH_INIT;
-		struct lz_err e = { 0 };
-		if (lz_test_unshare_as_self(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		    mount(dir, alias, NULL, MS_BIND, NULL) < 0 || lz_path_open(via, &aliased, NULL) < 0 ||
-		    lz_path_open(dir, &root, NULL) < 0)
-			_exit(2);
-		int r = lz_hostprobe_tool_outside(&aliased, &root, "the Storage Root", &e);
-		_exit(r == -EPERM && strstr(e.msg, "(or another mount of it)") != NULL ? 0 : 1);
-	}
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
-	lz_path_release(&tree);
-	tmpdir_remove(&t, (const char *const[]){ "root/skopeo", "root", "alias", "skopeo", NULL });
-}
-
 /* ---- running tools ----------------------------------------------------- */
 
 static void test_run_capture__stdout_of_program(void **state)
@@ -1310,7 +1260,6 @@ int main(void)
 		cmocka_unit_test(test_locate_in__resolves_a_link_once),
 		cmocka_unit_test(test_locate_in__refuses_non_executable),
 		cmocka_unit_test(test_locate_in__descriptor_runs_the_checked_file),
-		cmocka_unit_test(test_lz_hostprobe_tool_outside__refuses_the_tree_and_its_aliases),
 		cmocka_unit_test(test_run_capture__stdout_of_program),
 		cmocka_unit_test(test_run_capture__empty_environment),
 		cmocka_unit_test(test_run_capture__stdin_is_dev_null),
