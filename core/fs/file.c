@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 int lz_write_all(int fd, const void *buf, size_t n)
@@ -84,12 +85,8 @@ static int dir_ensure(int dirfd, const char *name, mode_t mode, bool found_keeps
 		return lz_err_set(err, errno, "open %s: %s", name, strerror(errno));
 	if (fstat(fd, &st) < 0)
 		return lz_err_set(err, errno, "stat %s: %s", name, strerror(errno));
-	/* An O_PATH descriptor cannot be fchmod'ed; its /proc/self/fd link
-	 * names exactly that object, never the name again. */
 	if ((made || !found_keeps_mode) && (st.st_mode & 07777) != (mode & 07777)) {
-		char self[32];
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-		if (fchmodat(AT_FDCWD, self, mode & 07777, 0) < 0)
+		if (lz_fd_chmod(fd, mode & 07777) < 0)
 			return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
 	}
 	*ret_fd = TAKE_FD(fd);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 int lz_path_grammar(const char *path, size_t len, struct lz_err *err)
@@ -63,18 +64,6 @@ static int record(int fd, const char *canonical, struct lz_path *ret, struct lz_
 	return 0;
 }
 
-struct proc_path {
-	char s[32];
-};
-
-/* O_PATH descriptors cannot be fchmod'ed; their /proc/self/fd link can. */
-static struct proc_path proc_path(int fd)
-{
-	struct proc_path p;
-	snprintf(p.s, sizeof(p.s), "/proc/self/fd/%d", fd);
-	return p;
-}
-
 /* One component beneath dirfd; a trailing symlink is refused, not followed. */
 static int open_component(int dirfd, const char *name, unsigned long long resolve,
 			  const char *label, struct lz_err *err)
@@ -116,7 +105,7 @@ static int fix_mode(int fd, const char *label, struct lz_err *err)
 	if (fstat(fd, &st) < 0)
 		return lz_err_set(err, errno, "stat '%s': %s", label, strerror(errno));
 	if (S_ISDIR(st.st_mode) && st.st_uid == getuid() && (st.st_mode & 07777) != 0700 &&
-	    fchmodat(AT_FDCWD, proc_path(fd).s, 0700, 0) < 0)
+	    lz_fd_chmod(fd, 0700) < 0)
 		return lz_err_set(err, errno, "chmod '%s': %s", label, strerror(errno));
 	return 0;
 }

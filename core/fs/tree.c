@@ -11,6 +11,7 @@
 
 #include "proc/broker.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 /* A tree removal holds two descriptors per level it has entered and goes
@@ -77,9 +78,7 @@ static int own_dir(int dirfd, const char *name, const struct stat *st)
 		errno = ESTALE;
 		return -1;
 	}
-	char self[32];
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", p);
-	return fchmodat(AT_FDCWD, self, 0700, 0);
+	return lz_fd_chmod(p, 0700);
 }
 
 /* Moves the directory dirfd/name into the top directory. Moving a

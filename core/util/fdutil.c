@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int cmp_int(const void *a, const void *b)
@@ -68,6 +69,13 @@ int lz_fd_path(int fd, char *buf, size_t cap)
 		return -ENAMETOOLONG;
 	buf[n] = '\0';
 	return 0;
+}
+
+int lz_fd_chmod(int fd, mode_t mode)
+{
+	char self[32];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	return fchmodat(AT_FDCWD, self, mode, 0);
 }
 
 ssize_t lz_read_small(const char *path, char *buf, size_t cap)

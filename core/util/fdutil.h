@@ -25,6 +25,11 @@ int lz_fds_place(const int *fds, size_t n);
  * with its NUL or is no path, as for a detached mount's root). */
 int lz_fd_path(int fd, char *buf, size_t cap);
 
+/* chmod of the object fd names, an O_PATH descriptor included (fchmod
+ * refuses those; its /proc/self/fd link names exactly that object, never
+ * a name again). 0, or -1 with errno. */
+int lz_fd_chmod(int fd, mode_t mode);
+
 /* A small file (a /proc entry) read in one call into buf, NUL-terminated:
  * its length, or -errno (-EIO when empty). */
 ssize_t lz_read_small(const char *path, char *buf, size_t cap);
