@@ -17,8 +17,8 @@
 # e2e (tests/e2e/test_*.sh), fuzz (each libFuzzer target for
 # LZ_FUZZ_SECONDS, default 20). --quick skips the ASan,
 # Release and MinSizeRel builds and the fuzzers. The Release, MinSizeRel and
-# fuzzing builds and the protocol models run in a background lane at the
-# lowest priority (see lane_start). Around the e2e suite it builds, and then
+# fuzzing builds, the protocol models and the fuzzers run in a background
+# lane at the lowest priority (see lane_start). Around the e2e suite it builds, and then
 # removes, the test network of tests/e2e/test_network.sh (namespace
 # lztest-net; see "the test network" below).
 #
@@ -352,13 +352,74 @@ protocol_suite() {
 	done
 }
 
+# --- (e) fuzz -------------------------------------------------------------------------------
+
+# fuzz_one NAME DIR: one target for fuzz_seconds in DIR (its corpus and
+# artifacts there); its exit status goes to DIR/rc.
+fuzz_one() {
+	local rc=0
+	(cd "$2" && timeout -k 10 $((fuzz_seconds + 120)) "$repo/build-fuzz/$1" \
+		-max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=2048 \
+		-artifact_prefix="$2/artifacts/" -print_final_stats=1 corpus) \
+		</dev/null >"$2/log" 2>&1 || rc=$?
+	echo "$rc" >"$2/rc"
+}
+
+fuzz_suite() {
+	local name dir corpus_src rc log crashes ran=() pids=()
+	# Two targets at a time, one per core of these machines, in the
+	# background lane: at the lowest priority they take what the suites
+	# beside them leave (the end-to-end tests mostly wait on sandboxes).
+	say "fuzz (${fuzz_seconds}s per target, two at a time)"
+	if [ "${#fuzz_targets[@]}" -eq 0 ]; then
+		bad fuzz "no fuzz targets found (tests/fuzz/fuzz_*.c)"
+		return
+	fi
+	for name in "${fuzz_targets[@]}"; do
+		if [ ! -x "$repo/build-fuzz/$name" ]; then
+			bad fuzz "$name: not built"
+			continue
+		fi
+		dir=$work/fuzz-$name
+		mkdir -p "$dir/corpus" "$dir/artifacts"
+		corpus_src=$repo/tests/fuzz/corpus/${name#fuzz_}
+		if [ -d "$corpus_src" ]; then
+			cp -R "$corpus_src/." "$dir/corpus/"
+		else
+			echo "    note: no seed corpus at tests/fuzz/corpus/${name#fuzz_}/"
+		fi
+		# Only this suite's own jobs are waited for (the shell may hold
+		# others, such as the test network's servers).
+		[ "${#pids[@]}" -lt 2 ] || { wait "${pids[0]}"; pids=("${pids[@]:1}"); }
+		fuzz_one "$name" "$dir" &
+		pids+=("$!")
+		ran+=("$name")
+	done
+	for rc in "${pids[@]}"; do wait "$rc"; done
+	for name in "${ran[@]}"; do
+		dir=$work/fuzz-$name
+		log=$dir/log
+		rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
+		if [ "$rc" -eq 0 ]; then
+			pass fuzz "$name: $(grep -E '^Done [0-9]+ runs' "$log" | tail -n 1)"
+			continue
+		fi
+		tail_of "$log" 80
+		crashes=$repo/build-fuzz/crashes/$name
+		if compgen -G "$dir/artifacts/*" >/dev/null; then
+			mkdir -p "$crashes" && cp "$dir"/artifacts/* "$crashes/"
+			echo "    reproducer(s) kept in $crashes"
+		fi
+		bad fuzz "$name: exited $rc (crash, leak, timeout or out of memory)"
+	done
+}
 # --- the background lane ---------------------------------------------------------------
 #
 # Work that needs only the CPU and nothing of the machine's state (the
-# optimised and fuzzing builds, the protocol models) runs at the lowest
-# priority beside the unit and end-to-end suites, which spend most of their
-# time waiting; its report is replayed into the counts by lane_join, before
-# the fuzzers need their build. This keeps the whole run under 25 minutes.
+# optimised and fuzzing builds, the protocol models, the fuzzers) runs at
+# the lowest priority beside the unit and end-to-end suites, which spend
+# most of their time waiting; its report is replayed into the counts by
+# lane_join. This keeps the whole run under 25 minutes.
 lane_start() {
 	lane_log=$work/lane.log
 	(
@@ -373,6 +434,7 @@ lane_start() {
 			fi
 		fi
 		protocol_suite
+		[ "$quick" -eq 1 ] || fuzz_suite
 	) >"$lane_log" 2>&1 </dev/null &
 	lane_pid=$!
 }
@@ -1064,68 +1126,7 @@ if [ "$net_owned" -eq 1 ]; then
 	fi
 fi
 
-# --- (e) fuzz -------------------------------------------------------------------------------
-
-# fuzz_one NAME DIR: one target for fuzz_seconds in DIR (its corpus and
-# artifacts there); its exit status goes to DIR/rc.
-fuzz_one() {
-	local rc=0
-	(cd "$2" && timeout -k 10 $((fuzz_seconds + 120)) "$repo/build-fuzz/$1" \
-		-max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=2048 \
-		-artifact_prefix="$2/artifacts/" -print_final_stats=1 corpus) \
-		</dev/null >"$2/log" 2>&1 || rc=$?
-	echo "$rc" >"$2/rc"
-}
-
-fuzz_suite() {
-	local name dir corpus_src rc log crashes ran=() pids=()
-	# Two targets at a time: one per core of these machines, and nothing
-	# else runs during this suite.
-	say "fuzz (${fuzz_seconds}s per target, two at a time)"
-	if [ "${#fuzz_targets[@]}" -eq 0 ]; then
-		bad fuzz "no fuzz targets found (tests/fuzz/fuzz_*.c)"
-		return
-	fi
-	for name in "${fuzz_targets[@]}"; do
-		if [ ! -x "$repo/build-fuzz/$name" ]; then
-			bad fuzz "$name: not built"
-			continue
-		fi
-		dir=$work/fuzz-$name
-		mkdir -p "$dir/corpus" "$dir/artifacts"
-		corpus_src=$repo/tests/fuzz/corpus/${name#fuzz_}
-		if [ -d "$corpus_src" ]; then
-			cp -R "$corpus_src/." "$dir/corpus/"
-		else
-			echo "    note: no seed corpus at tests/fuzz/corpus/${name#fuzz_}/"
-		fi
-		# Only this suite's own jobs are waited for (the shell may hold
-		# others, such as the test network's servers).
-		[ "${#pids[@]}" -lt 2 ] || { wait "${pids[0]}"; pids=("${pids[@]:1}"); }
-		fuzz_one "$name" "$dir" &
-		pids+=("$!")
-		ran+=("$name")
-	done
-	for rc in "${pids[@]}"; do wait "$rc"; done
-	for name in "${ran[@]}"; do
-		dir=$work/fuzz-$name
-		log=$dir/log
-		rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
-		if [ "$rc" -eq 0 ]; then
-			pass fuzz "$name: $(grep -E '^Done [0-9]+ runs' "$log" | tail -n 1)"
-			continue
-		fi
-		tail_of "$log" 80
-		crashes=$repo/build-fuzz/crashes/$name
-		if compgen -G "$dir/artifacts/*" >/dev/null; then
-			mkdir -p "$crashes" && cp "$dir"/artifacts/* "$crashes/"
-			echo "    reproducer(s) kept in $crashes"
-		fi
-		bad fuzz "$name: exited $rc (crash, leak, timeout or out of memory)"
-	done
-}
 lane_join
-[ "$quick" -eq 1 ] || fuzz_suite
 
 
 # docs/requirements.md names, for every requirement, tests that exist.

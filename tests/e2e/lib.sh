@@ -234,12 +234,12 @@ _t_subid_start() {
 		sort -n | head -n 1
 }
 
-# end_domain: after a test that ran a Domain, its processes end (bounded,
-# then killed) and the trees with subordinate-owned files go through the ID
-# map. Always succeeds.
+# end_domain [SECONDS]: after a test that ran a Domain, its processes end
+# (within SECONDS, default 15, then killed) and the trees with
+# subordinate-owned files go through the ID map. Always succeeds.
 end_domain() {
 	local _
-	for _ in $(seq 150); do
+	for _ in $(seq $((${1:-15} * 10))); do
 		pgrep -u "$(id -u)" -f "$T/" >/dev/null || break
 		sleep 0.1
 	done

@@ -137,6 +137,9 @@ refused_with_fault() {
 	assert_contains "$(cat "$RD/hc.log")" "control connection refused:"
 	assert_match "$(grep 'control connection refused:' "$RD/hc.log")" "$3"
 	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
+	# Its coordinator serves on, up to 30 s, for a session that will not
+	# come (LZ_HC_IDLE_GRACE_MS): ended now.
+	end_domain 0
 }
 
 # This coordinator issues leaves that ended an hour ago.

@@ -118,7 +118,9 @@ kill_role_during_serve() {
 # where they have other numbers, and recovery looks them up on the host.
 test_recorded_identities_are_host_pids() {
 	local cli ready="" role pid start
-	(launch sleep 60 >/dev/null 2>&1) &
+	# The session ends when told (killing the subshell would leave the CLI
+	# and its sandbox to end_domain's wait).
+	(launch sh -c 'while [ ! -e /workspace/stop ]; do sleep 0.1; done' >/dev/null 2>&1) &
 	cli=$!
 	for _ in $(seq 300); do
 		[ -n "$(pid_of runsc-exec)" ] && ready=1 && break
@@ -135,8 +137,8 @@ test_recorded_identities_are_host_pids() {
 	assert_eq "$(pid_of runsc)" "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
 		"select proc_pid from participants where role = 'attached_runsc' and proc_slot = 'committed' order by generation desc limit 1")" \
 		"the recorded attached runsc is the RS's runsc"
-	kill "$cli"
-	wait "$cli" || true
+	touch "$WS/stop"
+	wait "$cli" || fail "the session did not end cleanly"
 }
 
 kill_hc_at() {

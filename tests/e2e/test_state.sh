@@ -174,10 +174,13 @@ etc" "$(marks)"
 
 test_reset_all() {
 	mark_state
-	# A tree 1,200 directories deep in a State Anchor (mkdir d; cd d) is
-	# removed whole: removal used to stop at 1,024 levels, and every
-	# later reset refused on the tree it had set aside.
-	capture launch sh -c 'cd /usr/local && i=0 && while [ $i -lt 1200 ]; do mkdir d && cd d || exit 9; i=$((i+1)); done'
+	# A tree 1,200 directories deep in a State Anchor (one mkdir -p of
+	# d/d/..., 2,400 bytes) is removed whole: removal used to stop at
+	# 1,024 levels, and every later reset refused on the tree it had set
+	# aside.
+	local deep
+	deep=$(printf 'd/%.0s' $(seq 1200))
+	capture launch mkdir -p "/usr/local/$deep"
 	assert_eq 0 "$STATUS" "the deep tree (stderr: $ERR)"
 	capture lz state reset --profile test --all --yes
 	assert_eq 0 "$STATUS" "$ERR"
