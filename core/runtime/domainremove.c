@@ -20,6 +20,7 @@
 #include "store/domainstore.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
+#include "util/testfault.h"
 
 #define ASIDE_PREFIX ".rm-"
 
@@ -129,6 +130,8 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	int rc, empty;
 	if ((rc = empty = lz_domain_remove_check(r, &id, err)) < 0 || (rc = lz_idmap_for_invoking_user(&map, err)) < 0)
 		return rc;
+	if (lz_test_fault("rm-workspace-returns") && rc == 0)
+		(void)mkdir(id.workspace, 0700); /* the race below, on purpose */
 	/* The Domain flock, as a coordinator takes it. */
 	if ((rc = lz_path_open_owned_root(r->runtime_root, &runtime_root, err)) < 0 ||
 	    (rc = lz_path_owned_child(&runtime_root, "domains", true, &runtime_domains, err)) < 0 ||
@@ -139,6 +142,10 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 			rc = lz_err_set(err, EBUSY, "Domain %s is in use; nothing was removed", r->domain_hex);
 		goto out;
 	}
+	/* Again under the lock: a launch that ended between the check and the
+	 * lock may have made the workspace and the Domain's state anew. */
+	if ((rc = empty = lz_domain_remove_check(r, &id, err)) < 0)
+		goto out;
 	if ((domains = open_domains(r, err)) < 0) {
 		rc = domains;
 		goto out;

@@ -13,7 +13,8 @@
  * lazaret-faults embeds with the switch, list the home directory, read
  * ~/.gitconfig, change its mode, that of ../beside-the-workspace and
  * that of its standard error, and touch its standard output once
- * restricted, and log what happened.
+ * restricted, and log what happened, or (rm-workspace-returns) makes the
+ * workspace of a Domain `state rm` found gone again before it locks.
  * In the production build the switch does
  * not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H

@@ -277,6 +277,15 @@ test_rm_removes_a_domain_whose_workspace_is_gone() {
 	assert_eq 64 "$STATUS"
 	assert_contains "$ERR" "workspace  $WS  (gone)"
 	[ -d "$DATA/domains/$id" ] || fail "removed without confirmation"
+	# The workspace made again between the check and the Domain lock
+	# (lazaret-faults does it there): checked again under the lock.
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	capture env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=rm-workspace-returns "$LAZARET_FAULTS" state rm "$id" \
+		--yes --config "$CFG"
+	assert_eq 1 "$STATUS" "state rm while the workspace came back: $ERR"
+	assert_contains "$ERR" "still exists"
+	[ -d "$DATA/domains/$id" ] || fail "removed although its workspace came back"
+	rmdir "$WS"
 	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --yes --config "$CFG"
 	assert_eq 0 "$STATUS" "$ERR"
 	assert_contains "$ERR" "removed Domain $id"
