@@ -2,9 +2,11 @@
  * and the lock order are in router_int.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "router/router_int.h"
@@ -359,10 +361,25 @@ int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *pa
 	return 0;
 }
 
+/* Whether the host directory (fd, or name in dfd) matches names without
+ * regard to case (FS_CASEFOLD_FL, which the host may set on an empty
+ * directory of an ext4, f2fs or tmpfs made for it): the guards compare
+ * names bytewise, so .GIT/hooks there would be .git/hooks to the host's
+ * Git. lz_router_new refuses such a workspace root. */
+static bool host_casefold(int fd, int dfd, const char *name)
+{
+	_cleanup_close_ int d = fd >= 0 ? openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+				       : openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int flags = 0;
+	return d >= 0 && ioctl(d, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL);
+}
+
 int rt_inode_obtain(struct lz_router *r, int fd, int dfd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret)
 {
 	_cleanup_close_ int owned = fd;
+	if (b == RT_HOST && S_ISDIR(st->st_mode) && host_casefold(owned, dfd, name))
+		return -EPERM;
 	_cleanup_free_ struct rt_inode *fresh = calloc(1, sizeof(*fresh));
 	_cleanup_free_ char *dup = strdup(name);
 	if (fresh == NULL || dup == NULL)

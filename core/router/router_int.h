@@ -195,7 +195,9 @@ uint64_t rt_object_gen(int dfd, const char *name);
 /* Finds or adds the inode for (b, st) taking over fd (cached, or closed
  * when the inode has one already; -EBADF: opened on first use, and the
  * object is the one at dfd/name), adds one kernel lookup (when count) or
- * one internal ref (when !count), and links it under parent/name. */
+ * one internal ref (when !count), and links it under parent/name.
+ * -EPERM, adding nothing, for a host directory marked casefold (the
+ * guards compare names bytewise). */
 int rt_inode_obtain(struct lz_router *r, int fd, int dfd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret);
 void rt_inode_forget(struct lz_router *r, struct rt_inode *i, uint64_t n);

@@ -425,11 +425,21 @@ struct router_child_arg {
 	void (*body)(struct env *e);
 };
 
+/* When set, the host backing is the test file system below whose sub
+ * folds case (mounted on e->host in the router's namespaces). */
+static bool casefold_subdir_host;
+static void mount_casefold_subdir_host(const char *at);
+/* The test file system's root (below) is then an ordinary directory that
+ * also holds sub, a directory reporting FS_CASEFOLD_FL. */
+static bool ci_subdir;
+
 static void router_child(void *argp)
 {
 	struct env *e = ((struct router_child_arg *)argp)->e;
 	void (*body)(struct env *e) = ((struct router_child_arg *)argp)->body;
 	enter_namespaces();
+	if (casefold_subdir_host)
+		mount_casefold_subdir_host(e->host);
 	int ctl[2];
 	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl));
 	if (router_umask >= 0)
@@ -499,6 +509,8 @@ static int setup(void **state)
 	router_umask = -1;
 	real_classifier = false;
 	router_watch = false;
+	casefold_subdir_host = false;
+	ci_subdir = false;
 	struct env *e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -1;
@@ -2752,19 +2764,27 @@ static void test_router__a_bare_workspaces_index_and_exclude_republish(void **st
  * drvfs find names; else names are exact but the directory reports
  * FS_CASEFOLD_FL (an ext4, f2fs or tmpfs casefold directory). */
 static bool ci_fold;
+#define CI_SUB_INO 3
 
 static void ci_stat(fuse_ino_t ino, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
-	st->st_mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0644;
-	st->st_nlink = ino == FUSE_ROOT_ID ? 2 : 1;
+	bool dir = ino == FUSE_ROOT_ID || ino == CI_SUB_INO;
+	st->st_mode = dir ? S_IFDIR | 0755 : S_IFREG | 0644;
+	st->st_nlink = dir ? 2 : 1;
 }
 
 static void ci_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof(e));
+	if (ci_subdir && parent == FUSE_ROOT_ID && strcmp(name, "sub") == 0) {
+		e.ino = CI_SUB_INO;
+		ci_stat(CI_SUB_INO, &e.attr);
+		fuse_reply_entry(req, &e);
+		return;
+	}
 	if (parent != FUSE_ROOT_ID || (ci_fold ? strcasecmp(name, "README") : strcmp(name, "README")) != 0) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -2785,12 +2805,12 @@ static void ci_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void ci_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)fi;
-	static const char *const names[] = { ".", "..", "README" };
+	static const char *const names[] = { ".", "..", "README", "sub" };
 	char buf[1024];
 	size_t n = 0;
-	for (off_t k = off; ino == FUSE_ROOT_ID && k < 3; k++) {
+	for (off_t k = off; ino == FUSE_ROOT_ID && k < (ci_subdir ? 4 : 3); k++) {
 		struct stat st;
-		ci_stat(k == 2 ? 2 : FUSE_ROOT_ID, &st);
+		ci_stat(k == 2 ? 2 : k == 3 ? CI_SUB_INO : FUSE_ROOT_ID, &st);
 		size_t len = fuse_add_direntry(req, buf + n, sizeof(buf) - n, names[k], &st, k + 1);
 		if (n + len > sizeof(buf) || n + len > size)
 			break;
@@ -2802,8 +2822,8 @@ static void ci_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 static void ci_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg, struct fuse_file_info *fi,
 		     unsigned flags, const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
-	(void)ino, (void)arg, (void)fi, (void)flags, (void)in_buf, (void)in_bufsz;
-	int attr = ci_fold ? 0 : FS_CASEFOLD_FL;
+	(void)arg, (void)fi, (void)flags, (void)in_buf, (void)in_bufsz;
+	int attr = ci_subdir ? (ino == CI_SUB_INO ? FS_CASEFOLD_FL : 0) : ci_fold ? 0 : FS_CASEFOLD_FL;
 	if (cmd != FS_IOC_GETFLAGS || out_bufsz < sizeof(attr))
 		fuse_reply_err(req, ENOTTY);
 	else
@@ -2867,6 +2887,45 @@ static void test_router__refuses_a_workspace_in_a_casefold_directory(void **stat
 {
 	ci_fold = false;
 	run_in_child(router__refuses_a_workspace_that_ignores_case, *state);
+}
+
+static void mount_casefold_subdir_host(const char *at)
+{
+	static char *argv[] = { "test", NULL };
+	static struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+	ci_fold = false;
+	ci_subdir = true;
+	struct fuse_session *se = fuse_session_new(&args, &ci_ops, sizeof(ci_ops), NULL);
+	CHECK(se != NULL && fuse_session_mount(se, at) == 0, "mount the test file system");
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, ci_serve, se) == 0);
+	wait_mounted(at);
+}
+
+/* A directory the host made casefold below the workspace's root (the
+ * root itself is refused at start): the router serves nothing of it, so
+ * no name it folds (.GIT/hooks for .git/hooks) passes the guards. */
+static void router__serves_no_casefold_directory(struct env *e)
+{
+	struct stat st;
+	CHECK_OK(stat(P(e->mnt, "README"), &st));
+	CHECK_ERRNO(stat(P(e->mnt, "sub"), &st), EPERM);
+	CHECK_ERRNO(stat(P(e->mnt, "sub/.GIT"), &st), EPERM);
+	DIR *d = opendir(e->mnt);
+	CHECK(d != NULL, "opendir: %s", strerror(errno));
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		CHECK(strcmp(de->d_name, "sub") != 0 || (stat(P(e->mnt, "sub"), &st) < 0 && errno == EPERM),
+		      "sub listed and served");
+	closedir(d);
+}
+
+static void test_router__serves_no_casefold_directory(void **state)
+{
+	casefold_subdir_host = true;
+	with_router(*state, router__serves_no_casefold_directory);
+	casefold_subdir_host = false;
+	ci_subdir = false;
 }
 
 /* ---- router loss ----------------------------------------------------------------- */
@@ -2969,6 +3028,7 @@ int main(void)
 		T(router__a_bare_workspaces_index_and_exclude_republish),
 		T(router__refuses_a_workspace_that_ignores_case),
 		T(router__refuses_a_workspace_in_a_casefold_directory),
+		T(router__serves_no_casefold_directory),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
