@@ -2436,12 +2436,13 @@ static bool host_reuse_ino(struct env *e, ino_t ino, bool dir, const char *prefi
 /* Makes an object through the router (a file held open in *ret_fd, or a
  * directory when dir), evicts the router's descriptor of it, removes it
  * on the host and makes host objects until one reuses its inode number:
- * its name in reused. Tried four times, each with an object of its own. */
+ * its name in reused. Tried eight times, each with an object of its own:
+ * another process creating files meanwhile may take the number. */
 static void removed_then_reused(struct env *e, bool dir, int *ret_fd, char *reused, size_t cap)
 {
 	char name[16], prefix[16];
 	struct stat st;
-	for (int attempt = 0; attempt < 4; attempt++) {
+	for (int attempt = 0; attempt < 8; attempt++) {
 		snprintf(name, sizeof(name), "%s%d", dir ? "foo" : "a.txt", attempt);
 		write_text(P(e->mnt, name), "AAAA");
 		int fd = -1;
@@ -2463,7 +2464,7 @@ static void removed_then_reused(struct env *e, bool dir, int *ret_fd, char *reus
 		if (fd >= 0)
 			CHECK_OK(close(fd));
 	}
-	CHECK(false, "the filesystem of %s never reused a removed inode number in 4 tries of 4,096 objects (the "
+	CHECK(false, "the filesystem of %s never reused a removed inode number in 8 tries of 4,096 objects (the "
 		     "router holds %zu descriptors of removed objects)",
 	      e->host, count_deleted_fds(getppid()));
 }
