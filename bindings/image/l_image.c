@@ -32,22 +32,11 @@
 #include "modules.h"
 #include "image/prepare.h"
 #include "image/transport.h"
-#include "platform/hostprobe.h"
 
 static const struct lz_path *storage_root(lua_State *L)
 {
 	const lz_config *cfg = lz_l_check_config(L, 1);
 	return lz_config_storage_root(cfg);
-}
-
-/* A host tool image preparation runs, located and checked (never in a
- * tree the sandbox can write or Lazaret controls: the trees cfg knows). */
-static int host_tool(lua_State *L, const char *name, struct lz_path *ret, struct lz_err *err)
-{
-	int r = lz_hostprobe_tool_locate(name, err, ret);
-	if (r >= 0 && (r = lz_config_host_tool_allowed(lz_l_check_config(L, 1), ret, err)) < 0)
-		lz_path_release(ret);
-	return r;
 }
 
 struct progress_ctx {
@@ -117,9 +106,8 @@ static int image_prepare(lua_State *L)
 						       strerror(errno)), &err);
 		r = lz_path_open(canonical, &layout, &err);
 		free(canonical);
-	} else if ((r = host_tool(L, "skopeo", &skopeo, &err)) < 0) {
-		lz_err_prefix(&err, r, "image transport (package skopeo): ");
-	} else {
+	} else if ((r = lz_config_host_tool(lz_l_check_config(L, 1), "skopeo", "image transport", "skopeo", &skopeo,
+					       &err)) >= 0) {
 		r = lz_transport_fetch(root, &skopeo, &ref, &transport, &err);
 		lz_path_release(&skopeo);
 	}
@@ -243,9 +231,10 @@ static int image_build_default(lua_State *L)
 	struct lz_l_box *box = lz_l_box_new(L); /* owns ref while it is pushed */
 	char *ref = NULL;
 	struct lz_path mmdebstrap = LZ_PATH_INIT;
-	int r = host_tool(L, "mmdebstrap", &mmdebstrap, &err);
+	int r = lz_config_host_tool(lz_l_check_config(L, 1), "mmdebstrap", "building the default image",
+				    "mmdebstrap", &mmdebstrap, &err);
 	if (r < 0)
-		return lz_l_fail(L, lz_err_prefix(&err, r, "building the default image needs mmdebstrap: "), &err);
+		return lz_l_fail(L, r, &err);
 	r = lz_default_image_build(root, &mmdebstrap, &ref, &err);
 	lz_path_release(&mmdebstrap);
 	if (r < 0)

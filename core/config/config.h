@@ -165,6 +165,13 @@ int lz_config_host_executable_allowed(const lz_config *cfg, const char *canonica
  * their files under another name. For the host tools a launch runs from
  * their descriptors (runsc, slirp4netns; platform/hostprobe.h). */
 int lz_config_host_tool_allowed(const lz_config *cfg, const struct lz_path *x, struct lz_err *err);
+/* Locates host tool name (platform/hostprobe.h lz_hostprobe_tool_locate)
+ * and checks it as above: the one way a launch or image preparation finds
+ * the tools it runs. An error says "WHAT (package PACKAGE): " when the
+ * tool is missing or unsafe where it lies, "WHAT: " when it lies in a tree
+ * the sandbox can write. ret is released on failure. */
+int lz_config_host_tool(const lz_config *cfg, const char *name, const char *what, const char *package,
+			struct lz_path *ret, struct lz_err *err);
 /* The resolved value of env reference i: runtime authority, never printed. */
 const char *lz_config_env_value(const lz_config *cfg, size_t i);
 /* Zeroes every resolved env value (lz_config_env_value then reads ""):

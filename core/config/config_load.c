@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "fs/mountns.h"
 #include "fs/pathauth.h"
+#include "platform/hostprobe.h"
 #include "util/cleanup.h"
 
 struct lz_config {
@@ -522,6 +523,19 @@ int lz_config_host_tool_allowed(const lz_config *cfg, const struct lz_path *x, s
 	r = refuse_placed(v, 1 + add_trees(cfg, v + 1), true, err);
 	free(v);
 	return r;
+}
+
+int lz_config_host_tool(const lz_config *cfg, const char *name, const char *what, const char *package,
+			struct lz_path *ret, struct lz_err *err)
+{
+	int r = lz_hostprobe_tool_locate(name, err, ret);
+	if (r < 0)
+		return lz_err_prefix(err, r, "%s (package %s): ", what, package);
+	if ((r = lz_config_host_tool_allowed(cfg, ret, err)) < 0) {
+		lz_path_release(ret);
+		return lz_err_prefix(err, r, "%s: ", what);
+	}
+	return 0;
 }
 
 static int resolve_profile(lz_config *cfg, const struct lz_config_request *req, struct lz_err *err)

@@ -22,8 +22,8 @@ struct lz_transport {
 #define LZ_TRANSPORT_INIT { LZ_PATH_INIT, LZ_PATH_INIT, "" }
 
 /* Copies ref (docker-archive or docker kind) into a new layout, running
- * skopeo from its checked descriptor (lz_hostprobe_tool_locate, then
- * lz_config_host_tool_allowed: the caller's, which knows the trees). */
+ * skopeo from its checked descriptor (config/config.h lz_config_host_tool:
+ * the caller's, which knows the trees). */
 int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path *skopeo,
 		       const struct lz_image_ref *ref, struct lz_transport *ret, struct lz_err *err);
 

@@ -213,7 +213,7 @@ extern const char *const lz_hostprobe_trusted_dirs[];
  * descriptor (lz_spawn.exe_fd, execveat), never by a name, so what runs is
  * what was checked however the names change later (spec 3.2); the caller
  * then keeps it out of the trees the sandbox can write and Lazaret controls
- * (lz_config_host_tool_allowed, which knows them). A script cannot run from the descriptor
+ * (config/config.h lz_config_host_tool, which knows them). A script cannot run from the descriptor
  * (its interpreter would be handed a /dev/fd name that close-on-exec has
  * closed): mmdebstrap (Perl) runs by its canonical path, whose directories
  * this check covers. */

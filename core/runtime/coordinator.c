@@ -31,7 +31,6 @@
 #include "router/router_program.h"
 #include "net/canary.h"
 #include "net/netpolicy.h"
-#include "platform/hostprobe.h"
 #include "proc/broker.h"
 #include "proc/caps.h"
 #include "proc/nsident.h"
@@ -480,12 +479,11 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	    (r = identity_first(hc, err)) < 0 ||
 	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
 		return r;
-	if ((r = lz_hostprobe_tool_locate("runsc", err, &hc->runsc)) < 0)
-		return lz_err_prefix(err, r, "gVisor's runsc (package runsc from bookworm-backports): ");
 	/* A runsc the sandbox could write would run on the host at the next
 	 * start or session (hostprobe.h). */
-	if ((r = lz_config_host_tool_allowed(cfg, &hc->runsc, err)) < 0)
-		return lz_err_prefix(err, r, "gVisor's runsc: ");
+	if ((r = lz_config_host_tool(cfg, "runsc", "gVisor's runsc", "runsc from bookworm-backports", &hc->runsc,
+				     err)) < 0)
+		return r;
 	*ret = TAKE_PTR(hc);
 	return 0;
 }

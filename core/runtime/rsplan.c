@@ -18,7 +18,6 @@
 #include "fs/gitsentry.h"
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
-#include "platform/hostprobe.h"
 #include "router/ignorewatch.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
@@ -460,17 +459,12 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 		return r;
 	/* FR-16: slirp4netns from the system directories, named before
 	 * anything starts when its package is missing. */
-	if ((r = lz_hostprobe_tool_locate("slirp4netns", err, &slirp)) < 0)
-		return lz_err_prefix(err, r, "the connectivity helper (package slirp4netns): ");
-	/* One the sandbox could write would run on the host at the next
-	 * start; the plan owns the descriptor from here (lz_rsplan_free). */
-	if ((r = lz_config_host_tool_allowed(in->cfg, &slirp, err)) >= 0) {
-		plan->slirp_fd = TAKE_FD(slirp.fd);
-		snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", slirp.canonical);
-	}
+	if ((r = lz_config_host_tool(in->cfg, "slirp4netns", "the connectivity helper", "slirp4netns", &slirp, err)) < 0)
+		return r;
+	/* The plan owns the descriptor from here (lz_rsplan_free). */
+	plan->slirp_fd = TAKE_FD(slirp.fd);
+	snprintf(plan->slirp_path, sizeof(plan->slirp_path), "%s", slirp.canonical);
 	lz_path_release(&slirp);
-	if (r < 0)
-		return lz_err_prefix(err, r, "the connectivity helper: ");
 	if ((r = lz_gendir_open_log(in->gen, "slirp4netns.log", &plan->slirp_log_fd, err)) < 0)
 		return r;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)

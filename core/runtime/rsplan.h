@@ -23,7 +23,7 @@
  *
  * Host tools: runsc (the HC's, located when it opened) and slirp4netns as
  * the O_PATH descriptors they were checked through (platform/hostprobe.h),
- * outside every tree the sandbox can write (lz_config_host_tool_allowed).
+ * outside every tree the sandbox can write (config/config.h lz_config_host_tool).
  * The RS runs them from these descriptors (execveat), never by name: its
  * user and mount namespaces do not change what a descriptor is, and a name
  * replaced since the check cannot choose what runs.

@@ -1084,10 +1084,11 @@ static void test_lz_config_load__workspace_bound_from_elsewhere_accepted(void **
 		fail_msg("load refused: %s", err.msg);
 }
 
-/* ---- host tools (lz_config_host_tool_allowed) --------------------------- */
+/* ---- host tools (lz_config_host_tool_allowed, lz_config_host_tool) ------- */
 
 /* Loads the configuration and judges the tool at path (opened as the tool
- * search opens it); in a child of its own mount namespace with from bound
+ * search opens it), or, for a bare name, locates and judges it as a launch
+ * does (lz_config_host_tool); in a child of its own mount namespace with from bound
  * onto to when from is set (load_with_bind's way). */
 static int tool_allowed(const struct fx *f, const char *path, const char *from, const char *to,
 			struct lz_err *ret)
@@ -1105,8 +1106,12 @@ static int tool_allowed(const struct fx *f, const char *path, const char *from, 
 		struct lz_err err = { 0, "" };
 		struct lz_path tool = LZ_PATH_INIT;
 		int r = lz_config_load(&f->req, &cfg, &err);
-		if (r == 0 && (r = lz_path_open(path, &tool, &err)) == 0)
+		if (r == 0 && strchr(path, '/') == NULL)
+			r = lz_config_host_tool(cfg, path, "the test tool", "lz-test", &tool, &err);
+		else if (r == 0 && (r = lz_path_open(path, &tool, &err)) == 0)
 			r = lz_config_host_tool_allowed(cfg, &tool, &err);
+		if (r == 0 && tool.fd < 0)
+			r = -EBADF; /* a success hands over the checked descriptor */
 		lz_path_release(&tool);
 		lz_config_free(cfg);
 		if (write(p[1], &r, sizeof(r)) != sizeof(r) || write(p[1], &err, sizeof(err)) != sizeof(err))
@@ -1173,6 +1178,37 @@ static void test_lz_config_host_tool_allowed__refuses_an_alias_of_the_workspace(
 	assert_int_equal(tool_allowed(f, pj(tool, f, "bin/runsc"), src, pj(bin, f, "bin"), &err), -EPERM);
 	assert_msg_contains(&err, "lies inside the workspace");
 	assert_msg_contains(&err, "through another mount");
+}
+
+/* The one way a launch and image preparation find their tools: one unsafe
+ * where it lies names its package, one the sandbox could write does not
+ * (installing the package would not help); a refused one's descriptor is
+ * not kept. /usr/local/sbin, searched first, is bound over in a child. */
+static void test_lz_config_host_tool__names_the_package_only_where_it_helps(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX], src[PATH_MAX], open_dir[PATH_MAX];
+	mkdir_mode(pj(src, f, "ws/tools"), 0755);
+	copy_true(pj(tool, f, "ws/tools/runsc"), 0755);
+	mkdir_mode(pj(open_dir, f, "open"), 0755);
+	assert_int_equal(chmod(open_dir, 0775), 0); /* past the umask */
+	copy_true(pj(tool, f, "open/runsc"), 0755);
+	write_config(f, BASE);
+	struct lz_err err;
+	if (tool_allowed(f, "runsc", NULL, NULL, &err) != 0) /* the installed one */
+		fail_msg("runsc refused: %s", err.msg);
+	/* Unprivileged, the child's user namespace shows "/" as nobody's, which
+	 * the search refuses before it reaches the bound directory: the root
+	 * run of this suite covers the rest. */
+	if (geteuid() != 0)
+		return;
+	assert_int_equal(tool_allowed(f, "runsc", open_dir, "/usr/local/sbin", &err), -EPERM);
+	assert_msg_contains(&err, "the test tool (package lz-test): ");
+	assert_msg_contains(&err, "may be written by someone other than root or you");
+	assert_int_equal(tool_allowed(f, "runsc", src, "/usr/local/sbin", &err), -EPERM);
+	assert_msg_contains(&err, "the test tool: ");
+	assert_msg_contains(&err, "lies inside the workspace");
+	assert_null(strstr(err.msg, "(package"));
 }
 
 /* ---- environment references --------------------------------------------- */
@@ -1464,6 +1500,7 @@ int main(void)
 		T(test_lz_config_host_tool_allowed__outside_every_tree),
 		T(test_lz_config_host_tool_allowed__refuses_the_sandbox_trees),
 		T(test_lz_config_host_tool_allowed__refuses_an_alias_of_the_workspace),
+		T(test_lz_config_host_tool__names_the_package_only_where_it_helps),
 		T(test_lz_config_load__volume_source_ok),
 		T(test_lz_config_load__volume_source_missing_refused),
 		T(test_lz_config_load__volume_source_special_file_refused),
