@@ -9,6 +9,10 @@
  *       -> pcall's results: calls f(...) with every Lua allocation after
  *       the first k refused, as when memory runs out (a memory error where
  *       a binding allocates), then restores the allocator.
+ *   lazaret_spec.as_serving(hc, f) [-2, +(1+r), e] -> pcall's results:
+ *       calls f() with the coordinator hc held exactly as session.serve
+ *       holds it while its route runs (lz_l_hc_busy, exclusive), without
+ *       the published generation and the request a real serve needs.
  *   lazaret_spec.heap_in_use()     [-0, +1, -] -> bytes glibc's malloc
  *       holds now (mallinfo2), to see C memory a binding leaked; under a
  *       sanitizer, whose allocator replaces it, the count does not move. */
@@ -18,6 +22,7 @@
 #include <malloc.h>
 
 #include "host_seal.h"
+#include "l_util.h"
 #include "modules.h"
 
 int luaopen_lazaret_spec(lua_State *L);
@@ -75,6 +80,20 @@ static int with_alloc_limit(lua_State *L)
 	return lua_gettop(L);
 }
 
+static int as_serving(lua_State *L)
+{
+	(void)lz_l_check_hc(L, 1);
+	luaL_checktype(L, 2, LUA_TFUNCTION);
+	lua_settop(L, 2);
+	lz_l_hc_busy(L, 1, 1, true);
+	lua_pushvalue(L, 2);
+	int ok = lua_pcall(L, 0, LUA_MULTRET, 0) == LUA_OK;
+	lz_l_hc_busy(L, 1, -1, true);
+	lua_pushboolean(L, ok);
+	lua_insert(L, 3);
+	return lua_gettop(L) - 2;
+}
+
 static int heap_in_use(lua_State *L)
 {
 	struct mallinfo2 mi = mallinfo2();
@@ -97,6 +116,8 @@ int luaopen_lazaret_spec(lua_State *L)
 	lua_setfield(L, -2, "run_sealed");
 	lua_pushcfunction(L, with_alloc_limit);
 	lua_setfield(L, -2, "with_alloc_limit");
+	lua_pushcfunction(L, as_serving);
+	lua_setfield(L, -2, "as_serving");
 	lua_pushcfunction(L, heap_in_use);
 	lua_setfield(L, -2, "heap_in_use");
 	return 1;

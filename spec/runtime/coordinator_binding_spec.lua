@@ -238,6 +238,59 @@ describe("lazaret.core.coordinator", function()
     end)
   end)
 
+  describe("held by session.serve", function()
+    -- While session.serve's route runs, C holds the coordinator across Lua:
+    -- every use of it or of its views raises (a use there could free or
+    -- reenter what the serve loop holds), and the hold ends with the call.
+    local spec = require("lazaret_spec")
+    local function methods(x)
+      local names = {}
+      for name in pairs(debug.getmetatable(x).__index) do
+        names[#names + 1] = name
+      end
+      table.sort(names)
+      return names
+    end
+
+    it("refuses every method of the coordinator and its views", function()
+      local hc = open()
+      local views = { hc = hc, store = dstore.of(hc), rs = rs.of(hc) }
+      local seen = 0
+      local ok, e = spec.as_serving(hc, function()
+        for what, x in pairs(views) do
+          for _, name in ipairs(methods(x)) do
+            local used, err = pcall(x[name], x)
+            assert.is_false(used, what .. ":" .. name .. " ran while serving")
+            local want = name == "close" and "the coordinator is in use %(inside store:batch or session.serve%)"
+              or "attempt to use the coordinator while session.serve runs"
+            assert.matches(want, tostring(err), 1, false, what .. ":" .. name)
+            seen = seen + 1
+          end
+        end
+        assert.has_error(function() dstore.of(hc) end)
+        assert.has_error(function() rs.of(hc) end)
+        local s = require("lazaret.core.session")
+        assert.error_matches(function() s.serve(hc, function() end) end, "while session.serve runs")
+      end)
+      assert.is_true(ok, tostring(e))
+      assert.is_true(seen > 30, "only " .. seen .. " methods")
+      -- Released: usable and closable again.
+      assert.is_true(hc:begin())
+      assert.are.equal(1, hc:generation())
+      hc:close()
+    end)
+
+    it("releases the coordinator when the route raises", function()
+      local hc = open()
+      local ok, e = spec.as_serving(hc, function() error("route failed") end)
+      assert.is_false(ok)
+      assert.matches("route failed", tostring(e))
+      assert.is_true(hc:begin())
+      hc:close()
+      assert.are.equal("lazaret.hc (closed)", tostring(hc))
+    end)
+  end)
+
   describe("verify", function()
     -- The core reports each row in the middle of its walk (anchor/ open):
     -- a memory error while a row is added must not unwind through it.
