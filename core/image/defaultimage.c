@@ -12,6 +12,7 @@
 
 #include "config/domain.h"
 #include "image/ociwrite.h"
+#include "image/prepare.h"
 #include "proc/spawn.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
@@ -35,6 +36,13 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
 	lz_hex(rnd, sizeof(rnd), hex);
 	snprintf(out, size, "%s%s", prefix, hex);
 	return 0;
+}
+
+/* The image's tar fills the Storage Root no further than the preparer
+ * would (mmdebstrap's own tree is under /tmp). */
+static int reserve_check(void *build, struct lz_err *err)
+{
+	return lz_prepare_reserve_check(((const struct lz_path *)build)->fd, err);
 }
 
 static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *build, struct lz_err *err)
@@ -61,7 +69,8 @@ static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *buil
 	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool->canonical, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = STDERR_FILENO,
 				 .stderr_fd = STDERR_FILENO };
-	return lz_spawn_run(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, err);
+	const struct lz_spawn_watch watch = { 250, reserve_check, (void *)build };
+	return lz_spawn_run_watched(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, &watch, err);
 }
 
 int lz_default_image_build(const struct lz_path *storage_root, const struct lz_path *mmdebstrap, char **ret_ref,

@@ -118,6 +118,20 @@ int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *
 	return 0;
 }
 
+int lz_prepare_reserve_check(int dir_fd, struct lz_err *err)
+{
+	struct lz_prepare_budget b;
+	int r = lz_prepare_budget(dir_fd, &b, err);
+	if (r < 0)
+		return r;
+	if (b.bytes == 0 || b.entries == 0)
+		return lz_err_set(err, ENOSPC,
+				  "stopped: the Storage Root's file system has no more than a twentieth of it "
+				  "free (the image is larger than the room there, or something else filled it); "
+				  "free space there");
+	return 0;
+}
+
 /* The room layer i may take: what the budget leaves after the layers
  * before it, and after the copy of its blob (oci.h). The uncompressed
  * streams of all layers, read whether written or skipped, share the byte

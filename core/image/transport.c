@@ -6,15 +6,26 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/domain.h"
+#include "image/prepare.h"
 #include "proc/spawn.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
 #include "util/escape.h"
 
 #define SKOPEO_MESSAGES_MAX 16384
+
+/* What skopeo may write to its messages file (in memory) before it is
+ * stopped: a registry's error bodies are far smaller. */
+#define SKOPEO_MESSAGES_CAP (1 << 20)
+
+/* How often a running transport's disk use and messages are looked at:
+ * what a download can overshoot the reserve by is what it writes in
+ * this time. */
+#define TRANSPORT_WATCH_MS 50
 
 /* skopeo's messages carry a registry's own text (an error body, a
  * header): relayed to the developer's terminal escaped, line by line. */
@@ -28,6 +39,25 @@ static void relay_messages(int fd)
 	lz_escape_lines(STDERR_FILENO, "skopeo: ", buf, (size_t)n);
 	if (size > n)
 		dprintf(STDERR_FILENO, "skopeo: (%lld more bytes not shown)\n", (long long)(size - n));
+}
+
+struct watch_ctx {
+	int layout_fd, messages;
+};
+
+/* A download fills the Storage Root no further than the preparer would,
+ * and its messages (a registry's text) stay small. */
+static int transport_check(void *ctxp, struct lz_err *err)
+{
+	const struct watch_ctx *ctx = ctxp;
+	struct stat st;
+	int r = lz_prepare_reserve_check(ctx->layout_fd, err);
+	if (r < 0)
+		return r;
+	if (fstat(ctx->messages, &st) == 0 && st.st_size > SKOPEO_MESSAGES_CAP)
+		return lz_err_set(err, EMSGSIZE, "stopped: skopeo wrote more than %d bytes of messages",
+				  SKOPEO_MESSAGES_CAP);
+	return 0;
 }
 
 int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path *skopeo,
@@ -70,7 +100,9 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path 
 	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo->fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
 				 .stderr_fd = messages };
-	r = lz_spawn_run(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, err);
+	struct watch_ctx ctx = { t.layout.fd, messages };
+	const struct lz_spawn_watch watch = { TRANSPORT_WATCH_MS, transport_check, &ctx };
+	r = lz_spawn_run_watched(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, &watch, err);
 	relay_messages(messages);
 	if (r < 0) {
 		lz_err_prefix(err, r, "copying %s: ", src);

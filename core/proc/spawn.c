@@ -458,16 +458,45 @@ int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_openi
 int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,
 		 struct lz_err *err)
 {
+	return lz_spawn_run_watched(spec, label, timeout_ms, NULL, err);
+}
+
+int lz_spawn_run_watched(const struct lz_spawn *spec, const char *label, int timeout_ms,
+			 const struct lz_spawn_watch *watch, struct lz_err *err)
+{
 	_cleanup_close_ int pidfd = -EBADF;
-	siginfo_t info;
 	int r = lz_spawn(spec, &pidfd, NULL, err);
 	if (r < 0)
 		return r;
-	if ((r = lz_reap(pidfd, timeout_ms, &info)) < 0)
-		return lz_err_set(err, -r, "%s: %s", label,
-				  r == -ETIMEDOUT ? "did not finish in time; killed" : strerror(-r));
+	int64_t deadline = lz_now_ms() + timeout_ms;
+	for (;;) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int left = timeout_ms < 0 ? -1 : lz_remaining_ms(deadline);
+		int wait = watch == NULL || (left >= 0 && left < watch->interval_ms) ? left : watch->interval_ms;
+		int n = poll(&p, 1, wait);
+		if (n > 0)
+			break;
+		if (n < 0 && errno != EINTR)
+			r = lz_err_set(err, errno, "%s: poll: %s", label, strerror(errno));
+		else if (n == 0 && left == 0)
+			r = lz_err_set(err, ETIMEDOUT, "%s: did not finish in time; killed", label);
+		else if (n == 0 && watch != NULL)
+			r = watch->check(watch->ctx, err);
+		if (r < 0) {
+			lz_kill_reap(&pidfd);
+			return r;
+		}
+	}
+	siginfo_t info = { 0 };
+	while ((r = waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return lz_err_set(err, errno, "%s: waitid: %s", label, strerror(errno));
 	if (info.si_code == CLD_EXITED && info.si_status == 0)
 		return 0;
+	/* What stops it may also be why it failed, between two looks. */
+	if (watch != NULL && (r = watch->check(watch->ctx, err)) < 0)
+		return r;
 	if (info.si_code == CLD_EXITED)
 		return lz_err_set(err, EIO, "%s exited with status %d", label, info.si_status);
 	return lz_err_set(err, EIO, "%s was killed by signal %d", label, info.si_status);

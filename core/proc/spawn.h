@@ -109,9 +109,23 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
  * entry). */
 int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_opening, struct lz_err *err);
 
-/* lz_spawn, then lz_reap with timeout_ms; non-zero exit is -EIO naming
+/* lz_spawn, then waits at most timeout_ms (-1: no limit) for the child,
+ * killing and reaping it then (-ETIMEDOUT); non-zero exit is -EIO naming
  * label and the status. */
 int lz_spawn_run(const struct lz_spawn *spec, const char *label, int timeout_ms,
 		 struct lz_err *err);
+
+/* The same, while check(ctx, err) is called every interval_ms the child
+ * runs and once more if it fails: a check < 0 stops the child (killed
+ * through its pidfd and reaped) and is the result. For a tool that writes
+ * what it is served into a tree of Lazaret's (a download, an image
+ * build), so that it stops before it fills the disk. */
+struct lz_spawn_watch {
+	int interval_ms;
+	int (*check)(void *ctx, struct lz_err *err);
+	void *ctx;
+};
+int lz_spawn_run_watched(const struct lz_spawn *spec, const char *label, int timeout_ms,
+			 const struct lz_spawn_watch *watch, struct lz_err *err);
 
 #endif

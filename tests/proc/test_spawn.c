@@ -37,6 +37,86 @@ static void test_lz_spawn_run__exit_status(void **state)
 	assert_non_null(strstr(err.msg, "false exited with status 1"));
 }
 
+struct watch_count {
+	int calls;
+	int fail_at; /* the call that stops the child; 0: none */
+};
+
+static int count_check(void *ctx, struct lz_err *err)
+{
+	struct watch_count *w = ctx;
+	if (++w->calls == w->fail_at)
+		return lz_err_set(err, ENOSPC, "stopped by the watch at call %d", w->calls);
+	return 0;
+}
+
+/* The watch is asked while the child runs; its refusal kills and reaps
+ * the child at once and is the result. */
+static void test_lz_spawn_run_watched__a_check_stops_the_child(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char pidfile[] = "/tmp/lz-test-watch-XXXXXX";
+	int fd = mkstemp(pidfile);
+	assert_true(fd >= 0);
+	close(fd);
+	char script[128];
+	snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 30", pidfile);
+	char *const argv[] = { "sh", "-c", script, NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	struct watch_count w = { 0, 3 };
+	const struct lz_spawn_watch watch = { 20, count_check, &w };
+	int64_t start = lz_now_ms();
+	assert_int_equal(lz_spawn_run_watched(&spec, "sleeper", 60000, &watch, &err), -ENOSPC);
+	assert_true(lz_now_ms() - start < 5000);
+	assert_int_equal(w.calls, 3);
+	assert_non_null(strstr(err.msg, "stopped by the watch at call 3"));
+	FILE *f = fopen(pidfile, "r");
+	long pid = 0;
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%ld", &pid), 1);
+	fclose(f);
+	unlink(pidfile);
+	assert_true(pid > 0);
+	assert_int_equal(kill((pid_t)pid, 0), -1); /* killed and reaped: no zombie */
+	assert_int_equal(errno, ESRCH);
+}
+
+/* A child that fails is judged by the watch once more (what it stops for
+ * may be why the child failed); a child that succeeds is not. */
+static void test_lz_spawn_run_watched__after_the_child_ended(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char *const bad[] = { "false", NULL };
+	char *const ok[] = { "true", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/false", .argv = bad,
+				 .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	struct watch_count w = { 0, 0 };
+	const struct lz_spawn_watch watch = { 10000, count_check, &w };
+	assert_int_equal(lz_spawn_run_watched(&spec, "false", 5000, &watch, &err), -EIO);
+	assert_non_null(strstr(err.msg, "false exited with status 1"));
+	assert_int_equal(w.calls, 1);
+	w = (struct watch_count){ 0, 1 };
+	assert_int_equal(lz_spawn_run_watched(&spec, "false", 5000, &watch, &err), -ENOSPC);
+	assert_non_null(strstr(err.msg, "stopped by the watch"));
+	spec.path = "/bin/true";
+	spec.argv = ok;
+	w = (struct watch_count){ 0, 1 };
+	assert_int_equal(lz_spawn_run_watched(&spec, "true", 5000, &watch, &err), 0);
+	assert_int_equal(w.calls, 0);
+	/* The time limit still holds between the looks. */
+	char *const sleeper[] = { "sleep", "30", NULL };
+	spec.path = "/bin/sleep";
+	spec.argv = sleeper;
+	w = (struct watch_count){ 0, 0 };
+	const struct lz_spawn_watch often = { 20, count_check, &w };
+	assert_int_equal(lz_spawn_run_watched(&spec, "sleep", 200, &often, &err), -ETIMEDOUT);
+	assert_non_null(strstr(err.msg, "sleep: did not finish in time; killed"));
+	assert_true(w.calls >= 5);
+}
+
 static void test_lz_spawn__exec_errno_is_reported(void **state)
 {
 	(void)state;
@@ -519,6 +599,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_spawn_run__exit_status),
+		cmocka_unit_test(test_lz_spawn_run_watched__a_check_stops_the_child),
+		cmocka_unit_test(test_lz_spawn_run_watched__after_the_child_ended),
 		cmocka_unit_test(test_lz_spawn__exec_errno_is_reported),
 		cmocka_unit_test(test_lz_spawn__environment_is_empty_and_argv_exact),
 		cmocka_unit_test(test_lz_reap__timeout_kills),
