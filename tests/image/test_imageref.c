@@ -102,33 +102,29 @@ static void test_lz_image_ref_parse__refuses_malformed(void **state)
 	assert_refused("docker://reg.example/\x7f", "whitespace or a control character");
 }
 
+/* prefix and max bytes parse, all of them in field; one more is refused. */
+static void assert_bound(const char *prefix, size_t max, const char *field, const char *why)
+{
+	static char text[LZ_IMAGEREF_MAX + 64];
+	size_t n = strlen(prefix);
+	memcpy(text, prefix, n);
+	memset(text + n, 'x', max + 1);
+	text[n + max] = '\0';
+	assert_int_equal(parse(text), 0);
+	assert_int_equal(strlen(field), max);
+	text[n + max] = 'x';
+	text[n + max + 1] = '\0';
+	assert_refused(text, why);
+}
+
 /* Every bound at its edge: the tag (128), the docker reference (255) and
  * a path (LZ_IMAGEREF_MAX, which the path grammar may bound below). */
 static void test_lz_image_ref_parse__length_limits(void **state)
 {
 	(void)state;
 	static char text[LZ_IMAGEREF_MAX + 64];
-	char tag[130];
-	memset(tag, 't', sizeof(tag));
-	tag[128] = '\0';
-	snprintf(text, sizeof(text), "oci:/srv/dev:%s", tag);
-	assert_int_equal(parse(text), 0);
-	assert_int_equal(strlen(ref.tag), 128);
-	tag[128] = 't';
-	tag[129] = '\0';
-	snprintf(text, sizeof(text), "oci:/srv/dev:%s", tag);
-	assert_refused(text, "invalid tag");
-
-	char name[257];
-	memset(name, 'r', sizeof(name));
-	name[255] = '\0';
-	snprintf(text, sizeof(text), "docker://%s", name);
-	assert_int_equal(parse(text), 0);
-	assert_int_equal(strlen(ref.ref), 255);
-	name[255] = 'r';
-	name[256] = '\0';
-	snprintf(text, sizeof(text), "docker://%s", name);
-	assert_refused(text, "at most 255 bytes");
+	assert_bound("oci:/srv/dev:", 128, ref.tag, "invalid tag");
+	assert_bound("docker://", 255, ref.ref, "at most 255 bytes");
 
 	/* A path one byte over the bound: /aaa...a of LZ_IMAGEREF_MAX + 1 bytes. */
 	memcpy(text, "docker-archive:/", 16);
