@@ -120,7 +120,7 @@ int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *
 
 int lz_prepare_reserve_check(int dir_fd, struct lz_err *err)
 {
-	struct lz_prepare_budget b;
+	struct lz_prepare_budget b = { 0 };
 	int r = lz_prepare_budget(dir_fd, &b, err);
 	if (r < 0)
 		return r;
