@@ -97,13 +97,27 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path 
 		r = lz_err_set(err, errno, "memfd_create: %s", strerror(errno));
 		goto fail;
 	}
+	/* No file of skopeo's may grow past the room (a blob read from a
+	 * local archive fills it faster than the watch looks); the watch
+	 * bounds what they take together. */
+	struct lz_prepare_budget room = { 0 };
+	if ((r = lz_prepare_reserve_check(t.layout.fd, err)) < 0 || (r = lz_prepare_budget(t.layout.fd, &room, err)) < 0)
+		goto fail;
 	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo->fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
-				 .stderr_fd = messages };
+				 .stderr_fd = messages, .max_file_bytes = room.bytes == UINT64_MAX ? 0 : room.bytes };
 	struct watch_ctx ctx = { t.layout.fd, messages };
 	const struct lz_spawn_watch watch = { TRANSPORT_WATCH_MS, transport_check, &ctx };
 	r = lz_spawn_run_watched(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, &watch, err);
 	relay_messages(messages);
+	if (r == -EIO && spec.max_file_bytes > 0) {
+		char why[sizeof(err->msg)];
+		snprintf(why, sizeof(why), "%s", err->msg);
+		lz_err_set(err, EIO,
+			   "%s (no file of skopeo's may pass %llu bytes, the room the Storage Root's file system has "
+			   "beyond a twentieth of it: a \"file too large\" above says the image did not fit)",
+			   why, (unsigned long long)spec.max_file_bytes);
+	}
 	if (r < 0) {
 		lz_err_prefix(err, r, "copying %s: ", src);
 		goto fail;

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,6 +201,16 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 	/* Before the dup2s, which may reuse cwd_fd's number. */
 	if (spec->has_cwd && fchdir(spec->cwd_fd) < 0)
 		goto fail;
+	if (spec->max_file_bytes > 0) {
+		struct rlimit fsize;
+		if (getrlimit(RLIMIT_FSIZE, &fsize) < 0)
+			goto fail;
+		if (fsize.rlim_max == RLIM_INFINITY || fsize.rlim_max > spec->max_file_bytes)
+			fsize.rlim_max = spec->max_file_bytes; /* lowering needs no privilege */
+		fsize.rlim_cur = fsize.rlim_max;
+		if (setrlimit(RLIMIT_FSIZE, &fsize) < 0)
+			goto fail;
+	}
 	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
 	    dup2(p->fds[2], STDERR_FILENO) >= 0 &&
 	    (!spec->ctty || (setsid() >= 0 && ioctl(STDIN_FILENO, TIOCSCTTY, 0) == 0))) {

@@ -61,6 +61,8 @@ struct lz_spawn {
 	bool ctty;               /* own session, stdin becomes the controlling terminal */
 	bool has_cwd;            /* start in cwd_fd (else the caller's directory) */
 	int cwd_fd;
+	uint64_t max_file_bytes; /* > 0: RLIMIT_FSIZE, soft and hard (a write past
+				  * it fails EFBIG, or SIGXFSZ kills) */
 };
 
 /* The parent-side preparation of a spec's standard streams and executable

@@ -156,6 +156,28 @@ test_docker_archive_goes_through_skopeo() {
 	trap_cleanup
 }
 
+# A blob larger than the room the Storage Root's file system has beyond a
+# twentieth of it, read from a local archive faster than the transport's
+# watch looks: skopeo is refused the write past the room ("file too
+# large"), never by a full disk, and nothing of the copy stays.
+test_a_blob_larger_than_the_room_stops_at_it() {
+	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
+		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
+	local small
+	small=$(mktemp -d "$LZ_TEST_SMALL_FS/t.XXXXXX")
+	DATA=$small/data
+	printf 'version = 1\n[storage]\ndata_root = "%s"\n' "$DATA" >"$CFG"
+	python3 "$FIX/make_big_archive.py" "$T/big.tar" 80
+	capture lz image prepare "docker-archive:$T/big.tar"
+	rm -f "$T/big.tar"
+	assert_eq 1 "$STATUS" "exit status (stderr: $ERR)"
+	assert_contains "$ERR" "file too large"
+	assert_not_contains "$ERR" "no space left"
+	assert_contains "$ERR" "the room the Storage Root's file system has beyond a twentieth of it"
+	assert_eq "" "$(ls -A "$DATA/images")"
+	rm -rf "$small"
+}
+
 # --- refusals: nothing published, catalog unchanged -----------------------------
 
 # refuse_image SETUP NEEDLE: prepares an image after SETUP and requires a
@@ -315,6 +337,7 @@ t_run "a refused publication leaves nothing published" test_a_refused_publicatio
 t_run "image list shows artifact, source, size, leases, state" test_list_shows_artifact_source_size_leases_state
 t_run "docker-archive images go through skopeo" test_docker_archive_goes_through_skopeo
 t_run "skopeo's messages cannot drive the terminal" test_skopeo_messages_cannot_drive_the_terminal
+t_run "a blob larger than the room stops at it, never at a full disk" test_a_blob_larger_than_the_room_stops_at_it
 t_run "refuses a layer digest mismatch" test_refuses_layer_digest_mismatch
 t_run "refuses a truncated layer" test_refuses_truncated_layer
 t_run "refuses a ../ entry" test_refuses_dotdot_entry

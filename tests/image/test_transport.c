@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,25 +40,28 @@ static void pause_ms(long ms)
 
 /* skopeo copy --quiet docker-archive:DIR/ROLE oci:LAYOUT:latest, where
  * ROLE says what to play: "fill" writes 16 KiB every 5 ms into the layout
- * (3.2 MB/s, a download) until the disk refuses, then leaves DIR/full as
- * a mark that it got that far; "noisy" writes messages to its standard
- * error without end; "ok" leaves a file and succeeds. */
+ * (3.2 MB/s, a download), into two files by turns; "burst" writes one
+ * file as fast as it can (a local archive's blob). Both write until a
+ * write fails, and leave DIR/full as a mark if the disk refused one
+ * (ENOSPC). "noisy" writes messages to its standard error without end;
+ * "ok" leaves a file and succeeds. */
 static int fake_skopeo(char **argv)
 {
 	if (strcmp(argv[1], "copy") != 0 || strncmp(argv[3], "docker-archive:", 15) != 0 ||
 	    strncmp(argv[4], "oci:", 4) != 0)
 		return 64;
 	const char *src = argv[3] + 15;
-	char layout[PATH_MAX], mark[PATH_MAX], blob[PATH_MAX + 8];
+	char layout[PATH_MAX], mark[PATH_MAX], blob[2][PATH_MAX + 8];
 	snprintf(layout, sizeof(layout), "%s", argv[4] + 4);
 	char *tag = strrchr(layout, ':');
 	if (tag == NULL)
 		return 64;
 	*tag = '\0';
 	const char *role = strrchr(src, '/') + 1;
-	snprintf(blob, sizeof(blob), "%s/blob", layout);
+	snprintf(blob[0], sizeof(blob[0]), "%s/blob0", layout);
+	snprintf(blob[1], sizeof(blob[1]), "%s/blob1", layout);
 	if (strcmp(role, "ok") == 0) {
-		int fd = open(blob, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		int fd = open(blob[0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		return fd >= 0 && close(fd) == 0 ? 0 : 1;
 	}
 	if (strcmp(role, "noisy") == 0) {
@@ -71,19 +75,24 @@ static int fake_skopeo(char **argv)
 			pause_ms(5);
 		}
 	}
-	int fd = open(blob, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
+	bool burst = strcmp(role, "burst") == 0;
+	int fd[2] = { open(blob[0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600),
+		      open(blob[1], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) };
+	if (fd[0] < 0 || fd[1] < 0)
 		return 1;
 	static char chunk[16384];
-	for (;;) {
-		if (write(fd, chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
+	for (unsigned k = 0;; k++) {
+		if (write(fd[burst ? 0 : k % 2], chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
 			break;
-		pause_ms(5);
+		if (!burst)
+			pause_ms(5);
 	}
-	snprintf(mark, sizeof(mark), "%.*s/full", (int)(role - 1 - src), src);
-	int m = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (m >= 0)
-		close(m);
+	if (errno == ENOSPC) {
+		snprintf(mark, sizeof(mark), "%.*s/full", (int)(role - 1 - src), src);
+		int m = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (m >= 0)
+			close(m);
+	}
 	return 1;
 }
 
@@ -197,6 +206,22 @@ static void test_lz_transport_fetch__a_download_stops_at_the_reserve(void **stat
 	assert_true(o.free_bytes > o.size_bytes / 2);
 }
 
+/* One file written faster than the watch looks (a blob from a local
+ * archive) stops at the room, not at a full disk. */
+static void test_lz_transport_fetch__one_file_stops_at_the_room(void **state)
+{
+	const char *dir = *state;
+	struct outcome o;
+	fetch(dir, "burst", &o);
+	if (o.r != -ENOSPC && o.r != -EIO)
+		fail_msg("got %d: %s", o.r, o.err.msg);
+	char mark[PATH_MAX];
+	snprintf(mark, sizeof(mark), "%s/full", dir);
+	if (access(mark, F_OK) == 0)
+		fail_msg("a write was refused for a full disk: %s", o.err.msg);
+	assert_int_equal(o.images_left, 0);
+}
+
 static void test_lz_transport_fetch__endless_messages_are_stopped(void **state)
 {
 	const char *dir = *state;
@@ -225,6 +250,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__a_download_stops_at_the_reserve, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__one_file_stops_at_the_room, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__endless_messages_are_stopped, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__a_transport_within_the_room_succeeds,

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,6 +116,36 @@ static void test_lz_spawn_run_watched__after_the_child_ended(void **state)
 	assert_int_equal(lz_spawn_run_watched(&spec, "sleep", 200, &often, &err), -ETIMEDOUT);
 	assert_non_null(strstr(err.msg, "sleep: did not finish in time; killed"));
 	assert_true(w.calls >= 5);
+}
+
+/* max_file_bytes bounds every file the child writes (RLIMIT_FSIZE), and
+ * what it starts; the caller's own limit is untouched. */
+static void test_lz_spawn__max_file_bytes_bounds_the_childs_files(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	char path[] = "/tmp/lz-test-fsize-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	char script[128];
+	snprintf(script, sizeof(script), "exec head -c 100000 /dev/zero > %s", path);
+	char *const argv[] = { "sh", "-c", script, NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .path = "/bin/sh", .argv = argv, .stdin_fd = -1,
+				 .stdout_fd = -1, .stderr_fd = -1, .max_file_bytes = 4096 };
+	struct rlimit before, after;
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &before), 0);
+	assert_int_equal(lz_spawn_run(&spec, "head", 5000, &err), -EIO);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &after), 0);
+	assert_true(before.rlim_cur == after.rlim_cur && before.rlim_max == after.rlim_max);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 4096);
+	spec.max_file_bytes = 0; /* none: the whole 100,000 bytes */
+	assert_int_equal(lz_spawn_run(&spec, "head", 5000, &err), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 100000);
+	unlink(path);
 }
 
 static void test_lz_spawn__exec_errno_is_reported(void **state)
@@ -602,6 +633,7 @@ int main(void)
 		cmocka_unit_test(test_lz_spawn_run_watched__a_check_stops_the_child),
 		cmocka_unit_test(test_lz_spawn_run_watched__after_the_child_ended),
 		cmocka_unit_test(test_lz_spawn__exec_errno_is_reported),
+		cmocka_unit_test(test_lz_spawn__max_file_bytes_bounds_the_childs_files),
 		cmocka_unit_test(test_lz_spawn__environment_is_empty_and_argv_exact),
 		cmocka_unit_test(test_lz_reap__timeout_kills),
 		cmocka_unit_test(test_lz_spawn__exe_fd_is_used_not_path),
