@@ -105,7 +105,8 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path 
 		goto fail;
 	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo->fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
-				 .stderr_fd = messages, .max_file_bytes = room.bytes == UINT64_MAX ? 0 : room.bytes };
+				 .stderr_fd = messages, .max_file_bytes = room.bytes == UINT64_MAX ? 0 : room.bytes,
+				 .max_data_bytes = LZ_TRANSPORT_MAX_DATA };
 	struct watch_ctx ctx = { t.layout.fd, messages };
 	const struct lz_spawn_watch watch = { TRANSPORT_WATCH_MS, transport_check, &ctx };
 	r = lz_spawn_run_watched(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, &watch, err);

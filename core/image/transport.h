@@ -12,6 +12,10 @@
 #include "util/err.h"
 
 #define LZ_TRANSPORT_TIMEOUT_MS (30 * 60 * 1000)
+/* skopeo's heap (RLIMIT_DATA): it streams blobs, and copied an image in
+ * well under 1 GiB (it fails to start below about 100 MiB); a registry
+ * cannot make it take the host's memory. */
+#define LZ_TRANSPORT_MAX_DATA (2ULL << 30)
 
 struct lz_transport {
 	struct lz_path images;  /* images/ */

@@ -179,6 +179,22 @@ void lz_spawn_prepared_release(struct lz_spawn_prepared *p)
 	lz_close_fdp(&p->null_fd);
 }
 
+/* In the child: lowers resource's limit, soft and hard, to at most max
+ * (0: unchanged). Lowering needs no privilege; a lower limit the caller
+ * had already stays. */
+static int lower_limit(int resource, uint64_t max)
+{
+	struct rlimit l;
+	if (max == 0)
+		return 0;
+	if (getrlimit(resource, &l) < 0)
+		return -1;
+	if (l.rlim_max == RLIM_INFINITY || l.rlim_max > max)
+		l.rlim_max = max;
+	l.rlim_cur = l.rlim_max;
+	return setrlimit(resource, &l);
+}
+
 _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int status_fd)
 {
 	static char *const empty_env[] = { NULL };
@@ -201,16 +217,8 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 	/* Before the dup2s, which may reuse cwd_fd's number. */
 	if (spec->has_cwd && fchdir(spec->cwd_fd) < 0)
 		goto fail;
-	if (spec->max_file_bytes > 0) {
-		struct rlimit fsize;
-		if (getrlimit(RLIMIT_FSIZE, &fsize) < 0)
-			goto fail;
-		if (fsize.rlim_max == RLIM_INFINITY || fsize.rlim_max > spec->max_file_bytes)
-			fsize.rlim_max = spec->max_file_bytes; /* lowering needs no privilege */
-		fsize.rlim_cur = fsize.rlim_max;
-		if (setrlimit(RLIMIT_FSIZE, &fsize) < 0)
-			goto fail;
-	}
+	if (lower_limit(RLIMIT_FSIZE, spec->max_file_bytes) < 0 || lower_limit(RLIMIT_DATA, spec->max_data_bytes) < 0)
+		goto fail;
 	if (dup2(p->fds[0], STDIN_FILENO) >= 0 && dup2(p->fds[1], STDOUT_FILENO) >= 0 &&
 	    dup2(p->fds[2], STDERR_FILENO) >= 0 &&
 	    (!spec->ctty || (setsid() >= 0 && ioctl(STDIN_FILENO, TIOCSCTTY, 0) == 0))) {

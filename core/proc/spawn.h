@@ -63,6 +63,8 @@ struct lz_spawn {
 	int cwd_fd;
 	uint64_t max_file_bytes; /* > 0: RLIMIT_FSIZE, soft and hard (a write past
 				  * it fails EFBIG, or SIGXFSZ kills) */
+	uint64_t max_data_bytes; /* > 0: RLIMIT_DATA (heap and private writable
+				  * mappings: an allocation past it fails) */
 };
 
 /* The parent-side preparation of a spec's standard streams and executable

@@ -119,8 +119,9 @@ static void test_lz_spawn_run_watched__after_the_child_ended(void **state)
 }
 
 /* max_file_bytes bounds every file the child writes (RLIMIT_FSIZE), and
- * what it starts; the caller's own limit is untouched. */
-static void test_lz_spawn__max_file_bytes_bounds_the_childs_files(void **state)
+ * max_data_bytes its heap (RLIMIT_DATA), for what it starts too; the
+ * caller's own limits are untouched. */
+static void test_lz_spawn__limits_bound_the_child_not_the_caller(void **state)
 {
 	(void)state;
 	struct lz_err err = { 0, "" };
@@ -145,6 +146,20 @@ static void test_lz_spawn__max_file_bytes_bounds_the_childs_files(void **state)
 	assert_int_equal(lz_spawn_run(&spec, "head", 5000, &err), 0);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_size, 100000);
+
+	/* max_data_bytes the same for RLIMIT_DATA: the child's shell reports
+	 * it (in KiB), soft and hard. */
+	snprintf(script, sizeof(script), "echo $(ulimit -S -d) $(ulimit -H -d) > %s", path);
+	spec.max_data_bytes = 64 << 20;
+	assert_int_equal(lz_spawn_run(&spec, "ulimit", 5000, &err), 0);
+	FILE *f = fopen(path, "r");
+	char got[64] = "";
+	assert_non_null(f);
+	assert_non_null(fgets(got, sizeof(got), f));
+	fclose(f);
+	assert_string_equal(got, "65536 65536\n");
+	assert_int_equal(getrlimit(RLIMIT_DATA, &after), 0);
+	assert_true(after.rlim_cur == RLIM_INFINITY || after.rlim_cur > (64 << 20));
 	unlink(path);
 }
 
@@ -633,7 +648,7 @@ int main(void)
 		cmocka_unit_test(test_lz_spawn_run_watched__a_check_stops_the_child),
 		cmocka_unit_test(test_lz_spawn_run_watched__after_the_child_ended),
 		cmocka_unit_test(test_lz_spawn__exec_errno_is_reported),
-		cmocka_unit_test(test_lz_spawn__max_file_bytes_bounds_the_childs_files),
+		cmocka_unit_test(test_lz_spawn__limits_bound_the_child_not_the_caller),
 		cmocka_unit_test(test_lz_spawn__environment_is_empty_and_argv_exact),
 		cmocka_unit_test(test_lz_reap__timeout_kills),
 		cmocka_unit_test(test_lz_spawn__exe_fd_is_used_not_path),
