@@ -191,7 +191,8 @@ static int lower_limit(int resource, uint64_t max)
 		return -1;
 	if (l.rlim_max == RLIM_INFINITY || l.rlim_max > max)
 		l.rlim_max = max;
-	l.rlim_cur = l.rlim_max;
+	if (l.rlim_cur == RLIM_INFINITY || l.rlim_cur > l.rlim_max)
+		l.rlim_cur = l.rlim_max;
 	return setrlimit(resource, &l);
 }
 
