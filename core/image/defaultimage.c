@@ -42,7 +42,7 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
  * would (mmdebstrap's own tree is under /tmp). */
 static int reserve_check(void *build, struct lz_err *err)
 {
-	return lz_prepare_reserve_check(((const struct lz_path *)build)->fd, err);
+	return lz_prepare_reserve_check(((const struct lz_path *)build)->fd, NULL, err);
 }
 
 static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *build, struct lz_err *err)

@@ -118,12 +118,14 @@ int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *
 	return 0;
 }
 
-int lz_prepare_reserve_check(int dir_fd, struct lz_err *err)
+int lz_prepare_reserve_check(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *err)
 {
 	struct lz_prepare_budget b = { 0 };
 	int r = lz_prepare_budget(dir_fd, &b, err);
 	if (r < 0)
 		return r;
+	if (ret != NULL)
+		*ret = b;
 	if (b.bytes == 0 || b.entries == 0)
 		return lz_err_set(err, ENOSPC,
 				  "stopped: the Storage Root's file system has no more than a twentieth of it "

@@ -48,8 +48,9 @@ struct lz_prepare_budget {
 int lz_prepare_budget(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *err);
 /* -ENOSPC, saying so, when the budget of dir_fd's file system is spent
  * (bytes or entries): a tool writing there (a download, an image build)
- * is stopped at the same reserve (proc/spawn.h lz_spawn_run_watched). */
-int lz_prepare_reserve_check(int dir_fd, struct lz_err *err);
+ * is stopped at the same reserve (proc/spawn.h lz_spawn_run_watched).
+ * ret, when not NULL, gets the budget. */
+int lz_prepare_reserve_check(int dir_fd, struct lz_prepare_budget *ret, struct lz_err *err);
 
 struct lz_prepare_progress {
 	uint32_t layer;    /* 1-based layer being applied; 0 before the first */

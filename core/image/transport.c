@@ -51,7 +51,7 @@ static int transport_check(void *ctxp, struct lz_err *err)
 {
 	const struct watch_ctx *ctx = ctxp;
 	struct stat st;
-	int r = lz_prepare_reserve_check(ctx->layout_fd, err);
+	int r = lz_prepare_reserve_check(ctx->layout_fd, NULL, err);
 	if (r < 0)
 		return r;
 	if (fstat(ctx->messages, &st) == 0 && st.st_size > SKOPEO_MESSAGES_CAP)
@@ -101,7 +101,7 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path 
 	 * local archive fills it faster than the watch looks); the watch
 	 * bounds what they take together. */
 	struct lz_prepare_budget room = { 0 };
-	if ((r = lz_prepare_reserve_check(t.layout.fd, err)) < 0 || (r = lz_prepare_budget(t.layout.fd, &room, err)) < 0)
+	if ((r = lz_prepare_reserve_check(t.layout.fd, &room, err)) < 0)
 		goto fail;
 	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo->fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,

@@ -508,10 +508,8 @@ int lz_spawn_run_watched(const struct lz_spawn *spec, const char *label, int tim
 		}
 	}
 	siginfo_t info = { 0 };
-	while ((r = waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED)) < 0 && errno == EINTR)
-		;
-	if (r < 0)
-		return lz_err_set(err, errno, "%s: waitid: %s", label, strerror(errno));
+	if ((r = lz_reap(pidfd, -1, &info)) < 0) /* it has exited: only the reap */
+		return lz_err_set(err, -r, "%s: waitid: %s", label, strerror(-r));
 	if (info.si_code == CLD_EXITED && info.si_status == 0)
 		return 0;
 	/* What stops it may also be why it failed, between two looks. */

@@ -187,6 +187,14 @@ static int teardown(void **state)
 
 /* ---- tests -------------------------------------------------------------------- */
 
+/* Whether the stand-in left its mark: the disk refused it a write. */
+static bool disk_refused_a_write(const char *dir)
+{
+	char mark[PATH_MAX];
+	snprintf(mark, sizeof(mark), "%s/full", dir);
+	return access(mark, F_OK) == 0;
+}
+
 static void test_lz_transport_fetch__a_download_stops_at_the_reserve(void **state)
 {
 	const char *dir = *state;
@@ -198,9 +206,7 @@ static void test_lz_transport_fetch__a_download_stops_at_the_reserve(void **stat
 	assert_non_null(strstr(o.err.msg, "stopped: the Storage Root's file system has no more than a twentieth"));
 	/* Stopped by the watch before the disk refused a write (the stand-in
 	 * leaves a mark once it has), and nothing of it is left. */
-	char mark[PATH_MAX];
-	snprintf(mark, sizeof(mark), "%s/full", dir);
-	if (access(mark, F_OK) == 0)
+	if (disk_refused_a_write(dir))
 		fail_msg("the download filled the disk before it was stopped");
 	assert_int_equal(o.images_left, 0);
 	assert_true(o.free_bytes > o.size_bytes / 2);
@@ -215,9 +221,7 @@ static void test_lz_transport_fetch__one_file_stops_at_the_room(void **state)
 	fetch(dir, "burst", &o);
 	if (o.r != -ENOSPC && o.r != -EIO)
 		fail_msg("got %d: %s", o.r, o.err.msg);
-	char mark[PATH_MAX];
-	snprintf(mark, sizeof(mark), "%s/full", dir);
-	if (access(mark, F_OK) == 0)
+	if (disk_refused_a_write(dir))
 		fail_msg("a write was refused for a full disk: %s", o.err.msg);
 	assert_int_equal(o.images_left, 0);
 }
