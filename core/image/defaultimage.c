@@ -42,7 +42,8 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
  * would (mmdebstrap's own tree is under /tmp). */
 static int reserve_check(void *build, struct lz_err *err)
 {
-	return lz_prepare_reserve_check(((const struct lz_path *)build)->fd, NULL, err);
+	int r = lz_prepare_reserve_check(((const struct lz_path *)build)->fd, NULL, err);
+	return r < 0 ? lz_err_prefix(err, r, "stopped: ") : 0;
 }
 
 static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *build, struct lz_err *err)

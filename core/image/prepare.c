@@ -128,7 +128,7 @@ int lz_prepare_reserve_check(int dir_fd, struct lz_prepare_budget *ret, struct l
 		*ret = b;
 	if (b.bytes == 0 || b.entries == 0)
 		return lz_err_set(err, ENOSPC,
-				  "stopped: the Storage Root's file system has no more than a twentieth of it "
+				  "the Storage Root's file system has no more than a twentieth of it "
 				  "free (the image is larger than the room there, or something else filled it); "
 				  "free space there");
 	return 0;

@@ -1,6 +1,7 @@
 #include "image/transport.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,21 @@ static void relay_messages(int fd)
 		dprintf(STDERR_FILENO, "skopeo: (%lld more bytes not shown)\n", (long long)(size - n));
 }
 
+/* Whether the end of skopeo's messages (its error) says a write was
+ * refused for its size (Go's text for EFBIG): only then is the per-file
+ * room worth naming. */
+static bool said_file_too_large(int fd)
+{
+	char buf[SKOPEO_MESSAGES_MAX + 1];
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > SKOPEO_MESSAGES_MAX ? size - SKOPEO_MESSAGES_MAX : 0;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, from);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0'; /* a NUL in the text ends the search early: a missed hint only */
+	return strcasestr(buf, "file too large") != NULL;
+}
+
 struct watch_ctx {
 	int layout_fd, messages;
 };
@@ -53,7 +69,7 @@ static int transport_check(void *ctxp, struct lz_err *err)
 	struct stat st;
 	int r = lz_prepare_reserve_check(ctx->layout_fd, NULL, err);
 	if (r < 0)
-		return r;
+		return lz_err_prefix(err, r, "stopped: ");
 	if (fstat(ctx->messages, &st) == 0 && st.st_size > SKOPEO_MESSAGES_CAP)
 		return lz_err_set(err, EMSGSIZE, "stopped: skopeo wrote more than %d bytes of messages",
 				  SKOPEO_MESSAGES_CAP);
@@ -101,8 +117,10 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path 
 	 * local archive fills it faster than the watch looks); the watch
 	 * bounds what they take together. */
 	struct lz_prepare_budget room = { 0 };
-	if ((r = lz_prepare_reserve_check(t.layout.fd, &room, err)) < 0)
+	if ((r = lz_prepare_reserve_check(t.layout.fd, &room, err)) < 0) {
+		lz_err_prefix(err, r, "not started: ");
 		goto fail;
+	}
 	struct lz_spawn spec = { .label = "skopeo", .exe_fd = skopeo->fd, .argv = argv,
 				 .envp = envp, .stdin_fd = -1, .stdout_fd = -1,
 				 .stderr_fd = messages, .max_file_bytes = room.bytes == UINT64_MAX ? 0 : room.bytes,
@@ -111,12 +129,12 @@ int lz_transport_fetch(const struct lz_path *storage_root, const struct lz_path 
 	const struct lz_spawn_watch watch = { TRANSPORT_WATCH_MS, transport_check, &ctx };
 	r = lz_spawn_run_watched(&spec, "skopeo copy", LZ_TRANSPORT_TIMEOUT_MS, &watch, err);
 	relay_messages(messages);
-	if (r == -EIO && spec.max_file_bytes > 0) {
+	if (r == -EIO && spec.max_file_bytes > 0 && said_file_too_large(messages)) {
 		char why[sizeof(err->msg)];
 		snprintf(why, sizeof(why), "%s", err->msg);
 		lz_err_set(err, EIO,
 			   "%s (no file of skopeo's may pass %llu bytes, the room the Storage Root's file system has "
-			   "beyond a twentieth of it: a \"file too large\" above says the image did not fit)",
+			   "beyond a twentieth of it: the image does not fit there; free space or move the Storage Root)",
 			   why, (unsigned long long)spec.max_file_bytes);
 	}
 	if (r < 0) {

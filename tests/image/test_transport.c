@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <setjmp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,8 +44,10 @@ static void pause_ms(long ms)
  * (3.2 MB/s, a download), into two files by turns; "burst" writes one
  * file as fast as it can (a local archive's blob). Both write until a
  * write fails, and leave DIR/full as a mark if the disk refused one
- * (ENOSPC). "noisy" writes messages to its standard error without end;
- * "ok" leaves a file and succeeds. */
+ * (ENOSPC), and end with the write's error as skopeo's last message.
+ * "noisy" writes messages to its standard error without end; "refused"
+ * fails as a registry that cannot be reached does; "ok" leaves a file
+ * and succeeds. */
 static int fake_skopeo(char **argv)
 {
 	if (strcmp(argv[1], "copy") != 0 || strncmp(argv[3], "docker-archive:", 15) != 0 ||
@@ -64,6 +67,10 @@ static int fake_skopeo(char **argv)
 		int fd = open(blob[0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		return fd >= 0 && close(fd) == 0 ? 0 : 1;
 	}
+	if (strcmp(role, "refused") == 0) {
+		dprintf(STDERR_FILENO, "FATA[0000] initializing source: dial tcp 127.0.0.1:9: connect: connection refused\n");
+		return 1;
+	}
 	if (strcmp(role, "noisy") == 0) {
 		char line[4096];
 		memset(line, 'x', sizeof(line) - 1);
@@ -80,14 +87,22 @@ static int fake_skopeo(char **argv)
 		      open(blob[1], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) };
 	if (fd[0] < 0 || fd[1] < 0)
 		return 1;
+	/* As skopeo (Go) does: a write past the file size limit fails EFBIG
+	 * instead of killing, and a short write is finished. */
+	signal(SIGXFSZ, SIG_IGN);
 	static char chunk[16384];
 	for (unsigned k = 0;; k++) {
-		if (write(fd[burst ? 0 : k % 2], chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
+		ssize_t n = 0;
+		for (size_t done = 0; done < sizeof(chunk) && n >= 0; done += (size_t)n)
+			n = write(fd[burst ? 0 : k % 2], chunk + done, sizeof(chunk) - done);
+		if (n < 0)
 			break;
 		if (!burst)
 			pause_ms(5);
 	}
-	if (errno == ENOSPC) {
+	int failed = errno;
+	dprintf(STDERR_FILENO, "FATA[0000] writing blob: write %s: %s\n", blob[0], strerror(failed));
+	if (failed == ENOSPC) {
 		snprintf(mark, sizeof(mark), "%.*s/full", (int)(role - 1 - src), src);
 		int m = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 		if (m >= 0)
@@ -223,6 +238,24 @@ static void test_lz_transport_fetch__one_file_stops_at_the_room(void **state)
 		fail_msg("got %d: %s", o.r, o.err.msg);
 	if (disk_refused_a_write(dir))
 		fail_msg("a write was refused for a full disk: %s", o.err.msg);
+	/* Refused by the file size limit: the message names the room. */
+	if (o.r == -EIO && strstr(o.err.msg, "no file of skopeo's may pass") == NULL)
+		fail_msg("the room is not named: %s", o.err.msg);
+	assert_int_equal(o.images_left, 0);
+}
+
+/* A failure that is not about room (a registry out of reach) says what
+ * skopeo said, and nothing about the room. */
+static void test_lz_transport_fetch__other_failures_do_not_name_the_room(void **state)
+{
+	const char *dir = *state;
+	struct outcome o;
+	fetch(dir, "refused", &o);
+	if (o.r != -EIO)
+		fail_msg("got %d: %s", o.r, o.err.msg);
+	assert_non_null(strstr(o.err.msg, "copying docker-archive:"));
+	if (strstr(o.err.msg, "room") != NULL)
+		fail_msg("names the room: %s", o.err.msg);
 	assert_int_equal(o.images_left, 0);
 }
 
@@ -256,6 +289,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__one_file_stops_at_the_room, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__endless_messages_are_stopped, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__other_failures_do_not_name_the_room, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_transport_fetch__a_transport_within_the_room_succeeds,
 						setup, teardown),
