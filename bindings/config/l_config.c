@@ -5,7 +5,7 @@
  *       environment and the selected profile's env references; values of
  *       those references never cross into Lua.
  *   handle:summary()                            [-0, +1, e]
- *       -> { source, storage_root, runtime_root, runsc_dcache, keep_unused_images, profiles,
+ *       -> { source, storage_root, runtime_root, runsc_dcache, max_memory_mib, keep_unused_images, profiles,
  *            profile?, workspace?, domain_id?, fingerprint? }
  *   handle:close()                              [-0, +0, -]  idempotent
  *   config.profile_name_valid(name)             [-0, +1, e] -> boolean
@@ -99,7 +99,7 @@ static int config_summary(lua_State *L)
 	struct config_ud *ud = check_open(L);
 	struct lz_config_summary s;
 	lz_config_summarize(ud->cfg, &s);
-	lua_createtable(L, 0, 9);
+	lua_createtable(L, 0, 10);
 	set_string(L, "source", s.source);
 	set_string(L, "storage_root", s.storage_root);
 	set_string(L, "runtime_root", s.runtime_root);
@@ -109,6 +109,8 @@ static int config_summary(lua_State *L)
 	set_string(L, "fingerprint", s.fingerprint);
 	lua_pushinteger(L, s.runsc_dcache);
 	lua_setfield(L, -2, "runsc_dcache");
+	lua_pushinteger(L, s.max_memory_mib);
+	lua_setfield(L, -2, "max_memory_mib");
 	lua_pushinteger(L, s.keep_unused_images);
 	lua_setfield(L, -2, "keep_unused_images");
 	lua_pushinteger(L, (lua_Integer)s.n_profiles);

@@ -78,7 +78,8 @@ static int sup_serve(lua_State *L)
 					    [LZ_RS_END_ROUTER] = "router-ended",
 					    [LZ_RS_END_HELPER] = "network-helper-ended",
 					    [LZ_RS_END_EGRESS] = "egress-proxy-ended",
-					    [LZ_RS_END_RUNSC] = "runsc-ended" };
+					    [LZ_RS_END_RUNSC] = "runsc-ended",
+					    [LZ_RS_END_MEMORY] = "memory-exceeded" };
 	lz_rs *rs = check_rs(L);
 	enum lz_rs_end end;
 	struct lz_err err = { 0, "" };
@@ -86,7 +87,8 @@ static int sup_serve(lua_State *L)
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
 	lua_pushstring(L, ends[end]);
-	return 1;
+	lua_pushstring(L, lz_rs_end_reason(rs));
+	return 2;
 }
 
 static int sup_abort(lua_State *L)

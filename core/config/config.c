@@ -630,8 +630,18 @@ static int decode_document(struct decoder *d, const struct lz_toml_value *root,
 				return r;
 			for (size_t j = 0; j < e->value->table.len; j++) {
 				const struct lz_toml_entry *k = &e->value->table.entries[j];
+				if (strcmp(k->key, "max_memory_mib") == 0) {
+					if ((r = expect(d, k, LZ_TOML_INTEGER, "")) < 0)
+						return r;
+					if (k->value->integer < LZ_MAX_MEMORY_MIB_MIN ||
+					    k->value->integer > LZ_MAX_MEMORY_MIB_MAX)
+						return fail(d, k->value->pos, "max_memory_mib must be between %d and %u",
+							    LZ_MAX_MEMORY_MIB_MIN, LZ_MAX_MEMORY_MIB_MAX);
+					doc->max_memory_mib = (uint32_t)k->value->integer;
+					continue;
+				}
 				if (strcmp(k->key, "runsc_dcache") != 0)
-					return unknown_key(d, k, "[runtime]", "runsc_dcache");
+					return unknown_key(d, k, "[runtime]", "runsc_dcache, max_memory_mib");
 				if ((r = expect(d, k, LZ_TOML_INTEGER, "")) < 0)
 					return r;
 				if (k->value->integer < 0 || k->value->integer > LZ_DCACHE_MAX)

@@ -29,6 +29,8 @@
 #define LZ_CONFIG_VERSION 1
 #define LZ_DCACHE_DEFAULT 50000
 #define LZ_DCACHE_MAX 262144
+#define LZ_MAX_MEMORY_MIB_MIN 64
+#define LZ_MAX_MEMORY_MIB_MAX (1u << 24) /* 16 TiB */
 #define LZ_PROFILE_NAME_MAX 64
 #define LZ_CONFIG_LIST_MAX 256  /* items in any list, profiles in a file */
 #define LZ_CONFIG_STRING_MAX 4096
@@ -92,6 +94,7 @@ struct lz_config_doc {
 	char *data_root;
 	uint32_t keep_unused_images; /* 0: no automatic reclamation (OR-7) */
 	uint32_t runsc_dcache;
+	uint32_t max_memory_mib; /* 0: half of the host's memory (runtime/memwatch.h) */
 	struct lz_config_profile *profiles;
 	size_t n_profiles;
 };
@@ -137,6 +140,7 @@ struct lz_config_summary {
 	const char *domain_id;
 	const char *fingerprint;
 	uint32_t runsc_dcache;
+	uint32_t max_memory_mib; /* 0: half of the host's memory */
 	uint32_t keep_unused_images; /* 0: no automatic image reclamation */
 	size_t n_profiles;
 };
@@ -179,6 +183,8 @@ const char *lz_config_env_value(const lz_config *cfg, size_t i);
  * of them (lz_broker_forget_in_children). */
 void lz_config_forget_env_values(const lz_config *cfg);
 uint32_t lz_config_dcache(const lz_config *cfg);
+/* runtime.max_memory_mib; 0 when not set (half of the host's memory). */
+uint32_t lz_config_max_memory_mib(const lz_config *cfg);
 /* storage.keep_unused_images, 0 when unset (no automatic reclamation). */
 uint32_t lz_config_keep_unused_images(const lz_config *cfg);
 

@@ -372,6 +372,7 @@ static int fingerprint(lz_config *cfg, struct lz_err *err)
 	canon_u32(&c, LZ_CONFIG_VERSION);
 	canon_str(&c, cfg->storage_root.canonical);
 	canon_u32(&c, cfg->doc->runsc_dcache);
+	canon_u32(&c, cfg->doc->max_memory_mib);
 	canon_str(&c, p->name);
 	canon_str(&c, cfg->workspace.canonical);
 	canon_str(&c, p->image);
@@ -685,6 +686,7 @@ void lz_config_summarize(const lz_config *cfg, struct lz_config_summary *ret)
 		.domain_id = sel ? cfg->domain_id : NULL,
 		.fingerprint = sel ? cfg->fingerprint : NULL,
 		.runsc_dcache = cfg->doc->runsc_dcache,
+		.max_memory_mib = cfg->doc->max_memory_mib,
 		.keep_unused_images = cfg->doc->keep_unused_images,
 		.n_profiles = cfg->doc->n_profiles,
 	};
@@ -743,4 +745,9 @@ uint32_t lz_config_keep_unused_images(const lz_config *cfg)
 uint32_t lz_config_dcache(const lz_config *cfg)
 {
 	return cfg->doc->runsc_dcache;
+}
+
+uint32_t lz_config_max_memory_mib(const lz_config *cfg)
+{
+	return cfg->doc->max_memory_mib;
 }

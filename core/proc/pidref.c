@@ -93,6 +93,11 @@ void lz_pidref_use_proc(int proc_fd)
 	host_proc = proc_fd;
 }
 
+int lz_pidref_proc(void)
+{
+	return host_proc;
+}
+
 /* A small file of the host's /proc (rel beneath it), as lz_read_small. */
 static ssize_t read_proc(const char *rel, char *buf, size_t cap)
 {

@@ -43,6 +43,8 @@ int lz_pidref_from_pidfd(int pidfd, struct lz_pidref *ret, struct lz_err *err);
  * host's (the Runtime Supervisor) keeps a descriptor of the host's /proc
  * here first: identities it forms are read there. Not closed here. */
 void lz_pidref_use_proc(int proc_fd);
+/* That descriptor, or -1 when none was kept ("/proc" is the host's). */
+int lz_pidref_proc(void);
 
 /* Exact pidfs recovery matching (spec 3.3): *ret_alive is true only when
  * the boot ID matches, a pidfd opened for ref->pid has exactly the

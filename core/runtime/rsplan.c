@@ -19,6 +19,7 @@
 #include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "router/ignorewatch.h"
+#include "runtime/memwatch.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
 
@@ -417,6 +418,8 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	if ((plan->runsc_fd = fcntl(in->runsc->fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		return lz_err_set(err, errno, "dup: %s", strerror(errno));
 	plan->dcache = plan_dcache(lz_config_dcache(in->cfg));
+	uint32_t mib = lz_config_max_memory_mib(in->cfg);
+	plan->max_memory = mib ? (uint64_t)mib << 20 : lz_memwatch_default_limit();
 	memcpy(plan->canary_key, in->canary_key, LZ_CANARY_KEY_LEN);
 	plan->prepared_fd = in->rootfs_fd;
 	char prepared[4200];

@@ -104,6 +104,7 @@ struct lz_rs_plan {
 	char bundle[4096];
 	char container_id[80];
 	uint32_t dcache;
+	uint64_t max_memory; /* bytes of the sandbox's memory file (memwatch.h) */
 	int policy_fd;
 	uint8_t policy_digest[32];
 	int slirp_fd;            /* O_PATH: what runs (hostprobe.h) */

@@ -31,6 +31,7 @@
 #include "net/netroutes_observe.h"
 #include "net/rtnl.h"
 #include "proc/spawn.h"
+#include "runtime/memwatch.h"
 #include "runtime/rsrouter.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
@@ -572,6 +573,8 @@ struct lz_rs {
 	 * error, hc.log. A helper holds no descriptor of a host file whose
 	 * mode, owner or times it could change (docs/threat-model.md). */
 	int helper_log[2];
+	struct lz_memwatch memwatch; /* from await_running on */
+	char end_reason[LZ_ERR_MSG_MAX]; /* why serving ended, when the RS ended it */
 	bool hc_alive;
 	bool released; /* stop or abort ran */
 	/* What each step took (us), by the step it completes, for READY's
@@ -598,6 +601,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	rs->p = plan;
 	rs->runsc = rs->helper = (struct lz_broker_child)LZ_BROKER_CHILD_INIT;
+	rs->memwatch = (struct lz_memwatch)LZ_MEMWATCH_INIT;
 	rs->router = (struct lz_rsrouter)LZ_RSROUTER_INIT;
 	rs->canary = LZ_CANARY_INIT;
 	rs->egress = LZ_EGRESS_INIT;
@@ -877,6 +881,11 @@ int lz_rs_await_running(lz_rs *rs, struct lz_err *err)
 		if (pr > 0 && pf[1].revents)
 			break;
 	}
+	/* The sandbox runs: its memory is watched from now on, or it does not
+	 * run (runtime/memwatch.h). */
+	if ((r = lz_memwatch_open(lz_pidref_proc(), (pid_t)rs->runsc.id.pid, rs->p->max_memory, &rs->memwatch,
+				  err)) < 0)
+		return r;
 	rs->step = LZ_RS_STEP_RUNNING;
 	return 0;
 }
@@ -922,12 +931,35 @@ int lz_rs_report_ready(lz_rs *rs, struct lz_err *err)
 	return 0;
 }
 
+/* One look at the sandbox's memory (memwatch.h): 1 when serving ends
+ * (*ret says why), 0 to go on. */
+static int look_at_memory(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
+{
+	struct lz_err merr = { 0, "" };
+	int m = lz_memwatch_check(&rs->memwatch, &merr);
+	if (m == -ESRCH) { /* gone before runsc run said so */
+		*ret = LZ_RS_END_RUNSC;
+		return 1;
+	}
+	if (m < 0)
+		return lz_err_set(err, -m, "watching the sandbox's memory: %s", merr.msg);
+	if (m == 0)
+		return 0;
+	snprintf(rs->end_reason, sizeof(rs->end_reason),
+		 "the sandbox's memory passed its limit (%llu MiB in use, the limit is %llu MiB: "
+		 "runtime.max_memory_mib, or half of the host's memory); it was stopped",
+		 (unsigned long long)(rs->memwatch.seen >> 20), (unsigned long long)(rs->memwatch.limit >> 20));
+	*ret = LZ_RS_END_MEMORY;
+	return 1;
+}
+
 int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 {
 	const struct lz_rs_plan *p = rs->p;
 	int r = enter(rs, LZ_RS_STEP_READY, "serve", err);
 	if (r < 0)
 		return r;
+	int64_t next_look = lz_now_ms();
 	for (;;) {
 		struct pollfd pf[6] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
@@ -935,7 +967,7 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 					{ .fd = rs->helper.pidfd, .events = POLLIN },
 					{ .fd = rs->egress.pidfd, .events = POLLIN },
 					{ .fd = rs->helper_log[0], .events = POLLIN } };
-		if (poll(pf, 6, -1) < 0) {
+		if (poll(pf, 6, lz_remaining_ms(next_look)) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
@@ -975,13 +1007,24 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 				return 0;
 			}
 		}
+		if (lz_remaining_ms(next_look) == 0) {
+			next_look = lz_now_ms() + LZ_MEMWATCH_INTERVAL_MS;
+			if ((r = look_at_memory(rs, ret, err)) != 0)
+				return r < 0 ? r : 0;
+		}
 	}
+}
+
+const char *lz_rs_end_reason(const lz_rs *rs)
+{
+	return rs->end_reason;
 }
 
 /* Stops what runs and unmounts exactly, in reverse of acquisition. */
 static int release(lz_rs *rs, struct lz_err *err)
 {
 	rs->released = true;
+	lz_memwatch_close(&rs->memwatch);
 	struct lz_err serr = { 0, "" };
 	int sr = stop_runsc(rs->p, &rs->runsc, &serr);
 	lz_broker_kill(&rs->runsc);

@@ -82,6 +82,7 @@ enum lz_rs_end {
 	LZ_RS_END_ROUTER,     /* the workspace router ended (spec 3.5 router loss) */
 	LZ_RS_END_HELPER,     /* slirp4netns ended: the sandbox has no network path */
 	LZ_RS_END_EGRESS,     /* the egress proxy ended: no way to a name */
+	LZ_RS_END_MEMORY,     /* the sandbox's memory passed its limit (memwatch.h) */
 };
 
 /* Takes the plan (the broker's fn argument) in the freshly created RS:
@@ -106,8 +107,13 @@ int lz_rs_read_init_report(lz_rs *rs, struct lz_err *err);
 int lz_rs_finish_network(lz_rs *rs, struct lz_err *err);
 int lz_rs_report_ready(lz_rs *rs, struct lz_err *err);
 
-/* Serves until STOP, HC loss or the end of runsc (needs READY). */
+/* Serves until STOP, HC loss, the end of runsc or of a helper, or the
+ * sandbox's memory past its limit, looked at every
+ * LZ_MEMWATCH_INTERVAL_MS (needs READY). */
 int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err);
+/* Why serving ended, when the RS itself ended it (LZ_RS_END_MEMORY);
+ * "" otherwise. */
+const char *lz_rs_end_reason(const lz_rs *rs);
 
 /* Step 6: stops the container and the helper, unmounts exactly what was
  * mounted, proves the mounts absent, discards the transient layer and,

@@ -21,12 +21,17 @@ describe("lazaret.config.report", function()
     assert.matches("\nruntime root: +/run/user/1000/lazaret\n", text)
     assert.matches("\ndomain id: +" .. string.rep("ab", 32) .. "\n", text)
     assert.matches("\nfingerprint: +" .. string.rep("cd", 32) .. "\n", text)
+    assert.matches("\nmax memory: +half of the host's memory per sandbox\n", text)
     assert.matches("configuration is valid\n$", text)
     assert.is_nil(text:find("image gc", 1, true)) -- no automatic policy set
     local with_gc = {}
     for k, v in pairs(summary) do with_gc[k] = v end
     with_gc.keep_unused_images = 3
     assert.matches("\nimage gc: +3 unused images kept when a Domain's last session ends\n", report.text(with_gc))
+    with_gc.max_memory_mib = 4096
+    assert.matches("\nmax memory: +4096 MiB per sandbox\n", report.text(with_gc))
+    assert.matches('"max_memory_mib":4096', report.json(with_gc))
+    assert.matches('"max_memory_mib":null', report.json(summary))
   end)
 
   it("omits profile facts when no profile was selected", function()

@@ -37,7 +37,7 @@ local function fake(opts)
     check(self, "serve")
     log[#log + 1] = "serve"
     if opts.fail == "serve" then return nil, "the control channel broke", 32 end
-    return opts.serve_end or "stop"
+    return opts.serve_end or "stop", opts.serve_reason or ""
   end
   rs.stop = function(self)
     check(self, "stop")
@@ -122,6 +122,13 @@ describe("lazaret.runtime.supervisor", function()
     local rs, log = fake({ serve_end = "network-helper-ended" })
     assert.are.equal(1, sup.main(rs))
     assert.are.same(concat(STEPS, { "serve", "abort(the network helper (slirp4netns) ended)" }), log)
+  end)
+
+  it("aborts with the RS's reason when the sandbox's memory passed its limit, without stop", function()
+    local why = "the sandbox's memory passed its limit (300 MiB in use, the limit is 256 MiB); it was stopped"
+    local rs, log = fake({ serve_end = "memory-exceeded", serve_reason = why })
+    assert.are.equal(1, sup.main(rs))
+    assert.are.same(concat(STEPS, { "serve", "abort(" .. why .. ")" }), log)
   end)
 
   it("aborts when the egress proxy ends, without stop", function()

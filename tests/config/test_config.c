@@ -46,6 +46,7 @@ static void test_decode__minimal_profile_gets_defaults(void **state)
 	struct lz_config_doc *doc = decode_ok(MIN);
 	assert_int_equal(doc->n_profiles, 1);
 	assert_int_equal(doc->runsc_dcache, LZ_DCACHE_DEFAULT);
+	assert_int_equal(doc->max_memory_mib, 0); /* half of the host's memory */
 	assert_int_equal(doc->keep_unused_images, 0); /* no automatic image gc */
 	assert_null(doc->data_root);
 	const struct lz_config_profile *p = lz_config_doc_profile(doc, "dev");
@@ -65,7 +66,7 @@ static void test_decode__full_document(void **state)
 	(void)state;
 	const char *text = "version = 1\n"
 			   "[storage]\ndata_root = \"/srv/lazaret\"\nkeep_unused_images = 3\n"
-			   "[runtime]\nrunsc_dcache = 0\n"
+			   "[runtime]\nrunsc_dcache = 0\nmax_memory_mib = 64\n"
 			   "[profiles.dev]\nimage = \"docker://debian:12\"\n"
 			   "persistent_dirs = []\nisolate_ignored = false\n"
 			   "[profiles.dev.env]\nTOKEN = \"HOST_TOKEN\"\n"
@@ -79,6 +80,7 @@ static void test_decode__full_document(void **state)
 	struct lz_config_doc *doc = decode_ok(text);
 	assert_string_equal(doc->data_root, "/srv/lazaret");
 	assert_int_equal(doc->runsc_dcache, 0);
+	assert_int_equal(doc->max_memory_mib, 64);
 	assert_int_equal(doc->keep_unused_images, 3);
 	assert_int_equal(doc->n_profiles, 2);
 	const struct lz_config_profile *p = lz_config_doc_profile(doc, "dev");
@@ -150,6 +152,11 @@ static const struct refusal refusals[] = {
 	{ "version = 1\n[storage]\nkeep_unused_images = \"3\"\n", "keep_unused_images" },
 	{ "version = 1\n[storage]\nkeep_images = 3\n", "expected data_root, keep_unused_images" },
 	{ "version = 1\n[runtime]\nrunsc_dcache = -1\n", "between 0 and 262144" },
+	{ "version = 1\n[runtime]\nmax_memory_mib = 63\n", "max_memory_mib must be between 64 and 16777216" },
+	{ "version = 1\n[runtime]\nmax_memory_mib = 16777217\n", "between 64 and 16777216" },
+	{ "version = 1\n[runtime]\nmax_memory_mib = 0\n", "between 64 and 16777216" },
+	{ "version = 1\n[runtime]\nmax_memory_mib = \"1G\"\n", "max_memory_mib" },
+	{ "version = 1\n[runtime]\nmemory = 1\n", "expected runsc_dcache, max_memory_mib" },
 	{ "version = 1\nstorage = 1\n", "'storage' must be a table" },
 	{ MIN "isolate_ignored = \"no\"\n", "'isolate_ignored' must be a boolean" },
 	{ MIN "persistent_dirs = [1]\n", "entries must be strings" },

@@ -288,7 +288,32 @@ test_a_second_lock_file_does_not_fail_a_live_generation() {
 	assert_recovered
 }
 
+# Nothing of the host bounds a sandbox's memory (runsc ignores cgroups):
+# the Runtime Supervisor watches the sandbox's memory file and ends the
+# generation past runtime.max_memory_mib, saying so to the session and in
+# hc.log, before the host's OOM killer would pick one of the developer's
+# processes. Its in-memory /tmp is that memory too.
+test_memory_past_its_limit_ends_the_generation() {
+	EXTRA=$'[runtime]\nmax_memory_mib = 256\n' write_profile
+	capture launch sh -c 'dd if=/dev/zero of=/tmp/small bs=1M count=64 2>/dev/null && echo small ok
+		dd if=/dev/zero of=/tmp/big bs=1M count=2048 2>/dev/null; echo big done'
+	assert_eq "small ok" "$OUT" "what ran before the limit"
+	[ "$STATUS" != 0 ] || fail "the session ended 0 past the memory limit"
+	assert_contains "$ERR" "lazaret: error: the sandbox is gone: the sandbox's memory passed its limit ("
+	assert_contains "$ERR" "the limit is 256 MiB: runtime.max_memory_mib"
+	for _ in $(seq 300); do
+		grep -q "generation ended" "$T"/run/lazaret/domains/*/hc.log 2>/dev/null && break
+		sleep 0.1
+	done
+	local log
+	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+	assert_contains "$log" "the Runtime Supervisor failed: the sandbox's memory passed its limit"
+	assert_contains "$log" "generation ended with errors"
+	assert_recovered
+}
+
 t_run "recorded identities are the host's PIDs of their processes" test_recorded_identities_are_host_pids
+t_run "a sandbox past its memory limit ends its generation, saying so" test_memory_past_its_limit_ends_the_generation
 t_run "a second lock file beside a live generation does not record it lost" test_a_second_lock_file_does_not_fail_a_live_generation
 t_run "a mount namespace of a lost generation held outside it: refused until released" test_held_mount_namespace
 t_run "a network namespace of a lost generation held outside it: refused until released" test_held_network_namespace

@@ -45,6 +45,12 @@ function M.text(s)
     end
   end
   out[#out + 1] = string_format("%-14s%d", "runsc dcache:", s.runsc_dcache)
+  -- runtime/memwatch.h: a sandbox past it ends its generation.
+  if (s.max_memory_mib or 0) > 0 then
+    out[#out + 1] = string_format("%-14s%d MiB per sandbox", "max memory:", s.max_memory_mib)
+  else
+    out[#out + 1] = string_format("%-14s%s", "max memory:", "half of the host's memory per sandbox")
+  end
   if s.keep_unused_images > 0 then
     out[#out + 1] = string_format("%-14s%d unused images kept when a Domain's last session ends",
       "image gc:", s.keep_unused_images)
@@ -65,6 +71,7 @@ function M.json(s)
     domain_id = s.domain_id or json.null,
     fingerprint = s.fingerprint or json.null,
     runsc_dcache = s.runsc_dcache,
+    max_memory_mib = (s.max_memory_mib or 0) > 0 and s.max_memory_mib or json.null,
     keep_unused_images = s.keep_unused_images or 0,
     profiles = s.profiles,
   }) .. "\n"

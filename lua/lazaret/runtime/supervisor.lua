@@ -43,6 +43,13 @@ function M.main(rs)
     rs:abort("serve: " .. smsg)
     return 1
   end
+  -- Nothing of the host bounds the sandbox's memory (runsc ignores
+  -- cgroups); the RS watches it and stops the generation past its limit,
+  -- before the host's OOM killer picks one of the developer's processes.
+  if ended == "memory-exceeded" then
+    rs:abort(smsg)
+    return 1
+  end
   -- Spec 3.5 router loss: /workspace already fails with ENOTCONN; the
   -- generation ends, nothing is copied between backings.
   if ended == "router-ended" then

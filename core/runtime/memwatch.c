@@ -1,0 +1,199 @@
+#include "runtime/memwatch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "proc/pidref.h"
+#include "util/cleanup.h"
+#include "util/fdutil.h"
+
+#define SANDBOX_ARGV0 "runsc-sandbox"
+#define MEMORY_FILE "/memfd:runsc-memory (deleted)"
+#define PF_EXITING 0x00000004 /* include/linux/sched.h */
+
+/* Whether the process at pid_dir is runsc-sandbox, a child of runsc_pid.
+ * Read after the directory is open: a number reused since it was listed
+ * names another process, which fails here. */
+static bool is_sandbox(int pid_dir, pid_t runsc_pid)
+{
+	char buf[512];
+	ssize_t n = lz_read_small_at(pid_dir, "cmdline", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	if (strcmp(buf, SANDBOX_ARGV0) != 0)
+		return false;
+	if ((n = lz_read_small_at(pid_dir, "stat", buf, sizeof(buf) - 1)) <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold anything, so after the
+	 * last ')'. */
+	const char *close = strrchr(buf, ')');
+	char state;
+	int ppid;
+	return close != NULL && sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == runsc_pid;
+}
+
+/* Whether the process at pid_dir has exited or is exiting (PF_EXITING is
+ * set before its memory and descriptors go, long before it is a zombie). */
+static bool exiting(int pid_dir)
+{
+	char buf[1024];
+	ssize_t n = lz_read_small_at(pid_dir, "stat", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	uint64_t flags;
+	const char *close = strrchr(buf, ')');
+	char state;
+	if (close == NULL || sscanf(close + 1, " %c", &state) != 1 ||
+	    lz_proc_stat_field(buf, LZ_PROC_STAT_FLAGS, &flags) < 0)
+		return true;
+	return state == 'Z' || state == 'X' || (flags & PF_EXITING) != 0;
+}
+
+/* The children of runsc_pid listed by each of its threads (a Go program
+ * forks from any). Returns the directory of the one that is
+ * runsc-sandbox, or -ENOENT. */
+static int find_sandbox(int proc, pid_t runsc_pid)
+{
+	char rel[64];
+	snprintf(rel, sizeof(rel), "%d/task", (int)runsc_pid);
+	int tfd = openat(proc, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tfd < 0)
+		return -errno;
+	DIR *tasks = fdopendir(tfd);
+	if (tasks == NULL) {
+		int e = errno;
+		close(tfd);
+		return -e;
+	}
+	int found = -ENOENT;
+	struct dirent *t;
+	while (found < 0 && (t = readdir(tasks)) != NULL) {
+		if (t->d_name[0] == '.')
+			continue;
+		char kids[4096], crel[sizeof(t->d_name) + 16];
+		snprintf(crel, sizeof(crel), "%s/children", t->d_name);
+		ssize_t n = lz_read_small_at(dirfd(tasks), crel, kids, sizeof(kids) - 1);
+		if (n <= 0)
+			continue;
+		kids[n] = '\0';
+		char *save = NULL;
+		for (char *tok = strtok_r(kids, " \n", &save); tok != NULL && found < 0;
+		     tok = strtok_r(NULL, " \n", &save)) {
+			int dir = openat(proc, tok, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dir < 0)
+				continue;
+			if (is_sandbox(dir, runsc_pid))
+				found = dir;
+			else
+				close(dir);
+		}
+	}
+	closedir(tasks);
+	return found;
+}
+
+/* The descriptor of pid_dir's process that is its memory file. */
+static int find_memory_file(int pid_dir, char *ret, size_t size)
+{
+	int ffd = openat(pid_dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ffd < 0)
+		return -errno;
+	DIR *fds = fdopendir(ffd);
+	if (fds == NULL) {
+		int e = errno;
+		close(ffd);
+		return -e;
+	}
+	int r = -ENOENT;
+	struct dirent *d;
+	while (r < 0 && (d = readdir(fds)) != NULL) {
+		char target[sizeof(MEMORY_FILE) + 1];
+		ssize_t n = readlinkat(dirfd(fds), d->d_name, target, sizeof(target));
+		if (n == (ssize_t)sizeof(MEMORY_FILE) - 1 && memcmp(target, MEMORY_FILE, (size_t)n) == 0 &&
+		    strlen(d->d_name) < size) {
+			snprintf(ret, size, "%s", d->d_name);
+			r = 0;
+		}
+	}
+	closedir(fds);
+	return r;
+}
+
+int lz_memwatch_open(int proc_fd, pid_t runsc_pid, uint64_t limit, struct lz_memwatch *ret,
+		     struct lz_err *err)
+{
+	_cleanup_close_ int own = -EBADF;
+	if (proc_fd < 0) {
+		if ((own = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+			return lz_err_set(err, errno, "open /proc: %s", strerror(errno));
+		proc_fd = own;
+	}
+	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	w.limit = limit;
+	if ((w.pid_dir = find_sandbox(proc_fd, runsc_pid)) < 0)
+		return lz_err_set(err, -w.pid_dir, "cannot watch the sandbox's memory: no %s process under runsc run (%s)",
+				  SANDBOX_ARGV0, strerror(-w.pid_dir));
+	int r = find_memory_file(w.pid_dir, w.fd, sizeof(w.fd));
+	if (r < 0) {
+		lz_memwatch_close(&w);
+		return lz_err_set(err, -r, "cannot watch the sandbox's memory: %s has no memory file (%s; %s)",
+				  SANDBOX_ARGV0, MEMORY_FILE, strerror(-r));
+	}
+	struct stat st;
+	char rel[32];
+	snprintf(rel, sizeof(rel), "fd/%s", w.fd);
+	if (fstatat(w.pid_dir, rel, &st, 0) < 0) {
+		r = -errno;
+		lz_memwatch_close(&w);
+		return lz_err_set(err, -r, "cannot watch the sandbox's memory: %s", strerror(-r));
+	}
+	w.dev = st.st_dev;
+	w.ino = st.st_ino;
+	*ret = w;
+	return 0;
+}
+
+int lz_memwatch_check(struct lz_memwatch *w, struct lz_err *err)
+{
+	struct stat st;
+	char rel[32];
+	snprintf(rel, sizeof(rel), "fd/%s", w->fd);
+	if (fstatat(w->pid_dir, rel, &st, 0) < 0) {
+		int e = errno;
+		/* Its directory answers ESRCH once the process is reaped; an
+		 * exiting one has no descriptors (ENOENT), or its fd directory
+		 * becomes the host root's once its memory is gone (EACCES);
+		 * runsc-sandbox never closes its memory file while it runs. */
+		if (e == ESRCH || e == ENOENT || exiting(w->pid_dir))
+			return lz_err_set(err, ESRCH, "the sandbox process is gone");
+		return lz_err_set(err, e, "the sandbox's memory file: %s", strerror(e));
+	}
+	if (st.st_dev != w->dev || st.st_ino != w->ino)
+		return lz_err_set(err, EIO, "the sandbox's memory file changed under the watch");
+	w->seen = (uint64_t)st.st_blocks * 512;
+	return w->seen > w->limit ? 1 : 0;
+}
+
+void lz_memwatch_close(struct lz_memwatch *w)
+{
+	lz_close_fdp(&w->pid_dir);
+}
+
+uint64_t lz_memwatch_default_limit(void)
+{
+	struct sysinfo si;
+	if (sysinfo(&si) < 0 || si.totalram == 0)
+		return UINT64_MAX;
+	return (uint64_t)si.totalram * (si.mem_unit ? si.mem_unit : 1) / 2;
+}

@@ -1,0 +1,184 @@
+/* The sandbox's memory watch (core/runtime/memwatch.h), with this test as
+ * `runsc run` and a child of it, this program again under another argv[0],
+ * as runsc-sandbox: it holds a memfd of the given name and grows it when
+ * told. The watch finds it among the test's children by argv[0] and
+ * parent, reads the file's allocated size, says when it passes the limit
+ * and when the process is gone, and refuses a child that is not the
+ * sandbox or has no memory file. Passes as root and as an ordinary user. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lz_test.h"
+
+#include "runtime/memwatch.h"
+
+#define MIB (1u << 20)
+
+/* The stand-in: a memfd named argv[1] of argv[2] MiB; then, for each line
+ * "N" on standard input, N MiB more; ends at EOF. Says "r" once ready and
+ * after each growth. */
+static int stand_in(char **argv)
+{
+	int fd = memfd_create(argv[1], MFD_CLOEXEC);
+	off_t size = (off_t)atoi(argv[2]) * MIB;
+	if (fd < 0 || (size > 0 && fallocate(fd, 0, 0, size) < 0))
+		return 1;
+	char line[32];
+	if (write(STDOUT_FILENO, "r", 1) != 1)
+		return 1;
+	for (;;) {
+		ssize_t n = read(STDIN_FILENO, line, sizeof(line) - 1);
+		if (n <= 0)
+			return 0;
+		line[n] = '\0';
+		off_t more = (off_t)atoi(line) * MIB;
+		if (fallocate(fd, 0, size, more) < 0)
+			return 1;
+		size += more;
+		if (write(STDOUT_FILENO, "r", 1) != 1)
+			return 1;
+	}
+}
+
+struct child {
+	pid_t pid;
+	int to, from;
+};
+
+static void start(struct child *c, const char *argv0, const char *memfd_name, const char *mib)
+{
+	int in[2], out[2];
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	c->pid = fork();
+	assert_true(c->pid >= 0);
+	if (c->pid == 0) {
+		dup2(in[0], STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		char *const argv[] = { (char *)argv0, (char *)memfd_name, (char *)mib, NULL };
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	c->to = in[1];
+	c->from = out[0];
+	char ready;
+	assert_int_equal(read(c->from, &ready, 1), 1);
+}
+
+static void grow(struct child *c, unsigned mib)
+{
+	char line[16], ready;
+	int n = snprintf(line, sizeof(line), "%u\n", mib);
+	assert_int_equal(write(c->to, line, (size_t)n), n);
+	assert_int_equal(read(c->from, &ready, 1), 1);
+}
+
+/* Closes its input: the stand-in exits. Not reaped (a zombie) unless reap. */
+static void end(struct child *c, bool reap)
+{
+	close(c->to);
+	char b;
+	assert_int_equal(read(c->from, &b, 1), 0); /* its end of the pipe closed: it exited */
+	close(c->from);
+	if (reap) {
+		int status;
+		assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+	}
+}
+
+static void test_lz_memwatch__reads_the_memory_file_and_its_limit(void **state)
+{
+	(void)state;
+	struct child c;
+	start(&c, "runsc-sandbox", "runsc-memory", "8");
+	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	struct lz_err err = { 0, "" };
+	if (lz_memwatch_open(-1, getpid(), 16 * MIB, &w, &err) < 0)
+		fail_msg("open: %s", err.msg);
+	assert_int_equal(lz_memwatch_check(&w, &err), 0);
+	assert_true(w.seen >= 8 * MIB && w.seen < 16 * MIB);
+	grow(&c, 16);
+	assert_int_equal(lz_memwatch_check(&w, &err), 1);
+	assert_true(w.seen >= 24 * MIB);
+	/* Gone: first a zombie, then reaped. */
+	end(&c, false);
+	assert_int_equal(lz_memwatch_check(&w, &err), -ESRCH);
+	int status;
+	assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+	assert_int_equal(lz_memwatch_check(&w, &err), -ESRCH);
+	lz_memwatch_close(&w);
+	assert_true(w.pid_dir < 0);
+}
+
+/* Only runsc-sandbox's own memory file is watched: a child of another
+ * name, or the sandbox without that file, is refused, never watched in
+ * its place. */
+static void test_lz_memwatch__refuses_what_is_not_the_sandbox(void **state)
+{
+	(void)state;
+	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_memwatch_open(-1, getpid(), MIB, &w, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "no runsc-sandbox process under runsc run"));
+
+	struct child c;
+	start(&c, "runsc-gofer", "runsc-memory", "1");
+	assert_int_equal(lz_memwatch_open(-1, getpid(), MIB, &w, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "no runsc-sandbox process"));
+	end(&c, true);
+
+	start(&c, "runsc-sandbox", "runsc-other", "1");
+	assert_int_equal(lz_memwatch_open(-1, getpid(), MIB, &w, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "has no memory file"));
+	end(&c, true);
+	assert_true(w.pid_dir < 0);
+}
+
+/* Another process's child is not this runsc's sandbox. */
+static void test_lz_memwatch__takes_only_children_of_runsc(void **state)
+{
+	(void)state;
+	struct child c;
+	start(&c, "runsc-sandbox", "runsc-memory", "1");
+	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_memwatch_open(-1, getppid(), MIB, &w, &err), -ENOENT);
+	end(&c, true);
+}
+
+static void test_lz_memwatch__default_limit_is_half_the_memory(void **state)
+{
+	(void)state;
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t half = (uint64_t)pages * (uint64_t)page / 2;
+	uint64_t got = lz_memwatch_default_limit();
+	assert_true(got > half - half / 100 && got < half + half / 100);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && (strcmp(argv[0], "runsc-sandbox") == 0 || strcmp(argv[0], "runsc-gofer") == 0))
+		return stand_in(argv);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz_memwatch__reads_the_memory_file_and_its_limit),
+		cmocka_unit_test(test_lz_memwatch__refuses_what_is_not_the_sandbox),
+		cmocka_unit_test(test_lz_memwatch__takes_only_children_of_runsc),
+		cmocka_unit_test(test_lz_memwatch__default_limit_is_half_the_memory),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
