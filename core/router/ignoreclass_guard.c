@@ -318,6 +318,17 @@ static int control_key(const char *k)
 	static const char *const programs[] = {
 		"core.fsmonitor", "core.sshcommand", "core.editor", "core.pager", "core.askpass",
 		"core.gitproxy", "sequence.editor", "diff.external", "credential.helper", "gpg.program",
+		"core.alternaterefscommand", "interactive.difffilter", "gpg.ssh.defaultkeycommand",
+		"imap.tunnel", "uploadpack.packobjectshook",
+	};
+	/* <section>.<name>.<key>: a tool's command or its executable */
+	static const char *const per_name[][2] = {
+		{ "difftool.", ".cmd" },      { "difftool.", ".path" },	   { "mergetool.", ".cmd" },
+		{ "mergetool.", ".path" },    { "man.", ".cmd" },	   { "man.", ".path" },
+		{ "browser.", ".cmd" },	      { "browser.", ".path" },	   { "guitool.", ".cmd" },
+		{ "trailer.", ".cmd" },	      { "trailer.", ".command" },  { "tar.", ".command" },
+		{ "remote.", ".uploadpack" }, { "remote.", ".receivepack" }, { "submodule.", ".update" },
+		{ "sendemail.", "sendmailcmd" }, { "sendemail.", "tocmd" }, { "sendemail.", "cccmd" },
 	};
 	if (has_prefix(k, "include.") || has_prefix(k, "includeif."))
 		return has_suffix(k, ".path") ? 2 : 0;
@@ -326,8 +337,11 @@ static int control_key(const char *k)
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
 		if (strcmp(k, programs[i]) == 0)
 			return 1;
-	if (has_prefix(k, "alias."))
+	if (has_prefix(k, "alias.") || has_prefix(k, "pager."))
 		return 1;
+	for (size_t i = 0; i < sizeof(per_name) / sizeof(per_name[0]); i++)
+		if (has_prefix(k, per_name[i][0]) && has_suffix(k, per_name[i][1]))
+			return 1;
 	if (has_prefix(k, "diff.") && (has_suffix(k, ".textconv") || has_suffix(k, ".command")))
 		return 1;
 	if (has_prefix(k, "filter.") &&

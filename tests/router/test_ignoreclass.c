@@ -1217,6 +1217,57 @@ static void test_guard__git_control_files(void **state)
 	lz_ignoreclass_unref(s);
 }
 
+/* Every configuration key whose value host Git runs as a command guards
+ * the workspace programs it names (each of these was written through the
+ * router before they were listed). */
+static void test_guard__every_key_git_runs(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	static const char *const keys[][2] = {
+		{ "difftool.x.cmd", "t/difftool-cmd.sh $LOCAL" },
+		{ "difftool.x.path", "t/difftool-path.sh" },
+		{ "mergetool.x.cmd", "t/mergetool-cmd.sh" },
+		{ "mergetool.x.path", "t/mergetool-path.sh" },
+		{ "pager.log", "t/pager-log.sh" },
+		{ "interactive.diffFilter", "t/difffilter.sh" },
+		{ "remote.origin.uploadpack", "t/uploadpack.sh" },
+		{ "remote.origin.receivepack", "t/receivepack.sh" },
+		{ "core.alternateRefsCommand", "t/altrefs.sh" },
+		{ "gpg.ssh.defaultKeyCommand", "t/keycmd.sh" },
+		{ "submodule.m.update", "!t/subupdate.sh" },
+		{ "trailer.sign.cmd", "t/trailer-cmd.sh" },
+		{ "trailer.sign.command", "t/trailer-command.sh" },
+		{ "sendemail.sendmailCmd", "t/sendmail.sh" },
+		{ "sendemail.toCmd", "t/tocmd.sh" },
+		{ "sendemail.ccCmd", "t/cccmd.sh" },
+		{ "sendemail.work.toCmd", "t/work-tocmd.sh" },
+		{ "imap.tunnel", "t/tunnel.sh" },
+		{ "man.x.cmd", "t/man-cmd.sh" },
+		{ "man.x.path", "t/man-path.sh" },
+		{ "browser.x.cmd", "t/browser-cmd.sh" },
+		{ "browser.x.path", "t/browser-path.sh" },
+		{ "guitool.x.cmd", "t/guitool.sh" },
+		{ "uploadpack.packObjectsHook", "t/packobjects.sh" },
+		{ "tar.tgz.command", "t/tar-command.sh" },
+	};
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		GIT(f, "ws", "config", keys[k][0], keys[k][1]);
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		char path[128];
+		const char *v = keys[k][1] + (keys[k][1][0] == '!');
+		snprintf(path, sizeof(path), "%.*s", (int)strcspn(v, " "), v);
+		enum lz_guard g;
+		assert_int_equal(lz_ignoreclass_guard(s, path, strlen(path), false, &g), 0);
+		if (g != LZ_GUARD_CONTROL)
+			fail_msg("%s = %s: %s is not guarded", keys[k][0], keys[k][1], path);
+	}
+	ASSERT_GUARD(s, "t/other.sh", false, LZ_GUARD_NONE);
+	lz_ignoreclass_unref(s);
+}
+
 /* A bare workspace is a known Git directory like any other (host Git
  * opens it from anywhere inside): the workspace that is a bare repository
  * (its Git directory is the root), and the "bare + worktrees" container
@@ -1673,6 +1724,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard__every_key_git_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__bare_workspaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_root__the_worktree_each_index_governs, setup, teardown),
 		cmocka_unit_test(test_gitlib_load__holds_one_initialisation),
