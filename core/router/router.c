@@ -167,6 +167,7 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 	/* a publish must not starve behind a stream of pathname operations */
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&r->snap_lock, &ra);
+	pthread_rwlock_init(&r->index_gate, &ra); /* an index rename must not starve behind writes */
 	pthread_rwlockattr_destroy(&ra);
 	pthread_rwlock_init(&r->tree_lock, NULL);
 	pthread_mutex_init(&r->table_lock, NULL);
@@ -218,6 +219,7 @@ void lz_router_free(lz_router *r)
 	lz_close_fdp(&r->root_fd[1]);
 	free(r->mountpoint);
 	pthread_rwlock_destroy(&r->snap_lock);
+	pthread_rwlock_destroy(&r->index_gate);
 	pthread_rwlock_destroy(&r->tree_lock);
 	pthread_mutex_destroy(&r->table_lock);
 	pthread_mutex_destroy(&r->se_lock);

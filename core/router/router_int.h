@@ -50,6 +50,13 @@
  * later one):
  *   0. publish_lock, then se_lock: publish only, around the
  *                  invalidation walk (no request handler takes them).
+ *  0a. index_gate  rwlock, writer-preferring. Read: an operation that
+ *                  changes a file's bytes (write, fallocate, copy range,
+ *                  truncation, O_TRUNC open), from its policy check to
+ *                  its syscall. Write: a rename of index.lock and index
+ *                  (either way, or exchanged), from the index guard's
+ *                  read to the renamed object's new name, so no write
+ *                  checked under the old name lands after the check.
  *   1. snap_lock   rwlock, writer-preferring. Read: one pathname
  *                  operation (classification plus its backing syscalls),
  *                  so every operation sees exactly one classifier. Write:
@@ -162,6 +169,7 @@ struct lz_router {
 	struct fuse_session *se; /* set while serving; se_lock */
 	char *mountpoint;        /* when mounted by lz_router_serve; se_lock */
 	pthread_mutex_t se_lock; /* guards se for publish and stop; before all others */
+	pthread_rwlock_t index_gate; /* lock order 0a */
 	/* Held around the check and the making of a Git directory's marker
 	 * name (rt_policy_new), so two makers cannot both pass the check. */
 	pthread_mutex_t gitdir_lock;
@@ -297,6 +305,10 @@ int rt_policy_owner(const struct rt_inode *i, int ifd, uid_t uid, gid_t gid);
 int rt_policy_new(struct lz_router *r, const char *path, size_t len, bool is_dir, bool special,
 		  int dfd, const char *name, bool *locked, enum lz_guard *ret_guard);
 void rt_policy_done(struct lz_router *r, bool locked);
+/* -EPERM when host path is a repository's index ("index" right in a Git
+ * directory the guard knows): made, renamed, linked or exchanged there
+ * only by Git's index.lock rename (router_index.c). Needs snap_lock. */
+int rt_policy_index(struct lz_router *r, const char *path, size_t len);
 /* May an object of type mode bear name? Not a FIFO or socket named as a
  * file host Git opens in every worktree directory (.gitignore,
  * .gitattributes, .gitmodules, .mailmap): its open would block host Git

@@ -253,6 +253,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	struct rt_inode *i = rt_inode_get(r, ino);
 	_cleanup_close_ int ifd = rt_inode_fd(r, i);
 	int rc = ifd < 0 ? ifd : 0;
+	bool sized = valid & FUSE_SET_ATTR_SIZE;
+	if (sized)
+		pthread_rwlock_rdlock(&r->index_gate);
 	if (rc == 0 && (valid & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 				 FUSE_SET_ATTR_GID)))
 		rc = rt_policy_inode(r, i, false);
@@ -261,6 +264,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		rc = rt_policy_chmod(r, i, ifd, attr->st_mode);
 	if (rc == 0)
 		rc = do_setattr(i, ifd, attr, valid, fi);
+	if (sized)
+		pthread_rwlock_unlock(&r->index_gate);
 	struct stat st;
 	if (rc == 0 && fstatat(ifd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
@@ -351,8 +356,8 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 	int dfd = rt_side_dir(r, d, *ret_b, true);
 	if (dfd >= 0 && *ret_b == RT_HOST &&
 	    ((rc = rt_policy_is_lock(r, path, len)) < 0 ||
-	     (*ret_lock = rc == 1,
-	      rc = rt_policy_new(r, path, len, is_dir, special, dfd, name, locked, ret_guard)) < 0)) {
+	     (*ret_lock = rc == 1, rc = rt_policy_index(r, path, len)) < 0 ||
+	     (rc = rt_policy_new(r, path, len, is_dir, special, dfd, name, locked, ret_guard)) < 0)) {
 		close(dfd);
 		return rc;
 	}
@@ -613,10 +618,12 @@ static int rename_lock_names(struct lz_router *r, const char *spath, size_t slen
  * nothing to keep: its lock is released at once (the destination's
  * rt_policy_new may take it next). */
 static int exchange_arrives(struct lz_router *r, const char *path, size_t len, mode_t mode, int dfd,
-			    const char *name)
+			    const char *name, bool index_swap)
 {
 	bool dir = S_ISDIR(mode), locked = false;
-	int rc = rt_policy_new(r, path, len, dir, !dir && !S_ISREG(mode), dfd, name, &locked, NULL);
+	int rc = index_swap ? 0 : rt_policy_index(r, path, len);
+	if (rc == 0)
+		rc = rt_policy_new(r, path, len, dir, !dir && !S_ISREG(mode), dfd, name, &locked, NULL);
 	rt_policy_done(r, locked);
 	return rc;
 }
@@ -688,13 +695,21 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	if ((rc = check_dir_move(r, d, name, sb, &sst)) < 0)
 		return rc;
 	/* Git's index.lock arriving at index, by a rename or an exchange
-	 * (either way round). */
+	 * (either way round; op_rename holds index_gate for these names):
+	 * the only way an index changes (rt_policy_index). */
+	bool index_swap = false;
 	if (sb == RT_HOST && d == nd && S_ISREG(sst.st_mode) && strcmp(name, "index.lock") == 0 &&
-	    strcmp(newname, "index") == 0 && (rc = rt_index_guard(r, d, sfd)) < 0)
-		return rc;
+	    strcmp(newname, "index") == 0) {
+		if ((rc = rt_index_guard(r, d, sfd)) < 0)
+			return rc;
+		index_swap = true;
+	}
 	if (sb == RT_HOST && d == nd && (flags & RENAME_EXCHANGE) && S_ISREG(xst.st_mode) &&
-	    strcmp(name, "index") == 0 && strcmp(newname, "index.lock") == 0 && (rc = rt_index_guard(r, d, xfd)) < 0)
-		return rc;
+	    strcmp(name, "index") == 0 && strcmp(newname, "index.lock") == 0) {
+		if ((rc = rt_index_guard(r, d, xfd)) < 0)
+			return rc;
+		index_swap = true;
+	}
 	if ((sdfd = rt_side_dir(r, d, sb, false)) < 0)
 		return sdfd;
 	if ((ddfd = rt_side_dir(r, nd, sb, true)) < 0)
@@ -713,7 +728,8 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 			       (rc = rt_policy_lock_take(r, spath, slen, sdfd, name, sfd, &held)) < 0) ||
 			      (rc = rt_policy_move_in(r, spath, slen, dpath, dlen, sst.st_mode)) < 0 ||
 			      ((flags & RENAME_EXCHANGE) &&
-			       (rc = exchange_arrives(r, spath, slen, xst.st_mode, sdfd, name)) < 0) ||
+			       (rc = exchange_arrives(r, spath, slen, xst.st_mode, sdfd, name, index_swap)) < 0) ||
+			      (!index_swap && (rc = rt_policy_index(r, dpath, dlen)) < 0) ||
 			      (rc = rt_policy_new(r, dpath, dlen, sdir, !sdir && !S_ISREG(sst.st_mode), ddfd, newname,
 						  &locked, NULL)) < 0)) {
 		rt_policy_lock_release(r, held);
@@ -759,10 +775,19 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	else if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		rc = -EINVAL;
 	else {
+		/* Lock order 0a: an index rename holds off every write (by name
+		 * here: the objects are looked at under snap_lock). */
+		bool gate = (strcmp(name, "index.lock") == 0 && strcmp(newname, "index") == 0) ||
+			    ((flags & RENAME_EXCHANGE) && strcmp(name, "index") == 0 &&
+			     strcmp(newname, "index.lock") == 0);
+		if (gate)
+			pthread_rwlock_wrlock(&r->index_gate);
 		rt_rdlock_snap(r);
 		rc = do_rename(r, rt_inode_get(r, parent), name, rt_inode_get(r, newparent), newname,
 			       flags);
 		rt_unlock_snap(r);
+		if (gate)
+			pthread_rwlock_unlock(&r->index_gate);
 	}
 	fuse_reply_err(req, -rc);
 }
@@ -805,7 +830,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	    (rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&
 	    (rc = lock = rt_policy_is_lock(r, path, len)) >= 0)
 		rc = lock == 1 ? -EPERM
-			       : rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked, NULL);
+		     : (rc = rt_policy_index(r, path, len)) < 0
+			     ? rc
+			     : rt_policy_new(r, path, len, false, !S_ISREG(i->type), dfd, newname, &locked, NULL);
 	if (rc == 0 && linkat(AT_FDCWD, proc, dfd, newname, AT_SYMLINK_FOLLOW) < 0)
 		rc = -errno;
 	rt_policy_done(r, locked);
@@ -832,21 +859,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	int rc = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)
-			 ? rt_policy_inode(r, i, false)
-			 : 0;
+	bool trunc = fi->flags & O_TRUNC;
+	if (trunc)
+		pthread_rwlock_rdlock(&r->index_gate);
+	int rc = (fi->flags & O_ACCMODE) != O_RDONLY || trunc ? rt_policy_inode(r, i, false) : 0;
 	_cleanup_close_ int ifd = rc < 0 ? rc : rt_inode_fd(r, i);
-	if (ifd < 0) {
-		fuse_reply_err(req, -ifd);
-		return;
+	int fd = -1, e = 0;
+	if (ifd >= 0) {
+		char proc[32];
+		rt_procpath(proc, ifd);
+		/* The magic link names i's object itself; opening a symlink
+		 * object through it fails (ELOOP), it never reaches the link's
+		 * target. */
+		fd = rt_openat(r, AT_FDCWD, proc, open_flags(r, fi->flags), 0);
+		e = errno;
 	}
-	char proc[32];
-	rt_procpath(proc, ifd);
-	/* The magic link names i's object itself; opening a symlink object
-	 * through it fails (ELOOP), it never reaches the link's target. */
-	int fd = rt_openat(r, AT_FDCWD, proc, open_flags(r, fi->flags), 0);
-	if (fd < 0) {
-		fuse_reply_err(req, errno);
+	if (trunc)
+		pthread_rwlock_unlock(&r->index_gate);
+	if (ifd < 0 || fd < 0) {
+		fuse_reply_err(req, ifd < 0 ? -ifd : e);
 		return;
 	}
 	fi->fh = fh_of(fd);
@@ -883,9 +914,12 @@ static int write_flags(const struct fuse_file_info *fi)
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
+	struct lz_router *r = rt_req_router(req);
 	_cleanup_close_ int owned = -EBADF;
-	int fd = io_fd(rt_req_router(req), ino, fi, write_flags(fi), &owned);
+	pthread_rwlock_rdlock(&r->index_gate);
+	int fd = io_fd(r, ino, fi, write_flags(fi), &owned);
 	if (fd < 0) {
+		pthread_rwlock_unlock(&r->index_gate);
 		fuse_reply_err(req, -fd);
 		return;
 	}
@@ -894,6 +928,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].fd = fd;
 	out.buf[0].pos = off;
 	ssize_t n = fuse_buf_copy(&out, in, 0);
+	pthread_rwlock_unlock(&r->index_gate);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -921,9 +956,12 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
+	struct lz_router *r = rt_req_router(req);
 	_cleanup_close_ int owned = -EBADF;
-	int fd = io_fd(rt_req_router(req), ino, fi, O_WRONLY, &owned);
+	pthread_rwlock_rdlock(&r->index_gate);
+	int fd = io_fd(r, ino, fi, O_WRONLY, &owned);
 	int rc = fd < 0 ? fd : fallocate(fd, mode, off, len) < 0 ? -errno : 0;
+	pthread_rwlock_unlock(&r->index_gate);
 	fuse_reply_err(req, -rc);
 }
 
@@ -951,10 +989,14 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		return;
 	}
 	_cleanup_close_ int in_owned = -EBADF, out_owned = -EBADF;
+	pthread_rwlock_rdlock(&r->index_gate);
 	int in = io_fd(r, ino_in, fi_in, O_RDONLY, &in_owned);
 	int out = in < 0 ? in : io_fd(r, ino_out, fi_out, write_flags(fi_out), &out_owned);
 	ssize_t n = out < 0 ? (errno = -out, -1)
 			    : copy_file_range(in, &off_in, out, &off_out, len, (unsigned)flags);
+	int e = errno;
+	pthread_rwlock_unlock(&r->index_gate);
+	errno = e;
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else

@@ -48,6 +48,13 @@
  *   A new guarded entry is made without group or other write, whatever the
  *   umasks (the sandbox's arrives as the mode, the router's is the
  *   developer's).
+ * - A repository's index changes only by Git's own index.lock rename,
+ *   which the index guard checks (router_index.c): it is not written,
+ *   truncated, re-moded or linked, nothing else is made, renamed, linked
+ *   or exchanged to its name, and no write reaches the object Git renamed
+ *   there through a descriptor opened before (rt_policy_inode asks at each
+ *   write; the rename excludes writes while it checks, index_gate).
+ *   Removing it stays allowed (an index tracks nothing then).
  * - setuid/setgid bits are stripped and foreign owners refused (a host
  *   user running the file would get the developer's identity). */
 #include "router/router_int.h"
@@ -143,6 +150,32 @@ static int guard_of(struct lz_router *r, const char *path, size_t len, bool is_d
 {
 	*ret = LZ_GUARD_NONE;
 	return r->cls.guard == NULL ? 0 : r->cls.guard(r->cls.ctx, path, len, is_dir, ret);
+}
+
+/* Whether path is a repository's index: "index" right in a Git directory
+ * the guard knows (Git data, in a directory holding control files). */
+static int is_index(struct lz_router *r, const char *path, size_t len, bool *ret)
+{
+	static const char index[] = "index";
+	size_t n = sizeof(index) - 1;
+	enum lz_guard g, pg;
+	*ret = false;
+	if (len < n || memcmp(path + len - n, index, n) != 0 || (len > n && path[len - n - 1] != '/'))
+		return 0;
+	int rc = guard_of(r, path, len, false, &g);
+	if (rc < 0 || g != LZ_GUARD_GITDATA)
+		return rc;
+	if ((rc = guard_of(r, path, len > n ? len - n - 1 : 0, true, &pg)) < 0)
+		return rc;
+	*ret = pg == LZ_GUARD_HOLDS;
+	return 0;
+}
+
+int rt_policy_index(struct lz_router *r, const char *path, size_t len)
+{
+	bool index;
+	int rc = r->cls.guard == NULL ? 0 : is_index(r, path, len, &index);
+	return rc < 0 ? rc : r->cls.guard != NULL && index ? -EPERM : 0;
 }
 
 static bool present(int dfd, const char *name, const char *made)
@@ -334,6 +367,9 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 		rc = guard_of(r, path, len, S_ISDIR(i->type), &g);
 	if (rc == 0 && g != LZ_GUARD_CONTROL && S_ISREG(i->type))
 		rc = lock_owned(r, path, len, i->dev, i->ino, i->gen);
+	/* An index changes only by Git's guarded rename (router_index.c). */
+	if (rc == 0 && g == LZ_GUARD_GITDATA && S_ISREG(i->type))
+		rc = rt_policy_index(r, path, len);
 	if (!snap_held)
 		rt_unlock_snap(r);
 	if (rc == -ESTALE)

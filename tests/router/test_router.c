@@ -1141,27 +1141,51 @@ RUN_BOTH(router__open_handle_stays_pinned_across_a_publish)
 /* Writes .git/index.lock through the router: an index tracking
  * tracked.txt and sub/x.ign, split (a `link` extension, which libgit2
  * cannot read) when split. */
-static void plant_index_lock(struct env *e, bool split)
+/* Writes .git/index.lock through the router (returning its descriptor,
+ * open for writing, when keep): the index git makes in a scratch
+ * repository after `git <add>`, run there. */
+static int plant_index_lock_by(struct env *e, const char *add, bool keep)
 {
-	char cmd[640];
+	char cmd[768];
 	snprintf(cmd, sizeof(cmd),
-		 "cd '%s' && mkdir -p gitsrc/sub && cd gitsrc && echo t > tracked.txt && echo x > sub/x.ign &&"
-		 " GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q && GIT_CONFIG_NOSYSTEM=1"
-		 " HOME=/nonexistent git add -f tracked.txt sub/x.ign%s",
-		 e->dir, split ? " && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git update-index --split-index" : "");
+		 "cd '%s' && rm -rf gitsrc && mkdir -p gitsrc/sub && cd gitsrc && echo t > tracked.txt &&"
+		 " echo x > sub/x.ign && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q &&"
+		 " GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git %s",
+		 e->dir, add);
 	CHECK(system(cmd) == 0, "git: %s", cmd);
 	char src[160];
 	snprintf(src, sizeof(src), "%s/gitsrc/.git/index", e->dir);
 	int in = open(src, O_RDONLY | O_CLOEXEC);
 	CHECK(in >= 0, "open %s", src);
-	int out = open(P(e->mnt, ".git/index.lock"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int out = open(P(e->mnt, ".git/index.lock"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	CHECK(out >= 0, "create index.lock: %s", strerror(errno));
 	char buf[4096];
 	ssize_t n;
 	while ((n = read(in, buf, sizeof(buf))) > 0)
 		CHECK(write(out, buf, (size_t)n) == n);
 	close(in);
+	if (keep)
+		return out;
 	CHECK_OK(close(out));
+	return -1;
+}
+
+/* An index tracking tracked.txt and sub/x.ign, split (a `link`
+ * extension, which libgit2 cannot read) when split. */
+static void plant_index_lock(struct env *e, bool split)
+{
+	plant_index_lock_by(e, split ? "add -f tracked.txt sub/x.ign && GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git "
+				       "update-index --split-index"
+				     : "add -f tracked.txt sub/x.ign",
+			    false);
+}
+
+/* An index tracking path alone. */
+static void plant_index_lock_of(struct env *e, const char *path)
+{
+	char add[256];
+	snprintf(add, sizeof(add), "add -f %s", path);
+	plant_index_lock_by(e, add, false);
 }
 
 static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(struct env *e)
@@ -1174,13 +1198,16 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 	plant_index_lock(e, false);
 	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
 	CHECK(exists(P(e->host, ".git/index.lock")) && !exists(P(e->host, ".git/index")));
-	/* With a host object at the path the index is consistent: allowed. */
+	/* A host object at the path changes nothing: tracking it would show
+	 * the sandbox the host's own ignored file, to write and hide again. */
 	write_text(P(e->host, "sub/x.ign"), "host copy");
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(!exists(P(e->host, ".git/index")));
+	/* An index of what is not ignored goes in. */
+	CHECK_OK(unlink(P(e->mnt, ".git/index.lock")));
+	plant_index_lock_of(e, "tracked.txt");
 	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
 	CHECK(exists(P(e->host, ".git/index")));
-	/* Any other rename onto an index is not examined. */
-	write_text(P(e->mnt, ".git/other"), "x");
-	CHECK_OK(rename(P(e->mnt, ".git/other"), P(e->mnt, ".git/index")));
 }
 RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
 
@@ -1189,7 +1216,7 @@ RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
 static void router__index_lock_exchanged_with_the_index_is_checked_too(struct env *e)
 {
 	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
-	write_text(P(e->mnt, ".git/index"), "old index");
+	write_text(P(e->host, ".git/index"), "old index"); /* only Git's rename makes one inside */
 	write_text(P(e->mnt, "tracked.txt"), "t");
 	CHECK_OK(mkdir(P(e->mnt, "sub"), 0755));
 	write_text(P(e->mnt, "sub/x.ign"), "isolated only");
@@ -1198,6 +1225,9 @@ static void router__index_lock_exchanged_with_the_index_is_checked_too(struct en
 	CHECK_ERRNO(rename2(P(e->mnt, ".git/index"), P(e->mnt, ".git/index.lock"), RENAME_EXCHANGE), EBUSY);
 	CHECK(strcmp(read_text(P(e->host, ".git/index")), "old index") == 0);
 	write_text(P(e->host, "sub/x.ign"), "host copy");
+	CHECK_ERRNO(rename2(P(e->mnt, ".git/index"), P(e->mnt, ".git/index.lock"), RENAME_EXCHANGE), EBUSY);
+	CHECK_OK(unlink(P(e->mnt, ".git/index.lock")));
+	plant_index_lock_of(e, "tracked.txt");
 	CHECK_OK(rename2(P(e->mnt, ".git/index"), P(e->mnt, ".git/index.lock"), RENAME_EXCHANGE));
 	CHECK(strcmp(read_text(P(e->host, ".git/index.lock")), "old index") == 0);
 }
@@ -1216,6 +1246,98 @@ static void router__index_lock_the_guard_cannot_read_is_ebusy(struct env *e)
 	CHECK(!exists(P(e->host, ".git/index")));
 }
 RUN(router__index_lock_the_guard_cannot_read_is_ebusy)
+
+/* A gitlink in the new index is asked about as the directory it stands
+ * for: one at an ignored directory would route all of it to the host. */
+static void router__an_index_with_a_gitlink_at_an_ignored_directory_is_ebusy(struct env *e)
+{
+	/* "out/" is a directory-only pattern: a file "out" would be host-routed */
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	CHECK_OK(mkdir(P(e->host, "out"), 0755));
+	write_text(P(e->host, "out/tool"), "the host's own");
+	plant_index_lock_by(e, "update-index --add --cacheinfo 160000,1111111111111111111111111111111111111111,out",
+			    false);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(!exists(P(e->host, ".git/index")));
+	CHECK_ERRNO(open(P(e->mnt, "out/tool"), O_RDONLY | O_CLOEXEC), ENOENT);
+}
+RUN(router__an_index_with_a_gitlink_at_an_ignored_directory_is_ebusy)
+
+/* An index changes only by Git's index.lock rename, which the guard
+ * checks: it is not written, truncated, re-moded or linked, and nothing
+ * else is made, renamed, linked or exchanged to its name. Reading it and
+ * removing it stay allowed. */
+static void router__an_index_changes_only_by_the_guarded_rename(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	plant_index_lock_of(e, "tracked.txt");
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+	char host_index[512];
+	snprintf(host_index, sizeof(host_index), "%s", P(e->host, ".git/index"));
+	struct stat before;
+	CHECK_OK(stat(host_index, &before));
+	CHECK(strlen(read_text(P(e->mnt, ".git/index"))) > 0);
+	struct stat after;
+	/* The kernel may open it without asking: then each write fails. */
+	int fd = open(P(e->mnt, ".git/index"), O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		CHECK_ERRNO(pwrite(fd, "DIRC", 4, 0), EPERM);
+		CHECK_ERRNO(ftruncate(fd, 0), EPERM);
+		CHECK_OK(close(fd));
+	} else {
+		CHECK(errno == EPERM, "open: %s", strerror(errno));
+	}
+	fd = open(P(e->mnt, ".git/index"), O_RDONLY | O_TRUNC | O_CLOEXEC);
+	CHECK(fd < 0 && errno == EPERM, "open with O_TRUNC: %s", fd < 0 ? strerror(errno) : "opened");
+	CHECK_ERRNO(truncate(P(e->mnt, ".git/index"), 0), EPERM);
+	CHECK_ERRNO(chmod(P(e->mnt, ".git/index"), 0666), EPERM);
+	CHECK_ERRNO(link(P(e->mnt, ".git/index"), P(e->mnt, ".git/index2")), EPERM);
+	write_text(P(e->mnt, ".git/other"), "x");
+	CHECK_ERRNO(rename(P(e->mnt, ".git/other"), P(e->mnt, ".git/index")), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, ".git/other"), P(e->mnt, ".git/index"), RENAME_EXCHANGE), EPERM);
+	CHECK_ERRNO(rename2(P(e->mnt, ".git/index"), P(e->mnt, ".git/other"), RENAME_EXCHANGE), EPERM);
+	CHECK_OK(stat(host_index, &after));
+	CHECK(after.st_ino == before.st_ino && after.st_size == before.st_size &&
+	      after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec,
+	      "the host index changed: inode %lu to %lu, size %lld to %lld, mtime %ld.%09ld to %ld.%09ld",
+	      (unsigned long)before.st_ino, (unsigned long)after.st_ino, (long long)before.st_size,
+	      (long long)after.st_size, (long)before.st_mtim.tv_sec, before.st_mtim.tv_nsec,
+	      (long)after.st_mtim.tv_sec, after.st_mtim.tv_nsec);
+	/* Removed, it is not made again but by the rename. */
+	CHECK_OK(unlink(P(e->mnt, ".git/index")));
+	CHECK_ERRNO(open(P(e->mnt, ".git/index"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644), EPERM);
+	CHECK_ERRNO(link(P(e->mnt, ".git/other"), P(e->mnt, ".git/index")), EPERM);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/other"), P(e->mnt, ".git/index")), EPERM);
+	CHECK_ERRNO(mkfifo(P(e->mnt, ".git/index"), 0644), EPERM);
+	CHECK(!exists(host_index));
+	/* "index" elsewhere is a name like any other */
+	write_text(P(e->mnt, ".git/refs-index-note"), "x");
+	CHECK_OK(mkdir(P(e->mnt, "docs"), 0755));
+	write_text(P(e->mnt, "docs/index"), "a page");
+}
+RUN(router__an_index_changes_only_by_the_guarded_rename)
+
+/* What Git renamed to index takes no write through a descriptor opened
+ * before: the policy asks at every write, so the bytes the guard read are
+ * the index's. */
+static void router__no_write_reaches_the_index_through_an_earlier_descriptor(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	int fd = plant_index_lock_by(e, "add -f tracked.txt", true);
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+	struct stat before, after;
+	CHECK_OK(stat(P(e->host, ".git/index"), &before));
+	CHECK(pwrite(fd, "DIRC", 4, 0) < 0 && errno == EPERM, "write through the earlier descriptor: %s",
+	      strerror(errno));
+	CHECK_ERRNO(ftruncate(fd, 0), EPERM);
+	CHECK_ERRNO(fallocate(fd, 0, 0, 1 << 20), EPERM);
+	CHECK_OK(close(fd));
+	CHECK_OK(stat(P(e->host, ".git/index"), &after));
+	CHECK(after.st_size == before.st_size && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+}
+RUN(router__no_write_reaches_the_index_through_an_earlier_descriptor)
 
 /* ---- workspace policy ------------------------------------------------------ */
 
@@ -1338,7 +1460,8 @@ static void router__git_control_files_are_refused(struct env *e)
 	/* ordinary Git work in the Git directory goes on */
 	write_text(P(e->mnt, ".git/HEAD.lock"), "ref: refs/heads/other\n");
 	CHECK_OK(rename(P(e->mnt, ".git/HEAD.lock"), P(e->mnt, ".git/HEAD")));
-	write_text(P(e->mnt, ".git/index"), "i");
+	write_text(P(e->mnt, ".git/index.lock"), "i");
+	CHECK_ERRNO(open(P(e->mnt, ".git/index"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644), EPERM); /* only by its rename */
 	CHECK_OK(mkdir(P(e->mnt, ".git/refs/heads"), 0755));
 
 	/* no new Git directory, in any order of its markers */
@@ -2562,7 +2685,7 @@ RUN(router__host_moves_never_loop_the_directory_chain)
 
 /* An index entry is relative to its repository's root: a nested
  * repository's entry of LZ_PATH_MAX bytes names a workspace path longer
- * than any the router serves. The sandbox writes that index (a known
+ * than any the router serves. The host writes that index (a known
  * nested repository's .git is host-backed Git data), the watch rebuilds;
  * the entry is skipped (it names nothing), the rest of the index applies.
  * Until 2026-12 the build copied such a path into a buffer of
@@ -2576,7 +2699,9 @@ static void router__a_nested_index_entry_past_the_path_limit_is_skipped(struct e
 	snprintf(src, sizeof(src), "%s/evil/.git/index", e->dir);
 	int in = open(src, O_RDONLY | O_CLOEXEC);
 	CHECK(in >= 0, "open %s: %s", src, strerror(errno));
-	int out = open(P(e->mnt, "third_party/libfoo/.git/index.new"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* Written on the host (the sandbox's own index is refused: it would
+	 * track an ignored path), which the watch sees as any change. */
+	int out = open(P(e->host, "third_party/libfoo/.git/index.new"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	CHECK(out >= 0, "create index.new: %s", strerror(errno));
 	char buf[4096];
 	ssize_t n;
@@ -2584,7 +2709,7 @@ static void router__a_nested_index_entry_past_the_path_limit_is_skipped(struct e
 		CHECK(write(out, buf, (size_t)n) == n);
 	close(in);
 	CHECK_OK(close(out));
-	CHECK_OK(rename(P(e->mnt, "third_party/libfoo/.git/index.new"), P(e->mnt, "third_party/libfoo/.git/index")));
+	CHECK_OK(rename(P(e->host, "third_party/libfoo/.git/index.new"), P(e->host, "third_party/libfoo/.git/index")));
 	CHECK(wait_for_text(P(e->mnt, "third_party/libfoo/x.log"), "host log\n"),
 	      "the rebuilt snapshot never tracked x.log (did the router survive?)");
 	struct stat st;
@@ -3010,6 +3135,9 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__index_lock_the_guard_cannot_read_is_ebusy),
+		T(router__an_index_with_a_gitlink_at_an_ignored_directory_is_ebusy),
+		T(router__an_index_changes_only_by_the_guarded_rename),
+		T(router__no_write_reaches_the_index_through_an_earlier_descriptor),
 		T(router__index_lock_exchanged_with_the_index_is_checked_too),
 		T(router__rewound_directory_shows_new_names),
 	T(router__rewound_directory_shows_new_names__open_requests),
