@@ -58,7 +58,8 @@ static _Noreturn void die(int status, const char *fmt, ...)
 static void on_signal(int sig)
 {
 	(void)sig;
-	interrupted = 1;
+	if (interrupted < 2)
+		interrupted++;
 }
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -237,6 +238,14 @@ static int run(struct client *c)
 	int status = LZ_ESC_EXIT_UNAVAILABLE, wait_ms = 1;
 	for (;;) {
 		bool progress = false;
+		/* A second signal does not wait for the coordinator's answer
+		 * to the first (one that never comes: a coordinator gone, or a
+		 * request it no longer knows). The host process, if any, is
+		 * the coordinator's to end. */
+		if (interrupted > 1 && cancel_sent) {
+			fprintf(stderr, "lazaret-escalate: cancelled; not waiting for the coordinator's answer\n");
+			return LZ_ESC_EXIT_CANCELLED;
+		}
 		if (interrupted && !cancel_sent) {
 			struct lz_esc_record cancel = base(c, LZ_ESC_CANCELLATION);
 			memcpy(cancel.cancellation.request_id, c->id, LZ_ESC_ID_LEN);

@@ -33,6 +33,10 @@ struct unposted {
 	uint8_t rec[];
 };
 
+/* How long a killed host process that has exec'd is waited for before it
+ * is left to end on its own (kill_and_reap). */
+#define KILL_WAIT_MS 100
+
 struct job {
 	enum job_state state;
 	uint8_t id[LZ_ESC_ID_LEN];
@@ -66,11 +70,12 @@ struct lz_escalation {
 	size_t n_seen;
 	struct lz_esc_hooks hooks;
 	uint64_t withdrawn; /* bit per session slot: a prompt there was cancelled */
-	/* Killed host processes that had not exec'd: a lookup may hold one
-	 * past SIGKILL (a FUSE request its daemon has read waits for the
-	 * answer), so it is reaped once its pidfd says it ended, never
-	 * waited for. */
+	/* Killed host processes not gone at once: a lookup or any file
+	 * operation may hold one past SIGKILL (a FUSE request its daemon has
+	 * read waits for the answer), so it is reaped once its pidfd says it
+	 * ended, never waited for (kill_and_reap). */
 	int dying[LZ_ESC_MAX_JOBS];
+	int ack_timeout_ms; /* LZ_ESC_ACK_TIMEOUT_MS; shorter in tests */
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
 	bool more;      /* the outbox was not emptied at the last wake */
@@ -167,6 +172,7 @@ int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LE
 		job_init(&e->jobs[i]);
 		e->dying[i] = -EBADF;
 	}
+	e->ack_timeout_ms = LZ_ESC_ACK_TIMEOUT_MS;
 	e->seen = calloc(LZ_ESC_SEEN_MAX, LZ_ESC_ID_LEN);
 	e->buf = malloc(LZ_ESC_RECORD_MAX);
 	e->chunk = malloc(LZ_ESC_CHUNK_MAX);
@@ -251,7 +257,7 @@ int lz_escalation_capability_hex(const struct lz_escalation *e, const uint8_t se
 
 /* ---- posting ------------------------------------------------------------------ */
 
-static void arm_deadline(struct job *j);
+static void arm_deadline(const struct lz_escalation *e, struct job *j);
 
 /* Posts what the inbox did not take before, in order, until it refuses
  * again. The client's time to acknowledge runs from the delivery. */
@@ -265,7 +271,7 @@ static void flush_unposted(struct lz_escalation *e, struct job *j)
 		if ((j->unposted = u->next) == NULL)
 			j->unposted_tail = &j->unposted;
 		free(u);
-		arm_deadline(j);
+		arm_deadline(e, j);
 	}
 }
 
@@ -315,9 +321,9 @@ static void post_decision(struct lz_escalation *e, struct job *j, uint32_t verdi
 	post(e, j, &rec, "decision");
 }
 
-static void arm_deadline(struct job *j)
+static void arm_deadline(const struct lz_escalation *e, struct job *j)
 {
-	j->deadline = lz_now_ms() + LZ_ESC_ACK_TIMEOUT_MS;
+	j->deadline = lz_now_ms() + e->ack_timeout_ms;
 }
 
 /* The terminal result; the job then waits for the client's last
@@ -337,7 +343,7 @@ static void post_result(struct lz_escalation *e, struct job *j, uint32_t outcome
 	post(e, j, &rec, "result");
 	j->result_posted = true;
 	j->state = JOB_ENDED;
-	arm_deadline(j);
+	arm_deadline(e, j);
 }
 
 /* ---- the host process ---------------------------------------------------------- */
@@ -364,9 +370,12 @@ static void close_pipes(struct job *j)
  * meanwhile. A group not formed yet (the process had not reached its
  * exec) holds nothing of the request's: ESRCH, and nothing else is hit.
  * What left the group (setsid, setpgid) is out of reach: there is no
- * cgroup here. One that has not exec'd (its status still open) runs
- * nothing of the request's once killed: it is reaped when it ends
- * (e->dying). */
+ * cgroup here. Killed, a process runs nothing of the request's any more:
+ * it is reaped now if it is gone (one that has exec'd gets KILL_WAIT_MS
+ * to go), else when its pidfd says it ended (e->dying). One held in the
+ * kernel (a FUSE request its daemon does not answer) must not hold the
+ * coordinator, and with it every other request and terminal. With no
+ * place left in e->dying it stays a zombie until the coordinator ends. */
 static void kill_and_reap(struct lz_escalation *e, struct job *j)
 {
 	if (j->pidfd >= 0) {
@@ -374,7 +383,10 @@ static void kill_and_reap(struct lz_escalation *e, struct job *j)
 			(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, PIDFD_SIGNAL_PROCESS_GROUP);
 	}
-	if (j->pidfd >= 0 && !j->exited && j->status_fd >= 0) {
+	if (j->pidfd >= 0 && !j->exited) {
+		struct pollfd ended = { .fd = j->pidfd, .events = POLLIN };
+		if (j->status_fd < 0)
+			(void)poll(&ended, 1, KILL_WAIT_MS);
 		siginfo_t si = { 0 };
 		if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
 			for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
@@ -382,10 +394,6 @@ static void kill_and_reap(struct lz_escalation *e, struct job *j)
 					e->dying[i] = TAKE_FD(j->pidfd);
 					break;
 				}
-		j->exited = true; /* or a zombie until the coordinator ends */
-	}
-	if (j->pidfd >= 0 && !j->exited) {
-		lz_kill_reap(&j->pidfd);
 		j->exited = true;
 	}
 	lz_close_fdp(&j->pidfd);
@@ -650,6 +658,21 @@ static char *dup_bytes(struct lz_esc_bytes b)
 	return s;
 }
 
+/* Answers a request no job is made for (denied, then refused), so its
+ * client ends instead of waiting: nothing is kept of it, and an answer the
+ * full inbox cannot take is not posted again. */
+static void answer_refusal(struct lz_escalation *e, const uint8_t id[LZ_ESC_ID_LEN], const char *hex,
+			   const char *why)
+{
+	struct job over;
+	job_init(&over);
+	over.no_retry = true;
+	memcpy(over.id, id, LZ_ESC_ID_LEN);
+	memcpy(over.hex, hex, sizeof(over.hex));
+	post_decision(e, &over, LZ_ESC_DENIED, why);
+	post_result(e, &over, LZ_ESC_REFUSED, 0, why);
+}
+
 static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
 {
 	char hex[2 * LZ_ESC_ID_LEN + 1];
@@ -659,35 +682,31 @@ static void on_request(struct lz_escalation *e, const struct lz_esc_request *q)
 		refused(e, "request %s refused: replayed", hex);
 		return; /* the original's files are its answer */
 	}
-	if (e->n_seen == LZ_ESC_SEEN_MAX) {
-		refused(e, "request %s refused: %d requests in this generation already", hex, LZ_ESC_SEEN_MAX);
-		return;
-	}
-	memcpy(e->seen[e->n_seen++], q->request_id, LZ_ESC_ID_LEN);
 	/* The justification is shown as a C string: a NUL would hide the
 	 * rest of it from the developer. */
 	if (memchr(q->why.p, '\0', q->why.n) != NULL) {
 		refused(e, "request %s refused: a NUL in its justification", hex);
 		return;
 	}
+	/* A request of no session of this generation takes no place below. */
 	int r = lz_trust_anchor_check_capability(e->ta, q->capability.p, q->capability.n, session_id);
 	if (r < 0) {
 		refused(e, "request %s refused: its session capability %s", hex,
 			 r == -ESTALE ? "is of another Domain or generation" : "is not the coordinator's");
 		return;
 	}
+	if (e->n_seen == LZ_ESC_SEEN_MAX) {
+		answer_refusal(e, q->request_id, hex, "too many host commands in this generation; start a new one");
+		refused(e, "request %s refused: %d requests in this generation already", hex, LZ_ESC_SEEN_MAX);
+		return;
+	}
+	memcpy(e->seen[e->n_seen++], q->request_id, LZ_ESC_ID_LEN);
 	struct job *j = NULL;
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS && j == NULL; i++)
 		if (e->jobs[i].state == JOB_FREE)
 			j = &e->jobs[i];
-	struct job over; /* answers a request there is no room for */
 	if (j == NULL) {
-		job_init(&over);
-		over.no_retry = true;
-		memcpy(over.id, q->request_id, LZ_ESC_ID_LEN);
-		memcpy(over.hex, hex, sizeof(hex));
-		post_decision(e, &over, LZ_ESC_DENIED, "too many host commands at once; try again");
-		post_result(e, &over, LZ_ESC_REFUSED, 0, "too many host commands at once");
+		answer_refusal(e, q->request_id, hex, "too many host commands at once; try again");
 		refused(e, "request %s refused: %d requests at once already", hex, LZ_ESC_MAX_JOBS);
 		return;
 	}
@@ -748,7 +767,7 @@ static void on_acknowledgement(struct lz_escalation *e, struct job *j, uint64_t 
 	}
 	j->acked = seq;
 	if (!j->result_posted)
-		j->deadline = j->sent > j->acked ? lz_now_ms() + LZ_ESC_ACK_TIMEOUT_MS : 0;
+		j->deadline = j->sent > j->acked ? lz_now_ms() + e->ack_timeout_ms : 0;
 }
 
 static void receive(struct lz_escalation *e)
@@ -827,7 +846,10 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 				if (j->pipes[s] >= 0 && room)
 					pf[n++] = (struct pollfd){ .fd = j->pipes[s], .events = POLLIN };
 		}
-		if (j->deadline > 0) {
+		/* A record waiting for the full inbox holds its deadline: its
+		 * time has not begun (lz_escalation_handle), and the retry has
+		 * its own pace. */
+		if (j->deadline > 0 && j->unposted == NULL) {
 			int left = j->deadline > now ? (int)(j->deadline - now) : 0;
 			if (*timeout_ms < 0 || left < *timeout_ms)
 				*timeout_ms = left;
@@ -860,7 +882,7 @@ static void pump(struct lz_escalation *e, struct job *j, int s)
 	snprintf(suffix, sizeof(suffix), "%llu", (unsigned long long)j->sent);
 	post(e, j, &rec, suffix);
 	if (j->deadline == 0)
-		arm_deadline(j);
+		arm_deadline(e, j);
 }
 
 static void reap(struct job *j)
@@ -927,7 +949,7 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 		 * client: its time has not begun. */
 		if (j->deadline == 0 || j->deadline > now || j->unposted != NULL)
 			continue;
-		request_line(e, "request %s: no acknowledgement for %d s; ended", j->hex, LZ_ESC_ACK_TIMEOUT_MS / 1000);
+		request_line(e, "request %s: no acknowledgement for %d s; ended", j->hex, e->ack_timeout_ms / 1000);
 		if (j->state == JOB_RUNNING) {
 			/* The client may only be stopped: it gets a result that
 			 * says so, after what it has not taken yet. */
@@ -945,6 +967,11 @@ void lz_escalation_forget_keys(struct lz_escalation *e)
 		return;
 	lz_trust_anchor_free(e->ta);
 	e->ta = NULL;
+}
+
+void lz_escalation_set_ack_timeout(struct lz_escalation *e, int ms)
+{
+	e->ack_timeout_ms = ms;
 }
 
 void lz_escalation_free(struct lz_escalation *e)

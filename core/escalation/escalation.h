@@ -164,5 +164,7 @@ void lz_escalation_forget_keys(struct lz_escalation *e);
 /* Kills and reaps every host process, removes the mailbox's files
  * (not its directories), drops every key. Accepts NULL. */
 void lz_escalation_free(struct lz_escalation *e);
+/* Tests: an acknowledgement timeout other than LZ_ESC_ACK_TIMEOUT_MS. */
+void lz_escalation_set_ack_timeout(struct lz_escalation *e, int ms);
 
 #endif

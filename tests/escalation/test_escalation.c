@@ -16,9 +16,13 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#define FUSE_USE_VERSION 31
+#include <fuse3/fuse.h>
 
 #include "lz_test.h"
 
@@ -574,8 +578,178 @@ static void test_lz_escalation__lines_about_requests_are_logged_in_bounds(void *
 		fail_msg("%d lines about 200 denied requests (want 256, the last saying so: %d)", about, last_says);
 }
 
-int main(void)
+/* ---- the coordinator is never held ------------------------------------------ */
+
+static int64_t now_ms(void)
 {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Turns of the coordinator's loop in ms, each polling as long as
+ * lz_escalation_pollfds says. */
+static int turns_in(struct fx *f, int ms)
+{
+	int turns = 0;
+	for (int64_t end = now_ms() + ms; now_ms() < end; turns++) {
+		struct pollfd pf[LZ_ESC_POLLFDS];
+		int timeout = -1;
+		size_t n = lz_escalation_pollfds(f->esc, pf, &timeout);
+		int left = (int)(end - now_ms());
+		(void)poll(pf, n, timeout < 0 || timeout > left ? left : timeout);
+		lz_escalation_handle(f->esc, pf, n);
+	}
+	return turns;
+}
+
+/* A record waiting for the full inbox holds the acknowledgement deadline
+ * (its time has not begun): past it, the loop still waits the retry's
+ * pace instead of spinning at a zero timeout. */
+static void test_lz_escalation__a_record_waiting_for_the_inbox_does_not_spin_the_loop(void **state)
+{
+	struct fx *f = *state;
+	lz_escalation_set_ack_timeout(f->esc, 100);
+	char *argv[] = { "/usr/bin/dash", "-c", "echo a; sleep 5" };
+	char hex[2 * LZ_ESC_ID_LEN + 1], blocker[256];
+	approved_with_chunk_1_blocked(f, 0xe9, argv, 3, hex, blocker);
+	spin(f, 300); /* chunk 1 waits; the deadline passes */
+	assert_false(in_inbox(f, hex, "1"));
+	int turns = turns_in(f, 1000);
+	if (turns > 40)
+		fail_msg("%d turns of the loop in 1 s while a record waited for the inbox", turns);
+	/* Posted once there is room, and its time begins then. */
+	lz_escalation_set_ack_timeout(f->esc, LZ_ESC_ACK_TIMEOUT_MS);
+	assert_int_equal(rmdir(blocker), 0);
+	spin(f, 500);
+	assert_chunk(f, hex, 1, "a\n");
+}
+
+/* The 4,097th request of a generation is answered (denied, then
+ * refused), so its client ends instead of waiting for ever; requests of
+ * no session take no place. */
+static void test_lz_escalation__a_request_past_the_generations_limit_is_answered(void **state)
+{
+	struct fx *f = *state;
+	char log[128];
+	int saved = stderr_to_file(f, log);
+	char *argv[] = { "/usr/bin/true" };
+	for (int i = 0; i < 64; i++) { /* no capability: refused, no place taken */
+		struct lz_esc_record rec = { .kind = LZ_ESC_REQUEST, .scope = f->ta->scope };
+		rec.request.request_id[0] = 0x70;
+		rec.request.request_id[1] = (uint8_t)i;
+		rec.request.argc = 1;
+		rec.request.argv[0] = (struct lz_esc_bytes){ (const uint8_t *)argv[0], strlen(argv[0]) };
+		char name[32];
+		snprintf(name, sizeof(name), "nocap%03d", i);
+		put(f, name, &rec);
+	}
+	wake(f);
+	wake(f);
+	for (int i = 0; i < LZ_ESC_SEEN_MAX; i++) {
+		struct lz_esc_record rec = { .kind = LZ_ESC_REQUEST, .scope = f->ta->scope };
+		rec.request.request_id[0] = 0x77;
+		rec.request.request_id[1] = (uint8_t)(i >> 8);
+		rec.request.request_id[2] = (uint8_t)i;
+		rec.request.capability = (struct lz_esc_bytes){ f->cap, f->cap_len };
+		rec.request.argc = 1;
+		rec.request.argv[0] = (struct lz_esc_bytes){ (const uint8_t *)argv[0], strlen(argv[0]) };
+		char name[32];
+		snprintf(name, sizeof(name), "r%05d", i);
+		put(f, name, &rec);
+		if (i % 32 == 31)
+			wake(f);
+	}
+	wake(f);
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xa3 };
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	lz_hex(id, sizeof(id), hex);
+	put_request(f, "last", 0xa3, argv, 1);
+	wake(f);
+	stderr_restore(saved);
+	assert_true(in_inbox(f, hex, "decision"));
+	struct lz_esc_record rec;
+	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
+	assert_int_equal(rec.result.outcome, LZ_ESC_REFUSED);
+}
+
+/* A killed host process held in the kernel (here: a FUSE lookup its
+ * daemon answers after 3 s) does not hold the coordinator's turn. */
+static const char *hang_name = "/hang";
+static int hang_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	(void)fi;
+	memset(st, 0, sizeof(*st));
+	if (strcmp(path, "/") == 0) {
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2;
+		return 0;
+	}
+	if (strcmp(path, hang_name) == 0) {
+		sleep(3);
+		st->st_mode = S_IFREG | 0644;
+		st->st_nlink = 1;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int hang_fs(const char *mnt)
+{
+	static const struct fuse_operations ops = { .getattr = hang_getattr };
+	char *argv[] = { "hangfs", "-f", "-s", (char *)mnt, NULL };
+	return fuse_main(4, argv, &ops, NULL);
+}
+
+static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hold_the_loop(void **state)
+{
+	struct fx *f = *state;
+	char mnt[128], target[160];
+	snprintf(mnt, sizeof(mnt), "%s/mnt", f->dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	pid_t fs = fork();
+	assert_true(fs >= 0);
+	if (fs == 0) {
+		execl("/proc/self/exe", "hangfs", mnt, (char *)NULL);
+		_exit(127);
+	}
+	struct stat a, b;
+	bool mounted = false;
+	for (int i = 0; i < 300 && !mounted; i++) {
+		mounted = stat(f->dir, &a) == 0 && stat(mnt, &b) == 0 && a.st_dev != b.st_dev;
+		if (!mounted)
+			usleep(10000);
+	}
+	if (!mounted)
+		fail_msg("the FUSE file system was not mounted at %s", mnt);
+	snprintf(target, sizeof(target), "%s%s", mnt, hang_name);
+	char *argv[] = { "/usr/bin/stat", target };
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xa2 };
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, "r", 0xa2, argv, 2, 0);
+	assert_int_equal(approve(f, job), 0);
+	spin(f, 500); /* stat is in its lookup now */
+	struct lz_esc_record rec = { .kind = LZ_ESC_CANCELLATION, .scope = f->ta->scope };
+	rec.cancellation.request_id[0] = 0xa2;
+	put(f, "cancel", &rec);
+	int64_t t0 = now_ms();
+	wake(f);
+	int64_t took = now_ms() - t0;
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'", mnt, mnt);
+	(void)!system(cmd);
+	int status;
+	(void)waitpid(fs, &status, 0);
+	if (took > 1000)
+		fail_msg("the turn with the cancellation took %lld ms", (long long)took);
+	assert_true(in_inbox(f, hex, "result"));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[0], "hangfs") == 0)
+		return hang_fs(argv[1]);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_lz_escalation__an_answer_applies_only_to_the_request_shown, setup,
 						teardown),
@@ -601,6 +775,12 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_behind_names_being_written_is_routed,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__a_record_waiting_for_the_inbox_does_not_spin_the_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_past_the_generations_limit_is_answered,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hold_the_loop, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
