@@ -482,12 +482,15 @@ static int changes_entry(struct changes_walk *w, int upper, int lower, const cha
 	if (has_overlay_xattr(child, false, "overlay.opaque", "y")) {
 		r = emit(w, LZ_TREE_OPAQUE, &st, err);
 	} else if (merged) {
-		/* No change itself; its contents are compared with the lower's. */
+		/* Its contents are compared with the lower's; itself changed
+		 * only where its mode or owner did (a copy-up keeps both: a
+		 * chmod or chown made them differ, and persists). */
 		if ((lchild = open_dir(lower, name)) < 0) {
 			w->incomplete = true; /* cannot compare: not entered */
 			return 0;
 		}
-		r = 0;
+		bool changed = st.st_mode != lst.st_mode || st.st_uid != lst.st_uid || st.st_gid != lst.st_gid;
+		r = changed ? emit(w, LZ_TREE_CHANGED, &st, err) : 0;
 	} else {
 		r = emit(w, in_lower ? LZ_TREE_CHANGED : LZ_TREE_ADDED, &st, err);
 	}

@@ -266,6 +266,35 @@ static void foreign(const char *rel)
 		fail_msg("foreign '%s' (%d): %s", rel, status, err.msg);
 }
 
+/* chmod of a path foreign() handed over (0777 for a directory): as root
+ * directly, else by a worker that is root of the user's namespace. */
+static int chmod_worker(void *arg, struct lz_err *err)
+{
+	if (chmod(arg, 0777) < 0)
+		return lz_err_set(err, errno, "chmod: %s", strerror(errno));
+	return 0;
+}
+
+static void foreign_chmod_0777(const char *rel)
+{
+	if (geteuid() == 0) {
+		if (chmod(at(rel), 0777) < 0)
+			fail_msg("chmod '%s': %s", rel, strerror(errno));
+		return;
+	}
+	struct lz_err err = { 0, "" };
+	struct lz_idmap map;
+	if (lz_idmap_for_invoking_user(&map, &err) < 0)
+		fail_msg("%s", err.msg);
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec spec = { .label = "chmod", .clone_flags = CLONE_NEWUSER, .map = &map,
+				       .join_pidfd = -1, .fn = chmod_worker, .arg = at(rel) };
+	int status = -1;
+	if (lz_broker_spawn(&spec, &child, &err) < 0 || lz_broker_wait(&child, 10000, &status, &err) < 0 ||
+	    status != 0)
+		fail_msg("chmod '%s' (%d): %s", rel, status, err.msg);
+}
+
 /* ---- running as the test user ----------------------------------------------- */
 
 #define MAX_CH 64
@@ -744,6 +773,30 @@ static void test_lz_tree_changes_in_userns__max_truncates_and_counts(void **stat
 	assert_int_equal(o->count.total, 50);
 }
 
+/* A directory in both layers is itself a change only where its mode or
+ * owner differs (a chmod in the sandbox persists there). */
+static void test_lz_tree_changes_in_userns__a_directorys_mode_is_a_change(void **state)
+{
+	(void)state;
+	mk("lower");
+	mk("lower/d");
+	mk("lower/same");
+	mk("upper");
+	mk("upper/d");
+	mk("upper/same");
+	put("upper/same/new", 1);
+	foreign("lower");
+	foreign("upper");
+	foreign_chmod_0777("upper/d");
+	const struct out *o = as_user(&(struct call){ .op = CHANGES, .upper = "upper", .lower = "lower",
+						      .max = MAX_CH });
+	expect_rc(o, 0);
+	expect_change(o, 0, LZ_TREE_CHANGED, "d", S_IFDIR);
+	assert_int_equal(o->ch[0].mode & 07777, 0777);
+	expect_change(o, 1, LZ_TREE_ADDED, "same/new", S_IFREG);
+	assert_int_equal(o->count.total, 2);
+}
+
 static void test_lz_tree_changes_in_userns__no_lower_lists_all_added(void **state)
 {
 	(void)state;
@@ -1000,6 +1053,7 @@ int main(void)
 		T(test_lz_tree_changes_in_userns__kinds_in_sorted_order),
 		T(test_lz_tree_changes_in_userns__char_device_whiteout_is_deleted),
 		T(test_lz_tree_changes_in_userns__max_truncates_and_counts),
+		T(test_lz_tree_changes_in_userns__a_directorys_mode_is_a_change),
 		T(test_lz_tree_changes_in_userns__no_lower_lists_all_added),
 		T(test_lz_tree_changes_in_userns__paths_are_raw_bytes),
 		T(test_lz_tree_changes_in_userns__depth_limit_marks_incomplete),
