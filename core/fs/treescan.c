@@ -134,6 +134,8 @@ static int usage_dir(struct usage_walk *w, int fd, int depth, struct lz_err *err
 			continue;
 		if (depth + 1 > LZ_TREE_MAX_DEPTH || w->entries >= LZ_TREE_SCAN_MAX_ENTRIES) {
 			w->u.incomplete = true;
+			if (w->u.limit == LZ_TREE_LIMIT_NONE)
+				w->u.limit = depth + 1 > LZ_TREE_MAX_DEPTH ? LZ_TREE_LIMIT_DEPTH : LZ_TREE_LIMIT_ENTRIES;
 			return 0;
 		}
 		w->entries++;
@@ -578,7 +580,7 @@ static int worker_usage(void *argp, struct lz_err *err)
 	if (r < 0)
 		return worker_fail(a, r);
 	struct wire m = { .magic = WIRE_MAGIC, .type = WIRE_DONE, .incomplete = u.incomplete,
-			  .bytes = u.bytes, .files = u.files, .dirs = u.dirs };
+			  .limit = u.limit, .bytes = u.bytes, .files = u.files, .dirs = u.dirs };
 	if ((r = write_all(a->out, &m, sizeof(m))) < 0)
 		return lz_err_set(err, -r, "reply: %s", strerror(-r));
 	return 0;
@@ -723,8 +725,10 @@ int lz_tree_usage_in_userns(const struct lz_idmap *map, int dirfd, const char *n
 	struct reply p = { 0 };
 	if ((r = run_worker("usage worker", map, worker_usage, &a, &p, err)) < 0)
 		return r;
-	*ret = (struct lz_tree_usage){ .bytes = p.last.bytes, .files = p.last.files,
-				       .dirs = p.last.dirs, .incomplete = p.last.incomplete != 0 };
+	if (p.last.limit > LZ_TREE_LIMIT_ENTRIES || (p.last.limit != LZ_TREE_LIMIT_NONE && !p.last.incomplete))
+		return lz_err_set(err, EIO, "usage worker: a malformed reply");
+	*ret = (struct lz_tree_usage){ .bytes = p.last.bytes, .files = p.last.files, .dirs = p.last.dirs,
+				       .incomplete = p.last.incomplete != 0, .limit = p.last.limit };
 	return 0;
 }
 

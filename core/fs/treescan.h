@@ -49,6 +49,15 @@
 /* Inodes with several links that a usage scan remembers; see bytes. */
 #define LZ_TREE_USAGE_MAX_LINKS 65536u
 
+/* The first bound that cut a scan short. */
+enum lz_tree_limit {
+	LZ_TREE_LIMIT_NONE,    /* none (an unreadable entry alone makes a scan incomplete) */
+	LZ_TREE_LIMIT_DEPTH,   /* a directory deeper than LZ_TREE_MAX_DEPTH */
+	LZ_TREE_LIMIT_ENTRIES, /* more than LZ_TREE_SCAN_MAX_ENTRIES entries */
+	LZ_TREE_LIMIT_HELD,    /* names needing more than LZ_TREE_SCAN_MAX_HELD at once */
+	LZ_TREE_LIMIT_PATH,    /* a path longer than LZ_TREE_CHANGE_PATH_MAX */
+};
+
 struct lz_tree_usage {
 	/* Allocated: sum of st_blocks * 512 over the entries, each inode
 	 * with several links once (up to LZ_TREE_USAGE_MAX_LINKS such
@@ -58,6 +67,7 @@ struct lz_tree_usage {
 	uint64_t files;  /* non-directories (symlinks included), per link */
 	uint64_t dirs;   /* directories, the root included */
 	bool incomplete; /* a limit was hit or an entry could not be read */
+	enum lz_tree_limit limit; /* DEPTH or ENTRIES when one was (then incomplete) */
 };
 
 /* In this process, for trees the caller can read. dirfd/name is a single
@@ -95,14 +105,6 @@ struct lz_tree_change {
 	char path[LZ_TREE_CHANGE_PATH_MAX];
 };
 
-/* The first bound that cut a changes scan short. */
-enum lz_tree_limit {
-	LZ_TREE_LIMIT_NONE,    /* none (an unreadable entry alone makes a scan incomplete) */
-	LZ_TREE_LIMIT_DEPTH,   /* a directory deeper than LZ_TREE_MAX_DEPTH */
-	LZ_TREE_LIMIT_ENTRIES, /* more than LZ_TREE_SCAN_MAX_ENTRIES entries */
-	LZ_TREE_LIMIT_HELD,    /* names needing more than LZ_TREE_SCAN_MAX_HELD at once */
-	LZ_TREE_LIMIT_PATH,    /* a path longer than LZ_TREE_CHANGE_PATH_MAX */
-};
 
 struct lz_tree_changes_count {
 	size_t listed;   /* written to the caller's array: min(total, max) */

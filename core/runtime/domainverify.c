@@ -101,6 +101,12 @@ static void check_scan(struct run *x, const struct lz_idmap *map, const char *ch
 	struct lz_err e = { 0, "" };
 	if (lz_tree_usage_in_userns(map, dir_fd, name, &u, &e) < 0)
 		result(x, check, false, "%s: %s", what, e.msg);
+	else if (u.limit == LZ_TREE_LIMIT_DEPTH)
+		result(x, check, false, "%s: a directory nested deeper than %d levels inside was not read", what,
+		       LZ_TREE_MAX_DEPTH);
+	else if (u.limit == LZ_TREE_LIMIT_ENTRIES)
+		result(x, check, false, "%s: more than %u entries inside; the rest was not read", what,
+		       LZ_TREE_SCAN_MAX_ENTRIES);
 	else if (u.incomplete)
 		result(x, check, false, "%s: not all of it could be read (a mount or an unreadable entry inside)",
 		       what);

@@ -486,13 +486,20 @@ static void test_lz_tree_usage__depth_limit_marks_incomplete(void **state)
 	assert_int_equal(r, 0);
 	assert_int_equal(got.dirs, LZ_TREE_MAX_DEPTH + 1);
 	assert_false(got.incomplete);
+	assert_int_equal(got.limit, LZ_TREE_LIMIT_NONE);
 	mk("t2");
 	chain("t2", LZ_TREE_MAX_DEPTH + 1, "d");
 	r = lz_tree_usage(basefd, "t2", &got, &err);
+	/* the worker's reply says which limit, too (state verify names it) */
+	const struct out *o = as_user(&(struct call){ .op = USAGE, .upper = "t2" });
 	unchain("t2");
 	assert_int_equal(r, 0);
 	assert_int_equal(got.dirs, LZ_TREE_MAX_DEPTH + 1);
 	assert_true(got.incomplete);
+	assert_int_equal(got.limit, LZ_TREE_LIMIT_DEPTH);
+	expect_rc(o, 0);
+	assert_true(o->u.incomplete);
+	assert_int_equal(o->u.limit, LZ_TREE_LIMIT_DEPTH);
 }
 
 static void test_lz_tree_usage__missing_is_enoent(void **state)
