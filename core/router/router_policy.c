@@ -173,9 +173,9 @@ static int is_index(struct lz_router *r, const char *path, size_t len, bool *ret
 
 int rt_policy_index(struct lz_router *r, const char *path, size_t len)
 {
-	bool index;
+	bool index = false;
 	int rc = r->cls.guard == NULL ? 0 : is_index(r, path, len, &index);
-	return rc < 0 ? rc : r->cls.guard != NULL && index ? -EPERM : 0;
+	return rc < 0 ? rc : index ? -EPERM : 0;
 }
 
 static bool present(int dfd, const char *name, const char *made)

@@ -120,9 +120,10 @@ static int find_memory_file(int pid_dir, char *ret, size_t size)
 	while (r < 0 && (d = readdir(fds)) != NULL) {
 		char target[sizeof(MEMORY_FILE) + 1];
 		ssize_t n = readlinkat(dirfd(fds), d->d_name, target, sizeof(target));
+		size_t len = strlen(d->d_name);
 		if (n == (ssize_t)sizeof(MEMORY_FILE) - 1 && memcmp(target, MEMORY_FILE, (size_t)n) == 0 &&
-		    strlen(d->d_name) < size) {
-			snprintf(ret, size, "%s", d->d_name);
+		    len < size) {
+			memcpy(ret, d->d_name, len + 1);
 			r = 0;
 		}
 	}
