@@ -60,6 +60,19 @@ static bool exiting(int pid_dir)
 	return state == 'Z' || state == 'X' || (flags & PF_EXITING) != 0;
 }
 
+/* The directory rel beneath dirfd as a stream; NULL with errno set. */
+static DIR *stream_at(int dirfd, const char *rel)
+{
+	int fd = openat(dirfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (fd >= 0 && d == NULL) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return d;
+}
+
 /* The children of runsc_pid listed by each of its threads (a Go program
  * forks from any). Returns the directory of the one that is
  * runsc-sandbox, or -ENOENT. */
@@ -67,15 +80,9 @@ static int find_sandbox(int proc, pid_t runsc_pid)
 {
 	char rel[64];
 	snprintf(rel, sizeof(rel), "%d/task", (int)runsc_pid);
-	int tfd = openat(proc, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (tfd < 0)
+	DIR *tasks = stream_at(proc, rel);
+	if (tasks == NULL)
 		return -errno;
-	DIR *tasks = fdopendir(tfd);
-	if (tasks == NULL) {
-		int e = errno;
-		close(tfd);
-		return -e;
-	}
 	int found = -ENOENT;
 	struct dirent *t;
 	while (found < 0 && (t = readdir(tasks)) != NULL) {
@@ -106,15 +113,9 @@ static int find_sandbox(int proc, pid_t runsc_pid)
 /* The descriptor of pid_dir's process that is its memory file. */
 static int find_memory_file(int pid_dir, char *ret, size_t size)
 {
-	int ffd = openat(pid_dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (ffd < 0)
+	DIR *fds = stream_at(pid_dir, "fd");
+	if (fds == NULL)
 		return -errno;
-	DIR *fds = fdopendir(ffd);
-	if (fds == NULL) {
-		int e = errno;
-		close(ffd);
-		return -e;
-	}
 	int r = -ENOENT;
 	struct dirent *d;
 	while (r < 0 && (d = readdir(fds)) != NULL) {

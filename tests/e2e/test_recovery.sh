@@ -42,6 +42,15 @@ assert_recovered() {
 	assert_not_contains "$OUT" "kept leased"
 }
 
+# The Domain's hc.log once it says the generation ended (at most 30 s).
+log_once_ended() {
+	for _ in $(seq 300); do
+		grep -q "generation ended" "$T"/run/lazaret/domains/*/hc.log 2>/dev/null && break
+		sleep 0.1
+	done
+	cat "$T"/run/lazaret/domains/*/hc.log
+}
+
 # pid_of ROLE: the PID of that process of this test's Domain (empty if none).
 pid_of() {
 	local rs
@@ -90,12 +99,8 @@ kill_role_during_serve() {
 	supervisor) why="the Runtime Supervisor ended" ;;
 	esac
 	if [ -n "$why" ]; then
-		for _ in $(seq 300); do
-			grep -q "generation ended" "$T"/run/lazaret/domains/*/hc.log 2>/dev/null && break
-			sleep 0.1
-		done
 		local log
-		log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+		log=$(log_once_ended)
 		assert_contains "$log" "$why"
 		assert_contains "$log" "generation ended with errors"
 		assert_not_contains "$log" "generation ended cleanly"
@@ -301,12 +306,8 @@ test_memory_past_its_limit_ends_the_generation() {
 	[ "$STATUS" != 0 ] || fail "the session ended 0 past the memory limit"
 	assert_contains "$ERR" "lazaret: error: the sandbox is gone: the sandbox's memory passed its limit ("
 	assert_contains "$ERR" "the limit is 256 MiB: runtime.max_memory_mib"
-	for _ in $(seq 300); do
-		grep -q "generation ended" "$T"/run/lazaret/domains/*/hc.log 2>/dev/null && break
-		sleep 0.1
-	done
 	local log
-	log=$(cat "$T"/run/lazaret/domains/*/hc.log)
+	log=$(log_once_ended)
 	assert_contains "$log" "the Runtime Supervisor failed: the sandbox's memory passed its limit"
 	assert_contains "$log" "generation ended with errors"
 	assert_recovered

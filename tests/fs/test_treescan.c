@@ -235,6 +235,23 @@ static int foreign_worker(void *arg, struct lz_err *err)
 	return 0;
 }
 
+/* Runs fn(at(rel)) in a worker that is root of the invoking user's
+ * namespace. */
+static void as_ns_root(const char *label, int (*fn)(void *, struct lz_err *), const char *rel)
+{
+	struct lz_err err = { 0, "" };
+	struct lz_idmap map;
+	if (lz_idmap_for_invoking_user(&map, &err) < 0)
+		fail_msg("%s", err.msg);
+	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+	struct lz_broker_spec spec = { .label = label, .clone_flags = CLONE_NEWUSER, .map = &map,
+				       .join_pidfd = -1, .fn = fn, .arg = at(rel) };
+	int status = -1;
+	if (lz_broker_spawn(&spec, &child, &err) < 0 || lz_broker_wait(&child, 10000, &status, &err) < 0 ||
+	    status != 0)
+		fail_msg("%s '%s' (%d): %s", label, rel, status, err.msg);
+}
+
 /* Hands rel to the namespace's ID SANDBOX_ID: as root directly, else by a
  * worker that is root of the invoking user's namespace. */
 static void foreign(const char *rel)
@@ -251,19 +268,9 @@ static void foreign(const char *rel)
 	}
 	if (!lz_test_has_subuid())
 		fail_msg("this user has no /etc/subuid range (see docs/install.md)");
-	struct lz_err err = { 0, "" };
-	struct lz_idmap map;
-	if (lz_idmap_for_invoking_user(&map, &err) < 0)
-		fail_msg("%s", err.msg);
 	f_uid = SANDBOX_ID;
 	f_gid = SANDBOX_ID;
-	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
-	struct lz_broker_spec spec = { .label = "chown", .clone_flags = CLONE_NEWUSER, .map = &map,
-				       .join_pidfd = -1, .fn = foreign_worker, .arg = at(rel) };
-	int status = -1;
-	if (lz_broker_spawn(&spec, &child, &err) < 0 || lz_broker_wait(&child, 10000, &status, &err) < 0 ||
-	    status != 0)
-		fail_msg("foreign '%s' (%d): %s", rel, status, err.msg);
+	as_ns_root("chown", foreign_worker, rel);
 }
 
 /* chmod of a path foreign() handed over (0777 for a directory): as root
@@ -282,17 +289,7 @@ static void foreign_chmod_0777(const char *rel)
 			fail_msg("chmod '%s': %s", rel, strerror(errno));
 		return;
 	}
-	struct lz_err err = { 0, "" };
-	struct lz_idmap map;
-	if (lz_idmap_for_invoking_user(&map, &err) < 0)
-		fail_msg("%s", err.msg);
-	struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
-	struct lz_broker_spec spec = { .label = "chmod", .clone_flags = CLONE_NEWUSER, .map = &map,
-				       .join_pidfd = -1, .fn = chmod_worker, .arg = at(rel) };
-	int status = -1;
-	if (lz_broker_spawn(&spec, &child, &err) < 0 || lz_broker_wait(&child, 10000, &status, &err) < 0 ||
-	    status != 0)
-		fail_msg("chmod '%s' (%d): %s", rel, status, err.msg);
+	as_ns_root("chmod", chmod_worker, rel);
 }
 
 /* ---- running as the test user ----------------------------------------------- */
