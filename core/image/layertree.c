@@ -252,7 +252,7 @@ int lz_layertree_remove(const struct lz_layertree *t, int dirfd, const char *nam
 }
 
 int lz_layertree_prune(const struct lz_layertree *t, char *path, size_t *len, const char *entry,
-		       lz_layertree_keep_fn keep, const void *ctx)
+		       lz_layertree_keep_fn keep, lz_layertree_descend_fn descend, void *ctx)
 {
 	_cleanup_(names_free) struct names ns = { 0 };
 	_cleanup_(names_free) struct names kept = { 0 };
@@ -293,7 +293,9 @@ int lz_layertree_prune(const struct lz_layertree *t, char *path, size_t *len, co
 	for (size_t i = 0; i < kept.n; i++) {
 		if (lz_layerpath_push(path, len, kept.v[i]) < 0)
 			return lz_layerpath_fail(t->err, ENAMETOOLONG, entry, "prune", path);
-		r = lz_layertree_prune(t, path, len, entry, keep, ctx);
+		r = descend(ctx, path, *len);
+		if (r > 0)
+			r = lz_layertree_prune(t, path, len, entry, keep, descend, ctx);
 		lz_layerpath_pop(path, len, old);
 		if (r < 0)
 			return r;

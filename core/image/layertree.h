@@ -77,12 +77,17 @@ int lz_layertree_remove(const struct lz_layertree *t, int dirfd, const char *nam
 /* Decides whether the child at path (len bytes) survives a prune. */
 typedef bool (*lz_layertree_keep_fn)(const void *ctx, const char *path, size_t len);
 
+/* Whether a kept directory at path is pruned in turn: 1 yes, 0 no (it was
+ * already), a negative errno (its error set) to stop. */
+typedef int (*lz_layertree_descend_fn)(void *ctx, const char *path, size_t len);
+
 /* Prunes the directory at path (*len bytes; restored on return): every
  * child that keep rejects is removed recursively; kept children that are
- * directories are pruned in turn, kept non-directories stay. A missing path
- * (or one that is not a directory) is not an error. */
+ * directories are pruned in turn where descend says so, kept
+ * non-directories stay. A missing path (or one that is not a directory)
+ * is not an error. */
 int lz_layertree_prune(const struct lz_layertree *t, char *path, size_t *len, const char *entry,
-		       lz_layertree_keep_fn keep, const void *ctx);
+		       lz_layertree_keep_fn keep, lz_layertree_descend_fn descend, void *ctx);
 
 /* Clears the way for a new entry at pfd/p->name (pfd is p's parent).
  * Returns 1 when an existing directory is kept (keep_dir; its stat in

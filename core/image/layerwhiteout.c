@@ -224,9 +224,37 @@ bool lz_layerwhiteout_is_marker(const char *name)
 	return strncmp(name, LZ_LAYERPATH_WH, LZ_LAYERPATH_WH_LEN) == 0;
 }
 
+/* One prune of lower-layer content (prune_lower). */
+struct prune_ctx {
+	struct lz_layerwhiteout *w;
+	const struct lz_layertree *t;
+	const char *entry;
+	uint64_t *tracked;
+};
+
 static bool lower_keeps(const void *ctx, const char *path, size_t len)
 {
-	return lz_layerwhiteout_wrote(ctx, path, len);
+	const struct prune_ctx *c = ctx;
+	return lz_layerwhiteout_wrote(c->w, path, len);
+}
+
+/* Remembers each directory a prune walks: below one already walked only
+ * this layer's own entries are left, which a later prune keeps, so it is
+ * not walked again. Nested markers listed deepest first otherwise walked
+ * the same directories once per marker, each level reopened from the
+ * root: cubic in the depth (a 36 KiB layer took 26 s). */
+static int prune_once(void *ctx, const char *path, size_t len)
+{
+	struct prune_ctx *c = ctx;
+	if (pathset_has(&c->w->pruned, path, len))
+		return 0;
+	int r = charge(c->tracked, c->entry, len, c->t->err);
+	if (r < 0)
+		return r;
+	if ((r = pathset_add(&c->w->pruned, path, len)) < 0)
+		return lz_err_set(c->t->err, -r, "layer entry '%s': remembering '%s': %s", c->entry,
+				  lz_layerpath_shown(path), strerror(-r));
+	return 1;
 }
 
 /* Whether path[0..len) or a directory above it ("" is the root) was
@@ -257,13 +285,9 @@ static int prune_lower(struct lz_layerwhiteout *w, const struct lz_layertree *t,
 {
 	if (pruned_at_or_above(&w->pruned, path, *len))
 		return 0;
-	int r = lz_layertree_prune(t, path, len, entry, lower_keeps, w);
-	if (r < 0 || (r = charge(tracked, entry, *len, t->err)) < 0)
-		return r;
-	if ((r = pathset_add(&w->pruned, path, *len)) < 0)
-		return lz_err_set(t->err, -r, "layer entry '%s': remembering '%s': %s", entry,
-				  lz_layerpath_shown(path), strerror(-r));
-	return 0;
+	struct prune_ctx c = { w, t, entry, tracked };
+	int r = prune_once(&c, path, *len);
+	return r <= 0 ? r : lz_layertree_prune(t, path, len, entry, lower_keeps, prune_once, &c);
 }
 
 int lz_layerwhiteout_apply(struct lz_layerwhiteout *w, const struct lz_layertree *t, const struct lz_layerpath *p,

@@ -142,8 +142,11 @@ int lz_tls_client_hello_sni_more(const uint8_t *buf, size_t len, struct lz_tls_s
 	}
 	if (len >= 1 && !record)
 		return lz_err_set(err, ENOTSUP, "not a TLS record");
-	if (len >= 2 && buf[1] != 3)
-		return lz_err_set(err, ENOTSUP, "not a TLS record version");
+	/* A record type with another version byte is still TLS to a server
+	 * that reads it (Go's crypto/tls takes any below 0x10): refused, never
+	 * relayed unchecked as "not TLS" (found by review). */
+	if (len >= 2 && record && buf[1] != 3)
+		return lz_err_set(err, EBADMSG, "a TLS record of version %u.x", buf[1]);
 	if (len >= 2 && buf[0] != 0x16)
 		return lz_err_set(err, EBADMSG, "a TLS record of type %u before the ClientHello", buf[0]);
 	if (s->need == 0 || s->taken > lim) {

@@ -304,6 +304,12 @@ static bool keep_listed(const void *ctx, const char *path, size_t len)
 	return false;
 }
 
+static int descend_always(void *ctx, const char *path, size_t len)
+{
+	(void)ctx, (void)path, (void)len;
+	return 1;
+}
+
 static void test_lz_layertree_prune__removes_what_keep_rejects(void **state)
 {
 	struct fixture *f = *state;
@@ -322,7 +328,7 @@ static void test_lz_layertree_prune__removes_what_keep_rejects(void **state)
 
 	char path[LZ_LAYER_PATH_MAX + 1] = "p";
 	size_t len = 1;
-	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "p/.wh..wh..opq", keep_listed, kept),
+	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "p/.wh..wh..opq", keep_listed, descend_always, (void *)kept),
 			 0);
 	assert_string_equal(path, "p");
 	assert_int_equal(len, 1);
@@ -343,18 +349,18 @@ static void test_lz_layertree_prune__missing_file_and_symlink(void **state)
 	static const char *const none[] = { NULL };
 	char path[LZ_LAYER_PATH_MAX + 1] = "missing";
 	size_t len = strlen(path);
-	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "e", keep_listed, none), 0);
+	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "e", keep_listed, descend_always, (void *)none), 0);
 
 	put(f, "file");
 	strcpy(path, "file");
 	len = strlen(path);
-	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "e", keep_listed, none), 0);
+	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "e", keep_listed, descend_always, (void *)none), 0);
 	assert_true(exists(f, "file"));
 
 	assert_int_equal(symlinkat("../outside", f->t.root, "l"), 0);
 	strcpy(path, "l");
 	len = 1;
-	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "l/.wh..wh..opq", keep_listed, none),
+	assert_int_equal(lz_layertree_prune(&f->t, path, &len, "l/.wh..wh..opq", keep_listed, descend_always, (void *)none),
 			 -EINVAL);
 	assert_non_null(strstr(f->err.msg, "'l' is or crosses a symbolic link"));
 	assert_outside_untouched(f);
