@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/fdutil.h"
+
 #include "host_seal.h"
 
 static int traceback(lua_State *L)
@@ -60,6 +62,12 @@ int main(int argc, char **argv)
 		      "authority (spec SR-1); run lazaret as your normal user\n",
 		      stderr);
 		return 77; /* EX_NOPERM */
+	}
+	/* A closed standard stream would give its number to the control
+	 * socket, which a session then passes to the guest as that stream. */
+	if (lz_fds_std_open() < 0) {
+		fputs("lazaret: cannot open /dev/null for a closed standard stream\n", stderr);
+		return 71; /* EX_OSERR */
 	}
 	lua_State *L = luaL_newstate();
 	if (L == NULL) {

@@ -24,6 +24,22 @@ static void std_streams_to_null(void)
 	}
 }
 
+int lz_fds_std_open(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		int null = open("/dev/null", O_RDWR);
+		if (null < 0)
+			return -errno;
+		if (null != fd) { /* a lower one was closed too: taken by the loop already */
+			close(null);
+			return -EBADF;
+		}
+	}
+	return 0;
+}
+
 void lz_fds_keep_only(int *keep, size_t n)
 {
 	std_streams_to_null();

@@ -20,6 +20,11 @@ void lz_fds_keep_only(int *keep, size_t n);
  * duplicated). */
 int lz_fds_place(const int *fds, size_t n);
 
+/* Opens /dev/null onto each of descriptors 0, 1 and 2 that is closed, so
+ * that no descriptor this process opens later (a socket) takes a standard
+ * stream's number and is handed on as one. 0, or -errno. */
+int lz_fds_std_open(void);
+
 /* The absolute path fd names in this mount namespace (its /proc/self/fd
  * link) in buf: 0, or -errno (-ENAMETOOLONG when it does not fit in cap
  * with its NUL or is no path, as for a detached mount's root). */

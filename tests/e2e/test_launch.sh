@@ -122,6 +122,18 @@ test_stdin_and_stdout_are_byte_exact() {
 	cleanup_data
 }
 
+# A standard stream the CLI was started without is /dev/null: before, the
+# control socket took its number and the guest got that socket as the
+# stream (a host socket inside the sandbox).
+test_a_closed_stream_is_not_the_control_socket() {
+	(cd "$WS" && env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- \
+		sh -c 'ls -l /proc/self/fd/0; cat; echo "read to the end"' <&- >"$T/out" 2>"$T/err")
+	assert_eq 0 "$?" "exit status (stderr: $(cat "$T/err"))"
+	assert_not_contains "$(cat "$T/out")" "socket" "the guest's standard input"
+	assert_contains "$(cat "$T/out")" "read to the end"
+	cleanup_data
+}
+
 # Issue 15: a terminal another program left non-blocking (Node.js does
 # that to its terminal) answers a flood with EAGAIN when full. The whole
 # output still arrives, once the reader catches up, and the guest's status
@@ -612,6 +624,7 @@ t_run "hc.log names what each launch phase and supervisor step took" test_hc_log
 t_run "hc.log is kept to two files of about 1 MiB" test_hc_log_is_kept_to_two_files
 t_run "the init's streams reach no host file" test_the_init_streams_reach_no_host_file
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
+t_run "a standard stream the CLI lacks is not its control socket" test_a_closed_stream_is_not_the_control_socket
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
 t_run "a flood to a non-blocking terminal arrives whole" test_flood_to_a_nonblocking_terminal_arrives_whole
 t_run "output to a file keeps its offset" test_output_to_a_file_keeps_its_offset

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,6 +99,31 @@ static void fd_path_names_the_directory(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* Closed standard streams get /dev/null, so the next descriptor opened
+ * (a socket) takes no stream's number; open ones are left as they are. */
+static void std_open_body(void *arg)
+{
+	(void)arg;
+	struct stat before, null, st;
+	CHECK(fstat(STDERR_FILENO, &before) == 0 && stat("/dev/null", &null) == 0, "stat");
+	close(STDIN_FILENO);
+	close(STDOUT_FILENO);
+	CHECK(lz_fds_std_open() == 0, "std_open");
+	for (int fd = 0; fd <= 1; fd++)
+		CHECK(fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == null.st_rdev, "%d is /dev/null", fd);
+	CHECK(fstat(STDERR_FILENO, &st) == 0 && st.st_ino == before.st_ino && st.st_dev == before.st_dev,
+	      "stderr untouched");
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(s > 2, "a socket took descriptor %d", s);
+	close(s);
+}
+
+static void std_open_fills_closed_streams(void **state)
+{
+	(void)state;
+	run_in_child(std_open_body, NULL);
+}
+
 static void read_small_reads_whole_or_says_why(void **state)
 {
 	(void)state;
@@ -115,6 +141,7 @@ int main(void)
 		cmocka_unit_test(place_refuses_too_many),
 		cmocka_unit_test(fd_path_names_the_directory),
 		cmocka_unit_test(read_small_reads_whole_or_says_why),
+		cmocka_unit_test(std_open_fills_closed_streams),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
