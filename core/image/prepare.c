@@ -475,9 +475,12 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 	struct record_worker_ctx rctx = { root, op_id };
 	struct lz_broker_child worker = LZ_BROKER_CHILD_INIT;
 	/* a network namespace of its own, empty (its user namespace owns it):
-	 * the worker fetches nothing, skopeo did before it */
+	 * the worker fetches nothing, skopeo did before it; and a PID
+	 * namespace of its own, whose init it is: a process a subverted
+	 * worker forks is killed when it ends, before its tree is published
+	 * (it would keep the tree's descriptor and write later) */
 	struct lz_broker_spec wspec = { .label = "preparation worker", .comm = "lz-prepare",
-					.clone_flags = CLONE_NEWUSER | CLONE_NEWNET,
+					.clone_flags = CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID,
 					.map = &map, .join_pidfd = -1, .fn = worker_apply, .arg = &warg,
 					.staged = record_worker, .ctx = &rctx };
 	r = lz_broker_spawn(&wspec, &worker, err);

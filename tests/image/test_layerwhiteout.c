@@ -410,6 +410,30 @@ static void test_lz_layerwhiteout_apply__a_directory_is_pruned_once(void **state
 	assert_false(exists(f, "p/a"));
 }
 
+/* Nested markers listed deepest first: a directory a deeper marker
+ * already pruned is not walked again by the prune of one above it (each
+ * walk reopened every level from the root: cubic in the depth, a 36 KiB
+ * layer took 26 s). Seen through a file planted in the deepest directory
+ * after its prune: the markers above leave it. */
+static void test_lz_layerwhiteout_apply__nested_markers_walk_each_directory_once(void **state)
+{
+	struct fixture *f = *state;
+	dir(f, "a");
+	dir(f, "a/a");
+	dir(f, "a/a/a");
+	file(f, "a/a/a/low");
+	file(f, "a/low");
+	mark(f, "a/a/a");
+	assert_int_equal(whiteout(f, "a/a/a/.wh..wh..opq"), 0);
+	assert_false(exists(f, "a/a/a/low"));
+	file(f, "a/a/a/late");
+	assert_int_equal(whiteout(f, "a/a/.wh..wh..opq"), 0);
+	assert_int_equal(whiteout(f, "a/.wh..wh..opq"), 0);
+	assert_true(exists(f, "a/a/a/late"));
+	assert_false(exists(f, "a/low")); /* what the layer did not write still goes */
+	assert_int_equal(f->rep.whiteouts, 3);
+}
+
 static void test_lz_layerwhiteout_apply__aufs_metadata_hides_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -454,6 +478,7 @@ int main(void)
 		T(test_lz_layerwhiteout_apply__spares_same_layer),
 		T(test_lz_layerwhiteout_apply__opaque),
 		T(test_lz_layerwhiteout_apply__a_directory_is_pruned_once),
+		T(test_lz_layerwhiteout_apply__nested_markers_walk_each_directory_once),
 		T(test_lz_layerwhiteout_apply__aufs_metadata_hides_nothing),
 		T(test_lz_layerwhiteout_apply__refusals),
 	};

@@ -471,6 +471,64 @@ static void test_lz_prepare_image__worker_time_is_bounded(void **state)
 	run_as_test_user(worker_time_bounded);
 }
 
+/* A worker subverted by a layer (a libarchive bug) forks: its child keeps
+ * the tree's descriptor, leaves the worker's session and writes once the
+ * worker has exited. The worker is PID 1 of a PID namespace of its own,
+ * so the child goes with it and nothing reaches the published tree. */
+static int fork_survivor(void *ctx, struct lz_err *err)
+{
+	(void)ctx;
+	(void)err;
+	int keep = -1;
+	for (int fd = 3; fd < 256 && keep < 0; fd++) {
+		char link[64], target[512];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n >= 7 && memcmp(target + n - 7, "/rootfs", 7) == 0)
+			keep = fd;
+	}
+	pid_t worker = getpid();
+	if (keep < 0 || fork() != 0)
+		return 0;
+	for (int fd = 0; fd < 256; fd++)
+		if (fd != keep)
+			close(fd);
+	setsid();
+	for (int i = 0; i < 1000 && getppid() == worker; i++)
+		usleep(10000);
+	int f = openat(keep, "planted-after-publication", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (f >= 0)
+		close(f);
+	_exit(0);
+}
+
+static int no_survivor(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	struct lz_prepare_request req = { .worker_check = fork_survivor };
+	struct lz_prepare_result res;
+	struct lz_err err;
+	if (r == 0 && prepare(&s, "oci:test", &req, &res, &err) < 0)
+		r = FAIL("prepare: %s", err.msg);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/storage/prepared/%s/rootfs/planted-after-publication", s.dir,
+		 res.artifact_id);
+	for (int i = 0; r == 0 && i < 100; i++) {
+		if (access(path, F_OK) == 0)
+			r = FAIL("a process the worker forked wrote into the published tree");
+		usleep(10000);
+	}
+	store_close(&s);
+	return r;
+}
+
+static void test_lz_prepare_image__nothing_the_worker_forked_outlives_it(void **state)
+{
+	(void)state;
+	run_as_test_user(no_survivor);
+}
+
 static int second_reference(char *why, size_t size)
 {
 	struct store s;
@@ -519,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_lz_prepare_image__worker_is_confined),
 		cmocka_unit_test(test_lz_prepare_image__worker_memory_is_bounded),
 		cmocka_unit_test(test_lz_prepare_image__worker_time_is_bounded),
+		cmocka_unit_test(test_lz_prepare_image__nothing_the_worker_forked_outlives_it),
 		cmocka_unit_test(test_lz_prepare_image__a_second_reference_finds_the_image),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
