@@ -435,10 +435,16 @@ void lz_session_advance_release(struct lz_session *s)
 void lz_session_client_gone(struct lz_session *s)
 {
 	drop_client(s);
-	if (s->tty)
+	if (s->tty) {
 		lz_session_start_release(s);
-	else if (s->exec.pidfd >= 0)
+	} else if (s->exec.pidfd >= 0 && s->release == LZ_SESSION_LIVE) {
+		/* SIGTERM, then SIGKILL after the grace: a guest that ignores
+		 * the first would keep the session, and the Domain, running with
+		 * nobody attached (found by review). */
 		(void)lz_broker_signal(&s->exec, SIGTERM);
+		s->release = LZ_SESSION_TERM_SENT;
+		s->release_at = lz_now_ms() + LZ_SESSION_GRACE_MS;
+	}
 }
 
 enum lz_session_verdict lz_session_event(struct lz_session *s, const struct lz_wire_msg *m)

@@ -488,9 +488,27 @@ static void test_lz_session_client_gone__without_terminal_sends_term(void **stat
 	spawn_sh(f, "sleep 30", -1, -1);
 	lz_session_client_gone(&f->s);
 	assert_int_equal(f->s.client, -1);
-	assert_int_equal(f->s.release, LZ_SESSION_LIVE);
+	assert_int_equal(f->s.release, LZ_SESSION_TERM_SENT);
 	wait_ended(f);
 	assert_int_equal(lz_session_finish(&f->s), 128 + SIGTERM);
+}
+
+/* A guest without a terminal that ignores SIGTERM is killed after the
+ * grace: it would otherwise keep the session, and the Domain, running
+ * with nobody attached. */
+static void test_lz_session_client_gone__without_terminal_kills_after_the_grace(void **state)
+{
+	struct fx *f = *state;
+	spawn_sh(f, "trap '' TERM; while :; do sleep 0.05; done", -1, -1);
+	usleep(200000); /* the trap is set */
+	lz_session_client_gone(&f->s);
+	struct pollfd p = { .fd = f->s.exec.pidfd, .events = POLLIN };
+	int64_t until = lz_now_ms() + 3 * LZ_SESSION_GRACE_MS;
+	while (poll(&p, 1, 50) == 0 && lz_now_ms() < until)
+		lz_session_advance_release(&f->s);
+	assert_true(p.revents != 0);
+	assert_int_equal(f->s.release, LZ_SESSION_KILL_SENT);
+	assert_int_equal(lz_session_finish(&f->s), 128 + SIGKILL);
 }
 
 static void test_lz_session_finish__drains_in_order_then_one_exit(void **state)
@@ -1065,6 +1083,7 @@ int main(void)
 		T(test_lz_session_flush_output__client_gone_starts_release),
 		T(test_lz_session_advance_release__hup_term_kill),
 		T(test_lz_session_client_gone__without_terminal_sends_term),
+		T(test_lz_session_client_gone__without_terminal_kills_after_the_grace),
 		T(test_lz_session_finish__drains_in_order_then_one_exit),
 		T(test_lz_session_finish__pending_output_first_and_no_client),
 		T(test_lz_session_finish__a_client_not_reading_loses_nothing_and_holds_up_nobody),
