@@ -476,10 +476,10 @@ static int recv_noting_unread(struct lz_tlschan *ch, uint8_t *buf, struct lz_wir
  * the modes the guest drove included, then stop until SIGCONT, and raw
  * again. What the guest set stays unset: it hears the window size on
  * resume (the caller's Resize), which a full-screen program redraws on. */
-static void suspend(const struct termios *saved, const struct termios *raw, const struct drive *d)
+/* Stops this process as SIGTSTP would, SIGTSTP being caught and blocked
+ * outside the wait (catch_signals); returns after SIGCONT. */
+static void stop_here(void)
 {
-	reset_terminal(STDOUT_FILENO, d);
-	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, saved);
 	struct sigaction dfl = { .sa_handler = SIG_DFL }, ours;
 	sigemptyset(&dfl.sa_mask);
 	sigset_t tstp;
@@ -490,6 +490,13 @@ static void suspend(const struct termios *saved, const struct termios *raw, cons
 	(void)sigprocmask(SIG_UNBLOCK, &tstp, NULL); /* stopped here */
 	(void)sigprocmask(SIG_BLOCK, &tstp, NULL);
 	(void)sigaction(SIGTSTP, &ours, NULL);
+}
+
+static void suspend(const struct termios *saved, const struct termios *raw, const struct drive *d)
+{
+	reset_terminal(STDOUT_FILENO, d);
+	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, saved);
+	stop_here();
 	(void)tcsetattr(STDIN_FILENO, TCSADRAIN, raw);
 }
 
@@ -657,6 +664,9 @@ static int run_streams(int sock, struct lz_tlschan *ch, const struct lz_client_r
 	int fds[3] = { -1, -1, -1 };
 	bool made[3] = { false, false, false };
 	uint8_t *buf = NULL;
+	struct caught caught;
+	bool catching = false;
+	int end_sig = 0;
 	int r;
 
 	for (int i = 0; i < 3; i++) {
@@ -701,13 +711,33 @@ static int run_streams(int sock, struct lz_tlschan *ch, const struct lz_client_r
 	}
 	bool exited = false, welcomed = false, unread = false;
 	int status = 0;
+	/* DX-5: the relayed terminal is reset on the way out whatever ends
+	 * the CLI: the signals that would end or stop it are caught while it
+	 * relays, and acted on once the terminal is put back. */
+	catch_signals(&caught);
+	catching = true;
 	for (;;) {
+		if (got_int || got_quit || got_end) {
+			end_sig = got_int ? SIGINT : got_quit ? SIGQUIT : got_end;
+			break;
+		}
+		if (got_tstp) {
+			got_tstp = 0;
+			for (int i = 1; i < 3; i++)
+				if (made[i])
+					reset_terminal(i, &rl[i].drive);
+			stop_here();
+		}
 		struct pollfd pf[4];
 		size_t n = 0;
 		if (!exited)
 			pf[n++] = (struct pollfd){ .fd = sock, .events = POLLIN };
+		/* Standard input is read only once the coordinator confirmed the
+		 * start: before, a coordinator lost with the command unread is
+		 * tried again (lost_before_welcome), which must find every byte
+		 * still there. */
 		for (int i = 0; i < 3; i++)
-			if (rl[i].active)
+			if (rl[i].active && (i > 0 || welcomed))
 				pf[n++] = rl[i].off < rl[i].len
 						  ? (struct pollfd){ .fd = rl[i].to, .events = POLLOUT }
 						  : (struct pollfd){ .fd = rl[i].from, .events = POLLIN };
@@ -715,7 +745,7 @@ static int run_streams(int sock, struct lz_tlschan *ch, const struct lz_client_r
 			break;
 		if (exited && !rl[1].active && !rl[2].active)
 			break;
-		if (poll(pf, n, -1) < 0) {
+		if (ppoll(pf, n, NULL, &caught.mask) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
@@ -770,7 +800,7 @@ static int run_streams(int sock, struct lz_tlschan *ch, const struct lz_client_r
 			close(rl[0].to);
 		}
 	}
-	*ret_status = status;
+	*ret_status = end_sig ? 128 + end_sig : status;
 	r = 0;
 out:
 	for (int i = 0; i < 3; i++) {
@@ -789,6 +819,13 @@ out:
 		if (made[i])
 			reset_terminal(i, &rl[i].drive);
 	free(buf);
+	if (catching)
+		release_signals(&caught);
+	/* Ended by a signal: now that the terminal is back, as it would have
+	 * (the caller's action, by default the end of the CLI; the
+	 * coordinator then releases the session). */
+	if (end_sig)
+		(void)raise(end_sig);
 	return r;
 }
 

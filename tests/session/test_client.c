@@ -458,6 +458,96 @@ static void test_run_streams__a_coordinators_eagain_is_no_retry(void **state)
 	assert_int_equal(o.code, EIO);
 }
 
+/* A coordinator lost with the command unread is tried again (EAGAIN):
+ * standard input, a file here, is then still whole, as nothing of it is
+ * read before the coordinator confirms the start. */
+static int file_stdin = -1;
+
+static void run_streams_from_file(struct peer *p, struct outcome *o)
+{
+	(void)dup2(file_stdin, STDIN_FILENO);
+	run_with_streams(p, o);
+	o->extra[0] = (int)lseek(STDIN_FILENO, 0, SEEK_CUR);
+}
+
+static void test_run_streams__a_retry_finds_standard_input_whole(void **state)
+{
+	struct peer *p = *state;
+	char path[] = "/tmp/lz-test-client-stdin.XXXXXX";
+	file_stdin = mkstemp(path);
+	assert_true(file_stdin >= 0);
+	unlink(path);
+	static char data[40000];
+	memset(data, 'a', sizeof(data));
+	assert_int_equal(write(file_stdin, data, sizeof(data)), sizeof(data));
+	assert_int_equal(lseek(file_stdin, 0, SEEK_SET), 0);
+	start(p, run_streams_from_file, false);
+	struct pollfd pf = { .fd = p->sv[0], .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, WAIT_MS), 1); /* the command waits, unread */
+	usleep(200 * 1000);
+	close(p->sv[0]); /* the coordinator is lost before it reads it */
+	p->sv[0] = -1;
+	struct outcome o = ended(p);
+	close(file_stdin);
+	assert_int_equal(o.r, -EAGAIN);
+	assert_int_equal(o.extra[0], 0);
+}
+
+/* The RunCommand of a streams session and the descriptors it carries (the
+ * caller closes them). */
+static void hc_expect_streams(struct peer *p, int fds[3])
+{
+	struct lz_wire_msg m;
+	size_t nf = 0;
+	int64_t deadline = lz_now_ms() + WAIT_MS;
+	int r;
+	while ((r = lz_wire_recv(p->hc, p->buf, sizeof(p->buf), &m, fds, 3, &nf, NULL)) == -EAGAIN &&
+	       lz_remaining_ms(deadline) > 0) {
+		struct pollfd pf = { .fd = p->sv[0], .events = POLLIN };
+		(void)poll(&pf, 1, 10);
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(m.type, LZ_WIRE_RUN_COMMAND);
+	assert_int_equal(nf, 3);
+	lz_wire_msg_release(&m);
+}
+
+/* A streams session relaying to the developer's terminal, ended by a
+ * signal (Ctrl-C, a closed terminal, kill), resets what the guest drove
+ * before the CLI ends by that signal. */
+static void streams_end_by(struct peer *p, int sig)
+{
+	start(p, run_with_streams, true);
+	int fds[3];
+	hc_expect_streams(p, fds);
+	hc_welcome(p);
+	static const char drove[] = "\x1b[?1000h\x1b[?1049hguest";
+	assert_true(lz_write_all(fds[1], drove, sizeof(drove) - 1) == 0);
+	assert_true(shows(p, "guest", WAIT_MS));
+	assert_false(shows(p, "\x1b[?1000l", 0));
+	kill(p->pid, sig);
+	int st = child_status(p, 0);
+	p->pid = 0;
+	assert_true(st != -1 && WIFSIGNALED(st));
+	assert_int_equal(WTERMSIG(st), sig);
+	assert_true(shows(p, "\x1b[?1000l", WAIT_MS));
+	assert_true(shows(p, "\x1b[?1047l", 0)); /* the reset leaves the alternate screen */
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+
+static void test_run_streams__a_signal_that_ends_it_resets_the_terminal_first(void **state)
+{
+	struct peer *p = *state;
+	streams_end_by(p, SIGINT);
+}
+
+static void test_run_streams__sigterm_resets_the_terminal_first(void **state)
+{
+	struct peer *p = *state;
+	streams_end_by(p, SIGTERM);
+}
+
 /* ---- finding 3: suspension resets the modes the guest drove ---------------- */
 
 static void test_run_terminal__suspension_resets_what_the_guest_drove(void **state)
@@ -597,6 +687,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_run_streams__a_coordinators_eagain_is_no_retry, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_run_streams__a_retry_finds_standard_input_whole, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_streams__a_signal_that_ends_it_resets_the_terminal_first, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_run_streams__sigterm_resets_the_terminal_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_terminal__suspension_resets_what_the_guest_drove, setup,
 						teardown),
 		cmocka_unit_test(test_drive_scan__sos_pm_and_apc_raw_and_in_utf8),
