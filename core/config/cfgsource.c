@@ -42,7 +42,7 @@ static int require_home(const struct lz_host_env *env, struct lz_err *err)
 }
 
 int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path, const char *cwd,
-			char **ret_path, struct lz_err *err)
+			char **ret_path, char **ret_declared, struct lz_err *err)
 {
 	_cleanup_free_ char *declared = NULL;
 	int r;
@@ -83,6 +83,8 @@ int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path
 		return r;
 	}
 	*ret_path = canonical;
+	if (ret_declared != NULL)
+		*ret_declared = TAKE_PTR(declared);
 	return 0;
 }
 

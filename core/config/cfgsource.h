@@ -32,9 +32,11 @@ struct lz_host_env {
 };
 
 /* Canonical path of the configuration source. explicit_path may be relative
- * to cwd (when non-NULL) and may be a symlink, resolved once here. */
+ * to cwd (when non-NULL) and may be a symlink, resolved once here.
+ * *ret_declared (unless NULL): the path as declared, made absolute, whose
+ * links the caller judges (lz_path_each_link). */
 int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path, const char *cwd,
-			char **ret_path, struct lz_err *err);
+			char **ret_path, char **ret_declared, struct lz_err *err);
 
 /* Storage Root path: data_root (already grammar-checked) or the XDG rules. */
 int lz_cfgsource_storage_root(const struct lz_host_env *env, const char *data_root,

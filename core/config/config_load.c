@@ -21,6 +21,7 @@ struct lz_config {
 	struct lz_config_doc *doc;
 	const struct lz_config_profile *profile; /* selected, inside doc; or NULL */
 	char *source;
+	char *source_declared; /* as named, made absolute: its links are judged */
 	struct lz_path storage_root;
 	struct lz_path runtime_root;
 	struct lz_path workspace;
@@ -70,6 +71,7 @@ void lz_config_free(lz_config *cfg)
 	lz_path_release(&cfg->runtime_domain);
 	lz_config_doc_free(cfg->doc);
 	free(cfg->source);
+	free(cfg->source_declared);
 	free(cfg);
 }
 
@@ -195,6 +197,59 @@ static int open_volumes(lz_config *cfg, struct lz_err *err)
 	return 0;
 }
 
+/* Who can re-aim a link decides what it names, and the canonical path no
+ * longer shows where it lay: no link on the way to the configuration file
+ * or an auto-approved executable may lie where the sandbox writes (the
+ * workspace, a volume source) or Lazaret keeps its trees (found by review:
+ * the sandbox re-aimed the workspace's link to the configuration at one it
+ * wrote, or an executable's at /bin/sh). */
+struct link_check {
+	const lz_config *cfg;
+	const char *what, *declared;
+	int code;
+	bool refused;
+};
+
+static bool at_or_beneath(const char *tree, const char *p)
+{
+	return tree != NULL && (strcmp(tree, p) == 0 || lz_path_is_beneath(tree, p));
+}
+
+static int link_outside(void *ctx, const char *link, struct lz_err *err)
+{
+	struct link_check *c = ctx;
+	const lz_config *cfg = c->cfg;
+	const struct { const char *what, *path; } trees[] = {
+		{ "the workspace", cfg->workspace.canonical },
+		{ "the Storage Root", cfg->storage_root.canonical },
+		{ "the Runtime Root", cfg->runtime_root.canonical },
+	};
+	const char *in = NULL, *tree = NULL;
+	for (size_t t = 0; t < LZ_ARRAY_SIZE(trees) && in == NULL; t++)
+		if (at_or_beneath(trees[t].path, link))
+			in = trees[t].what, tree = trees[t].path;
+	for (size_t v = 0; in == NULL && cfg->profile != NULL && v < cfg->profile->n_volumes; v++)
+		if (at_or_beneath(cfg->volume_sources[v].canonical, link))
+			in = "volume source", tree = cfg->volume_sources[v].canonical;
+	if (in == NULL)
+		return 0;
+	c->refused = true;
+	return lz_err_set(err, c->code,
+			  "%s '%s' is reached through the symbolic link '%s', which lies inside %s '%s' where the "
+			  "sandbox could re-aim it; name the file by a path without it",
+			  c->what, c->declared, link, in, tree);
+}
+
+static int judge_links(const lz_config *cfg, const char *what, const char *declared, int code,
+		       struct lz_err *err)
+{
+	struct link_check c = { cfg, what, declared, code, false };
+	int r = lz_path_each_link(declared, link_outside, &c, err);
+	/* A path that does not resolve is refused by what opens it, with
+	 * its own words. */
+	return r < 0 && !c.refused ? 0 : r;
+}
+
 static int open_executables(lz_config *cfg, struct lz_err *err)
 {
 	const struct lz_config_profile *p = cfg->profile;
@@ -209,7 +264,9 @@ static int open_executables(lz_config *cfg, struct lz_err *err)
 	for (size_t i = 0; i < p->n_rules; i++) {
 		struct lz_path *x = &cfg->executables[i];
 		const char *declared = p->rules[i].executable;
-		int r;
+		int r = judge_links(cfg, "auto-approve executable", declared, EPERM, err);
+		if (r < 0)
+			return r;
 		_cleanup_free_ char *canonical = realpath(declared, NULL);
 		if (canonical == NULL)
 			return lz_err_set(err, errno, "auto-approve executable '%s': %s", declared,
@@ -585,8 +642,9 @@ static int resolve_profile(lz_config *cfg, const struct lz_config_request *req, 
 	if (r < 0)
 		return r;
 
-	if ((r = open_volumes(cfg, err)) < 0 || (r = open_executables(cfg, err)) < 0 ||
-	    (r = refuse_aliases(cfg, err)) < 0)
+	if ((r = open_volumes(cfg, err)) < 0 ||
+	    (r = judge_links(cfg, "the configuration file", cfg->source_declared, EINVAL, err)) < 0 ||
+	    (r = open_executables(cfg, err)) < 0 || (r = refuse_aliases(cfg, err)) < 0)
 		return r;
 
 	/* All comparisons done: every retained object must still be itself. */
@@ -627,7 +685,8 @@ int lz_config_load(const struct lz_config_request *req, lz_config **ret, struct 
 	if (cfg == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
 
-	if ((r = lz_cfgsource_select(&req->env, req->config_path, req->cwd, &cfg->source, err)) < 0)
+	if ((r = lz_cfgsource_select(&req->env, req->config_path, req->cwd, &cfg->source, &cfg->source_declared,
+				     err)) < 0)
 		goto fail;
 	if ((r = lz_cfgfile_read(cfg->source, &file, err)) < 0)
 		goto fail;

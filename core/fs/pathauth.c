@@ -285,6 +285,68 @@ bool lz_path_is_beneath(const char *outer, const char *inner)
 	return strncmp(outer, inner, n) == 0 && inner[n] == '/';
 }
 
+int lz_path_each_link(const char *path, int (*fn)(void *ctx, const char *link, struct lz_err *err), void *ctx,
+		      struct lz_err *err)
+{
+	char done[LZ_PATH_MAX + 1] = "", todo[2 * LZ_PATH_MAX + 2], rest[2 * LZ_PATH_MAX + 2];
+	size_t dlen = 0;
+	int links = 0;
+	if (path[0] != '/' || strlen(path) > LZ_PATH_MAX)
+		return lz_err_set(err, EINVAL, "'%s' is not an absolute path of at most %d bytes", path, LZ_PATH_MAX);
+	snprintf(todo, sizeof(todo), "%s", path);
+	const char *p = todo;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (*p == '\0')
+			return 0;
+		size_t clen = strcspn(p, "/");
+		if (clen == 1 && p[0] == '.') {
+			p += clen;
+			continue;
+		}
+		if (clen == 2 && p[0] == '.' && p[1] == '.') {
+			while (dlen > 0 && done[dlen - 1] != '/')
+				dlen--;
+			if (dlen > 0)
+				dlen--;
+			done[dlen] = '\0';
+			p += clen;
+			continue;
+		}
+		if (dlen + 1 + clen > LZ_PATH_MAX)
+			return lz_err_set(err, ENAMETOOLONG, "'%s' resolves past %d bytes", path, LZ_PATH_MAX);
+		done[dlen] = '/';
+		memcpy(done + dlen + 1, p, clen);
+		done[dlen + 1 + clen] = '\0';
+		p += clen;
+		struct stat st;
+		if (lstat(done, &st) < 0)
+			return lz_err_set(err, errno, "'%s' (resolving '%s'): %s", done, path, strerror(errno));
+		if (!S_ISLNK(st.st_mode)) {
+			dlen += 1 + clen;
+			continue;
+		}
+		if (++links > 40)
+			return lz_err_set(err, ELOOP, "'%s': more than 40 symbolic links", path);
+		int r = fn(ctx, done, err);
+		if (r < 0)
+			return r;
+		char target[LZ_PATH_MAX + 1];
+		ssize_t n = readlink(done, target, sizeof(target) - 1);
+		if (n < 0)
+			return lz_err_set(err, errno, "'%s': %s", done, strerror(errno));
+		target[n] = '\0';
+		if (target[0] == '/')
+			dlen = 0;
+		done[dlen] = '\0';
+		if ((size_t)snprintf(rest, sizeof(rest), "%s/%s", target, p) >= sizeof(rest))
+			return lz_err_set(err, ENAMETOOLONG, "'%s' resolves past %d bytes", path, LZ_PATH_MAX);
+		memcpy(todo, rest, strlen(rest) + 1);
+		p = todo;
+	}
+}
+
 bool lz_path_overlaps(const char *a, const char *b)
 {
 	return strcmp(a, b) == 0 || lz_path_is_beneath(a, b) || lz_path_is_beneath(b, a);

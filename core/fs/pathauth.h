@@ -68,6 +68,15 @@ bool lz_path_overlaps(const char *a, const char *b);
 /* True when inner is a strict descendant of outer. */
 bool lz_path_is_beneath(const char *outer, const char *inner);
 
+/* Resolves the absolute path as the kernel would, calling fn with the
+ * place of every symbolic link met on the way (its directory resolved,
+ * then its own name): where a link lies decides who can re-aim it, which
+ * the canonical path no longer shows. fn's negative return stops it and
+ * is returned; a component that cannot be looked up, more than 40 links or
+ * a path past LZ_PATH_MAX fail with the reason in err. */
+int lz_path_each_link(const char *path, int (*fn)(void *ctx, const char *link, struct lz_err *err), void *ctx,
+		      struct lz_err *err);
+
 /* Spec 3.2, 3.8: an executable the host runs for the sandbox is a regular
  * file with one hard link, owned by root or the caller, not group- or
  * other-writable, and executable by the caller (checked on the opened

@@ -248,7 +248,7 @@ static void test_lz_cfgsource_select__table(void **state)
 		char *path = untouched_marker;
 		struct lz_err err = { 0, "" };
 		int r = lz_cfgsource_select(&env, expand(f, c->explicit_path, expl),
-					    c->with_cwd ? f->dir : NULL, &path, &err);
+					    c->with_cwd ? f->dir : NULL, &path, NULL, &err);
 		if (r != c->want)
 			fail_msg("%s: got %d (%s), want %d", c->what, r, err.msg, c->want);
 		if (r == 0) {
@@ -273,7 +273,7 @@ static void test_lz_cfgsource_select__hint_only_for_missing_file(void **state)
 	struct lz_host_env env = { 0 };
 	char *path = untouched_marker;
 	struct lz_err err = { 0, "" };
-	assert_int_equal(lz_cfgsource_select(&env, pj(bad, f, "explicit.toml/x"), NULL, &path, &err),
+	assert_int_equal(lz_cfgsource_select(&env, pj(bad, f, "explicit.toml/x"), NULL, &path, NULL, &err),
 			 -ENOTDIR);
 	assert_msg_lacks(&err, "create it");
 	assert_true(path == untouched_marker);
@@ -288,7 +288,7 @@ static void test_lz_cfgsource_select__relative_without_cwd_refused(void **state)
 	struct lz_host_env env = { 0 };
 	char *path = untouched_marker;
 	struct lz_err err = { 0, "" };
-	assert_true(lz_cfgsource_select(&env, "explicit.toml", NULL, &path, &err) < 0);
+	assert_true(lz_cfgsource_select(&env, "explicit.toml", NULL, &path, NULL, &err) < 0);
 	assert_true(path == untouched_marker);
 }
 
@@ -302,7 +302,7 @@ static void test_lz_cfgsource_select__chained_symlinks_resolved(void **state)
 	assert_int_equal(symlink(pj(b, f, "link.toml"), pj(a, f, "link2.toml")), 0);
 	struct lz_host_env env = { 0 };
 	char *path = NULL;
-	assert_int_equal(lz_cfgsource_select(&env, a, NULL, &path, NULL), 0);
+	assert_int_equal(lz_cfgsource_select(&env, a, NULL, &path, NULL, NULL), 0);
 	assert_string_equal(path, pj(want, f, "explicit.toml"));
 	free(path);
 }

@@ -693,6 +693,31 @@ static void test_lz_config_load__config_inside_workspace_refused(void **state)
 	assert_msg_contains(&err, "the configuration file");
 }
 
+/* A link the sandbox could re-aim (in the workspace, a volume source) on
+ * the way to the configuration file is refused, wherever it points now;
+ * one elsewhere (a dotfiles link) is followed as before. */
+static void test_lz_config_load__config_through_a_link_the_sandbox_can_reaim_refused(void **state)
+{
+	struct fx *f = *state;
+	char link[PATH_MAX], v[PATH_MAX], vlink[PATH_MAX], dot[PATH_MAX], dlink[PATH_MAX];
+	mkdir_mode(pj(v, f, "vol"), 0755);
+	write_config(f, BASE "[[profiles.dev.volumes]]\nsource = \"@/vol\"\ndestination = \"/data\"\n");
+	assert_int_equal(symlink(f->cfg, pj(link, f, "ws/lazaret.toml")), 0);
+	f->req.config_path = link;
+	struct lz_err err;
+	load_refused(f, -EINVAL, "is reached through the symbolic link", &err);
+	assert_msg_contains(&err, "inside the workspace");
+	/* a volume source's link */
+	assert_int_equal(symlink(f->cfg, pj(vlink, f, "vol/config.toml")), 0);
+	f->req.config_path = vlink;
+	load_refused(f, -EINVAL, "inside volume source", &err);
+	/* elsewhere: followed */
+	mkdir_mode(pj(dot, f, "dotfiles"), 0755);
+	assert_int_equal(symlink(f->cfg, pj(dlink, f, "dotfiles/config.toml")), 0);
+	f->req.config_path = dlink;
+	lz_config_free(load_ok(f));
+}
+
 /* ---- volumes ------------------------------------------------------------ */
 
 #define VOL(src) BASE "[[profiles.dev.volumes]]\nsource = \"" src "\"\ndestination = \"/data\"\n"
@@ -881,6 +906,21 @@ static void test_lz_config_load__executable_0755_accepted(void **state)
 	lz_config *cfg = load_ok(f);
 	assert_int_equal(lz_config_selected(cfg)->n_rules, 1);
 	lz_config_free(cfg);
+}
+
+/* An executable named through a link the sandbox could re-aim (to
+ * /bin/sh, say) is refused, though it names a good file now. */
+static void test_lz_config_load__executable_through_a_link_in_the_workspace_refused(void **state)
+{
+	struct fx *f = *state;
+	char tool[PATH_MAX], link[PATH_MAX];
+	make_bin(f);
+	copy_true(pj(tool, f, "bin/tool"), 0755);
+	assert_int_equal(symlink(tool, pj(link, f, "ws/tool")), 0);
+	write_config(f, EXEC("@/ws/tool"));
+	struct lz_err err;
+	load_refused(f, -EPERM, "is reached through the symbolic link", &err);
+	assert_msg_contains(&err, "inside the workspace");
 }
 
 static void test_lz_config_load__executable_group_writable_refused(void **state)
@@ -1493,6 +1533,7 @@ int main(void)
 		T(test_lz_config_load__workspace_inside_storage_refused),
 		T(test_lz_config_load__workspace_overlaps_runtime_refused),
 		T(test_lz_config_load__config_inside_workspace_refused),
+		T(test_lz_config_load__config_through_a_link_the_sandbox_can_reaim_refused),
 		T(test_lz_config_load__workspace_bound_onto_storage_root_refused),
 		T(test_lz_config_load__workspace_bound_onto_a_storage_subdirectory_refused),
 		T(test_lz_config_load__executable_through_an_alias_of_the_workspace_refused),
@@ -1516,6 +1557,7 @@ int main(void)
 		T(test_lz_config_load__profile_dir_volume_wrong_mode_refused),
 		T(test_lz_config_load__profile_dir_volume_symlink_refused),
 		T(test_lz_config_load__executable_0755_accepted),
+		T(test_lz_config_load__executable_through_a_link_in_the_workspace_refused),
 		T(test_lz_config_load__executable_group_writable_refused),
 		T(test_lz_config_load__executable_hard_link_refused),
 		T(test_lz_config_load__executable_inside_workspace_refused),
