@@ -167,6 +167,28 @@ test_the_hosts_own_addresses_are_unreachable() {
 	done
 }
 
+# gVisor picks a route by the socket's device and source address as well
+# as by its destination: a socket bound to tap0 (SO_BINDTODEVICE) or to
+# tap0's address meets the same denies as any other (review, 2026-12-06).
+# The documentation host, allowed, answers the same bound socket.
+test_a_socket_bound_to_tap0_meets_the_denies() {
+	need_net
+	cc -static -O1 -o "$WS/bindconnect" "$FIX/bindconnect.c" || fail "cannot build the probe (cc -static)"
+	local a probes=""
+	for a in $SPECIAL $PRIV; do
+		probes+="section dev-$a busybox timeout 4 /workspace/bindconnect $a $PORT -dev tap0; "
+		probes+="section src-$a busybox timeout 4 /workspace/bindconnect $a $PORT 10.137.54.100; "
+	done
+	probe "$probes section doc-dev busybox timeout 4 /workspace/bindconnect $DOC $PORT -dev tap0;
+		section doc-src busybox timeout 4 /workspace/bindconnect $DOC $PORT 10.137.54.100"
+	for a in $SPECIAL $PRIV; do
+		refused "dev-$a" "hello from"
+		refused "src-$a" "hello from"
+	done
+	answers doc-dev "$DOC"
+	answers doc-src "$DOC"
+}
+
 # --- inside the sandbox -------------------------------------------------------------
 
 test_ipv6_is_off() {
@@ -306,6 +328,7 @@ test_readiness_recorded_and_canary_gone() {
 }
 
 t_run "default profile: the documentation host answers, the private one does not" test_default_profile
+t_run "a socket bound to tap0 or its address meets the same denies" test_a_socket_bound_to_tap0_meets_the_denies
 t_run "allow ${PRIV%.*}.0/24 reaches the private host" test_allow_private_prefix
 t_run "deny ${DOC%.*}.0/24 blocks the documentation host" test_deny_documentation_prefix
 t_run "the host's 127.0.0.1 is not reachable at the gateway" test_host_loopback_unreachable
