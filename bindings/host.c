@@ -9,6 +9,7 @@
  * reaches the system only through the narrow binding modules.
  *
  * The process refuses to run as root before anything else happens. */
+#include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -77,7 +78,12 @@ int main(int argc, char **argv)
 	luaL_openlibs(L);
 	lz_host_seal(L);
 	int status = run_main(L, argc, argv);
-	fflush(stdout);
+	/* What was to be printed and was not (a full disk, /dev/full, a closed
+	 * pipe) is a failure, never an exit 0 with the output missing. */
+	if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
+		fprintf(stderr, "lazaret: error: standard output: %s\n", strerror(errno ? errno : EIO));
+		status = 74; /* EX_IOERR */
+	}
 	lua_close(L);
 	return status;
 }

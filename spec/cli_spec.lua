@@ -125,6 +125,18 @@ describe("lazaret.cli", function()
       assert.equal("state list", parse("state", "list", "--help").topic)
     end)
 
+    it("refuses more persistent directories than the bindings take, as a usage error", function()
+      for _, sub in ipairs({ "reset", "inspect" }) do
+        local args = { "state", sub, "--profile", "p" }
+        for _ = 1, 65 do args[#args + 1] = "/etc" end
+        local cmd, msg = parse(table.unpack(args))
+        assert.is_nil(cmd)
+        assert.matches("at most 64 persistent directories", msg)
+        args[#args] = nil
+        assert.is_not_nil(parse(table.unpack(args)))
+      end
+    end)
+
     it("refuses a reset without a profile, without a scope, or with both scopes", function()
       local cases = {
         { { "state", "reset", "--all" }, "needs %-%-profile" },

@@ -243,6 +243,10 @@ function M.parse(argv)
     if not opts.profile then
       return nil, "state " .. sub .. " needs --profile: the Domain is that profile in the workspace"
     end
+    -- as many as the bindings take (l_state.c, l_coordinator.c)
+    if #pos > 64 then
+      return nil, "state " .. sub .. " takes at most 64 persistent directories"
+    end
     if sub == "verify" then
       if #pos > 0 then return nil, "state verify takes no arguments" end
       return { action = "state-verify", profile = opts.profile, workspace = opts.workspace,

@@ -118,6 +118,18 @@ describe("lazaret.platform.report", function()
       assert.are.equal("problem  runsc  a?[2Jb?c\n  fix: x?y\n1 check, 1 problem\n", out)
     end)
 
+    it("escapes C1 controls and bytes that are not UTF-8, in text and JSON", function()
+      require("lazaret_spec")
+      local checks = { { name = "runtime root", status = "problem", detail = "/run/\255\194\155x",
+        fix = "make \194\155 a directory" } }
+      local text = report.text(checks)
+      assert.is_nil(text:find("\194\155", 1, true))
+      assert.is_nil(text:find("\255", 1, true))
+      local ok, out = pcall(report.json, checks)
+      assert.is_true(ok, tostring(out))
+      assert.is_nil(out:find("\194\155", 1, true))
+    end)
+
     it("raises on malformed checks", function()
       for _, bad in ipairs({
         "nope",

@@ -115,6 +115,18 @@ re_quote() {
 
 # --- version, help, usage errors ---------------------------------------------
 
+# Output that cannot be written (a full disk, here /dev/full) fails the
+# command (74) and says so, never an exit 0 with nothing written.
+test_unwritable_output_fails() {
+	local st=0
+	lz --help >/dev/full 2>"$T/err" || st=$?
+	assert_eq 74 "$st" "--help to /dev/full"
+	assert_contains "$(cat "$T/err")" "lazaret: error: standard output: No space left on device"
+	st=0
+	lz --version >/dev/full 2>"$T/err" || st=$?
+	assert_eq 74 "$st" "--version to /dev/full (stderr: $(cat "$T/err"))"
+}
+
 test_version() {
 	assert_status 0 lz --version
 	assert_match "$OUT" '^lazaret [0-9]+\.[0-9]+'
@@ -662,6 +674,7 @@ test_messages_escape_terminal_controls() {
 # --- run ---------------------------------------------------------------------
 
 t_run "--version prints the version" test_version
+t_run "output that cannot be written fails the command (74)" test_unwritable_output_fails
 t_run "messages escape control characters and invalid UTF-8" test_messages_escape_terminal_controls
 t_run "--help prints usage" test_help --help
 t_run "config --help prints usage" test_help config --help

@@ -4,8 +4,9 @@
 --
 -- text: one aligned line per check, a "  fix: ..." line under each problem,
 -- then "N checks, N problems". Details come from the host (tool output,
--- error messages), so control characters are shown as '?' and cannot move
--- the cursor or change the terminal's mode (spec DX-5).
+-- error messages, paths), so C0 control characters are shown as '?' and
+-- anything past ASCII is escaped: nothing moves the cursor or changes the
+-- terminal's mode (spec DX-5), and JSON stays valid UTF-8.
 --
 -- json: {"checks":[{"detail":..,"fix":..|null,"name":..,"status":..}, ...],
 --        "summary":{"checks":N,"problems":N}}, keys sorted, one line.
@@ -16,6 +17,7 @@ local json = require("lazaret.json")
 local concat = table.concat
 local format = string.format
 local gsub = string.gsub
+local find = string.find
 local rep = string.rep
 local error = error
 local ipairs = ipairs
@@ -41,8 +43,20 @@ local function validate(checks)
   end
 end
 
+-- Bytes past ASCII (a C1 control such as U+009B, the 8-bit CSI, or a
+-- path that is not UTF-8) go through the C escaper (lazaret.core.text),
+-- loaded only then, as the other reports do.
+local text_escape
+local function escaped(s)
+  if s == nil or not find(s, "[\128-\255]") then
+    return s
+  end
+  text_escape = text_escape or require("lazaret.core.text").escape
+  return text_escape(s)
+end
+
 local function one_line(s)
-  return (gsub(s or "", "[\0-\31\127]", "?"))
+  return escaped((gsub(s or "", "[\0-\31\127]", "?")))
 end
 
 local function count_problems(checks)
@@ -92,10 +106,10 @@ function M.json(checks)
   local list = {}
   for i, c in ipairs(checks) do
     list[i] = {
-      name = c.name,
+      name = escaped(c.name),
       status = c.status,
-      detail = c.detail or "",
-      fix = c.status == "problem" and c.fix or json.null,
+      detail = escaped(c.detail or ""),
+      fix = c.status == "problem" and escaped(c.fix) or json.null,
     }
   end
   return json.encode({
