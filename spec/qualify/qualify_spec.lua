@@ -212,6 +212,19 @@ describe("lazaret.qualify", function()
       local json = qualify.json(bad)
       assert.is_nil(json:find("\27", 1, true))
       assert.truthy(json:find("\\u{202E}", 1, true) or json:find("\\u{202e}", 1, true))
+      -- the suite's name is a file's: escaped too, and not UTF-8 is no error
+      local named = { { name = "s\255\27]0;x\7.lua", results = { { name = "c", status = "pass", ms = 1 } } } }
+      local ok, out = pcall(qualify.json, named)
+      assert.is_true(ok, tostring(out))
+      assert.is_nil(qualify.text(named):find("\27", 1, true))
+      assert.is_nil(qualify.text(named):find("\255", 1, true))
+    end)
+
+    it("records a check whose error cannot be turned into text as failed", function()
+      local odd = setmetatable({}, { __tostring = function() return {} end })
+      local run = qualify.run_suite(suite_of({ { "odd", function() error(odd) end } }), fake_env({}))
+      assert.are.equal("fail", run.results[1].status)
+      assert.matches("error object is a table value", run.results[1].reason)
     end)
   end)
 

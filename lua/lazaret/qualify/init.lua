@@ -31,6 +31,15 @@ M.RUN_TIMEOUT_S = 180
 -- A check's outcome raised from inside fn.
 local OUTCOME = {}
 
+-- The text of an error a user's check or suite raised: its __tostring
+-- may itself raise, or give no string (as lazaret.platform.userreport).
+local function error_text(e)
+  if type(e) == "string" then return e end
+  local ok, s = pcall(tostring, e)
+  if ok and type(s) == "string" then return s end
+  return format("(error object is a %s value)", type(e))
+end
+
 local function outcome(status, reason)
   error(setmetatable({ status = status, reason = tostring(reason) }, OUTCOME), 0)
 end
@@ -134,7 +143,7 @@ function M.run_suite(s, env)
       elseif getmetatable(e) == OUTCOME then
         r = { status = e.status, reason = e.reason }
       else
-        r = { status = "fail", reason = "error: " .. tostring(e) }
+        r = { status = "fail", reason = "error: " .. error_text(e) }
       end
     end
     r.name, r.ms = c.name, env.now() - started
@@ -175,7 +184,7 @@ end
 function M.text(runs)
   local out = {}
   for _, run in ipairs(runs) do
-    out[#out + 1] = run.name
+    out[#out + 1] = shown(run.name)
     for _, r in ipairs(run.results) do out[#out + 1] = M.line(r) end
   end
   out[#out + 1] = M.summary(runs)
@@ -191,7 +200,7 @@ function M.json(runs)
     for j, r in ipairs(run.results) do
       checks[j] = { name = shown(r.name), status = r.status, reason = shown(r.reason) or json.null, ms = r.ms }
     end
-    suites[i] = { name = run.name, checks = checks }
+    suites[i] = { name = shown(run.name), checks = checks }
   end
   return json.encode({ ok = t.fail == 0, passed = t.pass, failed = t.fail, skipped = t.skip,
                        suites = suites }) .. "\n"
@@ -212,7 +221,7 @@ function M.load_user_suite(path)
   local chunk, msg = require("lazaret.core.script").load(path, "@" .. path, env)
   if not chunk then return nil, msg end
   local ok, e = pcall(chunk)
-  if not ok then return nil, tostring(e) end
+  if not ok then return nil, error_text(e) end
   return s
 end
 
@@ -247,7 +256,7 @@ function M.main(cmd)
   local builtin = require("lazaret.qualify.builtin")
   local runs = {}
   local function run(s)
-    if not cmd.json then io_write(s.name, "\n") end
+    if not cmd.json then io_write(shown(s.name), "\n") end
     runs[#runs + 1] = M.run_suite(s, env)
     return runs[#runs]
   end
