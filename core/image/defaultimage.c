@@ -155,9 +155,12 @@ int lz_default_config_write(const struct lz_host_env *env, const char *explicit_
 		return lz_err_set(err, E2BIG, "configuration text over %d bytes",
 				  LZ_DEFAULT_CONFIG_TEXT_MAX);
 	if (explicit_path) {
+		if (explicit_path[0] != '/' && cwd == NULL)
+			return lz_err_set(err, EINVAL, "--config '%s' is relative and the current directory is "
+						       "unavailable", explicit_path);
 		if (explicit_path[0] == '/')
 			path = strdup(explicit_path);
-		else if (cwd == NULL || asprintf(&path, "%s/%s", cwd, explicit_path) < 0)
+		else if (asprintf(&path, "%s/%s", cwd, explicit_path) < 0)
 			path = NULL;
 	} else if (env->xdg_config_home && env->xdg_config_home[0] == '/') {
 		if (asprintf(&path, "%s/lazaret/config.toml", env->xdg_config_home) < 0)

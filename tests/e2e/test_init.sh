@@ -105,6 +105,18 @@ test_init_relative_config_from_cwd() {
 	assert_status 0 check_default_profile --config "$T/rel.toml"
 }
 
+# From a working directory that was removed, a relative --config names no
+# file: the message says so (it said "out of memory").
+test_init_relative_config_from_a_removed_cwd() {
+	mkdir "$T/gone"
+	cd "$T/gone" || fail "cd $T/gone"
+	rmdir "$T/gone"
+	capture lz init --config rel.toml
+	cd "$T" || fail "cd $T"
+	assert_refused 78 "--config 'rel.toml' is relative and the current directory is unavailable"
+	assert_not_contains "$ERR" "out of memory"
+}
+
 # --- never replaces ------------------------------------------------------------------
 
 test_second_init_refuses_and_keeps_the_file() {
@@ -322,6 +334,7 @@ test_init_agent_keeps_an_existing_file() {
 t_run "init writes a 0600 config that config check accepts" test_init_writes_a_config_that_checks
 t_run "init names the default image under XDG_DATA_HOME" test_init_image_follows_xdg_data_home
 t_run "init --config takes a relative path from the working directory" test_init_relative_config_from_cwd
+t_run "init --config relative from a removed working directory says so" test_init_relative_config_from_a_removed_cwd
 t_run "a second init refuses and leaves the file unchanged" test_second_init_refuses_and_keeps_the_file
 t_run "init refuses to replace a hand-written file" test_init_refuses_to_replace_a_hand_written_file
 t_run "init refuses a symlink and does not write its target" test_init_refuses_a_symlink_and_leaves_its_target
