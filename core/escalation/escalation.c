@@ -259,6 +259,13 @@ int lz_escalation_capability_hex(const struct lz_escalation *e, const uint8_t se
 
 static void arm_deadline(const struct lz_escalation *e, struct job *j);
 
+/* Whether the job's acknowledgement time runs: armed, and no record of it
+ * waits for the full inbox (its time begins at the delivery). */
+static bool deadline_runs(const struct job *j)
+{
+	return j->deadline > 0 && j->unposted == NULL;
+}
+
 /* Posts what the inbox did not take before, in order, until it refuses
  * again. The client's time to acknowledge runs from the delivery. */
 static void flush_unposted(struct lz_escalation *e, struct job *j)
@@ -846,10 +853,8 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 				if (j->pipes[s] >= 0 && room)
 					pf[n++] = (struct pollfd){ .fd = j->pipes[s], .events = POLLIN };
 		}
-		/* A record waiting for the full inbox holds its deadline: its
-		 * time has not begun (lz_escalation_handle), and the retry has
-		 * its own pace. */
-		if (j->deadline > 0 && j->unposted == NULL) {
+		/* The retry of a record waiting for the inbox has its own pace. */
+		if (deadline_runs(j)) {
 			int left = j->deadline > now ? (int)(j->deadline - now) : 0;
 			if (*timeout_ms < 0 || left < *timeout_ms)
 				*timeout_ms = left;
@@ -945,9 +950,7 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 		struct job *j = &e->jobs[k];
 		finish_if_done(e, j);
-		/* A record still waiting for the inbox has not reached the
-		 * client: its time has not begun. */
-		if (j->deadline == 0 || j->deadline > now || j->unposted != NULL)
+		if (!deadline_runs(j) || j->deadline > now)
 			continue;
 		request_line(e, "request %s: no acknowledgement for %d s; ended", j->hex, e->ack_timeout_ms / 1000);
 		if (j->state == JOB_RUNNING) {

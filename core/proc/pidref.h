@@ -60,6 +60,7 @@ int lz_pidref_alive(const struct lz_pidref *ref, bool *ret_alive, struct lz_err 
 int lz_pidref_await_gone(const struct lz_pidref *ref, int timeout_ms, bool *ret_alive, struct lz_err *err);
 
 /* Parses numeric field (4 or later) of /proc/<pid>/stat text. */
+#define LZ_PROC_STAT_PPID 4        /* the parent's PID */
 #define LZ_PROC_STAT_FLAGS 9       /* the task's PF_* flags */
 #define LZ_PROC_STAT_START_TIME 22 /* starttime */
 int lz_proc_stat_field(const char *text, int field, uint64_t *ret);

@@ -628,6 +628,18 @@ static int exchange_arrives(struct lz_router *r, const char *path, size_t len, m
 	return rc;
 }
 
+/* Which object of a rename is Git's index.lock arriving at index, by name
+ * (the index guard's case, router_index.c): 1 the source, 2 the
+ * destination (an exchange the other way round), 0 neither. */
+static int index_swap_side(const char *name, const char *newname, unsigned flags)
+{
+	if (strcmp(name, "index.lock") == 0 && strcmp(newname, "index") == 0)
+		return 1;
+	if ((flags & RENAME_EXCHANGE) && strcmp(name, "index") == 0 && strcmp(newname, "index.lock") == 0)
+		return 2;
+	return 0;
+}
+
 static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, struct rt_inode *nd,
 		     const char *newname, unsigned flags)
 {
@@ -698,15 +710,9 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 	 * (either way round; op_rename holds index_gate for these names):
 	 * the only way an index changes (rt_policy_index). */
 	bool index_swap = false;
-	if (sb == RT_HOST && d == nd && S_ISREG(sst.st_mode) && strcmp(name, "index.lock") == 0 &&
-	    strcmp(newname, "index") == 0) {
-		if ((rc = rt_index_guard(r, d, sfd)) < 0)
-			return rc;
-		index_swap = true;
-	}
-	if (sb == RT_HOST && d == nd && (flags & RENAME_EXCHANGE) && S_ISREG(xst.st_mode) &&
-	    strcmp(name, "index") == 0 && strcmp(newname, "index.lock") == 0) {
-		if ((rc = rt_index_guard(r, d, xfd)) < 0)
+	int side = sb == RT_HOST && d == nd ? index_swap_side(name, newname, flags) : 0;
+	if (side != 0 && S_ISREG(side == 1 ? sst.st_mode : xst.st_mode)) {
+		if ((rc = rt_index_guard(r, d, side == 1 ? sfd : xfd)) < 0)
 			return rc;
 		index_swap = true;
 	}
@@ -777,9 +783,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	else {
 		/* Lock order 0a: an index rename holds off every write (by name
 		 * here: the objects are looked at under snap_lock). */
-		bool gate = (strcmp(name, "index.lock") == 0 && strcmp(newname, "index") == 0) ||
-			    ((flags & RENAME_EXCHANGE) && strcmp(name, "index") == 0 &&
-			     strcmp(newname, "index.lock") == 0);
+		bool gate = index_swap_side(name, newname, flags) != 0;
 		if (gate)
 			pthread_rwlock_wrlock(&r->index_gate);
 		rt_rdlock_snap(r);

@@ -31,15 +31,11 @@ static bool is_sandbox(int pid_dir, pid_t runsc_pid)
 	buf[n] = '\0';
 	if (strcmp(buf, SANDBOX_ARGV0) != 0)
 		return false;
+	uint64_t ppid;
 	if ((n = lz_read_small_at(pid_dir, "stat", buf, sizeof(buf) - 1)) <= 0)
 		return false;
 	buf[n] = '\0';
-	/* "pid (comm) state ppid ...": comm may hold anything, so after the
-	 * last ')'. */
-	const char *close = strrchr(buf, ')');
-	char state;
-	int ppid;
-	return close != NULL && sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == runsc_pid;
+	return lz_proc_stat_field(buf, LZ_PROC_STAT_PPID, &ppid) == 0 && ppid == (uint64_t)runsc_pid;
 }
 
 /* Whether the process at pid_dir has exited or is exiting (PF_EXITING is

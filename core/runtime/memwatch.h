@@ -20,9 +20,6 @@
  * limit by is what it allocates in this time. */
 #define LZ_MEMWATCH_INTERVAL_MS 100
 
-/* The smallest limit a configuration may set (runtime.max_memory_mib). */
-#define LZ_MEMWATCH_MIN_MIB 64
-
 struct lz_memwatch {
 	int pid_dir;  /* /proc/<runsc-sandbox>: pins that process, not its number */
 	char fd[16];  /* the memory file's descriptor number in it */

@@ -23,7 +23,7 @@
 local M = {}
 
 local G, VERSION = _G, _VERSION
-local error, type, pairs, ipairs, tostring, select = error, type, pairs, ipairs, tostring, select
+local error, type, pairs, ipairs, tostring, select, pcall = error, type, pairs, ipairs, tostring, select, pcall
 local setmetatable, getmetatable = setmetatable, getmetatable
 local string, table, math, utf8, coroutine, os = string, table, math, utf8, coroutine, os
 local format, find = string.format, string.find
@@ -102,6 +102,20 @@ end
 -- userenv.new(api, noun) -> env: the environment of one user file.
 -- api: table whose fields become globals of the file (they may replace a
 -- standard name); noun: plural noun for error messages. Raises on misuse.
+-- The message of an error object user code raised (a report, a suite's
+-- check): its __tostring is the user's code, so it runs protected, and
+-- may give no string.
+function M.error_text(e)
+  if type(e) == "string" then
+    return e
+  end
+  local ok, s = pcall(tostring, e)
+  if ok and type(s) == "string" then
+    return s
+  end
+  return format("(error object is a %s value)", type(e))
+end
+
 function M.new(api, noun)
   if type(api) ~= "table" then
     error("userenv.new: api must be a table", 2)

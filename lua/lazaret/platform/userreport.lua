@@ -91,18 +91,6 @@ function M.api(probe, version)
   }
 end
 
--- The message of an error object the report raised; its __tostring is
--- the report's code, so it runs protected.
-local function message(e)
-  if type(e) == "string" then
-    return e
-  end
-  local ok, s = pcall(tostring, e)
-  if ok and type(s) == "string" then
-    return s
-  end
-  return format("(error object is a %s value)", type(e))
-end
 
 local function fail(path, msg)
   local escape = require("lazaret.core.text").escape
@@ -140,7 +128,7 @@ function M.run(path, opts)
     fail(path, msg)
     return M.EXIT.refused
   end
-  local ok, verdict = xpcall(chunk, message, api)
+  local ok, verdict = xpcall(chunk, userenv.error_text, api)
   if not ok then
     fail(path, verdict)
     return M.EXIT.failed

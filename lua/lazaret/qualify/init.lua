@@ -31,14 +31,9 @@ M.RUN_TIMEOUT_S = 180
 -- A check's outcome raised from inside fn.
 local OUTCOME = {}
 
--- The text of an error a user's check or suite raised: its __tostring
--- may itself raise, or give no string (as lazaret.platform.userreport).
-local function error_text(e)
-  if type(e) == "string" then return e end
-  local ok, s = pcall(tostring, e)
-  if ok and type(s) == "string" then return s end
-  return format("(error object is a %s value)", type(e))
-end
+-- The text of an error a user's check or suite raised (its __tostring is
+-- the user's code).
+local error_text = require("lazaret.userenv").error_text
 
 local function outcome(status, reason)
   error(setmetatable({ status = status, reason = tostring(reason) }, OUTCOME), 0)
