@@ -159,7 +159,12 @@ test_docker_archive_goes_through_skopeo() {
 # A blob larger than the room the Storage Root's file system has beyond a
 # twentieth of it, read from a local archive faster than the transport's
 # watch looks: skopeo is refused the write past the room ("file too
-# large"), never by a full disk, and nothing of the copy stays.
+# large"), never by a full disk, and nothing of the copy stays. Which of
+# the two stops come first is a race: the other files of the copy take a
+# little of the room, so the watch may see it gone before the blob meets
+# its limit, or between that and skopeo's exit (seen on a slower
+# machine). Either is the right stop; test_transport's "burst" proves the
+# limit alone holds.
 test_a_blob_larger_than_the_room_stops_at_it() {
 	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
 		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
@@ -171,9 +176,13 @@ test_a_blob_larger_than_the_room_stops_at_it() {
 	capture lz image prepare "docker-archive:$T/big.tar"
 	rm -f "$T/big.tar"
 	assert_eq 1 "$STATUS" "exit status (stderr: $ERR)"
-	assert_contains "$ERR" "file too large"
 	assert_not_contains "$ERR" "no space left"
-	assert_contains "$ERR" "the room the Storage Root's file system has beyond a twentieth of it"
+	case $ERR in
+	*"file too large"*)
+		assert_contains "$ERR" "the room the Storage Root's file system has beyond a twentieth of it" ;;
+	*)
+		assert_contains "$ERR" "stopped: the Storage Root's file system has no more than a twentieth of it free" ;;
+	esac
 	assert_eq "" "$(ls -A "$DATA/images")"
 	rm -rf "$small"
 }
