@@ -76,6 +76,7 @@ struct lz_escalation {
 	 * ended, never waited for (kill_and_reap). */
 	int dying[LZ_ESC_MAX_JOBS];
 	int ack_timeout_ms; /* LZ_ESC_ACK_TIMEOUT_MS; shorter in tests */
+	int keeper_fd;      /* the program each host command runs under (proc/keeper.h) */
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
 	bool more;      /* the outbox was not emptied at the last wake */
@@ -161,7 +162,7 @@ static void strv_free(char **v, size_t n)
 /* ---- create and free ------------------------------------------------------- */
 
 int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LEN], uint64_t generation,
-			 struct lz_escalation **ret, struct lz_err *err)
+			 int keeper_fd, struct lz_escalation **ret, struct lz_err *err)
 {
 	struct lz_escalation *e = calloc(1, sizeof(*e));
 	int r;
@@ -171,6 +172,10 @@ int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LE
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
 		job_init(&e->jobs[i]);
 		e->dying[i] = -EBADF;
+	}
+	if ((e->keeper_fd = fcntl(keeper_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		r = lz_err_set(err, errno, "the host commands' keeper: %s", strerror(errno));
+		goto fail;
 	}
 	e->ack_timeout_ms = LZ_ESC_ACK_TIMEOUT_MS;
 	e->seen = calloc(LZ_ESC_SEEN_MAX, LZ_ESC_ID_LEN);
@@ -362,35 +367,22 @@ static void close_pipes(struct job *j)
 	lz_close_fdp(&j->pipes[1]);
 }
 
-/* linux/pidfd.h since 6.9, the floor spec 3.3 sets; older headers lack it. */
-#ifndef PIDFD_SIGNAL_PROCESS_GROUP
-#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)
-#endif
-
-/* Kills the exact process, then the process group it leads (own_group:
- * its children, both sides of a pipeline, its background jobs), and reaps
- * it (spec 3.8: before its files go). The group is signalled through the
- * pidfd, which names it exactly whether or not its leader was reaped (a
- * command that exited and left a child holding its pipes), never by
- * number (spec 3.3). The leader first: with SIGKILL pending it forks no
- * more, and the kernel delivers a group's signal to a child forked
- * meanwhile. A group not formed yet (the process had not reached its
- * exec) holds nothing of the request's: ESRCH, and nothing else is hit.
- * What left the group (setsid, setpgid) is out of reach: there is no
- * cgroup here. Killed, a process runs nothing of the request's any more:
- * it is reaped now if it is gone (one that has exec'd gets KILL_WAIT_MS
- * to go), else when its pidfd says it ended (e->dying). One held in the
- * kernel (a FUSE request its daemon does not answer) must not hold the
+/* Ends the host process and all it started, and reaps it (spec 3.8:
+ * before its files go). The process is the command's keeper
+ * (proc/keeper.h), told through its pidfd (spec 3.3), never by number:
+ * SIGTERM, on which it kills the command, its group and everything below
+ * it, detached daemons too, and then ends (before it runs its program,
+ * SIGTERM ends it as SIGKILL would). Once told, nothing of the request's
+ * runs any more: the keeper is reaped now if it is gone (one that has
+ * exec'd gets KILL_WAIT_MS), else when its pidfd says it ended
+ * (e->dying). One held in the kernel (a FUSE request its daemon does not
+ * answer, or a descendant so held the keeper waits for) must not hold the
  * coordinator, and with it every other request and terminal. With no
  * place left in e->dying it stays a zombie until the coordinator ends. */
 static void kill_and_reap(struct lz_escalation *e, struct job *j)
 {
-	if (j->pidfd >= 0) {
-		if (!j->exited)
-			(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, PIDFD_SIGNAL_PROCESS_GROUP);
-	}
 	if (j->pidfd >= 0 && !j->exited) {
+		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGTERM, NULL, 0);
 		struct pollfd ended = { .fd = j->pidfd, .events = POLLIN };
 		if (j->status_fd < 0)
 			(void)poll(&ended, 1, KILL_WAIT_MS);
@@ -475,8 +467,8 @@ static int open_executable(void *ctx, struct lz_err *err)
 	return r < 0 ? r : opened.fd; /* the process execs or exits */
 }
 
-static int start_host_process(struct job *j, const struct lz_path *rule_exe, int workspace_fd, char *const *env,
-			      struct lz_err *err)
+static int start_host_process(const struct lz_escalation *e, struct job *j, const struct lz_path *rule_exe,
+			      int workspace_fd, char *const *env, struct lz_err *err)
 {
 	int out[2] = { -EBADF, -EBADF }, errp[2] = { -EBADF, -EBADF };
 	int r;
@@ -486,7 +478,7 @@ static int start_host_process(struct job *j, const struct lz_path *rule_exe, int
 	}
 	struct lz_spawn spec = { .label = j->argv[0], .exe_fd = -1, .argv = j->argv, .envp = env,
 				 .stdin_fd = -1, .stdout_fd = out[1], .stderr_fd = errp[1], .cwd_fd = workspace_fd,
-				 .has_cwd = true, .own_group = true };
+				 .has_cwd = true, .own_group = true, .keeper_fd = &e->keeper_fd };
 	struct opening o = { rule_exe, j->argv[0] };
 	const int keep = rule_exe != NULL ? rule_exe->fd : -1;
 	if ((r = lz_spawn_start(&spec, open_executable, &o, &keep, 1, &j->pidfd, &j->pid, &j->status_fd, err)) < 0)
@@ -562,7 +554,7 @@ int lz_escalation_approve(struct lz_escalation *e, size_t job, uint32_t verdict,
 		not_started(e, j, true, err);
 		return r;
 	}
-	if ((r = start_host_process(j, rule_exe, workspace_fd, env, err)) < 0) {
+	if ((r = start_host_process(e, j, rule_exe, workspace_fd, env, err)) < 0) {
 		not_started(e, j, false, err);
 		return r;
 	}
@@ -991,6 +983,7 @@ void lz_escalation_free(struct lz_escalation *e)
 	if (e->request_lines > LOGGED_REQUEST_LINES)
 		log_line("%llu lines about requests in all", (unsigned long long)e->request_lines);
 	lz_mailbox_close(&e->mb);
+	lz_close_fdp(&e->keeper_fd);
 	lz_trust_anchor_free(e->ta);
 	free(e->seen);
 	free(e->buf);

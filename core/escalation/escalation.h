@@ -65,9 +65,11 @@ struct lz_esc_route {
 };
 
 /* Creates the mailbox beneath gen_fd and the generation's Trust Anchor
- * package, and writes the sandbox's credential files. */
+ * package, and writes the sandbox's credential files. keeper_fd (kept as
+ * a duplicate) is the program every host command runs under
+ * (proc/keeper.h). */
 int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LEN], uint64_t generation,
-			 struct lz_escalation **ret, struct lz_err *err);
+			 int keeper_fd, struct lz_escalation **ret, struct lz_err *err);
 
 const struct lz_trust_anchor *lz_escalation_anchor(const struct lz_escalation *e);
 

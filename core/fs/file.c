@@ -37,6 +37,11 @@ int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, 
 {
 	/* Said either way: the kernel's default follows vm.memfd_noexec. */
 	_cleanup_close_ int fd = memfd_create(name, MFD_ALLOW_SEALING | MFD_CLOEXEC | (exec ? MFD_EXEC : MFD_NOEXEC_SEAL));
+	if (fd < 0 && exec && errno == EACCES)
+		return lz_err_set(err, EACCES,
+				  "%s: memfd_create: %s (Lazaret execs it from a memory file: the sysctl "
+				  "vm.memfd_noexec must be 0 or 1, not 2)",
+				  name, strerror(EACCES));
 	if (fd < 0)
 		return lz_err_set(err, errno, "%s: memfd_create: %s", name, strerror(errno));
 	int r = lz_write_all(fd, bytes, len);

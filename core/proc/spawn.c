@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc/keeper.h"
 #include "proc/pidref.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -143,7 +145,7 @@ int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret,
 {
 	const char *label = spec->label ? spec->label : spec->argv[0];
 	struct lz_spawn_prepared p = { .spec = spec, .exe_fd = -EBADF, .null_fd = -EBADF,
-				       .owned = { -EBADF, -EBADF, -EBADF } };
+				       .owned = { -EBADF, -EBADF, -EBADF }, .keeper_fd = -EBADF };
 	int r;
 	if (spec->exe_fd < 0 && (spec->path == NULL || spec->path[0] != '/'))
 		return lz_err_set(err, EINVAL, "spawn '%s': no executable", label);
@@ -225,7 +227,11 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 	    (!spec->ctty || (setsid() >= 0 && ioctl(STDIN_FILENO, TIOCSCTTY, 0) == 0))) {
 		/* Anything an embedding leaked without O_CLOEXEC. */
 		(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-		if (p->exe_fd >= 0)
+		if (p->keeper_argv != NULL) {
+			/* the two it is told the numbers of */
+			if (fcntl(p->exe_fd, F_SETFD, 0) == 0 && fcntl(status_fd, F_SETFD, 0) == 0)
+				execveat(p->keeper_fd, "", p->keeper_argv, envp, AT_EMPTY_PATH);
+		} else if (p->exe_fd >= 0)
 			execveat(p->exe_fd, "", spec->argv, envp, AT_EMPTY_PATH);
 		else
 			execve(spec->path, spec->argv, envp);
@@ -347,32 +353,50 @@ int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct
 	return 0;
 }
 
-/* What the child of lz_spawn_start writes when open_exe fails; an exec
- * failure writes the errno alone (lz_spawn_exec_prepared). */
-struct open_failure {
-	int32_t err;
-	char msg[LZ_ERR_MSG_MAX];
-};
-
 /* One write, so one read takes it whole. */
-_Static_assert(sizeof(struct open_failure) <= PIPE_BUF, "the status record fits a pipe's atomic write");
+_Static_assert(sizeof(struct lz_spawn_failure) <= PIPE_BUF, "the status record fits a pipe's atomic write");
+
+/* The keeper's argument vector (proc/keeper.h) for the target argv,
+ * whose executable is exe_fd; NULL when there is no memory. */
+static char **keeper_argv(char *const *argv, int exe_fd, int status_fd)
+{
+	static char exe[16], status[16];
+	size_t n = 0;
+	while (argv[n] != NULL)
+		n++;
+	char **v = calloc(n + 4, sizeof(*v));
+	if (v == NULL)
+		return NULL;
+	snprintf(exe, sizeof(exe), "%d", exe_fd);
+	snprintf(status, sizeof(status), "%d", status_fd);
+	v[0] = LZ_KEEPER_NAME;
+	v[1] = exe;
+	v[2] = status;
+	memcpy(&v[3], argv, n * sizeof(*v));
+	return v;
+}
 
 _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void *ctx,
 				    const int *keep, size_t n_keep, pid_t parent, int status_fd)
 {
 	/* A fork of a single-threaded caller: the lookup may use anything. */
-	struct open_failure f = { 0, "" };
+	struct lz_spawn_failure f = { 0, "" };
 	struct lz_err err = { 0, "" };
 	struct lz_spawn_prepared prep;
 	/* Ends with the caller, also one that ended before the prctl. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		_exit(127);
 	default_handlers();
+	/* The keeper's caller ends it with SIGTERM, also before the keeper
+	 * runs (a lookup that waits), whatever the caller does with it. */
+	if (spec->keeper_fd != NULL)
+		(void)signal(SIGTERM, SIG_DFL);
 	/* While the lookup waits it holds nothing of the caller's but what
 	 * it needs (a lock, a socket whose end the caller's peer awaits). */
-	int kept[LZ_SPAWN_KEEP_MAX + 5] = { status_fd, spec->stdin_fd, spec->stdout_fd, spec->stderr_fd,
-					    spec->has_cwd ? spec->cwd_fd : -1 };
-	size_t n_kept = 5;
+	int kept[LZ_SPAWN_KEEP_MAX + 6] = { status_fd, spec->stdin_fd, spec->stdout_fd, spec->stderr_fd,
+					    spec->has_cwd ? spec->cwd_fd : -1,
+					    spec->keeper_fd != NULL ? *spec->keeper_fd : -1 };
+	size_t n_kept = 6;
 	for (size_t i = 0; i < n_keep && i < LZ_SPAWN_KEEP_MAX; i++)
 		kept[n_kept++] = keep[i];
 	lz_fds_keep_only(kept, n_kept);
@@ -380,13 +404,20 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 	if (fd >= 0) {
 		struct lz_spawn with_exe = *spec;
 		with_exe.exe_fd = fd;
-		if (lz_spawn_prepare(&with_exe, &prep, &err) == 0)
+		if (lz_spawn_prepare(&with_exe, &prep, &err) == 0) {
+			if (spec->keeper_fd != NULL) {
+				prep.keeper_fd = *spec->keeper_fd;
+				prep.keeper_argv = keeper_argv(spec->argv, prep.exe_fd, status_fd);
+				if (prep.keeper_argv == NULL)
+					_exit(127);
+			}
 			lz_spawn_exec_prepared(&prep, status_fd);
+		}
 	}
 	f.err = err.code > 0 ? err.code : EIO;
 	size_t n = strnlen(err.msg, sizeof(f.msg) - 1);
 	memcpy(f.msg, err.msg, n);
-	(void)!write(status_fd, &f, offsetof(struct open_failure, msg) + n + 1);
+	(void)!write(status_fd, &f, offsetof(struct lz_spawn_failure, msg) + n + 1);
 	_exit(127);
 }
 
@@ -457,7 +488,7 @@ static int proved_exec(int pidfd, const char *label, struct lz_err *err)
 
 int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_opening, struct lz_err *err)
 {
-	struct open_failure f = { 0, "" };
+	struct lz_spawn_failure f = { 0, "" };
 	ssize_t n;
 	*ret_opening = false;
 	while ((n = read(status_fd, &f, sizeof(f))) < 0 && errno == EINTR)

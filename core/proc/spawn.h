@@ -65,6 +65,17 @@ struct lz_spawn {
 				  * it fails EFBIG, or SIGXFSZ kills) */
 	uint64_t max_data_bytes; /* > 0: RLIMIT_DATA (heap and private writable
 				  * mappings: an allocation past it fails) */
+	const int *keeper_fd;    /* lz_spawn_start only; non-NULL: the target runs
+				  * as the child of this program (proc/keeper.h),
+				  * which ends all it starts with it */
+};
+
+/* What a child of lz_spawn_start (or its keeper) writes on the status
+ * pipe when it could not run the target for a reason of its own, with
+ * the message to show; an exec failure writes the errno alone. */
+struct lz_spawn_failure {
+	int32_t err;
+	char msg[LZ_ERR_MSG_MAX];
 };
 
 /* The parent-side preparation of a spec's standard streams and executable
@@ -76,6 +87,8 @@ struct lz_spawn_prepared {
 	int null_fd;
 	int fds[3];
 	int owned[3];
+	int keeper_fd;            /* with keeper_argv: exec'd instead (open_and_exec) */
+	char *const *keeper_argv;
 };
 
 int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret, struct lz_err *err);

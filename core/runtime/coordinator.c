@@ -33,6 +33,7 @@
 #include "net/netpolicy.h"
 #include "proc/broker.h"
 #include "proc/caps.h"
+#include "proc/keeper.h"
 #include "proc/nsident.h"
 #include "proc/userns.h"
 #include "router/gitlib.h"
@@ -580,7 +581,10 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 		return r;
 	/* Spec 3.3, 3.8: the generation's keys and mailbox, and the client
 	 * the sandbox asks through. */
-	if ((r = lz_escalation_create(hc->gendir.dir.fd, hc->domain_id, gen, &hc->esc, err)) < 0)
+	_cleanup_close_ int keeper = -EBADF;
+	if ((r = lz_memfd_sealed(LZ_KEEPER_NAME, lz_keeper_program, lz_keeper_program_len, true, &keeper, err)) < 0)
+		return lz_err_prefix(err, r, "host escalation: ");
+	if ((r = lz_escalation_create(hc->gendir.dir.fd, hc->domain_id, gen, keeper, &hc->esc, err)) < 0)
 		return lz_err_prefix(err, r, "host escalation: ");
 	lz_escalation_set_hooks(hc->esc, &(struct lz_esc_hooks){ .launching = escalation_launching,
 								  .ended = escalation_ended,

@@ -265,12 +265,7 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	if (in->router_program != NULL &&
 	    (r = lz_memfd_sealed("lazaret-router", in->router_program, in->router_program_len, true,
 				 &plan->router_program_fd, err)) < 0)
-		return r == -EACCES ? lz_err_set(err, EACCES,
-						 "the workspace router's program: memfd_create: %s (Lazaret "
-						 "execs it from a memory file: the sysctl vm.memfd_noexec must "
-						 "be 0 or 1, not 2)",
-						 strerror(EACCES))
-				    : r;
+		return lz_err_prefix(err, r, "the workspace router's program: ");
 	if ((plan->router_target_fd = fcntl(in->gen->workspace, F_DUPFD_CLOEXEC, 3)) < 0 ||
 	    (plan->host_ws_fd = fcntl(ws->fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		return lz_err_set(err, errno, "dup: %s", strerror(errno));

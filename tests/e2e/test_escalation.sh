@@ -26,6 +26,7 @@ t_setup() {
 	mkdir "$T/ws"
 	WS=$(realpath "$T/ws")
 	RUNS=$T/runs # where auto-approved host commands leave their mark
+	DAEMON=$((500 + RANDOM % 100)) # the seconds of a detached host sleep
 	DATA=$T/data
 	CFG=$T/config.toml
 	cat >"$CFG" <<-EOT
@@ -49,6 +50,9 @@ t_setup() {
 		[[profiles.test.escalation.auto_approve]]
 		executable = "/usr/bin/sleep"
 		args = ["$((300 + RANDOM % 100))"]
+		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/setsid"
+		args = ["-f", "/usr/bin/sleep", "$DAEMON"]
 		[profiles.test.env]
 		LZ_E2E_PASSED = "LZ_E2E_PASSED"
 	EOT
@@ -320,6 +324,22 @@ test_cancel_from_the_sandbox_kills_the_host_command() {
 	assert_contains "$(hclog)" "cancelled by the sandbox"
 }
 
+# A daemon the host command detaches (setsid -f: its own session, its
+# parent gone at once) ends with the request: the keeper it runs under
+# is its subreaper (docs/escalation.md).
+test_a_daemon_the_host_command_detaches_ends_with_it() {
+	capture guest "lazaret-escalate -- /usr/bin/setsid -f /usr/bin/sleep $DAEMON; echo status=\$?"
+	assert_contains "$OUT" "status=0"
+	local _
+	for _ in $(seq 50); do
+		pgrep -u "$(id -u)" -f "^/usr/bin/sleep $DAEMON\$" >/dev/null || break
+		sleep 0.1
+	done
+	pgrep -u "$(id -u)" -f "^/usr/bin/sleep $DAEMON\$" >/dev/null &&
+		fail "the daemon outlived its request: $(pgrep -u "$(id -u)" -af "sleep $DAEMON")"
+	assert_contains "$(hclog)" "host process exited 0"
+}
+
 test_session_loss_kills_the_host_command() {
 	(cd "$WS" && exec "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- lazaret-escalate -- /usr/bin/sleep "$SLEEP") &
 	local cli=$!
@@ -587,6 +607,7 @@ t_run "a request rewritten in place after its rename never runs rewritten" test_
 t_run "10 MiB streams back with bounded coordinator memory" test_ten_mib_stream_with_bounded_coordinator_memory
 t_run "Ctrl-C in the sandbox cancels the host command" test_cancel_from_the_sandbox_kills_the_host_command
 t_run "losing the session kills the host command" test_session_loss_kills_the_host_command
+t_run "a daemon the host command detaches ends with it" test_a_daemon_the_host_command_detaches_ends_with_it
 t_run "the developer approves at the prompt; argv shown escaped, run byte for byte" test_the_developer_approves_in_the_terminal
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
 t_run "a prompt looks up nothing on the host before the answer" test_a_prompt_looks_up_nothing_on_the_host

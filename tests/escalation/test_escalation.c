@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,7 +114,10 @@ static int setup(void **state)
 	assert_true(f->dir_fd >= 0);
 	uint8_t domain[LZ_ESC_DOMAIN_ID_LEN] = { 1 };
 	struct lz_err err = { 0, "" };
-	assert_int_equal(lz_escalation_create(f->dir_fd, domain, 7, &f->esc, &err), 0);
+	int keeper = open(LZ_KEEPER_PATH, O_PATH | O_CLOEXEC);
+	assert_true(keeper >= 0);
+	assert_int_equal(lz_escalation_create(f->dir_fd, domain, 7, keeper, &f->esc, &err), 0);
+	close(keeper);
 	f->ta = lz_escalation_anchor(f->esc);
 	assert_int_equal(lz_trust_anchor_capability(f->ta, session_id, f->cap, &f->cap_len), 0);
 	snprintf(f->marker, sizeof(f->marker), "%s/ran", f->dir);
@@ -124,7 +129,6 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	lz_escalation_free(f->esc);
-	(void)prctl(PR_SET_CHILD_SUBREAPER, 0); /* a test that failed before it did */
 	close(f->dir_fd);
 	lz_test_rmtree(f->dir);
 	free(f);
@@ -447,20 +451,25 @@ static void test_lz_escalation__the_window_holds_with_both_streams_ready(void **
 }
 
 /* Request id_byte runs "sleep 30" in the background of a shell that
- * prints its own PID and the sleep's, then does what then says
- * ("wait", or nothing: it exits and the sleep holds its stdout); the
- * test is made the subreaper of what the shell leaves behind, so it
- * reaps the sleep itself. Returns the shell's PID, the sleep's in
- * *sleeper, once both run in the shell's own process group. */
-static pid_t running_sleep_in_background(struct fx *f, uint8_t id_byte, const char *then, pid_t *sleeper)
+ * prints its own PID and the sleep's, then does what then says (it
+ * sleeps too, or waits for the test to say go and exits). detached: the sleep
+ * leaves the shell's group and session (setsid) and its parent (the
+ * subshell that started it ends), as a daemon does. Returns the shell's
+ * PID once both run, and the sleep's pidfd in *sleeper. */
+static pid_t running_sleep_in_background(struct fx *f, uint8_t id_byte, bool detached, const char *then,
+					 int *sleeper)
 {
-	char script[128], request[16], hex[2 * LZ_ESC_ID_LEN + 1];
+	char script[512], request[16], hex[2 * LZ_ESC_ID_LEN + 1];
 	uint8_t id[LZ_ESC_ID_LEN] = { id_byte };
-	snprintf(script, sizeof(script), "/usr/bin/sleep 30 & echo $$ $!; %s", then);
+	if (detached)
+		snprintf(script, sizeof(script),
+			 "s=$(/usr/bin/setsid /usr/bin/sleep 30 </dev/null >/dev/null 2>&1 & echo $!); echo $$ $s; %s",
+			 then);
+	else
+		snprintf(script, sizeof(script), "/usr/bin/sleep 30 & echo $$ $!; %s", then);
 	snprintf(request, sizeof(request), "r%02x", id_byte);
 	char *argv[] = { "/usr/bin/dash", "-c", script };
 	lz_hex(id, sizeof(id), hex);
-	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	size_t job = prompted(f, request, id_byte, argv, 3, 0);
 	assert_int_equal(approve(f, job), 0);
 	for (int i = 0; i < 300 && !in_inbox(f, hex, "1"); i++)
@@ -471,24 +480,51 @@ static pid_t running_sleep_in_background(struct fx *f, uint8_t id_byte, const ch
 	memcpy(text, rec.chunk.data.p, rec.chunk.data.n < sizeof(text) - 1 ? rec.chunk.data.n : sizeof(text) - 1);
 	int shell = 0, sleep = 0;
 	assert_int_equal(sscanf(text, "%d %d", &shell, &sleep), 2);
-	assert_int_equal(getpgid(sleep), shell); /* the shell's own group, not the coordinator's */
-	*sleeper = sleep;
+	*sleeper = (int)syscall(SYS_pidfd_open, sleep, 0);
+	if (*sleeper < 0)
+		fail_msg("the background sleep %d is gone already: %s", sleep, strerror(errno));
+	if (detached) {
+		/* a session of its own, once its setsid has run */
+		for (int i = 0; i < 200 && getsid(sleep) != sleep; i++)
+			usleep(10 * 1000);
+		assert_int_equal(getsid(sleep), sleep);
+	} else
+		assert_int_equal(getpgid(sleep), shell); /* the shell's own group, not the coordinator's */
 	return shell;
 }
 
-/* The sleep is killed (not left to end by itself) and the shell's group
- * is empty. */
-static void assert_group_killed(pid_t shell, pid_t sleeper)
+/* The sleep ends (it would run 30 s by itself), the loop turning
+ * meanwhile. */
+static void assert_sleep_ended(struct fx *f, int sleeper)
 {
-	siginfo_t si = { 0 };
-	int r = waitid(P_PID, (id_t)sleeper, &si, WEXITED);
-	(void)prctl(PR_SET_CHILD_SUBREAPER, 0);
-	assert_int_equal(r, 0);
-	if (si.si_code != CLD_KILLED || si.si_status != SIGKILL)
-		fail_msg("the host command's background child was not killed (code %d, status %d)", si.si_code,
-			 si.si_status);
-	assert_int_equal(kill(-shell, 0), -1);
-	assert_int_equal(errno, ESRCH);
+	struct pollfd p = { .fd = sleeper, .events = POLLIN };
+	for (int i = 0; i < 200 && poll(&p, 1, 0) == 0; i++)
+		spin(f, 10);
+	if (poll(&p, 1, 0) != 1)
+		fail_msg("what the host command started still runs 2 s after the end of its request");
+	close(sleeper);
+}
+
+/* The request's terminal result, once posted: its outcome and value. */
+static void assert_result(struct fx *f, uint8_t id_byte, uint32_t outcome, int32_t value)
+{
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t id[LZ_ESC_ID_LEN] = { id_byte };
+	struct lz_esc_record rec;
+	lz_hex(id, sizeof(id), hex);
+	for (int i = 0; i < 300 && !in_inbox(f, hex, "result"); i++)
+		spin(f, 10);
+	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
+	if (rec.result.outcome != outcome || rec.result.value != value)
+		fail_msg("result %u/%d, not %u/%d", rec.result.outcome, rec.result.value, outcome, value);
+}
+
+static void cancel(struct fx *f, uint8_t id_byte)
+{
+	struct lz_esc_record rec = { .kind = LZ_ESC_CANCELLATION, .scope = f->ta->scope };
+	rec.cancellation.request_id[0] = id_byte;
+	put(f, "cancel", &rec);
+	wake(f);
 }
 
 /* Cancelling a running host command kills what it started too (its
@@ -497,28 +533,64 @@ static void assert_group_killed(pid_t shell, pid_t sleeper)
 static void test_lz_escalation__cancelling_kills_what_the_command_started(void **state)
 {
 	struct fx *f = *state;
-	char hex[2 * LZ_ESC_ID_LEN + 1];
-	uint8_t id[LZ_ESC_ID_LEN] = { 0xd7 };
-	lz_hex(id, sizeof(id), hex);
-	pid_t sleeper, shell = running_sleep_in_background(f, 0xd7, "wait", &sleeper);
-	struct lz_esc_record rec = { .kind = LZ_ESC_CANCELLATION, .scope = f->ta->scope };
-	rec.cancellation.request_id[0] = 0xd7;
-	put(f, "cancel", &rec);
-	wake(f);
-	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
-	assert_int_equal(rec.result.outcome, LZ_ESC_CANCELLED);
-	assert_group_killed(shell, sleeper);
+	int sleeper;
+	(void)running_sleep_in_background(f, 0xd7, false, "/usr/bin/sleep 30", &sleeper);
+	cancel(f, 0xd7);
+	assert_result(f, 0xd7, LZ_ESC_CANCELLED, 0);
+	assert_sleep_ended(f, sleeper);
 }
 
-/* A command that exited and left a child holding its output: the end of
- * its session kills that child, the host process reaped long before. */
-static void test_lz_escalation__a_session_that_ends_kills_what_its_command_left(void **state)
+/* ... and a daemon it detached (its own session, its parent gone). */
+static void test_lz_escalation__cancelling_kills_a_daemon_the_command_detached(void **state)
 {
 	struct fx *f = *state;
-	pid_t sleeper, shell = running_sleep_in_background(f, 0xd8, "exit 0", &sleeper);
-	spin(f, 100); /* the shell's exit is seen and it is reaped */
+	int sleeper;
+	(void)running_sleep_in_background(f, 0xd9, true, "/usr/bin/sleep 30", &sleeper);
+	cancel(f, 0xd9);
+	assert_result(f, 0xd9, LZ_ESC_CANCELLED, 0);
+	assert_sleep_ended(f, sleeper);
+}
+
+/* A command that exits ends what it left running, in its group or
+ * detached, and its result is its own exit status, not its keeper's. */
+static void test_lz_escalation__what_a_command_leaves_ends_with_it(void **state)
+{
+	struct fx *f = *state;
+	int in_group, detached;
+	char then[256], go[160];
+	snprintf(go, sizeof(go), "%s/go", f->dir);
+	snprintf(then, sizeof(then), "while [ ! -e %s ]; do /usr/bin/sleep 0.01; done; exit $?", go);
+	(void)running_sleep_in_background(f, 0xd8, false, then, &in_group);
+	assert_int_equal(mknod(go, S_IFREG | 0600, 0), 0);
+	assert_result(f, 0xd8, LZ_ESC_EXITED, 0);
+	assert_sleep_ended(f, in_group);
+	assert_int_equal(unlink(go), 0);
+	snprintf(then, sizeof(then), "while [ ! -e %s ]; do /usr/bin/sleep 0.01; done; exit 3", go);
+	(void)running_sleep_in_background(f, 0xda, true, then, &detached);
+	assert_int_equal(mknod(go, S_IFREG | 0600, 0), 0);
+	assert_result(f, 0xda, LZ_ESC_EXITED, 3);
+	assert_sleep_ended(f, detached);
+}
+
+/* A command a signal ended is reported with that signal. */
+static void test_lz_escalation__a_command_ended_by_a_signal_is_reported_so(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/dash", "-c", "kill -USR1 $$" };
+	size_t job = prompted(f, "rdb", 0xdb, argv, 3, 0);
+	assert_int_equal(approve(f, job), 0);
+	assert_result(f, 0xdb, LZ_ESC_SIGNALED, SIGUSR1);
+}
+
+/* The end of the session does the same to what a running command
+ * started. */
+static void test_lz_escalation__a_session_that_ends_kills_what_its_command_started(void **state)
+{
+	struct fx *f = *state;
+	int sleeper;
+	(void)running_sleep_in_background(f, 0xdc, true, "/usr/bin/sleep 30", &sleeper);
 	assert_int_equal(lz_escalation_session_gone(f->esc, 0), 1);
-	assert_group_killed(shell, sleeper);
+	assert_sleep_ended(f, sleeper);
 }
 
 /* A request behind thousands of names being written ('.') and more
@@ -771,8 +843,14 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_what_the_command_started, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_lz_escalation__a_session_that_ends_kills_what_its_command_left,
+		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_a_daemon_the_command_detached,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__what_a_command_leaves_ends_with_it, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_command_ended_by_a_signal_is_reported_so,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__a_session_that_ends_kills_what_its_command_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_behind_names_being_written_is_routed,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -1,0 +1,218 @@
+/* lazaret-keeper (proc/keeper.h): a host command's parent, and the
+ * subreaper of all it starts. Statically linked; only system calls. */
+#include "proc/keeper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc/spawn.h"
+
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)
+#endif
+
+extern char **environ;
+
+static pid_t command_pid;
+static int command_pidfd = -1;
+static bool command_ended;
+static int command_code, command_status; /* waitid's si_code and si_status */
+
+static int send_kill(int pidfd, unsigned flags)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, flags);
+}
+
+/* Reaps every child that has ended, noting the command's status; whether
+ * any child is left. */
+static bool reap(void)
+{
+	for (;;) {
+		siginfo_t si = { 0 };
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG) < 0)
+			return errno != ECHILD;
+		if (si.si_pid == 0)
+			return true;
+		if (si.si_pid == command_pid) {
+			command_ended = true;
+			command_code = si.si_code;
+			command_status = si.si_status;
+		}
+	}
+}
+
+/* SIGKILL to each child listed in children (this thread's: the keeper
+ * has one) and to the group each leads: a detached daemon and what it
+ * started. A child is not reaped before its PID is opened here, so the
+ * PID names it exactly (spec 3.3: signals go through a pidfd). */
+static void kill_children(int children)
+{
+	char buf[4096];
+	size_t have = 0;
+	off_t at = 0;
+	for (;;) {
+		ssize_t n = pread(children, buf + have, sizeof(buf) - have, at);
+		if (n <= 0 && have == 0)
+			return;
+		if (n > 0) {
+			at += n;
+			have += (size_t)n;
+		}
+		/* whole numbers only; a partial one waits for the next read */
+		size_t used = 0;
+		for (size_t i = 0; i < have; i++) {
+			if (buf[i] != ' ' && buf[i] != '\n')
+				continue;
+			long pid = 0;
+			for (size_t k = used; k < i && buf[k] >= '0' && buf[k] <= '9'; k++)
+				pid = pid * 10 + (buf[k] - '0');
+			used = i + 1;
+			int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
+			if (fd >= 0) {
+				(void)send_kill(fd, 0);
+				(void)send_kill(fd, PIDFD_SIGNAL_PROCESS_GROUP);
+				close(fd);
+			}
+		}
+		memmove(buf, buf + used, have - used);
+		have -= used;
+		if (n <= 0 || (have == sizeof(buf)))
+			return;
+	}
+}
+
+/* Kills the command, its group and every process below the keeper, and
+ * reaps them all: what dies leaves its children to the keeper, so the
+ * rounds go on until none is left. */
+static void end_all(int children, const sigset_t *chld)
+{
+	(void)send_kill(command_pidfd, 0);
+	(void)send_kill(command_pidfd, PIDFD_SIGNAL_PROCESS_GROUP);
+	for (int round = 0; reap(); round++) {
+		kill_children(children);
+		/* promptly at first; one held in the kernel is waited for */
+		struct timespec wait = { 0, round < 20 ? 2 * 1000 * 1000 : 100 * 1000 * 1000 };
+		(void)sigtimedwait(chld, NULL, &wait);
+	}
+}
+
+/* Ends as the command did: its code, else its signal (no core). */
+_Noreturn static void exit_as_command(void)
+{
+	if (!command_ended || command_code == CLD_EXITED)
+		_exit(command_ended ? command_status : 127);
+	int sig = command_status;
+	struct rlimit none = { 0, 0 };
+	(void)setrlimit(RLIMIT_CORE, &none);
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t only;
+	sigemptyset(&only);
+	sigaddset(&only, sig);
+	(void)sigaction(sig, &dfl, NULL);
+	(void)raise(sig);
+	(void)sigprocmask(SIG_UNBLOCK, &only, NULL);
+	_exit(128 + sig);
+}
+
+/* The keeper could not do its work: said on the status pipe the way the
+ * coordinator reads a child's own failure (proc/spawn.h), then ended. */
+_Noreturn static void refuse(int status_fd, int code, const char *what)
+{
+	struct lz_spawn_failure f = { .err = code };
+	size_t n = strlen(what);
+	if (n >= sizeof(f.msg))
+		n = sizeof(f.msg) - 1;
+	memcpy(f.msg, what, n);
+	(void)!write(status_fd, &f, offsetof(struct lz_spawn_failure, msg) + n + 1);
+	_exit(127);
+}
+
+static int parse_fd(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	return errno == 0 && *end == '\0' && end != s && v >= 3 && v <= INT_MAX ? (int)v : -1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4)
+		return 127;
+	int exe_fd = parse_fd(argv[1]), status_fd = parse_fd(argv[2]);
+	if (exe_fd < 0 || status_fd < 0)
+		return 127;
+	sigset_t ending, old, chld;
+	sigemptyset(&ending);
+	sigaddset(&ending, SIGCHLD);
+	sigaddset(&ending, SIGTERM);
+	sigaddset(&ending, SIGHUP);
+	sigaddset(&ending, SIGINT);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &ending, &old) < 0)
+		return 127;
+	/* Blocked before the coordinator's end can be its signal: the
+	 * SIGKILL set for the child before its exec held until here. */
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		refuse(status_fd, errno, "the host command's keeper: prctl: cannot become its subreaper");
+	int children = open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
+	if (children < 0)
+		refuse(status_fd, errno,
+		       "the host command's keeper: /proc/thread-self/children cannot be read (a kernel "
+		       "without CONFIG_PROC_CHILDREN): what the command starts could not be ended with it");
+	pid_t keeper = getpid();
+	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&command_pidfd,
+				   .exit_signal = SIGCHLD };
+	long pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0)
+		refuse(status_fd, errno, "the host command's keeper: clone3 failed");
+	if (pid == 0) {
+		(void)sigprocmask(SIG_SETMASK, &old, NULL);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != keeper || setpgid(0, 0) < 0 ||
+		    fcntl(status_fd, F_SETFD, FD_CLOEXEC) < 0 || fcntl(exe_fd, F_SETFD, FD_CLOEXEC) < 0)
+			_exit(127);
+		(void)syscall(SYS_execveat, exe_fd, "", &argv[3], environ, AT_EMPTY_PATH);
+		int e = errno;
+		(void)!write(status_fd, &e, sizeof(e));
+		_exit(127);
+	}
+	command_pid = (pid_t)pid;
+	/* The command's streams and status pipe are its own: the keeper
+	 * holds none of them open past its end. */
+	close(exe_fd);
+	close(status_fd);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3; fd++)
+		if (null >= 0 && null != fd)
+			(void)dup2(null, fd);
+	for (;;) {
+		int sig = sigwaitinfo(&ending, NULL);
+		if (sig == SIGCHLD) {
+			(void)reap();
+			if (command_ended)
+				break;
+		} else if (sig > 0) {
+			end_all(children, &chld);
+			/* stopped from outside: as the coordinator's SIGKILL did */
+			(void)raise(SIGKILL);
+			_exit(128 + SIGKILL);
+		}
+	}
+	end_all(children, &chld);
+	exit_as_command();
+}
