@@ -284,10 +284,11 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 /* runsc's sentry holds a host descriptor per cached dentry, a second one
  * for a cached file it has read (measured: dcache 10,000 held all 20,000
  * descriptors during `git status` of 20k files, 2,000 held 4,147), and
- * one per open guest file, all under the RLIMIT_NOFILE the RS and runsc
- * inherit from the HC. The soft limit is raised to the hard one and the
- * dentry cache kept to a quarter of it: a large workspace is then served,
- * not answered with EMFILE inside the sandbox (issue 11 benchmark). */
+ * one per open guest file, all under the RLIMIT_NOFILE it inherits from
+ * the RS. The RS raises its soft limit to the hard one (supervisor.c)
+ * and the dentry cache is kept to a quarter of that: a large workspace is
+ * then served, not answered with EMFILE inside the sandbox (issue 11
+ * benchmark). */
 uint32_t lz_rsplan_dcache_cap(uint64_t nofile)
 {
 	uint64_t quarter = nofile / 4;
@@ -299,12 +300,7 @@ static uint32_t plan_dcache(uint32_t configured)
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return configured;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		(void)setrlimit(RLIMIT_NOFILE, &rl);
-		(void)getrlimit(RLIMIT_NOFILE, &rl);
-	}
-	uint32_t cap = lz_rsplan_dcache_cap(rl.rlim_cur);
+	uint32_t cap = lz_rsplan_dcache_cap(rl.rlim_max);
 	return cap < configured ? cap : configured;
 }
 

@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -586,16 +587,32 @@ struct lz_rs {
 /* The RS is forked from the HC: it keeps only the descriptors of its plan,
  * so it holds neither the Domain lock, nor the Domain Store, nor the HC's
  * end of the control socket (whose EOF is the HC-loss signal). Among them
- * are runsc's and slirp4netns's, which it executes (rsplan.h). */
+ * are runsc's and slirp4netns's, which it executes (rsplan.h), and the
+ * broker's report pipe, which its failure goes back through. */
 static void keep_only_plan(const struct lz_rs_plan *p)
 {
-	int keep[20 + 4 * LZ_RS_MAX_ANCHORS + 2 * (LZ_RS_MAX_VOLUMES + LZ_GITSENTRY_MOUNTS_MAX)];
-	lz_fds_keep_only(keep, lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep)));
+	int keep[21 + 4 * LZ_RS_MAX_ANCHORS + 2 * (LZ_RS_MAX_VOLUMES + LZ_GITSENTRY_MOUNTS_MAX)];
+	size_t n = lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep) - 1);
+	keep[n++] = lz_broker_report_fd();
+	lz_fds_keep_only(keep, n);
+}
+
+/* The dentry cache was sized for the hard descriptor limit (rsplan.c):
+ * the RS, and runsc and the router after it, run with it. Only they: the
+ * coordinator's other children (a host command) keep the developer's. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 {
 	keep_only_plan(plan);
+	raise_nofile();
 	lz_rs *rs = calloc(1, sizeof(*rs));
 	if (rs == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");

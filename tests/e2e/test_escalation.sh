@@ -51,6 +51,9 @@ t_setup() {
 		executable = "/usr/bin/sleep"
 		args = ["$((300 + RANDOM % 100))"]
 		[[profiles.test.escalation.auto_approve]]
+		executable = "/usr/bin/prlimit"
+		args = ["--nofile", "--output", "SOFT", "--noheadings"]
+		[[profiles.test.escalation.auto_approve]]
 		executable = "/usr/bin/setsid"
 		args = ["-f", "/usr/bin/sleep", "$DAEMON"]
 		[profiles.test.env]
@@ -340,6 +343,17 @@ test_a_daemon_the_host_command_detaches_ends_with_it() {
 	assert_contains "$(hclog)" "host process exited 0"
 }
 
+# A host command runs with the developer's descriptor limit, not the
+# one the sandbox's runtime raises itself to (rsplan.c).
+test_a_host_command_keeps_the_developers_descriptor_limit() {
+	local soft
+	soft=$(($(ulimit -Hn) / 2))
+	capture bash -c "ulimit -Sn $soft && cd '$WS' && exec \"\$@\"" - "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- \
+		lazaret-escalate -- /usr/bin/prlimit --nofile --output SOFT --noheadings
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_eq "$soft" "$(tr -d ' ' <<<"$OUT")" "the host command's soft descriptor limit"
+}
+
 test_session_loss_kills_the_host_command() {
 	(cd "$WS" && exec "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- lazaret-escalate -- /usr/bin/sleep "$SLEEP") &
 	local cli=$!
@@ -608,6 +622,7 @@ t_run "10 MiB streams back with bounded coordinator memory" test_ten_mib_stream_
 t_run "Ctrl-C in the sandbox cancels the host command" test_cancel_from_the_sandbox_kills_the_host_command
 t_run "losing the session kills the host command" test_session_loss_kills_the_host_command
 t_run "a daemon the host command detaches ends with it" test_a_daemon_the_host_command_detaches_ends_with_it
+t_run "a host command keeps the developer's descriptor limit" test_a_host_command_keeps_the_developers_descriptor_limit
 t_run "the developer approves at the prompt; argv shown escaped, run byte for byte" test_the_developer_approves_in_the_terminal
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
 t_run "a prompt looks up nothing on the host before the answer" test_a_prompt_looks_up_nothing_on_the_host
