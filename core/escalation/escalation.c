@@ -272,7 +272,9 @@ static bool deadline_runs(const struct job *j)
 }
 
 /* Posts what the inbox did not take before, in order, until it refuses
- * again. The client's time to acknowledge runs from the delivery. */
+ * again. The client's time to acknowledge runs from the delivery, when
+ * there is anything to acknowledge: a chunk or the result, never a
+ * decision alone (the client acknowledges none). */
 static void flush_unposted(struct lz_escalation *e, struct job *j)
 {
 	struct lz_err err;
@@ -283,7 +285,8 @@ static void flush_unposted(struct lz_escalation *e, struct job *j)
 		if ((j->unposted = u->next) == NULL)
 			j->unposted_tail = &j->unposted;
 		free(u);
-		arm_deadline(e, j);
+		if (j->sent > j->acked || j->result_posted)
+			arm_deadline(e, j);
 	}
 }
 

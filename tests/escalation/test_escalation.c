@@ -582,6 +582,31 @@ static void test_lz_escalation__a_command_ended_by_a_signal_is_reported_so(void 
 	assert_result(f, 0xdb, LZ_ESC_SIGNALED, SIGUSR1);
 }
 
+/* A decision the inbox took late starts no acknowledgement time: the
+ * client acknowledges chunks and the result, never a decision, so a
+ * command silent for longer than the timeout runs to its end. */
+static void test_lz_escalation__a_late_decision_starts_no_acknowledgement_time(void **state)
+{
+	struct fx *f = *state;
+	lz_escalation_set_ack_timeout(f->esc, 300);
+	char *argv[] = { "/usr/bin/dash", "-c", "sleep 1; echo done" };
+	char hex[2 * LZ_ESC_ID_LEN + 1], blocker[256], name[160];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xdd };
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, "rdd", 0xdd, argv, 3, 0);
+	snprintf(name, sizeof(name), ".%s.decision", hex);
+	inbox_path(f, blocker, sizeof(blocker), name);
+	assert_int_equal(mkdir(blocker, 0700), 0);
+	assert_int_equal(approve(f, job), 0);
+	spin(f, 200);
+	assert_false(in_inbox(f, hex, "decision"));
+	assert_int_equal(rmdir(blocker), 0);
+	spin(f, 100);
+	assert_true(in_inbox(f, hex, "decision"));
+	assert_result(f, 0xdd, LZ_ESC_EXITED, 0);
+	assert_chunk(f, hex, 1, "done\n");
+}
+
 /* The end of the session does the same to what a running command
  * started. */
 static void test_lz_escalation__a_session_that_ends_kills_what_its_command_started(void **state)
@@ -849,6 +874,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_command_ended_by_a_signal_is_reported_so,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__a_late_decision_starts_no_acknowledgement_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_session_that_ends_kills_what_its_command_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_behind_names_being_written_is_routed,
