@@ -196,10 +196,11 @@ int lz_hc_batch_end(lz_hc *hc, struct lz_err *err)
 
 /* ---- ownership -------------------------------------------------------------- */
 
+/* A line for hc.log, escaped: an error may name what the sandbox made. */
 static void log_line(void *ctx, const char *line)
 {
 	(void)ctx;
-	fprintf(stderr, "%s\n", line);
+	lz_escape_lines(STDERR_FILENO, "", line, strlen(line));
 }
 
 /* ---- bootstrap recovery (spec 3.3, 3.6; ordered by runtime/recovery.lua) ---- */

@@ -83,12 +83,6 @@ static int end_lost(lz_dstore *store, struct lz_err *err)
 	return lz_leaserecovery_record_lost(store, v[0].generation, err);
 }
 
-static void report_line(void *ctx, const char *line)
-{
-	(void)ctx;
-	fprintf(stderr, "%s\n", line);
-}
-
 static int no_lease(const struct lz_domain_remove *r, struct lz_err *err)
 {
 	size_t held = 0;
@@ -170,7 +164,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	}
 	if ((rc = lz_dstore_open(dom, &store, err)) < 0 || (rc = end_lost(store, err)) < 0 ||
 	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, lz_now_ms() + LZ_RECOVERY_EXIT_WAIT_MS,
-				      report_line, NULL, NULL, err)) < 0 ||
+				      lz_leaserecovery_report_stderr, NULL, NULL, err)) < 0 ||
 	    (rc = no_lease(r, err)) < 0)
 		goto out;
 	lz_dstore_close(store);

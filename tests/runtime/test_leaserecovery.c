@@ -476,6 +476,46 @@ static void test_lz_leaserecovery__held_namespaces_keep_the_lease(void **state)
 	assert_int_equal(leases(f), 0);
 }
 
+/* A line naming what a forged store recorded (a mount's path that would
+ * retitle and clear the developer's terminal) reaches stderr escaped. */
+static void test_lz_leaserecovery__a_recorded_path_reaches_stderr_escaped(void **state)
+{
+	struct fx *f = *state;
+	struct lz_mount_id root;
+	OK(lz_mountns_identify("/", &root, &E));
+	if (root.mnt_id < LZ_MOUNT_ID_UNIQUE_MIN)
+		fail_msg("this kernel gives no unique mount IDs (Linux 6.8)");
+	uint64_t g = 0;
+	OK(lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
+	lower_leased(f, g, ART);
+	OK(lz_dstore_participant_intent(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &E));
+	struct lz_dstore_mount m = { .path = "/home/agent\x1b]0;PWNED\a\x1b[2J", .mnt_id = root.mnt_id, .dev = 1,
+				     .ino = 1 };
+	OK(lz_dstore_participant_add_mount(f->h, g, LZ_DSTORE_ROLE_STATE_ANCHOR, &m, &E));
+	OK(lz_dstore_generation_set_state(f->h, g, LZ_DSTORE_GEN_FAILED, &E));
+	char log[128], text[2048];
+	snprintf(log, sizeof(log), "%s/stderr", f->dir);
+	fflush(stderr);
+	int saved = dup(2), out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(saved >= 0 && out >= 0);
+	assert_int_equal(dup2(out, 2), 2);
+	close(out);
+	int r = lz_leaserecovery_run(f->h, f->root, DOM, lz_now_ms() + SHORT_WAIT_MS, lz_leaserecovery_report_stderr,
+				     NULL, NULL, &E);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	assert_int_equal(r, 0);
+	int fd = open(log, O_RDONLY | O_CLOEXEC);
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	assert_true(n > 0);
+	text[n] = '\0';
+	assert_non_null(strstr(text, "its mount of /home/agent"));
+	if (memchr(text, '\x1b', (size_t)n) != NULL || memchr(text, '\a', (size_t)n) != NULL)
+		fail_msg("a control byte reached stderr: %s", text);
+	assert_int_equal(leases(f), 1);
+}
+
 static void test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept(void **state)
 {
 	struct fx *f = *state;
@@ -538,6 +578,7 @@ int main(void)
 		T(test_lz_leaserecovery__one_wait_for_the_whole_run),
 		T(test_lz_leaserecovery__no_process_recorded_is_released),
 		T(test_lz_leaserecovery__live_unknown_and_foreign_leases_are_kept),
+		T(test_lz_leaserecovery__a_recorded_path_reaches_stderr_escaped),
 		T(test_lz_leaserecovery__held_namespaces_keep_the_lease),
 		T(test_lz_leaserecovery__release_intent_then_catalog_then_clean),
 		T(test_lz_leaserecovery__acquiring_record_is_released),
