@@ -1,5 +1,6 @@
 /* Escaping foreign text (escape.h). */
 #include "util/escape.h"
+#include "util/escape_table.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,61 +36,25 @@ static size_t utf8_seq(const uint8_t *s, size_t n, uint32_t *cp)
 	return len;
 }
 
-/* Default-ignorable and blank-rendering code points (Unicode's
- * Default_Ignorable_Code_Point, and the Hangul fillers): soft hyphen,
- * zero-width space and joiners, word joiner and invisible operators,
- * variation selectors, the byte order mark, tags. */
-static bool invisible(uint32_t c)
-{
-	return c == 0x00ad || c == 0x034f || c == 0x115f || c == 0x1160 || c == 0x17b4 || c == 0x17b5 ||
-	       (c >= 0x180b && c <= 0x180f) || (c >= 0x200b && c <= 0x200d) || (c >= 0x2060 && c <= 0x2064) ||
-	       (c >= 0x206a && c <= 0x206f) || c == 0x3164 || (c >= 0xfe00 && c <= 0xfe0f) || c == 0xfeff ||
-	       c == 0xffa0 || (c >= 0xfff0 && c <= 0xfffb) || (c >= 0x1bca0 && c <= 0x1bca3) ||
-	       (c >= 0x1d173 && c <= 0x1d17a) || (c >= 0xe0000 && c <= 0xe0fff);
-}
-
-/* Blanks other than the ASCII space: no-break and typographic spaces, the
- * ideographic space, the blank braille pattern (padding that looks like
- * nothing can push real lines away and draw others). */
-static bool blank(uint32_t c)
-{
-	return c == 0x00a0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x202f || c == 0x205f ||
-	       c == 0x2800 || c == 0x3000;
-}
-
-/* Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana,
- * NKo and the rest of U+0590 to U+08FF, their presentation forms, and the
- * right-to-left blocks of the supplementary planes): a terminal that
- * applies the bidirectional algorithm shows the neutral text around them
- * (slashes, dots, spaces, options) in another order than it runs. */
-static bool right_to_left(uint32_t c)
-{
-	return (c >= 0x0590 && c <= 0x08ff) || (c >= 0xfb1d && c <= 0xfdff) || (c >= 0xfe70 && c <= 0xfefe) ||
-	       (c >= 0x10800 && c <= 0x10fff) || (c >= 0x1e800 && c <= 0x1efff);
-}
-
-/* The combining marks of the general-purpose blocks (diacritics, the
- * Cyrillic and symbol marks, half marks) and the others that can overlay
- * (Vedic extensions, Bassa Vah, Duployan, musical symbols): they draw
- * over the character before them, so "/" with U+0338 reads as another
- * path and "-" with U+0336 as a struck-out option. */
-static bool combining_mark(uint32_t c)
-{
-	return (c >= 0x0300 && c <= 0x036f) || (c >= 0x0483 && c <= 0x0489) || (c >= 0x1ab0 && c <= 0x1aff) ||
-	       (c >= 0x1cd0 && c <= 0x1cff) || (c >= 0x1dc0 && c <= 0x1dff) || (c >= 0x20d0 && c <= 0x20ff) ||
-	       (c >= 0xfe20 && c <= 0xfe2f) || (c >= 0x16af0 && c <= 0x16af4) || (c >= 0x1bc9d && c <= 0x1bc9e) ||
-	       (c >= 0x1d165 && c <= 0x1d169) || (c >= 0x1d16d && c <= 0x1d172) || (c >= 0x1d17b && c <= 0x1d182) ||
-	       (c >= 0x1d185 && c <= 0x1d18b) || (c >= 0x1d1aa && c <= 0x1d1ad);
-}
-
-/* Controls, text that reads in another order, and characters that show
- * nothing or change the one before (the developer must see every byte
- * that will run). */
+/* Code points the developer could not read as they run: controls, marks
+ * that draw nothing or over the character before ("/" with U+0338 reads
+ * as another path), format characters and blanks (padding that looks
+ * like nothing or like spaces), unassigned ones, and the right-to-left
+ * letters and digits that make a terminal show the text around them in
+ * another order (escape_table.h says which, by Unicode category). */
 static bool format_control(uint32_t c)
 {
-	return (c >= 0x80 && c <= 0x9f) || c == 0x200e || c == 0x200f || c == 0x2028 || c == 0x2029 ||
-	       (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) || right_to_left(c) ||
-	       combining_mark(c) || invisible(c) || blank(c);
+	size_t lo = 0, hi = sizeof(lz_escape_ranges) / sizeof(lz_escape_ranges[0]);
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c < lz_escape_ranges[mid][0])
+			hi = mid;
+		else if (c > lz_escape_ranges[mid][1])
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
 }
 
 size_t lz_escape(const char *in, size_t n, char *out, size_t cap)

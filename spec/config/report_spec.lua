@@ -61,6 +61,9 @@ describe("lazaret.config.report", function()
     assert.is_nil(report.json(s):find("\194\155", 1, true))
     s.workspace = "/tmp/caf\195\169" -- UTF-8 stays as it is
     assert.truthy(report.json(s):find("caf\195\169", 1, true))
+    s.workspace = "/tmp/gpj.\226\128\174exe" -- U+202E, right-to-left override
+    assert.is_nil(report.json(s):find("\226\128\174", 1, true))
+    assert.truthy(report.json(s):find("u{202E}exe", 1, true))
   end)
 
   it("emits one JSON object with the documented keys", function()

@@ -76,6 +76,17 @@ static void test_escape__utf8(void **state)
 	EXPECT("e\xef\xb8\xa0", "e\\u{FE20}");                    /* ligature left half */
 	EXPECT("/\xe1\xb3\x94", "/\\u{1CD4}");                    /* Vedic overlay */
 	EXPECT("-\xf0\x9d\x85\xa7", "-\\u{1D167}");              /* musical tremolo */
+	/* every mark that draws nothing of its own, and every format character
+	 * (by category, not by block): hieroglyph format control, Devanagari
+	 * stress sign, Thai vowel, enclosing Cyrillic mark, Kaithi number sign */
+	EXPECT("mai\xf0\x93\x90\xb0n", "mai\\u{13430}n");
+	EXPECT("a\xe0\xa5\x91", "a\\u{0951}");
+	EXPECT("\xe0\xb8\x81\xe0\xb8\xb1", "\xe0\xb8\x81\\u{0E31}");
+	EXPECT("x\xea\x99\xb0", "x\\u{A670}");
+	EXPECT("\xf0\x91\x82\xbd", "\\u{110BD}");
+	EXPECT("\xe2\x81\xa5", "\\u{2065}");           /* unassigned */
+	EXPECT("\xee\x80\x80", "\\u{E000}");           /* private use */
+	EXPECT("\xd9\xa3", "\\u{0663}");                /* Arabic-Indic digit */
 	/* their neighbours stay: Armenian, Greek, spacing modifier, Devanagari, precomposed */
 	EXPECT("\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9", "\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9");
 }

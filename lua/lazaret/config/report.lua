@@ -4,12 +4,12 @@ local M = {}
 
 local json = require("lazaret.json")
 local ipairs, string_format, string_find, table_concat = ipairs, string.format, string.find, table.concat
-local utf8_len = utf8.len
 
 -- The paths are the developer's, but the workspace's last components may
 -- be names the sandbox made (the workspace is the current directory):
--- escaped for the terminal (lazaret.core.text, loaded only when needed),
--- and in JSON kept as they are only when valid UTF-8 without C1 controls.
+-- kept as they are when printable ASCII, else escaped (lazaret.core.text,
+-- loaded only when needed) in the text and in JSON alike, which is read
+-- on a terminal too.
 local text_escape
 local function shown(v)
   if type(v) ~= "string" or not string_find(v, "[\0-\31\\\127-\255]") then
@@ -17,13 +17,6 @@ local function shown(v)
   end
   text_escape = text_escape or require("lazaret.core.text").escape
   return text_escape(v)
-end
-
-local function json_path(v)
-  if v == nil or (utf8_len(v) and not string_find(v, "\194[\128-\159]")) then
-    return v
-  end
-  return shown(v)
 end
 
 local rows = {
@@ -63,11 +56,11 @@ end
 function M.json(s)
   return json.encode({
     ok = true,
-    config = json_path(s.source),
-    storage_root = json_path(s.storage_root),
-    runtime_root = json_path(s.runtime_root),
+    config = shown(s.source),
+    storage_root = shown(s.storage_root),
+    runtime_root = shown(s.runtime_root),
     profile = s.profile or json.null,
-    workspace = json_path(s.workspace) or json.null,
+    workspace = shown(s.workspace) or json.null,
     domain_id = s.domain_id or json.null,
     fingerprint = s.fingerprint or json.null,
     runsc_dcache = s.runsc_dcache,
