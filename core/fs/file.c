@@ -53,8 +53,8 @@ int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, 
 	return 0;
 }
 
-int lz_file_create(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
-		   unsigned long long resolve, struct lz_err *err)
+static int file_create(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
+		       unsigned long long resolve, bool durable, struct lz_err *err)
 {
 	_cleanup_close_ int fd =
 		lz_openat2_create(dirfd, name, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode, resolve);
@@ -65,6 +65,28 @@ int lz_file_create(int dirfd, const char *name, const void *data, size_t len, un
 		return lz_err_set(err, -r, "write %s: %s", name, strerror(-r));
 	if (fchmod(fd, mode) < 0)
 		return lz_err_set(err, errno, "chmod %s: %s", name, strerror(errno));
+	if (durable && fsync(fd) < 0)
+		return lz_err_set(err, errno, "fsync %s: %s", name, strerror(errno));
+	return 0;
+}
+
+int lz_file_create(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
+		   unsigned long long resolve, struct lz_err *err)
+{
+	return file_create(dirfd, name, data, len, mode, resolve, false, err);
+}
+
+int lz_file_create_durable(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
+			   unsigned long long resolve, struct lz_err *err)
+{
+	return file_create(dirfd, name, data, len, mode, resolve, true, err);
+}
+
+int lz_dir_sync(int dirfd, struct lz_err *err)
+{
+	_cleanup_close_ int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		return lz_err_set(err, errno, "fsync a directory: %s", strerror(errno));
 	return 0;
 }
 

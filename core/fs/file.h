@@ -41,6 +41,15 @@ int lz_memfd_sealed(const char *name, const void *bytes, size_t len, bool exec, 
 int lz_file_create(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
 		   unsigned long long resolve, struct lz_err *err);
 
+/* lz_file_create, then fsync: for a file renamed into place after it,
+ * which a crash must not leave empty or cut. */
+int lz_file_create_durable(int dirfd, const char *name, const void *data, size_t len, unsigned mode,
+			   unsigned long long resolve, struct lz_err *err);
+
+/* fsync of the directory dirfd names (O_PATH is fine): a rename or a
+ * creation in it made durable. */
+int lz_dir_sync(int dirfd, struct lz_err *err);
+
 /* Creates (or finds) the directory name (one component, else -EINVAL)
  * beneath dirfd and
  * returns it opened O_PATH|O_DIRECTORY|O_CLOEXEC in *ret_fd, resolved with

@@ -77,10 +77,15 @@ int lz_identity_ensure(int domain_fd, const char *profile, const char *workspace
 		return lz_err_set(err, EINVAL, "cannot record the Domain's identity: the profile name or the "
 					       "workspace path is not UTF-8");
 	(void)unlinkat(domain_fd, ".identity", 0);
-	r = lz_file_create(domain_fd, ".identity", text, strlen(text), 0600, LZ_RESOLVE_OWNED, err);
+	/* Durable before and after its rename: a crash leaves no identity
+	 * or the whole one, never one cut short, which would refuse every
+	 * launch and removal of the Domain. */
+	r = lz_file_create_durable(domain_fd, ".identity", text, strlen(text), 0600, LZ_RESOLVE_OWNED, err);
 	free(text);
 	if (r >= 0 && renameat(domain_fd, ".identity", domain_fd, LZ_IDENTITY_FILE) < 0)
 		r = lz_err_set(err, errno, "record the Domain's identity: %s", strerror(errno));
+	if (r >= 0)
+		r = lz_dir_sync(domain_fd, err);
 	if (r < 0)
 		(void)unlinkat(domain_fd, ".identity", 0);
 	return r;
