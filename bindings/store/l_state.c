@@ -17,7 +17,8 @@
  *         anchors = { {path=, has_lower=, total=, incomplete=, limit=,
  *           changes = { {kind="added"|"changed"|"deleted"|"opaque",
  *             path=, mode=, size=}... } }... } }
- *   state.remove_check(cfg, id)    [-2, +1|3, e] -> {profile=, workspace=, never_launched=}
+ *   state.remove_check(cfg, id)    [-2, +1|3, e] -> {profile=, workspace=, never_launched=,
+ *                                                      interrupted=}
  *                                                   | nil, msg, errno
  *   state.remove(cfg, id)          [-2, +1|3, e] -> true | nil, msg, errno
  *       A Domain whose workspace is gone (core/runtime/domainremove.h).
@@ -273,6 +274,8 @@ static int state_remove_check(lua_State *L)
 	lua_setfield(L, -2, "workspace");
 	lua_pushboolean(L, rc == 1);
 	lua_setfield(L, -2, "never_launched");
+	lua_pushboolean(L, rc == 2);
+	lua_setfield(L, -2, "interrupted");
 	return 1;
 }
 

@@ -4,12 +4,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/domain.h"
 #include "fs/tree.h"
 #include "proc/userns.h"
 #include "proc/spawn.h"
@@ -45,6 +47,16 @@ int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_id
 		return domains;
 	_cleanup_close_ int dom =
 		lz_openat2(domains, r->domain_hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (dom < 0 && errno == ENOENT) {
+		char aside[sizeof(ASIDE_PREFIX) + LZ_DOMAIN_ID_HEX_LEN];
+		snprintf(aside, sizeof(aside), ASIDE_PREFIX "%s", r->domain_hex);
+		_cleanup_close_ int set_aside =
+			lz_openat2(domains, aside, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+		if (set_aside >= 0) {
+			*ret = (struct lz_domain_identity){ 0 };
+			return 2; /* removed, its files not yet deleted */
+		}
+	}
 	if (dom < 0)
 		return lz_err_set(err, errno == ENOENT ? ENOENT : EPERM, "Domain %s: %s", r->domain_hex,
 				  errno == ENOENT ? "no such Domain" : "its Domain Root is not a directory");
@@ -144,6 +156,16 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 		rc = domains;
 		goto out;
 	}
+	if (empty == 2) {
+		snprintf(aside, sizeof(aside), ASIDE_PREFIX "%s", r->domain_hex);
+		if ((rc = lz_tree_remove_in_userns(&map, domains, aside, err)) < 0) {
+			rc = lz_err_prefix(err, rc, "Domain %s: deleting the files an interrupted removal set aside "
+						    "failed: ",
+					   r->domain_hex);
+			goto out;
+		}
+		goto runtime_dir;
+	}
 	if (empty == 1) {
 		/* Never launched: an empty directory, and only while it is one.
 		 * Its runtime directory stays: its lock file is what a launch
@@ -178,12 +200,15 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 		rc = lz_err_set(err, errno, "set Domain %s aside: %s", r->domain_hex, strerror(errno));
 		goto out;
 	}
+	if (lz_test_fault("rm-after-rename"))
+		raise(SIGKILL);
 	if ((rc = lz_tree_remove_in_userns(&map, domains, aside, err)) < 0) {
-		rc = lz_err_prefix(err, rc, "Domain %s was removed; deleting its files failed (the next removal "
-					    "finishes): ",
-				   r->domain_hex);
+		rc = lz_err_prefix(err, rc, "Domain %s was removed; deleting its files failed (`lazaret state rm %s` "
+					    "again finishes): ",
+				   r->domain_hex, r->domain_hex);
 		goto out;
 	}
+runtime_dir:
 	/* Its runtime directory: the lock and the log, and what a lost
 	 * generation left (its transient layer holds the sandbox's
 	 * subordinate-owned files: removed in the user namespace). Removed

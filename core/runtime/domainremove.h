@@ -8,8 +8,9 @@
  * a lost coordinator is recorded failed, the image leases of generations
  * proved dead are released (leaserecovery.h), and any lease left refuses.
  * Then the Domain Root is renamed aside within domains/ (one atomic step:
- * an interrupted removal leaves the whole Domain or none of it; the next
- * removal of any Domain finishes what an interrupted one set aside) and
+ * an interrupted removal leaves the whole Domain or none of it; `state rm`
+ * of that Domain again, or the next removal of any Domain, finishes what
+ * an interrupted one set aside) and
  * removed by a worker in a user namespace with the developer's map, and
  * the Domain's runtime directory goes with it. Nothing is resolved
  * through a symlink and no mount is crossed. */
@@ -29,7 +30,9 @@ struct lz_domain_remove {
 /* The Domain's identity, once it is proved removable by its identity and
  * the absence of its workspace (0), or 1 with an empty identity for a
  * Domain never launched (no identity, an empty Domain Root: `config check
- * --profile` and the `state` commands make it); -ENOENT (no such Domain),
+ * --profile` and the `state` commands make it), or 2 with an empty
+ * identity for a Domain whose removal was interrupted after it was set
+ * aside (its files and runtime directory are left); -ENOENT (no such Domain),
  * -EPROTO (no identity but files, or a foreign identity), -EEXIST (its
  * workspace exists). */
 int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_identity *ret, struct lz_err *err);

@@ -14,7 +14,8 @@
  * ~/.gitconfig, change its mode, that of ../beside-the-workspace and
  * that of its standard error, and touch its standard output once
  * restricted, and log what happened, or (rm-workspace-returns) makes the
- * workspace of a Domain `state rm` found gone again before it locks.
+ * workspace of a Domain `state rm` found gone again before it locks, or
+ * (rm-after-rename) kills `state rm` once it set the Domain aside.
  * In the production build the switch does
  * not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H

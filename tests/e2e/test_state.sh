@@ -298,6 +298,30 @@ test_rm_removes_a_domain_whose_workspace_is_gone() {
 	mv "$T/ws.moved" "$WS"
 }
 
+# A removal killed once the Domain is set aside leaves it gone from the
+# list; state rm of it again deletes what was set aside and its runtime
+# directory.
+test_rm_finishes_an_interrupted_removal() {
+	mark_state
+	local id
+	id=$(basename "$(domain_dir)")
+	mv "$WS" "$T/ws.moved"
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	capture env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=rm-after-rename "$LAZARET_FAULTS" state rm "$id" \
+		--yes --config "$CFG"
+	assert_eq 137 "$STATUS" "the removal was not killed at the fault: $ERR"
+	[ -d "$DATA/domains/.rm-$id" ] || fail "nothing was set aside: $(ls -A "$DATA/domains")"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --config "$CFG" </dev/null
+	assert_eq 64 "$STATUS"
+	assert_contains "$ERR" "an earlier removal of it was interrupted"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --yes --config "$CFG"
+	mv "$T/ws.moved" "$WS"
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$ERR" "removed Domain $id"
+	assert_eq "" "$(ls -A "$DATA/domains")" "left in domains/"
+	[ ! -e "$T/run/lazaret/domains/$id" ] || fail "its runtime directory is still there"
+}
+
 # A lost coordinator leaves its generation's runtime tree, whose transient
 # layer holds files of the sandbox's other users (subordinate IDs on the
 # host): state rm removes it all, or says it could not.
@@ -413,5 +437,6 @@ t_run "storage.keep_unused_images reclaims older unused images after a launch, n
 t_run "state rm removes a Domain whose workspace is gone, and refuses others" test_rm_removes_a_domain_whose_workspace_is_gone
 t_run "a Domain never launched is listed as such, and state rm removes its empty directory" test_a_domain_never_launched_is_listed_and_removable
 t_run "state rm removes what a lost generation left in the runtime directory" test_rm_removes_what_a_lost_generation_left
+t_run "state rm finishes a removal that was interrupted" test_rm_finishes_an_interrupted_removal
 rm -rf "$IMG"
 t_done

@@ -167,6 +167,14 @@ end
 
 -- What a removal will delete, shown before the question (DX-6).
 function M.remove_scope(id, identity)
+  if identity.interrupted then
+    return table_concat({
+      "Domain removal",
+      "  Domain     " .. id,
+      "  an earlier removal of it was interrupted: what it set aside (domains/.rm-" .. id .. ")",
+      "  and its runtime directory are deleted; nothing else.",
+    }, "\n") .. "\n"
+  end
   if identity.never_launched then
     return table_concat({
       "Domain removal",
