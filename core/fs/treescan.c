@@ -511,6 +511,13 @@ static int changes_dir(struct changes_walk *w, int upper, int lower, int depth, 
 	{
 		int dup = fcntl(dir, F_DUPFD_CLOEXEC, 3);
 		_cleanup_(closedirp) DIR *d = dup < 0 ? NULL : open_stream(dup);
+		if (d == NULL && depth > 0) {
+			/* out of descriptors (a tree deeper than the limit
+			 * lets the walk hold): not entered, as an unreadable
+			 * directory is not */
+			w->incomplete = true;
+			return 0;
+		}
 		if (d == NULL)
 			return lz_err_set(err, errno, "opendir: %s", strerror(errno));
 		r = read_names(w, d, &names);

@@ -306,6 +306,7 @@ struct call {
 	size_t held; /* CHANGES: 0, or the bound of lz_tree_changes_in_userns_bounded */
 	bool null_ret;
 	int (*prep)(void); /* as root, in the child, before it becomes the test user */
+	rlim_t nofile;     /* > 0: the call runs in a child with this descriptor limit, soft and hard */
 };
 
 struct out {
@@ -324,6 +325,23 @@ static void body(const struct call *c)
 {
 	struct lz_err err = { 0, "" };
 	struct lz_idmap map;
+	if (c->nofile > 0) {
+		/* a hard limit cannot be raised again: lowered in a child */
+		pid_t pid = fork();
+		if (pid == 0) {
+			struct rlimit rl = { c->nofile, c->nofile };
+			struct call once = *c;
+			once.nofile = 0;
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				snprintf(out->msg, sizeof(out->msg), "setrlimit: %s", strerror(errno));
+			else
+				body(&once);
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+			snprintf(out->msg, sizeof(out->msg), "fork: %s", strerror(errno));
+		return;
+	}
 	if (lz_idmap_for_invoking_user(&map, &err) < 0) {
 		snprintf(out->msg, sizeof(out->msg), "idmap: %s", err.msg);
 		return;
@@ -857,6 +875,22 @@ static void test_lz_tree_changes_in_userns__depth_limit_marks_incomplete(void **
 	assert_int_equal(o->count.limit, LZ_TREE_LIMIT_DEPTH);
 }
 
+/* A tree deeper than the descriptor limit lets the walk hold (about two
+ * descriptors a level): what it could not enter makes the scan
+ * incomplete, as an unreadable directory does, never an error (a
+ * sandbox could otherwise keep the developer from inspecting its state). */
+static void test_lz_tree_changes_in_userns__out_of_descriptors_marks_incomplete(void **state)
+{
+	(void)state;
+	mk("u");
+	chain("u", 600, "d");
+	const struct out *o = as_user(&(struct call){ .op = CHANGES, .upper = "u", .null_ret = true, .nofile = 400 });
+	unchain("u");
+	expect_rc(o, 0);
+	assert_true(o->count.incomplete);
+	assert_true(o->count.total > 100 && o->count.total < 600);
+}
+
 static void test_lz_tree_changes_in_userns__overlong_path_marks_incomplete(void **state)
 {
 	(void)state;
@@ -1062,6 +1096,7 @@ int main(void)
 		T(test_lz_tree_changes_in_userns__paths_are_raw_bytes),
 		T(test_lz_tree_changes_in_userns__depth_limit_marks_incomplete),
 		T(test_lz_tree_changes_in_userns__overlong_path_marks_incomplete),
+		T(test_lz_tree_changes_in_userns__out_of_descriptors_marks_incomplete),
 		T(test_lz_tree_changes_in_userns_bounded__short_names_past_bound_cut_short),
 		T(test_lz_tree_changes_in_userns_bounded__tree_within_bound_is_complete),
 		T(test_lz_tree_changes_in_userns__mount_point_not_entered),
