@@ -200,6 +200,22 @@ static int remove_aside(int anchors, const struct lz_idmap *map, struct lz_err *
 	return r;
 }
 
+/* Setting aside planned[done] failed (why): says which were reset
+ * before it, and that it and the rest were not. */
+static int not_all_reset(const char *const *planned, size_t done, size_t n, int code, const char *why,
+			 struct lz_err *err)
+{
+	char list[LZ_ERR_MSG_MAX / 2] = "";
+	size_t len = 0;
+	for (size_t i = 0; i < done && len < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", planned[i]);
+	if (done == 0)
+		return lz_err_set(err, code, "set aside the State Anchor of %s: %s; nothing was reset", planned[0],
+				  why);
+	return lz_err_set(err, code, "set aside the State Anchor of %s: %s; reset: %s; not reset: %s%s",
+			  planned[done], why, list, planned[done], done + 1 < n ? " and the ones after it" : "");
+}
+
 int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *planned, size_t n, struct lz_err *err)
 {
 	struct lz_idmap map;
@@ -229,25 +245,37 @@ int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *plan
 	}
 	if ((r = remove_aside(anchors, &map, err)) < 0)
 		return r;
-	for (size_t i = 0; i < n; i++) {
+	/* All set aside first (OR-5: the one step that changes what a launch
+	 * sees, each), then deleted: a failure says which were reset. */
+	char aside[64][sizeof(ASIDE_PREFIX) + 17];
+	size_t done = 0;
+	int failed = 0;
+	const char *why = NULL;
+	for (; done < n; done++) {
 		uint8_t rnd[8];
-		char aside[sizeof(ASIDE_PREFIX) + 17];
-		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-			return lz_err_set(err, EIO, "getrandom: %s", strerror(errno));
-		memcpy(aside, ASIDE_PREFIX, strlen(ASIDE_PREFIX));
-		lz_hex(rnd, sizeof(rnd), aside + strlen(ASIDE_PREFIX));
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			failed = EIO, why = "getrandom failed";
+			break;
+		}
+		memcpy(aside[done], ASIDE_PREFIX, strlen(ASIDE_PREFIX));
+		lz_hex(rnd, sizeof(rnd), aside[done] + strlen(ASIDE_PREFIX));
 		if (lz_test_fault("reset-before-rename"))
 			raise(SIGKILL);
-		/* OR-5: the one step that changes what a launch sees. */
-		if (renameat(anchors, names[i], anchors, aside) < 0)
-			return lz_err_set(err, errno, "set aside the State Anchor of %s: %s", planned[i],
-					  strerror(errno));
+		if (done == 1 && lz_test_fault("reset-second-rename-fails")) {
+			failed = EIO, why = strerror(EIO);
+			break;
+		}
+		if (renameat(anchors, names[done], anchors, aside[done]) < 0) {
+			failed = errno, why = strerror(errno);
+			break;
+		}
 		if (lz_test_fault("reset-after-rename"))
 			raise(SIGKILL);
-		if ((r = lz_tree_remove_in_userns(&map, anchors, aside, err)) < 0)
+	}
+	for (size_t i = 0; i < done; i++)
+		if ((r = lz_tree_remove_in_userns(&map, anchors, aside[i], err)) < 0)
 			return lz_err_prefix(err, r, "%s was reset; removing its old layer failed (the next reset "
 						     "removes it): ",
 					     planned[i]);
-	}
-	return 0;
+	return failed ? not_all_reset(planned, done, n, failed, why, err) : 0;
 }

@@ -4,7 +4,7 @@
  * the attestation refuse it by name, (bind-workspace) binds the
  * workspace without the router, the baseline of bench/workspace, or
  * (reset-before-rename, reset-after-rename) kills a State Anchor reset at
- * that step, or (helper-joins-late) holds slirp4netns until the RS waits
+ * that step, or (reset-second-rename-fails) fails its second one, or (helper-joins-late) holds slirp4netns until the RS waits
  * for it and then steps the RS into a throwaway network namespace, or
  * (egress-silence-2s) ends the egress proxy's wait for a tunnel's first
  * bytes after 2 s instead of 30, or (egress-opens-a-file) has the egress

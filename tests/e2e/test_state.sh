@@ -253,6 +253,20 @@ etc" "$(marks)"
 	assert_eq "" "$(marks)"
 }
 
+# A reset of two anchors (done in sorted order) whose second cannot be
+# set aside says which was reset and which was not, and that is what the
+# next launch sees.
+test_a_reset_failing_midway_says_what_it_reset() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	mark_state
+	capture_in_ws env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=reset-second-rename-fails \
+		"$LAZARET_FAULTS" state reset --profile test /usr /etc --yes --config "$CFG"
+	assert_eq 1 "$STATUS" "$ERR"
+	assert_contains "$ERR" "set aside the State Anchor of /usr: Input/output error; reset: /etc; not reset: /usr"
+	assert_eq "usr" "$(marks)"
+	assert_eq "" "$(set_aside)" "set-aside trees left"
+}
+
 test_rm_removes_a_domain_whose_workspace_is_gone() {
 	mark_state
 	local id
@@ -433,6 +447,7 @@ t_run "state reset of one directory keeps the others" test_reset_one_directory_k
 t_run "state reset --all" test_reset_all
 t_run "state reset refusals change nothing (not persistent, no --yes, in use, symlink)" test_reset_refusals_change_nothing
 t_run "a reset killed before its rename changes nothing, after it leaves new empty state" test_a_reset_killed_midway_leaves_new_empty_state
+t_run "a reset failing midway says which anchors it reset" test_a_reset_failing_midway_says_what_it_reset
 t_run "storage.keep_unused_images reclaims older unused images after a launch, never its own" test_automatic_image_gc_after_a_launch
 t_run "state rm removes a Domain whose workspace is gone, and refuses others" test_rm_removes_a_domain_whose_workspace_is_gone
 t_run "a Domain never launched is listed as such, and state rm removes its empty directory" test_a_domain_never_launched_is_listed_and_removable
