@@ -35,16 +35,17 @@ static int join(const char *base, const char *suffix, char **ret, struct lz_err 
 static int require_home(const struct lz_host_env *env, struct lz_err *err)
 {
 	if (env->home == NULL || env->home[0] == '\0')
-		return lz_err_set(err, EINVAL, "HOME is not set; Lazaret needs it to find its configuration");
+		return lz_err_set(err, EINVAL,
+				  "HOME is not set; Lazaret needs it to find its configuration (or pass --config FILE)");
 	if (lz_path_grammar(env->home, strlen(env->home), err) < 0)
 		return lz_err_prefix(err, -EINVAL, "HOME='%s' is not a valid absolute path: ", env->home);
 	return 0;
 }
 
-int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path, const char *cwd,
-			char **ret_path, char **ret_declared, struct lz_err *err)
+int lz_cfgsource_declared(const struct lz_host_env *env, const char *explicit_path, const char *cwd, char **ret,
+			  struct lz_err *err)
 {
-	_cleanup_free_ char *declared = NULL;
+	char *declared = NULL;
 	int r;
 
 	if (explicit_path != NULL) {
@@ -67,6 +68,17 @@ int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path
 		    (r = join(env->home, "/.config/lazaret/config.toml", &declared, err)) < 0)
 			return r;
 	}
+	*ret = declared;
+	return 0;
+}
+
+int lz_cfgsource_select(const struct lz_host_env *env, const char *explicit_path, const char *cwd,
+			char **ret_path, char **ret_declared, struct lz_err *err)
+{
+	_cleanup_free_ char *declared = NULL;
+	int r = lz_cfgsource_declared(env, explicit_path, cwd, &declared, err);
+	if (r < 0)
+		return r;
 
 	/* A declared symlink is resolved once to its canonical target; from
 	 * here on the path is opened without following any symlink. */

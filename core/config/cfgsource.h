@@ -31,6 +31,13 @@ struct lz_host_env {
 	const char *xdg_runtime_dir;
 };
 
+/* The configuration source's path as declared, made absolute (not
+ * resolved): explicit_path (relative to cwd when not absolute), else
+ * $XDG_CONFIG_HOME/lazaret/config.toml, else
+ * $HOME/.config/lazaret/config.toml; malloc'd in *ret. */
+int lz_cfgsource_declared(const struct lz_host_env *env, const char *explicit_path, const char *cwd, char **ret,
+			  struct lz_err *err);
+
 /* Canonical path of the configuration source. explicit_path may be relative
  * to cwd (when non-NULL) and may be a symlink, resolved once here.
  * *ret_declared (unless NULL): the path as declared, made absolute, whose

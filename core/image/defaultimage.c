@@ -154,25 +154,8 @@ int lz_default_config_write(const struct lz_host_env *env, const char *explicit_
 	if (text && strlen(text) > LZ_DEFAULT_CONFIG_TEXT_MAX)
 		return lz_err_set(err, E2BIG, "configuration text over %d bytes",
 				  LZ_DEFAULT_CONFIG_TEXT_MAX);
-	if (explicit_path) {
-		if (explicit_path[0] != '/' && cwd == NULL)
-			return lz_err_set(err, EINVAL, "--config '%s' is relative and the current directory is "
-						       "unavailable", explicit_path);
-		if (explicit_path[0] == '/')
-			path = strdup(explicit_path);
-		else if (asprintf(&path, "%s/%s", cwd, explicit_path) < 0)
-			path = NULL;
-	} else if (env->xdg_config_home && env->xdg_config_home[0] == '/') {
-		if (asprintf(&path, "%s/lazaret/config.toml", env->xdg_config_home) < 0)
-			path = NULL;
-	} else if (env->home && env->home[0] == '/') {
-		if (asprintf(&path, "%s/.config/lazaret/config.toml", env->home) < 0)
-			path = NULL;
-	} else {
-		return lz_err_set(err, EINVAL, "HOME is not set; pass --config FILE");
-	}
-	if (path == NULL)
-		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = lz_cfgsource_declared(env, explicit_path, cwd, &path, err)) < 0)
+		return r;
 	if ((r = lz_path_grammar(path, strlen(path), err)) < 0)
 		return lz_err_prefix(err, r, "'%s': ", path);
 	/* Computed for the caller's text too: the same refusals (no HOME, no
