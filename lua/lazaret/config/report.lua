@@ -3,21 +3,12 @@
 local M = {}
 
 local json = require("lazaret.json")
-local ipairs, string_format, string_find, table_concat = ipairs, string.format, string.find, table.concat
+local ipairs, string_format, table_concat = ipairs, string.format, table.concat
 
 -- The paths are the developer's, but the workspace's last components may
 -- be names the sandbox made (the workspace is the current directory):
--- kept as they are when printable ASCII, else escaped (lazaret.core.text,
--- loaded only when needed) in the text and in JSON alike, which is read
--- on a terminal too.
-local text_escape
-local function shown(v)
-  if type(v) ~= "string" or not string_find(v, "[\0-\31\\\127-\255]") then
-    return v
-  end
-  text_escape = text_escape or require("lazaret.core.text").escape
-  return text_escape(v)
-end
+-- escaped in the text and in JSON alike, which is read on a terminal too.
+local shown = require("lazaret.shown")
 
 local rows = {
   { "config", "source" },

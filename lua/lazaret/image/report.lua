@@ -17,18 +17,9 @@ local ipairs, type, tostring, require = ipairs, type, tostring, require
 local string_format, string_rep, string_find, table_concat, math_floor =
   string.format, string.rep, string.find, table.concat, math.floor
 
--- The escaper is C (lazaret.core.text). Printable ASCII other than the
--- backslash is its own escape there, so such text, all Lazaret writes of
--- its own, is shown as it is without the C module (these functions stay
--- usable where the bindings are not loaded); anything else goes through it.
-local text_escape
+local escaped = require("lazaret.shown")
 local function shown(s)
-  s = tostring(s)
-  if not string_find(s, "[\0-\31\\\127-\255]") then
-    return s
-  end
-  text_escape = text_escape or require("lazaret.core.text").escape
-  return text_escape(s)
+  return escaped(tostring(s))
 end
 
 local function json_string(s)
