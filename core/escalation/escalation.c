@@ -73,8 +73,12 @@ struct lz_escalation {
 	/* Killed host processes not gone at once: a lookup or any file
 	 * operation may hold one past SIGKILL (a FUSE request its daemon has
 	 * read waits for the answer), so it is reaped once its pidfd says it
-	 * ended, never waited for (kill_and_reap). */
-	int dying[LZ_ESC_MAX_JOBS];
+	 * ended, never waited for (kill_and_reap); its record ends then. */
+	struct {
+		int pidfd;
+		bool recorded; /* its record ends once it is reaped */
+		char hex[2 * LZ_ESC_ID_LEN + 1];
+	} dying[LZ_ESC_MAX_JOBS];
 	int ack_timeout_ms; /* LZ_ESC_ACK_TIMEOUT_MS; shorter in tests */
 	int keeper_fd;      /* the program each host command runs under (proc/keeper.h) */
 	uint8_t *buf;   /* one record, in or out */
@@ -171,7 +175,7 @@ int lz_escalation_create(int gen_fd, const uint8_t domain_id[LZ_ESC_DOMAIN_ID_LE
 	e->mb = (struct lz_mailbox)LZ_MAILBOX_INIT;
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
 		job_init(&e->jobs[i]);
-		e->dying[i] = -EBADF;
+		e->dying[i].pidfd = -EBADF;
 	}
 	if ((e->keeper_fd = fcntl(keeper_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
 		r = lz_err_set(err, errno, "the host commands' keeper: %s", strerror(errno));
@@ -390,12 +394,20 @@ static void kill_and_reap(struct lz_escalation *e, struct job *j)
 		if (j->status_fd < 0)
 			(void)poll(&ended, 1, KILL_WAIT_MS);
 		siginfo_t si = { 0 };
-		if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
-			for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
-				if (e->dying[i] < 0) {
-					e->dying[i] = TAKE_FD(j->pidfd);
-					break;
+		if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0) {
+			/* not gone: its record ends when it is reaped, or stays
+			 * open (not proved gone) when it cannot be watched */
+			for (size_t i = 0; i < LZ_ESC_MAX_JOBS && j->pidfd >= 0; i++)
+				if (e->dying[i].pidfd < 0) {
+					e->dying[i].pidfd = TAKE_FD(j->pidfd);
+					e->dying[i].recorded = j->recorded;
+					memcpy(e->dying[i].hex, j->hex, sizeof(j->hex));
 				}
+			if (j->pidfd >= 0)
+				request_line(e, "request %s: host process held past its end; not reaped while the "
+						"coordinator runs", j->hex);
+			j->recorded = false;
+		}
 		j->exited = true;
 	}
 	lz_close_fdp(&j->pidfd);
@@ -827,8 +839,8 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 	size_t n = 0;
 	pf[n++] = (struct pollfd){ .fd = e->mb.watch, .events = POLLIN };
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
-		if (e->dying[i] >= 0)
-			pf[n++] = (struct pollfd){ .fd = e->dying[i], .events = POLLIN };
+		if (e->dying[i].pidfd >= 0)
+			pf[n++] = (struct pollfd){ .fd = e->dying[i].pidfd, .events = POLLIN };
 	if (e->more) /* the rest of the outbox, at once */
 		*timeout_ms = 0;
 	int64_t now = lz_now_ms();
@@ -923,10 +935,14 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 		if (!pf[i].revents)
 			continue;
 		for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++)
-			if (pf[i].fd == e->dying[k]) {
+			if (pf[i].fd == e->dying[k].pidfd) {
 				siginfo_t si = { 0 };
-				if (waitid(P_PIDFD, (id_t)e->dying[k], &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
-					lz_close_fdp(&e->dying[k]);
+				if (waitid(P_PIDFD, (id_t)e->dying[k].pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+					continue;
+				lz_close_fdp(&e->dying[k].pidfd);
+				if (e->dying[k].recorded && e->hooks.ended != NULL)
+					e->hooks.ended(e->hooks.ctx, e->dying[k].hex);
+				e->dying[k].recorded = false;
 			}
 		for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 			struct job *j = &e->jobs[k];
@@ -980,7 +996,8 @@ void lz_escalation_free(struct lz_escalation *e)
 		if (e->jobs[i].state != JOB_FREE)
 			job_end(e, &e->jobs[i]);
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++)
-		lz_close_fdp(&e->dying[i]); /* killed: their zombies go with the coordinator */
+		lz_close_fdp(&e->dying[i].pidfd); /* killed: their zombies go with the coordinator, their
+						   * records stay open (not proved gone) */
 	if (e->refusals > LOGGED_REFUSALS)
 		log_line("%llu records from the sandbox refused in all", (unsigned long long)e->refusals);
 	if (e->request_lines > LOGGED_REQUEST_LINES)

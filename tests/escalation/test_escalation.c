@@ -798,9 +798,31 @@ static int hang_fs(const char *mnt)
 	return fuse_main(4, argv, &ops, NULL);
 }
 
+/* The Domain Store's record of a host process, as the hooks see it. */
+static int launched_records, ended_records;
+
+static int count_launching(void *ctx, const char *hex, const char *session, const uint8_t digest[32], bool automatic,
+			   struct lz_err *err)
+{
+	(void)ctx, (void)hex, (void)session, (void)digest, (void)automatic, (void)err;
+	launched_records++;
+	return 0;
+}
+
+static void count_ended(void *ctx, const char *hex)
+{
+	(void)ctx, (void)hex;
+	ended_records++;
+}
+
+/* A killed host process the kernel holds (its lookup waits on a FUSE
+ * daemon that does not answer) holds neither the loop nor its record:
+ * the record ends only once the process is reaped. */
 static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hold_the_loop(void **state)
 {
 	struct fx *f = *state;
+	launched_records = ended_records = 0;
+	lz_escalation_set_hooks(f->esc, &(struct lz_esc_hooks){ .launching = count_launching, .ended = count_ended });
 	char mnt[128], target[160];
 	snprintf(mnt, sizeof(mnt), "%s/mnt", f->dir);
 	assert_int_equal(mkdir(mnt, 0755), 0);
@@ -833,6 +855,7 @@ static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hol
 	int64_t t0 = now_ms();
 	wake(f);
 	int64_t took = now_ms() - t0;
+	int ended_while_held = ended_records;
 	char cmd[400];
 	snprintf(cmd, sizeof(cmd), "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'", mnt, mnt);
 	(void)!system(cmd);
@@ -841,6 +864,11 @@ static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hol
 	if (took > 1000)
 		fail_msg("the turn with the cancellation took %lld ms", (long long)took);
 	assert_true(in_inbox(f, hex, "result"));
+	assert_int_equal(launched_records, 1);
+	assert_int_equal(ended_while_held, 0); /* it still ran, held */
+	for (int i = 0; i < 300 && ended_records == 0; i++)
+		spin(f, 10);
+	assert_int_equal(ended_records, 1); /* reaped once the lookup let go */
 }
 
 int main(int argc, char **argv)
