@@ -10,21 +10,25 @@ enclosing marks, format characters, controls), blanks other than the
 ASCII space, line and paragraph separators, private-use and unassigned
 code points (a newer Unicode may make them any of those), letters and
 digits of the right-to-left scripts (the text around them would show in
-another order than it runs), and the letters and symbols that render
-blank (the Hangul fillers, the blank braille pattern)."""
+another order than it runs), the letters and symbols that render blank
+(the Hangul fillers, the blank braille pattern), and the conjoining
+Hangul vowels and final consonants (a terminal draws them into the cell
+before, as a mark)."""
 import sys
 import unicodedata
 
 CATEGORIES = {"Mn", "Me", "Cf", "Cc", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"}
 RIGHT_TO_LEFT = {"R", "AL", "AN"}
 BLANK_LETTERS = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}
+CONJOINING_JAMO = [(0x1160, 0x11FF), (0xD7B0, 0xD7FF)]
 
 
 def escaped(c):
     ch = chr(c)
     return (unicodedata.category(ch) in CATEGORIES
             or unicodedata.bidirectional(ch) in RIGHT_TO_LEFT
-            or c in BLANK_LETTERS)
+            or c in BLANK_LETTERS
+            or any(lo <= c <= hi for lo, hi in CONJOINING_JAMO))
 
 
 def main():

@@ -390,6 +390,7 @@ static void kill_and_reap(struct lz_escalation *e, struct job *j)
 {
 	if (j->pidfd >= 0 && !j->exited) {
 		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGTERM, NULL, 0);
+		(void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGCONT, NULL, 0); /* one stopped from outside */
 		struct pollfd ended = { .fd = j->pidfd, .events = POLLIN };
 		if (j->status_fd < 0)
 			(void)poll(&ended, 1, KILL_WAIT_MS);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,16 +59,20 @@ static bool reap(void)
 /* SIGKILL to each child listed in children (this thread's: the keeper
  * has one) and to the group each leads: a detached daemon and what it
  * started. A child is not reaped before its PID is opened here, so the
- * PID names it exactly (spec 3.3: signals go through a pidfd). */
-static void kill_children(int children)
+ * PID names it exactly (spec 3.3: signals go through a pidfd). Returns
+ * how many children could not be signalled: another user's (a daemon
+ * that sudo started, whose parent exited), beyond the developer's reach. */
+static int kill_children(int children, int *ret_listed)
 {
+	int refused = 0;
+	*ret_listed = 0;
 	char buf[4096];
 	size_t have = 0;
 	off_t at = 0;
 	for (;;) {
 		ssize_t n = pread(children, buf + have, sizeof(buf) - have, at);
 		if (n <= 0 && have == 0)
-			return;
+			return refused;
 		if (n > 0) {
 			at += n;
 			have += (size_t)n;
@@ -83,7 +88,9 @@ static void kill_children(int children)
 			used = i + 1;
 			int fd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
 			if (fd >= 0) {
-				(void)send_kill(fd, 0);
+				++*ret_listed;
+				if (send_kill(fd, 0) < 0 && errno == EPERM)
+					refused++;
 				(void)send_kill(fd, PIDFD_SIGNAL_PROCESS_GROUP);
 				close(fd);
 			}
@@ -91,19 +98,21 @@ static void kill_children(int children)
 		memmove(buf, buf + used, have - used);
 		have -= used;
 		if (n <= 0 || (have == sizeof(buf)))
-			return;
+			return refused;
 	}
 }
 
 /* Kills the command, its group and every process below the keeper, and
  * reaps them all: what dies leaves its children to the keeper, so the
- * rounds go on until none is left. */
+ * rounds go on until none is left, or only another user's are. */
 static void end_all(int children, const sigset_t *chld)
 {
 	(void)send_kill(command_pidfd, 0);
 	(void)send_kill(command_pidfd, PIDFD_SIGNAL_PROCESS_GROUP);
 	for (int round = 0; reap(); round++) {
-		kill_children(children);
+		int listed, refused = kill_children(children, &listed);
+		if (listed > 0 && refused == listed)
+			return;
 		/* promptly at first; one held in the kernel is waited for */
 		struct timespec wait = { 0, round < 20 ? 2 * 1000 * 1000 : 100 * 1000 * 1000 };
 		(void)sigtimedwait(chld, NULL, &wait);
@@ -149,13 +158,47 @@ static int parse_fd(const char *s)
 	return errno == 0 && *end == '\0' && end != s && v >= 3 && v <= INT_MAX ? (int)v : -1;
 }
 
+/* The command's argument vector from the memory file args_fd (its
+ * strings, each NUL-terminated), which is closed; NULL when it is not one. */
+static char **read_argv(int args_fd)
+{
+	struct stat st;
+	char *text = NULL;
+	char **v = NULL;
+	if (fstat(args_fd, &st) < 0 || st.st_size <= 0 || st.st_size > LZ_KEEPER_ARGS_MAX ||
+	    (text = malloc((size_t)st.st_size)) == NULL ||
+	    pread(args_fd, text, (size_t)st.st_size, 0) != st.st_size || text[st.st_size - 1] != '\0')
+		goto done;
+	size_t n = 0;
+	for (off_t i = 0; i < st.st_size; i++)
+		n += text[i] == '\0';
+	if ((v = calloc(n + 1, sizeof(*v))) == NULL)
+		goto done;
+	for (size_t k = 0, at = 0; k < n; k++) {
+		v[k] = text + at;
+		at += strlen(text + at) + 1;
+	}
+	text = NULL; /* the strings of v */
+done:
+	free(text);
+	close(args_fd);
+	return v;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc < 4)
+	if (argc != 4)
 		return 127;
-	int exe_fd = parse_fd(argv[1]), status_fd = parse_fd(argv[2]);
-	if (exe_fd < 0 || status_fd < 0)
+	int exe_fd = parse_fd(argv[1]), status_fd = parse_fd(argv[2]), args_fd = parse_fd(argv[3]);
+	if (exe_fd < 0 || status_fd < 0 || args_fd < 0)
 		return 127;
+	/* Only the coordinator ends the keeper (its SIGTERM, or its death):
+	 * a pkill of the command's own may match any process of the user. */
+	pid_t parent = getppid();
+	char **command = read_argv(args_fd);
+	if (command == NULL)
+		refuse(status_fd, EINVAL, "the host command's keeper: its argument vector is not readable");
+	(void)signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap for it */
 	sigset_t ending, old, chld;
 	sigemptyset(&ending);
 	sigaddset(&ending, SIGCHLD);
@@ -186,7 +229,7 @@ int main(int argc, char **argv)
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != keeper || setpgid(0, 0) < 0 ||
 		    fcntl(status_fd, F_SETFD, FD_CLOEXEC) < 0 || fcntl(exe_fd, F_SETFD, FD_CLOEXEC) < 0)
 			_exit(127);
-		(void)syscall(SYS_execveat, exe_fd, "", &argv[3], environ, AT_EMPTY_PATH);
+		(void)syscall(SYS_execveat, exe_fd, "", command, environ, AT_EMPTY_PATH);
 		int e = errno;
 		(void)!write(status_fd, &e, sizeof(e));
 		_exit(127);
@@ -201,12 +244,13 @@ int main(int argc, char **argv)
 		if (null >= 0 && null != fd)
 			(void)dup2(null, fd);
 	for (;;) {
-		int sig = sigwaitinfo(&ending, NULL);
+		siginfo_t si;
+		int sig = sigwaitinfo(&ending, &si);
 		if (sig == SIGCHLD) {
 			(void)reap();
 			if (command_ended)
 				break;
-		} else if (sig > 0) {
+		} else if (sig > 0 && si.si_pid == parent) {
 			end_all(children, &chld);
 			/* stopped from outside: as the coordinator's SIGKILL did */
 			(void)raise(SIGKILL);

@@ -7,18 +7,21 @@
  * (C-REFINEMENT 12). The keeper is the command's parent and the
  * subreaper of all it starts, so whatever detaches stays its descendant:
  *
- *   lazaret-keeper EXE_FD STATUS_FD ARGV0 [ARGS...]
+ *   lazaret-keeper EXE_FD STATUS_FD ARGS_FD
  *
- * execs the command from EXE_FD (argument vector ARGV0..., the keeper's
+ * execs the command from EXE_FD (the argument vector in the memory file
+ * ARGS_FD, each string NUL-terminated: not in the keeper's own command
+ * line, which a `pkill -f` of the command's would match; the keeper's
  * own environment) in a child of its own process group, and reports an
  * exec failure on STATUS_FD as lz_spawn_start's child does (its errno),
  * or a keeper that cannot do its work as an lz_spawn_failure record. Once
- * the command exits, or the keeper is sent SIGTERM, SIGHUP or SIGINT (the
- * coordinator's cancellation, and its parent-death signal), it kills
- * every process below it, reaps them all, and exits as the command did
- * (its code, or the signal that ended it; SIGKILL when it was stopped
- * from outside first). A descendant held in the kernel past SIGKILL (a
- * FUSE request) is waited for.
+ * the command exits, or its parent sends it SIGTERM, SIGHUP or SIGINT
+ * (the coordinator's cancellation, and its parent-death signal; the same
+ * from anyone else is ignored), it kills every process below it, reaps
+ * them all, and exits as the command did (its code, or the signal that
+ * ended it; SIGKILL when it was stopped from outside first). A
+ * descendant held in the kernel past SIGKILL (a FUSE request) is waited
+ * for; one of another user (a daemon sudo started) is left.
  *
  * What it cannot hold: a process the command has another program start
  * (a service manager, an agent already running), and anything after the
@@ -36,5 +39,9 @@ extern const size_t lz_keeper_program_len;
 
 /* argv[0] the keeper is given (what `ps` shows for it). */
 #define LZ_KEEPER_NAME "lazaret-keeper"
+
+/* The most bytes of the command's argument vector it takes (ARG_MAX's
+ * usual 2 MiB, and more). */
+#define LZ_KEEPER_ARGS_MAX (4 << 20)
 
 #endif

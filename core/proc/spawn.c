@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/file.h"
 #include "proc/keeper.h"
 #include "proc/pidref.h"
 #include "util/cleanup.h"
@@ -145,7 +147,8 @@ int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret,
 {
 	const char *label = spec->label ? spec->label : spec->argv[0];
 	struct lz_spawn_prepared p = { .spec = spec, .exe_fd = -EBADF, .null_fd = -EBADF,
-				       .owned = { -EBADF, -EBADF, -EBADF }, .keeper_fd = -EBADF };
+				       .owned = { -EBADF, -EBADF, -EBADF }, .keeper_fd = -EBADF,
+				       .keeper_args_fd = -EBADF };
 	int r;
 	if (spec->exe_fd < 0 && (spec->path == NULL || spec->path[0] != '/'))
 		return lz_err_set(err, EINVAL, "spawn '%s': no executable", label);
@@ -228,8 +231,9 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 		/* Anything an embedding leaked without O_CLOEXEC. */
 		(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 		if (p->keeper_argv != NULL) {
-			/* the two it is told the numbers of */
-			if (fcntl(p->exe_fd, F_SETFD, 0) == 0 && fcntl(status_fd, F_SETFD, 0) == 0)
+			/* the three it is told the numbers of */
+			if (fcntl(p->exe_fd, F_SETFD, 0) == 0 && fcntl(status_fd, F_SETFD, 0) == 0 &&
+			    fcntl(p->keeper_args_fd, F_SETFD, 0) == 0)
 				execveat(p->keeper_fd, "", p->keeper_argv, envp, AT_EMPTY_PATH);
 		} else if (p->exe_fd >= 0)
 			execveat(p->exe_fd, "", spec->argv, envp, AT_EMPTY_PATH);
@@ -356,23 +360,25 @@ int lz_spawn(const struct lz_spawn *spec, int *ret_pidfd, pid_t *ret_pid, struct
 /* One write, so one read takes it whole. */
 _Static_assert(sizeof(struct lz_spawn_failure) <= PIPE_BUF, "the status record fits a pipe's atomic write");
 
-/* The keeper's argument vector (proc/keeper.h) for the target argv,
- * whose executable is exe_fd; NULL when there is no memory. */
-static char **keeper_argv(char *const *argv, int exe_fd, int status_fd)
+/* The keeper's argument vector (proc/keeper.h): the descriptors it is
+ * told the numbers of, the target's argv in a memory file of its own
+ * (*ret_args_fd); NULL when that cannot be made. */
+static char *const *keeper_argv(char *const *argv, int exe_fd, int status_fd, int *ret_args_fd)
 {
-	static char exe[16], status[16];
-	size_t n = 0;
-	while (argv[n] != NULL)
-		n++;
-	char **v = calloc(n + 4, sizeof(*v));
-	if (v == NULL)
+	static char exe[16], status[16], args[16];
+	static char *v[] = { LZ_KEEPER_NAME, exe, status, args, NULL };
+	int fd = memfd_create("lazaret-argv", MFD_CLOEXEC);
+	if (fd < 0)
 		return NULL;
+	for (size_t i = 0; argv[i] != NULL; i++)
+		if (lz_write_all(fd, argv[i], strlen(argv[i]) + 1) < 0) {
+			close(fd);
+			return NULL;
+		}
 	snprintf(exe, sizeof(exe), "%d", exe_fd);
 	snprintf(status, sizeof(status), "%d", status_fd);
-	v[0] = LZ_KEEPER_NAME;
-	v[1] = exe;
-	v[2] = status;
-	memcpy(&v[3], argv, n * sizeof(*v));
+	snprintf(args, sizeof(args), "%d", fd);
+	*ret_args_fd = fd;
 	return v;
 }
 
@@ -407,7 +413,7 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 		if (lz_spawn_prepare(&with_exe, &prep, &err) == 0) {
 			if (spec->keeper_fd != NULL) {
 				prep.keeper_fd = *spec->keeper_fd;
-				prep.keeper_argv = keeper_argv(spec->argv, prep.exe_fd, status_fd);
+				prep.keeper_argv = keeper_argv(spec->argv, prep.exe_fd, status_fd, &prep.keeper_args_fd);
 				if (prep.keeper_argv == NULL)
 					_exit(127);
 			}

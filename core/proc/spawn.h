@@ -89,6 +89,7 @@ struct lz_spawn_prepared {
 	int owned[3];
 	int keeper_fd;            /* with keeper_argv: exec'd instead (open_and_exec) */
 	char *const *keeper_argv;
+	int keeper_args_fd;       /* the target's argv, for the keeper */
 };
 
 int lz_spawn_prepare(const struct lz_spawn *spec, struct lz_spawn_prepared *ret, struct lz_err *err);

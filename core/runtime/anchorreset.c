@@ -272,10 +272,30 @@ int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *plan
 		if (lz_test_fault("reset-after-rename"))
 			raise(SIGKILL);
 	}
-	for (size_t i = 0; i < done; i++)
-		if ((r = lz_tree_remove_in_userns(&map, anchors, aside[i], err)) < 0)
-			return lz_err_prefix(err, r, "%s was reset; removing its old layer failed (the next reset "
-						     "removes it): ",
-					     planned[i]);
-	return failed ? not_all_reset(planned, done, n, failed, why, err) : 0;
+	/* Every one set aside is deleted, whatever failed before. */
+	struct lz_err removal = { 0, "" };
+	size_t undeleted = n;
+	for (size_t i = 0; i < done; i++) {
+		struct lz_err e = { 0, "" };
+		if (lz_tree_remove_in_userns(&map, anchors, aside[i], &e) < 0 && undeleted == n)
+			undeleted = i, removal = e;
+	}
+	if (failed) {
+		r = not_all_reset(planned, done, n, failed, why, err);
+		if (undeleted < n) {
+			size_t len = strlen(err->msg);
+			snprintf(err->msg + len, sizeof(err->msg) - len,
+				 "; removing the old layer of %s failed too (the next reset removes it)",
+				 planned[undeleted]);
+		}
+		return r;
+	}
+	if (undeleted < n) {
+		*err = removal;
+		return lz_err_prefix(err, removal.code > 0 ? -removal.code : -EIO,
+				     "all were reset; removing the old layer of %s failed (the next reset "
+				     "removes it): ",
+				     planned[undeleted]);
+	}
+	return 0;
 }

@@ -582,6 +582,18 @@ static void test_lz_escalation__a_command_ended_by_a_signal_is_reported_so(void 
 	assert_result(f, 0xdb, LZ_ESC_SIGNALED, SIGUSR1);
 }
 
+/* A host command that looks for processes by their command line (pgrep
+ * -f, pkill -f) does not find its keeper: the keeper's own is not the
+ * command's (which pkill would have killed it by). */
+static void test_lz_escalation__pkill_of_the_commands_own_line_leaves_its_keeper(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/pgrep", "-f", "lz-no-such-process-7d1a" };
+	size_t job = prompted(f, "rde", 0xde, argv, 3, 0);
+	assert_int_equal(approve(f, job), 0);
+	assert_result(f, 0xde, LZ_ESC_EXITED, 1); /* nothing matched */
+}
+
 /* A decision the inbox took late starts no acknowledgement time: the
  * client acknowledges chunks and the result, never a decision, so a
  * command silent for longer than the timeout runs to its end. */
@@ -904,6 +916,8 @@ int main(int argc, char **argv)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_late_decision_starts_no_acknowledgement_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_lz_escalation__pkill_of_the_commands_own_line_leaves_its_keeper, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_session_that_ends_kills_what_its_command_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_behind_names_being_written_is_routed,

@@ -87,6 +87,9 @@ static void test_escape__utf8(void **state)
 	EXPECT("\xe2\x81\xa5", "\\u{2065}");           /* unassigned */
 	EXPECT("\xee\x80\x80", "\\u{E000}");           /* private use */
 	EXPECT("\xd9\xa3", "\\u{0663}");                /* Arabic-Indic digit */
+	EXPECT("mai\xe1\x85\xa1n", "mai\\u{1161}n");    /* conjoining Hangul vowel */
+	EXPECT("\xed\x9e\xb0", "\\u{D7B0}");            /* conjoining Hangul vowel, extended */
+	EXPECT("\xea\xb0\x80", "\xea\xb0\x80");          /* a precomposed syllable stays */
 	/* their neighbours stay: Armenian, Greek, spacing modifier, Devanagari, precomposed */
 	EXPECT("\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9", "\xd6\x8f \xcd\xb0 \xcb\xbf \xe0\xa4\x85 \xc3\xa9");
 }
