@@ -463,6 +463,98 @@ struct rt_inode *rt_inode_name(struct lz_router *r, struct rt_inode *i, char nam
 	return parent;
 }
 
+/* i's object opened by path (i's own, relative to its backing's root),
+ * or -ESTALE when that path names another object or none now, or
+ * -EMFILE, -ENFILE, -ENOMEM. */
+static int open_by_path(struct lz_router *r, struct rt_inode *i, const char *path)
+{
+	int fd = lz_openat2(r->root_fd[i->backing], path, O_PATH | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (fd < 0)
+		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -errno : -ESTALE;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_dev != i->dev || st.st_ino != i->ino ||
+	    !same_object(i, st.st_mode & S_IFMT, rt_object_gen(fd, ""))) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+int rt_inode_at(struct lz_router *r, struct rt_inode *i, const char *path, size_t len)
+{
+	if (len == 0)
+		return i == &r->root ? 0 : -ESTALE; /* only the root has the empty path */
+	int fd = open_by_path(r, i, path);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+/* The kernel's path of descriptor fd (this process's view), in buf;
+ * its length, or -1. */
+static ssize_t fd_path(int fd, char *buf, size_t cap)
+{
+	char proc[32];
+	rt_procpath(proc, fd);
+	ssize_t n = readlink(proc, buf, cap - 1);
+	if (n < 0 || (size_t)n >= cap - 1)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+int rt_inode_place(struct lz_router *r, struct rt_inode *i)
+{
+	char path[PATH_MAX], now[PATH_MAX], root[PATH_MAX];
+	size_t len;
+	if (i == &r->root)
+		return 0;
+	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	if (rc == -ESTALE)
+		return 1; /* no name left */
+	if (rc < 0 || (rc = rt_inode_at(r, i, path, len)) != -ESTALE)
+		return rc;
+	/* Moved by the host (the watch relinks only what is not a
+	 * directory): where the kernel says its object is now. */
+	_cleanup_close_ int fd = rt_inode_fd(r, i);
+	if (fd < 0)
+		return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? fd : -ESTALE;
+	ssize_t n = fd_path(fd, now, sizeof(now)), rn = fd_path(r->root_fd[i->backing], root, sizeof(root));
+	static const char deleted[] = " (deleted)";
+	struct stat st;
+	if (n > (ssize_t)strlen(deleted) && strcmp(now + n - strlen(deleted), deleted) == 0)
+		return fstat(fd, &st) == 0 && st.st_nlink == 0 ? 1 : -ESTALE;
+	/* below the root, one name deep at least */
+	if (n < 0 || rn < 0 || n <= rn + 1 || strncmp(now, root, (size_t)rn) != 0 ||
+	    (now[rn] != '/' && strcmp(root, "/") != 0))
+		return -ESTALE;
+	char *rel = now + rn + (strcmp(root, "/") != 0);
+	char *slash = strrchr(rel, '/');
+	const char *name = slash ? slash + 1 : rel;
+	struct rt_inode *parent = NULL;
+	if (slash == NULL) {
+		parent = &r->root;
+		rt_inode_ref(r, parent);
+	} else {
+		*slash = '\0';
+		_cleanup_close_ int pfd = lz_openat2(r->root_fd[i->backing], rel, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+						     LZ_RESOLVE_CONFINED);
+		if (pfd < 0 || fstat(pfd, &st) < 0)
+			return -ESTALE;
+		parent = rt_inode_find(r, i->backing, &st, rt_object_gen(pfd, ""));
+	}
+	/* A directory the router holds no inode of cannot be named here: the
+	 * sandbox finds the object anew by a lookup. */
+	if (parent == NULL)
+		return -ESTALE;
+	rc = rt_inode_relink(r, i, parent, name);
+	rt_inode_unref(r, parent);
+	if (rc == 0)
+		rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	return rc < 0 ? (rc == -ELOOP ? -ESTALE : rc) : rt_inode_at(r, i, path, len);
+}
+
 /* Opens i's object again by its name; see "Descriptors" in router_int.h. */
 static int reopen(struct lz_router *r, struct rt_inode *i)
 {
@@ -475,9 +567,7 @@ static int reopen(struct lz_router *r, struct rt_inode *i)
 			return rc;
 		if (len == 0)
 			return -ESTALE; /* only the root has the empty path */
-		fd = lz_openat2(r->root_fd[i->backing], path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-				LZ_RESOLVE_CONFINED);
-		fd = fd < 0 ? -errno : fd;
+		return open_by_path(r, i, path);
 	} else {
 		char name[NAME_MAX + 1];
 		struct rt_inode *parent = rt_inode_name(r, i, name);

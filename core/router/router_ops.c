@@ -316,6 +316,17 @@ static int make_one(int dfd, const char *name, const struct make_args *a)
 	return rc < 0 ? -errno : 0;
 }
 
+/* Before a change in directory d is judged by d's path: a host-backed d
+ * is placed where the host has it now (rt_inode_place; a .git directory
+ * it absorbed into .git/modules/ is judged there, or refuses: ESTALE). */
+static int place_dir(struct lz_router *r, struct rt_inode *d)
+{
+	if (d->backing != RT_HOST)
+		return 0;
+	int rc = rt_inode_place(r, d);
+	return rc == 1 ? 0 : rc; /* removed: what is made in it fails by itself */
+}
+
 /* The backing the current route gives name in directory d (an object of
  * the given type); -EIO for an inconsistent path. */
 static int child_backing(struct lz_router *r, struct rt_inode *d, const char *name, bool is_dir,
@@ -350,7 +361,9 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 	*ret_guard = LZ_GUARD_NONE;
 	if (!S_ISDIR(d->type))
 		return -ENOTDIR;
-	int rc = child_backing(r, d, name, is_dir, ret_b, path, &len);
+	int rc = place_dir(r, d);
+	if (rc == 0)
+		rc = child_backing(r, d, name, is_dir, ret_b, path, &len);
 	if (rc < 0)
 		return rc;
 	int dfd = rt_side_dir(r, d, *ret_b, true);
@@ -522,7 +535,9 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 	_cleanup_close_ int fd = -EBADF, dfd = -EBADF;
 	struct stat st;
 	rt_rdlock_snap(r);
-	int rc = S_ISDIR(d->type) ? rt_resolve(r, d, name, &b, &fd, &st) : -ENOTDIR;
+	int rc = !S_ISDIR(d->type) ? -ENOTDIR : place_dir(r, d);
+	if (rc == 0)
+		rc = rt_resolve(r, d, name, &b, &fd, &st);
 	if (rc == 0 && dir && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
 	if (rc == 0 && !dir && S_ISDIR(st.st_mode))
@@ -650,7 +665,9 @@ static int do_rename(struct lz_router *r, struct rt_inode *d, const char *name, 
 		return -ENOTDIR;
 	char spath[PATH_MAX], dpath[PATH_MAX];
 	size_t slen, dlen;
-	int rc = rt_resolve(r, d, name, &sb, &sfd, &sst);
+	int rc = place_dir(r, d);
+	if (rc == 0 && (rc = place_dir(r, nd)) == 0)
+		rc = rt_resolve(r, d, name, &sb, &sfd, &sst);
 	if (rc < 0)
 		return rc;
 	bool sdir = S_ISDIR(sst.st_mode);
@@ -811,6 +828,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	char path[PATH_MAX];
 	size_t len;
 	rt_rdlock_snap(r);
+	if (rc == 0)
+		rc = place_dir(r, nd);
 	if (rc == 0) {
 		enum lz_route route;
 		if ((rc = rt_child_path(r, nd, newname, path, sizeof(path), &len)) == 0 &&

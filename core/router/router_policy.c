@@ -361,8 +361,10 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 	enum lz_guard g = LZ_GUARD_NONE;
 	if (!snap_held)
 		rt_rdlock_snap(r);
-	/* An unnamed object (unlinked) is nobody's control file. */
-	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	/* Judged where it is now (rt_inode_place): one that cannot be
+	 * placed is refused, an unnamed one (unlinked) is nobody's. */
+	int placed = rt_inode_place(r, i);
+	int rc = placed != 0 ? placed : rt_dir_path(r, i, path, sizeof(path), &len);
 	if (rc == 0)
 		rc = guard_of(r, path, len, S_ISDIR(i->type), &g);
 	if (rc == 0 && g != LZ_GUARD_CONTROL && S_ISREG(i->type))
@@ -372,7 +374,7 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 		rc = rt_policy_index(r, path, len);
 	if (!snap_held)
 		rt_unlock_snap(r);
-	if (rc == -ESTALE)
+	if (rc == 1 || (rc == -ESTALE && placed == 0)) /* unlinked, also meanwhile */
 		return 0;
 	return rc < 0 ? rc : g == LZ_GUARD_CONTROL ? -EPERM : 0;
 }
@@ -387,11 +389,12 @@ static int inode_guard(struct lz_router *r, struct rt_inode *i, enum lz_guard *r
 	char path[PATH_MAX];
 	size_t len;
 	rt_rdlock_snap(r);
-	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	int placed = rt_inode_place(r, i); /* as in rt_policy_inode */
+	int rc = placed != 0 ? placed : rt_dir_path(r, i, path, sizeof(path), &len);
 	if (rc == 0)
 		rc = guard_of(r, path, len, S_ISDIR(i->type), ret);
 	rt_unlock_snap(r);
-	return rc == -ESTALE ? 0 : rc;
+	return rc == 1 || (rc == -ESTALE && placed == 0) ? 0 : rc;
 }
 
 int rt_policy_chmod(struct lz_router *r, struct rt_inode *i, int ifd, mode_t mode)

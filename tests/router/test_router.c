@@ -2877,6 +2877,57 @@ static void test_router__a_submodules_index_republishes(void **state)
 	real_classifier = router_watch = false;
 }
 
+/* A Git directory the host moves (git submodule absorbgitdirs: sub/.git
+ * becomes .git/modules/sub and a gitfile takes its name) while the
+ * sandbox holds it open: what is below it is judged where it is now, not
+ * by the path the sandbox found it at, so its config and hooks stay
+ * guarded; an operation through the held directory is refused (ESTALE)
+ * until the sandbox looks the directory up again. */
+static void router__a_git_directory_the_host_moves_stays_guarded(struct env *e)
+{
+	struct stat st;
+	int g = open(P(e->mnt, "sub/.git"), O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* a shell's cwd, say */
+	CHECK(g >= 0, "open sub/.git: %s", strerror(errno));
+	int hooks = openat(g, "hooks", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(hooks >= 0, "open sub/.git/hooks: %s", strerror(errno));
+	shell("cd '%s' && " GIT "submodule -q absorbgitdirs sub", e->host);
+	CHECK_OK(lstat(P(e->host, "sub/.git"), &st));
+	CHECK(S_ISREG(st.st_mode), "sub/.git is not a gitfile after absorbgitdirs");
+	bool seen = false;
+	for (int k = 0; k < 500 && !seen; k++, usleep(10000))
+		seen = lstat(P(e->mnt, "sub/.git"), &st) == 0 && S_ISREG(st.st_mode);
+	CHECK(seen, "the router never showed sub/.git as a file");
+	sleep(1); /* the watch's rebuild and publish */
+	int fd = openat(g, "config", O_WRONLY | O_APPEND | O_CLOEXEC);
+	static const char evil[] = "[core]\n\tfsmonitor = x\n";
+	bool wrote = fd >= 0 && write(fd, evil, sizeof(evil) - 1) == (ssize_t)sizeof(evil) - 1;
+	if (fd >= 0)
+		close(fd);
+	CHECK(!wrote, "a write through the held directory reached the moved config");
+	fd = openat(hooks, "pre-commit", O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0755);
+	CHECK(fd < 0, "a hook was created through the held hooks directory");
+	CHECK_ERRNO(mkdirat(g, "info2", 0755), ESTALE);
+	CHECK_ERRNO(access(P(e->host, ".git/modules/sub/hooks/pre-commit"), F_OK), ENOENT);
+	CHECK_ERRNO(access(P(e->host, ".git/modules/sub/info2"), F_OK), ENOENT);
+	CHECK(strstr(read_text(P(e->host, ".git/modules/sub/config")), "fsmonitor") == NULL,
+	      "the moved config was written");
+	close(hooks);
+	close(g);
+}
+
+static void test_router__a_git_directory_the_host_moves_stays_guarded(void **state)
+{
+	struct env *e = *state;
+	shell("cd '%s' && mkdir src && cd src && " GIT "init -q && echo a > a && " GIT "add a && " GIT "commit -qm init",
+	      e->dir);
+	shell("cd '%s' && " GIT "init -q && " GIT "clone -q ../src sub && " GIT
+	      "-c protocol.file.allow=always submodule -q add ../src sub && " GIT "commit -qm sub",
+	      e->host);
+	real_classifier = router_watch = true;
+	with_router(e, router__a_git_directory_the_host_moves_stays_guarded);
+	real_classifier = router_watch = false;
+}
+
 /* A bare workspace (.bare, a .git file naming it, linked worktrees
  * beside): the worktree main's index is .bare/worktrees/main/index and
  * its info/exclude .bare/info/exclude, neither below a ".git". */
@@ -3176,6 +3227,7 @@ int main(void)
 		T(router__a_submodules_index_republishes),
 		T(router__a_linked_worktree_workspaces_index_republishes),
 		T(router__a_bare_workspaces_index_and_exclude_republish),
+		T(router__a_git_directory_the_host_moves_stays_guarded),
 		T(router__refuses_a_workspace_that_ignores_case),
 		T(router__refuses_a_workspace_in_a_casefold_directory),
 		T(router__serves_no_casefold_directory),
