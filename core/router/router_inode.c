@@ -366,20 +366,32 @@ int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *pa
  * directory of an ext4, f2fs or tmpfs made for it): the guards compare
  * names bytewise, so .GIT/hooks there would be .git/hooks to the host's
  * Git. lz_router_new refuses such a workspace root. */
-static bool host_casefold(int fd, int dfd, const char *name)
+static int host_casefold(int fd, int dfd, const char *name)
 {
 	_cleanup_close_ int d = fd >= 0 ? openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
 				       : openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Out of descriptors or memory, it cannot tell: the request fails,
+	 * never serves a directory it could not check. One it may not read
+	 * lists nothing to the sandbox either. */
+	if (d < 0)
+		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -errno : 0;
 	int flags = 0;
-	return d >= 0 && ioctl(d, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL);
+	return ioctl(d, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL);
 }
 
 int rt_inode_obtain(struct lz_router *r, int fd, int dfd, enum rt_backing b, const struct stat *st,
 		    struct rt_inode *parent, const char *name, bool count, struct rt_inode **ret)
 {
 	_cleanup_close_ int owned = fd;
-	if (b == RT_HOST && S_ISDIR(st->st_mode) && host_casefold(owned, dfd, name))
-		return -EPERM;
+	if (b == RT_HOST && S_ISDIR(st->st_mode)) {
+		int casefold = host_casefold(owned, dfd, name);
+		if (casefold == -EMFILE || casefold == -ENFILE) {
+			fd_shed(r);
+			casefold = host_casefold(owned, dfd, name);
+		}
+		if (casefold != 0)
+			return casefold < 0 ? casefold : -EPERM;
+	}
 	_cleanup_free_ struct rt_inode *fresh = calloc(1, sizeof(*fresh));
 	_cleanup_free_ char *dup = strdup(name);
 	if (fresh == NULL || dup == NULL)

@@ -44,6 +44,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/vfs.h>
@@ -3126,6 +3127,63 @@ static void test_router__serves_no_casefold_directory(void **state)
 	ci_subdir = false;
 }
 
+/* The same with the router out of descriptors (every one held by
+ * directories the sandbox keeps open): its check of the directory cannot
+ * open it, and the listing or lookup fails rather than serve it; once
+ * descriptors are back it is still refused. */
+#define HELD_DIRS 120
+static void router__serves_no_casefold_directory_out_of_descriptors(struct env *e)
+{
+	struct stat st;
+	char name[64], buf[8192];
+	int held[HELD_DIRS], n = 0;
+	int root = open(e->mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(root >= 0, "open the root: %s", strerror(errno));
+	for (int i = 0; i < HELD_DIRS; i++) {
+		snprintf(name, sizeof(name), "x.ign/d%03d", i);
+		int fd = open(P(e->mnt, name), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0)
+			held[n++] = fd;
+	}
+	CHECK(n < HELD_DIRS, "the router never ran out of descriptors (%d directories held)", n);
+	bool served = false;
+	for (int round = 0; round < 2 * HELD_DIRS && n > 0 && !served; round++) {
+		snprintf(name, sizeof(name), "x.ign/d%03d", round % HELD_DIRS);
+		int fd = open(P(e->mnt, name), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0 && n < HELD_DIRS)
+			held[n++] = fd;
+		else if (fd >= 0)
+			close(fd);
+		lseek(root, 0, SEEK_SET);
+		(void)syscall(SYS_getdents64, root, buf, sizeof(buf));
+		served = stat(P(e->mnt, "sub"), &st) == 0;
+		if (round % 2 == 1)
+			close(held[--n]);
+	}
+	while (n > 0)
+		close(held[--n]);
+	close(root);
+	CHECK(!served, "the casefold directory was served while the router was out of descriptors");
+	CHECK_ERRNO(stat(P(e->mnt, "sub"), &st), EPERM);
+}
+
+static void test_router__serves_no_casefold_directory_out_of_descriptors(void **state)
+{
+	struct env *e = *state;
+	char name[64];
+	CHECK_OK(mkdir(P(e->iso, "x.ign"), 0755));
+	for (int i = 0; i < HELD_DIRS; i++) {
+		snprintf(name, sizeof(name), "x.ign/d%03d", i);
+		CHECK_OK(mkdir(P(e->iso, name), 0755));
+	}
+	casefold_subdir_host = true;
+	router_nofile = 64;
+	with_router(e, router__serves_no_casefold_directory_out_of_descriptors);
+	router_nofile = 0;
+	casefold_subdir_host = false;
+	ci_subdir = false;
+}
+
 /* ---- router loss ----------------------------------------------------------------- */
 
 static void router__loss_leaves_enotconn(void *arg)
@@ -3231,6 +3289,7 @@ int main(void)
 		T(router__refuses_a_workspace_that_ignores_case),
 		T(router__refuses_a_workspace_in_a_casefold_directory),
 		T(router__serves_no_casefold_directory),
+		T(router__serves_no_casefold_directory_out_of_descriptors),
 		T(router__loss_leaves_enotconn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
