@@ -516,6 +516,27 @@ static ssize_t fd_path(int fd, char *buf, size_t cap)
 	return n;
 }
 
+/* Whether the kernel's path of i's cached descriptor is its root's and
+ * path (len bytes): the path names i, at the cost of one readlink. False
+ * when it cannot tell (no descriptor cached, a root moved): the caller
+ * looks by path. */
+static bool named_as_cached(struct lz_router *r, struct rt_inode *i, const char *path, size_t len)
+{
+	char now[PATH_MAX];
+	ssize_t n = -1;
+	pthread_mutex_lock(&r->table_lock);
+	char *root = r->root_path[i->backing];
+	if (root[0] == '\0' && fd_path(r->root_fd[i->backing], root, PATH_MAX) < 0)
+		root[0] = '\0';
+	if (i->fd >= 0 && root[0] != '\0')
+		n = fd_path(i->fd, now, sizeof(now));
+	size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
+	bool same = n >= 0 && (size_t)n == rl + 1 + len && memcmp(now, root, rl) == 0 && now[rl] == '/' &&
+		    memcmp(now + rl + 1, path, len) == 0;
+	pthread_mutex_unlock(&r->table_lock);
+	return same;
+}
+
 int rt_inode_place(struct lz_router *r, struct rt_inode *i)
 {
 	char path[PATH_MAX], now[PATH_MAX], root[PATH_MAX];
@@ -525,7 +546,9 @@ int rt_inode_place(struct lz_router *r, struct rt_inode *i)
 	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
 	if (rc == -ESTALE)
 		return 1; /* no name left */
-	if (rc < 0 || (rc = rt_inode_at(r, i, path, len)) != -ESTALE)
+	if (rc < 0 || (len > 0 && named_as_cached(r, i, path, len)))
+		return rc;
+	if ((rc = rt_inode_at(r, i, path, len)) != -ESTALE)
 		return rc;
 	/* Moved by the host (the watch relinks only what is not a
 	 * directory): where the kernel says its object is now. */

@@ -142,6 +142,9 @@ struct rt_dir {
 
 struct lz_router {
 	int root_fd[2]; /* O_PATH|O_DIRECTORY, per backing */
+	/* The kernel's path of each root (this process's view), read at the
+	 * first rt_inode_place; "" until then. table_lock. */
+	char root_path[2][PATH_MAX];
 	struct rt_inode root;
 	struct lz_router_options opt;
 
