@@ -355,7 +355,7 @@ static int new_entry_dir(struct lz_router *r, struct rt_inode *d, const char *na
 			 enum lz_guard *ret_guard)
 {
 	char path[PATH_MAX];
-	size_t len;
+	size_t len = 0;
 	*locked = false;
 	*ret_lock = false;
 	*ret_guard = LZ_GUARD_NONE;
