@@ -475,14 +475,10 @@ struct rt_inode *rt_inode_name(struct lz_router *r, struct rt_inode *i, char nam
 	return parent;
 }
 
-/* i's object opened by path (i's own, relative to its backing's root),
- * or -ESTALE when that path names another object or none now, or
- * -EMFILE, -ENFILE, -ENOMEM. */
-static int open_by_path(struct lz_router *r, struct rt_inode *i, const char *path)
+/* fd when it is i's object (device, inode number, type, and the
+ * generation its file handle carries), else closed and -ESTALE. */
+static int same_or_stale(const struct rt_inode *i, int fd)
 {
-	int fd = lz_openat2(r->root_fd[i->backing], path, O_PATH | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_CONFINED);
-	if (fd < 0)
-		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -errno : -ESTALE;
 	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_dev != i->dev || st.st_ino != i->ino ||
 	    !same_object(i, st.st_mode & S_IFMT, rt_object_gen(fd, ""))) {
@@ -490,6 +486,15 @@ static int open_by_path(struct lz_router *r, struct rt_inode *i, const char *pat
 		return -ESTALE;
 	}
 	return fd;
+}
+
+/* i's object opened by path (i's own, relative to its backing's root),
+ * or -ESTALE when that path names another object or none now, or
+ * -EMFILE, -ENFILE, -ENOMEM. */
+static int open_by_path(struct lz_router *r, struct rt_inode *i, const char *path)
+{
+	int fd = lz_openat2(r->root_fd[i->backing], path, O_PATH | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	return fd < 0 ? (errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -errno : -ESTALE) : same_or_stale(i, fd);
 }
 
 int rt_inode_at(struct lz_router *r, struct rt_inode *i, const char *path, size_t len)
@@ -619,13 +624,7 @@ static int reopen(struct lz_router *r, struct rt_inode *i)
 	}
 	if (fd < 0)
 		return fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ? fd : -ESTALE;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || st.st_dev != i->dev || st.st_ino != i->ino ||
-	    !same_object(i, st.st_mode & S_IFMT, rt_object_gen(fd, ""))) {
-		close(fd);
-		return -ESTALE;
-	}
-	return fd;
+	return same_or_stale(i, fd);
 }
 
 /* A duplicate of i's cached descriptor, or -errno. Caller holds
