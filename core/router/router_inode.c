@@ -542,13 +542,17 @@ static bool named_as_cached(struct lz_router *r, struct rt_inode *i, const char 
 	return same;
 }
 
-int rt_inode_place(struct lz_router *r, struct rt_inode *i)
+int rt_inode_place(struct lz_router *r, struct rt_inode *i, char path[PATH_MAX], size_t *ret_len)
 {
-	char path[PATH_MAX], now[PATH_MAX], root[PATH_MAX];
-	size_t len;
-	if (i == &r->root)
+	char now[PATH_MAX], root[PATH_MAX];
+	size_t len = 0;
+	*ret_len = 0;
+	if (i == &r->root) {
+		path[0] = '\0';
 		return 0;
-	int rc = rt_dir_path(r, i, path, sizeof(path), &len);
+	}
+	int rc = rt_dir_path(r, i, path, PATH_MAX, &len);
+	*ret_len = len;
 	if (rc == -ESTALE)
 		return 1; /* no name left */
 	if (rc < 0 || (len > 0 && named_as_cached(r, i, path, len)))
@@ -591,8 +595,8 @@ int rt_inode_place(struct lz_router *r, struct rt_inode *i)
 	rc = rt_inode_relink(r, i, parent, name);
 	rt_inode_unref(r, parent);
 	if (rc == 0)
-		rc = rt_dir_path(r, i, path, sizeof(path), &len);
-	return rc < 0 ? (rc == -ELOOP ? -ESTALE : rc) : rt_inode_at(r, i, path, len);
+		rc = rt_dir_path(r, i, path, PATH_MAX, ret_len);
+	return rc < 0 ? (rc == -ELOOP ? -ESTALE : rc) : rt_inode_at(r, i, path, *ret_len);
 }
 
 /* Opens i's object again by its name; see "Descriptors" in router_int.h. */

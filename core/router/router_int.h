@@ -244,14 +244,15 @@ void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *
  * on its backing, -ESTALE when the host moved it or another object is
  * there, or -EMFILE, -ENFILE, -ENOMEM. */
 int rt_inode_at(struct lz_router *r, struct rt_inode *i, const char *path, size_t len);
-/* Before a change is judged by i's path: 0 when that path names i's
- * object, moved there first when the host moved it (the kernel's path
- * of its descriptor, below a directory the router holds an inode of); 1
+/* Before a change is judged by i's path: 0 when that path (in path,
+ * *ret_len bytes) names i's object, moved there first when the host
+ * moved it (the kernel's path of its descriptor, below a directory the
+ * router holds an inode of); 1
  * when it has no name left (unlinked: nobody's control file); -ESTALE
  * when it cannot be placed (moved out of the served tree, or below a
  * directory the sandbox has not looked up: a .git directory absorbed
  * into .git/modules/), or -EMFILE, -ENFILE, -ENOMEM. */
-int rt_inode_place(struct lz_router *r, struct rt_inode *i);
+int rt_inode_place(struct lz_router *r, struct rt_inode *i, char path[PATH_MAX], size_t *ret_len);
 int rt_dir_path(struct lz_router *r, struct rt_inode *d, char *buf, size_t cap, size_t *ret_len);
 /* path of d + "/" + name (name: one component). */
 int rt_child_path(struct lz_router *r, struct rt_inode *d, const char *name, char *buf, size_t cap,

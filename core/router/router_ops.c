@@ -323,7 +323,9 @@ static int place_dir(struct lz_router *r, struct rt_inode *d)
 {
 	if (d->backing != RT_HOST)
 		return 0;
-	int rc = rt_inode_place(r, d);
+	char path[PATH_MAX];
+	size_t len;
+	int rc = rt_inode_place(r, d, path, &len);
 	return rc == 1 ? 0 : rc; /* removed: what is made in it fails by itself */
 }
 

@@ -363,8 +363,8 @@ int rt_policy_inode(struct lz_router *r, struct rt_inode *i, bool snap_held)
 		rt_rdlock_snap(r);
 	/* Judged where it is now (rt_inode_place): one that cannot be
 	 * placed is refused, an unnamed one (unlinked) is nobody's. */
-	int placed = rt_inode_place(r, i);
-	int rc = placed != 0 ? placed : rt_dir_path(r, i, path, sizeof(path), &len);
+	int placed = rt_inode_place(r, i, path, &len);
+	int rc = placed;
 	if (rc == 0)
 		rc = guard_of(r, path, len, S_ISDIR(i->type), &g);
 	if (rc == 0 && g != LZ_GUARD_CONTROL && S_ISREG(i->type))
@@ -389,8 +389,8 @@ static int inode_guard(struct lz_router *r, struct rt_inode *i, enum lz_guard *r
 	char path[PATH_MAX];
 	size_t len;
 	rt_rdlock_snap(r);
-	int placed = rt_inode_place(r, i); /* as in rt_policy_inode */
-	int rc = placed != 0 ? placed : rt_dir_path(r, i, path, sizeof(path), &len);
+	int placed = rt_inode_place(r, i, path, &len); /* as in rt_policy_inode */
+	int rc = placed;
 	if (rc == 0)
 		rc = guard_of(r, path, len, S_ISDIR(i->type), ret);
 	rt_unlock_snap(r);
