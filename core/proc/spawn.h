@@ -55,9 +55,9 @@ struct lz_spawn {
 	int stdout_fd;           /* -1: /dev/null */
 	int stderr_fd;           /* -1: /dev/null */
 	bool detach;             /* own session, no parent-death signal (the HC) */
-	bool own_group;          /* own process group, parent-death signal kept: the
-				  * caller can signal all it starts through its pidfd
-				  * (PIDFD_SIGNAL_PROCESS_GROUP; escalation's host process) */
+	bool own_group;          /* own process group, parent-death signal kept:
+				  * outside the caller's, so no signal to the caller's
+				  * group reaches it (escalation's keeper) */
 	bool ctty;               /* own session, stdin becomes the controlling terminal */
 	bool has_cwd;            /* start in cwd_fd (else the caller's directory) */
 	int cwd_fd;
