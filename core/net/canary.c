@@ -151,7 +151,7 @@ int lz_canary_create(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generation, 
 	if (r < 0) {
 		if (c->link.ifindex > 0) {
 			struct lz_err ignored;
-			(void)lz_canary_remove(c, &ignored);
+			(void)lz_canary_remove(c, NULL, &ignored);
 		}
 		lz_canary_abandon(c);
 	}
@@ -179,9 +179,9 @@ int lz_canary_prove_live(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generati
 	return 0;
 }
 
-int lz_canary_remove(struct lz_canary *c, struct lz_err *err)
+int lz_canary_remove(struct lz_canary *c, int *ret_release, struct lz_err *err)
 {
-	int r = lz_peerlink_remove(&c->link, err);
+	int r = lz_peerlink_remove(&c->link, ret_release, err);
 	lz_canary_abandon(c);
 	return r;
 }

@@ -70,10 +70,12 @@ int lz_canary_create(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generation, 
 int lz_canary_prove_live(const uint8_t key[LZ_CANARY_KEY_LEN], uint64_t generation, struct lz_err *err);
 
 /* Exact cleanup: -ESTALE (and nothing deleted) when lzcanary0's current
- * shape differs from the record; otherwise deletes it, then ends the
- * responder, closes the peer namespace and checks that the link is gone.
- * Always leaves c without processes or descriptors. */
-int lz_canary_remove(struct lz_canary *c, struct lz_err *err);
+ * shape differs from the record; otherwise deletes it, checks that the
+ * link is gone, then ends the responder and closes the peer namespace.
+ * Always leaves c without processes or descriptors. ret_release as
+ * lz_peerlink_remove's: the kernel's release of the link goes on in a
+ * child the caller reaps. */
+int lz_canary_remove(struct lz_canary *c, int *ret_release, struct lz_err *err);
 
 /* Failure path: ends the responder and closes the peer namespace; the veth
  * goes with the namespaces. Accepts an empty c. */

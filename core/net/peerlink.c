@@ -8,10 +8,12 @@
 #include <linux/veth.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -261,28 +263,116 @@ int lz_peerlink_listen(uint32_t addr, uint16_t port, int backlog, int *ret)
 	return 0;
 }
 
-int lz_peerlink_remove(const struct lz_peerlink_shape *shape, struct lz_err *err)
+/* 1 when the kernel's own RTM_DELLINK of ifindex is among what the
+ * RTNLGRP_LINK subscriber sub holds, 0 when not (yet), -errno (-ENOBUFS:
+ * notifications were lost). */
+static int saw_dellink(int sub, int ifindex)
+{
+	for (;;) {
+		_Alignas(struct nlmsghdr) char buf[16384];
+		struct sockaddr_nl from = { 0 };
+		socklen_t fromlen = sizeof(from);
+		ssize_t n = recvfrom(sub, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -errno;
+		if (from.nl_pid != 0) /* only the kernel speaks for the kernel */
+			continue;
+		int left = (int)n;
+		for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
+			if (h->nlmsg_type == RTM_DELLINK && h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct ifinfomsg)) &&
+			    ((const struct ifinfomsg *)NLMSG_DATA(h))->ifi_index == ifindex)
+				return 1;
+	}
+}
+
+/* The child that asks the kernel to delete the link: the request returns
+ * only after the kernel has released it. Exits 0 or with the errno. */
+static _Noreturn void delete_link(struct lz_rtnl *nl, int ifindex)
+{
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	(void)prctl(PR_SET_NAME, "lz-link-delete");
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex };
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);
+	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0)
+		_exit(ENOMEM);
+	int r = lz_rtnl_transact(nl, msg);
+	_exit(r < 0 ? (-r & 0x7f ? -r & 0x7f : EIO) : 0);
+}
+
+/* Waits until the link is unregistered (the subscriber's notification) or
+ * the deleting child has ended (reaped here: *pidfd closed). */
+static int await_unregistered(int sub, int *pidfd, int ifindex, struct lz_err *err, const char *name)
+{
+	int64_t deadline = lz_now_ms() + LZ_PEERLINK_REMOVE_MS;
+	bool lost = false;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = sub, .events = lost ? 0 : POLLIN }, { .fd = *pidfd, .events = POLLIN } };
+		int left = lz_remaining_ms(deadline);
+		int n = poll(p, 2, left);
+		if (n < 0 && errno != EINTR)
+			return lz_err_set(err, errno, "delete the veth %s: poll: %s", name, strerror(errno));
+		if (n == 0 && left == 0) {
+			lz_kill_reap(pidfd);
+			return lz_err_set(err, ETIMEDOUT, "delete the veth %s: the kernel did not within %d ms", name,
+					  LZ_PEERLINK_REMOVE_MS);
+		}
+		if (!lost && (p[0].revents & (POLLIN | POLLERR))) {
+			int r = saw_dellink(sub, ifindex);
+			if (r == 1)
+				return 0;
+			lost = r < 0; /* the child's end still says */
+		}
+		if (p[1].revents & POLLIN) {
+			siginfo_t info;
+			int r = lz_reap(*pidfd, -1, &info);
+			lz_close_fdp(pidfd);
+			if (r < 0)
+				return lz_err_set(err, -r, "delete the veth %s: %s", name, strerror(-r));
+			if (info.si_code != CLD_EXITED || info.si_status != 0)
+				return lz_err_set(err, info.si_code == CLD_EXITED ? info.si_status : EIO,
+						  "delete the veth %s: %s", name,
+						  info.si_code == CLD_EXITED ? strerror(info.si_status) : "killed");
+			return 0;
+		}
+	}
+}
+
+int lz_peerlink_remove(const struct lz_peerlink_shape *shape, int *ret_release, struct lz_err *err)
 {
 	_cleanup_rtnl_ struct lz_rtnl nl = { 0 };
 	struct lz_peerlink_shape now;
+	if (ret_release)
+		*ret_release = -EBADF;
 	int r = lz_rtnl_open(&nl, "peer link cleanup", err);
 	if (r < 0)
 		return r;
+	/* Subscribed before the request: the notification cannot come first. */
+	_cleanup_close_ int sub = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+	struct sockaddr_nl group = { .nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK };
+	if (sub < 0 || bind(sub, (struct sockaddr *)&group, sizeof(group)) < 0)
+		return lz_err_set(err, errno, "%s cleanup: link notifications: %s", shape->name, strerror(errno));
 	if ((r = read_shape(shape->ifindex, NULL, &now)) < 0)
 		return lz_err_set(err, -r, "%s cleanup: reading link %d: %s", shape->name, shape->ifindex, strerror(-r));
 	if (!same_shape(&now, shape))
 		return lz_err_set(err, ESTALE, "%s cleanup: link %d ('%s') no longer matches its creation record; "
 					       "not deleted", shape->name, shape->ifindex, now.name);
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = shape->ifindex };
-	struct nl_msg *msg = nlmsg_alloc_simple(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);
-	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0) {
-		nlmsg_free(msg);
-		return lz_err_set(err, ENOMEM, "out of memory");
-	}
-	if ((r = lz_rtnl_transact(&nl, msg)) < 0)
-		return lz_err_set(err, -r, "delete the veth %s: %s%s%s", shape->name, strerror(-r),
-				  nl.kmsg[0] ? ": " : "", nl.kmsg);
-	if (read_shape(shape->ifindex, NULL, &now) != -ENODEV)
+	_cleanup_close_ int pidfd = -EBADF;
+	pid_t pid = lz_clone_pidfd(0, &pidfd);
+	if (pid < 0)
+		return lz_err_set(err, -pid, "delete the veth %s: fork: %s", shape->name, strerror(-pid));
+	if (pid == 0)
+		delete_link(&nl, shape->ifindex);
+	if ((r = await_unregistered(sub, &pidfd, shape->ifindex, err, shape->name)) < 0)
+		return r;
+	if (read_shape(shape->ifindex, NULL, &now) != -ENODEV) {
+		lz_kill_reap(&pidfd);
 		return lz_err_set(err, EEXIST, "%s cleanup: link %d is still present", shape->name, shape->ifindex);
+	}
+	if (ret_release)
+		*ret_release = TAKE_FD(pidfd);
+	else
+		lz_kill_reap(&pidfd); /* waits for the kernel's release */
 	return 0;
 }

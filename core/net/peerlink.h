@@ -27,6 +27,7 @@
 #define LZ_PEERLINK_SHAPE_VERSION 1u
 #define LZ_PEERLINK_MAX_PEER_ADDRS 2
 #define LZ_PEERLINK_CARRIER_MS 2000
+#define LZ_PEERLINK_REMOVE_MS 2000
 
 /* The versioned creation record of the enforcement end. */
 struct lz_peerlink_shape {
@@ -68,7 +69,14 @@ int lz_peerlink_listen(uint32_t addr, uint16_t port, int backlog, int *ret);
 
 /* Exact cleanup: -ESTALE (and nothing deleted) when the link's current
  * shape differs from the record; otherwise deletes it and checks it is
- * gone (-EEXIST if not). */
-int lz_peerlink_remove(const struct lz_peerlink_shape *shape, struct lz_err *err);
+ * gone (-EEXIST if not). The kernel unregisters a link (its routes gone,
+ * its name and index free, the RTM_DELLINK notification sent) well before
+ * it releases it (an RCU barrier: 15 to 20 ms on the machines measured),
+ * and the request returns only after both. It is sent by a child of the
+ * caller; with ret_release, this returns once the link is unregistered and
+ * *ret_release is the pidfd of that child, which exits when the kernel has
+ * released the link (the caller reaps it); without, it waits for the
+ * child. */
+int lz_peerlink_remove(const struct lz_peerlink_shape *shape, int *ret_release, struct lz_err *err);
 
 #endif

@@ -512,12 +512,15 @@ static bool drop_netadmin(void)
 }
 
 /* Cleanup, its observation and the authority drop (spec 3.7 table). */
-static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, struct lz_netattest *att)
+static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, int *link_release,
+		       struct lz_netattest *att)
 {
 	struct lz_err ignored, why = { 0, "" };
 	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], answer[LZ_CANARY_CHALLENGE_LEN];
 	bool clean = false;
-	att->veth_removed = lz_canary_remove(canary, &why) == 0;
+	/* Removed means unregistered: the kernel's release of the link (an
+	 * RCU barrier) finishes in a child while the launch goes on. */
+	att->veth_removed = lz_canary_remove(canary, link_release, &why) == 0;
 	if (!att->veth_removed) /* the HC names the predicate; the log says why */
 		dprintf(p->log_fd, "lazaret: %s\n", why.msg);
 	/* Unreachable: no route leads to it except into lo, and a probe gets
@@ -565,6 +568,9 @@ struct lz_rs {
 	struct lz_broker_child runsc, helper;
 	struct lz_rsrouter router;
 	struct lz_canary canary;
+	/* The child finishing the canary veth's deletion after readiness
+	 * (peerlink.h), until it is reaped. */
+	int link_release;
 	struct lz_egress egress;
 	struct lz_netattest att;
 	int report[2]; /* the init's standard output */
@@ -622,7 +628,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 	rs->router = (struct lz_rsrouter)LZ_RSROUTER_INIT;
 	rs->canary = LZ_CANARY_INIT;
 	rs->egress = LZ_EGRESS_INIT;
-	rs->report[0] = rs->report[1] = -EBADF;
+	rs->report[0] = rs->report[1] = rs->link_release = -EBADF;
 	if (pipe2(rs->helper_log, O_CLOEXEC | O_NONBLOCK) < 0) {
 		free(rs);
 		return lz_err_set(err, errno, "the helpers' log: %s", strerror(errno));
@@ -641,6 +647,7 @@ void lz_rs_free(lz_rs *rs)
 	lz_broker_kill(&rs->helper);
 	lz_broker_kill(&rs->router.child);
 	lz_egress_stop(&rs->egress);
+	lz_kill_reap(&rs->link_release);
 	lz_close_fdp(&rs->helper_log[0]);
 	lz_close_fdp(&rs->helper_log[1]);
 	lz_close_fdp(&rs->report[0]);
@@ -924,7 +931,7 @@ int lz_rs_finish_network(lz_rs *rs, struct lz_err *err)
 	int r = enter(rs, LZ_RS_STEP_INIT_REPORTED, "finish_network", err);
 	if (r < 0)
 		return r;
-	net_finish(rs->p, &rs->canary, &rs->att);
+	net_finish(rs->p, &rs->canary, &rs->link_release, &rs->att);
 	rs->step = LZ_RS_STEP_NET_FINISHED;
 	return 0;
 }
@@ -946,6 +953,17 @@ int lz_rs_report_ready(lz_rs *rs, struct lz_err *err)
 		return lz_err_set(err, -r, "report readiness: %s", strerror(-r));
 	rs->step = LZ_RS_STEP_READY;
 	return 0;
+}
+
+/* The canary veth's deleting child has ended (the link was unregistered
+ * before readiness; this is the kernel's release of it). */
+static void reap_link_release(lz_rs *rs)
+{
+	siginfo_t info;
+	if (lz_reap(rs->link_release, -1, &info) == 0 && (info.si_code != CLD_EXITED || info.si_status != 0))
+		dprintf(rs->p->log_fd, "lazaret: deleting the canary veth ended with %s %d\n",
+			info.si_code == CLD_EXITED ? "status" : "signal", info.si_status);
+	lz_close_fdp(&rs->link_release);
 }
 
 /* One look at the sandbox's memory (memwatch.h): 1 when serving ends
@@ -978,19 +996,22 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 		return r;
 	int64_t next_look = lz_now_ms();
 	for (;;) {
-		struct pollfd pf[6] = { { .fd = p->control_fd, .events = POLLIN },
+		struct pollfd pf[7] = { { .fd = p->control_fd, .events = POLLIN },
 					{ .fd = rs->runsc.pidfd, .events = POLLIN },
 					{ .fd = rs->router.child.pidfd, .events = POLLIN },
 					{ .fd = rs->helper.pidfd, .events = POLLIN },
 					{ .fd = rs->egress.pidfd, .events = POLLIN },
-					{ .fd = rs->helper_log[0], .events = POLLIN } };
-		if (poll(pf, 6, lz_remaining_ms(next_look)) < 0) {
+					{ .fd = rs->helper_log[0], .events = POLLIN },
+					{ .fd = rs->link_release, .events = POLLIN } };
+		if (poll(pf, 7, lz_remaining_ms(next_look)) < 0) {
 			if (errno == EINTR)
 				continue;
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
 		}
 		if (pf[5].revents & POLLIN)
 			relay_helper_log(rs);
+		if (pf[6].revents)
+			reap_link_release(rs);
 		if (pf[1].revents) {
 			*ret = LZ_RS_END_RUNSC;
 			return 0;

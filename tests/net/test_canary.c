@@ -25,6 +25,9 @@
 #include "net/canary.h"
 #include "config/domain.h"
 #include "net/netpolicy.h"
+#include "net/netroutes_install.h"
+#include "net/netroutes_observe.h"
+#include "proc/spawn.h"
 
 static char child_msg[1024];
 
@@ -129,7 +132,7 @@ static int body_live_then_removed(void)
 	CHECK(memcmp(got, want, sizeof(got)) == 0, "allowed endpoint's answer");
 	/* Without a route (the /32 address has none) it is not reachable. */
 	CHECK(lz_canary_probe(LZ_NET_CANARY_ALLOWED, NULL, challenge, got, 500) < 0, "routed without a route");
-	CHECK(lz_canary_remove(&c, &err) == 0, "remove: %s", err.msg);
+	CHECK(lz_canary_remove(&c, NULL, &err) == 0, "remove: %s", err.msg);
 	CHECK(c.responder_pidfd < 0 && c.peer_netns_fd < 0, "descriptors left");
 	CHECK(if_nametoindex(LZ_CANARY_DEV) == 0, "lzcanary0 still present");
 	int r = lz_canary_probe(LZ_NET_CANARY_ALLOWED, LZ_CANARY_DEV, challenge, got, 500);
@@ -143,6 +146,42 @@ static void test_lz_canary__live_then_removed(void **state)
 	run_in_netns(body_live_then_removed);
 }
 
+/* With the policy's canary routes: the removal comes back once the link is
+ * unregistered, its route already gone and the deny in force, and the
+ * kernel's release of the link ends in a child of its own. */
+static int body_removed_release_detached(void)
+{
+	struct lz_canary c;
+	struct lz_err err = { 0, "" };
+	struct lz_kroute rt;
+	const struct lz_netroutes_entry routes[] = {
+		{ LZ_NET_CANARY, LZ_NETROUTES_CANARY_DENY },
+		{ { LZ_NET_CANARY_ALLOWED, 32 }, LZ_NETROUTES_CANARY_ALLOW },
+	};
+	CHECK(lz_canary_create(key, 5, &c, &err) == 0, "create: %s", err.msg);
+	CHECK(lz_netroutes_install(routes, 2, LZ_CANARY_DEV, LZ_NET_GATEWAY, &err) == 0, "routes: %s", err.msg);
+	CHECK(lz_netroutes_lookup(LZ_NET_CANARY_ALLOWED, &rt, &err) == 0 && strcmp(rt.dev, LZ_CANARY_DEV) == 0,
+	      "the allowed endpoint is not routed to lzcanary0 (%s)", err.msg);
+	int release = -EBADF;
+	CHECK(lz_canary_remove(&c, &release, &err) == 0, "remove: %s", err.msg);
+	CHECK(release >= 0, "the removal waited for the kernel's release");
+	CHECK(if_nametoindex(LZ_CANARY_DEV) == 0, "lzcanary0 still present");
+	int r = lz_netroutes_lookup(LZ_NET_CANARY_ALLOWED, &rt, &err);
+	CHECK(r == 0 && strcmp(rt.dev, "lo") == 0, "after removal the allowed endpoint routes to %s (%d)",
+	      r == 0 ? rt.dev : "nothing", r);
+	siginfo_t info;
+	CHECK(lz_reap(release, 5000, &info) == 0 && info.si_code == CLD_EXITED && info.si_status == 0,
+	      "the deleting child ended with %d/%d", info.si_code, info.si_status);
+	close(release);
+	return 0;
+}
+
+static void test_lz_canary_remove__release_detached_after_unregistering(void **state)
+{
+	(void)state;
+	run_in_netns(body_removed_release_detached);
+}
+
 static int body_wrong_key(void)
 {
 	struct lz_canary c;
@@ -153,7 +192,7 @@ static int body_wrong_key(void)
 	CHECK(r == -EPERM && strstr(err.msg, "10.137.55.2 gave a wrong answer"), "other key: %d %s", r, err.msg);
 	r = lz_canary_prove_live(key, 6, &err);
 	CHECK(r == -EPERM && strstr(err.msg, "wrong answer"), "other generation: %d %s", r, err.msg);
-	CHECK(lz_canary_remove(&c, &err) == 0, "remove: %s", err.msg);
+	CHECK(lz_canary_remove(&c, NULL, &err) == 0, "remove: %s", err.msg);
 	return 0;
 }
 
@@ -175,7 +214,7 @@ static int body_shape_changed(void)
 	ifr.ifr_hwaddr.sa_data[5] ^= 1;
 	CHECK(ioctl(s, SIOCSIFHWADDR, &ifr) == 0, "set hwaddr: %s", strerror(errno));
 	close(s);
-	int r = lz_canary_remove(&c, &err);
+	int r = lz_canary_remove(&c, NULL, &err);
 	CHECK(r == -ESTALE && strstr(err.msg, "no longer matches its creation record"), "remove: %d %s", r,
 	      err.msg);
 	CHECK(if_nametoindex(LZ_CANARY_DEV) != 0, "a link that does not match was deleted");
@@ -198,7 +237,7 @@ static int body_twice(void)
 	CHECK(r == -EEXIST && strstr(err.msg, "create the veth lzcanary0"), "second create: %d %s", r, err.msg);
 	CHECK(d.responder_pidfd < 0 && d.peer_netns_fd < 0, "the failed create left descriptors");
 	CHECK(lz_canary_prove_live(key, 5, &err) == 0, "the first canary broke: %s", err.msg);
-	CHECK(lz_canary_remove(&c, &err) == 0, "remove: %s", err.msg);
+	CHECK(lz_canary_remove(&c, NULL, &err) == 0, "remove: %s", err.msg);
 	return 0;
 }
 
@@ -213,6 +252,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_canary_answer__fixed_vector),
 		cmocka_unit_test(test_lz_canary__live_then_removed),
+		cmocka_unit_test(test_lz_canary_remove__release_detached_after_unregistering),
 		cmocka_unit_test(test_lz_canary_prove_live__wrong_key_or_generation_refused),
 		cmocka_unit_test(test_lz_canary_remove__changed_shape_not_deleted),
 		cmocka_unit_test(test_lz_canary_create__existing_link_refused),
