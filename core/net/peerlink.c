@@ -263,28 +263,11 @@ int lz_peerlink_listen(uint32_t addr, uint16_t port, int backlog, int *ret)
 	return 0;
 }
 
-/* 1 when the kernel's own RTM_DELLINK of ifindex is among what the
- * RTNLGRP_LINK subscriber sub holds, 0 when not (yet), -errno (-ENOBUFS:
- * notifications were lost). */
-static int saw_dellink(int sub, int ifindex)
+/* The kernel's RTM_DELLINK of the link whose index *arg is. */
+static int is_dellink(const struct nlmsghdr *h, void *arg)
 {
-	for (;;) {
-		_Alignas(struct nlmsghdr) char buf[16384];
-		struct sockaddr_nl from = { 0 };
-		socklen_t fromlen = sizeof(from);
-		ssize_t n = recvfrom(sub, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EAGAIN ? 0 : -errno;
-		if (from.nl_pid != 0) /* only the kernel speaks for the kernel */
-			continue;
-		int left = (int)n;
-		for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
-			if (h->nlmsg_type == RTM_DELLINK && h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct ifinfomsg)) &&
-			    ((const struct ifinfomsg *)NLMSG_DATA(h))->ifi_index == ifindex)
-				return 1;
-	}
+	return h->nlmsg_type == RTM_DELLINK && h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct ifinfomsg)) &&
+	       ((const struct ifinfomsg *)NLMSG_DATA(h))->ifi_index == *(const int *)arg;
 }
 
 /* The child that asks the kernel to delete the link: the request returns
@@ -319,7 +302,7 @@ static int await_unregistered(int sub, int *pidfd, int ifindex, struct lz_err *e
 					  LZ_PEERLINK_REMOVE_MS);
 		}
 		if (!lost && (p[0].revents & (POLLIN | POLLERR))) {
-			int r = saw_dellink(sub, ifindex);
+			int r = lz_rtnl_drain(sub, is_dellink, &ifindex);
 			if (r == 1)
 				return 0;
 			lost = r < 0; /* the child's end still says */
@@ -349,10 +332,9 @@ int lz_peerlink_remove(const struct lz_peerlink_shape *shape, int *ret_release, 
 	if (r < 0)
 		return r;
 	/* Subscribed before the request: the notification cannot come first. */
-	_cleanup_close_ int sub = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
-	struct sockaddr_nl group = { .nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK };
-	if (sub < 0 || bind(sub, (struct sockaddr *)&group, sizeof(group)) < 0)
-		return lz_err_set(err, errno, "%s cleanup: link notifications: %s", shape->name, strerror(errno));
+	_cleanup_close_ int sub = lz_rtnl_subscribe(RTMGRP_LINK);
+	if (sub < 0)
+		return lz_err_set(err, -sub, "%s cleanup: link notifications: %s", shape->name, strerror(-sub));
 	if ((r = read_shape(shape->ifindex, NULL, &now)) < 0)
 		return lz_err_set(err, -r, "%s cleanup: reading link %d: %s", shape->name, shape->ifindex, strerror(-r));
 	if (!same_shape(&now, shape))

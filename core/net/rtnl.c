@@ -2,12 +2,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <netlink/attr.h>
 #include <netlink/errno.h>
@@ -323,4 +325,43 @@ int lz_rtnl_dump_addrs(struct lz_rtnl *nl, int family, struct lz_rtnl_addrs *ret
 {
 	struct ifaddrmsg ifa = { .ifa_family = (uint8_t)family };
 	return lz_rtnl_dump(nl, RTM_GETADDR, &ifa, sizeof(ifa), on_addr, ret);
+}
+
+int lz_rtnl_subscribe(uint32_t groups)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = groups };
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int lz_rtnl_drain(int fd, int (*fn)(const struct nlmsghdr *h, void *arg), void *arg)
+{
+	bool lost = false;
+	for (;;) {
+		_Alignas(struct nlmsghdr) char buf[16384];
+		struct sockaddr_nl from = { 0 };
+		socklen_t fromlen = sizeof(from);
+		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fromlen);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == ENOBUFS) {
+			lost = true;
+			continue;
+		}
+		if (n < 0)
+			return errno == EAGAIN ? (lost ? -ENOBUFS : 0) : -errno;
+		/* Only the kernel speaks for the kernel. */
+		if (fn == NULL || from.nl_pid != 0)
+			continue;
+		int left = (int)n;
+		for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
+			if (fn(h, arg) == 1)
+				return 1;
+	}
 }

@@ -59,6 +59,20 @@ int lz_rtnl_link_up(struct lz_rtnl *nl, const char *name);
  * both IFA_LOCAL and IFA_ADDRESS, without IFA_F_NOPREFIXROUTE: 0 or -errno. */
 int lz_rtnl_addr_add(struct lz_rtnl *nl, int ifindex, uint32_t addr, uint8_t plen, uint8_t scope);
 
+/* ---- change notifications ------------------------------------------------ */
+
+/* A non-blocking socket subscribed to the rtnetlink multicast groups
+ * (RTMGRP_* bits) of the calling thread's network namespace: subscribe
+ * before looking, so no change after the look is missed. The descriptor,
+ * or -errno. */
+int lz_rtnl_subscribe(uint32_t groups);
+
+/* Reads what the subscriber holds, without waiting. Returns 1 when fn
+ * (optional) returned 1 for a message the kernel sent, 0 otherwise
+ * (every message read), -ENOBUFS when notifications were lost (the
+ * subscriber is emptied: look again), other -errno. */
+int lz_rtnl_drain(int fd, int (*fn)(const struct nlmsghdr *h, void *arg), void *arg);
+
 /* One dump request of type with the family header hdr; fn sees every valid
  * message (a negative return stops the dump and is returned). -EAGAIN when
  * the kernel flagged the dump as interrupted. */

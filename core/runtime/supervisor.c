@@ -339,6 +339,11 @@ static int split_deny(struct lz_prefix d, const struct lz_netroutes_entry *e, si
 static int wait_helper(int helper_pidfd, bool configured, struct lz_err *err)
 {
 	int64_t deadline = lz_now_ms() + LZ_RS_TAP_TIMEOUT_MS;
+	/* Woken by each link and route change, so the RS goes on as soon as
+	 * tap0 is there; the short timeout only bounds a lost wakeup. */
+	_cleanup_close_ int changes = lz_rtnl_subscribe(RTMGRP_LINK | RTMGRP_IPV4_ROUTE);
+	if (changes < 0)
+		return lz_err_set(err, -changes, "watch for slirp4netns's tap0: %s", strerror(-changes));
 	for (;;) {
 		struct lz_kroute gw;
 		struct lz_err ignored;
@@ -346,14 +351,17 @@ static int wait_helper(int helper_pidfd, bool configured, struct lz_err *err)
 					 strcmp(gw.dev, "tap0") == 0 && gw.gateway == LZ_NET_GATEWAY
 			       : if_nametoindex("tap0") != 0)
 			return 0;
-		struct pollfd hp = { .fd = helper_pidfd, .events = POLLIN };
-		if (poll(&hp, 1, 0) > 0)
+		struct pollfd p[2] = { { .fd = helper_pidfd, .events = POLLIN }, { .fd = changes, .events = POLLIN } };
+		int left = lz_remaining_ms(deadline);
+		if (poll(p, 2, left < 20 ? left : 20) < 0 && errno != EINTR)
+			return lz_err_set(err, errno, "watch for slirp4netns's tap0: poll: %s", strerror(errno));
+		if (p[0].revents)
 			return lz_err_set(err, EIO, "slirp4netns exited before %s tap0 (its log follows in hc.log)",
 					  configured ? "configuring" : "creating");
 		if (lz_remaining_ms(deadline) == 0)
 			return lz_err_set(err, ETIMEDOUT, "slirp4netns did not %s tap0",
 					  configured ? "configure" : "create");
-		usleep(2 * 1000);
+		(void)lz_rtnl_drain(changes, NULL, NULL);
 	}
 }
 
