@@ -372,7 +372,9 @@ static char *const *keeper_argv(char *const *argv, int exe_fd, int status_fd, in
 		return NULL;
 	for (size_t i = 0; argv[i] != NULL; i++)
 		if (lz_write_all(fd, argv[i], strlen(argv[i]) + 1) < 0) {
+			int e = errno;
 			close(fd);
+			errno = e;
 			return NULL;
 		}
 	snprintf(exe, sizeof(exe), "%d", exe_fd);
@@ -414,10 +416,10 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 			if (spec->keeper_fd != NULL) {
 				prep.keeper_fd = *spec->keeper_fd;
 				prep.keeper_argv = keeper_argv(spec->argv, prep.exe_fd, status_fd, &prep.keeper_args_fd);
-				if (prep.keeper_argv == NULL)
-					_exit(127);
 			}
-			lz_spawn_exec_prepared(&prep, status_fd);
+			if (spec->keeper_fd == NULL || prep.keeper_argv != NULL)
+				lz_spawn_exec_prepared(&prep, status_fd);
+			lz_err_set(&err, errno, "hand the command to its keeper: %s", strerror(errno));
 		}
 	}
 	f.err = err.code > 0 ? err.code : EIO;

@@ -561,6 +561,51 @@ static void test_lz_spawn_start__an_open_failure_comes_back_with_its_message(voi
 	close(status_fd);
 }
 
+/* Opens the executable, then takes every descriptor the limit leaves but
+ * the two lz_spawn_prepare needs (/dev/null and the executable's copy):
+ * the keeper's argument file then finds none. */
+static int open_path_leaving_two(void *ctx, struct lz_err *err)
+{
+	int fd = open_path(ctx, err);
+	struct rlimit l = { 64, 64 };
+	if (fd < 0 || setrlimit(RLIMIT_NOFILE, &l) < 0)
+		return fd < 0 ? fd : lz_err_set(err, errno, "setrlimit: %s", strerror(errno));
+	int last[2] = { -1, -1 }, d;
+	while ((d = dup(fd)) >= 0) {
+		last[0] = last[1];
+		last[1] = d;
+	}
+	close(last[0]);
+	close(last[1]);
+	return fd;
+}
+
+/* No descriptor for the command's argument file: the start fails with the
+ * reason, as an open failure does, instead of ending without one. */
+static void test_lz_spawn_start__a_keeper_that_cannot_be_handed_the_command_says_why(void **state)
+{
+	(void)state;
+	char *const argv[] = { "true", NULL };
+	struct open_ctx o = { "/bin/true", -1 };
+	int keeper = open(LZ_KEEPER_PATH, O_PATH | O_CLOEXEC);
+	assert_true(keeper >= 0);
+	struct lz_spawn spec = { .exe_fd = -1, .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+				 .keeper_fd = &keeper };
+	int pidfd, status_fd;
+	pid_t pid = 0;
+	bool opening = false;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_spawn_start(&spec, open_path_leaving_two, &o, NULL, 0, &pidfd, &pid, &status_fd, &err), 0);
+	assert_int_equal(await_status(status_fd, pidfd, &opening, &err), -EMFILE);
+	assert_string_equal(err.msg, "hand the command to its keeper: Too many open files");
+	siginfo_t info;
+	assert_int_equal(lz_reap(pidfd, 5000, &info), 0);
+	assert_int_equal(info.si_status, 127);
+	close(pidfd);
+	close(status_fd);
+	close(keeper);
+}
+
 static void test_lz_spawn_start__an_exec_failure_is_not_an_open_failure(void **state)
 {
 	(void)state;
@@ -670,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_lz_read_child_output__kills_at_the_deadline),
 		cmocka_unit_test(test_lz_spawn_start__runs_what_the_child_opened),
 		cmocka_unit_test(test_lz_spawn_start__an_open_failure_comes_back_with_its_message),
+		cmocka_unit_test(test_lz_spawn_start__a_keeper_that_cannot_be_handed_the_command_says_why),
 		cmocka_unit_test(test_lz_spawn_start__an_exec_failure_is_not_an_open_failure),
 		cmocka_unit_test(test_lz_spawn_start__killed_before_exec_is_not_started),
 		cmocka_unit_test(test_lz_spawn_start__a_lookup_that_waits_holds_only_the_child),
