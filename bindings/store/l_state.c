@@ -59,7 +59,7 @@ static void anchor_changes_free(void *v, size_t n)
 
 static void push_domain(lua_State *L, const struct lz_domain_state *d)
 {
-	lua_createtable(L, 0, 12);
+	lua_createtable(L, 0, 13);
 	lua_pushstring(L, d->id);
 	lua_setfield(L, -2, "id");
 	if (d->identity_ok) {
@@ -76,6 +76,8 @@ static void push_domain(lua_State *L, const struct lz_domain_state *d)
 	lua_setfield(L, -2, "active");
 	lua_pushboolean(L, d->workspace_gone);
 	lua_setfield(L, -2, "workspace_gone");
+	lua_pushboolean(L, d->removal_interrupted);
+	lua_setfield(L, -2, "removal_interrupted");
 	lua_pushinteger(L, (lua_Integer)d->last_use);
 	lua_setfield(L, -2, "last_use");
 	lua_pushinteger(L, (lua_Integer)d->leases);

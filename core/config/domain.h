@@ -12,6 +12,9 @@
 
 #define LZ_DOMAIN_ID_LEN 32
 #define LZ_DOMAIN_ID_HEX_LEN (2 * LZ_DOMAIN_ID_LEN)
+/* domains/<prefix><Domain ID>: a Domain Root `state rm` set aside and has
+ * not finished deleting (runtime/domainremove.h). */
+#define LZ_DOMAIN_ASIDE_PREFIX ".rm-"
 
 /* Fails with -EOVERFLOW when a length does not fit 32 bits. */
 int lz_domain_id(const char *profile, size_t profile_len, const char *workspace,

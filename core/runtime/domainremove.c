@@ -24,8 +24,6 @@
 #include "util/sys.h"
 #include "util/testfault.h"
 
-#define ASIDE_PREFIX ".rm-"
-
 static int open_domains(const struct lz_domain_remove *r, struct lz_err *err)
 {
 	int fd = lz_openat2(r->storage_root->fd, "domains", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
@@ -48,8 +46,8 @@ int lz_domain_remove_check(const struct lz_domain_remove *r, struct lz_domain_id
 	_cleanup_close_ int dom =
 		lz_openat2(domains, r->domain_hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
 	if (dom < 0 && errno == ENOENT) {
-		char aside[sizeof(ASIDE_PREFIX) + LZ_DOMAIN_ID_HEX_LEN];
-		snprintf(aside, sizeof(aside), ASIDE_PREFIX "%s", r->domain_hex);
+		char aside[sizeof(LZ_DOMAIN_ASIDE_PREFIX) + LZ_DOMAIN_ID_HEX_LEN];
+		snprintf(aside, sizeof(aside), LZ_DOMAIN_ASIDE_PREFIX "%s", r->domain_hex);
 		_cleanup_close_ int set_aside =
 			lz_openat2(domains, aside, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
 		if (set_aside >= 0) {
@@ -119,7 +117,7 @@ static int remove_aside(int domains, const struct lz_idmap *map, struct lz_err *
 	int rc = 0;
 	struct dirent *e;
 	while (rc >= 0 && (e = readdir(d)) != NULL)
-		if (strncmp(e->d_name, ASIDE_PREFIX, strlen(ASIDE_PREFIX)) == 0)
+		if (strncmp(e->d_name, LZ_DOMAIN_ASIDE_PREFIX, strlen(LZ_DOMAIN_ASIDE_PREFIX)) == 0)
 			rc = lz_tree_remove_in_userns(map, domains, e->d_name, err);
 	closedir(d);
 	return rc;
@@ -132,7 +130,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	struct lz_idmap map;
 	lz_dstore *store = NULL;
 	_cleanup_close_ int lock = -EBADF, domains = -EBADF, dom = -EBADF;
-	char aside[sizeof(ASIDE_PREFIX) + 64];
+	char aside[sizeof(LZ_DOMAIN_ASIDE_PREFIX) + 64];
 	int rc, empty;
 	if ((rc = empty = lz_domain_remove_check(r, &id, err)) < 0 || (rc = lz_idmap_for_invoking_user(&map, err)) < 0)
 		return rc;
@@ -157,7 +155,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 		goto out;
 	}
 	if (empty == 2) {
-		snprintf(aside, sizeof(aside), ASIDE_PREFIX "%s", r->domain_hex);
+		snprintf(aside, sizeof(aside), LZ_DOMAIN_ASIDE_PREFIX "%s", r->domain_hex);
 		if ((rc = lz_tree_remove_in_userns(&map, domains, aside, err)) < 0) {
 			rc = lz_err_prefix(err, rc, "Domain %s: deleting the files an interrupted removal set aside "
 						    "failed: ",
@@ -194,7 +192,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	lz_close_fdp(&dom);
 	if ((rc = remove_aside(domains, &map, err)) < 0)
 		goto out;
-	snprintf(aside, sizeof(aside), ASIDE_PREFIX "%s", r->domain_hex);
+	snprintf(aside, sizeof(aside), LZ_DOMAIN_ASIDE_PREFIX "%s", r->domain_hex);
 	/* The one step after which the Domain is gone. */
 	if (renameat(domains, r->domain_hex, domains, aside) < 0) {
 		rc = lz_err_set(err, errno, "set Domain %s aside: %s", r->domain_hex, strerror(errno));

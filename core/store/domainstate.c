@@ -105,6 +105,13 @@ static int names_of(int dir_fd, bool (*keep)(const char *), char ***ret, size_t 
 	return 0;
 }
 
+/* LZ_DOMAIN_ASIDE_PREFIX and a Domain ID. */
+static bool aside_name(const char *s)
+{
+	size_t n = strlen(LZ_DOMAIN_ASIDE_PREFIX);
+	return strncmp(s, LZ_DOMAIN_ASIDE_PREFIX, n) == 0 && lz_domain_id_hex(s + n);
+}
+
 static void free_names(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -250,8 +257,8 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 	struct lz_idmap map;
 	struct lz_path runtime = LZ_PATH_INIT;
 	_cleanup_close_ int runtime_domains = -EBADF;
-	char **ids = NULL;
-	size_t n = 0;
+	char **ids = NULL, **aside = NULL;
+	size_t n = 0, n_aside = 0;
 	int r;
 	if (sizes && (r = lz_idmap_for_invoking_user(&map, err)) < 0)
 		return r;
@@ -261,14 +268,19 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 		return lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical, strerror(errno));
 	if (domains >= 0 && (r = names_of(domains, lz_domain_id_hex, &ids, &n, LZ_DOMAINSTATE_MAX, err)) < 0)
 		return r;
+	if (domains >= 0 && (r = names_of(domains, aside_name, &aside, &n_aside, LZ_DOMAINSTATE_MAX, err)) < 0) {
+		free_names(ids, n);
+		return r;
+	}
 	struct lz_err ignored;
 	if (runtime_root != NULL && lz_path_open(runtime_root, &runtime, &ignored) >= 0)
 		runtime_domains = lz_openat2(runtime.fd, "domains", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
 					     LZ_RESOLVE_OWNED);
 	lz_path_release(&runtime);
-	struct lz_domain_state *v = calloc(n ? n : 1, sizeof(*v));
+	struct lz_domain_state *v = calloc(n + n_aside ? n + n_aside : 1, sizeof(*v));
 	if (v == NULL) {
 		free_names(ids, n);
+		free_names(aside, n_aside);
 		return lz_err_set(err, ENOMEM, "out of memory");
 	}
 	r = 0;
@@ -276,7 +288,13 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 		snprintf(v[i].id, sizeof(v[i].id), "%s", ids[i]);
 		r = one_domain(&v[i], domains, runtime_domains, sizes ? &map : NULL, err);
 	}
+	for (size_t i = 0; i < n_aside; i++) {
+		snprintf(v[n + i].id, sizeof(v[n + i].id), "%s", aside[i] + strlen(LZ_DOMAIN_ASIDE_PREFIX));
+		v[n + i].removal_interrupted = true;
+	}
 	free_names(ids, n);
+	free_names(aside, n_aside);
+	n += n_aside;
 	if (r >= 0 && n > 0)
 		r = leases_by_domain(storage_root->fd, v, n, err);
 	if (r < 0) {

@@ -45,9 +45,13 @@ struct lz_domain_state {
 	struct lz_tree_usage ignored;
 	bool has_ignored;
 	uint64_t leases; /* catalog leases naming this Domain */
+	/* Set aside by a `state rm` that stopped before deleting it; nothing
+	 * else is read from it (`state rm <id>` finishes the removal). */
+	bool removal_interrupted;
 };
 
-/* Every Domain Root beneath storage_root/domains, ordered by ID. runtime_root
+/* Every Domain Root beneath storage_root/domains, ordered by ID, then
+ * every one an interrupted removal set aside. runtime_root
  * is the configured Runtime Root's path label (its Domain flocks decide
  * "active"); sizes false skips the measuring. Free with
  * lz_domain_state_free. */

@@ -62,6 +62,17 @@ describe("state report", function()
     assert.matches("/a\\nb", t, 1, true)
   end)
 
+  it("names a Domain whose removal was interrupted and how to finish it", function()
+    local id = string.rep("cd", 32)
+    local t = report.list_text({ domain(), { id = id, removal_interrupted = true, anchors = {}, leases = 0 } })
+    assert.matches("Domain " .. id .. "\n  an earlier removal of it was interrupted: `lazaret state rm " .. id ..
+                   "` finishes it\n", t, 1, true)
+    local j = report.list_json({ domain(), { id = id, removal_interrupted = true, anchors = {}, leases = 0 } })
+    assert.matches('"removal_interrupted":false', j, 1, true)
+    assert.matches('"id":"' .. id .. '"', j, 1, true)
+    assert.matches('"removal_interrupted":true', j, 1, true)
+  end)
+
   it("says so when there is no Domain", function()
     assert.matches("no Domains yet", report.list_text({}))
   end)

@@ -325,6 +325,10 @@ test_rm_finishes_an_interrupted_removal() {
 		--yes --config "$CFG"
 	assert_eq 137 "$STATUS" "the removal was not killed at the fault: $ERR"
 	[ -d "$DATA/domains/.rm-$id" ] || fail "nothing was set aside: $(ls -A "$DATA/domains")"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state list --config "$CFG"
+	assert_eq 0 "$STATUS" "$ERR"
+	assert_contains "$OUT" "Domain $id
+  an earlier removal of it was interrupted: \`lazaret state rm $id\` finishes it"
 	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --config "$CFG" </dev/null
 	assert_eq 64 "$STATUS"
 	assert_contains "$ERR" "an earlier removal of it was interrupted"

@@ -29,6 +29,11 @@ function M.list_text(domains)
     local head = "Domain " .. d.id
     if d.active then head = head .. "  (in use)" end
     out[#out + 1] = head
+    if d.removal_interrupted then
+      out[#out + 1] = "  an earlier removal of it was interrupted: `lazaret state rm " .. d.id .. "` finishes it"
+      out[#out + 1] = ""
+      goto next
+    end
     if d.profile then
       out[#out + 1] = "  profile    " .. escape(d.profile)
       out[#out + 1] = "  workspace  " .. escape(d.workspace) .. (d.workspace_gone and "  (gone)" or "")
@@ -45,6 +50,7 @@ function M.list_text(domains)
       out[#out + 1] = string_format("  ignored    %-20s %s", "(workspace)", size(d.ignored))
     end
     out[#out + 1] = ""
+    ::next::
   end
   return table_concat(out, "\n")
 end
@@ -68,6 +74,7 @@ function M.list_json(domains)
       problem = d.problem and escape(d.problem) or json.null,
       active = d.active,
       workspace_gone = d.workspace_gone,
+      removal_interrupted = d.removal_interrupted or false,
       last_use = d.last_use,
       leases = d.leases,
       anchors = anchors,
