@@ -197,10 +197,9 @@ int lz_hc_batch_end(lz_hc *hc, struct lz_err *err)
 /* ---- ownership -------------------------------------------------------------- */
 
 /* A line for hc.log, escaped: an error may name what the sandbox made. */
-static void log_line(void *ctx, const char *line)
+static void log_line(const char *line)
 {
-	(void)ctx;
-	lz_escape_lines(STDERR_FILENO, "", line, strlen(line));
+	lz_escape_report_stderr(NULL, line);
 }
 
 /* ---- bootstrap recovery (spec 3.3, 3.6; ordered by runtime/recovery.lua) ---- */
@@ -473,7 +472,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 		return r;
 	struct lz_err rotate = { 0, "" };
 	if (lz_rundir_rotate_log(hc->runtime_domain, STDERR_FILENO, LZ_RUNDIR_LOG_KEEP, &rotate) < 0)
-		log_line(NULL, rotate.msg); /* the log grows on; the launch does not stop for it */
+		log_line(rotate.msg); /* the log grows on; the launch does not stop for it */
 	if ((r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
 			     "free space on that file system (`lazaret image gc` removes images no Domain "
 			     "uses; what the sandbox keeps is in the Domain's directory there)",
@@ -507,7 +506,7 @@ static void escalation_ended(void *ctx, const char *hex)
 	lz_hc *hc = ctx;
 	struct lz_err err;
 	if (lz_dstore_escalation_end(hc->store, hc->gen, hex, &err) < 0)
-		log_line(NULL, err.msg);
+		log_line(err.msg);
 }
 
 /* What a child that keeps running the coordinator's image (the RS, a
@@ -1480,7 +1479,7 @@ static void refuse_connection(lz_hc *hc, struct lz_session *s, const char *reaso
 {
 	char line[LZ_ERR_MSG_MAX + 64];
 	snprintf(line, sizeof(line), "control connection refused: %s", reason);
-	log_line(NULL, line);
+	log_line(line);
 	session_end(hc, s);
 }
 
@@ -1580,7 +1579,7 @@ static void accept_client(lz_hc *hc)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
-		log_line(NULL, "control connection refused: not from the developer's UID");
+		log_line("control connection refused: not from the developer's UID");
 		close(fd);
 		return;
 	}
@@ -1591,14 +1590,14 @@ static void accept_client(lz_hc *hc)
 		struct lz_tlschan *tls = NULL;
 		struct lz_err err = { 0, "" };
 		if (lz_admission_channel(hc->admission, fd, &tls, &err) < 0) {
-			log_line(NULL, err.msg);
+			log_line(err.msg);
 			close(fd);
 			return;
 		}
 		lz_session_connected(s, fd, tls);
 		return;
 	}
-	log_line(NULL, "control connection refused: too many sessions in this Domain");
+	log_line("control connection refused: too many sessions in this Domain");
 	close(fd);
 }
 

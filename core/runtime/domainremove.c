@@ -21,6 +21,7 @@
 #include "store/domainstate.h"
 #include "store/domainstore.h"
 #include "util/cleanup.h"
+#include "util/escape.h"
 #include "util/sys.h"
 #include "util/testfault.h"
 
@@ -184,7 +185,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	}
 	if ((rc = lz_dstore_open(dom, &store, err)) < 0 || (rc = end_lost(store, err)) < 0 ||
 	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, lz_now_ms() + LZ_RECOVERY_EXIT_WAIT_MS,
-				      lz_leaserecovery_report_stderr, NULL, NULL, err)) < 0 ||
+				      lz_escape_report_stderr, NULL, NULL, err)) < 0 ||
 	    (rc = no_lease(r, err)) < 0)
 		goto out;
 	lz_dstore_close(store);

@@ -297,12 +297,6 @@ static void judge_lower(lz_dstore *store, const struct lz_catalog_lease *l, char
 		snprintf(why, cap, "its release intent cannot be recorded: %s", e.msg);
 }
 
-void lz_leaserecovery_report_stderr(void *ctx, const char *line)
-{
-	(void)ctx;
-	lz_escape_lines(STDERR_FILENO, "", line, strlen(line));
-}
-
 int lz_leaserecovery_run(lz_dstore *store, int storage_root_fd, const char *domain_hex, int64_t deadline,
 			 lz_leaserecovery_report_fn *report, void *ctx, size_t *ret_released,
 			 struct lz_err *err)

@@ -52,11 +52,6 @@ int lz_leaserecovery_record_lost(lz_dstore *store, uint64_t generation, struct l
 /* One line for the coordinator's log per lease released or kept. */
 typedef void lz_leaserecovery_report_fn(void *ctx, const char *line);
 
-/* A report to stderr (a terminal, the coordinator's log), escaped: a line
- * names what the Domain Store recorded (a mount's path), which a forged
- * or damaged store may make anything. */
-void lz_leaserecovery_report_stderr(void *ctx, const char *line);
-
 /* Over the leases of domain_hex in the catalog beneath storage_root_fd;
  * *ret_released (optional) counts the released ones (not one found
  * already absent, whose record still becomes clean). A lease that cannot

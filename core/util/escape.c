@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Length of the well-formed UTF-8 sequence at s (at most n bytes) and its
  * scalar value, or 0 (Unicode's Table 3-7: no overlong forms, no
@@ -113,4 +114,10 @@ void lz_escape_lines(int out_fd, const char *prefix, const char *in, size_t n)
 		dprintf(out_fd, "%s%s\n", prefix, line);
 		at += len + 1;
 	}
+}
+
+void lz_escape_report_stderr(void *ctx, const char *line)
+{
+	(void)ctx;
+	lz_escape_lines(STDERR_FILENO, "", line, strlen(line));
 }

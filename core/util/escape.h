@@ -42,4 +42,9 @@ size_t lz_escape(const char *in, size_t n, char *out, size_t cap);
  * is cut and ends in "...". */
 void lz_escape_lines(int out_fd, const char *prefix, const char *in, size_t n);
 
+/* A report callback: line to standard error (a terminal, the coordinator's
+ * log) as lz_escape_lines writes it; ctx is unused. For lines that carry
+ * what a record or a peer said. */
+void lz_escape_report_stderr(void *ctx, const char *line);
+
 #endif

@@ -27,6 +27,7 @@
 #include "proc/pidref.h"
 #include "proc/spawn.h"
 #include "runtime/leaserecovery.h"
+#include "util/escape.h"
 #include "store/catalog.h"
 #include "store/domainstore.h"
 
@@ -500,7 +501,7 @@ static void test_lz_leaserecovery__a_recorded_path_reaches_stderr_escaped(void *
 	assert_true(saved >= 0 && out >= 0);
 	assert_int_equal(dup2(out, 2), 2);
 	close(out);
-	int r = lz_leaserecovery_run(f->h, f->root, DOM, lz_now_ms() + SHORT_WAIT_MS, lz_leaserecovery_report_stderr,
+	int r = lz_leaserecovery_run(f->h, f->root, DOM, lz_now_ms() + SHORT_WAIT_MS, lz_escape_report_stderr,
 				     NULL, NULL, &E);
 	assert_int_equal(dup2(saved, 2), 2);
 	close(saved);
