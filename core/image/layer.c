@@ -297,12 +297,25 @@ static int write_all(int fd, const char *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* What the layer has taken of max_regular_bytes: its content, and
- * entry_bytes for each entry and each implied directory so far. */
+/* What the layer has taken of max_regular_bytes: its content and xattrs,
+ * and entry_bytes for each entry and each implied directory so far. */
 static uint64_t charged(const struct layer *L)
 {
-	return L->rep.regular_bytes +
+	return L->rep.regular_bytes + L->rep.xattr_bytes +
 	       (L->rep.entries + L->rep.implied_dirs) * (L->opts ? L->opts->entry_bytes : 0);
+}
+
+/* The entry's xattrs on fd, then the budget: what they took past it fails
+ * the layer (the tree is discarded), so it overshoots by one object's
+ * xattrs at most. */
+static int apply_xattrs(struct layer *L, struct archive_entry *e, int fd, const char *path)
+{
+	int r = lz_layermeta_xattrs(e, fd, path, &L->rep, L->tree.err);
+	uint64_t max = L->opts ? L->opts->max_regular_bytes : 0;
+	if (r >= 0 && max > 0 && charged(L) > max)
+		return lz_err_set(L->tree.err, ENOSPC, "layer entry '%s': its xattrs exceed %llu bytes with the rest",
+				  lz_layerpath_shown(path), (unsigned long long)max);
+	return r;
 }
 
 /* Counts one more inode in *count: an archive entry (dir NULL), or the
@@ -399,7 +412,7 @@ static int apply_regular(struct layer *L, struct archive_entry *e, int pfd,
 		return lz_layerpath_fail(L->tree.err, errno, p->full, "chown", p->full);
 	if (fchmod(fd, archive_entry_perm(e) & 07777) < 0)
 		return lz_layerpath_fail(L->tree.err, errno, p->full, "chmod", p->full);
-	if ((r = lz_layermeta_xattrs(e, fd, p->full, &L->rep, L->tree.err)) < 0)
+	if ((r = apply_xattrs(L, e, fd, p->full)) < 0)
 		return r;
 	lz_layermeta_times(e, ts);
 	if (futimens(fd, ts) < 0)
@@ -455,7 +468,7 @@ static int apply_dir(struct layer *L, struct archive_entry *e, int pfd,
 			_cleanup_close_ int fd = lz_layertree_open(&L->tree, "", O_RDONLY);
 			if (fd < 0)
 				return lz_layertree_dir_error(&L->tree, -fd, "", "");
-			if ((r = lz_layermeta_xattrs(e, fd, "", &L->rep, L->tree.err)) < 0)
+			if ((r = apply_xattrs(L, e, fd, "")) < 0)
 				return r;
 		}
 		if (fstat(pfd, &st) < 0)
@@ -479,7 +492,7 @@ static int apply_dir(struct layer *L, struct archive_entry *e, int pfd,
 		if (fd < 0)
 			return lz_layerpath_fail(L->tree.err, errno, p->full, "open directory",
 						 p->full);
-		if ((r = lz_layermeta_xattrs(e, fd, p->full, &L->rep, L->tree.err)) < 0)
+		if ((r = apply_xattrs(L, e, fd, p->full)) < 0)
 			return r;
 	}
 	if (fstatat(pfd, p->name, &st, AT_SYMLINK_NOFOLLOW) < 0)

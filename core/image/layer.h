@@ -67,6 +67,7 @@
 #define LZ_LAYER_NAME_MAX 255             /* bytes of one path component */
 #define LZ_LAYER_MAX_ENTRIES 1000000u     /* archive entries per layer */
 #define LZ_LAYER_MAX_XATTRS 128           /* distinct xattrs per entry */
+#define LZ_LAYER_XATTR_BLOCK 4096         /* charged once per object with xattrs */
 #define LZ_LAYER_MAX_TRACKED (256u << 20) /* bytes of paths remembered per layer */
 #define LZ_LAYER_PROGRESS_STEP (1u << 20) /* progress granularity, bytes */
 #define LZ_LAYER_REPORT_PATHS 4           /* sample paths kept in a report */
@@ -115,6 +116,10 @@ struct lz_layer_report {
 	uint64_t implied_dirs;
 	uint64_t whiteouts;     /* .wh.<name> and opaque markers applied */
 	uint64_t regular_bytes; /* regular-file content written */
+	/* xattrs applied: each name and value, and LZ_LAYER_XATTR_BLOCK for
+	 * each object that got one (the block a file system keeps them in);
+	 * charged against max_regular_bytes as content is. */
+	uint64_t xattr_bytes;
 	uint64_t input_bytes;   /* layer-blob bytes consumed (compressed) */
 	uint64_t stream_bytes;  /* uncompressed stream bytes read */
 	/* Device nodes mknodat refused with EPERM (user namespace). */

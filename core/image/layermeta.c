@@ -76,7 +76,7 @@ int lz_layermeta_xattrs(struct archive_entry *e, int fd, const char *path,
 	const void *value;
 	size_t size;
 	const char *seen[LZ_LAYER_MAX_XATTRS];
-	size_t nseen = 0;
+	size_t nseen = 0, applied = 0;
 	archive_entry_xattr_reset(e);
 	while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK) {
 		/* libarchive surfaces an xattr once per pax spelling
@@ -101,6 +101,7 @@ int lz_layermeta_xattrs(struct archive_entry *e, int fd, const char *path,
 			}
 			return lz_layerpath_fail(err, errno, path, "set xattr on", path);
 		}
+		rep->xattr_bytes += (applied++ == 0 ? LZ_LAYER_XATTR_BLOCK : 0) + strlen(name) + size;
 	}
 	return 0;
 }

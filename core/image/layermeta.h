@@ -44,8 +44,9 @@ void lz_layermeta_sample(char samples[][LZ_LAYER_REPORT_TEXT], uint64_t count, c
 
 /* Applies the entry's allowed xattrs to fd; fd < 0 means the object cannot
  * carry them here (symlink, FIFO, device) and every xattr is skipped.
- * Skips are counted in rep->skipped_xattrs with samples "<path> <name>".
- * -EINVAL beyond LZ_LAYER_MAX_XATTRS names, otherwise fsetxattr's errno. */
+ * Skips are counted in rep->skipped_xattrs with samples "<path> <name>",
+ * what was applied in rep->xattr_bytes. -EINVAL beyond LZ_LAYER_MAX_XATTRS
+ * names, otherwise fsetxattr's errno. */
 int lz_layermeta_xattrs(struct archive_entry *e, int fd, const char *path,
 			struct lz_layer_report *rep, struct lz_err *err);
 

@@ -1222,6 +1222,31 @@ static void test_lz_layer_apply__entries_are_charged_to_the_content_bound(void *
 	assert_false(exists(f, "c"));
 }
 
+/* An object's xattrs take room as its content does (a block of their
+ * own, on ext4): they are charged to the same bound. */
+static void test_lz_layer_apply__xattrs_are_charged_to_the_content_bound(void **state)
+{
+	struct fixture *f = *state;
+	static char value[1001];
+	memset(value, 'v', 1000);
+	int fd = build(ENTS({ .path = "a", .type = AE_IFDIR, .mode = 0755, .xname = "user.x", .xvalue = value },
+			    { .path = "b", .type = AE_IFDIR, .mode = 0755, .xname = "user.x", .xvalue = value },
+			    { .path = "c", .type = AE_IFDIR, .mode = 0755, .xname = "user.x", .xvalue = value }),
+		       F_TAR);
+	/* The three entries fit, and one object's xattrs with them. */
+	const uint64_t one = LZ_LAYER_XATTR_BLOCK + strlen("user.x") + 1000;
+	struct lz_layer_options opts = { .max_regular_bytes = 3 * 4096 + one + 100, .entry_bytes = 4096 };
+	struct lz_layer_report rep;
+	struct lz_err err;
+	int r = apply_fd(f, fd, &opts, &rep, &err);
+	close(fd);
+	if (r == 0 && rep.skipped_xattrs == 3) /* filesystem without user xattrs */
+		return;
+	assert_int_equal(r, -ENOSPC);
+	assert_non_null(strstr(err.msg, "layer entry 'b': its xattrs exceed"));
+	assert_false(exists(f, "c"));
+}
+
 /* The preparer's inode budget (prepare.h) bounds a layer below the
  * constant one. */
 static void test_lz_layer_apply__max_entries(void **state)
@@ -1489,6 +1514,7 @@ int main(void)
 		T(test_lz_layer_apply__malformed_declared_diff_id_refused),
 		T(test_lz_layer_apply__progress_every_mib),
 		T(test_lz_layer_apply__max_regular_bytes),
+		T(test_lz_layer_apply__xattrs_are_charged_to_the_content_bound),
 		T(test_lz_layer_apply__skipped_data_counts_against_the_stream_bound),
 		T(test_lz_layer_apply__expansion_beyond_gzips_is_refused),
 		T(test_lz_layer_apply__max_entries),
