@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -23,8 +24,10 @@
 #include <netlink/socket.h>
 
 #include "net/rtnl.h"
+#include "proc/caps.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
+#include "util/fdutil.h"
 
 static int newlink_veth(struct lz_rtnl *nl, const struct lz_peerlink_spec *s, int peer_netns_fd)
 {
@@ -271,11 +274,19 @@ static int is_dellink(const struct nlmsghdr *h, void *arg)
 }
 
 /* The child that asks the kernel to delete the link: the request returns
- * only after the kernel has released it. Exits 0 or with the errno. */
+ * only after the kernel has released it. It keeps nothing of its parent's
+ * but the request socket (no peer namespace, no responder) and no
+ * capability but network administration, which the request needs. Exits 0
+ * or with the errno. */
 static _Noreturn void delete_link(struct lz_rtnl *nl, int ifindex)
 {
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	(void)prctl(PR_SET_DUMPABLE, 0);
 	(void)prctl(PR_SET_NAME, "lz-link-delete");
+	int keep = nl_socket_get_fd(nl->sk);
+	lz_fds_keep_only(&keep, 1);
+	if (lz_caps_limit(LZ_CAP(CAP_NET_ADMIN)) < 0)
+		_exit(EPERM);
 	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex };
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);
 	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0)

@@ -6,6 +6,12 @@
  * the child reports the first failed check through a pipe and cmocka runs
  * only in the parent. They need root and are skipped otherwise. */
 #include <errno.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <limits.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
@@ -146,6 +152,56 @@ static void test_lz_canary__live_then_removed(void **state)
 	run_in_netns(body_live_then_removed);
 }
 
+/* What the process behind pidfd holds beyond a netlink socket and network
+ * administration: 0 when nothing (or when it has ended already), -1 with
+ * what in *what. */
+static int held_by(int pidfd, char *what, size_t cap)
+{
+	char path[64], line[256];
+	long pid = -1;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pid: %ld", &pid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	f = fopen(path, "r");
+	unsigned long long eff = 0;
+	bool seen = false;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			seen = true;
+	if (f)
+		fclose(f);
+	if (seen && eff != (1ull << CAP_NET_ADMIN)) {
+		snprintf(what, cap, "capabilities %llx", eff);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+	DIR *dir = opendir(path);
+	struct dirent *e;
+	while (dir && (e = readdir(dir)) != NULL) {
+		char link[PATH_MAX], target[256];
+		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n < 0 || atoi(e->d_name) <= 2)
+			continue;
+		target[n] = '\0';
+		if (strncmp(target, "socket:", 7) != 0) {
+			snprintf(what, cap, "fd %s: %s", e->d_name, target);
+			closedir(dir);
+			return -1;
+		}
+	}
+	if (dir)
+		closedir(dir);
+	return 0;
+}
+
 /* With the policy's canary routes: the removal comes back once the link is
  * unregistered, its route already gone and the deny in force, and the
  * kernel's release of the link ends in a child of its own. */
@@ -165,6 +221,11 @@ static int body_removed_release_detached(void)
 	int release = -EBADF;
 	CHECK(lz_canary_remove(&c, &release, &err) == 0, "remove: %s", err.msg);
 	CHECK(release >= 0, "the removal waited for the kernel's release");
+	/* The child finishing the release, while it runs, holds no descriptor
+	 * of the peer namespace or the responder, and no capability but
+	 * network administration. */
+	char what[64];
+	CHECK(held_by(release, what, sizeof(what)) == 0, "the deleting child holds %s", what);
 	CHECK(if_nametoindex(LZ_CANARY_DEV) == 0, "lzcanary0 still present");
 	int r = lz_netroutes_lookup(LZ_NET_CANARY_ALLOWED, &rt, &err);
 	CHECK(r == 0 && strcmp(rt.dev, "lo") == 0, "after removal the allowed endpoint routes to %s (%d)",
@@ -180,6 +241,34 @@ static void test_lz_canary_remove__release_detached_after_unregistering(void **s
 {
 	(void)state;
 	run_in_netns(body_removed_release_detached);
+}
+
+/* Without network administration the deleting child's request fails: the
+ * removal says so and the link stays. */
+static int body_removal_refused(void)
+{
+	struct lz_canary c;
+	struct lz_err err = { 0, "" };
+	CHECK(lz_canary_create(key, 5, &c, &err) == 0, "create: %s", err.msg);
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	CHECK(syscall(SYS_capget, &h, d) == 0, "capget: %s", strerror(errno));
+	d[CAP_NET_ADMIN / 32].permitted &= ~(1u << (CAP_NET_ADMIN % 32));
+	d[CAP_NET_ADMIN / 32].effective &= ~(1u << (CAP_NET_ADMIN % 32));
+	CHECK(syscall(SYS_capset, &h, d) == 0, "capset: %s", strerror(errno));
+	int release = -EBADF;
+	int r = lz_canary_remove(&c, &release, &err);
+	CHECK(r == -EPERM && strstr(err.msg, "delete the veth lzcanary0: Operation not permitted"), "remove: %d %s",
+	      r, err.msg);
+	CHECK(release < 0, "a failed removal handed back a child");
+	CHECK(if_nametoindex(LZ_CANARY_DEV) != 0, "lzcanary0 went although its deletion failed");
+	return 0;
+}
+
+static void test_lz_canary_remove__a_refused_deletion_fails_and_keeps_the_link(void **state)
+{
+	(void)state;
+	run_in_netns(body_removal_refused);
 }
 
 static int body_wrong_key(void)
@@ -253,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_lz_canary_answer__fixed_vector),
 		cmocka_unit_test(test_lz_canary__live_then_removed),
 		cmocka_unit_test(test_lz_canary_remove__release_detached_after_unregistering),
+		cmocka_unit_test(test_lz_canary_remove__a_refused_deletion_fails_and_keeps_the_link),
 		cmocka_unit_test(test_lz_canary_prove_live__wrong_key_or_generation_refused),
 		cmocka_unit_test(test_lz_canary_remove__changed_shape_not_deleted),
 		cmocka_unit_test(test_lz_canary_create__existing_link_refused),
