@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -379,18 +380,41 @@ static int existing_artifact(const struct lz_prepare_request *req, const char *i
 	return 0;
 }
 
+/* How long the loser of a publication race waits for the winner's row. */
+#define RACE_ROW_WAIT_MS 2000
+
 struct staging {
 	struct lz_path staging;  /* staging/ */
 	struct lz_path op_dir;   /* staging/<op> */
 	int rootfs_fd;           /* staging/<op>/rootfs */
 };
 
-static int make_staging(const struct lz_path *root, const char *op_id, struct staging *st,
-			struct lz_err *err)
+/* The staging directory's flock: shared by each preparation from before its
+ * intent until its tree is published or discarded, exclusive by gc while it
+ * reclaims staging trees, which it does only when no preparation runs
+ * (OR-7: a tree in progress is never deleted; a preparation's worker may
+ * have ended while its preparer still publishes). -EWOULDBLOCK when how
+ * has LOCK_NB and the other side holds it. */
+static int preparers_lock(const struct lz_path *staging, int how, int *ret, struct lz_err *err)
+{
+	_cleanup_close_ int fd = openat(staging->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return lz_err_set(err, errno, "open %s: %s", staging->canonical, strerror(errno));
+	int r;
+	while ((r = flock(fd, how)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return errno == EWOULDBLOCK ? -EWOULDBLOCK
+					    : lz_err_set(err, errno, "lock %s: %s", staging->canonical, strerror(errno));
+	*ret = TAKE_FD(fd);
+	return 0;
+}
+
+/* staging/<op>/rootfs, in the staging directory st->staging opened. */
+static int make_staging(const char *op_id, struct staging *st, struct lz_err *err)
 {
 	int r;
-	if ((r = open_dir(root, "staging", &st->staging, err)) < 0 ||
-	    (r = lz_path_owned_child(&st->staging, op_id, true, &st->op_dir, err)) < 0)
+	if ((r = lz_path_owned_child(&st->staging, op_id, true, &st->op_dir, err)) < 0)
 		return r;
 	if (mkdirat(st->op_dir.fd, "rootfs", 0755) < 0)
 		return lz_err_set(err, errno, "create staging rootfs: %s", strerror(errno));
@@ -435,6 +459,7 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 	bool found = false, intent = false, raced = false;
 	int progress[2] = { -EBADF, -EBADF };
 	int root = req->storage_root->fd;
+	_cleanup_close_ int preparing = -EBADF; /* preparers_lock, until the end */
 	int r;
 
 	/* Unknown catalog versions and a missing libarchive refuse before
@@ -454,14 +479,16 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		res.existed = true;
 		goto named;
 	}
-	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0 || (r = random_id(op_id, err)) < 0)
+	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0 || (r = random_id(op_id, err)) < 0 ||
+	    (r = open_dir(req->storage_root, "staging", &st.staging, err)) < 0 ||
+	    (r = preparers_lock(&st.staging, LOCK_SH, &preparing, err)) < 0)
 		goto fail;
 
 	/* Durable intent first, then the staging tree (OR-7). */
 	if ((r = lz_catalog_prepare_intent_begin(root, op_id, res.artifact_id, op_id, err)) < 0)
 		goto fail;
 	intent = true;
-	if ((r = make_staging(req->storage_root, op_id, &st, err)) < 0)
+	if ((r = make_staging(op_id, &st, err)) < 0)
 		goto fail;
 	if (pipe2(progress, O_CLOEXEC) < 0) {
 		r = lz_err_set(err, errno, "pipe: %s", strerror(errno));
@@ -538,8 +565,18 @@ named:
 	 * it now too, for lz_prepare_lookup (a docker:// reference is found by
 	 * its text, the manifest it names is not known without the registry). */
 	r = lz_catalog_artifact_name(root, res.artifact_id, req->source_ref, err);
-	if (r == -ENOENT && raced)
-		r = 0; /* the winner's row is a moment behind: preparing again records it */
+	/* The winner of a race publishes its row a moment after its tree. A
+	 * tree that stays without one was left by a preparation stopped
+	 * between the two: gc reclaims it through that one's intent. */
+	for (int i = 0; r == -ENOENT && raced && i < RACE_ROW_WAIT_MS / 50; i++) {
+		(void)poll(NULL, 0, 50);
+		r = lz_catalog_artifact_name(root, res.artifact_id, req->source_ref, err);
+	}
+	if (r == -ENOENT && raced) {
+		r = lz_err_set(err, EEXIST, "prepared/%s exists without a catalog entry (a preparation was stopped "
+					    "while publishing it); `lazaret image gc` reclaims it, then prepare again",
+			       res.artifact_id);
+	}
 	if (r < 0)
 		goto fail;
 done:
@@ -807,9 +844,27 @@ static bool kept_by_policy(const struct lz_catalog_artifact *arts, size_t n, siz
 	return newer < keep;
 }
 
+static bool artifact_known(const struct lz_catalog_artifact *arts, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(arts[i].id, id) == 0)
+			return true;
+	return false;
+}
+
+/* An intent not yet published names the artifact id. */
+static bool named_by_intent(const struct lz_catalog_prepare_op *ops, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ops[i].state != LZ_CATALOG_PREPARE_PUBLISHED && strcmp(ops[i].artifact_id, id) == 0)
+			return true;
+	return false;
+}
+
 static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const char *spare, struct gc_list *out,
 		  struct lz_err *err)
 {
+	_cleanup_close_ int lock = -EBADF;
 	struct lz_path prepared = LZ_PATH_INIT, staging = LZ_PATH_INIT, quarantine = LZ_PATH_INIT;
 	struct lz_catalog_artifact *arts = NULL;
 	struct lz_catalog_prepare_op *ops = NULL;
@@ -825,6 +880,13 @@ static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const c
 	    (r = open_dir(root, "quarantine", &quarantine, err)) < 0)
 		goto out;
 	if (!dry_run && (r = lz_idmap_for_invoking_user(&map, err)) < 0)
+		goto out;
+	/* Staging trees are reclaimed only while no preparation runs
+	 * (preparers_lock, held to the end); the intents are read under it. */
+	if ((r = preparers_lock(&staging, LOCK_EX | LOCK_NB, &lock, err)) < 0 && r != -EWOULDBLOCK)
+		goto out;
+	bool preparing = r == -EWOULDBLOCK;
+	if ((r = lz_catalog_prepare_list(root->fd, &ops, &n_ops, err)) < 0)
 		goto out;
 
 	/* Artifacts: reclaim those without a lease; keep the rest. */
@@ -847,13 +909,9 @@ static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const c
 	/* Trees the catalog does not know are never touched (OR-7). */
 	if ((r = list_names(prepared.fd, &names, &n_names, err)) < 0)
 		goto out;
-	for (size_t i = 0; i < n_names && r >= 0; i++) {
-		bool known = false;
-		for (size_t j = 0; j < n_arts; j++)
-			known = known || strcmp(arts[j].id, names[i]) == 0;
-		if (!known)
+	for (size_t i = 0; i < n_names && r >= 0; i++)
+		if (!artifact_known(arts, n_arts, names[i]) && !named_by_intent(ops, n_ops, names[i]))
 			r = gc_add(out, LZ_GC_KEPT_FOREIGN, "prepared", names[i], 0, err);
-	}
 	free_names(names, n_names);
 	names = NULL;
 	if (r < 0 || (r = list_names(quarantine.fd, &names, &n_names, err)) < 0)
@@ -865,9 +923,11 @@ static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const c
 	if (r < 0)
 		goto out;
 
-	/* Staging trees: reclaim only our own abandoned ones, worker gone. */
-	if ((r = lz_catalog_prepare_list(root->fd, &ops, &n_ops, err)) < 0 ||
-	    (r = list_names(staging.fd, &names, &n_names, err)) < 0)
+	/* Staging trees: reclaim only our own abandoned ones. One stopped
+	 * between publishing its tree and its row left the tree its intent
+	 * names in prepared/ without a row: it goes back to staging and is
+	 * reclaimed with the intent. */
+	if ((r = list_names(staging.fd, &names, &n_names, err)) < 0)
 		goto out;
 	for (size_t i = 0; i < n_ops && r >= 0; i++) {
 		const struct lz_catalog_prepare_op *op = &ops[i];
@@ -875,28 +935,40 @@ static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const c
 		if (op->state == LZ_CATALOG_PREPARE_PUBLISHED)
 			continue;
 		bool present = in_names(names, n_names, op->staging_name);
-		bool gone = op->state == LZ_CATALOG_PREPARE_ABANDONED ||
-			    (op->has_worker && worker_gone(op, err, &check));
+		bool published_tree = !present && !artifact_known(arts, n_arts, op->artifact_id) &&
+				      faccessat(prepared.fd, op->artifact_id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		bool gone = !preparing && (op->state == LZ_CATALOG_PREPARE_ABANDONED || !op->has_worker ||
+					   worker_gone(op, err, &check));
 		if (check < 0) {
 			r = check;
 			break;
 		}
+		const char *dir = published_tree ? "prepared" : "staging";
+		const char *name = published_tree ? op->artifact_id : op->staging_name;
 		if (!gone) {
-			if (present)
-				r = gc_add(out, LZ_GC_KEPT_PREPARING, "staging", op->staging_name, 0, err);
+			if (present || published_tree)
+				r = gc_add(out, LZ_GC_KEPT_PREPARING, dir, name, 0, err);
 			continue;
 		}
 		if (dry_run) {
-			r = gc_add(out, LZ_GC_WOULD_REMOVE_STAGING, "staging", op->staging_name, 0, err);
+			r = gc_add(out, LZ_GC_WOULD_REMOVE_STAGING, dir, name, 0, err);
 			continue;
 		}
 		if ((r = lz_catalog_prepare_intent_abandon(root->fd, op->id, err)) < 0)
 			break;
+		if (published_tree) {
+			if (renameat2(prepared.fd, op->artifact_id, staging.fd, op->staging_name, RENAME_NOREPLACE) < 0) {
+				r = lz_err_set(err, errno, "move prepared/%s back to staging: %s", op->artifact_id,
+					       strerror(errno));
+				break;
+			}
+			present = true;
+		}
 		if (present && (r = lz_tree_remove_in_userns(&map, staging.fd, op->staging_name, err)) < 0)
 			break;
 		if ((r = lz_catalog_prepare_intent_remove(root->fd, op->id, err)) < 0)
 			break;
-		r = gc_add(out, LZ_GC_REMOVED_STAGING, "staging", op->staging_name, 0, err);
+		r = gc_add(out, LZ_GC_REMOVED_STAGING, dir, name, 0, err);
 	}
 	for (size_t i = 0; i < n_names && r >= 0; i++) {
 		bool known = false;

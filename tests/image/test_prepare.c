@@ -40,6 +40,7 @@
 #include "image/archivelib.h"
 #include "image/ociwrite.h"
 #include "image/prepare.h"
+#include "store/catalog.h"
 #include "lz_test.h"
 #include "lz_test_user.h"
 #include "proc/confine.h"
@@ -570,6 +571,130 @@ static void test_lz_prepare_image__a_second_reference_finds_the_image(void **sta
 	run_as_test_user(second_reference);
 }
 
+/* A gc while a preparation's worker has ended but its preparer has not
+ * yet published (the last progress report: the worker sends its result
+ * and exits meanwhile) keeps the tree: the preparation publishes it. */
+struct gc_during {
+	struct store *s;
+	bool ran;
+	int gc_status; /* the gc's child: 0 kept it, 1 removed it, 2 failed */
+};
+
+static void gc_at_the_end(void *ctx, const struct lz_prepare_progress *p)
+{
+	struct gc_during *g = ctx;
+	if (g->ran || p->layer != p->n_layers || p->bytes_done != p->bytes_total)
+		return;
+	g->ran = true;
+	usleep(300 * 1000);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct lz_gc_item *items = NULL;
+		size_t n = 0;
+		struct lz_err err = { 0, "" };
+		if (lz_prepare_gc(&g->s->root, false, 0, NULL, &items, &n, &err) < 0)
+			_exit(2);
+		for (size_t i = 0; i < n; i++)
+			if (items[i].action == LZ_GC_REMOVED_STAGING)
+				_exit(1);
+		_exit(0);
+	}
+	int status = 0;
+	g->gc_status = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
+
+static int gc_during_preparation(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	struct gc_during g = { &s, false, -1 };
+	struct lz_prepare_request req = { .progress = gc_at_the_end, .progress_ctx = &g };
+	struct lz_prepare_result res;
+	struct lz_err err;
+	char id[LZ_ARTIFACT_ID_HEX + 1];
+	int fd = -1;
+	if (r == 0 && prepare(&s, "docker://registry.test/lz:gc", &req, &res, &err) < 0)
+		r = FAIL("prepare, with a gc at its end: %s", err.msg);
+	if (r == 0 && g.gc_status != 0)
+		r = FAIL("the gc at the end of the preparation %s", g.gc_status == 1 ? "removed its tree" : "failed");
+	if (r == 0 && lz_prepare_lookup(&s.root, "docker://registry.test/lz:gc", id, &fd, &err) < 0)
+		r = FAIL("lookup: %s", err.msg);
+	if (fd >= 0)
+		close(fd);
+	store_close(&s);
+	return r;
+}
+
+static void test_lz_prepare_gc__a_preparation_still_publishing_is_kept(void **state)
+{
+	(void)state;
+	run_as_test_user(gc_during_preparation);
+}
+
+/* A preparation stopped between publishing its tree and its catalog row
+ * leaves prepared/<id> without a row, named by its intent: gc reclaims it
+ * through the intent, and the image can be prepared again. Without the
+ * intent, preparing refuses instead of saying "prepared" of an image no
+ * launch finds. */
+static int half_published(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	struct lz_prepare_request req = { 0 };
+	struct lz_prepare_result res, again;
+	struct lz_gc_item *items = NULL;
+	size_t n = 0;
+	struct lz_err err;
+	char id[LZ_ARTIFACT_ID_HEX + 1], path[256];
+	static const char op[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	int fd = -1;
+	if (r == 0 && prepare(&s, "docker://registry.test/lz:gc", &req, &res, &err) < 0)
+		r = FAIL("prepare: %s", err.msg);
+	/* reclaimed whole (keep 0), then left half-published */
+	if (r == 0 && lz_prepare_gc(&s.root, false, 0, NULL, &items, &n, &err) < 0)
+		r = FAIL("gc: %s", err.msg);
+	free(items);
+	items = NULL;
+	snprintf(path, sizeof(path), "%s/storage/prepared/%s", s.dir, res.artifact_id);
+	if (r == 0 && (mkdir(path, 0755) < 0 || lz_catalog_prepare_intent_begin(s.root.fd, op, res.artifact_id, op,
+										      &err) < 0))
+		r = FAIL("half-publish: %s %s", strerror(errno), err.msg);
+	if (r == 0 && lz_prepare_gc(&s.root, false, 0, NULL, &items, &n, &err) < 0)
+		r = FAIL("gc of the half-published tree: %s", err.msg);
+	free(items);
+	items = NULL;
+	if (r == 0 && access(path, F_OK) == 0)
+		r = FAIL("gc kept the tree its intent names");
+	if (r == 0 && (prepare(&s, "docker://registry.test/lz:gc", &req, &again, &err) < 0 || again.existed))
+		r = FAIL("prepare again: %s (existed %d)", err.msg, again.existed);
+	if (r == 0 && lz_prepare_lookup(&s.root, "docker://registry.test/lz:gc", id, &fd, &err) < 0)
+		r = FAIL("lookup: %s", err.msg);
+	if (fd >= 0)
+		close(fd);
+	/* no intent names it: a tree without a row is refused by name */
+	if (r == 0 && lz_prepare_gc(&s.root, false, 0, NULL, &items, &n, &err) < 0)
+		r = FAIL("gc: %s", err.msg);
+	free(items);
+	items = NULL;
+	if (r == 0 && mkdir(path, 0755) < 0)
+		r = FAIL("mkdir: %s", strerror(errno));
+	if (r == 0) {
+		int p = prepare(&s, "docker://registry.test/lz:gc", &req, &again, &err);
+		if (p != -EEXIST || strstr(err.msg, "exists without a catalog entry") == NULL)
+			r = FAIL("prepare over a tree without a row: %d %s", p, err.msg);
+	}
+	if (r == 0 && rmdir(path) < 0)
+		r = FAIL("rmdir: %s", strerror(errno));
+	store_close(&s);
+	return r;
+}
+
+static void test_lz_prepare_gc__a_half_published_tree_is_reclaimed_through_its_intent(void **state)
+{
+	(void)state;
+	run_as_test_user(half_published);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -579,6 +704,8 @@ int main(void)
 		cmocka_unit_test(test_lz_prepare_image__worker_time_is_bounded),
 		cmocka_unit_test(test_lz_prepare_image__nothing_the_worker_forked_outlives_it),
 		cmocka_unit_test(test_lz_prepare_image__a_second_reference_finds_the_image),
+		cmocka_unit_test(test_lz_prepare_gc__a_preparation_still_publishing_is_kept),
+		cmocka_unit_test(test_lz_prepare_gc__a_half_published_tree_is_reclaimed_through_its_intent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
