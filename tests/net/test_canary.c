@@ -192,7 +192,7 @@ static int held_by(int pidfd, char *what, size_t cap)
 			continue;
 		target[n] = '\0';
 		if (strncmp(target, "socket:", 7) != 0) {
-			snprintf(what, cap, "fd %s: %s", e->d_name, target);
+			snprintf(what, cap, "fd %.8s: %.40s", e->d_name, target);
 			closedir(dir);
 			return -1;
 		}
