@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ struct job {
 	uint32_t verdict;
 	int pipes[2]; /* stdout, stderr read ends; -1 at end of file */
 	bool exited;
+	int64_t exited_at; /* when it was reaped (lz_now_ms) */
 	int status; /* waitid's si_code and si_status, once exited */
 	int code;
 	uint64_t sent, acked;
@@ -90,6 +92,11 @@ struct lz_escalation {
 
 #define TAKE_PER_WAKE 32 /* mailbox entries per wake, so a flood cannot starve the rest */
 #define RETRY_MS 250     /* a record the inbox did not take is posted again */
+/* After the keeper is reaped, everything below it is gone and what it
+ * wrote is in the pipes; a pipe still open after this long is held by a
+ * process outside the command (one running as another user, one handed
+ * the descriptor), and is closed once what it holds is read. */
+#define OUTPUT_GRACE_MS 250
 /* What the sandbox sends that is refused is logged up to this many times
  * a generation, then counted: hc.log lies in the runtime directory, which
  * every launch needs room in. */
@@ -860,6 +867,13 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 			for (int s = 0; s < 2; s++)
 				if (j->pipes[s] >= 0 && room)
 					pf[n++] = (struct pollfd){ .fd = j->pipes[s], .events = POLLIN };
+			/* A pipe a process outside the command holds open says
+			 * nothing when the grace ends: wake then (later, what
+			 * is read or acknowledged wakes the check). */
+			int64_t end = j->exited_at + OUTPUT_GRACE_MS;
+			if (j->exited && (j->pipes[0] >= 0 || j->pipes[1] >= 0) && end > now &&
+			    (*timeout_ms < 0 || end - now < *timeout_ms))
+				*timeout_ms = (int)(end - now);
 		}
 		/* The retry of a record waiting for the inbox has its own pace. */
 		if (deadline_runs(j)) {
@@ -905,14 +919,35 @@ static void reap(struct job *j)
 	if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
 		return;
 	j->exited = true;
+	j->exited_at = lz_now_ms();
 	j->code = si.si_code;
 	j->status = si.si_status;
 }
 
-static void finish_if_done(struct lz_escalation *e, struct job *j)
+/* Whether the pipes of a reaped command may be closed: past the grace, and
+ * nothing unread in them (ioctl FIONREAD). */
+static bool output_abandoned(const struct job *j, int64_t now)
 {
-	if (j->state != JOB_RUNNING || !j->exited || j->pipes[0] >= 0 || j->pipes[1] >= 0)
+	if (now < j->exited_at + OUTPUT_GRACE_MS)
+		return false;
+	for (int s = 0; s < 2; s++) {
+		int unread = 0;
+		if (j->pipes[s] >= 0 && (ioctl(j->pipes[s], FIONREAD, &unread) < 0 || unread > 0))
+			return false;
+	}
+	return true;
+}
+
+static void finish_if_done(struct lz_escalation *e, struct job *j, int64_t now)
+{
+	if (j->state != JOB_RUNNING || !j->exited)
 		return;
+	if (j->pipes[0] >= 0 || j->pipes[1] >= 0) {
+		if (!output_abandoned(j, now))
+			return;
+		request_line(e, "request %s: its output was held open by a process outside it; closed", j->hex);
+		close_pipes(j);
+	}
 	lz_close_fdp(&j->pidfd);
 	if (j->code == CLD_EXITED) {
 		request_line(e, "request %s: host process exited %d", j->hex, j->status);
@@ -961,7 +996,7 @@ void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size
 	int64_t now = lz_now_ms();
 	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++) {
 		struct job *j = &e->jobs[k];
-		finish_if_done(e, j);
+		finish_if_done(e, j, now);
 		if (!deadline_runs(j) || j->deadline > now)
 			continue;
 		request_line(e, "request %s: no acknowledgement for %d s; ended", j->hex, e->ack_timeout_ms / 1000);

@@ -4,6 +4,7 @@
  * may arrive in one batch, and the freed slot may take another request
  * before the coordinator's next turn. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -19,6 +20,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -572,6 +575,55 @@ static void test_lz_escalation__what_a_command_leaves_ends_with_it(void **state)
 	assert_sleep_ended(f, detached);
 }
 
+/* A process outside the command (one the keeper cannot end: another
+ * user's, an agent already running) handed the command's output holds the
+ * pipes open: the result comes once the command is reaped and what it
+ * wrote is read, not when that process lets go. */
+static void test_lz_escalation__output_held_outside_the_command_does_not_hold_its_result(void **state)
+{
+	struct fx *f = *state;
+	char script[512];
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const char *sock = a.sun_path;
+	assert_true((size_t)snprintf(a.sun_path, sizeof(a.sun_path), "%s/holder", f->dir) < sizeof(a.sun_path));
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(ls, 1), 0);
+	pid_t holder = fork();
+	assert_true(holder >= 0);
+	if (holder == 0) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		(void)dup2(null, STDOUT_FILENO);
+		(void)dup2(null, STDERR_FILENO);
+		int c = accept(ls, NULL, NULL);
+		char b, cb[CMSG_SPACE(2 * sizeof(int))];
+		struct iovec io = { &b, 1 };
+		struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
+		(void)recvmsg(c, &m, 0);
+		sleep(30);
+		_exit(0);
+	}
+	close(ls);
+	snprintf(script, sizeof(script),
+		 "import socket, sys; sys.stdout.write('before'); sys.stdout.flush(); "
+		 "s = socket.socket(socket.AF_UNIX); s.connect('%s'); socket.send_fds(s, [b'x'], [1, 2])",
+		 sock);
+	char python[PATH_MAX]; /* a symlink is never run: the file it names */
+	assert_non_null(realpath("/usr/bin/python3", python));
+	char *argv[] = { python, "-c", script };
+	size_t job = prompted(f, "rho", 0xdc, argv, 3, 0);
+	assert_int_equal(approve(f, job), 0);
+	assert_result(f, 0xdc, LZ_ESC_EXITED, 0);
+	char hex[2 * LZ_ESC_ID_LEN + 1];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xdc };
+	lz_hex(id, sizeof(id), hex);
+	assert_true(in_inbox(f, hex, "1")); /* what it wrote came first */
+	assert_int_equal(waitpid(holder, NULL, WNOHANG), 0); /* still holding */
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+}
+
 /* A command a signal ended is reported with that signal. */
 static void test_lz_escalation__a_command_ended_by_a_signal_is_reported_so(void **state)
 {
@@ -908,6 +960,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_what_the_command_started, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__output_held_outside_the_command_does_not_hold_its_result,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_a_daemon_the_command_detached,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__what_a_command_leaves_ends_with_it, setup,
