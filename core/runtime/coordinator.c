@@ -49,6 +49,7 @@
 #include "session/session.h"
 #include "session/tlschan.h"
 #include "store/catalog.h"
+#include "store/domainstate.h"
 #include "store/identity.h"
 #include "util/cleanup.h"
 #include "util/escape.h"
@@ -547,6 +548,23 @@ static void forget_keys(void *ctx)
 
 static void escalation_not_started(void *ctx, int slot, const char *why);
 
+/* Spec 3.8: never bytes another Domain's sandbox can write either (its
+ * workspace, recorded in the Storage Root; its ignored state and anchors
+ * lie in the Storage Root itself). */
+static int other_domains_executable_allowed(const lz_hc *hc, const char *canonical, struct lz_err *err)
+{
+	char ws[4096];
+	int r = lz_domain_workspace_holding(lz_config_storage_root(hc->cfg), canonical, ws, sizeof(ws), err);
+	if (r < 0)
+		return lz_err_prefix(err, r, "executable '%s': ", canonical);
+	if (r > 0)
+		return lz_err_set(err, EPERM,
+				  "executable '%s' lies inside '%s', the workspace of a Domain, which its sandbox can "
+				  "write",
+				  canonical, ws);
+	return 0;
+}
+
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 {
 	if (no_batch(hc, "begin a generation", err) < 0)
@@ -562,6 +580,12 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 	 * only to be sure: the router, a program of its own, loads it. */
 	if ((r = lz_gitlib_open(err)) < 0)
 		return r;
+	/* An auto-approved executable another Domain's sandbox can write
+	 * (its workspace may have been recorded since the configuration was
+	 * checked) refuses the launch, as one in this workspace does. */
+	for (size_t i = 0; i < hc->profile->n_rules; i++)
+		if ((r = other_domains_executable_allowed(hc, lz_config_executable(hc->cfg, i)->canonical, err)) < 0)
+			return lz_err_prefix(err, r, "auto-approve ");
 	/* The runtime directory after recovery removed what a lost generation
 	 * left there (its transient layer). */
 	if ((r = check_space(hc->runtime_domain, "the runtime directory",
@@ -1694,8 +1718,9 @@ static void approve(lz_hc *hc, size_t job, int slot, uint32_t verdict, const str
 static bool prompted_executable_denied(lz_hc *hc, const char *path, struct lz_hc_route *route)
 {
 	struct lz_err why = { 0, "" };
-	if (lz_path_grammar(path, strlen(path), &why) == 0)
-		(void)lz_config_host_executable_allowed(hc->cfg, path, &why);
+	if (lz_path_grammar(path, strlen(path), &why) == 0 &&
+	    lz_config_host_executable_allowed(hc->cfg, path, &why) == 0)
+		(void)other_domains_executable_allowed(hc, path, &why);
 	if (why.code == 0)
 		return false;
 	snprintf(route->text, sizeof(route->text), "%s", why.msg); /* escaped where it is shown */

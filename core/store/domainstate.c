@@ -399,3 +399,30 @@ void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n)
 		free(v[i].v);
 	free(v);
 }
+
+int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
+				struct lz_err *err)
+{
+	_cleanup_close_ int domains = lz_openat2(storage_root->fd, "domains",
+						 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	if (domains < 0)
+		return errno == ENOENT ? 0 : lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical,
+							 strerror(errno));
+	char **ids = NULL;
+	size_t n = 0;
+	int r = names_of(domains, lz_domain_id_hex, &ids, &n, LZ_DOMAINSTATE_MAX, err);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		struct lz_domain_identity id;
+		struct lz_err ignored;
+		_cleanup_close_ int fd =
+			lz_openat2(domains, ids[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+		if (fd >= 0 && lz_identity_read(fd, ids[i], &id, &ignored) == 0 &&
+		    lz_path_overlaps(canonical, id.workspace)) {
+			snprintf(ret, cap, "%s", id.workspace);
+			r = 1;
+		}
+	}
+	if (ids != NULL)
+		free_names(ids, n);
+	return r;
+}

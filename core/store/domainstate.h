@@ -60,6 +60,14 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 
 void lz_domain_state_free(struct lz_domain_state *v, size_t n);
 
+/* Whether canonical (an absolute path without symlinks) lies inside, or
+ * holds, the workspace some Domain under storage_root recorded (its
+ * identity): 1 with that workspace in ret (cap bytes), 0 when none. Another
+ * Domain's sandbox can write there (spec 3.8: a host command is never
+ * such bytes). Only Lazaret's own Domain Roots are read. */
+int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
+				struct lz_err *err);
+
 /* What `lazaret state inspect` shows of one State Anchor: the changes its
  * upper layer holds over the prepared lower (treescan.h), metadata only. */
 struct lz_anchor_changes {

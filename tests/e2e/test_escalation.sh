@@ -558,6 +558,24 @@ test_a_workspace_executable_is_never_prompted() {
 	[ ! -e "$T/ran" ] || fail "an executable through a workspace symlink ran"
 }
 
+# Another Domain's workspace holds its sandbox's bytes as much: an
+# executable there is denied too, once that Domain has launched.
+test_another_domains_workspace_executable_is_never_prompted() {
+	local other=$T/other-project
+	mkdir -p "$other"
+	printf '#!/bin/sh\ntouch %s/ran\n' "$T" >"$other/tool.sh"
+	chmod 0755 "$other/tool.sh"
+	(cd "$other" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" test --config "$CFG" -- true) ||
+		fail "the other Domain did not launch"
+	tmux_start 150 40
+	start_guest
+	keys "lazaret-escalate -- $other/tool.sh; echo status=\$?" Enter
+	wait_for "status=77" 20
+	assert_contains "$(screen)" "the workspace of a Domain"
+	assert_not_contains "$(screen)" "? [y/N]"
+	[ ! -e "$T/ran" ] || fail "another Domain's workspace executable ran"
+}
+
 # Arguments past what a prompt shows would run unseen: such a request
 # is denied before any prompt.
 test_a_prompt_too_long_is_denied() {
@@ -634,5 +652,6 @@ t_run "a request cancelled while its prompt is up takes the prompt down" test_ca
 t_run "a request too long to show whole is denied, never shown cut" test_a_prompt_too_long_is_denied
 t_run "a prompt padded with blanks draws no lines of its own" test_a_padded_prompt_draws_no_lines_of_its_own
 t_run "an executable in the workspace is denied, never prompted" test_a_workspace_executable_is_never_prompted
+t_run "an executable in another Domain's workspace is denied, never prompted" test_another_domains_workspace_executable_is_never_prompted
 rm -rf "$IMG"
 t_done
