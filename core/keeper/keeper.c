@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -137,9 +138,9 @@ _Noreturn static void exit_as_command(void)
 	_exit(128 + sig);
 }
 
-/* The keeper could not do its work: said on the status pipe the way the
- * coordinator reads a child's own failure (proc/spawn.h), then ended. */
-_Noreturn static void refuse(int status_fd, int code, const char *what)
+/* A failure said on the status pipe the way the coordinator reads a
+ * child's own (proc/spawn.h). */
+static void tell(int status_fd, int code, const char *what)
 {
 	struct lz_spawn_failure f = { .err = code };
 	size_t n = strlen(what);
@@ -147,7 +148,53 @@ _Noreturn static void refuse(int status_fd, int code, const char *what)
 		n = sizeof(f.msg) - 1;
 	memcpy(f.msg, what, n);
 	(void)!write(status_fd, &f, offsetof(struct lz_spawn_failure, msg) + n + 1);
+}
+
+/* The keeper could not do its work: said, then ended. */
+_Noreturn static void refuse(int status_fd, int code, const char *what)
+{
+	tell(status_fd, code, what);
 	_exit(127);
+}
+
+/* Whether the process pid (a child, not yet reaped) never exec'd: the
+ * kernel's PF_FORKNOEXEC, the 9th field of its stat. */
+static bool never_execd(pid_t pid)
+{
+	char path[32], text[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	char *p = strrchr(text, ')');
+	for (int field = 2; p != NULL && field < 9; field++)
+		p = strchr(p + 1, ' ');
+	return p != NULL && (strtoull(p + 1, NULL, 10) & 0x40u /* PF_FORKNOEXEC */) != 0;
+}
+
+/* Once the command's copy of execd has closed (it exec'd, or ended before
+ * its exec, or said why its exec failed), the coordinator learns which
+ * through the status pipe, which
+ * the keeper then closes: its own check of the "forked, did not exec"
+ * flag would see the keeper's, which did exec (a command the OOM killer
+ * or a kill -9 ended first is not reported as started). True once told. */
+static bool settle_start(int execd, int status_fd, pid_t command)
+{
+	int e = 0;
+	ssize_t n = read(execd, &e, sizeof(e));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	if (n == (ssize_t)sizeof(e)) /* its exec failed: said as a child's own */
+		(void)!write(status_fd, &e, sizeof(e));
+	else if (never_execd(command))
+		tell(status_fd, ECHILD, "the host process ended before it started");
+	close(execd);
+	close(status_fd);
+	return true;
 }
 
 static int parse_fd(const char *s)
@@ -219,6 +266,9 @@ int main(int argc, char **argv)
 		       "the host command's keeper: /proc/thread-self/children cannot be read (a kernel "
 		       "without CONFIG_PROC_CHILDREN): what the command starts could not be ended with it");
 	pid_t keeper = getpid();
+	int execd[2];
+	if (pipe2(execd, O_CLOEXEC | O_NONBLOCK) < 0)
+		refuse(status_fd, errno, "the host command's keeper: pipe2 failed");
 	struct clone_args args = { .flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&command_pidfd,
 				   .exit_signal = SIGCHLD };
 	long pid = syscall(SYS_clone3, &args, sizeof(args));
@@ -231,21 +281,30 @@ int main(int argc, char **argv)
 			_exit(127);
 		(void)syscall(SYS_execveat, exe_fd, "", command, environ, AT_EMPTY_PATH);
 		int e = errno;
-		(void)!write(status_fd, &e, sizeof(e));
+		(void)!write(execd[1], &e, sizeof(e)); /* passed on by settle_start */
 		_exit(127);
 	}
 	command_pid = (pid_t)pid;
-	/* The command's streams and status pipe are its own: the keeper
-	 * holds none of them open past its end. */
+	/* The command's streams are its own: the keeper holds none of them
+	 * open past its end, and the status pipe only until its start is
+	 * known (settle_start). */
 	close(exe_fd);
-	close(status_fd);
+	close(execd[1]);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (int fd = 0; fd < 3; fd++)
 		if (null >= 0 && null != fd)
 			(void)dup2(null, fd);
+	bool started = false;
 	for (;;) {
+		/* Before the command is reaped: its stat still says whether it
+		 * exec'd. Until then the wait looks again every millisecond. */
+		if (!started)
+			started = settle_start(execd[0], status_fd, command_pid);
+		static const struct timespec tick = { 0, 1000 * 1000 };
 		siginfo_t si;
-		int sig = sigwaitinfo(&ending, &si);
+		int sig = started ? sigwaitinfo(&ending, &si) : sigtimedwait(&ending, &si, &tick);
+		if (sig == SIGCHLD && !started)
+			started = settle_start(execd[0], status_fd, command_pid);
 		if (sig == SIGCHLD) {
 			(void)reap();
 			if (command_ended)

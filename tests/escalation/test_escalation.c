@@ -320,6 +320,35 @@ static void test_lz_escalation__a_command_that_cannot_start_is_answered(void **s
 	assert_non_null(memmem(rec.result.message.p, rec.result.message.n, "did not start", 13));
 }
 
+/* An executable the kernel will not run (no format it knows) fails at its
+ * exec, below the keeper: the result says it did not start, with the
+ * exec's own reason, not that it started and exited 127. */
+static void test_lz_escalation__an_exec_failure_below_the_keeper_is_not_a_start(void **state)
+{
+	struct fx *f = *state;
+	char exe[160], hex[2 * LZ_ESC_ID_LEN + 1];
+	snprintf(exe, sizeof(exe), "%s/not-a-program", f->dir);
+	int fd = open(exe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "plain text\n", 11), 11);
+	close(fd);
+	char *argv[] = { exe };
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xd4 };
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, "r4", 0xd4, argv, 1, 0);
+	char log[128];
+	int saved = stderr_to_file(f, log);
+	(void)approve(f, job);
+	for (int i = 0; i < 300 && !in_inbox(f, hex, "result"); i++)
+		spin(f, 10);
+	stderr_restore(saved);
+	struct lz_esc_record rec;
+	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
+	assert_int_equal(rec.result.outcome, LZ_ESC_FAILED);
+	assert_non_null(memmem(rec.result.message.p, rec.result.message.n, "did not start", 13));
+	assert_non_null(memmem(rec.result.message.p, rec.result.message.n, "Exec format error", 17));
+}
+
 /* Request id (its hex in hex), routed to a prompt and approved, with the
  * posting of its first chunk blocked by a directory where the posting's
  * temporary file goes (as a full file system would); the blocker's path
@@ -959,6 +988,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_lz_escalation__the_window_holds_with_both_streams_ready, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_what_the_command_started, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__an_exec_failure_below_the_keeper_is_not_a_start, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__output_held_outside_the_command_does_not_hold_its_result,
 						setup, teardown),
