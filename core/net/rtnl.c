@@ -359,7 +359,7 @@ int lz_rtnl_drain(int fd, int (*fn)(const struct nlmsghdr *h, void *arg), void *
 		/* Only the kernel speaks for the kernel. */
 		if (fn == NULL || from.nl_pid != 0)
 			continue;
-		int left = (int)n;
+		size_t left = (size_t)n;
 		for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
 			if (fn(h, arg) == 1)
 				return 1;
