@@ -293,6 +293,23 @@ static void assert_chunk(struct fx *f, const char *hex, uint64_t seq, const char
 	assert_memory_equal(rec.chunk.data.p, data, strlen(data));
 }
 
+/* The one-argument request id_byte (its hex in hex) prompted and approved
+ * with the escalation's log kept off the test's output, until its result
+ * is posted (at most 3 s). */
+static void approved_until_its_result(struct fx *f, const char *name, uint8_t id_byte, char **argv,
+				      char hex[static 2 * LZ_ESC_ID_LEN + 1])
+{
+	uint8_t id[LZ_ESC_ID_LEN] = { id_byte };
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, name, id_byte, argv, 1, 0);
+	char log[128];
+	int saved = stderr_to_file(f, log);
+	(void)approve(f, job);
+	for (int i = 0; i < 300 && !in_inbox(f, hex, "result"); i++)
+		spin(f, 10);
+	stderr_restore(saved);
+}
+
 /* An approved command whose executable cannot be opened is refused, and
  * the requester hears so: the decision and the result say why, escaped
  * (its name is the sandbox's bytes, here not UTF-8, which a record's
@@ -302,15 +319,7 @@ static void test_lz_escalation__a_command_that_cannot_start_is_answered(void **s
 	struct fx *f = *state;
 	char exe[] = "/nonexistent\xff\x1b[2J", hex[2 * LZ_ESC_ID_LEN + 1];
 	char *argv[] = { exe };
-	uint8_t id[LZ_ESC_ID_LEN] = { 0xd5 };
-	lz_hex(id, sizeof(id), hex);
-	size_t job = prompted(f, "r5", 0xd5, argv, 1, 0);
-	char log[128];
-	int saved = stderr_to_file(f, log);
-	(void)approve(f, job);
-	for (int i = 0; i < 300 && !in_inbox(f, hex, "result"); i++)
-		spin(f, 10);
-	stderr_restore(saved);
+	approved_until_its_result(f, "r5", 0xd5, argv, hex);
 	struct lz_esc_record rec;
 	open_posted(f, hex, "decision", LZ_ESC_DECISION, &rec);
 	assert_int_equal(rec.decision.verdict, LZ_ESC_DENIED);
@@ -333,15 +342,7 @@ static void test_lz_escalation__an_exec_failure_below_the_keeper_is_not_a_start(
 	assert_int_equal(write(fd, "plain text\n", 11), 11);
 	close(fd);
 	char *argv[] = { exe };
-	uint8_t id[LZ_ESC_ID_LEN] = { 0xd4 };
-	lz_hex(id, sizeof(id), hex);
-	size_t job = prompted(f, "r4", 0xd4, argv, 1, 0);
-	char log[128];
-	int saved = stderr_to_file(f, log);
-	(void)approve(f, job);
-	for (int i = 0; i < 300 && !in_inbox(f, hex, "result"); i++)
-		spin(f, 10);
-	stderr_restore(saved);
+	approved_until_its_result(f, "r4", 0xd4, argv, hex);
 	struct lz_esc_record rec;
 	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
 	assert_int_equal(rec.result.outcome, LZ_ESC_FAILED);
