@@ -180,7 +180,8 @@ void ic_snap_free(lz_ignoreclass *s)
 /* What host editors read, and may run commands from, on opening a folder
  * (docs/threat-model.md, "Editor configuration"). */
 static const char *const editor_names[] = {
-	".vscode", ".idea", ".fleet", ".zed", ".helix", ".devcontainer", ".exrc", ".nvimrc", ".nvim.lua",
+	".vscode", ".idea", ".fleet", ".zed", ".helix", ".devcontainer", ".devcontainer.json", ".exrc", ".nvimrc",
+	".nvim.lua",
 };
 
 bool ic_editor_name(const uint8_t *n, size_t len)

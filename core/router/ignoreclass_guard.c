@@ -13,8 +13,10 @@
  * by path) are resolved lexically, as Git joins them: "~/" is $HOME, a
  * relative include is relative to the common directory, a relative
  * program or hooks path to the repository's worktree root. A symlink on
- * the way is not followed (its target is not protected); an include
- * inside an included file with a relative path is not resolved. */
+ * the way is not followed (its target is not protected). A conditional
+ * include counts whatever its condition, and the worktree's
+ * config.worktree whatever extensions.worktreeConfig says: Git on the
+ * host evaluates them when it runs, not when the snapshot is built. */
 #include "router/ignoreclass_int.h"
 
 #include <dirent.h>
@@ -22,6 +24,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -250,8 +253,22 @@ struct cfgscan {
 	const char *ws_real; /* with a final '/' */
 	const char *root_abs; /* worktree root, no final '/' */
 	const char *common_abs; /* common directory, no final '/' */
+	/* The directory of each level's file (relative includes at depth 0
+	 * of the snapshot), by git_config_level_t; NULL where none. */
+	const char *level_dir[GIT_CONFIG_LEVEL_APP + 1];
+	/* While one file is scanned on its own (scan_file): its directory,
+	 * and how deep in includes it lies. */
+	const char *file_dir;
+	int depth;
+	int *files_left; /* scan_file's budget per repository */
 	int rc;
 };
+
+/* Git's own bound on nested includes (config.c, MAX_INCLUDE_DEPTH), and
+ * how many files one repository's scan opens on their own (an include
+ * cycle or a wide tree of them stays bounded). */
+#define INCLUDE_DEPTH_MAX 10
+#define INCLUDE_FILES_MAX 64
 
 int ic_git_join(const char *home, const char *base, size_t base_len, const char *v, size_t n, char *abs, size_t cap)
 {
@@ -354,6 +371,8 @@ static int control_key(const char *k)
 	return 0;
 }
 
+static int scan_include(struct cfgscan *c, const char *base, const char *v);
+
 static int cfg_entry(const git_config_entry *e, void *arg)
 {
 	struct cfgscan *c = arg;
@@ -361,12 +380,23 @@ static int cfg_entry(const git_config_entry *e, void *arg)
 	int r = 0;
 	switch (control_key(e->name)) {
 	case 2: {
-		/* A relative include is relative to the including file: the
-		 * repository's config (common directory) at depth 0. */
-		const char *base = e->include_depth == 0 && e->level == GIT_CONFIG_LEVEL_LOCAL
-					   ? c->common_abs
-					   : NULL;
+		/* A relative include is relative to the including file's
+		 * directory: known for the file scanned on its own, and for
+		 * each level's own file at depth 0. */
+		const char *base = NULL;
+		if (e->include_depth == 0)
+			base = c->file_dir != NULL ? c->file_dir
+			       : (int)e->level >= 0 && (int)e->level <= GIT_CONFIG_LEVEL_APP ? c->level_dir[e->level]
+										 : NULL;
 		r = add_named(c, base, v, strlen(v), G_FILE);
+		/* The included file on its own, where its relative paths
+		 * are placed; a conditional one whatever its condition:
+		 * libgit2 1.5 evaluates no hasconfig: condition, and an
+		 * onbranch: one against HEAD when the snapshot is built,
+		 * which the sandbox writes; host Git evaluates both when it
+		 * runs. */
+		if (r >= 0 && e->include_depth == 0)
+			r = scan_include(c, base, v);
 		break;
 	}
 	case 3:
@@ -383,6 +413,44 @@ static int cfg_entry(const git_config_entry *e, void *arg)
 		return 1;
 	}
 	return 0;
+}
+
+/* The keys of the configuration file abs alone (and of what it includes
+ * unconditionally, which libgit2 follows), at include depth depth; a file
+ * Git cannot open sets nothing. */
+static int scan_file(struct cfgscan *c, const char *abs, int depth)
+{
+	if (depth > INCLUDE_DEPTH_MAX || *c->files_left <= 0)
+		return 0; /* Git refuses to go deeper */
+	(*c->files_left)--;
+	git_config *cfg = NULL;
+	if (git_config_open_ondisk(&cfg, abs) < 0) {
+		git_error_clear();
+		return 0;
+	}
+	char dir[LZ_PATH_MAX * 2 + 4];
+	snprintf(dir, sizeof(dir), "%s", abs);
+	char *slash = strrchr(dir, '/');
+	if (slash != NULL)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	struct cfgscan sub = *c;
+	sub.file_dir = dir;
+	sub.depth = depth;
+	sub.rc = 0;
+	int r = git_config_foreach(cfg, cfg_entry, &sub);
+	git_config_free(cfg);
+	if (sub.rc < 0)
+		return sub.rc;
+	return r < 0 && r != 1 ? -EIO : 0;
+}
+
+static int scan_include(struct cfgscan *c, const char *base, const char *v)
+{
+	char abs[LZ_PATH_MAX * 2 + 4];
+	if (ic_git_join(getenv("HOME"), base, base ? strlen(base) : 0, v, strlen(v), abs, sizeof(abs)) < 0)
+		return 0; /* nothing Git could open */
+	ic_normalize(abs);
+	return scan_file(c, abs, c->depth + 1);
 }
 
 bool ic_ws_relative(const char *ws_real, const char *abs, const char **ret_rel, size_t *ret_len)
@@ -475,10 +543,40 @@ int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *w
 	if (ra > 1 && root_abs[ra - 1] == '/')
 		root_abs[ra - 1] = '\0';
 	snprintf(common_abs, sizeof(common_abs), "%s", git_repository_commondir(g));
-	struct cfgscan c = { .s = s, .ws_real = ws_real, .root_abs = root_abs, .common_abs = common_abs };
+	size_t ca = strlen(common_abs);
+	if (ca > 1 && common_abs[ca - 1] == '/')
+		common_abs[ca - 1] = '\0';
+	int files_left = INCLUDE_FILES_MAX;
+	struct cfgscan c = { .s = s, .ws_real = ws_real, .root_abs = root_abs, .common_abs = common_abs,
+			     .files_left = &files_left };
+	char level_dirs[3][LZ_PATH_MAX + 1];
+	int (*const find[3])(git_buf *) = { git_config_find_system, git_config_find_xdg, git_config_find_global };
+	const git_config_level_t level[3] = { GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG, GIT_CONFIG_LEVEL_GLOBAL };
+	for (int i = 0; i < 3; i++) {
+		git_buf path = GIT_BUF_INIT;
+		if (find[i](&path) == 0 && path.ptr != NULL && path.ptr[0] == '/' &&
+		    strlen(path.ptr) < sizeof(level_dirs[i])) {
+			snprintf(level_dirs[i], sizeof(level_dirs[i]), "%s", path.ptr);
+			char *slash = strrchr(level_dirs[i], '/');
+			*(slash == level_dirs[i] ? slash + 1 : slash) = '\0';
+			c.level_dir[level[i]] = level_dirs[i];
+		}
+		git_buf_dispose(&path);
+		git_error_clear();
+	}
+	c.level_dir[GIT_CONFIG_LEVEL_LOCAL] = common_abs;
 	r = git_config_foreach(cfg, cfg_entry, &c);
 	git_config_free(cfg);
 	if (c.rc < 0)
 		return c.rc;
-	return r < 0 && r != 1 ? -EIO : 0;
+	if (r < 0 && r != 1)
+		return -EIO;
+	/* The worktree's own configuration, which libgit2 1.5 does not read
+	 * (host Git does with extensions.worktreeConfig, which `git
+	 * sparse-checkout` sets): read whatever that setting says. */
+	char wt[LZ_PATH_MAX * 2 + 4];
+	const char *gitdir = git_repository_path(g);
+	size_t gl = strlen(gitdir);
+	snprintf(wt, sizeof(wt), "%s%sconfig.worktree", gitdir, gl && gitdir[gl - 1] == '/' ? "" : "/");
+	return scan_file(&c, wt, 0);
 }

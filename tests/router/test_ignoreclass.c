@@ -1268,6 +1268,32 @@ static void test_guard__every_key_git_runs(void **state)
 	lz_ignoreclass_unref(s);
 }
 
+/* What host Git reads when it runs, not when the snapshot is built: the
+ * worktree's config.worktree (libgit2 1.5 reads none), an include whose
+ * condition libgit2 1.5 does not evaluate (hasconfig:) or evaluates
+ * against a HEAD the sandbox writes (onbranch:). Their keys are guarded
+ * whatever the condition. */
+static void test_guard__keys_git_reads_when_it_runs(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	GIT(f, "ws", "config", "extensions.worktreeConfig", "true");
+	GIT(f, "ws", "config", "--worktree", "core.hooksPath", ".githooks");
+	put(f, ".gitconfig",
+	    "[user]\n\tname = t\n\temail = t@example.invalid\n[init]\n\tdefaultBranch = main\n"
+	    "[includeIf \"onbranch:release\"]\n\tpath = ~/release.inc\n"
+	    "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.inc\n");
+	put(f, "release.inc", "[core]\n\tfsmonitor = ./tools/fsmon.sh\n");
+	put(f, "work.inc", "[alias]\n\tw = !./tools/work.sh\n");
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	ASSERT_GUARD(s, ".githooks/pre-commit", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "tools/fsmon.sh", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "tools/work.sh", false, LZ_GUARD_CONTROL);
+	ASSERT_GUARD(s, "tools/other.sh", false, LZ_GUARD_NONE);
+	lz_ignoreclass_unref(s);
+}
+
 /* A bare workspace is a known Git directory like any other (host Git
  * opens it from anywhere inside): the workspace that is a bare repository
  * (its Git directory is the root), and the "bare + worktrees" container
@@ -1450,6 +1476,7 @@ static void test_route__editor_configuration(void **state)
 	ASSERT_ROUTE(s, ".idea", true, LZ_ROUTE_ISOLATED);
 	ASSERT_ROUTE(s, ".idea/workspace.xml", false, LZ_ROUTE_ISOLATED);
 	ASSERT_ROUTE(s, "pkg/.devcontainer/devcontainer.json", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, ".devcontainer.json", false, LZ_ROUTE_ISOLATED); /* its one-file form */
 	ASSERT_ROUTE(s, ".nvim.lua", false, LZ_ROUTE_ISOLATED);
 	ASSERT_ROUTE(s, "src/main.c", false, LZ_ROUTE_HOST);
 	ASSERT_ROUTE(s, "x.log", false, LZ_ROUTE_ISOLATED);
@@ -1725,6 +1752,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_build__not_a_repository, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__git_control_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__every_key_git_runs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard__keys_git_reads_when_it_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guard__bare_workspaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_root__the_worktree_each_index_governs, setup, teardown),
 		cmocka_unit_test(test_gitlib_load__holds_one_initialisation),
