@@ -23,6 +23,7 @@
 #include "image/layer.h"
 #include "image/oci.h"
 #include "proc/pidref.h"
+#include "fs/file.h"
 #include "fs/tree.h"
 #include "proc/broker.h"
 #include "proc/confine.h"
@@ -410,11 +411,19 @@ static int preparers_lock(const struct lz_path *staging, int how, int *ret, stru
 	return 0;
 }
 
-/* staging/<op>/rootfs, in the staging directory st->staging opened. */
+/* The file beside rootfs that names the operation which made the tree:
+ * gc moves a prepared/<id> back to staging through an intent only when
+ * the tree says it is that intent's (prepared/<id> is every preparation's
+ * name for the image; an older Lazaret's preparer takes no lock). */
+#define OP_MARKER "operation"
+
+/* staging/<op>/rootfs and its operation marker, in the staging directory
+ * st->staging opened. */
 static int make_staging(const char *op_id, struct staging *st, struct lz_err *err)
 {
 	int r;
-	if ((r = lz_path_owned_child(&st->staging, op_id, true, &st->op_dir, err)) < 0)
+	if ((r = lz_path_owned_child(&st->staging, op_id, true, &st->op_dir, err)) < 0 ||
+	    (r = lz_file_create(st->op_dir.fd, OP_MARKER, op_id, strlen(op_id), 0400, LZ_RESOLVE_OWNED, err)) < 0)
 		return r;
 	if (mkdirat(st->op_dir.fd, "rootfs", 0755) < 0)
 		return lz_err_set(err, errno, "create staging rootfs: %s", strerror(errno));
@@ -852,6 +861,16 @@ static bool artifact_known(const struct lz_catalog_artifact *arts, size_t n, con
 	return false;
 }
 
+/* Whether dir_fd/name is a tree the operation op_id made (OP_MARKER). */
+static bool made_by(int dir_fd, const char *name, const char *op_id)
+{
+	char path[LZ_ARTIFACT_ID_HEX + sizeof(OP_MARKER) + 2], text[LZ_ARTIFACT_ID_HEX + 2];
+	snprintf(path, sizeof(path), "%s/%s", name, OP_MARKER);
+	_cleanup_close_ int fd = lz_openat2(dir_fd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text));
+	return n == (ssize_t)strlen(op_id) && memcmp(text, op_id, (size_t)n) == 0;
+}
+
 /* An intent not yet published names the artifact id. */
 static bool named_by_intent(const struct lz_catalog_prepare_op *ops, size_t n, const char *id)
 {
@@ -936,7 +955,7 @@ static int gc_run(const struct lz_path *root, bool dry_run, size_t keep, const c
 			continue;
 		bool present = in_names(names, n_names, op->staging_name);
 		bool published_tree = !present && !artifact_known(arts, n_arts, op->artifact_id) &&
-				      faccessat(prepared.fd, op->artifact_id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+				      made_by(prepared.fd, op->artifact_id, op->id);
 		bool gone = !preparing && (op->state == LZ_CATALOG_PREPARE_ABANDONED || !op->has_worker ||
 					   worker_gone(op, err, &check));
 		if (check < 0) {

@@ -188,10 +188,12 @@ static bool settle_start(int execd, int status_fd, pid_t command)
 	ssize_t n = read(execd, &e, sizeof(e));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return false;
-	if (n == (ssize_t)sizeof(e)) /* its exec failed: said as a child's own */
+	/* Said as a child's own exec status (proc/spawn.h): its exec's
+	 * errno, or ECHILD for one that ended before it (never an exec's). */
+	if (n != (ssize_t)sizeof(e) && never_execd(command))
+		e = ECHILD;
+	if (n == (ssize_t)sizeof(e) || e == ECHILD)
 		(void)!write(status_fd, &e, sizeof(e));
-	else if (never_execd(command))
-		tell(status_fd, ECHILD, "the host process ended before it started");
 	close(execd);
 	close(status_fd);
 	return true;

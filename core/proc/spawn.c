@@ -508,6 +508,8 @@ int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_openi
 		return proved_exec(pidfd, label, err);
 	if (n < (ssize_t)sizeof(f.err) || f.err <= 0)
 		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
+	if (n == (ssize_t)sizeof(f.err) && f.err == ECHILD) /* a keeper's word for a child that never exec'd */
+		return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
 	if (n == (ssize_t)sizeof(f.err))
 		return lz_err_set(err, f.err, "exec '%s': %s", label, strerror(f.err));
 	*ret_opening = true;

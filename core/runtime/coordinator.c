@@ -1763,6 +1763,15 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		 * path they approved (rules are held to this at load). */
 		if (route.action == LZ_HC_ROUTE_PROMPT && prompted_executable_denied(hc, rq.argv[0], &route))
 			route.action = LZ_HC_ROUTE_DENY;
+		/* A rule's executable was checked at launch, but a Domain
+		 * launched since may have its workspace around it. */
+		struct lz_err why = { 0, "" };
+		if (route.action == LZ_HC_ROUTE_AUTO && q.rule >= 0 &&
+		    other_domains_executable_allowed(hc, lz_config_executable(hc->cfg, (size_t)q.rule)->canonical,
+						     &why) < 0) {
+			snprintf(route.text, sizeof(route.text), "auto-approve %s", why.msg);
+			route.action = LZ_HC_ROUTE_DENY;
+		}
 		if (s == NULL)
 			lz_escalation_deny(hc->esc, rq.job, "the requesting session has ended");
 		else if (route.action == LZ_HC_ROUTE_AUTO && q.rule >= 0)

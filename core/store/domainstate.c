@@ -408,21 +408,31 @@ int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *
 	if (domains < 0)
 		return errno == ENOENT ? 0 : lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical,
 							 strerror(errno));
-	char **ids = NULL;
-	size_t n = 0;
-	int r = names_of(domains, lz_domain_id_hex, &ids, &n, LZ_DOMAINSTATE_MAX, err);
-	for (size_t i = 0; r == 0 && i < n; i++) {
+	/* Every Domain, in directory order: no bound on how many, nothing
+	 * sorted (one identity read each). */
+	int fd = openat(domains, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (d == NULL) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return lz_err_set(err, e, "%s/domains: %s", storage_root->canonical, strerror(e));
+	}
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d)) != NULL) {
+		if (!lz_domain_id_hex(e->d_name))
+			continue;
 		struct lz_domain_identity id;
 		struct lz_err ignored;
-		_cleanup_close_ int fd =
-			lz_openat2(domains, ids[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
-		if (fd >= 0 && lz_identity_read(fd, ids[i], &id, &ignored) == 0 &&
+		_cleanup_close_ int dom = lz_openat2(domains, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+						     LZ_RESOLVE_OWNED);
+		if (dom >= 0 && lz_identity_read(dom, e->d_name, &id, &ignored) == 0 &&
 		    lz_path_overlaps(canonical, id.workspace)) {
 			snprintf(ret, cap, "%s", id.workspace);
 			r = 1;
 		}
 	}
-	if (ids != NULL)
-		free_names(ids, n);
+	closedir(d);
 	return r;
 }

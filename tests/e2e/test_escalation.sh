@@ -576,6 +576,44 @@ test_another_domains_workspace_executable_is_never_prompted() {
 	[ ! -e "$T/ran" ] || fail "another Domain's workspace executable ran"
 }
 
+# An auto-approved executable in a directory that becomes another Domain's
+# workspace while the generation runs: that sandbox can write it now, so
+# the rule no longer runs it (the launch's check saw no Domain there).
+test_an_auto_approved_executable_in_a_later_domains_workspace_is_denied() {
+	local late=$T/late-ws wsa=$T/ws-a cfg=$T/late.toml
+	mkdir -p "$late" "$wsa"
+	printf '#!/bin/sh\ntouch %s/late-ran\n' "$T" >"$late/tool.sh"
+	chmod 0755 "$late/tool.sh"
+	cat >"$cfg" <<-EOT
+		version = 1
+		[storage]
+		data_root = "$T/data-late"
+		[profiles.rules]
+		image = "oci:$IMG/img:latest"
+		[[profiles.rules.escalation.auto_approve]]
+		executable = "$late/tool.sh"
+		args = ["x"]
+		[profiles.plain]
+		image = "oci:$IMG/img:latest"
+	EOT
+	chmod 0600 "$cfg"
+	capture "${ENVV[@]}" "$LAZARET" image prepare "oci:$IMG/img:latest" --config "$cfg"
+	assert_eq 0 "$STATUS" "image prepare: $ERR"
+	(cd "$wsa" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" rules --config "$cfg" -- sh -c \
+		"touch /workspace/ready; while [ ! -e /workspace/go ]; do sleep 0.1; done;
+		 lazaret-escalate -- $late/tool.sh x; echo status=\$? >/workspace/status" >/dev/null 2>&1) &
+	local a=$!
+	for _ in $(seq 300); do [ -e "$wsa/ready" ] && break; sleep 0.1; done
+	[ -e "$wsa/ready" ] || fail "the first Domain's session never ran"
+	(cd "$late" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" plain --config "$cfg" -- true) ||
+		fail "the later Domain did not launch"
+	touch "$wsa/go"
+	wait "$a" || true
+	assert_eq "status=77" "$(cat "$wsa/status" 2>/dev/null)" "the request's end"
+	[ ! -e "$T/late-ran" ] || fail "an executable another sandbox can now write was auto-approved"
+	assert_contains "$(cat "$T/run/lazaret/domains/"*/hc.log)" "the workspace of a Domain"
+}
+
 # Arguments past what a prompt shows would run unseen: such a request
 # is denied before any prompt.
 test_a_prompt_too_long_is_denied() {
@@ -653,5 +691,6 @@ t_run "a request too long to show whole is denied, never shown cut" test_a_promp
 t_run "a prompt padded with blanks draws no lines of its own" test_a_padded_prompt_draws_no_lines_of_its_own
 t_run "an executable in the workspace is denied, never prompted" test_a_workspace_executable_is_never_prompted
 t_run "an executable in another Domain's workspace is denied, never prompted" test_another_domains_workspace_executable_is_never_prompted
+t_run "an auto-approved executable in a workspace a Domain took later is denied" test_an_auto_approved_executable_in_a_later_domains_workspace_is_denied
 rm -rf "$IMG"
 t_done

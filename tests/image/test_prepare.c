@@ -656,9 +656,26 @@ static int half_published(char *why, size_t size)
 	free(items);
 	items = NULL;
 	snprintf(path, sizeof(path), "%s/storage/prepared/%s", s.dir, res.artifact_id);
+	char marker[320];
+	snprintf(marker, sizeof(marker), "%s/operation", path);
+	/* first a tree that does not say it is the intent's: kept */
 	if (r == 0 && (mkdir(path, 0755) < 0 || lz_catalog_prepare_intent_begin(s.root.fd, op, res.artifact_id, op,
 										      &err) < 0))
 		r = FAIL("half-publish: %s %s", strerror(errno), err.msg);
+	if (r == 0 && lz_prepare_gc(&s.root, false, 0, NULL, &items, &n, &err) < 0)
+		r = FAIL("gc of a tree not the intent's: %s", err.msg);
+	free(items);
+	items = NULL;
+	if (r == 0 && access(path, F_OK) < 0)
+		r = FAIL("gc removed a tree its intent did not make");
+	/* then the intent's own (its operation marker, as a preparer writes it) */
+	int mfd = -1;
+	if (r == 0 && (lz_catalog_prepare_intent_begin(s.root.fd, op, res.artifact_id, op, &err) < 0 ||
+		       (mfd = open(marker, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400)) < 0 ||
+		       write(mfd, op, strlen(op)) != (ssize_t)strlen(op)))
+		r = FAIL("half-publish: %s %s", strerror(errno), err.msg);
+	if (mfd >= 0)
+		close(mfd);
 	if (r == 0 && lz_prepare_gc(&s.root, false, 0, NULL, &items, &n, &err) < 0)
 		r = FAIL("gc of the half-published tree: %s", err.msg);
 	free(items);

@@ -606,6 +606,66 @@ static void test_lz_spawn_start__a_keeper_that_cannot_be_handed_the_command_says
 	close(keeper);
 }
 
+/* A command killed before its exec (the OOM killer, a kill -9; here
+ * while the kernel copies a long argument vector) under a keeper is
+ * reported as never started, as without one: not as started, and not as
+ * refused while opening. The kill races the exec: tried until one lands
+ * first. */
+static void test_lz_spawn_start__a_keepers_command_killed_before_its_exec_never_started(void **state)
+{
+	(void)state;
+	int keeper = open(LZ_KEEPER_PATH, O_PATH | O_CLOEXEC);
+	assert_true(keeper >= 0);
+	enum { N_ARGS = 15000 };
+	static char big[100];
+	memset(big, 'a', sizeof(big) - 1);
+	char **argv = calloc(N_ARGS + 2, sizeof(*argv));
+	assert_non_null(argv);
+	argv[0] = "true";
+	for (size_t i = 1; i <= N_ARGS; i++)
+		argv[i] = big;
+	struct open_ctx o = { "/bin/true", -1 };
+	bool seen = false;
+	for (int attempt = 0; attempt < 50 && !seen; attempt++) {
+		struct lz_spawn spec = { .exe_fd = -1, .argv = argv, .stdin_fd = -1, .stdout_fd = -1,
+					 .stderr_fd = -1, .keeper_fd = &keeper };
+		int pidfd, status_fd;
+		pid_t pid = 0;
+		struct lz_err err = { 0, "" };
+		assert_int_equal(lz_spawn_start(&spec, open_path, &o, NULL, 0, &pidfd, &pid, &status_fd, &err), 0);
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+		int child = 0;
+		for (int k = 0; k < 200000 && child <= 0; k++) {
+			FILE *f = fopen(path, "r");
+			if (f != NULL) {
+				if (fscanf(f, "%d", &child) != 1)
+					child = 0;
+				fclose(f);
+			}
+		}
+		if (child > 0)
+			(void)kill(child, SIGKILL);
+		bool opening = true;
+		int r = await_status(status_fd, pidfd, &opening, &err);
+		if (r == -ECHILD) {
+			seen = true;
+			assert_false(opening);
+			assert_string_equal(err.msg, "exec 'x': the host process ended before it started");
+		} else {
+			assert_int_equal(r, 0); /* the exec came first: started */
+		}
+		siginfo_t info;
+		assert_int_equal(lz_reap(pidfd, 5000, &info), 0);
+		close(pidfd);
+		close(status_fd);
+	}
+	free(argv);
+	close(keeper);
+	if (!seen)
+		fail_msg("no kill landed before the exec in 50 tries");
+}
+
 static void test_lz_spawn_start__an_exec_failure_is_not_an_open_failure(void **state)
 {
 	(void)state;
@@ -716,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_lz_spawn_start__runs_what_the_child_opened),
 		cmocka_unit_test(test_lz_spawn_start__an_open_failure_comes_back_with_its_message),
 		cmocka_unit_test(test_lz_spawn_start__a_keeper_that_cannot_be_handed_the_command_says_why),
+		cmocka_unit_test(test_lz_spawn_start__a_keepers_command_killed_before_its_exec_never_started),
 		cmocka_unit_test(test_lz_spawn_start__an_exec_failure_is_not_an_open_failure),
 		cmocka_unit_test(test_lz_spawn_start__killed_before_exec_is_not_started),
 		cmocka_unit_test(test_lz_spawn_start__a_lookup_that_waits_holds_only_the_child),
