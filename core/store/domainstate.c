@@ -56,19 +56,29 @@ bool lz_domain_id_hex(const char *s)
 	return true;
 }
 
+/* *ret, a stream of dir_fd's entries (an O_PATH descriptor is not one):
+ * 0, or -errno with err naming what. */
+static int entries_of(int dir_fd, const char *what, DIR **ret, struct lz_err *err)
+{
+	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*ret = fd < 0 ? NULL : fdopendir(fd);
+	if (*ret != NULL)
+		return 0;
+	int e = errno;
+	if (fd >= 0)
+		close(fd);
+	return lz_err_set(err, e, "%s: %s", what, strerror(e));
+}
+
 /* The names of dir_fd's entries that pass keep, sorted; free with
  * free_names. */
 static int names_of(int dir_fd, bool (*keep)(const char *), char ***ret, size_t *ret_n, size_t max,
 		    struct lz_err *err)
 {
-	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (d == NULL) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		return lz_err_set(err, e, "read directory: %s", strerror(e));
-	}
+	DIR *d;
+	int rc = entries_of(dir_fd, "read directory", &d, err);
+	if (rc < 0)
+		return rc;
 	char **v = NULL;
 	size_t n = 0;
 	struct dirent *e;
@@ -410,15 +420,12 @@ int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *
 							 strerror(errno));
 	/* Every Domain, in directory order: no bound on how many, nothing
 	 * sorted (one identity read each). */
-	int fd = openat(domains, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (d == NULL) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		return lz_err_set(err, e, "%s/domains: %s", storage_root->canonical, strerror(e));
-	}
-	int r = 0;
+	char what[4200];
+	snprintf(what, sizeof(what), "%s/domains", storage_root->canonical);
+	DIR *d;
+	int r = entries_of(domains, what, &d, err);
+	if (r < 0)
+		return r;
 	struct dirent *e;
 	while (r == 0 && (e = readdir(d)) != NULL) {
 		if (!lz_domain_id_hex(e->d_name))
