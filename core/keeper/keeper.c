@@ -297,14 +297,18 @@ int main(int argc, char **argv)
 		if (null >= 0 && null != fd)
 			(void)dup2(null, fd);
 	bool started = false;
+	struct timespec tick = { 0, 1000 * 1000 };
 	for (;;) {
 		/* Before the command is reaped: its stat still says whether it
-		 * exec'd. Until then the wait looks again every millisecond. */
+		 * exec'd. Until then the wait looks again, after 1 ms at first
+		 * and at most every 64 ms (an exec from a mount that does not
+		 * answer may take long). */
 		if (!started)
 			started = settle_start(execd[0], status_fd, command_pid);
-		static const struct timespec tick = { 0, 1000 * 1000 };
 		siginfo_t si;
 		int sig = started ? sigwaitinfo(&ending, &si) : sigtimedwait(&ending, &si, &tick);
+		if (sig < 0 && tick.tv_nsec < 64 * 1000 * 1000)
+			tick.tv_nsec *= 2;
 		if (sig == SIGCHLD && !started)
 			started = settle_start(execd[0], status_fd, command_pid);
 		if (sig == SIGCHLD) {
