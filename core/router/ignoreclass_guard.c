@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,10 +424,19 @@ static int scan_file(struct cfgscan *c, const char *abs, int depth)
 	if (depth > INCLUDE_DEPTH_MAX || *c->files_left <= 0)
 		return 0; /* Git refuses to go deeper */
 	(*c->files_left)--;
+	/* A file that is not there, or that Git cannot read either, sets
+	 * nothing; one this process cannot open for want of descriptors or
+	 * memory fails the snapshot (never fewer guards). */
+	int fd = open(abs, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ELOOP ? 0 : -errno;
+	close(fd);
 	git_config *cfg = NULL;
 	if (git_config_open_ondisk(&cfg, abs) < 0) {
+		const git_error *ge = git_error_last();
+		bool unparsable = ge != NULL && ge->klass == GIT_ERROR_CONFIG; /* Git fails on it too */
 		git_error_clear();
-		return 0;
+		return unparsable ? 0 : -EIO;
 	}
 	char dir[LZ_PATH_MAX * 2 + 4];
 	snprintf(dir, sizeof(dir), "%s", abs);

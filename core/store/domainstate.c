@@ -431,11 +431,16 @@ int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *
 		if (!lz_domain_id_hex(e->d_name))
 			continue;
 		struct lz_domain_identity id;
-		struct lz_err ignored;
+		struct lz_err why = { 0, "" };
 		_cleanup_close_ int dom = lz_openat2(domains, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
 						     LZ_RESOLVE_OWNED);
-		if (dom >= 0 && lz_identity_read(dom, e->d_name, &id, &ignored) == 0 &&
-		    lz_path_overlaps(canonical, id.workspace)) {
+		/* A Domain that cannot be read for want of descriptors or
+		 * memory fails the check; one with no or a foreign identity
+		 * has recorded no workspace. */
+		int rr = dom < 0 ? -errno : lz_identity_read(dom, e->d_name, &id, &why);
+		if (rr == -EMFILE || rr == -ENFILE || rr == -ENOMEM)
+			r = lz_err_set(err, -rr, "%s/domains/%s: %s", storage_root->canonical, e->d_name, strerror(-rr));
+		else if (rr == 0 && lz_path_overlaps(canonical, id.workspace)) {
 			snprintf(ret, cap, "%s", id.workspace);
 			r = 1;
 		}
