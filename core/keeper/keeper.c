@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc/pidref.h"
 #include "proc/spawn.h"
 
 #ifndef PIDFD_SIGNAL_PROCESS_GROUP
@@ -138,9 +139,9 @@ _Noreturn static void exit_as_command(void)
 	_exit(128 + sig);
 }
 
-/* A failure said on the status pipe the way the coordinator reads a
- * child's own (proc/spawn.h). */
-static void tell(int status_fd, int code, const char *what)
+/* The keeper could not do its work: said on the status pipe the way the
+ * coordinator reads a child's own failure (proc/spawn.h), then ended. */
+_Noreturn static void refuse(int status_fd, int code, const char *what)
 {
 	struct lz_spawn_failure f = { .err = code };
 	size_t n = strlen(what);
@@ -148,20 +149,15 @@ static void tell(int status_fd, int code, const char *what)
 		n = sizeof(f.msg) - 1;
 	memcpy(f.msg, what, n);
 	(void)!write(status_fd, &f, offsetof(struct lz_spawn_failure, msg) + n + 1);
-}
-
-/* The keeper could not do its work: said, then ended. */
-_Noreturn static void refuse(int status_fd, int code, const char *what)
-{
-	tell(status_fd, code, what);
 	_exit(127);
 }
 
 /* Whether the process pid (a child, not yet reaped) never exec'd: the
- * kernel's PF_FORKNOEXEC, the 9th field of its stat. */
+ * kernel's PF_FORKNOEXEC in its stat. */
 static bool never_execd(pid_t pid)
 {
-	char path[32], text[512];
+	char path[32], text[1024];
+	uint64_t flags = 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
@@ -170,18 +166,15 @@ static bool never_execd(pid_t pid)
 	if (n <= 0)
 		return false;
 	text[n] = '\0';
-	char *p = strrchr(text, ')');
-	for (int field = 2; p != NULL && field < 9; field++)
-		p = strchr(p + 1, ' ');
-	return p != NULL && (strtoull(p + 1, NULL, 10) & 0x40u /* PF_FORKNOEXEC */) != 0;
+	return lz_proc_stat_field(text, LZ_PROC_STAT_FLAGS, &flags) == 0 && (flags & LZ_PF_FORKNOEXEC) != 0;
 }
 
 /* Once the command's copy of execd has closed (it exec'd, or ended before
  * its exec, or said why its exec failed), the coordinator learns which
- * through the status pipe, which
- * the keeper then closes: its own check of the "forked, did not exec"
- * flag would see the keeper's, which did exec (a command the OOM killer
- * or a kill -9 ended first is not reported as started). True once told. */
+ * through the status pipe, which the keeper then closes: its own check
+ * of the "forked, did not exec" flag would see the keeper's, which did
+ * exec (a command the OOM killer or a kill -9 ended first is not
+ * reported as started). True once told. */
 static bool settle_start(int execd, int status_fd, pid_t command)
 {
 	int e = 0;

@@ -56,33 +56,6 @@ int lz_boot_id(uint8_t ret[16], struct lz_err *err)
 	return 0;
 }
 
-int lz_proc_stat_field(const char *text, int field, uint64_t *ret)
-{
-	/* comm (field 2) may contain spaces and ')': fields resume after the
-	 * last ')'. Field 3 follows it. */
-	const char *p = strrchr(text, ')');
-	if (p == NULL || field < 4)
-		return -EINVAL;
-	p++;
-	for (int f = 3; f < field; f++) {
-		p = strchr(p + 1, ' ');
-		if (p == NULL)
-			return -EINVAL;
-	}
-	p++;
-	uint64_t v = 0;
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		uint64_t digit = (uint64_t)(*p - '0');
-		if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && digit > UINT64_MAX % 10))
-			return -EOVERFLOW;
-		v = v * 10 + digit;
-	}
-	*ret = v;
-	return 0;
-}
-
 /* The host's /proc, where a process that mounted a /proc of its own for
  * its PID namespace (the Runtime Supervisor) kept it (lz_pidref_use_proc);
  * -1: the /proc mount, the host's for everyone else. */

@@ -64,5 +64,8 @@ int lz_pidref_await_gone(const struct lz_pidref *ref, int timeout_ms, bool *ret_
 #define LZ_PROC_STAT_FLAGS 9       /* the task's PF_* flags */
 #define LZ_PROC_STAT_START_TIME 22 /* starttime */
 int lz_proc_stat_field(const char *text, int field, uint64_t *ret);
+/* include/linux/sched.h: "forked but didn't exec", in the flags field; the
+ * kernel clears it before it closes the close-on-exec descriptors. */
+#define LZ_PF_FORKNOEXEC 0x40u
 
 #endif

@@ -457,9 +457,6 @@ int lz_spawn_start(const struct lz_spawn *spec, lz_spawn_open_fn *open_exe, void
 	return 0;
 }
 
-/* include/linux/sched.h: "forked but didn't exec"; the kernel clears it
- * before it closes the close-on-exec descriptors. */
-#define LZ_PF_FORKNOEXEC 0x40u
 
 /* The first line of path beginning with key, its number. */
 static int proc_number(const char *path, const char *key, long *ret)
@@ -471,6 +468,12 @@ static int proc_number(const char *path, const char *key, long *ret)
 		if (strncmp(line, key, strlen(key)) == 0)
 			return sscanf(line + strlen(key), "%ld", ret) == 1 ? 0 : -1;
 	return -1;
+}
+
+/* A child that ended before its exec: -ECHILD, so said. */
+static int never_started(const char *label, struct lz_err *err)
+{
+	return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
 }
 
 /* The status pipe read empty: an exec closed it, or an exit (a kill from
@@ -490,7 +493,7 @@ static int proved_exec(int pidfd, const char *label, struct lz_err *err)
 	if (lz_read_small(path, text, sizeof(text)) < 0)
 		return 0;
 	if (lz_proc_stat_field(text, LZ_PROC_STAT_FLAGS, &flags) == 0 && (flags & LZ_PF_FORKNOEXEC))
-		return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
+		return never_started(label, err);
 	return 0;
 }
 
@@ -509,7 +512,7 @@ int lz_spawn_status(int status_fd, int pidfd, const char *label, bool *ret_openi
 	if (n < (ssize_t)sizeof(f.err) || f.err <= 0)
 		return lz_err_set(err, EIO, "exec '%s': child failed before exec", label);
 	if (n == (ssize_t)sizeof(f.err) && f.err == ECHILD) /* a keeper's word for a child that never exec'd */
-		return lz_err_set(err, ECHILD, "exec '%s': the host process ended before it started", label);
+		return never_started(label, err);
 	if (n == (ssize_t)sizeof(f.err))
 		return lz_err_set(err, f.err, "exec '%s': %s", label, strerror(f.err));
 	*ret_opening = true;

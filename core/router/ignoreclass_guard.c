@@ -11,8 +11,8 @@
  *
  * Pointers in configuration (include.path, core.hooksPath, programs named
  * by path) are resolved lexically, as Git joins them: "~/" is $HOME, a
- * relative include is relative to the common directory, a relative
- * program or hooks path to the repository's worktree root. A symlink on
+ * relative include is relative to the including file's directory, a
+ * relative program or hooks path to the repository's worktree root. A symlink on
  * the way is not followed (its target is not protected). A conditional
  * include counts whatever its condition, and the worktree's
  * config.worktree whatever extensions.worktreeConfig says: Git on the
@@ -265,6 +265,22 @@ struct cfgscan {
 	int rc;
 };
 
+/* p without its final '/' (but "/" itself). */
+static void drop_final_slash(char *p)
+{
+	size_t n = strlen(p);
+	if (n > 1 && p[n - 1] == '/')
+		p[n - 1] = '\0';
+}
+
+/* The absolute file path p cut to its directory ("/" for one at the root). */
+static void cut_to_dir(char *p)
+{
+	char *slash = strrchr(p, '/');
+	if (slash != NULL)
+		*(slash == p ? slash + 1 : slash) = '\0';
+}
+
 /* Git's own bound on nested includes (config.c, MAX_INCLUDE_DEPTH), and
  * how many files one repository's scan opens on their own (an include
  * cycle or a wide tree of them stays bounded). */
@@ -440,9 +456,7 @@ static int scan_file(struct cfgscan *c, const char *abs, int depth)
 	}
 	char dir[LZ_PATH_MAX * 2 + 4];
 	snprintf(dir, sizeof(dir), "%s", abs);
-	char *slash = strrchr(dir, '/');
-	if (slash != NULL)
-		*(slash == dir ? slash + 1 : slash) = '\0';
+	cut_to_dir(dir);
 	struct cfgscan sub = *c;
 	sub.file_dir = dir;
 	sub.depth = depth;
@@ -549,13 +563,9 @@ int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *w
 		return -EIO;
 	char root_abs[LZ_PATH_MAX * 2 + 2], common_abs[LZ_PATH_MAX + 1];
 	snprintf(root_abs, sizeof(root_abs), "%s%.*s", ws_real, (int)root_len, root);
-	size_t ra = strlen(root_abs);
-	if (ra > 1 && root_abs[ra - 1] == '/')
-		root_abs[ra - 1] = '\0';
+	drop_final_slash(root_abs);
 	snprintf(common_abs, sizeof(common_abs), "%s", git_repository_commondir(g));
-	size_t ca = strlen(common_abs);
-	if (ca > 1 && common_abs[ca - 1] == '/')
-		common_abs[ca - 1] = '\0';
+	drop_final_slash(common_abs);
 	int files_left = INCLUDE_FILES_MAX;
 	struct cfgscan c = { .s = s, .ws_real = ws_real, .root_abs = root_abs, .common_abs = common_abs,
 			     .files_left = &files_left };
@@ -567,8 +577,7 @@ int ic_guard_repo(lz_ignoreclass *s, git_repository *g, int ws_fd, const char *w
 		if (find[i](&path) == 0 && path.ptr != NULL && path.ptr[0] == '/' &&
 		    strlen(path.ptr) < sizeof(level_dirs[i])) {
 			snprintf(level_dirs[i], sizeof(level_dirs[i]), "%s", path.ptr);
-			char *slash = strrchr(level_dirs[i], '/');
-			*(slash == level_dirs[i] ? slash + 1 : slash) = '\0';
+			cut_to_dir(level_dirs[i]);
 			c.level_dir[level[i]] = level_dirs[i];
 		}
 		git_buf_dispose(&path);

@@ -115,6 +115,17 @@ static int names_of(int dir_fd, bool (*keep)(const char *), char ***ret, size_t 
 	return 0;
 }
 
+/* storage_root/domains, or -ENOENT (no Domain yet: nothing said in err),
+ * or -errno. */
+static int open_domains(const struct lz_path *storage_root, struct lz_err *err)
+{
+	int fd = lz_openat2(storage_root->fd, "domains", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			    LZ_RESOLVE_OWNED);
+	if (fd < 0 && errno != ENOENT)
+		return lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical, strerror(errno));
+	return fd < 0 ? -ENOENT : fd;
+}
+
 /* LZ_DOMAIN_ASIDE_PREFIX and a Domain ID. */
 static bool aside_name(const char *s)
 {
@@ -272,10 +283,9 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 	int r;
 	if (sizes && (r = lz_idmap_for_invoking_user(&map, err)) < 0)
 		return r;
-	_cleanup_close_ int domains = lz_openat2(storage_root->fd, "domains",
-						 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
-	if (domains < 0 && errno != ENOENT)
-		return lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical, strerror(errno));
+	_cleanup_close_ int domains = open_domains(storage_root, err);
+	if (domains < 0 && domains != -ENOENT)
+		return domains;
 	if (domains >= 0 && (r = names_of(domains, lz_domain_id_hex, &ids, &n, LZ_DOMAINSTATE_MAX, err)) < 0)
 		return r;
 	if (domains >= 0 && (r = names_of(domains, aside_name, &aside, &n_aside, LZ_DOMAINSTATE_MAX, err)) < 0) {
@@ -413,11 +423,9 @@ void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n)
 int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
 				struct lz_err *err)
 {
-	_cleanup_close_ int domains = lz_openat2(storage_root->fd, "domains",
-						 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, LZ_RESOLVE_OWNED);
+	_cleanup_close_ int domains = open_domains(storage_root, err);
 	if (domains < 0)
-		return errno == ENOENT ? 0 : lz_err_set(err, errno, "%s/domains: %s", storage_root->canonical,
-							 strerror(errno));
+		return domains == -ENOENT ? 0 : domains;
 	/* Every Domain, in directory order: no bound on how many, nothing
 	 * sorted (one identity read each). */
 	char what[4200];
