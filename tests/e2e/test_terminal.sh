@@ -78,6 +78,9 @@ test_ctrl_c_ctrl_d_vi_and_exit_status() {
 	[ "$ms" -lt 1500 ] || fail "Ctrl-C took ${ms} ms"
 	keys 'cat' Enter
 	keys 'typed-line' Enter
+	# cat echoed the line: it reads the terminal, so Ctrl-D reaches it
+	# and not the shell's line editor.
+	wait_count typed-line 2
 	keys C-d
 	keys 'echo cat-$((2+3))' Enter
 	wait_for "cat-5"
