@@ -549,20 +549,34 @@ static void forget_keys(void *ctx)
 static void escalation_not_started(void *ctx, int slot, const char *why);
 
 /* Spec 3.8: never bytes another Domain's sandbox can write either (its
- * workspace, recorded in the Storage Root; its ignored state and anchors
- * lie in the Storage Root itself). */
+ * workspace and the writable volumes it was ever given, recorded in the
+ * Storage Root; its ignored state and anchors lie in the Storage Root
+ * itself). This Domain's own past volumes are in its record too. */
 static int other_domains_executable_allowed(const lz_hc *hc, const char *canonical, struct lz_err *err)
 {
-	char ws[4096];
-	int r = lz_domain_workspace_holding(lz_config_storage_root(hc->cfg), canonical, ws, sizeof(ws), err);
+	char tree[4096];
+	const char *kind = "";
+	int r = lz_domain_writable_holding(lz_config_storage_root(hc->cfg), canonical, tree, sizeof(tree), &kind,
+					   err);
 	if (r < 0)
 		return lz_err_prefix(err, r, "executable '%s': ", canonical);
 	if (r > 0)
 		return lz_err_set(err, EPERM,
-				  "executable '%s' lies inside '%s', the workspace of a Domain, which its sandbox can "
-				  "write",
-				  canonical, ws);
+				  "executable '%s' lies inside '%s', %s of a Domain, which its sandbox can write",
+				  canonical, tree, kind);
 	return 0;
+}
+
+/* Spec 3.2, 3.8: the writable volumes this launch mounts join the
+ * Domain's record before its sandbox can write them. */
+static int record_volumes(lz_hc *hc, struct lz_err *err)
+{
+	const char *sources[LZ_CONFIG_LIST_MAX];
+	size_t n = 0;
+	for (size_t i = 0; i < hc->profile->n_volumes && n < LZ_CONFIG_LIST_MAX; i++)
+		if (!hc->profile->volumes[i].read_only)
+			sources[n++] = lz_config_volume_source(hc->cfg, i)->canonical;
+	return n == 0 ? 0 : lz_identity_record_volumes(lz_config_storage_domain(hc->cfg)->fd, sources, n, err);
 }
 
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
@@ -592,7 +606,8 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 			     "free space on that file system (it holds each running sandbox's /tmp)",
 			     err)) < 0 ||
 	    (r = lz_identity_ensure(lz_config_storage_domain(hc->cfg)->fd, hc->profile->name,
-				    lz_config_workspace(hc->cfg)->canonical, err)) < 0)
+				    lz_config_workspace(hc->cfg)->canonical, err)) < 0 ||
+	    (r = record_volumes(hc, err)) < 0)
 		return r;
 	uint64_t gen;
 	if ((r = lz_dstore_generation_begin(hc->store, hc->domain_hex, hc->fp_hex, &gen, err)) < 0)

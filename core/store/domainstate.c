@@ -420,39 +420,70 @@ void lz_anchor_changes_free(struct lz_anchor_changes *v, size_t n)
 	free(v);
 }
 
-int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
-				struct lz_err *err)
+struct holding {
+	const char *canonical;
+	char *ret;
+	size_t cap;
+};
+
+static int volume_holds(void *ctx, const char *source)
+{
+	struct holding *h = ctx;
+	if (!lz_path_overlaps(h->canonical, source))
+		return 0;
+	snprintf(h->ret, h->cap, "%s", source);
+	return 1;
+}
+
+/* One Domain's answer for lz_domain_writable_holding. */
+static int domain_holds(int domains, const char *storage_root, const char *hex, struct holding *h,
+			const char **kind, struct lz_err *err)
+{
+	struct lz_domain_identity id;
+	struct lz_err why = { 0, "" };
+	_cleanup_close_ int dom = lz_openat2(domains, hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+					     LZ_RESOLVE_OWNED);
+	/* A Domain that cannot be read for want of descriptors or memory
+	 * fails the check; one with no or a foreign identity has recorded
+	 * no workspace. */
+	int r = dom < 0 ? -errno : lz_identity_read(dom, hex, &id, &why);
+	if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
+		return lz_err_set(err, -r, "%s/domains/%s: %s", storage_root, hex, strerror(-r));
+	if (r == 0 && lz_path_overlaps(h->canonical, id.workspace)) {
+		snprintf(h->ret, h->cap, "%s", id.workspace);
+		*kind = "the workspace";
+		return 1;
+	}
+	if (dom < 0)
+		return 0;
+	/* Its volume record fails closed: only Lazaret writes it. */
+	r = lz_identity_volumes_each(dom, volume_holds, h, &why);
+	if (r == 1)
+		*kind = "a volume source";
+	if (r < 0 && r != -ENOENT)
+		return lz_err_set(err, -r, "%s/domains/%s: %s", storage_root, hex, why.msg);
+	return r < 0 ? 0 : r;
+}
+
+int lz_domain_writable_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
+			       const char **kind, struct lz_err *err)
 {
 	_cleanup_close_ int domains = open_domains(storage_root, err);
 	if (domains < 0)
 		return domains == -ENOENT ? 0 : domains;
 	/* Every Domain, in directory order: no bound on how many, nothing
-	 * sorted (one identity read each). */
+	 * sorted (two records read each). */
 	char what[4200];
 	snprintf(what, sizeof(what), "%s/domains", storage_root->canonical);
 	DIR *d;
 	int r = entries_of(domains, what, &d, err);
 	if (r < 0)
 		return r;
+	struct holding h = { canonical, ret, cap };
 	struct dirent *e;
-	while (r == 0 && (e = readdir(d)) != NULL) {
-		if (!lz_domain_id_hex(e->d_name))
-			continue;
-		struct lz_domain_identity id;
-		struct lz_err why = { 0, "" };
-		_cleanup_close_ int dom = lz_openat2(domains, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-						     LZ_RESOLVE_OWNED);
-		/* A Domain that cannot be read for want of descriptors or
-		 * memory fails the check; one with no or a foreign identity
-		 * has recorded no workspace. */
-		int rr = dom < 0 ? -errno : lz_identity_read(dom, e->d_name, &id, &why);
-		if (rr == -EMFILE || rr == -ENFILE || rr == -ENOMEM)
-			r = lz_err_set(err, -rr, "%s/domains/%s: %s", storage_root->canonical, e->d_name, strerror(-rr));
-		else if (rr == 0 && lz_path_overlaps(canonical, id.workspace)) {
-			snprintf(ret, cap, "%s", id.workspace);
-			r = 1;
-		}
-	}
+	while (r == 0 && (e = readdir(d)) != NULL)
+		if (lz_domain_id_hex(e->d_name))
+			r = domain_holds(domains, storage_root->canonical, e->d_name, &h, kind, err);
 	closedir(d);
 	return r;
 }

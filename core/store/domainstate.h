@@ -61,12 +61,16 @@ int lz_domain_state_list(const struct lz_path *storage_root, const char *runtime
 void lz_domain_state_free(struct lz_domain_state *v, size_t n);
 
 /* Whether canonical (an absolute path without symlinks) lies inside, or
- * holds, the workspace some Domain under storage_root recorded (its
- * identity): 1 with that workspace in ret (cap bytes), 0 when none. Another
- * Domain's sandbox can write there (spec 3.8: a host command is never
- * such bytes). Only Lazaret's own Domain Roots are read. */
-int lz_domain_workspace_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
-				struct lz_err *err);
+ * holds, a tree some Domain under storage_root recorded as its sandbox's
+ * to write: its workspace (identity.h) or a writable volume's source any
+ * launch of it mounted (its volume record). 1 with that tree in ret (cap
+ * bytes) and *kind "the workspace" or "a volume source", 0 when none.
+ * That sandbox can write there (spec 3.8: a host command is never such
+ * bytes). Only Lazaret's own Domain Roots are read; one that cannot be
+ * read for want of descriptors or memory, or whose volume record is
+ * damaged, fails the check. */
+int lz_domain_writable_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
+			       const char **kind, struct lz_err *err);
 
 /* What `lazaret state inspect` shows of one State Anchor: the changes its
  * upper layer holds over the prepared lower (treescan.h), metadata only. */

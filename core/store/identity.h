@@ -11,6 +11,8 @@
 #ifndef LZ_STORE_IDENTITY_H
 #define LZ_STORE_IDENTITY_H
 
+#include <stddef.h>
+
 #include "util/err.h"
 
 #define LZ_IDENTITY_FILE "identity"
@@ -30,5 +32,26 @@ int lz_identity_ensure(int domain_fd, const char *profile, const char *workspace
  * domain_hex: -EPROTO (malformed or foreign), -ENOENT (none recorded),
  * -EPERM (type, owner, mode, links). */
 int lz_identity_read(int domain_fd, const char *domain_hex, struct lz_domain_identity *ret, struct lz_err *err);
+
+/* The host directories a Domain's sandbox has been given to write (its
+ * writable volumes' canonical sources, spec 3.2), kept as `volumes` in
+ * its Domain Root: every one any launch mounted, not only the current
+ * configuration's, since the bytes its sandbox wrote stay there after the
+ * volume leaves the configuration (spec 3.8: a host command is never
+ * such bytes). Like the identity, written by the coordinator holding the
+ * Domain flock and read without a lock. */
+#define LZ_VOLUMES_FILE "volumes"
+#define LZ_VOLUMES_MAX_BYTES (1024 * 1024)
+
+/* Adds sources (canonical paths) to the record, rewriting it (durable, by
+ * rename) only when one is new; a record that would pass
+ * LZ_VOLUMES_MAX_BYTES refuses (-E2BIG). */
+int lz_identity_record_volumes(int domain_fd, const char *const *sources, size_t n, struct lz_err *err);
+
+/* Calls each(ctx, source) for every recorded source until one returns
+ * nonzero, and returns that (0: all seen, or no record). -EPROTO
+ * (malformed), -EPERM (type, owner, mode, links), -errno. */
+int lz_identity_volumes_each(int domain_fd, int (*each)(void *ctx, const char *source), void *ctx,
+			     struct lz_err *err);
 
 #endif

@@ -576,6 +576,36 @@ test_another_domains_workspace_executable_is_never_prompted() {
 	[ ! -e "$T/ran" ] || fail "another Domain's workspace executable ran"
 }
 
+# A writable volume's source holds its sandbox's bytes as much, and stays
+# so (recorded in that Domain) once the volume leaves the configuration:
+# another profile's volume, launched once, makes an executable there
+# denied, never prompted.
+test_an_executable_in_a_domains_volume_is_never_prompted() {
+	local shared=$T/shared
+	mkdir -p "$shared"
+	printf '#!/bin/sh\ntouch %s/ran\n' "$T" >"$shared/tool.sh"
+	chmod 0755 "$shared/tool.sh"
+	cat >>"$CFG" <<-EOT
+		[profiles.vols]
+		image = "oci:$IMG/img:latest"
+		[[profiles.vols.volumes]]
+		source = "$shared"
+		destination = "/shared"
+	EOT
+	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" vols --config "$CFG" -- true) ||
+		fail "the Domain with the volume did not launch"
+	local rec
+	rec=$(cat "$DATA"/domains/*/volumes 2>/dev/null)
+	assert_contains "$rec" "\"$shared\""
+	tmux_start 250 40 # the denial on one line
+	start_guest
+	keys "lazaret-escalate -- $shared/tool.sh; echo status=\$?" Enter
+	wait_for "status=77" 20
+	assert_contains "$(screen)" "a volume source of a Domain"
+	assert_not_contains "$(screen)" "? [y/N]"
+	[ ! -e "$T/ran" ] || fail "an executable in a volume another sandbox can write ran"
+}
+
 # An auto-approved executable in a directory that becomes another Domain's
 # workspace while the generation runs: that sandbox can write it now, so
 # the rule no longer runs it (the launch's check saw no Domain there).
@@ -691,6 +721,7 @@ t_run "a request too long to show whole is denied, never shown cut" test_a_promp
 t_run "a prompt padded with blanks draws no lines of its own" test_a_padded_prompt_draws_no_lines_of_its_own
 t_run "an executable in the workspace is denied, never prompted" test_a_workspace_executable_is_never_prompted
 t_run "an executable in another Domain's workspace is denied, never prompted" test_another_domains_workspace_executable_is_never_prompted
+t_run "an executable in a volume a Domain was given is denied, never prompted" test_an_executable_in_a_domains_volume_is_never_prompted
 t_run "an auto-approved executable in a workspace a Domain took later is denied" test_an_auto_approved_executable_in_a_later_domains_workspace_is_denied
 rm -rf "$IMG"
 t_done

@@ -1,5 +1,6 @@
 /* A Domain's recorded identity (store/identity.h): written once, whole and
- * durable, read back only when it derives the Domain Root's own name. */
+ * durable, read back only when it derives the Domain Root's own name; its
+ * volume record: a union that only grows, refused when damaged. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -118,12 +119,134 @@ static void test_lz_identity__foreign_cut_linked_and_open_files_are_refused(void
 	assert_true(lz_identity_ensure(f->fd, PROFILE, WORKSPACE, &err) < 0);
 }
 
+struct seen {
+	char v[8][64];
+	size_t n;
+	const char *stop_at;
+};
+
+static int collect(void *ctx, const char *source)
+{
+	struct seen *s = ctx;
+	if (s->n < 8)
+		snprintf(s->v[s->n++], sizeof(s->v[0]), "%s", source);
+	return s->stop_at != NULL && strcmp(source, s->stop_at) == 0;
+}
+
+static void write_volumes(const struct fx *f, const char *text)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_VOLUMES_FILE);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* No record: nothing seen. Sources recorded, then more: every one is kept
+ * (a volume that left the configuration stays), each once, and the same
+ * set again rewrites nothing; each stops where its callback says. */
+static void test_lz_identity__volumes_accumulate_and_are_listed(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	struct seen s = { .n = 0 };
+	char path[128];
+	struct stat st, again;
+	assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), 0);
+	assert_int_equal(s.n, 0);
+	const char *first[] = { "/home/dev/cache", "/srv/shared" };
+	assert_int_equal(lz_identity_record_volumes(f->fd, first, 2, &err), 0);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_VOLUMES_FILE);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	const char *second[] = { "/srv/shared", "/home/dev/tools" };
+	assert_int_equal(lz_identity_record_volumes(f->fd, second, 2, &err), 0);
+	assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), 0);
+	assert_int_equal(s.n, 3);
+	assert_string_equal(s.v[0], "/home/dev/cache");
+	assert_string_equal(s.v[1], "/srv/shared");
+	assert_string_equal(s.v[2], "/home/dev/tools");
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(lz_identity_record_volumes(f->fd, first, 2, &err), 0);
+	assert_int_equal(stat(path, &again), 0);
+	assert_int_equal(again.st_ino, st.st_ino); /* nothing new: not rewritten */
+	snprintf(path, sizeof(path), "%s/.%s", f->dir, LZ_VOLUMES_FILE);
+	assert_int_equal(access(path, F_OK), -1);
+	s = (struct seen){ .n = 0, .stop_at = "/srv/shared" };
+	assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), 1);
+	assert_int_equal(s.n, 2);
+}
+
+/* A damaged record (cut, a relative path, a non-string, an unknown key,
+ * another version), one others may read, or a link: refused, by the
+ * reader and by the recorder, which never rewrites it. */
+static void test_lz_identity__damaged_volume_records_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	struct seen s = { .n = 0 };
+	const char *one[] = { "/a" };
+	const char *bad[] = {
+		"{\"lazaret_volumes\":1,\"sources\":[\"/a\"",
+		"{\"lazaret_volumes\":1,\"sources\":[\"a\"]}",
+		"{\"lazaret_volumes\":1,\"sources\":[1]}",
+		"{\"lazaret_volumes\":1,\"sources\":[],\"more\":1}",
+		"{\"lazaret_volumes\":2,\"sources\":[]}",
+		"{\"lazaret_volumes\":1,\"sources\":{}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_volumes(f, bad[i]);
+		assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), -EPROTO);
+		assert_int_equal(lz_identity_record_volumes(f->fd, one, 1, &err), -EPROTO);
+		char path[128];
+		snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_VOLUMES_FILE);
+		size_t len = 0;
+		char *text = lz_test_read_file(path, &len);
+		assert_non_null(text);
+		assert_int_equal(len, strlen(bad[i]));
+		assert_memory_equal(text, bad[i], len); /* not rewritten */
+		free(text);
+	}
+	assert_int_equal(s.n, 0);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_VOLUMES_FILE);
+	write_volumes(f, "{\"lazaret_volumes\":1,\"sources\":[\"/a\"]}");
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), -EPERM);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_true(lz_identity_volumes_each(f->fd, collect, &s, &err) < 0);
+	assert_true(lz_identity_record_volumes(f->fd, one, 1, &err) < 0);
+	assert_int_equal(s.n, 0);
+}
+
+/* A source that is not UTF-8 cannot be recorded; the record is left as
+ * it was. */
+static void test_lz_identity__a_volume_that_cannot_be_recorded_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	struct seen s = { .n = 0 };
+	const char *good[] = { "/a" };
+	const char *bad[] = { "/b", "/\xff" };
+	assert_int_equal(lz_identity_record_volumes(f->fd, good, 1, &err), 0);
+	assert_int_equal(lz_identity_record_volumes(f->fd, bad, 2, &err), -EINVAL);
+	assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), 0);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.v[0], "/a");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_lz_identity__recorded_whole_and_read_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_identity__foreign_cut_linked_and_open_files_are_refused, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_identity__volumes_accumulate_and_are_listed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_identity__damaged_volume_records_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_identity__a_volume_that_cannot_be_recorded_changes_nothing,
+						setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
