@@ -234,6 +234,23 @@ static int parse_hello(const uint8_t *buf, size_t len, void *ctx)
 }
 
 /* A TCP connection to addr:port within LZ_EGRESS_CONNECT_MS. */
+/* How long a relayed connection may stand still, and a send wait. */
+static int idle_ms(void)
+{
+	/* lazaret-faults: 2 s, for tests/e2e/test_egress.sh */
+	return lz_test_fault("egress-idle-2s") ? 2000 : LZ_EGRESS_IDLE_MS;
+}
+
+/* A send to s waits idle_ms() at most. */
+static int bound_sends(int s)
+{
+	struct timeval send_wait = { .tv_sec = idle_ms() / 1000 };
+	return setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof(send_wait));
+}
+
+/* Connected (blocking) within LZ_EGRESS_CONNECT_MS, its sends bounded
+ * before the first: an upstream that stops reading cannot hold the slot
+ * while the request head and body go out. */
 static int connect_to(uint32_t addr, uint16_t port, int *ret)
 {
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -257,7 +274,7 @@ static int connect_to(uint32_t addr, uint16_t port, int *ret)
 				r = -e;
 		}
 	}
-	if (r == 0 && fcntl(s, F_SETFL, 0) < 0)
+	if (r == 0 && (fcntl(s, F_SETFL, 0) < 0 || bound_sends(s) < 0))
 		r = -errno;
 	if (r < 0) {
 		close(s);
@@ -272,17 +289,14 @@ static int connect_to(uint32_t addr, uint16_t port, int *ret)
  * passed on as a half-close. */
 static void relay(int a, int b, uint8_t *buf)
 {
-	/* lazaret-faults: 2 s, for tests/e2e/test_egress.sh */
-	int idle_ms = lz_test_fault("egress-idle-2s") ? 2000 : LZ_EGRESS_IDLE_MS;
-	struct timeval send_wait = { .tv_sec = idle_ms / 1000 };
-	if (setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof(send_wait)) < 0 ||
-	    setsockopt(b, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof(send_wait)) < 0)
+	int idle = idle_ms();
+	if (bound_sends(a) < 0 || bound_sends(b) < 0)
 		return;
 	bool a_open = true, b_open = true;
 	while (a_open || b_open) {
 		struct pollfd pf[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
 					{ .fd = b_open ? b : -1, .events = POLLIN } };
-		int pr = poll(pf, 2, idle_ms);
+		int pr = poll(pf, 2, idle);
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr <= 0)
