@@ -118,8 +118,13 @@ int lz_hostprobe_identity(struct lz_err *err, struct lz_hostprobe_identity *ret)
 		if (r != ERANGE || size >= PASSWD_BUF_MAX)
 			break;
 	}
-	/* No entry (or an unreadable database) is a fact to report, not a
-	 * failure: subordinate IDs can still be matched by uid. */
+	/* No entry is a fact to report, not a failure: subordinate IDs can
+	 * still be matched by uid (getpwuid_r(3) lets a database say so with
+	 * these errors too). A database that could not be read is not "no
+	 * entry": matched by uid alone, a line keyed by your name would be
+	 * missed, and another range than your usual one mapped. */
+	if (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM)
+		return lz_err_set(err, r, "read the passwd entry of uid %u: %s", (unsigned)id.uid, strerror(r));
 	if (r == 0 && found != NULL && strlen(pw.pw_name) < sizeof(id.user)) {
 		id.has_user = true;
 		snprintf(id.user, sizeof(id.user), "%s", pw.pw_name);

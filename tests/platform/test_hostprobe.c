@@ -31,6 +31,7 @@
 
 #include <dirent.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sysmacros.h>
 
 #include "lz_test.h"
@@ -226,6 +227,28 @@ static void test_lz_hostprobe_identity__invoking_user(void **state)
 	assert_int_equal(id.has_user, pw != NULL);
 	if (pw != NULL)
 		assert_string_equal(id.user, pw->pw_name);
+}
+
+/* The passwd database unreadable for want of descriptors: an error, not
+ * "no such user" (which would match subordinate IDs by uid alone). */
+static void test_lz_hostprobe_identity__an_unreadable_database_is_an_error(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0, "" };
+	struct lz_hostprobe_identity id;
+	struct rlimit was;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	struct rlimit l = { 64, was.rlim_max };
+	int fds[64], n = 0, d;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &l), 0);
+	while (n < 64 && (d = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fds[n++] = d;
+	int r = lz_hostprobe_identity(&err, &id);
+	while (n > 0)
+		close(fds[--n]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(r, -EMFILE);
+	assert_non_null(strstr(err.msg, "passwd entry"));
 }
 
 /* ---- subid parser ------------------------------------------------------ */
@@ -1221,6 +1244,7 @@ int main(void)
 		cmocka_unit_test(test_lz_hostprobe_kernel_parse_release__overflow),
 		cmocka_unit_test(test_lz_hostprobe_kernel__matches_uname),
 		cmocka_unit_test(test_lz_hostprobe_identity__invoking_user),
+		cmocka_unit_test(test_lz_hostprobe_identity__an_unreadable_database_is_an_error),
 		cmocka_unit_test(test_lz_hostprobe_subid_parse__single_range),
 		cmocka_unit_test(test_lz_hostprobe_subid_parse__multiple_ranges_in_file_order),
 		cmocka_unit_test(test_lz_hostprobe_subid_parse__comments_and_blank_lines),
