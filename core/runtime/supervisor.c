@@ -37,6 +37,7 @@
 #include "fs/tree.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
+#include "util/logrelay.h"
 #include "util/testfault.h"
 
 static void msg_init(struct lz_rs_msg *m, const struct lz_rs_plan *p, uint32_t type)
@@ -585,9 +586,11 @@ struct lz_rs {
 	/* The confined helpers' log (the router's standard error, the egress
 	 * proxy's log): a pipe, non-blocking both ways (a full one drops a
 	 * line rather than stall a helper), relayed to the RS's standard
-	 * error, hc.log. A helper holds no descriptor of a host file whose
-	 * mode, owner or times it could change (docs/threat-model.md). */
+	 * error, hc.log, through log_relay. A helper holds no descriptor of
+	 * a host file whose mode, owner or times it could change
+	 * (docs/threat-model.md). */
 	int helper_log[2];
+	struct lz_logrelay log_relay;
 	struct lz_memwatch memwatch; /* from await_running on */
 	char end_reason[LZ_ERR_MSG_MAX]; /* why serving ended, when the RS ended it */
 	bool hc_alive;
@@ -641,6 +644,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 		free(rs);
 		return lz_err_set(err, errno, "the helpers' log: %s", strerror(errno));
 	}
+	lz_logrelay_init(&rs->log_relay, STDERR_FILENO, LZ_RS_HELPER_LOG_MAX, "the helpers");
 	rs->hc_alive = true;
 	msg_init(&rs->mounts, plan, LZ_RS_MOUNTS);
 	*ret = rs;
@@ -684,22 +688,17 @@ const char *lz_rs_step_name(enum lz_rs_step step)
 	return (size_t)step < LZ_ARRAY_SIZE(step_names) && step_names[step] ? step_names[step] : "unknown";
 }
 
-/* What the helpers logged, to the RS's standard error (hc.log): at most
- * a pipe's worth a call, so that a helper writing on and on cannot keep
- * the RS from its control socket and its children. */
-static void relay_helper_log(lz_rs *rs)
+/* What the helpers logged, to the RS's standard error (hc.log): each line
+ * made harmless, at most LZ_RS_HELPER_LOG_MAX bytes a generation (a
+ * helper the sandbox subverted keeps no limit of its own), and at most a
+ * pipe's worth a call, so that a helper writing on and on cannot keep the
+ * RS from its control socket and its children. last: the helpers are
+ * gone. */
+static void relay_helper_log(lz_rs *rs, bool last)
 {
-	char buf[4096];
-	ssize_t n;
-	for (size_t total = 0; total < 64 * 1024;) {
-		n = read(rs->helper_log[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		(void)!write(STDERR_FILENO, buf, (size_t)n);
-		total += (size_t)n;
-	}
+	(void)lz_logrelay_pump(&rs->log_relay, rs->helper_log[0], 64 * 1024);
+	if (last)
+		lz_logrelay_finish(&rs->log_relay);
 }
 
 /* The one order: a step runs only right after the one before it
@@ -709,7 +708,7 @@ static int enter(lz_rs *rs, enum lz_rs_step want_done, const char *step, struct 
 	if (rs->released || rs->step != want_done)
 		return lz_err_set(err, EPROTO, "supervisor step %s out of order (after %s%s)", step,
 				  step_names[rs->step], rs->released ? ", released" : "");
-	relay_helper_log(rs); /* the router's first lines, before serve */
+	relay_helper_log(rs, false); /* the router's first lines, before serve */
 	int64_t now = lz_now_us();
 	if (want_done != LZ_RS_STEP_NONE)
 		rs->step_us[want_done] = now - rs->step_began_us;
@@ -1017,7 +1016,7 @@ int lz_rs_serve(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 			return lz_err_set(err, errno, "poll: %s", strerror(errno));
 		}
 		if (pf[5].revents & POLLIN)
-			relay_helper_log(rs);
+			relay_helper_log(rs, false);
 		if (pf[6].revents)
 			reap_link_release(rs);
 		if (pf[1].revents) {
@@ -1081,7 +1080,7 @@ static int release(lz_rs *rs, struct lz_err *err)
 	/* Spec 3.5: the workspace mount goes first, and with it the router. */
 	struct lz_err rerr = { 0, "" };
 	int rr = lz_rsrouter_stop(rs->p, &rs->router, &rerr);
-	relay_helper_log(rs); /* the helpers' last words */
+	relay_helper_log(rs, true); /* the helpers' last words */
 	int r = unmount_all(rs->p, &rs->mounts, err);
 	if (rr < 0 && r >= 0)
 		r = lz_err_set(err, -rr, "%s", rerr.msg);

@@ -44,6 +44,8 @@
 #define LZ_RS_STOP_TIMEOUT_MS 10000
 #define LZ_RS_TAP_TIMEOUT_MS 20000
 #define LZ_RS_INIT_REPORT_TIMEOUT_MS 20000
+/* What the helpers' log may add to hc.log in a generation (bytes). */
+#define LZ_RS_HELPER_LOG_MAX (256 * 1024)
 
 /* The RS's own state, in the RS process only. */
 typedef struct lz_rs lz_rs;
