@@ -275,8 +275,10 @@ int lz_hc_clean_runtime(lz_hc *hc, lz_hc_report *report, void *ctx, struct lz_er
 	int r = before_begin(hc, "runtime cleanup", err);
 	if (r < 0)
 		return r;
-	size_t n = lz_rundir_generations(hc->runtime_domain, gens, LZ_ARRAY_SIZE(gens));
-	for (size_t i = 0; i < n; i++) {
+	int n = lz_rundir_generations(hc->runtime_domain, gens, LZ_ARRAY_SIZE(gens), err);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
 		lz_leaserecovery_judge(hc->store, gens[i], recovery_deadline(hc, false), why, sizeof(why));
 		if (why[0]) {
 			snprintf(line, sizeof(line), "kept the runtime tree of generation %llu: %s",
@@ -390,7 +392,10 @@ int lz_hc_recovered(lz_hc *hc, struct lz_err *err)
 				  "generation %llu of this Domain may still be running (its image lease is kept: see "
 				  "hc.log)",
 				  (unsigned long long)held);
-	if (lz_rundir_generations(hc->runtime_domain, gens, 1) > 0)
+	int kept = lz_rundir_generations(hc->runtime_domain, gens, 1, err);
+	if (kept < 0)
+		return kept;
+	if (kept > 0)
 		return lz_err_set(err, EBUSY,
 				  "generation %llu of this Domain may still be running (its runtime tree is kept: see "
 				  "hc.log)",

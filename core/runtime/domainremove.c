@@ -124,6 +124,29 @@ static int remove_aside(int domains, const struct lz_idmap *map, struct lz_err *
 	return rc;
 }
 
+/* Lost generations' runtime trees (proved gone with the leases) go before
+ * the Domain does: once the Domain Root is set aside, no `state rm` can
+ * finish them, and a Domain made anew with the same ID would find one and
+ * be refused as possibly still running. */
+static int remove_runtime_trees(const struct lz_path *runtime_domain, struct lz_err *err)
+{
+	uint64_t gens[64];
+	for (int pass = 0; pass < 64; pass++) {
+		int n = lz_rundir_generations(runtime_domain, gens, LZ_ARRAY_SIZE(gens), err);
+		if (n <= 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			int rc = lz_rundir_remove_generation(runtime_domain, gens[i], err);
+			if (rc < 0)
+				return lz_err_prefix(err, rc, "the Domain is kept; deleting the runtime tree of its lost "
+							      "generation %llu failed: ",
+						     (unsigned long long)gens[i]);
+		}
+	}
+	return lz_err_set(err, EBUSY, "the Domain is kept; generation trees keep appearing in %s",
+			  runtime_domain->canonical);
+}
+
 int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 {
 	struct lz_domain_identity id;
@@ -186,7 +209,7 @@ int lz_domain_remove_run(const struct lz_domain_remove *r, struct lz_err *err)
 	if ((rc = lz_dstore_open(dom, &store, err)) < 0 || (rc = end_lost(store, err)) < 0 ||
 	    (rc = lz_leaserecovery_run(store, r->storage_root->fd, r->domain_hex, lz_now_ms() + LZ_RECOVERY_EXIT_WAIT_MS,
 				      lz_escape_report_stderr, NULL, NULL, err)) < 0 ||
-	    (rc = no_lease(r, err)) < 0)
+	    (rc = no_lease(r, err)) < 0 || (rc = remove_runtime_trees(&runtime_domain, err)) < 0)
 		goto out;
 	lz_dstore_close(store);
 	store = NULL;

@@ -162,18 +162,19 @@ void lz_gendir_remove(struct lz_gendir *g)
 	g->name[0] = '\0';
 }
 
-size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max)
+int lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max, struct lz_err *err)
 {
 	int fd = lz_openat2(runtime_domain->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, LZ_RESOLVE_OWNED);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	size_t n = 0;
+	int n = 0;
 	if (d == NULL) {
+		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		return 0;
+		return lz_err_set(err, e, "list %s: %s", runtime_domain->canonical, strerror(e));
 	}
 	struct dirent *de;
-	while ((de = readdir(d)) != NULL && n < max) {
+	while ((de = readdir(d)) != NULL && (size_t)n < max) {
 		char *end = NULL;
 		if (strncmp(de->d_name, "gen-", 4) != 0 || de->d_name[4] < '1' || de->d_name[4] > '9')
 			continue;

@@ -93,9 +93,10 @@ int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_
 void lz_gendir_remove(struct lz_gendir *g);
 
 /* The generations whose gen-<N> trees a lost coordinator left beneath the
- * runtime Domain directory (at most max, unordered); how many. Only the
- * holder of the Domain flock asks: no live HC owns them. */
-size_t lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max);
+ * runtime Domain directory (at most max, unordered, max at most INT_MAX);
+ * how many, or -errno when the directory cannot be read (never "none").
+ * Only the holder of the Domain flock asks: no live HC owns them. */
+int lz_rundir_generations(const struct lz_path *runtime_domain, uint64_t *ret, size_t max, struct lz_err *err);
 
 /* Removes gen-<generation> as lz_gendir_remove does, once recovery proved
  * every process of it gone (runtime/leaserecovery.h); err says what

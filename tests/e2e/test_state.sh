@@ -364,6 +364,35 @@ test_rm_removes_what_a_lost_generation_left() {
 	[ ! -e "$T/run/lazaret/domains/$id" ] || fail "its runtime directory is still there: $(find "$T/run/lazaret/domains/$id" | head)"
 }
 
+# A removal killed once the Domain is set aside has already deleted a lost
+# generation's runtime tree: no later command could (the Domain is gone),
+# and the Domain made anew in the same workspace (the same ID) would be
+# refused as possibly still running.
+test_an_interrupted_removal_leaves_no_runtime_tree_behind() {
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sh -c \
+		'touch /workspace/ready; sleep 120' >/dev/null 2>&1) &
+	local cli=$! hc id
+	for _ in $(seq 300); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	[ -e "$WS/ready" ] || fail "the session never got ready"
+	rm "$WS/ready"
+	hc=$(ps -ww -u "$(id -u)" -o pid=,args= | awk -v ws="--workspace $WS" 'index($0, "__hc") && index($0, ws) {print $1; exit}')
+	[ -n "$hc" ] || fail "no coordinator"
+	kill -9 "$hc"
+	wait "$cli" || true
+	assert_no_processes
+	id=$(basename "$(domain_dir)")
+	[ -n "$(ls -d "$T/run/lazaret/domains/$id"/gen-* 2>/dev/null)" ] || fail "the lost generation left no runtime tree"
+	mv "$WS" "$T/ws.moved"
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	capture env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=rm-after-rename "$LAZARET_FAULTS" state rm "$id" \
+		--yes --config "$CFG"
+	mv "$T/ws.moved" "$WS"
+	assert_eq 137 "$STATUS" "the removal was not killed at the fault: $ERR"
+	assert_eq "" "$(ls -d "$T/run/lazaret/domains/$id"/gen-* 2>/dev/null)" "runtime trees left"
+	capture launch true
+	assert_eq 0 "$STATUS" "the Domain made anew does not launch: $ERR"
+}
+
 # `config check --profile` resolves the profile in a workspace, which makes
 # its Domain's directory: a Domain never launched is listed as such and
 # state rm removes its empty directory, nothing else.
@@ -457,5 +486,6 @@ t_run "state rm removes a Domain whose workspace is gone, and refuses others" te
 t_run "a Domain never launched is listed as such, and state rm removes its empty directory" test_a_domain_never_launched_is_listed_and_removable
 t_run "state rm removes what a lost generation left in the runtime directory" test_rm_removes_what_a_lost_generation_left
 t_run "state rm finishes a removal that was interrupted" test_rm_finishes_an_interrupted_removal
+t_run "a removal interrupted after setting the Domain aside leaves no runtime tree behind" test_an_interrupted_removal_leaves_no_runtime_tree_behind
 rm -rf "$IMG"
 t_done
