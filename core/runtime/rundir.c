@@ -263,9 +263,16 @@ int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_
 	int r = exact_mode(fd, 0600, LZ_RUNDIR_LOCK, err);
 	if (r < 0)
 		return r;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain")
-					    : lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+	/* `state list` takes the lock for a moment to see whether the Domain
+	 * is in use: such a hold is waited out, a coordinator's is not. */
+	int64_t deadline = lz_now_ms() + LZ_RUNDIR_LOCK_WAIT_MS;
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK)
+			return lz_err_set(err, errno, "Domain lock: %s", strerror(errno));
+		if (lz_remaining_ms(deadline) == 0)
+			return lz_err_set(err, EBUSY, "another Host Coordinator holds this Domain");
+		usleep(5 * 1000);
+	}
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }

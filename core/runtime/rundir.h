@@ -82,9 +82,11 @@ void lz_gendir_salvage_log(const struct lz_gendir *g, uint64_t generation, const
 int lz_gendir_session_pid(const struct lz_gendir *g, const char *name, int timeout_ms, uint64_t *ret,
 			  struct lz_err *err);
 
-/* Takes the Domain flock (hc.lock, created 0600) without blocking: -EBUSY
- * when another Host Coordinator holds it (spec 3.3: the flock decides the
- * one coordinator). */
+/* Takes the Domain flock (hc.lock, created 0600): -EBUSY when another
+ * Host Coordinator holds it (spec 3.3: the flock decides the one
+ * coordinator). A hold ending within LZ_RUNDIR_LOCK_WAIT_MS (`state list`
+ * trying whether the Domain is in use) is waited out. */
+#define LZ_RUNDIR_LOCK_WAIT_MS 250
 int lz_rundir_lock(const struct lz_path *runtime_domain, int *ret_fd, struct lz_err *err);
 
 /* Closes the descriptors and removes the tree (files a lost RS left owned

@@ -261,7 +261,9 @@ static int one_domain(struct lz_domain_state *d, int domains_fd, int runtime_dom
 		snprintf(d->problem, sizeof(d->problem), "%s", why.msg);
 	if (r < 0 && r != -ENOENT)
 		return 0; /* foreign: nothing else is read from it */
-	d->workspace_gone = d->identity_ok && fstatat(AT_FDCWD, d->identity.workspace, &st, 0) < 0 && errno == ENOENT;
+	/* As `state rm` judges it: a link left at the path is not gone. */
+	d->workspace_gone = d->identity_ok && fstatat(AT_FDCWD, d->identity.workspace, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+			    errno == ENOENT;
 	d->active = domain_active(runtime_domains_fd, d->id);
 	if (fstatat(fd, LZ_DSTORE_DB_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		d->last_use = st.st_mtim.tv_sec;

@@ -287,6 +287,15 @@ test_rm_removes_a_domain_whose_workspace_is_gone() {
 	mkdir "$T/elsewhere"
 	local here=$PWD
 	cd "$T/elsewhere" || return
+	# A dangling link left at its path: not gone, for the list as for rm.
+	ln -s "$T/nowhere" "$WS"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state list --config "$CFG"
+	assert_contains "$OUT" "workspace  $WS"
+	assert_not_contains "$OUT" "(gone)"
+	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --yes --config "$CFG"
+	assert_eq 1 "$STATUS"
+	assert_contains "$ERR" "still exists"
+	rm "$WS"
 	capture env -i "${LZ_ENV[@]}" "$LAZARET" state rm "$id" --config "$CFG" </dev/null
 	assert_eq 64 "$STATUS"
 	assert_contains "$ERR" "workspace  $WS  (gone)"

@@ -455,6 +455,41 @@ static void test_lz_rundir_lock__one_holder(void **state)
 	}
 }
 
+/* A moment's hold (`state list` looking whether the Domain is in use) is
+ * waited out; one held on is still refused. */
+static void test_lz_rundir_lock__a_brief_hold_is_waited_out(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	int a = -1;
+	assert_int_equal(lz_rundir_lock(&f->domain, &a, &err), 0);
+	close(a);
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		int fd = openat(f->domain.fd, LZ_RUNDIR_LOCK, O_RDWR | O_CLOEXEC);
+		if (fd < 0 || flock(fd, LOCK_EX) < 0 || write(go[1], "x", 1) != 1)
+			_exit(1);
+		usleep(60 * 1000);
+		_exit(0); /* the hold ends with the process */
+	}
+	char c;
+	assert_int_equal(read(go[0], &c, 1), 1);
+	assert_int_equal(lz_rundir_lock(&f->domain, &a, &err), 0);
+	int st;
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	int64_t t0 = lz_now_ms();
+	int b = 4242;
+	assert_int_equal(lz_rundir_lock(&f->domain, &b, &err), -EBUSY);
+	assert_true(lz_now_ms() - t0 >= LZ_RUNDIR_LOCK_WAIT_MS);
+	close(a);
+	close(go[0]);
+	close(go[1]);
+}
+
 static void test_lz_rundir_lock__symlink_refused(void **state)
 {
 	struct fx *f = *state;
@@ -593,6 +628,7 @@ int main(void)
 		T(test_lz_gendir_session_pid__bad_or_missing_times_out),
 		T(test_lz_rundir_socket_addr__names_the_directory_descriptor),
 		T(test_lz_rundir_lock__one_holder),
+		T(test_lz_rundir_lock__a_brief_hold_is_waited_out),
 		T(test_lz_rundir_lock__symlink_refused),
 		T(test_lz_rundir_generations__lists_then_removes_one_at_a_time),
 		T(test_lz_rundir_rotate_log__keeps_one_old_log),
