@@ -232,7 +232,7 @@ void lz_init_attest(const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], struct lz_
 	/* Any answer from the denied endpoint is a failure, right or wrong. */
 	if (getrandom(other, sizeof(other), 0) == (ssize_t)sizeof(other))
 		a.denied_canary_unreachable =
-			lz_canary_probe(LZ_NET_CANARY_DENIED, NULL, other, ignored, LZ_CANARY_PROBE_MS) != 0;
+			lz_canary_no_answer(lz_canary_probe(LZ_NET_CANARY_DENIED, NULL, other, ignored, LZ_CANARY_PROBE_MS));
 	a.netadmin_caps_empty = netadmin_empty();
 	int s = nl_open();
 	if (s >= 0) {

@@ -80,6 +80,11 @@ static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challeng
 	return 0;
 }
 
+bool lz_canary_no_answer(int r)
+{
+	return r < 0 && r != -EPROTO && r != -EMFILE && r != -ENFILE && r != -ENOMEM && r != -ENOBUFS;
+}
+
 int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN],
 		    uint8_t answer[LZ_CANARY_CHALLENGE_LEN], int timeout_ms)
 {

@@ -11,6 +11,7 @@
 #ifndef LZ_CANARYPROBE_H
 #define LZ_CANARYPROBE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define LZ_CANARY_PORT 7
@@ -24,6 +25,13 @@
  * (-ETIMEDOUT, -ECONNREFUSED, -ENETUNREACH, -EPROTO for a short answer). */
 int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN],
 		    uint8_t answer[LZ_CANARY_CHALLENGE_LEN], int timeout_ms);
+
+/* Whether a probe's result r shows that no answer came: the network's
+ * silence or refusal. Not a full answer (0), not a short one (-EPROTO),
+ * and not this process running out of descriptors, memory or buffers,
+ * which shows nothing about the network (spec 3.7: an unreachable
+ * predicate is proved, never assumed). */
+bool lz_canary_no_answer(int r);
 
 /* The same exchange on another port (the egress proxy's, egress.h). */
 int lz_canary_probe_port(uint32_t addr, uint16_t port, const char *bind_dev,

@@ -533,15 +533,16 @@ static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, int
 	if (!att->veth_removed) /* the HC names the predicate; the log says why */
 		dprintf(p->log_fd, "lazaret: %s\n", why.msg);
 	/* Unreachable: no route leads to it except into lo, and a probe gets
-	 * no answer. A route through another link fails the predicate without
-	 * a probe: through tap0 it would leave by slirp4netns. (runsc has
+	 * no answer (a lookup or probe that failed for want of descriptors or
+	 * memory proves neither). A route through another link fails the
+	 * predicate without a probe: through tap0 it would leave by slirp4netns. (runsc has
 	 * taken tap0's address and routes by now: measured ENETUNREACH.) */
 	struct lz_kroute rt;
 	int lr = lz_netroutes_lookup(LZ_NET_CANARY_ALLOWED, &rt, &ignored);
 	att->allowed_canary_unreachable_after =
-		(lr < 0 || strcmp(rt.dev, "lo") == 0) &&
+		(lr == -ENETUNREACH || lr == -EHOSTUNREACH || (lr == 0 && strcmp(rt.dev, "lo") == 0)) &&
 		getrandom(challenge, sizeof(challenge), 0) == (ssize_t)sizeof(challenge) &&
-		lz_canary_probe(LZ_NET_CANARY_ALLOWED, NULL, challenge, answer, LZ_CANARY_PROBE_MS) != 0;
+		lz_canary_no_answer(lz_canary_probe(LZ_NET_CANARY_ALLOWED, NULL, challenge, answer, LZ_CANARY_PROBE_MS));
 	att->tap0_present_after = if_nametoindex("tap0") != 0;
 	att->ipv6_unchanged_after = lz_test_fault("ipv6-on") || (lz_netroutes_ipv6_clean(&clean, &ignored) == 0 && clean);
 	att->rs_netadmin_dropped = drop_netadmin();

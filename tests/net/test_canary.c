@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include <cmocka.h>
 
 #include "net/canary.h"
+#include "net/canaryprobe.h"
 #include "config/domain.h"
 #include "net/netpolicy.h"
 #include "net/netroutes_install.h"
@@ -144,6 +146,36 @@ static int body_live_then_removed(void)
 	int r = lz_canary_probe(LZ_NET_CANARY_ALLOWED, LZ_CANARY_DEV, challenge, got, 500);
 	CHECK(r < 0, "the allowed endpoint still answers after cleanup");
 	return 0;
+}
+
+/* What counts as "no answer": the network's refusal or silence, never a
+ * probe this process could not make (out of descriptors) or a short
+ * answer. A closed port on loopback refuses; a full table is -EMFILE. */
+static void test_lz_canary_no_answer__network_not_local_failures(void **state)
+{
+	(void)state;
+	assert_true(lz_canary_no_answer(-ETIMEDOUT));
+	assert_true(lz_canary_no_answer(-ENETUNREACH));
+	assert_false(lz_canary_no_answer(0));
+	assert_false(lz_canary_no_answer(-EPROTO));
+	assert_false(lz_canary_no_answer(-ENOMEM));
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN] = { 1 }, answer[LZ_CANARY_CHALLENGE_LEN];
+	int r = lz_canary_probe_port(0x7f000001, 1, NULL, challenge, answer, 1000);
+	assert_int_equal(r, -ECONNREFUSED);
+	assert_true(lz_canary_no_answer(r));
+	struct rlimit was;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	struct rlimit low = { 64, was.rlim_max };
+	int fds[64], n = 0, d;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (n < 64 && (d = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fds[n++] = d;
+	r = lz_canary_probe_port(0x7f000001, 1, NULL, challenge, answer, 1000);
+	while (n > 0)
+		close(fds[--n]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(r, -EMFILE);
+	assert_false(lz_canary_no_answer(r));
 }
 
 static void test_lz_canary__live_then_removed(void **state)
@@ -340,6 +372,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_canary_answer__fixed_vector),
+		cmocka_unit_test(test_lz_canary_no_answer__network_not_local_failures),
 		cmocka_unit_test(test_lz_canary__live_then_removed),
 		cmocka_unit_test(test_lz_canary_remove__release_detached_after_unregistering),
 		cmocka_unit_test(test_lz_canary_remove__a_refused_deletion_fails_and_keeps_the_link),
