@@ -5,7 +5,9 @@
  *            skipped_devices, existed } | nil, msg, errno
  *       cfg is a lazaret.config handle (its Storage Root is used); image is
  *       an oci:/docker-archive:/docker:// reference; progress, optional, is
- *       called as progress(layer, n_layers, bytes_done, bytes_total);
+ *       called as progress(layer, n_layers, bytes_done, bytes_total,
+ *       waiting_for_gc) (waiting_for_gc: once, before waiting for an image
+ *       gc of the Storage Root to end);
  *       cfg:close() raises while it runs.
  *   image.list(cfg)                           [-0, +1|3, e]
  *       -> { {id, source, manifest_digest, config_digest, size, leases,
@@ -54,8 +56,9 @@ static void on_progress(void *ctxp, const struct lz_prepare_progress *p)
 	lua_pushinteger(ctx->L, p->n_layers);
 	lua_pushinteger(ctx->L, (lua_Integer)p->bytes_done);
 	lua_pushinteger(ctx->L, (lua_Integer)p->bytes_total);
+	lua_pushboolean(ctx->L, p->waiting_for_gc);
 	/* Progress is cosmetic: a failing renderer must not abort the work. */
-	if (lua_pcall(ctx->L, 4, 0, 0) != LUA_OK)
+	if (lua_pcall(ctx->L, 5, 0, 0) != LUA_OK)
 		lua_pop(ctx->L, 1);
 }
 

@@ -277,7 +277,7 @@ static void report_progress(const struct lz_prepare_request *req, struct lz_prep
 static bool follow_worker(const struct lz_prepare_request *req, const struct lz_oci_image *image,
 			  int fd, int64_t deadline, struct progress_rec *ret_done)
 {
-	struct lz_prepare_progress p = { 0, (uint32_t)image->n_layers, 0, image->layers_bytes };
+	struct lz_prepare_progress p = { .n_layers = (uint32_t)image->n_layers, .bytes_total = image->layers_bytes };
 	uint64_t before = 0; /* bytes of the layers already finished */
 	struct progress_rec rec;
 	memset(ret_done, 0, sizeof(*ret_done));
@@ -489,8 +489,16 @@ int lz_prepare_image(const struct lz_prepare_request *req, struct lz_prepare_res
 		goto named;
 	}
 	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0 || (r = random_id(op_id, err)) < 0 ||
-	    (r = open_dir(req->storage_root, "staging", &st.staging, err)) < 0 ||
-	    (r = preparers_lock(&st.staging, LOCK_SH, &preparing, err)) < 0)
+	    (r = open_dir(req->storage_root, "staging", &st.staging, err)) < 0)
+		goto fail;
+	if ((r = preparers_lock(&st.staging, LOCK_SH | LOCK_NB, &preparing, err)) == -EWOULDBLOCK) {
+		/* An image gc is reclaiming trees: said, then waited for. */
+		report_progress(req, &(struct lz_prepare_progress){ .n_layers = (uint32_t)image->n_layers,
+								     .bytes_total = image->layers_bytes,
+								     .waiting_for_gc = true });
+		r = preparers_lock(&st.staging, LOCK_SH, &preparing, err);
+	}
+	if (r < 0)
 		goto fail;
 
 	/* Durable intent first, then the staging tree (OR-7). */

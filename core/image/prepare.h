@@ -57,6 +57,7 @@ struct lz_prepare_progress {
 	uint32_t n_layers;
 	uint64_t bytes_done; /* compressed layer bytes consumed over all layers */
 	uint64_t bytes_total;
+	bool waiting_for_gc; /* reported once, before waiting for an image gc */
 };
 
 typedef void (*lz_prepare_progress_fn)(void *ctx, const struct lz_prepare_progress *p);

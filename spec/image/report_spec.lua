@@ -90,6 +90,19 @@ describe("lazaret.image.report", function()
     end)
   end)
 
+  describe("waiting for an image gc", function()
+    it("says so on a line of its own, on a terminal or not", function()
+      for _, tty in ipairs({ true, false }) do
+        local render = report.progress(tty)
+        local line = render(0, 2, 0, 100, true)
+        assert.matches("^waiting for an image gc of this Storage Root to finish", line)
+        assert.equal("\n", line:sub(-1))
+        assert.is_nil(line:find("\r", 1, true))
+        assert.is_nil(render(nil), "nothing drawn yet, nothing to end")
+      end
+    end)
+  end)
+
   describe("progress off a terminal", function()
     it("prints one line per layer and nothing for repeated progress", function()
       local render = report.progress(false)

@@ -31,6 +31,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -631,6 +632,68 @@ static void test_lz_prepare_gc__a_preparation_still_publishing_is_kept(void **st
 	run_as_test_user(gc_during_preparation);
 }
 
+/* A preparation that finds an image gc holding staging/ says so once,
+ * before it waits (it went on silently), and goes on when the gc ends.
+ * The "gc" here is a child holding the lock for half a second. */
+struct gc_holding {
+	int waiting_reports;
+	bool layers_before;
+};
+
+static void count_waits(void *ctx, const struct lz_prepare_progress *p)
+{
+	struct gc_holding *g = ctx;
+	if (p->waiting_for_gc)
+		g->waiting_reports++;
+	else if (p->layer > 0 && g->waiting_reports == 0)
+		g->layers_before = true;
+}
+
+static int gc_holding_the_lock(char *why, size_t size)
+{
+	struct store s;
+	int r = store_open(&s, small_tar(), why, size);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/storage/staging", s.dir);
+	struct gc_holding g = { 0, false };
+	int held[2] = { -1, -1 };
+	pid_t gc = -1;
+	if (r == 0 && ((mkdir(path, 0700) < 0 && errno != EEXIST) || pipe(held) < 0))
+		r = FAIL("staging: %s", strerror(errno));
+	if (r == 0 && (gc = fork()) == 0) {
+		int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || flock(fd, LOCK_EX) < 0 || write(held[1], "x", 1) != 1)
+			_exit(1);
+		usleep(500 * 1000);
+		_exit(0);
+	}
+	char c;
+	if (r == 0 && (gc < 0 || read(held[0], &c, 1) != 1))
+		r = FAIL("the gc's stand-in did not take the lock");
+	struct lz_prepare_request req = { .progress = count_waits, .progress_ctx = &g };
+	struct lz_prepare_result res;
+	struct lz_err err;
+	if (r == 0 && prepare(&s, "docker://registry.test/lz:held", &req, &res, &err) < 0)
+		r = FAIL("prepare while a gc held staging/: %s", err.msg);
+	if (r == 0 && (g.waiting_reports != 1 || g.layers_before))
+		r = FAIL("the wait was reported %d times%s", g.waiting_reports,
+			 g.layers_before ? ", after a layer" : "");
+	if (gc > 0)
+		(void)waitpid(gc, NULL, 0);
+	if (held[0] >= 0) {
+		close(held[0]);
+		close(held[1]);
+	}
+	store_close(&s);
+	return r;
+}
+
+static void test_lz_prepare_image__a_gc_in_progress_is_reported_then_waited_for(void **state)
+{
+	(void)state;
+	run_as_test_user(gc_holding_the_lock);
+}
+
 /* A preparation stopped between publishing its tree and its catalog row
  * leaves prepared/<id> without a row, named by its intent: gc reclaims it
  * through the intent, and the image can be prepared again. Without the
@@ -722,6 +785,7 @@ int main(void)
 		cmocka_unit_test(test_lz_prepare_image__nothing_the_worker_forked_outlives_it),
 		cmocka_unit_test(test_lz_prepare_image__a_second_reference_finds_the_image),
 		cmocka_unit_test(test_lz_prepare_gc__a_preparation_still_publishing_is_kept),
+		cmocka_unit_test(test_lz_prepare_image__a_gc_in_progress_is_reported_then_waited_for),
 		cmocka_unit_test(test_lz_prepare_gc__a_half_published_tree_is_reclaimed_through_its_intent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

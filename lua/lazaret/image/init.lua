@@ -28,8 +28,8 @@ local function prepare(cfg, cmd)
   local bar = report.progress(tty)
   local result, msg = require("lazaret.core.image").prepare(cfg, {
     image = cmd.image,
-    progress = function(layer, n, done, total)
-      local line = bar(layer, n, done, total)
+    progress = function(layer, n, done, total, waiting)
+      local line = bar(layer, n, done, total, waiting)
       if line then io_stderr:write(line) end
     end,
   })

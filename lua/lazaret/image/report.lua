@@ -42,16 +42,22 @@ function M.bytes(n)
   return string_format("%.1f %s", v, units[i])
 end
 
--- Returns a renderer: render(layer, n, done, total) -> text or nil;
--- render(nil) -> the closing text. On a terminal it redraws one line (a
--- bar over layers and bytes); otherwise it prints one line per layer.
+-- Returns a renderer: render(layer, n, done, total, waiting) -> text or
+-- nil; render(nil) -> the closing text. On a terminal it redraws one line
+-- (a bar over layers and bytes); otherwise it prints one line per layer.
+-- waiting: an image gc holds the Storage Root, which is said before the
+-- preparation waits for it.
 function M.progress(tty)
   local last_layer = -1
   local drew = false
-  return function(layer, n, done, total)
+  return function(layer, n, done, total, waiting)
     if layer == nil then
       if tty and drew then return "\n" end
       return nil
+    end
+    if waiting then
+      return "waiting for an image gc of this Storage Root to finish " ..
+        "(`lazaret image gc`, or a launch's automatic one)\n"
     end
     if tty then
       local width = 30
