@@ -598,6 +598,14 @@ void lz_escalation_deny(struct lz_escalation *e, size_t job, const char *message
 	post_result(e, j, LZ_ESC_REFUSED, 0, safe);
 }
 
+const char *lz_escalation_executable(const struct lz_escalation *e, size_t job)
+{
+	if (job >= LZ_ESC_MAX_JOBS || (e->jobs[job].state != JOB_ROUTING && e->jobs[job].state != JOB_PROMPT) ||
+	    e->jobs[job].argv == NULL)
+		return NULL;
+	return e->jobs[job].argv[0];
+}
+
 void lz_escalation_prompting(struct lz_escalation *e, size_t job, int session)
 {
 	e->jobs[job].state = JOB_PROMPT;

@@ -158,6 +158,10 @@ int lz_escalation_next_withdrawn(struct lz_escalation *e);
  * PROMPT for that session's answer). An answer applies only then. */
 bool lz_escalation_prompt_is(const struct lz_escalation *e, size_t job, int session);
 
+/* The executable path (argv[0], as the sandbox wrote it) of a job that
+ * waits for a decision, else NULL. */
+const char *lz_escalation_executable(const struct lz_escalation *e, size_t job);
+
 /* In a child of the coordinator that does not exec (proc/broker.h): wipes
  * every key and changes nothing else; e is of no use after it. Accepts
  * NULL. */

@@ -82,7 +82,11 @@ static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challeng
 
 bool lz_canary_no_answer(int r)
 {
-	return r < 0 && r != -EPROTO && r != -EMFILE && r != -ENFILE && r != -ENOMEM && r != -ENOBUFS;
+	/* Named, not excluded: a failure of this process to make the probe
+	 * (no descriptor, memory, buffer or free local port) is no answer to
+	 * it. A refusal by a local filter is the network's too. */
+	return r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ENETUNREACH || r == -EHOSTUNREACH ||
+	       r == -ECONNRESET || r == -EACCES || r == -EPERM;
 }
 
 int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN],

@@ -27,10 +27,12 @@ int lz_canary_probe(uint32_t addr, const char *bind_dev, const uint8_t challenge
 		    uint8_t answer[LZ_CANARY_CHALLENGE_LEN], int timeout_ms);
 
 /* Whether a probe's result r shows that no answer came: the network's
- * silence or refusal. Not a full answer (0), not a short one (-EPROTO),
- * and not this process running out of descriptors, memory or buffers,
- * which shows nothing about the network (spec 3.7: an unreachable
- * predicate is proved, never assumed). */
+ * silence or refusal (-ETIMEDOUT, -ECONNREFUSED, -ENETUNREACH,
+ * -EHOSTUNREACH, -ECONNRESET, a filter's -EACCES or -EPERM). Not a full
+ * answer (0) nor a short one (-EPROTO), and not any other failure, such as
+ * this process running out of descriptors, memory or local ports, which
+ * shows nothing about the network (spec 3.7: an unreachable predicate is
+ * proved, never assumed). */
 bool lz_canary_no_answer(int r);
 
 /* The same exchange on another port (the egress proxy's, egress.h). */

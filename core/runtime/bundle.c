@@ -82,7 +82,10 @@ static int build_mounts(const lz_config *cfg, const struct lz_gendir *g, const s
 	 * a mount point of its own: a mount point cannot be renamed, so
 	 * `mv .git x` cannot slip the protected files aside. */
 	struct stat st;
-	if (git->n > 0 && fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	int found = git->n > 0 ? fstatat(ws->fd, ".git", &st, AT_SYMLINK_NOFOLLOW) : -1;
+	if (git->n > 0 && found < 0 && errno != ENOENT) /* not skipped: the pin would be */
+		return lz_err_set(err, errno, "the workspace's .git: %s", strerror(errno));
+	if (found == 0 && S_ISDIR(st.st_mode) &&
 	    (r = add_labelled(m, "/workspace/.git", "bind", false, "%s%s/.git", ws_source, ws_child, err)) < 0)
 		return r;
 	/* Each file from where the RS bound the object the sentry checked

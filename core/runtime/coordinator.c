@@ -581,7 +581,15 @@ static int record_volumes(lz_hc *hc, struct lz_err *err)
 	for (size_t i = 0; i < hc->profile->n_volumes && n < LZ_CONFIG_LIST_MAX; i++)
 		if (!hc->profile->volumes[i].read_only)
 			sources[n++] = lz_config_volume_source(hc->cfg, i)->canonical;
-	return n == 0 ? 0 : lz_identity_record_volumes(lz_config_storage_domain(hc->cfg)->fd, sources, n, err);
+	const struct lz_path *dom = lz_config_storage_domain(hc->cfg);
+	int r = n == 0 ? 0 : lz_identity_record_volumes(dom->fd, sources, n, err);
+	if (r < 0)
+		lz_err_prefix(err, r,
+			      "%s/" LZ_VOLUMES_FILE " (the record of the volumes this Domain's sandbox could write; "
+			      "removing it starts a new one, and executables in the directories it named are then "
+			      "no longer refused): ",
+			      dom->canonical);
+	return r;
 }
 
 int lz_hc_begin(lz_hc *hc, struct lz_err *err)
@@ -1813,10 +1821,27 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 }
 
 /* Prompts answered or withdrawn since the last turn. */
+/* At the developer's answer, the rules the prompt was held to, again: a
+ * Domain launched while it waited may have made the executable's
+ * directory its workspace or a volume. Why it is denied, or NULL. */
+static const char *executable_now_denied(lz_hc *hc, size_t job)
+{
+	static struct lz_err why;
+	why = (struct lz_err){ 0, "" };
+	const char *path = lz_escalation_executable(hc->esc, job);
+	if (path == NULL)
+		return "the request is no longer waiting";
+	if (lz_config_host_executable_allowed(hc->cfg, path, &why) < 0 ||
+	    other_domains_executable_allowed(hc, path, &why) < 0)
+		return why.msg;
+	return NULL;
+}
+
 static void settle_prompts(lz_hc *hc)
 {
 	size_t job;
 	int slot;
+	const char *why;
 	while ((slot = lz_escalation_next_withdrawn(hc->esc)) >= 0) {
 		notice(&hc->sessions[slot], "lazaret: the request was cancelled in the sandbox");
 		hc->prompt_job[slot] = -1;
@@ -1830,7 +1855,10 @@ static void settle_prompts(lz_hc *hc)
 		hc->prompt_job[i] = -1;
 		if (!lz_escalation_prompt_is(hc->esc, job, (int)i))
 			notice(s, "lazaret: that request is no longer waiting; nothing was run");
-		else if (answer > 0) {
+		else if (answer > 0 && (why = executable_now_denied(hc, job)) != NULL) {
+			notice(s, "lazaret: not run: %s", why);
+			lz_escalation_deny(hc->esc, job, why);
+		} else if (answer > 0) {
 			notice(s, "lazaret: approved");
 			approve(hc, job, (int)i, LZ_ESC_APPROVED, NULL);
 		} else {

@@ -50,6 +50,26 @@ static void check_identity(const struct lz_domain_verify *v, struct run *x)
 		result(x, "identity", true, "profile %s, workspace %s", id.profile, id.workspace);
 }
 
+static int count_volume(void *ctx, const char *source)
+{
+	(void)source;
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+/* The record of the volumes its sandbox could write (identity.h): a
+ * damaged one refuses every launch of the Domain and every escalation
+ * under the Storage Root. */
+static void check_volumes(const struct lz_domain_verify *v, struct run *x)
+{
+	struct lz_err e = { 0, "" };
+	size_t n = 0;
+	if (lz_identity_volumes_each(v->domain_root->fd, count_volume, &n, &e) < 0)
+		result(x, "volume record", false, "%s", e.msg);
+	else
+		result(x, "volume record", true, "%zu writable volume source%s recorded", n, n == 1 ? "" : "s");
+}
+
 static void check_store(const struct lz_domain_verify *v, struct run *x)
 {
 	struct lz_err e = { 0, "" };
@@ -154,6 +174,7 @@ int lz_domain_verify(const struct lz_domain_verify *v, lz_domain_verify_report *
 	if ((r = lz_idmap_for_invoking_user(&map, err)) < 0)
 		return r;
 	check_identity(v, &x);
+	check_volumes(v, &x);
 	check_store(v, &x);
 	check_leases(v, &x);
 	_cleanup_close_ int anchors = lz_openat2(v->domain_root->fd, "anchor",

@@ -645,7 +645,7 @@ int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 		free(rs);
 		return lz_err_set(err, errno, "the helpers' log: %s", strerror(errno));
 	}
-	lz_logrelay_init(&rs->log_relay, STDERR_FILENO, LZ_RS_HELPER_LOG_MAX, "the helpers");
+	lz_logrelay_init(&rs->log_relay, STDERR_FILENO, LZ_RS_HELPER_LOG_MAX, "helper| ", "the helpers");
 	rs->hc_alive = true;
 	msg_init(&rs->mounts, plan, LZ_RS_MOUNTS);
 	*ret = rs;

@@ -445,26 +445,29 @@ static int domain_holds(int domains, const char *storage_root, const char *hex, 
 	struct lz_err why = { 0, "" };
 	_cleanup_close_ int dom = lz_openat2(domains, hex, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
 					     LZ_RESOLVE_OWNED);
-	/* A Domain that cannot be read for want of descriptors or memory
-	 * fails the check; one with no or a foreign identity has recorded
-	 * no workspace. */
+	/* A Domain gone meanwhile, or never launched, has recorded nothing;
+	 * one that cannot be read, for want of descriptors or memory or
+	 * because its identity is damaged or foreign, fails the check (only
+	 * Lazaret writes it: the workspace it would name is unknown). */
 	int r = dom < 0 ? -errno : lz_identity_read(dom, hex, &id, &why);
-	if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
-		return lz_err_set(err, -r, "%s/domains/%s: %s", storage_root, hex, strerror(-r));
-	if (r == 0 && lz_path_overlaps(h->canonical, id.workspace)) {
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return lz_err_set(err, -r, "%s/domains/%s: %s (`lazaret state verify` checks it)", storage_root, hex,
+				  dom < 0 ? strerror(-r) : why.msg);
+	if (lz_path_overlaps(h->canonical, id.workspace)) {
 		snprintf(h->ret, h->cap, "%s", id.workspace);
 		*kind = "the workspace";
 		return 1;
 	}
-	if (dom < 0)
-		return 0;
-	/* Its volume record fails closed: only Lazaret writes it. */
+	/* Its volume record fails closed too. */
 	r = lz_identity_volumes_each(dom, volume_holds, h, &why);
 	if (r == 1)
 		*kind = "a volume source";
-	if (r < 0 && r != -ENOENT)
-		return lz_err_set(err, -r, "%s/domains/%s: %s", storage_root, hex, why.msg);
-	return r < 0 ? 0 : r;
+	if (r < 0)
+		return lz_err_set(err, -r, "%s/domains/%s: %s (`lazaret state verify` checks it)", storage_root, hex,
+				  why.msg);
+	return r;
 }
 
 int lz_domain_writable_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,

@@ -66,9 +66,9 @@ void lz_domain_state_free(struct lz_domain_state *v, size_t n);
  * launch of it mounted (its volume record). 1 with that tree in ret (cap
  * bytes) and *kind "the workspace" or "a volume source", 0 when none.
  * That sandbox can write there (spec 3.8: a host command is never such
- * bytes). Only Lazaret's own Domain Roots are read; one that cannot be
- * read for want of descriptors or memory, or whose volume record is
- * damaged, fails the check. */
+ * bytes). Only Lazaret's own Domain Roots are read; one whose identity
+ * or volume record cannot be read (descriptors, memory, a damaged or
+ * foreign record) fails the check; one never launched has none. */
 int lz_domain_writable_holding(const struct lz_path *storage_root, const char *canonical, char *ret, size_t cap,
 			       const char **kind, struct lz_err *err);
 

@@ -10,27 +10,33 @@
 
 #include "util/escape.h"
 
-void lz_logrelay_init(struct lz_logrelay *r, int out_fd, size_t budget, const char *who)
+void lz_logrelay_init(struct lz_logrelay *r, int out_fd, size_t budget, const char *prefix, const char *who)
 {
-	*r = (struct lz_logrelay){ .out_fd = out_fd, .who = who, .budget = budget };
+	*r = (struct lz_logrelay){ .out_fd = out_fd, .prefix = prefix, .who = who, .budget = budget };
 }
 
+/* One line out: after the prefix, as it is when it is printable ASCII,
+ * else escaped; charged by what is written. */
 static void relay_line(struct lz_logrelay *r, const char *s, size_t n)
 {
-	if (n + 1 > r->budget - r->kept) {
-		r->dropped += n + 1;
-		return;
-	}
-	r->kept += n + 1;
+	char esc[LZ_ESCAPE_MAX(LZ_LOGRELAY_LINE_MAX) + 1];
 	bool plain = true;
 	for (size_t i = 0; plain && i < n; i++)
 		plain = s[i] >= 0x20 && s[i] < 0x7f;
+	const char *out = s;
+	size_t len = n;
 	if (!plain) {
-		lz_escape_lines(r->out_fd, "", s, n);
+		len = lz_escape(s, n, esc, sizeof(esc));
+		out = esc;
+	}
+	size_t cost = strlen(r->prefix) + len + 1;
+	if (cost > r->budget - r->kept) {
+		r->dropped += cost;
 		return;
 	}
-	struct iovec v[2] = { { (void *)s, n }, { "\n", 1 } };
-	(void)!writev(r->out_fd, v, 2); /* one line, one write */
+	r->kept += cost;
+	struct iovec v[3] = { { (void *)r->prefix, strlen(r->prefix) }, { (void *)out, len }, { "\n", 1 } };
+	(void)!writev(r->out_fd, v, 3); /* one line, one write */
 }
 
 ssize_t lz_logrelay_pump(struct lz_logrelay *r, int in_fd, size_t max)
@@ -64,6 +70,6 @@ void lz_logrelay_finish(struct lz_logrelay *r)
 		relay_line(r, r->part, r->part_len);
 	r->part_len = 0;
 	if (r->dropped > 0)
-		dprintf(r->out_fd, "%zu more bytes %s logged were not kept\n", r->dropped, r->who);
+		dprintf(r->out_fd, "%zu more bytes of what %s logged were not kept\n", r->dropped, r->who);
 	r->dropped = 0;
 }

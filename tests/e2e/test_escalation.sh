@@ -400,6 +400,33 @@ test_the_developer_approves_in_the_terminal() {
 	assert_contains "$(screen)" "lazaret: approved"
 }
 
+# A prompt for an executable in a directory that, while the prompt waits,
+# becomes a volume another Domain's sandbox can write: the answer runs
+# nothing (the rules the prompt was held to are checked again then).
+test_a_prompted_executable_made_writable_meanwhile_is_not_run() {
+	local tools=$T/tools
+	mkdir -p "$tools" "$T/ws2"
+	printf '#!/bin/sh\ntouch %s/tools-ran\n' "$T" >"$tools/tool.sh"
+	chmod 0755 "$tools/tool.sh"
+	cat >>"$CFG" <<-EOT
+		[profiles.vols]
+		image = "oci:$IMG/img:latest"
+		[[profiles.vols.volumes]]
+		source = "$tools"
+		destination = "/tools"
+	EOT
+	tmux_start 250 40
+	start_guest
+	keys "lazaret-escalate -- $tools/tool.sh; echo status=\$?" Enter
+	wait_for "? [y/N]" 20
+	(cd "$T/ws2" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" vols --config "$CFG" -- true) ||
+		fail "the Domain with the volume did not launch"
+	answer y
+	wait_for "status=77" 20
+	assert_contains "$(screen)" "lazaret: not run: executable '$tools/tool.sh' lies inside '$tools', a volume source"
+	[ ! -e "$T/tools-ran" ] || fail "an executable another sandbox could write meanwhile ran"
+}
+
 test_the_developer_denies_in_the_terminal() {
 	tmux_start 150 40
 	start_guest
@@ -722,6 +749,7 @@ t_run "a prompt padded with blanks draws no lines of its own" test_a_padded_prom
 t_run "an executable in the workspace is denied, never prompted" test_a_workspace_executable_is_never_prompted
 t_run "an executable in another Domain's workspace is denied, never prompted" test_another_domains_workspace_executable_is_never_prompted
 t_run "an executable in a volume a Domain was given is denied, never prompted" test_an_executable_in_a_domains_volume_is_never_prompted
+t_run "a prompted executable another sandbox can write by the answer is not run" test_a_prompted_executable_made_writable_meanwhile_is_not_run
 t_run "an auto-approved executable in a workspace a Domain took later is denied" test_an_auto_approved_executable_in_a_later_domains_workspace_is_denied
 rm -rf "$IMG"
 t_done

@@ -155,6 +155,16 @@ p = sys.argv[1]; d = json.load(open(p)); d["profile"] = "other"; open(p, "w").wr
 	cp "$T/identity.saved" "$dom/identity"
 	capture lz state verify --profile test
 	assert_eq 0 "$STATUS" "$OUT $ERR"
+	assert_contains "$OUT" "ok   volume record 0 writable volume sources recorded"
+	# A damaged volume record is named.
+	printf '{"lazaret_volumes":1,"sources":["relative"]}' >"$dom/volumes"
+	chmod 0600 "$dom/volumes"
+	capture lz state verify --profile test
+	assert_eq 1 "$STATUS"
+	assert_contains "$OUT" "FAIL volume record the Domain's volume record is malformed"
+	rm "$dom/volumes"
+	capture lz state verify --profile test
+	assert_eq 0 "$STATUS" "$OUT $ERR"
 }
 
 test_reset_one_directory_keeps_the_others() {

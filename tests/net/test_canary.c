@@ -159,6 +159,9 @@ static void test_lz_canary_no_answer__network_not_local_failures(void **state)
 	assert_false(lz_canary_no_answer(0));
 	assert_false(lz_canary_no_answer(-EPROTO));
 	assert_false(lz_canary_no_answer(-ENOMEM));
+	assert_false(lz_canary_no_answer(-EADDRNOTAVAIL)); /* no free local port */
+	assert_false(lz_canary_no_answer(-EAGAIN));
+	assert_false(lz_canary_no_answer(-EINVAL));
 	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN] = { 1 }, answer[LZ_CANARY_CHALLENGE_LEN];
 	int r = lz_canary_probe_port(0x7f000001, 1, NULL, challenge, answer, 1000);
 	assert_int_equal(r, -ECONNREFUSED);

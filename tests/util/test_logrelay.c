@@ -63,7 +63,7 @@ static char *logged(struct fx *f)
 static void test_lz_logrelay__lines_plain_and_escaped(void **state)
 {
 	struct fx *f = *state;
-	lz_logrelay_init(&f->r, f->out, 1 << 20, "the writer");
+	lz_logrelay_init(&f->r, f->out, 1 << 20, "w| ", "the writer");
 	put(f, "lazaret-router: plain \\x1b already escaped\n", 43);
 	put(f, "evil \x1b]0;title\x07 \r fake line\n", 28);
 	put(f, "half ", 5);
@@ -73,27 +73,33 @@ static void test_lz_logrelay__lines_plain_and_escaped(void **state)
 	assert_int_equal(lz_logrelay_pump(&f->r, f->in[0], 1 << 20), 0); /* nothing waiting */
 	lz_logrelay_finish(&f->r);
 	char *s = logged(f);
-	assert_string_equal(s, "lazaret-router: plain \\x1b already escaped\n"
-			       "evil \\e]0;title\\x07 \\r fake line\n"
-			       "half and half\n"
-			       "\\xff\\xfe\n");
+	assert_string_equal(s, "w| lazaret-router: plain \\x1b already escaped\n"
+			       "w| evil \\e]0;title\\x07 \\r fake line\n"
+			       "w| half and half\n"
+			       "w| \\xff\\xfe\n");
 	free(s);
 }
 
-/* Past the budget lines are read and counted, not kept; finish says how
- * many bytes, and relays the line begun without its end. */
+/* Past the budget lines are read and counted, not kept, what is written
+ * charged (the prefix and escapes included: a line of control bytes
+ * takes four times its length); finish says how many bytes, and relays
+ * the line begun without its end. */
 static void test_lz_logrelay__budget_then_counted(void **state)
 {
 	struct fx *f = *state;
-	lz_logrelay_init(&f->r, f->out, 20, "the writer");
-	put(f, "0123456789\n", 11);  /* kept: 11 */
-	put(f, "0123456789\n", 11);  /* would pass 20: dropped */
-	put(f, "abc\n", 4);          /* 15: kept */
-	put(f, "0123456789", 10);    /* unended */
-	assert_int_equal(lz_logrelay_pump(&f->r, f->in[0], 1 << 20), 36);
+	lz_logrelay_init(&f->r, f->out, 40, "w| ", "the writer");
+	put(f, "0123456789\n", 11);                     /* 3 + 10 + 1 = 14: kept */
+	put(f, "\x01\x02\x03\x04\x05\x06\n", 7);     /* 3 + 24 + 1 = 28: past 40, dropped */
+	put(f, "abc\n", 4);                             /* 7: kept (21) */
+	put(f, "0123456789", 10);                       /* a line begun */
+	assert_int_equal(lz_logrelay_pump(&f->r, f->in[0], 1 << 20), 32);
+	put(f, "xy\n", 3);                              /* ended: 3 + 12 + 1 = 16, kept (37) */
+	put(f, "more\n", 5);                            /* 8: past 40, dropped */
+	assert_int_equal(lz_logrelay_pump(&f->r, f->in[0], 1 << 20), 8);
 	lz_logrelay_finish(&f->r);
 	char *s = logged(f);
-	assert_string_equal(s, "0123456789\nabc\n22 more bytes the writer logged were not kept\n");
+	assert_string_equal(s, "w| 0123456789\nw| abc\nw| 0123456789xy\n"
+			       "36 more bytes of what the writer logged were not kept\n");
 	free(s);
 }
 
@@ -103,7 +109,7 @@ static void test_lz_logrelay__budget_then_counted(void **state)
 static void test_lz_logrelay__long_lines_and_bounded_calls(void **state)
 {
 	struct fx *f = *state;
-	lz_logrelay_init(&f->r, f->out, 1 << 20, "the writer");
+	lz_logrelay_init(&f->r, f->out, 1 << 20, "w| ", "the writer");
 	static char big[LZ_LOGRELAY_LINE_MAX * 2 + 10];
 	memset(big, 'x', sizeof(big));
 	big[sizeof(big) - 1] = '\n';
@@ -123,8 +129,8 @@ static void test_lz_logrelay__long_lines_and_bounded_calls(void **state)
 		}
 	}
 	assert_int_equal(lines, 3);
-	assert_int_equal(longest, LZ_LOGRELAY_LINE_MAX);
-	assert_int_equal(strlen(s), sizeof(big) + 2);
+	assert_int_equal(longest, LZ_LOGRELAY_LINE_MAX + 3);
+	assert_int_equal(strlen(s), sizeof(big) + 2 + 3 * 3);
 	free(s);
 }
 
@@ -132,7 +138,7 @@ static void test_lz_logrelay__long_lines_and_bounded_calls(void **state)
 static void test_lz_logrelay__end_of_the_writer(void **state)
 {
 	struct fx *f = *state;
-	lz_logrelay_init(&f->r, f->out, 1 << 20, "the writer");
+	lz_logrelay_init(&f->r, f->out, 1 << 20, "w| ", "the writer");
 	put(f, "last words", 10);
 	close(f->in[1]);
 	f->in[1] = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -140,7 +146,7 @@ static void test_lz_logrelay__end_of_the_writer(void **state)
 	assert_int_equal(lz_logrelay_pump(&f->r, f->in[0], 1 << 20), 0);
 	lz_logrelay_finish(&f->r);
 	char *s = logged(f);
-	assert_string_equal(s, "last words\n");
+	assert_string_equal(s, "w| last words\n");
 	free(s);
 }
 
