@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "fs/tree.h"
@@ -87,6 +88,36 @@ static inline const char *lz_test_source(const char *rel)
 	const char *root = getenv("LZ_TEST_SOURCE_DIR");
 	snprintf(path, sizeof(path), "%s/%s", root != NULL && root[0] ? root : LZ_SOURCE_DIR, rel);
 	return path;
+}
+
+/* A full descriptor table for a moment: the soft limit lowered to 64 and
+ * filled (lz_test_fds_fill), then everything given back
+ * (lz_test_fds_release). For code that must fail closed on EMFILE. */
+struct lz_test_fds {
+	struct rlimit was;
+	int fds[64];
+	int n;
+};
+
+static inline int lz_test_fds_fill(struct lz_test_fds *t)
+{
+	t->n = 0;
+	if (getrlimit(RLIMIT_NOFILE, &t->was) < 0)
+		return -1;
+	struct rlimit low = { 64, t->was.rlim_max };
+	if (setrlimit(RLIMIT_NOFILE, &low) < 0)
+		return -1;
+	int d;
+	while (t->n < 64 && (d = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		t->fds[t->n++] = d;
+	return 0;
+}
+
+static inline int lz_test_fds_release(struct lz_test_fds *t)
+{
+	while (t->n > 0)
+		close(t->fds[--t->n]);
+	return setrlimit(RLIMIT_NOFILE, &t->was);
 }
 
 #endif

@@ -400,21 +400,28 @@ test_the_developer_approves_in_the_terminal() {
 	assert_contains "$(screen)" "lazaret: approved"
 }
 
+# volume_profile DIR MARK: DIR holds tool.sh, which touches $T/MARK; the
+# profile "vols" mounts DIR writable at /vol.
+volume_profile() {
+	mkdir -p "$1"
+	printf '#!/bin/sh\ntouch %s/%s\n' "$T" "$2" >"$1/tool.sh"
+	chmod 0755 "$1/tool.sh"
+	cat >>"$CFG" <<-EOT
+		[profiles.vols]
+		image = "oci:$IMG/img:latest"
+		[[profiles.vols.volumes]]
+		source = "$1"
+		destination = "/vol"
+	EOT
+}
+
 # A prompt for an executable in a directory that, while the prompt waits,
 # becomes a volume another Domain's sandbox can write: the answer runs
 # nothing (the rules the prompt was held to are checked again then).
 test_a_prompted_executable_made_writable_meanwhile_is_not_run() {
 	local tools=$T/tools
-	mkdir -p "$tools" "$T/ws2"
-	printf '#!/bin/sh\ntouch %s/tools-ran\n' "$T" >"$tools/tool.sh"
-	chmod 0755 "$tools/tool.sh"
-	cat >>"$CFG" <<-EOT
-		[profiles.vols]
-		image = "oci:$IMG/img:latest"
-		[[profiles.vols.volumes]]
-		source = "$tools"
-		destination = "/tools"
-	EOT
+	mkdir -p "$T/ws2"
+	volume_profile "$tools" tools-ran
 	tmux_start 250 40
 	start_guest
 	keys "lazaret-escalate -- $tools/tool.sh; echo status=\$?" Enter
@@ -609,16 +616,7 @@ test_another_domains_workspace_executable_is_never_prompted() {
 # denied, never prompted.
 test_an_executable_in_a_domains_volume_is_never_prompted() {
 	local shared=$T/shared
-	mkdir -p "$shared"
-	printf '#!/bin/sh\ntouch %s/ran\n' "$T" >"$shared/tool.sh"
-	chmod 0755 "$shared/tool.sh"
-	cat >>"$CFG" <<-EOT
-		[profiles.vols]
-		image = "oci:$IMG/img:latest"
-		[[profiles.vols.volumes]]
-		source = "$shared"
-		destination = "/shared"
-	EOT
+	volume_profile "$shared" ran
 	(cd "$WS" && timeout -k 5 120 "${ENVV[@]}" "$LAZARET" vols --config "$CFG" -- true) ||
 		fail "the Domain with the volume did not launch"
 	local rec

@@ -362,18 +362,25 @@ test_rm_finishes_an_interrupted_removal() {
 # A lost coordinator leaves its generation's runtime tree, whose transient
 # layer holds files of the sandbox's other users (subordinate IDs on the
 # host): state rm removes it all, or says it could not.
-test_rm_removes_what_a_lost_generation_left() {
-	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sh -c \
-		'mkdir -p /srv/lz/in && touch /srv/lz/in/f && chown -R 1000 /srv/lz && touch /workspace/ready; sleep 120' \
-		>/dev/null 2>&1) &
-	local cli=$! hc id
+# lose_generation SCRIPT: a session running SCRIPT (which touches
+# /workspace/ready, then waits), its coordinator killed: the generation is
+# lost, its runtime tree left.
+lose_generation() {
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sh -c "$1" >/dev/null 2>&1) &
+	local cli=$! hc
 	for _ in $(seq 300); do [ -e "$WS/ready" ] && break; sleep 0.1; done
 	[ -e "$WS/ready" ] || fail "the session never got ready"
+	rm "$WS/ready"
 	hc=$(ps -ww -u "$(id -u)" -o pid=,args= | awk -v ws="--workspace $WS" 'index($0, "__hc") && index($0, ws) {print $1; exit}')
 	[ -n "$hc" ] || fail "no coordinator"
 	kill -9 "$hc"
 	wait "$cli" || true
 	assert_no_processes
+}
+
+test_rm_removes_what_a_lost_generation_left() {
+	lose_generation 'mkdir -p /srv/lz/in && touch /srv/lz/in/f && chown -R 1000 /srv/lz && touch /workspace/ready; sleep 120'
+	local id
 	id=$(basename "$(domain_dir)")
 	[ -n "$(find "$T/run/lazaret/domains/$id" -path '*/srv/lz/in/f' 2>/dev/null)" ] || fail "the lost generation left no transient layer: $(find "$T" -path '*lz/in*' 2>/dev/null)"
 	mv "$WS" "$T/ws.moved"
@@ -388,17 +395,8 @@ test_rm_removes_what_a_lost_generation_left() {
 # and the Domain made anew in the same workspace (the same ID) would be
 # refused as possibly still running.
 test_an_interrupted_removal_leaves_no_runtime_tree_behind() {
-	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- sh -c \
-		'touch /workspace/ready; sleep 120' >/dev/null 2>&1) &
-	local cli=$! hc id
-	for _ in $(seq 300); do [ -e "$WS/ready" ] && break; sleep 0.1; done
-	[ -e "$WS/ready" ] || fail "the session never got ready"
-	rm "$WS/ready"
-	hc=$(ps -ww -u "$(id -u)" -o pid=,args= | awk -v ws="--workspace $WS" 'index($0, "__hc") && index($0, ws) {print $1; exit}')
-	[ -n "$hc" ] || fail "no coordinator"
-	kill -9 "$hc"
-	wait "$cli" || true
-	assert_no_processes
+	lose_generation 'touch /workspace/ready; sleep 120'
+	local id
 	id=$(basename "$(domain_dir)")
 	[ -n "$(ls -d "$T/run/lazaret/domains/$id"/gen-* 2>/dev/null)" ] || fail "the lost generation left no runtime tree"
 	mv "$WS" "$T/ws.moved"

@@ -22,12 +22,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "lz_test.h"
 
 #include "net/canary.h"
 #include "net/canaryprobe.h"
@@ -166,17 +167,10 @@ static void test_lz_canary_no_answer__network_not_local_failures(void **state)
 	int r = lz_canary_probe_port(0x7f000001, 1, NULL, challenge, answer, 1000);
 	assert_int_equal(r, -ECONNREFUSED);
 	assert_true(lz_canary_no_answer(r));
-	struct rlimit was;
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
-	struct rlimit low = { 64, was.rlim_max };
-	int fds[64], n = 0, d;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-	while (n < 64 && (d = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
-		fds[n++] = d;
+	struct lz_test_fds full;
+	assert_int_equal(lz_test_fds_fill(&full), 0);
 	r = lz_canary_probe_port(0x7f000001, 1, NULL, challenge, answer, 1000);
-	while (n > 0)
-		close(fds[--n]);
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(lz_test_fds_release(&full), 0);
 	assert_int_equal(r, -EMFILE);
 	assert_false(lz_canary_no_answer(r));
 }

@@ -31,7 +31,6 @@
 
 #include <dirent.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/sysmacros.h>
 
 #include "lz_test.h"
@@ -236,17 +235,10 @@ static void test_lz_hostprobe_identity__an_unreadable_database_is_an_error(void 
 	(void)state;
 	struct lz_err err = { 0, "" };
 	struct lz_hostprobe_identity id;
-	struct rlimit was;
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
-	struct rlimit l = { 64, was.rlim_max };
-	int fds[64], n = 0, d;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &l), 0);
-	while (n < 64 && (d = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
-		fds[n++] = d;
+	struct lz_test_fds full;
+	assert_int_equal(lz_test_fds_fill(&full), 0);
 	int r = lz_hostprobe_identity(&err, &id);
-	while (n > 0)
-		close(fds[--n]);
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(lz_test_fds_release(&full), 0);
 	assert_int_equal(r, -EMFILE);
 	assert_non_null(strstr(err.msg, "passwd entry"));
 }

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -533,18 +532,11 @@ static void test_lz_rundir_generations__lists_then_removes_one_at_a_time(void **
 	assert_true((gens[0] == 1 && gens[1] == 12) || (gens[0] == 12 && gens[1] == 1));
 	assert_int_equal(lz_rundir_generations(&f->domain, gens, 1, &err), 1); /* bounded */
 	/* Out of descriptors: an error, never "no trees left". */
-	struct rlimit was;
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
-	struct rlimit low = { 64, was.rlim_max };
-	int fds[64], k = 0, d;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-	while (k < 64 && (d = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
-		fds[k++] = d;
-	int full = lz_rundir_generations(&f->domain, gens, 8, &err);
-	while (k > 0)
-		close(fds[--k]);
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
-	assert_int_equal(full, -EMFILE);
+	struct lz_test_fds full;
+	assert_int_equal(lz_test_fds_fill(&full), 0);
+	int listed = lz_rundir_generations(&f->domain, gens, 8, &err);
+	assert_int_equal(lz_test_fds_release(&full), 0);
+	assert_int_equal(listed, -EMFILE);
 	assert_int_equal(lz_rundir_remove_generation(&f->domain, 12, &err), 0);
 	assert_false(exists_at(f->domain.fd, "gen-12"));
 	assert_true(exists_at(f->domain.fd, "gen-1"));
