@@ -279,24 +279,27 @@ static int hc_readiness(lua_State *L)
 	return 1;
 }
 
-#define RESET_MAX 64
+#define RESET_MAX LZ_ANCHOR_RESET_MAX
 
-/* [-0, +1, e] the paths of the list at idx (at most RESET_MAX) into v,
- * pushing the copy that keeps them alive; returns n. */
-static size_t path_list(lua_State *L, int idx, const char **v)
+/* [-0, +2, e] the paths of the list at idx (at most RESET_MAX) in an
+ * array pushed as userdata, then the copy that keeps them alive; returns
+ * the array, n in *ret_n. */
+static const char **path_list(lua_State *L, int idx, size_t *ret_n)
 {
 	luaL_checktype(L, idx, LUA_TTABLE);
 	lua_Integer n = lz_l_list_len(L, idx, "the list of paths");
-	luaL_argcheck(L, n >= 0 && n <= RESET_MAX, idx, "at most 64 paths");
+	luaL_argcheck(L, n >= 0 && n <= RESET_MAX, idx, "at most 65536 paths");
+	const char **v = lua_newuserdatauv(L, ((size_t)n + 1) * sizeof(*v), 0);
 	lz_l_list_strings(L, idx, n, "path %d", v);
-	return (size_t)n;
+	*ret_n = (size_t)n;
+	return v;
 }
 
 static int hc_reset_plan(lua_State *L)
 {
 	struct hc_ud *ud = check_ud(L, 1);
-	const char *paths[RESET_MAX];
-	size_t n = path_list(L, 2, paths);
+	size_t n;
+	const char **paths = path_list(L, 2, &n);
 	char **v = NULL;
 	size_t k = 0;
 	struct lz_err err = { 0, "" };
@@ -304,6 +307,10 @@ static int hc_reset_plan(lua_State *L)
 	int r = lz_hc_reset_plan(ud->hc, paths, n, &v, &k, &err);
 	if (r < 0)
 		return lz_l_fail(L, r, &err);
+	if (k > RESET_MAX) { /* hc:reset could not be handed it back */
+		lz_anchor_reset_free(v, k);
+		return luaL_error(L, "the reset plan has more than %d entries", RESET_MAX);
+	}
 	ud->plan = v; /* owned by the handle from here */
 	ud->plan_n = k;
 	ud->planned = true;
@@ -320,8 +327,8 @@ static int hc_reset_plan(lua_State *L)
 static int hc_reset(lua_State *L)
 {
 	struct hc_ud *ud = check_ud(L, 1);
-	const char *paths[RESET_MAX];
-	size_t n = path_list(L, 2, paths);
+	size_t n;
+	const char **paths = path_list(L, 2, &n);
 	if (!ud->planned)
 		return luaL_error(L, "hc:reset takes the list the last hc:reset_plan returned: there is none");
 	bool same = n == ud->plan_n;

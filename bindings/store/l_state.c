@@ -131,7 +131,8 @@ static int state_list(lua_State *L)
 	return 1;
 }
 
-#define INSPECT_PATHS_MAX 64
+/* Every persistent directory a profile may list, or as many named. */
+#define INSPECT_PATHS_MAX LZ_CONFIG_LIST_MAX
 
 static int state_inspect(lua_State *L)
 {
@@ -156,7 +157,7 @@ static int state_inspect(lua_State *L)
 		if (t == LUA_TTABLE) {
 			int list = lua_gettop(L);
 			lua_Integer k = lz_l_list_len(L, list, "option 'paths'");
-			luaL_argcheck(L, k >= 0 && k <= INSPECT_PATHS_MAX, 2, "at most 64 paths");
+			luaL_argcheck(L, k >= 0 && k <= INSPECT_PATHS_MAX, 2, "too many paths");
 			lz_l_list_strings(L, list, k, "path %d", paths); /* the copy stays on the stack */
 			n = (size_t)k;
 			for (size_t i = 0; i < n; i++)

@@ -219,12 +219,15 @@ static int not_all_reset(const char *const *planned, size_t done, size_t n, int 
 int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *planned, size_t n, struct lz_err *err)
 {
 	struct lz_idmap map;
-	char names[64][NAME_MAX + 1];
 	int r;
-	if (n > 64)
-		return lz_err_set(err, E2BIG, "at most 64 State Anchors at once");
+	if (n > LZ_ANCHOR_RESET_MAX)
+		return lz_err_set(err, E2BIG, "at most %d State Anchors at once", LZ_ANCHOR_RESET_MAX);
 	if ((r = check_planned(a, planned, n, err)) < 0)
 		return r;
+	_cleanup_free_ char(*names)[NAME_MAX + 1] = calloc(n ? n : 1, sizeof(*names));
+	_cleanup_free_ char(*aside)[sizeof(ASIDE_PREFIX) + 17] = calloc(n ? n : 1, sizeof(*aside));
+	if (names == NULL || aside == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
 	_cleanup_close_ int anchors = open_anchors(a, err);
 	if (anchors == -ENOENT)
 		return n == 0 ? 0 : lz_err_set(err, ENOENT, "the Domain has no State Anchors");
@@ -247,7 +250,6 @@ int lz_anchor_reset_run(const struct lz_anchor_reset *a, const char *const *plan
 		return r;
 	/* All set aside first (OR-5: the one step that changes what a launch
 	 * sees, each), then deleted: a failure says which were reset. */
-	char aside[64][sizeof(ASIDE_PREFIX) + 17];
 	size_t done = 0;
 	int failed = 0;
 	const char *why = NULL;

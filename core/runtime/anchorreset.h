@@ -36,6 +36,10 @@ struct lz_anchor_reset {
 	size_t n_persistent;
 };
 
+/* The most anchors one reset takes (a profile lists up to 256 persistent
+ * directories; earlier profiles leave anchors of their own). */
+#define LZ_ANCHOR_RESET_MAX 65536
+
 /* The persistent directories a reset of paths (n == 0: all of the Domain's
  * anchors) would discard, as container paths, sorted; only those with an
  * anchor. A path that is not one of the profile's persistent directories

@@ -121,7 +121,9 @@ local actions = {
       err(msg)
       return EXIT.config
     end
-    io_write("wrote ", path, "\n", next_steps)
+    -- A relative --config is joined to the working directory, whose
+    -- names may be the sandbox's (in the workspace).
+    io_write("wrote ", escape(path), "\n", next_steps)
     return EXIT.ok
   end,
 }

@@ -350,6 +350,21 @@ describe("lazaret.core.coordinator", function()
       hc:close()
     end)
 
+    -- A profile may list 256 persistent directories, and earlier
+    -- profiles leave anchors of their own: a plan of 70 is reset whole.
+    it("resets a plan of more anchors than a fixed array held (70)", function()
+      local hc = anchored()
+      local made = {}
+      for i = 1, 70 do made[#made + 1] = droot .. "/anchor/p" .. i .. "/upper" end
+      assert(os.execute("mkdir -p " .. table.concat(made, " ")))
+      local plan = assert(hc:reset_plan({}))
+      assert.is_true(#plan >= 70)
+      assert.is_true(hc:reset(plan))
+      assert.is_false(present("p70"))
+      assert.is_false(present("usr"))
+      hc:close()
+    end)
+
     it("raises on lists that are not plain lists of strings", function()
       local hc = anchored()
       assert.error_matches(function() hc:reset_plan(setmetatable({}, { __index = function() return "/usr" end,

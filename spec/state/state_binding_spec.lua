@@ -47,6 +47,27 @@ describe("lazaret.core.state", function()
       end
     end)
 
+    -- Every persistent directory of the profile, not the first 64: the
+    -- configuration allows 256.
+    it("inspects every persistent directory of a profile listing 70", function()
+      local dirs = {}
+      for i = 1, 70 do dirs[i] = '"/p' .. i .. '"' end
+      local f = assert(io.open(dir .. "/c.toml", "w"))
+      f:write('version = 1\n[storage]\ndata_root = "' .. dir .. '/data"\n'
+        .. '[profiles.dev]\nimage = "docker://registry.invalid/lazaret/never-prepared:1"\n'
+        .. 'persistent_dirs = [' .. table.concat(dirs, ",") .. ']\n')
+      f:close()
+      cfg:close()
+      cfg = assert(config.load({ config = dir .. "/c.toml", profile = "dev", workspace = dir .. "/ws" }))
+      local s = cfg:summary()
+      local made = {}
+      for i = 1, 70 do made[i] = s.storage_root .. "/domains/" .. s.domain_id .. "/anchor/p" .. i .. "/upper" end
+      assert(os.execute("mkdir -p " .. table.concat(made, " ")))
+      local r = assert(state.inspect(cfg, {}))
+      assert.are.equal(70, #r.anchors)
+      assert.are.equal("/p70", r.anchors[70].path)
+    end)
+
     it("raises on a path that is not a string and on an unknown option", function()
       assert.has_error(function() state.inspect(cfg, { paths = { 1 } }) end)
       assert.has_error(function() state.inspect(cfg, { path = { "/usr/local" } }) end)

@@ -105,6 +105,18 @@ test_init_relative_config_from_cwd() {
 	assert_status 0 check_default_profile --config "$T/rel.toml"
 }
 
+# A working directory whose name holds an escape sequence (one a sandbox
+# made in the workspace, say): the path init prints is escaped.
+test_init_prints_the_path_escaped() {
+	local evil
+	evil=$T/$(printf 'ev\033]0;PWNED\007il')
+	mkdir "$evil"
+	cd "$evil" || fail "cd"
+	assert_status 0 lz init --config rel.toml
+	assert_contains "$OUT" 'wrote '"$T"'/ev\e]0;PWNED\x07il/rel.toml'
+	[[ "$OUT" != *$'\033'* ]] || fail "an escape byte reached the terminal: $(od -c <<<"$OUT" | head -3)"
+}
+
 # From a working directory that was removed, a relative --config names no
 # file: the message says so (it said "out of memory").
 test_init_relative_config_from_a_removed_cwd() {
@@ -334,6 +346,7 @@ test_init_agent_keeps_an_existing_file() {
 t_run "init writes a 0600 config that config check accepts" test_init_writes_a_config_that_checks
 t_run "init names the default image under XDG_DATA_HOME" test_init_image_follows_xdg_data_home
 t_run "init --config takes a relative path from the working directory" test_init_relative_config_from_cwd
+t_run "init prints the path it wrote escaped" test_init_prints_the_path_escaped
 t_run "init --config relative from a removed working directory says so" test_init_relative_config_from_a_removed_cwd
 t_run "a second init refuses and leaves the file unchanged" test_second_init_refuses_and_keeps_the_file
 t_run "init refuses to replace a hand-written file" test_init_refuses_to_replace_a_hand_written_file
