@@ -124,14 +124,26 @@ static int exit_status(const siginfo_t *info)
  * exec client; the target dies with it through its parent-death signal). */
 static void fork_into_pidns(int report)
 {
+	/* The target checks this after arming its parent-death signal: a
+	 * wrapper killed before then would leave it running unaccounted,
+	 * an orphan of the host's init. */
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (self < 0)
+		child_fail(report, errno);
 	int pidfd = -1;
 	pid_t pid = lz_clone_pidfd(0, &pidfd);
 	if (pid < 0)
 		child_fail(report, -pid);
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		struct pollfd wrapper = { .fd = self, .events = POLLIN };
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+			child_fail(report, errno);
+		if (poll(&wrapper, 1, 0) != 0)
+			child_fail(report, ESRCH);
+		close(self);
 		return; /* the grandchild runs the target */
 	}
+	close(self);
 	/* The wrapper lives as long as the session: it keeps nothing of the
 	 * coordinator's (the listening socket, other sessions' connections
 	 * and terminals), so a connection the coordinator drops ends at once */
@@ -238,6 +250,26 @@ static int self_identity(int *ret_fd, uint64_t *ret_ino, uint64_t *ret_dev, stru
 	return 0;
 }
 
+/* write(2) that fails with EPIPE where the default action of SIGPIPE
+ * would kill the caller (the coordinator, the RS keep it): a staged child
+ * killed before its release must be a failed spawn, not a dead broker. */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t n)
+{
+	sigset_t pipe_only, was;
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &was);
+	ssize_t r = write(fd, buf, n);
+	int e = errno;
+	if (r < 0 && e == EPIPE && !sigismember(&was, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+		(void)sigtimedwait(&pipe_only, NULL, &zero); /* the one this write raised */
+	}
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	errno = e;
+	return r;
+}
+
 /* Step 4: the child must still be there, unreaped (WNOWAIT). */
 static int still_present(int pidfd, struct lz_err *err)
 {
@@ -299,7 +331,7 @@ int lz_broker_spawn(const struct lz_broker_spec *spec, struct lz_broker_child *r
 	if (spec->staged && (r = spec->staged(spec->ctx, &child.id, child.pidfd, err)) < 0)
 		goto kill;
 	char c = BARRIER_RELEASE;
-	if (write(barrier[1], &c, 1) != 1) {
+	if (write_nosigpipe(barrier[1], &c, 1) != 1) {
 		r = lz_err_set(err, errno, "%s: release: %s", label, strerror(errno));
 		goto kill;
 	}

@@ -111,63 +111,98 @@ static bool names_ns(int dirfd, const char *link, const struct lz_nsident *ns, c
 	return fd < 0 || ioctl(fd, NS_GET_ID_IOCTL, &id) < 0 || id == ns->id;
 }
 
-/* The directory sub of dirfd as a stream, or NULL. */
-static DIR *open_dir(int dirfd, const char *sub)
+/* What the walk makes of a failure: a process, thread or descriptor gone
+ * meanwhile, or a process of another user, holds nothing it can see
+ * (nsident.h); anything else (no descriptor, no memory) leaves the
+ * question open, and is an error, never "not held". */
+static int walk_error(int e)
 {
+	return e == ENOENT || e == ESRCH || e == EACCES || e == EPERM ? 0 : -e;
+}
+
+/* The directory sub of dirfd as a stream in *ret (NULL when it is gone or
+ * not ours to see), or -errno. */
+static int open_dir(int dirfd, const char *sub, DIR **ret)
+{
+	*ret = NULL;
 	int fd = openat(dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	if (dir == NULL && fd >= 0)
+	if (fd < 0)
+		return walk_error(errno);
+	if ((*ret = fdopendir(fd)) == NULL) {
+		int e = errno;
 		close(fd);
-	return dir;
+		return -e;
+	}
+	return 0;
 }
 
 /* Whether an entry of the directory sub of a /proc/<pid> (its tasks, its
- * descriptors) is, followed by suffix, a link to ns. */
-static bool dir_holds(int piddir, const char *sub, const char *suffix, const struct lz_nsident *ns,
-		      const char *want, dev_t nsfs)
+ * descriptors) is, followed by suffix, a link to ns: 1, 0, or -errno. */
+static int dir_holds(int piddir, const char *sub, const char *suffix, const struct lz_nsident *ns,
+		     const char *want, dev_t nsfs)
 {
-	DIR *dir = open_dir(piddir, sub);
-	if (dir == NULL)
-		return false;
-	bool held = false;
+	DIR *dir;
+	int held = open_dir(piddir, sub, &dir);
+	if (held < 0 || dir == NULL)
+		return held;
 	char link[64];
-	for (struct dirent *e; !held && (e = readdir(dir)) != NULL;)
+	struct dirent *e;
+	while (held == 0 && (errno = 0, e = readdir(dir)) != NULL)
 		if (e->d_name[0] != '.' &&
 		    (size_t)snprintf(link, sizeof(link), "%.20s%s", e->d_name, suffix) < sizeof(link))
 			held = names_ns(dirfd(dir), link, ns, want, nsfs);
+	if (held == 0 && e == NULL && errno != 0)
+		held = walk_error(errno);
 	closedir(dir);
 	return held;
 }
 
 /* Whether /proc/<pid> is a thread-group leader that has exited while
  * other threads of it run: its own fd directory then lists nothing, the
- * descriptor table is seen through a live thread's. */
-static bool leader_exited(int piddir)
+ * descriptor table is seen through a live thread's. 1, 0, or -errno. */
+static int leader_exited(int piddir)
 {
 	char text[512];
 	_cleanup_close_ int fd = openat(piddir, "stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	if (fd < 0)
+		return walk_error(errno);
+	ssize_t n = read(fd, text, sizeof(text) - 1);
 	if (n <= 0)
-		return false;
+		return n < 0 ? walk_error(errno) : 0;
 	text[n] = '\0';
 	const char *end = strrchr(text, ')');
 	return end != NULL && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
 }
 
-static bool threads_hold(int piddir, const struct lz_nsident *ns, const char *want, dev_t nsfs)
+static int threads_hold(int piddir, const struct lz_nsident *ns, const char *want, dev_t nsfs)
 {
-	DIR *dir = open_dir(piddir, "task");
-	if (dir == NULL)
-		return false;
-	bool held = false;
-	for (struct dirent *e; !held && (e = readdir(dir)) != NULL;) {
+	DIR *dir;
+	int held = open_dir(piddir, "task", &dir);
+	if (held < 0 || dir == NULL)
+		return held;
+	struct dirent *e;
+	while (held == 0 && (errno = 0, e = readdir(dir)) != NULL) {
 		if (e->d_name[0] == '.')
 			continue;
 		_cleanup_close_ int task = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		held = task >= 0 && dir_holds(task, "fd", "", ns, want, nsfs);
+		held = task >= 0 ? dir_holds(task, "fd", "", ns, want, nsfs) : walk_error(errno);
 	}
+	if (held == 0 && e == NULL && errno != 0)
+		held = walk_error(errno);
 	closedir(dir);
 	return held;
+}
+
+/* One /proc/<pid>: a thread in ns, or a descriptor of it. 1, 0, -errno. */
+static int process_holds(int piddir, const char *task_link, const struct lz_nsident *ns, const char *want,
+			 dev_t nsfs)
+{
+	int r = dir_holds(piddir, "task", task_link, ns, want, nsfs);
+	if (r == 0)
+		r = dir_holds(piddir, "fd", "", ns, want, nsfs);
+	if (r == 0 && (r = leader_exited(piddir)) == 1)
+		r = threads_hold(piddir, ns, want, nsfs);
+	return r;
 }
 
 int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct lz_err *err)
@@ -189,19 +224,21 @@ int lz_nsident_find_holder(const struct lz_nsident *ns, pid_t *ret_pid, struct l
 		return lz_err_set(err, errno, "/proc: %s", strerror(errno));
 	procfd = -EBADF;
 	int found = 0;
-	for (struct dirent *d; !found && (d = readdir(procs)) != NULL;) {
+	struct dirent *d;
+	while (found == 0 && (errno = 0, d = readdir(procs)) != NULL) {
 		if (d->d_name[0] < '1' || d->d_name[0] > '9')
 			continue;
-		/* A thread in ns, or a descriptor of it. */
 		_cleanup_close_ int piddir = openat(dirfd(procs), d->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (piddir >= 0 && (dir_holds(piddir, "task", task_link, ns, want, nsfs.st_dev) ||
-				    dir_holds(piddir, "fd", "", ns, want, nsfs.st_dev) ||
-				    (leader_exited(piddir) && threads_hold(piddir, ns, want, nsfs.st_dev)))) {
+		found = piddir < 0 ? walk_error(errno) : process_holds(piddir, task_link, ns, want, nsfs.st_dev);
+		if (found == 1)
 			*ret_pid = (pid_t)strtol(d->d_name, NULL, 10);
-			found = 1;
-		}
 	}
+	if (found == 0 && d == NULL && errno != 0)
+		found = -errno;
 	closedir(procs);
+	if (found < 0)
+		return lz_err_set(err, -found, "looking in /proc for what holds namespace %llu: %s",
+				  (unsigned long long)ns->id, strerror(-found));
 	return found;
 }
 

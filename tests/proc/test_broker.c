@@ -9,6 +9,7 @@
  * (which needs CAP_SYS_ADMIN over the target's namespaces) only as root.
  * Run as root, the user-namespace cases become the test user (LZ_TEST_USER,
  * default lazaret-test) in a child. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/keyctl.h>
@@ -30,6 +31,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -354,6 +356,43 @@ static void test_lz_broker_spawn__staged_hook_sees_identity_before_target(void *
 	close(obs.own_pidfd);
 }
 
+/* The staged child killed before its release (a same-user process, the
+ * OOM killer): the release finds its barrier closed, and the spawn fails
+ * (EPIPE) instead of the broker dying of SIGPIPE. */
+static int kill_staged_child(void *ctx, const struct lz_pidref *id, int pidfd, struct lz_err *err)
+{
+	(void)ctx, (void)id, (void)err;
+	(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	(void)poll(&p, 1, 5000); /* gone, its barrier end closed */
+	return 0;
+}
+
+static void test_lz_broker_spawn__a_child_killed_before_release_fails_the_spawn(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		signal(SIGPIPE, SIG_DFL);
+		struct lz_err err = { 0, "" };
+		char *const argv[] = { "true", NULL };
+		struct lz_spawn exec = { .exe_fd = -1, .path = bin("true"), .argv = argv, .stdin_fd = -1,
+					 .stdout_fd = -1, .stderr_fd = -1 };
+		struct lz_broker_spec spec = { .label = "killed", .join_pidfd = -1, .exec = &exec,
+					       .staged = kill_staged_child };
+		struct lz_broker_child child = LZ_BROKER_CHILD_INIT;
+		int r = lz_broker_spawn(&spec, &child, &err);
+		_exit(r == -EPIPE && strstr(err.msg, "release") != NULL ? 0 : 1);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the broker died of signal %d", WTERMSIG(status));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_lz_broker_spawn__failing_hook_kills_before_target(void **state)
 {
 	(void)state;
@@ -575,6 +614,79 @@ static int run_joined(int holder, const char *script, char *out, size_t cap,
 	int status = -1;
 	assert_int_equal(lz_broker_wait(&child, 10000, &status, &err), 0);
 	return status;
+}
+
+/* The wrapper that joins a PID namespace killed (by a same-user process)
+ * just after its release, before its child has armed the parent-death
+ * signal: the child must not go on to run the target as an orphan of the
+ * host's init. Raced 60 times; a target's command line is the marker. */
+#define ORPHAN_MARK "9.3137"
+
+static int kill_wrapper_soon(void *ctx, const struct lz_pidref *id, int pidfd, struct lz_err *err)
+{
+	(void)ctx, (void)pidfd, (void)err;
+	pid_t wrapper = (pid_t)id->pid;
+	if (fork() == 0) {
+		struct timespec t0, t;
+		long wait_us = random() % 400;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < wait_us);
+		kill(wrapper, SIGKILL);
+		_exit(0);
+	}
+	return 0;
+}
+
+/* Kills every process running "sleep ORPHAN_MARK"; returns how many. */
+static int kill_orphans(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char path[300], cmd[64] = "";
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t k = fd < 0 ? -1 : read(fd, cmd, sizeof(cmd) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (k > 0 && memcmp(cmd, "sleep\0" ORPHAN_MARK, sizeof("sleep\0" ORPHAN_MARK)) == 0) {
+			kill(atoi(e->d_name), SIGKILL);
+			n++;
+		}
+	}
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+static void test_lz_broker_spawn__a_killed_pidns_wrapper_leaves_no_orphan(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	int holder = -1;
+	start_holder(&holder);
+	srandom((unsigned)getpid());
+	for (int i = 0; i < 60; i++) {
+		char *const argv[] = { "sleep", ORPHAN_MARK, NULL };
+		struct lz_spawn exec = { .exe_fd = -1, .path = "/bin/sleep", .argv = argv, .stdin_fd = -1,
+					 .stdout_fd = -1, .stderr_fd = -1 };
+		struct lz_broker_spec spec = { .label = "race", .join_pidfd = holder, .join_flags = CLONE_NEWPID,
+					       .exec = &exec, .staged = kill_wrapper_soon };
+		struct lz_err err = { 0, "" };
+		struct lz_broker_child c = LZ_BROKER_CHILD_INIT;
+		if (lz_broker_spawn(&spec, &c, &err) == 0)
+			lz_broker_kill(&c); /* the session's end: its target goes too */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+	}
+	usleep(300 * 1000);
+	int orphans = kill_orphans();
+	stop_holder(holder);
+	assert_int_equal(orphans, 0);
 }
 
 static void test_lz_broker_spawn__join_pidns_and_mountns(void **state)
@@ -1178,11 +1290,13 @@ int main(void)
 		cmocka_unit_test(test_lz_broker_wait__fn_success_is_zero),
 		cmocka_unit_test(test_lz_broker_spawn__staged_hook_sees_identity_before_target),
 		cmocka_unit_test(test_lz_broker_spawn__failing_hook_kills_before_target),
+		cmocka_unit_test(test_lz_broker_spawn__a_child_killed_before_release_fails_the_spawn),
 		cmocka_unit_test(test_lz_broker_spawn__failing_hook_stops_fn_target),
 		cmocka_unit_test(test_lz_broker_wait__timeout_kills),
 		cmocka_unit_test(test_lz_broker_wait__timeout_kills_a_silent_fn_target),
 		cmocka_unit_test(test_lz_broker_signal__delivers_through_pidfd),
 		cmocka_unit_test(test_lz_broker_spawn__join_pidns_and_mountns),
+		cmocka_unit_test(test_lz_broker_spawn__a_killed_pidns_wrapper_leaves_no_orphan),
 		cmocka_unit_test(test_lz_broker_wait__joined_pidns_relays_exit_status),
 		cmocka_unit_test(test_lz_broker_signal__joined_pidns_relays_signal),
 		cmocka_unit_test(test_lz_broker_spawn__join_failure_is_reported),

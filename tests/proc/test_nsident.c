@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
+
 #include "fs/mountns.h"
 #include "proc/nsident.h"
 
@@ -202,6 +204,34 @@ static void test_lz_nsident_find_holder__thread_then_descriptor(void **state)
 	assert_int_equal(lz_nsident_find_holder(&bad, &holder, &e), -EINVAL);
 }
 
+/* Out of descriptors partway through /proc (one or two left: /proc and a
+ * process's directory open, what is inside does not): no answer, never
+ * "not held", which recovery would take as the namespace gone. */
+static void test_lz_nsident_find_holder__out_of_descriptors_is_no_answer(void **state)
+{
+	(void)state;
+	struct lz_err e = { 0, "" };
+	struct child c = spawn_child();
+	struct lz_nsident net;
+	assert_int_equal(lz_nsident_of_pidfd(c.pidfd, CLONE_NEWNET, &net, &e), 0);
+	for (int left = 1; left <= 2; left++) {
+		struct lz_test_fds full;
+		assert_int_equal(lz_test_fds_fill(&full), 0);
+		for (int i = 0; i < left; i++)
+			close(full.fds[--full.n]);
+		pid_t holder = 0;
+		bool alive = false;
+		int found = lz_nsident_find_holder(&net, &holder, &e);
+		int gone = lz_nsident_await_gone(&net, 0, &alive, &e);
+		assert_int_equal(lz_test_fds_release(&full), 0);
+		if (found == 0)
+			fail_msg("%d descriptor(s) left: the namespace was reported unheld", left);
+		assert_true(found == 1 || found == -EMFILE);
+		assert_true(gone < 0 || alive);
+	}
+	end_child(&c);
+}
+
 /* A process holding a descriptor of c's namespace ns ("net", "mnt"),
  * optionally non-dumpable, and optionally with its main thread exited (a
  * zombie leader: its fd directory lists nothing, its live thread's
@@ -336,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_lz_nsident__zombie_holds_only_its_user_namespace),
 		cmocka_unit_test(test_lz_nsident_await_gone__held_by_a_descriptor),
 		cmocka_unit_test(test_lz_nsident_find_holder__thread_then_descriptor),
+		cmocka_unit_test(test_lz_nsident_find_holder__out_of_descriptors_is_no_answer),
 		cmocka_unit_test(test_lz_nsident_find_holder__a_thread_whose_leader_exited),
 		cmocka_unit_test(test_lz_mountns_ns_exists__whoever_holds_it),
 		cmocka_unit_test(test_lz_nsident_await_gone__matches_id_type_and_inode),
