@@ -308,7 +308,11 @@ int main(int argc, char **argv)
 			(void)reap();
 			if (command_ended)
 				break;
-		} else if (sig > 0 && si.si_pid == parent) {
+		} else if (sig > 0 && si.si_code == SI_USER && si.si_pid == parent) {
+			/* SI_USER: kill(2), pidfd_send_signal(2) or the kernel's
+			 * parent-death signal, whose sender is the kernel's to
+			 * name; sigqueue(3) lets any process of the user name a
+			 * pid of its choosing, with another code. */
 			end_all(children, &chld);
 			/* stopped from outside: as the coordinator's SIGKILL did */
 			(void)raise(SIGKILL);

@@ -676,6 +676,28 @@ static void test_lz_escalation__pkill_of_the_commands_own_line_leaves_its_keeper
 	assert_result(f, 0xde, LZ_ESC_EXITED, 1); /* nothing matched */
 }
 
+/* The command queues its keeper a SIGTERM that names the coordinator as
+ * its sender (sigqueue lets any process of the user put any pid there):
+ * the keeper takes it for what it is, and the command runs on. */
+static void test_lz_escalation__a_forged_end_from_the_coordinator_is_ignored(void **state)
+{
+	struct fx *f = *state;
+	char script[600];
+	snprintf(script, sizeof(script),
+		 "import ctypes, os, struct, time\n"
+		 "info = struct.pack('iiiiii', 15, 0, -1, 0, %d, os.getuid()) + bytes(104)\n"
+		 "r = ctypes.CDLL(None).syscall(129, os.getppid(), 15, ctypes.c_char_p(info))\n"
+		 "time.sleep(0.5)\n"
+		 "raise SystemExit(0 if r == 0 else 3)\n",
+		 (int)getpid());
+	char python[PATH_MAX];
+	assert_non_null(realpath("/usr/bin/python3", python)); /* a prompted path has no symlink */
+	char *argv[] = { python, "-c", script };
+	size_t job = prompted(f, "rdf", 0xdf, argv, 3, 0);
+	assert_int_equal(approve(f, job), 0);
+	assert_result(f, 0xdf, LZ_ESC_EXITED, 0);
+}
+
 /* A decision the inbox took late starts no acknowledgement time: the
  * client acknowledges chunks and the result, never a decision, so a
  * command silent for longer than the timeout runs to its end. */
@@ -1004,6 +1026,8 @@ int main(int argc, char **argv)
 			test_lz_escalation__a_late_decision_starts_no_acknowledgement_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__pkill_of_the_commands_own_line_leaves_its_keeper, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_forged_end_from_the_coordinator_is_ignored, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_lz_escalation__a_session_that_ends_kills_what_its_command_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_behind_names_being_written_is_routed,
