@@ -178,9 +178,11 @@ static int data_in_use(uint64_t *ret, struct lz_err *err)
 static int confine_worker(struct worker_arg *w, struct lz_err *err)
 {
 	int keep[] = { w->layout_fd, w->rootfs_fd, w->progress_fd, lz_broker_report_fd() };
-	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	int r = lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	if (r < 0)
+		return lz_err_set(err, -r, "standard streams to /dev/null: %s", strerror(-r));
 	uint64_t used = 0;
-	int r = data_in_use(&used, err);
+	r = data_in_use(&used, err);
 	if (r < 0)
 		return lz_err_prefix(err, r, "limiting the preparation worker's memory: ");
 	struct rlimit lim = { .rlim_cur = used + w->memory, .rlim_max = used + w->memory };

@@ -284,8 +284,7 @@ static _Noreturn void delete_link(struct lz_rtnl *nl, int ifindex)
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	(void)prctl(PR_SET_NAME, "lz-link-delete");
 	int keep = nl_socket_get_fd(nl->sk);
-	lz_fds_keep_only(&keep, 1);
-	if (lz_caps_limit(LZ_CAP(CAP_NET_ADMIN)) < 0)
+	if (lz_fds_keep_only(&keep, 1) < 0 || lz_caps_limit(LZ_CAP(CAP_NET_ADMIN)) < 0)
 		_exit(EPERM);
 	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex };
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);

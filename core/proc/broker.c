@@ -148,7 +148,11 @@ static void fork_into_pidns(int report)
 	 * coordinator's (the listening socket, other sessions' connections
 	 * and terminals), so a connection the coordinator drops ends at once */
 	int keep[] = { pidfd, report };
-	lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	int r = lz_fds_keep_only(keep, LZ_ARRAY_SIZE(keep));
+	if (r < 0) {
+		(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		child_fail(report, -r);
+	}
 	forget();
 	relay_pidfd = pidfd;
 	static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,

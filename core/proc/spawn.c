@@ -407,8 +407,8 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 	size_t n_kept = 6;
 	for (size_t i = 0; i < n_keep && i < LZ_SPAWN_KEEP_MAX; i++)
 		kept[n_kept++] = keep[i];
-	lz_fds_keep_only(kept, n_kept);
-	int fd = open_exe(ctx, &err);
+	int r = lz_fds_keep_only(kept, n_kept);
+	int fd = r < 0 ? lz_err_set(&err, -r, "standard streams to /dev/null: %s", strerror(-r)) : open_exe(ctx, &err);
 	if (fd >= 0) {
 		struct lz_spawn with_exe = *spec;
 		with_exe.exe_fd = fd;

@@ -607,12 +607,12 @@ struct lz_rs {
  * end of the control socket (whose EOF is the HC-loss signal). Among them
  * are runsc's and slirp4netns's, which it executes (rsplan.h), and the
  * broker's report pipe, which its failure goes back through. */
-static void keep_only_plan(const struct lz_rs_plan *p)
+static int keep_only_plan(const struct lz_rs_plan *p)
 {
 	int keep[21 + 4 * LZ_RS_MAX_ANCHORS + 2 * (LZ_RS_MAX_VOLUMES + LZ_GITSENTRY_MOUNTS_MAX)];
 	size_t n = lz_rsplan_fds(p, keep, LZ_ARRAY_SIZE(keep) - 1);
 	keep[n++] = lz_broker_report_fd();
-	lz_fds_keep_only(keep, n);
+	return lz_fds_keep_only(keep, n);
 }
 
 /* The dentry cache was sized for the hard descriptor limit (rsplan.c):
@@ -629,7 +629,9 @@ static void raise_nofile(void)
 
 int lz_rs_new(const struct lz_rs_plan *plan, lz_rs **ret, struct lz_err *err)
 {
-	keep_only_plan(plan);
+	int kept = keep_only_plan(plan);
+	if (kept < 0)
+		return lz_err_set(err, -kept, "standard streams to /dev/null: %s", strerror(-kept));
 	raise_nofile();
 	lz_rs *rs = calloc(1, sizeof(*rs));
 	if (rs == NULL)

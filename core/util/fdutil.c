@@ -13,15 +13,18 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void std_streams_to_null(void)
+/* After the closing: a table the parent filled leaves room now. A child
+ * that cannot have /dev/null must not go on with the parent's streams
+ * (the developer's terminal, say): -errno. */
+static int std_streams_to_null(void)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		if (null > STDERR_FILENO)
-			close(null);
-	}
+	if (null < 0)
+		return -errno;
+	int r = dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 ? -errno : 0;
+	if (null > STDERR_FILENO)
+		close(null);
+	return r;
 }
 
 int lz_fds_std_open(void)
@@ -40,9 +43,8 @@ int lz_fds_std_open(void)
 	return 0;
 }
 
-void lz_fds_keep_only(int *keep, size_t n)
+int lz_fds_keep_only(int *keep, size_t n)
 {
-	std_streams_to_null();
 	qsort(keep, n, sizeof(*keep), cmp_int);
 	unsigned from = 3;
 	for (size_t i = 0; i < n; i++) {
@@ -53,6 +55,7 @@ void lz_fds_keep_only(int *keep, size_t n)
 		from = (unsigned)keep[i] + 1;
 	}
 	(void)close_range(from, ~0U, 0);
+	return std_streams_to_null();
 }
 
 int lz_fds_place(const int *fds, size_t n)
@@ -66,12 +69,11 @@ int lz_fds_place(const int *fds, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, FIRST + (int)n)) < 0)
 			return -errno;
-	std_streams_to_null();
 	for (size_t i = 0; i < n; i++)
 		if (dup2(high[i], FIRST + (int)i) < 0) /* the copy is not close-on-exec */
 			return -errno;
 	(void)close_range(FIRST + (unsigned)n, ~0U, 0);
-	return 0;
+	return std_streams_to_null();
 }
 
 int lz_fd_path(int fd, char *buf, size_t cap)

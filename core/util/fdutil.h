@@ -8,16 +8,17 @@
 #include <sys/types.h>
 
 /* Closes every descriptor from 3 up except those in keep[0..n) (negative
- * entries are ignored); stdin and stdout become /dev/null, stderr stays.
- * keep is sorted in place. */
-void lz_fds_keep_only(int *keep, size_t n);
+ * entries are ignored); then stdin and stdout become /dev/null, stderr
+ * stays. keep is sorted in place. -errno when /dev/null cannot be had
+ * (the streams are then the parent's still: the caller must not go on). */
+int lz_fds_keep_only(int *keep, size_t n);
 
 /* For a child about to exec a program that finds its descriptors by
  * number: fds[i] becomes descriptor 3 + i (inherited across exec), every
- * other descriptor from 3 up is closed; stdin and stdout become
+ * other descriptor from 3 up is closed; then stdin and stdout become
  * /dev/null, stderr stays. fds may be in any order and overlap the
- * targets. 0 or -errno (the table is then unchanged past what was
- * duplicated). */
+ * targets. 0 or -errno (the caller must not go on: descriptors may be
+ * placed, the streams the parent's still). */
 int lz_fds_place(const int *fds, size_t n);
 
 /* Opens /dev/null onto each of descriptors 0, 1 and 2 that is closed, so

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -77,6 +78,37 @@ static void place_refuses_too_many(void **state)
 	assert_int_equal(fcntl(STDERR_FILENO, F_GETFD), 0); /* nothing touched */
 }
 
+/* A full table at the fork (the parent's, filled to its limit): the
+ * child still gets /dev/null for stdin and stdout once it has closed
+ * what it does not keep, never the parent's streams (a file standing for
+ * the developer's terminal here). */
+static void keep_only_full_body(void *arg)
+{
+	(void)arg;
+	int terminal = memfd_create("terminal", MFD_CLOEXEC);
+	CHECK(terminal >= 0 && dup2(terminal, STDOUT_FILENO) == STDOUT_FILENO && dup2(terminal, STDIN_FILENO) == 0,
+	      "setup: %s", strerror(errno));
+	struct rlimit low = { 64, 64 };
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+	while (open("/dev/null", O_RDONLY) >= 0)
+		;
+	CHECK(errno == EMFILE, "the table did not fill: %s", strerror(errno));
+	int keep[] = { report_fd };
+	int r = lz_fds_keep_only(keep, 1);
+	CHECK(r == 0, "keep_only: %s", strerror(-r));
+	struct stat out, in, null;
+	CHECK(fstat(STDOUT_FILENO, &out) == 0 && fstat(STDIN_FILENO, &in) == 0 && stat("/dev/null", &null) == 0,
+	      "stat");
+	CHECK(S_ISCHR(out.st_mode) && out.st_rdev == null.st_rdev, "stdout is still the parent's");
+	CHECK(S_ISCHR(in.st_mode) && in.st_rdev == null.st_rdev, "stdin is still the parent's");
+}
+
+static void keep_only_gives_null_streams_from_a_full_table(void **state)
+{
+	(void)state;
+	run_in_child(keep_only_full_body, NULL);
+}
+
 /* A descriptor's path as this namespace names it; a buffer too small, a
  * bad descriptor and a non-path (a pipe) are refused. */
 static void fd_path_names_the_directory(void **state)
@@ -139,6 +171,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(place_moves_descriptors_by_number),
 		cmocka_unit_test(place_refuses_too_many),
+		cmocka_unit_test(keep_only_gives_null_streams_from_a_full_table),
 		cmocka_unit_test(fd_path_names_the_directory),
 		cmocka_unit_test(read_small_reads_whole_or_says_why),
 		cmocka_unit_test(std_open_fills_closed_streams),
