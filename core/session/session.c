@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -86,6 +87,22 @@ void lz_session_started(struct lz_session *s, const struct lz_broker_child *exec
 	s->running = true;
 }
 
+#define PROMPT_READ_LOOK_MS 20
+
+/* Whether the client has read everything sent to it: its socket's queue
+ * (SIOCOUTQ, what the peer has not taken) is empty. Unknown is unread. */
+static bool client_read_all(const struct lz_session *s)
+{
+	int queued = 0;
+	return ioctl(s->client, SIOCOUTQ, &queued) == 0 && queued == 0;
+}
+
+/* Whether a prompt waits for its settle time to start. */
+static bool settle_pending(const struct lz_session *s)
+{
+	return s->prompting && s->answer_after == INT64_MAX && s->client >= 0;
+}
+
 size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *timeout_ms)
 {
 	size_t n = 0;
@@ -117,7 +134,10 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 	/* Backpressure: no read while an Output is pending or nobody is there
 	 * to take it. */
 	bool paused = s->prompting || s->notice_off < s->notice_len;
-	if (s->master >= 0 && s->running)
+	/* Not while an ended exec client's status is held: without its slave
+	 * the master reports POLLHUP at once, and the loop would spin; the
+	 * end drains it (lz_session_finish). */
+	if (s->master >= 0 && s->running && !s->exit_held_until)
 		pf[n++] = (struct pollfd){ .fd = s->master,
 					   .events = (short)((s->out_len == 0 && s->client >= 0 && !paused ? POLLIN : 0) |
 							     (s->in_len > 0 ? POLLOUT : 0)) };
@@ -136,6 +156,10 @@ size_t lz_session_pollfds(const struct lz_session *s, struct pollfd *pf, int *ti
 		if (*timeout_ms < 0 || left < *timeout_ms)
 			*timeout_ms = left;
 	}
+	/* Nothing wakes the loop when the client reads what it was sent:
+	 * look again soon while a prompt waits for that. */
+	if (settle_pending(s) && (*timeout_ms < 0 || *timeout_ms > PROMPT_READ_LOOK_MS))
+		*timeout_ms = PROMPT_READ_LOOK_MS;
 	return n;
 }
 
@@ -163,14 +187,15 @@ void lz_session_flush_input(struct lz_session *s)
 		s->in_len = s->in_off = 0;
 }
 
-/* Spec 3.8: the settle time counts from when the whole prompt has left
- * for the client, not from when it was queued behind the guest's output (a
- * stalled client, a slow link): a key typed at what the guest drew before
- * it, its own "[y/N]" included, must not answer a prompt not yet shown. */
+/* Spec 3.8: the settle time counts from when the client has read the whole
+ * prompt, not from when it was queued behind the guest's output (a
+ * stalled client, a slow link) or left this process (the socket holds as
+ * much as its buffer): a key typed at what the guest drew before it, its
+ * own "[y/N]" included, must not answer a prompt not yet shown. */
 static void settle_from_sent(struct lz_session *s)
 {
-	if (s->prompting && s->answer_after == INT64_MAX && s->notice_off == s->notice_len &&
-	    s->out_len == 0 && s->client >= 0 && !lz_tlschan_pending(s->tls))
+	if (settle_pending(s) && s->notice_off == s->notice_len && s->out_len == 0 &&
+	    !lz_tlschan_pending(s->tls) && client_read_all(s))
 		s->answer_after = lz_now_ms() + LZ_SESSION_PROMPT_SETTLE_MS;
 }
 
@@ -286,6 +311,7 @@ int lz_session_prompt(struct lz_session *s, const char *text, size_t len)
 
 int lz_session_take_answer(struct lz_session *s)
 {
+	settle_from_sent(s); /* the client may have read the prompt since */
 	int a = s->answer;
 	s->answer = 0;
 	return a;

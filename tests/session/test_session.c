@@ -232,6 +232,26 @@ static void test_lz_session_hold_exit__pidfd_left_out_until_due(void **state)
 	assert_int_equal(lz_session_finish(&f->s), 128);
 }
 
+/* A terminal session's exit held (status 128, perhaps runsc's own): its
+ * master, whose slave is gone, would report POLLHUP at once, and the
+ * loop would spin for the whole hold. It is left out until then. */
+static void test_lz_session_hold_exit__a_hung_up_master_does_not_spin_the_loop(void **state)
+{
+	struct fx *f = *state;
+	struct pollfd pf[LZ_SESSION_POLLFDS];
+	int timeout = -1;
+	open_pty(f);
+	spawn_sh(f, "exit 128", f->slave, f->slave);
+	wait_ended(f);
+	close(f->slave);
+	f->slave = -1;
+	lz_session_hold_exit(&f->s, 200);
+	size_t n = lz_session_pollfds(&f->s, pf, &timeout);
+	assert_true(timeout > 0 && timeout <= 200);
+	assert_int_equal(poll(pf, n, timeout), 0); /* nothing ready: the loop sleeps */
+	assert_true(lz_session_exit_due(&f->s));
+}
+
 /* ---- events -------------------------------------------------------------------- */
 
 static void test_lz_session_event__input_resize_and_refusals(void **state)
@@ -875,6 +895,49 @@ static void test_lz_session_prompt__settles_only_once_sent(void **state)
 	assert_int_equal(lz_session_take_answer(&f->s), 1);
 }
 
+/* The prompt has left this process but waits unread in the socket behind
+ * the guest's output (the default send buffer holds a few hundred KB): a
+ * key after the settle time is still early; once the client has read it
+ * all, the settle time starts. */
+static void test_lz_session_prompt__settles_only_once_the_client_read_it(void **state)
+{
+	struct fx *f = *state;
+	open_pty(f);
+	spawn_sh(f, "sleep 30", -1, -1);
+	static char junk[4096];
+	memset(junk, 'g', sizeof(junk));
+	for (int i = 0; i < 16; i++) { /* 64 KB relayed, none of it read by the client */
+		assert_int_equal(write(f->slave, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+		lz_session_read_master(&f->s);
+		lz_session_flush_output(&f->s);
+		if (f->s.out_len > 0 || lz_tlschan_pending(f->s.tls))
+			fail_msg("the socket took only %d KB", 4 * i);
+	}
+	assert_int_equal(f->s.out_len, 0);
+	assert_false(lz_tlschan_pending(f->s.tls));
+	assert_int_equal(lz_session_prompt(&f->s, "Approve? [y/N] ", 15), 0);
+	usleep((LZ_SESSION_PROMPT_SETTLE_MS + 50) * 1000);
+	struct lz_wire_msg y = { .type = LZ_WIRE_INPUT, .input = { (const uint8_t *)"y", 1 } };
+	assert_int_equal(lz_session_event(&f->s, &y), LZ_SESSION_HANDLED);
+	assert_int_equal(lz_session_take_answer(&f->s), 0);
+	/* The client reads everything, the prompt last. */
+	const char *want = "Approve? [y/N] ";
+	struct lz_wire_msg r;
+	bool prompt_seen = false;
+	while (!prompt_seen) {
+		assert_int_equal(next(f, &r, 1000), 0);
+		prompt_seen = r.type == LZ_WIRE_OUTPUT && r.output.len >= strlen(want) &&
+			      memcmp(r.output.ptr + r.output.len - strlen(want), want, strlen(want)) == 0;
+		lz_wire_msg_release(&r);
+	}
+	assert_int_equal(lz_session_take_answer(&f->s), 0); /* sees it read: the settle time starts */
+	assert_int_equal(lz_session_event(&f->s, &y), LZ_SESSION_HANDLED);
+	assert_int_equal(lz_session_take_answer(&f->s), 0);
+	usleep((LZ_SESSION_PROMPT_SETTLE_MS + 50) * 1000);
+	assert_int_equal(lz_session_event(&f->s, &y), LZ_SESSION_HANDLED);
+	assert_int_equal(lz_session_take_answer(&f->s), 1);
+}
+
 /* A prompt is shown whole or not at all, in the terminal the developer's
  * client reported (24 x 80 here, then resized), never the size the guest
  * gave its PTY: no line as wide as it, no more lines than its rows, no
@@ -1067,6 +1130,7 @@ int main(void)
 		cmocka_unit_test(test_lz_session_init__free_slot),
 		T(test_lz_session_prompt__pauses_the_guest_and_takes_the_answer),
 		T(test_lz_session_prompt__settles_only_once_sent),
+		T(test_lz_session_prompt__settles_only_once_the_client_read_it),
 		T(test_lz_session_prompt__only_what_fits_the_developers_terminal),
 		T(test_lz_session_prompt__deny_keys_and_no_terminal),
 		T(test_lz_session_prompt__control_sequences_never_answer),
@@ -1075,6 +1139,7 @@ int main(void)
 		T(test_lz_session_open_pty__pair_and_window),
 		T(test_lz_session_pollfds__backpressure),
 		T(test_lz_session_hold_exit__pidfd_left_out_until_due),
+		T(test_lz_session_hold_exit__a_hung_up_master_does_not_spin_the_loop),
 		T(test_lz_session_event__input_resize_and_refusals),
 		T(test_lz_session_event__input_without_terminal_refused),
 		T(test_lz_session_event__signals_reach_the_exec_client),
