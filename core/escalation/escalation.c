@@ -64,12 +64,19 @@ struct job {
 	bool no_retry; /* an answer to a request there is no room for */
 };
 
+#define REFUSALS_KEPT 16
+
 struct lz_escalation {
 	struct lz_trust_anchor *ta;
 	struct lz_mailbox mb;
 	struct job jobs[LZ_ESC_MAX_JOBS];
 	uint8_t (*seen)[LZ_ESC_ID_LEN];
 	size_t n_seen;
+	/* The last answers to requests no job was made for (answer_refusal):
+	 * older ones leave the inbox, so a sandbox asking on and on past the
+	 * limits does not fill it with the coordinator's files. */
+	char answered[REFUSALS_KEPT][2 * LZ_ESC_ID_LEN + 1];
+	size_t n_answered;
 	struct lz_esc_hooks hooks;
 	uint64_t withdrawn; /* bit per session slot: a prompt there was cancelled */
 	/* Killed host processes not gone at once: a lookup or any file
@@ -699,6 +706,15 @@ static void answer_refusal(struct lz_escalation *e, const uint8_t id[LZ_ESC_ID_L
 	over.no_retry = true;
 	memcpy(over.id, id, LZ_ESC_ID_LEN);
 	memcpy(over.hex, hex, sizeof(over.hex));
+	char *slot = e->answered[e->n_answered++ % REFUSALS_KEPT];
+	if (slot[0] != '\0') { /* its client has had REFUSALS_KEPT answers' time to read it */
+		char name[LZ_MAILBOX_NAME_MAX];
+		snprintf(name, sizeof(name), "%s.decision", slot);
+		lz_mailbox_withdraw(&e->mb, name);
+		snprintf(name, sizeof(name), "%s.result", slot);
+		lz_mailbox_withdraw(&e->mb, name);
+	}
+	memcpy(slot, hex, sizeof(over.hex));
 	post_decision(e, &over, LZ_ESC_DENIED, why);
 	post_result(e, &over, LZ_ESC_REFUSED, 0, why);
 }
@@ -768,13 +784,19 @@ static void on_cancellation(struct lz_escalation *e, struct job *j)
 	request_line(e, "request %s: cancelled by the sandbox", j->hex);
 	/* Its prompt goes down at the coordinator's next turn; kept apart
 	 * from the job, which may end (and its slot serve another request)
-	 * before then. A cancelled request is never approved. */
+	 * before then. A request cancelled before its decision is never
+	 * approved. */
 	if (j->state == JOB_PROMPT && j->session >= 0 && j->session < 64)
 		e->withdrawn |= UINT64_C(1) << j->session;
-	if (j->state != JOB_RUNNING) {
+	/* Approved and starting (its exec not yet known): the approval
+	 * stands, as the host's record says, and the result says cancelled;
+	 * only a request not yet decided is denied. */
+	if (j->state == JOB_STARTING)
+		post_decision(e, j, j->verdict, approval(j->verdict));
+	else if (j->state != JOB_RUNNING)
 		post_decision(e, j, LZ_ESC_DENIED, "cancelled");
+	if (j->state != JOB_RUNNING)
 		j->state = JOB_ENDED;
-	}
 	kill_and_reap(e, j);
 	post_result(e, j, LZ_ESC_CANCELLED, 0, "cancelled");
 }

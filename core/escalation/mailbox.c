@@ -14,6 +14,7 @@
 #include "fs/file.h"
 #include "util/cleanup.h"
 #include "util/escape.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 
 int lz_mailbox_create(int gen_fd, struct lz_mailbox *ret, struct lz_err *err)
@@ -51,8 +52,18 @@ static void remove_entry(struct lz_mailbox *mb, const char *name)
 	char aside[32];
 	if (unlinkat(mb->outbox, name, 0) == 0 || errno == ENOENT)
 		return;
-	snprintf(aside, sizeof(aside), "refused-%u", mb->refused++);
-	(void)renameat(mb->outbox, name, mb->dir, aside);
+	snprintf(aside, sizeof(aside), "refused-%u", mb->refused);
+	int r = renameat(mb->outbox, name, mb->dir, aside);
+	/* Moving a directory to another parent takes write permission on it
+	 * (its ".."): the sandbox may have taken that away; it is ours (the
+	 * user's) to give back, through the outbox, never a followed link. */
+	if (r < 0 && errno == EACCES) {
+		_cleanup_close_ int d = openat(mb->outbox, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (d >= 0 && lz_fd_chmod(d, 0700) == 0)
+			r = renameat(mb->outbox, name, mb->dir, aside);
+	}
+	if (r == 0)
+		mb->refused++;
 }
 
 /* Whether name can be a ready entry: '.' names are being written (and .

@@ -884,6 +884,28 @@ static void test_lz_escalation__a_request_past_the_generations_limit_is_answered
 	struct lz_esc_record rec;
 	open_posted(f, hex, "result", LZ_ESC_TERMINAL_RESULT, &rec);
 	assert_int_equal(rec.result.outcome, LZ_ESC_REFUSED);
+	/* Asking on past the limit does not fill the inbox with answers:
+	 * after 16 more, the first one's files are gone, the last's there. */
+	saved = stderr_to_file(f, log);
+	char last_hex[2 * LZ_ESC_ID_LEN + 1];
+	for (int i = 0; i < 16; i++) {
+		uint8_t more[LZ_ESC_ID_LEN] = { 0xb0, (uint8_t)i };
+		lz_hex(more, sizeof(more), last_hex);
+		char name[16];
+		snprintf(name, sizeof(name), "more%02d", i);
+		struct lz_esc_record q = { .kind = LZ_ESC_REQUEST, .scope = f->ta->scope };
+		memcpy(q.request.request_id, more, sizeof(more));
+		q.request.capability = (struct lz_esc_bytes){ f->cap, f->cap_len };
+		q.request.argc = 1;
+		q.request.argv[0] = (struct lz_esc_bytes){ (const uint8_t *)argv[0], strlen(argv[0]) };
+		put(f, name, &q);
+	}
+	wake(f);
+	wake(f);
+	stderr_restore(saved);
+	assert_false(in_inbox(f, hex, "decision"));
+	assert_false(in_inbox(f, hex, "result"));
+	assert_true(in_inbox(f, last_hex, "result"));
 }
 
 /* A killed host process held in the kernel (here: a FUSE lookup its

@@ -572,6 +572,36 @@ static void test_lz_mailbox_take__directory_moved_aside_no_livelock(void **state
 	assert_int_equal(take(f, &len, &err), 0);
 }
 
+/* A directory the sandbox made unwritable (0555, 0000): moving it to
+ * another parent needs write permission on it, which the coordinator
+ * gives back, through a descriptor, before it moves it aside; it is not
+ * refused again at the next listing. (As root, permission is no
+ * obstacle: the test means something as the test user, as CI runs it.) */
+static void test_lz_mailbox_take__an_unwritable_directory_is_moved_aside_too(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	const mode_t modes[] = { 0555, 0000 };
+	for (unsigned i = 0; i < 2; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "ro%u", i);
+		assert_int_equal(mkdirat(f->mb.outbox, name, 0700), 0);
+		int sub = openat(f->mb.outbox, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(sub >= 0);
+		put(sub, "inside", "x", 1);
+		close(sub);
+		assert_int_equal(fchmodat(f->mb.outbox, name, modes[i], 0), 0);
+		size_t len = 0;
+		unsigned before = f->mb.refused;
+		int r = take(f, &len, &err);
+		if (r != -EPERM && r != -EACCES) /* not a regular file; 0000 cannot be opened to tell */
+			fail_msg("take: %d (%s)", r, err.msg);
+		assert_false(exists(f->mb.outbox, name));
+		assert_int_equal(f->mb.refused, before + 1);
+		assert_int_equal(take(f, &len, &err), 0);
+	}
+}
+
 /* ---- lz_mailbox_post, lz_mailbox_withdraw -------------------------------- */
 
 static void test_lz_mailbox_post__creates_0444_by_rename_and_replaces(void **state)
@@ -723,6 +753,7 @@ int main(void)
 		T(test_lz_mailbox_take__refused_name_is_escaped),
 		T(test_lz_mailbox_take__hard_link_is_eperm_and_entry_removed),
 		T(test_lz_mailbox_take__directory_moved_aside_no_livelock),
+		T(test_lz_mailbox_take__an_unwritable_directory_is_moved_aside_too),
 		T(test_lz_mailbox_post__creates_0444_by_rename_and_replaces),
 		T(test_lz_mailbox_post__name_too_long_is_enametoolong),
 		T(test_lz_mailbox_withdraw__removes_and_tolerates_missing),
