@@ -76,10 +76,13 @@ test_ctrl_c_ctrl_d_vi_and_exit_status() {
 	wait_for "back-2" 5
 	local ms=$((($(date +%s%N) - t0) / 1000000))
 	[ "$ms" -lt 1500 ] || fail "Ctrl-C took ${ms} ms"
-	keys 'cat' Enter
+	# Keys typed before bash has put the terminal back in canonical mode
+	# would be held without their line end: type once the command line
+	# runs (its first output shown), and Ctrl-D once cat has echoed the
+	# line (it reads the terminal, not the shell's line editor).
+	keys 'echo cat-runs; cat' Enter
+	wait_count cat-runs 2
 	keys 'typed-line' Enter
-	# cat echoed the line: it reads the terminal, so Ctrl-D reaches it
-	# and not the shell's line editor.
 	wait_count typed-line 2
 	keys C-d
 	keys 'echo cat-$((2+3))' Enter
