@@ -193,7 +193,10 @@ kill_role_at() {
 	fi
 	pid=$(pid_of "$role")
 	if [ -n "$pid" ]; then
-		kill -9 "$pid"
+		# A role whose work is done (runsc exec of `echo served`) may end
+		# by itself between the lookup and the kill: recovery then has
+		# one process fewer to prove gone, and must still pass.
+		kill -9 "$pid" 2>/dev/null || echo "# $role $pid had ended by itself after $step"
 	else
 		echo "# no $role after $step: the coordinator alone continues"
 	fi
