@@ -1736,20 +1736,29 @@ static void approve(lz_hc *hc, size_t job, int slot, uint32_t verdict, const str
 				    &err);
 }
 
-/* Whether a prompted request's executable is denied before any prompt
- * (route->text says why): the path as written, by its text alone. Nothing
- * on the host is looked up for the sandbox before the developer answers:
- * a lookup could wait on a hung mount with every session's terminal, or
- * have an automounter reach a host the sandbox named. The approval then
- * opens that path with no symbolic link in it (escalation.h), so the
- * object run is the one the path names. */
+/* Whether a prompted request's executable (NULL: the request no longer
+ * waits) is refused, before the prompt and again at the answer (why says
+ * why): the path as written, by its text alone. Nothing on the host is
+ * looked up for the sandbox before the developer answers: a lookup could
+ * wait on a hung mount with every session's terminal, or have an
+ * automounter reach a host the sandbox named. The approval then opens
+ * that path with no symbolic link in it (escalation.h), so the object run
+ * is the one the path names. */
+static bool executable_refused(lz_hc *hc, const char *path, struct lz_err *why)
+{
+	*why = (struct lz_err){ 0, "" };
+	if (path == NULL)
+		return lz_err_set(why, ESTALE, "the request is no longer waiting") < 0;
+	if (lz_path_grammar(path, strlen(path), why) == 0 && lz_config_host_executable_allowed(hc->cfg, path, why) == 0)
+		(void)other_domains_executable_allowed(hc, path, why);
+	return why->code != 0;
+}
+
+/* route->text says why. */
 static bool prompted_executable_denied(lz_hc *hc, const char *path, struct lz_hc_route *route)
 {
-	struct lz_err why = { 0, "" };
-	if (lz_path_grammar(path, strlen(path), &why) == 0 &&
-	    lz_config_host_executable_allowed(hc->cfg, path, &why) == 0)
-		(void)other_domains_executable_allowed(hc, path, &why);
-	if (why.code == 0)
+	struct lz_err why;
+	if (!executable_refused(hc, path, &why))
 		return false;
 	snprintf(route->text, sizeof(route->text), "%s", why.msg); /* escaped where it is shown */
 	return true;
@@ -1820,28 +1829,14 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		lz_escalation_route_later(hc->esc, later[i]);
 }
 
-/* Prompts answered or withdrawn since the last turn. */
-/* At the developer's answer, the rules the prompt was held to, again: a
- * Domain launched while it waited may have made the executable's
- * directory its workspace or a volume. Why it is denied, or NULL. */
-static const char *executable_now_denied(lz_hc *hc, size_t job)
-{
-	static struct lz_err why;
-	why = (struct lz_err){ 0, "" };
-	const char *path = lz_escalation_executable(hc->esc, job);
-	if (path == NULL)
-		return "the request is no longer waiting";
-	if (lz_config_host_executable_allowed(hc->cfg, path, &why) < 0 ||
-	    other_domains_executable_allowed(hc, path, &why) < 0)
-		return why.msg;
-	return NULL;
-}
-
+/* Prompts answered or withdrawn since the last turn. An approval is held
+ * to the prompt's rules again: a Domain launched while it waited may have
+ * made the executable's directory its workspace or a volume. */
 static void settle_prompts(lz_hc *hc)
 {
 	size_t job;
 	int slot;
-	const char *why;
+	struct lz_err why;
 	while ((slot = lz_escalation_next_withdrawn(hc->esc)) >= 0) {
 		notice(&hc->sessions[slot], "lazaret: the request was cancelled in the sandbox");
 		hc->prompt_job[slot] = -1;
@@ -1855,9 +1850,9 @@ static void settle_prompts(lz_hc *hc)
 		hc->prompt_job[i] = -1;
 		if (!lz_escalation_prompt_is(hc->esc, job, (int)i))
 			notice(s, "lazaret: that request is no longer waiting; nothing was run");
-		else if (answer > 0 && (why = executable_now_denied(hc, job)) != NULL) {
-			notice(s, "lazaret: not run: %s", why);
-			lz_escalation_deny(hc->esc, job, why);
+		else if (answer > 0 && executable_refused(hc, lz_escalation_executable(hc->esc, job), &why)) {
+			notice(s, "lazaret: not run: %s", why.msg);
+			lz_escalation_deny(hc->esc, job, why.msg);
 		} else if (answer > 0) {
 			notice(s, "lazaret: approved");
 			approve(hc, job, (int)i, LZ_ESC_APPROVED, NULL);

@@ -535,8 +535,9 @@ static void net_finish(const struct lz_rs_plan *p, struct lz_canary *canary, int
 	/* Unreachable: no route leads to it except into lo, and a probe gets
 	 * no answer (a lookup or probe that failed for want of descriptors or
 	 * memory proves neither). A route through another link fails the
-	 * predicate without a probe: through tap0 it would leave by slirp4netns. (runsc has
-	 * taken tap0's address and routes by now: measured ENETUNREACH.) */
+	 * predicate without a probe: through tap0 it would leave by
+	 * slirp4netns. (runsc has taken tap0's address and routes by now:
+	 * measured ENETUNREACH.) */
 	struct lz_kroute rt;
 	int lr = lz_netroutes_lookup(LZ_NET_CANARY_ALLOWED, &rt, &ignored);
 	att->allowed_canary_unreachable_after =
