@@ -55,10 +55,11 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void write_identity(const struct fx *f, const char *text, mode_t mode)
+/* Writes the Domain Root's file name as a hand (or a crash) would. */
+static void write_record(const struct fx *f, const char *name, const char *text, mode_t mode)
 {
 	char path[128];
-	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_IDENTITY_FILE);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
@@ -99,20 +100,22 @@ static void test_lz_identity__foreign_cut_linked_and_open_files_are_refused(void
 	struct lz_domain_identity id;
 	char path[128];
 	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_IDENTITY_FILE);
-	write_identity(f, "{\"lazaret_domain\":1,\"profile\":\"other\",\"workspace\":\"" WORKSPACE "\"}", 0600);
+	write_record(f, LZ_IDENTITY_FILE,
+		     "{\"lazaret_domain\":1,\"profile\":\"other\",\"workspace\":\"" WORKSPACE "\"}", 0600);
 	assert_int_equal(lz_identity_read(f->fd, f->hex, &id, &err), -EPROTO);
 	assert_non_null(strstr(err.msg, "names another Domain"));
 	assert_int_equal(lz_identity_ensure(f->fd, PROFILE, WORKSPACE, &err), -EPROTO);
-	write_identity(f, "{\"lazaret_domain\":1,\"profile\":\"dev\",\"works", 0600);
+	write_record(f, LZ_IDENTITY_FILE, "{\"lazaret_domain\":1,\"profile\":\"dev\",\"works", 0600);
 	assert_int_equal(lz_identity_read(f->fd, f->hex, &id, &err), -EPROTO);
-	write_identity(f, "", 0600);
+	write_record(f, LZ_IDENTITY_FILE, "", 0600);
 	assert_int_equal(lz_identity_ensure(f->fd, PROFILE, WORKSPACE, &err), -EPROTO);
 	size_t len = 99;
 	char *text = lz_test_read_file(path, &len);
 	assert_non_null(text);
 	assert_int_equal(len, 0); /* not rewritten */
 	free(text);
-	write_identity(f, "{\"lazaret_domain\":1,\"profile\":\"dev\",\"workspace\":\"" WORKSPACE "\"}", 0644);
+	write_record(f, LZ_IDENTITY_FILE,
+		     "{\"lazaret_domain\":1,\"profile\":\"dev\",\"workspace\":\"" WORKSPACE "\"}", 0644);
 	assert_true(lz_identity_read(f->fd, f->hex, &id, &err) < 0);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink("/etc/passwd", path), 0);
@@ -133,15 +136,6 @@ static int collect(void *ctx, const char *source)
 	return s->stop_at != NULL && strcmp(source, s->stop_at) == 0;
 }
 
-static void write_volumes(const struct fx *f, const char *text)
-{
-	char path[128];
-	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_VOLUMES_FILE);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
-}
 
 /* No record: nothing seen. Sources recorded, then more: every one is kept
  * (a volume that left the configuration stays), each once, and the same
@@ -196,7 +190,7 @@ static void test_lz_identity__damaged_volume_records_are_refused(void **state)
 		"{\"lazaret_volumes\":1,\"sources\":{}}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		write_volumes(f, bad[i]);
+		write_record(f, LZ_VOLUMES_FILE, bad[i], 0600);
 		assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), -EPROTO);
 		assert_int_equal(lz_identity_record_volumes(f->fd, one, 1, &err), -EPROTO);
 		char path[128];
@@ -211,7 +205,7 @@ static void test_lz_identity__damaged_volume_records_are_refused(void **state)
 	assert_int_equal(s.n, 0);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/%s", f->dir, LZ_VOLUMES_FILE);
-	write_volumes(f, "{\"lazaret_volumes\":1,\"sources\":[\"/a\"]}");
+	write_record(f, LZ_VOLUMES_FILE, "{\"lazaret_volumes\":1,\"sources\":[\"/a\"]}", 0600);
 	assert_int_equal(chmod(path, 0644), 0);
 	assert_int_equal(lz_identity_volumes_each(f->fd, collect, &s, &err), -EPERM);
 	assert_int_equal(unlink(path), 0);
