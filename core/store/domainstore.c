@@ -162,6 +162,7 @@ static const struct lz_sqlstore_def dstore_def = {
 	.root_title = "Domain Root",
 	.schema = schema,
 	.n_schema = LZ_ARRAY_SIZE(schema),
+	.wal = true, /* only the coordinator writes it (spec 3.6); launch speed, issue 15 */
 };
 
 /* ---- names -------------------------------------------------------------- */
@@ -842,7 +843,8 @@ int lz_dstore_open(int domain_root_fd, lz_dstore **ret, struct lz_err *err)
 			    err);
 	if ((r = lz_boot_id(h->boot_id, err)) < 0 ||
 	    (r = lz_sqlstore_open(h->root_fd, &dstore_def, &h->db, &h->db_st, err)) < 0 ||
-	    (r = lz_sqlstore_transact(h->db, &dstore_def, true, NULL, NULL, err)) < 0)
+	    (r = lz_sqlstore_transact(h->db, &dstore_def, true, NULL, NULL, err)) < 0 ||
+	    (r = lz_sqlstore_use_wal(h->db, err)) < 0)
 		return done(r, err);
 	*ret = TAKE_PTR(h);
 	return 0;

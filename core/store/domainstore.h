@@ -139,9 +139,12 @@
  * Threat: a planted, foreign or future database being reinterpreted; a
  * replaced process identity satisfying a role; a lost transition leaving a
  * mounted anchor unleased. File confinement as in sqlstore.h: domain.sqlite
- * and its journal are opened beneath the retained Domain Root descriptor
- * and must be regular, ours, 0600, singly linked; the store rechecks that
- * before every transaction of its long-lived connection.
+ * and its journal, -wal and -shm files are opened beneath the retained
+ * Domain Root descriptor and must be regular, ours, 0600, singly linked;
+ * the store rechecks that before every transaction of its long-lived
+ * connection. Once its identity is checked the store keeps a write-ahead
+ * log (one sync a commit); a store an earlier Lazaret left with a rollback
+ * journal is switched at that open.
  *
  * Conventions: 0 on success, -errno on failure with a message in err; ret_
  * parameters untouched on failure.
@@ -149,7 +152,7 @@
  *   -EPROTO   not a Domain Store of version 4 (or 2 or 3, upgraded), or a
  *             row it cannot hold
  *   -EPERM, -ELOOP, -ENOTDIR, -EISDIR, -EXDEV  unsafe Domain Root,
- *             database or journal
+ *             database, journal, -wal or -shm file
  *   -ENOENT   no such generation, participant or session
  *   -ESTALE   an illegal lifecycle move, replaced evidence, an identity
  *             that differs from the staged one or is from another boot,

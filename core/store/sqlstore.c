@@ -378,32 +378,36 @@ static int check_name(const struct lz_sqlstore_def *def, struct lz_err *err)
 	return 0;
 }
 
-/* No -wal or -shm file (sqlite switches to WAL whenever a -wal file exists,
- * and a v1 store never has one), and a leftover journal is a file of ours. */
+/* Each file sqlite keeps beside the database and reads back (a hot
+ * journal is rolled back, a write-ahead log replayed) is a file of ours.
+ * A rollback-journal store has no -wal or -shm file: sqlite switches to
+ * WAL whenever a -wal file exists. */
 static int check_companions(int dir_fd, const struct lz_sqlstore_def *def, struct lz_err *err)
 {
-	static const char *const wal_suffixes[] = { "-wal", "-shm" };
+	static const char *const suffixes[] = { "-journal", "-wal", "-shm" };
 	char name[NAME_MAX_LEN + 16];
 	struct stat st;
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(wal_suffixes); i++) {
-		snprintf(name, sizeof(name), "%s%s", def->db_name, wal_suffixes[i]);
-		if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(suffixes); i++) {
+		snprintf(name, sizeof(name), "%s%s", def->db_name, suffixes[i]);
+		if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				return lz_err_set(err, errno, "stat '%s': %s", name, strerror(errno));
+			continue;
+		}
+		if (i > 0 && !def->wal)
 			return lz_err_set(err, EPROTO, "found '%s'; a v%" PRId64 " %s never uses WAL",
 					  name, def->version, def->noun);
-		if (errno != ENOENT)
-			return lz_err_set(err, errno, "stat '%s': %s", name, strerror(errno));
+		int r = check_owned_file(&st, name, false, err);
+		if (r < 0)
+			return r;
 	}
-	snprintf(name, sizeof(name), "%s-journal", def->db_name);
-	if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		return check_owned_file(&st, name, false, err);
-	if (errno != ENOENT)
-		return lz_err_set(err, errno, "stat '%s': %s", name, strerror(errno));
 	return 0;
 }
 
-/* Validates (creating when absent) the database and a leftover journal
- * before sqlite sees either, and refuses a WAL-mode database: v1 uses a
- * rollback journal, and converting a foreign WAL file would write to it. */
+/* Validates (creating when absent) the database and its companions
+ * before sqlite sees any, and refuses a WAL-mode database for a store
+ * that keeps a rollback journal: converting a foreign WAL file would
+ * write to it. */
 static int prepare_db_file(int dir_fd, const struct lz_sqlstore_def *def, struct stat *ret_st,
 			   struct lz_err *err)
 {
@@ -416,7 +420,7 @@ static int prepare_db_file(int dir_fd, const struct lz_sqlstore_def *def, struct
 	if (n < 0)
 		return lz_err_set(err, errno, "read '%s': %s", def->db_name, strerror(errno));
 	if (n == (ssize_t)sizeof(h) && memcmp(h, "SQLite format 3", 16) == 0 &&
-	    (h[18] != 1 || h[19] != 1))
+	    (h[18] != 1 || h[19] != 1) && !(def->wal && h[18] == 2 && h[19] == 2))
 		return lz_err_set(err, EPROTO,
 				  "'%s' uses file format %u/%u (WAL?); a v%" PRId64
 				  " %s uses a rollback journal",
@@ -426,6 +430,23 @@ static int prepare_db_file(int dir_fd, const struct lz_sqlstore_def *def, struct
 		return r;
 	*ret_st = st;
 	return 0; /* fd closes here, before sqlite opens the file */
+}
+
+static int set_journal_mode(sqlite3 *db, const char *want, struct lz_err *err)
+{
+	char sql[40];
+	snprintf(sql, sizeof(sql), "PRAGMA journal_mode = %s", want);
+	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
+	int r = lz_sqlstore_prepare(db, sql, &s, err);
+	if (r >= 0)
+		r = lz_sqlstore_step(db, s, err);
+	if (r < 0)
+		return r;
+	const char *mode = r > 0 ? (const char *)sqlite3_column_text(s, 0) : NULL;
+	if (mode == NULL || strcmp(mode, want) != 0)
+		return lz_err_set(err, EPROTO, "cannot use journal mode %s (sqlite kept %s)", want,
+				  mode ? mode : "an unknown mode");
+	return 0;
 }
 
 static int db_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **ret,
@@ -463,17 +484,17 @@ static int db_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **ret,
 				 err);
 	if (r < 0)
 		return r;
-	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	if ((r = lz_sqlstore_prepare(db, "PRAGMA journal_mode = DELETE", &s, err)) < 0 ||
-	    (r = lz_sqlstore_step(db, s, err)) < 0)
+	/* A WAL store stays in the mode its file has until its identity is
+	 * checked (lz_sqlstore_use_wal): a foreign file is refused unchanged. */
+	if (!def->wal && (r = set_journal_mode(db, "delete", err)) < 0)
 		return r;
-	const char *mode = r > 0 ? (const char *)sqlite3_column_text(s, 0) : NULL;
-	if (mode == NULL || strcmp(mode, "delete") != 0)
-		return lz_err_set(err, EPROTO, "cannot use the rollback journal (journal mode %s)",
-				  mode ? mode : "unknown");
-	lz_sqlstore_stmt_finalizep(&s);
 	*ret = TAKE_PTR(db);
 	return 0;
+}
+
+int lz_sqlstore_use_wal(sqlite3 *db, struct lz_err *err)
+{
+	return set_journal_mode(db, "wal", err);
 }
 
 int lz_sqlstore_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **ret_db,

@@ -4,12 +4,14 @@
  * (domainstore.c); it knows neither.
  *
  * What it provides:
- *  - A confined database file. The database (and a leftover rollback
- *    journal) directly beneath a retained directory descriptor is opened
- *    with openat2 (RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV),
- *    created 0600 when absent, and must be a regular file owned by the
- *    invoking user, mode exactly 0600, one link. WAL databases and -wal or
- *    -shm files are refused: v1 stores use a rollback journal.
+ *  - A confined database file. The database directly beneath a retained
+ *    directory descriptor is opened with openat2 (RESOLVE_BENEATH |
+ *    NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV), created 0600 when absent, and
+ *    must be a regular file owned by the invoking user, mode exactly 0600,
+ *    one link; its journal, -wal and -shm files, where present, must be
+ *    regular files of ours, one link, no wider than 0600. A store keeps a
+ *    rollback journal unless its def says wal: it then refuses a WAL
+ *    database and any -wal or -shm file.
  *  - A descriptor-based VFS. sqlite reaches the file as
  *    "/proc/self/fd/<dir_fd>/<name>" through a copy of the unix VFS whose
  *    xFullPathname keeps that name verbatim (the stock one readlink()s it
@@ -18,8 +20,9 @@
  *    its journal and the directory fsync. The caller keeps dir_fd open and
  *    unchanged for as long as the connection lives.
  *  - A connection configured as data, not code: no triggers, views,
- *    untrusted schema or extensions; defensive mode; journal_mode=DELETE,
- *    synchronous=FULL, foreign_keys=ON, secure_delete=ON.
+ *    untrusted schema or extensions; defensive mode; journal_mode=DELETE
+ *    (or WAL, see lz_sqlstore_use_wal), synchronous=FULL, foreign_keys=ON,
+ *    secure_delete=ON.
  *  - Store identity. lz_sqlstore_transact runs BEGIN IMMEDIATE, then
  *    the identity check before the caller's function reads any row: the
  *    `meta` table must hold exactly one 'store' row equal to def->store and
@@ -86,6 +89,9 @@ struct lz_sqlstore_def {
 	const char *root_title;
 	const struct lz_sqlstore_table *schema; /* every object but meta, which is fixed */
 	size_t n_schema;
+	/* Keeps a write-ahead log once lz_sqlstore_use_wal switched it: one
+	 * sync a commit against a rollback journal's four. */
+	bool wal;
 };
 
 /* The meta table every store shares, created first and checked verbatim
@@ -105,8 +111,8 @@ int lz_sqlstore_check_root(int dir_fd, const char *root_title, struct lz_err *er
 int lz_sqlstore_open_owned(int dir_fd, const char *name, struct stat *ret_st,
 			   struct lz_err *err);
 
-/* Validates (creating when absent) def->db_name beneath dir_fd and a
- * leftover journal, then opens and configures a connection through the
+/* Validates (creating when absent) def->db_name beneath dir_fd and its
+ * companions, then opens and configures a connection through the
  * descriptor VFS. *ret_st (optional) receives the validated database's
  * stat for lz_sqlstore_recheck. Runs no transaction: the identity is
  * checked by lz_sqlstore_transact. */
@@ -115,10 +121,13 @@ int lz_sqlstore_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **re
 
 /* For a connection kept open between transactions: the name still refers
  * to the validated file (same device and inode, still ours, 0600, one
- * link), no -wal or -shm file appeared, and a journal, if any, is a file
- * of ours. */
+ * link) and its companions pass as at open. */
 int lz_sqlstore_recheck(int dir_fd, const struct lz_sqlstore_def *def, const struct stat *opened,
 			struct lz_err *err);
+
+/* For a def with wal, once its identity was checked: switches the
+ * connection (and the file) to the write-ahead log. */
+int lz_sqlstore_use_wal(sqlite3 *db, struct lz_err *err);
 
 /* ---- transactions ------------------------------------------------------- */
 

@@ -25,8 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -750,12 +752,83 @@ static void test_lz_dstore_open__dropped_table_refused(void **state)
 	assert_open_refused(f, EPROTO, "table 'participant_mounts' is missing");
 }
 
-static void test_lz_dstore_open__wal_database_refused(void **state)
+/* A foreign WAL database is refused by its identity, and left as it was. */
+static void test_lz_dstore_open__foreign_wal_database_refused(void **state)
 {
 	struct fx *f = *state;
 	make_foreign_db(f, "PRAGMA journal_mode = WAL; CREATE TABLE x (y)");
-	assert_open_refused(f, EPROTO, "a v4 Domain Store uses a rollback journal");
+	assert_open_refused(f, EPROTO, "no store identity");
 	assert_false(exists(f, LZ_DSTORE_DB_NAME "-wal"));
+	assert_false(exists(f, LZ_DSTORE_DB_NAME "-shm"));
+}
+
+static unsigned char file_format(const struct fx *f)
+{
+	size_t n = 0;
+	unsigned char *b = slurp(f, LZ_DSTORE_DB_NAME, &n);
+	assert_true(n >= 100);
+	assert_int_equal(b[18], b[19]);
+	unsigned char v = b[18];
+	free(b);
+	return v;
+}
+
+/* One sync a commit (issue 15): the store keeps a write-ahead log, as
+ * 0600 files of its own that a clean close folds back and removes. */
+static void test_lz_dstore_open__keeps_a_write_ahead_log(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	assert_int_equal(file_format(f), 2);
+	assert_int_equal(mode_of(f, LZ_DSTORE_DB_NAME "-wal"), 0600);
+	assert_int_equal(mode_of(f, LZ_DSTORE_DB_NAME "-shm"), 0600);
+	assert_false(exists(f, LZ_DSTORE_DB_NAME "-journal"));
+	close_store(f);
+	assert_false(exists(f, LZ_DSTORE_DB_NAME "-wal"));
+	assert_false(exists(f, LZ_DSTORE_DB_NAME "-shm"));
+	reopen(f);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STARTING);
+}
+
+/* A store an earlier Lazaret kept with a rollback journal: switched at
+ * open, every row kept. */
+static void test_lz_dstore_open__rollback_journal_store_switched(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = gen_new(f);
+	close_store(f);
+	raw_exec(f, "PRAGMA journal_mode = DELETE");
+	assert_int_equal(file_format(f), 1);
+	reopen(f);
+	assert_int_equal(file_format(f), 2);
+	assert_int_equal(gen_get(f, g).state, LZ_DSTORE_GEN_STARTING);
+}
+
+/* A coordinator killed after a commit leaves the log; the next open
+ * replays it through the descriptor VFS. */
+static void test_lz_dstore__commit_survives_a_killed_process(void **state)
+{
+	struct fx *f = *state;
+	close_store(f);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		lz_dstore *h = NULL;
+		uint64_t g = 0;
+		struct lz_err e = { 0, "" };
+		if (lz_dstore_open(f->root, &h, &e) < 0 || lz_dstore_generation_begin(h, DOM, FP, &g, &e) < 0)
+			_exit(1);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	size_t n = 0;
+	free(slurp(f, LZ_DSTORE_DB_NAME "-wal", &n));
+	assert_true(n > 0);
+	reopen(f);
+	assert_int_equal(gen_get(f, 1).state, LZ_DSTORE_GEN_STARTING);
 }
 
 static void test_lz_dstore_open__not_a_database_refused(void **state)
@@ -853,6 +926,17 @@ static void test_lz_dstore_open__journal_symlink_refused(void **state)
 	      lz_dstore_open(f->root, &f->h, &E));
 }
 
+static void test_lz_dstore_open__wal_symlink_refused(void **state)
+{
+	struct fx *f = *state;
+	close_store(f);
+	assert_int_equal(symlinkat("/tmp/lz-test-dstore-nonexistent", f->root, LZ_DSTORE_DB_NAME "-wal"), 0);
+	assert_open_refused(f, EPERM, "'domain.sqlite-wal' is not a regular file");
+	assert_int_equal(unlinkat(f->root, LZ_DSTORE_DB_NAME "-wal", 0), 0);
+	assert_int_equal(symlinkat("/tmp/lz-test-dstore-nonexistent", f->root, LZ_DSTORE_DB_NAME "-shm"), 0);
+	assert_open_refused(f, EPERM, "'domain.sqlite-shm' is not a regular file");
+}
+
 static void test_lz_dstore_open__db_directory_refused(void **state)
 {
 	struct fx *f = *state;
@@ -931,14 +1015,19 @@ static void test_lz_dstore_generation_begin__db_changed_under_handle_refused(voi
 	FAILS(EPERM, "has 2 links", lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
 	assert_int_equal(unlinkat(f->root, "second-name", 0), 0);
 
-	int fd = openat(f->root, LZ_DSTORE_DB_NAME "-wal", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			0600);
-	assert_true(fd >= 0);
-	close(fd);
-	FAILS(EPROTO, "found 'domain.sqlite-wal'", lz_dstore_generation_begin(f->h, DOM, FP, &g, &E));
-	assert_int_equal(unlinkat(f->root, LZ_DSTORE_DB_NAME "-wal", 0), 0);
 	assert_int_equal(g, 0);
 	assert_int_equal(gen_new(f), 1);
+
+	/* The write-ahead log and its index (there since that commit): ours,
+	 * 0600 at most, one link. */
+	uint64_t open_sessions = 0;
+	assert_int_equal(fchmodat(f->root, LZ_DSTORE_DB_NAME "-wal", 0640, 0), 0);
+	FAILS(EPERM, "'domain.sqlite-wal' has mode 0640", lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
+	assert_int_equal(fchmodat(f->root, LZ_DSTORE_DB_NAME "-wal", 0600, 0), 0);
+	assert_int_equal(linkat(f->root, LZ_DSTORE_DB_NAME "-shm", f->root, "second-name", 0), 0);
+	FAILS(EPERM, "'domain.sqlite-shm' has 2 links", lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
+	assert_int_equal(unlinkat(f->root, "second-name", 0), 0);
+	OK(lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
 
 	/* Another file renamed over the name: refused, whatever it holds. */
 	char a[PATH_MAX], b[PATH_MAX];
@@ -2843,7 +2932,11 @@ int main(void)
 		T(test_lz_dstore_open__trigger_refused),
 		T(test_lz_dstore_open__altered_table_refused),
 		T(test_lz_dstore_open__dropped_table_refused),
-		TB(test_lz_dstore_open__wal_database_refused),
+		TB(test_lz_dstore_open__foreign_wal_database_refused),
+		T(test_lz_dstore_open__keeps_a_write_ahead_log),
+		T(test_lz_dstore_open__rollback_journal_store_switched),
+		T(test_lz_dstore__commit_survives_a_killed_process),
+		T(test_lz_dstore_open__wal_symlink_refused),
 		TB(test_lz_dstore_open__not_a_database_refused),
 		TB(test_lz_dstore_open__empty_file_gets_schema),
 		T(test_lz_dstore_generation_begin__identity_changed_under_handle_refused),
