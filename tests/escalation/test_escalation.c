@@ -936,6 +936,40 @@ static int hang_fs(const char *mnt)
 	return fuse_main(4, argv, &ops, NULL);
 }
 
+/* hang_fs mounted at <dir>/mnt by a child (returned); target is its
+ * file whose lookup waits. */
+static pid_t mount_hang_fs(struct fx *f, char mnt[128], char target[160])
+{
+	snprintf(mnt, 128, "%s/mnt", f->dir);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	pid_t fs = fork();
+	assert_true(fs >= 0);
+	if (fs == 0) {
+		execl("/proc/self/exe", "hangfs", mnt, (char *)NULL);
+		_exit(127);
+	}
+	struct stat a, b;
+	bool mounted = false;
+	for (int i = 0; i < 300 && !mounted; i++) {
+		mounted = stat(f->dir, &a) == 0 && stat(mnt, &b) == 0 && a.st_dev != b.st_dev;
+		if (!mounted)
+			usleep(10000);
+	}
+	if (!mounted)
+		fail_msg("the FUSE file system was not mounted at %s", mnt);
+	snprintf(target, 160, "%s%s", mnt, hang_name);
+	return fs;
+}
+
+static void unmount_hang_fs(const char *mnt, pid_t fs)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'", mnt, mnt);
+	(void)!system(cmd);
+	int status;
+	(void)waitpid(fs, &status, 0);
+}
+
 /* The Domain Store's record of a host process, as the hooks see it. */
 static int launched_records, ended_records;
 
@@ -962,24 +996,7 @@ static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hol
 	launched_records = ended_records = 0;
 	lz_escalation_set_hooks(f->esc, &(struct lz_esc_hooks){ .launching = count_launching, .ended = count_ended });
 	char mnt[128], target[160];
-	snprintf(mnt, sizeof(mnt), "%s/mnt", f->dir);
-	assert_int_equal(mkdir(mnt, 0755), 0);
-	pid_t fs = fork();
-	assert_true(fs >= 0);
-	if (fs == 0) {
-		execl("/proc/self/exe", "hangfs", mnt, (char *)NULL);
-		_exit(127);
-	}
-	struct stat a, b;
-	bool mounted = false;
-	for (int i = 0; i < 300 && !mounted; i++) {
-		mounted = stat(f->dir, &a) == 0 && stat(mnt, &b) == 0 && a.st_dev != b.st_dev;
-		if (!mounted)
-			usleep(10000);
-	}
-	if (!mounted)
-		fail_msg("the FUSE file system was not mounted at %s", mnt);
-	snprintf(target, sizeof(target), "%s%s", mnt, hang_name);
+	pid_t fs = mount_hang_fs(f, mnt, target);
 	char *argv[] = { "/usr/bin/stat", target };
 	uint8_t id[LZ_ESC_ID_LEN] = { 0xa2 };
 	char hex[2 * LZ_ESC_ID_LEN + 1];
@@ -994,11 +1011,7 @@ static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hol
 	wake(f);
 	int64_t took = now_ms() - t0;
 	int ended_while_held = ended_records;
-	char cmd[400];
-	snprintf(cmd, sizeof(cmd), "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'", mnt, mnt);
-	(void)!system(cmd);
-	int status;
-	(void)waitpid(fs, &status, 0);
+	unmount_hang_fs(mnt, fs);
 	if (took > 1000)
 		fail_msg("the turn with the cancellation took %lld ms", (long long)took);
 	assert_true(in_inbox(f, hex, "result"));
@@ -1007,6 +1020,33 @@ static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hol
 	for (int i = 0; i < 300 && ended_records == 0; i++)
 		spin(f, 10);
 	assert_int_equal(ended_records, 1); /* reaped once the lookup let go */
+}
+
+/* Approved, then cancelled while its host process still opens the
+ * executable (a lookup on a mount that waits): the approval stands, as
+ * the host's record of the launch says, and the result says cancelled. */
+static void test_lz_escalation__a_request_cancelled_while_starting_keeps_its_approval(void **state)
+{
+	struct fx *f = *state;
+	launched_records = 0;
+	lz_escalation_set_hooks(f->esc, &(struct lz_esc_hooks){ .launching = count_launching });
+	char mnt[128], target[160], hex[2 * LZ_ESC_ID_LEN + 1];
+	pid_t fs = mount_hang_fs(f, mnt, target);
+	char *argv[] = { target };
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xa3 };
+	lz_hex(id, sizeof(id), hex);
+	size_t job = prompted(f, "r", 0xa3, argv, 1, 0);
+	assert_int_equal(approve(f, job), 0);
+	spin(f, 300); /* its host process waits in the executable's lookup */
+	bool decided_while_starting = in_inbox(f, hex, "decision");
+	cancel(f, 0xa3);
+	unmount_hang_fs(mnt, fs);
+	assert_false(decided_while_starting);
+	assert_int_equal(launched_records, 1);
+	struct lz_esc_record rec;
+	open_posted(f, hex, "decision", LZ_ESC_DECISION, &rec);
+	assert_int_equal(rec.decision.verdict, LZ_ESC_APPROVED);
+	assert_result(f, 0xa3, LZ_ESC_CANCELLED, 0);
 }
 
 int main(int argc, char **argv)
@@ -1032,6 +1072,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__the_window_holds_with_both_streams_ready, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_cancelled_while_starting_keeps_its_approval,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_what_the_command_started, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__an_exec_failure_below_the_keeper_is_not_a_start, setup,
