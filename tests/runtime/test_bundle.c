@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "cfg_fixture.h"
 
+#include "proc/caps.h"
 #include "runtime/bundle.h"
 
 static const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN] = { 0x00, 0x01, 0xab, 0xff };
@@ -286,6 +288,44 @@ static void test_lz_bundle_write__git_sentry_on_top_of_the_workspace(void **stat
 	json_decref(doc);
 }
 
+/* The .git pin is not skipped when the workspace's .git cannot be looked
+ * at (here: a workspace without search permission, after Git Sentry's
+ * plan); the bundle is refused, never written without the pin. As root
+ * the check runs in a child without capabilities, which the mode binds. */
+static void test_lz_bundle_write__a_git_that_cannot_be_looked_at_refuses(void **state)
+{
+	struct cfg_fx *f = *state;
+	char p[PATH_MAX + 128];
+	if (system("command -v git >/dev/null 2>&1") != 0)
+		skip();
+	snprintf(p, sizeof(p), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
+	assert_int_equal(system(p), 0);
+	load(f, CFG_FX_BASE "persistent_dirs = []\n");
+	const struct lz_path *ws = lz_config_workspace(f->cfg);
+	struct lz_gitsentry_mount *git = NULL;
+	size_t n_git = 0;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_gitsentry_plan(ws->fd, ws->canonical, &git, &n_git, &err), 0);
+	assert_true(n_git > 0);
+	assert_int_equal(chmod(f->ws, 0600), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (geteuid() == 0 && lz_caps_limit(0) < 0)
+			_exit(3);
+		int r = lz_bundle_write(f->cfg, &f->gen, &(struct lz_bundle_git){ git, n_git }, challenge, &err);
+		_exit(r == -EACCES && strstr(err.msg, "the workspace's .git") != NULL ? 0 : r == 0 ? 1 : 2);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(chmod(f->ws, 0755), 0);
+	lz_gitsentry_free(git, n_git);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct stat st;
+	assert_int_equal(fstatat(f->gen.bundle, "config.json", &st, AT_SYMLINK_NOFOLLOW), -1);
+}
+
 static void test_lz_bundle_write__refusals(void **state)
 {
 	struct cfg_fx *f = *state;
@@ -356,7 +396,8 @@ int main(void)
 		T(test_lz_bundle_write__git_sentry_on_top_of_the_workspace),
 		T(test_lz_bundle_write__no_workspace_alias_beneath_a_mount),
 		T(test_lz_bundle_write__isolation_off_still_goes_through_the_router),
-		T(test_lz_bundle_write__refusals),
+		T(test_lz_bundle_write__a_git_that_cannot_be_looked_at_refuses),
+	T(test_lz_bundle_write__refusals),
 		T(test_lz_bundle_guest_env__fixed_then_references),
 		T(test_lz_bundle_guest_env__profile_git_config_wins),
 	};
