@@ -203,7 +203,7 @@ function M.render(name, image)
 
   out[#out + 1] = ""
   out[#out + 1] = "# Outgoing connections only to these names, through the HTTP proxy the sandbox"
-  out[#out + 1] = "# finds in HTTP_PROXY and HTTPS_PROXY (docs/configuration.md, \"Network\")."
+  out[#out + 1] = "# finds in HTTP_PROXY and HTTPS_PROXY (docs/configuration.md, \"Egress by name\")."
   out[#out + 1] = "[" .. p .. ".network]"
   out[#out + 1] = "allow_domains = ["
   domain_lines(out, a.domains, "")
