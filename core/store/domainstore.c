@@ -32,7 +32,7 @@
 struct lz_dstore {
 	int root_fd;         /* our duplicate of the Domain Root; named in sqlite's path */
 	sqlite3 *db;         /* open for the handle's lifetime */
-	struct stat db_st;   /* the validated domain.sqlite */
+	struct lz_sqlstore_files files; /* the validated domain.sqlite, its log and index */
 	uint8_t boot_id[16]; /* current boot: identities from another are refused */
 	bool batch;          /* a batch's transaction is open */
 };
@@ -816,7 +816,7 @@ void lz_dstore_close(lz_dstore *h)
 {
 	if (h == NULL)
 		return;
-	sqlite3_close_v2(h->db);
+	lz_sqlstore_close(h->db, h->root_fd, &dstore_def, &h->files);
 	lz_close_fdp(&h->root_fd);
 	free(h);
 }
@@ -842,9 +842,9 @@ int lz_dstore_open(int domain_root_fd, lz_dstore **ret, struct lz_err *err)
 				       strerror(errno)),
 			    err);
 	if ((r = lz_boot_id(h->boot_id, err)) < 0 ||
-	    (r = lz_sqlstore_open(h->root_fd, &dstore_def, &h->db, &h->db_st, err)) < 0 ||
+	    (r = lz_sqlstore_open(h->root_fd, &dstore_def, &h->db, &h->files, err)) < 0 ||
 	    (r = lz_sqlstore_transact(h->db, &dstore_def, true, NULL, NULL, err)) < 0 ||
-	    (r = lz_sqlstore_use_wal(h->db, err)) < 0)
+	    (r = lz_sqlstore_use_wal(h->db, h->root_fd, &dstore_def, &h->files, err)) < 0)
 		return done(r, err);
 	*ret = TAKE_PTR(h);
 	return 0;
@@ -856,7 +856,7 @@ static int run(lz_dstore *h, lz_sqlstore_fn fn, void *ctx, struct lz_err *err)
 {
 	if (h == NULL)
 		return done(lz_err_set(err, EINVAL, "no Domain Store handle"), err);
-	int r = lz_sqlstore_recheck(h->root_fd, &dstore_def, &h->db_st, err);
+	int r = lz_sqlstore_recheck(h->root_fd, &dstore_def, &h->files, err);
 	if (r >= 0)
 		r = h->batch ? lz_sqlstore_nested(h->db, fn, ctx, err)
 			     : lz_sqlstore_transact(h->db, &dstore_def, false, fn, ctx, err);
@@ -869,7 +869,7 @@ int lz_dstore_batch_begin(lz_dstore *h, struct lz_err *err)
 		return done(lz_err_set(err, EINVAL, "no Domain Store handle"), err);
 	if (h->batch)
 		return done(lz_err_set(err, EBUSY, "a batch is already open"), err);
-	int r = lz_sqlstore_recheck(h->root_fd, &dstore_def, &h->db_st, err);
+	int r = lz_sqlstore_recheck(h->root_fd, &dstore_def, &h->files, err);
 	if (r >= 0 && (r = lz_sqlstore_begin(h->db, &dstore_def, err)) >= 0)
 		h->batch = true;
 	return done(r, err);

@@ -378,26 +378,45 @@ static int check_name(const struct lz_sqlstore_def *def, struct lz_err *err)
 	return 0;
 }
 
+enum { COMPANION_JOURNAL, COMPANION_WAL, COMPANION_SHM, N_COMPANIONS };
+static const char *const companion_suffix[N_COMPANIONS] = { "-journal", "-wal", "-shm" };
+
 /* Each file sqlite keeps beside the database and reads back (a hot
- * journal is rolled back, a write-ahead log replayed) is a file of ours.
- * A rollback-journal store has no -wal or -shm file: sqlite switches to
- * WAL whenever a -wal file exists. */
-static int check_companions(int dir_fd, const struct lz_sqlstore_def *def, struct lz_err *err)
+ * journal is rolled back, a write-ahead log replayed) is a file of ours,
+ * 0600 like the database (sqlite gives its files the database's mode).
+ * Where no log may be (a store keeping a rollback journal: sqlite
+ * switches to WAL whenever a -wal file exists; a database still in that
+ * format: a log beside it is another database's, which sqlite would
+ * replay), a -wal or -shm file refuses. Once the store keeps its log
+ * (f->wal), the -wal and -shm files are the ones sqlite opened; st[] gets
+ * what was found (st_nlink 0: absent). */
+static int check_companions(int dir_fd, const struct lz_sqlstore_def *def, bool log_allowed,
+			    const struct lz_sqlstore_files *f, struct stat st[N_COMPANIONS], struct lz_err *err)
 {
-	static const char *const suffixes[] = { "-journal", "-wal", "-shm" };
 	char name[NAME_MAX_LEN + 16];
-	struct stat st;
-	for (size_t i = 0; i < LZ_ARRAY_SIZE(suffixes); i++) {
-		snprintf(name, sizeof(name), "%s%s", def->db_name, suffixes[i]);
-		if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	for (size_t i = 0; i < N_COMPANIONS; i++) {
+		snprintf(name, sizeof(name), "%s%s", def->db_name, companion_suffix[i]);
+		const struct stat *held = f && f->wal ? (i == COMPANION_WAL ? &f->wal_st : i == COMPANION_SHM ? &f->shm_st : NULL) : NULL;
+		memset(&st[i], 0, sizeof(st[i]));
+		if (fstatat(dir_fd, name, &st[i], AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno != ENOENT)
 				return lz_err_set(err, errno, "stat '%s': %s", name, strerror(errno));
+			st[i].st_nlink = 0;
+			if (held)
+				return lz_err_set(err, EPERM, "'%s' was removed since it was opened", name);
 			continue;
 		}
-		if (i > 0 && !def->wal)
+		if (i != COMPANION_JOURNAL && !def->wal)
 			return lz_err_set(err, EPROTO, "found '%s'; a v%" PRId64 " %s never uses WAL",
 					  name, def->version, def->noun);
-		int r = check_owned_file(&st, name, false, err);
+		if (i != COMPANION_JOURNAL && !log_allowed)
+			return lz_err_set(err, EPROTO,
+					  "found '%s' beside a %s that keeps a rollback journal: another database's "
+					  "log, which would be replayed into it",
+					  name, def->noun);
+		if (held && (st[i].st_dev != held->st_dev || st[i].st_ino != held->st_ino))
+			return lz_err_set(err, EPERM, "'%s' was replaced since it was opened", name);
+		int r = check_owned_file(&st[i], name, true, err);
 		if (r < 0)
 			return r;
 	}
@@ -408,7 +427,7 @@ static int check_companions(int dir_fd, const struct lz_sqlstore_def *def, struc
  * before sqlite sees any, and refuses a WAL-mode database for a store
  * that keeps a rollback journal: converting a foreign WAL file would
  * write to it. */
-static int prepare_db_file(int dir_fd, const struct lz_sqlstore_def *def, struct stat *ret_st,
+static int prepare_db_file(int dir_fd, const struct lz_sqlstore_def *def, struct lz_sqlstore_files *ret,
 			   struct lz_err *err)
 {
 	struct stat st;
@@ -419,16 +438,19 @@ static int prepare_db_file(int dir_fd, const struct lz_sqlstore_def *def, struct
 	ssize_t n = st.st_size > 0 ? pread(fd, h, sizeof(h), 0) : 0;
 	if (n < 0)
 		return lz_err_set(err, errno, "read '%s': %s", def->db_name, strerror(errno));
-	if (n == (ssize_t)sizeof(h) && memcmp(h, "SQLite format 3", 16) == 0 &&
-	    (h[18] != 1 || h[19] != 1) && !(def->wal && h[18] == 2 && h[19] == 2))
-		return lz_err_set(err, EPROTO,
-				  "'%s' uses file format %u/%u (WAL?); a v%" PRId64
-				  " %s uses a rollback journal",
-				  def->db_name, h[18], h[19], def->version, def->noun);
-	int r = check_companions(dir_fd, def, err);
+	bool sqlite = n == (ssize_t)sizeof(h) && memcmp(h, "SQLite format 3", 16) == 0;
+	bool rollback = sqlite && h[18] == 1 && h[19] == 1, logged = sqlite && h[18] == 2 && h[19] == 2;
+	if (sqlite && !rollback && !(def->wal && logged))
+		return lz_err_set(err, EPROTO, "'%s' uses file format %u/%u%s; a v%" PRId64 " %s uses %s",
+				  def->db_name, h[18], h[19], logged ? " (WAL)" : "", def->version, def->noun,
+				  def->wal ? "1/1 (a rollback journal) or 2/2 (a write-ahead log)" : "a rollback journal");
+	struct stat companions[N_COMPANIONS];
+	int r = check_companions(dir_fd, def, def->wal && logged, NULL, companions, err);
 	if (r < 0)
 		return r;
-	*ret_st = st;
+	*ret = (struct lz_sqlstore_files){ .db = st,
+					   .had_wal = companions[COMPANION_WAL].st_nlink > 0,
+					   .had_shm = companions[COMPANION_SHM].st_nlink > 0 };
 	return 0; /* fd closes here, before sqlite opens the file */
 }
 
@@ -485,48 +507,88 @@ static int db_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **ret,
 	if (r < 0)
 		return r;
 	/* A WAL store stays in the mode its file has until its identity is
-	 * checked (lz_sqlstore_use_wal): a foreign file is refused unchanged. */
+	 * checked (lz_sqlstore_use_wal), and closing it before then folds no
+	 * log into the file: a foreign file is refused unchanged. */
+	if (def->wal && (rc = sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL)) != SQLITE_OK)
+		return lz_sqlstore_err(db, rc, err, "configure");
 	if (!def->wal && (r = set_journal_mode(db, "delete", err)) < 0)
 		return r;
 	*ret = TAKE_PTR(db);
 	return 0;
 }
 
-int lz_sqlstore_use_wal(sqlite3 *db, struct lz_err *err)
+int lz_sqlstore_use_wal(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *def, struct lz_sqlstore_files *f,
+			struct lz_err *err)
 {
-	return set_journal_mode(db, "wal", err);
+	int r = set_journal_mode(db, "wal", err);
+	if (r < 0)
+		return r;
+	int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+	if (rc != SQLITE_OK)
+		return lz_sqlstore_err(db, rc, err, "configure");
+	/* A read opens the log and its index: from here on, the files each
+	 * transaction's recheck compares with. */
+	if ((r = lz_sqlstore_exec(db, "PRAGMA schema_version", err)) < 0)
+		return r;
+	struct stat st[N_COMPANIONS];
+	if ((r = check_companions(dir_fd, def, true, NULL, st, err)) < 0)
+		return r;
+	for (int i = COMPANION_WAL; i <= COMPANION_SHM; i++)
+		if (st[i].st_nlink == 0)
+			return lz_err_set(err, EPROTO, "sqlite did not make '%s%s'", def->db_name, companion_suffix[i]);
+	f->wal_st = st[COMPANION_WAL];
+	f->shm_st = st[COMPANION_SHM];
+	f->wal = true;
+	return 0;
+}
+
+void lz_sqlstore_close(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *def, const struct lz_sqlstore_files *f)
+{
+	sqlite3_close_v2(db);
+	if (!def->wal || f == NULL || f->wal || db == NULL)
+		return;
+	/* Refused before its log was ours: only what this open made goes. */
+	char name[NAME_MAX_LEN + 16];
+	if (!f->had_wal) {
+		snprintf(name, sizeof(name), "%s-wal", def->db_name);
+		(void)unlinkat(dir_fd, name, 0);
+	}
+	if (!f->had_shm) {
+		snprintf(name, sizeof(name), "%s-shm", def->db_name);
+		(void)unlinkat(dir_fd, name, 0);
+	}
 }
 
 int lz_sqlstore_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **ret_db,
-		     struct stat *ret_st, struct lz_err *err)
+		     struct lz_sqlstore_files *ret_files, struct lz_err *err)
 {
-	struct stat st;
+	struct lz_sqlstore_files f;
 	int r = check_name(def, err);
 	if (r >= 0)
-		r = prepare_db_file(dir_fd, def, &st, err);
+		r = prepare_db_file(dir_fd, def, &f, err);
 	if (r >= 0)
 		r = db_open(dir_fd, def, ret_db, err);
 	if (r < 0)
 		return r;
-	if (ret_st)
-		*ret_st = st;
+	if (ret_files)
+		*ret_files = f;
 	return 0;
 }
 
-int lz_sqlstore_recheck(int dir_fd, const struct lz_sqlstore_def *def, const struct stat *opened,
+int lz_sqlstore_recheck(int dir_fd, const struct lz_sqlstore_def *def, const struct lz_sqlstore_files *opened,
 			struct lz_err *err)
 {
-	struct stat st;
+	struct stat st, companions[N_COMPANIONS];
 	int r = check_name(def, err);
 	if (r < 0)
 		return r;
 	if (fstatat(dir_fd, def->db_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return lz_err_set(err, errno, "stat '%s': %s", def->db_name, strerror(errno));
-	if (st.st_dev != opened->st_dev || st.st_ino != opened->st_ino)
+	if (st.st_dev != opened->db.st_dev || st.st_ino != opened->db.st_ino)
 		return lz_err_set(err, EPERM, "'%s' was replaced since it was opened", def->db_name);
 	if ((r = check_owned_file(&st, def->db_name, true, err)) < 0)
 		return r;
-	return check_companions(dir_fd, def, err);
+	return check_companions(dir_fd, def, opened->wal, opened, companions, err);
 }
 
 /* ---- store identity ----------------------------------------------------- */

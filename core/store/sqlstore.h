@@ -8,16 +8,22 @@
  *    directory descriptor is opened with openat2 (RESOLVE_BENEATH |
  *    NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV), created 0600 when absent, and
  *    must be a regular file owned by the invoking user, mode exactly 0600,
- *    one link; its journal, -wal and -shm files, where present, must be
- *    regular files of ours, one link, no wider than 0600. A store keeps a
- *    rollback journal unless its def says wal: it then refuses a WAL
- *    database and any -wal or -shm file.
+ *    one link; so must its journal, -wal and -shm files where present. A
+ *    store keeps a rollback journal unless its def says wal; a store that
+ *    keeps one refuses a WAL database and any -wal or -shm file, and a
+ *    wal store refuses them beside a database still in the rollback
+ *    format (a log there is another database's: sqlite would replay it).
+ *    Once a wal store keeps its log, every recheck requires the very -wal
+ *    and -shm files sqlite opened (a log removed or replaced under an open
+ *    connection would lose or forge commits). sqlite binds no log to its
+ *    database: a -wal copied beside a wal store from another copy of it is
+ *    replayed; nothing but this directory's 0700 keeps one out.
  *  - A descriptor-based VFS. sqlite reaches the file as
  *    "/proc/self/fd/<dir_fd>/<name>" through a copy of the unix VFS whose
  *    xFullPathname keeps that name verbatim (the stock one readlink()s it
  *    back into a pathname that would be re-resolved), so the retained
  *    descriptor, not a pathname, decides the directory for the database,
- *    its journal and the directory fsync. The caller keeps dir_fd open and
+ *    its journal, log and index, and the directory fsync. The caller keeps dir_fd open and
  *    unchanged for as long as the connection lives.
  *  - A connection configured as data, not code: no triggers, views,
  *    untrusted schema or extensions; defensive mode; journal_mode=DELETE
@@ -39,7 +45,8 @@
  *    with any other schema refuses as above.
  *
  * Threat: a planted symlink, hard link, foreign-owned or group/world
- * accessible database or journal redirecting or exposing store writes; a
+ * accessible database, journal, log or index redirecting or exposing
+ * store writes, or a planted log replayed into the store; a
  * foreign, older or newer database being reinterpreted as ours; a database
  * file carrying triggers or views that would run code on our writes.
  *
@@ -51,8 +58,8 @@
  * Conventions: 0 (or a count, or 1 for "a row") on success, -errno on
  * failure with a message in err; ret_ parameters untouched on failure.
  *   -EPROTO   not this store, or a row the store cannot hold
- *   -EPERM, -ELOOP, -ENOTDIR, -EISDIR, -EXDEV  unsafe directory, database
- *             or journal file
+ *   -EPERM, -ELOOP, -ENOTDIR, -EISDIR, -EXDEV  unsafe directory, database,
+ *             journal, -wal or -shm file
  *   sqlite failures map to errno as lz_sqlstore_err documents. */
 #ifndef LZ_SQLSTORE_H
 #define LZ_SQLSTORE_H
@@ -111,23 +118,40 @@ int lz_sqlstore_check_root(int dir_fd, const char *root_title, struct lz_err *er
 int lz_sqlstore_open_owned(int dir_fd, const char *name, struct stat *ret_st,
 			   struct lz_err *err);
 
+/* What lz_sqlstore_open validated, and once the store keeps its log
+ * (lz_sqlstore_use_wal) the log and index sqlite holds open. */
+struct lz_sqlstore_files {
+	struct stat db, wal_st, shm_st;
+	bool had_wal, had_shm; /* there before sqlite opened the database */
+	bool wal;              /* lz_sqlstore_use_wal succeeded */
+};
+
 /* Validates (creating when absent) def->db_name beneath dir_fd and its
  * companions, then opens and configures a connection through the
- * descriptor VFS. *ret_st (optional) receives the validated database's
- * stat for lz_sqlstore_recheck. Runs no transaction: the identity is
+ * descriptor VFS. *ret_files (optional) receives what was validated, for
+ * lz_sqlstore_recheck and lz_sqlstore_close. Runs no transaction: the identity is
  * checked by lz_sqlstore_transact. */
 int lz_sqlstore_open(int dir_fd, const struct lz_sqlstore_def *def, sqlite3 **ret_db,
-		     struct stat *ret_st, struct lz_err *err);
+		     struct lz_sqlstore_files *ret_files, struct lz_err *err);
 
 /* For a connection kept open between transactions: the name still refers
  * to the validated file (same device and inode, still ours, 0600, one
- * link) and its companions pass as at open. */
-int lz_sqlstore_recheck(int dir_fd, const struct lz_sqlstore_def *def, const struct stat *opened,
+ * link) and its companions pass as at open; once the store keeps its log,
+ * the -wal and -shm names are still sqlite's files. */
+int lz_sqlstore_recheck(int dir_fd, const struct lz_sqlstore_def *def, const struct lz_sqlstore_files *opened,
 			struct lz_err *err);
 
 /* For a def with wal, once its identity was checked: switches the
- * connection (and the file) to the write-ahead log. */
-int lz_sqlstore_use_wal(sqlite3 *db, struct lz_err *err);
+ * connection (and the file) to the write-ahead log, and records in *f the
+ * log and index sqlite opened. Until then closing the connection folds no
+ * log into the database. */
+int lz_sqlstore_use_wal(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *def, struct lz_sqlstore_files *f,
+			struct lz_err *err);
+
+/* Closes db (NULL: nothing). A wal store refused before lz_sqlstore_use_wal
+ * is left as it was: the -wal and -shm files this open made are removed. */
+void lz_sqlstore_close(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *def,
+		       const struct lz_sqlstore_files *f);
 
 /* ---- transactions ------------------------------------------------------- */
 

@@ -762,6 +762,57 @@ static void test_lz_dstore_open__foreign_wal_database_refused(void **state)
 	assert_false(exists(f, LZ_DSTORE_DB_NAME "-shm"));
 }
 
+/* A foreign WAL database whose writer was killed: its log holds commits
+ * not yet in the file. Refused by its identity, and neither the file nor
+ * its log changes (closing would fold the log in). */
+static void test_lz_dstore_open__foreign_wal_database_with_its_log_refused_unchanged(void **state)
+{
+	struct fx *f = *state;
+	int fd = openat(f->root, LZ_DSTORE_DB_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char path[PATH_MAX];
+		sqlite3 *db = NULL;
+		if (sqlite3_open_v2(pj(path, f, LZ_DSTORE_DB_NAME), &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+		    sqlite3_exec(db, "PRAGMA journal_mode = WAL; CREATE TABLE x (y); INSERT INTO x VALUES (1)", NULL,
+				 NULL, NULL) != SQLITE_OK)
+			_exit(1);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	size_t n0, n1;
+	unsigned char *log0 = slurp(f, LZ_DSTORE_DB_NAME "-wal", &n0);
+	assert_true(n0 > 0);
+	assert_open_refused(f, EPROTO, "no store identity");
+	unsigned char *log1 = slurp(f, LZ_DSTORE_DB_NAME "-wal", &n1);
+	assert_int_equal(n0, n1);
+	assert_memory_equal(log0, log1, n0);
+	free(log0);
+	free(log1);
+}
+
+/* A log beside a store still in the rollback format was never its own
+ * (the switch writes the format before any log): it is not replayed. */
+static void test_lz_dstore_open__a_log_beside_a_rollback_journal_store_refused(void **state)
+{
+	struct fx *f = *state;
+	close_store(f);
+	raw_exec(f, "PRAGMA journal_mode = DELETE");
+	int fd = openat(f->root, LZ_DSTORE_DB_NAME "-wal", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "not this store's", 16), 16);
+	close(fd);
+	assert_open_refused(f, EPROTO, "another database's log");
+	assert_int_equal(unlinkat(f->root, LZ_DSTORE_DB_NAME "-wal", 0), 0);
+	reopen(f);
+}
+
 static unsigned char file_format(const struct fx *f)
 {
 	size_t n = 0;
@@ -1027,6 +1078,24 @@ static void test_lz_dstore_generation_begin__db_changed_under_handle_refused(voi
 	assert_int_equal(linkat(f->root, LZ_DSTORE_DB_NAME "-shm", f->root, "second-name", 0), 0);
 	FAILS(EPERM, "'domain.sqlite-shm' has 2 links", lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
 	assert_int_equal(unlinkat(f->root, "second-name", 0), 0);
+	OK(lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
+	assert_int_equal(fchmodat(f->root, LZ_DSTORE_DB_NAME "-shm", 0400, 0), 0);
+	FAILS(EPERM, "'domain.sqlite-shm' has mode 0400", lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
+	assert_int_equal(fchmodat(f->root, LZ_DSTORE_DB_NAME "-shm", 0600, 0), 0);
+	/* The log sqlite writes, not one by its name: removed or replaced, a
+	 * commit would go to a file nobody replays, or a planted one would be. */
+	char wal[PATH_MAX], kept[PATH_MAX];
+	pj(wal, f, LZ_DSTORE_DB_NAME "-wal");
+	pj(kept, f, "kept-wal");
+	assert_int_equal(rename(wal, kept), 0);
+	FAILS(EPERM, "'domain.sqlite-wal' was removed since it was opened",
+	      lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
+	int fd = openat(f->root, LZ_DSTORE_DB_NAME "-wal", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	FAILS(EPERM, "'domain.sqlite-wal' was replaced since it was opened",
+	      lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
+	assert_int_equal(rename(kept, wal), 0);
 	OK(lz_dstore_session_count_open(f->h, 1, &open_sessions, &E));
 
 	/* Another file renamed over the name: refused, whatever it holds. */
@@ -2933,6 +3002,8 @@ int main(void)
 		T(test_lz_dstore_open__altered_table_refused),
 		T(test_lz_dstore_open__dropped_table_refused),
 		TB(test_lz_dstore_open__foreign_wal_database_refused),
+		TB(test_lz_dstore_open__foreign_wal_database_with_its_log_refused_unchanged),
+		T(test_lz_dstore_open__a_log_beside_a_rollback_journal_store_refused),
 		T(test_lz_dstore_open__keeps_a_write_ahead_log),
 		T(test_lz_dstore_open__rollback_journal_store_switched),
 		T(test_lz_dstore__commit_survives_a_killed_process),
