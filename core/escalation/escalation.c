@@ -93,6 +93,7 @@ struct lz_escalation {
 	uint8_t *buf;   /* one record, in or out */
 	uint8_t *chunk; /* one chunk's output bytes */
 	bool more;      /* the outbox was not emptied at the last wake */
+	int64_t take_again_at; /* an entry could not be read for now: when to try; 0: none */
 	uint64_t refusals;
 	uint64_t request_lines;
 };
@@ -833,6 +834,12 @@ static void receive(struct lz_escalation *e)
 			e->more = lz_mailbox_pending(&e->mb);
 			return;
 		}
+		if (r == -EAGAIN) { /* this process's shortage, not the entry's */
+			refused(e, "%s; read again in %d ms", err.msg, RETRY_MS);
+			e->more = false;
+			e->take_again_at = lz_now_ms() + RETRY_MS;
+			return;
+		}
 		if (r < 0) {
 			refused(e, "%s; refused", err.msg);
 			continue;
@@ -881,6 +888,12 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 			pf[n++] = (struct pollfd){ .fd = e->dying[i].pidfd, .events = POLLIN };
 	if (e->more) /* the rest of the outbox, at once */
 		*timeout_ms = 0;
+	if (e->take_again_at > 0) {
+		int64_t left = e->take_again_at - lz_now_ms();
+		int wait = left > 0 ? (int)left : 0;
+		if (*timeout_ms < 0 || wait < *timeout_ms)
+			*timeout_ms = wait;
+	}
 	int64_t now = lz_now_ms();
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
 		const struct job *j = &e->jobs[i];
@@ -990,9 +1003,11 @@ static void finish_if_done(struct lz_escalation *e, struct job *j, int64_t now)
 
 void lz_escalation_handle(struct lz_escalation *e, const struct pollfd *pf, size_t n)
 {
-	if (n > 0 && (pf[0].revents || e->more)) {
+	bool again = e->take_again_at > 0 && lz_now_ms() >= e->take_again_at;
+	if (n > 0 && (pf[0].revents || e->more || again)) {
 		if (pf[0].revents)
 			lz_mailbox_drain_watch(&e->mb);
+		e->take_again_at = 0;
 		receive(e);
 	}
 	for (size_t k = 0; k < LZ_ESC_MAX_JOBS; k++)

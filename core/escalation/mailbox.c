@@ -206,6 +206,13 @@ static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_le
 	return 0;
 }
 
+/* A failure of this process, not of the entry: out of descriptors or
+ * memory for now. */
+static bool for_now(int r)
+{
+	return r == -EMFILE || r == -ENFILE || r == -ENOMEM || r == -ENOBUFS || r == -EAGAIN || r == -EINTR;
+}
+
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
@@ -216,6 +223,14 @@ int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct
 		int r = read_entry(mb->outbox, name, buf, ret_len, err);
 		if (r == -ENOENT)
 			continue; /* taken already (reported twice), or gone */
+		if (for_now(r)) {
+			/* Kept, unread: a listing finds it again (one under way
+			 * may have passed it). A request removed here would
+			 * never be answered. */
+			mb->lost_in_scan = mb->lost_in_scan || mb->scan != NULL;
+			mb->rescan = true;
+			return -EAGAIN;
+		}
 		remove_entry(mb, name);
 		return r < 0 ? r : 1;
 	}

@@ -70,8 +70,11 @@ void lz_mailbox_drain_watch(struct lz_mailbox *mb);
  * with *ret_len set, 0 when none is ready (or LZ_MAILBOX_GONE_PER_TAKE
  * reported names were gone, or a listing read LZ_MAILBOX_SCAN_PER_TAKE
  * entries, '.' names included: lz_mailbox_pending says more may be, and
- * the listing reads on at the next call), -errno for an entry refused
- * (err names it; it is removed too, so the next call moves on). */
+ * the listing reads on at the next call), -EAGAIN when this process
+ * could not read an entry for now (out of descriptors or memory: err
+ * names it; the entry stays, and a later take reads it), -errno for an
+ * entry refused (err names it; it is removed too, so the next call moves
+ * on). */
 #define LZ_MAILBOX_GONE_PER_TAKE 64
 #define LZ_MAILBOX_SCAN_PER_TAKE 1024
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err);

@@ -1022,6 +1022,39 @@ static void test_lz_escalation__a_killed_process_held_in_the_kernel_does_not_hol
 	assert_int_equal(ended_records, 1); /* reaped once the lookup let go */
 }
 
+/* A request the coordinator cannot read for now (out of descriptors) is
+ * neither refused nor lost: it is read again (after 250 ms) and routed. */
+static void test_lz_escalation__a_request_unreadable_for_now_is_read_again(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "/usr/bin/true" };
+	char hex[2 * LZ_ESC_ID_LEN + 1], log[128];
+	uint8_t id[LZ_ESC_ID_LEN] = { 0xa4 };
+	lz_hex(id, sizeof(id), hex);
+	put_request(f, "r", 0xa4, argv, 1);
+	int saved = stderr_to_file(f, log);
+	struct lz_test_fds fds;
+	assert_int_equal(lz_test_fds_fill(&fds), 0);
+	wake(f);
+	struct lz_esc_route rq;
+	bool routed_while_short = lz_escalation_next_route(f->esc, &rq);
+	assert_int_equal(lz_test_fds_release(&fds), 0);
+	stderr_restore(saved);
+	assert_false(routed_while_short);
+	assert_false(in_inbox(f, hex, "decision"));
+	assert_false(in_inbox(f, hex, "result"));
+	spin(f, 400);
+	assert_true(lz_escalation_next_route(f->esc, &rq));
+	FILE *l = fopen(log, "r");
+	assert_non_null(l);
+	char line[512];
+	bool said = false;
+	while (fgets(line, sizeof(line), l) != NULL)
+		said = said || strstr(line, "read again in 250 ms") != NULL;
+	fclose(l);
+	assert_true(said);
+}
+
 /* Approved, then cancelled while its host process still opens the
  * executable (a lookup on a mount that waits): the approval stands, as
  * the host's record of the launch says, and the result says cancelled. */
@@ -1074,6 +1107,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_cancelled_while_starting_keeps_its_approval,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lz_escalation__a_request_unreadable_for_now_is_read_again, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__cancelling_kills_what_the_command_started, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lz_escalation__an_exec_failure_below_the_keeper_is_not_a_start, setup,
