@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* Length of the well-formed UTF-8 sequence at s (at most n bytes) and its
@@ -110,8 +111,10 @@ void lz_escape_lines(int out_fd, const char *prefix, const char *in, size_t n)
 	for (size_t at = 0; at < n;) {
 		const char *nl = memchr(in + at, '\n', n - at);
 		size_t len = nl ? (size_t)(nl - (in + at)) : n - at;
-		lz_escape(in + at, len, line, sizeof(line));
-		dprintf(out_fd, "%s%s\n", prefix, line);
+		size_t w = lz_escape(in + at, len, line, sizeof(line));
+		/* one write a line: another process may append to the same log */
+		struct iovec v[3] = { { (void *)prefix, strlen(prefix) }, { line, w }, { "\n", 1 } };
+		(void)!writev(out_fd, v, 3);
 		at += len + 1;
 	}
 }

@@ -80,7 +80,7 @@ describe("lazaret.image.report escaping", function()
   end)
 
   -- the lone 0x9b is not UTF-8: lazaret.json would refuse the whole list
-  it("gives hostile strings escaped in image list --json, plain ones as they are", function()
+  it("gives hostile strings escaped in image list --json, and a backslash doubled", function()
     local out = report.list_json({ {
       id = ID, source = HOSTILE, manifest_digest = DIGEST, config_digest = DIGEST,
       size = 10, leases = 0, state = "published", created = 1,
@@ -90,6 +90,16 @@ describe("lazaret.image.report escaping", function()
     } })
     assert_inert(out)
     assert.matches('"source":"oci:/srv/img\\\\e[2J\\\\x9b[31m\\\\u{009B}[1m', out, 1, true)
-    assert.matches('"source":"oci:/a \\"b\\"\\\\c"', out, 1, true)
+    assert.matches('"source":"oci:/a \\"b\\"\\\\\\\\c"', out, 1, true)
+  end)
+
+  it("never shows a control character and text typed like its escape alike", function()
+    local function source_of(src)
+      return report.list_json({ {
+        id = ID, source = src, manifest_digest = DIGEST, config_digest = DIGEST,
+        size = 10, leases = 0, state = "published", created = 1,
+      } }):match('"source":"(.-)","')
+    end
+    assert.are_not.equal(source_of("x\\u{202E}"), source_of("x\226\128\174"))
   end)
 end)

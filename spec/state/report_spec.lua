@@ -87,6 +87,22 @@ describe("state report", function()
     assert.equal("\n", j:sub(-1))
   end)
 
+  it("marks the spaces of a changed name that would not show", function()
+    local summary = { domain_id = "d", profile = "dev", workspace = "/w  x" }
+    local t = report.inspect_text(summary, { artifact = "a1", anchors = {
+      { path = "/home/u", total = 2, incomplete = false, changes = {
+        { kind = "added", path = "hooks  (directory)", mode = 0x41ed, size = 4096 },
+        { kind = "changed", path = ".bashrc ", mode = 0x81a4, size = 7 },
+      } } } })
+    assert.matches("  added    /home/u/hooks\\x20\\x20(directory)  (directory)\n", t, 1, true)
+    assert.matches("  changed  /home/u/.bashrc\\x20  (7 B)\n", t, 1, true)
+    assert.matches("  workspace  /w\\x20\\x20x\n", t, 1, true)
+    -- JSON keeps the name as it is: its quotes show every space
+    local j = report.inspect_json(summary, { anchors = { { path = "/home/u", total = 1, incomplete = false,
+      changes = { { kind = "changed", path = ".bashrc ", mode = 0x81a4, size = 7 } } } } })
+    assert.matches('"path":"/home/u/.bashrc "', j, 1, true)
+  end)
+
   it("shows each change of an inspection with its kind and size, escaped", function()
     local summary = { domain_id = "d", profile = "dev", workspace = "/w" }
     local t = report.inspect_text(summary, { artifact = "a1", anchors = {

@@ -14,19 +14,18 @@ local M = {}
 
 local json = require("lazaret.json")
 local ipairs, type, tostring, require = ipairs, type, tostring, require
-local string_format, string_rep, string_find, table_concat, math_floor =
-  string.format, string.rep, string.find, table.concat, math.floor
+local string_format, string_rep, table_concat, math_floor =
+  string.format, string.rep, table.concat, math.floor
 
 local escaped = require("lazaret.shown")
 local function shown(s)
   return escaped(tostring(s))
 end
 
+-- Escaped as everywhere else (lazaret.shown): a backslash too, so the
+-- escape of a control character and the same text typed cannot read alike.
 local function json_string(s)
-  if type(s) ~= "string" or not string_find(s, "[\0-\31\127-\255]") then
-    return s
-  end
-  return shown(s)
+  return escaped(s)
 end
 
 function M.bytes(n)

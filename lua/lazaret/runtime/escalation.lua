@@ -9,17 +9,10 @@
 -- decision; it cannot widen it.
 local M = {}
 
-local escape = require("lazaret.core.text").escape
 local string_format, ipairs, table_concat = string.format, ipairs, table.concat
 
--- What the developer is shown of a string from the sandbox: escaped
--- (control characters, escape sequences, invalid UTF-8, bidirectional
--- controls, blanks other than the space), and the spaces that would not
--- show (runs of them, one at either end) as "\x20".
-local function shown(s)
-  s = escape(s):gsub("  +", function(run) return ("\\x20"):rep(#run) end)
-  return (s:gsub("^ ", "\\x20"):gsub(" $", "\\x20"))
-end
+-- What the developer is shown of a string from the sandbox.
+local shown = require("lazaret.blanks")
 
 -- Columns a line takes at most: a character beyond ASCII counts as two, as
 -- the coordinator counts (core/session/session.h, lz_session_prompt).

@@ -19,9 +19,10 @@ local monotonic_ms = require("lazaret.core.platform").monotonic_ms
 local table_concat = table.concat
 
 -- One line per message: what a sandbox names cannot forge another line or
--- reach the reader's terminal.
+-- reach the reader's terminal. One write: the Runtime Supervisor relays
+-- its helpers' lines into the same file meanwhile.
 local function log(msg)
-  io_stderr:write(os_date("!%Y-%m-%dT%H:%M:%SZ"), " ", escape(msg), "\n")
+  io_stderr:write(table_concat({ os_date("!%Y-%m-%dT%H:%M:%SZ"), " ", escape(msg), "\n" }))
 end
 
 -- A step's binding result, or the failure raised as {step, msg, errno}.

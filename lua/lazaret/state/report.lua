@@ -1,10 +1,13 @@
 -- Formatting for `lazaret state ...` (pure functions of data; spec 3.9,
 -- DX-6): human-readable text and a stable JSON document. Every string that
--- came from disk (profile names, paths) is escaped for the terminal.
+-- came from disk (profile names, paths) is escaped for the terminal, and
+-- in text the spaces that would not show are marked (lazaret.blanks).
 local M = {}
 
 local json = require("lazaret.json")
 local escape = require("lazaret.core.text").escape
+-- text for the terminal: runs of spaces and edge spaces marked too
+local shown = require("lazaret.blanks")
 local bytes = require("lazaret.image.report").bytes
 local ipairs, string_format, table_concat, os_date = ipairs, string.format, table.concat, os.date
 
@@ -35,8 +38,8 @@ function M.list_text(domains)
       goto next
     end
     if d.profile then
-      out[#out + 1] = "  profile    " .. escape(d.profile)
-      out[#out + 1] = "  workspace  " .. escape(d.workspace) .. (d.workspace_gone and "  (gone)" or "")
+      out[#out + 1] = "  profile    " .. shown(d.profile)
+      out[#out + 1] = "  workspace  " .. shown(d.workspace) .. (d.workspace_gone and "  (gone)" or "")
     end
     if d.problem then
       out[#out + 1] = "  problem    " .. escape(d.problem)
@@ -44,7 +47,7 @@ function M.list_text(domains)
     out[#out + 1] = "  last used  " .. when(d.last_use)
     out[#out + 1] = string_format("  leases     %d", d.leases)
     for _, a in ipairs(d.anchors) do
-      out[#out + 1] = string_format("  anchor     %-20s %s", escape(a.path), size(a))
+      out[#out + 1] = string_format("  anchor     %-20s %s", shown(a.path), size(a))
     end
     if d.ignored then
       out[#out + 1] = string_format("  ignored    %-20s %s", "(workspace)", size(d.ignored))
@@ -104,8 +107,8 @@ local cut_short = {
 function M.inspect_text(summary, result)
   local out = {
     "Domain " .. summary.domain_id,
-    "  profile    " .. escape(summary.profile),
-    "  workspace  " .. escape(summary.workspace),
+    "  profile    " .. shown(summary.profile),
+    "  workspace  " .. shown(summary.workspace),
     "  compared with " .. (result.artifact and ("prepared image " .. result.artifact)
       or "nothing: the profile's image is not prepared, so everything counts as added"),
   }
@@ -118,13 +121,13 @@ function M.inspect_text(summary, result)
   end
   for _, a in ipairs(result.anchors) do
     out[#out + 1] = ""
-    out[#out + 1] = string_format("%s: %d change%s%s", escape(a.path), a.total, a.total == 1 and "" or "s",
+    out[#out + 1] = string_format("%s: %d change%s%s", shown(a.path), a.total, a.total == 1 and "" or "s",
       a.incomplete and (" (at least: " .. (cut_short[a.limit] or "not all could be read") .. ")") or "")
     for _, c in ipairs(a.changes) do
       local kind = c.mode & S_IFMT
       local what = kind == S_IFDIR and "directory" or kind == S_IFLNK and "symlink"
         or (c.kind ~= "deleted" and bytes(c.size)) or ""
-      out[#out + 1] = string_format("  %-8s %s%s", c.kind, escape(full(a.path, c.path)),
+      out[#out + 1] = string_format("  %-8s %s%s", c.kind, shown(full(a.path, c.path)),
         what ~= "" and ("  (" .. what .. ")") or "")
     end
     if #a.changes < a.total then
@@ -151,8 +154,8 @@ function M.inspect_json(summary, result)
 end
 
 function M.verify_text(summary, rows)
-  local out = { "Domain " .. summary.domain_id, "  profile    " .. escape(summary.profile),
-    "  workspace  " .. escape(summary.workspace) }
+  local out = { "Domain " .. summary.domain_id, "  profile    " .. shown(summary.profile),
+    "  workspace  " .. shown(summary.workspace) }
   local failed = 0
   for _, r in ipairs(rows) do
     if not r.ok then failed = failed + 1 end
@@ -193,8 +196,8 @@ function M.remove_scope(id, identity)
   return table_concat({
     "Domain removal",
     "  Domain     " .. id,
-    "  profile    " .. escape(identity.profile),
-    "  workspace  " .. escape(identity.workspace) .. "  (gone)",
+    "  profile    " .. shown(identity.profile),
+    "  workspace  " .. shown(identity.workspace) .. "  (gone)",
     "  deletes everything Lazaret kept for it: its State Anchors, its Ignored Workspace State",
     "  and its Domain Store. Prepared images stay (`lazaret image gc` reclaims them).",
   }, "\n") .. "\n"
@@ -205,15 +208,15 @@ function M.reset_scope(summary, paths)
   local out = {
     "State Anchor reset",
     "  Domain     " .. summary.domain_id,
-    "  profile    " .. escape(summary.profile),
-    "  workspace  " .. escape(summary.workspace),
+    "  profile    " .. shown(summary.profile),
+    "  workspace  " .. shown(summary.workspace),
   }
   if #paths == 0 then
     out[#out + 1] = "  nothing to reset: none of these persistent directories has kept state"
   else
     out[#out + 1] = "  discards what the sandbox kept in:"
     for _, p in ipairs(paths) do
-      out[#out + 1] = "    " .. escape(p)
+      out[#out + 1] = "    " .. shown(p)
     end
     out[#out + 1] = "  The next launch sees the image's own content there again. The workspace, the"
     out[#out + 1] = "  Ignored Workspace State and other persistent directories are not touched."
