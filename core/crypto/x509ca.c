@@ -18,9 +18,7 @@
 
 /* The CA and the coordinator's leaf outlive any generation's serving. */
 #define CA_SECONDS (366L * 24 * 3600)
-/* Clocks of the two processes on one host agree; this absorbs rounding
- * of notBefore only. */
-#define BACKDATE_SECONDS 60
+
 #define URI_PREFIX "urn:lazaret:control:"
 #define URI_MAX (sizeof(URI_PREFIX) + 64 + 1 + 20 + 1 + 2 * LZ_X509_CLIENT_ID_LEN + 1)
 
@@ -71,7 +69,9 @@ static bool leaf_extensions(X509 *x, X509 *ca, const char *purpose, const char *
 
 /* A certificate with a random serial, the CA's name as issuer, the given
  * subject CN and validity; its extensions are the caller's. */
-static X509 *skeleton(const X509_NAME *issuer, const char *cn, EVP_PKEY *subject_key, time_t now, long seconds)
+/* Valid from backdate seconds before now until seconds after it. */
+static X509 *skeleton(const X509_NAME *issuer, const char *cn, EVP_PKEY *subject_key, time_t now, long backdate,
+		      long seconds)
 {
 	X509 *x = X509_new();
 	X509_NAME *subject = X509_NAME_new();
@@ -85,7 +85,7 @@ static X509 *skeleton(const X509_NAME *issuer, const char *cn, EVP_PKEY *subject
 		     BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) != NULL && X509_set_version(x, X509_VERSION_3) &&
 		     X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0) &&
 		     X509_set_subject_name(x, subject) && X509_set_issuer_name(x, issuer ? issuer : subject) &&
-		     X509_time_adj_ex(X509_getm_notBefore(x), 0, -BACKDATE_SECONDS, &now) != NULL &&
+		     X509_time_adj_ex(X509_getm_notBefore(x), 0, -backdate, &now) != NULL &&
 		     X509_time_adj_ex(X509_getm_notAfter(x), 0, seconds, &now) != NULL &&
 		     X509_set_pubkey(x, subject_key) == 1;
 	}
@@ -131,7 +131,7 @@ int lz_x509ca_new(const struct lz_sigkey *ca_key, const uint8_t domain_id[32], u
 	ca->generation = generation;
 	char cn[64];
 	snprintf(cn, sizeof(cn), "Lazaret control CA, generation %" PRIu64, generation);
-	if ((ca->key = lz_sigkey_evp(ca_key)) == NULL || (ca->cert = skeleton(NULL, cn, ca->key, now, CA_SECONDS)) == NULL ||
+	if ((ca->key = lz_sigkey_evp(ca_key)) == NULL || (ca->cert = skeleton(NULL, cn, ca->key, now, LZ_X509_BACKDATE_SECONDS, CA_SECONDS)) == NULL ||
 	    !add_ext(ca->cert, NULL, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
 	    !add_ext(ca->cert, NULL, NID_key_usage, "critical,keyCertSign,cRLSign") ||
 	    !add_ext(ca->cert, NULL, NID_subject_key_identifier, "hash") || X509_sign(ca->cert, ca->key, NULL) <= 0) {
@@ -173,7 +173,8 @@ int lz_x509ca_issue_server(const struct lz_x509ca *ca, const struct lz_sigkey *l
 	EVP_PKEY *key = lz_sigkey_evp(leaf_key);
 	if (key == NULL)
 		return ssl_fail(err, "the coordinator's TLS key");
-	X509 *x = skeleton(X509_get_subject_name(ca->cert), LZ_X509_SERVER_NAME, key, now, CA_SECONDS);
+	X509 *x = skeleton(X509_get_subject_name(ca->cert), LZ_X509_SERVER_NAME, key, now, LZ_X509_BACKDATE_SECONDS,
+			   CA_SECONDS);
 	EVP_PKEY_free(key);
 	if (x != NULL && !leaf_extensions(x, ca->cert, "critical,serverAuth", "DNS:" LZ_X509_SERVER_NAME)) {
 		X509_free(x);
@@ -209,7 +210,8 @@ int lz_x509ca_issue_client(const struct lz_x509ca *ca, const uint8_t *csr, size_
 	char uri[URI_MAX], san[URI_MAX + 16];
 	binding_uri(ca->domain_id, ca->generation, client_id, uri, sizeof(uri));
 	snprintf(san, sizeof(san), "URI:%s", uri);
-	X509 *x = skeleton(X509_get_subject_name(ca->cert), "Lazaret Client CLI", key, now, LZ_X509_CLIENT_SECONDS);
+	X509 *x = skeleton(X509_get_subject_name(ca->cert), "Lazaret Client CLI", key, now,
+			   LZ_X509_CLIENT_BACKDATE_SECONDS, LZ_X509_CLIENT_SECONDS);
 	EVP_PKEY_free(key);
 	/* Test builds (lazaret-faults, util/testfault.h): a client leaf for the
 	 * server purpose only, which the coordinator must refuse. */

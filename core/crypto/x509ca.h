@@ -25,6 +25,15 @@
 
 #define LZ_X509_SERVER_NAME "coordinator.lazaret.invalid"
 #define LZ_X509_CLIENT_SECONDS 3600 /* spec 3.3: one-hour client leaves */
+/* notBefore of the CA and the coordinator's leaf, this long before their
+ * issue. Both ends read one host's clock, but it can be stepped back
+ * while a generation serves (NTP, a resumed machine): a notBefore just
+ * before the issue would then refuse every new client until the clock
+ * caught up. It says nothing else here (every key lives in memory, for
+ * one generation). A client's leaf is checked seconds after its issue and
+ * stays a one-hour leaf: a minute back. */
+#define LZ_X509_BACKDATE_SECONDS (24L * 3600)
+#define LZ_X509_CLIENT_BACKDATE_SECONDS 60L
 #define LZ_X509_CLIENT_ID_LEN 16
 #define LZ_X509_CERT_MAX 4096 /* larger DER is refused, never parsed */
 #define LZ_X509_CSR_MAX 4096

@@ -103,7 +103,7 @@ static uint8_t *issue_client(struct lz_x509ca *ca, time_t now, size_t *ret_len)
 }
 
 /* OpenSSL's own chain verification with only the CA trusted. */
-static int verify_as(struct fx *f, const uint8_t *leaf, size_t leaf_len, int purpose, const char *host)
+static int verify_at(struct fx *f, const uint8_t *leaf, size_t leaf_len, int purpose, const char *host, time_t at)
 {
 	uint8_t *ca_der = NULL;
 	size_t ca_len = 0;
@@ -114,7 +114,7 @@ static int verify_as(struct fx *f, const uint8_t *leaf, size_t leaf_len, int pur
 	assert_int_equal(X509_STORE_add_cert(store, ca), 1);
 	assert_int_equal(X509_STORE_CTX_init(ctx, store, x, NULL), 1);
 	X509_VERIFY_PARAM *param = X509_STORE_CTX_get0_param(ctx);
-	X509_VERIFY_PARAM_set_time(param, NOW + 10);
+	X509_VERIFY_PARAM_set_time(param, at);
 	X509_VERIFY_PARAM_set_purpose(param, purpose);
 	if (host)
 		X509_VERIFY_PARAM_set1_host(param, host, 0);
@@ -125,6 +125,11 @@ static int verify_as(struct fx *f, const uint8_t *leaf, size_t leaf_len, int pur
 	X509_free(ca);
 	free(ca_der);
 	return ok;
+}
+
+static int verify_as(struct fx *f, const uint8_t *leaf, size_t leaf_len, int purpose, const char *host)
+{
+	return verify_at(f, leaf, leaf_len, purpose, host, NOW + 10);
 }
 
 static void test_lz_x509ca_issue_server__a_server_for_its_name_only(void **state)
@@ -141,6 +146,24 @@ static void test_lz_x509ca_issue_server__a_server_for_its_name_only(void **state
 	/* The HC leaf presented as a client. */
 	assert_int_equal(lz_x509ca_check_client(f->ca, der, len, NOW + 10, id, &E), -EPERM);
 	assert_non_null(strstr(E.msg, "not for a client"));
+	free(der);
+	lz_sigkey_free(hc_key);
+}
+
+/* The CA and the coordinator's leaf still verify when the host's clock is
+ * stepped back an hour after they were issued (NTP, a resumed machine). */
+static void test_lz_x509ca_issue_server__valid_across_a_clock_stepped_back(void **state)
+{
+	struct fx *f = *state;
+	struct lz_sigkey *hc_key = NULL;
+	uint8_t *der = NULL;
+	size_t len = 0;
+	assert_int_equal(lz_sigkey_generate(&hc_key), 0);
+	assert_int_equal(lz_x509ca_issue_server(f->ca, hc_key, NOW, &der, &len, &E), 0);
+	assert_int_equal(verify_at(f, der, len, X509_PURPOSE_SSL_SERVER, LZ_X509_SERVER_NAME, NOW - 3600), 1);
+	assert_int_equal(
+		verify_at(f, der, len, X509_PURPOSE_SSL_SERVER, LZ_X509_SERVER_NAME, NOW - LZ_X509_BACKDATE_SECONDS - 10),
+		0);
 	free(der);
 	lz_sigkey_free(hc_key);
 }
@@ -171,7 +194,8 @@ static void test_lz_x509ca_check_client__expired_and_not_yet_valid(void **state)
 	assert_int_equal(lz_x509ca_check_client(f->ca, der, len, NOW + LZ_X509_CLIENT_SECONDS - 1, id, &E), 0);
 	assert_int_equal(lz_x509ca_check_client(f->ca, der, len, NOW + LZ_X509_CLIENT_SECONDS + 1, id, &E), -EPERM);
 	assert_non_null(strstr(E.msg, "not valid now"));
-	assert_int_equal(lz_x509ca_check_client(f->ca, der, len, NOW - 3600, id, &E), -EPERM);
+	assert_int_equal(lz_x509ca_check_client(f->ca, der, len, NOW - LZ_X509_CLIENT_BACKDATE_SECONDS - 1, id, &E),
+			 -EPERM);
 	assert_non_null(strstr(E.msg, "not valid now"));
 	free(der);
 }
@@ -306,6 +330,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_lz_x509ca_issue_server__a_server_for_its_name_only),
+		T(test_lz_x509ca_issue_server__valid_across_a_clock_stepped_back),
 		T(test_lz_x509ca_issue_client__accepted_here_and_names_the_client),
 		T(test_lz_x509ca_check_client__expired_and_not_yet_valid),
 		T(test_lz_x509ca_check_client__other_ca_domain_or_generation),
