@@ -16,6 +16,7 @@
 #include "proc/spawn.h"
 #include "fs/tree.h"
 #include "util/cleanup.h"
+#include "util/logrelay.h"
 #include "util/sys.h"
 
 int lz_default_image_ref(const char *storage_root, char **ret_ref, struct lz_err *err)
@@ -38,11 +39,26 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
 	return 0;
 }
 
+/* mmdebstrap's output carries text from the network and from packages'
+ * maintainer scripts (a mirror's error reason, anything a script prints):
+ * relayed to the developer's terminal line by line, escaped, at most
+ * this much. */
+#define MMDEBSTRAP_OUTPUT_MAX (4u << 20)
+
+struct build_watch {
+	const struct lz_path *build;
+	int output; /* read end of mmdebstrap's standard output and error */
+	struct lz_logrelay relay;
+};
+
 /* The image's tar fills the Storage Root no further than the preparer
- * would (mmdebstrap's own tree is under /tmp). */
-static int reserve_check(void *build, struct lz_err *err)
+ * would (mmdebstrap's own tree is under /tmp); what it wrote meanwhile
+ * is relayed. */
+static int reserve_check(void *ctx, struct lz_err *err)
 {
-	int r = lz_prepare_reserve_check(((const struct lz_path *)build)->fd, NULL, err);
+	struct build_watch *w = ctx;
+	(void)lz_logrelay_pump(&w->relay, w->output, SIZE_MAX);
+	int r = lz_prepare_reserve_check(w->build->fd, NULL, err);
 	return r < 0 ? lz_err_prefix(err, r, "stopped: ") : 0;
 }
 
@@ -67,11 +83,23 @@ static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *buil
 	 * path has no symbolic link, and every directory on it is root's or
 	 * yours and writable by no one else (lz_hostprobe_tool_locate), so no
 	 * one else can put another file there between the check and the exec. */
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	_cleanup_close_ int out_r = pipefd[0], out_w = pipefd[1];
+	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0)
+		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	struct build_watch w = { .build = build, .output = out_r };
+	lz_logrelay_init(&w.relay, STDERR_FILENO, MMDEBSTRAP_OUTPUT_MAX, "mmdebstrap: ", "mmdebstrap");
 	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool->canonical, .argv = argv,
-				 .envp = envp, .stdin_fd = -1, .stdout_fd = STDERR_FILENO,
-				 .stderr_fd = STDERR_FILENO };
-	const struct lz_spawn_watch watch = { 250, reserve_check, (void *)build };
-	return lz_spawn_run_watched(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, &watch, err);
+				 .envp = envp, .stdin_fd = -1, .stdout_fd = out_w, .stderr_fd = out_w };
+	const struct lz_spawn_watch watch = { 250, reserve_check, &w };
+	r = lz_spawn_run_watched(&spec, "mmdebstrap", LZ_DEFAULT_IMAGE_TIMEOUT_MS, &watch, err);
+	lz_close_fdp(&out_w);
+	while (lz_logrelay_pump(&w.relay, out_r, SIZE_MAX) > 0)
+		;
+	lz_logrelay_finish(&w.relay);
+	return r;
 }
 
 int lz_default_image_build(const struct lz_path *storage_root, const struct lz_path *mmdebstrap, char **ret_ref,
