@@ -204,6 +204,16 @@ static void test_lz_bundle_write__fields_and_mount_order(void **state)
 	json_decref(doc);
 }
 
+/* The workspace a Git repository (git is one of the packages
+ * scripts/setup.sh installs). */
+static void git_init_workspace(struct cfg_fx *f)
+{
+	char cmd[PATH_MAX + 128];
+	snprintf(cmd, sizeof(cmd), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
+	if (system(cmd) != 0)
+		fail_msg("git init failed (is git installed?)");
+}
+
 /* FR-9: isolate_ignored = false turns off the ignore rules only: the
  * workspace is still the router's mount (its policy holds), never the
  * canonical workspace bound directly. */
@@ -230,8 +240,7 @@ static void test_lz_bundle_write__isolation_off_still_goes_through_the_router(vo
 {
 	struct cfg_fx *f = *state;
 	char p[PATH_MAX + 128];
-	snprintf(p, sizeof(p), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
-	assert_int_equal(system(p), 0);
+	git_init_workspace(f);
 	load(f, CFG_FX_BASE "persistent_dirs = []\nisolate_ignored = false\n");
 	json_t *doc = write_and_parse(f);
 	snprintf(p, sizeof(p), "%s/workspace", f->gen.dir.canonical);
@@ -245,10 +254,7 @@ static void test_lz_bundle_write__git_sentry_on_top_of_the_workspace(void **stat
 {
 	struct cfg_fx *f = *state;
 	char p[PATH_MAX + 128];
-	if (system("command -v git >/dev/null 2>&1") != 0)
-		skip();
-	snprintf(p, sizeof(p), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
-	assert_int_equal(system(p), 0);
+	git_init_workspace(f);
 	load(f, CFG_FX_BASE "persistent_dirs = []\n");
 	json_t *doc = write_and_parse(f);
 	size_t w, git, init, i;
@@ -295,11 +301,7 @@ static void test_lz_bundle_write__git_sentry_on_top_of_the_workspace(void **stat
 static void test_lz_bundle_write__a_git_that_cannot_be_looked_at_refuses(void **state)
 {
 	struct cfg_fx *f = *state;
-	char p[PATH_MAX + 128];
-	if (system("command -v git >/dev/null 2>&1") != 0)
-		skip();
-	snprintf(p, sizeof(p), "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git init -q '%s' >/dev/null 2>&1", f->ws);
-	assert_int_equal(system(p), 0);
+	git_init_workspace(f);
 	load(f, CFG_FX_BASE "persistent_dirs = []\n");
 	const struct lz_path *ws = lz_config_workspace(f->cfg);
 	struct lz_gitsentry_mount *git = NULL;
