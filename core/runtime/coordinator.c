@@ -101,6 +101,11 @@ struct lz_hc {
 	/* Sessions (spec 3.4) and who may open them (spec 3.3). */
 	struct lz_admission *admission;
 	int listen_fd;
+	/* accept4 failed for want of descriptors or memory: the listener is
+	 * left alone until then (its connection stays queued, so polling it
+	 * would spin); 0: not paused. */
+	int64_t accept_paused_until;
+	bool accept_pause_logged;
 	bool ever_served;
 	int64_t recovery_by; /* the bootstrap recovery's one wait (recovery_deadline) */
 	struct lz_session sessions[LZ_HC_MAX_SESSIONS];
@@ -1308,13 +1313,22 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	remove_session_files(hc, id);
 	/* Nothing happens between the two: one commit. A batch that does not
 	 * commit committed nothing, so the moves are made again one by one. */
+	struct lz_err why = { 0, "" };
 	for (int attempt = 0; attempt < 2; attempt++) {
 		bool batch = attempt == 0 && lz_dstore_batch_begin(hc->store, &ignored) == 0;
 		(void)lz_dstore_session_release(hc->store, hc->gen, id, &ignored);
-		(void)lz_dstore_session_clean(hc->store, hc->gen, id, &ignored);
-		if (!batch || lz_dstore_batch_end(hc->store, &ignored) == 0)
-			return;
+		int clean = lz_dstore_session_clean(hc->store, hc->gen, id, &why);
+		if (!batch || lz_dstore_batch_end(hc->store, &why) == 0) {
+			if (clean == 0)
+				return;
+			break;
+		}
 	}
+	/* A full disk, most likely: the generation then ends failed (hc.lua),
+	 * and the next launch's recovery cleans the record. */
+	char line[sizeof(why.msg) + 160];
+	snprintf(line, sizeof(line), "session %s: its end was not recorded: %s", id, why.msg);
+	log_line(line);
 }
 
 /* The exec client ended: the session's host requests end with it (spec
@@ -1621,11 +1635,24 @@ static void client_message(lz_hc *hc, struct lz_session *s, uint8_t *buf)
 	lz_wire_msg_release(&m);
 }
 
+#define ACCEPT_PAUSE_MS 100
+
 static void accept_client(lz_hc *hc)
 {
 	int fd = accept4(hc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			hc->accept_paused_until = lz_now_ms() + ACCEPT_PAUSE_MS;
+			if (!hc->accept_pause_logged) {
+				char line[160];
+				snprintf(line, sizeof(line), "control connections wait: %s (accepted again every %d ms)",
+					 strerror(errno), ACCEPT_PAUSE_MS);
+				log_line(line);
+			}
+			hc->accept_pause_logged = true;
+		}
 		return;
+	}
 	/* Spec 3.3: from the developer's UID beneath the host-private
 	 * directory; the identity is the TLS's, never the peer's PID. */
 	struct ucred cred;
@@ -1934,7 +1961,12 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			break;
 		size_t n = 0;
 		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + LZ_HC_IDLE_GRACE_MS);
-		pf[n++] = (struct pollfd){ .fd = hc->listen_fd, .events = POLLIN };
+		int paused = hc->accept_paused_until > 0 ? lz_remaining_ms(hc->accept_paused_until) : 0;
+		if (paused == 0)
+			hc->accept_paused_until = 0;
+		else if (timeout < 0 || paused < timeout)
+			timeout = paused;
+		pf[n++] = (struct pollfd){ .fd = paused > 0 ? -1 : hc->listen_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->control_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->rs.pidfd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->leader_watch, .events = POLLIN };

@@ -396,7 +396,9 @@ static int check_companions(int dir_fd, const struct lz_sqlstore_def *def, bool 
 	char name[NAME_MAX_LEN + 16];
 	for (size_t i = 0; i < N_COMPANIONS; i++) {
 		snprintf(name, sizeof(name), "%s%s", def->db_name, companion_suffix[i]);
-		const struct stat *held = f && f->wal ? (i == COMPANION_WAL ? &f->wal_st : i == COMPANION_SHM ? &f->shm_st : NULL) : NULL;
+		const struct stat *held = NULL;
+		if (f != NULL && f->wal)
+			held = i == COMPANION_WAL ? &f->wal_st : i == COMPANION_SHM ? &f->shm_st : NULL;
 		memset(&st[i], 0, sizeof(st[i]));
 		if (fstatat(dir_fd, name, &st[i], AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno != ENOENT)
@@ -547,13 +549,18 @@ void lz_sqlstore_close(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *de
 	sqlite3_close_v2(db);
 	if (!def->wal || f == NULL || f->wal || db == NULL)
 		return;
-	/* Refused before its log was ours: only what this open made goes. */
+	/* Refused before its log was ours: what this open made goes, unless
+	 * the log holds a commit (the index is sqlite's to rebuild). */
 	char name[NAME_MAX_LEN + 16];
+	struct stat st;
+	bool log_kept = f->had_wal;
 	if (!f->had_wal) {
 		snprintf(name, sizeof(name), "%s-wal", def->db_name);
-		(void)unlinkat(dir_fd, name, 0);
+		log_kept = fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size > 0;
+		if (!log_kept)
+			(void)unlinkat(dir_fd, name, 0);
 	}
-	if (!f->had_shm) {
+	if (!f->had_shm && !log_kept) {
 		snprintf(name, sizeof(name), "%s-shm", def->db_name);
 		(void)unlinkat(dir_fd, name, 0);
 	}

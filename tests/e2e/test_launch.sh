@@ -509,6 +509,8 @@ test_a_full_storage_root_refuses_clearly() {
 	capture launch sh -c 'dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; echo filled'
 	assert_contains "$OUT" filled
 	assert_no_processes # its coordinator has torn down (failing to record it)
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "its end was not recorded" \
+		"the session's end the full disk refused, in hc.log"
 	lines=$(cat "$T"/run/lazaret/domains/*/hc.log | wc -l)
 	start=$SECONDS
 	capture launch true
@@ -619,6 +621,57 @@ test_a_killed_client_leaves_no_zombie() {
 	assert_no_leftovers
 }
 
+# A coordinator out of descriptors leaves a joining client queued, without
+# spinning on the listener it cannot accept from, and serves it once it
+# has descriptors again. (The limit is set to the coordinator's lowest
+# free descriptor number, so its next accept4 fails with EMFILE.)
+test_a_coordinator_out_of_descriptors_lets_a_join_wait() {
+	launch sleep 20 >/dev/null 2>&1 &
+	local keep=$! hc="" k lowest was cpu0 cpu1 st
+	await_exec_clients 1 || fail "the first session never ran"
+	hc=$(ps -ww -u "$(id -u)" -o pid=,comm=,args= | awk -v ws="--workspace $WS" -v comm="$COMM" \
+		'$2 == comm && index($0, "__hc") && index($0, ws) {print $1; exit}')
+	[ -n "$hc" ] || fail "no coordinator"
+	lowest=0
+	while [ -e "/proc/$hc/fd/$lowest" ]; do lowest=$((lowest + 1)); done
+	was=$(prlimit --pid "$hc" --nofile --output SOFT --noheadings | tr -d ' ')
+	prlimit --pid "$hc" --nofile="$lowest:" || fail "cannot lower the coordinator's descriptor limit"
+	launch echo joined >"$T/join.out" 2>"$T/join.err" &
+	local join=$!
+	sleep 1
+	cpu0=$(awk '{print $14 + $15}' "/proc/$hc/stat")
+	sleep 1.5
+	cpu1=$(awk '{print $14 + $15}' "/proc/$hc/stat")
+	prlimit --pid "$hc" --nofile="$was:" || fail "cannot restore the coordinator's descriptor limit"
+	st=0
+	wait "$join" || st=$?
+	assert_eq 0 "$st" "the join's status once the coordinator had descriptors (stderr: $(cat "$T/join.err"))"
+	assert_eq joined "$(cat "$T/join.out")"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "control connections wait: Too many open files"
+	# clock ticks (1/100 s) in 1.5 s: a loop on the listener takes them all
+	[ $((cpu1 - cpu0)) -lt 50 ] || fail "the coordinator spun: $((cpu1 - cpu0)) ticks of CPU in 1.5 s"
+	# The first session's client (its coordinator, started by it, is a
+	# descendant too): the lazaret whose parent is launch's timeout.
+	local cli="" p
+	for p in $(descendants_of "$keep"); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$COMM" ] || continue
+		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$p" | tr -d ' ')")" = timeout ] && cli=$p
+	done
+	[ -n "$cli" ] || fail "no client of the first session"
+	kill -TERM "$cli" # ends its session (cli.md, "Interrupting")
+	wait "$keep" 2>/dev/null || true
+	assert_no_leftovers
+}
+
+# descendants_of PID: every process below PID.
+descendants_of() {
+	local kid
+	for kid in $(pgrep -P "$1" || true); do
+		echo "$kid"
+		descendants_of "$kid"
+	done
+}
+
 t_run "runs the command and returns its exit status" test_runs_command_and_returns_status
 t_run "hc.log names what each launch phase and supervisor step took" test_hc_log_names_what_each_launch_step_took
 t_run "hc.log is kept to two files of about 1 MiB" test_hc_log_is_kept_to_two_files
@@ -646,5 +699,6 @@ t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 t_run "a volume source swapped after loading is refused, never mounted" test_a_volume_source_swapped_after_loading_is_refused
 t_run "a killed client leaves no zombie, and its exec client holds nothing of the coordinator" test_a_killed_client_leaves_no_zombie
 t_run "a Git Sentry file swapped after planning is refused, never mounted" test_a_git_sentry_file_swapped_after_planning_is_refused
+t_run "a coordinator out of descriptors lets a join wait, and serves it" test_a_coordinator_out_of_descriptors_lets_a_join_wait
 rm -rf "$IMG"
 t_done
