@@ -94,6 +94,7 @@ struct lz_escalation {
 	uint8_t *chunk; /* one chunk's output bytes */
 	bool more;      /* the outbox was not emptied at the last wake */
 	int64_t take_again_at; /* an entry could not be read for now: when to try; 0: none */
+	bool short_logged;     /* that shortage was logged (once until a take succeeds) */
 	uint64_t refusals;
 	uint64_t request_lines;
 };
@@ -835,11 +836,14 @@ static void receive(struct lz_escalation *e)
 			return;
 		}
 		if (r == -EAGAIN) { /* this process's shortage, not the entry's */
-			refused(e, "%s; read again in %d ms", err.msg, RETRY_MS);
+			if (!e->short_logged)
+				request_line(e, "%s; read again every %d ms", err.msg, RETRY_MS);
+			e->short_logged = true;
 			e->more = false;
 			e->take_again_at = lz_now_ms() + RETRY_MS;
 			return;
 		}
+		e->short_logged = false;
 		if (r < 0) {
 			refused(e, "%s; refused", err.msg);
 			continue;

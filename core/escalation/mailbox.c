@@ -113,6 +113,7 @@ static int scan_name(struct lz_mailbox *mb, unsigned *budget, char name[LZ_MAILB
 		int fd = openat(mb->outbox, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		mb->list_failed = fd < 0 || (mb->scan = fdopendir(fd)) == NULL;
 		if (mb->list_failed) {
+			mb->list_errno = errno;
 			if (fd >= 0)
 				close(fd);
 			return -1;
@@ -233,6 +234,12 @@ int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct
 		}
 		remove_entry(mb, name);
 		return r < 0 ? r : 1;
+	}
+	/* A listing that could not start: the entries it would find wait,
+	 * and only a later take reads them. */
+	if (mb->rescan && mb->list_failed && for_now(-mb->list_errno)) {
+		lz_err_set(err, mb->list_errno, "list the escalation outbox: %s", strerror(mb->list_errno));
+		return -EAGAIN;
 	}
 	return 0;
 }

@@ -50,6 +50,7 @@ struct lz_mailbox {
 	unsigned ready_first, ready_n;
 	bool rescan, lost_in_scan; /* a listing is due; names were lost during one */
 	bool list_failed;          /* the last listing could not start */
+	int list_errno;            /* why */
 	void *scan;        /* DIR *: the listing under way */
 	unsigned listings; /* how many were started (tests read it) */
 	unsigned long scanned; /* directory entries the listings read (tests read it) */
@@ -71,8 +72,9 @@ void lz_mailbox_drain_watch(struct lz_mailbox *mb);
  * reported names were gone, or a listing read LZ_MAILBOX_SCAN_PER_TAKE
  * entries, '.' names included: lz_mailbox_pending says more may be, and
  * the listing reads on at the next call), -EAGAIN when this process
- * could not read an entry for now (out of descriptors or memory: err
- * names it; the entry stays, and a later take reads it), -errno for an
+ * could not read an entry or list the outbox for now (out of descriptors
+ * or memory: err names it; the entry stays, and a later take reads it;
+ * the caller takes again later, as nothing else will wake it), -errno for an
  * entry refused (err names it; it is removed too, so the next call moves
  * on). */
 #define LZ_MAILBOX_GONE_PER_TAKE 64

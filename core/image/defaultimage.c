@@ -44,6 +44,9 @@ static int random_name(const char *prefix, char *out, size_t size, struct lz_err
  * relayed to the developer's terminal line by line, escaped, at most
  * this much. */
 #define MMDEBSTRAP_OUTPUT_MAX (4u << 20)
+/* Read at each look (every 250 ms) at most, so the reserve check and the
+ * timeout are never held up; the pipe holds as much meanwhile. */
+#define MMDEBSTRAP_PIPE_BYTES (1 << 20)
 
 struct build_watch {
 	const struct lz_path *build;
@@ -57,7 +60,7 @@ struct build_watch {
 static int reserve_check(void *ctx, struct lz_err *err)
 {
 	struct build_watch *w = ctx;
-	(void)lz_logrelay_pump(&w->relay, w->output, SIZE_MAX);
+	(void)lz_logrelay_pump(&w->relay, w->output, MMDEBSTRAP_PIPE_BYTES);
 	int r = lz_prepare_reserve_check(w->build->fd, NULL, err);
 	return r < 0 ? lz_err_prefix(err, r, "stopped: ") : 0;
 }
@@ -89,6 +92,7 @@ static int run_mmdebstrap(const struct lz_path *tool, const struct lz_path *buil
 	_cleanup_close_ int out_r = pipefd[0], out_w = pipefd[1];
 	if (fcntl(out_r, F_SETFL, O_NONBLOCK) < 0)
 		return lz_err_set(err, errno, "pipe: %s", strerror(errno));
+	(void)fcntl(out_r, F_SETPIPE_SZ, MMDEBSTRAP_PIPE_BYTES); /* a smaller pipe only slows it */
 	struct build_watch w = { .build = build, .output = out_r };
 	lz_logrelay_init(&w.relay, STDERR_FILENO, MMDEBSTRAP_OUTPUT_MAX, "mmdebstrap: ", "mmdebstrap");
 	struct lz_spawn spec = { .label = "mmdebstrap", .exe_fd = -1, .path = tool->canonical, .argv = argv,

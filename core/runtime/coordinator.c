@@ -1327,7 +1327,7 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	/* A full disk, most likely: the generation then ends failed (hc.lua),
 	 * and the next launch's recovery cleans the record. */
 	char line[sizeof(why.msg) + 160];
-	snprintf(line, sizeof(line), "session %s: its end was not recorded: %s", id, why.msg);
+	snprintf(line, sizeof(line), "session %s: its end was not fully recorded: %s", id, why.msg);
 	log_line(line);
 }
 

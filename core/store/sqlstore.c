@@ -413,8 +413,8 @@ static int check_companions(int dir_fd, const struct lz_sqlstore_def *def, bool 
 					  name, def->version, def->noun);
 		if (i != COMPANION_JOURNAL && !log_allowed)
 			return lz_err_set(err, EPROTO,
-					  "found '%s' beside a %s that keeps a rollback journal: another database's "
-					  "log, which would be replayed into it",
+					  "found '%s' beside a %s that has no log of its own (new, or keeping a "
+					  "rollback journal): another database's log, which would be replayed into it",
 					  name, def->noun);
 		if (held && (st[i].st_dev != held->st_dev || st[i].st_ino != held->st_ino))
 			return lz_err_set(err, EPERM, "'%s' was replaced since it was opened", name);
@@ -544,15 +544,28 @@ int lz_sqlstore_use_wal(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *d
 	return 0;
 }
 
+/* Whether another connection holds name, a -shm file: sqlite's
+ * dead-man switch, a read lock on byte 128 for as long as it is open. */
+static bool shm_in_use(int dir_fd, const char *name)
+{
+	_cleanup_close_ int fd = openat(dir_fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 128, .l_len = 1 };
+	return fd >= 0 && fcntl(fd, F_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
 void lz_sqlstore_close(sqlite3 *db, int dir_fd, const struct lz_sqlstore_def *def, const struct lz_sqlstore_files *f)
 {
 	sqlite3_close_v2(db);
 	if (!def->wal || f == NULL || f->wal || db == NULL)
 		return;
 	/* Refused before its log was ours: what this open made goes, unless
-	 * the log holds a commit (the index is sqlite's to rebuild). */
+	 * the log holds a commit (the index is sqlite's to rebuild) or another
+	 * connection (a developer's sqlite3) uses them meanwhile. */
 	char name[NAME_MAX_LEN + 16];
 	struct stat st;
+	snprintf(name, sizeof(name), "%s-shm", def->db_name);
+	if (shm_in_use(dir_fd, name))
+		return;
 	bool log_kept = f->had_wal;
 	if (!f->had_wal) {
 		snprintf(name, sizeof(name), "%s-wal", def->db_name);

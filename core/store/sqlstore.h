@@ -13,9 +13,10 @@
  *    keeps one refuses a WAL database and any -wal or -shm file, and a
  *    wal store refuses them beside a database still in the rollback
  *    format (a log there is another database's: sqlite would replay it).
- *    Once a wal store keeps its log, every recheck requires the very -wal
- *    and -shm files sqlite opened (a log removed or replaced under an open
- *    connection would lose or forge commits). sqlite binds no log to its
+ *    Once a wal store keeps its log, every recheck requires the -wal and
+ *    -shm files found at those names once sqlite had opened them (a log
+ *    removed or replaced under an open connection would lose or forge
+ *    commits). sqlite binds no log to its
  *    database: a -wal copied beside a wal store from another copy of it is
  *    replayed; nothing but this directory's 0700 keeps one out.
  *  - A descriptor-based VFS. sqlite reaches the file as

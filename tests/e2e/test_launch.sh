@@ -509,7 +509,7 @@ test_a_full_storage_root_refuses_clearly() {
 	capture launch sh -c 'dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; echo filled'
 	assert_contains "$OUT" filled
 	assert_no_processes # its coordinator has torn down (failing to record it)
-	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "its end was not recorded" \
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "its end was not fully recorded" \
 		"the session's end the full disk refused, in hc.log"
 	lines=$(cat "$T"/run/lazaret/domains/*/hc.log | wc -l)
 	start=$SECONDS

@@ -762,7 +762,7 @@ int main(void)
 		T(test_lz_mailbox_take__empty_outbox_returns_0),
 		T(test_lz_mailbox_take__regular_file_exact_bytes_and_removed),
 		T(test_lz_mailbox_take__an_entry_unreadable_for_now_is_kept),
-	T(test_lz_mailbox_take__empty_file_is_taken_with_length_0),
+		T(test_lz_mailbox_take__empty_file_is_taken_with_length_0),
 		T(test_lz_mailbox_take__dot_entry_ignored_and_kept),
 		T(test_lz_mailbox_take__exactly_record_max_accepted),
 		T(test_lz_mailbox_take__one_byte_over_record_max_is_e2big_and_removed),

@@ -762,6 +762,31 @@ static void test_lz_dstore_open__foreign_wal_database_refused(void **state)
 	assert_false(exists(f, LZ_DSTORE_DB_NAME "-shm"));
 }
 
+/* A refused open leaves the log and index another connection (a
+ * developer's sqlite3) has open: that connection's commits go there. */
+static void test_lz_dstore_open__refused_open_leaves_another_connections_log(void **state)
+{
+	struct fx *f = *state;
+	char path[PATH_MAX];
+	make_foreign_db(f, "PRAGMA journal_mode = WAL; CREATE TABLE x (y)");
+	sqlite3 *raw = NULL;
+	assert_int_equal(sqlite3_open_v2(pj(path, f, LZ_DSTORE_DB_NAME), &raw, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(raw, "SELECT count(*) FROM x", NULL, NULL, NULL), SQLITE_OK);
+	lz_dstore *h = NULL;
+	FAILS(EPROTO, "no store identity", lz_dstore_open(f->root, &h, &E));
+	assert_true(exists(f, LZ_DSTORE_DB_NAME "-wal"));
+	assert_true(exists(f, LZ_DSTORE_DB_NAME "-shm"));
+	assert_int_equal(sqlite3_exec(raw, "INSERT INTO x VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+	assert_int_equal(sqlite3_open_v2(path, &raw, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *s = NULL;
+	assert_int_equal(sqlite3_prepare_v2(raw, "SELECT count(*) FROM x", -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(s, 0), 1);
+	sqlite3_finalize(s);
+	assert_int_equal(sqlite3_close(raw), SQLITE_OK);
+}
+
 /* A foreign WAL database whose writer was killed: its log holds commits
  * not yet in the file. Refused by its identity, and neither the file nor
  * its log changes (closing would fold the log in). */
@@ -3003,6 +3028,7 @@ int main(void)
 		T(test_lz_dstore_open__dropped_table_refused),
 		TB(test_lz_dstore_open__foreign_wal_database_refused),
 		TB(test_lz_dstore_open__foreign_wal_database_with_its_log_refused_unchanged),
+		TB(test_lz_dstore_open__refused_open_leaves_another_connections_log),
 		T(test_lz_dstore_open__a_log_beside_a_rollback_journal_store_refused),
 		T(test_lz_dstore_open__keeps_a_write_ahead_log),
 		T(test_lz_dstore_open__rollback_journal_store_switched),
