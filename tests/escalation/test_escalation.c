@@ -176,6 +176,19 @@ static void stderr_restore(int saved)
 	close(saved);
 }
 
+/* How many lines of the log hold needle. */
+static int lines_with(const char *log, const char *needle)
+{
+	FILE *in = fopen(log, "r");
+	assert_non_null(in);
+	char line[1200];
+	int n = 0;
+	while (fgets(line, sizeof(line), in) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(in);
+	return n;
+}
+
 /* The prompt of a request the sandbox cancels goes down even when its
  * job ended in the same batch, and an answer to it approves nothing: not
  * the request that took its slot since. */
@@ -444,13 +457,7 @@ static void test_lz_escalation__a_flooded_outbox_is_read_to_its_end_and_logged_i
 	char *argv[] = { "/usr/bin/true" };
 	put_request(f, "request", 0xf6, argv, 1);
 	assert_true(routed_after_wake(f, log));
-	FILE *in = fopen(log, "r");
-	assert_non_null(in);
-	char line[1200];
-	int refused = 0;
-	while (fgets(line, sizeof(line), in) != NULL)
-		refused += strstr(line, "refused") != NULL;
-	fclose(in);
+	int refused = lines_with(log, "refused");
 	if (refused < 1 || refused > 64)
 		fail_msg("%d refusal lines for 2,000 junk entries", refused);
 }
@@ -1048,14 +1055,7 @@ static void test_lz_escalation__a_request_unreadable_for_now_is_read_again(void 
 	spin(f, 400);
 	stderr_restore(saved);
 	assert_true(lz_escalation_next_route(f->esc, &rq));
-	FILE *l = fopen(log, "r");
-	assert_non_null(l);
-	char line[512];
-	int said = 0;
-	while (fgets(line, sizeof(line), l) != NULL)
-		said += strstr(line, "read again every 250 ms") != NULL;
-	fclose(l);
-	assert_int_equal(said, 1);
+	assert_int_equal(lines_with(log, "read again every 250 ms"), 1);
 }
 
 /* Approved, then cancelled while its host process still opens the
