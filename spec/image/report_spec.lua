@@ -214,9 +214,10 @@ describe("lazaret.image.report", function()
       assert.equal('{"images":[]}\n', report.list_json({}))
     end)
 
-    it("escapes sources as JSON strings, a backslash doubled as in text", function()
-      local out = report.list_json({ row({ source = 'oci:/a "b"\\c' }) })
-      assert.matches('"source":"oci:/a \\"b\\"\\\\\\\\c"', out, 1, true)
+    it("escapes sources as JSON strings", function()
+      -- (a backslash goes through the C escaper: report_escape_spec.lua)
+      local out = report.list_json({ row({ source = 'oci:/a "b"' }) })
+      assert.matches('"source":"oci:/a \\"b\\""', out, 1, true)
     end)
   end)
 
