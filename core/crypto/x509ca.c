@@ -18,7 +18,6 @@
 
 /* The CA and the coordinator's leaf outlive any generation's serving. */
 #define CA_SECONDS (366L * 24 * 3600)
-
 #define URI_PREFIX "urn:lazaret:control:"
 #define URI_MAX (sizeof(URI_PREFIX) + 64 + 1 + 20 + 1 + 2 * LZ_X509_CLIENT_ID_LEN + 1)
 
@@ -68,8 +67,8 @@ static bool leaf_extensions(X509 *x, X509 *ca, const char *purpose, const char *
 }
 
 /* A certificate with a random serial, the CA's name as issuer, the given
- * subject CN and validity; its extensions are the caller's. */
-/* Valid from backdate seconds before now until seconds after it. */
+ * subject CN, valid from backdate seconds before now until seconds after
+ * it; its extensions are the caller's. */
 static X509 *skeleton(const X509_NAME *issuer, const char *cn, EVP_PKEY *subject_key, time_t now, long backdate,
 		      long seconds)
 {
@@ -131,7 +130,8 @@ int lz_x509ca_new(const struct lz_sigkey *ca_key, const uint8_t domain_id[32], u
 	ca->generation = generation;
 	char cn[64];
 	snprintf(cn, sizeof(cn), "Lazaret control CA, generation %" PRIu64, generation);
-	if ((ca->key = lz_sigkey_evp(ca_key)) == NULL || (ca->cert = skeleton(NULL, cn, ca->key, now, LZ_X509_BACKDATE_SECONDS, CA_SECONDS)) == NULL ||
+	if ((ca->key = lz_sigkey_evp(ca_key)) == NULL ||
+	    (ca->cert = skeleton(NULL, cn, ca->key, now, LZ_X509_BACKDATE_SECONDS, CA_SECONDS)) == NULL ||
 	    !add_ext(ca->cert, NULL, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
 	    !add_ext(ca->cert, NULL, NID_key_usage, "critical,keyCertSign,cRLSign") ||
 	    !add_ext(ca->cert, NULL, NID_subject_key_identifier, "hash") || X509_sign(ca->cert, ca->key, NULL) <= 0) {

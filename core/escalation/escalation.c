@@ -892,13 +892,12 @@ size_t lz_escalation_pollfds(const struct lz_escalation *e, struct pollfd *pf, i
 			pf[n++] = (struct pollfd){ .fd = e->dying[i].pidfd, .events = POLLIN };
 	if (e->more) /* the rest of the outbox, at once */
 		*timeout_ms = 0;
+	int64_t now = lz_now_ms();
 	if (e->take_again_at > 0) {
-		int64_t left = e->take_again_at - lz_now_ms();
-		int wait = left > 0 ? (int)left : 0;
+		int wait = e->take_again_at > now ? (int)(e->take_again_at - now) : 0;
 		if (*timeout_ms < 0 || wait < *timeout_ms)
 			*timeout_ms = wait;
 	}
-	int64_t now = lz_now_ms();
 	for (size_t i = 0; i < LZ_ESC_MAX_JOBS; i++) {
 		const struct job *j = &e->jobs[i];
 		if (j->unposted != NULL && (*timeout_ms < 0 || *timeout_ms > RETRY_MS))

@@ -207,13 +207,6 @@ static int read_entry(int outbox, const char *name, uint8_t *buf, size_t *ret_le
 	return 0;
 }
 
-/* A failure of this process, not of the entry: out of descriptors or
- * memory for now. */
-static bool for_now(int r)
-{
-	return r == -EMFILE || r == -ENFILE || r == -ENOMEM || r == -ENOBUFS || r == -EAGAIN || r == -EINTR;
-}
-
 int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct lz_err *err)
 {
 	char name[LZ_MAILBOX_NAME_MAX];
@@ -224,7 +217,7 @@ int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct
 		int r = read_entry(mb->outbox, name, buf, ret_len, err);
 		if (r == -ENOENT)
 			continue; /* taken already (reported twice), or gone */
-		if (for_now(r)) {
+		if (lz_err_for_now(r)) { /* this process's shortage, not the entry's */
 			/* Kept, unread: a listing finds it again (one under way
 			 * may have passed it). A request removed here would
 			 * never be answered. */
@@ -237,7 +230,7 @@ int lz_mailbox_take(struct lz_mailbox *mb, uint8_t *buf, size_t *ret_len, struct
 	}
 	/* A listing that could not start: the entries it would find wait,
 	 * and only a later take reads them. */
-	if (mb->rescan && mb->list_failed && for_now(-mb->list_errno)) {
+	if (mb->rescan && mb->list_failed && lz_err_for_now(-mb->list_errno)) {
 		lz_err_set(err, mb->list_errno, "list the escalation outbox: %s", strerror(mb->list_errno));
 		return -EAGAIN;
 	}

@@ -351,14 +351,6 @@ static bool is_dir(const struct rt_inode *i)
 	return S_ISDIR(i->type);
 }
 
-/* Whether an error leaves a directory's cached entries unvisited for
- * want of a resource the router may have again later (a retry). The
- * others mean there is nothing there to visit. */
-static bool for_now(int rc)
-{
-	return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM || rc == -EAGAIN || rc == -EINTR ||
-	       rc == -ENOBUFS;
-}
 
 /* Visits the entries of one directory the kernel holds, in both backings.
  * Returns false when it could not for now. */
@@ -378,11 +370,13 @@ static bool invalidate_dir(struct inval_scan *s, struct rt_inode *d)
 		if (rc < 0 && d->backing != (enum rt_backing)b)
 			continue;
 		int fd = rt_open_side_rd(s->r, d, (enum rt_backing)b, path, len);
+		/* A shortage leaves the entries unvisited, for a retry; any
+		 * other failure means there is nothing there to visit. */
 		if (fd < 0) {
-			done &= !for_now(fd);
+			done &= !lz_err_for_now(fd);
 			continue;
 		}
-		done &= !for_now(rt_scan_names(fd, inval_one, s));
+		done &= !lz_err_for_now(rt_scan_names(fd, inval_one, s));
 		close(fd);
 	}
 	return done;

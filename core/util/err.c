@@ -1,5 +1,6 @@
 #include "util/err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,4 +49,10 @@ void lz_err_clear(struct lz_err *err)
 		err->code = 0;
 		err->msg[0] = '\0';
 	}
+}
+
+bool lz_err_for_now(int ret)
+{
+	return ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM || ret == -ENOBUFS || ret == -EAGAIN ||
+	       ret == -EINTR;
 }

@@ -7,6 +7,7 @@
 #ifndef LZ_UTIL_ERR_H
 #define LZ_UTIL_ERR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define LZ_ERR_MSG_MAX 512
@@ -26,5 +27,10 @@ int lz_err_prefix(struct lz_err *err, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 void lz_err_clear(struct lz_err *err);
+
+/* Whether ret (-errno) is this process short of something for now (out of
+ * descriptors or memory, an interrupted or would-block call) rather than
+ * an answer about what it asked for: worth asking again later. */
+bool lz_err_for_now(int ret);
 
 #endif
