@@ -10,8 +10,12 @@
  *   coordinator.notify(line)       [-1, +0, e]
  *       The HC's startup report to the CLI that started it: writes line to
  *       standard output, then points standard output at /dev/null.
- *   coordinator.detach()           [-0, +1, -] -> true
- *       The HC's own session, so it outlives the terminal.
+ *   coordinator.detach()           [-0, +1|3, -] -> true | nil, msg, errno
+ *       The HC's own session, so it outlives the terminal; from then on
+ *       SIGTERM, SIGINT and SIGHUP ask it to stop (core/proc/stopreq.h).
+ *   coordinator.stop_requested()   [-0, +1, -] -> "SIGTERM" | ... | nil
+ *       The stop signal that came, if one did: the launch stops at its
+ *       next step (hc.lua); session.serve ends by itself.
  *   coordinator.usage()            [-0, +2, -] -> page faults, CPU ms
  *       This process's so far (getrusage): hc.log's account of a launch.
  *   hc:begin()                     [-0, +1|3, e] -> true | nil, msg, errno
@@ -48,6 +52,7 @@
 #include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -55,6 +60,7 @@
 
 #include "l_util.h"
 #include "modules.h"
+#include "proc/stopreq.h"
 #include "runtime/anchorreset.h"
 #include "runtime/coordinator.h"
 
@@ -432,8 +438,22 @@ static int coordinator_usage(lua_State *L)
 
 static int coordinator_detach(lua_State *L)
 {
+	struct lz_err err = { 0, "" };
 	(void)setsid();
+	int r = lz_stopreq_catch(&err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
 	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int coordinator_stop_requested(lua_State *L)
+{
+	int sig = lz_stopreq_signal();
+	if (sig == 0)
+		lua_pushnil(L);
+	else
+		lua_pushfstring(L, "SIG%s", sigabbrev_np(sig));
 	return 1;
 }
 
@@ -444,6 +464,7 @@ int luaopen_lazaret_coordinator(lua_State *L)
 		{ "notify", coordinator_notify },
 		{ "detach", coordinator_detach },
 		{ "usage", coordinator_usage },
+		{ "stop_requested", coordinator_stop_requested },
 		{ NULL, NULL },
 	};
 	static const luaL_Reg methods[] = {

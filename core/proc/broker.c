@@ -6,6 +6,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +181,11 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 {
 	char c = 0;
 	ssize_t n;
+	sigset_t none;
+	/* A child runs with every signal's default, as lz_spawn's do: the
+	 * caller may hold some blocked (proc/stopreq.h). */
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	do
 		n = read(barrier, &c, 1);
 	while (n < 0 && errno == EINTR);

@@ -35,6 +35,7 @@
 #include "proc/caps.h"
 #include "proc/keeper.h"
 #include "proc/nsident.h"
+#include "proc/stopreq.h"
 #include "proc/userns.h"
 #include "router/gitlib.h"
 #include "runtime/anchorreset.h"
@@ -1946,7 +1947,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 {
 	if (no_batch(hc, "serve sessions", err) < 0)
 		return -EBUSY;
-	enum { FIXED = 4, MAX_FDS = FIXED + LZ_ESC_POLLFDS + LZ_SESSION_POLLFDS * LZ_HC_MAX_SESSIONS };
+	enum { FIXED = 5, MAX_FDS = FIXED + LZ_ESC_POLLFDS + LZ_SESSION_POLLFDS * LZ_HC_MAX_SESSIONS };
 	struct pollfd pf[MAX_FDS];
 	struct lz_session *owner[MAX_FDS];
 	_cleanup_free_ uint8_t *buf = malloc(LZ_WIRE_MAX);
@@ -1956,9 +1957,21 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 		return lz_err_set(err, ENOMEM, "out of memory");
 	if (hc->listen_fd < 0 || hc->rs_state != RS_RUNNING)
 		return lz_err_set(err, EPROTO, "serving needs a published generation and its Runtime Supervisor");
+	const char *refusal = NULL; /* what a session still running is told at the end */
 	for (;;) {
 		if (!sessions_active(hc) && (hc->ever_served || lz_remaining_ms(started + LZ_HC_IDLE_GRACE_MS) == 0))
 			break;
+		int stop = lz_stopreq_signal();
+		if (stop != 0) {
+			/* An orderly end, not a loss: the generation is torn down
+			 * and recorded stopped. */
+			snprintf(err->msg, sizeof(err->msg),
+				 "the Domain's Host Coordinator was told to stop (SIG%s); the sandbox was stopped",
+				 sigabbrev_np(stop));
+			refusal = err->msg;
+			log_line(err->msg);
+			break;
+		}
 		size_t n = 0;
 		int timeout = hc->ever_served ? -1 : lz_remaining_ms(started + LZ_HC_IDLE_GRACE_MS);
 		int paused = hc->accept_paused_until > 0 ? lz_remaining_ms(hc->accept_paused_until) : 0;
@@ -1970,6 +1983,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 		pf[n++] = (struct pollfd){ .fd = hc->control_fd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->rs.pidfd, .events = POLLIN };
 		pf[n++] = (struct pollfd){ .fd = hc->leader_watch, .events = POLLIN };
+		pf[n++] = (struct pollfd){ .fd = lz_stopreq_fd(), .events = POLLIN };
 		size_t n_esc = lz_escalation_pollfds(hc->esc, pf + n, &timeout);
 		n += n_esc;
 		size_t first_session = n;
@@ -1983,10 +1997,12 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			if (errno == EINTR)
 				continue;
 			r = lz_err_set(err, errno, "poll: %s", strerror(errno));
+			refusal = err->msg;
 			break;
 		}
 		if (pf[1].revents || pf[2].revents) {
 			r = rs_ended(hc, err);
+			refusal = err->msg;
 			break;
 		}
 		lz_escalation_handle(hc->esc, pf + FIXED, n_esc);
@@ -2059,8 +2075,8 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 	withdraw(hc);
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++)
 		if (lz_session_busy(&hc->sessions[i])) {
-			if (hc->sessions[i].client >= 0)
-				lz_session_refuse(&hc->sessions[i], EPIPE, err->msg);
+			if (hc->sessions[i].client >= 0 && refusal != NULL)
+				lz_session_refuse(&hc->sessions[i], EPIPE, refusal);
 			session_end(hc, &hc->sessions[i]);
 		}
 	return r;

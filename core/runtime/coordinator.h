@@ -205,9 +205,10 @@ struct lz_hc_route {
 typedef void lz_hc_router(void *ctx, const struct lz_hc_route_query *q, struct lz_hc_route *ret);
 
 /* Client Sessions (spec 3.4) until the last one ended (or none came within
- * LZ_HC_IDLE_GRACE_MS); -EPIPE when the RS was lost. The socket is closed
- * and every session ended before it returns. Escalation requests are
- * routed through router (ctx passed back). */
+ * LZ_HC_IDLE_GRACE_MS), or a stop signal came (proc/stopreq.h: 0, the
+ * sessions still running told so); -EPIPE when the RS was lost. The socket
+ * is closed and every session ended before it returns. Escalation requests
+ * are routed through router (ctx passed back). */
 int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err);
 
 /* ---- Domain Store transitions (domainstore.h; the rules above) ----------- */

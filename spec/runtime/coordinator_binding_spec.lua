@@ -117,7 +117,8 @@ describe("lazaret.core.coordinator", function()
       names[#names + 1] = k .. ":" .. type(v)
     end
     table.sort(names)
-    assert.are.same({ "detach:function", "notify:function", "open:function", "usage:function" }, names)
+    assert.are.same({ "detach:function", "notify:function", "open:function", "stop_requested:function",
+                      "usage:function" }, names)
     names = {}
     for k, v in pairs(dstore) do
       names[#names + 1] = k .. ":" .. type(v)

@@ -251,6 +251,23 @@ describe("lazaret.runtime.hc", function()
       assert.are.same({}, log)
     end)
 
+    it("stops after the phase under way once a stop signal came, and not before", function()
+      local h, log = fakes()
+      local stop, laps = nil, {}
+      local coordinator = { stop_requested = function() return stop end }
+      local lap = hcm.lap_unless_stopped(coordinator, function(name)
+        laps[#laps + 1] = name
+        if name == "supervisor" then stop = "SIGTERM" end
+      end)
+      local ok, e = pcall(hcm.launch, h, lap)
+      assert.is_false(ok)
+      assert.are.same({ "lease", "supervisor" }, laps)
+      assert.are.equal("after supervisor", e.step)
+      assert.are.equal("the Domain's Host Coordinator was told to stop (SIGTERM) while starting the sandbox", e.msg)
+      assert.are.equal(require("lazaret.core.errno").EINTR, e.errno)
+      assert.are.equal("rs:spawn()", log[#log], "a step ran after the stop")
+    end)
+
     it("publishes last and only once", function()
       local h, log = fakes()
       hcm.launch(h)

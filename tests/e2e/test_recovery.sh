@@ -117,6 +117,78 @@ kill_role_during_serve() {
 	assert_recovered
 }
 
+# A stop signal (SIGTERM, SIGINT, SIGHUP: a host shutdown, `kill`) is an
+# orderly end, not a loss: the session's client is told why, the sandbox
+# is torn down, the generation is recorded stopped, and the next launch
+# has nothing to recover.
+stop_coordinator_during_serve() {
+	local sig=$1 cli hc=""
+	(launch sleep 60 >/dev/null 2>"$T/serve.err") &
+	cli=$!
+	for _ in $(seq 300); do
+		[ -n "$(pid_of runsc-exec)" ] && hc=$(pid_of hc) && [ -n "$hc" ] && break
+		sleep 0.1
+	done
+	[ -n "$hc" ] || fail "no coordinator while serving"
+	kill -"$sig" "$hc"
+	local st=0
+	wait_for_cli "$cli" || st=$?
+	[ "$st" != 0 ] || fail "the session reported success although its coordinator was stopped"
+	assert_contains "$(cat "$T/serve.err")" "the Domain's Host Coordinator was told to stop (SIG$sig); the sandbox was stopped"
+	local log
+	log=$(log_once_ended)
+	assert_contains "$log" "generation ended cleanly"
+	assert_eq stopped "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select state from generations order by generation desc limit 1")" "the generation's record"
+	assert_recovered
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "lost generation"
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "left by a lost coordinator"
+}
+
+# wait_for_cli PID: its exit status, or a failure after 30 s.
+wait_for_cli() {
+	for _ in $(seq 300); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -9 "$1"
+		fail "the CLI did not end within 30 s"
+	fi
+	wait "$1"
+}
+
+# The same signal while the launch is under way: it stops after the phase
+# it is in, takes back what was built, and says why.
+test_sigterm_while_starting_ends_the_launch_in_order() {
+	local cli hc=""
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "LAZARET_TEST_FAULT=hc-stop-after-spawn" "$LAZARET_FAULTS" test \
+		--config "$CFG" -- echo served >"$T/start.out" 2>"$T/start.err") &
+	cli=$!
+	for _ in $(seq 300); do
+		hc=$(pid_of hc)
+		[ -n "$hc" ] && [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" = T ] && break
+		sleep 0.1
+	done
+	[ -n "$hc" ] && [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" = T ] ||
+		fail "the coordinator never stopped after the spawn"
+	[ -n "$(pid_of supervisor)" ] || fail "no supervisor after the spawn"
+	kill -TERM "$hc"
+	kill -CONT "$hc"
+	local st=0
+	wait_for_cli "$cli" || st=$?
+	[ "$st" != 0 ] || fail "the launch succeeded although its coordinator was told to stop"
+	assert_not_contains "$(cat "$T/start.out")" "served"
+	assert_contains "$(cat "$T/start.err")" "the Domain's Host Coordinator was told to stop (SIGTERM) while starting the sandbox"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "after supervisor failed: the Domain's Host Coordinator was told to stop (SIGTERM)"
+	assert_eq failed "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+		"select state from generations order by generation desc limit 1")" "the stopped launch's generation"
+	assert_recovered
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "lost generation"
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "left by a lost coordinator"
+}
+
 # Spec 3.3: every recorded identity is the host's PID of that very process
 # (its start time in the host's /proc equals the recorded one), the
 # Runtime Supervisor's children included: they live in its PID namespace,
@@ -338,6 +410,13 @@ for step in after-intent after-spawn after-stage after-commit after-publish in-t
 			"test_kill_${role}_${step//-/_}"
 	done
 done
+for sig in TERM INT HUP; do
+	eval "test_sig${sig,,}_during_serve_ends_the_generation_in_order() { stop_coordinator_during_serve $sig; }"
+	t_run "SIG$sig to the coordinator while a session is served: told, torn down, recorded stopped" \
+		"test_sig${sig,,}_during_serve_ends_the_generation_in_order"
+done
+t_run "SIGTERM to the coordinator while it starts: the launch ends in order, saying why" \
+	test_sigterm_while_starting_ends_the_launch_in_order
 for role in hc supervisor runsc gofer sandbox slirp4netns exec-client runsc-exec router; do
 	eval "test_kill_${role//-/_}_during_serve() { kill_role_during_serve $role; }"
 	t_run "kill -9 of the $role while a session is served; the Domain recovers" "test_kill_${role//-/_}_during_serve"

@@ -243,6 +243,21 @@ local function report_failure(coordinator, msg, code)
   coordinator.notify(string_format("error %d %s\n", code or errno.EIO, msg))
 end
 
+-- lap, and then the launch stops if a stop signal came (SIGTERM, SIGINT,
+-- SIGHUP): the teardown takes back what the phases built. Once published,
+-- session.serve ends by itself on one.
+function M.lap_unless_stopped(coordinator, lap)
+  return function(name)
+    lap(name)
+    local sig = coordinator.stop_requested()
+    if sig then
+      error({ step = "after " .. name,
+              msg = "the Domain's Host Coordinator was told to stop (" .. sig .. ") while starting the sandbox",
+              errno = errno.EINTR }, 0)
+    end
+  end
+end
+
 -- h: the views of one open coordinator handle.
 function M.views(hc)
   return {
@@ -274,7 +289,11 @@ function M.main(cmd)
   local config = require("lazaret.core.config")
   local session = require("lazaret.core.session")
   local lap, summary = M.stopwatch()
-  coordinator.detach()
+  local detached, dmsg, dcode = coordinator.detach()
+  if not detached then
+    report_failure(coordinator, dmsg, dcode)
+    return 1
+  end
   local cfg <close>, msg, code = config.load({
     config = cmd.config, profile = cmd.profile, workspace = cmd.workspace,
   })
@@ -321,7 +340,7 @@ function M.main(cmd)
   log("generation " .. hc:generation() .. " starting")
 
   lap("generation begun")
-  local launched, e = pcall(M.launch, h, lap)
+  local launched, e = pcall(M.launch, h, M.lap_unless_stopped(coordinator, lap))
   if not launched then
     if type(e) ~= "table" then e = { step = "launch", msg = e, errno = errno.EIO } end
     log(e.step .. " failed: " .. e.msg)
