@@ -34,10 +34,16 @@ host_git_everywhere() {
 	done
 }
 
-# refused_inside WHAT SCRIPT: SCRIPT (sh) fails inside the sandbox.
+# (An append goes through cat: busybox's printf does not report a write
+# error, the router's refusal of an append to a Git control file.)
+# refused_inside WHAT SCRIPT [WHY]: SCRIPT (sh) ran inside the sandbox and
+# failed there, saying WHY (default: the router's EPERM), not for any
+# other reason (a launch that failed, a command missing from the image).
 refused_inside() {
-	capture launch sh -c "$2"
+	capture launch sh -c "echo started; $2"
 	[ "$STATUS" != 0 ] || fail "$1 succeeded"
+	assert_contains "$OUT" started "$1: the sandbox did not run it (status $STATUS, stderr: $ERR)"
+	assert_contains "$ERR" "${3:-Operation not permitted}" "$1: refused for another reason (status $STATUS)"
 }
 
 assert_nothing_ran() {
@@ -95,7 +101,7 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 	hgit -C "$WS/inner" commit -q --allow-empty -m inner
 	local before
 	before=$(cat "$WS/inner/.git/config")
-	refused_inside "appending to inner/.git/config" "cd /workspace/inner && printf '$(evil_cfg inner)' >> .git/config"
+	refused_inside "appending to inner/.git/config" "cd /workspace/inner && printf '$(evil_cfg inner)' > /tmp/evil && cat /tmp/evil >> .git/config"
 	refused_inside "writing an inner hook" "cd /workspace/inner && printf '$(evil_hook inner-hook)' > .git/hooks/pre-commit"
 	refused_inside "moving inner/.git aside" "cd /workspace && mv inner/.git inner/g && mkdir inner/.git"
 	refused_inside "moving the nested repository" "cd /workspace && mv inner moved"
@@ -103,8 +109,9 @@ test_existing_nested_repository_config_and_hooks_are_refused() {
 	# automount or a hung mount there would stall it), or at grafts.
 	refused_inside "writing alternates" "cd /workspace/inner && mkdir -p .git/objects/info &&
 		echo /net/elsewhere/objects > .git/objects/info/alternates"
+	refused_inside "removing objects/info" "cd /workspace/inner && rm -rf .git/objects/info"
 	refused_inside "moving alternates in" "cd /workspace/inner && mkdir -p x && echo /net/x > x/alternates &&
-		rm -rf .git/objects/info && mv x .git/objects/info"
+		mv x/alternates .git/objects/info/alternates"
 	refused_inside "writing grafts" "cd /workspace && mkdir -p .git/info && echo > .git/info/grafts"
 	# Nothing in a Git directory becomes a link host Git would follow out
 	# of the repository (a reflog linked to a shell's startup file), nor a
@@ -152,8 +159,10 @@ test_submodule_config_is_refused_and_update_works() {
 	# behind the recorded commit, which is already in its object store
 	# (the sandbox cannot reach $T/src)
 	git -C "$WS/mod" checkout -q HEAD~1
-	refused_inside "appending to .git/modules/mod/config" "cd /workspace && printf '$(evil_cfg module)' >> .git/modules/mod/config"
+	refused_inside "appending to .git/modules/mod/config" "cd /workspace && printf '$(evil_cfg module)' > /tmp/evil && cat /tmp/evil >> .git/modules/mod/config"
 	refused_inside "writing a submodule hook" "cd /workspace && printf '$(evil_hook module-hook)' > .git/modules/mod/hooks/post-checkout"
+	[ ! -e "$WS/.git/modules/mod/hooks/post-checkout" ] || fail "the submodule hook reached the host"
+	assert_not_contains "$(cat "$WS/.git/modules/mod/config")" pwned ".git/modules/mod/config changed"
 	capture launch sh -c "cd /workspace && git submodule update -q && cat mod/s.txt"
 	assert_eq 0 "$STATUS" "submodule update inside (stderr: $ERR)"
 	assert_eq s2 "$OUT"
@@ -164,9 +173,13 @@ test_submodule_config_is_refused_and_update_works() {
 test_worktree_commondir_is_refused() {
 	make_repo
 	hgit -C "$WS" worktree add -q "$T/wt"
+	local before
+	before=$(cat "$WS/.git/worktrees/wt/commondir")
 	refused_inside "rewriting a linked worktree's commondir" "cd /workspace && mkdir fake && printf '$(evil_cfg worktree)' > fake/config &&
 		echo /workspace/fake > .git/worktrees/wt/commondir"
 	refused_inside "writing a linked worktree's config.worktree" "cd /workspace && printf '$(evil_cfg worktree-cfg)' > .git/worktrees/wt/config.worktree"
+	assert_eq "$before" "$(cat "$WS/.git/worktrees/wt/commondir")" "the worktree's commondir changed"
+	[ ! -e "$WS/.git/worktrees/wt/config.worktree" ] || fail "config.worktree reached the host"
 	host_git_everywhere "$WS" "$T/wt"
 	assert_nothing_ran
 }
@@ -177,7 +190,7 @@ test_included_and_named_files_are_refused() {
 	mkdir "$WS/.husky"
 	git -C "$WS" config include.path ../shared.gitconfig
 	git -C "$WS" config core.hooksPath .husky
-	refused_inside "appending to the included file" "cd /workspace && printf '$(evil_cfg include)' >> shared.gitconfig"
+	refused_inside "appending to the included file" "cd /workspace && printf '$(evil_cfg include)' > /tmp/evil && cat /tmp/evil >> shared.gitconfig"
 	refused_inside "replacing the included file" "cd /workspace && printf '$(evil_cfg include2)' > other && mv other shared.gitconfig"
 	refused_inside "writing a hook under core.hooksPath" "cd /workspace && printf '$(evil_hook husky)' > .husky/pre-commit && chmod +x .husky/pre-commit"
 	refused_inside "replacing the core.hooksPath directory" "cd /workspace && mkdir h2 && printf '$(evil_hook husky2)' > h2/pre-commit &&

@@ -175,7 +175,10 @@ test_host_ignored_content_is_hidden() {
 	capture launch sh -c 'cat /workspace/secret.log'
 	[ "$STATUS" != 0 ] || fail "the sandbox read an ignored host file: $OUT"
 	assert_not_contains "$OUT" host-secret
-	capture launch sh -c 'ls -a /workspace; ls /workspace/node_modules 2>&1'
+	assert_contains "$ERR" "No such file or directory" "absent, not refused for another reason"
+	capture launch sh -c 'ls -a /workspace && echo listed; ls /workspace/node_modules 2>&1'
+	assert_contains "$OUT" listed "listing (stderr: $ERR)"
+	assert_contains "$OUT" tracked.txt "the listing lists the workspace"
 	assert_not_contains "$OUT" secret.log "listing shows the hidden host file"
 	assert_not_contains "$OUT" hostpkg "listing shows host node_modules content"
 	# Writing the same name creates the isolated object, the host's stays.
