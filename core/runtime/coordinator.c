@@ -204,8 +204,14 @@ int lz_hc_batch_end(lz_hc *hc, struct lz_err *err)
 /* ---- ownership -------------------------------------------------------------- */
 
 /* A line for hc.log, escaped: an error may name what the sandbox made. */
-static void log_line(const char *line)
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...)
 {
+	char line[LZ_ERR_MSG_MAX + 256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
 	lz_escape_report_stderr(NULL, line);
 }
 
@@ -484,7 +490,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 		return r;
 	struct lz_err rotate = { 0, "" };
 	if (lz_rundir_rotate_log(hc->runtime_domain, STDERR_FILENO, LZ_RUNDIR_LOG_KEEP, &rotate) < 0)
-		log_line(rotate.msg); /* the log grows on; the launch does not stop for it */
+		log_line("%s", rotate.msg); /* the log grows on; the launch does not stop for it */
 	if ((r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
 			     "free space on that file system (`lazaret image gc` removes images no Domain "
 			     "uses; what the sandbox keeps is in the Domain's directory there)",
@@ -518,7 +524,7 @@ static void escalation_ended(void *ctx, const char *hex)
 	lz_hc *hc = ctx;
 	struct lz_err err;
 	if (lz_dstore_escalation_end(hc->store, hc->gen, hex, &err) < 0)
-		log_line(err.msg);
+		log_line("%s", err.msg);
 }
 
 /* What a child that keeps running the coordinator's image (the RS, a
@@ -1327,9 +1333,7 @@ static void session_end(lz_hc *hc, struct lz_session *s)
 	}
 	/* A full disk, most likely: the generation then ends failed (hc.lua),
 	 * and the next launch's recovery cleans the record. */
-	char line[sizeof(why.msg) + 160];
-	snprintf(line, sizeof(line), "session %s: its end was not fully recorded: %s", id, why.msg);
-	log_line(line);
+	log_line("session %s: its end was not fully recorded: %s", id, why.msg);
 }
 
 /* The exec client ended: the session's host requests end with it (spec
@@ -1544,9 +1548,7 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
  * reason goes to hc.log, nothing else changes. */
 static void refuse_connection(lz_hc *hc, struct lz_session *s, const char *reason)
 {
-	char line[LZ_ERR_MSG_MAX + 64];
-	snprintf(line, sizeof(line), "control connection refused: %s", reason);
-	log_line(line);
+	log_line("control connection refused: %s", reason);
 	session_end(hc, s);
 }
 
@@ -1644,12 +1646,9 @@ static void accept_client(lz_hc *hc)
 	if (fd < 0) {
 		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
 			hc->accept_paused_until = lz_now_ms() + ACCEPT_PAUSE_MS;
-			if (!hc->accept_pause_logged) {
-				char line[160];
-				snprintf(line, sizeof(line), "control connections wait: %s (accepted again every %d ms)",
-					 strerror(errno), ACCEPT_PAUSE_MS);
-				log_line(line);
-			}
+			if (!hc->accept_pause_logged)
+				log_line("control connections wait: %s (accepted again every %d ms)", strerror(errno),
+					 ACCEPT_PAUSE_MS);
 			hc->accept_pause_logged = true;
 		}
 		return;
@@ -1670,7 +1669,7 @@ static void accept_client(lz_hc *hc)
 		struct lz_tlschan *tls = NULL;
 		struct lz_err err = { 0, "" };
 		if (lz_admission_channel(hc->admission, fd, &tls, &err) < 0) {
-			log_line(err.msg);
+			log_line("%s", err.msg);
 			close(fd);
 			return;
 		}
@@ -1969,7 +1968,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 				 "the Domain's Host Coordinator was told to stop (SIG%s); the sandbox was stopped",
 				 sigabbrev_np(stop));
 			refusal = err->msg;
-			log_line(err->msg);
+			log_line("%s", err->msg);
 			break;
 		}
 		size_t n = 0;
