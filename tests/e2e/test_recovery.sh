@@ -69,26 +69,38 @@ pid_of() {
 	esac
 }
 
-kill_role_during_serve() {
-	local role=$1 cli pid=""
-	(launch sleep 60 >/dev/null 2>"$T/serve.err") &
-	cli=$!
-	# Served: the session's runsc exec runs.
+# wait_for_cli PID: its exit status, or a failure after 30 s.
+wait_for_cli() {
 	for _ in $(seq 300); do
-		[ -n "$(pid_of runsc-exec)" ] && pid=$(pid_of "$role") && [ -n "$pid" ] && break
+		kill -0 "$1" 2>/dev/null || break
 		sleep 0.1
 	done
-	[ -n "$pid" ] || fail "no $role process while serving"
-	kill -9 "$pid"
-	for _ in $(seq 300); do
-		kill -0 "$cli" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$cli" 2>/dev/null; then
-		kill -9 "$cli"
-		fail "the session outlived its $role by 30 s"
+	if kill -0 "$1" 2>/dev/null; then
+		kill -9 "$1"
+		fail "the CLI did not end within 30 s"
 	fi
-	wait "$cli" || true
+	wait "$1"
+}
+
+# serving ROLE: `sleep 60` in a session (its stderr in $T/serve.err),
+# until it is served (its runsc exec runs) and ROLE has a process: CLI is
+# the session's client, PID that process.
+serving() {
+	(launch sleep 60 >/dev/null 2>"$T/serve.err") &
+	CLI=$!
+	PID=""
+	for _ in $(seq 300); do
+		[ -n "$(pid_of runsc-exec)" ] && PID=$(pid_of "$1") && [ -n "$PID" ] && break
+		sleep 0.1
+	done
+	[ -n "$PID" ] || fail "no $1 process while serving"
+}
+
+kill_role_during_serve() {
+	local role=$1
+	serving "$role"
+	kill -9 "$PID"
+	wait_for_cli "$CLI" || true
 	# A loss of the generation's own processes ends it failed, and hc.log
 	# says which (a lost session process ends only its session).
 	local why=""
@@ -122,17 +134,10 @@ kill_role_during_serve() {
 # is torn down, the generation is recorded stopped, and the next launch
 # has nothing to recover.
 stop_coordinator_during_serve() {
-	local sig=$1 cli hc=""
-	(launch sleep 60 >/dev/null 2>"$T/serve.err") &
-	cli=$!
-	for _ in $(seq 300); do
-		[ -n "$(pid_of runsc-exec)" ] && hc=$(pid_of hc) && [ -n "$hc" ] && break
-		sleep 0.1
-	done
-	[ -n "$hc" ] || fail "no coordinator while serving"
-	kill -"$sig" "$hc"
-	local st=0
-	wait_for_cli "$cli" || st=$?
+	local sig=$1 st=0
+	serving hc
+	kill -"$sig" "$PID"
+	wait_for_cli "$CLI" || st=$?
 	[ "$st" != 0 ] || fail "the session reported success although its coordinator was stopped"
 	assert_contains "$(cat "$T/serve.err")" "the Domain's Host Coordinator was told to stop (SIG$sig); the sandbox was stopped"
 	local log
@@ -145,39 +150,34 @@ stop_coordinator_during_serve() {
 	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "left by a lost coordinator"
 }
 
-# wait_for_cli PID: its exit status, or a failure after 30 s.
-wait_for_cli() {
+# stopped_at STEP: `echo served` launched by lazaret-faults, whose
+# coordinator stops itself (SIGSTOP) right after STEP; its output in
+# $T/start.out and $T/start.err. CLI is the launch's client, HC the
+# stopped coordinator.
+stopped_at() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "LAZARET_TEST_FAULT=hc-stop-$1" "$LAZARET_FAULTS" test \
+		--config "$CFG" -- echo served >"$T/start.out" 2>"$T/start.err") &
+	CLI=$!
+	HC=""
 	for _ in $(seq 300); do
-		kill -0 "$1" 2>/dev/null || break
+		HC=$(pid_of hc)
+		[ -n "$HC" ] && [ "$(awk '{print $3}' "/proc/$HC/stat" 2>/dev/null)" = T ] && return 0
 		sleep 0.1
 	done
-	if kill -0 "$1" 2>/dev/null; then
-		kill -9 "$1"
-		fail "the CLI did not end within 30 s"
-	fi
-	wait "$1"
+	fail "the coordinator never stopped after $1 (processes: $(ps -ww -u "$(id -u)" -o pid=,stat=,comm=,args= |
+		cut -c1-160 | tr "\n" "|"); hc.log: $(tail -n 12 "$T"/run/lazaret/domains/*/hc.log 2>&1 | tr "\n" "|"))"
 }
 
 # The same signal while the launch is under way: it stops after the phase
 # it is in, takes back what was built, and says why.
 test_sigterm_while_starting_ends_the_launch_in_order() {
-	local cli hc=""
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
-	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "LAZARET_TEST_FAULT=hc-stop-after-spawn" "$LAZARET_FAULTS" test \
-		--config "$CFG" -- echo served >"$T/start.out" 2>"$T/start.err") &
-	cli=$!
-	for _ in $(seq 300); do
-		hc=$(pid_of hc)
-		[ -n "$hc" ] && [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" = T ] && break
-		sleep 0.1
-	done
-	[ -n "$hc" ] && [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" = T ] ||
-		fail "the coordinator never stopped after the spawn"
+	stopped_at after-spawn
 	[ -n "$(pid_of supervisor)" ] || fail "no supervisor after the spawn"
-	kill -TERM "$hc"
-	kill -CONT "$hc"
+	kill -TERM "$HC"
+	kill -CONT "$HC"
 	local st=0
-	wait_for_cli "$cli" || st=$?
+	wait_for_cli "$CLI" || st=$?
 	[ "$st" != 0 ] || fail "the launch succeeded although its coordinator was told to stop"
 	assert_not_contains "$(cat "$T/start.out")" "served"
 	assert_contains "$(cat "$T/start.err")" "the Domain's Host Coordinator was told to stop (SIGTERM) while starting the sandbox"
@@ -249,20 +249,9 @@ kill_hc_at() {
 # Another role killed while the coordinator is stopped right after a step
 # of its launch (or in its teardown); then the coordinator continues.
 kill_role_at() {
-	local role=$1 step=$2 cli hc="" pid=""
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
-	(cd "$WS" && exec env -i "${LZ_ENV[@]}" "LAZARET_TEST_FAULT=hc-stop-$step" "$LAZARET_FAULTS" test \
-		--config "$CFG" -- echo served >/dev/null 2>&1) &
-	cli=$!
-	for _ in $(seq 300); do
-		hc=$(pid_of hc)
-		[ -n "$hc" ] && [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" = T ] && break
-		sleep 0.1
-	done
-	if [ -z "$hc" ] || [ "$(awk '{print $3}' "/proc/$hc/stat" 2>/dev/null)" != T ]; then
-		fail "the coordinator never stopped after $step (processes: $(ps -ww -u "$(id -u)" -o pid=,stat=,comm=,args= |
-			cut -c1-160 | tr "\n" "|"); hc.log: $(tail -n 12 "$T"/run/lazaret/domains/*/hc.log 2>&1 | tr "\n" "|"))"
-	fi
+	local role=$1 step=$2 cli hc pid=""
+	stopped_at "$step"
+	cli=$CLI hc=$HC
 	pid=$(pid_of "$role")
 	if [ -n "$pid" ]; then
 		# A role whose work is done (runsc exec of `echo served`) may end
@@ -294,14 +283,9 @@ kill_role_at() {
 # refuse, saying so, and keep the lease; once it lets go they recover.
 # test_held_namespace_refuses_until_released NS EXPECTED-REASON
 test_held_namespace_refuses_until_released() {
-	local cli rs="" holder ready=""
-	(launch sleep 60 >/dev/null 2>&1) &
-	cli=$!
-	for _ in $(seq 300); do
-		[ -n "$(pid_of runsc-exec)" ] && rs=$(pid_of supervisor) && [ -n "$rs" ] && break
-		sleep 0.1
-	done
-	[ -n "$rs" ] || fail "no supervisor while serving"
+	local cli rs holder ready=""
+	serving supervisor
+	cli=$CLI rs=$PID
 	python3 -c 'import os, sys, time
 fd = os.open("/proc/%s/ns/%s" % (sys.argv[1], sys.argv[2]), os.O_RDONLY)
 print("held", flush=True)
