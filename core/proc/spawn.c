@@ -395,6 +395,11 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		_exit(127);
 	default_handlers();
+	/* Also the lookup: a caller may hold signals blocked (proc/stopreq.h),
+	 * and a SIGTERM that waited would not end a child stuck in it. */
+	sigset_t none;
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	/* The keeper's caller ends it with SIGTERM, also before the keeper
 	 * runs (a lookup that waits), whatever the caller does with it. */
 	if (spec->keeper_fd != NULL)

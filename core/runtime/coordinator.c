@@ -1999,6 +1999,9 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			refusal = err->msg;
 			break;
 		}
+		/* A stop signal first: a host shutdown signals the RS too. */
+		if (pf[4].revents && lz_stopreq_signal() != 0)
+			continue;
 		if (pf[1].revents || pf[2].revents) {
 			r = rs_ended(hc, err);
 			refusal = err->msg;

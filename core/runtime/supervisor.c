@@ -107,6 +107,9 @@ static int report_staged(const struct lz_rs_plan *p, uint32_t type, const char *
 		return lz_err_set(err, -r, "report staged %s: %s", what, strerror(-r));
 	if ((r = lz_rs_recv(p->control_fd, &ack, LZ_RS_START_TIMEOUT_MS)) < 0)
 		return lz_err_set(err, -r, "wait for the commit acknowledgement: %s", strerror(-r));
+	if (ack.type == LZ_HC_STOP) /* told to stop (proc/stopreq.h) */
+		return lz_err_set(err, ECANCELED, "the Host Coordinator stopped the launch before %s was released",
+				  what);
 	if (!lz_rs_ack_echoes(&ack, &m))
 		return lz_err_set(err, EPROTO, "the commit acknowledgement does not echo the staged "
 					       "%s identity", what);

@@ -262,10 +262,23 @@ describe("lazaret.runtime.hc", function()
       local ok, e = pcall(hcm.launch, h, lap)
       assert.is_false(ok)
       assert.are.same({ "lease", "supervisor" }, laps)
-      assert.are.equal("after supervisor", e.step)
+      assert.are.equal("supervisor", e.step)
       assert.are.equal("the Domain's Host Coordinator was told to stop (SIGTERM) while starting the sandbox", e.msg)
       assert.are.equal(require("lazaret.core.errno").EINTR, e.errno)
       assert.are.equal("rs:spawn()", log[#log], "a step ran after the stop")
+      assert.is_true(e.stopped)
+    end)
+
+    it("leaves a stop after publication to serving", function()
+      local h = fakes()
+      local laps = {}
+      local coordinator = { stop_requested = function() return "SIGTERM" end }
+      local lap = hcm.lap_unless_stopped(coordinator, function(name) laps[#laps + 1] = name end)
+      local ok = pcall(hcm.launch, h, function(name)
+        if name == hcm.published then lap(name) else laps[#laps + 1] = name end
+      end)
+      assert.is_true(ok, "a stop after publication failed the launch")
+      assert.are.equal(hcm.published, laps[#laps])
     end)
 
     it("publishes last and only once", function()

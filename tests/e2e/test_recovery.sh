@@ -69,6 +69,23 @@ pid_of() {
 	esac
 }
 
+# SIGTERM to the coordinator's whole process group, as a host shutdown
+# signals every process: the RS, runsc and slirp4netns may end with it,
+# but the coordinator lives to tear the generation down, so nothing is
+# left to the next launch's recovery.
+test_sigterm_to_the_process_group_leaves_nothing_to_recover() {
+	local st=0
+	serving hc
+	kill -TERM -- "-$(ps -o pgid= -p "$PID" | tr -d ' ')"
+	wait_for_cli "$CLI" || st=$?
+	assert_eq 69 "$st" "the session's exit status"
+	assert_match "$(cat "$T/serve.err")" "told to stop \(SIGTERM\)|the sandbox is gone" "what the session heard"
+	assert_match "$(log_once_ended)" "generation ended (cleanly|with errors)" "the coordinator's teardown"
+	assert_recovered
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "lost generation"
+	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "left by a lost coordinator"
+}
+
 # wait_for_cli PID: its exit status, or a failure after 30 s.
 wait_for_cli() {
 	for _ in $(seq 300); do
@@ -138,7 +155,7 @@ stop_coordinator_during_serve() {
 	serving hc
 	kill -"$sig" "$PID"
 	wait_for_cli "$CLI" || st=$?
-	[ "$st" != 0 ] || fail "the session reported success although its coordinator was stopped"
+	assert_eq 69 "$st" "the session's exit status once its coordinator was stopped"
 	assert_contains "$(cat "$T/serve.err")" "the Domain's Host Coordinator was told to stop (SIG$sig); the sandbox was stopped"
 	local log
 	log=$(log_once_ended)
@@ -178,12 +195,17 @@ test_sigterm_while_starting_ends_the_launch_in_order() {
 	kill -CONT "$HC"
 	local st=0
 	wait_for_cli "$CLI" || st=$?
-	[ "$st" != 0 ] || fail "the launch succeeded although its coordinator was told to stop"
+	assert_eq 69 "$st" "the launch's exit status once its coordinator was told to stop"
 	assert_not_contains "$(cat "$T/start.out")" "served"
 	assert_contains "$(cat "$T/start.err")" "the Domain's Host Coordinator was told to stop (SIGTERM) while starting the sandbox"
-	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "after supervisor failed: the Domain's Host Coordinator was told to stop (SIGTERM)"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "launch stopped after supervisor: the Domain's Host Coordinator was told to stop (SIGTERM)"
+	# The RS, stopped while it waited for an acknowledgement, says so.
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
+		"the Runtime Supervisor failed: start_helper: the Host Coordinator stopped the launch before slirp4netns was released"
+	# A launch that did not complete ends failed, whatever stopped it.
 	assert_eq failed "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
-		"select state from generations order by generation desc limit 1")" "the stopped launch's generation"
+		"select state from generations order by generation desc limit 1")" \
+		"the stopped launch's generation (hc.log: $(tail -n 12 "$T"/run/lazaret/domains/*/hc.log | tr "\n" "|"))"
 	assert_recovered
 	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "lost generation"
 	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "left by a lost coordinator"
@@ -401,6 +423,8 @@ for sig in TERM INT HUP; do
 done
 t_run "SIGTERM to the coordinator while it starts: the launch ends in order, saying why" \
 	test_sigterm_while_starting_ends_the_launch_in_order
+t_run "SIGTERM to the coordinator's process group while serving: nothing is left to recovery" \
+	test_sigterm_to_the_process_group_leaves_nothing_to_recover
 for role in hc supervisor runsc gofer sandbox slirp4netns exec-client runsc-exec router; do
 	eval "test_kill_${role//-/_}_during_serve() { kill_role_during_serve $role; }"
 	t_run "kill -9 of the $role while a session is served; the Domain recovers" "test_kill_${role//-/_}_during_serve"

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -17,6 +19,7 @@
 #include "lz_child.h"
 
 #include "proc/broker.h"
+#include "proc/spawn.h"
 #include "proc/stopreq.h"
 
 static bool readable(int fd)
@@ -95,11 +98,50 @@ static void test_lz_stopreq__broker_children_keep_the_defaults(void **state)
 	run_in_child(broker_children_keep_the_defaults, NULL);
 }
 
+/* The executable lookup of lz_spawn_start, waiting (as on a mount that
+ * does not answer) until the test ends it. */
+static int waiting_lookup(void *ctx, struct lz_err *err)
+{
+	char c;
+	(void)!read(*(const int *)ctx, &c, 1);
+	return lz_err_set(err, EIO, "the lookup returned");
+}
+
+static void spawned_children_keep_the_defaults(void *arg)
+{
+	(void)arg;
+	struct lz_err err = { 0, "" };
+	CHECK(lz_stopreq_catch(&err) == 0, "%s", err.msg);
+	int never[2];
+	CHECK(pipe(never) == 0, "pipe: %s", strerror(errno));
+	char *const argv[] = { "true", NULL };
+	struct lz_spawn spec = { .exe_fd = -1, .argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1 };
+	int pidfd = -1, status_fd = -1;
+	CHECK(lz_spawn_start(&spec, waiting_lookup, &never[0], &never[0], 1, &pidfd, NULL, &status_fd, &err) == 0,
+	      "%s", err.msg);
+	usleep(100 * 1000); /* in its lookup by now, or about to be */
+	CHECK(syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0, "signal: %s", strerror(errno));
+	struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+	CHECK(poll(&pf, 1, 5000) == 1, "SIGTERM did not end a child waiting in its lookup");
+	siginfo_t info = { 0 };
+	CHECK(waitid(P_PIDFD, (id_t)pidfd, &info, WEXITED) == 0, "waitid: %s", strerror(errno));
+	CHECK(info.si_code == CLD_KILLED && info.si_status == SIGTERM, "code %d status %d", info.si_code,
+	      info.si_status);
+	CHECK(lz_stopreq_signal() == 0, "the child's signal reached the caller");
+}
+
+static void test_lz_stopreq__spawned_children_keep_the_defaults(void **state)
+{
+	(void)state;
+	run_in_child(spawned_children_keep_the_defaults, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_stopreq__signals_become_one_request),
 		cmocka_unit_test(test_lz_stopreq__broker_children_keep_the_defaults),
+		cmocka_unit_test(test_lz_stopreq__spawned_children_keep_the_defaults),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

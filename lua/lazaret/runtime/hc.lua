@@ -46,6 +46,9 @@ M.rs_roles = { "network", "connectivity_helper", "sandbox", "attached_runsc", "r
 M.intents = { "state_anchor", "runtime_supervisor", "attached_runsc", "sandbox",
               "connectivity_helper", "network" }
 
+-- The launch's last phase: the generation is published when it ends.
+M.published = "commit and publish"
+
 -- What each launch phase cost, for hc.log (docs/performance.md): lap(name)
 -- ends a phase; summary() is the total in ms and the phases.
 function M.stopwatch()
@@ -135,7 +138,7 @@ function M.launch(h, lap)
 
   -- Spec 3.4: sessions only for a published generation.
   must("publication", hc:publish())
-  lap("commit and publish")
+  lap(M.published)
 end
 
 -- Retires role from whatever phase it reached: release intent where the
@@ -244,14 +247,15 @@ local function report_failure(coordinator, msg, code)
 end
 
 -- lap, and then the launch stops if a stop signal came (SIGTERM, SIGINT,
--- SIGHUP): the teardown takes back what the phases built. Once published,
--- session.serve ends by itself on one.
+-- SIGHUP): the teardown takes back what the phases built. Not after
+-- publication: session.serve ends by itself on one, the socket withdrawn
+-- first.
 function M.lap_unless_stopped(coordinator, lap)
   return function(name)
     lap(name)
-    local sig = coordinator.stop_requested()
+    local sig = name ~= M.published and coordinator.stop_requested()
     if sig then
-      error({ step = "after " .. name,
+      error({ step = name, stopped = true,
               msg = "the Domain's Host Coordinator was told to stop (" .. sig .. ") while starting the sandbox",
               errno = errno.EINTR }, 0)
     end
@@ -343,7 +347,7 @@ function M.main(cmd)
   local launched, e = pcall(M.launch, h, M.lap_unless_stopped(coordinator, lap))
   if not launched then
     if type(e) ~= "table" then e = { step = "launch", msg = e, errno = errno.EIO } end
-    log(e.step .. " failed: " .. e.msg)
+    log(e.stopped and ("launch stopped after " .. e.step .. ": " .. e.msg) or (e.step .. " failed: " .. e.msg))
     -- The CLI returns on our report: leave nothing behind before it.
     M.teardown(h, false)
     hc:close()
