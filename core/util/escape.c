@@ -62,7 +62,7 @@ static bool format_control(uint32_t c)
 size_t lz_escape(const char *in, size_t n, char *out, size_t cap)
 {
 	const uint8_t *s = (const uint8_t *)in;
-	size_t w = 0;
+	size_t w = 0, cut = 0; /* cut: the last end of a piece with room for "..." */
 	if (cap == 0)
 		return 0;
 	for (size_t i = 0; i < n;) {
@@ -87,12 +87,8 @@ size_t lz_escape(const char *in, size_t n, char *out, size_t cap)
 			plen = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", b);
 		}
 		if (w + plen + 1 > cap) {
-			/* cut at a whole piece, and say so */
-			size_t written = w;
-			while (w > 0 && w + 4 > cap)
-				w--;
-			while (w > 0 && w < written && ((uint8_t)out[w] & 0xc0) == 0x80)
-				w--; /* not inside a UTF-8 sequence */
+			/* cut at a whole piece (an escape or a character), and say so */
+			w = cut;
 			if (w + 4 <= cap)
 				memcpy(out + w, "...", 3), w += 3;
 			break;
@@ -100,6 +96,8 @@ size_t lz_escape(const char *in, size_t n, char *out, size_t cap)
 		memcpy(out + w, piece, plen);
 		w += plen;
 		i += step;
+		if (w + 4 <= cap)
+			cut = w;
 	}
 	out[w] = '\0';
 	return w;

@@ -108,6 +108,13 @@ static void test_escape__truncation_keeps_whole_pieces(void **state)
 	memset(out, 0x80, sizeof(out));
 	assert_int_equal(lz_escape("abcde\x01", 6, out, 9), 8);
 	assert_string_equal(out, "abcde...");
+	/* never inside an escape: a whole one, or none and "..." */
+	assert_int_equal(lz_escape("\x01\x01", 2, out, 6), 3);
+	assert_string_equal(out, "...");
+	assert_int_equal(lz_escape("\x01\x01", 2, out, 8), 7);
+	assert_string_equal(out, "\\x01...");
+	assert_int_equal(lz_escape("a\xcc\x88\xcc\x88", 5, out, 10), 4);
+	assert_string_equal(out, "a...");
 	assert_int_equal(lz_escape("abc", 3, out, 0), 0);
 	assert_int_equal(lz_escape("abc", 3, out, 1), 0);
 	assert_string_equal(out, "");
