@@ -201,14 +201,15 @@ int lz_layerwhiteout_mark(struct lz_layerwhiteout *w, const char *path, size_t l
 			  uint64_t *tracked, struct lz_err *err)
 {
 	while (len > 0) {
+		/* Present already, and so are its ancestors: nothing to charge. */
+		if (pathset_has(&w->created, path, len))
+			return 0;
 		int r = charge(tracked, path, len, err);
 		if (r < 0)
 			return r;
 		r = pathset_add(&w->created, path, len);
 		if (r < 0)
 			return lz_err_set(err, -r, "layer entry '%s': remembering it: %s", path, strerror(-r));
-		if (r == 0)
-			return 0; /* present already, and so are its ancestors */
 		while (len > 0 && path[len - 1] != '/')
 			len--;
 		if (len > 0)

@@ -16,8 +16,8 @@
  * 3. Each accepted piece is marked in a struct lz_layerwhiteout: afterwards
  *    it and its ancestors (all, or ~16 of a deep path) are "wrote", and
  *    over all pieces (and their near misses) lz_layerwhiteout_wrote agrees
- *    with a plain table of what was marked; the bookkeeping budget is charged once per path added
- *    (and once for the already present path a mark stops at).
+ *    with a plain table of what was marked; the bookkeeping budget is
+ *    charged once per path added, and for nothing already present.
  * 4. Every accepted piece whose name is a marker (lz_layerwhiteout_is_marker
  *    exactly for a ".wh." prefix) is applied to an empty staging tree (one
  *    directory per process, which must stay empty): AUFS metadata
@@ -214,16 +214,13 @@ static void model_clear(void)
 }
 
 /* Marks s[0..n) and its ancestors in the model; returns the charge: each
- * path added, and the first one found present (charged before it is
- * looked up, so the budget errs on the safe side). */
+ * path added. */
 static uint64_t model_mark(const char *s, size_t n)
 {
 	uint64_t charge = 0;
 	while (n > 0) {
-		if (model_has(s, n)) {
-			charge += n + 1 + 2 * sizeof(char *);
+		if (model_has(s, n))
 			break;
-		}
 		model_add(s, n);
 		charge += n + 1 + 2 * sizeof(char *);
 		while (n > 0 && s[n - 1] != '/')

@@ -56,9 +56,14 @@ static void test_lz_layerwhiteout_mark__adds_ancestors(void **state)
 	assert_int_equal(tracked, (5 + 1 + 2 * sizeof(char *)) + (3 + 1 + 2 * sizeof(char *)) +
 					  (1 + 1 + 2 * sizeof(char *)));
 
-	/* A sibling adds itself only: its ancestors are present. */
+	/* A sibling adds itself only: its ancestors are present, and are not
+	 * charged again; nor is a path marked twice. */
+	uint64_t before = tracked;
 	assert_int_equal(lz_layerwhiteout_mark(&w, "a/b/d", 5, &tracked, &err), 0);
 	assert_int_equal(w.created.n, 4);
+	assert_int_equal(tracked - before, 5 + 1 + 2 * sizeof(char *));
+	assert_int_equal(lz_layerwhiteout_mark(&w, "a/b/d", 5, &tracked, &err), 0);
+	assert_int_equal(tracked - before, 5 + 1 + 2 * sizeof(char *));
 	/* The root ("") is never marked. */
 	assert_int_equal(lz_layerwhiteout_mark(&w, "", 0, &tracked, &err), 0);
 	assert_int_equal(w.created.n, 4);
