@@ -1957,10 +1957,10 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 	if (hc->listen_fd < 0 || hc->rs_state != RS_RUNNING)
 		return lz_err_set(err, EPROTO, "serving needs a published generation and its Runtime Supervisor");
 	const char *refusal = NULL; /* what a session still running is told at the end */
+	int stop = lz_stopreq_signal(); /* read again only when its descriptor says so */
 	for (;;) {
 		if (!sessions_active(hc) && (hc->ever_served || lz_remaining_ms(started + LZ_HC_IDLE_GRACE_MS) == 0))
 			break;
-		int stop = lz_stopreq_signal();
 		if (stop != 0) {
 			/* An orderly end, not a loss: the generation is torn down
 			 * and recorded stopped. */
@@ -2000,7 +2000,7 @@ int lz_hc_serve(lz_hc *hc, lz_hc_router *router, void *ctx, struct lz_err *err)
 			break;
 		}
 		/* A stop signal first: a host shutdown signals the RS too. */
-		if (pf[4].revents && lz_stopreq_signal() != 0)
+		if (pf[4].revents && (stop = lz_stopreq_signal()) != 0)
 			continue;
 		if (pf[1].revents || pf[2].revents) {
 			r = rs_ended(hc, err);
