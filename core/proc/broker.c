@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proc/stopreq.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
 
@@ -181,11 +182,9 @@ static _Noreturn void child_main(const struct lz_broker_spec *spec, int barrier,
 {
 	char c = 0;
 	ssize_t n;
-	sigset_t none;
 	/* A child runs with every signal's default, as lz_spawn's do: the
 	 * caller may hold some blocked (proc/stopreq.h). */
-	sigemptyset(&none);
-	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	lz_stopreq_unblock_all();
 	do
 		n = read(barrier, &c, 1);
 	while (n < 0 && errno == EINTR);

@@ -24,6 +24,7 @@
 #include "fs/file.h"
 #include "proc/keeper.h"
 #include "proc/pidref.h"
+#include "proc/stopreq.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
 
@@ -207,10 +208,8 @@ _Noreturn void lz_spawn_exec_prepared(const struct lz_spawn_prepared *p, int sta
 	const struct lz_spawn *spec = p->spec;
 	char *const *envp = spec->envp ? spec->envp : empty_env;
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
 
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	lz_stopreq_unblock_all();
 	sigaction(SIGPIPE, &dfl, NULL);
 	if (spec->detach)
 		(void)setsid();
@@ -397,9 +396,7 @@ _Noreturn static void open_and_exec(const struct lz_spawn *spec, lz_spawn_open_f
 	default_handlers();
 	/* Also the lookup: a caller may hold signals blocked (proc/stopreq.h),
 	 * and a SIGTERM that waited would not end a child stuck in it. */
-	sigset_t none;
-	sigemptyset(&none);
-	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	lz_stopreq_unblock_all();
 	/* The keeper's caller ends it with SIGTERM, also before the keeper
 	 * runs (a lookup that waits), whatever the caller does with it. */
 	if (spec->keeper_fd != NULL)

@@ -48,3 +48,10 @@ int lz_stopreq_signal(void)
 			stop_signal = (int)info.ssi_signo;
 	return stop_signal;
 }
+
+void lz_stopreq_unblock_all(void)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+}

@@ -25,4 +25,9 @@ int lz_stopreq_fd(void);
  * same signal. Once one came, it is the answer for the process's life. */
 int lz_stopreq_signal(void);
 
+/* In a child, before it execs or runs a program of its own: no signal
+ * blocked, whatever its parent holds, so the stop signals keep their
+ * default actions there. Async-signal-safe. */
+void lz_stopreq_unblock_all(void);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proc/stopreq.h"
 #include "router/routerproc.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -47,9 +48,7 @@ static int router_exec(void *argp, struct lz_err *err)
 	if (r < 0)
 		return lz_err_set(err, -r, "placing its descriptors: %s", strerror(-r));
 	/* the program starts with no signal blocked or ignored */
-	sigset_t none;
-	sigemptyset(&none);
-	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	lz_stopreq_unblock_all();
 	for (int sig = 1; sig < NSIG; sig++)
 		(void)signal(sig, SIG_DFL);
 	if (fcntl(program, F_SETFD, FD_CLOEXEC) == 0)
