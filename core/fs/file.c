@@ -146,21 +146,26 @@ int lz_file_read_owned(int dirfd, const char *name, size_t max, char **ret, size
 				  name);
 	if ((size_t)st.st_size > max)
 		return lz_err_set(err, EFBIG, "%s: %jd bytes, more than %zu", name, (intmax_t)st.st_size, max);
+	return lz_fd_read_bounded(fd, max, name, ret, ret_len, err);
+}
+
+int lz_fd_read_bounded(int fd, size_t max, const char *shown, char **ret, size_t *ret_len, struct lz_err *err)
+{
 	_cleanup_free_ char *buf = malloc(max + 1);
 	if (buf == NULL)
-		return lz_err_set(err, ENOMEM, "out of memory");
+		return lz_err_set(err, ENOMEM, "%s: out of memory", shown);
 	size_t len = 0;
 	for (;;) {
 		ssize_t n = read(fd, buf + len, max + 1 - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return lz_err_set(err, errno, "read %s: %s", name, strerror(errno));
+			return lz_err_set(err, errno, "read %s: %s", shown, strerror(errno));
 		if (n == 0)
 			break;
 		len += (size_t)n;
-		if (len > max)
-			return lz_err_set(err, EFBIG, "%s grew past %zu bytes", name, max);
+		if (len > max) /* it held more than fstat said, or grew while read */
+			return lz_err_set(err, EFBIG, "%s is larger than %zu bytes", shown, max);
 	}
 	buf[len] = '\0';
 	*ret = TAKE_PTR(buf);

@@ -128,24 +128,7 @@ int lz_scratch_read(const struct lz_path *s, const char *rel, size_t max, char *
 		return lz_err_set(err, EINVAL, "'%s' is not a regular file", rel);
 	if ((uint64_t)st.st_size > max)
 		return lz_err_set(err, EFBIG, "'%s' is larger than %zu bytes", rel, max);
-	_cleanup_free_ char *buf = malloc(max + 1);
-	if (buf == NULL)
-		return lz_err_set(err, ENOMEM, "out of memory");
-	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + len, max + 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return lz_err_set(err, errno, "read '%s': %s", rel, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > max) /* it grew while being read */
-			return lz_err_set(err, EFBIG, "'%s' is larger than %zu bytes", rel, max);
-	}
-	buf[len] = '\0';
-	*ret = TAKE_PTR(buf);
-	*ret_len = len;
-	return 0;
+	char shown[PATH_MAX + 2];
+	snprintf(shown, sizeof(shown), "'%s'", rel);
+	return lz_fd_read_bounded(fd, max, shown, ret, ret_len, err);
 }

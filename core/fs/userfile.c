@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/file.h"
 #include "util/cleanup.h"
 
 int lz_userfile_read(const char *path, size_t max, char **ret, size_t *ret_len, struct lz_err *err)
@@ -33,24 +35,7 @@ int lz_userfile_read(const char *path, size_t max, char **ret, size_t *ret_len, 
 		return lz_err_set(err, EINVAL, "'%s' is not a regular file", path);
 	if ((uint64_t)st.st_size > max)
 		return lz_err_set(err, EFBIG, "'%s' is larger than %zu bytes", path, max);
-	_cleanup_free_ char *buf = malloc(max + 1);
-	if (buf == NULL)
-		return lz_err_set(err, ENOMEM, "'%s': out of memory", path);
-	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + len, max + 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return lz_err_set(err, errno, "read '%s': %s", path, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > max) /* it grew while being read */
-			return lz_err_set(err, EFBIG, "'%s' is larger than %zu bytes", path, max);
-	}
-	buf[len] = '\0';
-	*ret = TAKE_PTR(buf);
-	*ret_len = len;
-	return 0;
+	char shown[PATH_MAX + 2];
+	snprintf(shown, sizeof(shown), "'%s'", path);
+	return lz_fd_read_bounded(fd, max, shown, ret, ret_len, err);
 }

@@ -409,11 +409,40 @@ static void test_lz_memfd_sealed__an_executable_one_runs(void **state)
 	close(fd);
 }
 
+/* A stream that holds more than it may (a pipe: fstat says nothing of its
+ * size) is refused, and one that holds exactly the bound is read whole. */
+static void test_lz_fd_read_bounded__exact_bound_read_more_refused(void **state)
+{
+	(void)state;
+	struct lz_err err = { 0 };
+	for (size_t extra = 0; extra <= 1; extra++) {
+		int p[2];
+		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+		assert_int_equal(lz_write_all(p[1], "0123456789", 8 + extra), 0);
+		close(p[1]);
+		char *buf = NULL;
+		size_t len = 0;
+		int r = lz_fd_read_bounded(p[0], 8, "'the pipe'", &buf, &len, &err);
+		close(p[0]);
+		if (extra == 0) {
+			assert_int_equal(r, 0);
+			assert_int_equal(len, 8);
+			assert_string_equal(buf, "01234567");
+			free(buf);
+		} else {
+			assert_int_equal(r, -EFBIG);
+			assert_null(buf);
+			assert_string_equal(err.msg, "'the pipe' is larger than 8 bytes");
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_write_all__writes_everything_across_short_writes),
 		cmocka_unit_test(test_lz_write_all__retries_on_eintr),
+		cmocka_unit_test(test_lz_fd_read_bounded__exact_bound_read_more_refused),
 		cmocka_unit_test(test_lz_write_all__reader_gone_is_epipe),
 		cmocka_unit_test(test_lz_write_all__full_device_is_enospc),
 		cmocka_unit_test(test_lz_memfd_sealed__cannot_change),
