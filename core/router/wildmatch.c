@@ -90,9 +90,16 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 					match_slash = true;
 				} else if ((before < 0 || p0[before] == '/') &&
 					   (p == pe || *p == '/' || (*p == '\\' && at(p + 1, pe) == '/'))) {
-					/* "**" + "/" may also match no directory at all. */
-					if (p < pe && *p == '/' && wm(p + 1, pe, t, te, fl) == WM_MATCH)
-						return WM_MATCH;
+					/* "**" + "/" may also match no directory at all:
+					 * the first start of the rest, as in the loop
+					 * below, and pruned as there (Git keeps only a
+					 * match and retries after every later '/':
+					 * doubled work for each "**" + "/" that follows). */
+					if (p < pe && *p == '/') {
+						int z = wm(p + 1, pe, t, te, fl);
+						if (z == WM_MATCH || z == WM_ABORT_ALL)
+							return z;
+					}
 					match_slash = true;
 				} else {
 					match_slash = false;
@@ -155,6 +162,11 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 			if (c == '^')
 				c = '!';
 			bool negated = c == '!', matched = false;
+			/* Where the last "[:" that named no class ended: a later
+			 * "[:" before it ends there too and names none either
+			 * (without it, a bracket of many "[:" is rescanned for each,
+			 * quadratic in the pattern at every text position). */
+			const uint8_t *no_class_end = p;
 			if (negated)
 				c = (++p < pe ? *p : 0);
 			do {
@@ -181,6 +193,9 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 							matched = true;
 					}
 					c = 0; /* a range end starts no new range */
+				} else if (c == '[' && at(p + 1, pe) == ':' && p < no_class_end) {
+					if (tc == c)
+						matched = true;
 				} else if (c == '[' && at(p + 1, pe) == ':') {
 					const uint8_t *s = p + 2;
 					p = s;
@@ -191,6 +206,7 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 					ptrdiff_t n = p - s - 1;
 					if (n < 0 || p[-1] != ':') {
 						/* No ":]": the '[' is an ordinary member. */
+						no_class_end = p;
 						p = s - 2;
 						c = '[';
 						if (tc == c)

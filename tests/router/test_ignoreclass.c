@@ -1012,6 +1012,50 @@ static void test_route__pathological_patterns(void **state)
 	lz_ignoreclass_unref(s);
 }
 
+/* Patterns whose matching Git does in exponential or quadratic time (a
+ * line the sandbox writes would stall every lookup that reaches it): a
+ * chain of "**" + "/" against a deep path, and a bracket of many "[:"
+ * that name no class. Without the pruning in wildmatch.c the first takes
+ * about 2^40 steps and this test does not end. */
+static void test_route__pathological_double_star_and_classes(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	static char text[8192];
+	size_t k = 0;
+	for (int i = 0; i < 40; i++) {
+		memcpy(text + k, "**/", 3);
+		k += 3;
+	}
+	memcpy(text + k, "b\n*[", 4);
+	k += 4;
+	for (int i = 0; i < 1500; i++) {
+		text[k++] = '[';
+		text[k++] = ':';
+	}
+	memcpy(text + k, "x]\n", 3);
+	k += 3;
+	text[k] = '\0';
+	put(f, "ws/.gitignore", text);
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	char deep[2 * 100 + 2];
+	for (int i = 0; i < 100; i++)
+		memcpy(deep + 2 * i, "a/", 2);
+	deep[2 * 100 - 1] = '\0'; /* a/a/.../a */
+	ASSERT_ROUTE(s, deep, false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, deep, true, LZ_ROUTE_HOST);
+	deep[2 * 100 - 2] = 'b'; /* a/.../a/b: the chain matches */
+	ASSERT_ROUTE(s, deep, false, LZ_ROUTE_ISOLATED);
+	char name[256];
+	memset(name, 'c', 250);
+	name[250] = '\0';
+	ASSERT_ROUTE(s, name, false, LZ_ROUTE_HOST);
+	name[249] = ':'; /* a member of the bracket: "[", ":" and "x" */
+	ASSERT_ROUTE(s, name, false, LZ_ROUTE_ISOLATED);
+	lz_ignoreclass_unref(s);
+}
+
 static void test_route__malformed_paths(void **state)
 {
 	struct fx *f = *state;
@@ -1746,6 +1790,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_build__symlinks_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_build__fifos_and_sockets_are_no_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__pathological_patterns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__pathological_double_star_and_classes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__malformed_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__inconsistent_tracked_isolated_only, setup,
 						teardown),
