@@ -177,7 +177,9 @@ int lz_ignoreclass_read_dirs(const lz_ignoreclass *snap,
  * repository: core.excludesFile of the system, XDG and global
  * configuration ("~/" expanded), else $XDG_CONFIG_HOME/git/ignore or
  * ~/.config/git/ignore (home and xdg_config_home as given; NULL or ""
- * when unset). A repository's own core.excludesFile is not used: its
+ * when unset); an empty core.excludesFile names none, one libgit2 cannot
+ * resolve ("~user/", no value) refuses (-EINVAL), never the default in
+ * its place. A repository's own core.excludesFile is not used: its
  * .git/config travels with the workspace and must not name a host file
  * for the router to read. buf gets "" when there is none. */
 int lz_ignoreclass_global_excludes(const char *home, const char *xdg_config_home, char *buf, size_t cap,

@@ -819,11 +819,21 @@ int lz_ignoreclass_global_excludes(const char *home, const char *xdg_config_home
 		return git_fail(err, "initialise", "libgit2");
 	git_config *cfg = NULL;
 	git_buf path = GIT_BUF_INIT;
-	int r = 0, n = -1;
+	int r = 0, n = -1, g = 0;
 	if (git_config_open_default(&cfg) < 0) {
 		r = git_fail(err, "read", "the global Git configuration");
-	} else if (git_config_get_path(&path, cfg, "core.excludesfile") == 0) {
-		n = snprintf(buf, cap, "%s", path.ptr);
+	} else if ((g = git_config_get_path(&path, cfg, "core.excludesfile")) == 0) {
+		/* Git reads no file for an empty value, not the default. */
+		if (path.ptr[0] != '\0')
+			n = snprintf(buf, cap, "%s", path.ptr);
+	} else if (g != GIT_ENOTFOUND) {
+		/* Set but not usable ("~user/", no value): the default in its
+		 * place would be another file than the developer's Git reads. */
+		const git_error *e = git_error_last();
+		r = lz_err_set(err, EINVAL,
+			       "core.excludesFile in your Git configuration: %s; write it as an absolute path "
+			       "or ~/ path",
+			       e && e->message ? e->message : "not a usable path");
 	} else if (xdg_config_home && xdg_config_home[0] == '/') {
 		n = snprintf(buf, cap, "%s/git/ignore", xdg_config_home);
 	} else if (home && home[0] == '/') {

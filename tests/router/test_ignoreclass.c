@@ -1736,6 +1736,28 @@ static void test_global_excludes__resolution(void **state)
 	assert_int_equal(lz_ignoreclass_global_excludes(f->dir, NULL, buf, sizeof(buf), &err), -EINVAL);
 	assert_string_equal(buf, "");
 	assert_non_null(strstr(err.msg, "absolute"));
+	/* Git reads no file for an empty value; another user's home and a
+	 * value-less key are refused, never replaced by the default. */
+	c = fopen(cfg, "a");
+	assert_non_null(c);
+	fputs("[core]\n\texcludesFile =\n", c);
+	assert_int_equal(fclose(c), 0);
+	assert_int_equal(lz_ignoreclass_global_excludes(f->dir, "/xdg", buf, sizeof(buf), &err), 0);
+	assert_string_equal(buf, "");
+	static const char *const refused[] = { "~root/ignore", NULL };
+	for (size_t i = 0; i < 2; i++) {
+		c = fopen(cfg, "a");
+		assert_non_null(c);
+		if (refused[i])
+			fprintf(c, "[core]\n\texcludesFile = %s\n", refused[i]);
+		else
+			fputs("[core]\n\texcludesFile\n", c);
+		assert_int_equal(fclose(c), 0);
+		strcpy(buf, "unchanged");
+		assert_int_equal(lz_ignoreclass_global_excludes(f->dir, "/xdg", buf, sizeof(buf), &err), -EINVAL);
+		assert_string_equal(buf, "");
+		assert_non_null(strstr(err.msg, "core.excludesFile in your Git configuration"));
+	}
 }
 
 /* lz_gitlib_load holds one initialisation for the process: a later
