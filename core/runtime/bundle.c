@@ -214,10 +214,23 @@ char **lz_bundle_guest_env(const lz_config *cfg)
 		env[k++] = strdup(git_stat_env[i]);
 	for (size_t i = 0; i < n_proxy; i++)
 		env[k++] = strdup(proxy_env[i]);
-	/* Profile environment references (spec 3.2), resolved by the loader. */
-	for (size_t i = 0; i < p->n_env; i++)
-		if (asprintf(&env[k++], "%s=%s", p->env[i].name, lz_config_env_value(cfg, i)) < 0)
-			env[k - 1] = NULL;
+	/* Profile environment references (spec 3.2), resolved by the loader.
+	 * One that names a variable set above takes its place: two entries
+	 * of one name would leave the choice to whatever reads them (glibc's
+	 * getenv takes the first, a shell the last). */
+	size_t n_defaults = k;
+	for (size_t i = 0; i < p->n_env; i++) {
+		size_t at = k, len = strlen(p->env[i].name);
+		for (size_t j = 0; j < n_defaults; j++)
+			if (env[j] != NULL && strncmp(env[j], p->env[i].name, len) == 0 && env[j][len] == '=')
+				at = j;
+		if (at < k)
+			free(env[at]);
+		else
+			k++;
+		if (asprintf(&env[at], "%s=%s", p->env[i].name, lz_config_env_value(cfg, i)) < 0)
+			env[at] = NULL;
+	}
 	for (size_t i = 0; i < k; i++)
 		if (env[i] == NULL) {
 			for (size_t j = 0; j < k; j++)

@@ -78,14 +78,18 @@ int lz_guestcmd_build(const struct lz_wire_run_command *run, char **base_env, ch
 	char *p = (char *)(argv + run->argc + 1);
 	for (size_t i = 0; i < run->argc; i++) {
 		argv[i] = p;
-		memcpy(p, run->argv[i].ptr, run->argv[i].len);
+		if (run->argv[i].len > 0) /* an empty span's pointer may be NULL (wire.h) */
+			memcpy(p, run->argv[i].ptr, run->argv[i].len);
 		p[run->argv[i].len] = '\0';
 		p += run->argv[i].len + 1;
 	}
 	argv[run->argc] = NULL;
-	if (run->terminal) {
-		while (env[n])
-			n++;
+	bool profile_term = false;
+	for (; env[n]; n++)
+		profile_term = profile_term || strncmp(env[n], "TERM=", 5) == 0;
+	/* A profile that sets TERM chose it for every session (one TERM, not
+	 * two: see lz_bundle_guest_env). */
+	if (run->terminal && !profile_term) {
 		char **grown = realloc(env, (n + 2) * sizeof(char *));
 		if (grown == NULL)
 			return lz_err_set(err, ENOMEM, "out of memory");

@@ -1,7 +1,7 @@
 /* The guest command of a Client Session (spec 3.4, SR-2): the argument
  * vector exactly as the client sent it, and an environment that is the
  * profile's guest environment plus, for a terminal session, the client's
- * TERM when it is a plain terminal name. Nothing else of the client's
+ * TERM when it is a plain terminal name (unless the profile sets TERM). Nothing else of the client's
  * environment enters the sandbox. */
 #ifndef LZ_GUESTCMD_H
 #define LZ_GUESTCMD_H

@@ -390,6 +390,33 @@ static void test_lz_bundle_guest_env__profile_git_config_wins(void **state)
 	lz_bundle_env_free(env);
 }
 
+/* A reference naming a variable Lazaret sets takes its place: one entry
+ * of each name, the profile's value, where the default stood. */
+static void test_lz_bundle_guest_env__profile_replaces_defaults(void **state)
+{
+	struct cfg_fx *f = *state;
+	cfg_fx_setenv("LZ_TEST_PATH", "/opt/bin:/usr/bin");
+	cfg_fx_setenv("LZ_TEST_LANG", "de_DE.UTF-8");
+	cfg_fx_setenv("LZ_TEST_TOKEN", "t");
+	load(f, CFG_FX_BASE "[profiles.dev.env]\nLANG = \"LZ_TEST_LANG\"\nTOKEN = \"LZ_TEST_TOKEN\"\n"
+			    "PATH = \"LZ_TEST_PATH\"\n");
+	char **env = lz_bundle_guest_env(f->cfg);
+	assert_non_null(env);
+	assert_string_equal(env[0], "PATH=/opt/bin:/usr/bin");
+	assert_string_equal(env[1], "HOME=/root");
+	assert_string_equal(env[2], "LANG=de_DE.UTF-8");
+	size_t n = 0, paths = 0, langs = 0;
+	for (; env[n]; n++) {
+		paths += strncmp(env[n], "PATH=", 5) == 0;
+		langs += strncmp(env[n], "LANG=", 5) == 0;
+	}
+	assert_int_equal(paths, 1);
+	assert_int_equal(langs, 1);
+	assert_string_equal(env[n - 1], "TOKEN=t");
+	assert_int_equal(n, 3 + 5 + 1);
+	lz_bundle_env_free(env);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -402,6 +429,7 @@ int main(void)
 	T(test_lz_bundle_write__refusals),
 		T(test_lz_bundle_guest_env__fixed_then_references),
 		T(test_lz_bundle_guest_env__profile_git_config_wins),
+		T(test_lz_bundle_guest_env__profile_replaces_defaults),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -141,6 +141,30 @@ static void forged_term_falls_back(void **state)
 	free(t);
 }
 
+/* A profile's TERM (in the base environment) is the one TERM of a
+ * terminal session; an empty argument's span may carry no pointer. */
+static void profile_term_kept_and_empty_span(void **state)
+{
+	(void)state;
+	struct lz_wire_bytes argv[] = { BYTES("sh"), { NULL, 0 } };
+	struct lz_wire_env env[] = { { BYTES("TERM"), BYTES("xterm-256color") } };
+	struct lz_wire_run_command run = { .argv = argv, .argc = 2, .env = env, .n_env = 1,
+					   .terminal = true, .rows = 24, .cols = 80 };
+	char **base = base_env();
+	base[2] = strdup("TERM=screen");
+	char **grown = realloc(base, 4 * sizeof(char *));
+	assert_non_null(grown);
+	grown[3] = NULL;
+	char **out_argv = NULL, **out_env = NULL;
+	struct lz_err err = { 0, "" };
+	assert_int_equal(lz_guestcmd_build(&run, grown, &out_argv, &out_env, &err), 0);
+	assert_string_equal(out_argv[1], "");
+	assert_int_equal(count(out_env), 3);
+	assert_string_equal(out_env[2], "TERM=screen");
+	free(out_argv);
+	lz_guestcmd_env_free(out_env);
+}
+
 static void no_base_env_is_out_of_memory(void **state)
 {
 	(void)state;
@@ -159,6 +183,7 @@ int main(void)
 		cmocka_unit_test(refuses_bad_arguments),
 		cmocka_unit_test(term_of_a_terminal_session),
 		cmocka_unit_test(forged_term_falls_back),
+		cmocka_unit_test(profile_term_kept_and_empty_span),
 		cmocka_unit_test(no_base_env_is_out_of_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
