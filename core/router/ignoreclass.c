@@ -53,7 +53,8 @@
 /* rel: the path below the pattern file's directory; base: its last
  * component (Git's match_basename / match_pathname). */
 static bool pat_match(const lz_ignoreclass *s, const struct pat *pt, const uint8_t *rel,
-		      size_t rel_len, const uint8_t *base, size_t base_len, bool is_dir, bool icase)
+		      size_t rel_len, const uint8_t *base, size_t base_len, bool is_dir, bool icase,
+		      uint64_t *steps)
 {
 	if ((pt->flags & P_MUSTBEDIR) && !is_dir)
 		return false;
@@ -67,7 +68,7 @@ static bool pat_match(const lz_ignoreclass *s, const struct pat *pt, const uint8
 			return pt->len - 1 <= base_len &&
 			       bytes_eq(pp + 1, base + base_len - (pt->len - 1), pt->len - 1, icase);
 		default:
-			return lz_wildmatch(pp, pp + pt->len, base, base + base_len, cf);
+			return lz_wildmatch_within(pp, pp + pt->len, base, base + base_len, cf, steps);
 		}
 	}
 	size_t pre = pt->prefix;
@@ -79,16 +80,20 @@ static bool pat_match(const lz_ignoreclass *s, const struct pat *pt, const uint8
 	}
 	/* The remainder is matched as a pattern of its own: a "**" right after
 	 * the literal prefix counts as leading (Git does the same). */
-	return lz_wildmatch(pp + pre, pp + pt->len, rel + pre, rel + rel_len, cf | LZ_WM_PATHNAME);
+	return lz_wildmatch_within(pp + pre, pp + pt->len, rel + pre, rel + rel_len, cf | LZ_WM_PATHNAME, steps);
 }
 
-/* 1 excluded, 0 negated, -1 no pattern matched. */
+/* 1 excluded, 0 negated, -1 no pattern matched (or the steps ran out). */
 static int list_match(const lz_ignoreclass *s, uint32_t first, uint32_t n, const uint8_t *rel,
-		      size_t rel_len, const uint8_t *base, size_t base_len, bool is_dir, bool icase)
+		      size_t rel_len, const uint8_t *base, size_t base_len, bool is_dir, bool icase,
+		      uint64_t *steps)
 {
 	for (uint32_t i = n; i-- > 0;) {
 		const struct pat *pt = &s->pats[first + i];
-		if (pat_match(s, pt, rel, rel_len, base, base_len, is_dir, icase))
+		if (*steps == 0)
+			return -1;
+		--*steps;
+		if (pat_match(s, pt, rel, rel_len, base, base_len, is_dir, icase, steps))
 			return (pt->flags & P_NEG) ? 0 : 1;
 	}
 	return -1;
@@ -99,7 +104,7 @@ static int list_match(const lz_ignoreclass *s, uint32_t first, uint32_t n, const
  * of the component at index d (the first component below a node of
  * depth d). */
 bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
-		    uint32_t comp, size_t end, bool is_dir)
+		    uint32_t comp, size_t end, bool is_dir, uint64_t *steps)
 {
 	if (s->share_ignored || (!s->is_repo && s->nodes[dir].repo == 0))
 		return false; /* isolation off, or outside every repository */
@@ -111,7 +116,7 @@ bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, 
 		if (nd->list_n) {
 			size_t off = starts[nd->depth];
 			int m = list_match(s, nd->list_first, nd->list_n, path + off, end - off, base,
-					   base_len, is_dir, r->icase);
+					   base_len, is_dir, r->icase, steps);
 			if (m >= 0)
 				return m;
 		}
@@ -121,11 +126,11 @@ bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, 
 	}
 	size_t off = starts[s->nodes[r->root].depth];
 	int m = list_match(s, r->info_first, r->info_n, path + off, end - off, base, base_len, is_dir,
-			   r->icase);
+			   r->icase, steps);
 	if (m < 0)
 		m = list_match(s, s->glob_first, s->glob_n, path + off, end - off, base, base_len,
-			       is_dir, r->icase);
-	return m > 0;
+			       is_dir, r->icase, steps);
+	return m > 0 && *steps > 0;
 }
 
 /* ---- node table ----------------------------------------------------------- */
@@ -244,6 +249,7 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 
 	uint16_t starts[COMP_MAX];
 	uint32_t node = 0, real = 0, comp = 0;
+	uint64_t steps = LZ_IGNORECLASS_QUERY_STEPS;
 	bool excluded = false, editor = false;
 	uint16_t last_flags = 0; /* the named path's own node's */
 	enum lz_route r;
@@ -301,7 +307,10 @@ int lz_ignoreclass_route(const lz_ignoreclass *s, const char *path, size_t len, 
 				node = real = child;
 			}
 		} else {
-			if (excluded || ic_match_chain(s, real, p, starts, comp, e, dir)) {
+			bool ex = excluded || ic_match_chain(s, real, p, starts, comp, e, dir, &steps);
+			if (steps == 0)
+				return -E2BIG; /* rules too costly to tell */
+			if (ex) {
 				r = LZ_ROUTE_ISOLATED;
 				break;
 			}

@@ -49,6 +49,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/err.h"
 
@@ -99,6 +100,9 @@ struct lz_ignoreclass_inputs {
 	/* isolate_ignored = false (FR-9): no ignore rule isolates anything;
 	 * the rules for .git and editor configuration above still apply. */
 	bool share_ignored;
+	/* The steps the build's pattern matching may take; 0 for
+	 * LZ_IGNORECLASS_BUILD_STEPS (a test names fewer). */
+	uint64_t build_steps;
 };
 
 /* Builds a snapshot from the worktree's index, .gitignore files,
@@ -111,8 +115,11 @@ struct lz_ignoreclass_inputs {
  * repository's root, '/', the entry) exceeds LZ_PATH_MAX bytes is
  * skipped: no query can name it. -EIO when libgit2 cannot read the
  * repository or its index, -EFBIG for an ignore file over 4 MiB, -E2BIG
- * past the snapshot's limits (4M nodes, 1M patterns), other -errno from
- * the file system; *ret untouched on failure. */
+ * past the snapshot's limits (4M nodes, 1M patterns) or when its pattern
+ * matching would take more than LZ_IGNORECLASS_BUILD_STEPS steps (rules
+ * written to be slow: lz_wildmatch_within), other -errno from the file
+ * system; *ret untouched on failure. */
+#define LZ_IGNORECLASS_BUILD_STEPS (1ull << 32)
 int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass **ret,
 	struct lz_err *err);
 
@@ -120,9 +127,12 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
  * leading '/', no "." or ".." components, not necessarily UTF-8; "" is the
  * root). is_dir says whether the object the operation names is a
  * directory (not following a symlink), for Git's directory-only patterns.
- * Never fails for a well-formed path; -EINVAL otherwise (empty component,
- * "." or "..", a NUL byte), -ENAMETOOLONG past LZ_PATH_MAX bytes or for a
- * component over 255 bytes. No allocation, no system call. */
+ * -EINVAL for a malformed path (empty component, "." or "..", a NUL byte),
+ * -ENAMETOOLONG past LZ_PATH_MAX bytes or for a component over 255 bytes,
+ * -E2BIG when its pattern matching would take more than
+ * LZ_IGNORECLASS_QUERY_STEPS steps (rules written to be slow; the same
+ * answer for the same path and snapshot). No allocation, no system call. */
+#define LZ_IGNORECLASS_QUERY_STEPS (1ull << 24)
 int lz_ignoreclass_route(const lz_ignoreclass *snap, const char *path, size_t len, bool is_dir,
 	enum lz_route *ret);
 

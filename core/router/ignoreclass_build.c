@@ -284,7 +284,19 @@ struct build {
 	char path[LZ_PATH_MAX + 1];
 	size_t len;
 	uint16_t starts[COMP_MAX];
+	uint64_t steps; /* what pattern matching may still take (ignoreclass.h) */
 };
+
+/* Pattern matching ran out of steps at path (a directory or file name
+ * below the workspace): rules written to be slow, or beyond what any
+ * real tree needs. */
+static int too_costly(struct lz_err *err, const char *path)
+{
+	return lz_err_set(err, E2BIG,
+			  "the workspace's ignore rules take too long to match (stopped at '%.200s'): look for "
+			  "a .gitignore with many long wildcard patterns",
+			  path);
+}
 
 static int git_fail(struct lz_err *err, const char *what, const char *where)
 {
@@ -594,10 +606,14 @@ static int walk_dir(struct build *b, uint32_t node, bool excluded)
 
 		uint32_t child = ic_lookup(s, node, nm, nl);
 		uint16_t cf = child == NONE ? 0 : s->nodes[child].flags;
-		if ((cf & (N_TRACKED | N_GITLINK)) == (N_TRACKED | N_GITLINK)) {
+		bool gitlink = (cf & (N_TRACKED | N_GITLINK)) == (N_TRACKED | N_GITLINK);
+		bool ex = !gitlink && (excluded || ic_match_chain(s, node, (const uint8_t *)b->path, b->starts,
+								   comp, b->len, true, &b->steps));
+		if (b->steps == 0)
+			return too_costly(b->err, b->path);
+		if (gitlink) {
 			r = nested_try(b, node, &child);
-		} else if (excluded || ic_match_chain(s, node, (const uint8_t *)b->path, b->starts, comp,
-						   b->len, true)) {
+		} else if (ex) {
 			r = (cf & N_BELOW) ? walk_dir(b, child, true) : 0;
 		} else {
 			r = 0;
@@ -673,7 +689,7 @@ static int iso_walk(struct build *b, int iso_fd, uint32_t node)
  * Every node's path fits LZ_PATH_MAX (repo_load, walk_dir); one that did
  * not would name nothing a query can ask for, and is left undecided
  * rather than overrun path. */
-static void decide_all(lz_ignoreclass *s)
+static int decide_all(lz_ignoreclass *s, uint64_t *steps, struct lz_err *err)
 {
 	uint32_t chain[COMP_MAX];
 	uint8_t path[LZ_PATH_MAX + 1];
@@ -698,11 +714,16 @@ static void decide_all(lz_ignoreclass *s)
 		}
 		struct node *nd = &s->nodes[id];
 		uint32_t comp = nd->depth - 1u;
-		if (ic_match_chain(s, nd->parent, path, starts, comp, len, true))
+		if (ic_match_chain(s, nd->parent, path, starts, comp, len, true, steps))
 			nd->flags |= N_EX_DIR;
-		if (ic_match_chain(s, nd->parent, path, starts, comp, len, false))
+		if (ic_match_chain(s, nd->parent, path, starts, comp, len, false, steps))
 			nd->flags |= N_EX_FILE;
+		if (*steps == 0) {
+			path[len] = '\0';
+			return too_costly(err, (const char *)path);
+		}
 	}
+	return 0;
 }
 
 static inline void snap_freep(lz_ignoreclass **p)
@@ -767,8 +788,7 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 		if ((r = iso_walk(b, in->isolated_fd, 0)) < 0)
 			return r;
 	}
-	decide_all(s);
-	return 0;
+	return decide_all(s, &b->steps, b->err);
 }
 
 int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass **ret,
@@ -795,6 +815,7 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
 		return lz_err_set(err, -r, "ignoreclass: out of memory");
 	b->s = s;
 	b->ws_fd = in->workspace_fd;
+	b->steps = in->build_steps ? in->build_steps : LZ_IGNORECLASS_BUILD_STEPS;
 	b->err = err;
 
 	if (git_libgit2_init() < 0)

@@ -125,8 +125,11 @@ static inline bool is_dotgit(const uint8_t *n, size_t len, bool icase)
 /* ignoreclass.c */
 uint32_t ic_name_hash(uint32_t parent, const uint8_t *n, size_t len, bool icase);
 uint32_t ic_lookup(const lz_ignoreclass *s, uint32_t parent, const uint8_t *n, size_t len);
+/* Whether the component is excluded; the matching's steps are taken from
+ * *steps (1 a pattern, lz_wildmatch_within's), which is 0 afterwards when
+ * they ran out: the answer is then no answer. */
 bool ic_match_chain(const lz_ignoreclass *s, uint32_t dir, const uint8_t *path, const uint16_t *starts,
-		    uint32_t comp, size_t end, bool is_dir);
+		    uint32_t comp, size_t end, bool is_dir, uint64_t *steps);
 void ic_snap_free(lz_ignoreclass *s);
 /* Whether a component names editor configuration (ignoreclass.c). */
 bool ic_editor_name(const uint8_t *n, size_t len);

@@ -51,10 +51,30 @@ static inline uint8_t at(const uint8_t *q, const uint8_t *pe)
 	return q < pe ? *q : 0;
 }
 
-static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te, unsigned fl)
+/* Takes n steps from *left; false, and *left 0, once it has fewer. */
+static inline bool spend(uint64_t *left, uint64_t n)
+{
+	if (*left < n) {
+		*left = 0;
+		return false;
+	}
+	*left -= n;
+	return true;
+}
+
+/* Out of steps: WM_ABORT_ALL unwinds every level at once. */
+#define SPEND(n)                              \
+	do {                                  \
+		if (!spend(left, (uint64_t)(n))) \
+			return WM_ABORT_ALL;  \
+	} while (0)
+
+static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te, unsigned fl,
+	      uint64_t *left)
 {
 	const uint8_t *const p0 = p;
 	for (; p < pe; p++, t++) {
+		SPEND(1);
 		uint8_t pc = *p, tc;
 		if (t == te) {
 			if (pc != '*')
@@ -96,7 +116,7 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 					 * match and retries after every later '/':
 					 * doubled work for each "**" + "/" that follows). */
 					if (p < pe && *p == '/') {
-						int z = wm(p + 1, pe, t, te, fl);
+						int z = wm(p + 1, pe, t, te, fl, left);
 						if (z == WM_MATCH || z == WM_ABORT_ALL)
 							return z;
 					}
@@ -115,18 +135,24 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 			if (!match_slash && *p == '/') {
 				/* One '*' then '/': skip to the next slash. */
 				const uint8_t *s = memchr(t, '/', (size_t)(te - t));
+				SPEND((s ? s : te) - t);
+				/* No slash in the rest: none in what any later
+				 * start of an enclosing '*' leaves either, as for a
+				 * literal below (Git retries, scanning again). */
 				if (s == NULL)
-					return WM_NOMATCH;
+					return WM_ABORT_ALL;
 				t = s; /* the loop consumes both slashes */
 				continue;
 			}
 			for (;;) {
 				if (t == te)
 					break;
+				SPEND(1);
 				if (!lz_wm_special(*p)) {
 					/* A literal follows: skip text up to its next occurrence. */
 					uint8_t want = (fl & WM_CASEFOLD) ? lz_ascii_fold(*p) : *p;
 					bool found = false;
+					const uint8_t *from = t;
 					while (t < te && (match_slash || *t != '/')) {
 						uint8_t c = (fl & WM_CASEFOLD) ? lz_ascii_fold(*t) : *t;
 						if (c == want) {
@@ -135,6 +161,7 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 						}
 						t++;
 					}
+					SPEND(t - from);
 					/* Not in the rest of the text (of the component): a
 					 * later start of any enclosing '*' leaves less text
 					 * to search, so stop them all (up to a "**" that may
@@ -145,7 +172,7 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 						return t == te ? WM_ABORT_ALL : WM_ABORT_TO_STARSTAR;
 				}
 				tc = *t;
-				int m = wm(p, pe, t, te, fl);
+				int m = wm(p, pe, t, te, fl, left);
 				if (m != WM_NOMATCH) {
 					if (!match_slash || m != WM_ABORT_TO_STARSTAR)
 						return m;
@@ -170,6 +197,7 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 			if (negated)
 				c = (++p < pe ? *p : 0);
 			do {
+				SPEND(1);
 				if (c == 0)
 					return WM_ABORT_ALL;
 				if (c == '\\') {
@@ -201,6 +229,7 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 					p = s;
 					while (p < pe && *p != ']')
 						p++;
+					SPEND(p - s);
 					if (p == pe)
 						return WM_ABORT_ALL;
 					ptrdiff_t n = p - s - 1;
@@ -236,5 +265,12 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 
 bool lz_wildmatch(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te, unsigned flags)
 {
-	return wm(p, pe, t, te, flags) == WM_MATCH;
+	uint64_t unbounded = UINT64_MAX;
+	return wm(p, pe, t, te, flags, &unbounded) == WM_MATCH;
+}
+
+bool lz_wildmatch_within(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te,
+			 unsigned flags, uint64_t *steps)
+{
+	return *steps > 0 && wm(p, pe, t, te, flags, steps) == WM_MATCH;
 }

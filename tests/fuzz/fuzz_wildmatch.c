@@ -247,6 +247,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	for (unsigned fl = 0; fl < 4; fl++) {
 		bool got = lz_wildmatch(pc, pc + pl, tc, tc + tl, fl);
+		/* Within a budget: the same answer, or none (steps left 0, and
+		 * false) when it ran out; a match never costs more than twice the
+		 * pattern's length times the text's (a bracket's bytes are looked
+		 * at twice where a "[:" names no class), which is what
+		 * wildmatch.h promises. */
+		uint64_t bound = 2 * (uint64_t)(pl + 1) * (tl + 2), left = bound;
+		bool within = lz_wildmatch_within(pc, pc + pl, tc, tc + tl, fl, &left);
+		check(left > 0 && within == got);
+		uint64_t small = (uint64_t)data[0] % 64;
+		within = lz_wildmatch_within(pc, pc + pl, tc, tc + tl, fl, &small);
+		check(within ? got : (small == 0 || !got));
 		if (pl <= MODEL_MAX && tl <= MODEL_MAX) {
 			P = pc;
 			PL = pl;

@@ -1056,6 +1056,70 @@ static void test_route__pathological_double_star_and_classes(void **state)
 	lz_ignoreclass_unref(s);
 }
 
+/* Rules written to be slow within every size bound: a query refuses
+ * (-E2BIG, the same each time) once its matching would take more than
+ * LZ_IGNORECLASS_QUERY_STEPS, while cheap queries of the same snapshot
+ * answer; a build past its steps fails saying where, and changes nothing. */
+static void test_route__matching_budgets(void **state)
+{
+	struct fx *f = *state;
+	need_git();
+	repo(f, "ws");
+	mkdirs(f, "ws/sub/deeper");
+	/* 1,024 lines of '*[' + 1,000 "[:" + 'x]': each costs about 2,000
+	 * steps per byte of a name (the bracket is scanned at every start). */
+	size_t line = 2 + 2000 + 3, n_lines = 1024;
+	char *text = malloc(n_lines * line + 16);
+	assert_non_null(text);
+	size_t k = 0;
+	memcpy(text + k, "*.o\n", 4);
+	k += 4;
+	for (size_t l = 0; l < n_lines; l++) {
+		text[k++] = '*';
+		text[k++] = '[';
+		for (int i = 0; i < 1000; i++) {
+			text[k++] = '[';
+			text[k++] = ':';
+		}
+		memcpy(text + k, "x]\n", 3);
+		k += 3;
+	}
+	text[k] = '\0';
+	put(f, "ws/.gitignore", text);
+	free(text);
+	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
+	char name[256];
+	memset(name, 'c', 250);
+	name[250] = '\0';
+	for (int i = 0; i < 2; i++) {
+		enum lz_route r = LZ_ROUTE_HOST;
+		assert_int_equal(lz_ignoreclass_route(s, name, strlen(name), false, &r), -E2BIG);
+	}
+	/* Short names stay within the steps; known directories were decided
+	 * at build. */
+	ASSERT_ROUTE(s, "a.o", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "ab", false, LZ_ROUTE_HOST);
+	ASSERT_ROUTE(s, "x", false, LZ_ROUTE_ISOLATED);
+	ASSERT_ROUTE(s, "sub/deeper", true, LZ_ROUTE_HOST);
+	lz_ignoreclass_unref(s);
+
+	char p[PATH_MAX];
+	FMT(p, "%s/ws", f->dir);
+	int wsfd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(wsfd >= 0);
+	struct lz_ignoreclass_inputs in = { .workspace_fd = wsfd, .isolated_fd = -1, .build_steps = 100000 };
+	struct lz_err err = { 0 };
+	lz_ignoreclass *none = NULL;
+	assert_int_equal(lz_ignoreclass_build(&in, &none, &err), -E2BIG);
+	assert_null(none);
+	assert_non_null(strstr(err.msg, "ignore rules take too long to match (stopped at 'sub"));
+	in.build_steps = 0; /* the default: this tree is well within it */
+	assert_int_equal(lz_ignoreclass_build(&in, &none, &err), 0);
+	assert_non_null(none);
+	lz_ignoreclass_unref(none);
+	close(wsfd);
+}
+
 static void test_route__malformed_paths(void **state)
 {
 	struct fx *f = *state;
@@ -1813,6 +1877,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_build__fifos_and_sockets_are_no_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__pathological_patterns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__pathological_double_star_and_classes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_route__matching_budgets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__malformed_paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_route__inconsistent_tracked_isolated_only, setup,
 						teardown),
