@@ -322,6 +322,28 @@ test_a_router_that_cannot_classify_says_why() {
 	assert_no_leftovers
 }
 
+# Ignore rules written to be slow, within every size bound (a .gitignore
+# of 4 MB: 1,000 lines of '*[' and 2,000 "[:", three directories with
+# 255-byte names): the first classification took about 40 s of one core
+# per launch before its matching was counted. Now the launch is refused
+# within seconds, saying what and where; without the rules it launches.
+test_ignore_rules_too_costly_refuse_the_launch() {
+	make_repo
+	python3 -c 'import sys; sys.stdout.write(("*[" + "[:" * 1998 + "x]\n") * 1000)' >>"$WS/.gitignore"
+	local d
+	for d in a b c; do mkdir "$WS/$(printf "$d%.0s" $(seq 255))"; done
+	local start=$SECONDS
+	capture launch true
+	assert_eq 69 "$STATUS" "launch over costly ignore rules (stderr: $ERR)"
+	assert_contains "$ERR" "the workspace's ignore rules take too long to match (stopped at '"
+	assert_contains "$ERR" "look for a .gitignore with many long wildcard patterns"
+	[ $((SECONDS - start)) -lt 45 ] || fail "the refusal took $((SECONDS - start)) s"
+	git -C "$WS" checkout -q .gitignore
+	capture launch cat /workspace/tracked.txt
+	assert_eq tracked "$OUT" "a launch once the rules are Git's usual (stderr: $ERR)"
+	assert_no_leftovers
+}
+
 # A FIFO where Git reads a file: one the host has (put there by another
 # program) is no ignore file and blocks no launch (the router's first
 # build used to wait on it forever). FIFOs made inside never reach the host:
@@ -632,6 +654,7 @@ t_run "a .gitignore change inside moves the route without copying" test_gitignor
 t_run "the router runs confined: no host network, file capabilities only" test_the_router_is_confined
 t_run "the router reads only what Git reads" test_the_router_reads_only_what_git_reads
 t_run "a router that cannot classify says why, and nothing changes" test_a_router_that_cannot_classify_says_why
+t_run "ignore rules too costly to match refuse the launch, saying where" test_ignore_rules_too_costly_refuse_the_launch
 t_run "a FIFO where Git reads a file blocks no launch and cannot be made inside" test_a_fifo_where_git_reads_a_file
 t_run "isolate_ignored = false shares ignored files and keeps the policy" test_isolation_off_shares_ignored_files_and_keeps_the_policy
 t_run "router loss ends the generation and loses nothing" test_router_loss_ends_the_generation
