@@ -93,6 +93,20 @@ test_exact_argv_and_streams() {
 	cleanup_data
 }
 
+# A profile's env naming a variable Lazaret sets replaces it: one entry of
+# each name inside, the profile's value (the default used to come first,
+# and getenv takes the first).
+test_profile_env_replaces_what_lazaret_sets() {
+	EXTRA=$'[profiles.test.env]\nLANG = "LZ_TEST_LANG"\nPATH = "LZ_TEST_PATH"\nLZ_TOKEN = "LZ_TEST_LANG"\n'
+	write_profile
+	LZ_ENV+=("LZ_TEST_LANG=C" "LZ_TEST_PATH=/usr/local/bin:/bin:/usr/bin")
+	capture launch /bin/sh -c 'env | grep -c -e ^LANG= -e ^PATH=; printf "%s|%s|%s\n" "$LANG" "$PATH" "$LZ_TOKEN"'
+	assert_eq 0 "$STATUS" "launch (stderr: $ERR)"
+	assert_eq "2
+C|/usr/local/bin:/bin:/usr/bin|C" "$OUT"
+	cleanup_data
+}
+
 test_output_to_a_file_keeps_its_offset() {
 	{
 		echo header
@@ -677,6 +691,7 @@ t_run "hc.log names what each launch phase and supervisor step took" test_hc_log
 t_run "hc.log is kept to two files of about 1 MiB" test_hc_log_is_kept_to_two_files
 t_run "the init's streams reach no host file" test_the_init_streams_reach_no_host_file
 t_run "passes the exact argv and separate streams" test_exact_argv_and_streams
+t_run "a profile's env replaces a variable Lazaret sets" test_profile_env_replaces_what_lazaret_sets
 t_run "a standard stream the CLI lacks is not its control socket" test_a_closed_stream_is_not_the_control_socket
 t_run "a signal gives status 128+N" test_signal_status_is_128_plus_n
 t_run "a flood to a non-blocking terminal arrives whole" test_flood_to_a_nonblocking_terminal_arrives_whole
