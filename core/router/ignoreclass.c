@@ -60,6 +60,13 @@ static bool pat_match(const lz_ignoreclass *s, const struct pat *pt, const uint8
 		return false;
 	const uint8_t *pp = s->text + pt->off;
 	unsigned cf = icase ? LZ_WM_CASEFOLD : 0;
+	/* A literal compare: a step for each 32 bytes (up to 4096). */
+	size_t literal = (pt->flags & P_BASENAME) && pt->kind != K_GLOB ? pt->len : pt->prefix;
+	if (*steps <= literal / 32) {
+		*steps = 0;
+		return false;
+	}
+	*steps -= literal / 32;
 	if (pt->flags & P_BASENAME) {
 		switch (pt->kind) {
 		case K_LITERAL:

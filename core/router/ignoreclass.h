@@ -100,8 +100,8 @@ struct lz_ignoreclass_inputs {
 	/* isolate_ignored = false (FR-9): no ignore rule isolates anything;
 	 * the rules for .git and editor configuration above still apply. */
 	bool share_ignored;
-	/* The steps the build's pattern matching may take; 0 for
-	 * LZ_IGNORECLASS_BUILD_STEPS (a test names fewer). */
+	/* The steps each part of the build's pattern matching may take at
+	 * least; 0 for LZ_IGNORECLASS_BUILD_STEPS (a test names fewer). */
 	uint64_t build_steps;
 };
 
@@ -116,10 +116,13 @@ struct lz_ignoreclass_inputs {
  * skipped: no query can name it. -EIO when libgit2 cannot read the
  * repository or its index, -EFBIG for an ignore file over 4 MiB, -E2BIG
  * past the snapshot's limits (4M nodes, 1M patterns) or when its pattern
- * matching would take more than LZ_IGNORECLASS_BUILD_STEPS steps (rules
- * written to be slow: lz_wildmatch_within), other -errno from the file
- * system; *ret untouched on failure. */
+ * matching would take too many steps (rules written to be slow:
+ * lz_wildmatch_within): LZ_IGNORECLASS_BUILD_STEPS to walk the tree, and
+ * to decide each path it knows LZ_IGNORECLASS_NODE_STEPS a path (at least
+ * LZ_IGNORECLASS_BUILD_STEPS in all); other -errno from the file system;
+ * *ret untouched on failure. */
 #define LZ_IGNORECLASS_BUILD_STEPS (1ull << 32)
+#define LZ_IGNORECLASS_NODE_STEPS (1ull << 14)
 int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass **ret,
 	struct lz_err *err);
 

@@ -285,6 +285,7 @@ struct build {
 	size_t len;
 	uint16_t starts[COMP_MAX];
 	uint64_t steps; /* what pattern matching may still take (ignoreclass.h) */
+	uint64_t min_steps; /* what each part may take at least */
 };
 
 /* Pattern matching ran out of steps at path (a directory or file name
@@ -788,6 +789,10 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 		if ((r = iso_walk(b, in->isolated_fd, 0)) < 0)
 			return r;
 	}
+	/* Deciding every path costs in proportion to the tree: a large real
+	 * tree must not run out where a small one written to be slow does. */
+	uint64_t per_node = (uint64_t)s->n_nodes * LZ_IGNORECLASS_NODE_STEPS;
+	b->steps = per_node > b->min_steps && !in->build_steps ? per_node : b->min_steps;
 	return decide_all(s, &b->steps, b->err);
 }
 
@@ -815,7 +820,8 @@ int lz_ignoreclass_build(const struct lz_ignoreclass_inputs *in, lz_ignoreclass 
 		return lz_err_set(err, -r, "ignoreclass: out of memory");
 	b->s = s;
 	b->ws_fd = in->workspace_fd;
-	b->steps = in->build_steps ? in->build_steps : LZ_IGNORECLASS_BUILD_STEPS;
+	b->min_steps = in->build_steps ? in->build_steps : LZ_IGNORECLASS_BUILD_STEPS;
+	b->steps = b->min_steps;
 	b->err = err;
 
 	if (git_libgit2_init() < 0)

@@ -104,8 +104,10 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 			p++;
 			if (p < pe && *p == '*') {
 				ptrdiff_t before = (p - p0) - 2; /* the byte before the stars */
+				const uint8_t *run = p;
 				while (p < pe && *p == '*')
 					p++;
+				SPEND(p - run); /* a run of stars is looked at every time */
 				if (!(fl & WM_PATHNAME)) {
 					match_slash = true;
 				} else if ((before < 0 || p0[before] == '/') &&
@@ -128,21 +130,29 @@ static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8
 				match_slash = !(fl & WM_PATHNAME);
 			}
 			if (p == pe) {
-				if (!match_slash && memchr(t, '/', (size_t)(te - t)))
-					return WM_NOMATCH;
-				return WM_MATCH;
+				if (match_slash)
+					return WM_MATCH;
+				const uint8_t *s = memchr(t, '/', (size_t)(te - t));
+				SPEND((s ? s + 1 : te) - t);
+				/* A slash left: left for every later start of an
+				 * enclosing '*' in this component too. */
+				return s ? WM_ABORT_TO_STARSTAR : WM_MATCH;
 			}
 			if (!match_slash && *p == '/') {
 				/* One '*' then '/': skip to the next slash. */
 				const uint8_t *s = memchr(t, '/', (size_t)(te - t));
-				SPEND((s ? s : te) - t);
+				SPEND((s ? s + 1 : te) - t);
 				/* No slash in the rest: none in what any later
 				 * start of an enclosing '*' leaves either, as for a
 				 * literal below (Git retries, scanning again). */
 				if (s == NULL)
 					return WM_ABORT_ALL;
-				t = s; /* the loop consumes both slashes */
-				continue;
+				/* The rest from that slash: what every later start
+				 * of an enclosing '*' in this component comes to
+				 * too (Git matches it again for each: quadratic in
+				 * the component). */
+				int m = wm(p, pe, s, te, fl, left);
+				return m == WM_NOMATCH ? WM_ABORT_TO_STARSTAR : m;
 			}
 			for (;;) {
 				if (t == te)

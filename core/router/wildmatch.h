@@ -34,8 +34,8 @@ bool lz_wildmatch(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const u
  * text byte looked at), taken from *steps: once they run out it answers
  * false and leaves *steps 0, which the caller must take for "too costly
  * to tell", not for "no match" (a match that took the last step leaves 0
- * too). A match costs at most twice the pattern's length times the
- * text's. */
+ * too). A match costs at most about twice the pattern's length times
+ * the text's, plus the text's length times its longest component's. */
 bool lz_wildmatch_within(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te,
 			 unsigned flags, uint64_t *steps);
 

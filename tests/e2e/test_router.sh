@@ -326,18 +326,17 @@ test_a_router_that_cannot_classify_says_why() {
 # of 4 MB: 1,000 lines of '*[' and 2,000 "[:", three directories with
 # 255-byte names): the first classification took about 40 s of one core
 # per launch before its matching was counted. Now the launch is refused
-# within seconds, saying what and where; without the rules it launches.
+# after 2^32 steps (seconds), saying what and where, before the router's
+# start times out; without the rules it launches.
 test_ignore_rules_too_costly_refuse_the_launch() {
 	make_repo
 	python3 -c 'import sys; sys.stdout.write(("*[" + "[:" * 1998 + "x]\n") * 1000)' >>"$WS/.gitignore"
 	local d
 	for d in a b c; do mkdir "$WS/$(printf "$d%.0s" $(seq 255))"; done
-	local start=$SECONDS
 	capture launch true
 	assert_eq 69 "$STATUS" "launch over costly ignore rules (stderr: $ERR)"
 	assert_contains "$ERR" "the workspace's ignore rules take too long to match (stopped at '"
 	assert_contains "$ERR" "look for a .gitignore with many long wildcard patterns"
-	[ $((SECONDS - start)) -lt 45 ] || fail "the refusal took $((SECONDS - start)) s"
 	git -C "$WS" checkout -q .gitignore
 	capture launch cat /workspace/tracked.txt
 	assert_eq tracked "$OUT" "a launch once the rules are Git's usual (stderr: $ERR)"

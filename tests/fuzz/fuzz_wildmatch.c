@@ -248,11 +248,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned fl = 0; fl < 4; fl++) {
 		bool got = lz_wildmatch(pc, pc + pl, tc, tc + tl, fl);
 		/* Within a budget: the same answer, or none (steps left 0, and
-		 * false) when it ran out; a match never costs more than twice the
-		 * pattern's length times the text's (a bracket's bytes are looked
-		 * at twice where a "[:" names no class), which is what
-		 * wildmatch.h promises. */
-		uint64_t bound = 2 * (uint64_t)(pl + 1) * (tl + 2), left = bound;
+		 * false) when it ran out; a match never costs more than
+		 * wildmatch.h promises: twice the pattern's length times the
+		 * text's (a bracket's bytes are looked at twice where a "[:"
+		 * names no class), plus the text's length times its longest
+		 * component's (a '*' looking for a slash). */
+		size_t comp = 0, longest = 0;
+		for (size_t i = 0; i < tl; i++) {
+			comp = tc[i] == '/' ? 0 : comp + 1;
+			longest = comp > longest ? comp : longest;
+		}
+		uint64_t bound = 2 * (uint64_t)(pl + 1) * (tl + 2) + (uint64_t)(tl + 2) * (longest + 2);
+		uint64_t left = bound;
 		bool within = lz_wildmatch_within(pc, pc + pl, tc, tc + tl, fl, &left);
 		check(left > 0 && within == got);
 		uint64_t small = (uint64_t)data[0] % 64;
