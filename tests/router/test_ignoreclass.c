@@ -1659,7 +1659,7 @@ static void random_tree(const struct fx *f, const char *ws, uint64_t seed, bool 
 		FMT(parent, "%s", dirs[rnd((uint32_t)nd)]);
 		if (strlen(parent) > 40)
 			continue;
-		snprintf(dirs[nd], PATH_MAX, "%s%s%s", parent, *parent ? "/" : "",
+		snprintf(dirs[nd], PATH_MAX, "%.64s%s%.64s", parent, *parent ? "/" : "",
 			 dir_names[rnd(LZ_ARRAY_SIZE(dir_names))]);
 		char p[PATH_MAX * 2];
 		FMT(p, "%s/%s", ws, dirs[nd]);
