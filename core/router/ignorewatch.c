@@ -75,6 +75,7 @@ struct lz_ignorewatch {
 	bool full_warned;
 	bool overflowed;
 	atomic_ulong published;
+	atomic_ulong failed; /* rebuilds that failed (tests) */
 	pthread_t thread;
 };
 
@@ -476,23 +477,27 @@ static void watch_inputs(struct lz_ignorewatch *iw, const lz_ignoreclass *snap)
 		}
 }
 
-/* One attempt at a new snapshot. failures counts the attempts that failed
- * since the last success: the first MAX_RETRIES come RETRY_MS apart (an
- * index caught mid-write), later ones further apart; the previous
- * classification stays meanwhile (spec 3.5). */
-static bool rebuild(struct lz_ignorewatch *iw, unsigned failures)
+/* One attempt at a new snapshot: 0, or the build's -errno. failures
+ * counts the attempts that failed since the last success: the first
+ * MAX_RETRIES come RETRY_MS apart (an index caught mid-write), later ones
+ * further apart; the previous classification stays meanwhile (spec 3.5).
+ * A build past a bound (-E2BIG: rules too costly to match, too many paths
+ * or patterns) is said at once: the same tree gives the same answer. */
+static int rebuild(struct lz_ignorewatch *iw, unsigned failures)
 {
 	lz_ignoreclass *snap = NULL;
 	struct lz_err err = { 0, "" };
-	if (lz_ignoreclass_build(&iw->in, &snap, &err) == 0) {
+	int r = lz_ignoreclass_build(&iw->in, &snap, &err);
+	if (r == 0) {
 		watch_inputs(iw, snap);
 		if (lz_router_publish(iw->router, lz_router_classifier_ignoreclass(snap)) == 0)
 			atomic_fetch_add(&iw->published, 1);
 		if (failures >= MAX_RETRIES)
 			lz_router_log("the ignore rules can be read again");
-		return true;
+		return 0;
 	}
-	if (failures + 1 == MAX_RETRIES) {
+	atomic_fetch_add(&iw->failed, 1);
+	if (failures + 1 == MAX_RETRIES || (r == -E2BIG && failures < MAX_RETRIES)) {
 		/* the message names workspace paths the sandbox chose */
 		char why[LZ_ESCAPE_MAX(sizeof(err.msg)) + 1];
 		lz_escape(err.msg, strlen(err.msg), why, sizeof(why));
@@ -500,7 +505,7 @@ static bool rebuild(struct lz_ignorewatch *iw, unsigned failures)
 			      "stays until they can",
 			      why);
 	}
-	return false;
+	return r < 0 ? r : -EIO;
 }
 
 /* How long to wait before the next rebuild after failures failed ones. */
@@ -571,12 +576,15 @@ static void *watch_main(void *arg)
 		int64_t now = now_ms();
 		if ((at[AT_QUIET] >= 0 && now >= at[AT_QUIET]) || (at[AT_REBUILD] >= 0 && now >= at[AT_REBUILD])) {
 			at[AT_QUIET] = -1;
-			if (rebuild(iw, failures)) {
+			int r = rebuild(iw, failures);
+			if (r == 0) {
 				failures = 0;
 				at[AT_REBUILD] = -1;
 				at[AT_INVALIDATE] = now; /* whether the publish left one to do */
 			} else {
-				failures++;
+				/* Past a bound no quick retries: each would take
+				 * its whole budget again for the same answer. */
+				failures = r == -E2BIG && failures < MAX_RETRIES ? MAX_RETRIES : failures + 1;
 				at[AT_REBUILD] = now + retry_delay(failures);
 			}
 		}
@@ -664,6 +672,11 @@ int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, c
 	}
 	*ret = iw;
 	return 0;
+}
+
+unsigned long lz_ignorewatch_failed(const lz_ignorewatch *w)
+{
+	return atomic_load(&w->failed);
 }
 
 unsigned long lz_ignorewatch_published(const lz_ignorewatch *w)

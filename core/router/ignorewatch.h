@@ -12,7 +12,9 @@
  * or the global excludes file changes (or inotify overflows), it waits for
  * 50 ms of quiet, builds a new lz_ignoreclass snapshot and publishes it;
  * a build that fails (an index caught mid-write) is retried, and the old
- * snapshot stays until one succeeds.
+ * snapshot stays until one succeeds; one past a bound (ignore rules too
+ * costly to match: ignoreclass.h) is retried at 1 s doubling to 32 s
+ * only, the same tree giving the same answer.
  *
  * Every event under the host backing also goes to lz_router_host_changed,
  * so the router can let the kernel cache host-backed entries long
@@ -54,8 +56,10 @@ size_t lz_ignorewatch_budget(unsigned long max_user_watches);
 int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, const lz_ignoreclass *snap,
 			 size_t max_dirs, lz_ignorewatch **ret, struct lz_err *err);
 
-/* How many snapshots the watch has published so far (tests). */
+/* How many snapshots the watch has published so far, and how many
+ * rebuilds failed (tests). */
 unsigned long lz_ignorewatch_published(const lz_ignorewatch *w);
+unsigned long lz_ignorewatch_failed(const lz_ignorewatch *w);
 
 /* Stops and joins the thread; accepts NULL. */
 void lz_ignorewatch_stop(lz_ignorewatch *w);

@@ -168,6 +168,40 @@ static void test_root_gitignore_edit_publishes(void **state)
 	assert_int_equal(route_now(f, "a.tmp", NULL), LZ_ROUTE_ISOLATED);
 }
 
+/* Rules past the build's steps: the previous classification stays, and
+ * the watch does not retry every 200 ms (each attempt would spend its
+ * whole budget again for the same answer); cheap rules publish again. */
+static void test_rules_too_costly_keep_the_old_snapshot_without_quick_retries(void **state)
+{
+	struct fx *f = *state;
+	sh("mkdir '%s/sub-directory-with-a-long-enough-name'", f->ws);
+	start_with(f, NULL, 0, (struct lz_ignoreclass_inputs){ .build_steps = 4000 });
+	char costly[64 * 210 + 16];
+	size_t k = 0;
+	for (int l = 0; l < 64; l++) {
+		costly[k++] = '*';
+		costly[k++] = '[';
+		for (int i = 0; i < 100; i++) {
+			costly[k++] = '[';
+			costly[k++] = ':';
+		}
+		memcpy(costly + k, "x]\n", 3);
+		k += 3;
+	}
+	memcpy(costly + k, "*.log\n", 7);
+	put(f, ".gitignore", costly);
+	for (int i = 0; i < 500 && lz_ignorewatch_failed(f->watch) == 0; i++)
+		sleep_ms(10);
+	assert_int_equal(lz_ignorewatch_failed(f->watch), 1);
+	sleep_ms(1500); /* the quick retries would have made seven more */
+	assert_in_range(lz_ignorewatch_failed(f->watch), 1, 2);
+	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
+	assert_int_equal(route_published(f, "a.log"), LZ_ROUTE_ISOLATED);
+	put(f, ".gitignore", "*.log\n*.tmp\n");
+	assert_true(published_after(f, 0));
+	assert_int_equal(route_published(f, "a.tmp"), LZ_ROUTE_ISOLATED);
+}
+
 static void test_ordinary_files_do_not_publish(void **state)
 {
 	struct fx *f = *state;
@@ -422,6 +456,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_root_gitignore_edit_publishes),
+		T(test_rules_too_costly_keep_the_old_snapshot_without_quick_retries),
 		T(test_ordinary_files_do_not_publish),
 		T(test_new_directory_with_gitignore_publishes),
 		T(test_tree_moved_in_publishes),
