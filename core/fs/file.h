@@ -69,12 +69,12 @@ int lz_dir_ensure_made(int dirfd, const char *name, mode_t mode, int *ret_fd, st
  * caller, without group or other access, of at most max bytes; read once
  * into a new NUL-terminated buffer (free() it). -ELOOP, -EPERM (type,
  * links, owner, mode), -EFBIG, -ENOMEM, -errno. */
+int lz_file_read_owned(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len, struct lz_err *err);
+
 /* Reads fd from its offset to its end, once, into a new NUL-terminated
  * buffer (free() it) of at most max bytes: a file that holds or grows to
  * more refuses (-EFBIG), as a read error does (-errno). shown names the
  * file in the message, as the caller quotes it. 0 or -errno. */
 int lz_fd_read_bounded(int fd, size_t max, const char *shown, char **ret, size_t *ret_len, struct lz_err *err);
-
-int lz_file_read_owned(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len, struct lz_err *err);
 
 #endif
