@@ -62,11 +62,8 @@ static bool pat_match(const lz_ignoreclass *s, const struct pat *pt, const uint8
 	unsigned cf = icase ? LZ_WM_CASEFOLD : 0;
 	/* A literal compare: a step for each 32 bytes (up to 4096). */
 	size_t literal = (pt->flags & P_BASENAME) && pt->kind != K_GLOB ? pt->len : pt->prefix;
-	if (*steps <= literal / 32) {
-		*steps = 0;
+	if (!lz_wm_take(steps, literal / 32))
 		return false;
-	}
-	*steps -= literal / 32;
 	if (pt->flags & P_BASENAME) {
 		switch (pt->kind) {
 		case K_LITERAL:
@@ -97,9 +94,8 @@ static int list_match(const lz_ignoreclass *s, uint32_t first, uint32_t n, const
 {
 	for (uint32_t i = n; i-- > 0;) {
 		const struct pat *pt = &s->pats[first + i];
-		if (*steps == 0)
+		if (!lz_wm_take(steps, 1))
 			return -1;
-		--*steps;
 		if (pat_match(s, pt, rel, rel_len, base, base_len, is_dir, icase, steps))
 			return (pt->flags & P_NEG) ? 0 : 1;
 	}

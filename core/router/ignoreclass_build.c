@@ -792,7 +792,7 @@ static int build(struct build *b, const struct lz_ignoreclass_inputs *in)
 	/* Deciding every path costs in proportion to the tree: a large real
 	 * tree must not run out where a small one written to be slow does. */
 	uint64_t per_node = (uint64_t)s->n_nodes * LZ_IGNORECLASS_NODE_STEPS;
-	b->steps = per_node > b->min_steps && !in->build_steps ? per_node : b->min_steps;
+	b->steps = per_node > b->min_steps ? per_node : b->min_steps;
 	return decide_all(s, &b->steps, b->err);
 }
 

@@ -51,22 +51,11 @@ static inline uint8_t at(const uint8_t *q, const uint8_t *pe)
 	return q < pe ? *q : 0;
 }
 
-/* Takes n steps from *left; false, and *left 0, once it has fewer. */
-static inline bool spend(uint64_t *left, uint64_t n)
-{
-	if (*left < n) {
-		*left = 0;
-		return false;
-	}
-	*left -= n;
-	return true;
-}
-
 /* Out of steps: WM_ABORT_ALL unwinds every level at once. */
-#define SPEND(n)                              \
-	do {                                  \
-		if (!spend(left, (uint64_t)(n))) \
-			return WM_ABORT_ALL;  \
+#define SPEND(n)                                      \
+	do {                                          \
+		if (!lz_wm_take(left, (uint64_t)(n))) \
+			return WM_ABORT_ALL;          \
 	} while (0)
 
 static int wm(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te, unsigned fl,

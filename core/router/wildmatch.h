@@ -30,6 +30,18 @@ static inline bool lz_wm_special(uint8_t c)
 /* Whether the text [t, te) matches the pattern [p, pe). */
 bool lz_wildmatch(const uint8_t *p, const uint8_t *pe, const uint8_t *t, const uint8_t *te, unsigned flags);
 
+/* Takes n steps from *left: false, and *left 0, when it has fewer (the
+ * one rule of every step count of the ignore-rule matching). */
+static inline bool lz_wm_take(uint64_t *left, uint64_t n)
+{
+	if (*left < n) {
+		*left = 0;
+		return false;
+	}
+	*left -= n;
+	return true;
+}
+
 /* lz_wildmatch within *steps steps of matching (about one a pattern or
  * text byte looked at), taken from *steps: once they run out it answers
  * false and leaves *steps 0, which the caller must take for "too costly

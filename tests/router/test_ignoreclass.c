@@ -1012,6 +1012,20 @@ static void test_route__pathological_patterns(void **state)
 	lz_ignoreclass_unref(s);
 }
 
+/* Writes at text + k the line '*[' + pairs "[:" + 'x]' (a bracket whose
+ * "[:" name no class: members '[', ':' and 'x') and returns the new end. */
+static size_t costly_bracket_line(char *text, size_t k, int pairs)
+{
+	text[k++] = '*';
+	text[k++] = '[';
+	for (int i = 0; i < pairs; i++) {
+		text[k++] = '[';
+		text[k++] = ':';
+	}
+	memcpy(text + k, "x]\n", 3);
+	return k + 3;
+}
+
 /* Patterns whose matching Git does in exponential or quadratic time (a
  * line the sandbox writes would stall every lookup that reaches it): a
  * chain of "**" + "/" against a deep path, and a bracket of many "[:"
@@ -1028,14 +1042,8 @@ static void test_route__pathological_double_star_and_classes(void **state)
 		memcpy(text + k, "**/", 3);
 		k += 3;
 	}
-	memcpy(text + k, "b\n*[", 4);
-	k += 4;
-	for (int i = 0; i < 1500; i++) {
-		text[k++] = '[';
-		text[k++] = ':';
-	}
-	memcpy(text + k, "x]\n", 3);
-	k += 3;
+	memcpy(text + k, "b\n", 2);
+	k = costly_bracket_line(text, k + 2, 1500);
 	text[k] = '\0';
 	put(f, "ws/.gitignore", text);
 	lz_ignoreclass *s = snap_at(f, "ws", NULL, -1);
@@ -1074,16 +1082,8 @@ static void test_route__matching_budgets(void **state)
 	size_t k = 0;
 	memcpy(text + k, "*.o\n", 4);
 	k += 4;
-	for (size_t l = 0; l < n_lines; l++) {
-		text[k++] = '*';
-		text[k++] = '[';
-		for (int i = 0; i < 1000; i++) {
-			text[k++] = '[';
-			text[k++] = ':';
-		}
-		memcpy(text + k, "x]\n", 3);
-		k += 3;
-	}
+	for (size_t l = 0; l < n_lines; l++)
+		k = costly_bracket_line(text, k, 1000);
 	text[k] = '\0';
 	put(f, "ws/.gitignore", text);
 	free(text);
