@@ -95,10 +95,18 @@ struct lz_router_options {
 	 * are reopened by name on use. 0: a quarter of the RLIMIT_NOFILE soft
 	 * limit (runsc keeps a descriptor of ours open per file it caches). */
 	unsigned max_cached_fds;
+	/* The largest new index (index.lock) the guard reads: libgit2 reads
+	 * one whole and then some, about twice its size in the router's
+	 * memory, and the sandbox writes it. Larger ones are refused EFBIG
+	 * before they are read. 0: LZ_ROUTER_INDEX_MAX. */
+	size_t max_index_bytes;
 	bool debug;               /* libfuse's request trace on stderr */
 	bool handle_signals;      /* libfuse's SIGINT/SIGTERM/SIGHUP handlers end the loop */
 };
 
+/* 256 MiB: five times the index of a checkout of Chromium (about 400,000
+ * files), the snapshot's own bound of 2^22 paths at 64 bytes each. */
+#define LZ_ROUTER_INDEX_MAX ((size_t)256 << 20)
 /* Defaults: 1 s timeouts, keep_cache, no write-back cache,
  * default_permissions, no allow_other, 8 threads. */
 void lz_router_options_default(struct lz_router_options *opt);

@@ -12,14 +12,17 @@
  * are refused by the policy (router_policy.c: rt_policy_index). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <git2.h>
 
 #include "router_int.h"
+#include "util/escape.h"
 #include "util/sys.h"
 
 /* Whether libgit2's last failure was the host's (descriptors, memory),
@@ -50,6 +53,18 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 		memcpy(root, dir, wlen);
 	} else if (rc < 0) {
 		return -EIO;
+	}
+	/* Bounded before libgit2 reads it whole: no write reaches it while
+	 * the guard holds index_gate, so the size read here is the size read. */
+	struct stat st;
+	if (fstat(lock_fd, &st) < 0)
+		return -EIO;
+	if ((uintmax_t)st.st_size > r->opt.max_index_bytes) {
+		char where[LZ_ESCAPE_MAX(256) + 1]; /* a path the sandbox chose */
+		lz_escape(dir, dlen, where, sizeof(where));
+		lz_router_log("refused a new index of %jd bytes in '%s' (the router reads at most %zu)",
+			      (intmax_t)st.st_size, where, r->opt.max_index_bytes);
+		return -EFBIG;
 	}
 	rc = 0;
 	rt_procpath(proc, lock_fd);

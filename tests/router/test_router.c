@@ -315,6 +315,8 @@ static bool no_negative_cache;
 /* When >= 0, the router process (and the body, its child) runs with this
  * umask: the router inherits the developer's. */
 static int router_umask = -1;
+/* When nonzero, the index guard's bound (max_index_bytes). */
+static size_t index_max;
 /* When set, the router serves the real classifier (an lz_ignoreclass
  * snapshot of e->host, as lazaret-router does) instead of the test one,
  * and the watch, when on, starts from that snapshot. */
@@ -331,6 +333,7 @@ static struct lz_router_options test_options(void)
 	/* every test runs with descriptors evicted and reopened by name */
 	o.max_cached_fds = router_nofile ? 0 : 16;
 	o.kernel_open = !open_requests;
+	o.max_index_bytes = index_max;
 	return o;
 }
 
@@ -528,6 +531,7 @@ static int setup(void **state)
 	router_nofile = 0;
 	no_negative_cache = false;
 	router_umask = -1;
+	index_max = 0;
 	real_classifier = false;
 	router_watch = false;
 	casefold_subdir_host = false;
@@ -1137,11 +1141,6 @@ RUN_BOTH(router__open_handle_stays_pinned_across_a_publish)
 
 /* ---- the index-lock guard ---------------------------------------------------- */
 
-/* Copies the index of a scratch repository that tracks sub/x.ign and
- * tracked.txt to the workspace's .git/index.lock (through the mount). */
-/* Writes .git/index.lock through the router: an index tracking
- * tracked.txt and sub/x.ign, split (a `link` extension, which libgit2
- * cannot read) when split. */
 /* Writes .git/index.lock through the router (returning its descriptor,
  * open for writing, when keep): the index git makes in a scratch
  * repository after `git <add>`, run there. */
@@ -1247,6 +1246,47 @@ static void router__index_lock_the_guard_cannot_read_is_ebusy(struct env *e)
 	CHECK(!exists(P(e->host, ".git/index")));
 }
 RUN(router__index_lock_the_guard_cannot_read_is_ebusy)
+
+/* A new index larger than the guard reads is refused before libgit2 reads
+ * it (whole, and then some: the sandbox's bytes in the router's memory):
+ * EFBIG, and nothing changes. A sparse one says so without the memory. */
+static void router__an_index_larger_than_the_guard_reads_is_efbig(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	plant_index_lock_of(e, "tracked.txt");
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+	char before[4096];
+	snprintf(before, sizeof(before), "%s", read_text(P(e->host, ".git/index")));
+	plant_index_lock_of(e, "tracked.txt");
+	CHECK_OK(truncate(P(e->mnt, ".git/index.lock"), (off_t)LZ_ROUTER_INDEX_MAX + 1));
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EFBIG);
+	CHECK_ERRNO(rename2(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index"), RENAME_EXCHANGE), EFBIG);
+	CHECK(exists(P(e->host, ".git/index.lock")));
+	CHECK(strcmp(read_text(P(e->host, ".git/index")), before) == 0);
+}
+RUN(router__an_index_larger_than_the_guard_reads_is_efbig)
+
+/* The bound is inclusive: an index of exactly max_index_bytes is read
+ * (this one, padded with zeros, then fails as unreadable). */
+static void router__the_index_bound_is_its_size(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	plant_index_lock_of(e, "tracked.txt");
+	CHECK_OK(truncate(P(e->mnt, ".git/index.lock"), 4097));
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EFBIG);
+	CHECK_OK(truncate(P(e->mnt, ".git/index.lock"), 4096));
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(!exists(P(e->host, ".git/index")));
+}
+
+static void test_router__the_index_bound_is_its_size(void **state)
+{
+	index_max = 4096;
+	with_router(*state, router__the_index_bound_is_its_size);
+	index_max = 0;
+}
 
 /* A gitlink in the new index is asked about as the directory it stands
  * for: one at an ignored directory would route all of it to the host. */
@@ -3244,6 +3284,8 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__index_lock_the_guard_cannot_read_is_ebusy),
+		T(router__an_index_larger_than_the_guard_reads_is_efbig),
+		T(router__the_index_bound_is_its_size),
 		T(router__an_index_with_a_gitlink_at_an_ignored_directory_is_ebusy),
 		T(router__an_index_changes_only_by_the_guarded_rename),
 		T(router__no_write_reaches_the_index_through_an_earlier_descriptor),
