@@ -482,7 +482,8 @@ static void watch_inputs(struct lz_ignorewatch *iw, const lz_ignoreclass *snap)
  * MAX_RETRIES come RETRY_MS apart (an index caught mid-write), later ones
  * further apart; the previous classification stays meanwhile (spec 3.5).
  * A build past a bound (-E2BIG: rules too costly to match, too many paths
- * or patterns) is said at once: the same tree gives the same answer. */
+ * or patterns) is said at once, and tried again only after a change when
+ * the watch sees them all: the same tree gives the same answer. */
 static int rebuild(struct lz_ignorewatch *iw, unsigned failures)
 {
 	lz_ignoreclass *snap = NULL;
@@ -583,9 +584,12 @@ static void *watch_main(void *arg)
 				at[AT_INVALIDATE] = now; /* whether the publish left one to do */
 			} else {
 				/* Past a bound no quick retries: each would take
-				 * its whole budget again for the same answer. */
+				 * its whole budget again for the same answer. While
+				 * the watch sees every change, none at all until
+				 * one comes (a build spends seconds of a core). */
 				failures = r == -E2BIG && failures < MAX_RETRIES ? MAX_RETRIES : failures + 1;
-				at[AT_REBUILD] = now + retry_delay(failures);
+				bool sees_all = !iw->full_warned && !iw->overflowed;
+				at[AT_REBUILD] = r == -E2BIG && sees_all ? -1 : now + retry_delay(failures);
 			}
 		}
 		if (at[AT_INVALIDATE] >= 0 && now >= at[AT_INVALIDATE])
