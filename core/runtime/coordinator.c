@@ -438,6 +438,20 @@ static int check_space(const struct lz_path *where, const char *what, const char
 			  MIN_FREE_BYTES >> 20, advice);
 }
 
+static int check_domain_space(const lz_config *cfg, struct lz_err *err)
+{
+	return check_space(lz_config_storage_domain(cfg), "the Domain's storage",
+			   "free space on that file system (`lazaret image gc` removes images no Domain "
+			   "uses; what the sandbox keeps is in the Domain's directory there)",
+			   err);
+}
+
+static int check_runtime_space(const lz_hc *hc, struct lz_err *err)
+{
+	return check_space(hc->runtime_domain, "the runtime directory",
+			   "free space on that file system (it holds each running sandbox's /tmp)", err);
+}
+
 static void hc_closep(lz_hc **hc)
 {
 	lz_hc_close(*hc);
@@ -491,10 +505,7 @@ int lz_hc_open(const lz_config *cfg, lz_hc **ret, struct lz_err *err)
 	struct lz_err rotate = { 0, "" };
 	if (lz_rundir_rotate_log(hc->runtime_domain, STDERR_FILENO, LZ_RUNDIR_LOG_KEEP, &rotate) < 0)
 		log_line("%s", rotate.msg); /* the log grows on; the launch does not stop for it */
-	if ((r = check_space(lz_config_storage_domain(cfg), "the Domain's storage",
-			     "free space on that file system (`lazaret image gc` removes images no Domain "
-			     "uses; what the sandbox keeps is in the Domain's directory there)",
-			     err)) < 0 ||
+	if ((r = check_domain_space(cfg, err)) < 0 ||
 	    (r = identity_first(hc, err)) < 0 ||
 	    (r = lz_dstore_open(lz_config_storage_domain(cfg)->fd, &hc->store, err)) < 0)
 		return r;
@@ -627,9 +638,7 @@ int lz_hc_begin(lz_hc *hc, struct lz_err *err)
 			return lz_err_prefix(err, r, "auto-approve ");
 	/* The runtime directory after recovery removed what a lost generation
 	 * left there (its transient layer). */
-	if ((r = check_space(hc->runtime_domain, "the runtime directory",
-			     "free space on that file system (it holds each running sandbox's /tmp)",
-			     err)) < 0 ||
+	if ((r = check_runtime_space(hc, err)) < 0 ||
 	    (r = lz_identity_ensure(lz_config_storage_domain(hc->cfg)->fd, hc->profile->name,
 				    lz_config_workspace(hc->cfg)->canonical, err)) < 0 ||
 	    (r = record_volumes(hc, err)) < 0)
@@ -1489,7 +1498,10 @@ static int session_start(lz_hc *hc, struct lz_session *s, const struct lz_wire_r
 	struct lz_broker_child exec = LZ_BROKER_CHILD_INIT;
 	int r;
 
-	if ((r = lz_guestcmd_build(run, lz_bundle_guest_env(hc->cfg), &argv, &env, err)) < 0 ||
+	/* A join records its session as a launch records its generation: it
+	 * is refused the same way where there is no room for that. */
+	if ((r = check_domain_space(hc->cfg, err)) < 0 || (r = check_runtime_space(hc, err)) < 0 ||
+	    (r = lz_guestcmd_build(run, lz_bundle_guest_env(hc->cfg), &argv, &env, err)) < 0 ||
 	    (r = fault_after("session-intent", lz_dstore_session_begin(hc->store, hc->gen, s->id, err))) < 0 ||
 	    (r = add_capability(hc, s, &env, err)) < 0)
 		return r;

@@ -545,6 +545,43 @@ test_a_full_storage_root_refuses_clearly() {
 	in_ns rm -rf "$small"
 }
 
+# A join while the Storage Root is full (the sandbox filled it) is refused
+# as a launch is, saying what is full and what to do, before it records
+# anything; the running session goes on, and a join works once space is
+# freed.
+test_a_join_on_a_full_storage_root_refuses_clearly() {
+	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
+		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
+	local small first i
+	small=$(mktemp -d "$LZ_TEST_SMALL_FS/t.XXXXXX")
+	DATA=$small/data
+	write_profile
+	capture lz image prepare "oci:$IMG/img:latest"
+	assert_eq 0 "$STATUS" "prepare on the small file system (stderr: $ERR)"
+	(launch sh -c 'dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; touch /workspace/ready
+		while [ ! -e /workspace/free ]; do sleep 0.1; done; rm /root/fill; touch /workspace/freed
+		while [ ! -e /workspace/go ]; do sleep 0.1; done; echo first done' >"$T/first.out") &
+	first=$!
+	for i in $(seq 300); do [ -e "$WS/ready" ] && break; sleep 0.1; done
+	[ -e "$WS/ready" ] || fail "the first session did not fill the disk"
+	capture launch echo joined
+	assert_eq 69 "$STATUS" "join on a full Storage Root (stderr: $ERR)"
+	assert_contains "$ERR" "the Domain's storage $small/data/domains/"
+	assert_contains "$ERR" "is full"
+	assert_contains "$ERR" "free space on that file system"
+	assert_not_contains "$ERR" "database or disk is full"
+	touch "$WS/free" # the sandbox frees it (its overlay's upper layer)
+	for i in $(seq 100); do [ -e "$WS/freed" ] && break; sleep 0.1; done
+	capture launch echo joined
+	assert_eq 0 "$STATUS" "join after freeing space (stderr: $ERR)"
+	assert_eq joined "$OUT"
+	touch "$WS/go"
+	wait "$first" || fail "the first session ended $?"
+	assert_eq "first done" "$(cat "$T/first.out")"
+	assert_no_processes
+	in_ns rm -rf "$small"
+}
+
 # The same for the runtime directory (each running sandbox's /tmp lives
 # there).
 test_a_full_runtime_directory_refuses_clearly() {
@@ -709,6 +746,7 @@ t_run "an artifact of an earlier preparer format is not used" test_an_artifact_o
 t_run "a missing libgit2 refuses the launch, naming it" test_a_missing_libgit2_refuses_the_launch_naming_it
 t_run "a failed start releases the image lease" test_failed_start_releases_the_lease
 t_run "a full Storage Root refuses the launch at once, saying what to do" test_a_full_storage_root_refuses_clearly
+t_run "a join on a full Storage Root is refused at once, saying what to do" test_a_join_on_a_full_storage_root_refuses_clearly
 t_run "a full runtime directory refuses the launch at once, saying what to do" test_a_full_runtime_directory_refuses_clearly
 t_run "volumes are mounted as configured" test_volumes_are_mounted_as_configured
 t_run "a volume source swapped after loading is refused, never mounted" test_a_volume_source_swapped_after_loading_is_refused
