@@ -48,18 +48,21 @@ int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms)
 		return -errno;
 	if (r == 0)
 		return -ETIMEDOUT;
-	ssize_t n = recv(fd, m, sizeof(*m), MSG_TRUNC);
+	/* Received aside: a refused record leaves *m as it was. */
+	struct lz_rs_msg in;
+	ssize_t n = recv(fd, &in, sizeof(in), MSG_TRUNC);
 	if (n < 0)
 		return -errno;
 	if (n == 0)
 		return -EPIPE;
-	if (n != (ssize_t)sizeof(*m))
+	if (n != (ssize_t)sizeof(in))
 		return -EBADMSG;
-	m->domain_id[sizeof(m->domain_id) - 1] = '\0';
-	m->text[sizeof(m->text) - 1] = '\0';
-	if (lz_rs_msg_name(m->type) == NULL || m->n_mounts > LZ_RS_MAX_ANCHORS + 1 ||
-	    m->attest_len > sizeof(m->attest) || !hex64(m->domain_id))
+	in.domain_id[sizeof(in.domain_id) - 1] = '\0';
+	in.text[sizeof(in.text) - 1] = '\0';
+	if (lz_rs_msg_name(in.type) == NULL || in.n_mounts > LZ_RS_MAX_ANCHORS + 1 ||
+	    in.attest_len > sizeof(in.attest) || !hex64(in.domain_id))
 		return -EBADMSG;
+	*m = in;
 	return 0;
 }
 

@@ -64,8 +64,8 @@ void lz_rs_msg_init(struct lz_rs_msg *m, uint32_t type, uint64_t generation, con
 /* Whole records, no descriptors. send: -EPIPE when the peer is gone.
  * recv (timeout_ms < 0 waits without limit): -ETIMEDOUT, -EPIPE at EOF,
  * -EBADMSG for a record of another size, an unknown type, bounds out of
- * range or a Domain ID that is not 64 lowercase hex; strings arrive
- * NUL-terminated. */
+ * range or a Domain ID that is not 64 lowercase hex (m is left as it
+ * was); strings arrive NUL-terminated. */
 int lz_rs_send(int fd, const struct lz_rs_msg *m);
 int lz_rs_recv(int fd, struct lz_rs_msg *m, int timeout_ms);
 
