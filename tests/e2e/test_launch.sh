@@ -507,19 +507,26 @@ test_a_git_sentry_file_swapped_after_planning_is_refused() {
 	cleanup_data
 }
 
-# A full Storage Root (issue 16): the next launch is refused at once, saying
-# what is full and what to do, the log grows by a few lines, nothing
-# recorded is lost, and once space is freed the Domain launches again.
-# scripts/test.sh mounts the small tmpfs (LZ_TEST_SMALL_FS).
-test_a_full_storage_root_refuses_clearly() {
+# small_storage_root: the Storage Root ($DATA) on the small tmpfs that
+# scripts/test.sh mounts (LZ_TEST_SMALL_FS), the test image prepared
+# there; sets the caller's small to its directory.
+small_storage_root() {
 	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
 		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
-	local small lines start
 	small=$(mktemp -d "$LZ_TEST_SMALL_FS/t.XXXXXX")
 	DATA=$small/data
 	write_profile
 	capture lz image prepare "oci:$IMG/img:latest"
 	assert_eq 0 "$STATUS" "prepare on the small file system (stderr: $ERR)"
+}
+
+# A full Storage Root (issue 16): the next launch is refused at once, saying
+# what is full and what to do, the log grows by a few lines, nothing
+# recorded is lost, and once space is freed the Domain launches again.
+# scripts/test.sh mounts the small tmpfs (LZ_TEST_SMALL_FS).
+test_a_full_storage_root_refuses_clearly() {
+	local small lines start
+	small_storage_root
 	capture launch sh -c 'dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; echo filled'
 	assert_contains "$OUT" filled
 	assert_no_processes # its coordinator has torn down (failing to record it)
@@ -550,14 +557,8 @@ test_a_full_storage_root_refuses_clearly() {
 # anything; the running session goes on, and a join works once space is
 # freed.
 test_a_join_on_a_full_storage_root_refuses_clearly() {
-	[ -n "${LZ_TEST_SMALL_FS:-}" ] ||
-		fail "LZ_TEST_SMALL_FS is unset: run through scripts/test.sh, which mounts a small tmpfs"
 	local small first i
-	small=$(mktemp -d "$LZ_TEST_SMALL_FS/t.XXXXXX")
-	DATA=$small/data
-	write_profile
-	capture lz image prepare "oci:$IMG/img:latest"
-	assert_eq 0 "$STATUS" "prepare on the small file system (stderr: $ERR)"
+	small_storage_root
 	(launch sh -c 'dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; touch /workspace/ready
 		while [ ! -e /workspace/free ]; do sleep 0.1; done; rm /root/fill; touch /workspace/freed
 		while [ ! -e /workspace/go ]; do sleep 0.1; done; echo first done' >"$T/first.out") &
