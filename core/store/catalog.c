@@ -254,8 +254,10 @@ static int read_artifact_fields(sqlite3_stmt *s, struct lz_catalog_artifact *a,
 	return 0;
 }
 
-static int read_artifact(sqlite3_stmt *s, struct lz_catalog_artifact *ret, struct lz_err *err)
+/* A row reader of list_ctx (out: struct lz_catalog_artifact). */
+static int read_artifact(sqlite3_stmt *s, void *out, struct lz_err *err)
 {
+	struct lz_catalog_artifact *ret = out;
 	struct lz_catalog_artifact a = { .source_ref = NULL };
 	int r = read_artifact_fields(s, &a, err);
 	if (r < 0) {
@@ -300,8 +302,10 @@ static int read_worker(sqlite3_stmt *s, int i, bool *ret_has, struct lz_catalog_
 	return 0;
 }
 
-static int read_prepare_op(sqlite3_stmt *s, struct lz_catalog_prepare_op *ret, struct lz_err *err)
+/* A row reader of list_ctx (out: struct lz_catalog_prepare_op). */
+static int read_prepare_op(sqlite3_stmt *s, void *out, struct lz_err *err)
 {
+	struct lz_catalog_prepare_op *ret = out;
 	struct lz_catalog_prepare_op op = { .has_worker = false };
 	const char *name = NULL, *state = NULL;
 	sqlite3_int64 created = 0;
@@ -561,43 +565,63 @@ int lz_catalog_prepare_intent_remove(int root_fd, const char *op_id, struct lz_e
 	return done(section(root_fd, remove_fn, &c, err), err);
 }
 
+/* A listing: every row of sql (its ?1 bound to param, NULL binds NULL)
+ * read by read into an element of elem bytes; free_list (NULL: free)
+ * releases what was read when the listing fails. */
 struct list_ctx {
-	const char *artifact_id; /* lease filter, or NULL */
+	const char *sql;
+	const char *param;
+	size_t elem;
+	int (*read)(sqlite3_stmt *s, void *out, struct lz_err *err);
+	void (*free_list)(void *v, size_t n);
 	void *v;
 	size_t n;
 	size_t cap;
 };
 
-static int prepare_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+static int list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
 {
 	struct list_ctx *c = ctx;
 	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	int r = lz_sqlstore_prepare(db, "SELECT " PREPARE_COLUMNS " FROM prepare_ops ORDER BY id", &s,
-				    err);
+	int r = lz_sqlstore_prepare(db, c->sql, &s, err);
+	if (r >= 0 && sqlite3_bind_parameter_count(s) > 0)
+		r = lz_sqlstore_bind_text(db, s, 1, c->param, err);
 	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
-		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_prepare_op),
-				      err)) < 0)
-			break;
-		struct lz_catalog_prepare_op *ops = c->v;
-		if ((r = read_prepare_op(s, &ops[c->n], err)) < 0)
+		if ((r = list_reserve(&c->v, &c->cap, c->n, c->elem, err)) < 0 ||
+		    (r = c->read(s, (char *)c->v + c->n * c->elem, err)) < 0)
 			break;
 		c->n++;
 	}
 	return r;
 }
 
+/* The outputs are set only on success. */
+static int list(int root_fd, struct list_ctx *c, void **ret_v, size_t *ret_n, struct lz_err *err)
+{
+	int r = section(root_fd, list_fn, c, err);
+	if (r < 0) {
+		if (c->free_list != NULL)
+			c->free_list(c->v, c->n);
+		else
+			free(c->v);
+		return done(r, err);
+	}
+	*ret_v = c->v;
+	*ret_n = c->n;
+	return 0;
+}
+
 int lz_catalog_prepare_list(int root_fd, struct lz_catalog_prepare_op **ret_ops, size_t *ret_n,
 			    struct lz_err *err)
 {
-	struct list_ctx c = { .v = NULL };
-	int r = section(root_fd, prepare_list_fn, &c, err);
-	if (r < 0) {
-		free(c.v);
-		return done(r, err);
-	}
-	*ret_ops = c.v;
-	*ret_n = c.n;
-	return 0;
+	struct list_ctx c = { .sql = "SELECT " PREPARE_COLUMNS " FROM prepare_ops ORDER BY id",
+			      .elem = sizeof(**ret_ops),
+			      .read = read_prepare_op };
+	void *v = NULL;
+	int r = list(root_fd, &c, &v, ret_n, err);
+	if (r == 0)
+		*ret_ops = v;
+	return r;
 }
 
 /* ---- artifacts ---------------------------------------------------------- */
@@ -698,36 +722,23 @@ int lz_catalog_artifact_get(int root_fd, const char *artifact_id, struct lz_cata
 	return 0;
 }
 
-static int artifact_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+static void artifact_list_free(void *v, size_t n)
 {
-	struct list_ctx *c = ctx;
-	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	int r = lz_sqlstore_prepare(db, "SELECT " ARTIFACT_COLUMNS " FROM artifacts a ORDER BY a.id", &s,
-				    err);
-	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
-		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_artifact), err)) <
-		    0)
-			break;
-		struct lz_catalog_artifact *v = c->v;
-		if ((r = read_artifact(s, &v[c->n], err)) < 0)
-			break;
-		c->n++;
-	}
-	return r;
+	lz_catalog_artifact_list_free(v, n);
 }
 
 int lz_catalog_artifact_list(int root_fd, struct lz_catalog_artifact **ret_v, size_t *ret_n,
 			     struct lz_err *err)
 {
-	struct list_ctx c = { .v = NULL };
-	int r = section(root_fd, artifact_list_fn, &c, err);
-	if (r < 0) {
-		lz_catalog_artifact_list_free(c.v, c.n);
-		return done(r, err);
-	}
-	*ret_v = c.v;
-	*ret_n = c.n;
-	return 0;
+	struct list_ctx c = { .sql = "SELECT " ARTIFACT_COLUMNS " FROM artifacts a ORDER BY a.id",
+			      .elem = sizeof(**ret_v),
+			      .read = read_artifact,
+			      .free_list = artifact_list_free };
+	void *v = NULL;
+	int r = list(root_fd, &c, &v, ret_n, err);
+	if (r == 0)
+		*ret_v = v;
+	return r;
 }
 
 struct ref_ctx {
@@ -769,43 +780,34 @@ int lz_catalog_artifact_name(int root_fd, const char *artifact_id, const char *s
 	return done(r, err);
 }
 
-static int named_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+static int read_ref_row(sqlite3_stmt *s, void *out, struct lz_err *err)
 {
-	struct list_ctx *c = ctx;
-	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	int r = lz_sqlstore_prepare(db,
-				    "SELECT artifact_id, recorded FROM artifact_refs WHERE source_ref = ?1 "
-				    "ORDER BY artifact_id",
-				    &s, err);
-	if (r >= 0)
-		r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err);
-	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
-		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_ref), err)) < 0)
-			break;
-		struct lz_catalog_ref *v = c->v;
-		sqlite3_int64 recorded = 0;
-		if ((r = col_id(s, 0, "artifact_id", v[c->n].artifact_id, err)) < 0 ||
-		    (r = lz_sqlstore_col_i64(s, 1, "recorded", &recorded, err)) < 0)
-			break;
-		v[c->n++].recorded = recorded;
-	}
-	return r;
+	struct lz_catalog_ref *ref = out;
+	sqlite3_int64 recorded = 0;
+	int r;
+	if ((r = col_id(s, 0, "artifact_id", ref->artifact_id, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, 1, "recorded", &recorded, err)) < 0)
+		return r;
+	ref->recorded = recorded;
+	return 0;
 }
 
 int lz_catalog_artifact_named(int root_fd, const char *source_ref, struct lz_catalog_ref **ret_v, size_t *ret_n,
 			      struct lz_err *err)
 {
-	struct list_ctx c = { .artifact_id = source_ref }; /* the filter */
+	struct list_ctx c = { .sql = "SELECT artifact_id, recorded FROM artifact_refs WHERE source_ref = ?1 "
+				     "ORDER BY artifact_id",
+			      .param = source_ref,
+			      .elem = sizeof(**ret_v),
+			      .read = read_ref_row };
+	void *v = NULL;
 	int r = check_str("source reference", source_ref, err);
-	if (r >= 0)
-		r = section(root_fd, named_fn, &c, err);
-	if (r < 0) {
-		free(c.v);
+	if (r < 0)
 		return done(r, err);
-	}
-	*ret_v = c.v;
-	*ret_n = c.n;
-	return 0;
+	r = list(root_fd, &c, &v, ret_n, err);
+	if (r == 0)
+		*ret_v = v;
+	return r;
 }
 
 static int quarantine_fn(sqlite3 *db, void *ctx, struct lz_err *err)
@@ -1000,48 +1002,38 @@ int lz_catalog_lease_count(int root_fd, const char *artifact_id, uint64_t *ret_c
 	return 0;
 }
 
-static int lease_list_fn(sqlite3 *db, void *ctx, struct lz_err *err)
+static int read_lease_row(sqlite3_stmt *s, void *out, struct lz_err *err)
 {
-	struct list_ctx *c = ctx;
-	_cleanup_sqlstmt_ sqlite3_stmt *s = NULL;
-	/* generation holds a u64 bit pattern: values >= 2^63 read as negative
-	 * and sort after all others, in unsigned order among themselves. */
-	int r = lz_sqlstore_prepare(db,
-			 "SELECT artifact_id, domain_id, generation FROM leases "
-			 "WHERE ?1 IS NULL OR artifact_id = ?1 "
-			 "ORDER BY artifact_id, domain_id, generation < 0, generation",
-			 &s, err);
-	if (r >= 0)
-		r = lz_sqlstore_bind_text(db, s, 1, c->artifact_id, err);
-	while (r >= 0 && (r = lz_sqlstore_step(db, s, err)) > 0) {
-		if ((r = list_reserve(&c->v, &c->cap, c->n, sizeof(struct lz_catalog_lease), err)) < 0)
-			break;
-		struct lz_catalog_lease *l = &((struct lz_catalog_lease *)c->v)[c->n];
-		sqlite3_int64 gen = 0;
-		if ((r = col_id(s, 0, "artifact_id", l->artifact_id, err)) < 0 ||
-		    (r = col_id(s, 1, "domain_id", l->domain_id, err)) < 0 ||
-		    (r = lz_sqlstore_col_i64(s, 2, "generation", &gen, err)) < 0)
-			break;
-		l->generation = lz_sqlstore_i64_to_u64(gen);
-		c->n++;
-	}
-	return r;
+	struct lz_catalog_lease *l = out;
+	sqlite3_int64 gen = 0;
+	int r;
+	if ((r = col_id(s, 0, "artifact_id", l->artifact_id, err)) < 0 ||
+	    (r = col_id(s, 1, "domain_id", l->domain_id, err)) < 0 ||
+	    (r = lz_sqlstore_col_i64(s, 2, "generation", &gen, err)) < 0)
+		return r;
+	l->generation = lz_sqlstore_i64_to_u64(gen);
+	return 0;
 }
 
 int lz_catalog_lease_list(int root_fd, const char *artifact_id, struct lz_catalog_lease **ret_v,
 			  size_t *ret_n, struct lz_err *err)
 {
-	struct list_ctx c = { .artifact_id = artifact_id };
+	/* generation holds a u64 bit pattern: values >= 2^63 read as negative
+	 * and sort after all others, in unsigned order among themselves. */
+	struct list_ctx c = { .sql = "SELECT artifact_id, domain_id, generation FROM leases "
+				     "WHERE ?1 IS NULL OR artifact_id = ?1 "
+				     "ORDER BY artifact_id, domain_id, generation < 0, generation",
+			      .param = artifact_id,
+			      .elem = sizeof(**ret_v),
+			      .read = read_lease_row };
+	void *v = NULL;
 	int r = artifact_id ? check_id("artifact ID", artifact_id, err) : 0;
-	if (r >= 0)
-		r = section(root_fd, lease_list_fn, &c, err);
-	if (r < 0) {
-		free(c.v);
+	if (r < 0)
 		return done(r, err);
-	}
-	*ret_v = c.v;
-	*ret_n = c.n;
-	return 0;
+	r = list(root_fd, &c, &v, ret_n, err);
+	if (r == 0)
+		*ret_v = v;
+	return r;
 }
 
 /* ---- ownership ---------------------------------------------------------- */
