@@ -88,6 +88,20 @@ static int route_call(lua_State *L)
 {
 	const struct lz_hc_route_query *q = lua_touserdata(L, 2);
 	struct lz_hc_route *ret = lua_touserdata(L, 3);
+	/* A prompt shows every byte of the request at least once (escaping
+	 * never shortens), so one whose own bytes leave no room is denied
+	 * before Lua escapes and folds them: that work, up to 64 KiB a
+	 * request, ran in the serve loop for a denial anyway. */
+	size_t raw = strlen(q->cwd) + strlen(q->why);
+	for (size_t i = 0; i < q->argc; i++)
+		raw += strlen(q->argv[i]);
+	if (q->rule < 0 && raw >= sizeof(ret->text)) {
+		ret->action = LZ_HC_ROUTE_DENY;
+		snprintf(ret->text, sizeof(ret->text),
+			 "the request is too long to show the developer in full (%zu bytes, at most %zu)", raw,
+			 sizeof(ret->text) - 1);
+		return 0;
+	}
 	lua_settop(L, 1);
 	lua_createtable(L, 0, 8);
 	lua_pushstring(L, q->profile);

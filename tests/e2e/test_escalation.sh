@@ -670,14 +670,15 @@ test_an_auto_approved_executable_in_a_later_domains_workspace_is_denied() {
 }
 
 # Arguments past what a prompt shows would run unseen: such a request
-# is denied before any prompt.
+# is denied before any prompt (by its size before it is escaped: 20,000
+# bytes, more than any prompt holds).
 test_a_prompt_too_long_is_denied() {
 	tmux_start 150 40
 	start_guest
 	# Five arguments of 4,000 bytes (the client's limit is 4,096 each).
 	keys "a=\$(head -c 4000 /dev/zero | tr '\\0' a); lazaret-escalate -- /usr/bin/touch $T/long \$a \$a \$a \$a \$a; echo status=\$?" Enter
 	wait_for "status=77" 20
-	assert_contains "$(screen)" "cannot be shown whole"
+	assert_contains "$(screen)" "too long to show the developer in full"
 	assert_not_contains "$(screen)" "? [y/N]"
 	[ ! -e "$T/long" ] || fail "a request too long to show ran"
 }

@@ -25,12 +25,16 @@ local MARK = "           | "
 
 -- Appends line to out in rows narrower than the terminal (max columns):
 -- wrapping by the terminal would let a long field draw rows that start
--- like the prompt's own lines.
-local function fold(out, line, max)
+-- like the prompt's own lines. Stops once out has more than cap rows (it
+-- will not be shown: no need to fold the rest).
+local function fold(out, line, max, cap)
   local row, w, limit, first = {}, 0, max, true
   for _, c in utf8.codes(line) do
     if w + columns(c) > limit then
       out[#out + 1] = (first and "" or MARK) .. table_concat(row)
+      if #out > cap then
+        return
+      end
       row, w, limit, first = {}, 0, max - #MARK, false
     end
     row[#row + 1] = utf8.char(c)
@@ -69,11 +73,11 @@ function M.prompt_text(q)
   end
   local rows_out = {}
   for _, line in ipairs(lines) do
-    fold(rows_out, line, max)
-  end
-  if #rows_out > rows then
-    return nil, string_format("the request takes %d lines and the developer's terminal has %d rows: it "
-      .. "cannot be shown whole; a larger terminal, or an auto_approve rule", #rows_out, rows)
+    fold(rows_out, line, max, rows)
+    if #rows_out > rows then
+      return nil, string_format("the request takes more lines than the developer's terminal has rows "
+        .. "(%d): it cannot be shown whole; a larger terminal, or an auto_approve rule", rows)
+    end
   end
   return table_concat(rows_out, "\r\n")
 end
