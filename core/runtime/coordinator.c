@@ -117,6 +117,10 @@ struct lz_hc {
 	/* Host Escalation (spec 3.8): the job each session's prompt is for. */
 	struct lz_escalation *esc;
 	int prompt_job[LZ_HC_MAX_SESSIONS]; /* -1: no prompt */
+	struct prompt_pace {
+		unsigned refusals;   /* prompts refused or withdrawn in a row */
+		int64_t quiet_until; /* no prompt in this session before */
+	} prompt_pace[LZ_HC_MAX_SESSIONS];
 	/* A session without a terminal whose process document (its
 	 * environment values) waits for runsc exec's PID file to go. */
 	bool doc_pending[LZ_HC_MAX_SESSIONS];
@@ -1313,6 +1317,7 @@ static void end_session_requests(lz_hc *hc, struct lz_session *s)
 	if (hc->esc != NULL)
 		(void)lz_escalation_session_gone(hc->esc, (int)slot);
 	hc->prompt_job[slot] = -1;
+	hc->prompt_pace[slot] = (struct prompt_pace){ 0 };
 }
 
 /* The store's view of a session ends with it: release, then clean. */
@@ -1848,6 +1853,14 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 			snprintf(route.text, sizeof(route.text), "auto-approve %s", why.msg);
 			route.action = LZ_HC_ROUTE_DENY;
 		}
+		int64_t quiet = s ? hc->prompt_pace[slot].quiet_until - lz_now_ms() : 0;
+		if (route.action == LZ_HC_ROUTE_PROMPT && quiet > 0) {
+			route.action = LZ_HC_ROUTE_DENY;
+			snprintf(route.text, sizeof(route.text),
+				 "this session's last %u prompts were refused or withdrawn: the developer is not "
+				 "asked again for %lld s",
+				 hc->prompt_pace[slot].refusals, (long long)(quiet + 999) / 1000);
+		}
 		if (s == NULL)
 			lz_escalation_deny(hc->esc, rq.job, "the requesting session has ended");
 		else if (route.action == LZ_HC_ROUTE_AUTO && q.rule >= 0)
@@ -1868,6 +1881,23 @@ static void route_requests(lz_hc *hc, lz_hc_router *router, void *ctx)
 		lz_escalation_route_later(hc->esc, later[i]);
 }
 
+/* Spec 3.8, DX-4: the developer's terminal stays theirs. A sandbox could
+ * put up prompt after prompt, each the moment the last is refused or
+ * withdrawn, holding every key of that terminal for the prompts: after a
+ * second refusal in a row a session's requests are denied unseen for 2 s,
+ * doubling to 60 s; an approval ends it. */
+#define PROMPT_QUIET_MS 2000
+#define PROMPT_QUIET_MAX_MS 60000
+
+static void prompt_refused(lz_hc *hc, int slot)
+{
+	struct prompt_pace *p = &hc->prompt_pace[slot];
+	if (p->refusals < 16)
+		p->refusals++;
+	int64_t quiet = p->refusals < 2 ? 0 : (int64_t)PROMPT_QUIET_MS << (p->refusals - 2);
+	p->quiet_until = lz_now_ms() + (quiet < PROMPT_QUIET_MAX_MS ? quiet : PROMPT_QUIET_MAX_MS);
+}
+
 /* Prompts answered or withdrawn since the last turn. An approval is held
  * to the prompt's rules again: a Domain launched while it waited may have
  * made the executable's directory its workspace or a volume. */
@@ -1879,6 +1909,7 @@ static void settle_prompts(lz_hc *hc)
 	while ((slot = lz_escalation_next_withdrawn(hc->esc)) >= 0) {
 		notice(&hc->sessions[slot], "lazaret: the request was cancelled in the sandbox");
 		hc->prompt_job[slot] = -1;
+		prompt_refused(hc, slot);
 	}
 	for (size_t i = 0; i < LZ_HC_MAX_SESSIONS; i++) {
 		struct lz_session *s = &hc->sessions[i];
@@ -1894,9 +1925,11 @@ static void settle_prompts(lz_hc *hc)
 			lz_escalation_deny(hc->esc, job, why.msg);
 		} else if (answer > 0) {
 			notice(s, "lazaret: approved");
+			hc->prompt_pace[i] = (struct prompt_pace){ 0 };
 			approve(hc, job, (int)i, LZ_ESC_APPROVED, NULL);
 		} else {
 			notice(s, "lazaret: denied");
+			prompt_refused(hc, (int)i);
 			lz_escalation_deny(hc->esc, job, "denied by the developer");
 		}
 	}

@@ -451,6 +451,34 @@ test_the_developer_denies_in_the_terminal() {
 	[ ! -e "$T/denied" ] || fail "a denied command ran"
 }
 
+# A sandbox that asks again each time its prompt is refused does not keep
+# the developer's terminal in prompts: after a second refusal in a row
+# the session's requests are denied unseen for 2 s (doubling), and an
+# approval ends that.
+test_prompts_refused_in_a_row_pause_the_sessions_requests() {
+	tmux_start 150 40
+	start_guest
+	keys "lazaret-escalate -- /usr/bin/touch $T/r1; echo status1=\$?" Enter
+	wait_for "? [y/N]"
+	answer n
+	wait_for "status1=77"
+	keys "lazaret-escalate -- /usr/bin/touch $T/r2; echo status2=\$?" Enter
+	wait_count "? [y/N]" 2
+	answer n
+	wait_for "status2=77"
+	keys "lazaret-escalate -- /usr/bin/touch $T/r3; echo status3=\$?" Enter
+	wait_for "status3=77"
+	assert_eq 2 "$(screen | grep -cF '? [y/N]')" "prompts shown"
+	assert_contains "$(screen)" "the developer is not asked again for 2 s"
+	sleep 2.2
+	keys "clear; lazaret-escalate -- /usr/bin/touch $T/r4; echo status4=\$?" Enter
+	wait_for "? [y/N]"
+	answer y
+	wait_for "status4=0"
+	[ -e "$T/r4" ] || fail "the approved command did not run"
+	[ ! -e "$T/r1" ] && [ ! -e "$T/r2" ] && [ ! -e "$T/r3" ] || fail "a refused command ran"
+}
+
 # Nothing on the host is looked up for the sandbox before the developer
 # answers: a path beneath a mount that never answers (a hung network file
 # system; an automounter would be asked the same way) is shown at once,
@@ -737,6 +765,7 @@ t_run "a daemon the host command detaches ends with it" test_a_daemon_the_host_c
 t_run "a host command keeps the developer's descriptor limit" test_a_host_command_keeps_the_developers_descriptor_limit
 t_run "the developer approves at the prompt; argv shown escaped, run byte for byte" test_the_developer_approves_in_the_terminal
 t_run "the developer denies (n, Ctrl-C) at the prompt" test_the_developer_denies_in_the_terminal
+t_run "prompts refused in a row pause the session's requests; an approval ends it" test_prompts_refused_in_a_row_pause_the_sessions_requests
 t_run "a prompt looks up nothing on the host before the answer" test_a_prompt_looks_up_nothing_on_the_host
 t_run "an approved executable that is not there starts nothing" test_an_approved_missing_executable_starts_nothing
 t_run "an approved path on a mount that does not answer holds only its request" test_an_approved_path_on_a_hung_mount_holds_only_its_request
