@@ -81,24 +81,29 @@ static bool ready_name(struct lz_mailbox *mb, const char *name)
 
 void lz_mailbox_drain_watch(struct lz_mailbox *mb)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	ssize_t n;
-	while ((n = read(mb->watch, buf, sizeof(buf))) > 0) {
-		for (ssize_t at = 0; at + (ssize_t)sizeof(struct inotify_event) <= n;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-			at += (ssize_t)(sizeof(*ev) + ev->len);
+	for (;;) {
+		while (mb->events_at + sizeof(struct inotify_event) <= mb->events_len) {
+			const struct inotify_event *ev = (const struct inotify_event *)(mb->events + mb->events_at);
 			bool lost = (ev->mask & IN_Q_OVERFLOW) != 0;
-			if (!lost && (ev->len == 0 || !ready_name(mb, ev->name)))
-				continue;
-			if (lost || mb->ready_n == LZ_MAILBOX_READY_MAX) {
-				/* a listing finds it; one under way may have passed it */
+			if (!lost && ev->len > 0 && mb->ready_n == LZ_MAILBOX_READY_MAX)
+				return; /* the rest waits (lz_mailbox_pending says so) */
+			mb->events_at += sizeof(*ev) + ev->len;
+			if (lost) {
+				/* a listing finds them; one under way may have passed them */
 				mb->lost_in_scan = mb->lost_in_scan || mb->scan != NULL;
 				mb->rescan = true;
 				continue;
 			}
+			if (ev->len == 0 || !ready_name(mb, ev->name))
+				continue;
 			unsigned slot = (mb->ready_first + mb->ready_n++) % LZ_MAILBOX_READY_MAX;
 			strcpy(mb->ready[slot], ev->name);
 		}
+		ssize_t n = read(mb->watch, mb->events, sizeof(mb->events));
+		mb->events_at = 0;
+		mb->events_len = n > 0 ? (size_t)n : 0;
+		if (n <= 0)
+			return;
 	}
 }
 
@@ -160,7 +165,8 @@ static bool next_name(struct lz_mailbox *mb, unsigned *budget, char name[LZ_MAIL
 
 bool lz_mailbox_pending(const struct lz_mailbox *mb)
 {
-	return mb->ready_n > 0 || mb->scan != NULL || (mb->rescan && !mb->list_failed);
+	return mb->ready_n > 0 || mb->events_at < mb->events_len || mb->scan != NULL ||
+	       (mb->rescan && !mb->list_failed);
 }
 
 /* Reads the entry name once into buf. The name is the sandbox's: shown

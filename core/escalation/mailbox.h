@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/inotify.h>
 
 #include "util/err.h"
 
@@ -42,12 +43,19 @@ struct lz_mailbox {
 	unsigned refused;                   /* entries moved aside */
 	/* The names the watch reported, not yet taken: entries are found by
 	 * their events, never by listing the outbox per take (the sandbox
-	 * can fill it with names being written). Past LZ_MAILBOX_READY_MAX,
-	 * or when the kernel's queue overflowed, one listing of the outbox
+	 * can fill it with names being written). When the kernel's queue
+	 * overflowed (or at the first take), one listing of the outbox
 	 * (scan, read on across takes, LZ_MAILBOX_SCAN_PER_TAKE entries at
 	 * most per take) finds what the events did not say. */
 	char ready[LZ_MAILBOX_READY_MAX][LZ_MAILBOX_NAME_MAX];
 	unsigned ready_first, ready_n;
+	/* Events read from the watch and not yet queued: past a full ready
+	 * queue they wait here, then in the kernel's queue (the watch is
+	 * read no further), never in a listing: a burst of names made and
+	 * removed at once would otherwise set off a listing of every '.'
+	 * name the sandbox left. */
+	_Alignas(struct inotify_event) char events[4096];
+	size_t events_len, events_at;
 	bool rescan, lost_in_scan; /* a listing is due; names were lost during one */
 	bool list_failed;          /* the last listing could not start */
 	int list_errno;            /* why */

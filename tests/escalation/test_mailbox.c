@@ -379,8 +379,9 @@ static void test_lz_mailbox_take__found_by_events_not_by_listing(void **state)
 	assert_int_equal(count_entries(f->mb.outbox, &dots), 2000);
 }
 
-/* More ready entries than the event queue holds: the ones past it are
- * found by one listing, and each entry is taken once. */
+/* More ready entries than the ready queue holds: the ones past it wait
+ * in the kernel's event queue, not for a listing, and each entry is
+ * taken once. */
 static void test_lz_mailbox_take__entries_past_the_queue_taken_once(void **state)
 {
 	struct fx *f = *state;
@@ -405,9 +406,44 @@ static void test_lz_mailbox_take__entries_past_the_queue_taken_once(void **state
 		seen[i] = true;
 	}
 	assert_int_equal(take(f, &len, &err), 0);
-	assert_int_equal(f->mb.listings, 2);
+	assert_int_equal(f->mb.listings, 1); /* the first take's */
 	int dots;
 	assert_int_equal(count_entries(f->mb.outbox, &dots), 0);
+}
+
+/* A burst of names made and removed again, more than the ready queue
+ * holds, next to many '.' names the sandbox left: no listing reads them
+ * (each burst used to set one off: a helper's audit measured 105 ms of
+ * the coordinator for 400,000 '.' names against a few ms of the
+ * sandbox's), and the entry after the burst is taken. */
+static void test_lz_mailbox_take__a_burst_past_the_ready_queue_lists_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct lz_err err = { 0, "" };
+	size_t len = 0;
+	assert_int_equal(take(f, &len, &err), 0);
+	for (int i = 0; i < 3000; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), ".partial-%d", i);
+		put(f->mb.outbox, name, "x", 1);
+	}
+	for (int i = 0; i < 4 * LZ_MAILBOX_READY_MAX; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "gone-%d", i);
+		put(f->mb.outbox, name, "x", 1);
+		assert_int_equal(unlinkat(f->mb.outbox, name, 0), 0);
+	}
+	put(f->mb.outbox, "req", "body", 4);
+	unsigned long scanned = f->mb.scanned;
+	int r, calls = 0;
+	while ((r = take(f, &len, &err)) == 0 && lz_mailbox_pending(&f->mb) && ++calls < 1000)
+		;
+	assert_int_equal(r, 1);
+	assert_memory_equal(f->buf, "body", 4);
+	assert_int_equal(f->mb.listings, 1);
+	assert_int_equal(f->mb.scanned, scanned);
+	assert_int_equal(take(f, &len, &err), 0);
+	assert_false(lz_mailbox_pending(&f->mb));
 }
 
 /* Names made and removed again as fast as they are reported cost a take
@@ -770,6 +806,7 @@ int main(void)
 		T(test_lz_mailbox_take__several_entries_one_per_call),
 		T(test_lz_mailbox_take__found_by_events_not_by_listing),
 		T(test_lz_mailbox_take__entries_past_the_queue_taken_once),
+		T(test_lz_mailbox_take__a_burst_past_the_ready_queue_lists_nothing),
 		T(test_lz_mailbox_take__names_already_gone_are_skipped_a_bounded_number),
 		T(test_lz_mailbox_take__a_listing_reads_a_bounded_number_of_entries_per_take),
 		T(test_lz_mailbox_take__symlink_is_eloop_removed_target_untouched),
