@@ -1,0 +1,45 @@
+/* Reading a Git index (Git's gitformat-index(5), versions 2 to 4) as Git
+ * reads it, one entry at a time (spec 3.5: the index-lock guard reads the
+ * index the sandbox wrote before it may replace the host's; the
+ * classification reads the index in place). Memory does not grow with the
+ * file and time is linear in it: libgit2 read an index whole and then
+ * some (a version 4 index rebuilt every path in its own allocation: 63
+ * bytes of the router's memory per byte of the file), sized a table from
+ * the header's count before it read an entry, and hashed the paths into
+ * a table the file could make collide (quadratic: hours for an index
+ * under the guard's bound).
+ *
+ * Where Git and libgit2 could read one file as two sets of paths (Git
+ * takes a path's length from its entry's name field, libgit2 from its
+ * NUL), the file is refused: the guard must check the paths Git will
+ * use. */
+#ifndef LZ_ROUTER_GITINDEX_H
+#define LZ_ROUTER_GITINDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest path read; a longer one refuses the file (no file system
+ * here takes such a path). */
+#define LZ_GITINDEX_PATH_MAX 65535
+
+/* One entry, in file order: its whole path (len bytes, no NUL in it),
+ * the mode recorded and the merge stage (0 to 3). 0 goes on; a negative
+ * value stops the reading and is returned. */
+typedef int lz_gitindex_entry_fn(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage);
+
+/* Reads the index open for reading at fd (from its start, by pread: the
+ * offset is left alone) of at most max_bytes. Refused with -EBADMSG: a
+ * file that is not "DIRC" version 2, 3 or 4; whose SHA-1 at its end is
+ * not that of the rest (also the all-zero one of index.skipHash); an
+ * entry past the end, or a count of them other than the header's; a
+ * name field other than the path's length (0xFFF: 4,095 or more); a path
+ * without its NUL, with a NUL inside, or longer than LZ_GITINDEX_PATH_MAX;
+ * extended flags in version 2 or unknown ones; a version 4 prefix longer
+ * than the path before it (or any before the first); an extension past
+ * the end, or a required one (a first byte not A to Z: a split or a
+ * sparse index, which libgit2 cannot read either). -EFBIG past
+ * max_bytes, -ENOMEM, -errno from reading, or what each returned. */
+int lz_gitindex_read(int fd, uint64_t max_bytes, lz_gitindex_entry_fn *each, void *ctx);
+
+#endif

@@ -1,0 +1,313 @@
+/* core/router/gitindex.h: indexes real Git wrote (versions 2, 3 and 4,
+ * conflicts, intent-to-add, long paths, extensions) read entry for entry
+ * as `git ls-files -s` lists them; bytes changed after Git wrote them, a
+ * file past the bound, the ambiguities between Git and libgit2, and
+ * required extensions refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "router/gitindex.h"
+
+struct fx {
+	char dir[64];
+	char listed[1 << 16]; /* what the reader gave: "mode stage\tpath\n" each */
+	size_t listed_len;
+	unsigned entries;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/lz-test-gitindex.XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	int r = system(cmd);
+	free(f);
+	return r == 0 ? 0 : -1;
+}
+
+/* Runs a shell command in the scratch repository (git init'ed by the
+ * first call). */
+static void git(struct fx *f, const char *fmt, ...)
+{
+	char body[8192], cmd[8192 + 320];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && export GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t "
+		 "GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t && { [ -d .git ] || git init -q; } && %s",
+		 f->dir, body);
+	if (system(cmd) != 0)
+		fail_msg("failed: %s", body);
+}
+
+static int list_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+{
+	struct fx *f = ctx;
+	assert_int_equal(strlen(path), len); /* NUL-terminated, none inside */
+	int n = snprintf(f->listed + f->listed_len, sizeof(f->listed) - f->listed_len, "%o %u\t%s\n", mode,
+			 stage, path);
+	assert_true(n > 0 && (size_t)n < sizeof(f->listed) - f->listed_len);
+	f->listed_len += (size_t)n;
+	f->entries++;
+	return 0;
+}
+
+static int read_file(struct fx *f, const char *path, uint64_t max)
+{
+	f->listed_len = 0;
+	f->listed[0] = '\0';
+	f->entries = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	int r = lz_gitindex_read(fd, max, list_entry, f);
+	close(fd);
+	return r;
+}
+
+static char *slurp(const char *path, size_t *ret_len)
+{
+	FILE *in = fopen(path, "rb");
+	assert_non_null(in);
+	static char buf[1 << 20];
+	size_t n = fread(buf, 1, sizeof(buf), in);
+	fclose(in);
+	assert_true(n < sizeof(buf));
+	buf[n] = '\0';
+	*ret_len = n;
+	return buf;
+}
+
+/* The reader's list of the repository's index equals Git's. */
+static void assert_reads_as_git(struct fx *f)
+{
+	char index[128], want[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	snprintf(want, sizeof(want), "%s/ls-files", f->dir);
+	git(f, "git ls-files -s -z | tr '\\0' '\\n' | sed -E 's/^([0-7]+) [0-9a-f]+ ([0-3])/\\1 \\2/' > ls-files");
+	assert_int_equal(read_file(f, index, UINT64_MAX), 0);
+	size_t n;
+	const char *expect = slurp(want, &n);
+	assert_true(f->entries > 0);
+	assert_string_equal(f->listed, expect);
+}
+
+static void test_versions_2_3_and_4_read_as_git_lists_them(void **state)
+{
+	struct fx *f = *state;
+	git(f, "mkdir -p a/b && echo 1 > a/b/one && echo 2 > a/two && echo x > 'sp ace' && printf '\\351' > "
+	       "\"$(printf 'l\\351')\" && ln -s a/two link && git add . && git commit -qm c");
+	git(f, "git update-index --index-version 2");
+	assert_reads_as_git(f);
+	/* intent-to-add sets an extended flag: the file is version 3 */
+	git(f, "echo n > new && git add -N new && git update-index --index-version 3");
+	assert_reads_as_git(f);
+	git(f, "git update-index --index-version 4");
+	assert_reads_as_git(f);
+	/* a TREE extension (optional) and an untracked cache (UNTR) */
+	git(f, "git write-tree > /dev/null && git -c core.untrackedCache=true status -uall > /dev/null");
+	assert_reads_as_git(f);
+}
+
+static void test_conflict_stages_and_a_path_past_the_name_field(void **state)
+{
+	struct fx *f = *state;
+	git(f, "echo base > c && git add c && git commit -qm base && git checkout -qb other && echo other > c && "
+	       "git commit -qam other && git checkout -q - && echo main > c && git commit -qam main && "
+	       "{ git merge -q other >/dev/null 2>&1 || true; }");
+	assert_reads_as_git(f);
+	/* 4,200 bytes: the name field says 0xFFF, the NUL ends it; "z" after
+	 * it strips all of it in version 4 (a varint of two bytes) */
+	git(f, "git update-index --add --cacheinfo 100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,z");
+	char path[4300];
+	size_t k = 0;
+	for (int i = 0; i < 20; i++) {
+		memset(path + k, 'd', 200);
+		k += 200;
+		path[k++] = '/';
+	}
+	memset(path + k, 'f', 180);
+	k += 180;
+	path[k] = '\0';
+	for (unsigned v = 2; v <= 4; v += 2) {
+		git(f, "git update-index --index-version %u && git update-index --add --cacheinfo "
+		       "100644,$(git hash-object -w c 2>/dev/null || echo x | git hash-object -w --stdin),%s",
+		    v, path);
+		assert_reads_as_git(f);
+	}
+}
+
+/* A header that claims four billion entries in a file of a few hundred
+ * bytes is refused at the end of the bytes, with nothing allocated for
+ * the count. */
+static void write_bytes(const char *path, const void *b, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, b, n), (ssize_t)n);
+	close(fd);
+}
+
+/* Writes b[0..n) with a fresh SHA-1 after it: what Git would accept by
+ * its checksum. */
+static void write_signed(const char *path, uint8_t *b, size_t n)
+{
+	unsigned len = 0;
+	assert_int_equal(EVP_Digest(b, n, b + n, &len, EVP_sha1(), NULL), 1);
+	assert_int_equal(len, 20);
+	write_bytes(path, b, n + 20);
+}
+
+/* The index of one entry, "ab", as Git writes it (version v). */
+static size_t index_of_ab(struct fx *f, unsigned v, uint8_t *out, size_t cap)
+{
+	git(f, "rm -f .git/index && git update-index --add --cacheinfo 100644,"
+	       "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,ab && git update-index --index-version %u",
+	    v);
+	char index[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	size_t n;
+	const char *b = slurp(index, &n);
+	assert_true(n <= cap && n > 20);
+	memcpy(out, b, n);
+	return n - 20;
+}
+
+static void test_what_git_and_libgit2_could_read_apart_is_refused(void **state)
+{
+	struct fx *f = *state;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/crafted", f->dir);
+	uint8_t b[4096];
+	/* As written: read. */
+	size_t n = index_of_ab(f, 2, b, sizeof(b));
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	assert_string_equal(f->listed, "100644 0\tab\n");
+	/* One byte changed, the checksum left: refused. */
+	b[12 + 40] ^= 1;
+	write_bytes(path, b, n + 20);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	b[12 + 40] ^= 1;
+	/* The name field says 1 ("a"), the NUL says "ab": Git reads "a",
+	 * libgit2 "a" too here, but the two rules part elsewhere: refused. */
+	b[12 + 61] = 1;
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	b[12 + 61] = 2;
+	/* Extended flags in version 2. */
+	b[12 + 60] |= 0x40;
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	b[12 + 60] &= (uint8_t)~0x40;
+	/* A count past the entries there are, up to four billion. */
+	b[11] = 2;
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	memset(b + 8, 0xff, 4);
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	/* Versions 1 and 5, another signature. */
+	memset(b + 8, 0, 4);
+	b[11] = 1;
+	b[7] = 5;
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	b[7] = 2;
+	b[0] = 'X';
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	b[0] = 'D';
+	/* A required extension (a split index's "link"), and an optional one
+	 * that claims more than there is. */
+	memcpy(b + n, "link\0\0\0\0", 8);
+	write_signed(path, b, n + 8);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	memcpy(b + n, "TREE\0\0\0\x09", 8);
+	write_signed(path, b, n + 8);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	memcpy(b + n, "TREE\0\0\0\0", 8);
+	write_signed(path, b, n + 8);
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	/* The bound: the file's size, inclusive. */
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, n + 20), 0);
+	assert_int_equal(read_file(f, path, n + 19), -EFBIG);
+	/* Version 4: a prefix to strip on the first entry, or longer than the
+	 * path before it. */
+	n = index_of_ab(f, 4, b, sizeof(b));
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	assert_string_equal(f->listed, "100644 0\tab\n");
+	assert_int_equal(b[12 + 62], 0); /* the varint of the first entry */
+	b[12 + 62] = 1;
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	/* Cut short anywhere: refused, never read on past its end. */
+	n = index_of_ab(f, 2, b, sizeof(b));
+	for (size_t cut = 0; cut < n; cut++) {
+		write_signed(path, b, cut);
+		int r = read_file(f, path, UINT64_MAX);
+		assert_true(r == -EBADMSG);
+	}
+}
+
+/* A stop from the callback ends the reading with its value. */
+static int stop_at_first(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+{
+	(void)path, (void)len, (void)mode, (void)stage;
+	++*(int *)ctx;
+	return -ECANCELED;
+}
+
+static void test_the_callback_stops_it(void **state)
+{
+	struct fx *f = *state;
+	git(f, "for i in 1 2 3; do echo $i > f$i; done && git add .");
+	char index[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	int fd = open(index, O_RDONLY | O_CLOEXEC), calls = 0;
+	assert_true(fd >= 0);
+	assert_int_equal(lz_gitindex_read(fd, UINT64_MAX, stop_at_first, &calls), -ECANCELED);
+	assert_int_equal(calls, 1);
+	close(fd);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_versions_2_3_and_4_read_as_git_lists_them),
+		T(test_conflict_stages_and_a_path_past_the_name_field),
+		T(test_what_git_and_libgit2_could_read_apart_is_refused),
+		T(test_the_callback_stops_it),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
