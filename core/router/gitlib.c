@@ -60,16 +60,11 @@ FORWARD(int, git_config_foreach, (const git_config *cfg, git_config_foreach_cb c
 FORWARD_VOID(git_config_free, (git_config * cfg), (cfg))
 FORWARD(int, git_config_get_bool, (int *out, const git_config *cfg, const char *name), (out, cfg, name))
 FORWARD(int, git_config_get_path, (git_buf * out, const git_config *cfg, const char *name), (out, cfg, name))
-FORWARD(int, git_index_open, (git_index * *out, const char *index_path), (out, index_path))
-FORWARD(size_t, git_index_entrycount, (const git_index *index), (index))
-FORWARD(const git_index_entry *, git_index_get_byindex, (git_index * index, size_t n), (index, n))
-FORWARD_VOID(git_index_free, (git_index * index), (index))
 FORWARD(int, git_repository_open_ext,
 	(git_repository * *out, const char *path, unsigned int flags, const char *ceiling_dirs),
 	(out, path, flags, ceiling_dirs))
 FORWARD(const char *, git_repository_path, (const git_repository *repo), (repo))
 FORWARD(const char *, git_repository_commondir, (const git_repository *repo), (repo))
 FORWARD(int, git_repository_is_bare, (const git_repository *repo), (repo))
-FORWARD(int, git_repository_index, (git_index * *out, git_repository *repo), (out, repo))
 FORWARD(int, git_repository_config_snapshot, (git_config * *out, git_repository *repo), (out, repo))
 FORWARD_VOID(git_repository_free, (git_repository * repo), (repo))

@@ -13,6 +13,7 @@
 
 #include <git2.h>
 
+#include "router/gitindex.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
 #include "util/sys.h"
@@ -325,6 +326,68 @@ static bool index_path_ok(const char *p, size_t len)
 	return true;
 }
 
+/* The index's entries become tracked nodes: each is relative to the
+ * repository's root (b->path), so its node has the root's path, '/', then
+ * the entry. One whose workspace path is longer than LZ_PATH_MAX is
+ * skipped, as the walk skips such directories: no query can name it (the
+ * router answers ENAMETOOLONG first), and decide_all builds every node's
+ * path in a buffer of that size. */
+struct index_walk {
+	struct build *b;
+	uint32_t root;
+	size_t root_room;
+};
+
+static int index_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+{
+	(void)stage;
+	struct index_walk *w = ctx;
+	lz_ignoreclass *s = w->b->s;
+	if (!index_path_ok(path, len) || w->root_room + len > LZ_PATH_MAX)
+		return 0;
+	const uint8_t *p = (const uint8_t *)path;
+	size_t at = 0;
+	uint32_t cur = w->root;
+	while (at < len) {
+		const uint8_t *sl = memchr(p + at, '/', len - at);
+		size_t end = sl ? (size_t)(sl - p) : len;
+		if (cur != w->root)
+			s->nodes[cur].flags |= N_BELOW;
+		int r = node_get(s, cur, p + at, end - at, &cur);
+		if (r < 0)
+			return r;
+		at = end + 1;
+	}
+	s->nodes[cur].flags |= N_TRACKED;
+	if (mode == GIT_FILEMODE_COMMIT)
+		s->nodes[cur].flags |= N_GITLINK;
+	return 0;
+}
+
+/* The repository's index (none: nothing tracked), as libgit2 finds it:
+ * "index" in its Git directory (a linked worktree's own). */
+static int read_index(git_repository *g, struct index_walk *w)
+{
+	const char *gitdir = git_repository_path(g);
+	_cleanup_close_ int dfd = open(gitdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return lz_err_set(w->b->err, errno, "ignoreclass: read index of '%s': %s", gitdir, strerror(errno));
+	_cleanup_close_ int fd = openat(dfd, "index", O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return lz_err_set(w->b->err, errno, "ignoreclass: read index of '%s': %s", gitdir, strerror(errno));
+	int r = lz_gitindex_read(fd, UINT64_MAX, index_entry, w);
+	if (r == -E2BIG)
+		return lz_err_set(w->b->err, E2BIG, "ignoreclass: index of '%s' too large", gitdir);
+	if (r == -EBADMSG)
+		return lz_err_set(w->b->err, EIO, "ignoreclass: read index of '%s': not an index Git and libgit2 "
+				  "read alike (changed, cut short, split or sparse)", gitdir);
+	if (r < 0)
+		return lz_err_set(w->b->err, -r, "ignoreclass: read index of '%s': %s", gitdir, strerror(-r));
+	return 0;
+}
+
 /* Records directory abs (as libgit2 gives it, a final '/') in the text:
  * workspace-relative when inside (*ret_in), else absolute; no final '/'.
  * 0, 1 when it is too long to record, or -errno. */
@@ -401,44 +464,13 @@ static int repo_load(struct build *b, git_repository *g, uint32_t root)
 				 : lz_err_set(b->err, -r, "ignoreclass: guards of '%s'",
 					      git_repository_path(g));
 
-	git_index *idx = NULL;
-	if (git_repository_index(&idx, g) < 0)
-		return git_fail(b->err, "read index of", git_repository_path(g));
-	/* An entry is relative to the repository's root (b->path): the node
-	 * it becomes has the root's path, '/', then the entry. One whose
-	 * workspace path is longer than LZ_PATH_MAX is skipped, as the walk
-	 * skips such directories: no query can name it (the router answers
-	 * ENAMETOOLONG first), and decide_all builds every node's path in a
-	 * buffer of that size. A nested repository's index is the sandbox's
-	 * to write. */
-	size_t root_room = b->len ? b->len + 1 : 0;
-	size_t n = git_index_entrycount(idx);
-	for (size_t i = 0; i < n; i++) {
-		const git_index_entry *e = git_index_get_byindex(idx, i);
-		if (e == NULL || !index_path_ok(e->path, strlen(e->path)) ||
-		    root_room + strlen(e->path) > LZ_PATH_MAX)
-			continue;
-		const uint8_t *p = (const uint8_t *)e->path;
-		size_t len = strlen(e->path), at = 0;
-		uint32_t cur = root;
-		while (at < len) {
-			const uint8_t *sl = memchr(p + at, '/', len - at);
-			size_t end = sl ? (size_t)(sl - p) : len;
-			if (cur != root)
-				s->nodes[cur].flags |= N_BELOW;
-			r = node_get(s, cur, p + at, end - at, &cur);
-			if (r < 0) {
-				git_index_free(idx);
-				return lz_err_set(b->err, -r, "ignoreclass: index of '%s' too large",
-						  git_repository_path(g));
-			}
-			at = end + 1;
-		}
-		s->nodes[cur].flags |= N_TRACKED;
-		if (e->mode == GIT_FILEMODE_COMMIT)
-			s->nodes[cur].flags |= N_GITLINK;
-	}
-	git_index_free(idx);
+	/* Read as Git reads it, one entry at a time (gitindex.h): libgit2
+	 * held a nested index, which is the sandbox's to write (the
+	 * workspace's own changes only by the guarded rename), whole and
+	 * more, and hashed its paths into a table it could make collide. */
+	struct index_walk iw = { .b = b, .root = root, .root_room = b->len ? b->len + 1 : 0 };
+	if ((r = read_index(g, &iw)) < 0)
+		return r;
 
 	/* info/exclude of the common directory (a linked worktree's too). */
 	const char *common = git_repository_commondir(g);

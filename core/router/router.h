@@ -95,10 +95,9 @@ struct lz_router_options {
 	 * are reopened by name on use. 0: a quarter of the RLIMIT_NOFILE soft
 	 * limit (runsc keeps a descriptor of ours open per file it caches). */
 	unsigned max_cached_fds;
-	/* The largest new index (index.lock) the guard reads: libgit2 reads
-	 * one whole and then some, about twice its size in the router's
-	 * memory, and the sandbox writes it. Larger ones are refused EFBIG
-	 * before they are read. 0: LZ_ROUTER_INDEX_MAX. */
+	/* The largest new index (index.lock) the guard reads (gitindex.h:
+	 * in fixed memory, but the rename holds off every write while it
+	 * reads). Larger ones are refused EFBIG. 0: LZ_ROUTER_INDEX_MAX. */
 	size_t max_index_bytes;
 	bool debug;               /* libfuse's request trace on stderr */
 	bool handle_signals;      /* libfuse's SIGINT/SIGTERM/SIGHUP handlers end the loop */

@@ -12,30 +12,46 @@
  * are refused by the policy (router_policy.c: rt_policy_index). */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <git2.h>
-
+#include "router/gitindex.h"
 #include "router_int.h"
+#include "util/cleanup.h"
 #include "util/escape.h"
 #include "util/sys.h"
 
-/* Whether libgit2's last failure was the host's (descriptors, memory),
- * not the file's. */
-static bool host_failure(void)
+struct guard_walk {
+	struct lz_router *r;
+	const char *root;
+	size_t wlen;
+	char path[PATH_MAX];
+};
+
+/* An entry the new index would track, routed as the snapshot routes it:
+ * a path no snapshot could route (no Git writes such a path) or an
+ * ignored one refuses the index. */
+static int guard_entry(void *ctx, const char *entry, size_t len, uint32_t mode, unsigned stage)
 {
-	const git_error *e = git_error_last();
-	return e != NULL && (e->klass == GIT_ERROR_OS || e->klass == GIT_ERROR_NOMEMORY);
+	(void)stage;
+	struct guard_walk *w = ctx;
+	int n = snprintf(w->path, sizeof(w->path), "%.*s%s%.*s", (int)w->wlen, w->root, w->wlen ? "/" : "",
+			 (int)len, entry);
+	if (n < 0 || (size_t)n >= sizeof(w->path))
+		return -EBUSY;
+	enum lz_route route;
+	bool gitlink = (mode & 0170000) == 0160000;
+	if (rt_route(w->r, w->path, (size_t)n, gitlink, &route) < 0 || route == LZ_ROUTE_ISOLATED)
+		return -EBUSY;
+	return 0;
 }
 
 int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 {
-	char dir[PATH_MAX], root[PATH_MAX], path[PATH_MAX], proc[32];
+	char dir[PATH_MAX], root[PATH_MAX], proc[32];
 	size_t dlen, wlen = 0;
 	int rc = rt_dir_path(r, gitdir, dir, sizeof(dir), &dlen);
 	if (rc < 0)
@@ -54,48 +70,29 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	} else if (rc < 0) {
 		return -EIO;
 	}
-	/* Bounded before libgit2 reads it whole: no write reaches it while
-	 * the guard holds index_gate, so the size read here is the size read. */
-	struct stat st;
-	if (fstat(lock_fd, &st) < 0)
+	/* Read as Git will read it (gitindex.h), one entry at a time; no
+	 * write reaches it while the guard holds index_gate. Fails closed
+	 * when the check cannot be made, and Git says its rename failed: an
+	 * index the reader refuses (a split or sparse one, which Git reads)
+	 * could track anything. */
+	rt_procpath(proc, lock_fd);
+	_cleanup_close_ int fd = open(proc, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -EIO : -EBUSY;
+	struct guard_walk *w = malloc(sizeof(*w));
+	if (w == NULL)
 		return -EIO;
-	if ((uintmax_t)st.st_size > r->opt.max_index_bytes) {
+	*w = (struct guard_walk){ .r = r, .root = root, .wlen = wlen };
+	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, guard_entry, w);
+	free(w);
+	if (rc == -EFBIG) {
 		char where[LZ_ESCAPE_MAX(256) + 1]; /* a path the sandbox chose */
 		lz_escape(dir, dlen, where, sizeof(where));
-		lz_router_log("refused a new index of %jd bytes in '%s' (the router reads at most %zu)",
-			      (intmax_t)st.st_size, where, r->opt.max_index_bytes);
+		lz_router_log("refused a new index in '%s': larger than the %zu bytes the router reads", where,
+			      r->opt.max_index_bytes);
 		return -EFBIG;
 	}
-	rc = 0;
-	rt_procpath(proc, lock_fd);
-	/* Fails closed when the check cannot be made, and Git says its rename
-	 * failed: an index libgit2 cannot read (a split or sparse index, which
-	 * Git reads) could track anything. */
-	if (git_libgit2_init() < 0)
-		return -EIO;
-	git_index *idx = NULL;
-	git_error_clear();
-	if (git_index_open(&idx, proc) < 0) {
-		rc = host_failure() ? -EIO : -EBUSY;
-		git_libgit2_shutdown();
-		return rc;
-	}
-	size_t n = git_index_entrycount(idx);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		const git_index_entry *e = git_index_get_byindex(idx, i);
-		if (e == NULL)
-			continue;
-		int len = snprintf(path, sizeof(path), "%.*s%s%s", (int)wlen, root, wlen ? "/" : "", e->path);
-		if (len < 0 || (size_t)len >= sizeof(path)) {
-			rc = -EBUSY; /* a path no snapshot could route */
-			continue;
-		}
-		enum lz_route route;
-		bool gitlink = (e->mode & 0170000) == 0160000;
-		if (rt_route(r, path, (size_t)len, gitlink, &route) < 0 || route == LZ_ROUTE_ISOLATED)
-			rc = -EBUSY; /* unroutable (no Git writes such a path), or ignored */
-	}
-	git_index_free(idx);
-	git_libgit2_shutdown();
-	return rc;
+	if (rc == -ENOMEM || rc == -EIO)
+		return -EIO; /* the host's shortage, not the file's */
+	return rc < 0 ? -EBUSY : 0;
 }
