@@ -450,8 +450,10 @@ int rt_policy_unchanged(struct lz_router *r, int src_fd, int ddfd, const char *n
 {
 	char proc[32];
 	rt_procpath(proc, src_fd);
-	_cleanup_close_ int a = rt_openat(r, AT_FDCWD, proc, O_RDONLY | O_CLOEXEC, 0);
-	_cleanup_close_ int b = rt_openat(r, ddfd, newname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	/* non-blocking: a FIFO at either name must not hold a worker */
+	_cleanup_close_ int a = rt_openat(r, AT_FDCWD, proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
+	_cleanup_close_ int b =
+		rt_openat(r, ddfd, newname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
 	struct stat sa, sb;
 	if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sa.st_mode) ||
 	    !S_ISREG(sb.st_mode) || sa.st_size != sb.st_size || sa.st_size >= UNCHANGED_MAX)

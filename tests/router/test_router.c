@@ -32,6 +32,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1429,6 +1430,28 @@ static void router__host_objects_get_no_setid_bits_or_foreign_owners(struct env 
 }
 RUN(router__host_objects_get_no_setid_bits_or_foreign_owners)
 
+/* Opens the FIFO at path for writing after 5 s unless done: a reader held
+ * in its open is then let go, and freed says so. */
+struct fifo_watchdog {
+	const char *path;
+	atomic_bool done;
+	bool freed;
+};
+
+static void *fifo_watchdog(void *arg)
+{
+	struct fifo_watchdog *w = arg;
+	for (int i = 0; i < 50 && !atomic_load(&w->done); i++)
+		usleep(100000);
+	if (atomic_load(&w->done))
+		return NULL;
+	int fd = open(w->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	w->freed = fd >= 0; /* ENXIO: no reader was waiting */
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
 /* Git control files (the classifier's guard) cannot be written, made,
  * moved, linked or removed, whoever opened them; a guarded directory
  * cannot be moved, removed or replaced by a symlink; no host directory
@@ -1497,6 +1520,21 @@ static void router__git_control_files_are_refused(struct env *e)
 	write_text(P(e->mnt, ".git/config.lock"), "[core]\n\tfsmonitor = x\n");
 	CHECK_ERRNO(rename(P(e->mnt, ".git/config.lock"), cfg), EPERM);
 	CHECK(strcmp(read_text(P(e->host, ".git/config")), "[core]\n") == 0, "config changed");
+	/* a FIFO the host left at a guarded name holds no worker while the
+	 * rewrite is compared with it (a watchdog opens its other end after
+	 * 5 s, which frees a held worker, and says so) */
+	CHECK_OK(rename(P(e->host, ".git/config"), P(e->host, ".git/config.kept")));
+	CHECK_OK(mkfifo(P(e->host, ".git/config"), 0644));
+	write_text(P(e->mnt, ".git/config.lock"), "[core]\n");
+	struct fifo_watchdog wd = { .path = P(e->host, ".git/config") };
+	pthread_t wt;
+	CHECK(pthread_create(&wt, NULL, fifo_watchdog, &wd) == 0);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/config.lock"), cfg), EPERM);
+	atomic_store(&wd.done, true);
+	pthread_join(wt, NULL);
+	CHECK(!wd.freed, "a worker was held opening the FIFO until its other end opened");
+	CHECK_OK(unlink(P(e->host, ".git/config")));
+	CHECK_OK(rename(P(e->host, ".git/config.kept"), P(e->host, ".git/config")));
 
 	/* ordinary Git work in the Git directory goes on */
 	write_text(P(e->mnt, ".git/HEAD.lock"), "ref: refs/heads/other\n");
