@@ -49,10 +49,12 @@ enum {
 	W_INFO = 4,   /* a common directory's info/: exclude */
 };
 
-/* One watched directory, indexed by its watch descriptor. The path is the
+/* One watched directory, found by its watch descriptor. The path is the
  * chain of parents (so a renamed directory keeps a correct path). */
 struct watched {
+	int wd;
 	bool used;
+	bool dead; /* removed: a probe goes on past it */
 	uint8_t kind;
 	int parent; /* watch descriptor, -1 for the root and the global one */
 	char *name;
@@ -69,58 +71,112 @@ struct lz_ignorewatch {
 	char *global_excludes;
 	const char *global_base; /* in global_excludes */
 	int ino_fd, stop_fd;
+	/* Open addressing by watch descriptor, never more than half full
+	 * with the removed ones: the kernel does not reuse a descriptor, so
+	 * an array indexed by it grew with every directory the sandbox made
+	 * and removed (a helper measured 21 MB for 300,000 of them). */
 	struct watched *w;
-	size_t cap;
+	size_t cap; /* a power of two, or 0 */
+	size_t dead;
 	size_t ndirs, max_dirs;
 	bool full_warned;
 	bool overflowed;
 	atomic_ulong published;
 	atomic_ulong failed; /* rebuilds that failed (tests) */
+	atomic_size_t slots; /* cap, for tests on another thread */
 	pthread_t thread;
 };
 
+static size_t wd_hash(int wd, size_t cap)
+{
+	return ((uint32_t)wd * 2654435761u) & (cap - 1);
+}
+
+/* The watched directory of watch descriptor wd, or NULL. */
+static struct watched *wd_find(const struct lz_ignorewatch *iw, int wd)
+{
+	if (iw->cap == 0 || wd < 0)
+		return NULL;
+	for (size_t i = wd_hash(wd, iw->cap);; i = (i + 1) & (iw->cap - 1)) {
+		struct watched *x = &iw->w[i];
+		if (x->used && x->wd == wd)
+			return x;
+		if (!x->used && !x->dead)
+			return NULL;
+	}
+}
+
+/* A free slot for wd, which is not in the table: the table is rebuilt
+ * (sized by what it holds, the removed ones dropped) first when it would
+ * be more than half full. NULL when out of memory. Moves entries. */
+static struct watched *wd_new(struct lz_ignorewatch *iw, int wd)
+{
+	if ((iw->ndirs + iw->dead + 1) * 2 > iw->cap) {
+		size_t cap = 64;
+		while (cap < (iw->ndirs + 1) * 4)
+			cap *= 2;
+		struct watched *n = calloc(cap, sizeof(*n));
+		if (n == NULL)
+			return NULL;
+		for (size_t i = 0; i < iw->cap; i++) {
+			if (!iw->w[i].used)
+				continue;
+			size_t j = wd_hash(iw->w[i].wd, cap);
+			while (n[j].used)
+				j = (j + 1) & (cap - 1);
+			n[j] = iw->w[i];
+		}
+		free(iw->w);
+		iw->w = n;
+		iw->cap = cap;
+		iw->dead = 0;
+		atomic_store(&iw->slots, cap);
+	}
+	size_t i = wd_hash(wd, iw->cap);
+	while (iw->w[i].used)
+		i = (i + 1) & (iw->cap - 1);
+	if (iw->w[i].dead)
+		iw->dead--;
+	return &iw->w[i];
+}
+
 static void forget_wd(struct lz_ignorewatch *iw, int wd)
 {
-	if (wd >= 0 && (size_t)wd < iw->cap && iw->w[wd].used) {
-		free(iw->w[wd].name);
-		iw->w[wd] = (struct watched){ 0 };
+	struct watched *x = wd_find(iw, wd);
+	if (x != NULL) {
+		free(x->name);
+		*x = (struct watched){ .dead = true };
 		iw->ndirs--;
+		iw->dead++;
 	}
 }
 
 static int record_wd(struct lz_ignorewatch *iw, int wd, enum kind k, int parent, const char *name,
 		     const struct stat *st)
 {
-	if ((size_t)wd >= iw->cap) {
-		size_t cap = iw->cap ? iw->cap : 64;
-		while (cap <= (size_t)wd)
-			cap *= 2;
-		struct watched *n = realloc(iw->w, cap * sizeof(*n));
-		if (n == NULL)
-			return -ENOMEM;
-		memset(n + iw->cap, 0, (cap - iw->cap) * sizeof(*n));
-		iw->w = n;
-		iw->cap = cap;
-	}
 	char *copy = strdup(name);
 	if (copy == NULL)
 		return -ENOMEM;
 	bool holds_global = k == K_GLOBAL;
 	uint8_t inputs = 0;
-	if (iw->w[wd].used) { /* the same directory reached twice (IN_MASK_CREATE is not used) */
+	struct watched *x = wd_find(iw, wd);
+	if (x != NULL) { /* the same directory reached twice (IN_MASK_CREATE is not used) */
 		if (k == K_GLOBAL || k == K_INPUT) { /* a workspace directory: it stays one */
 			free(copy);
-			iw->w[wd].holds_global |= k == K_GLOBAL;
+			x->holds_global |= k == K_GLOBAL;
 			return 0;
 		}
-		holds_global |= iw->w[wd].holds_global;
-		inputs = iw->w[wd].inputs;
-		free(iw->w[wd].name);
+		holds_global |= x->holds_global;
+		inputs = x->inputs;
+		free(x->name);
 		iw->ndirs--;
+	} else if ((x = wd_new(iw, wd)) == NULL) {
+		free(copy);
+		return -ENOMEM;
 	}
-	iw->w[wd] = (struct watched){ .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy,
-				      .dev = st->st_dev, .ino = st->st_ino, .holds_global = holds_global,
-				      .inputs = inputs };
+	*x = (struct watched){ .wd = wd, .used = true, .kind = (uint8_t)k, .parent = parent, .name = copy,
+			       .dev = st->st_dev, .ino = st->st_ino, .holds_global = holds_global,
+			       .inputs = inputs };
 	iw->ndirs++;
 	return 0;
 }
@@ -131,12 +187,12 @@ static int wd_path(const struct lz_ignorewatch *iw, int wd, char *buf, size_t ca
 	char tmp[PATH_MAX];
 	size_t end = sizeof(tmp);
 	tmp[--end] = '\0';
-	for (int d = wd; d >= 0 && iw->w[d].parent >= 0; d = iw->w[d].parent) {
-		size_t n = strlen(iw->w[d].name);
+	for (const struct watched *x = wd_find(iw, wd); x != NULL && x->parent >= 0; x = wd_find(iw, x->parent)) {
+		size_t n = strlen(x->name);
 		if (n + 1 > end)
 			return -ENAMETOOLONG;
 		end -= n;
-		memcpy(tmp + end, iw->w[d].name, n);
+		memcpy(tmp + end, x->name, n);
 		tmp[--end] = '/';
 	}
 	const char *p = tmp + end + (tmp[end] == '/');
@@ -307,9 +363,7 @@ static void relink(struct lz_ignorewatch *iw, int from_parent, const char *from_
 /* The watched directory an event names an entry of, or NULL. */
 static const struct watched *event_dir(const struct lz_ignorewatch *iw, const struct inotify_event *ev)
 {
-	if (ev->wd < 0 || (size_t)ev->wd >= iw->cap || !iw->w[ev->wd].used || ev->len == 0)
-		return NULL;
-	return &iw->w[ev->wd];
+	return ev->len == 0 ? NULL : wd_find(iw, ev->wd);
 }
 
 /* Whether one event names the global excludes file (its directory may
@@ -334,9 +388,7 @@ static bool read_input(const struct lz_ignorewatch *iw, const struct watched *x,
 	if ((x->inputs & W_INFO) && strcmp(n, "exclude") == 0)
 		return true;
 	/* an entry of <G>/worktrees or <G>/modules, G a Git or common directory */
-	const struct watched *up = x->parent >= 0 && (size_t)x->parent < iw->cap && iw->w[x->parent].used
-					   ? &iw->w[x->parent]
-					   : NULL;
+	const struct watched *up = wd_find(iw, x->parent);
 	return dir && up != NULL && (up->kind == K_GITDIR || (up->inputs & W_COMMON)) &&
 	       (strcmp(x->name, "worktrees") == 0 || strcmp(x->name, "modules") == 0);
 }
@@ -418,7 +470,8 @@ static void mark_input(struct lz_ignorewatch *iw, int fd, bool inside, uint8_t b
 	int wd = watch_fd(iw, fd); /* a watched directory's own descriptor: the same mask */
 	if (wd < 0)
 		return; /* seen at the next change elsewhere, as past the limit */
-	if ((size_t)wd >= iw->cap || !iw->w[wd].used) {
+	struct watched *x = wd_find(iw, wd);
+	if (x == NULL) {
 		/* new: past the budget, as the walk would not watch it; no
 		 * router key (the walk records a workspace directory's) */
 		struct stat none = { 0 };
@@ -426,8 +479,9 @@ static void mark_input(struct lz_ignorewatch *iw, int fd, bool inside, uint8_t b
 			(void)inotify_rm_watch(iw->ino_fd, wd);
 			return;
 		}
+		x = wd_find(iw, wd);
 	}
-	iw->w[wd].inputs |= bits;
+	x->inputs |= bits;
 }
 
 static int input_dir(void *arg, enum lz_ignoreclass_read what, const char *dir, size_t len, bool inside)
@@ -470,10 +524,11 @@ static void watch_inputs(struct lz_ignorewatch *iw, const lz_ignoreclass *snap)
 		iw->w[i].inputs = 0;
 	if (snap != NULL)
 		(void)lz_ignoreclass_read_dirs(snap, input_dir, iw);
-	for (size_t i = 0; i < iw->cap; i++)
+	for (size_t i = 0; i < iw->cap; i++) /* a removal moves nothing */
 		if (iw->w[i].used && iw->w[i].kind == K_INPUT && iw->w[i].inputs == 0 && !iw->w[i].holds_global) {
-			(void)inotify_rm_watch(iw->ino_fd, (int)i);
-			forget_wd(iw, (int)i);
+			int wd = iw->w[i].wd;
+			(void)inotify_rm_watch(iw->ino_fd, wd);
+			forget_wd(iw, wd);
 		}
 }
 
@@ -686,6 +741,11 @@ unsigned long lz_ignorewatch_failed(const lz_ignorewatch *w)
 unsigned long lz_ignorewatch_published(const lz_ignorewatch *w)
 {
 	return atomic_load(&w->published);
+}
+
+size_t lz_ignorewatch_slots(const lz_ignorewatch *w)
+{
+	return atomic_load(&w->slots);
 }
 
 void lz_ignorewatch_stop(lz_ignorewatch *iw)

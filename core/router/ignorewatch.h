@@ -56,10 +56,11 @@ size_t lz_ignorewatch_budget(unsigned long max_user_watches);
 int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, const lz_ignoreclass *snap,
 			 size_t max_dirs, lz_ignorewatch **ret, struct lz_err *err);
 
-/* How many snapshots the watch has published so far, and how many
- * rebuilds failed (tests). */
+/* How many snapshots the watch has published so far, how many rebuilds
+ * failed, and how many directory records its table has room for (tests). */
 unsigned long lz_ignorewatch_published(const lz_ignorewatch *w);
 unsigned long lz_ignorewatch_failed(const lz_ignorewatch *w);
+size_t lz_ignorewatch_slots(const lz_ignorewatch *w);
 
 /* Stops and joins the thread; accepts NULL. */
 void lz_ignorewatch_stop(lz_ignorewatch *w);

@@ -222,6 +222,28 @@ static void test_rules_too_costly_are_retried_when_the_watch_is_incomplete(void 
 	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
 }
 
+/* The kernel gives every new watch a new descriptor: directories made and
+ * removed over and over (each watched, then dropped) leave the watch's
+ * table the size of what it watches, not of every descriptor it was
+ * ever given. */
+static void test_directories_made_and_removed_leave_the_table_small(void **state)
+{
+	struct fx *f = *state;
+	start(f, NULL);
+	size_t before = lz_ignorewatch_slots(f->watch);
+	char d[256];
+	FMT(d, "%s/churn", f->ws);
+	for (int i = 0; i < 4000; i++) {
+		assert_int_equal(mkdir(d, 0755), 0);
+		if (i % 200 == 0)
+			sleep_ms(20); /* let the watch take it (and drop it) */
+		assert_int_equal(rmdir(d), 0);
+	}
+	sleep_ms(300);
+	assert_true(before > 0);
+	assert_true(lz_ignorewatch_slots(f->watch) <= 4 * before);
+}
+
 static void test_ordinary_files_do_not_publish(void **state)
 {
 	struct fx *f = *state;
@@ -478,6 +500,7 @@ int main(void)
 		T(test_root_gitignore_edit_publishes),
 		T(test_rules_too_costly_keep_the_old_snapshot_without_quick_retries),
 		T(test_rules_too_costly_are_retried_when_the_watch_is_incomplete),
+		T(test_directories_made_and_removed_leave_the_table_small),
 		T(test_ordinary_files_do_not_publish),
 		T(test_new_directory_with_gitignore_publishes),
 		T(test_tree_moved_in_publishes),
