@@ -157,6 +157,8 @@ int lz_router_new(int host_fd, int isolated_fd, struct lz_router_classifier cls,
 		r->opt.max_threads = 8;
 	if (r->opt.max_index_bytes == 0)
 		r->opt.max_index_bytes = LZ_ROUTER_INDEX_MAX;
+	if (r->opt.max_listing_bytes == 0)
+		r->opt.max_listing_bytes = LZ_ROUTER_LISTINGS_MAX;
 	struct rlimit rl;
 	r->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) < 0 ? 1024
 		      : rl.rlim_cur == RLIM_INFINITY ? 1u << 20

@@ -95,6 +95,11 @@ struct lz_router_options {
 	 * are reopened by name on use. 0: a quarter of the RLIMIT_NOFILE soft
 	 * limit (runsc keeps a descriptor of ours open per file it caches). */
 	unsigned max_cached_fds;
+	/* Memory the directory listings being read may hold at once, all
+	 * streams together (a listing is kept from a read at offset 0 to
+	 * the read that returns its end); past it a read that would list
+	 * answers ENOMEM. 0: LZ_ROUTER_LISTINGS_MAX. */
+	size_t max_listing_bytes;
 	/* The largest new index (index.lock) the guard reads (gitindex.h:
 	 * in fixed memory, but the rename holds off every write while it
 	 * reads). Larger ones are refused EFBIG. 0: LZ_ROUTER_INDEX_MAX. */
@@ -106,6 +111,8 @@ struct lz_router_options {
 /* 256 MiB: five times the index of a checkout of Chromium (about 400,000
  * files), the snapshot's own bound of 2^22 paths at 64 bytes each. */
 #define LZ_ROUTER_INDEX_MAX ((size_t)256 << 20)
+/* 256 MiB: four listings of a directory of a million entries. */
+#define LZ_ROUTER_LISTINGS_MAX ((size_t)256 << 20)
 /* Defaults: 1 s timeouts, keep_cache, no write-back cache,
  * default_permissions, no allow_other, 8 threads. */
 void lz_router_options_default(struct lz_router_options *opt);

@@ -162,6 +162,32 @@ struct list_scan {
 	size_t len;
 };
 
+/* Counts n more bytes of d's listing against the router's bound; false,
+ * counting nothing, past it. The sandbox can open any number of streams
+ * and leave each one's listing half read (gVisor keeps a directory's
+ * stream while it caches the directory). */
+static bool charge(struct lz_router *r, struct rt_dir *d, size_t n)
+{
+	size_t was = atomic_fetch_add(&r->listing_bytes, n);
+	if (was + n > r->opt.max_listing_bytes) {
+		atomic_fetch_sub(&r->listing_bytes, n);
+		return false;
+	}
+	d->charged += n;
+	return true;
+}
+
+/* Lets d's listing go (its length stays). */
+static void listing_free(struct lz_router *r, struct rt_dir *d)
+{
+	free(d->ents);
+	free(d->names);
+	d->ents = NULL;
+	d->names = NULL;
+	atomic_fetch_sub(&r->listing_bytes, d->charged);
+	d->charged = 0;
+}
+
 static int list_one(void *arg, const char *name, unsigned char dtype, uint64_t ino)
 {
 	struct list_scan *s = arg;
@@ -185,6 +211,8 @@ static int list_one(void *arg, const char *name, unsigned char dtype, uint64_t i
 		return -EFBIG;
 	if (s->d->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
+		if (!charge(s->r, s->d, (cap - s->cap) * sizeof(struct rt_dirent)))
+			return -ENOMEM;
 		struct rt_dirent *e = realloc(s->d->ents, cap * sizeof(*e));
 		if (e == NULL)
 			return -ENOMEM;
@@ -195,6 +223,8 @@ static int list_one(void *arg, const char *name, unsigned char dtype, uint64_t i
 		size_t cap = s->names_cap ? s->names_cap * 2 : 4096;
 		while (cap < s->names_len + nl + 1)
 			cap *= 2;
+		if (!charge(s->r, s->d, cap - s->names_cap))
+			return -ENOMEM;
 		char *n = realloc(s->d->names, cap);
 		if (n == NULL)
 			return -ENOMEM;
@@ -262,14 +292,13 @@ static int dir_fds(const struct rt_dir *d)
 	return (d->fd[0] >= 0) + (d->fd[1] >= 0);
 }
 
-static void dir_free(struct rt_dir *d)
+static void dir_free(struct lz_router *r, struct rt_dir *d)
 {
 	if (d == NULL)
 		return;
 	lz_close_fdp(&d->fd[0]);
 	lz_close_fdp(&d->fd[1]);
-	free(d->ents);
-	free(d->names);
+	listing_free(r, d);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -285,11 +314,9 @@ static int dir_relist(struct lz_router *r, struct rt_dir *d, bool names)
 	rt_open_count(r, -dir_fds(d));
 	lz_close_fdp(&d->fd[0]);
 	lz_close_fdp(&d->fd[1]);
-	free(d->ents);
-	free(d->names);
-	d->ents = NULL;
-	d->names = NULL;
+	listing_free(r, d);
 	d->n = 0;
+	d->drained = false;
 	rt_rdlock_snap(r);
 	int rc = list_dir(r, d->inode, d, names);
 	rt_unlock_snap(r);
@@ -318,14 +345,14 @@ void rt_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc = dir_relist(r, d, false);
 	if (rc < 0) {
 		rt_open_count(r, -dir_fds(d));
-		dir_free(d);
+		dir_free(r, d);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi) < 0) {
 		rt_open_count(r, -dir_fds(d));
-		dir_free(d);
+		dir_free(r, d);
 	}
 }
 
@@ -376,7 +403,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	}
 	size_t used = 0;
 	pthread_mutex_lock(&d->lock);
-	if (off == 0 || !d->listed) {
+	bool past_end = d->drained && off >= 0 && (size_t)off >= d->n + 2;
+	if (off == 0 || !d->listed || (d->drained && !past_end)) {
 		int rc = dir_relist(r, d, true);
 		if (rc < 0) {
 			pthread_mutex_unlock(&d->lock);
@@ -385,7 +413,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		}
 	}
 	d->listed = true;
-	for (size_t k = off < 0 ? 0 : (size_t)off; k < d->n + 2; k++) {
+	size_t k = past_end ? d->n + 2 : off < 0 ? 0 : (size_t)off;
+	for (; k < d->n + 2; k++) {
 		const char *name = k == 0 ? "." : k == 1 ? ".." : d->names + d->ents[k - 2].name_off;
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
@@ -416,6 +445,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		}
 		used += need;
 	}
+	/* The end was returned: the listing goes (gVisor reads a directory
+	 * through to its end each time), a read past it returns nothing. */
+	if (k == d->n + 2 && !d->drained) {
+		listing_free(r, d);
+		d->drained = true;
+	}
 	pthread_mutex_unlock(&d->lock);
 	fuse_reply_buf(req, buf, used);
 }
@@ -438,7 +473,7 @@ void rt_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	(void)ino;
 	struct rt_dir *d = (struct rt_dir *)(uintptr_t)fi->fh;
 	rt_open_count(rt_req_router(req), -dir_fds(d));
-	dir_free(d);
+	dir_free(rt_req_router(req), d);
 	fuse_reply_err(req, 0);
 }
 

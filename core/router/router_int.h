@@ -137,7 +137,11 @@ struct rt_dir {
 	struct rt_dirent *ents;
 	size_t n;
 	char *names;
-	bool listed; /* read since opendir: ents is the listing */
+	size_t charged; /* bytes of ents and names, in listing_bytes */
+	bool listed;    /* read since opendir: n is the listing's length */
+	/* ents and names were let go once a read returned the listing's
+	 * end: a read past it returns nothing, one before it lists again */
+	bool drained;
 };
 
 struct lz_router {
@@ -162,6 +166,7 @@ struct lz_router {
 	size_t fd_budget;
 	size_t fd_limit;     /* RLIMIT_NOFILE's soft limit at start */
 	atomic_size_t nopen; /* descriptors of open files and directory streams */
+	atomic_size_t listing_bytes; /* held by listings being read (max_listing_bytes) */
 
 	bool kernel_open; /* opt.kernel_open and the kernel has it; set at init */
 	atomic_bool host_watched; /* lz_router_host_watched */

@@ -318,6 +318,8 @@ static bool no_negative_cache;
 static int router_umask = -1;
 /* When nonzero, the index guard's bound (max_index_bytes). */
 static size_t index_max;
+/* When nonzero, the bound on listings held at once (max_listing_bytes). */
+static size_t listing_max;
 /* When set, the router serves the real classifier (an lz_ignoreclass
  * snapshot of e->host, as lazaret-router does) instead of the test one,
  * and the watch, when on, starts from that snapshot. */
@@ -335,6 +337,7 @@ static struct lz_router_options test_options(void)
 	o.max_cached_fds = router_nofile ? 0 : 16;
 	o.kernel_open = !open_requests;
 	o.max_index_bytes = index_max;
+	o.max_listing_bytes = listing_max;
 	return o;
 }
 
@@ -533,6 +536,7 @@ static int setup(void **state)
 	no_negative_cache = false;
 	router_umask = -1;
 	index_max = 0;
+	listing_max = 0;
 	real_classifier = false;
 	router_watch = false;
 	casefold_subdir_host = false;
@@ -1247,6 +1251,56 @@ static void router__index_lock_the_guard_cannot_read_is_ebusy(struct env *e)
 	CHECK(!exists(P(e->host, ".git/index")));
 }
 RUN(router__index_lock_the_guard_cannot_read_is_ebusy)
+
+/* Reads a directory stream to its end; how many entries it gave. */
+static int read_to_end(int fd)
+{
+	char buf[4096];
+	int n = 0;
+	long k;
+	while ((k = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long at = 0; at < k; at += ((struct dirent64 *)(buf + at))->d_reclen)
+			n++;
+	CHECK(k == 0, "getdents64: %s", strerror(errno));
+	return n;
+}
+
+/* A listing is let go once its end has been read, and the listings being
+ * read at once are bounded together (the sandbox can leave any number of
+ * streams half read): past the bound a read that would list answers
+ * ENOMEM, and the others go on. */
+static void router__listings_being_read_are_bounded_together(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->host, "big"), 0755));
+	char name[96];
+	for (int i = 0; i < 600; i++) {
+		snprintf(name, sizeof(name), "big/file-with-a-name-of-forty-bytes-%04d", i);
+		write_text(P(e->host, name), "");
+	}
+	char buf[1024];
+	int a = open(P(e->mnt, "big"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int b = open(P(e->mnt, "big"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(a >= 0 && b >= 0);
+	CHECK(syscall(SYS_getdents64, a, buf, sizeof(buf)) > 0, "first read: %s", strerror(errno));
+	/* a's listing is held (about 48 KiB): b's does not fit beside it */
+	CHECK(syscall(SYS_getdents64, b, buf, sizeof(buf)) < 0 && errno == ENOMEM, "second listing: %s",
+	      strerror(errno));
+	CHECK(read_to_end(a) > 0);
+	/* a's end was read: its listing went, b's fits */
+	CHECK(lseek(b, 0, SEEK_SET) == 0);
+	CHECK(read_to_end(b) == 602, "b listed %d entries", read_to_end(b));
+	CHECK(lseek(a, 0, SEEK_SET) == 0);
+	CHECK(read_to_end(a) == 602);
+	CHECK_OK(close(a));
+	CHECK_OK(close(b));
+}
+
+static void test_router__listings_being_read_are_bounded_together(void **state)
+{
+	listing_max = 64 << 10;
+	with_router(*state, router__listings_being_read_are_bounded_together);
+	listing_max = 0;
+}
 
 /* A new index larger than the guard reads is refused before libgit2 reads
  * it (whole, and then some: the sandbox's bytes in the router's memory):
@@ -3322,6 +3376,7 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
 		T(router__index_lock_the_guard_cannot_read_is_ebusy),
+		T(router__listings_being_read_are_bounded_together),
 		T(router__an_index_larger_than_the_guard_reads_is_efbig),
 		T(router__the_index_bound_is_its_size),
 		T(router__an_index_with_a_gitlink_at_an_ignored_directory_is_ebusy),
