@@ -429,18 +429,27 @@ static bool handle_kind(struct lz_ignorewatch *iw, const struct inotify_event *e
 		return false;
 	const char *n = ev->name;
 	bool dir = ev->mask & IN_ISDIR;
-	if (x->kind == K_GLOBAL || x->kind == K_INPUT)
+	enum kind kind = (enum kind)x->kind;
+	if (kind == K_GLOBAL || kind == K_INPUT)
 		return false; /* global_event's, read_input's */
+	dev_t dev = x->dev; /* x moves when watch_tree grows the table */
+	ino_t ino = x->ino;
+	bool moved_within = kind == K_TREE && dir && (ev->mask & IN_MOVED_TO) && *cookie != 0 && ev->cookie == *cookie;
+	/* A directory that arrived is watched before the kernel's entry for
+	 * it is dropped: once the sandbox can see it, what is made in it
+	 * shows too (the other order missed a file made in it at once). */
+	int watched = 0;
+	if (dir && (ev->mask & (IN_CREATE | IN_MOVED_TO)) && !moved_within)
+		watched = watch_tree(iw, kind != K_TREE ? child_kind(kind, n) : strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE,
+				     ev->wd, n);
 	/* Every change under the host backing, the sandbox's own included,
 	 * drops what the kernel cached of that name. */
-	lz_router_host_changed(iw->router, x->dev, x->ino, n, !(ev->mask & NAME_EVENTS));
-	if (x->kind != K_TREE) {
-		bool input = x->kind == K_GITINFO ? strcmp(n, "exclude") == 0
-			   : x->kind == K_GITDIR  ? strcmp(n, "index") == 0 || strcmp(n, "info") == 0
-						  : false;
-		if (dir && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
-			input |= watch_tree(iw, child_kind(x->kind, n), ev->wd, n) > 0;
-		return input;
+	lz_router_host_changed(iw->router, dev, ino, n, !(ev->mask & NAME_EVENTS));
+	if (kind != K_TREE) {
+		bool input = kind == K_GITINFO ? strcmp(n, "exclude") == 0
+			   : kind == K_GITDIR  ? strcmp(n, "index") == 0 || strcmp(n, "info") == 0
+					       : false;
+		return input || watched > 0;
 	}
 	if (strcmp(n, ".gitignore") == 0)
 		return true;
@@ -452,13 +461,13 @@ static bool handle_kind(struct lz_ignorewatch *iw, const struct inotify_event *e
 		snprintf(from_name, NAME_MAX + 1, "%s", n);
 		return true; /* its ignore files left the tree */
 	}
-	if (ev->mask & IN_MOVED_TO && *cookie != 0 && ev->cookie == *cookie) {
+	if (moved_within) {
 		relink(iw, *from_wd, from_name, ev->wd, n);
 		*cookie = 0;
 		return true;
 	}
 	if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-		return watch_tree(iw, strcmp(n, ".git") == 0 ? K_GITDIR : K_TREE, ev->wd, n) != 0;
+		return watched != 0;
 	return (ev->mask & IN_DELETE) != 0; /* a removed directory took its ignore files */
 }
 
