@@ -120,7 +120,7 @@ static int varint(struct reader *r, size_t from, size_t *ret_value, size_t *ret_
 	return -EBADMSG;
 }
 
-static int entry(struct reader *r, unsigned version, bool first, lz_gitindex_entry_fn *each, void *ctx)
+static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each, void *ctx)
 {
 	int rc = fill(r, ENTRY_FIXED);
 	if (rc < 0)
@@ -147,7 +147,7 @@ static int entry(struct reader *r, unsigned version, bool first, lz_gitindex_ent
 		size_t strip, vlen, nul;
 		if ((rc = varint(r, hdr, &strip, &vlen)) < 0)
 			return rc;
-		if (strip > r->path_len || (first && strip != 0))
+		if (strip > r->path_len) /* the first entry's is 0: no path before it */
 			return -EBADMSG;
 		size_t keep = r->path_len - strip;
 		if ((rc = find_nul(r, hdr + vlen, LZ_GITINDEX_PATH_MAX - keep, &nul)) < 0)
@@ -205,7 +205,7 @@ static int read_all(struct reader *r, lz_gitindex_entry_fn *each, void *ctx)
 	if ((rc = consume(r, HEADER_LEN)) < 0)
 		return rc;
 	for (uint32_t i = 0; i < count; i++)
-		if ((rc = entry(r, version, i == 0, each, ctx)) < 0)
+		if ((rc = entry(r, version, each, ctx)) < 0)
 			return rc;
 	if ((rc = extensions(r)) < 0)
 		return rc;

@@ -238,8 +238,19 @@ void rt_open_count(struct lz_router *r, int n)
 	}
 }
 
+/* i has a name again, or goes: no longer counted as pinned. Caller holds
+ * table_lock. */
+static void unpin(struct lz_router *r, struct rt_inode *i)
+{
+	if (i->pinned_linked) {
+		i->pinned_linked = false;
+		r->npinned--;
+	}
+}
+
 static void inode_free(struct lz_router *r, struct rt_inode *i)
 {
+	unpin(r, i);
 	fd_drop(r, i);
 	free(i->name);
 	free(i);
@@ -350,6 +361,7 @@ int rt_inode_relink(struct lz_router *r, struct rt_inode *i, struct rt_inode *pa
 	char *old_name = i->name;
 	i->parent = parent;
 	i->name = dup;
+	unpin(r, i);
 	parent->nref++;
 	if (old != NULL) {
 		old->nref--;
@@ -450,8 +462,25 @@ void rt_inode_unname(struct lz_router *r, enum rt_backing b, const struct stat *
 	char *old_name = NULL;
 	if (i != NULL && i != &r->root && i->parent == parent && i->name != NULL &&
 	    strcmp(i->name, name) == 0) {
-		if (i->fd < 0 && owned >= 0)
-			fd_install(r, i, TAKE_FD(owned));
+		/* Without a name it cannot be reopened: its descriptor is kept
+		 * while the kernel holds it. One whose object still has another
+		 * name (link, then unlink the newer) is kept only up to the
+		 * cache's budget: the sandbox could pin one per three calls.
+		 * Past it a use answers ESTALE until the kernel looks the
+		 * other name up again. */
+		struct stat now;
+		int probe = i->fd >= 0 ? i->fd : owned;
+		bool linked = probe >= 0 && fstat(probe, &now) == 0 && now.st_nlink > 0;
+		if (linked && r->npinned >= r->fd_budget) {
+			fd_drop(r, i);
+		} else {
+			if (i->fd < 0 && owned >= 0)
+				fd_install(r, i, TAKE_FD(owned));
+			if (linked && !i->pinned_linked) {
+				i->pinned_linked = true;
+				r->npinned++;
+			}
+		}
 		old_name = i->name;
 		i->name = NULL;
 		i->parent = NULL;

@@ -112,6 +112,7 @@ struct rt_inode {
 	uint64_t nlookup;  /* table_lock */
 	uint64_t nref;     /* table_lock */
 	bool unlinked;     /* its object has no name left (link count 0); table_lock */
+	bool pinned_linked; /* its name went, another it has is unknown: fd kept (npinned); table_lock */
 	bool stale;        /* another object has its inode number now; table_lock */
 	struct rt_inode *parent; /* tree_lock (counted in parent->nref); NULL: unnamed */
 	char *name;              /* tree_lock; NULL for the root and an unlinked name */
@@ -163,6 +164,7 @@ struct lz_router {
 	size_t ninodes;
 	struct rt_inode lru; /* list head: lru.lru_next most recent; table_lock */
 	size_t nfds;         /* cached descriptors; table_lock */
+	size_t npinned;      /* inodes pinned_linked; table_lock */
 	size_t fd_budget;
 	size_t fd_limit;     /* RLIMIT_NOFILE's soft limit at start */
 	atomic_size_t nopen; /* descriptors of open files and directory streams */
