@@ -126,6 +126,8 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
 	if (rc < 0)
 		return rc;
 	uint32_t mode = be32(r->buf + r->at + 24);
+	if (mode != 0100644 && mode != 0100755 && mode != 0120000 && mode != 0160000)
+		return -EBADMSG;
 	uint16_t flags = be16(r->buf + r->at + 60);
 	size_t hdr = ENTRY_FIXED, field = flags & NAME_FIELD_MAX, len, size;
 	if (flags & FLAG_EXTENDED) {
@@ -172,7 +174,16 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
 
 /* Optional extensions (a first byte A to Z) are passed over; a required
  * one refuses the file. */
-static int extensions(struct reader *r)
+static bool plain_extension(const uint8_t *sig)
+{
+	static const char known[][4] = { "TREE", "REUC", "UNTR", "FSMN", "NAME" };
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (memcmp(sig, known[i], 4) == 0)
+			return true;
+	return false;
+}
+
+static int extensions(struct reader *r, unsigned flags)
 {
 	while (r->off + r->at < r->end) {
 		int rc = fill(r, 8);
@@ -180,7 +191,8 @@ static int extensions(struct reader *r)
 			return rc;
 		const uint8_t *x = r->buf + r->at;
 		uint64_t size = be32(x + 4);
-		if (x[0] < 'A' || x[0] > 'Z' || size > r->end - (r->off + r->at + 8))
+		if (x[0] < 'A' || x[0] > 'Z' || size > r->end - (r->off + r->at + 8) ||
+		    ((flags & LZ_GITINDEX_PLAIN) && !plain_extension(x)))
 			return -EBADMSG;
 		if ((rc = consume(r, 8)) < 0)
 			return rc;
@@ -194,7 +206,7 @@ static int extensions(struct reader *r)
 	return 0;
 }
 
-static int read_all(struct reader *r, lz_gitindex_entry_fn *each, void *ctx)
+static int read_all(struct reader *r, unsigned flags, lz_gitindex_entry_fn *each, void *ctx)
 {
 	int rc = fill(r, HEADER_LEN);
 	if (rc < 0)
@@ -207,7 +219,7 @@ static int read_all(struct reader *r, lz_gitindex_entry_fn *each, void *ctx)
 	for (uint32_t i = 0; i < count; i++)
 		if ((rc = entry(r, version, each, ctx)) < 0)
 			return rc;
-	if ((rc = extensions(r)) < 0)
+	if ((rc = extensions(r, flags)) < 0)
 		return rc;
 	uint8_t want[HASH_LEN], got[EVP_MAX_MD_SIZE];
 	unsigned got_len = 0;
@@ -221,7 +233,7 @@ static int read_all(struct reader *r, lz_gitindex_entry_fn *each, void *ctx)
 	return k == HASH_LEN && got_len == HASH_LEN && memcmp(want, got, HASH_LEN) == 0 ? 0 : -EBADMSG;
 }
 
-int lz_gitindex_read(int fd, uint64_t max_bytes, lz_gitindex_entry_fn *each, void *ctx)
+int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_entry_fn *each, void *ctx)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -240,7 +252,7 @@ int lz_gitindex_read(int fd, uint64_t max_bytes, lz_gitindex_entry_fn *each, voi
 	r->end = (uint64_t)st.st_size - HASH_LEN;
 	r->at = r->len = r->path_len = 0;
 	r->sha = EVP_MD_CTX_new();
-	int rc = r->sha != NULL && EVP_DigestInit_ex(r->sha, EVP_sha1(), NULL) == 1 ? read_all(r, each, ctx)
+	int rc = r->sha != NULL && EVP_DigestInit_ex(r->sha, EVP_sha1(), NULL) == 1 ? read_all(r, flags, each, ctx)
 										      : -ENOMEM;
 	EVP_MD_CTX_free(r->sha);
 	free(r);

@@ -38,8 +38,18 @@ typedef int lz_gitindex_entry_fn(void *ctx, const char *path, size_t len, uint32
  * extended flags in version 2 or unknown ones; a version 4 prefix longer
  * than the path before it (or any before the first); an extension past
  * the end, or a required one (a first byte not A to Z: a split or a
- * sparse index, which libgit2 cannot read either). -EFBIG past
+ * sparse index, which libgit2 cannot read either); a mode Git does not
+ * record for a file (100644, 100755, 120000, 160000: Git expands an entry
+ * of 040000 from the tree object it names, which the sandbox can write). -EFBIG past
  * max_bytes, -ENOMEM, -errno from reading, or what each returned. */
-int lz_gitindex_read(int fd, uint64_t max_bytes, lz_gitindex_entry_fn *each, void *ctx);
+int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_entry_fn *each, void *ctx);
+
+/* flags: refuse every optional extension but those Git 2.39 reads the
+ * same whichever way it loads the index (TREE, REUC, UNTR, FSMN, NAME):
+ * a Git that loads with threads (index.threads, as scalar sets it) takes
+ * its entries and extensions from the offsets EOIE and IEOT name, not
+ * from where they are, and one could hide a split index or entries
+ * there. For an index the sandbox wrote. */
+#define LZ_GITINDEX_PLAIN 1u
 
 #endif

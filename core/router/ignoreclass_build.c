@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,7 +309,8 @@ static int git_fail(struct lz_err *err, const char *what, const char *where)
 }
 
 /* Splits an index path into valid components; false for a path no query
- * can name (empty, ".", ".." components, too long). */
+ * can name (empty, ".", ".." components, too long) or Git never writes
+ * (a ".git" component). */
 static bool index_path_ok(const char *p, size_t len)
 {
 	if (len == 0 || len > LZ_PATH_MAX)
@@ -319,7 +321,7 @@ static bool index_path_ok(const char *p, size_t len)
 		size_t e = sl ? (size_t)(sl - p) : len;
 		size_t n = e - i;
 		if (n == 0 || n > NAME_MAX_BYTES || (n == 1 && p[i] == '.') ||
-		    (n == 2 && p[i] == '.' && p[i + 1] == '.'))
+		    (n == 2 && p[i] == '.' && p[i + 1] == '.') || (n == 4 && strncasecmp(p + i, ".git", 4) == 0))
 			return false;
 		i = e + 1;
 	}
@@ -377,7 +379,7 @@ static int read_index(git_repository *g, struct index_walk *w)
 		return 0;
 	if (fd < 0)
 		return lz_err_set(w->b->err, errno, "ignoreclass: read index of '%s': %s", gitdir, strerror(errno));
-	int r = lz_gitindex_read(fd, UINT64_MAX, index_entry, w);
+	int r = lz_gitindex_read(fd, UINT64_MAX, 0, index_entry, w);
 	if (r == -E2BIG)
 		return lz_err_set(w->b->err, E2BIG, "ignoreclass: index of '%s' too large", gitdir);
 	if (r == -EBADMSG)

@@ -16,28 +16,58 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "proc/spawn.h"
 #include "router/gitindex.h"
 #include "router_int.h"
 #include "util/cleanup.h"
 #include "util/escape.h"
 #include "util/sys.h"
 
+/* What Git's verify_path refuses to write: an empty, ".", ".." or ".git"
+ * component (any case), so no Git makes such an entry; host Git checks
+ * one out all the same (an entry ".git/hooks/post-checkout" is written
+ * there by `git checkout -- .`, and run). */
+static bool git_path_ok(const char *p, size_t len)
+{
+	size_t i = 0;
+	while (i <= len) {
+		const char *sl = memchr(p + i, '/', len - i);
+		size_t e = sl ? (size_t)(sl - p) : len, n = e - i;
+		if (n == 0 || (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.') ||
+		    (n == 4 && strncasecmp(p + i, ".git", 4) == 0))
+			return false;
+		i = e + 1;
+	}
+	return true;
+}
+
+/* The guard's time for one index (it holds every write meanwhile):
+ * routing is bounded per path, not per index. */
+#define GUARD_MS 10000
+
 struct guard_walk {
 	struct lz_router *r;
 	const char *root;
 	size_t wlen;
+	int64_t until;
+	size_t seen;
 	char path[PATH_MAX];
 };
 
 /* An entry the new index would track, routed as the snapshot routes it:
- * a path no snapshot could route (no Git writes such a path) or an
- * ignored one refuses the index. */
+ * a path Git would not write, one no snapshot could route, or an ignored
+ * one refuses the index. */
 static int guard_entry(void *ctx, const char *entry, size_t len, uint32_t mode, unsigned stage)
 {
 	(void)stage;
 	struct guard_walk *w = ctx;
+	if (!git_path_ok(entry, len))
+		return -EBUSY;
+	if (++w->seen % 256 == 0 && lz_now_ms() > w->until)
+		return -ETIMEDOUT;
 	int n = snprintf(w->path, sizeof(w->path), "%.*s%s%.*s", (int)w->wlen, w->root, w->wlen ? "/" : "",
 			 (int)len, entry);
 	if (n < 0 || (size_t)n >= sizeof(w->path))
@@ -82,8 +112,8 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	struct guard_walk *w = malloc(sizeof(*w));
 	if (w == NULL)
 		return -EIO;
-	*w = (struct guard_walk){ .r = r, .root = root, .wlen = wlen };
-	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, guard_entry, w);
+	*w = (struct guard_walk){ .r = r, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS };
+	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, LZ_GITINDEX_PLAIN, guard_entry, w);
 	free(w);
 	if (rc == -EFBIG) {
 		char where[LZ_ESCAPE_MAX(256) + 1]; /* a path the sandbox chose */
@@ -91,6 +121,14 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 		lz_router_log("refused a new index in '%s': larger than the %zu bytes the router reads", where,
 			      r->opt.max_index_bytes);
 		return -EFBIG;
+	}
+	if (rc == -ETIMEDOUT) {
+		char where[LZ_ESCAPE_MAX(256) + 1];
+		lz_escape(dir, dlen, where, sizeof(where));
+		lz_router_log("refused a new index in '%s': its paths took more than %d s to check against "
+			      "the ignore rules",
+			      where, GUARD_MS / 1000);
+		return -EBUSY;
 	}
 	if (rc == -ENOMEM || rc == -EIO)
 		return -EIO; /* the host's shortage, not the file's */

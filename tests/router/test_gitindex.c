@@ -79,6 +79,8 @@ static int list_entry(void *ctx, const char *path, size_t len, uint32_t mode, un
 	return 0;
 }
 
+static unsigned read_flags; /* lz_gitindex_read's flags for read_file */
+
 static int read_file(struct fx *f, const char *path, uint64_t max)
 {
 	f->listed_len = 0;
@@ -86,7 +88,7 @@ static int read_file(struct fx *f, const char *path, uint64_t max)
 	f->entries = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
-	int r = lz_gitindex_read(fd, max, list_entry, f);
+	int r = lz_gitindex_read(fd, max, read_flags, list_entry, f);
 	close(fd);
 	return r;
 }
@@ -255,6 +257,24 @@ static void test_what_git_and_libgit2_could_read_apart_is_refused(void **state)
 	memcpy(b + n, "TREE\0\0\0\0", 8);
 	write_signed(path, b, n + 8);
 	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	/* Plain: the extensions a threaded Git reads by offset (EOIE, IEOT),
+	 * and unknown ones, are refused; TREE is not. */
+	read_flags = LZ_GITINDEX_PLAIN;
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	memcpy(b + n, "EOIE\0\0\0\0", 8);
+	write_signed(path, b, n + 8);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	memcpy(b + n, "ZZZZ\0\0\0\0", 8);
+	write_signed(path, b, n + 8);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	read_flags = 0;
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	/* A mode Git does not record for a file: 040000 is expanded by Git
+	 * from the tree object it names. */
+	memcpy(b + 12 + 24, "\0\0\x40\0", 4);
+	write_signed(path, b, n);
+	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	memcpy(b + 12 + 24, "\0\0\x81\xa4", 4); /* 100644 again */
 	/* The bound: the file's size, inclusive. */
 	write_signed(path, b, n);
 	assert_int_equal(read_file(f, path, n + 20), 0);
@@ -294,7 +314,7 @@ static void test_the_callback_stops_it(void **state)
 	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
 	int fd = open(index, O_RDONLY | O_CLOEXEC), calls = 0;
 	assert_true(fd >= 0);
-	assert_int_equal(lz_gitindex_read(fd, UINT64_MAX, stop_at_first, &calls), -ECANCELED);
+	assert_int_equal(lz_gitindex_read(fd, UINT64_MAX, 0, stop_at_first, &calls), -ECANCELED);
 	assert_int_equal(calls, 1);
 	close(fd);
 }

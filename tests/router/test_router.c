@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #define FUSE_USE_VERSION 312
 #include <fuse3/fuse_lowlevel.h>
@@ -1185,6 +1186,25 @@ static void plant_index_lock(struct env *e, bool split)
 			    false);
 }
 
+/* Replaces every from in the planted .git/index.lock with to (as long)
+ * and signs it again: an index no Git writes, that Git would read. */
+static void patch_index_lock(struct env *e, const char *from, const char *to)
+{
+	static uint8_t b[1 << 16];
+	int fd = open(P(e->mnt, ".git/index.lock"), O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0);
+	ssize_t n = read(fd, b, sizeof(b));
+	CHECK(n > 20 && n < (ssize_t)sizeof(b));
+	size_t len = strlen(from), body = (size_t)n - 20;
+	for (size_t i = 0; i + len <= body; i++)
+		if (memcmp(b + i, from, len) == 0)
+			memcpy(b + i, to, len);
+	unsigned md = 0;
+	CHECK(EVP_Digest(b, body, b + body, &md, EVP_sha1(), NULL) == 1 && md == 20);
+	CHECK(pwrite(fd, b, (size_t)n, 0) == n);
+	CHECK_OK(close(fd));
+}
+
 /* An index tracking path alone. */
 static void plant_index_lock_of(struct env *e, const char *path)
 {
@@ -1342,6 +1362,27 @@ static void test_router__the_index_bound_is_its_size(void **state)
 	with_router(*state, router__the_index_bound_is_its_size);
 	index_max = 0;
 }
+
+/* An entry Git itself never writes (a ".git" component, in any case),
+ * which host Git checks out all the same (`git checkout -- .` writes
+ * .git/hooks/post-checkout, then runs it), refuses the index. */
+static void router__an_index_entry_inside_a_git_directory_is_ebusy(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	const char *add = "update-index --add --cacheinfo "
+			  "100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,xgit/hooks/post-checkout";
+	plant_index_lock_by(e, add, false);
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index"))); /* as Git wrote it */
+	plant_index_lock_by(e, add, false);
+	patch_index_lock(e, "xgit/", ".git/");
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	patch_index_lock(e, ".git/", ".GiT/");
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	patch_index_lock(e, ".GiT/", "x/../");
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(!exists(P(e->host, ".git/hooks/post-checkout")));
+}
+RUN(router__an_index_entry_inside_a_git_directory_is_ebusy)
 
 /* A gitlink in the new index is asked about as the directory it stands
  * for: one at an ignored directory would route all of it to the host. */
@@ -3408,6 +3449,7 @@ int main(void)
 		T(router__descriptors_kept_for_unlinked_names_are_bounded),
 		T(router__an_index_larger_than_the_guard_reads_is_efbig),
 		T(router__the_index_bound_is_its_size),
+		T(router__an_index_entry_inside_a_git_directory_is_ebusy),
 		T(router__an_index_with_a_gitlink_at_an_ignored_directory_is_ebusy),
 		T(router__an_index_changes_only_by_the_guarded_rename),
 		T(router__no_write_reaches_the_index_through_an_earlier_descriptor),
