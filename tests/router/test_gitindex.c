@@ -186,6 +186,15 @@ static void write_signed(const char *path, uint8_t *b, size_t n)
 	write_bytes(path, b, n + 20);
 }
 
+/* b[0..n), an index's bytes before its hash, with the header of an empty
+ * extension ext (8 bytes) after them, signed: what the reader answers. */
+static int read_with_extension(struct fx *f, const char *path, uint8_t *b, size_t n, const char *ext)
+{
+	memcpy(b + n, ext, 8);
+	write_signed(path, b, n + 8);
+	return read_file(f, path, UINT64_MAX);
+}
+
 /* The index of one entry, "ab", as Git writes it (version v). */
 static size_t index_of_ab(struct fx *f, unsigned v, uint8_t *out, size_t cap)
 {
@@ -248,27 +257,17 @@ static void test_what_git_and_libgit2_could_read_apart_is_refused(void **state)
 	b[0] = 'D';
 	/* A required extension (a split index's "link"), and an optional one
 	 * that claims more than there is. */
-	memcpy(b + n, "link\0\0\0\0", 8);
-	write_signed(path, b, n + 8);
-	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
-	memcpy(b + n, "TREE\0\0\0\x09", 8);
-	write_signed(path, b, n + 8);
-	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
-	memcpy(b + n, "TREE\0\0\0\0", 8);
-	write_signed(path, b, n + 8);
-	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	assert_int_equal(read_with_extension(f, path, b, n, "link\0\0\0\0"), -EBADMSG);
+	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\x09"), -EBADMSG);
+	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\0"), 0);
 	/* Plain: the extensions a threaded Git reads by offset (EOIE, IEOT),
 	 * and unknown ones, are refused; TREE is not. */
 	read_flags = LZ_GITINDEX_PLAIN;
-	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
-	memcpy(b + n, "EOIE\0\0\0\0", 8);
-	write_signed(path, b, n + 8);
-	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
-	memcpy(b + n, "ZZZZ\0\0\0\0", 8);
-	write_signed(path, b, n + 8);
-	assert_int_equal(read_file(f, path, UINT64_MAX), -EBADMSG);
+	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\0"), 0);
+	assert_int_equal(read_with_extension(f, path, b, n, "EOIE\0\0\0\0"), -EBADMSG);
+	assert_int_equal(read_with_extension(f, path, b, n, "ZZZZ\0\0\0\0"), -EBADMSG);
 	read_flags = 0;
-	assert_int_equal(read_file(f, path, UINT64_MAX), 0);
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0); /* ZZZZ, read plainly */
 	/* A mode Git does not record for a file: 040000 is expanded by Git
 	 * from the tree object it names. */
 	memcpy(b + 12 + 24, "\0\0\x40\0", 4);
