@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -231,6 +232,19 @@ static int read_all(struct reader *r, unsigned flags, lz_gitindex_entry_fn *each
 	if (EVP_DigestFinal_ex(r->sha, got, &got_len) != 1)
 		return -ENOMEM;
 	return k == HASH_LEN && got_len == HASH_LEN && memcmp(want, got, HASH_LEN) == 0 ? 0 : -EBADMSG;
+}
+
+bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component)
+{
+	for (size_t i = 0; i <= len;) {
+		const char *sl = memchr(p + i, '/', len - i);
+		size_t e = sl ? (size_t)(sl - p) : len, n = e - i;
+		if (n == 0 || n > max_component || (n == 1 && p[i] == '.') ||
+		    (n == 2 && p[i] == '.' && p[i + 1] == '.') || (n == 4 && strncasecmp(p + i, ".git", 4) == 0))
+			return false;
+		i = e + 1;
+	}
+	return true;
 }
 
 int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_entry_fn *each, void *ctx)

@@ -16,6 +16,7 @@
 #ifndef LZ_ROUTER_GITINDEX_H
 #define LZ_ROUTER_GITINDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,12 @@ typedef int lz_gitindex_entry_fn(void *ctx, const char *path, size_t len, uint32
  * of 040000 from the tree object it names, which the sandbox can write). -EFBIG past
  * max_bytes, -ENOMEM, -errno from reading, or what each returned. */
 int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_entry_fn *each, void *ctx);
+
+/* Whether an entry's path is one Git writes (its verify_path): no empty,
+ * ".", ".." or ".git" (any case) component, none longer than
+ * max_component. Git reads any path; host Git checks such an entry out
+ * all the same (".git/hooks/post-checkout", then runs it). */
+bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component);
 
 /* flags: refuse every optional extension but those Git 2.39 reads the
  * same whichever way it loads the index (TREE, REUC, UNTR, FSMN, NAME):

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,24 +307,10 @@ static int git_fail(struct lz_err *err, const char *what, const char *where)
 			  e && e->message ? e->message : "libgit2 error");
 }
 
-/* Splits an index path into valid components; false for a path no query
- * can name (empty, ".", ".." components, too long) or Git never writes
- * (a ".git" component). */
+/* A path a query can name and Git writes (gitindex.h). */
 static bool index_path_ok(const char *p, size_t len)
 {
-	if (len == 0 || len > LZ_PATH_MAX)
-		return false;
-	size_t i = 0;
-	while (i <= len) {
-		const char *sl = memchr(p + i, '/', len - i);
-		size_t e = sl ? (size_t)(sl - p) : len;
-		size_t n = e - i;
-		if (n == 0 || n > NAME_MAX_BYTES || (n == 1 && p[i] == '.') ||
-		    (n == 2 && p[i] == '.' && p[i + 1] == '.') || (n == 4 && strncasecmp(p + i, ".git", 4) == 0))
-			return false;
-		i = e + 1;
-	}
-	return true;
+	return len > 0 && len <= LZ_PATH_MAX && lz_gitindex_path_ok(p, len, NAME_MAX_BYTES);
 }
 
 /* The index's entries become tracked nodes: each is relative to the

@@ -13,10 +13,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "proc/spawn.h"
@@ -25,24 +25,6 @@
 #include "util/cleanup.h"
 #include "util/escape.h"
 #include "util/sys.h"
-
-/* What Git's verify_path refuses to write: an empty, ".", ".." or ".git"
- * component (any case), so no Git makes such an entry; host Git checks
- * one out all the same (an entry ".git/hooks/post-checkout" is written
- * there by `git checkout -- .`, and run). */
-static bool git_path_ok(const char *p, size_t len)
-{
-	size_t i = 0;
-	while (i <= len) {
-		const char *sl = memchr(p + i, '/', len - i);
-		size_t e = sl ? (size_t)(sl - p) : len, n = e - i;
-		if (n == 0 || (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.') ||
-		    (n == 4 && strncasecmp(p + i, ".git", 4) == 0))
-			return false;
-		i = e + 1;
-	}
-	return true;
-}
 
 /* The guard's time for one index (it holds every write meanwhile):
  * routing is bounded per path, not per index. */
@@ -64,7 +46,7 @@ static int guard_entry(void *ctx, const char *entry, size_t len, uint32_t mode, 
 {
 	(void)stage;
 	struct guard_walk *w = ctx;
-	if (!git_path_ok(entry, len))
+	if (!lz_gitindex_path_ok(entry, len, SIZE_MAX))
 		return -EBUSY;
 	if (++w->seen % 256 == 0 && lz_now_ms() > w->until)
 		return -ETIMEDOUT;
@@ -115,20 +97,17 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	*w = (struct guard_walk){ .r = r, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS };
 	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, LZ_GITINDEX_PLAIN, guard_entry, w);
 	free(w);
-	if (rc == -EFBIG) {
+	if (rc == -EFBIG || rc == -ETIMEDOUT) {
 		char where[LZ_ESCAPE_MAX(256) + 1]; /* a path the sandbox chose */
 		lz_escape(dir, dlen, where, sizeof(where));
-		lz_router_log("refused a new index in '%s': larger than the %zu bytes the router reads", where,
-			      r->opt.max_index_bytes);
-		return -EFBIG;
-	}
-	if (rc == -ETIMEDOUT) {
-		char where[LZ_ESCAPE_MAX(256) + 1];
-		lz_escape(dir, dlen, where, sizeof(where));
-		lz_router_log("refused a new index in '%s': its paths took more than %d s to check against "
-			      "the ignore rules",
-			      where, GUARD_MS / 1000);
-		return -EBUSY;
+		if (rc == -EFBIG)
+			lz_router_log("refused a new index in '%s': larger than the %zu bytes the router reads",
+				      where, r->opt.max_index_bytes);
+		else
+			lz_router_log("refused a new index in '%s': its paths took more than %d s to check "
+				      "against the ignore rules",
+				      where, GUARD_MS / 1000);
+		return rc == -EFBIG ? -EFBIG : -EBUSY;
 	}
 	if (rc == -ENOMEM || rc == -EIO)
 		return -EIO; /* the host's shortage, not the file's */
