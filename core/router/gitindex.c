@@ -11,12 +11,16 @@
 
 #include <openssl/evp.h>
 
+#include "router/gitcachetree.h"
+
 #define SIG_DIRC 0x44495243u
 #define HASH_LEN 20    /* SHA-1: libgit2 reads no other index */
 #define HEADER_LEN 12
 #define ENTRY_FIXED 62 /* times, dev, ino, mode, uid, gid, size, object, flags */
 #define FLAG_EXTENDED 0x4000
 #define XFLAGS_KNOWN 0x6000 /* skip-worktree, intent-to-add */
+#define XFLAG_INTENT_TO_ADD 0x2000
+#define OID_AT 40
 #define NAME_FIELD_MAX 0xFFF
 #define VARINT_MAX 3 /* bytes: enough for any prefix of LZ_GITINDEX_PATH_MAX */
 #define CHUNK (64 * 1024)
@@ -29,6 +33,9 @@ struct reader {
 	uint64_t end;   /* where the hash begins */
 	size_t at, len; /* consumed, filled bytes of buf */
 	EVP_MD_CTX *sha;
+	struct lz_cachetree *tree; /* LZ_GITINDEX_PLAIN: the entries' trees */
+	uint8_t *tree_ext;	   /* and the TREE extension's payload */
+	size_t tree_ext_len;
 	char path[LZ_GITINDEX_PATH_MAX + 1]; /* the entry's path; version 4 builds on the last */
 	size_t path_len;
 	uint8_t buf[CHUNK + ENTRY_FIXED + 2 + VARINT_MAX + LZ_GITINDEX_PATH_MAX + 1 + 8];
@@ -129,12 +136,15 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
 	uint32_t mode = be32(r->buf + r->at + 24);
 	if (mode != 0100644 && mode != 0100755 && mode != 0120000 && mode != 0160000)
 		return -EBADMSG;
-	uint16_t flags = be16(r->buf + r->at + 60);
+	uint16_t flags = be16(r->buf + r->at + 60), xflags = 0;
+	uint8_t oid[LZ_CACHETREE_OID_LEN];
+	memcpy(oid, r->buf + r->at + OID_AT, sizeof(oid));
 	size_t hdr = ENTRY_FIXED, field = flags & NAME_FIELD_MAX, len, size;
 	if (flags & FLAG_EXTENDED) {
 		if (version < 3 || (rc = fill(r, ENTRY_FIXED + 2)) < 0)
 			return rc < 0 ? rc : -EBADMSG;
-		if (be16(r->buf + r->at + ENTRY_FIXED) & ~XFLAGS_KNOWN)
+		xflags = be16(r->buf + r->at + ENTRY_FIXED);
+		if (xflags & ~XFLAGS_KNOWN)
 			return -EBADMSG;
 		hdr += 2;
 	}
@@ -170,14 +180,18 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
 	r->path_len = len;
 	if ((rc = consume(r, size)) < 0)
 		return rc;
-	return each(ctx, r->path, len, mode, (flags >> 12) & 3);
+	unsigned stage = (flags >> 12) & 3;
+	if (r->tree != NULL &&
+	    (rc = lz_cachetree_entry(r->tree, r->path, len, mode, oid, stage, xflags & XFLAG_INTENT_TO_ADD)) < 0)
+		return rc;
+	return each(ctx, r->path, len, mode, stage);
 }
 
 /* Optional extensions (a first byte A to Z) are passed over; a required
  * one refuses the file. */
 static bool plain_extension(const uint8_t *sig)
 {
-	static const char known[][4] = { "TREE", "REUC", "UNTR", "FSMN", "NAME" };
+	static const char known[][4] = { "TREE", "REUC", "NAME" };
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (memcmp(sig, known[i], 4) == 0)
 			return true;
@@ -192,14 +206,29 @@ static int extensions(struct reader *r, unsigned flags)
 			return rc;
 		const uint8_t *x = r->buf + r->at;
 		uint64_t size = be32(x + 4);
-		if (x[0] < 'A' || x[0] > 'Z' || size > r->end - (r->off + r->at + 8) ||
-		    ((flags & LZ_GITINDEX_PLAIN) && !plain_extension(x)))
+		if (x[0] < 'A' || x[0] > 'Z' || size > r->end - (r->off + r->at + 8))
 			return -EBADMSG;
+		if ((flags & LZ_GITINDEX_PLAIN) && !plain_extension(x))
+			return -EOPNOTSUPP;
+		/* Kept whole to check once the file's hash is (Git reads the
+		 * last of two; one is all Git writes). */
+		bool tree = r->tree != NULL && memcmp(x, "TREE", 4) == 0;
+		if (tree && r->tree_ext != NULL)
+			return -EBADMSG;
+		if (tree && size > LZ_CACHETREE_MAX_BYTES)
+			return -E2BIG;
+		if (tree && (r->tree_ext = malloc(size ? size : 1)) == NULL)
+			return -ENOMEM;
 		if ((rc = consume(r, 8)) < 0)
 			return rc;
 		while (size > 0) {
 			size_t n = size < CHUNK ? (size_t)size : CHUNK;
-			if ((rc = fill(r, n)) < 0 || (rc = consume(r, n)) < 0)
+			if ((rc = fill(r, n)) < 0)
+				return rc;
+			if (tree)
+				memcpy(r->tree_ext + r->tree_ext_len, r->buf + r->at, n);
+			r->tree_ext_len += tree ? n : 0;
+			if ((rc = consume(r, n)) < 0)
 				return rc;
 			size -= n;
 		}
@@ -231,7 +260,9 @@ static int read_all(struct reader *r, unsigned flags, lz_gitindex_entry_fn *each
 		return -errno;
 	if (EVP_DigestFinal_ex(r->sha, got, &got_len) != 1)
 		return -ENOMEM;
-	return k == HASH_LEN && got_len == HASH_LEN && memcmp(want, got, HASH_LEN) == 0 ? 0 : -EBADMSG;
+	if (k != HASH_LEN || got_len != HASH_LEN || memcmp(want, got, HASH_LEN) != 0)
+		return -EBADMSG;
+	return r->tree_ext != NULL ? lz_cachetree_check(r->tree, r->tree_ext, r->tree_ext_len) : 0;
 }
 
 bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component)
@@ -264,11 +295,18 @@ int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_ent
 	r->fd = fd;
 	r->off = 0;
 	r->end = (uint64_t)st.st_size - HASH_LEN;
-	r->at = r->len = r->path_len = 0;
+	r->at = r->len = r->path_len = r->tree_ext_len = 0;
+	r->tree = NULL;
+	r->tree_ext = NULL;
 	r->sha = EVP_MD_CTX_new();
-	int rc = r->sha != NULL && EVP_DigestInit_ex(r->sha, EVP_sha1(), NULL) == 1 ? read_all(r, flags, each, ctx)
-										      : -ENOMEM;
+	int rc = r->sha == NULL || EVP_DigestInit_ex(r->sha, EVP_sha1(), NULL) != 1 ? -ENOMEM
+		 : (flags & LZ_GITINDEX_PLAIN)					    ? lz_cachetree_new(&r->tree)
+										    : 0;
+	if (rc == 0)
+		rc = read_all(r, flags, each, ctx);
 	EVP_MD_CTX_free(r->sha);
+	lz_cachetree_free(r->tree);
+	free(r->tree_ext);
 	free(r);
 	return rc;
 }

@@ -42,7 +42,8 @@ typedef int lz_gitindex_entry_fn(void *ctx, const char *path, size_t len, uint32
  * sparse index, which libgit2 cannot read either); a mode Git does not
  * record for a file (100644, 100755, 120000, 160000: Git expands an entry
  * of 040000 from the tree object it names, which the sandbox can write). -EFBIG past
- * max_bytes, -ENOMEM, -errno from reading, or what each returned. */
+ * max_bytes, -ENOMEM, -errno from reading, what flags add, or what each
+ * returned. */
 int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_entry_fn *each, void *ctx);
 
 /* Whether an entry's path is one Git writes (its verify_path): no empty,
@@ -51,12 +52,18 @@ int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_ent
  * all the same (".git/hooks/post-checkout", then runs it). */
 bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component);
 
-/* flags: refuse every optional extension but those Git 2.39 reads the
- * same whichever way it loads the index (TREE, REUC, UNTR, FSMN, NAME):
- * a Git that loads with threads (index.threads, as scalar sets it) takes
- * its entries and extensions from the offsets EOIE and IEOT name, not
- * from where they are, and one could hide a split index or entries
- * there. For an index the sandbox wrote. */
+/* flags: for an index the sandbox wrote, which host Git will use.
+ * - Every optional extension but TREE, REUC and NAME is refused with
+ *   -EOPNOTSUPP: a Git that loads with threads (index.threads, as scalar
+ *   sets it) takes its entries and extensions from the offsets EOIE and
+ *   IEOT name, not from where they are, and one could hide a split index
+ *   or entries there; host Git trusts an untracked cache (UNTR) and an
+ *   fsmonitor token (FSMN) to tell it which files to look at (a
+ *   malformed UNTR crashes Git 2.39). Git inside writes none of them as
+ *   Lazaret configures it (runtime/bundle.c).
+ * - Entries out of Git's order are refused (-EBADMSG), and the cache
+ *   tree (TREE) must name the trees of the entries (gitcachetree.h:
+ *   -EILSEQ, -E2BIG). */
 #define LZ_GITINDEX_PLAIN 1u
 
 #endif

@@ -8,7 +8,10 @@
  * node_modules/.bin script: tracked for a moment, written, untracked
  * again, hidden from the developer's `git status` ever after), so no
  * such index is accepted whatever the backings hold. A gitlink is asked
- * about as the directory it stands for. The other ways to change an index
+ * about as the directory it stands for. What else in the file host Git
+ * trusts is checked too (gitindex.h, LZ_GITINDEX_PLAIN): its cache tree
+ * must name the trees of its entries, and extensions that tell host Git
+ * which files to look at are refused. The other ways to change an index
  * are refused by the policy (router_policy.c: rt_policy_index). */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "proc/spawn.h"
+#include "router/gitcachetree.h"
 #include "router/gitindex.h"
 #include "router_int.h"
 #include "util/cleanup.h"
@@ -97,16 +101,27 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	*w = (struct guard_walk){ .r = r, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS };
 	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, LZ_GITINDEX_PLAIN, guard_entry, w);
 	free(w);
-	if (rc == -EFBIG || rc == -ETIMEDOUT) {
+	char why[320];
+	why[0] = '\0';
+	if (rc == -EFBIG)
+		snprintf(why, sizeof(why), "larger than the %zu bytes the router reads", r->opt.max_index_bytes);
+	else if (rc == -ETIMEDOUT)
+		snprintf(why, sizeof(why), "its paths took more than %d s to check against the ignore rules",
+			 GUARD_MS / 1000);
+	else if (rc == -E2BIG)
+		snprintf(why, sizeof(why), "more than %u directories or %u MiB of trees to check",
+			 LZ_CACHETREE_MAX_DIRS, LZ_CACHETREE_MAX_BYTES >> 20);
+	else if (rc == -EILSEQ)
+		snprintf(why, sizeof(why), "its cache tree (TREE) names trees other than its entries': host Git "
+					   "would commit those");
+	else if (rc == -EOPNOTSUPP)
+		snprintf(why, sizeof(why), "it carries an untracked cache, an fsmonitor token or a threaded index's "
+					   "offsets, which host Git would trust; Git inside writes none unless the "
+					   "profile sets GIT_CONFIG_* variables");
+	if (why[0] != '\0') {
 		char where[LZ_ESCAPE_MAX(256) + 1]; /* a path the sandbox chose */
 		lz_escape(dir, dlen, where, sizeof(where));
-		if (rc == -EFBIG)
-			lz_router_log("refused a new index in '%s': larger than the %zu bytes the router reads",
-				      where, r->opt.max_index_bytes);
-		else
-			lz_router_log("refused a new index in '%s': its paths took more than %d s to check "
-				      "against the ignore rules",
-				      where, GUARD_MS / 1000);
+		lz_router_log("refused a new index in '%s': %s", where, why);
 		return rc == -EFBIG ? -EFBIG : -EBUSY;
 	}
 	if (rc == -ENOMEM || rc == -EIO)

@@ -169,16 +169,38 @@ int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g, const struc
 	return lz_file_create(g->bundle, "config.json", json, strlen(json), 0600, LZ_RESOLVE_OWNED, err);
 }
 
-/* Issue 15: inside, workspace files have other inode and device numbers and
- * owner 0, so Git's index stat data written on one side never matches the
- * other's and each side re-hashes every file after the other wrote the
- * index. Inside, Git compares what both sides see alike: mtime, size and
- * mode (core.checkStat=minimal), not ctime (core.trustctime=false);
+/* Git's configuration inside (GIT_CONFIG_COUNT outranks every file).
+ * Issue 15: workspace files have other inode and device numbers and owner
+ * 0 inside, so Git's index stat data written on one side never matches
+ * the other's and each side re-hashes every file after the other wrote
+ * the index. Inside, Git compares what both sides see alike: mtime, size
+ * and mode (core.checkStat=minimal), not ctime (core.trustctime=false);
  * docs/configuration.md tells the developer to set the same on the host.
+ * Spec 3.5's index guard accepts only an index host Git may trust as it
+ * is (router/gitindex.h, LZ_GITINDEX_PLAIN): whatever the repository's
+ * own configuration asks, Git inside writes no untracked cache, fsmonitor
+ * token, threaded index offsets, split or sparse index, or unhashed file.
  * A profile that passes any GIT_CONFIG_* variable gets none of this. */
-static const char *const git_stat_env[] = {
-	"GIT_CONFIG_COUNT=2",		"GIT_CONFIG_KEY_0=core.checkStat", "GIT_CONFIG_VALUE_0=minimal",
-	"GIT_CONFIG_KEY_1=core.trustctime", "GIT_CONFIG_VALUE_1=false",
+static const char *const git_env[] = {
+	"GIT_CONFIG_COUNT=9",
+	"GIT_CONFIG_KEY_0=core.checkStat",
+	"GIT_CONFIG_VALUE_0=minimal",
+	"GIT_CONFIG_KEY_1=core.trustctime",
+	"GIT_CONFIG_VALUE_1=false",
+	"GIT_CONFIG_KEY_2=core.untrackedCache",
+	"GIT_CONFIG_VALUE_2=false",
+	"GIT_CONFIG_KEY_3=core.fsmonitor",
+	"GIT_CONFIG_VALUE_3=false",
+	"GIT_CONFIG_KEY_4=index.recordEndOfIndexEntries",
+	"GIT_CONFIG_VALUE_4=false",
+	"GIT_CONFIG_KEY_5=index.recordOffsetTable",
+	"GIT_CONFIG_VALUE_5=false",
+	"GIT_CONFIG_KEY_6=core.splitIndex",
+	"GIT_CONFIG_VALUE_6=false",
+	"GIT_CONFIG_KEY_7=index.sparse",
+	"GIT_CONFIG_VALUE_7=false",
+	"GIT_CONFIG_KEY_8=index.skipHash",
+	"GIT_CONFIG_VALUE_8=false",
 };
 
 static bool profile_sets_git_config(const struct lz_config_profile *p)
@@ -201,7 +223,7 @@ static const char *const proxy_env[] = {
 char **lz_bundle_guest_env(const lz_config *cfg)
 {
 	const struct lz_config_profile *p = lz_config_selected(cfg);
-	size_t n_git = profile_sets_git_config(p) ? 0 : LZ_ARRAY_SIZE(git_stat_env);
+	size_t n_git = profile_sets_git_config(p) ? 0 : LZ_ARRAY_SIZE(git_env);
 	size_t n_proxy = p->n_allow_domains > 0 ? LZ_ARRAY_SIZE(proxy_env) : 0;
 	char **env = calloc(3 + n_git + n_proxy + p->n_env + 1, sizeof(char *));
 	if (env == NULL)
@@ -211,7 +233,7 @@ char **lz_bundle_guest_env(const lz_config *cfg)
 	env[k++] = strdup("HOME=/root");
 	env[k++] = strdup("LANG=C.UTF-8");
 	for (size_t i = 0; i < n_git; i++)
-		env[k++] = strdup(git_stat_env[i]);
+		env[k++] = strdup(git_env[i]);
 	for (size_t i = 0; i < n_proxy; i++)
 		env[k++] = strdup(proxy_env[i]);
 	/* Profile environment references (spec 3.2), resolved by the loader.

@@ -261,11 +261,19 @@ static void test_what_git_and_libgit2_could_read_apart_is_refused(void **state)
 	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\x09"), -EBADMSG);
 	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\0"), 0);
 	/* Plain: the extensions a threaded Git reads by offset (EOIE, IEOT),
-	 * and unknown ones, are refused; TREE is not. */
+	 * the untracked cache and the fsmonitor token, and unknown ones, are
+	 * refused; REUC and NAME are not, nor a TREE Git would write (an
+	 * empty one it would not). */
 	read_flags = LZ_GITINDEX_PLAIN;
-	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\0"), 0);
-	assert_int_equal(read_with_extension(f, path, b, n, "EOIE\0\0\0\0"), -EBADMSG);
-	assert_int_equal(read_with_extension(f, path, b, n, "ZZZZ\0\0\0\0"), -EBADMSG);
+	assert_int_equal(read_with_extension(f, path, b, n, "REUC\0\0\0\0"), 0);
+	assert_int_equal(read_with_extension(f, path, b, n, "NAME\0\0\0\0"), 0);
+	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\0"), -EBADMSG);
+	static const char *const refused[] = { "EOIE", "IEOT", "UNTR", "FSMN", "ZZZZ" };
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char ext[8] = { 0 };
+		memcpy(ext, refused[i], 4);
+		assert_int_equal(read_with_extension(f, path, b, n, ext), -EOPNOTSUPP);
+	}
 	read_flags = 0;
 	assert_int_equal(read_file(f, path, UINT64_MAX), 0); /* ZZZZ, read plainly */
 	/* A mode Git does not record for a file: 040000 is expanded by Git
@@ -295,6 +303,229 @@ static void test_what_git_and_libgit2_could_read_apart_is_refused(void **state)
 		int r = read_file(f, path, UINT64_MAX);
 		assert_true(r == -EBADMSG);
 	}
+}
+
+/* The TREE extension's payload in b[0..n) (an index's bytes before its
+ * hash): its offset, or 0 where there is none. The test repositories
+ * have no path holding "TREE". */
+static size_t tree_at(const uint8_t *b, size_t n, size_t *ret_len)
+{
+	const uint8_t *t = memmem(b + 12, n - 12, "TREE", 4);
+	if (t == NULL)
+		return 0;
+	*ret_len = (size_t)t[4] << 24 | (size_t)t[5] << 16 | (size_t)t[6] << 8 | t[7];
+	assert_true((size_t)(t - b) + 8 + *ret_len <= n);
+	return (size_t)(t - b) + 8;
+}
+
+static int read_plainly(struct fx *f, const char *path)
+{
+	read_flags = LZ_GITINDEX_PLAIN;
+	int r = read_file(f, path, UINT64_MAX);
+	read_flags = 0;
+	return r;
+}
+
+/* Every index Git writes, across the commands an agent runs (conflicts,
+ * intent-to-add, a gitlink, skip-worktree, an empty index; index
+ * versions 2 to 4), is read plainly, its cache tree checked: valid roots
+ * and subtrees match what the reader computes from the entries. */
+static void test_every_index_git_writes_passes_the_cache_tree_check(void **state)
+{
+	struct fx *f = *state;
+	static const char *const steps[] = {
+		"mkdir -p d/e f a0 'sp ace' && echo 1 >a && echo 2 >d/b && echo 3 >d/e/c && echo 4 >f/g && "
+		"printf x >a-b && echo 5 >a.b && echo 6 >a0/x && echo 7 >'sp ace/y' && printf z >\"$(printf 'h\\377i')\" "
+		"&& ln -s a lnk && echo e >ex && chmod +x ex && git add . && git commit -qm 1",
+		"echo n >d/e/new && git add -N d/e/new && echo 2 >>a && git add a && git commit -qm 2",
+		"git rm -q --cached d/e/new && rm d/e/new && git mv f/g f/h && git rm -q a.b && git commit -qm 3",
+		"git checkout -q -b side && echo side >d/b && git commit -qam side && git checkout -q - && "
+		"echo main >d/b && git commit -qam main && ! git merge -q side >/dev/null 2>&1",
+		"echo resolved >d/b && git add d/b && git commit -qm merged",
+		"echo s >>d/e/c && git add d/e/c && git stash -q",
+		"git stash pop -q && git add d/e/c",
+		"git commit -qm 4 && git reset -q --soft HEAD~1",
+		"git reset -q --hard",
+		"git read-tree HEAD",
+		"git read-tree --empty && git write-tree >/dev/null",
+		"git reset -q --hard && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub && "
+		"git commit -qm sub",
+		"git sparse-checkout set d",
+		"git sparse-checkout disable && git update-index --skip-worktree a",
+		"git update-index --no-skip-worktree a && echo p >d/p && git add d/p && git commit -qm p -- d/p",
+		"echo q >d/e/q && git add d/e/q && git write-tree >/dev/null",
+	};
+	char index[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	unsigned valid_roots = 0, checks = 0;
+	for (unsigned v = 2; v <= 4; v += 2) {
+		git(f, "rm -rf .git ./* && git init -q && git config index.version %u && git config core.sparseCheckout false",
+		    v);
+		for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+			git(f, "%s", steps[i]);
+			size_t n, tl = 0;
+			uint8_t *b = (uint8_t *)slurp(index, &n);
+			size_t t = tree_at(b, n - 20, &tl);
+			valid_roots += t != 0 && tl > 1 && b[t + 1] != '-';
+			if (read_plainly(f, index) != 0)
+				fail_msg("index version %u, after step %zu: refused", v, i + 1);
+			checks++;
+		}
+		read_flags = LZ_GITINDEX_PLAIN;
+		assert_reads_as_git(f);
+		read_flags = 0;
+	}
+	assert_int_equal(checks, 2 * sizeof(steps) / sizeof(steps[0]));
+	assert_true(valid_roots >= 12); /* the check compared, not only passed over invalid nodes */
+}
+
+/* b[0..n) with the TREE payload at t (tl bytes) replaced by p (pl bytes),
+ * signed, at path: the reader's answer, read plainly. */
+static int read_with_tree(struct fx *f, const char *path, const uint8_t *b, size_t n, size_t t, size_t tl,
+			  const void *p, size_t pl)
+{
+	static uint8_t out[1 << 16];
+	assert_true(n - tl + pl + 20 <= sizeof(out));
+	memcpy(out, b, t);
+	out[t - 4] = (uint8_t)(pl >> 24), out[t - 3] = (uint8_t)(pl >> 16);
+	out[t - 2] = (uint8_t)(pl >> 8), out[t - 1] = (uint8_t)pl;
+	memcpy(out + t, p, pl);
+	memcpy(out + t + pl, b + t + tl, n - t - tl);
+	write_signed(path, out, n - tl + pl);
+	return read_plainly(f, path);
+}
+
+static void hex_to_oid(const char *hex, uint8_t *oid)
+{
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(sscanf(hex + 2 * i, "%2hhx", &oid[i]), 1);
+}
+
+/* The attack, measured: a staged change the developer reviews, and a
+ * cache tree naming another tree (one more file). Git commits that tree;
+ * the reader refuses the index, as it does every other cache tree that
+ * does not match the entries, or that Git would not write. */
+static void test_a_cache_tree_other_than_the_entries_is_refused(void **state)
+{
+	struct fx *f = *state;
+	git(f, "mkdir d && echo 1 >a && echo 2 >d/b && git add . && git commit -qm 1 && echo 3 >>d/b && git add d/b && "
+	       "git write-tree >/dev/null && echo evil >evil && "
+	       "printf '100644 blob %%s\\ta\\n100644 blob %%s\\tbackdoor\\n040000 tree %%s\\td\\n' "
+	       "$(git rev-parse :a) $(git hash-object -w evil) $(git rev-parse HEAD:d) | git mktree >evil-tree");
+	char index[128], forged[128], hex[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	snprintf(forged, sizeof(forged), "%s/forged", f->dir);
+	size_t n, tl;
+	uint8_t b[8192], p[512], evil[20];
+	const char *raw = slurp(index, &n);
+	assert_true(n <= sizeof(b));
+	memcpy(b, raw, n);
+	n -= 20;
+	size_t t = tree_at(b, n, &tl);
+	assert_true(t != 0 && tl < sizeof(p) - 8);
+	snprintf(hex, sizeof(hex), "%s/evil-tree", f->dir);
+	hex_to_oid(slurp(hex, &(size_t){ 0 }), evil);
+	/* As Git wrote it: "\0" "2 1\n" <root id> "d\0" "1 0\n" <id>. */
+	assert_memory_equal(b + t, "\0" "2 1\n", 5);
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, b + t, tl), 0);
+	/* The root naming the tree with the backdoor: refused, and Git
+	 * would have committed it. */
+	memcpy(p, b + t, tl);
+	memcpy(p + 5, evil, 20);
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, p, tl), -EILSEQ);
+	git(f, "cp forged .git/index && git commit -qm reviewed && git ls-tree --name-only HEAD >committed");
+	snprintf(hex, sizeof(hex), "%s/committed", f->dir);
+	assert_string_equal(slurp(hex, &(size_t){ 0 }), "a\nbackdoor\nd\n");
+	/* The subtree's id, or a count, other than the entries'. */
+	memcpy(p, b + t, tl);
+	p[tl - 1] ^= 1;
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, p, tl), -EILSEQ);
+	memcpy(p, b + t, tl);
+	p[1] = '3';
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, p, tl), -EILSEQ);
+	/* A valid node where the index has no directory. */
+	memcpy(p, b + t, tl);
+	assert_int_equal(p[25], 'd');
+	p[25] = 'q';
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, p, tl), -EILSEQ);
+	/* Invalid nodes ("-1") name nothing: read. */
+	uint8_t inv[] = "\0-1 1\nd\0-1 0\n";
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, inv, sizeof(inv) - 1), 0);
+	/* What Git does not write: a count with a sign or a leading zero, a
+	 * name on the root, a '/' in a name, bytes after the root's
+	 * subtrees, fewer subtrees than it says, a second TREE. */
+	static const char *const malformed[] = { "\0+1 0\n", "\0-1 01\n", "\0-2 0\n", "r\0-1 0\n",
+						 "\0-1 1\nd/e\0-1 0\n", "\0-1 0\nx", "\0-1 2\nd\0-1 0\n", "\0-1 0" };
+	static const size_t lens[] = { 6, 7, 6, 7, 15, 7, 14, 5 };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		if (read_with_tree(f, forged, b, n, t, tl, malformed[i], lens[i]) != -EBADMSG)
+			fail_msg("malformed TREE %zu read", i);
+	uint8_t twice[1024];
+	memcpy(twice, b + t - 8, tl + 8);
+	memcpy(twice + tl + 8, b + t - 8, tl + 8);
+	assert_int_equal(read_with_tree(f, forged, b, n, t - 8, tl + 8, twice, 2 * (tl + 8)), -EBADMSG);
+}
+
+/* An intent-to-add entry is in no tree Git writes: no node above it may
+ * be valid, even with the ID Git would write leaving it out. */
+static void test_a_valid_node_over_an_intent_to_add_entry_is_refused(void **state)
+{
+	struct fx *f = *state;
+	git(f, "echo 1 >a && git add a && git commit -qm 1 && echo n >n && git add -N n && git write-tree >wt && "
+	       "git ls-files | wc -l >count");
+	char index[128], forged[128], hex[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	snprintf(forged, sizeof(forged), "%s/forged", f->dir);
+	size_t n, tl, hl;
+	uint8_t b[4096], p[64];
+	const char *raw = slurp(index, &n);
+	assert_true(n <= sizeof(b));
+	memcpy(b, raw, n);
+	n -= 20;
+	size_t t = tree_at(b, n, &tl);
+	assert_true(t != 0);
+	assert_memory_equal(b + t, "\0-1 0\n", 6);
+	snprintf(hex, sizeof(hex), "%s/count", f->dir);
+	assert_string_equal(slurp(hex, &hl), "2\n");
+	memcpy(p, "\0" "2 0\n", 5);
+	snprintf(hex, sizeof(hex), "%s/wt", f->dir);
+	hex_to_oid(slurp(hex, &hl), p + 5);
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, p, 25), -EILSEQ);
+	/* The same node, the entry added for real: read. */
+	git(f, "git add n && git write-tree >wt");
+	raw = slurp(index, &n);
+	memcpy(b, raw, n);
+	n -= 20;
+	t = tree_at(b, n, &tl);
+	assert_memory_equal(b + t, "\0" "2 0\n", 5);
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, b + t, tl), 0);
+}
+
+/* Entries out of Git's order, or one twice, are refused plainly. */
+static void test_entries_out_of_order_are_refused(void **state)
+{
+	struct fx *f = *state;
+	git(f, "rm -f .git/index && for p in ab ac; do git update-index --add --cacheinfo "
+	       "100644,e69de29bb2d1d6434b8b29ae775ad8c2e48c5391,$p; done && git update-index --index-version 2");
+	char index[128], path[128];
+	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
+	snprintf(path, sizeof(path), "%s/crafted", f->dir);
+	size_t n;
+	uint8_t b[4096];
+	const char *raw = slurp(index, &n);
+	memcpy(b, raw, n);
+	n -= 20;
+	uint8_t *first = memmem(b, n, "ab", 3), *second = memmem(b, n, "ac", 3);
+	assert_non_null(first);
+	assert_non_null(second);
+	assert_int_equal(read_plainly(f, index), 0);
+	first[1] = 'c', second[1] = 'b'; /* ac, ab */
+	write_signed(path, b, n);
+	assert_int_equal(read_plainly(f, path), -EBADMSG);
+	assert_int_equal(read_file(f, path, UINT64_MAX), 0); /* the classification reads it */
+	second[1] = 'c'; /* ac, ac */
+	write_signed(path, b, n);
+	assert_int_equal(read_plainly(f, path), -EBADMSG);
 }
 
 /* A stop from the callback ends the reading with its value. */
@@ -327,6 +558,10 @@ int main(void)
 		T(test_conflict_stages_and_a_path_past_the_name_field),
 		T(test_what_git_and_libgit2_could_read_apart_is_refused),
 		T(test_the_callback_stops_it),
+		T(test_every_index_git_writes_passes_the_cache_tree_check),
+		T(test_a_cache_tree_other_than_the_entries_is_refused),
+		T(test_a_valid_node_over_an_intent_to_add_entry_is_refused),
+		T(test_entries_out_of_order_are_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

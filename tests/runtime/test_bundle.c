@@ -358,10 +358,29 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 	assert_string_equal(env[0], LZ_BUNDLE_GUEST_PATH);
 	assert_string_equal(env[1], "HOME=/root");
 	assert_string_equal(env[2], "LANG=C.UTF-8");
-	/* Git compares what both sides of the workspace see alike (issue 15). */
-	const char *git[] = { "GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=core.checkStat", "GIT_CONFIG_VALUE_0=minimal",
-			      "GIT_CONFIG_KEY_1=core.trustctime", "GIT_CONFIG_VALUE_1=false" };
-	for (size_t i = 0; i < 5; i++)
+	/* Git compares what both sides of the workspace see alike (issue 15)
+	 * and writes no index extension the index guard refuses. */
+	const char *git[] = { "GIT_CONFIG_COUNT=9",
+			      "GIT_CONFIG_KEY_0=core.checkStat",
+			      "GIT_CONFIG_VALUE_0=minimal",
+			      "GIT_CONFIG_KEY_1=core.trustctime",
+			      "GIT_CONFIG_VALUE_1=false",
+			      "GIT_CONFIG_KEY_2=core.untrackedCache",
+			      "GIT_CONFIG_VALUE_2=false",
+			      "GIT_CONFIG_KEY_3=core.fsmonitor",
+			      "GIT_CONFIG_VALUE_3=false",
+			      "GIT_CONFIG_KEY_4=index.recordEndOfIndexEntries",
+			      "GIT_CONFIG_VALUE_4=false",
+			      "GIT_CONFIG_KEY_5=index.recordOffsetTable",
+			      "GIT_CONFIG_VALUE_5=false",
+			      "GIT_CONFIG_KEY_6=core.splitIndex",
+			      "GIT_CONFIG_VALUE_6=false",
+			      "GIT_CONFIG_KEY_7=index.sparse",
+			      "GIT_CONFIG_VALUE_7=false",
+			      "GIT_CONFIG_KEY_8=index.skipHash",
+			      "GIT_CONFIG_VALUE_8=false" };
+	const size_t n_git = sizeof(git) / sizeof(git[0]);
+	for (size_t i = 0; i < n_git; i++)
 		assert_string_equal(env[3 + i], git[i]);
 	/* The references, in the profile's order, with the resolved values. */
 	const struct lz_config_profile *p = lz_config_selected(f->cfg);
@@ -370,9 +389,9 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 		char want[64];
 		snprintf(want, sizeof(want), "%s=%s", p->env[i].name,
 			 strcmp(p->env[i].name, "TOKEN") == 0 ? "s3cret" : "");
-		assert_string_equal(env[8 + i], want);
+		assert_string_equal(env[3 + n_git + i], want);
 	}
-	assert_null(env[10]);
+	assert_null(env[3 + n_git + 2]);
 	lz_bundle_env_free(env);
 	lz_bundle_env_free(NULL);
 }
@@ -413,7 +432,7 @@ static void test_lz_bundle_guest_env__profile_replaces_defaults(void **state)
 	assert_int_equal(paths, 1);
 	assert_int_equal(langs, 1);
 	assert_string_equal(env[n - 1], "TOKEN=t");
-	assert_int_equal(n, 3 + 5 + 1);
+	assert_int_equal(n, 3 + 19 + 1); /* the defaults, 19 for Git, the token */
 	lz_bundle_env_free(env);
 }
 

@@ -1,0 +1,327 @@
+/* Git's cache tree, checked against an index's entries (gitcachetree.h). */
+#include "router/gitcachetree.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "router/gitindex.h"
+
+#define KEY_LEN 16
+
+/* A directory once its entries are all read. */
+struct dir {
+	uint8_t key[KEY_LEN]; /* keyed digest of its path: the file cannot make two collide */
+	uint8_t oid[LZ_CACHETREE_OID_LEN];
+	uint32_t entries;
+	bool bad; /* an entry below Git leaves out of every tree, or cannot write one for */
+};
+
+/* A directory of the path read last, its tree object growing at the end
+ * of buf. */
+struct frame {
+	size_t end;	/* its path's length: the root's is 0 */
+	size_t buf_off; /* where its tree object begins */
+	uint64_t entry_start;
+	bool bad;
+};
+
+/* A node of the TREE payload whose children are being read. */
+struct node {
+	uint32_t children_left;
+	size_t path_len;
+};
+
+struct lz_cachetree {
+	uint8_t salt[KEY_LEN];
+	EVP_MD_CTX *md;
+	struct dir *dirs;
+	size_t ndirs, dirs_cap;
+	struct frame *frames;
+	size_t nframes, frames_cap;
+	uint8_t *buf;
+	size_t buf_len, buf_cap;
+	uint64_t entries;
+	unsigned prev_stage;
+	size_t prev_len;
+	char prev[LZ_GITINDEX_PATH_MAX + 1]; /* the path read last; then each node's */
+};
+
+static int reserve(void *pp, size_t *cap, size_t need, size_t elem, size_t max)
+{
+	void **p = pp;
+	if (need <= *cap)
+		return 0;
+	if (need > max)
+		return -E2BIG;
+	size_t n = *cap ? *cap : 16;
+	while (n < need)
+		n *= 2;
+	if (n > max)
+		n = max;
+	void *q = realloc(*p, n * elem);
+	if (q == NULL)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static int append(struct lz_cachetree *ct, const void *b, size_t n)
+{
+	int rc = reserve(&ct->buf, &ct->buf_cap, ct->buf_len + n, 1, LZ_CACHETREE_MAX_BYTES);
+	if (rc < 0)
+		return rc;
+	memcpy(ct->buf + ct->buf_len, b, n);
+	ct->buf_len += n;
+	return 0;
+}
+
+static int digest(EVP_MD_CTX *md, const void *a, size_t alen, const void *b, size_t blen,
+		  uint8_t out[LZ_CACHETREE_OID_LEN])
+{
+	unsigned n = 0;
+	uint8_t full[EVP_MAX_MD_SIZE];
+	if (EVP_DigestInit_ex(md, EVP_sha1(), NULL) != 1 || EVP_DigestUpdate(md, a, alen) != 1 ||
+	    EVP_DigestUpdate(md, b, blen) != 1 || EVP_DigestFinal_ex(md, full, &n) != 1 ||
+	    n != LZ_CACHETREE_OID_LEN)
+		return -ENOMEM;
+	memcpy(out, full, LZ_CACHETREE_OID_LEN);
+	return 0;
+}
+
+static int path_key(struct lz_cachetree *ct, const char *path, size_t len, uint8_t key[KEY_LEN])
+{
+	uint8_t d[LZ_CACHETREE_OID_LEN];
+	int rc = digest(ct->md, ct->salt, sizeof(ct->salt), path, len, d);
+	memcpy(key, d, KEY_LEN);
+	return rc;
+}
+
+int lz_cachetree_new(struct lz_cachetree **ret)
+{
+	struct lz_cachetree *ct = calloc(1, sizeof(*ct));
+	if (ct == NULL)
+		return -ENOMEM;
+	if ((ct->md = EVP_MD_CTX_new()) == NULL ||
+	    getrandom(ct->salt, sizeof(ct->salt), 0) != (ssize_t)sizeof(ct->salt)) {
+		lz_cachetree_free(ct);
+		return -ENOMEM;
+	}
+	*ret = ct;
+	return 0;
+}
+
+void lz_cachetree_free(struct lz_cachetree *ct)
+{
+	if (ct == NULL)
+		return;
+	EVP_MD_CTX_free(ct->md);
+	free(ct->dirs);
+	free(ct->frames);
+	free(ct->buf);
+	free(ct);
+}
+
+static int push(struct lz_cachetree *ct, size_t end)
+{
+	int rc = reserve(&ct->frames, &ct->frames_cap, ct->nframes + 1, sizeof(*ct->frames), SIZE_MAX / 64);
+	if (rc < 0)
+		return rc;
+	ct->frames[ct->nframes++] =
+		(struct frame){ .end = end, .buf_off = ct->buf_len, .entry_start = ct->entries };
+	return 0;
+}
+
+/* The open directory of the last path closes: its tree is hashed (Git's
+ * "tree <size>\0" and the entries), recorded, and entered in its parent
+ * as "40000 <name>\0<id>". */
+static int close_top(struct lz_cachetree *ct)
+{
+	struct frame f = ct->frames[ct->nframes - 1];
+	int rc = reserve(&ct->dirs, &ct->dirs_cap, ct->ndirs + 1, sizeof(*ct->dirs), LZ_CACHETREE_MAX_DIRS);
+	if (rc < 0)
+		return rc;
+	struct dir *d = &ct->dirs[ct->ndirs++];
+	char head[32];
+	int hn = snprintf(head, sizeof(head), "tree %zu", ct->buf_len - f.buf_off);
+	if ((rc = path_key(ct, ct->prev, f.end, d->key)) < 0 ||
+	    (rc = digest(ct->md, head, (size_t)hn + 1, ct->buf + f.buf_off, ct->buf_len - f.buf_off, d->oid)) < 0)
+		return rc;
+	d->entries = (uint32_t)(ct->entries - f.entry_start);
+	d->bad = f.bad;
+	ct->buf_len = f.buf_off;
+	if (--ct->nframes == 0)
+		return 0;
+	struct frame *parent = &ct->frames[ct->nframes - 1];
+	size_t start = parent->end == 0 ? 0 : parent->end + 1;
+	parent->bad |= f.bad;
+	if ((rc = append(ct, "40000 ", 6)) < 0 || (rc = append(ct, ct->prev + start, f.end - start)) < 0 ||
+	    (rc = append(ct, "", 1)) < 0)
+		return rc;
+	return append(ct, d->oid, sizeof(d->oid));
+}
+
+int lz_cachetree_entry(struct lz_cachetree *ct, const char *path, size_t len, uint32_t mode,
+		       const uint8_t oid[LZ_CACHETREE_OID_LEN], unsigned stage, int intent_to_add)
+{
+	if (len == 0 || len > LZ_GITINDEX_PATH_MAX || path[0] == '/' || path[len - 1] == '/' ||
+	    memmem(path, len, "//", 2) != NULL)
+		return -EBADMSG;
+	int rc;
+	size_t common = 0;
+	if (ct->nframes == 0) {
+		if ((rc = push(ct, 0)) < 0)
+			return rc;
+	} else {
+		/* Git's order: path bytes, a prefix first, then stage. */
+		size_t n = len < ct->prev_len ? len : ct->prev_len;
+		while (common < n && path[common] == ct->prev[common])
+			common++;
+		int cmp = common < n ? (unsigned char)path[common] - (unsigned char)ct->prev[common]
+				     : (len > ct->prev_len) - (len < ct->prev_len);
+		if (cmp < 0 || (cmp == 0 && stage <= ct->prev_stage))
+			return -EBADMSG;
+	}
+	/* The last path's directories this one is not in close: a directory
+	 * ending at e holds it when both paths agree through the '/' at e. */
+	while (ct->nframes > 1 && common <= ct->frames[ct->nframes - 1].end)
+		if ((rc = close_top(ct)) < 0)
+			return rc;
+	size_t top_end = ct->frames[ct->nframes - 1].end;
+	size_t base = ct->nframes == 1 ? 0 : top_end + 1;
+	for (const char *sl; (sl = memchr(path + base, '/', len - base)) != NULL;) {
+		if ((rc = push(ct, (size_t)(sl - path))) < 0)
+			return rc;
+		base = (size_t)(sl - path) + 1;
+	}
+	struct frame *leaf = &ct->frames[ct->nframes - 1];
+	static const uint8_t null_oid[LZ_CACHETREE_OID_LEN];
+	if (stage != 0 || intent_to_add || memcmp(oid, null_oid, sizeof(null_oid)) == 0) {
+		leaf->bad = true; /* Git writes no tree with it */
+	} else {
+		char m[16];
+		int mn = snprintf(m, sizeof(m), "%o ", (unsigned)mode);
+		if ((rc = append(ct, m, (size_t)mn)) < 0 || (rc = append(ct, path + base, len - base)) < 0 ||
+		    (rc = append(ct, "", 1)) < 0 || (rc = append(ct, oid, LZ_CACHETREE_OID_LEN)) < 0)
+			return rc;
+	}
+	ct->entries++;
+	memcpy(ct->prev, path, len);
+	ct->prev_len = len;
+	ct->prev_stage = stage;
+	return 0;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	return memcmp(((const struct dir *)a)->key, ((const struct dir *)b)->key, KEY_LEN);
+}
+
+/* Git's "%d", nothing else: digits without a leading zero, or "-1" where
+ * a count may be invalid. */
+static int number(const uint8_t *p, size_t len, size_t *pos, bool minus_one, long *ret)
+{
+	size_t i = *pos;
+	if (minus_one && len - i >= 2 && p[i] == '-' && p[i + 1] == '1') {
+		*ret = -1;
+		*pos = i + 2;
+		return 0;
+	}
+	long v = 0;
+	size_t start = i;
+	while (i < len && p[i] >= '0' && p[i] <= '9' && i - start < 10) {
+		v = v * 10 + (p[i] - '0');
+		i++;
+	}
+	if (i == start || (p[start] == '0' && i - start > 1) || v > INT_MAX)
+		return -EBADMSG;
+	*ret = v;
+	*pos = i;
+	return 0;
+}
+
+/* A valid node at the path in ct->prev[0..len): the directory there, with
+ * the count and the tree it names. */
+static int check_node(struct lz_cachetree *ct, size_t len, long count, const uint8_t *oid)
+{
+	struct dir key;
+	int rc = path_key(ct, ct->prev, len, key.key);
+	if (rc < 0)
+		return rc;
+	const struct dir *d = bsearch(&key, ct->dirs, ct->ndirs, sizeof(*ct->dirs), by_key);
+	if (d == NULL || d->bad || d->entries != (uint64_t)count || memcmp(d->oid, oid, LZ_CACHETREE_OID_LEN) != 0)
+		return -EILSEQ;
+	return 0;
+}
+
+int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
+{
+	int rc;
+	if (len > LZ_CACHETREE_MAX_BYTES)
+		return -E2BIG;
+	if (ct->nframes == 0 && (rc = push(ct, 0)) < 0) /* no entries: the root's empty tree */
+		return rc;
+	while (ct->nframes > 0)
+		if ((rc = close_top(ct)) < 0)
+			return rc;
+	qsort(ct->dirs, ct->ndirs, sizeof(*ct->dirs), by_key);
+	/* Nodes in Git's order: a node, then its children's subtrees. */
+	struct node *stack = NULL;
+	size_t depth = 0, cap = 0, pos = 0;
+	for (;;) {
+		size_t parent_len = depth ? stack[depth - 1].path_len : 0;
+		const uint8_t *nul = memchr(ext + pos, 0, len - pos);
+		if (nul == NULL) {
+			rc = -EBADMSG;
+			break;
+		}
+		size_t name_len = (size_t)(nul - (ext + pos));
+		size_t path_len = depth == 0 ? 0 : parent_len + (parent_len ? 1 : 0) + name_len;
+		/* The root's name is empty and no other is; none holds '/'. */
+		if ((depth == 0) != (name_len == 0) || memchr(ext + pos, '/', name_len) != NULL ||
+		    path_len > LZ_GITINDEX_PATH_MAX) {
+			rc = -EBADMSG;
+			break;
+		}
+		if (depth > 0) {
+			if (parent_len)
+				ct->prev[parent_len] = '/';
+			memcpy(ct->prev + path_len - name_len, ext + pos, name_len);
+		}
+		pos += name_len + 1;
+		long count, subtrees;
+		if ((rc = number(ext, len, &pos, true, &count)) < 0 || pos >= len || ext[pos++] != ' ' ||
+		    (rc = number(ext, len, &pos, false, &subtrees)) < 0 || pos >= len || ext[pos++] != '\n') {
+			rc = -EBADMSG;
+			break;
+		}
+		if (count >= 0) {
+			if (len - pos < LZ_CACHETREE_OID_LEN) {
+				rc = -EBADMSG;
+				break;
+			}
+			if ((rc = check_node(ct, path_len, count, ext + pos)) < 0)
+				break;
+			pos += LZ_CACHETREE_OID_LEN;
+		}
+		if ((rc = reserve(&stack, &cap, depth + 1, sizeof(*stack), LZ_GITINDEX_PATH_MAX + 1)) < 0)
+			break;
+		stack[depth++] = (struct node){ .children_left = (uint32_t)subtrees, .path_len = path_len };
+		while (depth > 0 && stack[depth - 1].children_left == 0)
+			depth--;
+		if (depth == 0) {
+			rc = pos == len ? 0 : -EBADMSG;
+			break;
+		}
+		stack[depth - 1].children_left--;
+	}
+	free(stack);
+	return rc;
+}
