@@ -533,6 +533,53 @@ test_git_add_of_an_isolated_file_is_refused() {
 	[ ! -e "$WS/z.log" ] || fail "the isolated file reached the host"
 }
 
+# What else in a new index host Git trusts (spec 3.5 index guard): Git
+# inside writes no extension the guard refuses even where the repository
+# asks for an untracked cache and threaded index reads, so add and commit
+# work; an index whose cache tree names a tree other than its entries'
+# (one more file, which host `git commit` would commit unseen) is refused
+# and the host's index stays as it was.
+test_a_forged_cache_tree_is_refused_and_git_inside_passes() {
+	make_repo
+	# The forgery, made on the host from a staged change: the root's
+	# cache-tree id replaced by a tree with a backdoor.
+	echo more >>"$WS/tracked.txt"
+	git -C "$WS" add tracked.txt
+	git -C "$WS" write-tree >/dev/null
+	local evil
+	evil=$(printf '100644 blob %s\tbackdoor\n' "$(echo evil | git -C "$WS" hash-object -w --stdin)" |
+		git -C "$WS" mktree)
+	python3 - "$WS/.git/index" "$WS/forged.idx" "$evil" <<'PY'
+import hashlib, sys
+b = bytearray(open(sys.argv[1], 'rb').read()[:-20])
+t = b.index(b'TREE') + 8
+nl = b.index(b'\n', t)
+assert b[t] == 0 and b[t + 1] != ord('-'), 'the root is valid'
+b[nl + 1:nl + 21] = bytes.fromhex(sys.argv[3])
+open(sys.argv[2], 'wb').write(b + hashlib.sha1(b).digest())
+PY
+	git -C "$WS" reset -q
+	git -C "$WS" checkout -q tracked.txt
+	git -C "$WS" config core.untrackedCache true
+	git -C "$WS" config index.threads 2
+	git -C "$WS" status --porcelain >/dev/null
+	grep -q UNTR "$WS/.git/index" && grep -q EOIE "$WS/.git/index" || fail "the host's Git wrote no UNTR or EOIE"
+	capture launch sh -c 'cd /workspace && echo n >n.txt && git add n.txt &&
+		git -c user.name=s -c user.email=s@s commit -q -m inside && echo committed
+		before=$(sha256sum <.git/index)
+		cp forged.idx .git/index.lock && mv .git/index.lock .git/index; echo "mv=$?"
+		rm -f .git/index.lock; [ "$(sha256sum <.git/index)" = "$before" ] && echo unchanged'
+	assert_contains "$OUT" "committed" "add and commit inside (stderr: $ERR)"
+	assert_eq "n.txt" "$(git -C "$WS" show --name-only --format= HEAD)" "the commit made inside"
+	assert_contains "$OUT" "mv=" "the forged index step ran (stderr: $ERR)"
+	assert_not_contains "$OUT" "mv=0" "the forged index replaced the index"
+	assert_contains "$OUT" "unchanged" "the index after the refused rename"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "names trees other than its entries" "hc.log"
+	# The host's own Git commits what it staged, not the backdoor.
+	git -C "$WS" -c user.name=h -c user.email=h@h commit -q --allow-empty -m host
+	assert_not_contains "$(git -C "$WS" ls-tree --name-only HEAD)" "backdoor" "the host's commit"
+}
+
 # The same refusal for the indexes of a linked worktree inside the
 # workspace (.git/worktrees/<name>/index) and of a submodule
 # (.git/modules/<name>/index): each governs its own worktree's paths.
@@ -662,6 +709,7 @@ t_run "the view inside matches Git's classification, byte for byte" test_the_vie
 t_run "the view of a linked worktree with core.ignoreCase matches Git's" test_the_view_of_a_linked_worktree_matches_git
 t_run "git add -f of an isolated-only file is refused (EBUSY), nothing changes" test_git_add_of_an_isolated_file_is_refused
 t_run "git add -f in a linked worktree or a submodule is refused the same way" test_git_add_in_a_linked_worktree_or_submodule_is_refused
+t_run "a forged cache tree is refused; Git inside writes what the index guard reads" test_a_forged_cache_tree_is_refused_and_git_inside_passes
 t_run "Git works in a linked worktree made on the host" test_git_works_in_a_linked_worktree
 t_run "the operation corpus inside a sandbox lands in the routed backings" test_operation_corpus_inside_the_sandbox
 t_run "host and sandbox mutate the workspace concurrently" test_host_and_sandbox_mutate_concurrently
