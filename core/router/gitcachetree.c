@@ -36,6 +36,7 @@ struct frame {
 struct node {
 	uint32_t children_left;
 	size_t path_len;
+	size_t last_at, last_len; /* the name of the child read last; last_len 0 before the first */
 };
 
 struct lz_cachetree {
@@ -109,7 +110,8 @@ int lz_cachetree_new(struct lz_cachetree **ret)
 	struct lz_cachetree *ct = calloc(1, sizeof(*ct));
 	if (ct == NULL)
 		return -ENOMEM;
-	if ((ct->md = EVP_MD_CTX_new()) == NULL ||
+	/* An empty tree is hashed from a buffer, never from NULL. */
+	if ((ct->md = EVP_MD_CTX_new()) == NULL || reserve(&ct->buf, &ct->buf_cap, 4096, 1, SIZE_MAX) < 0 ||
 	    getrandom(ct->salt, sizeof(ct->salt), 0) != (ssize_t)sizeof(ct->salt)) {
 		lz_cachetree_free(ct);
 		return -ENOMEM;
@@ -284,13 +286,24 @@ int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
 		}
 		size_t name_len = (size_t)(nul - (ext + pos));
 		size_t path_len = depth == 0 ? 0 : parent_len + (parent_len ? 1 : 0) + name_len;
-		/* The root's name is empty and no other is; none holds '/'. */
+		/* The root's name is empty and no other is; none holds '/'. A
+		 * node's children come in Git's order (cache-tree.c's
+		 * subtree_name_cmp: length, then bytes), each name once: Git
+		 * 2.39 reading a name twice dies in every command. */
 		if ((depth == 0) != (name_len == 0) || memchr(ext + pos, '/', name_len) != NULL ||
 		    path_len > LZ_GITINDEX_PATH_MAX) {
 			rc = -EBADMSG;
 			break;
 		}
 		if (depth > 0) {
+			struct node *parent = &stack[depth - 1];
+			if (parent->last_len > name_len ||
+			    (parent->last_len == name_len && memcmp(ext + parent->last_at, ext + pos, name_len) >= 0)) {
+				rc = -EBADMSG;
+				break;
+			}
+			parent->last_at = pos;
+			parent->last_len = name_len;
 			if (parent_len)
 				ct->prev[parent_len] = '/';
 			memcpy(ct->prev + path_len - name_len, ext + pos, name_len);
@@ -313,7 +326,7 @@ int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
 		}
 		if ((rc = reserve(&stack, &cap, depth + 1, sizeof(*stack), LZ_GITINDEX_PATH_MAX + 1)) < 0)
 			break;
-		stack[depth++] = (struct node){ .children_left = (uint32_t)subtrees, .path_len = path_len };
+		stack[depth++] = (struct node){ .children_left = (uint32_t)subtrees, .path_len = path_len, .last_len = 0 };
 		while (depth > 0 && stack[depth - 1].children_left == 0)
 			depth--;
 		if (depth == 0) {

@@ -44,7 +44,8 @@ int lz_cachetree_entry(struct lz_cachetree *ct, const char *path, size_t len, ui
 
 /* After the last entry: the TREE extension's payload (ext, len bytes),
  * as Git writes it ("%s%c%d %d\n" and the ID of a valid node, children
- * after their parent, nothing after the root's subtrees). 0 when every
+ * after their parent in Git's order: by the name's length, then bytes;
+ * nothing after the root's subtrees). 0 when every
  * valid node names the directory of its path with the count of entries
  * and the tree ID computed from them, and no entry below it is
  * unmerged, intended to be added or without an object; -EILSEQ when one

@@ -20,6 +20,8 @@
 #define FLAG_EXTENDED 0x4000
 #define XFLAGS_KNOWN 0x6000 /* skip-worktree, intent-to-add */
 #define XFLAG_INTENT_TO_ADD 0x2000
+#define XFLAG_SKIP_WORKTREE 0x4000
+#define FLAG_ASSUME_VALID 0x8000
 #define OID_AT 40
 #define NAME_FIELD_MAX 0xFFF
 #define VARINT_MAX 3 /* bytes: enough for any prefix of LZ_GITINDEX_PATH_MAX */
@@ -184,7 +186,9 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
 	if (r->tree != NULL &&
 	    (rc = lz_cachetree_entry(r->tree, r->path, len, mode, oid, stage, xflags & XFLAG_INTENT_TO_ADD)) < 0)
 		return rc;
-	return each(ctx, r->path, len, mode, stage);
+	return each(ctx, r->path, len, mode,
+		    stage | (flags & FLAG_ASSUME_VALID ? LZ_GITINDEX_ASSUME_UNCHANGED : 0) |
+			    (xflags & XFLAG_SKIP_WORKTREE ? LZ_GITINDEX_SKIP_WORKTREE : 0));
 }
 
 /* Optional extensions (a first byte A to Z) are passed over; a required

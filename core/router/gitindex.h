@@ -25,9 +25,14 @@
 #define LZ_GITINDEX_PATH_MAX 65535
 
 /* One entry, in file order: its whole path (len bytes, no NUL in it),
- * the mode recorded and the merge stage (0 to 3). 0 goes on; a negative
- * value stops the reading and is returned. */
-typedef int lz_gitindex_entry_fn(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage);
+ * the mode recorded, and bits: the merge stage (0 to 3) and whether the
+ * entry is marked assume-unchanged or skip-worktree (host Git then does
+ * not look at the file's changes). 0 goes on; a negative value stops the
+ * reading and is returned. */
+#define LZ_GITINDEX_STAGE 3u
+#define LZ_GITINDEX_ASSUME_UNCHANGED 4u
+#define LZ_GITINDEX_SKIP_WORKTREE 8u
+typedef int lz_gitindex_entry_fn(void *ctx, const char *path, size_t len, uint32_t mode, unsigned bits);
 
 /* Reads the index open for reading at fd (from its start, by pread: the
  * offset is left alone) of at most max_bytes. Refused with -EBADMSG: a

@@ -325,9 +325,9 @@ struct index_walk {
 	size_t root_room;
 };
 
-static int index_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+static int index_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned bits)
 {
-	(void)stage;
+	(void)bits;
 	struct index_walk *w = ctx;
 	lz_ignoreclass *s = w->b->s;
 	if (!index_path_ok(path, len) || w->root_room + len > LZ_PATH_MAX)

@@ -10,8 +10,9 @@
  * such index is accepted whatever the backings hold. A gitlink is asked
  * about as the directory it stands for. What else in the file host Git
  * trusts is checked too (gitindex.h, LZ_GITINDEX_PLAIN): its cache tree
- * must name the trees of its entries, and extensions that tell host Git
- * which files to look at are refused. The other ways to change an index
+ * must name the trees of its entries, extensions that tell host Git
+ * which files to look at are refused, and so are assume-unchanged and
+ * skip-worktree marks the current index does not have. The other ways to change an index
  * are refused by the policy (router_policy.c: rt_policy_index). */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +35,102 @@
  * routing is bounded per path, not per index. */
 #define GUARD_MS 10000
 
+/* The entries of the current index marked assume-unchanged or
+ * skip-worktree (host Git does not look at their files' changes): a new
+ * index may keep those marks, not add any. Records of the path's length,
+ * the marks and the path, in one arena; at[] in path order. */
+struct marked {
+	char *arena;
+	size_t len, cap;
+	size_t *at;
+	size_t n, at_cap;
+};
+
+#define MARKS (LZ_GITINDEX_ASSUME_UNCHANGED | LZ_GITINDEX_SKIP_WORKTREE)
+#define MARK_HDR (sizeof(uint32_t) + 1)
+
+static int mark_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned bits)
+{
+	(void)mode;
+	struct marked *m = ctx;
+	if (!(bits & MARKS))
+		return 0;
+	if (m->len + MARK_HDR + len > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 4096;
+		while (cap < m->len + MARK_HDR + len)
+			cap *= 2;
+		char *a = realloc(m->arena, cap);
+		if (a == NULL)
+			return -ENOMEM;
+		m->arena = a, m->cap = cap;
+	}
+	if (m->n == m->at_cap) {
+		size_t cap = m->at_cap ? m->at_cap * 2 : 256;
+		size_t *at = realloc(m->at, cap * sizeof(*at));
+		if (at == NULL)
+			return -ENOMEM;
+		m->at = at, m->at_cap = cap;
+	}
+	uint32_t l = (uint32_t)len;
+	m->at[m->n++] = m->len;
+	memcpy(m->arena + m->len, &l, sizeof(l));
+	m->arena[m->len + sizeof(l)] = (char)(bits & MARKS);
+	memcpy(m->arena + m->len + MARK_HDR, path, len);
+	m->len += MARK_HDR + len;
+	return 0;
+}
+
+static int mark_cmp(const struct marked *m, size_t at, const char *path, size_t len)
+{
+	uint32_t l;
+	memcpy(&l, m->arena + at, sizeof(l));
+	int c = memcmp(m->arena + at + MARK_HDR, path, l < len ? l : len);
+	return c ? c : (l > len) - (l < len);
+}
+
+static int mark_order(const void *a, const void *b, void *ctx)
+{
+	const struct marked *m = ctx;
+	size_t bt = *(const size_t *)b;
+	uint32_t l;
+	memcpy(&l, m->arena + bt, sizeof(l));
+	return mark_cmp(m, *(const size_t *)a, m->arena + bt + MARK_HDR, l);
+}
+
+/* Whether the current index marks path with every mark in marks. */
+static bool marked_as(const struct marked *m, const char *path, size_t len, unsigned marks)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = mark_cmp(m, m->at[mid], path, len);
+		if (c == 0)
+			return ((unsigned char)m->arena[m->at[mid] + sizeof(uint32_t)] & marks) == marks;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* The current index's marks: none where it cannot be read (a new index
+ * then adds none). */
+static void read_marks(struct lz_router *r, struct rt_inode *gitdir, struct marked *m)
+{
+	_cleanup_close_ int dfd = rt_side_dir(r, gitdir, RT_HOST, false);
+	_cleanup_close_ int fd =
+		dfd < 0 ? -1 : lz_openat2(dfd, "index", O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, LZ_RESOLVE_CONFINED);
+	if (fd < 0 || lz_gitindex_read(fd, r->opt.max_index_bytes, 0, mark_entry, m) < 0) {
+		m->n = 0;
+		return;
+	}
+	qsort_r(m->at, m->n, sizeof(*m->at), mark_order, m); /* Git writes them in order; a host tool might not */
+}
+
 struct guard_walk {
 	struct lz_router *r;
+	const struct marked *marked;
 	const char *root;
 	size_t wlen;
 	int64_t until;
@@ -46,12 +141,13 @@ struct guard_walk {
 /* An entry the new index would track, routed as the snapshot routes it:
  * a path Git would not write, one no snapshot could route, or an ignored
  * one refuses the index. */
-static int guard_entry(void *ctx, const char *entry, size_t len, uint32_t mode, unsigned stage)
+static int guard_entry(void *ctx, const char *entry, size_t len, uint32_t mode, unsigned bits)
 {
-	(void)stage;
 	struct guard_walk *w = ctx;
 	if (!lz_gitindex_path_ok(entry, len, SIZE_MAX))
 		return -EBUSY;
+	if ((bits & MARKS) && !marked_as(w->marked, entry, len, bits & MARKS))
+		return -EPERM;
 	if (++w->seen % 256 == 0 && lz_now_ms() > w->until)
 		return -ETIMEDOUT;
 	int n = snprintf(w->path, sizeof(w->path), "%.*s%s%.*s", (int)w->wlen, w->root, w->wlen ? "/" : "",
@@ -95,12 +191,21 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	_cleanup_close_ int fd = open(proc, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -EIO : -EBUSY;
+	struct marked marked = { 0 };
+	read_marks(r, gitdir, &marked);
 	struct guard_walk *w = malloc(sizeof(*w));
-	if (w == NULL)
+	if (w == NULL) {
+		free(marked.arena);
+		free(marked.at);
 		return -EIO;
-	*w = (struct guard_walk){ .r = r, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS };
+	}
+	*w = (struct guard_walk){
+		.r = r, .marked = &marked, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS
+	};
 	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, LZ_GITINDEX_PLAIN, guard_entry, w);
 	free(w);
+	free(marked.arena);
+	free(marked.at);
 	char why[320];
 	why[0] = '\0';
 	if (rc == -EFBIG)
@@ -114,6 +219,9 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	else if (rc == -EILSEQ)
 		snprintf(why, sizeof(why), "its cache tree (TREE) names trees other than its entries': host Git "
 					   "would commit those");
+	else if (rc == -EPERM)
+		snprintf(why, sizeof(why), "it marks files assume-unchanged or skip-worktree that the current index "
+					   "does not (host git status would not show their changes): set those on the host");
 	else if (rc == -EOPNOTSUPP)
 		snprintf(why, sizeof(why), "it carries an untracked cache, an fsmonitor token or a threaded index's "
 					   "offsets, which host Git would trust; Git inside writes none unless the "

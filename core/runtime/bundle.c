@@ -179,10 +179,11 @@ int lz_bundle_write(const lz_config *cfg, const struct lz_gendir *g, const struc
  * Spec 3.5's index guard accepts only an index host Git may trust as it
  * is (router/gitindex.h, LZ_GITINDEX_PLAIN): whatever the repository's
  * own configuration asks, Git inside writes no untracked cache, fsmonitor
- * token, threaded index offsets, split or sparse index, or unhashed file.
+ * token, threaded index offsets, split or sparse index, or unhashed file,
+ * and marks no file assume-unchanged of its own accord (core.ignoreStat).
  * A profile that passes any GIT_CONFIG_* variable gets none of this. */
 static const char *const git_env[] = {
-	"GIT_CONFIG_COUNT=9",
+	"GIT_CONFIG_COUNT=10",
 	"GIT_CONFIG_KEY_0=core.checkStat",
 	"GIT_CONFIG_VALUE_0=minimal",
 	"GIT_CONFIG_KEY_1=core.trustctime",
@@ -201,6 +202,8 @@ static const char *const git_env[] = {
 	"GIT_CONFIG_VALUE_7=false",
 	"GIT_CONFIG_KEY_8=index.skipHash",
 	"GIT_CONFIG_VALUE_8=false",
+	"GIT_CONFIG_KEY_9=core.ignoreStat",
+	"GIT_CONFIG_VALUE_9=false",
 };
 
 static bool profile_sets_git_config(const struct lz_config_profile *p)

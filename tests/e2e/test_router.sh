@@ -537,8 +537,9 @@ test_git_add_of_an_isolated_file_is_refused() {
 # inside writes no extension the guard refuses even where the repository
 # asks for an untracked cache and threaded index reads, so add and commit
 # work; an index whose cache tree names a tree other than its entries'
-# (one more file, which host `git commit` would commit unseen) is refused
-# and the host's index stays as it was.
+# (one more file, which host `git commit` would commit unseen), or that
+# marks a file assume-unchanged, is refused and the host's index stays as
+# it was.
 test_a_forged_cache_tree_is_refused_and_git_inside_passes() {
 	make_repo
 	# The forgery, made on the host from a staged change: the root's
@@ -568,13 +569,18 @@ PY
 		git -c user.name=s -c user.email=s@s commit -q -m inside && echo committed
 		before=$(sha256sum <.git/index)
 		cp forged.idx .git/index.lock && mv .git/index.lock .git/index; echo "mv=$?"
-		rm -f .git/index.lock; [ "$(sha256sum <.git/index)" = "$before" ] && echo unchanged'
+		rm -f .git/index.lock; [ "$(sha256sum <.git/index)" = "$before" ] && echo unchanged
+		git update-index --assume-unchanged tracked.txt; echo "marked=$?"'
 	assert_contains "$OUT" "committed" "add and commit inside (stderr: $ERR)"
 	assert_eq "n.txt" "$(git -C "$WS" show --name-only --format= HEAD)" "the commit made inside"
 	assert_contains "$OUT" "mv=" "the forged index step ran (stderr: $ERR)"
 	assert_not_contains "$OUT" "mv=0" "the forged index replaced the index"
 	assert_contains "$OUT" "unchanged" "the index after the refused rename"
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "names trees other than its entries" "hc.log"
+	# Nor may Git inside mark a file so that host Git skips its changes.
+	assert_contains "$OUT" "marked=" "the assume-unchanged step ran (stderr: $ERR)"
+	assert_not_contains "$OUT" "marked=0" "git update-index --assume-unchanged inside succeeded"
+	assert_eq "H tracked.txt" "$(git -C "$WS" ls-files -v tracked.txt)" "the host's index entry"
 	# The host's own Git commits what it staged, not the backdoor.
 	git -C "$WS" -c user.name=h -c user.email=h@h commit -q --allow-empty -m host
 	assert_not_contains "$(git -C "$WS" ls-tree --name-only HEAD)" "backdoor" "the host's commit"

@@ -92,7 +92,7 @@ struct model {
 	char path[LZ_GITINDEX_PATH_MAX + 1];
 	size_t path_len;
 	uint32_t mode;
-	unsigned stage;
+	unsigned bits; /* the stage, assume-unchanged, skip-worktree */
 };
 
 static void model_begin(struct model *m, const uint8_t *f, size_t n)
@@ -129,10 +129,12 @@ static bool model_next(struct model *m)
 	uint16_t flags = get16(f + p + 60);
 	size_t field = flags & 0x0FFF;
 	size_t name = p + 62;
+	uint16_t xflags = 0;
 	if (flags & 0x4000) {
 		if (m->version < 3 || end - name < 2)
 			return m->bad = true, false;
-		if (get16(f + name) & ~(0x4000 | 0x2000)) /* skip-worktree, intent-to-add */
+		xflags = get16(f + name);
+		if (xflags & ~(0x4000 | 0x2000)) /* skip-worktree, intent-to-add */
 			return m->bad = true, false;
 		name += 2;
 	}
@@ -181,7 +183,8 @@ static bool model_next(struct model *m)
 	m->path[len] = '\0';
 	m->path_len = len;
 	m->mode = mode;
-	m->stage = (flags >> 12) & 3;
+	m->bits = ((flags >> 12) & 3) | (flags & 0x8000 ? LZ_GITINDEX_ASSUME_UNCHANGED : 0) |
+		  (xflags & 0x4000 ? LZ_GITINDEX_SKIP_WORKTREE : 0);
 	m->pos = next;
 	m->done++;
 	return true;
@@ -220,18 +223,19 @@ struct run {
 	bool stopped;
 };
 
-static int each(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+static int each(void *ctx, const char *path, size_t len, uint32_t mode, unsigned bits)
 {
 	struct run *r = ctx;
 	check(!r->stopped);
-	check(path != NULL && len <= LZ_GITINDEX_PATH_MAX && stage <= 3);
+	check(path != NULL && len <= LZ_GITINDEX_PATH_MAX &&
+	      (bits & ~(LZ_GITINDEX_STAGE | LZ_GITINDEX_ASSUME_UNCHANGED | LZ_GITINDEX_SKIP_WORKTREE)) == 0);
 	check(path[len] == '\0' && memchr(path, '\0', len) == NULL);
 	r->calls++;
 	check(r->calls <= r->header_count);
 	check(r->file_len >= 12 + HASH_LEN && (r->file_len - 12 - HASH_LEN) / 64 >= r->calls);
 	check(model_next(&model));
 	check(model.path_len == len && memcmp(model.path, path, len) == 0);
-	check(model.mode == mode && model.stage == stage);
+	check(model.mode == mode && model.bits == bits);
 	if (r->calls == r->stop_at) {
 		r->stopped = true;
 		return SENTINEL;

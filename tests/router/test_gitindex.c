@@ -67,12 +67,13 @@ static void git(struct fx *f, const char *fmt, ...)
 		fail_msg("failed: %s", body);
 }
 
-static int list_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+static int list_entry(void *ctx, const char *path, size_t len, uint32_t mode, unsigned bits)
 {
 	struct fx *f = ctx;
 	assert_int_equal(strlen(path), len); /* NUL-terminated, none inside */
-	int n = snprintf(f->listed + f->listed_len, sizeof(f->listed) - f->listed_len, "%o %u\t%s\n", mode,
-			 stage, path);
+	int n = snprintf(f->listed + f->listed_len, sizeof(f->listed) - f->listed_len, "%o %u%s%s\t%s\n", mode,
+			 bits & LZ_GITINDEX_STAGE, bits & LZ_GITINDEX_ASSUME_UNCHANGED ? " av" : "",
+			 bits & LZ_GITINDEX_SKIP_WORKTREE ? " sw" : "", path);
 	assert_true(n > 0 && (size_t)n < sizeof(f->listed) - f->listed_len);
 	f->listed_len += (size_t)n;
 	f->entries++;
@@ -112,7 +113,10 @@ static void assert_reads_as_git(struct fx *f)
 	char index[128], want[128];
 	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
 	snprintf(want, sizeof(want), "%s/ls-files", f->dir);
-	git(f, "git ls-files -s -z | tr '\\0' '\\n' | sed -E 's/^([0-7]+) [0-9a-f]+ ([0-3])/\\1 \\2/' > ls-files");
+	/* -v tags an entry: lower case assume-unchanged, S skip-worktree */
+	git(f, "git ls-files -s -v -z | tr '\\0' '\\n' | sed -E -e 's/^S ([0-7]+) [0-9a-f]+ ([0-3])/\\1 \\2 sw/' "
+	       "-e 's/^s ([0-7]+) [0-9a-f]+ ([0-3])/\\1 \\2 av sw/' -e 's/^[a-z] ([0-7]+) [0-9a-f]+ ([0-3])/\\1 \\2 av/' "
+	       "-e 's/^[A-Z] ([0-7]+) [0-9a-f]+ ([0-3])/\\1 \\2/' > ls-files");
 	assert_int_equal(read_file(f, index, UINT64_MAX), 0);
 	size_t n;
 	const char *expect = slurp(want, &n);
@@ -449,14 +453,25 @@ static void test_a_cache_tree_other_than_the_entries_is_refused(void **state)
 	p[25] = 'q';
 	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, p, tl), -EILSEQ);
 	/* Invalid nodes ("-1") name nothing: read. */
-	uint8_t inv[] = "\0-1 1\nd\0-1 0\n";
+	uint8_t inv[] = "\0-1 1\nd\0-1 0\n", ordered[] = "\0-1 3\nd\0-1 0\nq\0-1 0\naa\0-1 0\n";
 	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, inv, sizeof(inv) - 1), 0);
+	assert_int_equal(read_with_tree(f, forged, b, n, t, tl, ordered, sizeof(ordered) - 1), 0);
 	/* What Git does not write: a count with a sign or a leading zero, a
 	 * name on the root, a '/' in a name, bytes after the root's
-	 * subtrees, fewer subtrees than it says, a second TREE. */
-	static const char *const malformed[] = { "\0+1 0\n", "\0-1 01\n", "\0-2 0\n", "r\0-1 0\n",
-						 "\0-1 1\nd/e\0-1 0\n", "\0-1 0\nx", "\0-1 2\nd\0-1 0\n", "\0-1 0" };
-	static const size_t lens[] = { 6, 7, 6, 7, 15, 7, 14, 5 };
+	 * subtrees, fewer subtrees than it says, one name twice (Git 2.39
+	 * reading it dies in every command) or out of Git's order (length,
+	 * then bytes), a second TREE. */
+	static const char *const malformed[] = { "\0+1 0\n",
+						 "\0-1 01\n",
+						 "\0-2 0\n",
+						 "r\0-1 0\n",
+						 "\0-1 1\nd/e\0-1 0\n",
+						 "\0-1 0\nx",
+						 "\0-1 2\nd\0-1 0\n",
+						 "\0-1 0",
+						 "\0-1 2\nd\0-1 0\nd\0-1 0\n",
+						 "\0-1 2\nbb\0-1 0\na\0-1 0\n" };
+	static const size_t lens[] = { 6, 7, 6, 7, 15, 7, 14, 5, 20, 21 };
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		if (read_with_tree(f, forged, b, n, t, tl, malformed[i], lens[i]) != -EBADMSG)
 			fail_msg("malformed TREE %zu read", i);
@@ -528,10 +543,21 @@ static void test_entries_out_of_order_are_refused(void **state)
 	assert_int_equal(read_plainly(f, path), -EBADMSG);
 }
 
-/* A stop from the callback ends the reading with its value. */
-static int stop_at_first(void *ctx, const char *path, size_t len, uint32_t mode, unsigned stage)
+/* The bits that make host Git skip a file's changes are given with the
+ * entry, as `git ls-files -v` shows them. */
+static void test_assume_unchanged_and_skip_worktree_are_given(void **state)
 {
-	(void)path, (void)len, (void)mode, (void)stage;
+	struct fx *f = *state;
+	git(f, "for p in a b c d; do echo $p >$p; done && git add . && git update-index --assume-unchanged a c && "
+	       "git update-index --skip-worktree b c");
+	assert_reads_as_git(f);
+	assert_true(strstr(f->listed, "100644 0 av\ta\n100644 0 sw\tb\n100644 0 av sw\tc\n100644 0\td\n") != NULL);
+}
+
+/* A stop from the callback ends the reading with its value. */
+static int stop_at_first(void *ctx, const char *path, size_t len, uint32_t mode, unsigned bits)
+{
+	(void)path, (void)len, (void)mode, (void)bits;
 	++*(int *)ctx;
 	return -ECANCELED;
 }
@@ -562,6 +588,7 @@ int main(void)
 		T(test_a_cache_tree_other_than_the_entries_is_refused),
 		T(test_a_valid_node_over_an_intent_to_add_entry_is_refused),
 		T(test_entries_out_of_order_are_refused),
+		T(test_assume_unchanged_and_skip_worktree_are_given),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

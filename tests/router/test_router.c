@@ -1249,6 +1249,46 @@ static void router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy(st
 }
 RUN(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy)
 
+/* Assume-unchanged and skip-worktree make host Git skip a file's
+ * changes: a new index may keep the marks the current one has, not add
+ * one (the file could then change unseen by host `git status`). */
+#define TEST_GIT "GIT_CONFIG_NOSYSTEM=1 HOME=/nonexistent git "
+static void router__a_new_index_keeps_but_adds_no_marks_that_hide_changes(struct env *e)
+{
+	CHECK_OK(mkdir(P(e->mnt, ".git"), 0755));
+	write_text(P(e->mnt, "tracked.txt"), "t");
+	write_text(P(e->mnt, "other.txt"), "o");
+	static const char both[] = "add tracked.txt && echo o > other.txt && " TEST_GIT "add other.txt && " TEST_GIT;
+	/* No current index: a mark refuses the new one. */
+	plant_index_lock_by(e, "add tracked.txt && " TEST_GIT "update-index --assume-unchanged tracked.txt", false);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK(!exists(P(e->host, ".git/index")));
+	/* The host marks tracked.txt: a new index keeping the mark goes in. */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "cp '%s/gitsrc/.git/index' '%s/.git/index'", e->dir, e->host);
+	CHECK(system(cmd) == 0);
+	CHECK_OK(unlink(P(e->mnt, ".git/index.lock")));
+	char add[512];
+	snprintf(add, sizeof(add), "%supdate-index --assume-unchanged tracked.txt", both);
+	plant_index_lock_by(e, add, false);
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+	/* Another mark on it, or the mark on another file: refused. */
+	snprintf(add, sizeof(add), "%supdate-index --assume-unchanged tracked.txt && " TEST_GIT
+		 "update-index --skip-worktree tracked.txt", both);
+	plant_index_lock_by(e, add, false);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	CHECK_OK(unlink(P(e->mnt, ".git/index.lock")));
+	snprintf(add, sizeof(add), "%supdate-index --assume-unchanged tracked.txt other.txt", both);
+	plant_index_lock_by(e, add, false);
+	CHECK_ERRNO(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")), EBUSY);
+	/* And none at all goes in. */
+	CHECK_OK(unlink(P(e->mnt, ".git/index.lock")));
+	snprintf(add, sizeof(add), "%sstatus --porcelain >/dev/null", both);
+	plant_index_lock_by(e, add, false);
+	CHECK_OK(rename(P(e->mnt, ".git/index.lock"), P(e->mnt, ".git/index")));
+}
+RUN(router__a_new_index_keeps_but_adds_no_marks_that_hide_changes)
+
 /* RENAME_EXCHANGE of index.lock and index, either way round, puts the new
  * index in place as the rename does: checked the same way. */
 static void router__index_lock_exchanged_with_the_index_is_checked_too(struct env *e)
@@ -3456,6 +3496,7 @@ int main(void)
 		T(router__open_handle_stays_pinned_across_a_publish),
 		T(router__open_handle_stays_pinned_across_a_publish__open_requests),
 		T(router__index_lock_rename_tracking_an_isolated_only_path_is_ebusy),
+		T(router__a_new_index_keeps_but_adds_no_marks_that_hide_changes),
 		T(router__index_lock_the_guard_cannot_read_is_ebusy),
 		T(router__listings_being_read_are_bounded_together),
 		T(router__descriptors_kept_for_unlinked_names_are_bounded),

@@ -360,7 +360,7 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 	assert_string_equal(env[2], "LANG=C.UTF-8");
 	/* Git compares what both sides of the workspace see alike (issue 15)
 	 * and writes no index extension the index guard refuses. */
-	const char *git[] = { "GIT_CONFIG_COUNT=9",
+	const char *git[] = { "GIT_CONFIG_COUNT=10",
 			      "GIT_CONFIG_KEY_0=core.checkStat",
 			      "GIT_CONFIG_VALUE_0=minimal",
 			      "GIT_CONFIG_KEY_1=core.trustctime",
@@ -378,7 +378,9 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 			      "GIT_CONFIG_KEY_7=index.sparse",
 			      "GIT_CONFIG_VALUE_7=false",
 			      "GIT_CONFIG_KEY_8=index.skipHash",
-			      "GIT_CONFIG_VALUE_8=false" };
+			      "GIT_CONFIG_VALUE_8=false",
+			      "GIT_CONFIG_KEY_9=core.ignoreStat",
+			      "GIT_CONFIG_VALUE_9=false" };
 	const size_t n_git = sizeof(git) / sizeof(git[0]);
 	for (size_t i = 0; i < n_git; i++)
 		assert_string_equal(env[3 + i], git[i]);
@@ -432,7 +434,7 @@ static void test_lz_bundle_guest_env__profile_replaces_defaults(void **state)
 	assert_int_equal(paths, 1);
 	assert_int_equal(langs, 1);
 	assert_string_equal(env[n - 1], "TOKEN=t");
-	assert_int_equal(n, 3 + 19 + 1); /* the defaults, 19 for Git, the token */
+	assert_int_equal(n, 3 + 21 + 1); /* the defaults, 21 for Git, the token */
 	lz_bundle_env_free(env);
 }
 
