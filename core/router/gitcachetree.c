@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "router/gitindex.h"
+#include "util/grow.h"
 
 #define KEY_LEN 16
 
@@ -54,29 +55,9 @@ struct lz_cachetree {
 	char prev[LZ_GITINDEX_PATH_MAX + 1]; /* the path read last; then each node's */
 };
 
-static int reserve(void *pp, size_t *cap, size_t need, size_t elem, size_t max)
-{
-	void **p = pp;
-	if (need <= *cap)
-		return 0;
-	if (need > max)
-		return -E2BIG;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	if (n > max)
-		n = max;
-	void *q = realloc(*p, n * elem);
-	if (q == NULL)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 static int append(struct lz_cachetree *ct, const void *b, size_t n)
 {
-	int rc = reserve(&ct->buf, &ct->buf_cap, ct->buf_len + n, 1, LZ_CACHETREE_MAX_BYTES);
+	int rc = lz_grow(&ct->buf, &ct->buf_cap, 1, ct->buf_len + n, LZ_CACHETREE_MAX_BYTES);
 	if (rc < 0)
 		return rc;
 	memcpy(ct->buf + ct->buf_len, b, n);
@@ -111,7 +92,7 @@ int lz_cachetree_new(struct lz_cachetree **ret)
 	if (ct == NULL)
 		return -ENOMEM;
 	/* An empty tree is hashed from a buffer, never from NULL. */
-	if ((ct->md = EVP_MD_CTX_new()) == NULL || reserve(&ct->buf, &ct->buf_cap, 4096, 1, SIZE_MAX) < 0 ||
+	if ((ct->md = EVP_MD_CTX_new()) == NULL || lz_grow(&ct->buf, &ct->buf_cap, 1, 4096, SIZE_MAX) < 0 ||
 	    getrandom(ct->salt, sizeof(ct->salt), 0) != (ssize_t)sizeof(ct->salt)) {
 		lz_cachetree_free(ct);
 		return -ENOMEM;
@@ -133,7 +114,7 @@ void lz_cachetree_free(struct lz_cachetree *ct)
 
 static int push(struct lz_cachetree *ct, size_t end)
 {
-	int rc = reserve(&ct->frames, &ct->frames_cap, ct->nframes + 1, sizeof(*ct->frames), SIZE_MAX / 64);
+	int rc = lz_grow(&ct->frames, &ct->frames_cap, sizeof(*ct->frames), ct->nframes + 1, SIZE_MAX / 64);
 	if (rc < 0)
 		return rc;
 	ct->frames[ct->nframes++] =
@@ -147,7 +128,7 @@ static int push(struct lz_cachetree *ct, size_t end)
 static int close_top(struct lz_cachetree *ct)
 {
 	struct frame f = ct->frames[ct->nframes - 1];
-	int rc = reserve(&ct->dirs, &ct->dirs_cap, ct->ndirs + 1, sizeof(*ct->dirs), LZ_CACHETREE_MAX_DIRS);
+	int rc = lz_grow(&ct->dirs, &ct->dirs_cap, sizeof(*ct->dirs), ct->ndirs + 1, LZ_CACHETREE_MAX_DIRS);
 	if (rc < 0)
 		return rc;
 	struct dir *d = &ct->dirs[ct->ndirs++];
@@ -324,7 +305,7 @@ int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
 				break;
 			pos += LZ_CACHETREE_OID_LEN;
 		}
-		if ((rc = reserve(&stack, &cap, depth + 1, sizeof(*stack), LZ_GITINDEX_PATH_MAX + 1)) < 0)
+		if ((rc = lz_grow(&stack, &cap, sizeof(*stack), depth + 1, LZ_GITINDEX_PATH_MAX + 1)) < 0)
 			break;
 		stack[depth++] = (struct node){ .children_left = (uint32_t)subtrees, .path_len = path_len, .last_len = 0 };
 		while (depth > 0 && stack[depth - 1].children_left == 0)

@@ -16,25 +16,17 @@
 #include "router/gitindex.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
+#include "util/grow.h"
 #include "util/sys.h"
 
 /* ---- node table ----------------------------------------------------------- */
 
 int ic_grow(void **p, uint32_t *cap, size_t elem, uint32_t need, uint32_t max)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > max)
-		return -E2BIG;
-	uint32_t nc = *cap ? *cap : 64;
-	while (nc < need)
-		nc = nc > max / 2 ? max : nc * 2;
-	void *q = reallocarray(*p, nc, elem);
-	if (q == NULL)
-		return -ENOMEM;
-	*p = q;
-	*cap = nc;
-	return 0;
+	size_t c = *cap;
+	int rc = lz_grow(p, &c, elem, need, max);
+	*cap = (uint32_t)c; /* at most max */
+	return rc;
 }
 
 int ic_text_add(lz_ignoreclass *s, const uint8_t *b, size_t n, uint32_t *ret_off)

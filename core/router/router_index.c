@@ -29,6 +29,7 @@
 #include "router_int.h"
 #include "util/cleanup.h"
 #include "util/escape.h"
+#include "util/grow.h"
 #include "util/sys.h"
 
 /* The guard's time for one index (it holds every write meanwhile):
@@ -55,22 +56,10 @@ static int mark_entry(void *ctx, const char *path, size_t len, uint32_t mode, un
 	struct marked *m = ctx;
 	if (!(bits & MARKS))
 		return 0;
-	if (m->len + MARK_HDR + len > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 4096;
-		while (cap < m->len + MARK_HDR + len)
-			cap *= 2;
-		char *a = realloc(m->arena, cap);
-		if (a == NULL)
-			return -ENOMEM;
-		m->arena = a, m->cap = cap;
-	}
-	if (m->n == m->at_cap) {
-		size_t cap = m->at_cap ? m->at_cap * 2 : 256;
-		size_t *at = realloc(m->at, cap * sizeof(*at));
-		if (at == NULL)
-			return -ENOMEM;
-		m->at = at, m->at_cap = cap;
-	}
+	int rc;
+	if ((rc = lz_grow(&m->arena, &m->cap, 1, m->len + MARK_HDR + len, SIZE_MAX)) < 0 ||
+	    (rc = lz_grow(&m->at, &m->at_cap, sizeof(*m->at), m->n + 1, SIZE_MAX)) < 0)
+		return rc;
 	uint32_t l = (uint32_t)len;
 	m->at[m->n++] = m->len;
 	memcpy(m->arena + m->len, &l, sizeof(l));

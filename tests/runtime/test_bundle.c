@@ -360,30 +360,28 @@ static void test_lz_bundle_guest_env__fixed_then_references(void **state)
 	assert_string_equal(env[2], "LANG=C.UTF-8");
 	/* Git compares what both sides of the workspace see alike (issue 15)
 	 * and writes no index extension the index guard refuses. */
-	const char *git[] = { "GIT_CONFIG_COUNT=10",
-			      "GIT_CONFIG_KEY_0=core.checkStat",
-			      "GIT_CONFIG_VALUE_0=minimal",
-			      "GIT_CONFIG_KEY_1=core.trustctime",
-			      "GIT_CONFIG_VALUE_1=false",
-			      "GIT_CONFIG_KEY_2=core.untrackedCache",
-			      "GIT_CONFIG_VALUE_2=false",
-			      "GIT_CONFIG_KEY_3=core.fsmonitor",
-			      "GIT_CONFIG_VALUE_3=false",
-			      "GIT_CONFIG_KEY_4=index.recordEndOfIndexEntries",
-			      "GIT_CONFIG_VALUE_4=false",
-			      "GIT_CONFIG_KEY_5=index.recordOffsetTable",
-			      "GIT_CONFIG_VALUE_5=false",
-			      "GIT_CONFIG_KEY_6=core.splitIndex",
-			      "GIT_CONFIG_VALUE_6=false",
-			      "GIT_CONFIG_KEY_7=index.sparse",
-			      "GIT_CONFIG_VALUE_7=false",
-			      "GIT_CONFIG_KEY_8=index.skipHash",
-			      "GIT_CONFIG_VALUE_8=false",
-			      "GIT_CONFIG_KEY_9=core.ignoreStat",
-			      "GIT_CONFIG_VALUE_9=false" };
-	const size_t n_git = sizeof(git) / sizeof(git[0]);
-	for (size_t i = 0; i < n_git; i++)
-		assert_string_equal(env[3 + i], git[i]);
+	static const char *const git[][2] = {
+		{ "core.checkStat", "minimal" },
+		{ "core.trustctime", "false" },
+		{ "core.untrackedCache", "false" },
+		{ "core.fsmonitor", "false" },
+		{ "index.recordEndOfIndexEntries", "false" },
+		{ "index.recordOffsetTable", "false" },
+		{ "core.splitIndex", "false" },
+		{ "index.sparse", "false" },
+		{ "index.skipHash", "false" },
+		{ "core.ignoreStat", "false" },
+	};
+	const size_t n_git = 1 + 2 * (sizeof(git) / sizeof(git[0]));
+	char want_git[96];
+	snprintf(want_git, sizeof(want_git), "GIT_CONFIG_COUNT=%zu", sizeof(git) / sizeof(git[0]));
+	assert_string_equal(env[3], want_git);
+	for (size_t i = 0; i < sizeof(git) / sizeof(git[0]); i++) {
+		snprintf(want_git, sizeof(want_git), "GIT_CONFIG_KEY_%zu=%s", i, git[i][0]);
+		assert_string_equal(env[4 + 2 * i], want_git);
+		snprintf(want_git, sizeof(want_git), "GIT_CONFIG_VALUE_%zu=%s", i, git[i][1]);
+		assert_string_equal(env[5 + 2 * i], want_git);
+	}
 	/* The references, in the profile's order, with the resolved values. */
 	const struct lz_config_profile *p = lz_config_selected(f->cfg);
 	assert_int_equal(p->n_env, 2);
