@@ -27,6 +27,7 @@ struct dir {
 /* A directory of the path read last, its tree object growing at the end
  * of buf. */
 struct frame {
+	uint8_t key[KEY_LEN];
 	size_t end;	/* its path's length: the root's is 0 */
 	size_t buf_off; /* where its tree object begins */
 	uint64_t entry_start;
@@ -35,6 +36,7 @@ struct frame {
 
 /* A node of the TREE payload whose children are being read. */
 struct node {
+	uint8_t key[KEY_LEN];
 	uint32_t children_left;
 	size_t path_len;
 	size_t last_at, last_len; /* the name of the child read last; last_len 0 before the first */
@@ -52,7 +54,7 @@ struct lz_cachetree {
 	uint64_t entries;
 	unsigned prev_stage;
 	size_t prev_len;
-	char prev[LZ_GITINDEX_PATH_MAX + 1]; /* the path read last; then each node's */
+	char prev[LZ_GITINDEX_PATH_MAX + 1]; /* the path read last */
 };
 
 static int append(struct lz_cachetree *ct, const void *b, size_t n)
@@ -78,12 +80,22 @@ static int digest(EVP_MD_CTX *md, const void *a, size_t alen, const void *b, siz
 	return 0;
 }
 
-static int path_key(struct lz_cachetree *ct, const char *path, size_t len, uint8_t key[KEY_LEN])
+/* A directory's key: keyed by the salt, chained from its parent's (the
+ * root's has none), so each costs its name's bytes, not its path's. */
+static int key_of(struct lz_cachetree *ct, const uint8_t *parent, const void *name, size_t len,
+		  uint8_t key[KEY_LEN])
 {
 	uint8_t d[LZ_CACHETREE_OID_LEN];
-	int rc = digest(ct->md, ct->salt, sizeof(ct->salt), path, len, d);
+	unsigned n = 0;
+	uint8_t full[EVP_MAX_MD_SIZE];
+	if (EVP_DigestInit_ex(ct->md, EVP_sha1(), NULL) != 1 || EVP_DigestUpdate(ct->md, ct->salt, KEY_LEN) != 1 ||
+	    (parent != NULL && EVP_DigestUpdate(ct->md, parent, KEY_LEN) != 1) ||
+	    EVP_DigestUpdate(ct->md, name, len) != 1 || EVP_DigestFinal_ex(ct->md, full, &n) != 1 ||
+	    n != LZ_CACHETREE_OID_LEN)
+		return -ENOMEM;
+	memcpy(d, full, sizeof(d));
 	memcpy(key, d, KEY_LEN);
-	return rc;
+	return 0;
 }
 
 int lz_cachetree_new(struct lz_cachetree **ret)
@@ -112,13 +124,19 @@ void lz_cachetree_free(struct lz_cachetree *ct)
 	free(ct);
 }
 
-static int push(struct lz_cachetree *ct, size_t end)
+/* A directory of path opens: the root (end 0), or the one ending at end. */
+static int push(struct lz_cachetree *ct, const char *path, size_t end)
 {
 	int rc = lz_grow(&ct->frames, &ct->frames_cap, sizeof(*ct->frames), ct->nframes + 1, SIZE_MAX / 64);
 	if (rc < 0)
 		return rc;
-	ct->frames[ct->nframes++] =
-		(struct frame){ .end = end, .buf_off = ct->buf_len, .entry_start = ct->entries };
+	struct frame *f = &ct->frames[ct->nframes];
+	*f = (struct frame){ .end = end, .buf_off = ct->buf_len, .entry_start = ct->entries };
+	const struct frame *parent = ct->nframes ? f - 1 : NULL;
+	size_t start = parent == NULL || parent->end == 0 ? 0 : parent->end + 1;
+	if ((rc = key_of(ct, parent ? parent->key : NULL, path + start, end - start, f->key)) < 0)
+		return rc;
+	ct->nframes++;
 	return 0;
 }
 
@@ -134,8 +152,8 @@ static int close_top(struct lz_cachetree *ct)
 	struct dir *d = &ct->dirs[ct->ndirs++];
 	char head[32];
 	int hn = snprintf(head, sizeof(head), "tree %zu", ct->buf_len - f.buf_off);
-	if ((rc = path_key(ct, ct->prev, f.end, d->key)) < 0 ||
-	    (rc = digest(ct->md, head, (size_t)hn + 1, ct->buf + f.buf_off, ct->buf_len - f.buf_off, d->oid)) < 0)
+	memcpy(d->key, f.key, KEY_LEN);
+	if ((rc = digest(ct->md, head, (size_t)hn + 1, ct->buf + f.buf_off, ct->buf_len - f.buf_off, d->oid)) < 0)
 		return rc;
 	d->entries = (uint32_t)(ct->entries - f.entry_start);
 	d->bad = f.bad;
@@ -160,7 +178,7 @@ int lz_cachetree_entry(struct lz_cachetree *ct, const char *path, size_t len, ui
 	int rc;
 	size_t common = 0;
 	if (ct->nframes == 0) {
-		if ((rc = push(ct, 0)) < 0)
+		if ((rc = push(ct, path, 0)) < 0)
 			return rc;
 	} else {
 		/* Git's order: path bytes, a prefix first, then stage. */
@@ -180,7 +198,7 @@ int lz_cachetree_entry(struct lz_cachetree *ct, const char *path, size_t len, ui
 	size_t top_end = ct->frames[ct->nframes - 1].end;
 	size_t base = ct->nframes == 1 ? 0 : top_end + 1;
 	for (const char *sl; (sl = memchr(path + base, '/', len - base)) != NULL;) {
-		if ((rc = push(ct, (size_t)(sl - path))) < 0)
+		if ((rc = push(ct, path, (size_t)(sl - path))) < 0)
 			return rc;
 		base = (size_t)(sl - path) + 1;
 	}
@@ -230,15 +248,13 @@ static int number(const uint8_t *p, size_t len, size_t *pos, bool minus_one, lon
 	return 0;
 }
 
-/* A valid node at the path in ct->prev[0..len): the directory there, with
- * the count and the tree it names. */
-static int check_node(struct lz_cachetree *ct, size_t len, long count, const uint8_t *oid)
+/* A valid node, by its key: the directory there, with the count and the
+ * tree it names. */
+static int check_node(const struct lz_cachetree *ct, const uint8_t key[KEY_LEN], long count, const uint8_t *oid)
 {
-	struct dir key;
-	int rc = path_key(ct, ct->prev, len, key.key);
-	if (rc < 0)
-		return rc;
-	const struct dir *d = bsearch(&key, ct->dirs, ct->ndirs, sizeof(*ct->dirs), by_key);
+	struct dir want;
+	memcpy(want.key, key, KEY_LEN);
+	const struct dir *d = bsearch(&want, ct->dirs, ct->ndirs, sizeof(*ct->dirs), by_key);
 	if (d == NULL || d->bad || d->entries != (uint64_t)count || memcmp(d->oid, oid, LZ_CACHETREE_OID_LEN) != 0)
 		return -EILSEQ;
 	return 0;
@@ -249,7 +265,7 @@ int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
 	int rc;
 	if (len > LZ_CACHETREE_MAX_BYTES)
 		return -E2BIG;
-	if (ct->nframes == 0 && (rc = push(ct, 0)) < 0) /* no entries: the root's empty tree */
+	if (ct->nframes == 0 && (rc = push(ct, "", 0)) < 0) /* no entries: the root's empty tree */
 		return rc;
 	while (ct->nframes > 0)
 		if ((rc = close_top(ct)) < 0)
@@ -285,10 +301,10 @@ int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
 			}
 			parent->last_at = pos;
 			parent->last_len = name_len;
-			if (parent_len)
-				ct->prev[parent_len] = '/';
-			memcpy(ct->prev + path_len - name_len, ext + pos, name_len);
 		}
+		uint8_t key[KEY_LEN];
+		if ((rc = key_of(ct, depth ? stack[depth - 1].key : NULL, ext + pos, name_len, key)) < 0)
+			break;
 		pos += name_len + 1;
 		long count, subtrees;
 		if ((rc = number(ext, len, &pos, true, &count)) < 0 || pos >= len || ext[pos++] != ' ' ||
@@ -301,13 +317,14 @@ int lz_cachetree_check(struct lz_cachetree *ct, const uint8_t *ext, size_t len)
 				rc = -EBADMSG;
 				break;
 			}
-			if ((rc = check_node(ct, path_len, count, ext + pos)) < 0)
+			if ((rc = check_node(ct, key, count, ext + pos)) < 0)
 				break;
 			pos += LZ_CACHETREE_OID_LEN;
 		}
 		if ((rc = lz_grow(&stack, &cap, sizeof(*stack), depth + 1, LZ_GITINDEX_PATH_MAX + 1)) < 0)
 			break;
-		stack[depth++] = (struct node){ .children_left = (uint32_t)subtrees, .path_len = path_len, .last_len = 0 };
+		stack[depth] = (struct node){ .children_left = (uint32_t)subtrees, .path_len = path_len, .last_len = 0 };
+		memcpy(stack[depth++].key, key, KEY_LEN);
 		while (depth > 0 && stack[depth - 1].children_left == 0)
 			depth--;
 		if (depth == 0) {

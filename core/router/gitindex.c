@@ -36,8 +36,8 @@ struct reader {
 	size_t at, len; /* consumed, filled bytes of buf */
 	EVP_MD_CTX *sha;
 	struct lz_cachetree *tree; /* LZ_GITINDEX_PLAIN: the entries' trees */
-	uint8_t *tree_ext;	   /* and the TREE extension's payload */
-	size_t tree_ext_len;
+	uint8_t *kept[2];	   /* and the TREE and REUC payloads, to check */
+	size_t kept_len[2];
 	char path[LZ_GITINDEX_PATH_MAX + 1]; /* the entry's path; version 4 builds on the last */
 	size_t path_len;
 	uint8_t buf[CHUNK + ENTRY_FIXED + 2 + VARINT_MAX + LZ_GITINDEX_PATH_MAX + 1 + 8];
@@ -192,15 +192,10 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
 }
 
 /* Optional extensions (a first byte A to Z) are passed over; a required
- * one refuses the file. */
-static bool plain_extension(const uint8_t *sig)
-{
-	static const char known[][4] = { "TREE", "REUC", "NAME" };
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (memcmp(sig, known[i], 4) == 0)
-			return true;
-	return false;
-}
+ * one refuses the file. Plainly, only those Git 2.39 writes and reads as
+ * they are: the cache tree and the resolve-undo records, kept whole to
+ * check (NAME is libgit2's; Git ignores it). */
+static const char kept_sig[2][4] = { "TREE", "REUC" };
 
 static int extensions(struct reader *r, unsigned flags)
 {
@@ -212,16 +207,17 @@ static int extensions(struct reader *r, unsigned flags)
 		uint64_t size = be32(x + 4);
 		if (x[0] < 'A' || x[0] > 'Z' || size > r->end - (r->off + r->at + 8))
 			return -EBADMSG;
-		if ((flags & LZ_GITINDEX_PLAIN) && !plain_extension(x))
+		int k = !(flags & LZ_GITINDEX_PLAIN) ? -1 : memcmp(x, kept_sig[0], 4) == 0 ? 0
+							: memcmp(x, kept_sig[1], 4) == 0 ? 1
+											 : -2;
+		if (k == -2)
 			return -EOPNOTSUPP;
-		/* Kept whole to check once the file's hash is (Git reads the
-		 * last of two; one is all Git writes). */
-		bool tree = r->tree != NULL && memcmp(x, "TREE", 4) == 0;
-		if (tree && r->tree_ext != NULL)
+		/* One of each is all Git writes (it reads the last). */
+		if (k >= 0 && r->kept[k] != NULL)
 			return -EBADMSG;
-		if (tree && size > LZ_CACHETREE_MAX_BYTES)
+		if (k >= 0 && size > LZ_CACHETREE_MAX_BYTES)
 			return -E2BIG;
-		if (tree && (r->tree_ext = malloc(size ? size : 1)) == NULL)
+		if (k >= 0 && (r->kept[k] = malloc(size ? size : 1)) == NULL)
 			return -ENOMEM;
 		if ((rc = consume(r, 8)) < 0)
 			return rc;
@@ -229,15 +225,82 @@ static int extensions(struct reader *r, unsigned flags)
 			size_t n = size < CHUNK ? (size_t)size : CHUNK;
 			if ((rc = fill(r, n)) < 0)
 				return rc;
-			if (tree)
-				memcpy(r->tree_ext + r->tree_ext_len, r->buf + r->at, n);
-			r->tree_ext_len += tree ? n : 0;
+			if (k >= 0) {
+				memcpy(r->kept[k] + r->kept_len[k], r->buf + r->at, n);
+				r->kept_len[k] += n;
+			}
 			if ((rc = consume(r, n)) < 0)
 				return rc;
 			size -= n;
 		}
 	}
 	return 0;
+}
+
+/* Git's "%o" of a mode a conflict stage can have, or 0 for none. */
+static bool reuc_mode(const uint8_t *p, size_t len, size_t *pos, uint32_t *ret)
+{
+	const uint8_t *nul = memchr(p + *pos, 0, len - *pos);
+	if (nul == NULL)
+		return false;
+	size_t n = (size_t)(nul - (p + *pos));
+	static const char *const modes[] = { "0", "100644", "100755", "120000", "160000" };
+	static const uint32_t values[] = { 0, 0100644, 0100755, 0120000, 0160000 };
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (n == strlen(modes[i]) && memcmp(p + *pos, modes[i], n) == 0) {
+			*ret = values[i];
+			*pos += n + 1;
+			return true;
+		}
+	return false;
+}
+
+/* The resolve-undo records as Git writes them (resolve-undo.c): a path
+ * and its NUL, three modes, an object ID for each mode not 0; Git
+ * refuses, and reads past the extension looking for, less. */
+static int reuc_check(const uint8_t *p, size_t len)
+{
+	size_t pos = 0;
+	while (pos < len) {
+		const uint8_t *nul = memchr(p + pos, 0, len - pos);
+		if (nul == NULL || nul == p + pos)
+			return -EBADMSG;
+		pos = (size_t)(nul - p) + 1;
+		uint32_t mode[3];
+		for (int i = 0; i < 3; i++)
+			if (!reuc_mode(p, len, &pos, &mode[i]))
+				return -EBADMSG;
+		for (int i = 0; i < 3; i++) {
+			if (mode[i] == 0)
+				continue;
+			if (len - pos < HASH_LEN)
+				return -EBADMSG;
+			pos += HASH_LEN;
+		}
+		if (mode[0] == 0 && mode[1] == 0 && mode[2] == 0)
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Git that loads an index with threads takes an EOIE extension from the
+ * 32 bytes before the hash, wherever the chain of extensions puts them
+ * (read-cache.c, read_eoie_extension), and follows its offset to other
+ * extensions and, through IEOT, other entries: bytes that read so,
+ * inside another extension's payload, refuse a plain index. */
+static int eoie_lookalike(struct reader *r)
+{
+	uint8_t tail[8];
+	if (r->end < HEADER_LEN + 32)
+		return 0;
+	ssize_t k;
+	while ((k = pread(r->fd, tail, sizeof(tail), (off_t)(r->end - 32))) < 0 && errno == EINTR)
+		;
+	if (k < 0)
+		return -errno;
+	if (k != (ssize_t)sizeof(tail))
+		return -EBADMSG;
+	return memcmp(tail, "EOIE", 4) == 0 && be32(tail + 4) == 4 + HASH_LEN ? -EOPNOTSUPP : 0;
 }
 
 static int read_all(struct reader *r, unsigned flags, lz_gitindex_entry_fn *each, void *ctx)
@@ -266,7 +329,11 @@ static int read_all(struct reader *r, unsigned flags, lz_gitindex_entry_fn *each
 		return -ENOMEM;
 	if (k != HASH_LEN || got_len != HASH_LEN || memcmp(want, got, HASH_LEN) != 0)
 		return -EBADMSG;
-	return r->tree_ext != NULL ? lz_cachetree_check(r->tree, r->tree_ext, r->tree_ext_len) : 0;
+	if (!(flags & LZ_GITINDEX_PLAIN))
+		return 0;
+	if ((rc = eoie_lookalike(r)) < 0 || (r->kept[1] != NULL && (rc = reuc_check(r->kept[1], r->kept_len[1])) < 0))
+		return rc;
+	return r->kept[0] != NULL ? lz_cachetree_check(r->tree, r->kept[0], r->kept_len[0]) : 0;
 }
 
 bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component)
@@ -299,9 +366,10 @@ int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_ent
 	r->fd = fd;
 	r->off = 0;
 	r->end = (uint64_t)st.st_size - HASH_LEN;
-	r->at = r->len = r->path_len = r->tree_ext_len = 0;
+	r->at = r->len = r->path_len = 0;
 	r->tree = NULL;
-	r->tree_ext = NULL;
+	r->kept[0] = r->kept[1] = NULL;
+	r->kept_len[0] = r->kept_len[1] = 0;
 	r->sha = EVP_MD_CTX_new();
 	int rc = r->sha == NULL || EVP_DigestInit_ex(r->sha, EVP_sha1(), NULL) != 1 ? -ENOMEM
 		 : (flags & LZ_GITINDEX_PLAIN)					    ? lz_cachetree_new(&r->tree)
@@ -310,7 +378,8 @@ int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_ent
 		rc = read_all(r, flags, each, ctx);
 	EVP_MD_CTX_free(r->sha);
 	lz_cachetree_free(r->tree);
-	free(r->tree_ext);
+	free(r->kept[0]);
+	free(r->kept[1]);
 	free(r);
 	return rc;
 }

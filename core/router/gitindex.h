@@ -58,14 +58,19 @@ int lz_gitindex_read(int fd, uint64_t max_bytes, unsigned flags, lz_gitindex_ent
 bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component);
 
 /* flags: for an index the sandbox wrote, which host Git will use.
- * - Every optional extension but TREE, REUC and NAME is refused with
+ * - Every optional extension but TREE and REUC is refused with
  *   -EOPNOTSUPP: a Git that loads with threads (index.threads, as scalar
  *   sets it) takes its entries and extensions from the offsets EOIE and
  *   IEOT name, not from where they are, and one could hide a split index
  *   or entries there; host Git trusts an untracked cache (UNTR) and an
  *   fsmonitor token (FSMN) to tell it which files to look at (a
- *   malformed UNTR crashes Git 2.39). Git inside writes none of them as
- *   Lazaret configures it (runtime/bundle.c).
+ *   malformed UNTR crashes Git 2.39); NAME is libgit2's. Git inside
+ *   writes none of them as Lazaret configures it (runtime/bundle.c). So
+ *   is a file whose last 32 bytes before the hash read as an EOIE
+ *   extension (Git finds EOIE there, inside any payload, found by a
+ *   helper's review: a NAME payload's end hid a second TREE and entries).
+ *   Resolve-undo records must be as Git writes them (-EBADMSG; Git reads
+ *   past a record without its NUL).
  * - Entries out of Git's order are refused (-EBADMSG), and the cache
  *   tree (TREE) must name the trees of the entries (gitcachetree.h:
  *   -EILSEQ, -E2BIG). */

@@ -203,7 +203,7 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 		snprintf(why, sizeof(why), "its paths took more than %d s to check against the ignore rules",
 			 GUARD_MS / 1000);
 	else if (rc == -E2BIG)
-		snprintf(why, sizeof(why), "more than %u directories or %u MiB of trees to check",
+		snprintf(why, sizeof(why), "more than %u directories, or %u MiB of trees or resolve-undo records, to check",
 			 LZ_CACHETREE_MAX_DIRS, LZ_CACHETREE_MAX_BYTES >> 20);
 	else if (rc == -EILSEQ)
 		snprintf(why, sizeof(why), "its cache tree (TREE) names trees other than its entries': host Git "

@@ -270,9 +270,8 @@ static void test_what_git_and_libgit2_could_read_apart_is_refused(void **state)
 	 * empty one it would not). */
 	read_flags = LZ_GITINDEX_PLAIN;
 	assert_int_equal(read_with_extension(f, path, b, n, "REUC\0\0\0\0"), 0);
-	assert_int_equal(read_with_extension(f, path, b, n, "NAME\0\0\0\0"), 0);
 	assert_int_equal(read_with_extension(f, path, b, n, "TREE\0\0\0\0"), -EBADMSG);
-	static const char *const refused[] = { "EOIE", "IEOT", "UNTR", "FSMN", "ZZZZ" };
+	static const char *const refused[] = { "EOIE", "IEOT", "UNTR", "FSMN", "NAME", "ZZZZ" };
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		char ext[8] = { 0 };
 		memcpy(ext, refused[i], 4);
@@ -361,7 +360,7 @@ static void test_every_index_git_writes_passes_the_cache_tree_check(void **state
 	};
 	char index[128];
 	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
-	unsigned valid_roots = 0, checks = 0;
+	unsigned valid_roots = 0, checks = 0, resolve_undo = 0;
 	for (unsigned v = 2; v <= 4; v += 2) {
 		git(f, "rm -rf .git ./* && git init -q && git config index.version %u && git config core.sparseCheckout false",
 		    v);
@@ -371,6 +370,7 @@ static void test_every_index_git_writes_passes_the_cache_tree_check(void **state
 			uint8_t *b = (uint8_t *)slurp(index, &n);
 			size_t t = tree_at(b, n - 20, &tl);
 			valid_roots += t != 0 && tl > 1 && b[t + 1] != '-';
+			resolve_undo += memmem(b, n, "REUC", 4) != NULL;
 			if (read_plainly(f, index) != 0)
 				fail_msg("index version %u, after step %zu: refused", v, i + 1);
 			checks++;
@@ -381,6 +381,7 @@ static void test_every_index_git_writes_passes_the_cache_tree_check(void **state
 	}
 	assert_int_equal(checks, 2 * sizeof(steps) / sizeof(steps[0]));
 	assert_true(valid_roots >= 12); /* the check compared, not only passed over invalid nodes */
+	assert_true(resolve_undo >= 2);	/* and read Git's resolve-undo records */
 }
 
 /* b[0..n) with the TREE payload at t (tl bytes) replaced by p (pl bytes),
@@ -419,7 +420,7 @@ static void test_a_cache_tree_other_than_the_entries_is_refused(void **state)
 	char index[128], forged[128], hex[128];
 	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
 	snprintf(forged, sizeof(forged), "%s/forged", f->dir);
-	size_t n, tl;
+	size_t n = 0, tl = 0;
 	uint8_t b[8192], p[512], evil[20];
 	const char *raw = slurp(index, &n);
 	assert_true(n <= sizeof(b));
@@ -481,6 +482,54 @@ static void test_a_cache_tree_other_than_the_entries_is_refused(void **state)
 	assert_int_equal(read_with_tree(f, forged, b, n, t - 8, tl + 8, twice, 2 * (tl + 8)), -EBADMSG);
 }
 
+/* b[0..n) with the extension sig holding p (pl bytes) after it, signed:
+ * the reader's answer, read plainly. */
+static int read_plainly_with(struct fx *f, const char *path, const uint8_t *b, size_t n, const char *sig,
+			     const void *p, size_t pl)
+{
+	static uint8_t out[1 << 16];
+	assert_true(n + 8 + pl + 20 <= sizeof(out));
+	memcpy(out, b, n);
+	memcpy(out + n, sig, 4);
+	out[n + 4] = (uint8_t)(pl >> 24), out[n + 5] = (uint8_t)(pl >> 16);
+	out[n + 6] = (uint8_t)(pl >> 8), out[n + 7] = (uint8_t)pl;
+	memcpy(out + n + 8, p, pl);
+	write_signed(path, out, n + 8 + pl);
+	return read_plainly(f, path);
+}
+
+/* Resolve-undo records as Git writes them are read; what Git refuses or
+ * reads past is not. And bytes that a threaded Git would read as an EOIE
+ * extension at the end (here the end of a well-formed record's second
+ * object ID) refuse the file, whatever holds them. */
+static void test_resolve_undo_records_and_an_end_that_reads_as_eoie(void **state)
+{
+	struct fx *f = *state;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/crafted", f->dir);
+	uint8_t b[4096], rec[128];
+	size_t n = index_of_ab(f, 2, b, sizeof(b));
+	/* "ab", stages 1 and 2 recorded, then their two IDs */
+	static const char head[] = "ab\0" "100644\0" "100755\0" "0";
+	memcpy(rec, head, sizeof(head));
+	size_t rl = sizeof(head);
+	memset(rec + rl, 0x11, 40);
+	rl += 40;
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", rec, rl), 0);
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", rec, rl - 1), -EBADMSG); /* an ID cut short */
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", rec, 7), -EBADMSG);	     /* modes cut short */
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", "ab", 2), -EBADMSG);	     /* no NUL */
+	static const char odd_mode[] = "ab\0" "100664\0" "0\0" "0";
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", odd_mode, sizeof(odd_mode)), -EBADMSG);
+	static const char none[] = "ab\0" "0\0" "0\0" "0";
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", none, sizeof(none)), -EBADMSG);
+	/* The last 32 bytes before the hash: "EOIE", 24, an offset, a hash. */
+	memcpy(rec + rl - 32, "EOIE\0\0\0\x18", 8);
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", rec, rl), -EOPNOTSUPP);
+	rec[rl - 32 + 7] = 0x19; /* another size: Git finds no EOIE there */
+	assert_int_equal(read_plainly_with(f, path, b, n, "REUC", rec, rl), 0);
+}
+
 /* An intent-to-add entry is in no tree Git writes: no node above it may
  * be valid, even with the ID Git would write leaving it out. */
 static void test_a_valid_node_over_an_intent_to_add_entry_is_refused(void **state)
@@ -491,7 +540,7 @@ static void test_a_valid_node_over_an_intent_to_add_entry_is_refused(void **stat
 	char index[128], forged[128], hex[128];
 	snprintf(index, sizeof(index), "%s/.git/index", f->dir);
 	snprintf(forged, sizeof(forged), "%s/forged", f->dir);
-	size_t n, tl, hl;
+	size_t n = 0, tl = 0, hl = 0;
 	uint8_t b[4096], p[64];
 	const char *raw = slurp(index, &n);
 	assert_true(n <= sizeof(b));
@@ -589,6 +638,7 @@ int main(void)
 		T(test_a_valid_node_over_an_intent_to_add_entry_is_refused),
 		T(test_entries_out_of_order_are_refused),
 		T(test_assume_unchanged_and_skip_worktree_are_given),
+		T(test_resolve_undo_records_and_an_end_that_reads_as_eoie),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
