@@ -18,7 +18,7 @@
 
 /* A directory once its entries are all read. */
 struct dir {
-	uint8_t key[KEY_LEN]; /* keyed digest of its path: the file cannot make two collide */
+	uint8_t key[KEY_LEN]; /* of its path (key_of): the file cannot make two collide */
 	uint8_t oid[LZ_CACHETREE_OID_LEN];
 	uint32_t entries;
 	bool bad; /* an entry below Git leaves out of every tree, or cannot write one for */
@@ -67,16 +67,20 @@ static int append(struct lz_cachetree *ct, const void *b, size_t n)
 	return 0;
 }
 
-static int digest(EVP_MD_CTX *md, const void *a, size_t alen, const void *b, size_t blen,
-		  uint8_t out[LZ_CACHETREE_OID_LEN])
+/* SHA-1 of n byte strings one after another; the first out_len bytes. */
+static int sha1_of(EVP_MD_CTX *md, size_t n, const void *const part[], const size_t part_len[], uint8_t *out,
+		   size_t out_len)
 {
-	unsigned n = 0;
+	unsigned got = 0;
 	uint8_t full[EVP_MAX_MD_SIZE];
-	if (EVP_DigestInit_ex(md, EVP_sha1(), NULL) != 1 || EVP_DigestUpdate(md, a, alen) != 1 ||
-	    EVP_DigestUpdate(md, b, blen) != 1 || EVP_DigestFinal_ex(md, full, &n) != 1 ||
-	    n != LZ_CACHETREE_OID_LEN)
+	if (EVP_DigestInit_ex(md, EVP_sha1(), NULL) != 1)
 		return -ENOMEM;
-	memcpy(out, full, LZ_CACHETREE_OID_LEN);
+	for (size_t i = 0; i < n; i++)
+		if (EVP_DigestUpdate(md, part[i], part_len[i]) != 1)
+			return -ENOMEM;
+	if (EVP_DigestFinal_ex(md, full, &got) != 1 || got != LZ_CACHETREE_OID_LEN)
+		return -ENOMEM;
+	memcpy(out, full, out_len);
 	return 0;
 }
 
@@ -85,17 +89,9 @@ static int digest(EVP_MD_CTX *md, const void *a, size_t alen, const void *b, siz
 static int key_of(struct lz_cachetree *ct, const uint8_t *parent, const void *name, size_t len,
 		  uint8_t key[KEY_LEN])
 {
-	uint8_t d[LZ_CACHETREE_OID_LEN];
-	unsigned n = 0;
-	uint8_t full[EVP_MAX_MD_SIZE];
-	if (EVP_DigestInit_ex(ct->md, EVP_sha1(), NULL) != 1 || EVP_DigestUpdate(ct->md, ct->salt, KEY_LEN) != 1 ||
-	    (parent != NULL && EVP_DigestUpdate(ct->md, parent, KEY_LEN) != 1) ||
-	    EVP_DigestUpdate(ct->md, name, len) != 1 || EVP_DigestFinal_ex(ct->md, full, &n) != 1 ||
-	    n != LZ_CACHETREE_OID_LEN)
-		return -ENOMEM;
-	memcpy(d, full, sizeof(d));
-	memcpy(key, d, KEY_LEN);
-	return 0;
+	const void *part[] = { ct->salt, name, parent };
+	size_t part_len[] = { KEY_LEN, len, KEY_LEN };
+	return sha1_of(ct->md, parent ? 3 : 2, part, part_len, key, KEY_LEN);
 }
 
 int lz_cachetree_new(struct lz_cachetree **ret)
@@ -153,7 +149,9 @@ static int close_top(struct lz_cachetree *ct)
 	char head[32];
 	int hn = snprintf(head, sizeof(head), "tree %zu", ct->buf_len - f.buf_off);
 	memcpy(d->key, f.key, KEY_LEN);
-	if ((rc = digest(ct->md, head, (size_t)hn + 1, ct->buf + f.buf_off, ct->buf_len - f.buf_off, d->oid)) < 0)
+	const void *part[] = { head, ct->buf + f.buf_off };
+	size_t part_len[] = { (size_t)hn + 1, ct->buf_len - f.buf_off };
+	if ((rc = sha1_of(ct->md, 2, part, part_len, d->oid, sizeof(d->oid))) < 0)
 		return rc;
 	d->entries = (uint32_t)(ct->entries - f.entry_start);
 	d->bad = f.bad;

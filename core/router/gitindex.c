@@ -37,7 +37,7 @@ struct reader {
 	EVP_MD_CTX *sha;
 	struct lz_cachetree *tree; /* LZ_GITINDEX_PLAIN: the entries' trees */
 	uint8_t *kept[2];	   /* and the TREE and REUC payloads, to check */
-	size_t kept_len[2];
+	size_t kept_len[2];	   /* by KEPT_TREE, KEPT_REUC */
 	char path[LZ_GITINDEX_PATH_MAX + 1]; /* the entry's path; version 4 builds on the last */
 	size_t path_len;
 	uint8_t buf[CHUNK + ENTRY_FIXED + 2 + VARINT_MAX + LZ_GITINDEX_PATH_MAX + 1 + 8];
@@ -195,7 +195,8 @@ static int entry(struct reader *r, unsigned version, lz_gitindex_entry_fn *each,
  * one refuses the file. Plainly, only those Git 2.39 writes and reads as
  * they are: the cache tree and the resolve-undo records, kept whole to
  * check (NAME is libgit2's; Git ignores it). */
-static const char kept_sig[2][4] = { "TREE", "REUC" };
+enum { KEPT_TREE, KEPT_REUC };
+static const char kept_sig[2][4] = { [KEPT_TREE] = "TREE", [KEPT_REUC] = "REUC" };
 
 static int extensions(struct reader *r, unsigned flags)
 {
@@ -207,11 +208,14 @@ static int extensions(struct reader *r, unsigned flags)
 		uint64_t size = be32(x + 4);
 		if (x[0] < 'A' || x[0] > 'Z' || size > r->end - (r->off + r->at + 8))
 			return -EBADMSG;
-		int k = !(flags & LZ_GITINDEX_PLAIN) ? -1 : memcmp(x, kept_sig[0], 4) == 0 ? 0
-							: memcmp(x, kept_sig[1], 4) == 0 ? 1
-											 : -2;
-		if (k == -2)
-			return -EOPNOTSUPP;
+		int k = -1; /* not kept */
+		if (flags & LZ_GITINDEX_PLAIN) {
+			k = memcmp(x, kept_sig[KEPT_TREE], 4) == 0   ? KEPT_TREE
+			    : memcmp(x, kept_sig[KEPT_REUC], 4) == 0 ? KEPT_REUC
+								     : -2;
+			if (k == -2)
+				return -EOPNOTSUPP;
+		}
 		/* One of each is all Git writes (it reads the last). */
 		if (k >= 0 && r->kept[k] != NULL)
 			return -EBADMSG;
@@ -331,9 +335,11 @@ static int read_all(struct reader *r, unsigned flags, lz_gitindex_entry_fn *each
 		return -EBADMSG;
 	if (!(flags & LZ_GITINDEX_PLAIN))
 		return 0;
-	if ((rc = eoie_lookalike(r)) < 0 || (r->kept[1] != NULL && (rc = reuc_check(r->kept[1], r->kept_len[1])) < 0))
+	if ((rc = eoie_lookalike(r)) < 0 ||
+	    (r->kept[KEPT_REUC] != NULL && (rc = reuc_check(r->kept[KEPT_REUC], r->kept_len[KEPT_REUC])) < 0))
 		return rc;
-	return r->kept[0] != NULL ? lz_cachetree_check(r->tree, r->kept[0], r->kept_len[0]) : 0;
+	return r->kept[KEPT_TREE] != NULL ? lz_cachetree_check(r->tree, r->kept[KEPT_TREE], r->kept_len[KEPT_TREE])
+					  : 0;
 }
 
 bool lz_gitindex_path_ok(const char *p, size_t len, size_t max_component)
