@@ -114,7 +114,8 @@ static void read_marks(struct lz_router *r, struct rt_inode *gitdir, struct mark
 		m->n = 0;
 		return;
 	}
-	qsort_r(m->at, m->n, sizeof(*m->at), mark_order, m); /* Git writes them in order; a host tool might not */
+	if (m->n > 1) /* Git writes them in order; a host tool might not */
+		qsort_r(m->at, m->n, sizeof(*m->at), mark_order, m);
 }
 
 struct guard_walk {
