@@ -408,27 +408,6 @@ static int publish(struct env *e, bool flipped)
 	return control(e, flipped ? 'f' : 'p');
 }
 
-/* The body must not hold the router's /dev/fuse descriptor: if the router
- * dies, the connection then aborts (ENOTCONN) instead of leaving the body
- * waiting for an answer forever. */
-static void close_fuse_devices(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	CHECK(d != NULL, "opendir /proc/self/fd: %s", strerror(errno));
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		char link[64], target[32];
-		int fd = atoi(de->d_name);
-		if (fd <= 2 || fd == dirfd(d))
-			continue;
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		ssize_t n = readlink(link, target, sizeof(target) - 1);
-		if (n == 9 && memcmp(target, "/dev/fuse", 9) == 0)
-			close(fd);
-	}
-	closedir(d);
-}
-
 struct router_child_arg {
 	struct env *e;
 	void (*body)(struct env *e);
@@ -457,6 +436,28 @@ static void router_child(void *argp)
 		struct rlimit rl = { router_nofile, router_nofile };
 		CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
 	}
+	/* The body is forked before the router starts a thread, and waits
+	 * for the mount: forked from the router's threads, it inherited any
+	 * lock one of them held (under ASan the allocator's, while the router
+	 * allocated: the body's first free waited forever). Nor does it hold
+	 * the router's /dev/fuse descriptor: if the router dies, the
+	 * connection aborts (ENOTCONN) instead of waiting forever. */
+	int go[2];
+	CHECK_OK(pipe2(go, O_CLOEXEC));
+	fflush(NULL);
+	pid_t body_pid = fork();
+	CHECK(body_pid >= 0);
+	if (body_pid == 0) {
+		char ready = 0;
+		close(go[1]);
+		close(ctl[0]);
+		if (read(go[0], &ready, 1) != 1)
+			_exit(1); /* the router did not start; it reported why */
+		e->ctl = ctl[1];
+		body(e);
+		_exit(0);
+	}
+	close(go[0]);
 	lz_ignoreclass *snap;
 	e->r = new_router(e, &snap);
 	lz_ignorewatch *watch = NULL;
@@ -477,15 +478,8 @@ static void router_child(void *argp)
 	CHECK(is_mounted(e->mnt), "router never mounted: %s", sa.err.msg);
 	e->ctl = ctl[0];
 	CHECK(pthread_create(&c, NULL, control_thread, e) == 0, "pthread_create");
-	fflush(NULL);
-	pid_t body_pid = fork();
-	CHECK(body_pid >= 0);
-	if (body_pid == 0) {
-		e->ctl = ctl[1];
-		close_fuse_devices();
-		body(e);
-		_exit(0);
-	}
+	CHECK(write(go[1], "g", 1) == 1);
+	close(go[1]);
 	int status = 0;
 	CHECK(waitpid(body_pid, &status, 0) == body_pid);
 	CHECK_OK(umount2(e->mnt, MNT_DETACH));
