@@ -120,7 +120,9 @@ static void read_marks(struct lz_router *r, struct rt_inode *gitdir, struct mark
 
 struct guard_walk {
 	struct lz_router *r;
-	const struct marked *marked;
+	struct rt_inode *gitdir;
+	struct marked marked; /* read at the new index's first mark */
+	bool marks_read;
 	const char *root;
 	size_t wlen;
 	int64_t until;
@@ -136,7 +138,11 @@ static int guard_entry(void *ctx, const char *entry, size_t len, uint32_t mode, 
 	struct guard_walk *w = ctx;
 	if (!lz_gitindex_path_ok(entry, len, SIZE_MAX))
 		return -EBUSY;
-	if ((bits & MARKS) && !marked_as(w->marked, entry, len, bits & MARKS))
+	if ((bits & MARKS) && !w->marks_read) {
+		read_marks(w->r, w->gitdir, &w->marked);
+		w->marks_read = true;
+	}
+	if ((bits & MARKS) && !marked_as(&w->marked, entry, len, bits & MARKS))
 		return -EPERM;
 	if (++w->seen % 256 == 0 && lz_now_ms() > w->until)
 		return -ETIMEDOUT;
@@ -181,21 +187,16 @@ int rt_index_guard(struct lz_router *r, struct rt_inode *gitdir, int lock_fd)
 	_cleanup_close_ int fd = open(proc, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -EIO : -EBUSY;
-	struct marked marked = { 0 };
-	read_marks(r, gitdir, &marked);
 	struct guard_walk *w = malloc(sizeof(*w));
-	if (w == NULL) {
-		free(marked.arena);
-		free(marked.at);
+	if (w == NULL)
 		return -EIO;
-	}
 	*w = (struct guard_walk){
-		.r = r, .marked = &marked, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS
+		.r = r, .gitdir = gitdir, .root = root, .wlen = wlen, .until = lz_now_ms() + GUARD_MS
 	};
 	rc = lz_gitindex_read(fd, r->opt.max_index_bytes, LZ_GITINDEX_PLAIN, guard_entry, w);
+	free(w->marked.arena);
+	free(w->marked.at);
 	free(w);
-	free(marked.arena);
-	free(marked.at);
 	char why[320];
 	why[0] = '\0';
 	if (rc == -EFBIG)
