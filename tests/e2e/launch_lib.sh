@@ -47,6 +47,12 @@ lz() {
 	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" "$@" --config "$CFG")
 }
 
+# sql ARGS...: sqlite3 that waits for the coordinator's write lock instead
+# of failing with "database is locked" while it is still recording.
+sql() {
+	sqlite3 -cmd '.timeout 5000' "$@"
+}
+
 # launch ARGS...: `lazaret test -- ARGS` in the workspace.
 launch() {
 	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" "$LAZARET" test --config "$CFG" -- "$@")

@@ -35,7 +35,7 @@ hold() {
 	local i
 	for i in $(seq 600); do
 		[ -S "$RD/hc.sock" ] && [ -f "$RD/hc.pin" ] &&
-			[ "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" "SELECT count(*) FROM sessions WHERE state = 'running'" 2>/dev/null)" = 1 ] &&
+			[ "$(sql -readonly "$DB" "SELECT count(*) FROM sessions WHERE state = 'running'" 2>/dev/null)" = 1 ] &&
 			return 0
 		sleep 0.1
 	done
@@ -62,7 +62,7 @@ t_teardown() {
 
 # What the store holds: sessions and generations, with their states.
 store_state() {
-	sqlite3 -readonly -cmd '.timeout 5000' "$DB" "SELECT 'g', generation, state FROM generations ORDER BY generation;
+	sql -readonly "$DB" "SELECT 'g', generation, state FROM generations ORDER BY generation;
 		SELECT 's', session_id, state FROM sessions ORDER BY session_id"
 }
 
@@ -113,11 +113,11 @@ test_enrolled_admitted_and_forgeries_refused() {
 	assert_eq 0 "$STATUS" "a launch beside the held session (stderr: $ERR)"
 	assert_eq over-tls "$OUT"
 	local gen1
-	gen1=$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" "SELECT max(generation) FROM generations")
+	gen1=$(sql -readonly "$DB" "SELECT max(generation) FROM generations")
 	release
 	[ ! -e "$RD/hc.pin" ] || fail "the pin outlived the publication"
 	hold
-	[ "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" "SELECT max(generation) FROM generations")" -gt "$gen1" ] ||
+	[ "$(sql -readonly "$DB" "SELECT max(generation) FROM generations")" -gt "$gen1" ] ||
 		fail "no new generation"
 	forge_refused "certificate" use "$T/cred"
 }
@@ -136,7 +136,7 @@ refused_with_fault() {
 	assert_contains "$ERR" "$2"
 	assert_contains "$(cat "$RD/hc.log")" "control connection refused:"
 	assert_match "$(grep 'control connection refused:' "$RD/hc.log")" "$3"
-	assert_eq 0 "$(sqlite3 -readonly -cmd '.timeout 5000' "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
+	assert_eq 0 "$(sql -readonly "$DB" 'SELECT count(*) FROM sessions')" "sessions recorded"
 	# Its coordinator serves on, up to 30 s, for a session that will not
 	# come (LZ_HC_IDLE_GRACE_MS): ended now.
 	end_domain 0

@@ -48,7 +48,7 @@ make_image() {
 }
 
 catalog_rows() {
-	sqlite3 -readonly "$DATA/catalog.sqlite" \
+	sqlite3 -readonly -cmd '.timeout 5000' "$DATA/catalog.sqlite" \
 		"select 'artifact', id, state from artifacts; select 'op', id, state from prepare_ops; select 'lease', artifact_id, domain_id, generation from leases;" 2>&1
 }
 

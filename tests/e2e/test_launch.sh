@@ -390,14 +390,14 @@ test_unprepared_image_says_what_to_do() {
 # launch says what to do, and preparing again makes a new artifact.
 test_an_artifact_of_an_earlier_format_is_not_used() {
 	local id old
-	id=$(sqlite3 -readonly "$DATA/catalog.sqlite" "select id from artifacts")
-	old=$(sqlite3 -readonly "$DATA/catalog.sqlite" "select manifest_digest from artifacts" | python3 -c '
+	id=$(sql -readonly "$DATA/catalog.sqlite" "select id from artifacts")
+	old=$(sql -readonly "$DATA/catalog.sqlite" "select manifest_digest from artifacts" | python3 -c '
 import hashlib, struct, sys
 d = sys.stdin.read().strip().encode()
 print(hashlib.sha256(b"lazaret-prepared-artifact-v1" + struct.pack(">I", len(d)) + d
                      + struct.pack(">II", 4, 1)).hexdigest())')
 	[ "$id" != "$old" ] || fail "the artifact ID did not change with the format"
-	sqlite3 "$DATA/catalog.sqlite" "update artifacts set id = '$old'; update prepare_ops set artifact_id = '$old'"
+	sql "$DATA/catalog.sqlite" "update artifacts set id = '$old'; update prepare_ops set artifact_id = '$old'"
 	mv "$DATA/prepared/$id" "$DATA/prepared/$old"
 	capture launch true
 	assert_eq 69 "$STATUS"
@@ -542,8 +542,8 @@ test_a_full_storage_root_refuses_clearly() {
 	assert_contains "$ERR" "free space on that file system"
 	[ $(($(cat "$T"/run/lazaret/domains/*/hc.log | wc -l) - lines)) -lt 5 ] ||
 		fail "hc.log grew by $(($(cat "$T"/run/lazaret/domains/*/hc.log | wc -l) - lines)) lines"
-	assert_eq ok "$(sqlite3 "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
-	assert_eq ok "$(sqlite3 "$DATA"/catalog.sqlite 'pragma integrity_check')" "Storage Catalog"
+	assert_eq ok "$(sql "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
+	assert_eq ok "$(sql "$DATA"/catalog.sqlite 'pragma integrity_check')" "Storage Catalog"
 	rm -f "$DATA"/domains/*/anchor/root/upper/fill
 	capture launch sh -c 'test ! -e /root/fill && echo launched'
 	assert_eq 0 "$STATUS" "launch after freeing space (stderr: $ERR)"

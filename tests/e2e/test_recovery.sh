@@ -29,13 +29,13 @@ assert_recovered() {
 	assert_eq 0 "$STATUS" "the launch after the fault (stderr: $ERR; hc.log: $(tail -n 8 "$T"/run/lazaret/domains/*/hc.log | tr "\n" "|"))"
 	assert_eq again "$OUT"
 	assert_no_leftovers
-	assert_eq ok "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
-	assert_eq ok "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'pragma integrity_check')" "Storage Catalog"
-	assert_eq 0 "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "leases left"
+	assert_eq ok "$(sql -readonly "$DATA"/domains/*/domain.sqlite 'pragma integrity_check')" "Domain Store"
+	assert_eq ok "$(sql -readonly "$DATA/catalog.sqlite" 'pragma integrity_check')" "Storage Catalog"
+	assert_eq 0 "$(sql -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "leases left"
 	# Every generation's records say what recovery proved: clean.
-	assert_eq 0 "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq 0 "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select count(*) from participants where phase <> 'clean'")" "participant records not clean"
-	assert_eq 0 "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq 0 "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select count(*) from sessions where state <> 'clean'")" "session records not clean"
 	capture lz image gc --dry-run
 	assert_contains "$OUT" "would remove unleased artifact"
@@ -160,7 +160,7 @@ stop_coordinator_during_serve() {
 	local log
 	log=$(log_once_ended)
 	assert_contains "$log" "generation ended cleanly"
-	assert_eq stopped "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq stopped "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select state from generations order by generation desc limit 1")" "the generation's record"
 	assert_recovered
 	assert_not_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "lost generation"
@@ -203,7 +203,7 @@ test_sigterm_while_starting_ends_the_launch_in_order() {
 	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
 		"the Runtime Supervisor failed: start_helper: the Host Coordinator stopped the launch before slirp4netns was released"
 	# A launch that did not complete ends failed, whatever stopped it.
-	assert_eq failed "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq failed "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select state from generations order by generation desc limit 1")" \
 		"the stopped launch's generation (hc.log: $(tail -n 12 "$T"/run/lazaret/domains/*/hc.log | tr "\n" "|"))"
 	assert_recovered
@@ -227,13 +227,13 @@ test_recorded_identities_are_host_pids() {
 	done
 	[ -n "$ready" ] || { kill "$cli"; fail "the session did not start"; }
 	for role in runtime_supervisor attached_runsc connectivity_helper; do
-		read -r pid start < <(sqlite3 -readonly -separator ' ' "$DATA"/domains/*/domain.sqlite \
+		read -r pid start < <(sql -readonly -separator ' ' "$DATA"/domains/*/domain.sqlite \
 			"select proc_pid, proc_start_time from participants where role = '$role' and proc_slot = 'committed' order by generation desc limit 1")
 		[ -n "$pid" ] || fail "no committed $role identity"
 		assert_eq "$start" "$(awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$pid/stat" 2>/dev/null)" \
 			"start time of the recorded $role (PID $pid)"
 	done
-	assert_eq "$(pid_of runsc)" "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq "$(pid_of runsc)" "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select proc_pid from participants where role = 'attached_runsc' and proc_slot = 'committed' order by generation desc limit 1")" \
 		"the recorded attached runsc is the RS's runsc"
 	touch "$WS/stop"
@@ -337,7 +337,7 @@ time.sleep(600)' "$rs" "$1" >"$T/holder.out" 2>&1 &
 	# The network namespace's holder is named (the mount namespace's
 	# mount is found first).
 	[ "$1" != net ] || assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" "process $holder (python3) holds it"
-	assert_eq 1 "$(sqlite3 -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "the held generation's lease"
+	assert_eq 1 "$(sql -readonly "$DATA/catalog.sqlite" 'select count(*) from leases')" "the held generation's lease"
 	assert_recovered
 }
 # The mount namespace keeps its mounts: the first one found is the reason.
@@ -356,7 +356,7 @@ test_a_second_lock_file_does_not_fail_a_live_generation() {
 		sleep 0.1
 	done
 	[ -n "$(pid_of runsc-exec)" ] || fail "the first session never ran"
-	gen=$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite 'select max(generation) from generations')
+	gen=$(sql -readonly "$DATA"/domains/*/domain.sqlite 'select max(generation) from generations')
 	mkdir -m 0700 "$T/run2"
 	other=("${LZ_ENV[@]/#XDG_RUNTIME_DIR=*/XDG_RUNTIME_DIR=$T/run2}")
 	capture env -C "$WS" -i "${other[@]}" "$LAZARET" state verify --profile test --config "$CFG"
@@ -364,12 +364,12 @@ test_a_second_lock_file_does_not_fail_a_live_generation() {
 	assert_contains "$OUT" "FAIL recovery      generation $gen is still served by its coordinator (process $(pid_of hc))"
 	capture env -C "$WS" -i "${other[@]}" "$LAZARET" test --config "$CFG" -- echo second
 	assert_contains "$ERR" "still served by its coordinator"
-	assert_eq published "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq published "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select state from generations where generation = $gen")" "the live generation beside the second lock file"
 	wait "$cli" || fail "the first session did not end cleanly: $(cat "$T/first.out" "$T/first.err")"
 	assert_eq served "$(cat "$T/first.out")"
 	assert_no_processes # its coordinator's teardown ends after the CLI
-	assert_eq stopped "$(sqlite3 -readonly "$DATA"/domains/*/domain.sqlite \
+	assert_eq stopped "$(sql -readonly "$DATA"/domains/*/domain.sqlite \
 		"select state from generations where generation = $gen")" "the first generation once ended"
 	assert_recovered
 }
