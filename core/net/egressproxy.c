@@ -26,6 +26,17 @@
 #include "util/testfault.h"
 
 #define RELAY_BUF 65536
+/* Kernel buffers of each relayed connection (the kernel doubles each for
+ * its bookkeeping): fixed, so the sandbox cannot make the host's TCP
+ * memory grow with autotuning (up to tcp_rmem's 32 MiB per receive
+ * buffer here) by reading fast and then stopping. The upstream receive
+ * buffer is a download's window (about 1.5 MiB: 15 MB/s at 100 ms); the
+ * sandbox's link is local. At most LZ_EGRESS_MAX_CONNECTIONS * 3.5 MiB =
+ * 896 MiB in all, below the host's TCP memory pressure threshold. */
+#define UPSTREAM_RCVBUF (1024 * 1024)
+#define UPSTREAM_SNDBUF (256 * 1024)
+#define SANDBOX_RCVBUF (256 * 1024)
+#define SANDBOX_SNDBUF (256 * 1024)
 #define LOGGED_MAX 1024 /* destinations whose refusal was logged */
 
 /* ---- decisions -------------------------------------------------------------- */
@@ -248,6 +259,14 @@ static int bound_sends(int s)
 	return setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof(send_wait));
 }
 
+static int cap_buffers(int s, int rcvbuf, int sndbuf)
+{
+	if (setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) < 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
+		return -errno;
+	return 0;
+}
+
 /* Connected (blocking) within LZ_EGRESS_CONNECT_MS, its sends bounded
  * before the first: an upstream that stops reading cannot hold the slot
  * while the request head and body go out. */
@@ -257,8 +276,9 @@ static int connect_to(uint32_t addr, uint16_t port, int *ret)
 	if (s < 0)
 		return -errno;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(addr) };
-	int r = 0;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	/* before connect: the window scale is chosen for the SYN */
+	int r = cap_buffers(s, UPSTREAM_RCVBUF, UPSTREAM_SNDBUF);
+	if (r == 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (errno != EINPROGRESS) {
 			r = -errno;
 		} else {
@@ -470,6 +490,12 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 	if (pthread_attr_init(&attr) != 0 || pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0 ||
 	    pthread_attr_setstacksize(&attr, 256 * 1024) != 0)
 		return -ENOMEM;
+	/* Connections accepted from now on inherit the listener's buffers
+	 * (the window scale of their SYN): each is capped again below, as
+	 * one may have been queued before. */
+	int r = cap_buffers(listener, SANDBOX_RCVBUF, SANDBOX_SNDBUF);
+	if (r < 0)
+		return r;
 	write_stats(cfg);
 	for (;;) {
 		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
@@ -486,6 +512,11 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 				continue;
 			}
 			return -errno;
+		}
+		if (cap_buffers(fd, SANDBOX_RCVBUF, SANDBOX_SNDBUF) < 0) {
+			reply(fd, "503 Service Unavailable", "the proxy cannot bound the connection's buffers");
+			close(fd);
+			continue;
 		}
 		struct conn *c = malloc(sizeof(*c));
 		pthread_t t;

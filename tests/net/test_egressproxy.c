@@ -1,16 +1,19 @@
 /* The egress proxy's decisions, its counters record, and its serving of
  * hostile clients over real sockets on 127.0.0.1 with a resolver the test
- * runs (refusals only: the address policy never admits a loopback
- * upstream). Admitted traffic, through real runsc, is
- * tests/e2e/test_egress.sh. */
+ * runs (refusals: the address policy never admits a loopback upstream),
+ * and, in a network namespace of the test's own, what one admitted
+ * tunnel may hold in kernel buffers. Admitted traffic through real runsc
+ * is tests/e2e/test_egress.sh. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -25,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "lz_test.h"
 #include "net/egressproxy.h"
 
 static struct lz_netpolicy *policy(void)
@@ -412,6 +416,158 @@ static void test_lz_egress_serve__connection_limit(void **state)
 		close(idle[i]);
 }
 
+/* ---- what a stalled tunnel holds ------------------------------------------- */
+
+#define STALL_MS 1500
+#define SMALL_BUF (64 * 1024)
+
+/* Writes to the accepted connection as fast as it takes bytes, until it
+ * took none for STALL_MS; then reports how many it took. */
+static _Noreturn void flood(int l, int report)
+{
+	static uint8_t chunk[SMALL_BUF];
+	uint64_t total = 0;
+	int s = accept4(l, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	for (;;) {
+		ssize_t n = s < 0 ? -1 : send(s, chunk, sizeof(chunk), MSG_NOSIGNAL);
+		if (n > 0) {
+			total += (uint64_t)n;
+			continue;
+		}
+		struct pollfd pf = { .fd = s, .events = POLLOUT };
+		if (n < 0 && errno != EAGAIN)
+			break;
+		if (poll(&pf, 1, STALL_MS) != 1)
+			break;
+	}
+	(void)write(report, &total, sizeof(total));
+	_exit(0);
+}
+
+/* The bytes a server could push into a tunnel whose client stopped
+ * reading, or 0 with why in msg. Runs in a child of its own network
+ * namespace, where 10.0.0.5 (the test resolver's answer) is on lo. */
+static uint64_t stalled_tunnel_holds(char *msg, size_t cap)
+{
+#define NO(...)                                    \
+	do {                                       \
+		snprintf(msg, cap, __VA_ARGS__);   \
+		return 0;                          \
+	} while (0)
+	if (lz_test_unshare_as_self(CLONE_NEWNET) < 0)
+		NO("unshare: %s", strerror(errno));
+	int io = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = { .ifr_name = "lo" };
+	ifr.ifr_flags = IFF_UP;
+	if (io < 0 || ioctl(io, SIOCSIFFLAGS, &ifr) < 0)
+		NO("lo up: %s", strerror(errno));
+	struct sockaddr_in up = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0a000005u) };
+	struct ifreq alias = { .ifr_name = "lo:1" };
+	memcpy(&alias.ifr_addr, &up, sizeof(up));
+	if (ioctl(io, SIOCSIFADDR, &alias) < 0)
+		NO("10.0.0.5 on lo: %s", strerror(errno));
+	close(io);
+
+	/* The server: its own send buffer small and fixed. */
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = SMALL_BUF, rep[2];
+	socklen_t sl = sizeof(up);
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) < 0 ||
+	    bind(l, (struct sockaddr *)&up, sizeof(up)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&up, &sl) < 0 || pipe2(rep, O_CLOEXEC) < 0)
+		NO("server: %s", strerror(errno));
+	if (fork() == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		flood(l, rep[1]);
+	}
+	close(rep[1]);
+
+	/* The proxy, admitting 10.0.0.5 for ok.example. */
+	uint16_t dns_port, proxy_port;
+	int u = bound(SOCK_DGRAM, &dns_port), pl = bound(SOCK_STREAM, &proxy_port);
+	if (listen(pl, 8) < 0)
+		NO("listen: %s", strerror(errno));
+	if (fork() == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		resolver(u);
+	}
+	static const char *const names[] = { "ok.example" };
+	static struct lz_netpolicy p;
+	struct lz_prefix allow = { 0x0a000005u, 32 };
+	if (lz_netpolicy_derive(&allow, 1, NULL, 0, NULL, 0, &p, NULL) < 0 ||
+	    lz_netpolicy_set_names(&p, names, 1, NULL, 0, NULL, 0, NULL) < 0)
+		NO("policy");
+	struct lz_egress_config cfg = { .policy = &p, .resolvers = { 0x7f000001u }, .n_resolvers = 1,
+					.dns_port = dns_port, .log_fd = -1, .stats_fd = -1, .generation = 7 };
+	if (fork() == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(-lz_egress_serve(pl, &cfg));
+	}
+
+	/* The client: its receive buffer small and fixed; it reads the
+	 * proxy's answer and nothing after. */
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in pa = { .sin_family = AF_INET, .sin_port = htons(proxy_port),
+				  .sin_addr.s_addr = htonl(0x7f000001u) };
+	char req[64], head[256];
+	int n = snprintf(req, sizeof(req), "CONNECT ok.example:%u HTTP/1.1\r\n\r\n", ntohs(up.sin_port));
+	if (c < 0 || setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
+	    connect(c, (struct sockaddr *)&pa, sizeof(pa)) < 0 || send(c, req, (size_t)n, 0) != n)
+		NO("client: %s", strerror(errno));
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	if (recv(c, head, sizeof(ok) - 1, MSG_WAITALL) != (ssize_t)sizeof(ok) - 1 || memcmp(head, ok, sizeof(ok) - 1))
+		NO("the proxy did not admit the tunnel");
+	uint64_t total = 0;
+	struct pollfd pf = { .fd = rep[0], .events = POLLIN };
+	if (poll(&pf, 1, 60000) != 1 || read(rep[0], &total, sizeof(total)) != sizeof(total))
+		NO("no report from the server");
+	if (total == 0)
+		NO("nothing flowed");
+	return total;
+#undef NO
+}
+
+/* A client that stops reading lets the server fill the proxy's kernel
+ * buffers: they must stay small whatever the kernel's autotuning would
+ * grow them to (tcp_rmem reaches 32 MiB here). The bound counts
+ * everything on the way, each buffer at twice its size (the kernel's
+ * doubling) plus one 64 KiB segment of overshoot where data queues to
+ * send: the server's and the client's (64 KiB each), the relay's 64 KiB,
+ * the proxy's two sockets (1 MiB received, 256 KiB to send): about
+ * 2.9 MiB. Uncapped, runs here held 4.9 to 6.2 MB. */
+static void test_lz_egress_serve__a_stalled_tunnel_holds_little(void **state)
+{
+	(void)state;
+	int rep[2];
+	assert_int_equal(pipe2(rep, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct {
+			uint64_t total;
+			char msg[200];
+		} r = { 0, "" };
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		setpgid(0, 0); /* its helpers are killed with it */
+		r.total = stalled_tunnel_holds(r.msg, sizeof(r.msg));
+		(void)write(rep[1], &r, sizeof(r));
+		_exit(0);
+	}
+	close(rep[1]);
+	struct {
+		uint64_t total;
+		char msg[200];
+	} r = { 0, "" };
+	ssize_t got = read(rep[0], &r, sizeof(r));
+	close(rep[0]);
+	kill(-pid, SIGKILL);
+	(void)waitpid(pid, NULL, 0);
+	assert_int_equal(got, (ssize_t)sizeof(r));
+	if (r.total == 0)
+		fail_msg("%s", r.msg);
+	print_message("a stalled tunnel took %llu bytes\n", (unsigned long long)r.total);
+	assert_true(r.total <= 3328 * 1024);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -422,6 +578,7 @@ int main(void)
 						serve_stop),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__head_in_pieces, serve_start, serve_stop),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__connection_limit, serve_start, serve_stop),
+		cmocka_unit_test(test_lz_egress_serve__a_stalled_tunnel_holds_little),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
