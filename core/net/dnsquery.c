@@ -21,8 +21,16 @@
 #define TYPE_A 1
 #define TYPE_CNAME 5
 #define CLASS_IN 1
+#define TYPE_OPT 41
+#define RCODE_FORMERR 1
 #define RCODE_NXDOMAIN 3
-#define ANSWER_BUF 4096 /* no EDNS: a server may send 512 bytes */
+#define RCODE_NOTIMP 4
+/* EDNS (RFC 6891): answers up to this size come over UDP, where 512 bytes
+ * would truncate a name with many addresses or a long CNAME chain; 1232
+ * fits the IPv6 minimum MTU unfragmented (DNS flag day 2020). */
+#define EDNS_UDP_SIZE 1232
+#define OPT_LEN 11
+#define ANSWER_BUF 4096
 
 struct wire_name {
 	uint8_t b[WIRE_NAME_MAX];
@@ -128,12 +136,12 @@ static int read_rr(const uint8_t *msg, size_t len, size_t *off, struct rr *ret)
 	return 0;
 }
 
-int lz_dns_build_query(uint16_t id, const char *name, uint8_t *buf, size_t cap, size_t *ret_len)
+int lz_dns_build_query(uint16_t id, const char *name, bool edns, uint8_t *buf, size_t cap, size_t *ret_len)
 {
 	struct wire_name q;
 	if (encode_name(name, &q) < 0)
 		return -EINVAL;
-	size_t n = HEADER_LEN + q.n + 4;
+	size_t n = HEADER_LEN + q.n + 4 + (edns ? OPT_LEN : 0);
 	if (n > cap)
 		return -EMSGSIZE;
 	static const uint8_t rd_one_question[10] = { 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
@@ -143,6 +151,13 @@ int lz_dns_build_query(uint16_t id, const char *name, uint8_t *buf, size_t cap, 
 	memcpy(buf + HEADER_LEN, q.b, q.n);
 	static const uint8_t a_in[4] = { 0, TYPE_A, 0, CLASS_IN };
 	memcpy(buf + HEADER_LEN + q.n, a_in, 4);
+	if (edns) {
+		/* ARCOUNT 1: the OPT record (root owner, the UDP size as its
+		 * class, extended RCODE, version and flags 0, no options) */
+		static const uint8_t opt[OPT_LEN] = { 0, 0, TYPE_OPT, EDNS_UDP_SIZE >> 8, EDNS_UDP_SIZE & 0xff, 0, 0, 0, 0, 0, 0 };
+		buf[11] = 1;
+		memcpy(buf + HEADER_LEN + q.n + 4, opt, OPT_LEN);
+	}
 	*ret_len = n;
 	return 0;
 }
@@ -236,27 +251,22 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One server: 0 or -ENOENT (final), -ETIMEDOUT, or another -errno. */
-static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms, uint32_t *addrs, size_t cap,
-	       size_t *ret_n, struct lz_err *err)
+/* One query on fd, connected to its server, until deadline: 0 or
+ * -ENOENT (final), -ETIMEDOUT, or another -errno; *ret_rcode is the
+ * answer's RCODE when it is -EIO. */
+static int ask_once(int fd, bool edns, const char *name, int64_t deadline, uint32_t *addrs, size_t cap,
+		    size_t *ret_n, unsigned *ret_rcode, struct lz_err *err)
 {
-	uint8_t query[HEADER_LEN + WIRE_NAME_MAX + 4], answer[ANSWER_BUF];
+	uint8_t query[HEADER_LEN + WIRE_NAME_MAX + 4 + OPT_LEN], answer[ANSWER_BUF];
 	size_t qlen;
 	uint16_t id;
-	_cleanup_close_ int fd = -EBADF;
 
 	if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
 		return lz_err_set(err, errno ? errno : EIO, "getrandom failed");
-	if (lz_dns_build_query(id, name, query, sizeof(query), &qlen) < 0)
+	if (lz_dns_build_query(id, name, edns, query, sizeof(query), &qlen) < 0)
 		return lz_err_set(err, EINVAL, "'%s' is not a host name", name);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return lz_err_set(err, errno, "socket: %s", strerror(errno));
-	/* Port 0 bind is implicit: the kernel picks a random source port. */
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(server) };
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || send(fd, query, qlen, 0) != (ssize_t)qlen)
+	if (send(fd, query, qlen, 0) != (ssize_t)qlen)
 		return lz_err_set(err, errno ? errno : EIO, "DNS query to server: %s", strerror(errno));
-	int64_t deadline = now_ms() + timeout_ms;
 	for (;;) {
 		int64_t left = deadline - now_ms();
 		if (left <= 0)
@@ -274,11 +284,33 @@ static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms,
 			return lz_err_set(err, errno, "DNS answer: %s", strerror(errno));
 		}
 		if ((size_t)got > sizeof(answer))
-			continue; /* larger than any answer to our query without EDNS */
+			continue; /* larger than any answer to our query */
 		r = lz_dns_parse_answer(answer, (size_t)got, id, name, addrs, cap, ret_n, err);
+		if (r == -EIO)
+			*ret_rcode = answer[3] & 0xf; /* the answer to this query: checked */
 		if (r != -EBADMSG)
 			return r;
 	}
+}
+
+/* One server: asked with EDNS, and once more without when it answers
+ * that it does not know EDNS (FORMERR or NOTIMP, RFC 6891 7). */
+static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms, uint32_t *addrs, size_t cap,
+	       size_t *ret_n, struct lz_err *err)
+{
+	_cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return lz_err_set(err, errno, "socket: %s", strerror(errno));
+	/* Port 0 bind is implicit: the kernel picks a random source port. */
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(server) };
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return lz_err_set(err, errno, "DNS query to server: %s", strerror(errno));
+	int64_t deadline = now_ms() + timeout_ms;
+	unsigned rcode = 0;
+	int r = ask_once(fd, true, name, deadline, addrs, cap, ret_n, &rcode, err);
+	if (r == -EIO && (rcode == RCODE_FORMERR || rcode == RCODE_NOTIMP))
+		r = ask_once(fd, false, name, deadline, addrs, cap, ret_n, &rcode, err);
+	return r;
 }
 
 int lz_dns_resolve(const uint32_t *servers, size_t n_servers, uint16_t port, const char *name, int timeout_ms,

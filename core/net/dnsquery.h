@@ -7,11 +7,14 @@
  * backwards (at most 32 jumps), names are at most 255 bytes, CNAME chains
  * inside the answer are followed at most 8 links and never in a loop.
  * Each query goes out on a fresh UDP socket connect()ed to one server, so
- * only that server's datagrams are read, with a random id and source port.
+ * only that server's datagrams are read, with a random id and source port,
+ * and offers EDNS (answers up to 1232 bytes; a server that does not know
+ * EDNS is asked again without). A truncated answer is refused (no TCP).
  * Names are those of net/egressname.h; addresses are host byte order. */
 #ifndef LZ_DNSQUERY_H
 #define LZ_DNSQUERY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,10 +22,11 @@
 
 #define LZ_DNS_MAX_ADDRS 16
 
-/* A query for name's A record (RD set, class IN) into buf[0..cap).
- * -EINVAL for a name lz_egress_name_normalize refuses, -EMSGSIZE when cap
- * is too small; buf and *ret_len untouched on failure. */
-int lz_dns_build_query(uint16_t id, const char *name, uint8_t *buf, size_t cap, size_t *ret_len);
+/* A query for name's A record (RD set, class IN) into buf[0..cap), with
+ * an EDNS OPT record offering 1232-byte answers when edns. -EINVAL for a
+ * name lz_egress_name_normalize refuses, -EMSGSIZE when cap is too small;
+ * buf and *ret_len untouched on failure. */
+int lz_dns_build_query(uint16_t id, const char *name, bool edns, uint8_t *buf, size_t cap, size_t *ret_len);
 
 /* The A addresses the answer buf[0..len) gives for name, in answer order,
  * at most min(cap, LZ_DNS_MAX_ADDRS) (the rest ignored); *ret_n >= 1.

@@ -157,7 +157,7 @@ static void fuzz_name(const uint8_t *data, size_t size)
 	uint8_t msg[600];
 	size_t len = 0, n = 0;
 	uint32_t addr = 0;
-	check(lz_dns_build_query(0x4242, name, msg, sizeof(msg) - 16, &len) == 0);
+	check(lz_dns_build_query(0x4242, name, false, msg, sizeof(msg) - 16, &len) == 0);
 	msg[2] = 0x81;
 	msg[3] = 0x80;
 	msg[7] = 1;

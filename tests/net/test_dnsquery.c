@@ -141,7 +141,7 @@ static void test_lz_dns_build_query__bytes(void **state)
 	};
 	uint8_t buf[600];
 	size_t n = 0;
-	assert_int_equal(lz_dns_build_query(0x1234, "WWW.Example.com.", buf, sizeof(buf), &n), 0);
+	assert_int_equal(lz_dns_build_query(0x1234, "WWW.Example.com.", false, buf, sizeof(buf), &n), 0);
 	assert_int_equal(n, sizeof(want));
 	assert_memory_equal(buf, want, sizeof(want));
 	/* Too small by any amount: buf and *ret_len untouched. */
@@ -149,14 +149,27 @@ static void test_lz_dns_build_query__bytes(void **state)
 		uint8_t small[sizeof(want)];
 		memset(small, '#', sizeof(small));
 		size_t untouched = 77;
-		assert_int_equal(lz_dns_build_query(1, "www.example.com", small, cap, &untouched), -EMSGSIZE);
+		assert_int_equal(lz_dns_build_query(1, "www.example.com", false, small, cap, &untouched), -EMSGSIZE);
 		assert_int_equal(untouched, 77);
 		for (size_t i = 0; i < sizeof(small); i++)
 			assert_int_equal(small[i], '#');
 	}
 	size_t untouched = 77;
-	assert_int_equal(lz_dns_build_query(1, "www.example.com", buf, sizeof(want), &untouched), 0);
+	assert_int_equal(lz_dns_build_query(1, "www.example.com", false, buf, sizeof(want), &untouched), 0);
 	assert_int_equal(untouched, sizeof(want));
+
+	/* With EDNS: ARCOUNT 1 and the OPT record offering 1232 bytes. */
+	static const uint8_t opt[] = { 0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0 };
+	assert_int_equal(lz_dns_build_query(0x1234, "www.example.com", true, buf, sizeof(buf), &n), 0);
+	assert_int_equal(n, sizeof(want) + sizeof(opt));
+	assert_memory_equal(buf, want, 11);
+	assert_int_equal(buf[11], 1);
+	assert_memory_equal(buf + 12, want + 12, sizeof(want) - 12);
+	assert_memory_equal(buf + sizeof(want), opt, sizeof(opt));
+	untouched = 77;
+	assert_int_equal(lz_dns_build_query(1, "www.example.com", true, buf, sizeof(want) + sizeof(opt) - 1, &untouched),
+			 -EMSGSIZE);
+	assert_int_equal(untouched, 77);
 }
 
 static void test_lz_dns_build_query__bad_names(void **state)
@@ -166,7 +179,7 @@ static void test_lz_dns_build_query__bad_names(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint8_t buf[600];
 		size_t n = 77;
-		assert_int_equal(lz_dns_build_query(1, bad[i], buf, sizeof(buf), &n), -EINVAL);
+		assert_int_equal(lz_dns_build_query(1, bad[i], i % 2 == 0, buf, sizeof(buf), &n), -EINVAL);
 		assert_int_equal(n, 77);
 	}
 }
@@ -529,7 +542,11 @@ static void test_lz_resolvconf_nameservers__lines(void **state)
 }
 
 /* UDP servers on 127.0.0.1, 127.0.0.2, ... (one port) in forked children. */
-enum server_mode { ANSWER, WRONG_ID_FIRST, SILENT, NXDOMAIN, SERVFAIL, CLOSED };
+/* NO_EDNS answers FORMERR to a query with an OPT record (a server that
+ * does not know EDNS) and ANSWER's to one without; BIG answers 40
+ * addresses (688 bytes) to a query offering EDNS and a truncated answer
+ * (TC, no records) to one that does not, as a server would. */
+enum server_mode { ANSWER, WRONG_ID_FIRST, SILENT, NXDOMAIN, SERVFAIL, CLOSED, NO_EDNS, BIG };
 
 #define SERVERS_MAX 4
 
@@ -549,16 +566,28 @@ static _Noreturn void serve(int fd, enum server_mode mode)
 		ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
 		if (n < 12 || mode == SILENT)
 			continue;
+		/* The header and the question, without the query's OPT. */
+		size_t qend = 12;
+		while (qend < (size_t)n && q[qend] != 0)
+			qend += 1u + q[qend];
+		qend += 5;
+		if (qend > (size_t)n)
+			continue;
+		bool edns = q[11] == 1;
 		struct msg m = { .n = 0 };
-		put(&m, q, (size_t)n);
+		put(&m, q, qend);
 		m.b[2] = 0x81;
-		m.b[3] = mode == NXDOMAIN ? 0x83 : mode == SERVFAIL ? 0x82 : 0x80;
-		m.b[7] = mode == ANSWER || mode == WRONG_ID_FIRST ? 2 : 0;
-		if (m.b[7]) {
+		m.b[3] = mode == NXDOMAIN ? 0x83 : mode == SERVFAIL ? 0x82 : mode == NO_EDNS && edns ? 0x81 : 0x80;
+		m.b[10] = m.b[11] = 0;
+		unsigned an = mode == ANSWER || mode == WRONG_ID_FIRST || (mode == NO_EDNS && !edns) ? 2
+			      : mode == BIG && edns					   ? 40
+											   : 0;
+		if (mode == BIG && !edns)
+			m.b[2] |= 0x02; /* TC */
+		m.b[7] = (uint8_t)an;
+		for (unsigned i = 0; i < an; i++) {
 			put_ptr(&m, 12);
-			put_a(&m, 0xc0000207u);
-			put_ptr(&m, 12);
-			put_a(&m, 0xc0000208u);
+			put_a(&m, 0xc0000207u + i);
 		}
 		if (mode == WRONG_ID_FIRST) {
 			/* Another id with other addresses, then junk, then the answer. */
@@ -720,6 +749,34 @@ static void test_lz_dns_resolve__nxdomain_passes_through(void **state)
 	assert_true(ms < 2000);
 }
 
+/* Answers over 512 bytes come whole: the query offers EDNS. */
+static void test_lz_dns_resolve__answers_over_512_bytes(void **state)
+{
+	(void)state;
+	const enum server_mode modes[] = { BIG };
+	uint32_t addrs[4] = { 0 };
+	size_t n = 0;
+	long ms;
+	assert_int_equal(resolve_with(1, modes, 2000, addrs, &n, &ms), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(addrs[0], 0xc0000207u);
+	assert_int_equal(addrs[3], 0xc000020au);
+}
+
+/* A server that does not know EDNS is asked again without it, at once. */
+static void test_lz_dns_resolve__server_without_edns(void **state)
+{
+	(void)state;
+	const enum server_mode modes[] = { NO_EDNS };
+	uint32_t addrs[4] = { 0 };
+	size_t n = 0;
+	long ms;
+	assert_int_equal(resolve_with(1, modes, 2000, addrs, &n, &ms), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(addrs[1], 0xc0000208u);
+	assert_true(ms < 1000);
+}
+
 static void test_lz_dns_resolve__bad_arguments(void **state)
 {
 	(void)state;
@@ -753,6 +810,8 @@ int main(void)
 		cmocka_unit_test(test_lz_dns_resolve__servers_in_order),
 		cmocka_unit_test(test_lz_dns_resolve__failures_after_every_server),
 		cmocka_unit_test(test_lz_dns_resolve__nxdomain_passes_through),
+		cmocka_unit_test(test_lz_dns_resolve__answers_over_512_bytes),
+		cmocka_unit_test(test_lz_dns_resolve__server_without_edns),
 		cmocka_unit_test(test_lz_dns_resolve__bad_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
