@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -31,6 +32,7 @@
 #define EDNS_UDP_SIZE 1232
 #define OPT_LEN 11
 #define ANSWER_BUF 4096
+#define TCP_MESSAGE_MAX 65535 /* RFC 7766: two length bytes */
 
 struct wire_name {
 	uint8_t b[WIRE_NAME_MAX];
@@ -293,8 +295,87 @@ static int ask_once(int fd, bool edns, const char *name, int64_t deadline, uint3
 	}
 }
 
+/* Waits until fd is ready for events or deadline passes: 0, or -errno. */
+static int wait_for(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = { .fd = fd, .events = events };
+		int r = poll(&pfd, 1, (int)left);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Moves len bytes to or from the non-blocking stream fd by deadline. */
+static int stream_all(int fd, bool out, uint8_t *buf, size_t len, int64_t deadline)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = out ? send(fd, buf + done, len - done, MSG_NOSIGNAL) : recv(fd, buf + done, len - done, 0);
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET; /* the server closed before the whole answer */
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		int r = wait_for(fd, out ? POLLOUT : POLLIN, deadline);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The query again over TCP (RFC 7766: each message after two length
+ * bytes) to the server whose UDP answer was truncated, by deadline. */
+static int ask_tcp(const struct sockaddr_in *sa, const char *name, int64_t deadline, uint32_t *addrs, size_t cap,
+		   size_t *ret_n, struct lz_err *err)
+{
+	uint8_t query[2 + HEADER_LEN + WIRE_NAME_MAX + 4], len[2];
+	size_t qlen;
+	uint16_t id;
+	if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
+		return lz_err_set(err, errno ? errno : EIO, "getrandom failed");
+	if (lz_dns_build_query(id, name, false, query + 2, sizeof(query) - 2, &qlen) < 0)
+		return lz_err_set(err, EINVAL, "'%s' is not a host name", name);
+	query[0] = (uint8_t)(qlen >> 8);
+	query[1] = (uint8_t)qlen;
+	_cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return lz_err_set(err, errno, "socket: %s", strerror(errno));
+	int r = 0, e = 0;
+	socklen_t el = sizeof(e);
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
+		if (errno != EINPROGRESS)
+			r = -errno;
+		else if ((r = wait_for(fd, POLLOUT, deadline)) == 0 &&
+			 getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e != 0)
+			r = -e;
+	}
+	if (r == 0)
+		r = stream_all(fd, true, query, 2 + qlen, deadline);
+	if (r == 0)
+		r = stream_all(fd, false, len, 2, deadline);
+	if (r < 0)
+		return lz_err_set(err, -r, "DNS over TCP for %s: %s", name, strerror(-r));
+	size_t alen = (size_t)len[0] << 8 | len[1];
+	_cleanup_free_ uint8_t *answer = malloc(TCP_MESSAGE_MAX);
+	if (answer == NULL)
+		return lz_err_set(err, ENOMEM, "out of memory");
+	if ((r = stream_all(fd, false, answer, alen, deadline)) < 0)
+		return lz_err_set(err, -r, "DNS over TCP for %s: %s", name, strerror(-r));
+	r = lz_dns_parse_answer(answer, alen, id, name, addrs, cap, ret_n, err);
+	return r == -EMSGSIZE ? lz_err_set(err, EBADMSG, "DNS answer over TCP for %s truncated", name) : r;
+}
+
 /* One server: asked with EDNS, and once more without when it answers
- * that it does not know EDNS (FORMERR or NOTIMP, RFC 6891 7). */
+ * that it does not know EDNS (FORMERR or NOTIMP, RFC 6891 7); a
+ * truncated answer is asked for again over TCP. */
 static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms, uint32_t *addrs, size_t cap,
 	       size_t *ret_n, struct lz_err *err)
 {
@@ -310,7 +391,11 @@ static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms,
 	int r = ask_once(fd, true, name, deadline, addrs, cap, ret_n, &rcode, err);
 	if (r == -EIO && (rcode == RCODE_FORMERR || rcode == RCODE_NOTIMP))
 		r = ask_once(fd, false, name, deadline, addrs, cap, ret_n, &rcode, err);
-	return r;
+	if (r != -EMSGSIZE)
+		return r;
+	r = ask_tcp(&sa, name, deadline, addrs, cap, ret_n, err);
+	/* a server that cannot answer whole is passed over, as before */
+	return r == 0 || r == -ENOENT || r == -EIO || r == -EINVAL || r == -ENOMEM ? r : -EMSGSIZE;
 }
 
 int lz_dns_resolve(const uint32_t *servers, size_t n_servers, uint16_t port, const char *name, int timeout_ms,

@@ -9,7 +9,8 @@
  * Each query goes out on a fresh UDP socket connect()ed to one server, so
  * only that server's datagrams are read, with a random id and source port,
  * and offers EDNS (answers up to 1232 bytes; a server that does not know
- * EDNS is asked again without). A truncated answer is refused (no TCP).
+ * EDNS is asked again without); an answer truncated even so is asked
+ * for again over TCP (RFC 7766) under the same deadline.
  * Names are those of net/egressname.h; addresses are host byte order. */
 #ifndef LZ_DNSQUERY_H
 #define LZ_DNSQUERY_H
@@ -38,8 +39,9 @@ int lz_dns_parse_answer(const uint8_t *buf, size_t len, uint16_t id, const char 
 
 /* Asks servers[0..n) in order on UDP port, each for up to timeout_ms;
  * datagrams that are not the answer are ignored. Returns on the first
- * answer with addresses or -ENOENT; a server answering -EIO or -EMSGSIZE,
- * or refusing, is passed over. -ETIMEDOUT when no server gave an answer,
+ * answer with addresses or -ENOENT; a server answering -EIO, or
+ * -EMSGSIZE (truncated, and not answered whole over TCP), or refusing, is
+ * passed over. -ETIMEDOUT when no server gave an answer,
  * else the last server's error. Outputs untouched on failure. */
 int lz_dns_resolve(const uint32_t *servers, size_t n_servers, uint16_t port, const char *name, int timeout_ms,
 		   uint32_t *addrs, size_t cap, size_t *ret_n, struct lz_err *err);

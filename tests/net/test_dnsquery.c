@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -545,8 +546,10 @@ static void test_lz_resolvconf_nameservers__lines(void **state)
 /* NO_EDNS answers FORMERR to a query with an OPT record (a server that
  * does not know EDNS) and ANSWER's to one without; BIG answers 40
  * addresses (688 bytes) to a query offering EDNS and a truncated answer
- * (TC, no records) to one that does not, as a server would. */
-enum server_mode { ANSWER, WRONG_ID_FIRST, SILENT, NXDOMAIN, SERVFAIL, CLOSED, NO_EDNS, BIG };
+ * (TC, no records) to one that does not, as a server would. TCP_BIG
+ * answers every UDP query truncated and has the 40 addresses over TCP on
+ * the same port; TC_ONLY truncates and has no TCP. */
+enum server_mode { ANSWER, WRONG_ID_FIRST, SILENT, NXDOMAIN, SERVFAIL, CLOSED, NO_EDNS, BIG, TCP_BIG, TC_ONLY };
 
 #define SERVERS_MAX 4
 
@@ -557,38 +560,73 @@ struct servers {
 	uint16_t port;
 };
 
-static _Noreturn void serve(int fd, enum server_mode mode)
+/* The answer to query q[0..n) in mode, over TCP or UDP; false: none. */
+static bool answer_for(const uint8_t *q, size_t n, enum server_mode mode, bool tcp, struct msg *m)
+{
+	/* The header and the question, without the query's OPT. */
+	size_t qend = 12;
+	while (qend < n && q[qend] != 0)
+		qend += 1u + q[qend];
+	qend += 5;
+	if (n < 12 || qend > n || mode == SILENT)
+		return false;
+	bool edns = q[11] == 1;
+	m->n = 0;
+	put(m, q, qend);
+	m->b[2] = 0x81;
+	m->b[3] = mode == NXDOMAIN ? 0x83 : mode == SERVFAIL ? 0x82 : mode == NO_EDNS && edns ? 0x81 : 0x80;
+	m->b[10] = m->b[11] = 0;
+	bool whole = mode == BIG ? edns : mode == TCP_BIG ? tcp : mode != TC_ONLY;
+	unsigned an = !whole						? 0
+		      : mode == BIG || mode == TCP_BIG			? 40
+		      : mode == NO_EDNS					? (edns ? 0 : 2)
+		      : mode == ANSWER || mode == WRONG_ID_FIRST		? 2
+									: 0;
+	if (!whole)
+		m->b[2] |= 0x02; /* TC */
+	m->b[7] = (uint8_t)an;
+	for (unsigned i = 0; i < an; i++) {
+		put_ptr(m, 12);
+		put_a(m, 0xc0000207u + i);
+	}
+	return true;
+}
+
+/* One query over TCP on l, answered. */
+static void serve_tcp(int l, enum server_mode mode)
+{
+	int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	uint8_t len[2], q[512];
+	struct msg m;
+	if (c < 0)
+		return;
+	if (recv(c, len, 2, MSG_WAITALL) == 2 && (size_t)(len[0] << 8 | len[1]) <= sizeof(q) &&
+	    recv(c, q, (size_t)(len[0] << 8 | len[1]), MSG_WAITALL) == (len[0] << 8 | len[1]) &&
+	    answer_for(q, (size_t)(len[0] << 8 | len[1]), mode, true, &m)) {
+		uint8_t out[2] = { (uint8_t)(m.n >> 8), (uint8_t)m.n };
+		(void)!send(c, out, 2, MSG_NOSIGNAL);
+		(void)!send(c, m.b, m.n, MSG_NOSIGNAL);
+	}
+	close(c);
+}
+
+static _Noreturn void serve(int fd, int tcp, enum server_mode mode)
 {
 	for (;;) {
+		struct pollfd pf[2] = { { .fd = fd, .events = POLLIN }, { .fd = tcp, .events = POLLIN } };
+		if (poll(pf, 2, -1) <= 0)
+			continue;
+		if (pf[1].revents)
+			serve_tcp(tcp, mode);
+		if (!pf[0].revents)
+			continue;
 		uint8_t q[512];
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
 		ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
-		if (n < 12 || mode == SILENT)
+		struct msg m;
+		if (n < 0 || !answer_for(q, (size_t)n, mode, false, &m))
 			continue;
-		/* The header and the question, without the query's OPT. */
-		size_t qend = 12;
-		while (qend < (size_t)n && q[qend] != 0)
-			qend += 1u + q[qend];
-		qend += 5;
-		if (qend > (size_t)n)
-			continue;
-		bool edns = q[11] == 1;
-		struct msg m = { .n = 0 };
-		put(&m, q, qend);
-		m.b[2] = 0x81;
-		m.b[3] = mode == NXDOMAIN ? 0x83 : mode == SERVFAIL ? 0x82 : mode == NO_EDNS && edns ? 0x81 : 0x80;
-		m.b[10] = m.b[11] = 0;
-		unsigned an = mode == ANSWER || mode == WRONG_ID_FIRST || (mode == NO_EDNS && !edns) ? 2
-			      : mode == BIG && edns					   ? 40
-											   : 0;
-		if (mode == BIG && !edns)
-			m.b[2] |= 0x02; /* TC */
-		m.b[7] = (uint8_t)an;
-		for (unsigned i = 0; i < an; i++) {
-			put_ptr(&m, 12);
-			put_a(&m, 0xc0000207u + i);
-		}
 		if (mode == WRONG_ID_FIRST) {
 			/* Another id with other addresses, then junk, then the answer. */
 			struct msg w = m;
@@ -624,11 +662,20 @@ static void servers_start(struct servers *s, size_t n, const enum server_mode *m
 			close(fd);
 			continue;
 		}
+		int tcp = -1;
+		if (modes[i] == TCP_BIG) {
+			tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			assert_true(tcp >= 0);
+			assert_int_equal(bind(tcp, (struct sockaddr *)&sa, sizeof(sa)), 0);
+			assert_int_equal(listen(tcp, 4), 0);
+		}
 		pid_t pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0)
-			serve(fd, modes[i]);
+			serve(fd, tcp, modes[i]);
 		close(fd);
+		if (tcp >= 0)
+			close(tcp);
 		s->pids[i] = pid;
 	}
 }
@@ -763,6 +810,25 @@ static void test_lz_dns_resolve__answers_over_512_bytes(void **state)
 	assert_int_equal(addrs[3], 0xc000020au);
 }
 
+/* An answer truncated even with EDNS is asked for over TCP; a server
+ * without TCP leaves the name truncated, at once. */
+static void test_lz_dns_resolve__truncated_answers_over_tcp(void **state)
+{
+	(void)state;
+	const enum server_mode tcp[] = { TCP_BIG };
+	uint32_t addrs[4] = { 0 };
+	size_t n = 0;
+	long ms;
+	assert_int_equal(resolve_with(1, tcp, 2000, addrs, &n, &ms), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(addrs[3], 0xc000020au);
+	const enum server_mode none[] = { TC_ONLY };
+	n = 99;
+	assert_int_equal(resolve_with(1, none, 2000, addrs, &n, &ms), -EMSGSIZE);
+	assert_int_equal(n, 99);
+	assert_true(ms < 1000);
+}
+
 /* A server that does not know EDNS is asked again without it, at once. */
 static void test_lz_dns_resolve__server_without_edns(void **state)
 {
@@ -812,6 +878,7 @@ int main(void)
 		cmocka_unit_test(test_lz_dns_resolve__nxdomain_passes_through),
 		cmocka_unit_test(test_lz_dns_resolve__answers_over_512_bytes),
 		cmocka_unit_test(test_lz_dns_resolve__server_without_edns),
+		cmocka_unit_test(test_lz_dns_resolve__truncated_answers_over_tcp),
 		cmocka_unit_test(test_lz_dns_resolve__bad_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
