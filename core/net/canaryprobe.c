@@ -9,28 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits for events on fd until deadline: 0, -ETIMEDOUT or -errno. */
-static int wait_for(int fd, short events, int64_t deadline)
-{
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd p = { .fd = fd, .events = events };
-		int r = poll(&p, 1, (int)left);
-		if (r > 0)
-			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
-	}
-}
+#include "util/deadline.h"
 
 static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challenge, uint8_t *answer,
 		    int64_t deadline)
@@ -40,7 +19,7 @@ static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challeng
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (errno != EINPROGRESS)
 			return -errno;
-		int r = wait_for(s, POLLOUT, deadline), so = 0;
+		int r = lz_wait_fd(s, POLLOUT, deadline), so = 0;
 		socklen_t len = sizeof(so);
 		if (r < 0)
 			return r;
@@ -58,7 +37,7 @@ static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challeng
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -errno;
-		int r = wait_for(s, POLLOUT, deadline);
+		int r = lz_wait_fd(s, POLLOUT, deadline);
 		if (r < 0)
 			return r;
 	}
@@ -73,7 +52,7 @@ static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challeng
 			return -EPROTO;
 		if (errno != EAGAIN && errno != EINTR)
 			return -errno;
-		int r = wait_for(s, POLLIN, deadline);
+		int r = lz_wait_fd(s, POLLIN, deadline);
 		if (r < 0)
 			return r;
 	}
@@ -99,7 +78,7 @@ int lz_canary_probe_port(uint32_t addr, uint16_t port, const char *bind_dev,
 			 const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], uint8_t answer[LZ_CANARY_CHALLENGE_LEN],
 			 int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = lz_clock_ms() + timeout_ms;
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;

@@ -14,6 +14,7 @@
 #include "net/egressname.h"
 #include "net/netprefix.h"
 #include "util/cleanup.h"
+#include "util/deadline.h"
 
 #define HEADER_LEN 12
 #define WIRE_NAME_MAX 255 /* RFC 1035 3.1, labels and the root byte */
@@ -246,13 +247,6 @@ int lz_dns_parse_answer(const uint8_t *buf, size_t len, uint16_t id, const char 
 	return 0;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One query on fd, connected to its server, until deadline: 0 or
  * -ENOENT (final), -ETIMEDOUT, or another -errno; *ret_rcode is the
  * answer's RCODE when it is -EIO. */
@@ -270,15 +264,11 @@ static int ask_once(int fd, bool edns, const char *name, int64_t deadline, uint3
 	if (send(fd, query, qlen, 0) != (ssize_t)qlen)
 		return lz_err_set(err, errno ? errno : EIO, "DNS query to server: %s", strerror(errno));
 	for (;;) {
-		int64_t left = deadline - now_ms();
-		if (left <= 0)
+		int r = lz_wait_fd(fd, POLLIN, deadline);
+		if (r == -ETIMEDOUT)
 			return lz_err_set(err, ETIMEDOUT, "DNS server did not answer for %s", name);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int r = poll(&pfd, 1, (int)left);
-		if (r < 0 && errno != EINTR)
-			return lz_err_set(err, errno, "poll: %s", strerror(errno));
-		if (r <= 0)
-			continue;
+		if (r < 0)
+			return lz_err_set(err, -r, "poll: %s", strerror(-r));
 		ssize_t got = recv(fd, answer, sizeof(answer), MSG_TRUNC);
 		if (got < 0) {
 			if (errno == EINTR || errno == EAGAIN)
@@ -295,22 +285,6 @@ static int ask_once(int fd, bool edns, const char *name, int64_t deadline, uint3
 	}
 }
 
-/* Waits until fd is ready for events or deadline passes: 0, or -errno. */
-static int wait_for(int fd, short events, int64_t deadline)
-{
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { .fd = fd, .events = events };
-		int r = poll(&pfd, 1, (int)left);
-		if (r > 0)
-			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
 /* Moves len bytes to or from the non-blocking stream fd by deadline. */
 static int stream_all(int fd, bool out, uint8_t *buf, size_t len, int64_t deadline)
 {
@@ -324,7 +298,7 @@ static int stream_all(int fd, bool out, uint8_t *buf, size_t len, int64_t deadli
 			return -ECONNRESET; /* the server closed before the whole answer */
 		if (errno != EAGAIN && errno != EINTR)
 			return -errno;
-		int r = wait_for(fd, out ? POLLOUT : POLLIN, deadline);
+		int r = lz_wait_fd(fd, out ? POLLOUT : POLLIN, deadline);
 		if (r < 0)
 			return r;
 	}
@@ -353,7 +327,7 @@ static int ask_tcp(const struct sockaddr_in *sa, const char *name, int64_t deadl
 	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
 		if (errno != EINPROGRESS)
 			r = -errno;
-		else if ((r = wait_for(fd, POLLOUT, deadline)) == 0 &&
+		else if ((r = lz_wait_fd(fd, POLLOUT, deadline)) == 0 &&
 			 getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e != 0)
 			r = -e;
 	}
@@ -386,7 +360,7 @@ static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms,
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(server) };
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return lz_err_set(err, errno, "DNS query to server: %s", strerror(errno));
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = lz_clock_ms() + timeout_ms;
 	unsigned rcode = 0;
 	int r = ask_once(fd, true, name, deadline, addrs, cap, ret_n, &rcode, err);
 	if (r == -EIO && (rcode == RCODE_FORMERR || rcode == RCODE_NOTIMP))

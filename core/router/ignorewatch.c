@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/deadline.h"
 #include "util/escape.h"
 #include "util/sys.h"
 
@@ -582,13 +583,6 @@ static int retry_delay(unsigned failures)
 	return 1000 << shift; /* 1 s doubling to 32 s */
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds from now until the earliest of the set deadlines (-1:
  * unset), -1 for none. */
 static int wait_ms(int64_t now, const int64_t *at, size_t n)
@@ -621,7 +615,7 @@ static void *watch_main(void *arg)
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = iw->stop_fd, .events = POLLIN },
 					{ .fd = iw->ino_fd, .events = POLLIN } };
-		int n = poll(pf, 2, wait_ms(now_ms(), at, AT_N));
+		int n = poll(pf, 2, wait_ms(lz_clock_ms(), at, AT_N));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || pf[0].revents)
@@ -636,9 +630,9 @@ static void *watch_main(void *arg)
 				off += (ssize_t)(sizeof(*ev) + ev->len);
 			}
 			if (dirty) /* a burst of changes (git checkout) is one rebuild */
-				at[AT_QUIET] = now_ms() + QUIET_MS;
+				at[AT_QUIET] = lz_clock_ms() + QUIET_MS;
 		}
-		int64_t now = now_ms();
+		int64_t now = lz_clock_ms();
 		if ((at[AT_QUIET] >= 0 && now >= at[AT_QUIET]) || (at[AT_REBUILD] >= 0 && now >= at[AT_REBUILD])) {
 			at[AT_QUIET] = -1;
 			int r = rebuild(iw, failures);
