@@ -716,43 +716,55 @@ static int resolve_with(size_t n, const enum server_mode *modes, int timeout_ms,
 	return r;
 }
 
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Resolves with servers in modes, expecting want addresses (every
+ * server's answer holds 192.0.2.7, .8, ... in order; at most 4 fit);
+ * returns the milliseconds it took. */
+static long resolves(size_t n_modes, const enum server_mode *modes, int timeout_ms, size_t want)
+{
+	uint32_t addrs[4] = { 0 };
+	size_t n = 0;
+	long ms;
+	assert_int_equal(resolve_with(n_modes, modes, timeout_ms, addrs, &n, &ms), 0);
+	assert_int_equal(n, want);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(addrs[i], 0xc0000207u + i);
+	return ms;
+}
+
+/* Resolves with servers in modes, expecting the error want and the
+ * outputs untouched; returns the milliseconds it took. */
+static long fails(size_t n_modes, const enum server_mode *modes, int timeout_ms, int want)
+{
+	uint32_t addrs[4] = { 5, 5, 5, 5 };
+	size_t n = 99;
+	long ms;
+	assert_int_equal(resolve_with(n_modes, modes, timeout_ms, addrs, &n, &ms), want);
+	assert_int_equal(n, 99);
+	assert_int_equal(addrs[0], 5);
+	return ms;
+}
+
 static void test_lz_dns_resolve__answers(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { ANSWER };
-	uint32_t addrs[4] = { 0 };
-	size_t n = 0;
-	long ms;
-	assert_int_equal(resolve_with(1, modes, 2000, addrs, &n, &ms), 0);
-	assert_int_equal(n, 2);
-	assert_int_equal(addrs[0], 0xc0000207u);
-	assert_int_equal(addrs[1], 0xc0000208u);
+	resolves(N_OF(modes), modes, 2000, 2);
 }
 
 static void test_lz_dns_resolve__wrong_id_ignored(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { WRONG_ID_FIRST };
-	uint32_t addrs[4] = { 0 };
-	size_t n = 0;
-	long ms;
-	assert_int_equal(resolve_with(1, modes, 2000, addrs, &n, &ms), 0);
-	assert_int_equal(n, 2);
-	assert_int_equal(addrs[0], 0xc0000207u);
-	assert_int_equal(addrs[1], 0xc0000208u);
-	assert_true(ms >= 40);
+	assert_true(resolves(N_OF(modes), modes, 2000, 2) >= 40);
 }
 
 static void test_lz_dns_resolve__silent_server_times_out(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { SILENT };
-	uint32_t addrs[4] = { 5, 5, 5, 5 };
-	size_t n = 99;
-	long ms;
-	assert_int_equal(resolve_with(1, modes, 300, addrs, &n, &ms), -ETIMEDOUT);
-	assert_int_equal(n, 99);
-	assert_int_equal(addrs[0], 5);
+	long ms = fails(N_OF(modes), modes, 300, -ETIMEDOUT);
 	assert_true(ms >= 290 && ms < 2000);
 }
 
@@ -760,40 +772,23 @@ static void test_lz_dns_resolve__servers_in_order(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { SILENT, SERVFAIL, CLOSED, ANSWER };
-	uint32_t addrs[4] = { 0 };
-	size_t n = 0;
-	long ms;
-	assert_int_equal(resolve_with(4, modes, 300, addrs, &n, &ms), 0);
-	assert_int_equal(n, 2);
-	assert_int_equal(addrs[0], 0xc0000207u);
-	assert_true(ms >= 290);
+	assert_true(resolves(N_OF(modes), modes, 300, 2) >= 290);
 }
 
 static void test_lz_dns_resolve__failures_after_every_server(void **state)
 {
 	(void)state;
-	uint32_t addrs[4] = { 5 };
-	size_t n = 99;
-	long ms;
 	const enum server_mode servfail[] = { SERVFAIL, SILENT };
-	assert_int_equal(resolve_with(2, servfail, 200, addrs, &n, &ms), -EIO);
+	fails(N_OF(servfail), servfail, 200, -EIO);
 	const enum server_mode closed[] = { CLOSED, SILENT };
-	assert_int_equal(resolve_with(2, closed, 200, addrs, &n, &ms), -ETIMEDOUT);
-	assert_int_equal(n, 99);
-	assert_int_equal(addrs[0], 5);
+	fails(N_OF(closed), closed, 200, -ETIMEDOUT);
 }
 
 static void test_lz_dns_resolve__nxdomain_passes_through(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { NXDOMAIN, ANSWER };
-	uint32_t addrs[4] = { 5 };
-	size_t n = 99;
-	long ms;
-	assert_int_equal(resolve_with(2, modes, 5000, addrs, &n, &ms), -ENOENT);
-	assert_int_equal(n, 99);
-	assert_int_equal(addrs[0], 5);
-	assert_true(ms < 2000);
+	assert_true(fails(N_OF(modes), modes, 5000, -ENOENT) < 2000);
 }
 
 /* Answers over 512 bytes come whole: the query offers EDNS. */
@@ -801,13 +796,7 @@ static void test_lz_dns_resolve__answers_over_512_bytes(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { BIG };
-	uint32_t addrs[4] = { 0 };
-	size_t n = 0;
-	long ms;
-	assert_int_equal(resolve_with(1, modes, 2000, addrs, &n, &ms), 0);
-	assert_int_equal(n, 4);
-	assert_int_equal(addrs[0], 0xc0000207u);
-	assert_int_equal(addrs[3], 0xc000020au);
+	resolves(N_OF(modes), modes, 2000, 4);
 }
 
 /* An answer truncated even with EDNS is asked for over TCP; a server
@@ -815,18 +804,9 @@ static void test_lz_dns_resolve__answers_over_512_bytes(void **state)
 static void test_lz_dns_resolve__truncated_answers_over_tcp(void **state)
 {
 	(void)state;
-	const enum server_mode tcp[] = { TCP_BIG };
-	uint32_t addrs[4] = { 0 };
-	size_t n = 0;
-	long ms;
-	assert_int_equal(resolve_with(1, tcp, 2000, addrs, &n, &ms), 0);
-	assert_int_equal(n, 4);
-	assert_int_equal(addrs[3], 0xc000020au);
-	const enum server_mode none[] = { TC_ONLY };
-	n = 99;
-	assert_int_equal(resolve_with(1, none, 2000, addrs, &n, &ms), -EMSGSIZE);
-	assert_int_equal(n, 99);
-	assert_true(ms < 1000);
+	const enum server_mode tcp[] = { TCP_BIG }, none[] = { TC_ONLY };
+	resolves(N_OF(tcp), tcp, 2000, 4);
+	assert_true(fails(N_OF(none), none, 2000, -EMSGSIZE) < 1000);
 }
 
 /* A server that does not know EDNS is asked again without it, at once. */
@@ -834,13 +814,7 @@ static void test_lz_dns_resolve__server_without_edns(void **state)
 {
 	(void)state;
 	const enum server_mode modes[] = { NO_EDNS };
-	uint32_t addrs[4] = { 0 };
-	size_t n = 0;
-	long ms;
-	assert_int_equal(resolve_with(1, modes, 2000, addrs, &n, &ms), 0);
-	assert_int_equal(n, 2);
-	assert_int_equal(addrs[1], 0xc0000208u);
-	assert_true(ms < 1000);
+	assert_true(resolves(N_OF(modes), modes, 2000, 2) < 1000);
 }
 
 static void test_lz_dns_resolve__bad_arguments(void **state)
