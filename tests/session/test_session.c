@@ -906,13 +906,27 @@ static void test_lz_session_prompt__settles_only_once_the_client_read_it(void **
 	spawn_sh(f, "sleep 30", -1, -1);
 	static char junk[4096];
 	memset(junk, 'g', sizeof(junk));
-	for (int i = 0; i < 16; i++) { /* 64 KB relayed, none of it read by the client */
-		assert_int_equal(write(f->slave, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	/* 64 KB relayed, none of it read by the client. The slave does not
+	 * block: the kernel hands a PTY's bytes to the master in a worker of
+	 * its own, so a read may find none yet, and a blocking write would
+	 * wait for a read only this thread makes (a loaded CI hung here). */
+	int fl = fcntl(f->slave, F_GETFL);
+	assert_int_equal(fcntl(f->slave, F_SETFL, fl | O_NONBLOCK), 0);
+	size_t sent = 0;
+	int64_t until = lz_now_ms() + 10000;
+	for (int quiet = 0; sent < 16 * sizeof(junk) || quiet < 20;) {
+		ssize_t n = sent < 16 * sizeof(junk) ? write(f->slave, junk, sizeof(junk)) : 0;
+		assert_true(n >= 0 || errno == EAGAIN);
+		sent += n > 0 ? (size_t)n : 0;
+		struct pollfd pf = { .fd = f->s.master, .events = POLLIN };
+		quiet = poll(&pf, 1, n > 0 ? 0 : 5) == 0 ? quiet + 1 : 0;
 		lz_session_read_master(&f->s);
 		lz_session_flush_output(&f->s);
 		if (f->s.out_len > 0 || lz_tlschan_pending(f->s.tls))
-			fail_msg("the socket took only %d KB", 4 * i);
+			fail_msg("the socket took only %zu bytes", sent);
+		assert_true(lz_now_ms() < until);
 	}
+	assert_int_equal(fcntl(f->slave, F_SETFL, fl), 0);
 	assert_int_equal(f->s.out_len, 0);
 	assert_false(lz_tlschan_pending(f->s.tls));
 	assert_int_equal(lz_session_prompt(&f->s, "Approve? [y/N] ", 15), 0);
