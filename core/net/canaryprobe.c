@@ -3,10 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/deadline.h"
@@ -16,47 +14,14 @@ static int exchange(int s, uint32_t addr, uint16_t port, const uint8_t *challeng
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(addr) };
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (errno != EINPROGRESS)
-			return -errno;
-		int r = lz_wait_fd(s, POLLOUT, deadline), so = 0;
-		socklen_t len = sizeof(so);
-		if (r < 0)
-			return r;
-		if (getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &len) < 0)
-			return -errno;
-		if (so != 0)
-			return -so;
-	}
-	size_t sent = 0;
-	while (sent < LZ_CANARY_CHALLENGE_LEN) {
-		ssize_t n = send(s, challenge + sent, LZ_CANARY_CHALLENGE_LEN - sent, MSG_NOSIGNAL);
-		if (n > 0) {
-			sent += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno != EAGAIN && errno != EINTR)
-			return -errno;
-		int r = lz_wait_fd(s, POLLOUT, deadline);
-		if (r < 0)
-			return r;
-	}
-	size_t got = 0;
-	while (got < LZ_CANARY_CHALLENGE_LEN) {
-		ssize_t n = recv(s, answer + got, LZ_CANARY_CHALLENGE_LEN - got, 0);
-		if (n > 0) {
-			got += (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -EPROTO;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		int r = lz_wait_fd(s, POLLIN, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	/* A peer that accepts and closes unanswered is an answer (-EPROTO),
+	 * never lz_canary_no_answer. */
+	int r = lz_connect_by(s, (struct sockaddr *)&sa, sizeof(sa), deadline);
+	if (r == 0)
+		r = lz_stream_by(s, true, (void *)challenge, LZ_CANARY_CHALLENGE_LEN, deadline);
+	if (r == 0)
+		r = lz_stream_by(s, false, answer, LZ_CANARY_CHALLENGE_LEN, deadline);
+	return r;
 }
 
 bool lz_canary_no_answer(int r)

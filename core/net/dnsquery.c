@@ -285,26 +285,6 @@ static int ask_once(int fd, bool edns, const char *name, int64_t deadline, uint3
 	}
 }
 
-/* Moves len bytes to or from the non-blocking stream fd by deadline. */
-static int stream_all(int fd, bool out, uint8_t *buf, size_t len, int64_t deadline)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t n = out ? send(fd, buf + done, len - done, MSG_NOSIGNAL) : recv(fd, buf + done, len - done, 0);
-		if (n > 0) {
-			done += (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -ECONNRESET; /* the server closed before the whole answer */
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		int r = lz_wait_fd(fd, out ? POLLOUT : POLLIN, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 /* The query again over TCP (RFC 7766: each message after two length
  * bytes) to the server whose UDP answer was truncated, by deadline. */
 static int ask_tcp(const struct sockaddr_in *sa, const char *name, int64_t deadline, uint32_t *addrs, size_t cap,
@@ -322,26 +302,19 @@ static int ask_tcp(const struct sockaddr_in *sa, const char *name, int64_t deadl
 	_cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return lz_err_set(err, errno, "socket: %s", strerror(errno));
-	int r = 0, e = 0;
-	socklen_t el = sizeof(e);
-	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
-		if (errno != EINPROGRESS)
-			r = -errno;
-		else if ((r = lz_wait_fd(fd, POLLOUT, deadline)) == 0 &&
-			 getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e != 0)
-			r = -e;
-	}
+	/* -EPROTO: the server closed before the whole answer */
+	int r = lz_connect_by(fd, (const struct sockaddr *)sa, sizeof(*sa), deadline);
 	if (r == 0)
-		r = stream_all(fd, true, query, 2 + qlen, deadline);
+		r = lz_stream_by(fd, true, query, 2 + qlen, deadline);
 	if (r == 0)
-		r = stream_all(fd, false, len, 2, deadline);
+		r = lz_stream_by(fd, false, len, 2, deadline);
 	if (r < 0)
 		return lz_err_set(err, -r, "DNS over TCP for %s: %s", name, strerror(-r));
 	size_t alen = (size_t)len[0] << 8 | len[1];
 	_cleanup_free_ uint8_t *answer = malloc(TCP_MESSAGE_MAX);
 	if (answer == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	if ((r = stream_all(fd, false, answer, alen, deadline)) < 0)
+	if ((r = lz_stream_by(fd, false, answer, alen, deadline)) < 0)
 		return lz_err_set(err, -r, "DNS over TCP for %s: %s", name, strerror(-r));
 	r = lz_dns_parse_answer(answer, alen, id, name, addrs, cap, ret_n, err);
 	return r == -EMSGSIZE ? lz_err_set(err, EBADMSG, "DNS answer over TCP for %s truncated", name) : r;

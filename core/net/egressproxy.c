@@ -22,6 +22,7 @@
 #include "net/tlssni.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
+#include "util/deadline.h"
 #include "util/sys.h"
 #include "util/testfault.h"
 
@@ -278,22 +279,8 @@ static int connect_to(uint32_t addr, uint16_t port, int *ret)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(addr) };
 	/* before connect: the window scale is chosen for the SYN */
 	int r = cap_buffers(s, UPSTREAM_RCVBUF, UPSTREAM_SNDBUF);
-	if (r == 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (errno != EINPROGRESS) {
-			r = -errno;
-		} else {
-			struct pollfd pf = { .fd = s, .events = POLLOUT };
-			int e = 0;
-			socklen_t el = sizeof(e);
-			int pr = poll(&pf, 1, LZ_EGRESS_CONNECT_MS);
-			if (pr == 0)
-				r = -ETIMEDOUT;
-			else if (pr < 0 || getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
-				r = -errno;
-			else if (e != 0)
-				r = -e;
-		}
-	}
+	if (r == 0)
+		r = lz_connect_by(s, (struct sockaddr *)&sa, sizeof(sa), lz_clock_ms() + LZ_EGRESS_CONNECT_MS);
 	if (r == 0 && (fcntl(s, F_SETFL, 0) < 0 || bound_sends(s) < 0))
 		r = -errno;
 	if (r < 0) {

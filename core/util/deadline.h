@@ -1,11 +1,16 @@
-/* Monotonic deadlines for code that links nothing else (the static
- * lazaret-init's canary probe among it): header-only. */
+/* Monotonic deadlines, and the socket steps that wait by one, for code
+ * that links nothing else (the static lazaret-init's canary probe among
+ * it): header-only. */
 #ifndef LZ_UTIL_DEADLINE_H
 #define LZ_UTIL_DEADLINE_H
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 /* CLOCK_MONOTONIC in milliseconds. */
@@ -31,6 +36,46 @@ static inline int lz_wait_fd(int fd, short events, int64_t deadline)
 		if (r < 0 && errno != EINTR)
 			return -errno;
 	}
+}
+
+/* Connects the non-blocking socket fd to sa by deadline: 0, -ETIMEDOUT,
+ * or -errno of the connection (its SO_ERROR). */
+static inline int lz_connect_by(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline)
+{
+	if (connect(fd, sa, len) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return -errno;
+	int r = lz_wait_fd(fd, POLLOUT, deadline), so = 0;
+	socklen_t so_len = sizeof(so);
+	if (r < 0)
+		return r;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &so_len) < 0)
+		return -errno;
+	return -so;
+}
+
+/* Moves exactly len bytes to (out) or from the non-blocking stream fd by
+ * deadline: 0, -ETIMEDOUT, -errno, or -EPROTO when the peer ended its
+ * stream before len bytes came. */
+static inline int lz_stream_by(int fd, bool out, void *buf, size_t len, int64_t deadline)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = out ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
+				: recv(fd, (char *)buf + done, len - done, 0);
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		if (n == 0 && !out)
+			return -EPROTO;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		int r = lz_wait_fd(fd, out ? POLLOUT : POLLIN, deadline);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 #endif

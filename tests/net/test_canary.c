@@ -24,6 +24,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -172,6 +174,35 @@ static void test_lz_canary_no_answer__network_not_local_failures(void **state)
 	r = lz_canary_probe_port(0x7f000001, 1, NULL, challenge, answer, 1000);
 	assert_int_equal(lz_test_fds_release(&full), 0);
 	assert_int_equal(r, -EMFILE);
+	assert_false(lz_canary_no_answer(r));
+}
+
+/* A peer that takes the connection and closes it unanswered did answer:
+ * the probe reached it (-EPROTO), which is never "no answer". */
+static void test_lz_canary_probe__closed_unanswered_is_an_answer(void **state)
+{
+	(void)state;
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t sl = sizeof(sa);
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		uint8_t some[LZ_CANARY_CHALLENGE_LEN];
+		int c = accept(l, NULL, NULL);
+		_exit(c >= 0 && read(c, some, sizeof(some)) > 0 ? 0 : 1);
+	}
+	close(l);
+	uint8_t challenge[LZ_CANARY_CHALLENGE_LEN] = { 1 }, answer[LZ_CANARY_CHALLENGE_LEN];
+	int r = lz_canary_probe_port(0x7f000001, ntohs(sa.sin_port), NULL, challenge, answer, 5000);
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	assert_int_equal(r, -EPROTO);
 	assert_false(lz_canary_no_answer(r));
 }
 
@@ -370,6 +401,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz_canary_answer__fixed_vector),
 		cmocka_unit_test(test_lz_canary_no_answer__network_not_local_failures),
+		cmocka_unit_test(test_lz_canary_probe__closed_unanswered_is_an_answer),
 		cmocka_unit_test(test_lz_canary__live_then_removed),
 		cmocka_unit_test(test_lz_canary_remove__release_detached_after_unregistering),
 		cmocka_unit_test(test_lz_canary_remove__a_refused_deletion_fails_and_keeps_the_link),
