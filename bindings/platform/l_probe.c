@@ -46,6 +46,12 @@
  *                                          unlimited) and the runsc dentry
  *                                          cache a launch would allow under
  *                                          the hard limit (rsplan.h)
+ *   probe.egress()        [-0, +(1|3), m]  {tcp_pressure=, max_connections=,
+ *                                          upstream_rcvbuf=}: the host's TCP
+ *                                          memory pressure threshold (bytes)
+ *                                          and what the egress proxy would
+ *                                          allow under it (egressproxy.h), or
+ *                                          nil, msg, errno
  *   probe.library(name)   [-1, +(1|3), v]  name "libgit2"|"libarchive": loads
  *                                          the library Lazaret opens when first
  *                                          used (util/lazylib.h): {soname=}, or
@@ -80,6 +86,7 @@
 #include "config/cfgsource.h"
 #include "fs/pathauth.h"
 #include "image/archivelib.h"
+#include "net/egressproxy.h"
 #include "platform/hostprobe.h"
 #include "proc/confine.h"
 #include "router/gitlib.h"
@@ -327,6 +334,26 @@ static int l_descriptors(lua_State *L)
 	return 1;
 }
 
+static int l_egress(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	struct lz_egress_limits lim;
+	uint64_t pressure;
+	check_nargs(L, 0);
+	int r = lz_egress_tcp_pressure(&pressure, &err);
+	if (r < 0)
+		return lz_l_fail(L, r, &err);
+	lz_egress_limits_for(pressure, &lim);
+	lua_createtable(L, 0, 3);
+	lua_pushinteger(L, pressure > (uint64_t)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)pressure);
+	lua_setfield(L, -2, "tcp_pressure");
+	lua_pushinteger(L, (lua_Integer)lim.max_connections);
+	lua_setfield(L, -2, "max_connections");
+	lua_pushinteger(L, lim.upstream_rcvbuf);
+	lua_setfield(L, -2, "upstream_rcvbuf");
+	return 1;
+}
+
 static int l_landlock(lua_State *L)
 {
 	check_nargs(L, 0);
@@ -427,6 +454,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "locate", l_locate },
 		{ "tool", l_tool },
 		{ "descriptors", l_descriptors },
+		{ "egress", l_egress },
 		{ "library", l_library },
 		{ "landlock", l_landlock },
 		{ "runtime_root", l_runtime_root },

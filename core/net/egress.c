@@ -166,6 +166,12 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	} else if (host_resolvers(cfg.resolvers, LZ_NETPOLICY_MAX_RESOLVERS, &cfg.n_resolvers, &err) < 0) {
 		child_fail(ctl, &err);
 	}
+	/* its connections sized from the host's TCP memory, read while it
+	 * still may (lz_egress_limits_for) */
+	uint64_t tcp_pressure;
+	if (lz_egress_tcp_pressure(&tcp_pressure, &err) < 0)
+		child_fail(ctl, &err);
+	lz_egress_limits_for(tcp_pressure, &cfg.limits);
 	/* it needs no capability to open sockets in the host's namespace, and
 	 * nothing of the developer's environment (a test build's fault switch
 	 * is read from it later: testfault.h) */

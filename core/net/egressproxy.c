@@ -23,22 +23,74 @@
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/deadline.h"
+#include "util/fdutil.h"
 #include "util/sys.h"
 #include "util/testfault.h"
 
 #define RELAY_BUF 65536
-/* Kernel buffers of each relayed connection (the kernel doubles each for
- * its bookkeeping): fixed, so the sandbox cannot make the host's TCP
- * memory grow with autotuning (up to tcp_rmem's 32 MiB per receive
- * buffer here) by reading fast and then stopping. The upstream receive
- * buffer is a download's window (about 1.5 MiB: 15 MB/s at 100 ms); the
- * sandbox's link is local. At most LZ_EGRESS_MAX_CONNECTIONS * 3.5 MiB =
- * 896 MiB in all, below the host's TCP memory pressure threshold. */
-#define UPSTREAM_RCVBUF (1024 * 1024)
-#define UPSTREAM_SNDBUF (256 * 1024)
-#define SANDBOX_RCVBUF (256 * 1024)
-#define SANDBOX_SNDBUF (256 * 1024)
 #define LOGGED_MAX 1024 /* destinations whose refusal was logged */
+
+/* ---- what a connection may hold ------------------------------------------- */
+
+/* Full buffers: the upstream receive buffer is a download's window (about
+ * 1.5 MiB once doubled: 15 MB/s from a server 100 ms away); the
+ * sandbox's link is local. The least: a 128 KiB window. */
+static const struct lz_egress_limits full = { 1024 * 1024, 256 * 1024, 256 * 1024, 256 * 1024,
+					      LZ_EGRESS_MAX_CONNECTIONS };
+static const struct lz_egress_limits least = { 128 * 1024, 32 * 1024, 32 * 1024, 32 * 1024,
+					       LZ_EGRESS_MIN_CONNECTIONS };
+#define FULL_DOWN_TO 64 /* connections with full buffers before the buffers shrink */
+
+/* What one connection's buffers take of the host's TCP memory at most. */
+static uint64_t held(const struct lz_egress_limits *l)
+{
+	return 2 * ((uint64_t)l->upstream_rcvbuf + (uint64_t)l->upstream_sndbuf + (uint64_t)l->sandbox_rcvbuf +
+		    (uint64_t)l->sandbox_sndbuf);
+}
+
+static int scaled(int full_size, int least_size, uint64_t budget, uint64_t full_held)
+{
+	uint64_t v = (uint64_t)full_size * budget / full_held;
+	return v < (uint64_t)least_size ? least_size : (int)v;
+}
+
+void lz_egress_limits_for(uint64_t tcp_pressure_bytes, struct lz_egress_limits *out)
+{
+	uint64_t budget = tcp_pressure_bytes / 4, n = budget / held(&full);
+	*out = full;
+	if (n >= LZ_EGRESS_MAX_CONNECTIONS)
+		return;
+	if (n >= FULL_DOWN_TO) {
+		out->max_connections = (unsigned)n;
+		return;
+	}
+	uint64_t each = budget / FULL_DOWN_TO;
+	*out = (struct lz_egress_limits){
+		scaled(full.upstream_rcvbuf, least.upstream_rcvbuf, each, held(&full)),
+		scaled(full.upstream_sndbuf, least.upstream_sndbuf, each, held(&full)),
+		scaled(full.sandbox_rcvbuf, least.sandbox_rcvbuf, each, held(&full)),
+		scaled(full.sandbox_sndbuf, least.sandbox_sndbuf, each, held(&full)),
+		FULL_DOWN_TO,
+	};
+	n = budget / held(out);
+	if (n < FULL_DOWN_TO)
+		out->max_connections = n < LZ_EGRESS_MIN_CONNECTIONS ? LZ_EGRESS_MIN_CONNECTIONS : (unsigned)n;
+}
+
+int lz_egress_tcp_pressure(uint64_t *ret_bytes, struct lz_err *err)
+{
+	char buf[96];
+	unsigned long long low, pressure, high;
+	long page = sysconf(_SC_PAGESIZE);
+	ssize_t n = lz_read_small("/proc/sys/net/ipv4/tcp_mem", buf, sizeof(buf));
+	if (n < 0)
+		return lz_err_set(err, (int)-n, "reading /proc/sys/net/ipv4/tcp_mem: %s", strerror((int)-n));
+	if (sscanf(buf, "%llu %llu %llu", &low, &pressure, &high) != 3 || page <= 0 ||
+	    pressure > UINT64_MAX / (uint64_t)page)
+		return lz_err_set(err, EBADMSG, "/proc/sys/net/ipv4/tcp_mem is not three page counts");
+	*ret_bytes = (uint64_t)pressure * (uint64_t)page;
+	return 0;
+}
 
 /* ---- decisions -------------------------------------------------------------- */
 
@@ -121,7 +173,8 @@ static void write_stats(const struct lz_egress_config *cfg)
 }
 
 /* One line per destination (its first refusal) in hc.log; every refusal
- * counted. dest holds only name bytes (LDH), digits, '.' and ':'; why is
+ * counted. dest holds only name bytes (LDH), digits, '.' and ':' (or is
+ * the proxy's own "(connection limit)"); why is
  * made printable all the same: hc.log reaches a terminal. */
 static void note_refusal(const struct lz_egress_config *cfg, const char *dest, const char *why_in)
 {
@@ -271,14 +324,14 @@ static int cap_buffers(int s, int rcvbuf, int sndbuf)
 /* Connected (blocking) within LZ_EGRESS_CONNECT_MS, its sends bounded
  * before the first: an upstream that stops reading cannot hold the slot
  * while the request head and body go out. */
-static int connect_to(uint32_t addr, uint16_t port, int *ret)
+static int connect_to(uint32_t addr, uint16_t port, const struct lz_egress_limits *limits, int *ret)
 {
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -errno;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(addr) };
 	/* before connect: the window scale is chosen for the SYN */
-	int r = cap_buffers(s, UPSTREAM_RCVBUF, UPSTREAM_SNDBUF);
+	int r = cap_buffers(s, limits->upstream_rcvbuf, limits->upstream_sndbuf);
 	if (r == 0)
 		r = lz_connect_by(s, (struct sockaddr *)&sa, sizeof(sa), lz_clock_ms() + LZ_EGRESS_CONNECT_MS);
 	if (r == 0 && (fcntl(s, F_SETFL, 0) < 0 || bound_sends(s) < 0))
@@ -423,7 +476,7 @@ static void serve(struct conn *c)
 	/* Only addresses checked above: the name is never resolved again. */
 	r = -EHOSTUNREACH;
 	for (size_t i = 0; i < n && r < 0; i++)
-		r = connect_to(addrs[i], h.req.port, &up);
+		r = connect_to(addrs[i], h.req.port, &cfg->limits, &up);
 	if (r < 0) {
 		/* Not a policy refusal: the destination is down. */
 		lz_err_set(&why, -r, "cannot connect: %s", strerror(-r));
@@ -480,7 +533,10 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 	/* Connections accepted from now on inherit the listener's buffers
 	 * (the window scale of their SYN): each is capped again below, as
 	 * one may have been queued before. */
-	int r = cap_buffers(listener, SANDBOX_RCVBUF, SANDBOX_SNDBUF);
+	const struct lz_egress_limits *lim = &cfg->limits;
+	if (lim->max_connections == 0)
+		return -EINVAL;
+	int r = cap_buffers(listener, lim->sandbox_rcvbuf, lim->sandbox_sndbuf);
 	if (r < 0)
 		return r;
 	write_stats(cfg);
@@ -500,17 +556,22 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 			}
 			return -errno;
 		}
-		if (cap_buffers(fd, SANDBOX_RCVBUF, SANDBOX_SNDBUF) < 0) {
+		if (cap_buffers(fd, lim->sandbox_rcvbuf, lim->sandbox_sndbuf) < 0) {
 			reply(fd, "503 Service Unavailable", "the proxy cannot bound the connection's buffers");
 			close(fd);
 			continue;
 		}
 		struct conn *c = malloc(sizeof(*c));
 		pthread_t t;
-		if (c == NULL || atomic_fetch_add(&proxy.connections, 1) >= LZ_EGRESS_MAX_CONNECTIONS) {
-			if (c != NULL)
+		if (c == NULL || atomic_fetch_add(&proxy.connections, 1) >= (int)lim->max_connections) {
+			char why[128];
+			snprintf(why, sizeof(why), "too many connections through the proxy: %u at once on this host",
+				 lim->max_connections);
+			if (c != NULL) {
 				atomic_fetch_sub(&proxy.connections, 1);
-			reply(fd, "503 Service Unavailable", "too many connections through the proxy");
+				note_refusal(cfg, "(connection limit)", why);
+			}
+			reply(fd, "503 Service Unavailable", why);
 			free(c);
 			close(fd);
 			continue;

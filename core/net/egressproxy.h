@@ -24,8 +24,8 @@
  * one line in hc.log. The proxy is hostile input's first reader: every
  * request head is bounded (LZ_HTTP_HEAD_MAX), and costs work linear in its
  * length however it is cut into packets (as does a ClientHello), every
- * wait has a deadline, and at most LZ_EGRESS_MAX_CONNECTIONS connections
- * are served at once. */
+ * wait has a deadline, and at most a host-sized number of connections
+ * (lz_egress_limits_for) are served at once. */
 #ifndef LZ_EGRESSPROXY_H
 #define LZ_EGRESSPROXY_H
 
@@ -36,7 +36,8 @@
 #include "net/netpolicy.h"
 #include "util/err.h"
 
-#define LZ_EGRESS_MAX_CONNECTIONS 256
+#define LZ_EGRESS_MAX_CONNECTIONS 256 /* on any host */
+#define LZ_EGRESS_MIN_CONNECTIONS 16  /* on the smallest */
 #define LZ_EGRESS_HEAD_MS 30000    /* the client's request head */
 #define LZ_EGRESS_DNS_MS 2000      /* each resolver, */
 #define LZ_EGRESS_DNS_ROUNDS 2     /* each of them twice when none answers */
@@ -44,8 +45,29 @@
 /* A relayed connection where no byte moved either way, or a send that
  * found no room, for this long ends: a tunnel nobody uses (a server that
  * went silent, a client that stopped reading) gives its connection slot
- * back instead of holding one of LZ_EGRESS_MAX_CONNECTIONS forever. */
+ * back instead of holding one of its connection slots forever. */
 #define LZ_EGRESS_IDLE_MS (15 * 60 * 1000)
+
+/* What the proxy may hold of the host's TCP memory (docs/threat-model.md,
+ * "Hostile bytes at the egress proxy"). Each relayed connection's kernel
+ * buffers are fixed (the kernel doubles each), never autotuned: a sandbox
+ * that reads fast and then stops cannot grow them. All connections
+ * together stay within a quarter of the host's TCP memory pressure
+ * threshold (tcp_mem's second value), past which the kernel holds every
+ * socket of the host to small buffers: fewer connections first (full
+ * buffers down to 64 connections), then smaller buffers, then fewer
+ * connections again, never under LZ_EGRESS_MIN_CONNECTIONS. */
+struct lz_egress_limits {
+	int upstream_rcvbuf, upstream_sndbuf; /* a download's window, and its upload */
+	int sandbox_rcvbuf, sandbox_sndbuf;
+	unsigned max_connections;
+};
+void lz_egress_limits_for(uint64_t tcp_pressure_bytes, struct lz_egress_limits *out);
+
+/* The host's TCP memory pressure threshold in bytes, read from
+ * /proc/sys/net/ipv4/tcp_mem (present in the initial network namespace
+ * only): 0, or -errno with err set. */
+int lz_egress_tcp_pressure(uint64_t *ret_bytes, struct lz_err *err);
 
 struct lz_egress_config {
 	const struct lz_netpolicy *policy; /* with a name policy */
@@ -55,6 +77,7 @@ struct lz_egress_config {
 	int log_fd;        /* hc.log, or -1 */
 	int stats_fd;      /* the counters record (egress.h), or -1 */
 	uint64_t generation;
+	struct lz_egress_limits limits; /* lz_egress_limits_for */
 };
 
 /* The name check of one request: 0 to go on, -EACCES with why naming the

@@ -41,6 +41,9 @@ local function fake_probe(over)
     descriptors = function()
       return { soft = 1024, hard = 20000, dcache_cap = 5000 }
     end,
+    egress = function()
+      return { tcp_pressure = 1572368384, max_connections = 107, upstream_rcvbuf = 1048576 }
+    end,
     library = function(name)
       return { soname = ({ libgit2 = "libgit2.so.1.5", libarchive = "libarchive.so.13" })[name] }
     end,
@@ -175,7 +178,7 @@ describe("lazaret.platform.diag", function()
       assert.is_string(c.detail)
     end
     assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
-      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "runtime root", "libgit2", "libarchive", "landlock" }, names)
+      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "egress proxy", "runtime root", "libgit2", "libarchive", "landlock" }, names)
   end)
 
   describe("kernel", function()
@@ -427,6 +430,26 @@ describe("lazaret.platform.diag", function()
     end)
   end)
 
+  describe("egress proxy", function()
+    local function egress(e, msg)
+      return by_name(diag.collect(fake_probe({ egress = function() return e, msg, 2 end })))["egress proxy"]
+    end
+
+    it("states what the proxy may hold of the host's TCP memory", function()
+      local c = egress({ tcp_pressure = 1572368384, max_connections = 107, upstream_rcvbuf = 1048576 })
+      assert.are.equal("ok", c.status)
+      assert.are.equal("at most 107 connections at once, a 1024 KiB receive buffer each from upstream (a "
+        .. "quarter of the host's TCP memory pressure threshold, 1499 MiB)", c.detail)
+    end)
+
+    it("reports an unreadable threshold with what a launch needs", function()
+      local c = egress(nil, "reading /proc/sys/net/ipv4/tcp_mem: No such file or directory")
+      assert.are.equal("problem", c.status)
+      assert.are.equal("reading /proc/sys/net/ipv4/tcp_mem: No such file or directory", c.detail)
+      assert.matches("allow_domains", c.fix)
+    end)
+  end)
+
   describe("libraries", function()
     it("names the soname each library loads by", function()
       local c = by_name(diag.collect(fake_probe()))
@@ -514,7 +537,7 @@ describe("lazaret.platform.diag", function()
     it("writes the text report and returns 0 when every check is ok", function()
       local status, out = run_captured({ json = false, probe = fake_probe() })
       assert.are.equal(0, status)
-      assert.matches("\n15 checks, 0 problems\n$", out)
+      assert.matches("\n16 checks, 0 problems\n$", out)
     end)
 
     it("writes JSON and returns 1 when a check is a problem", function()
@@ -523,7 +546,7 @@ describe("lazaret.platform.diag", function()
       }) })
       assert.are.equal(1, status)
       assert.matches('^{"checks":%[', out)
-      assert.matches('"summary":{"checks":15,"problems":1}}\n$', out)
+      assert.matches('"summary":{"checks":16,"problems":1}}\n$', out)
     end)
 
     it("raises on unknown options and wrong option types", function()

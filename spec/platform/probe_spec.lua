@@ -38,7 +38,8 @@ describe("lazaret.core.probe", function()
     end
     table.sort(names)
     assert.are.same({
-      "descriptors:function", "device_rw:function", "devices:table", "errno:userdata", "file:function",
+      "descriptors:function", "device_rw:function", "devices:table", "egress:function", "errno:userdata",
+      "file:function",
       "identity:function", "kernel:function", "landlock:function", "library:function", "locate:function",
       "runtime_root:function", "subid_range:function", "subids:function", "tool:function", "tools:table",
       "trusted_dirs:table", "userns:function",
@@ -262,6 +263,20 @@ describe("lazaret.core.probe", function()
       assert.are.equal(ulimit("-H"), d.hard)
       if d.hard ~= -1 then assert.are.equal(d.hard // 4, d.dcache_cap) end
       assert.has_error(function() probe.descriptors(1) end)
+    end)
+  end)
+
+  describe("egress", function()
+    it("returns this host's TCP memory pressure threshold and the proxy's limits under it", function()
+      local e = probe.egress()
+      local f = assert(io.open("/proc/sys/net/ipv4/tcp_mem"))
+      local pressure = tonumber(f:read("l"):match("^%d+%s+(%d+)"))
+      f:close()
+      local page = tonumber(assert(io.popen("getconf PAGESIZE")):read("l"))
+      assert.are.equal(pressure * page, e.tcp_pressure)
+      assert.is_true(e.max_connections >= 16 and e.max_connections <= 256)
+      assert.is_true(e.upstream_rcvbuf >= 128 * 1024 and e.upstream_rcvbuf <= 1024 * 1024)
+      assert.has_error(function() probe.egress(1) end)
     end)
   end)
 

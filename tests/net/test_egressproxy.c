@@ -30,6 +30,7 @@
 
 #include "lz_test.h"
 #include "net/egressproxy.h"
+#include "util/fdutil.h"
 
 static struct lz_netpolicy *policy(void)
 {
@@ -179,6 +180,7 @@ struct served {
 	uint16_t port;
 	char dir[64];
 	int dfd;
+	unsigned max_connections;
 };
 
 static int serve_start(void **state)
@@ -203,6 +205,9 @@ static int serve_start(void **state)
 	assert_int_equal(lz_netpolicy_set_names(p, allow, 2, NULL, 0, NULL, 0, NULL), 0);
 	struct lz_egress_config cfg = { .policy = p, .resolvers = { 0x7f000001u }, .n_resolvers = 1,
 					.dns_port = dns_port, .generation = 7 };
+	/* the smallest host's: its connection limit is quick to reach */
+	lz_egress_limits_for(0, &cfg.limits);
+	v->max_connections = cfg.limits.max_connections;
 	cfg.log_fd = openat(v->dfd, "hc.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	cfg.stats_fd = openat(v->dfd, LZ_EGRESS_STATS, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	assert_true(cfg.log_fd >= 0 && cfg.stats_fd >= 0);
@@ -386,13 +391,14 @@ static void test_lz_egress_serve__head_in_pieces(void **state)
 	assert_int_equal(refused, 6);
 }
 
-/* Idle clients take no more than LZ_EGRESS_MAX_CONNECTIONS slots; the next
- * is told, and a slot comes back when one leaves. */
+/* Idle clients take no more than the limit's slots; the next is told, the
+ * refusal is logged, and a slot comes back when one leaves. */
 static void test_lz_egress_serve__connection_limit(void **state)
 {
 	const struct served *v = *state;
 	int idle[LZ_EGRESS_MAX_CONNECTIONS];
-	for (int i = 0; i < LZ_EGRESS_MAX_CONNECTIONS; i++)
+	assert_int_equal(v->max_connections, LZ_EGRESS_MIN_CONNECTIONS);
+	for (unsigned i = 0; i < v->max_connections; i++)
 		idle[i] = dial(v);
 	/* Every idle client has a thread before the next one is judged. */
 	char out[512];
@@ -403,7 +409,11 @@ static void test_lz_egress_serve__connection_limit(void **state)
 		assert_true(tries < 50);
 		usleep(100 * 1000);
 	}
-	assert_non_null(strstr(out, "too many connections"));
+	assert_non_null(strstr(out, "too many connections through the proxy: 16 at once on this host"));
+	char log[4096];
+	ssize_t n = lz_read_small_at(v->dfd, "hc.log", log, sizeof(log));
+	assert_true(n > 0);
+	assert_non_null(strstr(log, "egress refused (connection limit): too many connections"));
 	close(idle[0]);
 	for (int tries = 0;; tries++) {
 		usleep(100 * 1000);
@@ -412,7 +422,7 @@ static void test_lz_egress_serve__connection_limit(void **state)
 			break;
 		assert_true(tries < 50);
 	}
-	for (int i = 1; i < LZ_EGRESS_MAX_CONNECTIONS; i++)
+	for (unsigned i = 1; i < v->max_connections; i++)
 		close(idle[i]);
 }
 
@@ -447,7 +457,7 @@ static _Noreturn void flood(int l, int report)
 /* The bytes a server could push into a tunnel whose client stopped
  * reading, or 0 with why in msg. Runs in a child of its own network
  * namespace, where 10.0.0.5 (the test resolver's answer) is on lo. */
-static uint64_t stalled_tunnel_holds(char *msg, size_t cap)
+static uint64_t stalled_tunnel_holds(const struct lz_egress_limits *limits, char *msg, size_t cap)
 {
 #define NO(...)                                    \
 	do {                                       \
@@ -497,7 +507,8 @@ static uint64_t stalled_tunnel_holds(char *msg, size_t cap)
 	    lz_netpolicy_set_names(&p, names, 1, NULL, 0, NULL, 0, NULL) < 0)
 		NO("policy");
 	struct lz_egress_config cfg = { .policy = &p, .resolvers = { 0x7f000001u }, .n_resolvers = 1,
-					.dns_port = dns_port, .log_fd = -1, .stats_fd = -1, .generation = 7 };
+					.dns_port = dns_port, .log_fd = -1, .stats_fd = -1, .generation = 7,
+					.limits = *limits };
 	if (fork() == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(-lz_egress_serve(pl, &cfg));
@@ -527,16 +538,21 @@ static uint64_t stalled_tunnel_holds(char *msg, size_t cap)
 }
 
 /* A client that stops reading lets the server fill the proxy's kernel
- * buffers: they must stay small whatever the kernel's autotuning would
- * grow them to (tcp_rmem reaches 32 MiB here). The bound counts
- * everything on the way, each buffer at twice its size (the kernel's
- * doubling) plus one 64 KiB segment of overshoot where data queues to
- * send: the server's and the client's (64 KiB each), the relay's 64 KiB,
- * the proxy's two sockets (1 MiB received, 256 KiB to send): about
- * 2.9 MiB. Uncapped, runs here held 4.9 to 6.2 MB. */
-static void test_lz_egress_serve__a_stalled_tunnel_holds_little(void **state)
+ * buffers: they must stay as small as limits say whatever the kernel's
+ * autotuning would grow them to (tcp_rmem reaches 32 MiB here). The bound
+ * counts everything on the way, each buffer at twice its size (the
+ * kernel's doubling): the server's and the client's (64 KiB each), the
+ * proxy's upstream receive and sandbox send buffers, plus 512 KiB for the
+ * relay's 64 KiB and each queue's overshoot of a segment. Full buffers
+ * held 1.6 to 2.9 MiB against 3.25; uncapped, 4.9 to 6.2 MB. */
+static uint64_t stalled_bound(const struct lz_egress_limits *l)
 {
-	(void)state;
+	return 2 * (2 * (uint64_t)SMALL_BUF + (uint64_t)l->upstream_rcvbuf + (uint64_t)l->sandbox_sndbuf) +
+	       512 * 1024;
+}
+
+static void stalled_tunnel_within(const struct lz_egress_limits *limits)
+{
 	int rep[2];
 	assert_int_equal(pipe2(rep, O_CLOEXEC), 0);
 	pid_t pid = fork();
@@ -548,7 +564,7 @@ static void test_lz_egress_serve__a_stalled_tunnel_holds_little(void **state)
 		} r = { 0, "" };
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		setpgid(0, 0); /* its helpers are killed with it */
-		r.total = stalled_tunnel_holds(r.msg, sizeof(r.msg));
+		r.total = stalled_tunnel_holds(limits, r.msg, sizeof(r.msg));
 		(void)write(rep[1], &r, sizeof(r));
 		_exit(0);
 	}
@@ -564,8 +580,72 @@ static void test_lz_egress_serve__a_stalled_tunnel_holds_little(void **state)
 	assert_int_equal(got, (ssize_t)sizeof(r));
 	if (r.total == 0)
 		fail_msg("%s", r.msg);
-	print_message("a stalled tunnel took %llu bytes\n", (unsigned long long)r.total);
-	assert_true(r.total <= 3328 * 1024);
+	print_message("a stalled tunnel took %llu bytes (bound %llu)\n", (unsigned long long)r.total,
+		      (unsigned long long)stalled_bound(limits));
+	assert_true(r.total <= stalled_bound(limits));
+}
+
+static void test_lz_egress_serve__a_stalled_tunnel_holds_little(void **state)
+{
+	(void)state;
+	struct lz_egress_limits big_host, small_host;
+	lz_egress_limits_for(UINT64_MAX, &big_host);
+	lz_egress_limits_for(0, &small_host);
+	stalled_tunnel_within(&big_host);
+	stalled_tunnel_within(&small_host);
+}
+
+/* The host's TCP memory bounds what all connections hold together: a
+ * quarter of its pressure threshold, except on a host too small for the
+ * least (16 connections, a 128 KiB window); more memory never gives less.
+ * Each connection holds twice its four buffers. */
+static uint64_t all_held(const struct lz_egress_limits *l)
+{
+	return 2 * ((uint64_t)l->upstream_rcvbuf + (uint64_t)l->upstream_sndbuf + (uint64_t)l->sandbox_rcvbuf +
+		    (uint64_t)l->sandbox_sndbuf) * l->max_connections;
+}
+
+static void test_lz_egress_limits_for__a_quarter_of_the_pressure_threshold(void **state)
+{
+	(void)state;
+	struct lz_egress_limits l, prev, least;
+	lz_egress_limits_for(0, &least);
+	assert_int_equal(least.max_connections, LZ_EGRESS_MIN_CONNECTIONS);
+	assert_int_equal(least.upstream_rcvbuf, 128 * 1024);
+	/* this machine's 24 GB: tcp_mem's 383,879 pages, full buffers */
+	lz_egress_limits_for(383879ull * 4096, &l);
+	assert_int_equal(l.upstream_rcvbuf, 1024 * 1024);
+	assert_int_equal(l.sandbox_sndbuf, 256 * 1024);
+	assert_int_equal(l.max_connections, 383879ull * 4096 / 4 / (7 * 1024 * 1024 / 2));
+	lz_egress_limits_for(UINT64_MAX, &l);
+	assert_int_equal(l.max_connections, LZ_EGRESS_MAX_CONNECTIONS);
+	prev = least;
+	for (uint64_t pressure = 1 << 20; pressure < (1ull << 40); pressure += pressure / 8) {
+		lz_egress_limits_for(pressure, &l);
+		if (all_held(&l) > pressure / 4)
+			assert_memory_equal(&l, &least, sizeof(l));
+		assert_in_range(l.max_connections, LZ_EGRESS_MIN_CONNECTIONS, LZ_EGRESS_MAX_CONNECTIONS);
+		assert_in_range(l.upstream_rcvbuf, least.upstream_rcvbuf, 1024 * 1024);
+		assert_in_range(l.sandbox_rcvbuf, least.sandbox_rcvbuf, 256 * 1024);
+		assert_true(l.max_connections >= prev.max_connections || l.upstream_rcvbuf > prev.upstream_rcvbuf);
+		assert_true(l.upstream_rcvbuf >= prev.upstream_rcvbuf && l.upstream_sndbuf >= prev.upstream_sndbuf &&
+			    l.sandbox_rcvbuf >= prev.sandbox_rcvbuf && l.sandbox_sndbuf >= prev.sandbox_sndbuf);
+		prev = l;
+	}
+}
+
+/* This host's threshold is readable and in pages of this size. */
+static void test_lz_egress_tcp_pressure__this_host(void **state)
+{
+	(void)state;
+	char buf[96];
+	unsigned long long low, pressure, high;
+	uint64_t bytes = 0;
+	struct lz_err err = { 0, "" };
+	assert_true(lz_read_small("/proc/sys/net/ipv4/tcp_mem", buf, sizeof(buf)) > 0);
+	assert_int_equal(sscanf(buf, "%llu %llu %llu", &low, &pressure, &high), 3);
+	assert_int_equal(lz_egress_tcp_pressure(&bytes, &err), 0);
+	assert_int_equal(bytes, pressure * (uint64_t)sysconf(_SC_PAGESIZE));
 }
 
 int main(void)
@@ -574,6 +654,8 @@ int main(void)
 		cmocka_unit_test(test_lz_egress_check_name__allow_deny_and_addresses),
 		cmocka_unit_test(test_lz_egress_check_addrs__any_denied_address_refuses),
 		cmocka_unit_test(test_lz_egress_stats__format_and_strict_read),
+		cmocka_unit_test(test_lz_egress_limits_for__a_quarter_of_the_pressure_threshold),
+		cmocka_unit_test(test_lz_egress_tcp_pressure__this_host),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__refusals_over_sockets, serve_start,
 						serve_stop),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__head_in_pieces, serve_start, serve_stop),

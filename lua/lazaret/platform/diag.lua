@@ -169,6 +169,21 @@ local function check_descriptors(probe)
   return ok(name, detail)
 end
 
+-- What a profile with allow_domains may hold of the host's TCP memory
+-- through the egress proxy: a quarter of the kernel's pressure threshold
+-- (net.ipv4.tcp_mem), in connections and buffers (core/net/egressproxy.h).
+local function check_egress(probe)
+  local name = "egress proxy"
+  local e, msg = probe.egress()
+  if not e then
+    return problem(name, msg, "a launch with allow_domains reads /proc/sys/net/ipv4/tcp_mem; make it "
+      .. "readable (see docs/configuration.md, network)")
+  end
+  return ok(name, format("at most %d connections at once, a %d KiB receive buffer each from upstream "
+    .. "(a quarter of the host's TCP memory pressure threshold, %d MiB)", e.max_connections,
+    e.upstream_rcvbuf // 1024, e.tcp_pressure // (1024 * 1024)))
+end
+
 -- The Runtime Root ($XDG_RUNTIME_DIR/lazaret) a launch opens or makes:
 -- refused unless XDG_RUNTIME_DIR is set, absolute and free of symlinks,
 -- and the root, once made, is a directory of yours with mode 0700.
@@ -247,6 +262,7 @@ function M.collect(probe)
     check_device(probe, "/dev/net/tun"),
     check_userns(probe),
     check_descriptors(probe),
+    check_egress(probe),
     check_runtime_root(probe, id),
     check_library(probe, "libgit2"),
     check_library(probe, "libarchive"),

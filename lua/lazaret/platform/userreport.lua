@@ -12,7 +12,7 @@
 --                         kernel(), identity(), subids(kind),
 --                         subid_range(kind), file(path) (no symbolic link
 --                         followed, no automount entered), device_rw(path)
---                         (path one of devices), userns(), descriptors(),
+--                         (path one of devices), userns(), descriptors(), egress(),
 --                         library(name), landlock(), runtime_root(),
 --                         locate(name), tool(name), and copies of tools,
 --                         trusted_dirs, devices, errno
