@@ -171,7 +171,7 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	uint64_t tcp_pressure;
 	if (lz_egress_tcp_pressure(&tcp_pressure, &err) < 0)
 		child_fail(ctl, &err);
-	lz_egress_limits_for(tcp_pressure, &cfg.limits);
+	lz_egress_limits_for(lz_test_fault("egress-least-host") ? 0 : tcp_pressure, &cfg.limits);
 	/* it needs no capability to open sockets in the host's namespace, and
 	 * nothing of the developer's environment (a test build's fault switch
 	 * is read from it later: testfault.h) */

@@ -7,7 +7,8 @@
  * that step, or (reset-second-rename-fails) fails its second one, or (helper-joins-late) holds slirp4netns until the RS waits
  * for it and then steps the RS into a throwaway network namespace, or
  * (egress-silence-2s) ends the egress proxy's wait for a tunnel's first
- * bytes after 2 s instead of 30, or (egress-opens-a-file) has the egress
+ * bytes after 2 s instead of 30, or (egress-least-host) sizes its
+ * connections as on the smallest host, or (egress-opens-a-file) has the egress
  * proxy try to open a file once it is restricted and log what happened,
  * or (router-reaches-outside) has the router, whose program
  * lazaret-faults embeds with the switch, list the home directory, read

@@ -248,6 +248,40 @@ test_an_idle_tunnel_ends() {
 	assert_not_contains "$(section quiet)" "hello from" "an answer after the idle time"
 }
 
+# The proxy serves as many connections at once as the host's TCP memory
+# allows (lz_egress_limits_for; the fault sizes them as on the smallest
+# host: 16): the next is answered 503 naming the limit, and hc.log says
+# so once.
+test_connections_past_the_host_limit_are_refused() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+	need_net
+	egress_profile '"allowed.lazaret.test"'
+	write_proxy_probe
+	cat >>"$WS/probe.sh" <<-EOF
+		# N connections that say nothing for 6 s, then one more request.
+		crowd() {
+			local i=0
+			while [ "\$i" -lt "\$1" ]; do
+				sleep 6 | busybox timeout 8 nc $PROXY 3128 >/dev/null 2>&1 &
+				i=\$((i + 1))
+			done
+			sleep 2
+			via "CONNECT allowed.lazaret.test:$PORT HTTP/1.1"
+			wait
+		}
+	EOF
+	capture faulty_launch egress-least-host bash -c ". /workspace/probe.sh; section crowd crowd 16;
+		section alone via 'CONNECT allowed.lazaret.test:$PORT HTTP/1.1'"
+	assert_eq 0 "$STATUS" "the probe launch's status (stderr: $ERR)"
+	assert_contains "$(section crowd)" "503 Service Unavailable" "the connection past the limit"
+	assert_contains "$(section crowd)" "too many connections through the proxy: 16 at once on this host" \
+		"the connection past the limit"
+	assert_contains "$(section alone)" "200 Connection established" "a connection once the crowd left"
+	assert_eq 1 "$(hc_log | grep -c 'egress refused (connection limit): too many connections through the proxy: 16 at once')" \
+		"hc.log lines for the limit"
+}
+
 test_a_server_that_speaks_first_is_relayed() {
 	need_net
 	egress_profile '"allowed.lazaret.test"'
@@ -359,6 +393,7 @@ t_run "CONNECT to an allowed name with another TLS server name is refused" \
 	test_tls_naming_another_server_is_refused
 t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_the_connect_head_is_checked
 t_run "a tunnel where nobody speaks is closed, never relayed unchecked later" test_a_silent_tunnel_is_closed
+t_run "connections past the host's limit are refused with the limit, logged once" test_connections_past_the_host_limit_are_refused
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
 t_run "the proxy's memory is closed to the generation's other processes" test_the_proxy_memory_is_closed_to_the_generation
 t_run "the proxy opens no file and no Unix socket of the developer's" test_the_proxy_opens_no_file
