@@ -563,14 +563,17 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 		}
 		struct conn *c = malloc(sizeof(*c));
 		pthread_t t;
-		if (c == NULL || atomic_fetch_add(&proxy.connections, 1) >= (int)lim->max_connections) {
+		if (c == NULL) {
+			reply(fd, "503 Service Unavailable", "the proxy is out of memory");
+			close(fd);
+			continue;
+		}
+		if (atomic_fetch_add(&proxy.connections, 1) >= (int)lim->max_connections) {
 			char why[128];
 			snprintf(why, sizeof(why), "too many connections through the proxy: %u at once on this host",
 				 lim->max_connections);
-			if (c != NULL) {
-				atomic_fetch_sub(&proxy.connections, 1);
-				note_refusal(cfg, "(connection limit)", why);
-			}
+			atomic_fetch_sub(&proxy.connections, 1);
+			note_refusal(cfg, "(connection limit)", why);
 			reply(fd, "503 Service Unavailable", why);
 			free(c);
 			close(fd);
