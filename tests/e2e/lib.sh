@@ -170,6 +170,13 @@ fail() {
 	exit 1
 }
 
+# need_faults: the test breaks a step on purpose through the test-only
+# build lazaret-faults (core/util/testfault.h), which LAZARET_FAULTS names.
+need_faults() {
+	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
+		"(got '${LAZARET_FAULTS:-}')"
+}
+
 _t_assert() {
 	_t_asserts=$((${_t_asserts:-0} + 1))
 }

@@ -127,7 +127,7 @@ test_enrolled_admitted_and_forgeries_refused() {
 # CLI says CLI_SAYS, hc.log's refusal says LOG_SAYS, the command did not
 # run and no session is recorded.
 refused_with_fault() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	need_faults
 	domain_ids
 	capture bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" env -i "${LZ_ENV[@]}" \
 		LAZARET_TEST_FAULT="$1" timeout -k 5 120 "$LAZARET_FAULTS" test --config "$CFG" -- echo ran

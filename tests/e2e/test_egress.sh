@@ -209,8 +209,7 @@ test_tls_sent_with_the_connect_head_is_checked() {
 # bytes ends (30 s; 2 s with the fault): a ClientHello sent later would
 # otherwise pass unchecked. The same bytes sent at once are answered.
 test_a_silent_tunnel_is_closed() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	need_net
 	egress_profile '"allowed.lazaret.test"'
 	write_proxy_probe
@@ -229,8 +228,7 @@ test_a_silent_tunnel_is_closed() {
 # request sent after a longer silence reaches no server (the test host
 # answers a request once its head is whole, or after 5 s).
 test_an_idle_tunnel_ends() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	need_net
 	egress_profile '"allowed.lazaret.test"'
 	write_proxy_probe
@@ -253,8 +251,7 @@ test_an_idle_tunnel_ends() {
 # host: 16): the next is answered 503 naming the limit, and hc.log says
 # so once.
 test_connections_past_the_host_limit_are_refused() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	need_net
 	egress_profile '"allowed.lazaret.test"'
 	write_proxy_probe
@@ -326,8 +323,7 @@ test_the_proxy_memory_is_closed_to_the_generation() {
 # asked). Once confined it opens no file and makes no Unix socket: the
 # fault has the real proxy try both and log what happened.
 test_the_proxy_opens_no_file() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	need_net
 	egress_profile '"allowed.lazaret.test"'
 	capture faulty_launch egress-opens-a-file true
@@ -340,8 +336,7 @@ test_the_proxy_opens_no_file() {
 }
 
 test_unproved_proxy_refuses_readiness() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	egress_profile '"allowed.lazaret.test"'
 	capture faulty_launch egress-unproved
 	assert_eq 69 "$STATUS" "status with the proxy unproved (stderr: $ERR)"
@@ -357,8 +352,7 @@ test_unproved_proxy_refuses_readiness() {
 # throwaway namespace: a launch that did not wait configures tap0 there
 # and fails "slirp4netns did not configure tap0" (seen under load).
 test_a_helper_slow_to_start_is_waited_for() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	egress_profile '"allowed.lazaret.test"'
 	capture faulty_launch helper-joins-late
 	assert_eq 0 "$STATUS" "status with a late helper (stderr: $ERR)"

@@ -518,8 +518,7 @@ test_a_prompt_looks_up_nothing_on_the_host() {
 # session's start and is prompted then, never denied as from a session
 # that ended.
 test_a_request_before_the_session_runs_is_prompted() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	tmux_start 150 40
 	keys "LAZARET_TEST_FAULT=guest-leader-late $LAZARET_FAULTS test --config $CFG -- \
 lazaret-escalate -- /usr/bin/touch $T/early; echo status=\$?" Enter

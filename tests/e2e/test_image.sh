@@ -107,7 +107,7 @@ test_preparing_twice_reports_existing_artifact() {
 # tree goes back to staging and is discarded, so the next preparation
 # prepares it (it was stuck before: the tree in prepared/ without a row).
 test_a_refused_publication_leaves_nothing_published() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults"
+	need_faults
 	make_image "$T/img"
 	capture timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=catalog-refuses-publish "$LAZARET_FAULTS" \
 		image prepare "oci:$T/img:latest" --config "$CFG"

@@ -441,7 +441,7 @@ destination = \"/root/.cache\"
 # HELD_CLI, its streams in $T/held.out and $T/held.err), and waits until
 # its coordinator stopped at that point (its PID in HELD_HC).
 launch_held() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS is not built"
+	need_faults
 	local fault=$1 _
 	shift
 	(cd "$WS" && exec env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT="$fault" "$LAZARET_FAULTS" test \

@@ -275,8 +275,7 @@ test_equal_allow_and_deny_is_refused() {
 # --- readiness attestation (spec 3.7; no test network needed) ------------------------
 
 test_broken_predicate_refuses_readiness() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	local case fault pred
 	# Three predicates the init observes inside the sandbox, one of the RS.
 	for case in "canary-open:denied canary unreachable" "ipv6-on:no non-loopback IPv6 address or route" \

@@ -274,8 +274,7 @@ test_the_router_is_confined() {
 # of one beside the workspace (by "..", from the workspace's descriptor),
 # and log what happened.
 test_the_router_reads_only_what_git_reads() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	make_repo
 	printf '[include]\n\tpath = more.inc\n' >"$T/home/.gitconfig"
 	printf '*.tmp\n' >"$T/home/global-ignore"

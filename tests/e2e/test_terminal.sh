@@ -229,8 +229,7 @@ test_two_sessions_side_by_side() {
 # test build's fault shows its leader 3 s late) holds up no other session:
 # the coordinator serves the others while it waits (spec 3.4 steps 3-4).
 test_a_slow_start_holds_up_no_other_session() {
-	[ -x "${LAZARET_FAULTS:-}" ] || fail "LAZARET_FAULTS must name the test-only build lazaret-faults" \
-		"(got '${LAZARET_FAULTS:-}')"
+	need_faults
 	tmux_split
 	LAZARET="LAZARET_TEST_FAULT=guest-leader-late $LAZARET_FAULTS" PANE=main.0 start_guest
 	PANE=main.1 keys "$LAZARET_FAULTS test --config $CFG" Enter
