@@ -43,7 +43,7 @@ int lz_canary_probe_port(uint32_t addr, uint16_t port, const char *bind_dev,
 			 const uint8_t challenge[LZ_CANARY_CHALLENGE_LEN], uint8_t answer[LZ_CANARY_CHALLENGE_LEN],
 			 int timeout_ms)
 {
-	int64_t deadline = lz_clock_ms() + timeout_ms;
+	int64_t deadline = lz_now_ms() + timeout_ms;
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;

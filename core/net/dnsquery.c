@@ -333,7 +333,7 @@ static int ask(uint32_t server, uint16_t port, const char *name, int timeout_ms,
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(server) };
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return lz_err_set(err, errno, "DNS query to server: %s", strerror(errno));
-	int64_t deadline = lz_clock_ms() + timeout_ms;
+	int64_t deadline = lz_now_ms() + timeout_ms;
 	unsigned rcode = 0;
 	int r = ask_once(fd, true, name, deadline, addrs, cap, ret_n, &rcode, err);
 	if (r == -EIO && (rcode == RCODE_FORMERR || rcode == RCODE_NOTIMP))

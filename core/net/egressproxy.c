@@ -333,7 +333,7 @@ static int connect_to(uint32_t addr, uint16_t port, const struct lz_egress_limit
 	/* before connect: the window scale is chosen for the SYN */
 	int r = cap_buffers(s, limits->upstream_rcvbuf, limits->upstream_sndbuf);
 	if (r == 0)
-		r = lz_connect_by(s, (struct sockaddr *)&sa, sizeof(sa), lz_clock_ms() + LZ_EGRESS_CONNECT_MS);
+		r = lz_connect_by(s, (struct sockaddr *)&sa, sizeof(sa), lz_now_ms() + LZ_EGRESS_CONNECT_MS);
 	if (r == 0 && (fcntl(s, F_SETFL, 0) < 0 || bound_sends(s) < 0))
 		r = -errno;
 	if (r < 0) {

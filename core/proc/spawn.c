@@ -55,24 +55,6 @@ void lz_kill_reap(int *pidfd)
 	lz_close_fdp(pidfd);
 }
 
-int64_t lz_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t lz_now_ms(void)
-{
-	return lz_now_us() / 1000;
-}
-
-int lz_remaining_ms(int64_t deadline)
-{
-	int64_t left = deadline - lz_now_ms();
-	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
-}
-
 int lz_reap(int pidfd, int timeout_ms, siginfo_t *ret)
 {
 	int timed_out = 0, r;

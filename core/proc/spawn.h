@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util/deadline.h" /* lz_now_ms: spawn deadlines are on its clock */
 #include "util/err.h"
 
 /* fork() plus a pidfd: 0 in the child, the PID in the parent (with
@@ -38,12 +39,6 @@ size_t lz_read_child_output(int fd, int pidfd, int64_t deadline, char *buf, size
 /* Kills the child behind *pidfd (SIGKILL through the pidfd), reaps it and
  * closes the pidfd; nothing for a closed one. */
 void lz_kill_reap(int *pidfd);
-
-/* Monotonic milli- and microseconds, and what is left until deadline
- * (>= 0). */
-int64_t lz_now_ms(void);
-int64_t lz_now_us(void);
-int lz_remaining_ms(int64_t deadline);
 
 struct lz_spawn {
 	const char *label;       /* names the program in messages; NULL: argv[0] */

@@ -615,7 +615,7 @@ static void *watch_main(void *arg)
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = iw->stop_fd, .events = POLLIN },
 					{ .fd = iw->ino_fd, .events = POLLIN } };
-		int n = poll(pf, 2, wait_ms(lz_clock_ms(), at, AT_N));
+		int n = poll(pf, 2, wait_ms(lz_now_ms(), at, AT_N));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || pf[0].revents)
@@ -630,9 +630,9 @@ static void *watch_main(void *arg)
 				off += (ssize_t)(sizeof(*ev) + ev->len);
 			}
 			if (dirty) /* a burst of changes (git checkout) is one rebuild */
-				at[AT_QUIET] = lz_clock_ms() + QUIET_MS;
+				at[AT_QUIET] = lz_now_ms() + QUIET_MS;
 		}
-		int64_t now = lz_clock_ms();
+		int64_t now = lz_now_ms();
 		if ((at[AT_QUIET] >= 0 && now >= at[AT_QUIET]) || (at[AT_REBUILD] >= 0 && now >= at[AT_REBUILD])) {
 			at[AT_QUIET] = -1;
 			int r = rebuild(iw, failures);

@@ -1,10 +1,11 @@
-/* Monotonic deadlines, and the socket steps that wait by one, for code
- * that links nothing else (the static lazaret-init's canary probe among
- * it): header-only. */
+/* The monotonic clock, deadlines on it, and the socket steps that wait by
+ * one; header-only, for code that links nothing else too (the static
+ * lazaret-init's canary probe). */
 #ifndef LZ_UTIL_DEADLINE_H
 #define LZ_UTIL_DEADLINE_H
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,24 +14,36 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* CLOCK_MONOTONIC in milliseconds. */
-static inline int64_t lz_clock_ms(void)
+/* The process's one monotonic clock (CLOCK_MONOTONIC) in micro- and
+ * milliseconds, and what is left until a deadline on it (>= 0). */
+static inline int64_t lz_now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Waits for events on fd until deadline (lz_clock_ms): 0 when one came,
+static inline int64_t lz_now_ms(void)
+{
+	return lz_now_us() / 1000;
+}
+
+static inline int lz_remaining_ms(int64_t deadline)
+{
+	int64_t left = deadline - lz_now_ms();
+	return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* Waits for events on fd until deadline (lz_now_ms): 0 when one came,
  * -ETIMEDOUT, or -errno of poll. */
 static inline int lz_wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - lz_clock_ms();
-		if (left <= 0)
+		int left = lz_remaining_ms(deadline);
+		if (left == 0)
 			return -ETIMEDOUT;
 		struct pollfd p = { .fd = fd, .events = events };
-		int r = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+		int r = poll(&p, 1, left);
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
