@@ -25,6 +25,7 @@
 #include "net/netpolicy.h"
 #include "proc/caps.h"
 #include "proc/confine.h"
+#include "proc/lockslots.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/fdutil.h"
@@ -141,17 +142,18 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	(void)prctl(PR_SET_NAME, "lz-egress");
 	memcpy(key, prm->key, sizeof(key));
 	memcpy(digest, prm->policy_digest, sizeof(digest));
-	/* Only what it needs, at 3..6: the socketpair, the policy, the log,
-	 * the record (the last one only when there is one). */
-	const int keep[4] = { ctl, prm->policy_fd, prm->log_fd, prm->stats_fd };
-	if (lz_fds_place(keep, prm->stats_fd >= 0 ? 4 : 3) < 0)
+	/* Only what it needs, at 3..7: the socketpair, the policy, the log,
+	 * the host's slots, the record (the last one only when there is one). */
+	const int keep[5] = { ctl, prm->policy_fd, prm->log_fd, prm->slots_fd, prm->stats_fd };
+	if (lz_fds_place(keep, prm->stats_fd >= 0 ? 5 : 4) < 0)
 		_exit(1);
 	/* its standard error too: no descriptor of hc.log itself */
 	if (dup2(5, STDERR_FILENO) < 0)
 		_exit(1);
 	ctl = 3;
 	cfg.log_fd = 5;
-	cfg.stats_fd = prm->stats_fd >= 0 ? 6 : -1;
+	cfg.slots_fd = 6;
+	cfg.stats_fd = prm->stats_fd >= 0 ? 7 : -1;
 	if (pol == NULL)
 		child_fail(ctl, &(struct lz_err){ ENOMEM, "out of memory" });
 	if (lz_netpolicy_from_memfd(4, digest, pol, &err) < 0)
@@ -172,6 +174,9 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	if (lz_egress_tcp_pressure(&tcp_pressure, &err) < 0)
 		child_fail(ctl, &err);
 	lz_egress_limits_for(lz_test_fault("egress-least-host") ? 0 : tcp_pressure, &cfg.limits);
+	struct lz_lockslots slots_check;
+	if (prm->slots_fd < 0 || lz_lockslots_init(&slots_check, cfg.slots_fd, cfg.limits.max_connections) < 0)
+		child_fail(ctl, &(struct lz_err){ EINVAL, "no file of the host's connection slots to lock" });
 	/* it needs no capability to open sockets in the host's namespace, and
 	 * nothing of the developer's environment (a test build's fault switch
 	 * is read from it later: testfault.h) */

@@ -44,6 +44,7 @@ struct lz_egress_params {
 	uint64_t generation;
 	int log_fd;   /* refusals (the RS's helper log, relayed to hc.log); also its standard error */
 	int stats_fd; /* the counters record, or -1 */
+	int slots_fd; /* the host's connection slots (LZ_EGRESS_SLOTS) */
 };
 
 struct lz_egress {

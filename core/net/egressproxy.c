@@ -20,6 +20,7 @@
 #include "net/dnsquery.h"
 #include "net/egressname.h"
 #include "net/tlssni.h"
+#include "proc/lockslots.h"
 #include "proc/spawn.h"
 #include "util/cleanup.h"
 #include "util/deadline.h"
@@ -130,7 +131,7 @@ static struct {
 	bool log_full;
 	char logged[LOGGED_MAX][LZ_EGRESS_NAME_MAX + 8];
 	atomic_ullong allowed, refused;
-	atomic_int connections;
+	struct lz_lockslots slots; /* the host's, shared with every proxy */
 } proxy = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void lz_egress_stats_format(uint64_t allowed, uint64_t refused, char out[LZ_EGRESS_STATS_LEN + 1])
@@ -384,6 +385,7 @@ static void relay(int a, int b, uint8_t *buf)
 struct conn {
 	int fd;
 	const struct lz_egress_config *cfg;
+	int slot; /* of the host's connection slots */
 };
 
 /* The first bytes of an admitted CONNECT (*got of them already in buf,
@@ -519,8 +521,8 @@ static void *conn_main(void *arg)
 	struct conn *c = arg;
 	serve(c);
 	close(c->fd);
+	lz_lockslots_give(&proxy.slots, c->slot);
 	free(c);
-	atomic_fetch_sub(&proxy.connections, 1);
 	return NULL;
 }
 
@@ -534,9 +536,10 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 	 * (the window scale of their SYN): each is capped again below, as
 	 * one may have been queued before. */
 	const struct lz_egress_limits *lim = &cfg->limits;
-	if (lim->max_connections == 0)
-		return -EINVAL;
-	int r = cap_buffers(listener, lim->sandbox_rcvbuf, lim->sandbox_sndbuf);
+	int r = lz_lockslots_init(&proxy.slots, cfg->slots_fd, lim->max_connections);
+	if (r < 0)
+		return r;
+	r = cap_buffers(listener, lim->sandbox_rcvbuf, lim->sandbox_sndbuf);
 	if (r < 0)
 		return r;
 	write_stats(cfg);
@@ -568,21 +571,26 @@ int lz_egress_serve(int listener, const struct lz_egress_config *cfg)
 			close(fd);
 			continue;
 		}
-		if (atomic_fetch_add(&proxy.connections, 1) >= (int)lim->max_connections) {
-			char why[128];
-			snprintf(why, sizeof(why), "too many connections through the proxy: %u at once on this host",
-				 lim->max_connections);
-			atomic_fetch_sub(&proxy.connections, 1);
+		int slot = lz_lockslots_take(&proxy.slots);
+		if (slot < 0) {
+			char why[160];
+			if (slot == -EAGAIN)
+				snprintf(why, sizeof(why),
+					 "too many connections through the egress proxies on this host: %u at once, %u "
+					 "of them this sandbox's",
+					 lim->max_connections, lz_lockslots_held(&proxy.slots));
+			else
+				snprintf(why, sizeof(why), "the proxy cannot count its connection: %s", strerror(-slot));
 			note_refusal(cfg, "(connection limit)", why);
 			reply(fd, "503 Service Unavailable", why);
 			free(c);
 			close(fd);
 			continue;
 		}
-		*c = (struct conn){ fd, cfg };
+		*c = (struct conn){ fd, cfg, slot };
 		if (pthread_create(&t, &attr, conn_main, c) != 0) {
 			reply(fd, "503 Service Unavailable", "the proxy cannot start a thread");
-			atomic_fetch_sub(&proxy.connections, 1);
+			lz_lockslots_give(&proxy.slots, slot);
 			free(c);
 			close(fd);
 		}

@@ -25,7 +25,8 @@
  * request head is bounded (LZ_HTTP_HEAD_MAX), and costs work linear in its
  * length however it is cut into packets (as does a ClientHello), every
  * wait has a deadline, and at most a host-sized number of connections
- * (lz_egress_limits_for) are served at once. */
+ * (lz_egress_limits_for) are served at once by all the proxies of the
+ * Storage Root together (LZ_EGRESS_SLOTS). */
 #ifndef LZ_EGRESSPROXY_H
 #define LZ_EGRESSPROXY_H
 
@@ -54,7 +55,8 @@
  * that reads fast and then stops cannot grow them. All connections
  * together stay within a quarter of the host's TCP memory pressure
  * threshold (tcp_mem's second value), past which the kernel holds every
- * socket of the host to small buffers: fewer connections first (full
+ * socket of the host to small buffers (whatever the number of Domains:
+ * the connections are the host's slots, lz_egress_config.slots_fd): fewer connections first (full
  * buffers down to 64 connections), then smaller buffers, then fewer
  * connections again, never under LZ_EGRESS_MIN_CONNECTIONS. */
 struct lz_egress_limits {
@@ -76,9 +78,17 @@ struct lz_egress_config {
 	uint16_t dns_port; /* 53 */
 	int log_fd;        /* hc.log, or -1 */
 	int stats_fd;      /* the counters record (egress.h), or -1 */
+	/* The host's connection slots (proc/lockslots.h), shared by every
+	 * proxy of the developer's Domains: limits.max_connections is the
+	 * budget of all of them together, not of each (LZ_EGRESS_SLOTS). */
+	int slots_fd;
 	uint64_t generation;
 	struct lz_egress_limits limits; /* lz_egress_limits_for */
 };
+
+/* The slots file in the Storage Root: empty, its bytes locked by the
+ * proxies, one a connection. */
+#define LZ_EGRESS_SLOTS "egress.slots"
 
 /* The name check of one request: 0 to go on, -EACCES with why naming the
  * reason (an address instead of a name, not in allow_domains, in

@@ -57,13 +57,19 @@ static void anchor_close(struct lz_rs_anchor *a)
 	lz_close_fdp(&a->target_fd);
 }
 
+/* The plan's own descriptors but prepared_fd (which free leaves to the
+ * prepared image's holder); an initializer for int * or const int *. */
+#define PLAN_OWN_FDS(p)                                                                                    \
+	{ &(p)->control_fd,	  &(p)->log_fd,		   &(p)->root_target_fd, &(p)->root_upper_fd,          \
+	  &(p)->root_work_fd,	  &(p)->policy_fd,	   &(p)->slirp_log_fd,	 &(p)->router_target_fd,       \
+	  &(p)->router_program_fd, &(p)->host_ws_fd,	   &(p)->ignored_fd,	 &(p)->egress_stats_fd,        \
+	  &(p)->egress_slots_fd,  &(p)->runsc_fd,	   &(p)->slirp_fd }
+
 void lz_rsplan_free(struct lz_rs_plan *p)
 {
 	if (p == NULL)
 		return;
-	int *fds[] = { &p->control_fd,	  &p->log_fd,	  &p->root_target_fd, &p->root_upper_fd,
-		       &p->root_work_fd, &p->policy_fd, &p->slirp_log_fd, &p->router_target_fd, &p->router_program_fd,
-		       &p->host_ws_fd,	  &p->ignored_fd, &p->egress_stats_fd, &p->runsc_fd, &p->slirp_fd };
+	int *fds[] = PLAN_OWN_FDS(p);
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		lz_close_fdp(fds[i]);
 	for (size_t i = 0; i < p->n_anchors; i++)
@@ -85,13 +91,12 @@ static void rsplan_freep(struct lz_rs_plan **p)
 size_t lz_rsplan_fds(const struct lz_rs_plan *p, int *fds, size_t cap)
 {
 	size_t n = 0;
-	const int own[] = { p->control_fd,    p->log_fd,	 p->prepared_fd, p->root_target_fd,
-			    p->root_upper_fd, p->root_work_fd,	 p->policy_fd,	 p->slirp_log_fd,
-			    p->router_target_fd, p->router_program_fd, p->host_ws_fd, p->ignored_fd,
-			    p->egress_stats_fd, p->runsc_fd, p->slirp_fd };
+	const int *own[] = PLAN_OWN_FDS(p);
+	if (p->prepared_fd >= 0 && n < cap)
+		fds[n++] = p->prepared_fd;
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(own) && n < cap; i++)
-		if (own[i] >= 0)
-			fds[n++] = own[i];
+		if (*own[i] >= 0)
+			fds[n++] = *own[i];
 	for (size_t i = 0; i < p->n_anchors; i++) {
 		const struct lz_rs_anchor *a = &p->anchors[i];
 		const int one[] = { a->lower_fd, a->upper_fd, a->work_fd, a->target_fd };
@@ -368,16 +373,26 @@ static int plan_policy(const struct lz_config_profile *p, struct lz_rs_plan *pla
 
 /* Egress by name: the proxy's refusals go to hc.log (through the RS's
  * relay, supervisor.c) and its counters to the Domain Root's egress.stats, replaced
- * at each launch (state inspect reads it). */
+ * at each launch (state inspect reads it); its connections are slots of
+ * the Storage Root's egress.slots, which every Domain's proxy shares. */
 static int plan_egress(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
 {
 	if (lz_config_selected(in->cfg)->n_allow_domains == 0)
 		return 0;
+	struct stat st;
 	plan->egress = true;
 	plan->egress_stats_fd = lz_openat2_create(lz_config_storage_domain(in->cfg)->fd, LZ_EGRESS_STATS,
 						  O_RDWR | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
 	if (plan->egress_stats_fd < 0)
 		return lz_err_set(err, errno, "create %s in the Domain Root: %s", LZ_EGRESS_STATS, strerror(errno));
+	/* shared by every Domain's proxy: never truncated, never written */
+	plan->egress_slots_fd = lz_openat2_create(lz_config_storage_root(in->cfg)->fd, LZ_EGRESS_SLOTS,
+						  O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
+	if (plan->egress_slots_fd < 0)
+		return lz_err_set(err, errno, "open %s in the Storage Root: %s", LZ_EGRESS_SLOTS, strerror(errno));
+	if (fstat(plan->egress_slots_fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return lz_err_set(err, EINVAL, "%s in the Storage Root is not a file (remove it; Lazaret makes it)",
+				  LZ_EGRESS_SLOTS);
 	return 0;
 }
 
@@ -391,10 +406,8 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	int r;
 	if (plan == NULL)
 		return lz_err_set(err, ENOMEM, "out of memory");
-	int *fds[] = { &plan->control_fd,    &plan->log_fd,	  &plan->prepared_fd, &plan->root_target_fd,
-		       &plan->root_upper_fd, &plan->root_work_fd, &plan->policy_fd,   &plan->slirp_log_fd,
-		       &plan->router_target_fd, &plan->router_program_fd, &plan->host_ws_fd, &plan->ignored_fd,
-		       &plan->egress_stats_fd, &plan->runsc_fd, &plan->slirp_fd };
+	int *fds[] = PLAN_OWN_FDS(plan);
+	plan->prepared_fd = -EBADF;
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(fds); i++)
 		*fds[i] = -EBADF;
 	if (p->n_persistent_dirs > LZ_RS_MAX_ANCHORS)

@@ -116,6 +116,7 @@ struct lz_rs_plan {
 	 * egress.stats (state inspect reads it). */
 	bool egress;
 	int egress_stats_fd;
+	int egress_slots_fd; /* the Storage Root's egress.slots (egressproxy.h) */
 	/* Spec 3.5, SR-13: the workspace router (its ignore rules off when
 	 * the profile sets isolate_ignored = false, FR-9). Its mount point in
 	 * the generation, and its backings: the canonical workspace and the

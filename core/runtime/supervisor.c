@@ -771,7 +771,8 @@ int lz_rs_start_egress(lz_rs *rs, struct lz_err *err)
 	if (p->egress) {
 		const struct lz_egress_params prm = { .policy_fd = p->policy_fd, .policy_digest = p->policy_digest,
 						      .key = p->canary_key, .generation = p->generation,
-						      .log_fd = rs->helper_log[1], .stats_fd = p->egress_stats_fd };
+						      .log_fd = rs->helper_log[1], .stats_fd = p->egress_stats_fd,
+						      .slots_fd = p->egress_slots_fd };
 		if ((r = lz_egress_start(&prm, &rs->egress, err)) < 0)
 			return r;
 	}

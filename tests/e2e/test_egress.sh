@@ -54,6 +54,22 @@ write_proxy_probe() {
 		at_once() {
 			{ cat "\$1"; sleep 2; } | busybox timeout 40 nc -w 36 $PROXY 3128
 		}
+		# N connections that say nothing for S seconds.
+		hold() {
+			local i=0
+			while [ "\$i" -lt "\$1" ]; do
+				sleep "\$2" | busybox timeout \$((\$2 + 2)) nc $PROXY 3128 >/dev/null 2>&1 &
+				i=\$((i + 1))
+			done
+			wait
+		}
+		# N such connections for 6 s; a CONNECT to the test server after 2 s.
+		crowd() {
+			hold "\$1" 6 &
+			sleep 2
+			via "CONNECT allowed.lazaret.test:$PORT HTTP/1.1"
+			wait
+		}
 	EOF
 }
 
@@ -255,28 +271,63 @@ test_connections_past_the_host_limit_are_refused() {
 	need_net
 	egress_profile '"allowed.lazaret.test"'
 	write_proxy_probe
-	cat >>"$WS/probe.sh" <<-EOF
-		# N connections that say nothing for 6 s, then one more request.
-		crowd() {
-			local i=0
-			while [ "\$i" -lt "\$1" ]; do
-				sleep 6 | busybox timeout 8 nc $PROXY 3128 >/dev/null 2>&1 &
-				i=\$((i + 1))
-			done
-			sleep 2
-			via "CONNECT allowed.lazaret.test:$PORT HTTP/1.1"
-			wait
-		}
-	EOF
 	capture faulty_launch egress-least-host bash -c ". /workspace/probe.sh; section crowd crowd 16;
 		section alone via 'CONNECT allowed.lazaret.test:$PORT HTTP/1.1'"
 	assert_eq 0 "$STATUS" "the probe launch's status (stderr: $ERR)"
 	assert_contains "$(section crowd)" "503 Service Unavailable" "the connection past the limit"
-	assert_contains "$(section crowd)" "too many connections through the proxy: 16 at once on this host" \
+	assert_contains "$(section crowd)" \
+		"too many connections through the egress proxies on this host: 16 at once, 16 of them this sandbox's" \
 		"the connection past the limit"
 	assert_contains "$(section alone)" "200 Connection established" "a connection once the crowd left"
-	assert_eq 1 "$(hc_log | grep -c 'egress refused (connection limit): too many connections through the proxy: 16 at once')" \
+	assert_eq 1 "$(hc_log | grep -c 'egress refused (connection limit): too many connections through the egress proxies on this host: 16 at once')" \
 		"hc.log lines for the limit"
+}
+
+# slots_locked: how many connection slots (bytes) of the Storage Root's
+# egress.slots the proxies hold now: the locked ranges /proc/locks lists
+# (the kernel merges a proxy's adjacent bytes into one range).
+slots_locked() {
+	local ino
+	ino=$(stat -c %i "$DATA/egress.slots") || return 1
+	awk -v ino="$ino" '$2 == "OFDLCK" && $6 ~ (":" ino "$") { n += $8 - $7 + 1 } END { print n + 0 }' /proc/locks
+}
+
+# The connection limit is the host's, not each Domain's: another Domain
+# (a second profile of the same workspace and Storage Root) holds 10 of the
+# test build's 16 connections while this one asks for its 7th. When both
+# have ended, nothing is held.
+test_the_connection_limit_is_shared_by_every_domain() {
+	need_faults
+	need_net
+	egress_profile '"allowed.lazaret.test"'
+	cat >>"$CFG" <<-EOF
+		[profiles.other]
+		image = "oci:$IMG/img:latest"
+		[profiles.other.network]
+		allow_domains = ["allowed.lazaret.test"]
+		resolvers = ["$DNS"]
+	EOF
+	write_proxy_probe
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=egress-least-host "$LAZARET_FAULTS" \
+		other --config "$CFG" -- bash -c ". /workspace/probe.sh; hold 10 25") >/dev/null 2>&1 &
+	local bg=$!
+	for _ in $(seq 150); do
+		[ "$(slots_locked 2>/dev/null)" != 10 ] || break
+		sleep 0.1
+	done
+	assert_eq 10 "$(slots_locked)" "slots the other Domain's proxy holds"
+	capture faulty_launch egress-least-host bash -c ". /workspace/probe.sh; section crowd crowd 6"
+	assert_eq 0 "$STATUS" "the probe launch's status (stderr: $ERR)"
+	assert_contains "$(section crowd)" "503 Service Unavailable" "the connection past the host's limit"
+	assert_contains "$(section crowd)" \
+		"too many connections through the egress proxies on this host: 16 at once, 6 of them this sandbox's" \
+		"the connection past the host's limit"
+	wait "$bg" || fail "the other Domain's launch failed"
+	for _ in $(seq 100); do
+		[ "$(slots_locked)" != 0 ] || break
+		sleep 0.1
+	done
+	assert_eq 0 "$(slots_locked)" "slots held once both Domains ended"
 }
 
 test_a_server_that_speaks_first_is_relayed() {
@@ -388,6 +439,7 @@ t_run "CONNECT to an allowed name with another TLS server name is refused" \
 t_run "a ClientHello sent with the CONNECT head is checked" test_tls_sent_with_the_connect_head_is_checked
 t_run "a tunnel where nobody speaks is closed, never relayed unchecked later" test_a_silent_tunnel_is_closed
 t_run "connections past the host's limit are refused with the limit, logged once" test_connections_past_the_host_limit_are_refused
+t_run "the connection limit is the host's, shared by every Domain's proxy" test_the_connection_limit_is_shared_by_every_domain
 t_run "a server that speaks first (not HTTP) on another port is relayed" test_a_server_that_speaks_first_is_relayed
 t_run "the proxy's memory is closed to the generation's other processes" test_the_proxy_memory_is_closed_to_the_generation
 t_run "the proxy opens no file and no Unix socket of the developer's" test_the_proxy_opens_no_file

@@ -181,6 +181,9 @@ struct served {
 	char dir[64];
 	int dfd;
 	unsigned max_connections;
+	/* another Domain's proxy: the same slots, its own port */
+	pid_t other;
+	uint16_t other_port;
 };
 
 static int serve_start(void **state)
@@ -192,8 +195,9 @@ static int serve_start(void **state)
 	assert_non_null(mkdtemp(v->dir));
 	v->dfd = open(v->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	uint16_t dns_port;
-	int u = bound(SOCK_DGRAM, &dns_port), l = bound(SOCK_STREAM, &v->port);
+	int u = bound(SOCK_DGRAM, &dns_port), l = bound(SOCK_STREAM, &v->port), l2 = bound(SOCK_STREAM, &v->other_port);
 	assert_int_equal(listen(l, 512), 0);
+	assert_int_equal(listen(l2, 512), 0);
 	/* The children die with the test, whatever fails. */
 	if ((v->dns = fork()) == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -210,14 +214,27 @@ static int serve_start(void **state)
 	v->max_connections = cfg.limits.max_connections;
 	cfg.log_fd = openat(v->dfd, "hc.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	cfg.stats_fd = openat(v->dfd, LZ_EGRESS_STATS, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	assert_true(cfg.log_fd >= 0 && cfg.stats_fd >= 0);
+	cfg.slots_fd = openat(v->dfd, LZ_EGRESS_SLOTS, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(cfg.log_fd >= 0 && cfg.stats_fd >= 0 && cfg.slots_fd >= 0);
 	if ((v->proxy = fork()) == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(l2);
 		_exit(-lz_egress_serve(l, &cfg));
 	}
+	/* the other proxy opens the file itself, as each RS's plan does */
+	struct lz_egress_config other = cfg;
+	other.log_fd = other.stats_fd = -1;
+	if ((v->other = fork()) == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(l);
+		other.slots_fd = openat(v->dfd, LZ_EGRESS_SLOTS, O_RDWR | O_CLOEXEC);
+		_exit(-lz_egress_serve(l2, &other));
+	}
 	close(l);
+	close(l2);
 	close(cfg.log_fd);
 	close(cfg.stats_fd);
+	close(cfg.slots_fd);
 	free(p);
 	*state = v;
 	return 0;
@@ -228,29 +245,35 @@ static int serve_stop(void **state)
 	struct served *v = *state;
 	int st;
 	kill(v->proxy, SIGKILL);
+	kill(v->other, SIGKILL);
 	kill(v->dns, SIGKILL);
 	(void)waitpid(v->proxy, &st, 0);
+	(void)waitpid(v->other, NULL, 0);
 	(void)waitpid(v->dns, NULL, 0);
 	unlinkat(v->dfd, "hc.log", 0);
 	unlinkat(v->dfd, LZ_EGRESS_STATS, 0);
+	unlinkat(v->dfd, LZ_EGRESS_SLOTS, 0);
 	close(v->dfd);
 	rmdir(v->dir);
 	free(v);
 	return 0;
 }
 
-static int dial(const struct served *v)
+static int dial_port(uint16_t port)
 {
 	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(v->port),
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
 				  .sin_addr.s_addr = htonl(0x7f000001u) };
 	assert_true(c >= 0);
 	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	return c;
 }
 
-/* Sends req (len bytes) and returns everything the proxy answers before it
- * closes (at most cap - 1 bytes, NUL-terminated), within 10 s. */
+static int dial(const struct served *v)
+{
+	return dial_port(v->port);
+}
+
 /* Reads the answer on c until the proxy closes it (or out is full), then
  * closes c. */
 static char *answer(int c, char *out, size_t cap)
@@ -268,6 +291,8 @@ static char *answer(int c, char *out, size_t cap)
 	return out;
 }
 
+/* Sends req (len bytes) and returns everything the proxy answers before it
+ * closes (at most cap - 1 bytes, NUL-terminated), within 10 s. */
 static char *ask(const struct served *v, const char *req, size_t len, char *out, size_t cap)
 {
 	int c = dial(v);
@@ -409,7 +434,7 @@ static void test_lz_egress_serve__connection_limit(void **state)
 		assert_true(tries < 50);
 		usleep(100 * 1000);
 	}
-	assert_non_null(strstr(out, "too many connections through the proxy: 16 at once on this host"));
+	assert_non_null(strstr(out, "too many connections through the egress proxies on this host: 16 at once, 16 of them this sandbox's"));
 	char log[4096];
 	ssize_t n = lz_read_small_at(v->dfd, "hc.log", log, sizeof(log));
 	assert_true(n > 0);
@@ -424,6 +449,61 @@ static void test_lz_egress_serve__connection_limit(void **state)
 	}
 	for (unsigned i = 1; i < v->max_connections; i++)
 		close(idle[i]);
+}
+
+/* Waits until want of the slots file's bytes are locked (by anyone). */
+static void wait_held(const struct served *v, unsigned want)
+{
+	int fd = openat(v->dfd, LZ_EGRESS_SLOTS, O_RDWR | O_CLOEXEC);
+	unsigned held = 0;
+	assert_true(fd >= 0);
+	for (int tries = 0; tries < 100; tries++, usleep(50 * 1000)) {
+		held = 0;
+		for (unsigned i = 0; i < v->max_connections; i++) {
+			struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+			assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
+			held += fl.l_type != F_UNLCK;
+		}
+		if (held == want)
+			break;
+	}
+	close(fd);
+	assert_int_equal(held, want);
+}
+
+/* The limit is the host's, not each proxy's: another Domain's proxy holds
+ * 10 of the 16 slots, this one serves 6 and refuses the 7th naming both
+ * counts; a slot the other gives back is this one's next. */
+static void test_lz_egress_serve__the_limit_is_shared_by_every_proxy(void **state)
+{
+	const struct served *v = *state;
+	int theirs[10], ours[6];
+	char out[512];
+	assert_int_equal(v->max_connections, 16);
+	static const char denied[] = "CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n"; /* answered at once */
+	for (size_t i = 0; i < 10; i++)
+		theirs[i] = dial_port(v->other_port);
+	wait_held(v, 10);
+	for (size_t i = 0; i < 6; i++)
+		ours[i] = dial(v);
+	wait_held(v, 16);
+	ask(v, denied, strlen(denied), out, sizeof(out));
+	if (strstr(out, "16 at once, 6 of them this sandbox's") == NULL)
+		fail_msg("the refusal: %s", out);
+	if (strstr(out, "16 at once, 6 of them this sandbox's") == NULL)
+		fail_msg("the refusal: %s", out);
+	close(theirs[0]);
+	for (int tries = 0;; tries++) {
+		usleep(100 * 1000);
+		ask(v, denied, strlen(denied), out, sizeof(out));
+		if (strstr(out, "403 Forbidden") != NULL)
+			break;
+		assert_true(tries < 50);
+	}
+	for (size_t i = 1; i < 10; i++)
+		close(theirs[i]);
+	for (size_t i = 0; i < 6; i++)
+		close(ours[i]);
 }
 
 /* ---- what a stalled tunnel holds ------------------------------------------- */
@@ -508,7 +588,8 @@ static uint64_t stalled_tunnel_holds(const struct lz_egress_limits *limits, char
 		NO("policy");
 	struct lz_egress_config cfg = { .policy = &p, .resolvers = { 0x7f000001u }, .n_resolvers = 1,
 					.dns_port = dns_port, .log_fd = -1, .stats_fd = -1, .generation = 7,
-					.limits = *limits };
+					.limits = *limits,
+					.slots_fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) };
 	if (fork() == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(-lz_egress_serve(pl, &cfg));
@@ -660,6 +741,8 @@ int main(void)
 						serve_stop),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__head_in_pieces, serve_start, serve_stop),
 		cmocka_unit_test_setup_teardown(test_lz_egress_serve__connection_limit, serve_start, serve_stop),
+		cmocka_unit_test_setup_teardown(test_lz_egress_serve__the_limit_is_shared_by_every_proxy, serve_start,
+						serve_stop),
 		cmocka_unit_test(test_lz_egress_serve__a_stalled_tunnel_holds_little),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

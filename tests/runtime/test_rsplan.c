@@ -23,6 +23,7 @@
 
 #include "cfg_fixture.h"
 
+#include "net/egressproxy.h"
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "router/ignorewatch.h"
@@ -309,9 +310,9 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	/* Every descriptor the RS keeps: among them the tools it runs. */
 	int fds[64];
 	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 13 + 4 * 2);
-	const int own[] = { plan->control_fd,	    plan->log_fd,	plan->prepared_fd, plan->root_target_fd,
-			    plan->root_upper_fd,    plan->root_work_fd, plan->policy_fd,   plan->slirp_log_fd,
-			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd,  plan->runsc_fd,
+	const int own[] = { plan->prepared_fd,	    plan->control_fd,	plan->log_fd,	  plan->root_target_fd,
+			    plan->root_upper_fd,    plan->root_work_fd, plan->policy_fd,  plan->slirp_log_fd,
+			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd, plan->runsc_fd,
 			    plan->slirp_fd };
 	assert_memory_equal(fds, own, sizeof(own));
 	assert_int_equal(fds[13], plan->anchors[0].lower_fd);
@@ -392,6 +393,61 @@ static void test_lz_rsplan_build__persistent_dir_must_be_a_directory(void **stat
 	}
 }
 
+/* Egress by name: the host's connection slots are the Storage Root's
+ * egress.slots, which every Domain's plan opens for locking (never
+ * truncated, never written); anything but a file there refuses the plan,
+ * leaking nothing. */
+static void test_lz_rsplan_build__egress_slots_in_the_storage_root(void **state)
+{
+	struct fx *f = *state;
+	char storage[PATH_MAX];
+	const struct {
+		const char *what;
+		int want;
+		const char *msg;
+	} cases[] = {
+		{ "none yet", 0, "" },
+		{ "a FIFO", -EINVAL, "is not a file (remove it" },
+		{ "a symlink", -ELOOP, "open egress.slots in the Storage Root" },
+	};
+	snprintf(storage, sizeof(storage), "%s/data/lazaret", f->c->dir);
+	for (size_t i = 0; i < 3; i++) {
+		struct lz_err err = { 0, "" };
+		if (i > 0) {
+			lz_gendir_remove(&f->c->gen);
+			lz_config_free(f->c->cfg);
+			f->c->cfg = NULL;
+		}
+		load(f, CFG_FX_BASE "[profiles.dev.network]\nallow_domains = [\"a.example\"]\n"
+				    "resolvers = [\"192.0.2.53\"]\n", 1 + i);
+		int sdir = open(storage, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		assert_true(sdir >= 0);
+		(void)unlinkat(sdir, LZ_EGRESS_SLOTS, 0);
+		if (i == 1)
+			assert_int_equal(mknodat(sdir, LZ_EGRESS_SLOTS, S_IFIFO | 0600, 0), 0);
+		if (i == 2)
+			assert_int_equal(symlinkat("/tmp/elsewhere", sdir, LZ_EGRESS_SLOTS), 0);
+		size_t before = open_fds();
+		struct lz_rs_plan *plan = NULL;
+		int hc = -1;
+		int r = lz_rsplan_build(&f->in, &plan, &hc, &err);
+		if (r != cases[i].want || strstr(err.msg, cases[i].msg) == NULL)
+			fail_msg("%s: %d (%s)", cases[i].what, r, err.msg);
+		if (r == 0) {
+			assert_true(plan->egress);
+			assert_same(plan->egress_slots_fd, sdir, LZ_EGRESS_SLOTS);
+			assert_int_equal(mode_of(sdir, LZ_EGRESS_SLOTS), 0600);
+			assert_int_equal(fcntl(plan->egress_slots_fd, F_GETFL) & O_ACCMODE, O_RDWR);
+			close(hc);
+			lz_rsplan_free(plan);
+		} else {
+			assert_null(plan);
+			assert_int_equal(open_fds(), before); /* nothing leaked */
+		}
+		close(sdir);
+	}
+}
+
 /* Git Sentry's files are bound by the RS from the objects the sentry
  * checked, onto <gen>/sentry/<i> (the bundle names that path): the
  * workspace path, which another Domain's sandbox may replace, is only a
@@ -466,6 +522,7 @@ int main(void)
 		T(test_lz_rsplan_build__next_generation_reuses_anchors),
 		T(test_lz_rsplan_build__persistent_dir_must_be_a_directory),
 		T(test_lz_rsplan_build__git_sentry_files_bound_by_descriptor),
+		T(test_lz_rsplan_build__egress_slots_in_the_storage_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,7 +171,8 @@ end
 
 -- What a profile with allow_domains may hold of the host's TCP memory
 -- through the egress proxy: a quarter of the kernel's pressure threshold
--- (net.ipv4.tcp_mem), in connections and buffers (core/net/egressproxy.h).
+-- (net.ipv4.tcp_mem), in connections and buffers, for every Domain's proxy
+-- together (core/net/egressproxy.h).
 local function check_egress(probe)
   local name = "egress proxy"
   local e, msg = probe.egress()
@@ -179,8 +180,8 @@ local function check_egress(probe)
     return problem(name, msg, "a launch with allow_domains reads /proc/sys/net/ipv4/tcp_mem; make it "
       .. "readable (see docs/configuration.md, network)")
   end
-  return ok(name, format("at most %d connections at once, a %d KiB receive buffer each from upstream "
-    .. "(a quarter of the host's TCP memory pressure threshold, %d MiB)", e.max_connections,
+  return ok(name, format("at most %d connections at once for all your Domains, a %d KiB receive buffer "
+    .. "each from upstream (a quarter of the host's TCP memory pressure threshold, %d MiB)", e.max_connections,
     e.upstream_rcvbuf // 1024, e.tcp_pressure // (1024 * 1024)))
 end
 

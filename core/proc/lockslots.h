@@ -1,0 +1,45 @@
+/* Slots shared by every process that opens one file: a budget for the
+ * whole host (the egress proxies' connections, egressproxy.h), not one per
+ * process. Slot i is an open file description's write lock on byte i of
+ * the file (F_OFD_SETLK). The kernel drops a description's locks when its
+ * last descriptor closes, so a holder that crashes or is killed leaks no
+ * slot, and nothing is ever written to the file.
+ *
+ * The locks of one description never conflict with each other: the
+ * process's own slots are kept here, under a mutex, so its threads share
+ * one lz_lockslots. */
+#ifndef LZ_PROC_LOCKSLOTS_H
+#define LZ_PROC_LOCKSLOTS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define LZ_LOCKSLOTS_MAX 4096
+
+struct lz_lockslots {
+	int fd;
+	unsigned n;    /* slots 0..n-1 */
+	unsigned held; /* by this process */
+	unsigned next; /* where the next search starts */
+	pthread_mutex_t lock;
+	uint64_t mine[LZ_LOCKSLOTS_MAX / 64];
+};
+
+/* fd: a regular file open for writing, which the caller keeps open (and
+ * shares with no other description's owner it means to count apart).
+ * -EINVAL when n is 0 or over LZ_LOCKSLOTS_MAX or fd is not a regular
+ * file opened for writing. */
+int lz_lockslots_init(struct lz_lockslots *s, int fd, unsigned n);
+
+/* A free slot, now held: its number. -EAGAIN when all n are held (by this
+ * process and others together); another -errno when the kernel refuses a
+ * lock (ENOLCK: its own limit). */
+int lz_lockslots_take(struct lz_lockslots *s);
+
+/* Gives back a slot lz_lockslots_take returned. */
+void lz_lockslots_give(struct lz_lockslots *s, int slot);
+
+/* How many slots this process holds. */
+unsigned lz_lockslots_held(struct lz_lockslots *s);
+
+#endif
