@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc/lockslots.h"
 #include "util/cleanup.h"
 #include "util/deadline.h"
 #include "util/escape.h"
@@ -25,6 +26,7 @@
 #define QUIET_MS 50        /* a burst of changes (git checkout) is one rebuild */
 #define RETRY_MS 200       /* an index caught mid-write: try again */
 #define MAX_RETRIES 25
+#define WATCH_CHUNK 256 /* watches a slot of the shared budget (watch.slots) */
 
 /* No IN_DONT_FOLLOW: directories are watched through their descriptor's
  * /proc/self/fd magic link (opened confined), which must be followed. */
@@ -80,6 +82,12 @@ struct lz_ignorewatch {
 	size_t cap; /* a power of two, or 0 */
 	size_t dead;
 	size_t ndirs, max_dirs;
+	/* The budget all Domains' routers share: chunks of WATCH_CHUNK
+	 * watches, each a slot of the Storage Root's watch.slots. */
+	bool shared;
+	struct lz_lockslots pool;
+	size_t n_chunks;
+	int chunks[LZ_IGNOREWATCH_MAX_DIRS / WATCH_CHUNK];
 	bool full_warned;
 	bool overflowed;
 	atomic_ulong published;
@@ -87,6 +95,29 @@ struct lz_ignorewatch {
 	atomic_size_t slots; /* cap, for tests on another thread */
 	pthread_t thread;
 };
+
+/* Room for need watched directories: within this watch's max_dirs and,
+ * shared, within the chunks it holds or can take now. */
+static bool room(struct lz_ignorewatch *iw, size_t need)
+{
+	if (need > iw->max_dirs)
+		return false;
+	while (iw->shared && iw->n_chunks * WATCH_CHUNK < need) {
+		int slot = lz_lockslots_take(&iw->pool);
+		if (slot < 0)
+			return false;
+		iw->chunks[iw->n_chunks++] = slot;
+	}
+	return true;
+}
+
+/* Gives chunks back while one spare chunk stays (no take and give at
+ * each directory made and removed at a boundary). */
+static void shrink(struct lz_ignorewatch *iw)
+{
+	while (iw->n_chunks > 1 && (iw->n_chunks - 1) * WATCH_CHUNK >= iw->ndirs + WATCH_CHUNK)
+		lz_lockslots_give(&iw->pool, iw->chunks[--iw->n_chunks]);
+}
 
 static size_t wd_hash(int wd, size_t cap)
 {
@@ -149,6 +180,7 @@ static void forget_wd(struct lz_ignorewatch *iw, int wd)
 		*x = (struct watched){ .dead = true };
 		iw->ndirs--;
 		iw->dead++;
+		shrink(iw);
 	}
 }
 
@@ -219,7 +251,8 @@ static void warn_full(struct lz_ignorewatch *iw, int e)
 	lz_router_log("watching %zu workspace directories, no more (%s): ignore-rule changes in the others "
 		      "are seen at the next change elsewhere or the next launch, and host changes after the "
 		      "short cache timeouts",
-		      iw->ndirs, e ? strerror(e) : "a quarter of the user's inotify watches, at most 65,536");
+		      iw->ndirs,
+		      e ? strerror(e) : "a quarter of the user's inotify watches for all Domains, at most 65,536");
 }
 
 static enum kind child_kind(enum kind parent, const char *name)
@@ -267,7 +300,7 @@ static int pending_push(struct pending_list *l, int parent, enum kind k, const c
  * left unwatched, as past the limit. */
 static int watch_one(struct lz_ignorewatch *iw, const struct pending *p, struct pending_list *l)
 {
-	if (iw->ndirs + l->n >= iw->max_dirs) {
+	if (!room(iw, iw->ndirs + l->n + 1)) {
 		warn_full(iw, 0);
 		return 0;
 	}
@@ -485,7 +518,7 @@ static void mark_input(struct lz_ignorewatch *iw, int fd, bool inside, uint8_t b
 		/* new: past the budget, as the walk would not watch it; no
 		 * router key (the walk records a workspace directory's) */
 		struct stat none = { 0 };
-		if ((inside && iw->ndirs >= iw->max_dirs) || record_wd(iw, wd, K_INPUT, -1, "", &none) < 0) {
+		if ((inside && !room(iw, iw->ndirs + 1)) || record_wd(iw, wd, K_INPUT, -1, "", &none) < 0) {
 			(void)inotify_rm_watch(iw->ino_fd, wd);
 			return;
 		}
@@ -657,6 +690,12 @@ static void *watch_main(void *arg)
 
 static void watch_free(struct lz_ignorewatch *iw)
 {
+	while (iw->n_chunks > 0)
+		lz_lockslots_give(&iw->pool, iw->chunks[--iw->n_chunks]);
+	if (iw->shared) {
+		pthread_mutex_destroy(&iw->pool.lock);
+		close(iw->pool.fd);
+	}
 	for (size_t i = 0; i < iw->cap; i++)
 		free(iw->w[i].name);
 	free(iw->w);
@@ -694,13 +733,25 @@ size_t lz_ignorewatch_budget(unsigned long max_user_watches)
 }
 
 int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, const lz_ignoreclass *snap,
-			 size_t max_dirs, lz_ignorewatch **ret, struct lz_err *err)
+			 size_t max_dirs, int slots_fd, lz_ignorewatch **ret, struct lz_err *err)
 {
 	struct lz_ignorewatch *iw = calloc(1, sizeof(*iw));
 	if (iw == NULL)
 		return lz_err_set(err, ENOMEM, "ignore watch: out of memory");
 	iw->router = r;
 	iw->max_dirs = max_dirs > 0 && max_dirs < LZ_IGNOREWATCH_MAX_DIRS ? max_dirs : LZ_IGNOREWATCH_MAX_DIRS;
+	if (slots_fd >= 0) {
+		size_t n = iw->max_dirs / WATCH_CHUNK;
+		int fd = fcntl(slots_fd, F_DUPFD_CLOEXEC, 3);
+		int e = fd < 0 ? -errno : lz_lockslots_init(&iw->pool, fd, n > 0 ? (unsigned)n : 1);
+		if (e < 0) {
+			if (fd >= 0)
+				close(fd);
+			free(iw);
+			return lz_err_set(err, -e, "ignore watch: the shared watch budget: %s", strerror(-e));
+		}
+		iw->shared = true;
+	}
 	iw->ino_fd = iw->stop_fd = iw->host_fd = iw->isolated_fd = -EBADF;
 	if ((iw->host_fd = fcntl(in->workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
 	    (in->isolated_fd >= 0 && (iw->isolated_fd = fcntl(in->isolated_fd, F_DUPFD_CLOEXEC, 3)) < 0) ||

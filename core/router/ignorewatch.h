@@ -39,22 +39,31 @@
 
 typedef struct lz_ignorewatch lz_ignorewatch;
 
-/* The most directories one watch takes when the developer's inotify
- * budget is max_user_watches (fs.inotify.max_user_watches, read in the
- * initial user namespace: a namespace of the developer's own reports no
- * limit but is charged to it): a quarter of it, at most
- * LZ_IGNOREWATCH_MAX_DIRS. The watches are shared with other Domains'
- * routers and the developer's editors, which a sandbox making directories
- * must not starve. */
+/* The most directories the watches of all Domains' routers take together
+ * when the developer's inotify budget is max_user_watches
+ * (fs.inotify.max_user_watches, read in the initial user namespace: a
+ * namespace of the developer's own reports no limit but is charged to it):
+ * a quarter of it, at most LZ_IGNOREWATCH_MAX_DIRS. The rest is the
+ * developer's editors', which sandboxes making directories must not
+ * starve. */
 size_t lz_ignorewatch_budget(unsigned long max_user_watches);
 
-/* Starts watching at most max_dirs directories (0: LZ_IGNOREWATCH_MAX_DIRS);
+/* The Storage Root's file whose slots (proc/lockslots.h) are that budget in
+ * chunks of 256 watches: every Domain's router takes its chunks there as
+ * its watch grows and gives them back as it shrinks or ends. */
+#define LZ_IGNOREWATCH_SLOTS "watch.slots"
+
+/* Starts watching at most max_dirs directories (0: LZ_IGNOREWATCH_MAX_DIRS),
+ * and, with slots_fd (LZ_IGNOREWATCH_SLOTS open for writing, duplicated:
+ * a watch holds its slots through that open file, so two watches of one
+ * process need two opens; -1: none, for tests), only as many as the
+ * chunks it can take there allow;
  * in's descriptors are duplicated and its path copied. snap (borrowed for
  * the call; NULL: none) is the snapshot r serves, built from in: what it
  * read (lz_ignoreclass_read_dirs) is watched until a rebuild replaces it.
  * r must outlive the watch. */
 int lz_ignorewatch_start(lz_router *r, const struct lz_ignoreclass_inputs *in, const lz_ignoreclass *snap,
-			 size_t max_dirs, lz_ignorewatch **ret, struct lz_err *err);
+			 size_t max_dirs, int slots_fd, lz_ignorewatch **ret, struct lz_err *err);
 
 /* How many snapshots the watch has published so far, how many rebuilds
  * failed, and how many directory records its table has room for (tests). */

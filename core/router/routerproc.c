@@ -94,6 +94,7 @@ static int check_fds(struct lz_err *err)
 		{ LZ_ROUTERPROC_FD_ISOLATED, S_IFDIR, "the Ignored Workspace State" },
 		{ LZ_ROUTERPROC_FD_READY, S_IFIFO, "the ready pipe" },
 		{ LZ_ROUTERPROC_FD_REPORT, S_IFIFO, "the report pipe" },
+		{ LZ_ROUTERPROC_FD_WATCH_SLOTS, S_IFREG, "the watch budget's slots file" },
 	};
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(want); i++) {
 		struct stat st;
@@ -231,7 +232,7 @@ int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err)
 		return r;
 	lz_ignorewatch *watch = NULL;
 	/* snap is the router's now, and stays until the watch publishes */
-	if ((r = lz_ignorewatch_start(router, &in, snap, a->watch_dirs, &watch, err)) < 0) {
+	if ((r = lz_ignorewatch_start(router, &in, snap, a->watch_dirs, LZ_ROUTERPROC_FD_WATCH_SLOTS, &watch, err)) < 0) {
 		lz_router_free(router);
 		return r;
 	}

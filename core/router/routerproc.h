@@ -23,8 +23,9 @@ enum {
 	LZ_ROUTERPROC_FD_ISOLATED,     /* the Ignored Workspace State (a directory) */
 	LZ_ROUTERPROC_FD_READY,        /* pipe: one byte once serving starts */
 	LZ_ROUTERPROC_FD_REPORT,       /* pipe: the failure message, if any */
+	LZ_ROUTERPROC_FD_WATCH_SLOTS,  /* the Storage Root's watch.slots (router/ignorewatch.h) */
 };
-#define LZ_ROUTERPROC_NFDS 5
+#define LZ_ROUTERPROC_NFDS 6
 
 struct lz_routerproc_args {
 	bool hide_editor_config;
@@ -44,7 +45,7 @@ void lz_routerproc_argv(const struct lz_routerproc_args *a, char number[24],
 int lz_routerproc_parse(int argc, char *const *argv, struct lz_routerproc_args *ret, struct lz_err *err);
 
 /* The process: checks its descriptors are what the RS placed (a FUSE
- * device, two directories, two pipes), confines itself (no network, five
+ * device, two directories, two pipes, a file), confines itself (no network, five
  * capabilities, no new privileges), classifies the workspace, writes the
  * ready byte and serves until unmounted or SIGTERM. 0 or -errno. */
 int lz_routerproc_run(const struct lz_routerproc_args *a, struct lz_err *err);

@@ -63,7 +63,7 @@ static void anchor_close(struct lz_rs_anchor *a)
 	{ &(p)->control_fd,	  &(p)->log_fd,		   &(p)->root_target_fd, &(p)->root_upper_fd,          \
 	  &(p)->root_work_fd,	  &(p)->policy_fd,	   &(p)->slirp_log_fd,	 &(p)->router_target_fd,       \
 	  &(p)->router_program_fd, &(p)->host_ws_fd,	   &(p)->ignored_fd,	 &(p)->egress_stats_fd,        \
-	  &(p)->egress_slots_fd,  &(p)->runsc_fd,	   &(p)->slirp_fd }
+	  &(p)->egress_slots_fd,  &(p)->watch_slots_fd,   &(p)->runsc_fd,	 &(p)->slirp_fd }
 
 void lz_rsplan_free(struct lz_rs_plan *p)
 {
@@ -243,6 +243,22 @@ static int plan_binds(const struct lz_rsplan_input *in, struct lz_rs_plan *plan,
 
 /* The developer's inotify budget, as the initial user namespace counts
  * it (ignorewatch.h); unreadable, the watch's own limit. */
+/* A slots file of the Storage Root (proc/lockslots.h): a budget every
+ * Domain shares, made empty (0600) and never truncated or written;
+ * anything but a file there refuses. */
+static int open_storage_slots(const struct lz_rsplan_input *in, const char *name, int *ret, struct lz_err *err)
+{
+	struct stat st;
+	*ret = lz_openat2_create(lz_config_storage_root(in->cfg)->fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600,
+				 LZ_RESOLVE_OWNED);
+	if (*ret < 0)
+		return lz_err_set(err, errno, "open %s in the Storage Root: %s", name, strerror(errno));
+	if (fstat(*ret, &st) < 0 || !S_ISREG(st.st_mode))
+		return lz_err_set(err, EINVAL, "%s in the Storage Root is not a file (remove it; Lazaret makes it)",
+				  name);
+	return 0;
+}
+
 static size_t watch_budget(void)
 {
 	char buf[32] = "";
@@ -264,6 +280,8 @@ static int plan_router(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 	plan->isolate_ignored = lz_config_selected(in->cfg)->isolate_ignored;
 	plan->hide_editor_config = lz_config_selected(in->cfg)->hide_editor_config;
 	plan->watch_dirs = watch_budget();
+	if ((r = open_storage_slots(in, LZ_IGNOREWATCH_SLOTS, &plan->watch_slots_fd, err)) < 0)
+		return r;
 	/* With isolation off (FR-9) the router still serves the workspace:
 	 * nothing is ignored, but its policy (Git control files, setuid bits,
 	 * repositories and editor files made inside) holds all the same. */
@@ -379,21 +397,12 @@ static int plan_egress(const struct lz_rsplan_input *in, struct lz_rs_plan *plan
 {
 	if (lz_config_selected(in->cfg)->n_allow_domains == 0)
 		return 0;
-	struct stat st;
 	plan->egress = true;
 	plan->egress_stats_fd = lz_openat2_create(lz_config_storage_domain(in->cfg)->fd, LZ_EGRESS_STATS,
 						  O_RDWR | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
 	if (plan->egress_stats_fd < 0)
 		return lz_err_set(err, errno, "create %s in the Domain Root: %s", LZ_EGRESS_STATS, strerror(errno));
-	/* shared by every Domain's proxy: never truncated, never written */
-	plan->egress_slots_fd = lz_openat2_create(lz_config_storage_root(in->cfg)->fd, LZ_EGRESS_SLOTS,
-						  O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600, LZ_RESOLVE_OWNED);
-	if (plan->egress_slots_fd < 0)
-		return lz_err_set(err, errno, "open %s in the Storage Root: %s", LZ_EGRESS_SLOTS, strerror(errno));
-	if (fstat(plan->egress_slots_fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return lz_err_set(err, EINVAL, "%s in the Storage Root is not a file (remove it; Lazaret makes it)",
-				  LZ_EGRESS_SLOTS);
-	return 0;
+	return open_storage_slots(in, LZ_EGRESS_SLOTS, &plan->egress_slots_fd, err);
 }
 
 int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, int *ret_hc_fd,

@@ -124,6 +124,7 @@ struct lz_rs_plan {
 	bool isolate_ignored;
 	bool hide_editor_config; /* the profile's; the router's classification */
 	size_t watch_dirs;	 /* the router's watch budget (router/ignorewatch.h) */
+	int watch_slots_fd;	 /* the Storage Root's watch.slots: that budget, every Domain's */
 	int router_program_fd; /* lazaret-router (router/routerproc.h), a sealed memfd */
 	int router_target_fd;
 	int host_ws_fd;

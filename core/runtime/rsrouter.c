@@ -135,12 +135,13 @@ int lz_rsrouter_start(const struct lz_rs_plan *p, int log_fd, struct lz_rsrouter
 		return ret;
 	const struct lz_routerproc_args args = { .hide_editor_config = p->hide_editor_config,
 						 .isolate_ignored = p->isolate_ignored,
-						 .watch_dirs = p->watch_dirs,
+						 /* the test build's smallest budget: two chunks */
+						 .watch_dirs = lz_test_fault("watch-least-host") ? 512 : p->watch_dirs,
 						 .workspace = p->host_ws };
 	/* the broker's report pipe is placed by the child (it exists there) */
 	struct router_arg arg = { .program_fd = p->router_program_fd,
 				  .log_fd = log_fd,
-				  .fds = { fuse, host, isolated, ready_wr, -1 } };
+				  .fds = { fuse, host, isolated, ready_wr, -1, p->watch_slots_fd } };
 	if (arg.program_fd < 0)
 		return lz_err_set(err, ENOEXEC, "workspace router: no program in the plan");
 	char number[24];

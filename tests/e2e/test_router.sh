@@ -412,6 +412,50 @@ test_router_loss_ends_the_generation() {
 	assert_no_leftovers
 }
 
+# watch_slots_locked: the slots (bytes) of the Storage Root's watch.slots
+# the routers hold now, from the locked ranges /proc/locks lists.
+watch_slots_locked() {
+	local ino
+	ino=$(stat -c %i "$DATA/watch.slots") || return 1
+	awk -v ino="$ino" '$2 == "OFDLCK" && $6 ~ (":" ino "$") { n += $8 - $7 + 1 } END { print n + 0 }' /proc/locks
+}
+
+# The routers' inotify watches are one budget for all running Domains: with
+# the test build's 512 watches (two chunks of 256), another Domain of this
+# workspace (a second profile) watching its 300 directories holds both
+# chunks; this Domain's router then watches none and says so in hc.log,
+# and its launch still works. Once both ended, no chunk is held.
+test_the_watch_budget_is_shared_by_every_domain() {
+	need_faults
+	mkdir -p "$WS/d"
+	# shellcheck disable=SC2046 # 300 names
+	(cd "$WS/d" && mkdir $(seq 300))
+	cat >>"$CFG" <<-EOF
+		[profiles.other]
+		image = "oci:$IMG/img:latest"
+	EOF
+	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=watch-least-host "$LAZARET_FAULTS" \
+		other --config "$CFG" -- sleep 20) >/dev/null 2>&1 &
+	local bg=$!
+	for _ in $(seq 150); do
+		[ "$(watch_slots_locked 2>/dev/null)" != 2 ] || break
+		sleep 0.1
+	done
+	assert_eq 2 "$(watch_slots_locked)" "chunks the other Domain's router holds"
+	capture env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=watch-least-host "$LAZARET_FAULTS" test \
+		--config "$CFG" -- ls -d /workspace/d/7
+	assert_eq 0 "$STATUS" "the launch beside it (stderr: $ERR)"
+	assert_contains "$(cat "$T"/run/lazaret/domains/*/hc.log)" \
+		"watching 0 workspace directories, no more (a quarter of the user's inotify watches for all Domains" \
+		"hc.log"
+	wait "$bg" || fail "the other Domain's launch failed"
+	for _ in $(seq 100); do
+		[ "$(watch_slots_locked)" != 0 ] || break
+		sleep 0.1
+	done
+	assert_eq 0 "$(watch_slots_locked)" "chunks held once both Domains ended"
+}
+
 # DX-2: npm install from a local tarball, offline, into the ignored
 # node_modules; it persists across launches and never reaches the host.
 test_npm_install_lands_in_isolated_state() {
@@ -693,6 +737,7 @@ done" "$(cat "$WS/from-sandbox.txt")"
 }
 
 t_run "host-backed objects get no setuid or setgid bit and no foreign owner" test_host_objects_get_no_setid_bits_or_foreign_owners
+t_run "the routers' inotify watches are one budget for every Domain" test_the_watch_budget_is_shared_by_every_domain
 t_run "more files than descriptors are answered right" test_more_files_than_descriptors_are_answered_right
 t_run "git status does not re-hash across the boundary" test_git_status_does_not_rehash_across_the_boundary
 t_run "a directory held open lists what was made in it, and rm -r empties it" test_a_directory_held_open_lists_what_was_made_in_it

@@ -13,11 +13,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "proc/lockslots.h"
 #include "router/ignorewatch.h"
 #include "util/cleanup.h"
 
@@ -91,9 +93,10 @@ static int teardown(void **state)
 
 /* Builds the first snapshot, the router and the watch of at most
  * max_dirs directories (0: the default), with the policy flags of flags
- * (hide_editor_config, share_ignored). */
-static void start_with(struct fx *f, const char *global, size_t max_dirs,
-		       struct lz_ignoreclass_inputs flags)
+ * (hide_editor_config, share_ignored), and the shared budget of slots_fd
+ * (-1: none). */
+static void start_shared(struct fx *f, const char *global, size_t max_dirs, struct lz_ignoreclass_inputs flags,
+			 int slots_fd)
 {
 	struct lz_ignoreclass_inputs in = flags;
 	in.workspace_fd = f->ws_fd;
@@ -105,8 +108,13 @@ static void start_with(struct fx *f, const char *global, size_t max_dirs,
 	assert_int_equal(lz_router_new(f->ws_fd, f->iso_fd, lz_router_classifier_ignoreclass(snap), NULL,
 				       &f->router, &err),
 			 0);
-	if (lz_ignorewatch_start(f->router, &in, snap, max_dirs, &f->watch, &err) < 0)
+	if (lz_ignorewatch_start(f->router, &in, snap, max_dirs, slots_fd, &f->watch, &err) < 0)
 		fail_msg("%s", err.msg);
+}
+
+static void start_with(struct fx *f, const char *global, size_t max_dirs, struct lz_ignoreclass_inputs flags)
+{
+	start_shared(f, global, max_dirs, flags, -1);
 }
 
 static void start_watching(struct fx *f, const char *global, size_t max_dirs)
@@ -426,6 +434,78 @@ static void test_watch_stops_at_its_budget(void **state)
 	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
 }
 
+/* The locked bytes of the slots file at path (anyone's). */
+static unsigned slots_locked(const char *path, unsigned n)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	unsigned held = 0;
+	assert_true(fd >= 0);
+	for (unsigned i = 0; i < n; i++) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+		assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
+		held += fl.l_type != F_UNLCK;
+	}
+	close(fd);
+	return held;
+}
+
+/* The budget is every Domain's together: while another router (a child
+ * here, with its own open of the file) holds both chunks of a 512-watch
+ * budget, this watch takes no directory and a .gitignore change publishes
+ * nothing; once it ended, the same watch takes a chunk, publishes, and
+ * gives its chunk back when it stops. */
+static void test_watch_shares_its_budget_with_other_domains(void **state)
+{
+	struct fx *f = *state;
+	char path[256];
+	int p[2], q[2];
+	char byte;
+	FMT(path, "%s/%s", f->dir, LZ_IGNOREWATCH_SLOTS);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	sh("mkdir -p '%s/a' '%s/b'", f->ws, f->ws);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(q, O_CLOEXEC), 0);
+	pid_t other = fork();
+	assert_true(other >= 0);
+	if (other == 0) {
+		struct lz_lockslots s;
+		close(q[1]);
+		int ofd = open(path, O_RDWR | O_CLOEXEC);
+		if (ofd < 0 || lz_lockslots_init(&s, ofd, 2) < 0 || lz_lockslots_take(&s) < 0 ||
+		    lz_lockslots_take(&s) < 0)
+			_exit(2);
+		(void)!write(p[1], "r", 1);
+		(void)!read(q[0], &byte, 1); /* until the parent's end closes */
+		_exit(0);
+	}
+	close(p[1]);
+	close(q[0]);
+	assert_int_equal(read(p[0], &byte, 1), 1);
+	start_shared(f, NULL, 512, (struct lz_ignoreclass_inputs){ 0 }, fd);
+	put(f, "a/.gitignore", "x\n");
+	sleep_ms(400);
+	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
+	lz_ignorewatch_stop(f->watch);
+	lz_router_free(f->router);
+	f->watch = NULL;
+	f->router = NULL;
+	close(q[1]);
+	assert_int_equal(waitpid(other, NULL, 0), other);
+	close(p[0]);
+	assert_int_equal(slots_locked(path, 2), 0);
+	start_shared(f, NULL, 512, (struct lz_ignoreclass_inputs){ 0 }, fd);
+	assert_int_equal(slots_locked(path, 2), 1);
+	put(f, "b/.gitignore", "y\n");
+	for (int i = 0; i < 50 && lz_ignorewatch_published(f->watch) == 0; i++)
+		sleep_ms(100);
+	assert_true(lz_ignorewatch_published(f->watch) >= 1);
+	lz_ignorewatch_stop(f->watch);
+	f->watch = NULL;
+	assert_int_equal(slots_locked(path, 2), 0);
+	close(fd);
+}
+
 /* A rebuild that fails for want of descriptors for longer than the quick
  * retries (25 x 200 ms) is tried again later, and publishes once the
  * descriptors are back, with no further change to the ignore rules. */
@@ -512,6 +592,7 @@ int main(void)
 		T(test_a_chain_as_deep_as_paths_allow_at_start),
 		T(test_a_chain_as_deep_as_paths_allow_moved_in),
 		T(test_watch_stops_at_its_budget),
+		T(test_watch_shares_its_budget_with_other_domains),
 		T(test_a_rebuild_out_of_descriptors_is_tried_again),
 		T(test_a_rebuild_keeps_the_policy),
 		T(test_a_rebuild_keeps_sharing_ignored_paths),

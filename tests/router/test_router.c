@@ -466,7 +466,7 @@ static void router_child(void *argp)
 		int i = open(e->iso, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		struct lz_ignoreclass_inputs in = { .workspace_fd = h, .isolated_fd = i };
 		struct lz_err werr = { 0, "" };
-		CHECK(lz_ignorewatch_start(e->r, &in, snap, 0, &watch, &werr) == 0, "%s", werr.msg);
+		CHECK(lz_ignorewatch_start(e->r, &in, snap, 0, -1, &watch, &werr) == 0, "%s", werr.msg);
 		close(h);
 		close(i);
 	}

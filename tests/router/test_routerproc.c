@@ -81,11 +81,11 @@ static void parse_refuses_anything_else(void **state)
 
 /* The descriptors must be the types the RS places: /dev/null where the
  * FUSE device belongs (a character device, not 10:229), a file where a
- * directory belongs, nothing at all. Nothing is served, nothing
+ * directory belongs, a pipe where the slots file belongs, nothing at all. Nothing is served, nothing
  * classified. */
 static void refuses(const int *given, const char *want)
 {
-	/* and the report pipe to the test, at 8 */
+	/* and the report pipe to the test, at 9 */
 	int fds[LZ_ROUTERPROC_NFDS + 1];
 	memcpy(fds, given, LZ_ROUTERPROC_NFDS * sizeof(int));
 	fds[LZ_ROUTERPROC_NFDS] = report_fd;
@@ -103,22 +103,30 @@ static void misplaced_body(void *arg)
 {
 	int which = *(int *)arg;
 	int null = open("/dev/null", O_RDWR), dir = open("/", O_PATH | O_DIRECTORY), p[2];
-	CHECK(null >= 0 && dir >= 0 && pipe(p) == 0, "setup: %s", strerror(errno));
+	int slots = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+	CHECK(null >= 0 && dir >= 0 && slots >= 0 && pipe(p) == 0, "setup: %s", strerror(errno));
 	switch (which) {
 	case 0: /* /dev/null is no FUSE device */
-		refuses((const int[]){ null, dir, dir, p[1], p[1] }, "descriptor 3 is not the FUSE device");
+		refuses((const int[]){ null, dir, dir, p[1], p[1], slots }, "descriptor 3 is not the FUSE device");
 		break;
 	case 1: { /* the real device, a character device where the workspace belongs */
 		int fuse = open("/dev/fuse", O_RDWR);
 		CHECK(fuse >= 0, "open /dev/fuse: %s", strerror(errno));
-		refuses((const int[]){ fuse, null, dir, p[1], p[1] }, "descriptor 4 is not the workspace");
+		refuses((const int[]){ fuse, null, dir, p[1], p[1], slots }, "descriptor 4 is not the workspace");
 		break;
 	}
-	default: { /* one where the Ignored Workspace State belongs */
+	case 2: { /* one where the Ignored Workspace State belongs */
 		int fuse = open("/dev/fuse", O_RDWR);
 		CHECK(fuse >= 0, "open /dev/fuse: %s", strerror(errno));
-		refuses((const int[]){ fuse, dir, null, p[1], p[1] },
+		refuses((const int[]){ fuse, dir, null, p[1], p[1], slots },
 			"descriptor 5 is not the Ignored Workspace State");
+		break;
+	}
+	default: { /* a pipe where the watch budget's slots file belongs */
+		int fuse = open("/dev/fuse", O_RDWR);
+		CHECK(fuse >= 0, "open /dev/fuse: %s", strerror(errno));
+		refuses((const int[]){ fuse, dir, dir, p[1], p[1], p[0] },
+			"descriptor 8 is not the watch budget's slots file");
 	}
 	}
 }
@@ -126,7 +134,7 @@ static void misplaced_body(void *arg)
 static void run_refuses_misplaced_descriptors(void **state)
 {
 	(void)state;
-	for (int which = 0; which < 3; which++)
+	for (int which = 0; which < 4; which++)
 		run_in_child(misplaced_body, &which);
 }
 

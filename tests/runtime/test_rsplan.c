@@ -30,6 +30,7 @@
 #include "runtime/rsplan.h"
 #include "runtime/rsproto.h"
 #include "store/domainstate.h"
+#include "util/cleanup.h"
 
 #define ARTIFACT "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
 
@@ -309,15 +310,15 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(plan->watch_dirs, lz_ignorewatch_budget(watches));
 	/* Every descriptor the RS keeps: among them the tools it runs. */
 	int fds[64];
-	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 13 + 4 * 2);
+	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 14 + 4 * 2);
 	const int own[] = { plan->prepared_fd,	    plan->control_fd,	plan->log_fd,	  plan->root_target_fd,
 			    plan->root_upper_fd,    plan->root_work_fd, plan->policy_fd,  plan->slirp_log_fd,
-			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd, plan->runsc_fd,
-			    plan->slirp_fd };
+			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd, plan->watch_slots_fd,
+			    plan->runsc_fd,	    plan->slirp_fd };
 	assert_memory_equal(fds, own, sizeof(own));
-	assert_int_equal(fds[13], plan->anchors[0].lower_fd);
-	assert_int_equal(fds[20], plan->anchors[1].target_fd);
-	for (size_t i = 0; i < 21; i++)
+	assert_int_equal(fds[14], plan->anchors[0].lower_fd);
+	assert_int_equal(fds[21], plan->anchors[1].target_fd);
+	for (size_t i = 0; i < 22; i++)
 		assert_true(fds[i] >= 0);
 	assert_int_equal(lz_rsplan_fds(plan, fds, 5), 5);
 	close(anchors);
@@ -393,25 +394,27 @@ static void test_lz_rsplan_build__persistent_dir_must_be_a_directory(void **stat
 	}
 }
 
-/* Egress by name: the host's connection slots are the Storage Root's
- * egress.slots, which every Domain's plan opens for locking (never
+/* The budgets every Domain shares are slots files of the Storage Root
+ * (egress.slots: the egress proxies' connections; watch.slots: the
+ * routers' inotify watches), which every plan opens for locking (never
  * truncated, never written); anything but a file there refuses the plan,
  * leaking nothing. */
-static void test_lz_rsplan_build__egress_slots_in_the_storage_root(void **state)
+static void test_lz_rsplan_build__slots_files_in_the_storage_root(void **state)
 {
 	struct fx *f = *state;
 	char storage[PATH_MAX];
 	const struct {
-		const char *what;
+		const char *what, *name;
 		int want;
 		const char *msg;
 	} cases[] = {
-		{ "none yet", 0, "" },
-		{ "a FIFO", -EINVAL, "is not a file (remove it" },
-		{ "a symlink", -ELOOP, "open egress.slots in the Storage Root" },
+		{ "none yet", LZ_EGRESS_SLOTS, 0, "" },
+		{ "a FIFO", LZ_EGRESS_SLOTS, -EINVAL, "egress.slots in the Storage Root is not a file (remove it" },
+		{ "a symlink", LZ_EGRESS_SLOTS, -ELOOP, "open egress.slots in the Storage Root" },
+		{ "a FIFO", LZ_IGNOREWATCH_SLOTS, -EINVAL, "watch.slots in the Storage Root is not a file (remove it" },
 	};
 	snprintf(storage, sizeof(storage), "%s/data/lazaret", f->c->dir);
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {
 		struct lz_err err = { 0, "" };
 		if (i > 0) {
 			lz_gendir_remove(&f->c->gen);
@@ -423,10 +426,11 @@ static void test_lz_rsplan_build__egress_slots_in_the_storage_root(void **state)
 		int sdir = open(storage, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		assert_true(sdir >= 0);
 		(void)unlinkat(sdir, LZ_EGRESS_SLOTS, 0);
-		if (i == 1)
-			assert_int_equal(mknodat(sdir, LZ_EGRESS_SLOTS, S_IFIFO | 0600, 0), 0);
-		if (i == 2)
-			assert_int_equal(symlinkat("/tmp/elsewhere", sdir, LZ_EGRESS_SLOTS), 0);
+		(void)unlinkat(sdir, LZ_IGNOREWATCH_SLOTS, 0);
+		if (strcmp(cases[i].what, "a FIFO") == 0)
+			assert_int_equal(mknodat(sdir, cases[i].name, S_IFIFO | 0600, 0), 0);
+		if (strcmp(cases[i].what, "a symlink") == 0)
+			assert_int_equal(symlinkat("/tmp/elsewhere", sdir, cases[i].name), 0);
 		size_t before = open_fds();
 		struct lz_rs_plan *plan = NULL;
 		int hc = -1;
@@ -436,8 +440,11 @@ static void test_lz_rsplan_build__egress_slots_in_the_storage_root(void **state)
 		if (r == 0) {
 			assert_true(plan->egress);
 			assert_same(plan->egress_slots_fd, sdir, LZ_EGRESS_SLOTS);
+			assert_same(plan->watch_slots_fd, sdir, LZ_IGNOREWATCH_SLOTS);
 			assert_int_equal(mode_of(sdir, LZ_EGRESS_SLOTS), 0600);
+			assert_int_equal(mode_of(sdir, LZ_IGNOREWATCH_SLOTS), 0600);
 			assert_int_equal(fcntl(plan->egress_slots_fd, F_GETFL) & O_ACCMODE, O_RDWR);
+			assert_int_equal(fcntl(plan->watch_slots_fd, F_GETFL) & O_ACCMODE, O_RDWR);
 			close(hc);
 			lz_rsplan_free(plan);
 		} else {
@@ -522,7 +529,7 @@ int main(void)
 		T(test_lz_rsplan_build__next_generation_reuses_anchors),
 		T(test_lz_rsplan_build__persistent_dir_must_be_a_directory),
 		T(test_lz_rsplan_build__git_sentry_files_bound_by_descriptor),
-		T(test_lz_rsplan_build__egress_slots_in_the_storage_root),
+		T(test_lz_rsplan_build__slots_files_in_the_storage_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
