@@ -177,6 +177,25 @@ need_faults() {
 		"(got '${LAZARET_FAULTS:-}')"
 }
 
+# slots_locked FILE: how many slots of a slots file (core/proc/lockslots.h:
+# one locked byte each) are held now, from the ranges /proc/locks lists
+# (the kernel merges a holder's adjacent bytes into one range).
+slots_locked() {
+	local ino
+	ino=$(stat -c %i "$1") || return 1
+	awk -v ino="$ino" '$2 == "OFDLCK" && $6 ~ (":" ino "$") { n += $8 - $7 + 1 } END { print n + 0 }' /proc/locks
+}
+
+# await_slots FILE N WHAT: waits up to 15 s for N held slots of FILE, then
+# asserts that many are.
+await_slots() {
+	for _ in $(seq 150); do
+		[ "$(slots_locked "$1" 2>/dev/null)" != "$2" ] || break
+		sleep 0.1
+	done
+	assert_eq "$2" "$(slots_locked "$1")" "$3"
+}
+
 _t_assert() {
 	_t_asserts=$((${_t_asserts:-0} + 1))
 }

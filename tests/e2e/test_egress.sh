@@ -283,15 +283,6 @@ test_connections_past_the_host_limit_are_refused() {
 		"hc.log lines for the limit"
 }
 
-# slots_locked: how many connection slots (bytes) of the Storage Root's
-# egress.slots the proxies hold now: the locked ranges /proc/locks lists
-# (the kernel merges a proxy's adjacent bytes into one range).
-slots_locked() {
-	local ino
-	ino=$(stat -c %i "$DATA/egress.slots") || return 1
-	awk -v ino="$ino" '$2 == "OFDLCK" && $6 ~ (":" ino "$") { n += $8 - $7 + 1 } END { print n + 0 }' /proc/locks
-}
-
 # The connection limit is the host's, not each Domain's: another Domain
 # (a second profile of the same workspace and Storage Root) holds 10 of the
 # test build's 16 connections while this one asks for its 7th. When both
@@ -311,11 +302,7 @@ test_the_connection_limit_is_shared_by_every_domain() {
 	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=egress-least-host "$LAZARET_FAULTS" \
 		other --config "$CFG" -- bash -c ". /workspace/probe.sh; hold 10 25") >/dev/null 2>&1 &
 	local bg=$!
-	for _ in $(seq 150); do
-		[ "$(slots_locked 2>/dev/null)" != 10 ] || break
-		sleep 0.1
-	done
-	assert_eq 10 "$(slots_locked)" "slots the other Domain's proxy holds"
+	await_slots "$DATA/egress.slots" 10 "slots the other Domain's proxy holds"
 	capture faulty_launch egress-least-host bash -c ". /workspace/probe.sh; section crowd crowd 6"
 	assert_eq 0 "$STATUS" "the probe launch's status (stderr: $ERR)"
 	assert_contains "$(section crowd)" "503 Service Unavailable" "the connection past the host's limit"
@@ -323,11 +310,7 @@ test_the_connection_limit_is_shared_by_every_domain() {
 		"too many connections through the egress proxies on this host: 16 at once, 6 of them this sandbox's" \
 		"the connection past the host's limit"
 	wait "$bg" || fail "the other Domain's launch failed"
-	for _ in $(seq 100); do
-		[ "$(slots_locked)" != 0 ] || break
-		sleep 0.1
-	done
-	assert_eq 0 "$(slots_locked)" "slots held once both Domains ended"
+	await_slots "$DATA/egress.slots" 0 "slots held once both Domains ended"
 }
 
 test_a_server_that_speaks_first_is_relayed() {

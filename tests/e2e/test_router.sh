@@ -412,14 +412,6 @@ test_router_loss_ends_the_generation() {
 	assert_no_leftovers
 }
 
-# watch_slots_locked: the slots (bytes) of the Storage Root's watch.slots
-# the routers hold now, from the locked ranges /proc/locks lists.
-watch_slots_locked() {
-	local ino
-	ino=$(stat -c %i "$DATA/watch.slots") || return 1
-	awk -v ino="$ino" '$2 == "OFDLCK" && $6 ~ (":" ino "$") { n += $8 - $7 + 1 } END { print n + 0 }' /proc/locks
-}
-
 # The routers' inotify watches are one budget for all running Domains: with
 # the test build's 512 watches (two chunks of 256), another Domain of this
 # workspace (a second profile) watching its 300 directories holds both
@@ -437,11 +429,7 @@ test_the_watch_budget_is_shared_by_every_domain() {
 	(cd "$WS" && timeout -k 5 300 env -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=watch-least-host "$LAZARET_FAULTS" \
 		other --config "$CFG" -- sleep 20) >/dev/null 2>&1 &
 	local bg=$!
-	for _ in $(seq 150); do
-		[ "$(watch_slots_locked 2>/dev/null)" != 2 ] || break
-		sleep 0.1
-	done
-	assert_eq 2 "$(watch_slots_locked)" "chunks the other Domain's router holds"
+	await_slots "$DATA/watch.slots" 2 "chunks the other Domain's router holds"
 	capture env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=watch-least-host "$LAZARET_FAULTS" test \
 		--config "$CFG" -- ls -d /workspace/d/7
 	assert_eq 0 "$STATUS" "the launch beside it (stderr: $ERR)"
@@ -449,11 +437,7 @@ test_the_watch_budget_is_shared_by_every_domain() {
 		"watching 0 workspace directories, no more (a quarter of the user's inotify watches for all Domains" \
 		"hc.log"
 	wait "$bg" || fail "the other Domain's launch failed"
-	for _ in $(seq 100); do
-		[ "$(watch_slots_locked)" != 0 ] || break
-		sleep 0.1
-	done
-	assert_eq 0 "$(watch_slots_locked)" "chunks held once both Domains ended"
+	await_slots "$DATA/watch.slots" 0 "chunks held once both Domains ended"
 }
 
 # DX-2: npm install from a local tarball, offline, into the ignored
