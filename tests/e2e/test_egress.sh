@@ -54,18 +54,22 @@ write_proxy_probe() {
 		at_once() {
 			{ cat "\$1"; sleep 2; } | busybox timeout 40 nc -w 36 $PROXY 3128
 		}
-		# N connections that say nothing for S seconds.
-		hold() {
+		# Starts N connections that say nothing for S seconds.
+		silent() {
 			local i=0
 			while [ "\$i" -lt "\$1" ]; do
 				sleep "\$2" | busybox timeout \$((\$2 + 2)) nc $PROXY 3128 >/dev/null 2>&1 &
 				i=\$((i + 1))
 			done
+		}
+		hold() {
+			silent "\$1" "\$2"
 			wait
 		}
-		# N such connections for 6 s; a CONNECT to the test server after 2 s.
+		# N such connections for 6 s, all started before the 2 s that
+		# let them connect; then a CONNECT to the test server.
 		crowd() {
-			hold "\$1" 6 &
+			silent "\$1" 6
 			sleep 2
 			via "CONNECT allowed.lazaret.test:$PORT HTTP/1.1"
 			wait
