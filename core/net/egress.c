@@ -174,9 +174,12 @@ static _Noreturn void proxy_main(const struct lz_egress_params *prm, int ctl, pi
 	if (lz_egress_tcp_pressure(&tcp_pressure, &err) < 0)
 		child_fail(ctl, &err);
 	lz_egress_limits_for(lz_test_fault("egress-least-host") ? 0 : tcp_pressure, &cfg.limits);
+	/* the slots file checked as lz_egress_serve will use it, before
+	 * readiness rather than after */
 	struct lz_lockslots slots_check;
 	if (prm->slots_fd < 0 || lz_lockslots_init(&slots_check, cfg.slots_fd, cfg.limits.max_connections) < 0)
 		child_fail(ctl, &(struct lz_err){ EINVAL, "no file of the host's connection slots to lock" });
+	lz_lockslots_destroy(&slots_check);
 	/* it needs no capability to open sockets in the host's namespace, and
 	 * nothing of the developer's environment (a test build's fault switch
 	 * is read from it later: testfault.h) */

@@ -56,9 +56,10 @@
  * together stay within a quarter of the host's TCP memory pressure
  * threshold (tcp_mem's second value), past which the kernel holds every
  * socket of the host to small buffers (whatever the number of Domains:
- * the connections are the host's slots, lz_egress_config.slots_fd): fewer connections first (full
- * buffers down to 64 connections), then smaller buffers, then fewer
- * connections again, never under LZ_EGRESS_MIN_CONNECTIONS. */
+ * the connections are the host's slots, lz_egress_config.slots_fd): fewer
+ * connections first (full buffers down to 64 connections), then smaller
+ * buffers, then fewer connections again, never under
+ * LZ_EGRESS_MIN_CONNECTIONS. */
 struct lz_egress_limits {
 	int upstream_rcvbuf, upstream_sndbuf; /* a download's window, and its upload */
 	int sandbox_rcvbuf, sandbox_sndbuf;

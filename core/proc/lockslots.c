@@ -3,12 +3,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 
-static int lock_byte(int fd, unsigned i, short type)
+/* Bytes first..first+len-1 locked (type F_WRLCK) or unlocked (F_UNLCK)
+ * for this open file description. */
+static int lock_bytes(int fd, unsigned first, unsigned len, short type)
 {
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)i, .l_len = 1 };
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)first, .l_len = (off_t)len };
 	return fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : -errno;
+}
+
+static bool mine(const struct lz_lockslots *s, unsigned i)
+{
+	return s->mine[i / 64] & (UINT64_C(1) << (i % 64));
 }
 
 int lz_lockslots_init(struct lz_lockslots *s, int fd, unsigned n)
@@ -28,9 +36,9 @@ int lz_lockslots_take(struct lz_lockslots *s)
 	pthread_mutex_lock(&s->lock);
 	for (unsigned k = 0; k < s->n && s->held < s->n; k++) {
 		unsigned i = (s->next + k) % s->n;
-		if (s->mine[i / 64] & (UINT64_C(1) << (i % 64)))
+		if (mine(s, i))
 			continue;
-		int e = lock_byte(s->fd, i, F_WRLCK);
+		int e = lock_bytes(s->fd, i, 1, F_WRLCK);
 		if (e == -EAGAIN || e == -EACCES) /* another process holds it */
 			continue;
 		if (e == 0) {
@@ -47,15 +55,30 @@ int lz_lockslots_take(struct lz_lockslots *s)
 	return r;
 }
 
+/* Under s->lock, i one of this process's slots. */
+static void give_locked(struct lz_lockslots *s, unsigned i)
+{
+	(void)lock_bytes(s->fd, i, 1, F_UNLCK);
+	s->mine[i / 64] &= ~(UINT64_C(1) << (i % 64));
+	s->held--;
+}
+
 void lz_lockslots_give(struct lz_lockslots *s, int slot)
 {
-	unsigned i = (unsigned)slot;
 	pthread_mutex_lock(&s->lock);
-	if (slot >= 0 && i < s->n && (s->mine[i / 64] & (UINT64_C(1) << (i % 64)))) {
-		(void)lock_byte(s->fd, i, F_UNLCK);
-		s->mine[i / 64] &= ~(UINT64_C(1) << (i % 64));
-		s->held--;
-	}
+	if (slot >= 0 && (unsigned)slot < s->n && mine(s, (unsigned)slot))
+		give_locked(s, (unsigned)slot);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void lz_lockslots_give_one(struct lz_lockslots *s)
+{
+	pthread_mutex_lock(&s->lock);
+	for (unsigned i = s->n; i-- > 0 && s->held > 0;)
+		if (mine(s, i)) {
+			give_locked(s, i);
+			break;
+		}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -65,4 +88,12 @@ unsigned lz_lockslots_held(struct lz_lockslots *s)
 	unsigned held = s->held;
 	pthread_mutex_unlock(&s->lock);
 	return held;
+}
+
+void lz_lockslots_destroy(struct lz_lockslots *s)
+{
+	/* one unlock of the whole range: this description's locks only */
+	(void)lock_bytes(s->fd, 0, s->n, F_UNLCK);
+	s->held = 0;
+	pthread_mutex_destroy(&s->lock);
 }

@@ -39,7 +39,15 @@ int lz_lockslots_take(struct lz_lockslots *s);
 /* Gives back a slot lz_lockslots_take returned. */
 void lz_lockslots_give(struct lz_lockslots *s, int slot);
 
+/* Gives back the highest slot this process holds, if any (a holder that
+ * counts its slots, not which). */
+void lz_lockslots_give_one(struct lz_lockslots *s);
+
 /* How many slots this process holds. */
 unsigned lz_lockslots_held(struct lz_lockslots *s);
+
+/* Gives back every slot this process holds; s is not used again. The
+ * descriptor stays the caller's. */
+void lz_lockslots_destroy(struct lz_lockslots *s);
 
 #endif

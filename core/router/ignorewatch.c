@@ -83,11 +83,10 @@ struct lz_ignorewatch {
 	size_t dead;
 	size_t ndirs, max_dirs;
 	/* The budget all Domains' routers share: chunks of WATCH_CHUNK
-	 * watches, each a slot of the Storage Root's watch.slots. */
+	 * watches, each a slot of the Storage Root's watch.slots (the pool
+	 * counts the chunks this watch holds). */
 	bool shared;
 	struct lz_lockslots pool;
-	size_t n_chunks;
-	int chunks[LZ_IGNOREWATCH_MAX_DIRS / WATCH_CHUNK];
 	bool full_warned;
 	bool overflowed;
 	atomic_ulong published;
@@ -102,12 +101,9 @@ static bool room(struct lz_ignorewatch *iw, size_t need)
 {
 	if (need > iw->max_dirs)
 		return false;
-	while (iw->shared && iw->n_chunks * WATCH_CHUNK < need) {
-		int slot = lz_lockslots_take(&iw->pool);
-		if (slot < 0)
+	while (iw->shared && (size_t)lz_lockslots_held(&iw->pool) * WATCH_CHUNK < need)
+		if (lz_lockslots_take(&iw->pool) < 0)
 			return false;
-		iw->chunks[iw->n_chunks++] = slot;
-	}
 	return true;
 }
 
@@ -115,8 +111,10 @@ static bool room(struct lz_ignorewatch *iw, size_t need)
  * each directory made and removed at a boundary). */
 static void shrink(struct lz_ignorewatch *iw)
 {
-	while (iw->n_chunks > 1 && (iw->n_chunks - 1) * WATCH_CHUNK >= iw->ndirs + WATCH_CHUNK)
-		lz_lockslots_give(&iw->pool, iw->chunks[--iw->n_chunks]);
+	size_t held;
+	while (iw->shared && (held = lz_lockslots_held(&iw->pool)) > 1 &&
+	       (held - 1) * WATCH_CHUNK >= iw->ndirs + WATCH_CHUNK)
+		lz_lockslots_give_one(&iw->pool);
 }
 
 static size_t wd_hash(int wd, size_t cap)
@@ -690,10 +688,8 @@ static void *watch_main(void *arg)
 
 static void watch_free(struct lz_ignorewatch *iw)
 {
-	while (iw->n_chunks > 0)
-		lz_lockslots_give(&iw->pool, iw->chunks[--iw->n_chunks]);
 	if (iw->shared) {
-		pthread_mutex_destroy(&iw->pool.lock);
+		lz_lockslots_destroy(&iw->pool);
 		close(iw->pool.fd);
 	}
 	for (size_t i = 0; i < iw->cap; i++)

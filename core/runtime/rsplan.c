@@ -241,8 +241,6 @@ static int plan_binds(const struct lz_rsplan_input *in, struct lz_rs_plan *plan,
 	return 0;
 }
 
-/* The developer's inotify budget, as the initial user namespace counts
- * it (ignorewatch.h); unreadable, the watch's own limit. */
 /* A slots file of the Storage Root (proc/lockslots.h): a budget every
  * Domain shares, made empty (0600) and never truncated or written;
  * anything but a file there refuses. */
@@ -259,6 +257,8 @@ static int open_storage_slots(const struct lz_rsplan_input *in, const char *name
 	return 0;
 }
 
+/* The developer's inotify budget, as the initial user namespace counts
+ * it (ignorewatch.h); unreadable, the watch's own limit. */
 static size_t watch_budget(void)
 {
 	char buf[32] = "";

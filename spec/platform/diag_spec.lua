@@ -439,8 +439,7 @@ describe("lazaret.platform.diag", function()
       local c = egress({ tcp_pressure = 1572368384, max_connections = 107, upstream_rcvbuf = 1048576 })
       assert.are.equal("ok", c.status)
       assert.are.equal("at most 107 connections at once for all your Domains, a 1024 KiB receive buffer each "
-        .. "from upstream (a "
-        .. "quarter of the host's TCP memory pressure threshold, 1499 MiB)", c.detail)
+        .. "from upstream (a quarter of the host's TCP memory pressure threshold, 1499 MiB)", c.detail)
     end)
 
     it("reports an unreadable threshold with what a launch needs", function()

@@ -29,6 +29,8 @@
 #include <cmocka.h>
 
 #include "lz_test.h"
+#include "lz_slots.h"
+
 #include "net/egressproxy.h"
 #include "util/fdutil.h"
 
@@ -434,7 +436,8 @@ static void test_lz_egress_serve__connection_limit(void **state)
 		assert_true(tries < 50);
 		usleep(100 * 1000);
 	}
-	assert_non_null(strstr(out, "too many connections through the egress proxies on this host: 16 at once, 16 of them this sandbox's"));
+	assert_non_null(strstr(out, "too many connections through the egress proxies on this host: 16 at once, 16 of "
+				    "them this sandbox's"));
 	char log[4096];
 	ssize_t n = lz_read_small_at(v->dfd, "hc.log", log, sizeof(log));
 	assert_true(n > 0);
@@ -457,16 +460,8 @@ static void wait_held(const struct served *v, unsigned want)
 	int fd = openat(v->dfd, LZ_EGRESS_SLOTS, O_RDWR | O_CLOEXEC);
 	unsigned held = 0;
 	assert_true(fd >= 0);
-	for (int tries = 0; tries < 100; tries++, usleep(50 * 1000)) {
-		held = 0;
-		for (unsigned i = 0; i < v->max_connections; i++) {
-			struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
-			assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
-			held += fl.l_type != F_UNLCK;
-		}
-		if (held == want)
-			break;
-	}
+	for (int tries = 0; tries < 100 && (held = slots_locked(fd, v->max_connections)) != want; tries++)
+		usleep(50 * 1000);
 	close(fd);
 	assert_int_equal(held, want);
 }

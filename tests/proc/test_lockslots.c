@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "lz_slots.h"
+
 #include "proc/lockslots.h"
 
 static char path[] = "/tmp/lz-lockslots-XXXXXX";
@@ -86,34 +88,12 @@ static void test_lz_lockslots__one_process_takes_each_slot_once(void **state)
 	close(fd);
 }
 
-/* A child with its own description takes 6 of 8 slots and waits (until
- * killed, or until the parent's end of q closes); the parent can take only
- * the rest until the child is killed. */
+/* A child with its own description takes 6 of 8 slots; the parent can
+ * take only the rest until the child is killed. */
 static void test_lz_lockslots__other_processes_count_and_leave_nothing(void **state)
 {
 	(void)state;
-	int p[2], q[2];
-	char byte;
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(q, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct lz_lockslots c;
-		close(q[1]);
-		int cfd = open_slots();
-		if (lz_lockslots_init(&c, cfd, 8) < 0)
-			_exit(2);
-		for (int k = 0; k < 6; k++)
-			if (lz_lockslots_take(&c) < 0)
-				_exit(3);
-		(void)!write(p[1], "r", 1);
-		(void)!read(q[0], &byte, 1);
-		_exit(0);
-	}
-	close(p[1]);
-	close(q[0]);
-	assert_int_equal(read(p[0], &byte, 1), 1);
+	struct slot_holder other = slot_holder_start(path, 8, 6);
 	struct lz_lockslots s;
 	int fd = open_slots();
 	assert_int_equal(lz_lockslots_init(&s, fd, 8), 0);
@@ -121,15 +101,38 @@ static void test_lz_lockslots__other_processes_count_and_leave_nothing(void **st
 	assert_true(a >= 0 && b >= 0 && a != b);
 	assert_int_equal(lz_lockslots_take(&s), -EAGAIN);
 	assert_int_equal(lz_lockslots_held(&s), 2);
-	kill(pid, SIGKILL);
-	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	kill(other.pid, SIGKILL);
+	slot_holder_end(&other);
 	for (int k = 0; k < 6; k++)
 		assert_true(lz_lockslots_take(&s) >= 0);
 	assert_int_equal(lz_lockslots_take(&s), -EAGAIN);
 	assert_int_equal(lz_lockslots_held(&s), 8);
 	close(fd);
-	close(p[0]);
-	close(q[1]);
+}
+
+/* give_one gives back the highest slot held, one at a time; destroy gives
+ * back the rest at once, and only this description's: another process's
+ * slots stay held. */
+static void test_lz_lockslots__give_one_and_destroy(void **state)
+{
+	(void)state;
+	struct slot_holder other = slot_holder_start(path, 8, 2); /* slots 0 and 1 */
+	struct lz_lockslots s;
+	int fd = open_slots(), probe = open_slots();
+	assert_int_equal(lz_lockslots_init(&s, fd, 8), 0);
+	for (int k = 0; k < 6; k++)
+		assert_true(lz_lockslots_take(&s) >= 0);
+	assert_int_equal(slots_locked(probe, 8), 8);
+	lz_lockslots_give_one(&s);
+	assert_int_equal(lz_lockslots_held(&s), 5);
+	assert_int_equal(slots_locked(probe, 8), 7);
+	assert_int_equal(lz_lockslots_take(&s), 7); /* the one given back was the highest */
+	lz_lockslots_destroy(&s);
+	assert_int_equal(slots_locked(probe, 8), 2);
+	slot_holder_end(&other);
+	assert_int_equal(slots_locked(probe, 8), 0);
+	close(fd);
+	close(probe);
 }
 
 #define THREADS 8
@@ -179,6 +182,7 @@ int main(void)
 		cmocka_unit_test(test_lz_lockslots__refuses_what_cannot_hold_locks),
 		cmocka_unit_test(test_lz_lockslots__one_process_takes_each_slot_once),
 		cmocka_unit_test(test_lz_lockslots__other_processes_count_and_leave_nothing),
+		cmocka_unit_test(test_lz_lockslots__give_one_and_destroy),
 		cmocka_unit_test(test_lz_lockslots__threads_never_share_a_slot),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

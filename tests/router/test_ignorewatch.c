@@ -13,13 +13,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-#include "proc/lockslots.h"
+#include "lz_slots.h"
+
 #include "router/ignorewatch.h"
 #include "util/cleanup.h"
 
@@ -434,21 +434,6 @@ static void test_watch_stops_at_its_budget(void **state)
 	assert_int_equal(lz_ignorewatch_published(f->watch), 0);
 }
 
-/* The locked bytes of the slots file at path (anyone's). */
-static unsigned slots_locked(const char *path, unsigned n)
-{
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	unsigned held = 0;
-	assert_true(fd >= 0);
-	for (unsigned i = 0; i < n; i++) {
-		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
-		assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
-		held += fl.l_type != F_UNLCK;
-	}
-	close(fd);
-	return held;
-}
-
 /* The budget is every Domain's together: while another router (a child
  * here, with its own open of the file) holds both chunks of a 512-watch
  * budget, this watch takes no directory and a .gitignore change publishes
@@ -458,30 +443,11 @@ static void test_watch_shares_its_budget_with_other_domains(void **state)
 {
 	struct fx *f = *state;
 	char path[256];
-	int p[2], q[2];
-	char byte;
 	FMT(path, "%s/%s", f->dir, LZ_IGNOREWATCH_SLOTS);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600), probe = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0 && probe >= 0);
 	sh("mkdir -p '%s/a' '%s/b'", f->ws, f->ws);
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(q, O_CLOEXEC), 0);
-	pid_t other = fork();
-	assert_true(other >= 0);
-	if (other == 0) {
-		struct lz_lockslots s;
-		close(q[1]);
-		int ofd = open(path, O_RDWR | O_CLOEXEC);
-		if (ofd < 0 || lz_lockslots_init(&s, ofd, 2) < 0 || lz_lockslots_take(&s) < 0 ||
-		    lz_lockslots_take(&s) < 0)
-			_exit(2);
-		(void)!write(p[1], "r", 1);
-		(void)!read(q[0], &byte, 1); /* until the parent's end closes */
-		_exit(0);
-	}
-	close(p[1]);
-	close(q[0]);
-	assert_int_equal(read(p[0], &byte, 1), 1);
+	struct slot_holder other = slot_holder_start(path, 2, 2);
 	start_shared(f, NULL, 512, (struct lz_ignoreclass_inputs){ 0 }, fd);
 	put(f, "a/.gitignore", "x\n");
 	sleep_ms(400);
@@ -490,20 +456,19 @@ static void test_watch_shares_its_budget_with_other_domains(void **state)
 	lz_router_free(f->router);
 	f->watch = NULL;
 	f->router = NULL;
-	close(q[1]);
-	assert_int_equal(waitpid(other, NULL, 0), other);
-	close(p[0]);
-	assert_int_equal(slots_locked(path, 2), 0);
+	slot_holder_end(&other);
+	assert_int_equal(slots_locked(probe, 2), 0);
 	start_shared(f, NULL, 512, (struct lz_ignoreclass_inputs){ 0 }, fd);
-	assert_int_equal(slots_locked(path, 2), 1);
+	assert_int_equal(slots_locked(probe, 2), 1);
 	put(f, "b/.gitignore", "y\n");
 	for (int i = 0; i < 50 && lz_ignorewatch_published(f->watch) == 0; i++)
 		sleep_ms(100);
 	assert_true(lz_ignorewatch_published(f->watch) >= 1);
 	lz_ignorewatch_stop(f->watch);
 	f->watch = NULL;
-	assert_int_equal(slots_locked(path, 2), 0);
+	assert_int_equal(slots_locked(probe, 2), 0);
 	close(fd);
+	close(probe);
 }
 
 /* A rebuild that fails for want of descriptors for longer than the quick

@@ -181,8 +181,8 @@ local function check_egress(probe)
       .. "readable (see docs/configuration.md, network)")
   end
   return ok(name, format("at most %d connections at once for all your Domains, a %d KiB receive buffer "
-    .. "each from upstream (a quarter of the host's TCP memory pressure threshold, %d MiB)", e.max_connections,
-    e.upstream_rcvbuf // 1024, e.tcp_pressure // (1024 * 1024)))
+    .. "each from upstream (a quarter of the host's TCP memory pressure threshold, %d MiB)",
+    e.max_connections, e.upstream_rcvbuf // 1024, e.tcp_pressure // (1024 * 1024)))
 end
 
 -- The Runtime Root ($XDG_RUNTIME_DIR/lazaret) a launch opens or makes:
