@@ -128,37 +128,84 @@ static int find_memory_file(int pid_dir, char *ret, size_t size)
 	return r;
 }
 
-int lz_memwatch_open(int proc_fd, pid_t runsc_pid, uint64_t limit, struct lz_memwatch *ret,
+/* The shared budget in slots of lz_lockslots: chunks of at least
+ * LZ_MEMWATCH_CHUNK_MIN, at most LZ_LOCKSLOTS_MAX of them, none past the
+ * budget (so the chunks every watch holds never sum past it). */
+static int share(struct lz_memwatch *w, const struct lz_memwatch_limits *lim, struct lz_err *err)
+{
+	w->host = lim->host;
+	w->chunk = LZ_MEMWATCH_CHUNK_MIN;
+	if (w->host / w->chunk > LZ_LOCKSLOTS_MAX)
+		w->chunk = (w->host + LZ_LOCKSLOTS_MAX - 1) / LZ_LOCKSLOTS_MAX;
+	uint64_t n = w->host / w->chunk;
+	if (n == 0)
+		return lz_err_set(err, EINVAL, "the sandboxes' memory budget (%llu MiB) is less than one chunk",
+				  (unsigned long long)(w->host >> 20));
+	int r = lz_lockslots_init(&w->slots, lim->slots_fd, (unsigned)n);
+	if (r < 0)
+		return lz_err_set(err, -r, "the sandboxes' memory budget (%s): %s", LZ_MEMWATCH_SLOTS,
+				  strerror(-r));
+	w->shared = true;
+	return 0;
+}
+
+int lz_memwatch_open(int proc_fd, pid_t runsc_pid, const struct lz_memwatch_limits *lim, struct lz_memwatch *w,
 		     struct lz_err *err)
 {
 	_cleanup_close_ int own = -EBADF;
+	int r;
 	if (proc_fd < 0) {
 		if ((own = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 			return lz_err_set(err, errno, "open /proc: %s", strerror(errno));
 		proc_fd = own;
 	}
-	struct lz_memwatch w = LZ_MEMWATCH_INIT;
-	w.limit = limit;
-	if ((w.pid_dir = find_sandbox(proc_fd, runsc_pid)) < 0)
-		return lz_err_set(err, -w.pid_dir, "cannot watch the sandbox's memory: no %s process under runsc run (%s)",
-				  SANDBOX_ARGV0, strerror(-w.pid_dir));
-	int r = find_memory_file(w.pid_dir, w.fd, sizeof(w.fd));
-	if (r < 0) {
-		lz_memwatch_close(&w);
+	w->limit = lim->own;
+	if ((w->pid_dir = find_sandbox(proc_fd, runsc_pid)) < 0) {
+		r = w->pid_dir;
+		lz_memwatch_close(w);
+		return lz_err_set(err, -r, "cannot watch the sandbox's memory: no %s process under runsc run (%s)",
+				  SANDBOX_ARGV0, strerror(-r));
+	}
+	if ((r = find_memory_file(w->pid_dir, w->fd, sizeof(w->fd))) < 0) {
+		lz_memwatch_close(w);
 		return lz_err_set(err, -r, "cannot watch the sandbox's memory: %s has no memory file (%s; %s)",
 				  SANDBOX_ARGV0, MEMORY_FILE, strerror(-r));
 	}
 	struct stat st;
 	char rel[32];
-	snprintf(rel, sizeof(rel), "fd/%s", w.fd);
-	if (fstatat(w.pid_dir, rel, &st, 0) < 0) {
+	snprintf(rel, sizeof(rel), "fd/%s", w->fd);
+	if (fstatat(w->pid_dir, rel, &st, 0) < 0) {
 		r = -errno;
-		lz_memwatch_close(&w);
+		lz_memwatch_close(w);
 		return lz_err_set(err, -r, "cannot watch the sandbox's memory: %s", strerror(-r));
 	}
-	w.dev = st.st_dev;
-	w.ino = st.st_ino;
-	*ret = w;
+	w->dev = st.st_dev;
+	w->ino = st.st_ino;
+	if (lim->slots_fd >= 0 && (r = share(w, lim, err)) < 0) {
+		lz_memwatch_close(w);
+		return r;
+	}
+	return 0;
+}
+
+/* Holds as many chunks of the shared budget as w->seen fills:
+ * LZ_MEMWATCH_PAST_HOST when the budget has not that many left (what it
+ * could take stays held until the next look or the end). */
+static int hold(struct lz_memwatch *w, struct lz_err *err)
+{
+	if (!w->shared)
+		return 0;
+	uint64_t need = w->seen / w->chunk + (w->seen % w->chunk != 0);
+	while (lz_lockslots_held(&w->slots) > need)
+		lz_lockslots_give_one(&w->slots);
+	while (lz_lockslots_held(&w->slots) < need) {
+		int r = lz_lockslots_take(&w->slots);
+		if (r == -EAGAIN)
+			return LZ_MEMWATCH_PAST_HOST;
+		if (r < 0)
+			return lz_err_set(err, -r, "the sandboxes' memory budget (%s): %s", LZ_MEMWATCH_SLOTS,
+					  strerror(-r));
+	}
 	return 0;
 }
 
@@ -180,15 +227,25 @@ int lz_memwatch_check(struct lz_memwatch *w, struct lz_err *err)
 	if (st.st_dev != w->dev || st.st_ino != w->ino)
 		return lz_err_set(err, EIO, "the sandbox's memory file changed under the watch");
 	w->seen = (uint64_t)st.st_blocks * 512;
-	return w->seen > w->limit ? 1 : 0;
+	if (w->seen > w->limit)
+		return LZ_MEMWATCH_PAST_OWN;
+	return hold(w, err);
+}
+
+uint64_t lz_memwatch_held(struct lz_memwatch *w)
+{
+	return w->shared ? (uint64_t)lz_lockslots_held(&w->slots) * w->chunk : 0;
 }
 
 void lz_memwatch_close(struct lz_memwatch *w)
 {
 	lz_close_fdp(&w->pid_dir);
+	if (w->shared)
+		lz_lockslots_destroy(&w->slots);
+	w->shared = false;
 }
 
-uint64_t lz_memwatch_default_limit(void)
+uint64_t lz_memwatch_host_budget(void)
 {
 	struct sysinfo si;
 	if (sysinfo(&si) < 0 || si.totalram == 0)

@@ -11,14 +11,33 @@
 #ifndef LZ_MEMWATCH_H
 #define LZ_MEMWATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc/lockslots.h"
 #include "util/err.h"
 
 /* How often the memory file is looked at: what a guest can overshoot the
  * limit by is what it allocates in this time. */
 #define LZ_MEMWATCH_INTERVAL_MS 100
+
+/* The Storage Root's file whose slots (proc/lockslots.h) are the memory
+ * every sandbox of the host may hold together: each watch holds as many
+ * chunks as its sandbox's memory file fills, rounded up, taking them as
+ * it grows and giving them back as it shrinks or ends. */
+#define LZ_MEMWATCH_SLOTS "memory.slots"
+
+/* The least chunk: a budget of more than LZ_LOCKSLOTS_MAX of them takes
+ * larger ones. What a sandbox may hold beyond what it uses is one chunk. */
+#define LZ_MEMWATCH_CHUNK_MIN (32ull << 20)
+
+struct lz_memwatch_limits {
+	uint64_t own;  /* bytes: this sandbox alone (runtime.max_memory_mib) */
+	uint64_t host; /* bytes: every sandbox together (lz_memwatch_host_budget) */
+	int slots_fd;  /* LZ_MEMWATCH_SLOTS open for writing, kept by the caller;
+			* -1: no shared budget (tests) */
+};
 
 struct lz_memwatch {
 	int pid_dir;  /* /proc/<runsc-sandbox>: pins that process, not its number */
@@ -26,24 +45,41 @@ struct lz_memwatch {
 	dev_t dev;    /* the memory file's identity, checked at every look */
 	ino_t ino;
 	uint64_t limit, seen; /* bytes */
+	uint64_t host, chunk; /* bytes: the shared budget and one slot of it */
+	bool shared;          /* slots is initialised */
+	struct lz_lockslots slots;
 };
 
 #define LZ_MEMWATCH_INIT { .pid_dir = -1 }
 
+/* What lz_memwatch_check found. */
+enum {
+	LZ_MEMWATCH_WITHIN = 0,
+	LZ_MEMWATCH_PAST_OWN = 1,  /* past lim->own */
+	LZ_MEMWATCH_PAST_HOST = 2, /* more than the shared budget has left */
+};
+
 /* Finds runsc-sandbox among the children of runsc run (host PID
  * runsc_pid, in the /proc at proc_fd; -1: "/proc") and its memory file.
  * Refuses when either is missing: a sandbox whose memory cannot be
- * watched does not run. */
-int lz_memwatch_open(int proc_fd, pid_t runsc_pid, uint64_t limit, struct lz_memwatch *ret,
+ * watched does not run. w must be LZ_MEMWATCH_INIT; closed on failure. */
+int lz_memwatch_open(int proc_fd, pid_t runsc_pid, const struct lz_memwatch_limits *lim, struct lz_memwatch *w,
 		     struct lz_err *err);
 
-/* 0 within the limit, 1 past it (w->seen says how far), -ESRCH when the
- * sandbox process is gone, another negative errno otherwise. */
+/* One look: LZ_MEMWATCH_WITHIN, _PAST_OWN or _PAST_HOST (w->seen says how
+ * much the sandbox holds, lz_memwatch_held what it holds of the shared
+ * budget), -ESRCH when the sandbox process is gone, another negative
+ * errno otherwise. Takes or gives back chunks of the shared budget. */
 int lz_memwatch_check(struct lz_memwatch *w, struct lz_err *err);
 
+/* Bytes of the shared budget this watch holds. */
+uint64_t lz_memwatch_held(struct lz_memwatch *w);
+
+/* Gives back what the watch holds of the shared budget. */
 void lz_memwatch_close(struct lz_memwatch *w);
 
-/* The limit when none is configured: half of the host's memory. */
-uint64_t lz_memwatch_default_limit(void);
+/* The memory every sandbox of the host may hold together, and one alone
+ * when runtime.max_memory_mib is not set: half of the host's memory. */
+uint64_t lz_memwatch_host_budget(void);
 
 #endif

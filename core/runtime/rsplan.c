@@ -22,6 +22,7 @@
 #include "runtime/memwatch.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
+#include "util/testfault.h"
 
 int lz_rsplan_anchor_name(const char *path, char *out, size_t size)
 {
@@ -63,7 +64,8 @@ static void anchor_close(struct lz_rs_anchor *a)
 	{ &(p)->control_fd,	  &(p)->log_fd,		   &(p)->root_target_fd, &(p)->root_upper_fd,          \
 	  &(p)->root_work_fd,	  &(p)->policy_fd,	   &(p)->slirp_log_fd,	 &(p)->router_target_fd,       \
 	  &(p)->router_program_fd, &(p)->host_ws_fd,	   &(p)->ignored_fd,	 &(p)->egress_stats_fd,        \
-	  &(p)->egress_slots_fd,  &(p)->watch_slots_fd,   &(p)->runsc_fd,	 &(p)->slirp_fd }
+	  &(p)->egress_slots_fd,  &(p)->watch_slots_fd,   &(p)->memory_slots_fd, &(p)->runsc_fd,        \
+	  &(p)->slirp_fd }
 
 void lz_rsplan_free(struct lz_rs_plan *p)
 {
@@ -257,6 +259,21 @@ static int open_storage_slots(const struct lz_rsplan_input *in, const char *name
 	return 0;
 }
 
+/* The sandbox's memory limits (runtime/memwatch.h): its own, and the
+ * budget every sandbox of the host shares. One alone may not be given more
+ * than all together may hold. */
+static int plan_memory(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
+{
+	uint32_t mib = lz_config_max_memory_mib(in->cfg);
+	plan->memory_budget = lz_test_fault("memory-least-host") ? 640ull << 20 : lz_memwatch_host_budget();
+	plan->max_memory = mib ? (uint64_t)mib << 20 : plan->memory_budget;
+	if (plan->max_memory > plan->memory_budget)
+		return lz_err_set(err, EINVAL, "runtime.max_memory_mib is %u MiB, more than every sandbox of this host "
+					       "may hold together (%llu MiB, half of its memory): set it lower",
+				  mib, (unsigned long long)(plan->memory_budget >> 20));
+	return open_storage_slots(in, LZ_MEMWATCH_SLOTS, &plan->memory_slots_fd, err);
+}
+
 /* The developer's inotify budget, as the initial user namespace counts
  * it (ignorewatch.h); unreadable, the watch's own limit. */
 static size_t watch_budget(void)
@@ -431,8 +448,8 @@ int lz_rsplan_build(const struct lz_rsplan_input *in, struct lz_rs_plan **ret, i
 	if ((plan->runsc_fd = fcntl(in->runsc->fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		return lz_err_set(err, errno, "dup: %s", strerror(errno));
 	plan->dcache = plan_dcache(lz_config_dcache(in->cfg));
-	uint32_t mib = lz_config_max_memory_mib(in->cfg);
-	plan->max_memory = mib ? (uint64_t)mib << 20 : lz_memwatch_default_limit();
+	if ((r = plan_memory(in, plan, err)) < 0)
+		return r;
 	memcpy(plan->canary_key, in->canary_key, LZ_CANARY_KEY_LEN);
 	plan->prepared_fd = in->rootfs_fd;
 	char prepared[4200];

@@ -105,6 +105,8 @@ struct lz_rs_plan {
 	char container_id[80];
 	uint32_t dcache;
 	uint64_t max_memory; /* bytes of the sandbox's memory file (memwatch.h) */
+	uint64_t memory_budget; /* bytes: every sandbox's memory files together */
+	int memory_slots_fd;    /* the Storage Root's memory.slots: that budget */
 	int policy_fd;
 	uint8_t policy_digest[32];
 	int slirp_fd;            /* O_PATH: what runs (hostprobe.h) */

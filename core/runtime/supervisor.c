@@ -922,9 +922,19 @@ int lz_rs_await_running(lz_rs *rs, struct lz_err *err)
 	}
 	/* The sandbox runs: its memory is watched from now on, or it does not
 	 * run (runtime/memwatch.h). */
-	if ((r = lz_memwatch_open(lz_pidref_proc(), (pid_t)rs->runsc.id.pid, rs->p->max_memory, &rs->memwatch,
-				  err)) < 0)
+	const struct lz_memwatch_limits lim = { .own = rs->p->max_memory,
+						.host = rs->p->memory_budget,
+						.slots_fd = rs->p->memory_slots_fd };
+	if ((r = lz_memwatch_open(lz_pidref_proc(), (pid_t)rs->runsc.id.pid, &lim, &rs->memwatch, err)) < 0 ||
+	    (r = lz_memwatch_check(&rs->memwatch, err)) < 0)
 		return r;
+	if (r == LZ_MEMWATCH_PAST_HOST)
+		return lz_err_set(err, ENOMEM, "no memory left for another sandbox: this one holds %llu MiB "
+					       "once started, and the sandboxes running hold nearly all of the "
+					       "%llu MiB every sandbox together may hold (half of the host's "
+					       "memory); end one of them and launch again",
+				  (unsigned long long)(rs->memwatch.seen >> 20),
+				  (unsigned long long)(rs->memwatch.host >> 20));
 	rs->step = LZ_RS_STEP_RUNNING;
 	return 0;
 }
@@ -993,12 +1003,20 @@ static int look_at_memory(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 	}
 	if (m < 0)
 		return lz_err_set(err, -m, "watching the sandbox's memory: %s", merr.msg);
-	if (m == 0)
+	if (m == LZ_MEMWATCH_WITHIN)
 		return 0;
-	snprintf(rs->end_reason, sizeof(rs->end_reason),
-		 "the sandbox's memory passed its limit (%llu MiB in use, the limit is %llu MiB: "
-		 "runtime.max_memory_mib, or half of the host's memory); it was stopped",
-		 (unsigned long long)(rs->memwatch.seen >> 20), (unsigned long long)(rs->memwatch.limit >> 20));
+	if (m == LZ_MEMWATCH_PAST_OWN)
+		snprintf(rs->end_reason, sizeof(rs->end_reason),
+			 "the sandbox's memory passed its limit (%llu MiB in use, the limit is %llu MiB: "
+			 "runtime.max_memory_mib, or half of the host's memory); it was stopped",
+			 (unsigned long long)(rs->memwatch.seen >> 20), (unsigned long long)(rs->memwatch.limit >> 20));
+	else
+		snprintf(rs->end_reason, sizeof(rs->end_reason),
+			 "the sandboxes of this host together passed their memory budget (%llu MiB for all of "
+			 "them, half of the host's memory); this one needed %llu MiB and had %llu of it; it was "
+			 "stopped",
+			 (unsigned long long)(rs->memwatch.host >> 20), (unsigned long long)(rs->memwatch.seen >> 20),
+			 (unsigned long long)(lz_memwatch_held(&rs->memwatch) >> 20));
 	*ret = LZ_RS_END_MEMORY;
 	return 1;
 }

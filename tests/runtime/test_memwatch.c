@@ -15,12 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "lz_slots.h"
 #include "lz_test.h"
 
 #include "runtime/memwatch.h"
@@ -28,8 +30,9 @@
 #define MIB (1u << 20)
 
 /* The stand-in: a memfd named argv[1] of argv[2] MiB; then, for each line
- * "N" on standard input, N MiB more; ends at EOF. Says "r" once ready and
- * after each growth. */
+ * "N" on standard input, N MiB more ("-N": the last N MiB punched out, as
+ * gVisor gives memory back); ends at EOF. Says "r" once ready and after
+ * each change. */
 static int stand_in(char **argv)
 {
 	int fd = memfd_create(argv[1], MFD_CLOEXEC);
@@ -45,12 +48,22 @@ static int stand_in(char **argv)
 			return 0;
 		line[n] = '\0';
 		off_t more = (off_t)atoi(line) * MIB;
-		if (fallocate(fd, 0, size, more) < 0)
+		if (more < 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, size + more, -more) < 0)
+			return 1;
+		if (more >= 0 && fallocate(fd, 0, size, more) < 0)
 			return 1;
 		size += more;
 		if (write(STDOUT_FILENO, "r", 1) != 1)
 			return 1;
 	}
+}
+
+/* A sandbox's own limit, and no shared budget. */
+static const struct lz_memwatch_limits *own(uint64_t bytes)
+{
+	static struct lz_memwatch_limits lim;
+	lim = (struct lz_memwatch_limits){ .own = bytes, .slots_fd = -1 };
+	return &lim;
 }
 
 struct child {
@@ -80,10 +93,10 @@ static void start(struct child *c, const char *argv0, const char *memfd_name, co
 	assert_int_equal(read(c->from, &ready, 1), 1);
 }
 
-static void grow(struct child *c, unsigned mib)
+static void grow(struct child *c, int mib)
 {
 	char line[16], ready;
-	int n = snprintf(line, sizeof(line), "%u\n", mib);
+	int n = snprintf(line, sizeof(line), "%d\n", mib);
 	assert_int_equal(write(c->to, line, (size_t)n), n);
 	assert_int_equal(read(c->from, &ready, 1), 1);
 }
@@ -108,12 +121,12 @@ static void test_lz_memwatch__reads_the_memory_file_and_its_limit(void **state)
 	start(&c, "runsc-sandbox", "runsc-memory", "8");
 	struct lz_memwatch w = LZ_MEMWATCH_INIT;
 	struct lz_err err = { 0, "" };
-	if (lz_memwatch_open(-1, getpid(), 16 * MIB, &w, &err) < 0)
+	if (lz_memwatch_open(-1, getpid(), own(16 * MIB), &w, &err) < 0)
 		fail_msg("open: %s", err.msg);
 	assert_int_equal(lz_memwatch_check(&w, &err), 0);
 	assert_true(w.seen >= 8 * MIB && w.seen < 16 * MIB);
 	grow(&c, 16);
-	assert_int_equal(lz_memwatch_check(&w, &err), 1);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_OWN);
 	assert_true(w.seen >= 24 * MIB);
 	/* Gone: first a zombie, then reaped. */
 	end(&c, false);
@@ -133,17 +146,17 @@ static void test_lz_memwatch__refuses_what_is_not_the_sandbox(void **state)
 	(void)state;
 	struct lz_memwatch w = LZ_MEMWATCH_INIT;
 	struct lz_err err = { 0, "" };
-	assert_int_equal(lz_memwatch_open(-1, getpid(), MIB, &w, &err), -ENOENT);
+	assert_int_equal(lz_memwatch_open(-1, getpid(), own(MIB), &w, &err), -ENOENT);
 	assert_non_null(strstr(err.msg, "no runsc-sandbox process under runsc run"));
 
 	struct child c;
 	start(&c, "runsc-gofer", "runsc-memory", "1");
-	assert_int_equal(lz_memwatch_open(-1, getpid(), MIB, &w, &err), -ENOENT);
+	assert_int_equal(lz_memwatch_open(-1, getpid(), own(MIB), &w, &err), -ENOENT);
 	assert_non_null(strstr(err.msg, "no runsc-sandbox process"));
 	end(&c, true);
 
 	start(&c, "runsc-sandbox", "runsc-other", "1");
-	assert_int_equal(lz_memwatch_open(-1, getpid(), MIB, &w, &err), -ENOENT);
+	assert_int_equal(lz_memwatch_open(-1, getpid(), own(MIB), &w, &err), -ENOENT);
 	assert_non_null(strstr(err.msg, "has no memory file"));
 	end(&c, true);
 	assert_true(w.pid_dir < 0);
@@ -157,17 +170,104 @@ static void test_lz_memwatch__takes_only_children_of_runsc(void **state)
 	start(&c, "runsc-sandbox", "runsc-memory", "1");
 	struct lz_memwatch w = LZ_MEMWATCH_INIT;
 	struct lz_err err = { 0, "" };
-	assert_int_equal(lz_memwatch_open(-1, getppid(), MIB, &w, &err), -ENOENT);
+	assert_int_equal(lz_memwatch_open(-1, getppid(), own(MIB), &w, &err), -ENOENT);
 	end(&c, true);
 }
 
-static void test_lz_memwatch__default_limit_is_half_the_memory(void **state)
+static void test_lz_memwatch__host_budget_is_half_the_memory(void **state)
 {
 	(void)state;
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t half = (uint64_t)pages * (uint64_t)page / 2;
-	uint64_t got = lz_memwatch_default_limit();
+	uint64_t got = lz_memwatch_host_budget();
 	assert_true(got > half - half / 100 && got < half + half / 100);
+}
+
+/* The budget every sandbox shares: a watch holds chunks of it as its
+ * sandbox's memory file fills them, rounded up, and no more than are
+ * left; it gives them back as the file shrinks and when it closes. The
+ * other sandboxes are a child holding slots of the same file. */
+static void test_lz_memwatch__shares_the_host_budget(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/lz-memwatch-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const unsigned n = 8; /* 256 MiB in chunks of 32 */
+	const struct lz_memwatch_limits lim = { .own = 1024 * MIB, .host = n * 32ull * MIB, .slots_fd = fd };
+	int look = open(path, O_RDWR | O_CLOEXEC); /* slots_locked's own description */
+	assert_true(look >= 0);
+	struct child c;
+	start(&c, "runsc-sandbox", "runsc-memory", "40");
+	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	struct lz_err err = { 0, "" };
+	if (lz_memwatch_open(-1, getpid(), &lim, &w, &err) < 0)
+		fail_msg("open: %s", err.msg);
+	assert_int_equal(w.chunk, 32 * MIB);
+	assert_int_equal(slots_locked(look, n), 0); /* nothing before the first look */
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(lz_memwatch_held(&w), 64 * MIB); /* 40 MiB, rounded up */
+	assert_int_equal(slots_locked(look, n), 2);
+
+	struct slot_holder others = slot_holder_start(path, n, 5);
+	grow(&c, 40); /* 80 MiB: the last free chunk */
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(slots_locked(look, n), n);
+	grow(&c, 40); /* 120 MiB: one chunk more than is left */
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_HOST);
+	assert_int_equal(lz_memwatch_held(&w), 96 * MIB);
+	slot_holder_end(&others);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(slots_locked(look, n), 4);
+
+	grow(&c, -100); /* 20 MiB left */
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(lz_memwatch_held(&w), 32 * MIB);
+	assert_int_equal(slots_locked(look, n), 1);
+	/* Its own limit comes first: nothing more is taken past it. */
+	grow(&c, 1100);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_OWN);
+	assert_int_equal(slots_locked(look, n), 1);
+	lz_memwatch_close(&w);
+	assert_int_equal(slots_locked(look, n), 0);
+	end(&c, true);
+	close(look);
+	close(fd);
+	unlink(path);
+}
+
+/* Chunks grow with the budget (at most LZ_LOCKSLOTS_MAX slots); a budget
+ * of less than one, or a slots file that is not one, is refused. */
+static void test_lz_memwatch__sizes_and_refuses_budgets(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/lz-memwatch-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	struct child c;
+	start(&c, "runsc-sandbox", "runsc-memory", "1");
+	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	struct lz_err err = { 0, "" };
+	struct lz_memwatch_limits lim = { .own = MIB, .host = 1ull << 40, .slots_fd = fd };
+	assert_int_equal(lz_memwatch_open(-1, getpid(), &lim, &w, &err), 0);
+	assert_int_equal(w.chunk, (1ull << 40) / LZ_LOCKSLOTS_MAX);
+	lz_memwatch_close(&w);
+
+	w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
+	lim.host = 16 * MIB;
+	assert_int_equal(lz_memwatch_open(-1, getpid(), &lim, &w, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "less than one chunk"));
+	assert_true(w.pid_dir < 0);
+
+	int rd = open(path, O_RDONLY | O_CLOEXEC);
+	lim = (struct lz_memwatch_limits){ .own = MIB, .host = 64 * MIB, .slots_fd = rd };
+	assert_int_equal(lz_memwatch_open(-1, getpid(), &lim, &w, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "memory.slots"));
+	assert_true(w.pid_dir < 0 && !w.shared);
+	end(&c, true);
+	close(rd);
+	close(fd);
+	unlink(path);
 }
 
 int main(int argc, char **argv)
@@ -178,7 +278,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lz_memwatch__reads_the_memory_file_and_its_limit),
 		cmocka_unit_test(test_lz_memwatch__refuses_what_is_not_the_sandbox),
 		cmocka_unit_test(test_lz_memwatch__takes_only_children_of_runsc),
-		cmocka_unit_test(test_lz_memwatch__default_limit_is_half_the_memory),
+		cmocka_unit_test(test_lz_memwatch__host_budget_is_half_the_memory),
+		cmocka_unit_test(test_lz_memwatch__shares_the_host_budget),
+		cmocka_unit_test(test_lz_memwatch__sizes_and_refuses_budgets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

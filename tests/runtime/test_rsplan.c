@@ -27,6 +27,7 @@
 #include "net/netpolicy.h"
 #include "platform/hostprobe.h"
 #include "router/ignorewatch.h"
+#include "runtime/memwatch.h"
 #include "runtime/rsplan.h"
 #include "runtime/rsproto.h"
 #include "store/domainstate.h"
@@ -308,17 +309,20 @@ static void test_lz_rsplan_build__plan_contents(void **state)
 	assert_int_equal(fscanf(w, "%lu", &watches), 1);
 	fclose(w);
 	assert_int_equal(plan->watch_dirs, lz_ignorewatch_budget(watches));
+	/* Memory: half of the host's for all sandboxes, and for this one. */
+	assert_int_equal(plan->memory_budget, lz_memwatch_host_budget());
+	assert_int_equal(plan->max_memory, plan->memory_budget);
 	/* Every descriptor the RS keeps: among them the tools it runs. */
 	int fds[64];
-	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 14 + 4 * 2);
+	assert_int_equal(lz_rsplan_fds(plan, fds, 64), 15 + 4 * 2);
 	const int own[] = { plan->prepared_fd,	    plan->control_fd,	plan->log_fd,	  plan->root_target_fd,
 			    plan->root_upper_fd,    plan->root_work_fd, plan->policy_fd,  plan->slirp_log_fd,
 			    plan->router_target_fd, plan->host_ws_fd,	plan->ignored_fd, plan->watch_slots_fd,
-			    plan->runsc_fd,	    plan->slirp_fd };
+			    plan->memory_slots_fd,  plan->runsc_fd,	plan->slirp_fd };
 	assert_memory_equal(fds, own, sizeof(own));
-	assert_int_equal(fds[14], plan->anchors[0].lower_fd);
-	assert_int_equal(fds[21], plan->anchors[1].target_fd);
-	for (size_t i = 0; i < 22; i++)
+	assert_int_equal(fds[15], plan->anchors[0].lower_fd);
+	assert_int_equal(fds[22], plan->anchors[1].target_fd);
+	for (size_t i = 0; i < 23; i++)
 		assert_true(fds[i] >= 0);
 	assert_int_equal(lz_rsplan_fds(plan, fds, 5), 5);
 	close(anchors);
@@ -412,6 +416,8 @@ static void test_lz_rsplan_build__slots_files_in_the_storage_root(void **state)
 		{ "a FIFO", LZ_EGRESS_SLOTS, -EINVAL, "egress.slots in the Storage Root is not a file (remove it" },
 		{ "a symlink", LZ_EGRESS_SLOTS, -ELOOP, "open egress.slots in the Storage Root" },
 		{ "a FIFO", LZ_IGNOREWATCH_SLOTS, -EINVAL, "watch.slots in the Storage Root is not a file (remove it" },
+		{ "a FIFO", LZ_MEMWATCH_SLOTS, -EINVAL, "memory.slots in the Storage Root is not a file (remove it" },
+		{ "a symlink", LZ_MEMWATCH_SLOTS, -ELOOP, "open memory.slots in the Storage Root" },
 	};
 	snprintf(storage, sizeof(storage), "%s/data/lazaret", f->c->dir);
 	for (size_t i = 0; i < LZ_ARRAY_SIZE(cases); i++) {
@@ -427,6 +433,7 @@ static void test_lz_rsplan_build__slots_files_in_the_storage_root(void **state)
 		assert_true(sdir >= 0);
 		(void)unlinkat(sdir, LZ_EGRESS_SLOTS, 0);
 		(void)unlinkat(sdir, LZ_IGNOREWATCH_SLOTS, 0);
+		(void)unlinkat(sdir, LZ_MEMWATCH_SLOTS, 0);
 		if (strcmp(cases[i].what, "a FIFO") == 0)
 			assert_int_equal(mknodat(sdir, cases[i].name, S_IFIFO | 0600, 0), 0);
 		if (strcmp(cases[i].what, "a symlink") == 0)
@@ -441,10 +448,13 @@ static void test_lz_rsplan_build__slots_files_in_the_storage_root(void **state)
 			assert_true(plan->egress);
 			assert_same(plan->egress_slots_fd, sdir, LZ_EGRESS_SLOTS);
 			assert_same(plan->watch_slots_fd, sdir, LZ_IGNOREWATCH_SLOTS);
+			assert_same(plan->memory_slots_fd, sdir, LZ_MEMWATCH_SLOTS);
 			assert_int_equal(mode_of(sdir, LZ_EGRESS_SLOTS), 0600);
 			assert_int_equal(mode_of(sdir, LZ_IGNOREWATCH_SLOTS), 0600);
+			assert_int_equal(mode_of(sdir, LZ_MEMWATCH_SLOTS), 0600);
 			assert_int_equal(fcntl(plan->egress_slots_fd, F_GETFL) & O_ACCMODE, O_RDWR);
 			assert_int_equal(fcntl(plan->watch_slots_fd, F_GETFL) & O_ACCMODE, O_RDWR);
+			assert_int_equal(fcntl(plan->memory_slots_fd, F_GETFL) & O_ACCMODE, O_RDWR);
 			close(hc);
 			lz_rsplan_free(plan);
 		} else {
@@ -452,6 +462,48 @@ static void test_lz_rsplan_build__slots_files_in_the_storage_root(void **state)
 			assert_int_equal(open_fds(), before); /* nothing leaked */
 		}
 		close(sdir);
+	}
+}
+
+/* runtime.max_memory_mib is the sandbox's own limit, refused past what
+ * every sandbox of the host may hold together, leaking nothing. */
+static void test_lz_rsplan_build__memory_limit_within_the_host_budget(void **state)
+{
+	struct fx *f = *state;
+	uint64_t budget_mib = lz_memwatch_host_budget() >> 20;
+	char cfg[1024];
+	for (int i = 0; i < 2; i++) {
+		uint64_t mib = i == 0 ? 256 : budget_mib + 1;
+		if (i > 0) {
+			lz_gendir_remove(&f->c->gen);
+			lz_config_free(f->c->cfg);
+			f->c->cfg = NULL;
+		}
+		snprintf(cfg, sizeof(cfg), CFG_FX_BASE "[runtime]\nmax_memory_mib = %llu\n", (unsigned long long)mib);
+		load(f, cfg, 1 + i);
+		size_t before = open_fds();
+		struct lz_rs_plan *plan = NULL;
+		int hc = -1;
+		struct lz_err err = { 0, "" };
+		int r = lz_rsplan_build(&f->in, &plan, &hc, &err);
+		if (i == 0) {
+			if (r != 0)
+				fail_msg("build: %s", err.msg);
+			assert_int_equal(plan->max_memory, 256ull << 20);
+			assert_int_equal(plan->memory_budget, lz_memwatch_host_budget());
+			close(hc);
+			lz_rsplan_free(plan);
+			continue;
+		}
+		assert_int_equal(r, -EINVAL);
+		char want[160];
+		snprintf(want, sizeof(want), "runtime.max_memory_mib is %llu MiB, more than every sandbox of this "
+					     "host may hold together (%llu MiB, half of its memory)",
+			 (unsigned long long)mib, (unsigned long long)budget_mib);
+		if (strstr(err.msg, want) == NULL)
+			fail_msg("%s", err.msg);
+		assert_null(plan);
+		assert_int_equal(open_fds(), before);
 	}
 }
 
@@ -530,6 +582,7 @@ int main(void)
 		T(test_lz_rsplan_build__persistent_dir_must_be_a_directory),
 		T(test_lz_rsplan_build__git_sentry_files_bound_by_descriptor),
 		T(test_lz_rsplan_build__slots_files_in_the_storage_root),
+		T(test_lz_rsplan_build__memory_limit_within_the_host_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
