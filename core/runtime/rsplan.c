@@ -22,7 +22,6 @@
 #include "runtime/memwatch.h"
 #include "util/cleanup.h"
 #include "util/sys.h"
-#include "util/testfault.h"
 
 int lz_rsplan_anchor_name(const char *path, char *out, size_t size)
 {
@@ -265,7 +264,7 @@ static int open_storage_slots(const struct lz_rsplan_input *in, const char *name
 static int plan_memory(const struct lz_rsplan_input *in, struct lz_rs_plan *plan, struct lz_err *err)
 {
 	uint32_t mib = lz_config_max_memory_mib(in->cfg);
-	plan->memory_budget = lz_test_fault("memory-least-host") ? 640ull << 20 : lz_memwatch_host_budget();
+	plan->memory_budget = lz_memwatch_host_budget();
 	plan->max_memory = mib ? (uint64_t)mib << 20 : plan->memory_budget;
 	if (plan->max_memory > plan->memory_budget)
 		return lz_err_set(err, EINVAL, "runtime.max_memory_mib is %u MiB, more than every sandbox of this host "

@@ -923,7 +923,8 @@ int lz_rs_await_running(lz_rs *rs, struct lz_err *err)
 	/* The sandbox runs: its memory is watched from now on, or it does not
 	 * run (runtime/memwatch.h). */
 	const struct lz_memwatch_limits lim = { .own = rs->p->max_memory,
-						.host = rs->p->memory_budget,
+						.host = lz_test_fault("memory-least-host") ? 640ull << 20
+											   : rs->p->memory_budget,
 						.slots_fd = rs->p->memory_slots_fd };
 	if ((r = lz_memwatch_open(lz_pidref_proc(), (pid_t)rs->runsc.id.pid, &lim, &rs->memwatch, err)) < 0 ||
 	    (r = lz_memwatch_check(&rs->memwatch, err)) < 0)

@@ -16,7 +16,8 @@
  * that of its standard error, and touch its standard output once
  * restricted, and log what happened, or (rm-workspace-returns) makes the
  * workspace of a Domain `state rm` found gone again before it locks, or
- * (rm-after-rename) kills `state rm` once it set the Domain aside.
+ * (rm-after-rename) kills `state rm` once it set the Domain aside, or
+ * (memory-least-host) gives the sandboxes' shared memory budget 640 MiB.
  * In the production build the switch does
  * not exist: lz_test_fault is constant false and reads nothing. */
 #ifndef LZ_UTIL_TESTFAULT_H

@@ -394,8 +394,65 @@ test_memory_past_its_limit_ends_the_generation() {
 	assert_recovered
 }
 
+# The memory of every sandbox together is one budget (half of the host's
+# memory; 640 MiB in chunks of 32 with the test fault): the Runtime
+# Supervisors hold chunks of the Storage Root's memory.slots as their
+# sandboxes' memory files fill them. Another Domain's sandbox that needs
+# more than is left ends, saying so, and one cannot start while none is
+# left; the sandbox holding its share runs on.
+test_the_memory_budget_is_shared_by_every_sandbox() {
+	need_faults
+	cat >>"$CFG" <<-EOF
+		[profiles.other]
+		image = "oci:$IMG/img:latest"
+	EOF
+	local faults=(env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=memory-least-host "$LAZARET_FAULTS")
+	# shellcheck disable=SC2016 # expanded inside
+	timeout -k 5 300 "${faults[@]}" other --config "$CFG" -- sh -c 'await() { while [ ! -e "$1" ]; do sleep 0.1; done; }
+		dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>/dev/null && echo filled
+		await /workspace/go && dd if=/dev/zero of=/tmp/more bs=1M count=310 2>/dev/null && echo full
+		await /workspace/end && echo still here' >"$T/other.out" 2>"$T/other.err" &
+	local bg=$!
+	await_line() {
+		for _ in $(seq 300); do
+			grep -qx "$1" "$T/other.out" && return
+			sleep 0.1
+		done
+		fail "the other Domain's sandbox never said '$1': $(cat "$T/other.out" "$T/other.err")"
+	}
+	await_line filled
+	local held
+	held=$(slots_locked "$DATA/memory.slots")
+	if [ "$held" -lt 10 ] || [ "$held" -gt 11 ]; then
+		fail "300 MiB in /tmp held $held chunks of 32 MiB"
+	fi
+	capture "${faults[@]}" test --config "$CFG" -- sh -c \
+		'dd if=/dev/zero of=/tmp/big bs=1M count=400 2>/dev/null; sleep 5; echo big done'
+	[ "$STATUS" != 0 ] || fail "the session past what is left of the budget ended 0 ($OUT)"
+	assert_eq "" "$OUT" "what ran past the budget"
+	assert_contains "$ERR" "lazaret: error: the sandbox is gone: the sandboxes of this host together passed their memory budget (640 MiB for all of them"
+	assert_contains "$ERR" "; this one needed "
+	assert_contains "$(log_once_ended)" "the Runtime Supervisor failed: the sandboxes of this host together passed their memory budget"
+	assert_eq "$held" "$(slots_locked "$DATA/memory.slots")" "chunks held once the stopped sandbox ended"
+
+	touch "$WS/go"
+	await_line full
+	assert_eq 20 "$(slots_locked "$DATA/memory.slots")" "chunks held by a sandbox with 610 MiB in /tmp"
+	capture "${faults[@]}" test --config "$CFG" -- echo started
+	[ "$STATUS" != 0 ] || fail "a launch with no memory left ran: $OUT"
+	assert_contains "$ERR" "no memory left for another sandbox: this one holds "
+	assert_contains "$ERR" "the 640 MiB every sandbox together may hold"
+	assert_eq "" "$OUT" "what ran with no memory left"
+
+	touch "$WS/end"
+	wait "$bg" || fail "the other Domain's session: $(cat "$T/other.out" "$T/other.err")"
+	assert_eq $'filled\nfull\nstill here' "$(cat "$T/other.out")" "the sandbox holding its share ran on"
+	await_slots "$DATA/memory.slots" 0 "chunks held once both Domains ended"
+}
+
 t_run "recorded identities are the host's PIDs of their processes" test_recorded_identities_are_host_pids
 t_run "a sandbox past its memory limit ends its generation, saying so" test_memory_past_its_limit_ends_the_generation
+t_run "the sandboxes' memory is one budget for every Domain" test_the_memory_budget_is_shared_by_every_sandbox
 t_run "a second lock file beside a live generation does not record it lost" test_a_second_lock_file_does_not_fail_a_live_generation
 t_run "a mount namespace of a lost generation held outside it: refused until released" test_held_mount_namespace
 t_run "a network namespace of a lost generation held outside it: refused until released" test_held_network_namespace
