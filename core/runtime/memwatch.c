@@ -136,7 +136,7 @@ static int share(struct lz_memwatch *w, const struct lz_memwatch_limits *lim, st
 	w->host = lim->host;
 	w->chunk = LZ_MEMWATCH_CHUNK_MIN;
 	if (w->host / w->chunk > LZ_LOCKSLOTS_MAX)
-		w->chunk = (w->host + LZ_LOCKSLOTS_MAX - 1) / LZ_LOCKSLOTS_MAX;
+		w->chunk = w->host / LZ_LOCKSLOTS_MAX + (w->host % LZ_LOCKSLOTS_MAX != 0);
 	uint64_t n = w->host / w->chunk;
 	if (n == 0)
 		return lz_err_set(err, EINVAL, "the sandboxes' memory budget (%llu MiB) is less than one chunk",

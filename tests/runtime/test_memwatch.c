@@ -252,6 +252,11 @@ static void test_lz_memwatch__sizes_and_refuses_budgets(void **state)
 	assert_int_equal(lz_memwatch_open(-1, getpid(), &lim, &w, &err), 0);
 	assert_int_equal(w.chunk, (1ull << 40) / LZ_LOCKSLOTS_MAX);
 	lz_memwatch_close(&w);
+	w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
+	lim.host = UINT64_MAX; /* the host's memory unknown */
+	assert_int_equal(lz_memwatch_open(-1, getpid(), &lim, &w, &err), 0);
+	assert_true(w.chunk > UINT64_MAX / LZ_LOCKSLOTS_MAX && w.host / w.chunk <= LZ_LOCKSLOTS_MAX);
+	lz_memwatch_close(&w);
 
 	w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
 	lim.host = 16 * MIB;
