@@ -19,15 +19,20 @@ static bool mine(const struct lz_lockslots *s, unsigned i)
 	return s->mine[i / 64] & (UINT64_C(1) << (i % 64));
 }
 
-int lz_lockslots_init(struct lz_lockslots *s, int fd, unsigned n)
+int lz_lockslots_init_at(struct lz_lockslots *s, int fd, unsigned base, unsigned n)
 {
 	struct stat st;
 	int fl = fcntl(fd, F_GETFL);
-	if (n == 0 || n > LZ_LOCKSLOTS_MAX || fl < 0 || (fl & O_ACCMODE) == O_RDONLY || fstat(fd, &st) < 0 ||
-	    !S_ISREG(st.st_mode))
+	if (n == 0 || n > LZ_LOCKSLOTS_MAX || base > UINT32_MAX - n || fl < 0 || (fl & O_ACCMODE) == O_RDONLY ||
+	    fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return -EINVAL;
-	*s = (struct lz_lockslots){ .fd = fd, .n = n };
+	*s = (struct lz_lockslots){ .fd = fd, .base = base, .n = n };
 	return -pthread_mutex_init(&s->lock, NULL);
+}
+
+int lz_lockslots_init(struct lz_lockslots *s, int fd, unsigned n)
+{
+	return lz_lockslots_init_at(s, fd, 0, n);
 }
 
 int lz_lockslots_take(struct lz_lockslots *s)
@@ -38,7 +43,7 @@ int lz_lockslots_take(struct lz_lockslots *s)
 		unsigned i = (s->next + k) % s->n;
 		if (mine(s, i))
 			continue;
-		int e = lock_bytes(s->fd, i, 1, F_WRLCK);
+		int e = lock_bytes(s->fd, s->base + i, 1, F_WRLCK);
 		if (e == -EAGAIN || e == -EACCES) /* another process holds it */
 			continue;
 		if (e == 0) {
@@ -58,7 +63,7 @@ int lz_lockslots_take(struct lz_lockslots *s)
 /* Under s->lock, i one of this process's slots. */
 static void give_locked(struct lz_lockslots *s, unsigned i)
 {
-	(void)lock_bytes(s->fd, i, 1, F_UNLCK);
+	(void)lock_bytes(s->fd, s->base + i, 1, F_UNLCK);
 	s->mine[i / 64] &= ~(UINT64_C(1) << (i % 64));
 	s->held--;
 }
@@ -90,10 +95,30 @@ unsigned lz_lockslots_held(struct lz_lockslots *s)
 	return held;
 }
 
+int lz_lockslots_others(struct lz_lockslots *s)
+{
+	/* F_OFD_GETLK answers the first lock of another description that a
+	 * write lock of the range would meet: count it, go on past it. */
+	int n = 0;
+	off_t at = s->base, end = (off_t)s->base + s->n;
+	while (at < end) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = end - at };
+		if (fcntl(s->fd, F_OFD_GETLK, &fl) < 0)
+			return -errno;
+		if (fl.l_type == F_UNLCK)
+			break;
+		off_t first = fl.l_start > at ? fl.l_start : at;
+		off_t last = fl.l_len == 0 || fl.l_start + fl.l_len > end ? end : fl.l_start + fl.l_len;
+		n += (int)(last - first);
+		at = last;
+	}
+	return n;
+}
+
 void lz_lockslots_destroy(struct lz_lockslots *s)
 {
 	/* one unlock of the whole range: this description's locks only */
-	(void)lock_bytes(s->fd, 0, s->n, F_UNLCK);
+	(void)lock_bytes(s->fd, s->base, s->n, F_UNLCK);
 	s->held = 0;
 	pthread_mutex_destroy(&s->lock);
 }

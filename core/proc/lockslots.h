@@ -18,6 +18,7 @@
 
 struct lz_lockslots {
 	int fd;
+	unsigned base; /* slot i is byte base + i */
 	unsigned n;    /* slots 0..n-1 */
 	unsigned held; /* by this process */
 	unsigned next; /* where the next search starts */
@@ -30,6 +31,10 @@ struct lz_lockslots {
  * -EINVAL when n is 0 or over LZ_LOCKSLOTS_MAX or fd is not a regular
  * file opened for writing. */
 int lz_lockslots_init(struct lz_lockslots *s, int fd, unsigned n);
+
+/* The same with slot i at byte base + i: several sets of slots in one
+ * file, none overlapping another. */
+int lz_lockslots_init_at(struct lz_lockslots *s, int fd, unsigned base, unsigned n);
 
 /* A free slot, now held: its number. -EAGAIN when all n are held (by this
  * process and others together); another -errno when the kernel refuses a
@@ -45,6 +50,10 @@ void lz_lockslots_give_one(struct lz_lockslots *s);
 
 /* How many slots this process holds. */
 unsigned lz_lockslots_held(struct lz_lockslots *s);
+
+/* How many slots other processes hold now (a walk of F_OFD_GETLK, about
+ * one call per holder), or -errno. */
+int lz_lockslots_others(struct lz_lockslots *s);
 
 /* Gives back every slot this process holds; s is not used again. The
  * descriptor stays the caller's. */

@@ -128,9 +128,29 @@ static int find_memory_file(int pid_dir, char *ret, size_t size)
 	return r;
 }
 
+/* A lock of type on one byte for this description (F_OFD_SETLK). */
+static int lock_byte(int fd, off_t at, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	return fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : -errno;
+}
+
+/* Whether another description holds a lock on the byte. */
+static bool locked_elsewhere(int fd, off_t at)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+static int budget_error(struct lz_err *err, int r)
+{
+	return lz_err_set(err, -r, "the sandboxes' memory budget (%s): %s", LZ_MEMWATCH_SLOTS, strerror(-r));
+}
+
 /* The shared budget in slots of lz_lockslots: chunks of at least
  * LZ_MEMWATCH_CHUNK_MIN, at most LZ_LOCKSLOTS_MAX of them, none past the
- * budget (so the chunks every watch holds never sum past it). */
+ * budget (so the chunks every watch holds never sum past it); and this
+ * sandbox's presence slot. */
 static int share(struct lz_memwatch *w, const struct lz_memwatch_limits *lim, struct lz_err *err)
 {
 	w->host = lim->host;
@@ -143,9 +163,16 @@ static int share(struct lz_memwatch *w, const struct lz_memwatch_limits *lim, st
 				  (unsigned long long)(w->host >> 20));
 	int r = lz_lockslots_init(&w->slots, lim->slots_fd, (unsigned)n);
 	if (r < 0)
-		return lz_err_set(err, -r, "the sandboxes' memory budget (%s): %s", LZ_MEMWATCH_SLOTS,
-				  strerror(-r));
+		return budget_error(err, r);
+	if ((r = lz_lockslots_init_at(&w->present, lim->slots_fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX)) < 0) {
+		lz_lockslots_destroy(&w->slots);
+		return budget_error(err, r);
+	}
 	w->shared = true;
+	w->running = 1;
+	if ((r = lz_lockslots_take(&w->present)) < 0)
+		return r == -EAGAIN ? lz_err_set(err, EAGAIN, "more than %d sandboxes are running", LZ_LOCKSLOTS_MAX)
+				    : budget_error(err, r);
 	return 0;
 }
 
@@ -188,25 +215,70 @@ int lz_memwatch_open(int proc_fd, pid_t runsc_pid, const struct lz_memwatch_limi
 	return 0;
 }
 
-/* Holds as many chunks of the shared budget as w->seen fills:
- * LZ_MEMWATCH_PAST_HOST when the budget has not that many left (what it
- * could take stays held until the next look or the end). */
+/* The sandboxes running, this one among them (w->running). */
+static int count_running(struct lz_memwatch *w, struct lz_err *err)
+{
+	int others = lz_lockslots_others(&w->present);
+	if (others < 0)
+		return budget_error(err, others);
+	w->running = (unsigned)others + 1;
+	return 0;
+}
+
+/* Whether the chunks this watch holds are more than its share (or, with
+ * or_equal, at least its share): held / n against 1 / running. */
+static bool past_share(struct lz_memwatch *w, bool or_equal)
+{
+	uint64_t mine = (uint64_t)lz_lockslots_held(&w->slots) * w->running;
+	return or_equal ? mine >= w->slots.n : mine > w->slots.n;
+}
+
+/* Short of chunks: the first look, or a sandbox at its share or past it,
+ * is past the budget; one below its share says it wants and runs on. */
+static int short_of_budget(struct lz_memwatch *w, struct lz_err *err)
+{
+	int r;
+	if (!w->looked)
+		return LZ_MEMWATCH_PAST_HOST;
+	if ((r = count_running(w, err)) < 0)
+		return r;
+	if (past_share(w, true))
+		return LZ_MEMWATCH_PAST_HOST;
+	if (!w->wanting && (r = lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_RDLCK)) < 0)
+		return budget_error(err, r);
+	w->wanting = true;
+	return LZ_MEMWATCH_WITHIN;
+}
+
+/* Holds as many chunks of the shared budget as w->seen fills, or says
+ * what a shortage means (short_of_budget); gives way when another is short
+ * and this one holds more than its share and no other is giving way. */
 static int hold(struct lz_memwatch *w, struct lz_err *err)
 {
 	if (!w->shared)
-		return 0;
+		return LZ_MEMWATCH_WITHIN;
 	uint64_t need = w->seen / w->chunk + (w->seen % w->chunk != 0);
 	while (lz_lockslots_held(&w->slots) > need)
 		lz_lockslots_give_one(&w->slots);
 	while (lz_lockslots_held(&w->slots) < need) {
 		int r = lz_lockslots_take(&w->slots);
 		if (r == -EAGAIN)
-			return LZ_MEMWATCH_PAST_HOST;
+			return short_of_budget(w, err);
 		if (r < 0)
-			return lz_err_set(err, -r, "the sandboxes' memory budget (%s): %s", LZ_MEMWATCH_SLOTS,
-					  strerror(-r));
+			return budget_error(err, r);
 	}
-	return 0;
+	if (w->wanting) {
+		(void)lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_UNLCK);
+		w->wanting = false;
+	}
+	if (!locked_elsewhere(w->slots.fd, LZ_MEMWATCH_WANT_BYTE))
+		return LZ_MEMWATCH_WITHIN;
+	int r = count_running(w, err);
+	if (r < 0)
+		return r;
+	if (past_share(w, false) && lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_WRLCK) == 0)
+		return LZ_MEMWATCH_YIELD; /* held until the watch closes */
+	return LZ_MEMWATCH_WITHIN;
 }
 
 int lz_memwatch_check(struct lz_memwatch *w, struct lz_err *err)
@@ -227,9 +299,9 @@ int lz_memwatch_check(struct lz_memwatch *w, struct lz_err *err)
 	if (st.st_dev != w->dev || st.st_ino != w->ino)
 		return lz_err_set(err, EIO, "the sandbox's memory file changed under the watch");
 	w->seen = (uint64_t)st.st_blocks * 512;
-	if (w->seen > w->limit)
-		return LZ_MEMWATCH_PAST_OWN;
-	return hold(w, err);
+	int r = w->seen > w->limit ? LZ_MEMWATCH_PAST_OWN : hold(w, err);
+	w->looked = true;
+	return r;
 }
 
 uint64_t lz_memwatch_held(struct lz_memwatch *w)
@@ -240,9 +312,14 @@ uint64_t lz_memwatch_held(struct lz_memwatch *w)
 void lz_memwatch_close(struct lz_memwatch *w)
 {
 	lz_close_fdp(&w->pid_dir);
-	if (w->shared)
+	if (w->shared) {
+		/* the chunks first, then the want and yield bytes */
 		lz_lockslots_destroy(&w->slots);
-	w->shared = false;
+		(void)lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_UNLCK);
+		(void)lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_UNLCK);
+		lz_lockslots_destroy(&w->present);
+	}
+	w->shared = w->wanting = false;
 }
 
 uint64_t lz_memwatch_host_budget(void)

@@ -25,8 +25,17 @@
 /* The Storage Root's file whose slots (proc/lockslots.h) are the memory
  * every sandbox of the host may hold together: each watch holds as many
  * chunks as its sandbox's memory file fills, rounded up, taking them as
- * it grows and giving them back as it shrinks or ends. */
+ * it grows and giving them back as it shrinks or ends. Its share is the
+ * budget divided by the sandboxes running (each holds a presence slot).
+ * One that needs more than is left ends when it holds its share or more;
+ * below it, it says so (a shared lock on the want byte) and the one
+ * holding more than its share that sees it first ends instead (taking the
+ * yield byte, so that one ends at a time). Layout: chunks from byte 0,
+ * presence slots from LZ_LOCKSLOTS_MAX, then the want and yield bytes. */
 #define LZ_MEMWATCH_SLOTS "memory.slots"
+#define LZ_MEMWATCH_PRESENT_BASE LZ_LOCKSLOTS_MAX
+#define LZ_MEMWATCH_WANT_BYTE (2 * LZ_LOCKSLOTS_MAX)
+#define LZ_MEMWATCH_YIELD_BYTE (LZ_MEMWATCH_WANT_BYTE + 1)
 
 /* The least chunk: a budget of more than LZ_LOCKSLOTS_MAX of them takes
  * larger ones. What a sandbox may hold beyond what it uses is one chunk. */
@@ -46,8 +55,11 @@ struct lz_memwatch {
 	ino_t ino;
 	uint64_t limit, seen; /* bytes */
 	uint64_t host, chunk; /* bytes: the shared budget and one slot of it */
-	bool shared;          /* slots is initialised */
-	struct lz_lockslots slots;
+	unsigned running;     /* sandboxes holding a presence slot, at the last count */
+	bool shared;          /* slots and present are initialised, a presence slot held */
+	bool looked;          /* a first look was made */
+	bool wanting;         /* this watch holds the want byte */
+	struct lz_lockslots slots, present;
 };
 
 #define LZ_MEMWATCH_INIT { .pid_dir = -1 }
@@ -56,7 +68,9 @@ struct lz_memwatch {
 enum {
 	LZ_MEMWATCH_WITHIN = 0,
 	LZ_MEMWATCH_PAST_OWN = 1,  /* past lim->own */
-	LZ_MEMWATCH_PAST_HOST = 2, /* more than the shared budget has left */
+	LZ_MEMWATCH_PAST_HOST = 2, /* more than the shared budget has left, and
+				    * at least its share (the first look: any) */
+	LZ_MEMWATCH_YIELD = 3,     /* more than its share while another is short */
 };
 
 /* Finds runsc-sandbox among the children of runsc run (host PID
@@ -66,10 +80,11 @@ enum {
 int lz_memwatch_open(int proc_fd, pid_t runsc_pid, const struct lz_memwatch_limits *lim, struct lz_memwatch *w,
 		     struct lz_err *err);
 
-/* One look: LZ_MEMWATCH_WITHIN, _PAST_OWN or _PAST_HOST (w->seen says how
- * much the sandbox holds, lz_memwatch_held what it holds of the shared
- * budget), -ESRCH when the sandbox process is gone, another negative
- * errno otherwise. Takes or gives back chunks of the shared budget. */
+/* One look: LZ_MEMWATCH_WITHIN, _PAST_OWN, _PAST_HOST or _YIELD (w->seen
+ * says how much the sandbox holds, lz_memwatch_held what it holds of the
+ * shared budget, w->running among how many), -ESRCH when the sandbox
+ * process is gone, another negative errno otherwise. Takes or gives back
+ * chunks of the shared budget; WITHIN while short of it below its share. */
 int lz_memwatch_check(struct lz_memwatch *w, struct lz_err *err);
 
 /* Bytes of the shared budget this watch holds. */

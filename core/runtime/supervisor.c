@@ -1006,18 +1006,26 @@ static int look_at_memory(lz_rs *rs, enum lz_rs_end *ret, struct lz_err *err)
 		return lz_err_set(err, -m, "watching the sandbox's memory: %s", merr.msg);
 	if (m == LZ_MEMWATCH_WITHIN)
 		return 0;
+	const struct lz_memwatch *w = &rs->memwatch;
+	unsigned long long host = w->host >> 20, share = w->host / w->running >> 20;
 	if (m == LZ_MEMWATCH_PAST_OWN)
 		snprintf(rs->end_reason, sizeof(rs->end_reason),
 			 "the sandbox's memory passed its limit (%llu MiB in use, the limit is %llu MiB: "
 			 "runtime.max_memory_mib, or half of the host's memory); it was stopped",
-			 (unsigned long long)(rs->memwatch.seen >> 20), (unsigned long long)(rs->memwatch.limit >> 20));
+			 (unsigned long long)(w->seen >> 20), (unsigned long long)(w->limit >> 20));
+	else if (m == LZ_MEMWATCH_PAST_HOST)
+		snprintf(rs->end_reason, sizeof(rs->end_reason),
+			 "the sandboxes of this host together passed their memory budget (%llu MiB for all of "
+			 "them, half of the host's memory); this one needed %llu MiB, at least its share (%llu "
+			 "MiB with %u sandboxes running); it was stopped",
+			 host, (unsigned long long)(w->seen >> 20), share, w->running);
 	else
 		snprintf(rs->end_reason, sizeof(rs->end_reason),
 			 "the sandboxes of this host together passed their memory budget (%llu MiB for all of "
-			 "them, half of the host's memory); this one needed %llu MiB and had %llu of it; it was "
+			 "them, half of the host's memory); another needed memory within its share, and this "
+			 "one held %llu MiB, more than its share (%llu MiB with %u sandboxes running); it was "
 			 "stopped",
-			 (unsigned long long)(rs->memwatch.host >> 20), (unsigned long long)(rs->memwatch.seen >> 20),
-			 (unsigned long long)(lz_memwatch_held(&rs->memwatch) >> 20));
+			 host, (unsigned long long)(lz_memwatch_held(&rs->memwatch) >> 20), share, w->running);
 	*ret = LZ_RS_END_MEMORY;
 	return 1;
 }

@@ -397,9 +397,10 @@ test_memory_past_its_limit_ends_the_generation() {
 # The memory of every sandbox together is one budget (half of the host's
 # memory; 640 MiB in chunks of 32 with the test fault): the Runtime
 # Supervisors hold chunks of the Storage Root's memory.slots as their
-# sandboxes' memory files fill them. Another Domain's sandbox that needs
-# more than is left ends, saying so, and one cannot start while none is
-# left; the sandbox holding its share runs on.
+# sandboxes' memory files fill them; a sandbox's share is the budget
+# divided by the sandboxes running. One that needs more than is left ends
+# when it holds its share or more; below it, the one holding more than its
+# share ends instead. A launch that finds nothing left is refused.
 test_the_memory_budget_is_shared_by_every_sandbox() {
 	need_faults
 	cat >>"$CFG" <<-EOF
@@ -407,12 +408,15 @@ test_the_memory_budget_is_shared_by_every_sandbox() {
 		image = "oci:$IMG/img:latest"
 	EOF
 	local faults=(env -C "$WS" -i "${LZ_ENV[@]}" LAZARET_TEST_FAULT=memory-least-host "$LAZARET_FAULTS")
-	# shellcheck disable=SC2016 # expanded inside
-	timeout -k 5 300 "${faults[@]}" other --config "$CFG" -- sh -c 'await() { while [ ! -e "$1" ]; do sleep 0.1; done; }
-		dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>/dev/null && echo filled
-		await /workspace/go && dd if=/dev/zero of=/tmp/more bs=1M count=310 2>/dev/null && echo full
-		await /workspace/end && echo still here' >"$T/other.out" 2>"$T/other.err" &
-	local bg=$!
+	# other_start SCRIPT: the other Domain's session in the background
+	# (its output in $T/other.out and .err, its PID in $other_pid); await()
+	# waits for a file the test makes in the workspace.
+	other_start() {
+		# shellcheck disable=SC2016 # expanded inside
+		timeout -k 5 300 "${faults[@]}" other --config "$CFG" -- sh -c \
+			'await() { while [ ! -e "$1" ]; do sleep 0.1; done; }; '"$1" >"$T/other.out" 2>"$T/other.err" &
+		other_pid=$!
+	}
 	await_line() {
 		for _ in $(seq 300); do
 			grep -qx "$1" "$T/other.out" && return
@@ -420,34 +424,55 @@ test_the_memory_budget_is_shared_by_every_sandbox() {
 		done
 		fail "the other Domain's sandbox never said '$1': $(cat "$T/other.out" "$T/other.err")"
 	}
+	local other_pid held
+	other_start 'dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>/dev/null && echo filled
+		await /workspace/go && dd if=/dev/zero of=/tmp/more bs=1M count=310 2>/dev/null && echo full
+		await /workspace/end && echo still here'
 	await_line filled
-	local held
-	held=$(slots_locked "$DATA/memory.slots")
-	if [ "$held" -lt 10 ] || [ "$held" -gt 11 ]; then
-		fail "300 MiB in /tmp held $held chunks of 32 MiB"
+	# 300 MiB and the idle sandbox in 32 MiB chunks, and a presence slot,
+	# once the watch has looked (every 100 ms)
+	for _ in $(seq 30); do
+		held=$(slots_locked "$DATA/memory.slots")
+		[ "$held" -lt 11 ] || break
+		sleep 0.1
+	done
+	if [ "$held" -lt 11 ] || [ "$held" -gt 12 ]; then
+		fail "300 MiB in /tmp: $held slots held"
 	fi
 	capture "${faults[@]}" test --config "$CFG" -- sh -c \
 		'dd if=/dev/zero of=/tmp/big bs=1M count=400 2>/dev/null; sleep 5; echo big done'
-	[ "$STATUS" != 0 ] || fail "the session past what is left of the budget ended 0 ($OUT)"
+	[ "$STATUS" != 0 ] || fail "the session past its share ended 0 ($OUT)"
 	assert_eq "" "$OUT" "what ran past the budget"
 	assert_contains "$ERR" "lazaret: error: the sandbox is gone: the sandboxes of this host together passed their memory budget (640 MiB for all of them"
-	assert_contains "$ERR" "; this one needed "
+	assert_contains "$ERR" ", at least its share (320 MiB with 2 sandboxes running); it was stopped"
 	assert_contains "$(log_once_ended)" "the Runtime Supervisor failed: the sandboxes of this host together passed their memory budget"
-	assert_eq "$held" "$(slots_locked "$DATA/memory.slots")" "chunks held once the stopped sandbox ended"
+	assert_eq "$held" "$(slots_locked "$DATA/memory.slots")" "slots held once the stopped sandbox ended"
 
 	touch "$WS/go"
 	await_line full
-	assert_eq 20 "$(slots_locked "$DATA/memory.slots")" "chunks held by a sandbox with 610 MiB in /tmp"
+	await_slots "$DATA/memory.slots" 21 "slots held by a sandbox with 610 MiB in /tmp"
 	capture "${faults[@]}" test --config "$CFG" -- echo started
 	[ "$STATUS" != 0 ] || fail "a launch with no memory left ran: $OUT"
 	assert_contains "$ERR" "no memory left for another sandbox: this one holds "
 	assert_contains "$ERR" "the 640 MiB every sandbox together may hold"
 	assert_eq "" "$OUT" "what ran with no memory left"
-
 	touch "$WS/end"
-	wait "$bg" || fail "the other Domain's session: $(cat "$T/other.out" "$T/other.err")"
+	wait "$other_pid" || fail "the other Domain's session: $(cat "$T/other.out" "$T/other.err")"
 	assert_eq $'filled\nfull\nstill here' "$(cat "$T/other.out")" "the sandbox holding its share ran on"
-	await_slots "$DATA/memory.slots" 0 "chunks held once both Domains ended"
+	await_slots "$DATA/memory.slots" 0 "slots held once both Domains ended"
+
+	# Past its share while another is short below its own: it ends.
+	other_start 'dd if=/dev/zero of=/tmp/fill bs=1M count=400 2>/dev/null && echo filled && sleep 60'
+	await_line filled
+	await_slots "$DATA/memory.slots" 14 "slots held by a sandbox with 400 MiB in /tmp"
+	capture "${faults[@]}" test --config "$CFG" -- sh -c \
+		'dd if=/dev/zero of=/tmp/some bs=1M count=250 2>/dev/null; sleep 2; echo some done'
+	assert_eq 0 "$STATUS" "the session within its share (stderr: $ERR)"
+	assert_eq "some done" "$OUT"
+	! wait "$other_pid" || fail "the other Domain's session past its share ended 0"
+	assert_contains "$(cat "$T/other.err")" "another needed memory within its share, and this one held "
+	assert_contains "$(cat "$T/other.err")" "more than its share (320 MiB with 2 sandboxes running); it was stopped"
+	await_slots "$DATA/memory.slots" 0 "slots held once both Domains ended"
 }
 
 t_run "recorded identities are the host's PIDs of their processes" test_recorded_identities_are_host_pids

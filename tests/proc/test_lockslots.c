@@ -110,6 +110,41 @@ static void test_lz_lockslots__other_processes_count_and_leave_nothing(void **st
 	close(fd);
 }
 
+/* Sets of slots at other bases of one file never meet; others counts what
+ * other processes hold of a set, never this one's own slots. */
+static void test_lz_lockslots__bases_apart_and_others_counted(void **state)
+{
+	(void)state;
+	struct slot_holder other = slot_holder_start(path, 8, 3); /* slots 0..2 at base 0 */
+	struct lz_lockslots low, high;
+	int fd = open_slots();
+	assert_int_equal(lz_lockslots_init_at(&high, fd, UINT32_MAX - 7, 9), -EINVAL); /* past the offsets */
+	assert_int_equal(lz_lockslots_init(&low, fd, 8), 0);
+	assert_int_equal(lz_lockslots_init_at(&high, fd, 8, 8), 0);
+	assert_int_equal(lz_lockslots_others(&low), 3);
+	assert_int_equal(lz_lockslots_others(&high), 0);
+	for (int k = 0; k < 8; k++)
+		assert_int_equal(lz_lockslots_take(&high), k); /* none of the other's bytes */
+	assert_int_equal(lz_lockslots_take(&high), -EAGAIN);
+	assert_true(lz_lockslots_take(&low) >= 3);
+	assert_int_equal(lz_lockslots_others(&low), 3);
+	assert_int_equal(lz_lockslots_others(&high), 0);
+	int again = open_slots(); /* another description: sees both sets of this one */
+	struct lz_lockslots seen;
+	assert_int_equal(lz_lockslots_init_at(&seen, again, 0, 16), 0);
+	assert_int_equal(lz_lockslots_others(&seen), 3 + 1 + 8);
+	lz_lockslots_destroy(&high);
+	assert_int_equal(lz_lockslots_others(&seen), 3 + 1);
+	assert_int_equal(lz_lockslots_held(&low), 1);
+	slot_holder_end(&other);
+	assert_int_equal(lz_lockslots_others(&seen), 1);
+	lz_lockslots_destroy(&low);
+	assert_int_equal(lz_lockslots_others(&seen), 0);
+	lz_lockslots_destroy(&seen);
+	close(again);
+	close(fd);
+}
+
 /* give_one gives back the highest slot held, one at a time; destroy gives
  * back the rest at once, and only this description's: another process's
  * slots stay held. */
@@ -183,6 +218,7 @@ int main(void)
 		cmocka_unit_test(test_lz_lockslots__one_process_takes_each_slot_once),
 		cmocka_unit_test(test_lz_lockslots__other_processes_count_and_leave_nothing),
 		cmocka_unit_test(test_lz_lockslots__give_one_and_destroy),
+		cmocka_unit_test(test_lz_lockslots__bases_apart_and_others_counted),
 		cmocka_unit_test(test_lz_lockslots__threads_never_share_a_slot),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

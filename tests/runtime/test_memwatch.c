@@ -183,57 +183,209 @@ static void test_lz_memwatch__host_budget_is_half_the_memory(void **state)
 	assert_true(got > half - half / 100 && got < half + half / 100);
 }
 
+/* Another sandbox's watch, as the locks it holds: `chunks` of the n chunks
+ * of the slots file at path and a presence slot, the want byte (a sandbox
+ * short below its share) or the yield byte (one giving way), once
+ * other_start returns; it lets go when other_end closes its pipe. */
+enum { OTHER_WANTS = 1, OTHER_YIELDS = 2 };
+
+static struct slot_holder other_start(const char *path, unsigned n, unsigned chunks, int flags)
+{
+	int ready[2], release[2];
+	char byte;
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(release, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct lz_lockslots slots, present;
+		/* nothing of the test's: a stand-in's pipe held here would keep
+		 * it from ever seeing its end */
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != ready[1] && fd != release[0])
+				close(fd);
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 || lz_lockslots_init(&slots, fd, n) < 0 ||
+		    lz_lockslots_init_at(&present, fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX) < 0 ||
+		    lz_lockslots_take(&present) < 0)
+			_exit(2);
+		for (unsigned k = 0; k < chunks; k++)
+			if (lz_lockslots_take(&slots) < 0)
+				_exit(3);
+		struct flock fl = { .l_whence = SEEK_SET, .l_len = 1 };
+		if (flags & OTHER_WANTS) {
+			fl.l_type = F_RDLCK;
+			fl.l_start = LZ_MEMWATCH_WANT_BYTE;
+			if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
+				_exit(4);
+		}
+		if (flags & OTHER_YIELDS) {
+			fl.l_type = F_WRLCK;
+			fl.l_start = LZ_MEMWATCH_YIELD_BYTE;
+			if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
+				_exit(5);
+		}
+		(void)!write(ready[1], "r", 1);
+		(void)!read(release[0], &byte, 1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(release[0]);
+	assert_int_equal(read(ready[0], &byte, 1), 1);
+	close(ready[0]);
+	return (struct slot_holder){ pid, release[1] };
+}
+
+/* Whether another description than fd's holds a lock on byte at. */
+static bool byte_locked(int fd, off_t at)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
+	return fl.l_type != F_UNLCK;
+}
+
+struct budget {
+	char path[32];
+	int fd, look; /* the watch's descriptor; another open, to look with */
+	struct lz_memwatch_limits lim;
+};
+
+/* A slots file of n chunks of 32 MiB, and a watch on a stand-in sandbox of
+ * `mib` MiB after its first look. */
+static void budget_start(struct budget *b, unsigned n, struct child *c, const char *mib, struct lz_memwatch *w)
+{
+	snprintf(b->path, sizeof(b->path), "/tmp/lz-memwatch-XXXXXX");
+	assert_true((b->fd = mkstemp(b->path)) >= 0);
+	assert_true((b->look = open(b->path, O_RDWR | O_CLOEXEC)) >= 0);
+	b->lim = (struct lz_memwatch_limits){ .own = 1024 * MIB, .host = n * 32ull * MIB, .slots_fd = b->fd };
+	start(c, "runsc-sandbox", "runsc-memory", mib);
+	struct lz_err err = { 0, "" };
+	*w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
+	if (lz_memwatch_open(-1, getpid(), &b->lim, w, &err) < 0)
+		fail_msg("open: %s", err.msg);
+	assert_int_equal(w->chunk, 32 * MIB);
+	assert_int_equal(lz_memwatch_check(w, &err), LZ_MEMWATCH_WITHIN);
+}
+
+/* Closes the watch: nothing of the file stays locked. */
+static void budget_end(struct budget *b, struct child *c, struct lz_memwatch *w)
+{
+	lz_memwatch_close(w);
+	assert_int_equal(slots_locked(b->look, 2 * LZ_LOCKSLOTS_MAX + 2), 0);
+	end(c, true);
+	close(b->look);
+	close(b->fd);
+	unlink(b->path);
+}
+
 /* The budget every sandbox shares: a watch holds chunks of it as its
- * sandbox's memory file fills them, rounded up, and no more than are
- * left; it gives them back as the file shrinks and when it closes. The
- * other sandboxes are a child holding slots of the same file. */
+ * sandbox's memory file fills them, rounded up, and a presence slot; it
+ * gives chunks back as the file shrinks, and everything when it closes.
+ * Short of chunks below its share (the budget divided by the sandboxes
+ * running), it runs on and says so on the want byte. */
 static void test_lz_memwatch__shares_the_host_budget(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/lz-memwatch-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	const unsigned n = 8; /* 256 MiB in chunks of 32 */
-	const struct lz_memwatch_limits lim = { .own = 1024 * MIB, .host = n * 32ull * MIB, .slots_fd = fd };
-	int look = open(path, O_RDWR | O_CLOEXEC); /* slots_locked's own description */
-	assert_true(look >= 0);
+	const unsigned n = 8; /* 256 MiB */
+	struct budget b;
 	struct child c;
-	start(&c, "runsc-sandbox", "runsc-memory", "40");
-	struct lz_memwatch w = LZ_MEMWATCH_INIT;
+	struct lz_memwatch w;
 	struct lz_err err = { 0, "" };
-	if (lz_memwatch_open(-1, getpid(), &lim, &w, &err) < 0)
-		fail_msg("open: %s", err.msg);
-	assert_int_equal(w.chunk, 32 * MIB);
-	assert_int_equal(slots_locked(look, n), 0); /* nothing before the first look */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	budget_start(&b, n, &c, "40", &w);
 	assert_int_equal(lz_memwatch_held(&w), 64 * MIB); /* 40 MiB, rounded up */
-	assert_int_equal(slots_locked(look, n), 2);
+	assert_int_equal(slots_locked(b.look, n), 2);
+	assert_int_equal(slots_locked(b.look, 2 * LZ_LOCKSLOTS_MAX), 3); /* and its presence */
 
-	struct slot_holder others = slot_holder_start(path, n, 5);
+	struct slot_holder other = other_start(b.path, n, 5, 0);
 	grow(&c, 40); /* 80 MiB: the last free chunk */
 	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(slots_locked(look, n), n);
-	grow(&c, 40); /* 120 MiB: one chunk more than is left */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_HOST);
-	assert_int_equal(lz_memwatch_held(&w), 96 * MIB);
-	slot_holder_end(&others);
+	assert_int_equal(slots_locked(b.look, n), n);
+	grow(&c, 40); /* 120 MiB: one chunk more than is left, 3 of its share of 4 held */
 	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(slots_locked(look, n), 4);
+	assert_int_equal(w.running, 2);
+	assert_int_equal(lz_memwatch_held(&w), 96 * MIB);
+	assert_true(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	slot_holder_end(&other);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(slots_locked(b.look, n), 4);
+	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
 
 	grow(&c, -100); /* 20 MiB left */
 	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
 	assert_int_equal(lz_memwatch_held(&w), 32 * MIB);
-	assert_int_equal(slots_locked(look, n), 1);
+	assert_int_equal(slots_locked(b.look, n), 1);
 	/* Its own limit comes first: nothing more is taken past it. */
 	grow(&c, 1100);
 	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_OWN);
-	assert_int_equal(slots_locked(look, n), 1);
-	lz_memwatch_close(&w);
-	assert_int_equal(slots_locked(look, n), 0);
-	end(&c, true);
-	close(look);
-	close(fd);
-	unlink(path);
+	assert_int_equal(slots_locked(b.look, n), 1);
+	budget_end(&b, &c, &w);
+}
+
+/* Short of chunks at its share or past it, the sandbox is the one past
+ * the budget; at its first look (a launch), short at all. */
+static void test_lz_memwatch__at_its_share_it_is_the_one_past(void **state)
+{
+	(void)state;
+	const unsigned n = 8;
+	struct budget b;
+	struct child c;
+	struct lz_memwatch w;
+	struct lz_err err = { 0, "" };
+	budget_start(&b, n, &c, "100", &w); /* 4 chunks */
+	struct slot_holder other = other_start(b.path, n, 4, 0);
+	grow(&c, 40); /* 140 MiB, a fifth: its share is 4 */
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_HOST);
+	assert_int_equal(w.running, 2);
+	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	slot_holder_end(&other);
+	budget_end(&b, &c, &w);
+
+	/* A launch that finds nothing left: past, though far below its share. */
+	snprintf(b.path, sizeof(b.path), "/tmp/lz-memwatch-XXXXXX");
+	assert_true((b.fd = mkstemp(b.path)) >= 0);
+	assert_true((b.look = open(b.path, O_RDWR | O_CLOEXEC)) >= 0);
+	b.lim.slots_fd = b.fd;
+	struct slot_holder all = other_start(b.path, n, n, 0);
+	start(&c, "runsc-sandbox", "runsc-memory", "1");
+	w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
+	if (lz_memwatch_open(-1, getpid(), &b.lim, &w, &err) < 0)
+		fail_msg("open: %s", err.msg);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_HOST);
+	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	slot_holder_end(&all);
+	budget_end(&b, &c, &w);
+}
+
+/* Past its share while another is short below its own, the sandbox gives
+ * way (and takes the yield byte): unless another is giving way already. */
+static void test_lz_memwatch__past_its_share_it_gives_way(void **state)
+{
+	(void)state;
+	const unsigned n = 8;
+	struct budget b;
+	struct child c;
+	struct lz_memwatch w;
+	struct lz_err err = { 0, "" };
+	budget_start(&b, n, &c, "180", &w); /* 6 chunks, its share 4 of 8 once two run */
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN); /* nobody short */
+	struct slot_holder yielding = other_start(b.path, n, 0, OTHER_YIELDS);
+	struct slot_holder short_one = other_start(b.path, n, 2, OTHER_WANTS);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN); /* one gives way already */
+	assert_int_equal(w.running, 3);
+	slot_holder_end(&yielding);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_YIELD);
+	assert_int_equal(w.running, 2);
+	assert_true(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
+	slot_holder_end(&short_one);
+	budget_end(&b, &c, &w);
+
+	/* At its share exactly, it does not give way. */
+	budget_start(&b, n, &c, "120", &w); /* 4 chunks */
+	short_one = other_start(b.path, n, 3, OTHER_WANTS);
+	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	assert_false(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
+	slot_holder_end(&short_one);
+	budget_end(&b, &c, &w);
 }
 
 /* Chunks grow with the budget (at most LZ_LOCKSLOTS_MAX slots); a budget
@@ -285,6 +437,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lz_memwatch__takes_only_children_of_runsc),
 		cmocka_unit_test(test_lz_memwatch__host_budget_is_half_the_memory),
 		cmocka_unit_test(test_lz_memwatch__shares_the_host_budget),
+		cmocka_unit_test(test_lz_memwatch__at_its_share_it_is_the_one_past),
+		cmocka_unit_test(test_lz_memwatch__past_its_share_it_gives_way),
 		cmocka_unit_test(test_lz_memwatch__sizes_and_refuses_budgets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
