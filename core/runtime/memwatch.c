@@ -225,24 +225,17 @@ static int count_running(struct lz_memwatch *w, struct lz_err *err)
 	return 0;
 }
 
-/* Whether the chunks this watch holds are more than its share (or, with
- * or_equal, at least its share): held / n against 1 / running. */
-static bool past_share(struct lz_memwatch *w, bool or_equal)
-{
-	uint64_t mine = (uint64_t)lz_lockslots_held(&w->slots) * w->running;
-	return or_equal ? mine >= w->slots.n : mine > w->slots.n;
-}
-
-/* Short of chunks: the first look, or a sandbox at its share or past it,
- * is past the budget; one below its share says it wants and runs on. */
-static int short_of_budget(struct lz_memwatch *w, struct lz_err *err)
+/* Short of chunks: the first look, or a sandbox that needs its share or
+ * more, is past the budget; one that needs less says it wants and runs on
+ * (its overrun is within its share). */
+static int short_of_budget(struct lz_memwatch *w, uint64_t need, struct lz_err *err)
 {
 	int r;
 	if (!w->looked)
 		return LZ_MEMWATCH_PAST_HOST;
 	if ((r = count_running(w, err)) < 0)
 		return r;
-	if (past_share(w, true))
+	if (need * w->running >= w->slots.n)
 		return LZ_MEMWATCH_PAST_HOST;
 	if (!w->wanting && (r = lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_RDLCK)) < 0)
 		return budget_error(err, r);
@@ -263,7 +256,7 @@ static int hold(struct lz_memwatch *w, struct lz_err *err)
 	while (lz_lockslots_held(&w->slots) < need) {
 		int r = lz_lockslots_take(&w->slots);
 		if (r == -EAGAIN)
-			return short_of_budget(w, err);
+			return short_of_budget(w, need, err);
 		if (r < 0)
 			return budget_error(err, r);
 	}
@@ -276,7 +269,7 @@ static int hold(struct lz_memwatch *w, struct lz_err *err)
 	int r = count_running(w, err);
 	if (r < 0)
 		return r;
-	if (past_share(w, false) && lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_WRLCK) == 0)
+	if (need * w->running > w->slots.n && lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_WRLCK) == 0)
 		return LZ_MEMWATCH_YIELD; /* held until the watch closes */
 	return LZ_MEMWATCH_WITHIN;
 }
