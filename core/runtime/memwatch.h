@@ -27,10 +27,10 @@
  * chunks as its sandbox's memory file fills, rounded up, taking them as
  * it grows and giving them back as it shrinks or ends. Its share is the
  * budget divided by the sandboxes running (each holds a presence slot).
- * One that needs more than is left ends when it holds its share or more;
- * below it, it says so (a shared lock on the want byte) and the one
- * holding more than its share that sees it first ends instead (taking the
- * yield byte, so that one ends at a time). Layout: chunks from byte 0,
+ * One that needs more than is left ends when it needs its share or more;
+ * needing less, it runs on and says so (a shared lock on the want byte),
+ * and the first one holding more than its share to see it ends instead
+ * (taking the yield byte, so that one ends at a time). Layout: chunks from byte 0,
  * presence slots from LZ_LOCKSLOTS_MAX, then the want and yield bytes. */
 #define LZ_MEMWATCH_SLOTS "memory.slots"
 #define LZ_MEMWATCH_PRESENT_BASE LZ_LOCKSLOTS_MAX
