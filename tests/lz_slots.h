@@ -25,15 +25,18 @@ static inline unsigned slots_locked(int fd, unsigned n)
 	return held;
 }
 
-/* A child holding `take` of the n slots of the file at path, through its
- * own open, once slot_holder_start returns; it exits when
- * slot_holder_end closes its pipe (or when killed, pid). */
+/* A child holding locks of the file at path, through its own open, once
+ * slot_holder_run returns: hold(fd, arg) takes them (0, or the child
+ * fails). It keeps none of the test's descriptors (a pipe of another
+ * child held here would keep that child from seeing its end), and exits
+ * when slot_holder_end closes its pipe (or when killed, pid). */
 struct slot_holder {
 	pid_t pid;
 	int release_fd;
 };
 
-static inline struct slot_holder slot_holder_start(const char *path, unsigned n, unsigned take)
+static inline struct slot_holder slot_holder_run(const char *path, int (*hold)(int fd, const void *arg),
+						 const void *arg)
 {
 	int ready[2], release[2];
 	char byte;
@@ -42,14 +45,12 @@ static inline struct slot_holder slot_holder_start(const char *path, unsigned n,
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		struct lz_lockslots s;
-		close(release[1]);
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != ready[1] && fd != release[0])
+				close(fd);
 		int fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0 || lz_lockslots_init(&s, fd, n) < 0)
+		if (fd < 0 || hold(fd, arg) != 0)
 			_exit(2);
-		for (unsigned k = 0; k < take; k++)
-			if (lz_lockslots_take(&s) < 0)
-				_exit(3);
 		(void)!write(ready[1], "r", 1);
 		(void)!read(release[0], &byte, 1); /* until the parent's end closes */
 		_exit(0);
@@ -59,6 +60,30 @@ static inline struct slot_holder slot_holder_start(const char *path, unsigned n,
 	assert_int_equal(read(ready[0], &byte, 1), 1);
 	close(ready[0]);
 	return (struct slot_holder){ pid, release[1] };
+}
+
+struct slot_take {
+	unsigned n, take;
+};
+
+static inline int slot_holder_take(int fd, const void *arg)
+{
+	const struct slot_take *t = arg;
+	struct lz_lockslots s;
+	if (lz_lockslots_init(&s, fd, t->n) < 0)
+		return -1;
+	for (unsigned k = 0; k < t->take; k++)
+		if (lz_lockslots_take(&s) < 0)
+			return -1;
+	return 0;
+}
+
+/* A holder of `take` of the n slots, standing in for another Domain's
+ * proxy or router. */
+static inline struct slot_holder slot_holder_start(const char *path, unsigned n, unsigned take)
+{
+	const struct slot_take t = { n, take };
+	return slot_holder_run(path, slot_holder_take, &t);
 }
 
 static inline void slot_holder_end(struct slot_holder *h)

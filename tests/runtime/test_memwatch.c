@@ -184,56 +184,44 @@ static void test_lz_memwatch__host_budget_is_half_the_memory(void **state)
 }
 
 /* Another sandbox's watch, as the locks it holds: `chunks` of the n chunks
- * of the slots file at path and a presence slot, the want byte (a sandbox
- * short below its share) or the yield byte (one giving way), once
- * other_start returns; it lets go when other_end closes its pipe. */
+ * of the slots file and a presence slot, and the want byte (a sandbox
+ * short below its share) or the yield byte (one giving way). */
 enum { OTHER_WANTS = 1, OTHER_YIELDS = 2 };
+
+struct other {
+	unsigned n, chunks;
+	int flags;
+};
+
+static int other_hold(int fd, const void *arg)
+{
+	const struct other *o = arg;
+	struct lz_lockslots present;
+	const struct slot_take chunks = { o->n, o->chunks };
+	if (slot_holder_take(fd, &chunks) < 0 ||
+	    lz_lockslots_init_at(&present, fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX) < 0 ||
+	    lz_lockslots_take(&present) < 0)
+		return -1;
+	struct flock fl = { .l_whence = SEEK_SET, .l_len = 1 };
+	if (o->flags & OTHER_WANTS) {
+		fl.l_type = F_RDLCK;
+		fl.l_start = LZ_MEMWATCH_WANT_BYTE;
+		if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
+			return -1;
+	}
+	if (o->flags & OTHER_YIELDS) {
+		fl.l_type = F_WRLCK;
+		fl.l_start = LZ_MEMWATCH_YIELD_BYTE;
+		if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 static struct slot_holder other_start(const char *path, unsigned n, unsigned chunks, int flags)
 {
-	int ready[2], release[2];
-	char byte;
-	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(release, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		struct lz_lockslots slots, present;
-		/* nothing of the test's: a stand-in's pipe held here would keep
-		 * it from ever seeing its end */
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != ready[1] && fd != release[0])
-				close(fd);
-		int fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0 || lz_lockslots_init(&slots, fd, n) < 0 ||
-		    lz_lockslots_init_at(&present, fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX) < 0 ||
-		    lz_lockslots_take(&present) < 0)
-			_exit(2);
-		for (unsigned k = 0; k < chunks; k++)
-			if (lz_lockslots_take(&slots) < 0)
-				_exit(3);
-		struct flock fl = { .l_whence = SEEK_SET, .l_len = 1 };
-		if (flags & OTHER_WANTS) {
-			fl.l_type = F_RDLCK;
-			fl.l_start = LZ_MEMWATCH_WANT_BYTE;
-			if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
-				_exit(4);
-		}
-		if (flags & OTHER_YIELDS) {
-			fl.l_type = F_WRLCK;
-			fl.l_start = LZ_MEMWATCH_YIELD_BYTE;
-			if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
-				_exit(5);
-		}
-		(void)!write(ready[1], "r", 1);
-		(void)!read(release[0], &byte, 1);
-		_exit(0);
-	}
-	close(ready[1]);
-	close(release[0]);
-	assert_int_equal(read(ready[0], &byte, 1), 1);
-	close(ready[0]);
-	return (struct slot_holder){ pid, release[1] };
+	const struct other o = { n, chunks, flags };
+	return slot_holder_run(path, other_hold, &o);
 }
 
 /* Whether another description than fd's holds a lock on byte at. */
@@ -244,35 +232,54 @@ static bool byte_locked(int fd, off_t at)
 	return fl.l_type != F_UNLCK;
 }
 
+/* A slots file of N chunks of 32 MiB, and a watch on a stand-in sandbox. */
+#define N 8
+
 struct budget {
 	char path[32];
 	int fd, look; /* the watch's descriptor; another open, to look with */
 	struct lz_memwatch_limits lim;
+	struct child c;
+	struct lz_memwatch w;
+	struct lz_err err;
 };
 
-/* A slots file of n chunks of 32 MiB, and a watch on a stand-in sandbox of
- * `mib` MiB after its first look. */
-static void budget_start(struct budget *b, unsigned n, struct child *c, const char *mib, struct lz_memwatch *w)
+static void budget_file(struct budget *b)
 {
+	*b = (struct budget){ .w = LZ_MEMWATCH_INIT };
 	snprintf(b->path, sizeof(b->path), "/tmp/lz-memwatch-XXXXXX");
 	assert_true((b->fd = mkstemp(b->path)) >= 0);
 	assert_true((b->look = open(b->path, O_RDWR | O_CLOEXEC)) >= 0);
-	b->lim = (struct lz_memwatch_limits){ .own = 1024 * MIB, .host = n * 32ull * MIB, .slots_fd = b->fd };
-	start(c, "runsc-sandbox", "runsc-memory", mib);
-	struct lz_err err = { 0, "" };
-	*w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
-	if (lz_memwatch_open(-1, getpid(), &b->lim, w, &err) < 0)
-		fail_msg("open: %s", err.msg);
-	assert_int_equal(w->chunk, 32 * MIB);
-	assert_int_equal(lz_memwatch_check(w, &err), LZ_MEMWATCH_WITHIN);
+	b->lim = (struct lz_memwatch_limits){ .own = 1024 * MIB, .host = N * 32ull * MIB, .slots_fd = b->fd };
+}
+
+/* The watch on a stand-in of `mib` MiB: what its first look says. */
+static int budget_watch(struct budget *b, const char *mib)
+{
+	start(&b->c, "runsc-sandbox", "runsc-memory", mib);
+	if (lz_memwatch_open(-1, getpid(), &b->lim, &b->w, &b->err) < 0)
+		fail_msg("open: %s", b->err.msg);
+	assert_int_equal(b->w.chunk, 32 * MIB);
+	return lz_memwatch_check(&b->w, &b->err);
+}
+
+static void budget_start(struct budget *b, const char *mib)
+{
+	budget_file(b);
+	assert_int_equal(budget_watch(b, mib), LZ_MEMWATCH_WITHIN);
+}
+
+static int look(struct budget *b)
+{
+	return lz_memwatch_check(&b->w, &b->err);
 }
 
 /* Closes the watch: nothing of the file stays locked. */
-static void budget_end(struct budget *b, struct child *c, struct lz_memwatch *w)
+static void budget_end(struct budget *b)
 {
-	lz_memwatch_close(w);
+	lz_memwatch_close(&b->w);
 	assert_int_equal(slots_locked(b->look, 2 * LZ_LOCKSLOTS_MAX + 2), 0);
-	end(c, true);
+	end(&b->c, true);
 	close(b->look);
 	close(b->fd);
 	unlink(b->path);
@@ -286,46 +293,42 @@ static void budget_end(struct budget *b, struct child *c, struct lz_memwatch *w)
 static void test_lz_memwatch__shares_the_host_budget(void **state)
 {
 	(void)state;
-	const unsigned n = 8; /* 256 MiB */
 	struct budget b;
-	struct child c;
-	struct lz_memwatch w;
-	struct lz_err err = { 0, "" };
-	budget_start(&b, n, &c, "40", &w);
-	assert_int_equal(lz_memwatch_held(&w), 64 * MIB); /* 40 MiB, rounded up */
-	assert_int_equal(slots_locked(b.look, n), 2);
+	budget_start(&b, "40");
+	assert_int_equal(lz_memwatch_held(&b.w), 64 * MIB); /* 40 MiB, rounded up */
+	assert_int_equal(slots_locked(b.look, N), 2);
 	assert_int_equal(slots_locked(b.look, 2 * LZ_LOCKSLOTS_MAX), 3); /* and its presence */
 
-	struct slot_holder other = other_start(b.path, n, 5, 0);
-	grow(&c, 30); /* 70 MiB: the last free chunk */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(slots_locked(b.look, n), n);
+	struct slot_holder other = other_start(b.path, N, 5, 0);
+	grow(&b.c, 30); /* 70 MiB: the last free chunk */
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(slots_locked(b.look, N), N);
 	slot_holder_end(&other);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN); /* 3 held: gave none back */
-	assert_int_equal(lz_memwatch_held(&w), 96 * MIB);
-	grow(&c, -40); /* 30 MiB: one chunk, the others given back */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(lz_memwatch_held(&w), 32 * MIB);
-	other = other_start(b.path, n, 6, 0);
-	grow(&c, 60); /* 90 MiB: needs 3 of its share of 4, 1 left */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(w.running, 2);
-	assert_int_equal(lz_memwatch_held(&w), 64 * MIB);
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* 3 held: gave none back */
+	assert_int_equal(lz_memwatch_held(&b.w), 96 * MIB);
+	grow(&b.c, -40); /* 30 MiB: one chunk, the others given back */
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(lz_memwatch_held(&b.w), 32 * MIB);
+	other = other_start(b.path, N, 6, 0);
+	grow(&b.c, 60); /* 90 MiB: needs 3 of its share of 4, 1 left */
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(b.w.running, 2);
+	assert_int_equal(lz_memwatch_held(&b.w), 64 * MIB);
 	assert_true(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
 	slot_holder_end(&other);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(slots_locked(b.look, n), 3);
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(slots_locked(b.look, N), 3);
 	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
 
-	grow(&c, -70); /* 20 MiB left */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
-	assert_int_equal(lz_memwatch_held(&w), 32 * MIB);
-	assert_int_equal(slots_locked(b.look, n), 1);
+	grow(&b.c, -70); /* 20 MiB left */
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
+	assert_int_equal(lz_memwatch_held(&b.w), 32 * MIB);
+	assert_int_equal(slots_locked(b.look, N), 1);
 	/* Its own limit comes first: nothing more is taken past it. */
-	grow(&c, 1100);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_OWN);
-	assert_int_equal(slots_locked(b.look, n), 1);
-	budget_end(&b, &c, &w);
+	grow(&b.c, 1100);
+	assert_int_equal(look(&b), LZ_MEMWATCH_PAST_OWN);
+	assert_int_equal(slots_locked(b.look, N), 1);
+	budget_end(&b);
 }
 
 /* Short of chunks at its share or past it, the sandbox is the one past
@@ -333,34 +336,23 @@ static void test_lz_memwatch__shares_the_host_budget(void **state)
 static void test_lz_memwatch__at_its_share_it_is_the_one_past(void **state)
 {
 	(void)state;
-	const unsigned n = 8;
 	struct budget b;
-	struct child c;
-	struct lz_memwatch w;
-	struct lz_err err = { 0, "" };
-	budget_start(&b, n, &c, "100", &w); /* 4 chunks */
-	struct slot_holder other = other_start(b.path, n, 4, 0);
-	grow(&c, 40); /* 140 MiB, a fifth: its share is 4 */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_HOST);
-	assert_int_equal(w.running, 2);
+	budget_start(&b, "100"); /* 4 chunks */
+	struct slot_holder other = other_start(b.path, N, 4, 0);
+	grow(&b.c, 40); /* 140 MiB, a fifth: its share is 4 */
+	assert_int_equal(look(&b), LZ_MEMWATCH_PAST_HOST);
+	assert_int_equal(b.w.running, 2);
 	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
 	slot_holder_end(&other);
-	budget_end(&b, &c, &w);
+	budget_end(&b);
 
 	/* A launch that finds nothing left: past, though far below its share. */
-	snprintf(b.path, sizeof(b.path), "/tmp/lz-memwatch-XXXXXX");
-	assert_true((b.fd = mkstemp(b.path)) >= 0);
-	assert_true((b.look = open(b.path, O_RDWR | O_CLOEXEC)) >= 0);
-	b.lim.slots_fd = b.fd;
-	struct slot_holder all = other_start(b.path, n, n, 0);
-	start(&c, "runsc-sandbox", "runsc-memory", "1");
-	w = (struct lz_memwatch)LZ_MEMWATCH_INIT;
-	if (lz_memwatch_open(-1, getpid(), &b.lim, &w, &err) < 0)
-		fail_msg("open: %s", err.msg);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_PAST_HOST);
+	budget_file(&b);
+	struct slot_holder all = other_start(b.path, N, N, 0);
+	assert_int_equal(budget_watch(&b, "1"), LZ_MEMWATCH_PAST_HOST);
 	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
 	slot_holder_end(&all);
-	budget_end(&b, &c, &w);
+	budget_end(&b);
 }
 
 /* Past its share while another is short below its own, the sandbox gives
@@ -368,31 +360,27 @@ static void test_lz_memwatch__at_its_share_it_is_the_one_past(void **state)
 static void test_lz_memwatch__past_its_share_it_gives_way(void **state)
 {
 	(void)state;
-	const unsigned n = 8;
 	struct budget b;
-	struct child c;
-	struct lz_memwatch w;
-	struct lz_err err = { 0, "" };
-	budget_start(&b, n, &c, "180", &w); /* 6 chunks, its share 4 of 8 once two run */
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN); /* nobody short */
-	struct slot_holder yielding = other_start(b.path, n, 0, OTHER_YIELDS);
-	struct slot_holder short_one = other_start(b.path, n, 2, OTHER_WANTS);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN); /* one gives way already */
-	assert_int_equal(w.running, 3);
+	budget_start(&b, "180"); /* 6 chunks, its share 4 of 8 once two run */
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* nobody short */
+	struct slot_holder yielding = other_start(b.path, N, 0, OTHER_YIELDS);
+	struct slot_holder short_one = other_start(b.path, N, 2, OTHER_WANTS);
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* one gives way already */
+	assert_int_equal(b.w.running, 3);
 	slot_holder_end(&yielding);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_YIELD);
-	assert_int_equal(w.running, 2);
+	assert_int_equal(look(&b), LZ_MEMWATCH_YIELD);
+	assert_int_equal(b.w.running, 2);
 	assert_true(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
 	slot_holder_end(&short_one);
-	budget_end(&b, &c, &w);
+	budget_end(&b);
 
 	/* At its share exactly, it does not give way. */
-	budget_start(&b, n, &c, "120", &w); /* 4 chunks */
-	short_one = other_start(b.path, n, 3, OTHER_WANTS);
-	assert_int_equal(lz_memwatch_check(&w, &err), LZ_MEMWATCH_WITHIN);
+	budget_start(&b, "120"); /* 4 chunks */
+	short_one = other_start(b.path, N, 3, OTHER_WANTS);
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
 	assert_false(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
 	slot_holder_end(&short_one);
-	budget_end(&b, &c, &w);
+	budget_end(&b);
 }
 
 /* Chunks grow with the budget (at most LZ_LOCKSLOTS_MAX slots); a budget
