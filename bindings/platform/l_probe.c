@@ -52,6 +52,11 @@
  *                                          and what the egress proxy would
  *                                          allow under it (egressproxy.h), or
  *                                          nil, msg, errno
+ *   probe.memory()        [-0, +(1|3), m]  {budget=, chunk=}: the memory every
+ *                                          sandbox of the host may hold
+ *                                          together and its chunk, bytes
+ *                                          (runtime/memwatch.h), or nil, msg,
+ *                                          errno
  *   probe.library(name)   [-1, +(1|3), v]  name "libgit2"|"libarchive": loads
  *                                          the library Lazaret opens when first
  *                                          used (util/lazylib.h): {soname=}, or
@@ -90,6 +95,7 @@
 #include "platform/hostprobe.h"
 #include "proc/confine.h"
 #include "router/gitlib.h"
+#include "runtime/memwatch.h"
 #include "runtime/rsplan.h"
 #include "l_util.h"
 #include "modules.h"
@@ -354,6 +360,21 @@ static int l_egress(lua_State *L)
 	return 1;
 }
 
+static int l_memory(lua_State *L)
+{
+	struct lz_err err = { 0 };
+	check_nargs(L, 0);
+	uint64_t budget = lz_memwatch_host_budget();
+	if (budget == UINT64_MAX)
+		return lz_l_fail(L, lz_err_set(&err, EIO, "the host's memory cannot be read (sysinfo)"), &err);
+	lua_createtable(L, 0, 2);
+	lua_pushinteger(L, budget > (uint64_t)LUA_MAXINTEGER ? LUA_MAXINTEGER : (lua_Integer)budget);
+	lua_setfield(L, -2, "budget");
+	lua_pushinteger(L, (lua_Integer)lz_memwatch_chunk(budget));
+	lua_setfield(L, -2, "chunk");
+	return 1;
+}
+
 static int l_landlock(lua_State *L)
 {
 	check_nargs(L, 0);
@@ -455,6 +476,7 @@ int luaopen_lazaret_probe(lua_State *L)
 		{ "tool", l_tool },
 		{ "descriptors", l_descriptors },
 		{ "egress", l_egress },
+		{ "memory", l_memory },
 		{ "library", l_library },
 		{ "landlock", l_landlock },
 		{ "runtime_root", l_runtime_root },

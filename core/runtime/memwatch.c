@@ -154,9 +154,7 @@ static int budget_error(struct lz_err *err, int r)
 static int share(struct lz_memwatch *w, const struct lz_memwatch_limits *lim, struct lz_err *err)
 {
 	w->host = lim->host;
-	w->chunk = LZ_MEMWATCH_CHUNK_MIN;
-	if (w->host / w->chunk > LZ_LOCKSLOTS_MAX)
-		w->chunk = w->host / LZ_LOCKSLOTS_MAX + (w->host % LZ_LOCKSLOTS_MAX != 0);
+	w->chunk = lz_memwatch_chunk(w->host);
 	uint64_t n = w->host / w->chunk;
 	if (n == 0)
 		return lz_err_set(err, EINVAL, "the sandboxes' memory budget (%llu MiB) is less than one chunk",
@@ -321,4 +319,11 @@ uint64_t lz_memwatch_host_budget(void)
 	if (sysinfo(&si) < 0 || si.totalram == 0)
 		return UINT64_MAX;
 	return (uint64_t)si.totalram * (si.mem_unit ? si.mem_unit : 1) / 2;
+}
+
+uint64_t lz_memwatch_chunk(uint64_t host)
+{
+	if (host / LZ_MEMWATCH_CHUNK_MIN <= LZ_LOCKSLOTS_MAX)
+		return LZ_MEMWATCH_CHUNK_MIN;
+	return host / LZ_LOCKSLOTS_MAX + (host % LZ_LOCKSLOTS_MAX != 0);
 }

@@ -94,7 +94,12 @@ uint64_t lz_memwatch_held(struct lz_memwatch *w);
 void lz_memwatch_close(struct lz_memwatch *w);
 
 /* The memory every sandbox of the host may hold together, and one alone
- * when runtime.max_memory_mib is not set: half of the host's memory. */
+ * when runtime.max_memory_mib is not set: half of the host's memory;
+ * UINT64_MAX when the host's memory cannot be read. */
 uint64_t lz_memwatch_host_budget(void);
+
+/* The chunk of a budget of host bytes: LZ_MEMWATCH_CHUNK_MIN, or more so
+ * that there are at most LZ_LOCKSLOTS_MAX. */
+uint64_t lz_memwatch_chunk(uint64_t host);
 
 #endif

@@ -44,6 +44,9 @@ local function fake_probe(over)
     egress = function()
       return { tcp_pressure = 1572368384, max_connections = 107, upstream_rcvbuf = 1048576 }
     end,
+    memory = function()
+      return { budget = 12637339648, chunk = 33554432 }
+    end,
     library = function(name)
       return { soname = ({ libgit2 = "libgit2.so.1.5", libarchive = "libarchive.so.13" })[name] }
     end,
@@ -178,7 +181,7 @@ describe("lazaret.platform.diag", function()
       assert.is_string(c.detail)
     end
     assert.are.same({ "kernel", "subuid", "subgid", "newuidmap", "newgidmap", "runsc", "slirp4netns",
-      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "egress proxy", "runtime root", "libgit2", "libarchive", "landlock" }, names)
+      "/dev/fuse", "/dev/net/tun", "userns", "descriptors", "egress proxy", "sandbox memory", "runtime root", "libgit2", "libarchive", "landlock" }, names)
   end)
 
   describe("kernel", function()
@@ -450,6 +453,27 @@ describe("lazaret.platform.diag", function()
     end)
   end)
 
+  describe("sandbox memory", function()
+    local function memory(m, msg)
+      return by_name(diag.collect(fake_probe({ memory = function() return m, msg, 5 end })))["sandbox memory"]
+    end
+
+    it("states the budget every sandbox shares", function()
+      local c = memory({ budget = 12637339648, chunk = 33554432 })
+      assert.are.equal("ok", c.status)
+      assert.are.equal("at most 12051 MiB for all your sandboxes together (half of the host's memory), counted "
+        .. "in chunks of 32 MiB; when they need more, each may hold its share (that divided by the sandboxes "
+        .. "running)", c.detail)
+    end)
+
+    it("reports a host whose memory cannot be read", function()
+      local c = memory(nil, "the host's memory cannot be read (sysinfo)")
+      assert.are.equal("problem", c.status)
+      assert.are.equal("the host's memory cannot be read (sysinfo)", c.detail)
+      assert.matches("sysinfo(2)", c.fix, 1, true)
+    end)
+  end)
+
   describe("libraries", function()
     it("names the soname each library loads by", function()
       local c = by_name(diag.collect(fake_probe()))
@@ -537,7 +561,7 @@ describe("lazaret.platform.diag", function()
     it("writes the text report and returns 0 when every check is ok", function()
       local status, out = run_captured({ json = false, probe = fake_probe() })
       assert.are.equal(0, status)
-      assert.matches("\n16 checks, 0 problems\n$", out)
+      assert.matches("\n17 checks, 0 problems\n$", out)
     end)
 
     it("writes JSON and returns 1 when a check is a problem", function()
@@ -546,7 +570,7 @@ describe("lazaret.platform.diag", function()
       }) })
       assert.are.equal(1, status)
       assert.matches('^{"checks":%[', out)
-      assert.matches('"summary":{"checks":16,"problems":1}}\n$', out)
+      assert.matches('"summary":{"checks":17,"problems":1}}\n$', out)
     end)
 
     it("raises on unknown options and wrong option types", function()

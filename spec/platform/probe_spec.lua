@@ -41,7 +41,7 @@ describe("lazaret.core.probe", function()
       "descriptors:function", "device_rw:function", "devices:table", "egress:function", "errno:userdata",
       "file:function",
       "identity:function", "kernel:function", "landlock:function", "library:function", "locate:function",
-      "runtime_root:function", "subid_range:function", "subids:function", "tool:function", "tools:table",
+      "memory:function", "runtime_root:function", "subid_range:function", "subids:function", "tool:function", "tools:table",
       "trusted_dirs:table", "userns:function",
     }, names)
     assert.are.same({ "/dev/fuse", "/dev/net/tun", "/dev/kvm" }, probe.devices)
@@ -277,6 +277,18 @@ describe("lazaret.core.probe", function()
       assert.is_true(e.max_connections >= 16 and e.max_connections <= 256)
       assert.is_true(e.upstream_rcvbuf >= 128 * 1024 and e.upstream_rcvbuf <= 1024 * 1024)
       assert.has_error(function() probe.egress(1) end)
+    end)
+  end)
+
+  describe("memory", function()
+    it("returns half of this host's memory and its chunk", function()
+      local m = probe.memory()
+      local pages = tonumber(assert(io.popen("getconf _PHYS_PAGES")):read("l"))
+      local page = tonumber(assert(io.popen("getconf PAGESIZE")):read("l"))
+      local half = pages * page // 2
+      assert.is_true(m.budget > half - half // 100 and m.budget < half + half // 100)
+      assert.is_true(m.chunk >= 32 * 1024 * 1024 and m.budget // m.chunk <= 4096)
+      assert.has_error(function() probe.memory(1) end)
     end)
   end)
 

@@ -30,6 +30,7 @@ local function fake_probe(calls)
     userns = function() return true end,
     descriptors = function() return { soft = 20000, hard = 20000, dcache_cap = 5000 } end,
     egress = function() return { tcp_pressure = 1 << 30, max_connections = 73, upstream_rcvbuf = 1 << 20 } end,
+    memory = function() return { budget = 8 << 30, chunk = 32 << 20 } end,
     library = function(name) return { soname = name .. ".so" } end,
     runtime_root = function() return { path = "/run/user/1000/lazaret", exists = false, creatable = true } end,
     landlock = function() return 7 end,

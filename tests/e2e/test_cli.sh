@@ -566,7 +566,7 @@ test_report_example_runs() {
 test_report_verdict_is_the_exit_status() {
 	printf 'print(#lazaret.checks())\nreturn false\n' >"$T/no.lua"
 	assert_status 1 lz diag --report "$T/no.lua"
-	assert_eq 16 "$OUT" "number of checks"
+	assert_eq 17 "$OUT" "number of checks"
 	printf 'local lz = ...\nprint(lz.json({ kernel = lz.probe.kernel().release }))\n' >"$T/yes.lua"
 	assert_status 0 lz diag --report "$T/yes.lua"
 	assert_eq "{\"kernel\":\"$(uname -r)\"}" "$OUT"

@@ -73,7 +73,7 @@ test_passes_on_a_prepared_host() {
 		"rootless network" "Git Sentry" terminal; do
 		assert_match "$OUT" "^  ok   $c \\([0-9]+ ms\\)$"
 	done
-	assert_contains "$OUT" "qualify: 22 passed, 0 failed, 0 skipped"
+	assert_contains "$OUT" "qualify: 23 passed, 0 failed, 0 skipped"
 	assert_domains_stopped
 	# The sandbox's attempt on the host repository left it as it was.
 	assert_eq 0 "$(find "$SCRATCH/.git/hooks" -type f | wc -l)" "hooks on the host"
@@ -96,14 +96,14 @@ print("totals", d["ok"], d["passed"], d["failed"], d["skipped"])
 ' <<<"$OUT") || fail "not the documented JSON: $OUT"
 	assert_contains "$summary" "sandbox runsc launch pass None"
 	assert_contains "$summary" "sandbox terminal pass None"
-	assert_contains "$summary" "totals True 22 0 0"
+	assert_contains "$summary" "totals True 23 0 0"
 }
 
 test_unprepared_profile_fails_with_the_reason() {
 	capture lz qualify --profile unprepared
 	assert_eq 1 "$STATUS" "qualify of an unprepared image"
 	assert_match "$OUT" "^  FAIL runsc launch: .*not prepared.*lazaret image prepare"
-	assert_contains "$OUT" "qualify: 17 passed, 5 failed, 0 skipped"
+	assert_contains "$OUT" "qualify: 18 passed, 5 failed, 0 skipped"
 	assert_domains_stopped
 }
 
@@ -112,7 +112,7 @@ test_unknown_profile_blocks_the_launches() {
 	assert_eq 1 "$STATUS"
 	assert_match "$OUT" "^  FAIL configuration: profile 'nosuch': "
 	assert_match "$OUT" "^  skip runsc launch: the profile does not resolve"
-	assert_contains "$OUT" "qualify: 16 passed, 1 failed, 5 skipped"
+	assert_contains "$OUT" "qualify: 17 passed, 1 failed, 5 skipped"
 }
 
 test_refuses_arguments_it_does_not_know() {
@@ -144,7 +144,7 @@ test_the_example_suite_runs() {
 	assert_match "$OUT" "^example$"
 	assert_match "$OUT" "^  ok   the image has a POSIX shell \([0-9]+ ms\)$"
 	assert_match "$OUT" "^  ok   a terminal session sees its window size "
-	assert_contains "$OUT" "qualify: 26 passed, 0 failed, 0 skipped"
+	assert_contains "$OUT" "qualify: 27 passed, 0 failed, 0 skipped"
 }
 
 test_a_failing_user_check_names_its_reason() {

@@ -185,6 +185,21 @@ local function check_egress(probe)
     e.max_connections, e.upstream_rcvbuf // 1024, e.tcp_pressure // (1024 * 1024)))
 end
 
+-- The memory every sandbox of the host may hold together, each its share
+-- when they need more (core/runtime/memwatch.h).
+local function check_memory(probe)
+  local name = "sandbox memory"
+  local m, msg = probe.memory()
+  if not m then
+    return problem(name, msg, "a launch reads the host's memory with sysinfo(2) to bound the sandboxes' "
+      .. "memory; it does not start without it")
+  end
+  local mib = 1024 * 1024
+  return ok(name, format("at most %d MiB for all your sandboxes together (half of the host's memory), "
+    .. "counted in chunks of %d MiB; when they need more, each may hold its share (that divided by the "
+    .. "sandboxes running)", m.budget // mib, m.chunk // mib))
+end
+
 -- The Runtime Root ($XDG_RUNTIME_DIR/lazaret) a launch opens or makes:
 -- refused unless XDG_RUNTIME_DIR is set, absolute and free of symlinks,
 -- and the root, once made, is a directory of yours with mode 0700.
@@ -264,6 +279,7 @@ function M.collect(probe)
     check_userns(probe),
     check_descriptors(probe),
     check_egress(probe),
+    check_memory(probe),
     check_runtime_root(probe, id),
     check_library(probe, "libgit2"),
     check_library(probe, "libarchive"),

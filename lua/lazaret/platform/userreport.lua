@@ -13,7 +13,7 @@
 --                         subid_range(kind), file(path) (no symbolic link
 --                         followed, no automount entered), device_rw(path)
 --                         (path one of devices), userns(), descriptors(), egress(),
---                         library(name), landlock(), runtime_root(),
+--                         memory(), library(name), landlock(), runtime_root(),
 --                         locate(name), tool(name), and copies of tools,
 --                         trusted_dirs, devices, errno
 --   lazaret.checks()      the checks as `lazaret diag` judges them: a new
