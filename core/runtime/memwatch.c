@@ -241,9 +241,22 @@ static int short_of_budget(struct lz_memwatch *w, uint64_t need, struct lz_err *
 	return LZ_MEMWATCH_WITHIN;
 }
 
+/* Whether a chunk is free now (one taken and given back): a short sandbox
+ * takes it at its next look, and a watch that sees its want still set
+ * (another has just ended and freed chunks) must not end as well. */
+static bool chunk_free(struct lz_memwatch *w)
+{
+	int slot = lz_lockslots_take(&w->slots);
+	if (slot < 0)
+		return false;
+	lz_lockslots_give(&w->slots, slot);
+	return true;
+}
+
 /* Holds as many chunks of the shared budget as w->seen fills, or says
  * what a shortage means (short_of_budget); gives way when another is short
- * and this one holds more than its share and no other is giving way. */
+ * and none is free, this one holds more than its share and no other is
+ * giving way. */
 static int hold(struct lz_memwatch *w, struct lz_err *err)
 {
 	if (!w->shared)
@@ -267,7 +280,8 @@ static int hold(struct lz_memwatch *w, struct lz_err *err)
 	int r = count_running(w, err);
 	if (r < 0)
 		return r;
-	if (need * w->running > w->slots.n && lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_WRLCK) == 0)
+	if (need * w->running > w->slots.n && !chunk_free(w) &&
+	    lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_WRLCK) == 0)
 		return LZ_MEMWATCH_YIELD; /* held until the watch closes */
 	return LZ_MEMWATCH_WITHIN;
 }

@@ -356,15 +356,20 @@ static void test_lz_memwatch__at_its_share_it_is_the_one_past(void **state)
 }
 
 /* Past its share while another is short below its own, the sandbox gives
- * way (and takes the yield byte): unless another is giving way already. */
+ * way (and takes the yield byte): unless a chunk is free (another has just
+ * given way), or another is giving way already. */
 static void test_lz_memwatch__past_its_share_it_gives_way(void **state)
 {
 	(void)state;
 	struct budget b;
 	budget_start(&b, "180"); /* 6 chunks, its share 4 of 8 once two run */
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* nobody short */
+	struct slot_holder short_one = other_start(b.path, N, 1, OTHER_WANTS);
+	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* one chunk free */
+	assert_false(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
+	slot_holder_end(&short_one);
+	short_one = other_start(b.path, N, 2, OTHER_WANTS);
 	struct slot_holder yielding = other_start(b.path, N, 0, OTHER_YIELDS);
-	struct slot_holder short_one = other_start(b.path, N, 2, OTHER_WANTS);
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* one gives way already */
 	assert_int_equal(b.w.running, 3);
 	slot_holder_end(&yielding);
