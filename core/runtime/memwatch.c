@@ -128,20 +128,6 @@ static int find_memory_file(int pid_dir, char *ret, size_t size)
 	return r;
 }
 
-/* A lock of type on one byte for this description (F_OFD_SETLK). */
-static int lock_byte(int fd, off_t at, short type)
-{
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
-	return fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : -errno;
-}
-
-/* Whether another description holds a lock on the byte. */
-static bool locked_elsewhere(int fd, off_t at)
-{
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
-	return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-}
-
 static int budget_error(struct lz_err *err, int r)
 {
 	return lz_err_set(err, -r, "the sandboxes' memory budget (%s): %s", LZ_MEMWATCH_SLOTS, strerror(-r));
@@ -159,13 +145,20 @@ static int share(struct lz_memwatch *w, const struct lz_memwatch_limits *lim, st
 	if (n == 0)
 		return lz_err_set(err, EINVAL, "the sandboxes' memory budget (%llu MiB) is less than one chunk",
 				  (unsigned long long)(w->host >> 20));
-	int r = lz_lockslots_init(&w->slots, lim->slots_fd, (unsigned)n);
-	if (r < 0)
-		return budget_error(err, r);
-	if ((r = lz_lockslots_init_at(&w->present, lim->slots_fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX)) < 0) {
-		lz_lockslots_destroy(&w->slots);
-		return budget_error(err, r);
-	}
+	const struct {
+		struct lz_lockslots *set;
+		unsigned base, n;
+	} sets[] = { { &w->slots, 0, (unsigned)n },
+		     { &w->present, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX },
+		     { &w->want, LZ_MEMWATCH_WANT_BASE, LZ_LOCKSLOTS_MAX },
+		     { &w->yield, LZ_MEMWATCH_YIELD_BASE, 1 } };
+	int r;
+	for (size_t i = 0; i < LZ_ARRAY_SIZE(sets); i++)
+		if ((r = lz_lockslots_init_at(sets[i].set, lim->slots_fd, sets[i].base, sets[i].n)) < 0) {
+			while (i-- > 0)
+				lz_lockslots_destroy(sets[i].set);
+			return budget_error(err, r);
+		}
 	w->shared = true;
 	w->running = 1;
 	if ((r = lz_lockslots_take(&w->present)) < 0)
@@ -235,9 +228,8 @@ static int short_of_budget(struct lz_memwatch *w, uint64_t need, struct lz_err *
 		return r;
 	if (need * w->running >= w->slots.n)
 		return LZ_MEMWATCH_PAST_HOST;
-	if (!w->wanting && (r = lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_RDLCK)) < 0)
+	if (lz_lockslots_held(&w->want) == 0 && (r = lz_lockslots_take(&w->want)) < 0)
 		return budget_error(err, r);
-	w->wanting = true;
 	return LZ_MEMWATCH_WITHIN;
 }
 
@@ -271,17 +263,14 @@ static int hold(struct lz_memwatch *w, struct lz_err *err)
 		if (r < 0)
 			return budget_error(err, r);
 	}
-	if (w->wanting) {
-		(void)lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_UNLCK);
-		w->wanting = false;
-	}
-	if (!locked_elsewhere(w->slots.fd, LZ_MEMWATCH_WANT_BYTE))
-		return LZ_MEMWATCH_WITHIN;
-	int r = count_running(w, err);
-	if (r < 0)
+	lz_lockslots_give_one(&w->want);
+	int r = lz_lockslots_others(&w->want);
+	if (r <= 0)
+		return r < 0 ? budget_error(err, r) : LZ_MEMWATCH_WITHIN;
+	if ((r = count_running(w, err)) < 0)
 		return r;
 	if (need * w->running > w->slots.n && !chunk_free(w) &&
-	    lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_WRLCK) == 0)
+	    (lz_lockslots_held(&w->yield) == 1 || lz_lockslots_take(&w->yield) >= 0))
 		return LZ_MEMWATCH_YIELD; /* held until the watch closes */
 	return LZ_MEMWATCH_WITHIN;
 }
@@ -318,13 +307,13 @@ void lz_memwatch_close(struct lz_memwatch *w)
 {
 	lz_close_fdp(&w->pid_dir);
 	if (w->shared) {
-		/* the chunks first, then the want and yield bytes */
+		/* the chunks first, then the rest */
 		lz_lockslots_destroy(&w->slots);
-		(void)lock_byte(w->slots.fd, LZ_MEMWATCH_WANT_BYTE, F_UNLCK);
-		(void)lock_byte(w->slots.fd, LZ_MEMWATCH_YIELD_BYTE, F_UNLCK);
+		lz_lockslots_destroy(&w->want);
+		lz_lockslots_destroy(&w->yield);
 		lz_lockslots_destroy(&w->present);
 	}
-	w->shared = w->wanting = false;
+	w->shared = false;
 }
 
 uint64_t lz_memwatch_host_budget(void)

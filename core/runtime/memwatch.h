@@ -28,14 +28,15 @@
  * it grows and giving them back as it shrinks or ends. Its share is the
  * budget divided by the sandboxes running (each holds a presence slot).
  * One that needs more than is left ends when it needs its share or more;
- * needing less, it runs on and says so (a shared lock on the want byte),
- * and the first one holding more than its share to see it ends instead
- * (taking the yield byte, so that one ends at a time). Layout: chunks from byte 0,
- * presence slots from LZ_LOCKSLOTS_MAX, then the want and yield bytes. */
+ * needing less, it runs on and says so (a want slot), and the first one
+ * holding more than its share to see it ends instead (taking the one
+ * yield slot, so that one ends at a time). Four sets of slots in the
+ * file: chunks from byte 0, presence and want slots from these bases,
+ * and the yield slot. */
 #define LZ_MEMWATCH_SLOTS "memory.slots"
 #define LZ_MEMWATCH_PRESENT_BASE LZ_LOCKSLOTS_MAX
-#define LZ_MEMWATCH_WANT_BYTE (2 * LZ_LOCKSLOTS_MAX)
-#define LZ_MEMWATCH_YIELD_BYTE (LZ_MEMWATCH_WANT_BYTE + 1)
+#define LZ_MEMWATCH_WANT_BASE (2 * LZ_LOCKSLOTS_MAX)
+#define LZ_MEMWATCH_YIELD_BASE (3 * LZ_LOCKSLOTS_MAX)
 
 /* The least chunk: a budget of more than LZ_LOCKSLOTS_MAX of them takes
  * larger ones. What a sandbox may hold beyond what it uses is one chunk. */
@@ -56,10 +57,9 @@ struct lz_memwatch {
 	uint64_t limit, seen; /* bytes */
 	uint64_t host, chunk; /* bytes: the shared budget and one slot of it */
 	unsigned running;     /* sandboxes holding a presence slot, at the last count */
-	bool shared;          /* slots and present are initialised, a presence slot held */
+	bool shared;          /* the four sets are initialised, a presence slot held */
 	bool looked;          /* a first look was made */
-	bool wanting;         /* this watch holds the want byte */
-	struct lz_lockslots slots, present;
+	struct lz_lockslots slots, present, want, yield;
 };
 
 #define LZ_MEMWATCH_INIT { .pid_dir = -1 }

@@ -184,8 +184,8 @@ static void test_lz_memwatch__host_budget_is_half_the_memory(void **state)
 }
 
 /* Another sandbox's watch, as the locks it holds: `chunks` of the n chunks
- * of the slots file and a presence slot, and the want byte (a sandbox
- * short below its share) or the yield byte (one giving way). */
+ * of the slots file and a presence slot, and a want slot (a sandbox short
+ * below its share) or the yield slot (one giving way). */
 enum { OTHER_WANTS = 1, OTHER_YIELDS = 2 };
 
 struct other {
@@ -193,28 +193,21 @@ struct other {
 	int flags;
 };
 
+/* Takes one of the n slots at base through its own set. */
+static int take_at(int fd, unsigned base, unsigned n)
+{
+	struct lz_lockslots set;
+	return lz_lockslots_init_at(&set, fd, base, n) < 0 || lz_lockslots_take(&set) < 0 ? -1 : 0;
+}
+
 static int other_hold(int fd, const void *arg)
 {
 	const struct other *o = arg;
-	struct lz_lockslots present;
 	const struct slot_take chunks = { o->n, o->chunks };
-	if (slot_holder_take(fd, &chunks) < 0 ||
-	    lz_lockslots_init_at(&present, fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX) < 0 ||
-	    lz_lockslots_take(&present) < 0)
+	if (slot_holder_take(fd, &chunks) < 0 || take_at(fd, LZ_MEMWATCH_PRESENT_BASE, LZ_LOCKSLOTS_MAX) < 0 ||
+	    ((o->flags & OTHER_WANTS) && take_at(fd, LZ_MEMWATCH_WANT_BASE, LZ_LOCKSLOTS_MAX) < 0) ||
+	    ((o->flags & OTHER_YIELDS) && take_at(fd, LZ_MEMWATCH_YIELD_BASE, 1) < 0))
 		return -1;
-	struct flock fl = { .l_whence = SEEK_SET, .l_len = 1 };
-	if (o->flags & OTHER_WANTS) {
-		fl.l_type = F_RDLCK;
-		fl.l_start = LZ_MEMWATCH_WANT_BYTE;
-		if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
-			return -1;
-	}
-	if (o->flags & OTHER_YIELDS) {
-		fl.l_type = F_WRLCK;
-		fl.l_start = LZ_MEMWATCH_YIELD_BYTE;
-		if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
-			return -1;
-	}
 	return 0;
 }
 
@@ -224,13 +217,18 @@ static struct slot_holder other_start(const char *path, unsigned n, unsigned chu
 	return slot_holder_run(path, other_hold, &o);
 }
 
-/* Whether another description than fd's holds a lock on byte at. */
-static bool byte_locked(int fd, off_t at)
+/* How many of the n slots at base descriptions other than fd's hold. */
+static int held_at(int fd, unsigned base, unsigned n)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
-	assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
-	return fl.l_type != F_UNLCK;
+	struct lz_lockslots set;
+	assert_int_equal(lz_lockslots_init_at(&set, fd, base, n), 0);
+	int held = lz_lockslots_others(&set);
+	lz_lockslots_destroy(&set);
+	return held;
 }
+
+#define WANTS(b) held_at((b).look, LZ_MEMWATCH_WANT_BASE, LZ_LOCKSLOTS_MAX)
+#define YIELDS(b) held_at((b).look, LZ_MEMWATCH_YIELD_BASE, 1)
 
 /* A slots file of N chunks of 32 MiB, and a watch on a stand-in sandbox. */
 #define N 8
@@ -278,7 +276,7 @@ static int look(struct budget *b)
 static void budget_end(struct budget *b)
 {
 	lz_memwatch_close(&b->w);
-	assert_int_equal(slots_locked(b->look, 2 * LZ_LOCKSLOTS_MAX + 2), 0);
+	assert_int_equal(slots_locked(b->look, LZ_MEMWATCH_YIELD_BASE + 1), 0);
 	end(&b->c, true);
 	close(b->look);
 	close(b->fd);
@@ -314,11 +312,11 @@ static void test_lz_memwatch__shares_the_host_budget(void **state)
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
 	assert_int_equal(b.w.running, 2);
 	assert_int_equal(lz_memwatch_held(&b.w), 64 * MIB);
-	assert_true(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	assert_int_equal(WANTS(b), 1);
 	slot_holder_end(&other);
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
 	assert_int_equal(slots_locked(b.look, N), 3);
-	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	assert_int_equal(WANTS(b), 0);
 
 	grow(&b.c, -70); /* 20 MiB left */
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
@@ -342,7 +340,7 @@ static void test_lz_memwatch__at_its_share_it_is_the_one_past(void **state)
 	grow(&b.c, 40); /* 140 MiB, a fifth: its share is 4 */
 	assert_int_equal(look(&b), LZ_MEMWATCH_PAST_HOST);
 	assert_int_equal(b.w.running, 2);
-	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	assert_int_equal(WANTS(b), 0);
 	slot_holder_end(&other);
 	budget_end(&b);
 
@@ -350,7 +348,7 @@ static void test_lz_memwatch__at_its_share_it_is_the_one_past(void **state)
 	budget_file(&b);
 	struct slot_holder all = other_start(b.path, N, N, 0);
 	assert_int_equal(budget_watch(&b, "1"), LZ_MEMWATCH_PAST_HOST);
-	assert_false(byte_locked(b.look, LZ_MEMWATCH_WANT_BYTE));
+	assert_int_equal(WANTS(b), 0);
 	slot_holder_end(&all);
 	budget_end(&b);
 }
@@ -366,7 +364,7 @@ static void test_lz_memwatch__past_its_share_it_gives_way(void **state)
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* nobody short */
 	struct slot_holder short_one = other_start(b.path, N, 1, OTHER_WANTS);
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN); /* one chunk free */
-	assert_false(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
+	assert_int_equal(YIELDS(b), 0);
 	slot_holder_end(&short_one);
 	short_one = other_start(b.path, N, 2, OTHER_WANTS);
 	struct slot_holder yielding = other_start(b.path, N, 0, OTHER_YIELDS);
@@ -375,7 +373,7 @@ static void test_lz_memwatch__past_its_share_it_gives_way(void **state)
 	slot_holder_end(&yielding);
 	assert_int_equal(look(&b), LZ_MEMWATCH_YIELD);
 	assert_int_equal(b.w.running, 2);
-	assert_true(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
+	assert_int_equal(YIELDS(b), 1);
 	slot_holder_end(&short_one);
 	budget_end(&b);
 
@@ -383,7 +381,7 @@ static void test_lz_memwatch__past_its_share_it_gives_way(void **state)
 	budget_start(&b, "120"); /* 4 chunks */
 	short_one = other_start(b.path, N, 3, OTHER_WANTS);
 	assert_int_equal(look(&b), LZ_MEMWATCH_WITHIN);
-	assert_false(byte_locked(b.look, LZ_MEMWATCH_YIELD_BYTE));
+	assert_int_equal(YIELDS(b), 0);
 	slot_holder_end(&short_one);
 	budget_end(&b);
 }
